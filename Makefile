@@ -1,0 +1,49 @@
+# moonrl - thin wrapper over CMake. Every dependency is named here, once.
+#   make run    install what is missing, build, train the built-in default
+#   make test   install what is missing, build, run every test (ctest + busted)
+#   make bench  install what is missing (also PyTorch), build, benchmark side by side
+
+APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
+                  lua-luv-dev lua-busted libopenblas-openmp-dev
+BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox
+
+BUILD ?= build
+JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps bench-deps build run test bench clean
+
+all: build
+
+# Installs only what is missing; apt-get needs root (or sudo).
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "moonrl: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
+deps:
+	$(call apt_install,$(APT_PACKAGES))
+
+bench-deps: deps
+	$(call apt_install,$(BENCH_PACKAGES))
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/moonrl train
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure
+	busted --lua=luajit spec
+
+bench: bench-deps build
+	./$(BUILD)/moonrl bench --compare
+
+clean:
+	rm -rf $(BUILD)

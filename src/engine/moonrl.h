@@ -1,0 +1,306 @@
+/*
+ * moonrl.h - the one public header of the moonrl engine.
+ *
+ * Plain C, no Lua types: any program with a C compiler or an FFI can drive it.
+ * The engine trains the `foraging` workload of ENV_SPEC.md with PPO on a CPU
+ * backend (C + OpenBLAS + OpenMP) or, when built with CUDA and a GPU is
+ * present, a CUDA backend.
+ *
+ * Conventions
+ *   - Every function returns an mr_status. MR_OK is 0. On failure, the optional
+ *     `mr_error *err` is filled with the status and a message a person can act
+ *     on (what was wrong, what is accepted). Passing err = NULL is allowed.
+ *   - No function aborts or exits on bad input.
+ *   - The trainer owns every buffer; the steady state allocates nothing.
+ *   - Not thread-safe per object: one thread drives one trainer at a time.
+ *
+ * Typical use:
+ *   mr_config cfg; mr_config_default(&cfg);
+ *   cfg.env.num_envs = 64;
+ *   mr_trainer *t; mr_error e;
+ *   if (mr_trainer_create(&cfg, &t, &e) != MR_OK) { puts(e.msg); return 1; }
+ *   mr_metrics m;
+ *   while (!mr_trainer_done(t)) mr_trainer_update(t, &m, &e);
+ *   mr_trainer_save(t, "run/ckpt.mrck", &e);
+ *   mr_trainer_free(t);
+ */
+#ifndef MOONRL_H
+#define MOONRL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MR_VERSION_STRING "0.1.0"
+#define MR_MAX_CONV 8          /* at most this many conv layers in the trunk */
+#define MR_ERROR_LEN 512
+
+typedef enum mr_status {
+    MR_OK = 0,
+    MR_ERR_ARG = 1,        /* a bad argument or config value */
+    MR_ERR_NOMEM = 2,      /* an allocation failed (host or device) */
+    MR_ERR_IO = 3,         /* a file could not be read or written */
+    MR_ERR_FORMAT = 4,     /* a file is not a valid moonrl checkpoint / is damaged */
+    MR_ERR_BACKEND = 5,    /* the requested backend is unavailable or failed */
+    MR_ERR_STATE = 6,      /* the call does not fit the object's state */
+    MR_ERR_NUMERIC = 7     /* a non-finite value was produced */
+} mr_status;
+
+typedef struct mr_error {
+    mr_status status;
+    char msg[MR_ERROR_LEN];
+} mr_error;
+
+const char *mr_status_name(mr_status s);
+const char *mr_version(void);
+
+/* ------------------------------------------------------------------ config */
+
+typedef enum mr_mode {
+    MR_MODE_GROUND_TRUTH = 0,
+    MR_MODE_GROUND_TRUTH_BLINDED = 1,
+    MR_MODE_PROXY_MORTAL = 2,
+    MR_MODE_PROXY = 3
+} mr_mode;
+
+typedef enum mr_device { MR_DEVICE_AUTO = 0, MR_DEVICE_CPU = 1, MR_DEVICE_CUDA = 2 } mr_device;
+typedef enum mr_precision { MR_FP32 = 0, MR_BF16 = 1, MR_FP16 = 2 } mr_precision;
+
+/* Names <-> enums, for hosts and messages. Return -1 / NULL when unknown. */
+int mr_mode_from_name(const char *name);
+const char *mr_mode_name(int mode);
+
+typedef struct mr_env_config {
+    int mode;               /* mr_mode                          default ground_truth */
+    int num_envs;           /* instances stepped in lock-step   default 192 */
+    int grid_size;          /* H = W                            default 128 */
+    int view_range;         /* observation is (2r+1)^2          default 5 */
+    int density_min;        /* food/poison count drawn from     default 64 */
+    int density_max;        /*   [density_min, density_max]     default 256 */
+    int respawn_tries;      /* candidate cells for a respawn    default 50 */
+    int max_episode_steps;  /* truncation; 0 = never            default 512 */
+} mr_env_config;
+
+typedef struct mr_policy_config {
+    int num_conv;                      /* default 3 */
+    int conv_channels[MR_MAX_CONV];    /* default {32, 64, 64}; 3x3, pad 1 */
+    int hidden;                        /* trunk features, default 512 */
+    int critic_hidden;                 /* default 512 */
+    int popart;                        /* 1 = PopArt value head, default 1 */
+    float popart_beta_min;             /* default 0.001 */
+} mr_policy_config;
+
+typedef enum mr_schedule_kind {
+    MR_SCHED_CONSTANT = 0,   /* start */
+    MR_SCHED_LINEAR = 1,     /* start + (end - start) * p */
+    MR_SCHED_COSINE = 2,     /* end + (start - end) * (1 + cos(pi p)) / 2 */
+    MR_SCHED_STEP = 3        /* start * gamma ^ floor(p / every), never past end */
+} mr_schedule_kind;
+
+/* A value as a function of training progress p in [0, 1], evaluated once per
+ * update with p = updates done / total updates. */
+typedef struct mr_schedule {
+    int kind;
+    double start, end;
+    double gamma, every;     /* MR_SCHED_STEP only */
+} mr_schedule;
+
+double mr_schedule_value(const mr_schedule *s, double progress);
+
+typedef struct mr_ppo_config {
+    int rollout_steps;       /* default 128 */
+    int epochs;              /* default 4 */
+    int minibatches;         /* default 1 (full batch) */
+    double gamma;            /* default 0.99 */
+    double gae_lambda;       /* default 0.95 */
+    mr_schedule lr;          /* default linear 3e-4 -> 1e-4 */
+    mr_schedule clip;        /* default linear 0.2 -> 0.1 */
+    mr_schedule ent_coef;    /* default linear 0.1 -> 0.001 */
+    double vf_coef;          /* default 0.5 */
+    double ent_floor;        /* entropy floor, default 0.5 */
+    double ent_floor_coef;   /* default 0.05: loss += c * relu(floor - H) */
+    double max_grad_norm;    /* per parameter group (policy, value), default 0.5 */
+    double adam_beta1;       /* default 0.9 */
+    double adam_beta2;       /* default 0.999 */
+    double adam_eps;         /* default 1e-8 */
+    int norm_adv;            /* default 1 */
+    double reward_clip;      /* rewards clamped to [-c, c], default 20 */
+} mr_ppo_config;
+
+/* Settings that only mean something on a GPU; a CPU trainer reports them in
+ * mr_trainer_describe() as not applying. */
+typedef struct mr_cuda_config {
+    int device_index;            /* default 0 */
+    int graphs;                  /* capture steady state as CUDA graphs, default 1 */
+    int cudnn_benchmark;         /* algorithm search in warm-up, default 1 */
+    char algo_cache[256];        /* file caching the algorithm choice, "" = none */
+    double memory_fraction;      /* limit as a fraction of the card, default 0.9 */
+    double release_threshold;    /* fraction of the limit above which the cache is released, default 0.8 */
+} mr_cuda_config;
+
+typedef struct mr_config {
+    mr_env_config env;
+    mr_policy_config policy;
+    mr_ppo_config ppo;
+    mr_cuda_config cuda;
+    int device;                  /* mr_device, default auto */
+    int precision;               /* mr_precision, default fp32 (CPU supports fp32 only) */
+    int threads;                 /* CPU threads, 0 = all cores, default 0 */
+    uint64_t seed;               /* default 1 */
+    uint64_t total_steps;        /* agent-steps to train; default 50,331,648 */
+} mr_config;
+
+void mr_config_default(mr_config *cfg);
+/* Checks every field; on a bad one says which, its value and what is accepted. */
+mr_status mr_config_validate(const mr_config *cfg, mr_error *err);
+
+/* ----------------------------------------------------------------- metrics */
+
+/* One update's numbers. Episode statistics cover the episodes that ended
+ * during this update's rollout (episodes == 0 leaves them at 0). */
+typedef struct mr_metrics {
+    uint64_t update;             /* updates done, counting this one */
+    uint64_t agent_steps;        /* total agent-steps so far */
+    double progress;             /* in [0, 1] */
+    /* episodes */
+    double episodes;
+    double episode_return_mean, episode_return_min, episode_return_max;
+    double episode_length_mean;
+    double food_per_episode, poison_per_episode;
+    double efficiency;           /* food / (food + poison) over ended episodes */
+    double deaths;               /* terminated (energy <= 0) in this rollout */
+    /* training */
+    double policy_loss, value_loss, entropy, approx_kl, clip_fraction;
+    double explained_variance;
+    double grad_norm_policy, grad_norm_value, grad_norm;   /* before clipping */
+    double lr, clip, ent_coef;
+    double popart_mean, popart_std;
+    double loss_scale;           /* 1 unless fp16 */
+    uint64_t skipped_steps;      /* fp16 steps skipped for inf/nan, total */
+    int nonfinite;               /* 1 if a loss or gradient was not finite */
+    /* time, seconds of this update */
+    double time_rollout, time_gae, time_update, time_total;
+    double sps;                  /* agent-steps / time_total for this update */
+    /* memory, bytes */
+    uint64_t memory_planned_bytes;
+    uint64_t memory_peak_bytes;
+} mr_metrics;
+
+/* ----------------------------------------------------------------- trainer */
+
+typedef struct mr_trainer mr_trainer;
+
+mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *err);
+void mr_trainer_free(mr_trainer *t);
+
+/* One update: rollout of rollout_steps x num_envs, GAE, PPO epochs. */
+mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err);
+/* 1 once total_steps have been trained. */
+int mr_trainer_done(const mr_trainer *t);
+const mr_config *mr_trainer_config(const mr_trainer *t);
+/* Which backend runs and what applies, e.g. "cpu (2 threads, OpenBLAS); cuda.graphs does not apply". */
+const char *mr_trainer_describe(const mr_trainer *t);
+
+/* Hot parameters: changeable between updates without restarting. */
+typedef struct mr_hot_params {
+    mr_schedule lr, clip, ent_coef;
+    double max_grad_norm;
+    double vf_coef;
+    double ent_floor, ent_floor_coef;
+    uint64_t total_steps;
+} mr_hot_params;
+
+mr_status mr_trainer_get_hot(const mr_trainer *t, mr_hot_params *out, mr_error *err);
+mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *err);
+
+/* Snapshot of all learnable state (weights, optimizer, PopArt) in host memory,
+ * e.g. to restore after a warm-up update. Allocated at creation. */
+mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err);
+mr_status mr_trainer_restore(mr_trainer *t, mr_error *err);
+
+/* Checkpoints: versioned, checksummed, written atomically (temp + fsync + rename).
+ * They hold the config, weights, optimizer, PopArt, environment state, RNG
+ * counters and progress: a resumed CPU run continues bit-identically. */
+mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err);
+/* Loads into a trainer created with a compatible config (same shapes). */
+mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err);
+/* Reads just the config stored in a checkpoint, to create a matching trainer. */
+mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err);
+
+/* --------------------------------------------------------------- evaluation */
+
+typedef struct mr_eval_config {
+    int mode;           /* mr_mode; -1 = the trainer's mode */
+    int num_envs;       /* default 1024 */
+    int steps;          /* per run, default 4096 */
+    int runs;           /* default 1 */
+    uint64_t seed;      /* default 12345 */
+} mr_eval_config;
+
+/* "Continuous survival": energy real in every mode, no truncation, actions
+ * sampled from the policy. Per-1k figures are per 1,000 agent-steps. */
+typedef struct mr_eval_result {
+    double energy_per_1k;    /* (food - 2 poison - 0.01 steps) per 1k */
+    double efficiency;       /* mean over agents of food / (food + poison) */
+    double survival;         /* mean episode length, censored at the end */
+    double deaths_per_1k;
+    double food_per_1k;
+    double poison_per_1k;
+} mr_eval_result;
+
+void mr_eval_config_default(mr_eval_config *cfg);
+/* Does not disturb training state (its own environments and RNG stream). */
+mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *cfg,
+                              mr_eval_result *out, mr_error *err);
+
+/* ------------------------------------------------------------------ memory */
+
+typedef struct mr_memory_stats {
+    uint64_t host_planned_bytes;     /* arena planned at creation */
+    uint64_t host_peak_bytes;
+    uint64_t host_allocations;       /* allocations made by the engine; constant in steady state */
+    uint64_t device_allocated_bytes; /* CUDA only, else 0 */
+    uint64_t device_reserved_bytes;
+    uint64_t device_peak_bytes;
+    uint64_t device_allocations;
+    uint64_t device_cache_hits;
+} mr_memory_stats;
+
+mr_status mr_trainer_memory(const mr_trainer *t, mr_memory_stats *out, mr_error *err);
+
+/* ------------------------------------------------------- environment alone */
+
+/* The vectorised environment on its own: benchmarks, tests, other learners. */
+typedef struct mr_env mr_env;
+
+mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device,
+                        int threads, mr_env **out, mr_error *err);
+void mr_env_free(mr_env *e);
+/* Full reset of every instance (grid, agent, energy). */
+mr_status mr_env_reset(mr_env *e, mr_error *err);
+/* actions: num_envs bytes in [0, 8), host memory. */
+mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err);
+/* Copies of the current state into host memory (sizes in the comments). */
+typedef struct mr_env_view {
+    uint8_t *obs;          /* num_envs * (2r+1)^2 cell codes (0 empty, 1 food, 2 poison) */
+    float *reward;         /* num_envs */
+    uint8_t *terminated;   /* num_envs */
+    uint8_t *truncated;    /* num_envs */
+    uint8_t *grid;         /* num_envs * H * W, or NULL to skip */
+    int32_t *x, *y;        /* num_envs each, or NULL */
+    float *energy;         /* num_envs, or NULL */
+} mr_env_view;
+mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err);
+/* Set energy frozen (1) or real (0); the mode sets the default. */
+mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err);
+
+/* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
+int mr_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOONRL_H */
