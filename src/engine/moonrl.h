@@ -216,8 +216,9 @@ typedef struct mr_hot_params {
 mr_status mr_trainer_get_hot(const mr_trainer *t, mr_hot_params *out, mr_error *err);
 mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *err);
 
-/* Snapshot of all learnable state (weights, optimizer, PopArt) in host memory,
- * e.g. to restore after a warm-up update. Allocated at creation. */
+/* Snapshot of all learnable state (weights, optimizer, PopArt) and the progress
+ * counters in host memory, e.g. to restore after a warm-up update, which then
+ * does not count as progress. The environments keep going. Allocated at creation. */
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err);
 mr_status mr_trainer_restore(mr_trainer *t, mr_error *err);
 

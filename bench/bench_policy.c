@@ -1,0 +1,169 @@
+/*
+ * bench_policy.c - speed of the CPU actor-critic (policy.c): act() for the
+ * rollout and forward + backward for the update, for the reference net and a
+ * small CPU net, as achieved GFLOP/s and as a fraction of a large square
+ * sgemm measured on the same threads.
+ *
+ *   bench_policy [--quick] [--chunk N] [--train-batch N] [--reps N]
+ *
+ * FLOPs: 2 per multiply-add of every conv and linear layer; forward + backward
+ * counts 3x forward (backward = 2x forward, as usual, although the first
+ * conv's input gradient is not computed). The share of time inside sgemm is
+ * printed when nn.c was compiled with -DMR_NN_PROFILE, e.g.
+ *   gcc -O3 -march=x86-64-v3 -fopenmp -DMR_NN_PROFILE -Isrc/engine \
+ *     -I/usr/include/x86_64-linux-gnu/openblas-openmp bench/bench_policy.c \
+ *     src/engine/nn.c src/engine/policy.c src/engine/arena.c \
+ *     -L/usr/lib/x86_64-linux-gnu/openblas-openmp \
+ *     -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lm
+ * Threads: OMP_NUM_THREADS (OpenBLAS is the OpenMP build).
+ */
+#include "policy.h"
+#include "nn.h"
+#include "arena.h"
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *openblas_get_corename(void);
+
+static double now(void) { return omp_get_wtime(); }
+
+/* multiply-adds per sample, forward */
+static double macs_per_sample(const mr_policy *p) {
+    double m = 0;
+    for (int l = 0; l < p->num_conv; l++) m += (double)p->VV * p->ch[l + 1] * 9 * p->ch[l];
+    m += (double)p->flat * p->hidden + (double)p->hidden * MR_NUM_ACTIONS;
+    m += (double)p->cin_dim * p->critic_hidden + p->critic_hidden;
+    return m;
+}
+
+static double square_sgemm_gflops(int n) {
+    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
+          *c = malloc(sizeof(float) * n * n);
+    for (long i = 0; i < (long)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+    int reps = 3;
+    double t = now();
+    for (int r = 0; r < reps; r++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+    t = now() - t;
+    free(a); free(b); free(c);
+    return 2.0 * n * (double)n * n * reps / t / 1e9;
+}
+
+/* sec: seconds per call; sg: sgemm seconds per call (< 0: not measured) */
+static void report(const char *what, int B, double sec, double sg, double flop, double peak) {
+    double gf = flop / sec / 1e9;
+    printf("  %-22s B=%-6d %9.2f ms  %8.0f samples/s  %7.1f GFLOP/s  %5.1f%% of sgemm peak",
+           what, B, sec * 1e3, B / sec, gf, 100 * gf / peak);
+    if (sg >= 0) printf("  sgemm %4.1f%% of time", 100 * sg / sec);
+    printf("\n");
+}
+
+static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, int train_B,
+                      int reps, double peak) {
+    const int V = 11, VV = V * V;
+    mr_arena a = {0};
+    mr_policy p;
+    mr_policy_layout(&p, cfg, V, train_B, chunk, &a);
+    size_t bytes = a.size;
+    if (mr_arena_commit(&a) != 0) { printf("%s: cannot allocate %zu bytes\n", name, bytes); return; }
+    mr_policy_layout(&p, cfg, V, train_B, chunk, &a);
+    mr_policy_init(&p, 1);
+
+    size_t act_floats = 0;
+    for (int l = 0; l < p.num_conv; l++) act_floats += (size_t)VV * p.ch[l + 1];
+    act_floats += (size_t)p.hidden + p.cin_dim + p.critic_hidden;
+    size_t kept = act_floats * 4 + VV;                                     /* forward keeps */
+    size_t scratch = ((size_t)p.hidden + p.cin_dim + p.critic_hidden) * 4;   /* backward */
+    double macs = macs_per_sample(&p);
+    printf("%s: %zu params (policy %zu), %.2f M MAC/sample, chunk %d, block %d\n", name,
+           p.n_params, p.n_policy, macs / 1e6, p.chunk, p.block);
+    printf("  memory: %zu B/sample kept by forward + %zu B/sample backward scratch; "
+           "arena %.1f MiB for max_batch %d\n", kept, scratch, bytes / 1048576.0, train_B);
+
+    int maxB = train_B > 4096 ? train_B : 4096;
+    uint8_t *codes = malloc((size_t)maxB * VV);
+    float *extra = malloc(sizeof(float) * 2 * maxB), *logits = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB),
+          *value = malloc(sizeof(float) * maxB), *dl = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB),
+          *dv = malloc(sizeof(float) * maxB);
+    unsigned s = 12345;
+    for (size_t i = 0; i < (size_t)maxB * VV; i++) { s = s * 1103515245u + 12345u; codes[i] = (s >> 16) % 3; }
+    for (int i = 0; i < 2 * maxB; i++) extra[i] = 0.1f * (i % 7) - 0.3f;
+    for (int i = 0; i < MR_NUM_ACTIONS * maxB; i++) dl[i] = 1e-4f * ((i % 13) - 6);
+    for (int i = 0; i < maxB; i++) dv[i] = 1e-4f * ((i % 11) - 5);
+
+    int act_B[2] = {192, 4096};
+    for (int k = 0; k < 2; k++) {
+        int B = act_B[k], r = B <= 192 ? 50 * reps : 3 * reps;
+        mr_policy_act(&p, codes, extra, B, 0, logits, value);   /* warm */
+        mr_nn_profile_reset();
+        double t = now();
+        for (int i = 0; i < r; i++) mr_policy_act(&p, codes, extra, B, 0, logits, value);
+        t = (now() - t) / r;
+        double sg = mr_nn_sgemm_seconds();
+        report("act", B, t, sg >= 0 ? sg / r : -1, 2 * macs * B, peak);
+    }
+    {
+        int B = train_B, wb = train_B < 1024 ? train_B : 1024;
+        mr_policy_forward(&p, codes, extra, wb, 0, logits, value);   /* warm */
+        mr_policy_zero_grad(&p);
+        mr_policy_backward(&p, dl, dv, wb);
+        double tf = 0, tb = 0;
+        mr_nn_profile_reset();
+        for (int i = 0; i < reps; i++) {
+            double t0 = now();
+            mr_policy_forward(&p, codes, extra, B, 0, logits, value);
+            double t1 = now();
+            mr_policy_zero_grad(&p);
+            mr_policy_backward(&p, dl, dv, B);
+            tf += t1 - t0;
+            tb += now() - t1;
+        }
+        tf /= reps; tb /= reps;
+        double sg = mr_nn_sgemm_seconds();
+        printf("  %-22s B=%-6d %9.2f ms  %8.0f samples/s  %7.1f GFLOP/s  %5.1f%% of sgemm peak",
+               "forward+backward", B, (tf + tb) * 1e3, B / (tf + tb), 6 * macs * B / (tf + tb) / 1e9,
+               100 * 6 * macs * B / (tf + tb) / 1e9 / peak);
+        if (sg >= 0) printf("  sgemm %4.1f%% of time", 100 * sg / reps / (tf + tb));
+        printf("\n    forward %.2f ms (%.1f GFLOP/s), backward %.2f ms (%.1f GFLOP/s)\n", tf * 1e3,
+               2 * macs * B / tf / 1e9, tb * 1e3, 4 * macs * B / tb / 1e9);
+    }
+    free(codes); free(extra); free(logits); free(value); free(dl); free(dv);
+    mr_arena_release(&a);
+}
+
+int main(int argc, char **argv) {
+    int chunk = 8, train_B = 24576, reps = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) { train_B = 4096; reps = 1; }
+        else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--train-batch") && i + 1 < argc) train_B = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--chunk N] [--train-batch N] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (chunk < 1 || train_B < 1 || reps < 1) { fprintf(stderr, "arguments must be >= 1\n"); return 2; }
+    int threads = omp_get_max_threads();
+    double peak = square_sgemm_gflops(2048);
+    printf("threads %d, OpenBLAS core %s, sgemm 2048^3: %.1f GFLOP/s%s\n", threads,
+           openblas_get_corename(), peak,
+           mr_nn_sgemm_seconds() >= 0 ? ", sgemm timing on" : " (build with -DMR_NN_PROFILE for the sgemm share)");
+
+    mr_policy_config ref = {0};
+    ref.num_conv = 3;
+    ref.conv_channels[0] = 32; ref.conv_channels[1] = 64; ref.conv_channels[2] = 64;
+    ref.hidden = 512; ref.critic_hidden = 512; ref.popart = 1;
+    bench_net("reference net (conv 32,64,64, hidden 512)", &ref, chunk, train_B, reps, peak);
+
+    mr_policy_config small = {0};
+    small.num_conv = 2;
+    small.conv_channels[0] = 16; small.conv_channels[1] = 32;
+    small.hidden = 128; small.critic_hidden = 128; small.popart = 1;
+    bench_net("small net (conv 16,32, hidden 128)", &small, chunk, train_B, reps, peak);
+    return 0;
+}

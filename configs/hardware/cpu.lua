@@ -1,0 +1,12 @@
+-- Hardware profile: a CPU, e.g. a 2-core laptop or CI runner.
+-- A network small enough to learn visibly in a minute or two on 2 cores; the
+-- environment keeps its reference settings (128 x 128 grid, view range 5).
+-- Per update: 64 envs x 64 steps = 4,096 samples; 1,048,576 steps = 256 updates.
+return {
+  device = "cpu",
+  threads = 0,            -- all cores
+  total_steps = 1048576,
+  env = { num_envs = 64 },
+  policy = { conv_channels = { 16, 32 }, hidden = 128, critic_hidden = 128 },
+  ppo = { rollout_steps = 64 },
+}

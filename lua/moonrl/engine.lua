@@ -1,0 +1,293 @@
+-- moonrl.engine - the FFI bridge between Lua tables and the engine's structs.
+--
+-- The declarations come from src/engine/moonrl.h itself: the build runs the C
+-- preprocessor over the header and embeds the result in the binary
+-- (core.cdef()). Nothing here repeats a struct by hand; field lists are read
+-- from those declarations, so a field the engine adds shows up in metrics
+-- tables and is filled from the config section of the same name without a
+-- change here. The few name <-> enum mappings use the header's own enum
+-- constants (MR_DEVICE_CPU, MR_SCHED_LINEAR, ...).
+--
+-- What it is not: validation with friendly messages (moonrl.config does that
+-- before anything reaches this file; mr_config_validate is the last check).
+--
+-- Public functions
+--   engine.C, engine.ffi                    the library and LuaJIT's ffi
+--   engine.fields(struct_name) -> {{name=, type=, array=n|nil, pointer=bool}, ...}
+--   engine.config(cfg) -> mr_config cdata | nil, err      (resolved config table)
+--   engine.validate(c) -> true | nil, err                  mr_config_validate
+--   engine.hot_params(cfg) -> mr_hot_params cdata
+--   engine.total_updates(cfg) -> integer                   updates the run will make
+--   engine.schedule_tables(cfg) -> {lr=, clip=, ent_coef=} | nil, err
+--                                   per-update values of function schedules
+--   engine.bytes(cdata) -> string                          the struct's bytes, for core.*
+--   engine.metrics(bytes) -> table                         mr_metrics as a plain table
+--   engine.eval_config(eval, mode) -> mr_eval_config cdata | nil, err
+--   engine.eval_result(bytes) -> table
+--   engine.config_from_bytes(bytes) -> mr_config cdata
+--   engine.mode_name(i) -> string | nil ; engine.mode_from_name(s) -> int (-1 unknown)
+--   engine.version() -> string ; engine.cuda_device_count() -> integer
+
+local ffi = require("ffi")
+local core = require("moonrl.core")
+
+local engine = {}
+
+local CDEF = core.cdef()
+ffi.cdef(CDEF)
+local C = ffi.C
+engine.C, engine.ffi, engine.cdef = C, ffi, CDEF
+
+-- ------------------------------------------------------------ struct fields
+
+local field_cache = {}
+
+-- The members of `typedef struct NAME { ... } NAME;` in the preprocessed header.
+function engine.fields(name)
+  if field_cache[name] then return field_cache[name] end
+  local body = CDEF:match("typedef%s+struct%s+" .. name .. "%s*(%b{})")
+  if not body then error("moonrl.engine: no struct " .. name .. " in moonrl.h", 2) end
+  local out = {}
+  -- One declarator: "*x", "s[256]", "a" -> stars, id, dim; `rest` is what precedes it.
+  local function declarator(d)
+    local dim = d:match("%[%s*(%d+)%s*%]%s*$")
+    d = d:gsub("%s*%[%s*%d*%s*%]%s*$", "")
+    local rest, id = d:match("^(.-)([%a_][%w_]*)%s*$")
+    if not id then error("moonrl.engine: cannot read member '" .. d .. "' of " .. name) end
+    return rest, id, dim and tonumber(dim) or nil
+  end
+  for decl in body:sub(2, -2):gmatch("([^;]+);") do
+    decl = decl:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+    if decl ~= "" then
+      local parts = {}
+      for piece in decl:gmatch("[^,]+") do parts[#parts + 1] = piece end
+      -- The first declarator carries the type: "double a" / "int32_t *x" / "char s[256]".
+      local rest, id, dim = declarator(parts[1])
+      local ctype = rest:gsub("[%s%*]+$", "")
+      for i, d in ipairs(parts) do
+        local stars = rest
+        if i > 1 then stars, id, dim = declarator(d) end
+        out[#out + 1] = { name = id, type = ctype, pointer = stars:find("%*") ~= nil, array = dim }
+      end
+    end
+  end
+  field_cache[name] = out
+  return out
+end
+
+local function struct_of(ctype)
+  return ctype:match("^(mr_[%w_]+)$") and CDEF:find("typedef%s+struct%s+" .. ctype .. "%s*{")
+    and ctype or nil
+end
+
+-- --------------------------------------------------------------- conversions
+
+local SCALAR = { int = true, double = true, float = true, uint64_t = true, int64_t = true,
+                 uint32_t = true, int32_t = true }
+
+-- "cpu" -> MR_DEVICE_CPU, "fp16" -> MR_FP16, "linear" -> MR_SCHED_LINEAR.
+local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_", kind = "MR_SCHED_" }
+
+local function enum_value(prefix, s)
+  local ok, v = pcall(function() return C[prefix .. s:upper()] end)
+  if ok and v ~= nil then return tonumber(v) end
+  return nil
+end
+
+function engine.mode_from_name(s) return tonumber(C.mr_mode_from_name(s)) end
+
+function engine.mode_name(i)
+  local p = C.mr_mode_name(i)
+  return p ~= nil and ffi.string(p) or nil
+end
+
+-- A moonrl schedule (number, {kind=, from=, to=, gamma=, every=}, function)
+-- into an mr_schedule. A function becomes the constant of its value at
+-- progress 0: the host replaces it per update (schedule_tables).
+local function fill_schedule(dst, v, key)
+  if type(v) == "function" then
+    local ok, r = pcall(v, 0)
+    if not ok or type(r) ~= "number" then
+      return nil, key .. ": the schedule function failed at progress 0: " .. tostring(r)
+    end
+    v = r
+  end
+  if type(v) == "number" then
+    dst.kind, dst.start, dst["end"], dst.gamma, dst.every = C.MR_SCHED_CONSTANT, v, v, 1, 1
+    return true
+  end
+  if type(v) ~= "table" or type(v.kind) ~= "string" then
+    return nil, key .. ": expected a number, a schedule table or a function, got " .. type(v)
+  end
+  local kind = enum_value("MR_SCHED_", v.kind)
+  if not kind then return nil, key .. ": unknown schedule kind '" .. v.kind .. "'" end
+  local from = v.from
+  local to = v.to
+  if to == nil then
+    to = v.kind == "step" and from * v.gamma ^ math.floor(1 / v.every) or from
+  end
+  dst.kind, dst.start, dst["end"] = kind, from, to
+  dst.gamma, dst.every = v.gamma or 1, v.every or 1
+  return true
+end
+
+local function fill_struct(dst, sname, src, path)
+  local fields = engine.fields(sname)
+  local has = {}
+  for _, f in ipairs(fields) do has[f.name] = true end
+  for _, f in ipairs(fields) do
+    local v = src[f.name]
+    local key = path .. f.name
+    if v ~= nil then
+      local sub = struct_of(f.type)
+      if f.type == "mr_schedule" then
+        local ok, err = fill_schedule(dst[f.name], v, key)
+        if not ok then return nil, err end
+      elseif sub then
+        if type(v) ~= "table" then return nil, key .. ": expected a table, got " .. type(v) end
+        local ok, err = fill_struct(dst[f.name], sub, v, key .. ".")
+        if not ok then return nil, err end
+      elseif f.array and f.type == "char" then
+        if type(v) ~= "string" then return nil, key .. ": expected a string, got " .. type(v) end
+        if #v >= f.array then
+          return nil, key .. ": at most " .. (f.array - 1) .. " bytes, got " .. #v
+        end
+        ffi.fill(dst[f.name], f.array)
+        ffi.copy(dst[f.name], v)
+      elseif f.array then
+        if type(v) ~= "table" then return nil, key .. ": expected a list, got " .. type(v) end
+        if #v > f.array then return nil, key .. ": at most " .. f.array .. " entries, got " .. #v end
+        for i = 0, f.array - 1 do dst[f.name][i] = v[i + 1] or 0 end
+        -- A list's length lives beside it: conv_channels -> num_conv.
+        local count = "num_" .. f.name:match("^([%a]+)")
+        if has[count] then dst[count] = #v end
+      elseif SCALAR[f.type] then
+        if type(v) == "boolean" then
+          dst[f.name] = v and 1 or 0
+        elseif type(v) == "string" then
+          local e
+          if f.name == "mode" then
+            e = engine.mode_from_name(v)
+            if e < 0 then e = nil end
+          elseif ENUM_PREFIX[f.name] then
+            e = enum_value(ENUM_PREFIX[f.name], v)
+          end
+          if e == nil then return nil, key .. ": '" .. v .. "' is not a value the engine knows" end
+          dst[f.name] = e
+        elseif type(v) == "number" then
+          dst[f.name] = v
+        else
+          return nil, key .. ": expected a number, got " .. type(v)
+        end
+      end
+    end
+  end
+  return true
+end
+
+-- The resolved config table as an mr_config: engine defaults first, then
+-- every member whose name matches a key of the table (env.num_envs ->
+-- cfg.env.num_envs). Lua-only sections (warmup, log, hooks...) are ignored.
+function engine.config(cfg)
+  local c = ffi.new("mr_config")
+  C.mr_config_default(c)
+  if cfg.env and cfg.env.num_envs == "auto" then
+    return nil, 'env.num_envs = "auto" must be resolved before the engine sees it (config.resolve does)'
+  end
+  local ok, err = fill_struct(c, "mr_config", cfg, "")
+  if not ok then return nil, err end
+  return c
+end
+
+function engine.validate(c)
+  local err = ffi.new("mr_error")
+  if C.mr_config_validate(c, err) ~= 0 then return nil, ffi.string(err.msg) end
+  return true
+end
+
+-- Hot parameters are members of mr_ppo_config (lr, clip, ...) or of
+-- mr_config itself (total_steps): each is taken from wherever the name is.
+function engine.hot_params(cfg)
+  local c, err = engine.config(cfg)
+  if not c then error(err, 2) end
+  local in_ppo = {}
+  for _, f in ipairs(engine.fields("mr_ppo_config")) do in_ppo[f.name] = true end
+  local h = ffi.new("mr_hot_params")
+  for _, f in ipairs(engine.fields("mr_hot_params")) do
+    h[f.name] = in_ppo[f.name] and c.ppo[f.name] or c[f.name]
+  end
+  return h
+end
+
+function engine.total_updates(cfg)
+  local c = assert(engine.config(cfg))
+  local batch = tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps)
+  return math.max(1, math.ceil(tonumber(c.total_steps) / batch))
+end
+
+-- Lua function schedules, evaluated at the progress of every update (value
+-- for update k+1 at p = k / total_updates), so the trainer thread applies the
+-- exact value at each boundary without calling Lua.
+function engine.schedule_tables(cfg)
+  local out, any = {}, false
+  local u = engine.total_updates(cfg)
+  for _, key in ipairs({ "lr", "clip", "ent_coef" }) do
+    local f = cfg.ppo and cfg.ppo[key]
+    if type(f) == "function" then
+      local t = {}
+      for k = 0, u - 1 do
+        local ok, v = pcall(f, k / u)
+        if not ok then
+          return nil, "ppo." .. key .. ": the schedule function failed at progress " .. (k / u) .. ": " .. tostring(v)
+        end
+        if type(v) ~= "number" or v ~= v then
+          return nil, "ppo." .. key .. ": the schedule function returned " .. tostring(v) ..
+            " at progress " .. (k / u) .. ": expected a number"
+        end
+        t[k + 1] = v
+      end
+      out[key], any = t, true
+    end
+  end
+  return any and out or nil
+end
+
+function engine.bytes(cdata)
+  return ffi.string(cdata, ffi.sizeof(cdata))
+end
+
+local function from_bytes(ctype, s)
+  local v = ffi.new(ctype)
+  assert(#s == ffi.sizeof(v), "moonrl.engine: " .. ctype .. " size mismatch (rebuild the binary)")
+  ffi.copy(v, s, #s)
+  return v
+end
+
+local function to_table(v, sname)
+  local t = {}
+  for _, f in ipairs(engine.fields(sname)) do
+    if not f.array and not f.pointer then t[f.name] = tonumber(v[f.name]) end
+  end
+  return t
+end
+
+function engine.metrics(bytes) return to_table(from_bytes("mr_metrics", bytes), "mr_metrics") end
+function engine.eval_result(bytes) return to_table(from_bytes("mr_eval_result", bytes), "mr_eval_result") end
+function engine.config_from_bytes(bytes) return from_bytes("mr_config", bytes) end
+
+-- eval: {num_envs=, steps=, runs=, seed=} (cfg.eval); mode: a name or nil (the trained mode).
+function engine.eval_config(eval, mode)
+  local e = ffi.new("mr_eval_config")
+  C.mr_eval_config_default(e)
+  local src = {}
+  for k, v in pairs(eval or {}) do src[k] = v end
+  src.mode = mode
+  local ok, err = fill_struct(e, "mr_eval_config", src, "eval.")
+  if not ok then return nil, err end
+  return e
+end
+
+function engine.version() return ffi.string(C.mr_version()) end
+function engine.cuda_device_count() return tonumber(C.mr_cuda_device_count()) end
+
+return engine

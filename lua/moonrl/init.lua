@@ -1,0 +1,347 @@
+-- moonrl - what experiment scripts `require "moonrl"`.
+--
+--   local moonrl = require "moonrl"
+--   local run = moonrl.train("my_experiment.lua", { sets = { "ppo.lr=1e-4" } })
+--   print(run.dir)                      -- runs/<name>-<YYYYmmdd-HHMMSS>
+--   run:set("ppo.lr", 5e-5)             -- hot keys only; true | nil, err
+--   local summary = run:wait()          -- yields this coroutine until the end
+--   local res = moonrl.evaluate(run)    -- the final checkpoint, off the loop thread
+--
+-- Scripts run as coroutines on the host's libuv loop (`moonrl run script.lua`,
+-- and the CLI's own commands), so the blocking-looking calls - run:wait(),
+-- moonrl.sleep(), moonrl.evaluate() - yield and the loop keeps serving
+-- timers, sockets and the trainer's metrics meanwhile. Called outside a
+-- coroutine (in a luv callback, say) they raise an error that says so;
+-- evaluate() takes a callback there instead.
+--
+-- Public functions
+--   moonrl.train(cfg_or_path, opts) -> run         starts at once (see moonrl.run)
+--       opts: sets = {"k=v", ...}, hardware =, level =, dir =, hooks = {on_update=, ...},
+--             console = false (no progress line), quiet = true (no notes)
+--   moonrl.resolve(cfg_or_path, opts) -> cfg, notes | nil, err   what train() would run
+--   moonrl.evaluate(checkpoint_or_run, opts) -> result | nil, err
+--       opts: mode = name (default: the trained mode), num_envs, steps, runs, seed
+--             (default cfg.eval / the engine's), device = "cpu"|"cuda", threads,
+--             callback = function(result, err) (then it returns at once)
+--       result: mode, energy_per_1k, efficiency, survival, deaths_per_1k,
+--               food_per_1k, poison_per_1k, checkpoint, describe
+--   moonrl.eval_table(results) -> string           the ENV_SPEC evaluation table
+--   moonrl.sleep(ms)                               yields for ms milliseconds
+--   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
+--   moonrl.resume(co, ...) -> ok, ...              resume with error reporting
+--   moonrl.runs() -> list of runs still going
+--   moonrl.detect() -> {gpus=, cores=, memory=}    what config's hardware = "auto" sees
+--   moonrl.schedule, moonrl.config                 re-exports
+--   moonrl.version, moonrl.home
+
+local core = require("moonrl.core")
+local uv = require("luv")
+
+local moonrl = {}
+
+moonrl.version = core.version()
+moonrl.home = core.home()
+moonrl.schedule = require("moonrl.schedule")
+moonrl.config = require("moonrl.config")
+
+-- ------------------------------------------------------------- coroutines
+
+local main_co = nil
+
+local function current()
+  local co, is_main = coroutine.running()
+  if co == nil or is_main then return nil end
+  return co
+end
+
+local function report_co(co, err)
+  local tb = core.traceback(co, tostring(err))
+  if co == main_co then
+    core.report("error in the main script", tb)
+    main_co = nil
+    -- The script is what the user ran: it failed, so the process does too,
+    -- now, with the runs it started stopped (main.c waits for their threads).
+    core.shutdown(1)
+  else
+    core.report("error in a coroutine", tb)
+  end
+end
+
+-- Every resume of a moonrl-managed coroutine goes through here, so an error
+-- is reported with the coroutine's own traceback wherever it was resumed from.
+function moonrl.resume(co, ...)
+  local res = { coroutine.resume(co, ...) }
+  if not res[1] then report_co(co, res[2]) end
+  return unpack(res)
+end
+
+function moonrl.spawn(fn, ...)
+  if type(fn) ~= "function" then error("moonrl.spawn: expected a function, got " .. type(fn), 2) end
+  local co = coroutine.create(fn)
+  moonrl.resume(co, ...)
+  return co
+end
+
+-- The CLI's entry: the script whose failure is the process's failure.
+function moonrl._main(fn, ...)
+  local co = coroutine.create(fn)
+  main_co = co
+  moonrl.resume(co, ...)
+  return co
+end
+
+-- Suspends the running coroutine until `arm(resume_fn)` arranges for
+-- resume_fn(...) to be called; returns what it is called with.
+function moonrl._await(what, arm)
+  local co = current()
+  if not co then
+    error(what .. " must be called from a coroutine (scripts run as one); " ..
+      "in a callback, use moonrl.spawn(function() ... end)", 3)
+  end
+  local done, early = false, nil
+  arm(function(...)
+    if done then return end
+    done = true
+    if coroutine.status(co) == "suspended" then
+      moonrl.resume(co, ...)
+    else
+      early = { ... } -- fired before we yielded (synchronously)
+    end
+  end)
+  if early then return unpack(early) end
+  return coroutine.yield()
+end
+
+function moonrl.sleep(ms)
+  if type(ms) ~= "number" or ms < 0 then
+    error("moonrl.sleep: expected milliseconds >= 0, got " .. tostring(ms), 2)
+  end
+  return moonrl._await("moonrl.sleep", function(wake)
+    local t = uv.new_timer()
+    t:start(math.floor(ms), 0, function()
+      t:close()
+      wake()
+    end)
+  end)
+end
+
+-- --------------------------------------------------------------- hardware
+
+local function meminfo_bytes()
+  local f = io.open("/proc/meminfo", "r")
+  if not f then return nil end
+  local text = f:read("*a")
+  f:close()
+  local kb = text:match("MemTotal:%s*(%d+)")
+  return kb and tonumber(kb) * 1024 or nil
+end
+
+local detected
+function moonrl.detect()
+  if not detected then
+    local engine = require("moonrl.engine")
+    local cores = uv.available_parallelism and uv.available_parallelism() or #(uv.cpu_info() or {})
+    detected = { gpus = engine.cuda_device_count(), cores = cores, memory = meminfo_bytes() }
+  end
+  return detected
+end
+
+-- ---------------------------------------------------------------- training
+
+local function resolve(cfg_or_path, opts)
+  local config = moonrl.config
+  opts = opts or {}
+  local file = cfg_or_path
+  if file == nil then file = config.default_file() end
+  if type(file) ~= "string" and type(file) ~= "table" then
+    return nil, "expected a config table or the path of a config file, got " .. type(file)
+  end
+  if opts.sets ~= nil and type(opts.sets) ~= "table" then
+    return nil, "opts.sets: expected a list of \"key=value\" strings, got " .. type(opts.sets)
+  end
+  local cfg, notes = config.resolve {
+    file = file, sets = opts.sets, hardware = opts.hardware, level = opts.level, detect = moonrl.detect,
+  }
+  if not cfg then return nil, notes end
+  if opts.dir ~= nil then
+    local ok, err = config.set(cfg, "dir", opts.dir)
+    if not ok then return nil, err end
+  end
+  if opts.hooks ~= nil then
+    if type(opts.hooks) ~= "table" then return nil, "opts.hooks: expected a table of functions" end
+    for k, fn in pairs(opts.hooks) do
+      local ok, err = config.set(cfg, "hooks." .. tostring(k), fn)
+      if not ok then return nil, "opts.hooks: " .. err end
+    end
+  end
+  return cfg, notes
+end
+
+function moonrl.resolve(cfg_or_path, opts)
+  return resolve(cfg_or_path, opts)
+end
+
+local live = {}   -- run -> true while it trains
+
+function moonrl.runs()
+  local out = {}
+  for r in pairs(live) do out[#out + 1] = r end
+  return out
+end
+
+-- Ctrl-C stops every run cleanly (final checkpoint); a second one leaves now.
+local sigint
+local function watch_sigint()
+  if sigint then return end
+  sigint = uv.new_signal()
+  local count = 0
+  sigint:start("sigint", function()
+    count = count + 1
+    if count == 1 and next(live) then
+      io.stderr:write("\nmoonrl: stopping (final checkpoint); Ctrl-C again to quit now\n")
+      for r in pairs(live) do r:stop() end
+    else
+      io.stderr:write("\nmoonrl: interrupted\n")
+      core.shutdown(130)
+    end
+  end)
+  sigint:unref() -- never keeps the process alive by itself
+end
+
+-- Starts a run of an already resolved config (the CLI resolves first, to
+-- tell a config error from a failure to start).
+function moonrl._start(cfg, notes, opts)
+  opts = opts or {}
+  local Run = require("moonrl.run")
+  local run = Run.start(cfg, {
+    notes = notes, console = opts.console, quiet = opts.quiet,
+    on_end = function(r) live[r] = nil end,
+  })
+  live[run] = true
+  watch_sigint()
+  return run
+end
+
+function moonrl.train(cfg_or_path, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
+  local cfg, notes = resolve(cfg_or_path, opts)
+  if not cfg then error(notes, 2) end
+  return moonrl._start(cfg, notes, opts)
+end
+
+-- -------------------------------------------------------------- evaluation
+
+local function eval_args(target)
+  local path
+  if type(target) == "string" then
+    path = target
+  elseif getmetatable(target) == require("moonrl.run") then
+    if target:alive() then
+      return nil, "moonrl.evaluate: the run is still training; wait for it (run:wait()) or pass a checkpoint path"
+    end
+    path = target.last_checkpoint
+    if not path then return nil, "moonrl.evaluate: the run wrote no checkpoint (it failed before its first one)" end
+  else
+    return nil, "moonrl.evaluate: expected a checkpoint path or a run, got " .. type(target)
+  end
+  return path
+end
+
+function moonrl.evaluate(target, opts)
+  opts = opts or {}
+  local engine = require("moonrl.engine")
+  local cb = opts.callback
+  local function finish(res, err)
+    if cb then cb(res, err) end
+    return res, err
+  end
+  local path, perr = eval_args(target)
+  if not path then return finish(nil, perr) end
+  local eval = {}
+  local defaults = type(target) == "table" and target.cfg and target.cfg.eval or {}
+  for _, k in ipairs({ "num_envs", "steps", "runs", "seed" }) do
+    local v = opts[k]
+    if v == nil then v = defaults[k] end
+    if v ~= nil then
+      if type(v) ~= "number" or v ~= math.floor(v) or v < (k == "seed" and 0 or 1) then
+        return finish(nil, "moonrl.evaluate: " .. k .. " must be an integer >= " .. (k == "seed" and 0 or 1) ..
+          ", got " .. tostring(v))
+      end
+      eval[k] = v
+    end
+  end
+  if opts.mode ~= nil and (type(opts.mode) ~= "string" or engine.mode_from_name(opts.mode) < 0) then
+    return finish(nil, "moonrl.evaluate: mode " .. tostring(opts.mode) ..
+      " is not a mode: accepted ground_truth, ground_truth_blinded, proxy_mortal, proxy")
+  end
+  local ec, eerr = engine.eval_config(eval, opts.mode)
+  if not ec then return finish(nil, "moonrl.evaluate: " .. eerr) end
+  local copts = {}
+  if opts.device ~= nil then
+    local d = ({ auto = 0, cpu = engine.C.MR_DEVICE_CPU, cuda = engine.C.MR_DEVICE_CUDA })[opts.device]
+    if not d then return finish(nil, "moonrl.evaluate: device " .. tostring(opts.device) .. ": accepted auto, cpu, cuda") end
+    copts.device = tonumber(d)
+  end
+  if opts.threads ~= nil then copts.threads = opts.threads end
+
+  local function start(done)
+    core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes)
+      if not rbytes then return done(nil, err) end
+      local r = engine.eval_result(rbytes)
+      local trained = engine.config_from_bytes(cfg_bytes)
+      r.mode = opts.mode or engine.mode_name(trained.env.mode)
+      r.checkpoint, r.describe = path, describe
+      done(r)
+    end)
+  end
+  if cb then
+    start(cb)
+    return nil
+  end
+  return moonrl._await("moonrl.evaluate (without opts.callback)", start)
+end
+
+local function commas(n)
+  local s = string.format("%d", math.floor(n + 0.5))
+  local out = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
+  return (out:gsub("^,", ""):gsub("^%-,", "-"))
+end
+
+-- The table of ENV_SPEC.md's evaluation protocol, one row per result.
+function moonrl.eval_table(results)
+  local head = { "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }
+  local rows = { head }
+  for _, r in ipairs(results) do
+    rows[#rows + 1] = {
+      r.label or r.mode or "?",
+      string.format("%+.1f", r.energy_per_1k),
+      string.format("%.1f%%", 100 * r.efficiency),
+      r.survival >= 1000 and commas(r.survival) or string.format("%.1f", r.survival),
+      string.format("%.2f", r.deaths_per_1k),
+      string.format("%.1f", r.food_per_1k),
+      string.format("%.1f", r.poison_per_1k),
+    }
+  end
+  local width = {}
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do width[i] = math.max(width[i] or 0, #cell) end
+  end
+  local lines = {}
+  for n, row in ipairs(rows) do
+    local cells = {}
+    for i, cell in ipairs(row) do
+      cells[i] = i == 1 and cell .. string.rep(" ", width[i] - #cell) or string.rep(" ", width[i] - #cell) .. cell
+    end
+    lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
+    if n == 1 then
+      local rule = {}
+      for i = 1, #row do rule[i] = string.rep("-", width[i]) .. (i == 1 and "" or ":") end
+      for i = 1, #row do rule[i] = rule[i]:sub(1, width[i]) end
+      lines[#lines + 1] = "|-" .. table.concat(rule, "-|-") .. "-|"
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+return moonrl

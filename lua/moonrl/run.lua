@@ -1,0 +1,483 @@
+-- moonrl.run - one training run as Lua sees it (moonrl.train returns one).
+--
+-- The trainer works on its own thread (src/host/trainer_thread.c); this
+-- object lives on the loop thread and turns the thread's events into sinks,
+-- alerts, hooks, the plain log and the summary. Changes go the other way
+-- through the thread's mailbox and take effect at the next update boundary.
+--
+--   run.dir                    the run directory
+--   run.describe               the engine's backend description, once started
+--   run.last_checkpoint        path of the latest checkpoint written, or nil
+--   run:metrics()              the last update's metrics (nil before the first)
+--   run:wait()                 yields until the end; returns the summary
+--   run:set(key, value)        true | nil, err: hot keys only (schema hot ~= false),
+--                              validated by config.set; an engine key applies
+--                              from the next update the thread starts
+--   run:get(key)               the value in force
+--   run:pause() / run:resume() / run:stop([{checkpoint = false}])
+--   run:checkpoint([path])     from a coroutine: waits, returns the path written
+--                              (nil, err if the run ended first); elsewhere: returns true
+--   run:alive()                false once finished
+--   run:summary()              the summary (nil while running)
+--
+-- Run directory: config.lua (the resolved config, config.serialize), train.log
+-- (a plain log, one line per event), the sinks' files (metrics.jsonl,
+-- metrics.csv, events.out.tfevents.*) and checkpoints/. The few files written
+-- at start are small and written synchronously; everything per update is
+-- asynchronous (the log here, the sinks' own writes).
+--
+-- Warm-up updates (flagged `warmup = true`) reach train.log, the console and
+-- run.warmup_metrics only: they are not progress, so not in the metrics files,
+-- alerts or hooks.
+--
+-- Hooks (cfg.hooks) run on the loop thread right after the event and must not
+-- block (moonrl.spawn inside a hook for longer work). A failing hook is
+-- reported with its traceback the first time, then every HOOK_REPORT_EVERY
+-- failures; training goes on. A hook can be changed while running
+-- (run:set("hooks.on_update", fn)).
+
+local core = require("moonrl.core")
+local uv = require("luv")
+local config = require("moonrl.config")
+local schema = require("moonrl.schema")
+local engine = require("moonrl.engine")
+local util = require("moonrl.util")
+
+local Run = {}
+Run.__index = Run
+
+local HOOK_REPORT_EVERY = 100
+local SINKS = { "console", "jsonl", "csv", "tensorboard" }
+
+local function traceback(e)
+  return debug.traceback(tostring(e), 2)
+end
+
+local function moonrl() return require("moonrl") end
+
+-- --------------------------------------------------------------- train.log
+
+-- One timestamped line per event, written asynchronously in order.
+local Log = {}
+Log.__index = Log
+
+local function open_log(path)
+  local file = require("moonrl.asyncfile").open(uv, path, {
+    on_error = function(msg) core.report("train.log", tostring(msg)) end,
+  })
+  return setmetatable({ file = file }, Log)
+end
+
+function Log:line(msg)
+  self.file:write(os.date("%Y-%m-%d %H:%M:%S ") .. msg .. "\n")
+end
+
+function Log:close(cb)
+  self.file:close(function() cb() end)
+end
+
+-- --------------------------------------------------------------- files
+
+local function mkdir_p(path)
+  local acc = path:sub(1, 1) == "/" and "/" or ""
+  for part in path:gmatch("[^/]+") do
+    acc = acc .. part
+    local st = uv.fs_stat(acc)
+    if not st then
+      local ok, err = uv.fs_mkdir(acc, tonumber("755", 8))
+      if not ok and not uv.fs_stat(acc) then return nil, "cannot create " .. acc .. ": " .. tostring(err) end
+    elseif st.type ~= "directory" then
+      return nil, "cannot create " .. path .. ": " .. acc .. " is not a directory"
+    end
+    acc = acc .. "/"
+  end
+  return true
+end
+
+local function write_file(path, text)
+  local f, err = io.open(path, "w")
+  if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
+  f:write(text)
+  f:close()
+  return true
+end
+
+-- runs/<name>-<time>, or with -2, -3... when two runs start in the same second.
+local function new_dir(cfg)
+  local base = config.run_dir(cfg)
+  if cfg.dir then return base end
+  local dir, n = base, 1
+  while uv.fs_stat(dir) do
+    n = n + 1
+    dir = base .. "-" .. n
+  end
+  return dir
+end
+
+-- ------------------------------------------------------------------ start
+
+function Run.start(cfg, opts)
+  opts = opts or {}
+  local self = setmetatable({
+    cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
+    hook_failures = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
+    alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = 0,
+    on_end = opts.on_end,
+  }, Run)
+
+  local dir = new_dir(cfg)
+  local ok, err = mkdir_p(dir .. "/checkpoints")
+  if not ok then error(err, 3) end
+  self.dir = dir
+  ok, err = write_file(dir .. "/config.lua", config.serialize(cfg, {
+    header = "moonrl " .. core.version() .. ": the resolved config of the run in this directory, " ..
+      os.date("%Y-%m-%d %H:%M:%S"),
+  }))
+  if not ok then error(err, 3) end
+  self.log = open_log(dir .. "/train.log")
+  self.log:line("moonrl " .. core.version() .. " run " .. dir)
+  for _, n in ipairs(opts.notes or {}) do
+    self.log:line("note: " .. n)
+    if not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
+  end
+
+  local c, cerr = engine.config(cfg)
+  if c then
+    local w, werr = require("moonrl.warmup").normalize(cfg.warmup, {
+      device = cfg.device, level = cfg.level, num_envs = cfg.env.num_envs })
+    if not w then
+      c, cerr = nil, werr
+    else
+      self.warmup = w
+      -- What warm-up prepares is the engine's to do; it is told through the
+      -- switches that enable it.
+      local prep = {}
+      for _, p in ipairs(w.prepare or {}) do prep[p] = true end
+      if not prep.algorithms then c.cuda.cudnn_benchmark = 0 end
+      if not prep.graphs then c.cuda.graphs = 0 end
+    end
+  end
+  local ok2, verr = c and engine.validate(c)
+  if c and not ok2 then cerr = verr end
+  local tables, terr
+  if c and ok2 then tables, terr = engine.schedule_tables(cfg) end
+  if not c or not ok2 or terr then
+    local msg = cerr or terr
+    self.log:line("error: " .. msg)
+    self.log:close(function() end)
+    error(msg, 3)
+  end
+
+  self.console = cfg.log.console and opts.console ~= false
+  self.sinks = {}
+  for _, name in ipairs(SINKS) do
+    if cfg.log[name] and (name ~= "console" or self.console) then
+      local okr, sink = pcall(function()
+        local mod = require("moonrl.sinks." .. name)
+        return mod.new(dir, cfg, {
+          uv = uv, is_tty = uv.guess_handle(1) == "tty",
+          on_error = function(msg) self:_sink_error(name, msg) end,
+        })
+      end)
+      if okr and sink then
+        self.sinks[#self.sinks + 1] = { name = name, sink = sink }
+        if name == "console" then self.console_sink = sink end
+      else
+        self:_sink_error(name, tostring(sink))
+      end
+    end
+  end
+
+  self.handle = core.start(engine.bytes(c), {
+    run_dir = dir,
+    hot = engine.bytes(engine.hot_params(cfg)),
+    schedules = tables,
+    warmup_updates = self.warmup.updates,
+    warmup_restore = self.warmup.restore,
+    checkpoint_interval = cfg.log.checkpoint_interval,
+    checkpoint_keep = cfg.log.checkpoint_keep,
+  }, function(kind, ...) return self:_event(kind, ...) end)
+  self.status = "running"
+  return self
+end
+
+-- ---------------------------------------------------------------- events
+
+function Run:_sink_error(name, msg)
+  if self.sink_failed[name] then return end
+  self.sink_failed[name] = true
+  core.report("sink " .. name .. " failed (disabled for this run)", tostring(msg))
+  self.log:line("sink " .. name .. " failed: " .. tostring(msg))
+  for i, s in ipairs(self.sinks or {}) do
+    if s.name == name then table.remove(self.sinks, i) break end
+  end
+end
+
+-- A line for the person watching, without breaking the progress bar.
+function Run:_say(text)
+  if not self.console then return end
+  local c = self.console_sink
+  if c and c.message then
+    local ok = pcall(c.message, c, text)
+    if ok then return end
+  end
+  io.stdout:write(text, "\n")
+  io.stdout:flush()
+end
+
+function Run:_hook(name, ...)
+  local fn = self.cfg.hooks and self.cfg.hooks[name]
+  if type(fn) ~= "function" then return end
+  local ok, err = xpcall(fn, traceback, ...)
+  if ok then return end
+  local n = (self.hook_failures[name] or 0) + 1
+  self.hook_failures[name] = n
+  local where = "hooks." .. name .. " failed (" .. self.dir .. ", update " .. self.updates .. ")"
+  if n == 1 then
+    core.report(where, tostring(err) .. "\n(training goes on; further failures of this hook are counted and reported every " ..
+      HOOK_REPORT_EVERY .. ")")
+  elseif n % HOOK_REPORT_EVERY == 0 then
+    core.report(where, n .. " failures so far; latest: " .. tostring(err):match("^[^\n]*"))
+  end
+  self.log:line("hooks." .. name .. " failed: " .. tostring(err):match("^[^\n]*"))
+end
+
+local function fmt(x)
+  if type(x) ~= "number" then return tostring(x) end
+  return util.fmt_number(tonumber(string.format("%.4g", x)))
+end
+
+function Run:_metrics(m)
+  self.last = m
+  self.updates = m.update
+  for _, s in ipairs({ unpack(self.sinks) }) do
+    local ok, err = pcall(s.sink.update, s.sink, m)
+    if not ok then self:_sink_error(s.name, err) end
+  end
+  if (m.update % (self.cfg.log.interval or 1)) == 0 then
+    self.log:line(string.format("update %d steps %d progress %.3f return %s efficiency %s entropy %s lr %s sps %s",
+      m.update, m.agent_steps, m.progress, fmt(m.episode_return_mean), fmt(m.efficiency), fmt(m.entropy),
+      fmt(m.lr), fmt(m.sps)))
+  end
+  local okm, alerts = pcall(function()
+    return require("moonrl.alerts").check(m, self.cfg.alerts, self.alert_state)
+  end)
+  if not okm then
+    if not self.alerts_broken then
+      self.alerts_broken = true
+      core.report("alerts failed (disabled for this run)", tostring(alerts))
+    end
+    alerts = nil
+  end
+  for _, a in ipairs(alerts or {}) do
+    self.alerts[#self.alerts + 1] = a
+    self.log:line("alert " .. tostring(a.level) .. " " .. tostring(a.kind) .. ": " .. tostring(a.message))
+    if self.console then
+      self:_say("moonrl: " .. tostring(a.level) .. ": " .. tostring(a.message))
+    else
+      io.stderr:write("moonrl: ", tostring(a.level), ": ", tostring(a.message), "\n")
+    end
+    self:_hook("on_alert", a, self)
+  end
+  self:_hook("on_update", m, self)
+  if m.episodes and m.episodes > 0 then
+    self:_hook("on_episode_stats", {
+      update = m.update, episodes = m.episodes,
+      return_mean = m.episode_return_mean, return_min = m.episode_return_min,
+      return_max = m.episode_return_max, length_mean = m.episode_length_mean,
+      food = m.food_per_episode, poison = m.poison_per_episode,
+      efficiency = m.efficiency, deaths = m.deaths,
+    }, self)
+  end
+end
+
+local handlers = {}
+
+function handlers.started(self, describe)
+  self.describe = describe
+  self.log:line("engine: " .. describe)
+  self:_say("moonrl: engine: " .. describe)
+end
+
+function handlers.metrics(self, bytes, warm)
+  local m = engine.metrics(bytes)
+  if warm then
+    m.warmup = true
+    self.warmup_metrics[#self.warmup_metrics + 1] = m
+    self.log:line(string.format("warm-up update %d: %.3f s", m.update, m.time_total))
+    self:_say(string.format("moonrl: warm-up update %d: %.3f s", m.update, m.time_total))
+    return
+  end
+  self:_metrics(m)
+end
+
+function handlers.warmup_done(self, n, restored)
+  self.log:line("warm-up done: " .. n .. " update(s)" .. (restored and ", weights restored" or ""))
+end
+
+function handlers.checkpoint(self, path, update, requested)
+  self.last_checkpoint = path
+  self.checkpoints[#self.checkpoints + 1] = path
+  self.log:line("checkpoint " .. path .. " (update " .. update .. ")")
+  self:_hook("on_checkpoint", path, self)
+  if requested then
+    local w = table.remove(self.ckpt_waiters, 1)
+    if w then w(path) end
+  end
+end
+
+function handlers.hot(self, from, refusal)
+  if refusal then
+    core.report("run " .. self.dir, refusal .. " (the previous values stay)")
+    self.log:line(refusal)
+  else
+    self.log:line("hot parameters in force from update " .. (from + 1))
+  end
+end
+
+function handlers.paused(self, update)
+  self.status = "paused"
+  self.log:line("paused after update " .. update)
+end
+
+function handlers.resumed(self, update)
+  self.status = "running"
+  self.log:line("resumed after update " .. update)
+end
+
+function handlers.error(self, msg)
+  self.error = msg
+  core.report("run " .. self.dir .. " failed", msg)
+  self.log:line("error: " .. msg)
+end
+
+function handlers.finished(self, reason, updates, last)
+  self.status = reason
+  local secs = (uv.hrtime() - self.started_at) / 1e9
+  local m = self.last or {}
+  local hook_errors = {}
+  for k, v in pairs(self.hook_failures) do hook_errors[k] = v end
+  self._summary = {
+    status = reason, error = self.error, dir = self.dir, updates = updates,
+    agent_steps = m.agent_steps or 0, seconds = secs,
+    sps = (m.agent_steps or 0) / math.max(secs, 1e-9),
+    checkpoint = last or self.last_checkpoint, checkpoints = self.checkpoints,
+    metrics = self.last, describe = self.describe, warmup_updates = #self.warmup_metrics,
+    hook_errors = hook_errors, alerts = #self.alerts,
+  }
+  self.log:line(string.format("finished: %s after %d updates, %.1f s%s", reason, updates, secs,
+    self.error and (" (" .. self.error .. ")") or ""))
+  for _, w in ipairs(self.ckpt_waiters) do w(nil, "the run ended before the checkpoint (" .. reason .. ")") end
+  self.ckpt_waiters = {}
+
+  -- Files complete before anyone hears of the end: sinks, then the log.
+  local pending = #self.sinks + 1
+  local function closed()
+    pending = pending - 1
+    if pending > 0 then return end
+    self.log:close(function()
+      self:_hook("on_finish", self._summary, self)
+      if self.on_end then self.on_end(self) end
+      self._ended = true
+      local waiters = self.waiters
+      self.waiters = {}
+      for _, w in ipairs(waiters) do w(self._summary) end
+    end)
+  end
+  for _, s in ipairs(self.sinks) do
+    local ok, err = pcall(s.sink.close, s.sink, closed)
+    if not ok then
+      core.report("sink " .. s.name .. " failed to close", tostring(err))
+      closed()
+    end
+  end
+  closed()
+end
+
+function Run:_event(kind, ...)
+  local h = handlers[kind]
+  if h then return h(self, ...) end
+end
+
+-- ------------------------------------------------------------- user side
+
+function Run:alive() return self._summary == nil and self.handle:alive() end
+function Run:metrics() return self.last end
+function Run:summary() return self._summary end
+
+function Run:wait()
+  if self._ended then return self._summary end
+  return moonrl()._await("run:wait()", function(wake)
+    self.waiters[#self.waiters + 1] = wake
+  end)
+end
+
+function Run:get(key)
+  return config.get(self.cfg, key)
+end
+
+function Run:set(key, value)
+  if not self:alive() then return nil, "run:set: the run has finished" end
+  local old = config.get(self.cfg, key)
+  local ok, err = config.set(self.cfg, key, value, { running = true })
+  if not ok then return nil, err end
+  local e = schema.by_key[key]
+  if e and e.hot == "engine" then
+    local okh, herr = pcall(function()
+      local tables, terr = engine.schedule_tables(self.cfg)
+      if terr then error(terr, 0) end
+      self.handle:set_hot(engine.bytes(engine.hot_params(self.cfg)), tables)
+    end)
+    if not okh then
+      config.set(self.cfg, key, old, { running = true })
+      return nil, tostring(herr)
+    end
+  end
+  self.log:line("set " .. key .. " = " .. util.fmt_value(value))
+  return true
+end
+
+function Run:pause()
+  if not self:alive() then return nil, "run:pause: the run has finished" end
+  self.handle:pause()
+  return true
+end
+
+function Run:resume()
+  if not self:alive() then return nil, "run:resume: the run has finished" end
+  self.handle:resume()
+  return true
+end
+
+function Run:stop(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("run:stop: expected nil or {checkpoint = false}, got " .. type(opts), 2)
+  end
+  if not self:alive() then return true end
+  self.handle:stop(not (opts and opts.checkpoint == false))
+  return true
+end
+
+function Run:checkpoint(path)
+  if path ~= nil and type(path) ~= "string" then
+    error("run:checkpoint: expected nil or a path, got " .. type(path), 2)
+  end
+  if not self:alive() then return nil, "run:checkpoint: the run has finished" end
+  local co, is_main = coroutine.running()
+  if co == nil or is_main then
+    -- In a callback nobody can wait: fire and let on_checkpoint tell.
+    self.ckpt_waiters[#self.ckpt_waiters + 1] = function() end
+    self.handle:checkpoint(path or "")
+    return true
+  end
+  return moonrl()._await("run:checkpoint()", function(wake)
+    self.ckpt_waiters[#self.ckpt_waiters + 1] = wake
+    self.handle:checkpoint(path or "")
+  end)
+end
+
+function Run:__tostring()
+  return "moonrl run " .. tostring(self.dir) .. " (" .. tostring(self.status) .. ")"
+end
+
+return Run

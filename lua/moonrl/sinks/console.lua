@@ -1,0 +1,148 @@
+-- moonrl.sinks.console - the progress line.
+--
+--   [########------------]  40.0%  update 103/256  421,888 steps  ETA 1m32s  sps 4,711  return 2.31  eff 81.2%
+--
+-- On a terminal the line is redrawn in place (\r, clear to end of line) after
+-- every update and finished with a newline on close. Elsewhere (a pipe, a log
+-- file, CI) a plain line is printed every log.interval updates, and for the
+-- last update. log.interval and total_steps are read from `cfg` at each
+-- update, so a live change takes effect at once. ETA = steps left / a moving
+-- average of sps. return and eff show "-" for an update in which no episode
+-- ended. Output goes through opts.write (default io.stdout:write + flush):
+-- a console line is small and must appear in order with other output.
+--
+-- Public
+--   Console.new(run_dir, cfg, opts) -> sink  opts: is_tty (default: luv says stdout is a
+--                                            tty), write(s), width (bar, default 20), uv
+--   sink:update(metrics)
+--   sink:message(text)     a line of its own (an alert, a note) without breaking the bar (addition)
+--   sink:close([cb])       cb() is called at once
+--   Console.format(metrics, cfg, state) -> line   (addition: the line without \r or \n)
+
+
+local Console = {}
+Console.__index = Console
+
+local function default_write(s)
+  io.stdout:write(s)
+  io.stdout:flush()
+end
+
+function Console.new(run_dir, cfg, opts)
+  opts = opts or {}
+  local is_tty = opts.is_tty
+  if is_tty == nil then
+    is_tty = false
+    local ok, uv = pcall(function() return opts.uv or require("luv") end)
+    if ok and uv and uv.guess_handle then is_tty = uv.guess_handle(1) == "tty" end
+  end
+  return setmetatable({
+    run_dir = run_dir, cfg = cfg or {}, is_tty = is_tty, write = opts.write or default_write,
+    on_error = opts.on_error or function() end,
+    state = { width = opts.width or 20 }, drawn = false, last = nil, count = 0,
+  }, Console)
+end
+
+local function thousands(n)
+  local s = string.format("%d", math.floor(n + 0.5))
+  local sign, digits = s:match("^(-?)(%d+)$")
+  digits = digits:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", "")
+  return sign .. digits
+end
+
+local function eta_text(seconds)
+  if seconds ~= seconds or seconds == math.huge or seconds < 0 then return "-" end
+  seconds = math.floor(seconds + 0.5)
+  if seconds < 60 then return seconds .. "s" end
+  if seconds < 3600 then return string.format("%dm%02ds", math.floor(seconds / 60), seconds % 60) end
+  return string.format("%dh%02dm", math.floor(seconds / 3600), math.floor(seconds / 60) % 60)
+end
+
+local function num(v)
+  if type(v) == "cdata" then return tonumber(v) end
+  if type(v) == "number" then return v end
+  return nil
+end
+
+-- The line for metrics m; state keeps the sps average between calls.
+function Console.format(m, cfg, state)
+  cfg = cfg or {}
+  local total = num(cfg.total_steps)
+  local steps = num(m.agent_steps) or 0
+  local progress = num(m.progress)
+  if not progress and total and total > 0 then progress = steps / total end
+  progress = math.max(0, math.min(1, progress or 0))
+  local width = state.width or 20
+  local filled = math.floor(progress * width + 1e-9)
+  local parts = {
+    "[" .. string.rep("#", filled) .. string.rep("-", width - filled) .. "]",
+    string.format("%5.1f%%", progress * 100),
+  }
+  local upd = num(m.update)
+  if upd then
+    local env, ppo = cfg.env or {}, cfg.ppo or {}
+    local per = type(env.num_envs) == "number" and type(ppo.rollout_steps) == "number"
+      and env.num_envs * ppo.rollout_steps
+    if per and total then
+      parts[#parts + 1] = "update " .. thousands(upd) .. "/" .. thousands(math.ceil(total / per))
+    else
+      parts[#parts + 1] = "update " .. thousands(upd)
+    end
+  end
+  parts[#parts + 1] = thousands(steps) .. " steps"
+  local sps = num(m.sps)
+  if sps and sps == sps and sps > 0 and sps < math.huge then
+    state.sps_avg = state.sps_avg and (0.7 * state.sps_avg + 0.3 * sps) or sps
+  end
+  if total and state.sps_avg then
+    parts[#parts + 1] = "ETA " .. eta_text(math.max(0, total - steps) / state.sps_avg)
+  end
+  parts[#parts + 1] = "sps " .. (sps and sps == sps and thousands(sps) or "-")
+  local ended = num(m.episodes)
+  local have_episodes = ended == nil or ended > 0
+  local ret, eff = num(m.episode_return_mean), num(m.efficiency)
+  parts[#parts + 1] = "return " .. ((have_episodes and ret) and string.format("%.2f", ret) or "-")
+  parts[#parts + 1] = "eff " .. ((have_episodes and eff) and string.format("%.1f%%", eff * 100) or "-")
+  return table.concat(parts, "  ")
+end
+
+function Console:update(m)
+  local ok, err = pcall(function()
+    self.count = self.count + 1
+    local line = Console.format(m, self.cfg, self.state)
+    self.last = line
+    if self.is_tty then
+      self.write("\r" .. line .. "\27[K")
+      self.drawn = true
+      return
+    end
+    local interval = (self.cfg.log and tonumber(self.cfg.log.interval)) or 1
+    if interval < 1 then interval = 1 end
+    local n = num(m.update) or self.count
+    local total = num(self.cfg.total_steps)
+    local last = (num(m.progress) or 0) >= 1 or (total and (num(m.agent_steps) or 0) >= total)
+    if n % interval == 0 or last then self.write(line .. "\n") end
+  end)
+  if not ok then pcall(self.on_error, "console: " .. tostring(err)) end
+end
+
+function Console:message(text)
+  if self.is_tty and self.drawn then
+    self.write("\r\27[K" .. text .. "\n" .. (self.last and (self.last .. "\27[K") or ""))
+  else
+    self.write(text .. "\n")
+  end
+end
+
+function Console:close(cb)
+  if self.is_tty and self.drawn then
+    self.write("\n")
+    self.drawn = false
+  end
+  if cb then cb() end
+end
+
+Console.thousands = thousands
+Console.eta_text = eta_text
+
+return Console

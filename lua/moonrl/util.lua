@@ -1,0 +1,173 @@
+-- moonrl.util - small pure helpers shared by the config modules and sinks.
+--
+-- What it is: value formatting for messages (so every error quotes a value the
+-- same way), shortest round-trip number printing, edit distance and
+-- "did you mean" suggestions, deep copy, list detection. What it is not: a
+-- general utility belt; only what two or more moonrl modules need lives here.
+--
+-- Public functions
+--   util.fmt_number(x) -> string        shortest text that reads back to x
+--   util.fmt_value(v [, max_len]) -> string   a value as a message quotes it
+--   util.describe(v) -> string          "string \"fast\"", "number 1.5", ...
+--   util.is_list(t) -> boolean          1..n keys only (an empty table counts)
+--   util.deepcopy(v) -> copy            tables copied, functions shared
+--   util.deep_equal(a, b) -> boolean
+--   util.edit_distance(a, b) -> integer (swaps of neighbours count 1)
+--   util.closest(word, candidates [, max]) -> best | nil
+--   util.quote_list(strings) -> '"a", "b"'
+--   util.sorted_keys(t) -> list         strings first (sorted), then the rest
+
+local util = {}
+
+local floor, huge = math.floor, math.huge
+
+function util.fmt_number(x)
+  if x ~= x then return "nan" end
+  if x == huge then return "inf" end
+  if x == -huge then return "-inf" end
+  if x == floor(x) and x > -1e15 and x < 1e15 then
+    return string.format("%d", x)
+  end
+  for p = 1, 17 do
+    local s = string.format("%." .. p .. "g", x)
+    if tonumber(s) == x then return s end
+  end
+  return string.format("%.17g", x)
+end
+
+function util.is_list(t)
+  if type(t) ~= "table" then return false end
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  for i = 1, n do
+    if t[i] == nil then return false end
+  end
+  return true
+end
+
+function util.sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta == "string" end
+    if ta == "string" or ta == "number" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return keys
+end
+
+local function fmt(v, depth)
+  local tv = type(v)
+  if tv == "string" then
+    return string.format("%q", v):gsub("\\\n", "\\n")
+  elseif tv == "number" then
+    return util.fmt_number(v)
+  elseif tv == "table" then
+    if depth > 2 then return "{...}" end
+    local parts = {}
+    if util.is_list(v) then
+      for i = 1, #v do parts[i] = fmt(v[i], depth + 1) end
+    else
+      for _, k in ipairs(util.sorted_keys(v)) do
+        local ks = (type(k) == "string" and k:match("^[%a_][%w_]*$")) and k
+                   or ("[" .. fmt(k, depth + 1) .. "]")
+        parts[#parts + 1] = ks .. " = " .. fmt(v[k], depth + 1)
+      end
+    end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  elseif tv == "function" then
+    return "a function"
+  elseif tv == "nil" then
+    return "nil"
+  end
+  return tostring(v)
+end
+
+-- A value the way messages quote it: strings in double quotes, numbers in
+-- their shortest form, tables in Lua constructor syntax (cut at max_len).
+function util.fmt_value(v, max_len)
+  local s = fmt(v, 0)
+  max_len = max_len or 80
+  if #s > max_len then s = s:sub(1, max_len - 3) .. "..." end
+  return s
+end
+
+-- "string \"fast\"", "number 1.5", "a function", "nil".
+function util.describe(v)
+  local tv = type(v)
+  if tv == "function" or tv == "nil" then return util.fmt_value(v) end
+  return tv .. " " .. util.fmt_value(v)
+end
+
+function util.deepcopy(v, seen)
+  if type(v) ~= "table" then return v end
+  seen = seen or {}
+  if seen[v] then return seen[v] end
+  local c = {}
+  seen[v] = c
+  for k, x in pairs(v) do c[util.deepcopy(k, seen)] = util.deepcopy(x, seen) end
+  return c
+end
+
+function util.deep_equal(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then
+    -- NaN equals NaN for our purposes (a config round trip keeps it).
+    return type(a) == "number" and type(b) == "number" and a ~= a and b ~= b
+  end
+  for k, v in pairs(a) do
+    if not util.deep_equal(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+-- Edit distance counting insertions, deletions, substitutions and swaps of
+-- two neighbouring characters ("pop" -> "ppo" is 1), the usual typos.
+function util.edit_distance(a, b)
+  local la, lb = #a, #b
+  if la == 0 then return lb end
+  if lb == 0 then return la end
+  local d = {}
+  for i = 0, la do d[i] = { [0] = i } end
+  for j = 0, lb do d[0][j] = j end
+  for i = 1, la do
+    local ca, row, prev = a:byte(i), d[i], d[i - 1]
+    for j = 1, lb do
+      local cb = b:byte(j)
+      local cost = (ca == cb) and 0 or 1
+      local v = prev[j] + 1
+      if row[j - 1] + 1 < v then v = row[j - 1] + 1 end
+      if prev[j - 1] + cost < v then v = prev[j - 1] + cost end
+      if i > 1 and j > 1 and ca == b:byte(j - 1) and a:byte(i - 1) == cb and d[i - 2][j - 2] + 1 < v then
+        v = d[i - 2][j - 2] + 1
+      end
+      row[j] = v
+    end
+  end
+  return d[la][lb]
+end
+
+-- The candidate nearest to `word` by edit distance, if it is near enough:
+-- at most `max` edits (default: a third of the word, at least 1, at most 3).
+function util.closest(word, candidates, max)
+  word = tostring(word)
+  max = max or math.min(3, math.max(1, floor(#word / 3)))
+  local best, best_d
+  for _, c in ipairs(candidates) do
+    local d = util.edit_distance(word:lower(), tostring(c):lower())
+    if d <= max and (best_d == nil or d < best_d) then best, best_d = c, d end
+  end
+  return best, best_d
+end
+
+function util.quote_list(list)
+  local parts = {}
+  for i, s in ipairs(list) do parts[i] = util.fmt_value(s) end
+  return table.concat(parts, ", ")
+end
+
+return util

@@ -1,0 +1,324 @@
+/*
+ * test_nn.c - every layer of nn.c against an independent naive implementation
+ * in double written here: forward values, and backward (dinp, dw, db) against
+ * central finite differences of the double implementation's scalar loss
+ * L = sum(g .* out) for random g. Also: gradients accumulate (+=), NULL skips,
+ * the observation expansion table, and thread-count independence.
+ */
+#include "check.h"
+#include "nn.h"
+#include <cblas.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ helpers */
+static uint64_t rs = 0x1234567887654321ULL;
+static double urand(void) {   /* [0,1) */
+    rs += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = rs;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0;
+}
+static int irand(int lo, int hi) { return lo + (int)(urand() * (hi - lo + 1)); }
+static float *frand(size_t n, double lo, double hi) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
+    return p;
+}
+static double *todouble(const float *f, size_t n) {
+    double *d = malloc(sizeof(double) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+/* max |a - b| / max(max |b|, floor) */
+static double relerr(const float *a, const double *b, size_t n, double floor) {
+    double num = 0, den = floor;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(a[i] - b[i]);
+        if (e > num) num = e;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / den;
+}
+
+/* ------------------------------------------------------------ naive double layers */
+static void ref_conv(double *out, const double *in, const double *w, const double *b,
+                     int B, int H, int W, int C, int OC) {
+    for (int n = 0; n < B; n++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int o = 0; o < OC; o++) {
+                    double s = b[o];
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int yy = y + ky - 1, xx = x + kx - 1;
+                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+                            for (int c = 0; c < C; c++)
+                                s += in[((n * H + yy) * W + xx) * C + c] *
+                                     w[((o * 3 + ky) * 3 + kx) * C + c];
+                        }
+                    out[((n * H + y) * W + x) * OC + o] = s;
+                }
+}
+static void ref_linear(double *out, const double *in, const double *w, const double *b,
+                       int B, int C, int OC) {
+    for (int n = 0; n < B; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = b[o];
+            for (int c = 0; c < C; c++) s += in[n * C + c] * w[o * C + c];
+            out[n * OC + o] = s;
+        }
+}
+static double dot(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Central differences of loss(ctx) w.r.t. every element of x (n doubles). */
+typedef double (*loss_fn)(void *ctx);
+static void fd_grad(double *out, double *x, size_t n, loss_fn f, void *ctx, double eps) {
+    for (size_t i = 0; i < n; i++) {
+        double s = x[i];
+        x[i] = s + eps; double lp = f(ctx);
+        x[i] = s - eps; double lm = f(ctx);
+        x[i] = s;
+        out[i] = (lp - lm) / (2 * eps);
+    }
+}
+
+/* ------------------------------------------------------------ conv */
+typedef struct { int B, H, W, C, OC; double *in, *w, *b, *g, *out; } conv_ctx;
+static double conv_loss(void *v) {
+    conv_ctx *c = v;
+    ref_conv(c->out, c->in, c->w, c->b, c->B, c->H, c->W, c->C, c->OC);
+    return dot(c->out, c->g, (size_t)c->B * c->H * c->W * c->OC);
+}
+
+static void test_conv(int B, int H, int W, int C, int OC) {
+    size_t ni = (size_t)B * H * W * C, nw = (size_t)OC * 9 * C, no = (size_t)B * H * W * OC;
+    float *in = frand(ni, -1, 1), *w = frand(nw, -0.5, 0.5), *b = frand(OC, -0.5, 0.5);
+    float *g = frand(no, -1, 1), *out = frand(no, -9, 9);   /* garbage: forward writes */
+    float *col = frand((size_t)B * H * W * 9 * C, -9, 9);
+    mr_conv3x3_forward(out, col, in, w, b, B, H, W, C, OC);
+
+    conv_ctx cx = {B, H, W, C, OC, todouble(in, ni), todouble(w, nw), todouble(b, OC),
+                   todouble(g, no), malloc(sizeof(double) * no)};
+    conv_loss(&cx);
+    double e = relerr(out, cx.out, no, 1e-3);
+    CHECK_MSG(e < 1e-5, "conv forward B%d H%d W%d C%d OC%d: rel err %g", B, H, W, C, OC, e);
+
+    /* backward with pre-filled gradients: must accumulate */
+    float *dinp0 = frand(ni, -1, 1), *dw0 = frand(nw, -1, 1), *db0 = frand(OC, -1, 1);
+    float *dinp = malloc(sizeof(float) * ni), *dw = malloc(sizeof(float) * nw),
+          *db = malloc(sizeof(float) * OC);
+    memcpy(dinp, dinp0, sizeof(float) * ni);
+    memcpy(dw, dw0, sizeof(float) * nw);
+    memcpy(db, db0, sizeof(float) * OC);
+    mr_conv3x3_backward(dinp, dw, db, col, g, in, w, B, H, W, C, OC);
+    for (size_t i = 0; i < ni; i++) dinp[i] -= dinp0[i];
+    for (size_t i = 0; i < nw; i++) dw[i] -= dw0[i];
+    for (int i = 0; i < OC; i++) db[i] -= db0[i];
+
+    double *fi = malloc(sizeof(double) * ni), *fw = malloc(sizeof(double) * nw),
+           *fb = malloc(sizeof(double) * OC);
+    fd_grad(fi, cx.in, ni, conv_loss, &cx, 1e-3);
+    fd_grad(fw, cx.w, nw, conv_loss, &cx, 1e-3);
+    fd_grad(fb, cx.b, OC, conv_loss, &cx, 1e-3);
+    double ei = relerr(dinp, fi, ni, 1e-3), ew = relerr(dw, fw, nw, 1e-3),
+           eb = relerr(db, fb, OC, 1e-3);
+    CHECK_MSG(ei < 1e-4, "conv dinp B%d H%d W%d C%d OC%d: rel err %g", B, H, W, C, OC, ei);
+    CHECK_MSG(ew < 1e-4, "conv dw B%d H%d W%d C%d OC%d: rel err %g", B, H, W, C, OC, ew);
+    CHECK_MSG(eb < 1e-4, "conv db B%d H%d W%d C%d OC%d: rel err %g", B, H, W, C, OC, eb);
+
+    /* NULL dinp / db: dw alone is the same */
+    float *dw2 = calloc(nw, sizeof(float));
+    mr_conv3x3_backward(NULL, dw2, NULL, col, g, in, w, B, H, W, C, OC);
+    double ew2 = relerr(dw2, fw, nw, 1e-3);
+    CHECK_MSG(ew2 < 1e-4, "conv dw with NULL dinp/db: rel err %g", ew2);
+
+    free(in); free(w); free(b); free(g); free(out); free(col);
+    free(cx.in); free(cx.w); free(cx.b); free(cx.g); free(cx.out);
+    free(dinp0); free(dw0); free(db0); free(dinp); free(dw); free(db);
+    free(fi); free(fw); free(fb); free(dw2);
+}
+
+/* ------------------------------------------------------------ linear */
+typedef struct { int B, C, OC; double *in, *w, *b, *g, *out; } lin_ctx;
+static double lin_loss(void *v) {
+    lin_ctx *c = v;
+    ref_linear(c->out, c->in, c->w, c->b, c->B, c->C, c->OC);
+    return dot(c->out, c->g, (size_t)c->B * c->OC);
+}
+
+static void test_linear(int B, int C, int OC) {
+    size_t ni = (size_t)B * C, nw = (size_t)OC * C, no = (size_t)B * OC;
+    float *in = frand(ni, -1, 1), *w = frand(nw, -0.5, 0.5), *b = frand(OC, -0.5, 0.5);
+    float *g = frand(no, -1, 1), *out = frand(no, -9, 9);
+    mr_linear_forward(out, in, w, b, B, C, OC);
+    lin_ctx cx = {B, C, OC, todouble(in, ni), todouble(w, nw), todouble(b, OC),
+                  todouble(g, no), malloc(sizeof(double) * no)};
+    lin_loss(&cx);
+    double e = relerr(out, cx.out, no, 1e-3);
+    CHECK_MSG(e < 1e-5, "linear forward B%d C%d OC%d: rel err %g", B, C, OC, e);
+
+    /* bias NULL = zero bias */
+    float *out0 = frand(no, -9, 9);
+    mr_linear_forward(out0, in, w, NULL, B, C, OC);
+    double mx = 0;
+    for (size_t i = 0; i < no; i++) {
+        double d = fabs((out[i] - b[i % OC]) - out0[i]);
+        if (d > mx) mx = d;
+    }
+    CHECK_MSG(mx < 1e-5, "linear forward with NULL bias: max diff %g", mx);
+
+    float *dinp0 = frand(ni, -1, 1), *dw0 = frand(nw, -1, 1), *db0 = frand(OC, -1, 1);
+    float *dinp = malloc(sizeof(float) * ni), *dw = malloc(sizeof(float) * nw),
+          *db = malloc(sizeof(float) * OC);
+    memcpy(dinp, dinp0, sizeof(float) * ni);
+    memcpy(dw, dw0, sizeof(float) * nw);
+    memcpy(db, db0, sizeof(float) * OC);
+    mr_linear_backward(dinp, dw, db, g, in, w, B, C, OC);
+    for (size_t i = 0; i < ni; i++) dinp[i] -= dinp0[i];
+    for (size_t i = 0; i < nw; i++) dw[i] -= dw0[i];
+    for (int i = 0; i < OC; i++) db[i] -= db0[i];
+    double *fi = malloc(sizeof(double) * ni), *fw = malloc(sizeof(double) * nw),
+           *fb = malloc(sizeof(double) * OC);
+    fd_grad(fi, cx.in, ni, lin_loss, &cx, 1e-3);
+    fd_grad(fw, cx.w, nw, lin_loss, &cx, 1e-3);
+    fd_grad(fb, cx.b, OC, lin_loss, &cx, 1e-3);
+    double ei = relerr(dinp, fi, ni, 1e-3), ew = relerr(dw, fw, nw, 1e-3),
+           eb = relerr(db, fb, OC, 1e-3);
+    CHECK_MSG(ei < 1e-4, "linear dinp B%d C%d OC%d: rel err %g", B, C, OC, ei);
+    CHECK_MSG(ew < 1e-4, "linear dw B%d C%d OC%d: rel err %g", B, C, OC, ew);
+    CHECK_MSG(eb < 1e-4, "linear db B%d C%d OC%d: rel err %g", B, C, OC, eb);
+
+    free(in); free(w); free(b); free(g); free(out); free(out0);
+    free(cx.in); free(cx.w); free(cx.b); free(cx.g); free(cx.out);
+    free(dinp0); free(dw0); free(db0); free(dinp); free(dw); free(db);
+    free(fi); free(fw); free(fb);
+}
+
+/* ------------------------------------------------------------ relu */
+typedef struct { size_t n; double *in, *g; } relu_ctx;
+static double relu_loss(void *v) {
+    relu_ctx *c = v;
+    double s = 0;
+    for (size_t i = 0; i < c->n; i++) s += (c->in[i] > 0 ? c->in[i] : 0) * c->g[i];
+    return s;
+}
+
+static void test_relu(size_t n) {
+    float *in = frand(n, -1, 1), *g = frand(n, -1, 1), *out = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)   /* keep away from the kink for differences */
+        if (fabsf(in[i]) < 0.01f) in[i] = 0.5f;
+    mr_relu_forward(out, in, n);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= out[i] == (in[i] > 0 ? in[i] : 0.0f);
+    CHECK_MSG(ok, "relu forward n=%zu", n);
+    float *d = malloc(sizeof(float) * n);
+    mr_relu_backward(d, g, out, n);
+    relu_ctx cx = {n, todouble(in, n), todouble(g, n)};
+    double *f = malloc(sizeof(double) * n);
+    fd_grad(f, cx.in, n, relu_loss, &cx, 1e-3);
+    double e = relerr(d, f, n, 1e-3);
+    CHECK_MSG(e < 1e-6, "relu backward n=%zu: rel err %g", n, e);
+    /* in place */
+    float *d2 = malloc(sizeof(float) * n);
+    memcpy(d2, g, sizeof(float) * n);
+    mr_relu_backward(d2, d2, out, n);
+    CHECK(memcmp(d2, d, sizeof(float) * n) == 0);
+    free(in); free(g); free(out); free(d); free(cx.in); free(cx.g); free(f); free(d2);
+}
+
+/* ------------------------------------------------------------ observation */
+static void test_obs_expand(void) {
+    uint8_t codes[2 * 5] = {0, 1, 2, 1, 0, 2, 2, 0, 1, 3};
+    float out[2 * 5 * 2];
+    static const float gt[4][2] = {{0, 0}, {1, 0}, {0, 1}, {0, 0}};
+    static const float px[4][2] = {{0, 0}, {1, 1}, {0.5f, 0.5f}, {0, 0}};
+    for (int proxy = 0; proxy < 2; proxy++) {
+        memset(out, 0x7f, sizeof out);
+        mr_obs_expand_forward(out, codes, 2, 5, proxy);
+        int ok = 1;
+        for (int i = 0; i < 10; i++) {
+            const float *want = proxy ? px[codes[i]] : gt[codes[i]];
+            ok &= out[2 * i] == want[0] && out[2 * i + 1] == want[1];
+        }
+        CHECK_MSG(ok, "obs expand, proxy=%d", proxy);
+    }
+}
+
+/* ------------------------------------------------------------ threads */
+/* The same layer calls on 1 and 2 threads give identical bits. */
+static void run_layers(float *out, float *dinp, float *dw, float *db, float *lout,
+                       float *ldin, float *ldw, float *ldb, const float *in, const float *w,
+                       const float *b, const float *g, const float *lw, const float *lb,
+                       const float *lg, float *col, int B, int H, int W, int C, int OC, int LC) {
+    mr_conv3x3_forward(out, col, in, w, b, B, H, W, C, OC);
+    mr_relu_forward(out, out, (size_t)B * H * W * OC);
+    memset(dinp, 0, sizeof(float) * B * H * W * C);
+    memset(dw, 0, sizeof(float) * OC * 9 * C);
+    memset(db, 0, sizeof(float) * OC);
+    mr_conv3x3_backward(dinp, dw, db, col, g, in, w, B, H, W, C, OC);
+    int LI = H * W * OC;
+    mr_linear_forward(lout, out, lw, lb, B, LI, LC);
+    memset(ldin, 0, sizeof(float) * B * LI);
+    memset(ldw, 0, sizeof(float) * LC * LI);
+    memset(ldb, 0, sizeof(float) * LC);
+    mr_linear_backward(ldin, ldw, ldb, lg, out, lw, B, LI, LC);
+}
+
+static void test_threads(void) {
+    int B = 48, H = 11, W = 11, C = 32, OC = 64, LC = 96, LI = H * W * OC;
+    size_t ni = (size_t)B * H * W * C, no = (size_t)B * H * W * OC, nw = (size_t)OC * 9 * C;
+    float *in = frand(ni, -1, 1), *w = frand(nw, -0.2, 0.2), *b = frand(OC, -0.1, 0.1);
+    float *g = frand(no, -1, 1), *lw = frand((size_t)LC * LI, -0.01, 0.01),
+          *lb = frand(LC, -0.1, 0.1), *lg = frand((size_t)B * LC, -1, 1);
+    float *col = malloc(sizeof(float) * (size_t)B * H * W * 9 * C);
+    float *r[2][8];
+    size_t sz[8] = {no, ni, nw, (size_t)OC, (size_t)B * LC, (size_t)B * LI,
+                    (size_t)LC * LI, (size_t)LC};
+    for (int t = 0; t < 2; t++) {
+        for (int k = 0; k < 8; k++) r[t][k] = malloc(sizeof(float) * sz[k]);
+        omp_set_num_threads(t + 1);
+        openblas_set_num_threads(t + 1);
+        run_layers(r[t][0], r[t][1], r[t][2], r[t][3], r[t][4], r[t][5], r[t][6], r[t][7],
+                   in, w, b, g, lw, lb, lg, col, B, H, W, C, OC, LC);
+    }
+    omp_set_num_threads(2);
+    openblas_set_num_threads(2);
+    const char *names[8] = {"conv out", "conv dinp", "conv dw", "conv db", "linear out",
+                            "linear dinp", "linear dw", "linear db"};
+    for (int k = 0; k < 8; k++)
+        CHECK_MSG(memcmp(r[0][k], r[1][k], sizeof(float) * sz[k]) == 0,
+                  "%s differs between 1 and 2 threads", names[k]);
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 8; k++) free(r[t][k]);
+    free(in); free(w); free(b); free(g); free(lw); free(lb); free(lg); free(col);
+}
+
+int main(void) {
+    test_obs_expand();
+    /* fixed shapes incl. non-square and C, OC = 1 */
+    test_conv(1, 3, 3, 1, 1);
+    test_conv(2, 4, 5, 3, 2);
+    test_conv(3, 5, 4, 2, 7);
+    test_conv(2, 6, 6, 5, 4);
+    test_conv(2, 1, 4, 2, 3);
+    for (int i = 0; i < 4; i++)   /* random small shapes */
+        test_conv(irand(1, 3), irand(2, 6), irand(2, 6), irand(1, 6), irand(1, 8));
+    test_linear(1, 1, 1);
+    test_linear(3, 7, 5);
+    test_linear(4, 33, 1);
+    test_linear(2, 17, 20);
+    for (int i = 0; i < 3; i++) test_linear(irand(1, 5), irand(1, 40), irand(1, 20));
+    test_relu(37);
+    test_relu(40000);   /* the threaded path */
+    test_threads();
+    return check_report("test_nn");
+}

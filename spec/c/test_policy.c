@@ -1,0 +1,542 @@
+/*
+ * test_policy.c - the whole actor-critic (policy.c) against an independent
+ * double-precision re-implementation written here, which reads the same
+ * parameter array through the offsets table:
+ *   - forward values (both observation modes), and the gradient of
+ *     L = sum(a .* logits) + sum(c .* value) against central differences;
+ *   - act == training forward bit for bit; chunk 3 vs 64 agree; 1 vs 2
+ *     threads bit-identical (forward, backward, init);
+ *   - init: orthogonality with the right gains, zero biases, determinism;
+ *   - the parameter table (reference counts, groups), the layout plan, and
+ *     the torch-order permutation.
+ */
+#include "check.h"
+#include "policy.h"
+#include "arena.h"
+#include <cblas.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NA MR_NUM_ACTIONS
+
+/* ------------------------------------------------------------ helpers */
+static uint64_t rs = 0x5eed5eed12345678ULL;
+static double urand(void) {
+    rs += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = rs;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0;
+}
+
+static void small_cfg(mr_policy_config *c) {
+    memset(c, 0, sizeof *c);
+    c->num_conv = 2;
+    c->conv_channels[0] = 4;
+    c->conv_channels[1] = 8;
+    c->hidden = 16;
+    c->critic_hidden = 16;
+    c->popart = 1;
+}
+
+static void ref_cfg(mr_policy_config *c) {
+    memset(c, 0, sizeof *c);
+    c->num_conv = 3;
+    c->conv_channels[0] = 32;
+    c->conv_channels[1] = 64;
+    c->conv_channels[2] = 64;
+    c->hidden = 512;
+    c->critic_hidden = 512;
+    c->popart = 1;
+}
+
+/* plan, commit, lay out again: what the trainer does */
+static int make_policy(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
+                       int max_batch, int chunk) {
+    memset(a, 0, sizeof *a);
+    mr_policy_layout(p, cfg, view, max_batch, chunk, a);
+    size_t planned = a->size;
+    int ok = p->params == NULL && p->work == NULL && p->x == NULL;
+    ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk);
+    if (mr_arena_commit(a) != 0) return 0;
+    mr_policy_layout(p, cfg, view, max_batch, chunk, a);
+    ok &= a->used <= a->size && a->used == planned;
+    ok &= p->params && p->grads && p->work && p->x && p->col && p->b_aL && p->b_chid;
+    for (int l = 0; l < p->num_conv; l++) ok &= p->act[l] != NULL || max_batch == 0;
+    return ok;
+}
+
+/* weights uniform with std ~ 1/sqrt(fan_in) * 1.5, biases small: all paths active */
+static void random_params(mr_policy *p) {
+    for (int i = 0; i < p->n_tensors; i++) {
+        const mr_tensor_info *t = &p->tensors[i];
+        float *w = p->params + t->offset;
+        if (t->ndim == 1) {
+            for (size_t k = 0; k < t->count; k++) w[k] = (float)(0.4 * urand() - 0.2);
+        } else {
+            double fan = (double)(t->count / (size_t)t->shape[0]);
+            double s = 1.5 * sqrt(3.0 / fan);
+            for (size_t k = 0; k < t->count; k++) w[k] = (float)(s * (2 * urand() - 1));
+        }
+    }
+}
+
+static void random_inputs(uint8_t *codes, float *extra, int B, int VV) {
+    for (int i = 0; i < B * VV; i++) {
+        double u = urand();
+        codes[i] = u < 0.6 ? 0 : u < 0.8 ? 1 : 2;
+    }
+    for (int b = 0; b < B; b++)   /* the centre cell holds the agent: empty */
+        codes[b * VV + VV / 2] = 0;
+    for (int i = 0; i < 2 * B; i++) extra[i] = (float)(2 * urand() - 1);
+}
+
+/* ------------------------------------------------------------ double reference */
+/* Independent of policy.c apart from the shapes and the offsets table.
+ * torch != 0 reads the parameters in the torch original's orders:
+ * conv (OC,C,3,3), flatten (C,H,W), critic view (2,V,V). */
+typedef struct {
+    int L, ch[MR_MAX_CONV + 1], V, hidden, CH, D;
+    size_t cw[MR_MAX_CONV], cb[MR_MAX_CONV], fw, fb, aw, ab, qw, qb, vw, vb;
+} refnet;
+
+static size_t off(const mr_policy *p, const char *name) {
+    const mr_tensor_info *t = mr_policy_tensor(p, name);
+    return t ? t->offset : 0;
+}
+
+static void refnet_from(refnet *r, const mr_policy *p, const mr_policy_config *cfg, int V) {
+    r->L = cfg->num_conv;
+    r->ch[0] = 2;
+    for (int l = 0; l < r->L; l++) r->ch[l + 1] = cfg->conv_channels[l];
+    r->V = V;
+    r->hidden = cfg->hidden;
+    r->CH = cfg->critic_hidden;
+    r->D = r->hidden + 2 + 2 * V * V;
+    char nm[32];
+    for (int l = 0; l < r->L; l++) {
+        snprintf(nm, sizeof nm, "conv%d.w", l); r->cw[l] = off(p, nm);
+        snprintf(nm, sizeof nm, "conv%d.b", l); r->cb[l] = off(p, nm);
+    }
+    r->fw = off(p, "fc.w"); r->fb = off(p, "fc.b");
+    r->aw = off(p, "actor.w"); r->ab = off(p, "actor.b");
+    r->qw = off(p, "critic.w"); r->qb = off(p, "critic.b");
+    r->vw = off(p, "value.w"); r->vb = off(p, "value.b");
+}
+
+static void ref_forward(const refnet *r, const double *P, const uint8_t *codes,
+                        const float *extra, int B, int proxy, int torch, double *logits,
+                        double *value) {
+    int V = r->V, VV = V * V, cmax = 2;
+    for (int l = 1; l <= r->L; l++) if (r->ch[l] > cmax) cmax = r->ch[l];
+    double *a = malloc(sizeof(double) * VV * cmax), *nx = malloc(sizeof(double) * VV * cmax);
+    double *feat = malloc(sizeof(double) * r->hidden), *cin = malloc(sizeof(double) * r->D);
+    double *chd = malloc(sizeof(double) * r->CH);
+    for (int b = 0; b < B; b++) {
+        const uint8_t *cd = codes + (size_t)b * VV;
+        for (int q = 0; q < VV; q++) {   /* a[q][c] */
+            int k = cd[q];
+            if (proxy) a[q * 2] = a[q * 2 + 1] = k == 1 ? 1.0 : k == 2 ? 0.5 : 0.0;
+            else { a[q * 2] = k == 1; a[q * 2 + 1] = k == 2; }
+        }
+        for (int l = 0; l < r->L; l++) {
+            int C = r->ch[l], OC = r->ch[l + 1];
+            for (int y = 0; y < V; y++)
+                for (int x = 0; x < V; x++)
+                    for (int o = 0; o < OC; o++) {
+                        double s = P[r->cb[l] + o];
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int yy = y + ky - 1, xx = x + kx - 1;
+                                if (yy < 0 || yy >= V || xx < 0 || xx >= V) continue;
+                                for (int c = 0; c < C; c++) {
+                                    size_t wi = torch ? (((size_t)o * C + c) * 3 + ky) * 3 + kx
+                                                      : (((size_t)o * 3 + ky) * 3 + kx) * C + c;
+                                    s += a[(yy * V + xx) * C + c] * P[r->cw[l] + wi];
+                                }
+                            }
+                        nx[(y * V + x) * OC + o] = s > 0 ? s : 0;
+                    }
+            memcpy(a, nx, sizeof(double) * VV * OC);
+        }
+        int C = r->ch[r->L], F = VV * C;
+        for (int h = 0; h < r->hidden; h++) {
+            double s = P[r->fb + h];
+            for (int q = 0; q < VV; q++)
+                for (int c = 0; c < C; c++) {
+                    size_t col = torch ? (size_t)c * VV + q : (size_t)q * C + c;
+                    s += a[q * C + c] * P[r->fw + (size_t)h * F + col];
+                }
+            feat[h] = s > 0 ? s : 0;
+        }
+        for (int k = 0; k < NA; k++) {
+            double s = P[r->ab + k];
+            for (int h = 0; h < r->hidden; h++) s += feat[h] * P[r->aw + (size_t)k * r->hidden + h];
+            logits[b * NA + k] = s;
+        }
+        for (int h = 0; h < r->hidden; h++) cin[h] = feat[h];
+        cin[r->hidden] = extra[2 * b];
+        cin[r->hidden + 1] = extra[2 * b + 1];
+        for (int q = 0; q < VV; q++)
+            for (int c = 0; c < 2; c++) {
+                double v = c == 0 ? cd[q] == 1 : cd[q] == 2;   /* ground truth always */
+                cin[r->hidden + 2 + (torch ? c * VV + q : q * 2 + c)] = v;
+            }
+        for (int j = 0; j < r->CH; j++) {
+            double s = P[r->qb + j];
+            for (int i = 0; i < r->D; i++) s += cin[i] * P[r->qw + (size_t)j * r->D + i];
+            chd[j] = s > 0 ? s : 0;
+        }
+        double v = P[r->vb];
+        for (int j = 0; j < r->CH; j++) v += chd[j] * P[r->vw + j];
+        value[b] = v;
+    }
+    free(a); free(nx); free(feat); free(cin); free(chd);
+}
+
+static double ref_loss(const refnet *r, const double *P, const uint8_t *codes,
+                       const float *extra, int B, int proxy, const double *ga,
+                       const double *gc, double *lg, double *vl) {
+    ref_forward(r, P, codes, extra, B, proxy, 0, lg, vl);
+    double s = 0;
+    for (int i = 0; i < B * NA; i++) s += ga[i] * lg[i];
+    for (int b = 0; b < B; b++) s += gc[b] * vl[b];
+    return s;
+}
+
+static double max_rel(const float *a, const double *b, size_t n, double floor) {
+    double num = 0, den = floor;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(a[i] - b[i]) > num) num = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / den;
+}
+static double max_rel_f(const float *a, const float *b, size_t n, double floor) {
+    double num = 0, den = floor;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(a[i] - b[i]) > num) num = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / den;
+}
+
+/* ------------------------------------------------------------ table */
+static void test_table(void) {
+    mr_policy_config cfg;
+    ref_cfg(&cfg);
+    mr_arena a = {0};
+    mr_policy p;
+    mr_policy_layout(&p, &cfg, 11, 0, 1, &a);   /* planning only */
+    CHECK(p.n_params == 4413673);
+    CHECK(p.n_policy == 4025576);                 /* ENV_SPEC: about 4.03 M */
+    CHECK(p.flat == 7744 && p.cin_dim == 756);
+    CHECK(p.n_tensors == 14);
+    size_t o = 0;
+    int contiguous = 1;
+    for (int i = 0; i < p.n_tensors; i++) {
+        contiguous &= p.tensors[i].offset == o;
+        size_t n = 1;
+        for (int d = 0; d < p.tensors[i].ndim; d++) n *= (size_t)p.tensors[i].shape[d];
+        contiguous &= n == p.tensors[i].count;
+        o += p.tensors[i].count;
+    }
+    CHECK(contiguous && o == p.n_params);
+    const mr_tensor_info *cw = mr_policy_tensor(&p, "critic.w");
+    CHECK(cw && cw->offset == p.n_policy && cw->shape[0] == 512 && cw->shape[1] == 756);
+    const mr_tensor_info *fw = mr_policy_tensor(&p, "fc.w");
+    CHECK(fw && fw->shape[0] == 512 && fw->shape[1] == 7744);
+    const mr_tensor_info *c0 = mr_policy_tensor(&p, "conv0.w");
+    CHECK(c0 && c0->offset == 0 && c0->shape[0] == 32 && c0->shape[1] == 3 && c0->shape[3] == 2);
+    const mr_tensor_info *ab = mr_policy_tensor(&p, "actor.b");
+    CHECK(ab && ab->offset + ab->count == p.n_policy);
+    const mr_tensor_info *vw = mr_policy_tensor(&p, "value.w"), *vb = mr_policy_tensor(&p, "value.b");
+    CHECK(vw && vw->offset == p.value_w_offset && vw->count == 512);
+    CHECK(vb && vb->offset == p.value_b_offset && vb->offset == p.n_params - 1);
+    CHECK(mr_policy_tensor(&p, "nope") == NULL);
+    CHECK(p.block % p.chunk == 0 && p.block >= MR_POLICY_BLOCK);
+}
+
+/* ------------------------------------------------------------ init */
+/* max |W W^T - g^2 I| (rows <= cols) or |W^T W - g^2 I| (rows > cols), / g^2 */
+static double ortho_err(const float *w, int rows, int cols, float gain) {
+    int wide = rows <= cols, n = wide ? rows : cols;
+    float *G = malloc(sizeof(float) * (size_t)n * n);
+    if (wide) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, cols, 1, w, cols, w, cols, 0, G, n);
+    else cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, n, rows, 1, w, cols, w, cols, 0, G, n);
+    double e = 0, g2 = (double)gain * gain;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double d = fabs(G[i * n + j] - (i == j ? g2 : 0.0));
+            if (d > e) e = d;
+        }
+    free(G);
+    return e / g2;
+}
+
+static void check_init(mr_policy *p, const char *what) {
+    for (int i = 0; i < p->n_tensors; i++) {
+        const mr_tensor_info *t = &p->tensors[i];
+        const float *w = p->params + t->offset;
+        if (t->ndim == 1) {
+            int zero = 1;
+            for (size_t k = 0; k < t->count; k++) zero &= w[k] == 0.0f;
+            CHECK_MSG(zero, "%s: bias %s is not zero after init", what, t->name);
+            continue;
+        }
+        float gain = strcmp(t->name, "actor.w") == 0 ? 0.01f
+                   : strcmp(t->name, "value.w") == 0 ? 1.0f : sqrtf(2.0f);
+        int rows = t->shape[0], cols = (int)(t->count / (size_t)rows);
+        double e = ortho_err(w, rows, cols, gain);
+        CHECK_MSG(e < 2e-5 * sqrt((double)cols) + 1e-5, "%s: %s (%d x %d) not orthogonal x %g: err %g",
+                  what, t->name, rows, cols, gain, e);
+        /* not degenerate: mean square matches gain^2 * min(r,c) / (r*c) */
+        double ms = 0;
+        for (size_t k = 0; k < t->count; k++) ms += (double)w[k] * w[k];
+        double want = (double)gain * gain * (rows < cols ? rows : cols);
+        CHECK_NEAR(ms, want, 0, 1e-4);
+    }
+}
+
+static void test_init(void) {
+    mr_policy_config cfg;
+    mr_arena a1, a2;
+    mr_policy p1, p2;
+
+    /* reference net: the big QR (7744 x 512), gains, biases */
+    ref_cfg(&cfg);
+    CHECK(make_policy(&p1, &a1, &cfg, 11, 0, 1));
+    for (size_t i = 0; i < p1.n_params; i++) p1.params[i] = 7.0f;   /* init must overwrite */
+    mr_policy_init(&p1, 42);
+    check_init(&p1, "reference");
+    float *keep = malloc(sizeof(float) * p1.n_params);
+    memcpy(keep, p1.params, sizeof(float) * p1.n_params);
+    omp_set_num_threads(1);
+    mr_policy_init(&p1, 42);
+    omp_set_num_threads(2);
+    CHECK_MSG(memcmp(keep, p1.params, sizeof(float) * p1.n_params) == 0,
+              "init differs between 1 and 2 threads");
+    mr_policy_init(&p1, 43);
+    size_t same = 0;
+    for (size_t i = 0; i < p1.n_params; i++) same += keep[i] == p1.params[i] && keep[i] != 0.0f;
+    CHECK_MSG(same < 100, "seeds 42 and 43 share %zu weights", same);
+    free(keep);
+    mr_arena_release(&a1);
+
+    /* small net: same seed twice in two policies -> identical */
+    small_cfg(&cfg);
+    CHECK(make_policy(&p1, &a1, &cfg, 11, 4, 3));
+    CHECK(make_policy(&p2, &a2, &cfg, 11, 4, 64));
+    mr_policy_init(&p1, 7);
+    mr_policy_init(&p2, 7);
+    CHECK(memcmp(p1.params, p2.params, sizeof(float) * p1.n_params) == 0);
+    check_init(&p1, "small");
+    mr_arena_release(&a1);
+    mr_arena_release(&a2);
+}
+
+/* ------------------------------------------------------------ gradient */
+static void test_gradient(int proxy) {
+    mr_policy_config cfg;
+    small_cfg(&cfg);
+    const int V = 11, VV = V * V, B = 5;
+    mr_arena ar;
+    mr_policy p;
+    CHECK(make_policy(&p, &ar, &cfg, V, 8, 2));   /* chunk 2: several chunks */
+    random_params(&p);
+    uint8_t codes[B * VV];
+    float extra[2 * B], logits[B * NA], value[B], ga[B * NA], gc[B];
+    random_inputs(codes, extra, B, VV);
+    double gad[B * NA], gcd[B];
+    for (int i = 0; i < B * NA; i++) gad[i] = ga[i] = (float)(2 * urand() - 1);
+    for (int i = 0; i < B; i++) gcd[i] = gc[i] = (float)(2 * urand() - 1);
+
+    CHECK(mr_policy_forward(&p, codes, extra, B, proxy, logits, value) == 0);
+    refnet r;
+    refnet_from(&r, &p, &cfg, V);
+    double *P = malloc(sizeof(double) * p.n_params);
+    for (size_t i = 0; i < p.n_params; i++) P[i] = p.params[i];
+    double lg[B * NA], vl[B];
+    ref_forward(&r, P, codes, extra, B, proxy, 0, lg, vl);
+    double el = max_rel(logits, lg, B * NA, 1e-3), ev = max_rel(value, vl, B, 1e-3);
+    CHECK_MSG(el < 1e-5, "proxy=%d: logits vs double reference: rel err %g", proxy, el);
+    CHECK_MSG(ev < 1e-5, "proxy=%d: value vs double reference: rel err %g", proxy, ev);
+
+    mr_policy_zero_grad(&p);
+    CHECK(mr_policy_backward(&p, ga, gc, B) == 0);
+
+    /* central differences of the double loss, every element of the small
+     * tensors and 300 random elements of each large one */
+    const double eps = 1e-5;
+    for (int t = 0; t < p.n_tensors; t++) {
+        const mr_tensor_info *ti = &p.tensors[t];
+        size_t n = ti->count < 300 ? ti->count : 300;
+        double num = 0, den = 1e-6;
+        int bad = 0;
+        for (size_t k = 0; k < n; k++) {
+            size_t e = ti->count <= 300 ? k : (size_t)(urand() * ti->count);
+            size_t i = ti->offset + e;
+            double s = P[i];
+            P[i] = s + eps;
+            double lp = ref_loss(&r, P, codes, extra, B, proxy, gad, gcd, lg, vl);
+            P[i] = s - eps;
+            double lm = ref_loss(&r, P, codes, extra, B, proxy, gad, gcd, lg, vl);
+            P[i] = s;
+            double fd = (lp - lm) / (2 * eps), g = p.grads[i];
+            if (fabs(g - fd) > num) num = fabs(g - fd);
+            if (fabs(fd) > den) den = fabs(fd);
+            if (fabs(g - fd) > 1e-3 * fabs(fd) + 1e-4) bad++;
+        }
+        CHECK_MSG(num / den < 1e-3 && bad == 0,
+                  "proxy=%d: grad of %s vs differences: max err %g of max %g, %d elements off",
+                  proxy, ti->name, num, den, bad);
+    }
+
+    /* backward accumulates: a second call doubles the gradient */
+    float *g1 = malloc(sizeof(float) * p.n_params);
+    memcpy(g1, p.grads, sizeof(float) * p.n_params);
+    CHECK(mr_policy_backward(&p, ga, gc, B) == 0);
+    double md = 0, mx = 1e-9;
+    for (size_t i = 0; i < p.n_params; i++) {
+        if (fabs(p.grads[i] - 2 * g1[i]) > md) md = fabs(p.grads[i] - 2 * g1[i]);
+        if (fabs(g1[i]) > mx) mx = fabs(g1[i]);
+    }
+    CHECK_MSG(md / mx < 1e-5, "second backward did not accumulate: %g", md / mx);
+    /* argument checks */
+    CHECK(mr_policy_backward(&p, ga, gc, B - 1) == -1);
+    CHECK(mr_policy_forward(&p, codes, extra, 9, proxy, logits, value) == -1);
+    free(g1);
+    free(P);
+    mr_arena_release(&ar);
+}
+
+/* ------------------------------------------------------------ act / chunks / threads */
+typedef struct { float *logits, *value, *grads; } run_out;
+
+static void run(mr_policy *p, const uint8_t *codes, const float *extra, int B, int proxy,
+                const float *ga, const float *gc, run_out *o) {
+    o->logits = malloc(sizeof(float) * B * NA);
+    o->value = malloc(sizeof(float) * B);
+    o->grads = malloc(sizeof(float) * p->n_params);
+    mr_policy_forward(p, codes, extra, B, proxy, o->logits, o->value);
+    mr_policy_zero_grad(p);
+    mr_policy_backward(p, ga, gc, B);
+    memcpy(o->grads, p->grads, sizeof(float) * p->n_params);
+}
+static void run_free(run_out *o) { free(o->logits); free(o->value); free(o->grads); }
+
+static void test_consistency(void) {
+    mr_policy_config cfg;
+    small_cfg(&cfg);
+    const int V = 11, VV = V * V, B = 600;   /* 3 blocks of >= 256, the last partial */
+    mr_arena a3, a64;
+    mr_policy p3, p64;
+    CHECK(make_policy(&p3, &a3, &cfg, V, B, 3));
+    CHECK(make_policy(&p64, &a64, &cfg, V, B, 64));
+    random_params(&p3);
+    memcpy(p64.params, p3.params, sizeof(float) * p3.n_params);
+    uint8_t *codes = malloc((size_t)B * VV);
+    float *extra = malloc(sizeof(float) * 2 * B), *ga = malloc(sizeof(float) * B * NA),
+          *gc = malloc(sizeof(float) * B);
+    random_inputs(codes, extra, B, VV);
+    for (int i = 0; i < B * NA; i++) ga[i] = (float)(2 * urand() - 1) / B;
+    for (int i = 0; i < B; i++) gc[i] = (float)(2 * urand() - 1) / B;
+
+    for (int proxy = 0; proxy < 2; proxy++) {
+        run_out r3, r64, r1t;
+        run(&p3, codes, extra, B, proxy, ga, gc, &r3);
+        run(&p64, codes, extra, B, proxy, ga, gc, &r64);
+
+        /* act == training forward, bit for bit, for both chunkings */
+        float *al = malloc(sizeof(float) * B * NA), *av = malloc(sizeof(float) * B);
+        mr_policy_act(&p3, codes, extra, B, proxy, al, av);
+        CHECK_MSG(memcmp(al, r3.logits, sizeof(float) * B * NA) == 0 &&
+                  memcmp(av, r3.value, sizeof(float) * B) == 0,
+                  "proxy=%d chunk 3: act and forward differ", proxy);
+        mr_policy_act(&p64, codes, extra, B, proxy, al, av);
+        CHECK_MSG(memcmp(al, r64.logits, sizeof(float) * B * NA) == 0 &&
+                  memcmp(av, r64.value, sizeof(float) * B) == 0,
+                  "proxy=%d chunk 64: act and forward differ", proxy);
+        /* act on a prefix: other sgemm shapes (a block of 37), so a sample's
+         * last bits may change with its place in the batch; the values agree */
+        mr_policy_act(&p64, codes, extra, 37, proxy, al, av);
+        double ep = max_rel_f(al, r64.logits, (size_t)37 * NA, 1e-3);
+        CHECK_MSG(ep < 1e-5, "proxy=%d: act on 37 samples vs forward on 600: %g", proxy, ep);
+
+        /* chunk 3 vs 64: the same function; sgemm shapes differ, so last bits may */
+        double el = max_rel_f(r3.logits, r64.logits, (size_t)B * NA, 1e-3);
+        double ev = max_rel_f(r3.value, r64.value, B, 1e-3);
+        double eg = max_rel_f(r3.grads, r64.grads, p3.n_params, 1e-9);
+        CHECK_MSG(el < 1e-5 && ev < 1e-5, "proxy=%d chunk 3 vs 64 outputs: %g %g", proxy, el, ev);
+        CHECK_MSG(eg < 1e-4, "proxy=%d chunk 3 vs 64 gradients: rel err %g", proxy, eg);
+
+        /* 1 vs 2 threads: bit-identical */
+        omp_set_num_threads(1);
+        run(&p64, codes, extra, B, proxy, ga, gc, &r1t);
+        float *al1 = malloc(sizeof(float) * B * NA), *av1 = malloc(sizeof(float) * B);
+        mr_policy_act(&p64, codes, extra, B, proxy, al1, av1);
+        omp_set_num_threads(2);
+        CHECK_MSG(memcmp(r1t.logits, r64.logits, sizeof(float) * B * NA) == 0 &&
+                  memcmp(r1t.value, r64.value, sizeof(float) * B) == 0,
+                  "proxy=%d: forward differs between 1 and 2 threads", proxy);
+        CHECK_MSG(memcmp(r1t.grads, r64.grads, sizeof(float) * p64.n_params) == 0,
+                  "proxy=%d: gradients differ between 1 and 2 threads", proxy);
+        CHECK_MSG(memcmp(al1, r64.logits, sizeof(float) * B * NA) == 0 &&
+                  memcmp(av1, r64.value, sizeof(float) * B) == 0,
+                  "proxy=%d: act differs between 1 and 2 threads", proxy);
+        free(al); free(av); free(al1); free(av1);
+        run_free(&r3); run_free(&r64); run_free(&r1t);
+    }
+    /* the modes differ (the trunk sees the proxy view) */
+    float l0[NA], l1[NA], v0, v1;
+    mr_policy_act(&p64, codes, extra, 1, 0, l0, &v0);
+    mr_policy_act(&p64, codes, extra, 1, 1, l1, &v1);
+    CHECK(memcmp(l0, l1, sizeof l0) != 0);
+    free(codes); free(extra); free(ga); free(gc);
+    mr_arena_release(&a3);
+    mr_arena_release(&a64);
+}
+
+/* ------------------------------------------------------------ torch order */
+static void test_permute(void) {
+    mr_policy_config cfg;
+    small_cfg(&cfg);
+    const int V = 11, VV = V * V, B = 3;
+    mr_arena ar;
+    mr_policy p;
+    CHECK(make_policy(&p, &ar, &cfg, V, B, 2));
+    random_params(&p);   /* read as torch-ordered */
+    float *torch = malloc(sizeof(float) * p.n_params);
+    memcpy(torch, p.params, sizeof(float) * p.n_params);
+    mr_policy_permute_torch(&p, torch, p.params);
+    uint8_t codes[B * VV];
+    float extra[2 * B], logits[B * NA], value[B];
+    random_inputs(codes, extra, B, VV);
+    refnet r;
+    refnet_from(&r, &p, &cfg, V);
+    double *P = malloc(sizeof(double) * p.n_params);
+    for (size_t i = 0; i < p.n_params; i++) P[i] = torch[i];
+    double lg[B * NA], vl[B];
+    ref_forward(&r, P, codes, extra, B, 1, 1, lg, vl);   /* the torch network */
+    mr_policy_act(&p, codes, extra, B, 1, logits, value);
+    double el = max_rel(logits, lg, B * NA, 1e-3), ev = max_rel(value, vl, B, 1e-3);
+    CHECK_MSG(el < 1e-5 && ev < 1e-5, "permuted torch params: %g %g", el, ev);
+    CHECK(memcmp(torch, p.params, sizeof(float) * p.n_params) != 0);
+    free(torch);
+    free(P);
+    mr_arena_release(&ar);
+}
+
+int main(void) {
+    omp_set_num_threads(2);
+    test_table();
+    test_init();
+    test_gradient(0);
+    test_gradient(1);
+    test_consistency();
+    test_permute();
+    return check_report("test_policy");
+}

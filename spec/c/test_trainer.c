@@ -1,0 +1,265 @@
+/*
+ * test_trainer.c - the public trainer API end to end on the CPU backend:
+ * bad input, steady-state allocation, hot parameters, snapshot/restore,
+ * checkpoint round trip (bit for bit) and damaged checkpoints, evaluation,
+ * and a small run that must visibly learn.
+ */
+#include "moonrl.h"
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void small_config(mr_config *c) {
+    mr_config_default(c);
+    c->env.num_envs = 16;
+    c->policy.num_conv = 2;
+    c->policy.conv_channels[0] = 4;
+    c->policy.conv_channels[1] = 8;
+    c->policy.hidden = 32;
+    c->policy.critic_hidden = 32;
+    c->ppo.rollout_steps = 16;
+    c->ppo.epochs = 2;
+    c->ppo.minibatches = 2;
+    c->threads = 2;
+    c->device = MR_DEVICE_CPU;
+    c->total_steps = 16 * 16 * 8;
+}
+
+static void test_bad_input(void) {
+    mr_config c;
+    mr_trainer *t = (mr_trainer *)1;
+    mr_error e;
+    CHECK(mr_trainer_create(NULL, &t, &e) == MR_ERR_ARG);
+    CHECK(t == NULL);
+    small_config(&c);
+    CHECK(mr_trainer_create(&c, NULL, &e) == MR_ERR_ARG);
+    c.env.num_envs = 0;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
+    CHECK_MSG(strstr(e.msg, "num_envs") != NULL, "message: %s", e.msg);
+    small_config(&c);
+    c.ppo.minibatches = 7;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
+    CHECK_MSG(strstr(e.msg, "minibatches") != NULL, "message: %s", e.msg);
+    small_config(&c);
+    c.ppo.lr.start = -1;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
+    CHECK_MSG(strstr(e.msg, "ppo.lr") != NULL, "message: %s", e.msg);
+    small_config(&c);
+    c.precision = MR_BF16;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
+    CHECK_MSG(strstr(e.msg, "precision") != NULL, "message: %s", e.msg);
+    small_config(&c);
+    c.device = MR_DEVICE_CUDA;
+    if (mr_cuda_device_count() == 0) {
+        CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_BACKEND);
+        CHECK_MSG(strstr(e.msg, "cuda") != NULL, "message: %s", e.msg);
+    }
+    CHECK(mr_trainer_update(NULL, NULL, &e) == MR_ERR_ARG);
+    CHECK(mr_trainer_save(NULL, "x", &e) == MR_ERR_ARG);
+    CHECK(mr_trainer_restore(NULL, &e) == MR_ERR_ARG);
+    mr_trainer_free(NULL);
+}
+
+static int files_equal(const char *a, const char *b) {
+    /* Compares two checkpoint files byte for byte. */
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int x = fgetc(fa), y = fgetc(fb);
+        if (x != y) same = 0;
+        if (x == EOF || y == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+static void test_checkpoint_round_trip(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *a, *b;
+    mr_metrics m;
+    CHECK(mr_trainer_create(&c, &a, &e) == MR_OK);
+    /* k = 2 updates, save, 2 more: the straight run. */
+    for (int i = 0; i < 2; i++) CHECK(mr_trainer_update(a, &m, &e) == MR_OK);
+    CHECK_MSG(mr_trainer_save(a, "test_trainer_k.mrck", &e) == MR_OK, "%s", e.msg);
+    mr_memory_stats ms0, ms1;
+    mr_trainer_memory(a, &ms0, &e);
+    for (int i = 0; i < 2; i++) CHECK(mr_trainer_update(a, &m, &e) == MR_OK);
+    mr_trainer_memory(a, &ms1, &e);
+    /* Steady state allocates nothing (the save above counted once). */
+    CHECK_MSG(ms1.host_allocations == ms0.host_allocations, "%llu vs %llu",
+              (unsigned long long)ms1.host_allocations, (unsigned long long)ms0.host_allocations);
+    CHECK(ms0.host_planned_bytes > 0);
+    CHECK(mr_trainer_save(a, "test_trainer_straight.mrck", &e) == MR_OK);
+    double ret_a = m.episode_return_mean, loss_a = m.value_loss;
+
+    /* The resumed run: a fresh trainer (other seed, to prove the load wins). */
+    mr_config c2 = c;
+    c2.seed = 99;
+    CHECK(mr_trainer_create(&c2, &b, &e) == MR_OK);
+    CHECK_MSG(mr_trainer_load(b, "test_trainer_k.mrck", &e) == MR_OK, "%s", e.msg);
+    for (int i = 0; i < 2; i++) CHECK(mr_trainer_update(b, &m, &e) == MR_OK);
+    CHECK(mr_trainer_save(b, "test_trainer_resumed.mrck", &e) == MR_OK);
+    CHECK(m.episode_return_mean == ret_a);
+    CHECK(m.value_loss == loss_a);
+    /* Bit for bit: the resumed run's checkpoint equals the straight run's
+     * (the seed is part of the saved state, so b adopted seed 1). */
+    CHECK(files_equal("test_trainer_straight.mrck", "test_trainer_resumed.mrck"));
+
+    /* Reading the config back. */
+    mr_config rc;
+    CHECK(mr_checkpoint_read_config("test_trainer_k.mrck", &rc, &e) == MR_OK);
+    CHECK(rc.env.num_envs == c.env.num_envs && rc.policy.hidden == c.policy.hidden);
+
+    /* Damaged files are refused and leave the trainer untouched. */
+    FILE *f = fopen("test_trainer_k.mrck", "rb");
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    unsigned char *buf = malloc(len);
+    CHECK(fread(buf, 1, len, f) == (size_t)len);
+    fclose(f);
+    f = fopen("test_trainer_trunc.mrck", "wb");
+    fwrite(buf, 1, len / 2, f);
+    fclose(f);
+    CHECK(mr_trainer_load(b, "test_trainer_trunc.mrck", &e) == MR_ERR_FORMAT);
+    CHECK_MSG(strstr(e.msg, "damaged") != NULL, "%s", e.msg);
+    buf[len / 2] ^= 0x40;
+    f = fopen("test_trainer_flip.mrck", "wb");
+    fwrite(buf, 1, len, f);
+    fclose(f);
+    CHECK(mr_trainer_load(b, "test_trainer_flip.mrck", &e) == MR_ERR_FORMAT);
+    CHECK_MSG(strstr(e.msg, "checksum") != NULL, "%s", e.msg);
+    f = fopen("test_trainer_junk.mrck", "wb");
+    fputs("this is not a checkpoint at all, just some text that is long enough", f);
+    fclose(f);
+    CHECK(mr_trainer_load(b, "test_trainer_junk.mrck", &e) == MR_ERR_FORMAT);
+    CHECK(mr_trainer_load(b, "does/not/exist.mrck", &e) == MR_ERR_IO);
+    free(buf);
+    /* b still continues exactly like the straight run would have. */
+    mr_metrics mb;
+    CHECK(mr_trainer_update(b, &mb, &e) == MR_OK);
+    CHECK(mr_trainer_update(a, &m, &e) == MR_OK);
+    CHECK(mb.policy_loss == m.policy_loss);
+
+    /* A checkpoint of other shapes is refused with a message. */
+    mr_config c3 = c;
+    c3.policy.hidden = 48;
+    mr_trainer *d;
+    CHECK(mr_trainer_create(&c3, &d, &e) == MR_OK);
+    CHECK(mr_trainer_load(d, "test_trainer_k.mrck", &e) != MR_OK);
+    CHECK_MSG(strstr(e.msg, "hidden") != NULL || strstr(e.msg, "shapes") != NULL, "%s", e.msg);
+    mr_trainer_free(d);
+
+    mr_trainer_free(a);
+    mr_trainer_free(b);
+    unlink("test_trainer_k.mrck");
+    unlink("test_trainer_straight.mrck");
+    unlink("test_trainer_resumed.mrck");
+    unlink("test_trainer_trunc.mrck");
+    unlink("test_trainer_flip.mrck");
+    unlink("test_trainer_junk.mrck");
+}
+
+static void test_hot_and_snapshot(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *t;
+    mr_metrics m1, m2;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
+    mr_hot_params h;
+    CHECK(mr_trainer_get_hot(t, &h, &e) == MR_OK);
+    h.lr.kind = MR_SCHED_CONSTANT;
+    h.lr.start = 1e-3;
+    CHECK(mr_trainer_set_hot(t, &h, &e) == MR_OK);
+    h.max_grad_norm = -1;
+    CHECK(mr_trainer_set_hot(t, &h, &e) == MR_ERR_ARG);
+    CHECK_MSG(strstr(e.msg, "max_grad_norm") != NULL, "%s", e.msg);
+    CHECK(mr_trainer_restore(t, &e) == MR_ERR_STATE);
+    CHECK(mr_trainer_snapshot(t, &e) == MR_OK);
+    CHECK(mr_trainer_update(t, &m1, &e) == MR_OK);
+    CHECK_NEAR(m1.lr, 1e-3, 1e-12, 0);
+    CHECK(m1.update == 1);
+    CHECK(mr_trainer_restore(t, &e) == MR_OK);
+    CHECK(mr_trainer_update(t, &m2, &e) == MR_OK);
+    CHECK(m2.update == 1);                 /* the restored warm-up did not count */
+    CHECK(m2.agent_steps == m1.agent_steps);
+    mr_trainer_free(t);
+}
+
+static void test_evaluate_bad_input(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *t;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
+    mr_eval_config ec;
+    mr_eval_config_default(&ec);
+    ec.num_envs = 0;
+    mr_eval_result r;
+    CHECK(mr_trainer_evaluate(t, &ec, &r, &e) == MR_ERR_ARG);
+    CHECK_MSG(strstr(e.msg, "num_envs") != NULL, "%s", e.msg);
+    mr_eval_config_default(&ec);
+    ec.num_envs = 32;
+    ec.steps = 300;
+    CHECK(mr_trainer_evaluate(t, &ec, &r, &e) == MR_OK);
+    /* Energy bookkeeping is consistent with the counts. */
+    CHECK_NEAR(r.energy_per_1k, r.food_per_1k - 2 * r.poison_per_1k - 10.0, 1e-6, 1e-9);
+    CHECK(r.efficiency >= 0 && r.efficiency <= 1);
+    CHECK(r.survival > 0 && r.survival <= 300);
+    /* A random policy starves: deaths happen within 300 steps. */
+    CHECK(r.deaths_per_1k > 0);
+    mr_trainer_free(t);
+}
+
+/* A small ground-truth run must learn: efficiency and return rise clearly. */
+static void test_learns(void) {
+    mr_config c;
+    mr_config_default(&c);
+    c.env.num_envs = 32;
+    c.policy.num_conv = 2;
+    c.policy.conv_channels[0] = 8;
+    c.policy.conv_channels[1] = 16;
+    c.policy.hidden = 64;
+    c.policy.critic_hidden = 64;
+    c.ppo.rollout_steps = 64;
+    c.ppo.epochs = 4;
+    c.ppo.lr.kind = MR_SCHED_CONSTANT;
+    c.ppo.lr.start = 1e-3;
+    c.ppo.ent_coef.kind = MR_SCHED_CONSTANT;
+    c.ppo.ent_coef.start = 0.01;
+    c.threads = 2;
+    c.device = MR_DEVICE_CPU;
+    const int updates = 60;
+    c.total_steps = (uint64_t)updates * 32 * 64;
+    mr_error e;
+    mr_trainer *t;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
+    double eff_first = 0, eff_last = 0, ret_first = 0, ret_last = 0;
+    mr_metrics m;
+    for (int u = 0; u < updates; u++) {
+        CHECK(mr_trainer_update(t, &m, &e) == MR_OK);
+        if (u < 8) { eff_first += m.efficiency / 8; ret_first += m.episode_return_mean / 8; }
+        if (u >= updates - 8) { eff_last += m.efficiency / 8; ret_last += m.episode_return_mean / 8; }
+    }
+    printf("learning: efficiency %.3f -> %.3f, return %.2f -> %.2f\n", eff_first, eff_last, ret_first, ret_last);
+    CHECK(mr_trainer_done(t));
+    CHECK_MSG(eff_last > eff_first + 0.15, "efficiency %.3f -> %.3f", eff_first, eff_last);
+    CHECK_MSG(ret_last > ret_first + 1.0, "return %.2f -> %.2f", ret_first, ret_last);
+    mr_trainer_free(t);
+}
+
+int main(void) {
+    test_bad_input();
+    test_hot_and_snapshot();
+    test_checkpoint_round_trip();
+    test_evaluate_bad_input();
+    test_learns();
+    return check_report("test_trainer");
+}

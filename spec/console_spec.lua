@@ -1,0 +1,89 @@
+local Console = require("moonrl.sinks.console")
+
+local cfg = { total_steps = 40960, env = { num_envs = 64 }, ppo = { rollout_steps = 64 }, log = { interval = 1 } }
+
+local function capture()
+  local out = {}
+  return out, function(s) out[#out + 1] = s end
+end
+
+local function metrics(u, extra)
+  local m = { update = u, agent_steps = u * 4096, sps = 4096, episodes = 10,
+    episode_return_mean = 1.5 + u, efficiency = 0.8 }
+  for k, v in pairs(extra or {}) do m[k] = v end
+  return m
+end
+
+describe("console sink", function()
+  it("formats progress, percent, ETA, sps, return and efficiency", function()
+    local line = Console.format(metrics(4), cfg, { width = 10 })
+    assert.equal("[####------]   40.0%  update 4/10  16,384 steps  ETA 6s  sps 4,096  return 5.50  eff 80.0%", line)
+  end)
+
+  it("shows - when no episode ended and uses cfg live", function()
+    local c = { total_steps = 1e9, env = { num_envs = "auto" }, ppo = { rollout_steps = 64 } }
+    local line = Console.format(metrics(1, { episodes = 0, sps = 123456.7 }), c, { width = 4 })
+    assert.equal("[----]    0.0%  update 1  4,096 steps  ETA 2h15m  sps 123,457  return -  eff -", line)
+  end)
+
+  it("eta and thousands helpers", function()
+    assert.equal("59s", Console.eta_text(59.4))
+    assert.equal("1m05s", Console.eta_text(65))
+    assert.equal("2h03m", Console.eta_text(2 * 3600 + 3 * 60 + 10))
+    assert.equal("-", Console.eta_text(0 / 0))
+    assert.equal("1,234,567", Console.thousands(1234567))
+    assert.equal("-1,000", Console.thousands(-1000))
+    assert.equal("999", Console.thousands(999))
+  end)
+
+  it("redraws one line with \\r on a terminal", function()
+    local out, write = capture()
+    local c = Console.new("run", cfg, { is_tty = true, write = write })
+    c:update(metrics(1))
+    c:update(metrics(2))
+    assert.equal(2, #out)
+    for _, s in ipairs(out) do
+      assert.equal("\r", s:sub(1, 1))
+      assert.equal("\27[K", s:sub(-3))
+      assert.is_nil(s:find("\n"))
+    end
+    assert.matches("update 2/10", out[2])
+    c:message("warning: hot")
+    assert.equal("\r\27[Kwarning: hot\n" .. out[2]:sub(2), out[3])
+    local closed = false
+    c:close(function() closed = true end)
+    assert.is_true(closed)
+    assert.equal("\n", out[4])
+  end)
+
+  it("prints plain lines every log.interval updates otherwise, and the last one", function()
+    local out, write = capture()
+    local c2 = { total_steps = 40960, env = { num_envs = 64 }, ppo = { rollout_steps = 64 }, log = { interval = 3 } }
+    local c = Console.new("run", c2, { is_tty = false, write = write })
+    for u = 1, 10 do c:update(metrics(u)) end
+    assert.equal(4, #out) -- updates 3, 6, 9 and the last (10)
+    for _, s in ipairs(out) do
+      assert.equal("\n", s:sub(-1))
+      assert.is_nil(s:find("\r", 1, true))
+      assert.is_nil(s:find("\27", 1, true))
+    end
+    assert.matches("update 3/10", out[1])
+    assert.matches("update 10/10", out[4])
+    assert.matches("100.0%%", out[4])
+    c2.log.interval = 1                       -- a live change applies at once
+    c:update(metrics(11))
+    assert.equal(5, #out)
+    c:message("note")
+    assert.equal("note\n", out[6])
+    c:close()
+    assert.equal(6, #out)
+  end)
+
+  it("never raises into the caller", function()
+    local errs = {}
+    local c = Console.new("run", cfg, { is_tty = false, write = function() error("stdout closed") end,
+      on_error = function(m) errs[#errs + 1] = m end })
+    assert.has_no.errors(function() c:update(metrics(1)) end)
+    assert.matches("stdout closed", errs[1])
+  end)
+end)

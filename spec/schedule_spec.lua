@@ -1,0 +1,153 @@
+local schedule = require("moonrl.schedule")
+
+local function near(a, b, tol)
+  tol = tol or 1e-12
+  assert(math.abs(a - b) <= tol * math.max(1, math.abs(b)),
+    string.format("expected %.17g, got %.17g", b, a))
+end
+
+describe("moonrl.schedule", function()
+  describe("constructors", function()
+    it("build the table form the engine reads", function()
+      assert.same({ kind = "linear", from = 3e-4, to = 1e-4 }, schedule.linear(3e-4, 1e-4))
+      assert.same({ kind = "cosine", from = 1, to = 0 }, schedule.cosine(1, 0))
+      assert.same({ kind = "constant", from = 0.5, to = 0.5 }, schedule.constant(0.5))
+      assert.same({ kind = "step", from = 1, gamma = 0.5, every = 0.25, to = 0.1 }, schedule.step(1, 0.5, 0.25, 0.1))
+      assert.same({ kind = "step", from = 1, gamma = 0.5, every = 0.25 }, schedule.step(1, 0.5, 0.25))
+    end)
+
+    it("reject bad arguments, naming them", function()
+      local ok, err = pcall(schedule.linear, "fast", 1)
+      assert.is_false(ok)
+      assert.matches('linear%(from, to%): from must be a finite number, got string "fast"', err)
+      ok, err = pcall(schedule.step, 1, 0, 0.1)
+      assert.is_false(ok)
+      assert.matches("gamma must be > 0 and <= 10, got 0", err)
+      ok, err = pcall(schedule.step, 1, 0.5, -1)
+      assert.is_false(ok)
+      assert.matches("every must be > 0 and <= 1, got %-1", err)
+      ok, err = pcall(schedule.step, 1, 0.5, 2)
+      assert.is_false(ok)
+      assert.matches("every must be > 0 and <= 1, got 2", err)
+      ok, err = pcall(schedule.cosine, 1, 0 / 0)
+      assert.is_false(ok)
+      assert.matches("to must be a finite number", err)
+    end)
+  end)
+
+  describe("value", function()
+    it("linear: from + (to - from) p", function()
+      local s = schedule.linear(3e-4, 1e-4)
+      near(schedule.value(s, 0), 3e-4)
+      near(schedule.value(s, 0.5), 2e-4)
+      near(schedule.value(s, 0.25), 2.5e-4)
+      near(schedule.value(s, 1), 1e-4)
+      -- the C engine's expression (src/engine/ppo.c), bit for bit, exact at the ends
+      assert.equal((1 - 0.3) * 3e-4 + 0.3 * 1e-4, schedule.value(s, 0.3))
+      assert.equal(3e-4, schedule.value(s, 0))
+      assert.equal(1e-4, schedule.value(s, 1))
+    end)
+
+    it("cosine: to + (from - to)(1 + cos(pi p)) / 2", function()
+      local s = schedule.cosine(1, 0)
+      near(schedule.value(s, 0), 1)
+      near(schedule.value(s, 0.5), 0.5)
+      near(schedule.value(s, 1), 0)
+      near(schedule.value(s, 0.25), 0.85355339059327373) -- (1 + sqrt(2)/2) / 2
+      local t = schedule.cosine(0.2, 0.1)
+      near(schedule.value(t, 0.75), 0.1 + 0.1 * 0.14644660940672624)
+    end)
+
+    it("step: from * gamma ^ floor(p / every), never past to", function()
+      local s = schedule.step(1, 0.5, 0.25)
+      near(schedule.value(s, 0), 1)
+      near(schedule.value(s, 0.2), 1)
+      near(schedule.value(s, 0.26), 0.5)
+      near(schedule.value(s, 0.5), 0.25)
+      near(schedule.value(s, 0.9), 0.125)
+      near(schedule.value(s, 1), 0.0625)
+      local floored = schedule.step(1, 0.5, 0.25, 0.2)
+      near(schedule.value(floored, 0.5), 0.25)
+      near(schedule.value(floored, 0.8), 0.2) -- 0.125 is past 0.2
+      near(schedule.value(floored, 1), 0.2)
+      local growth = schedule.step(1, 2, 0.5, 3)
+      near(schedule.value(growth, 0.5), 2)
+      near(schedule.value(growth, 1), 3) -- 4 is past 3
+      -- from == to: the bound wins, as in C
+      assert.equal(1, schedule.value(schedule.step(1, 2, 0.5, 1), 1))
+    end)
+
+    it("step: progress on a step boundary lands on that step (as the engine does)", function()
+      -- 0.3 / 0.1 is 2.9999999999999996 in doubles; the engine adds 1e-9
+      local s = schedule.step(1, 0.5, 0.1)
+      assert.equal(0.125, schedule.value(s, 0.3))
+      assert.equal(0.25, schedule.value(s, 0.29))
+      assert.equal(0.5 ^ 10, schedule.value(s, 1))
+    end)
+
+    it("constant, number and function schedules", function()
+      assert.equal(0.5, schedule.value(schedule.constant(0.5), 0.7))
+      assert.equal(2, schedule.value(2, 0.7))
+      assert.equal(0.35, schedule.value(function(p) return p / 2 end, 0.7))
+    end)
+
+    it("clamps progress to [0, 1]", function()
+      local s = schedule.linear(1, 0)
+      assert.equal(1, schedule.value(s, -3))
+      assert.equal(0, schedule.value(s, 7))
+      assert.equal(1, schedule.value(s, 0 / 0))
+    end)
+  end)
+
+  describe("is_schedule", function()
+    it("accepts every form", function()
+      assert.is_true(schedule.is_schedule(1e-4))
+      assert.is_true(schedule.is_schedule(function() return 1 end))
+      assert.is_true(schedule.is_schedule({ kind = "linear", from = 1, to = 2 }))
+      assert.is_true(schedule.is_schedule({ kind = "step", from = 1, gamma = 0.9, every = 0.1 }))
+    end)
+
+    it("explains what is wrong", function()
+      local function why(v) return select(2, schedule.is_schedule(v)) end
+      assert.equal(false, (schedule.is_schedule("fast")))
+      assert.matches("got string \"fast\"", why("fast"))
+      assert.equal('kind = "linaer": accepted "constant", "linear", "cosine", "step" - did you mean "linear"?',
+        why({ kind = "linaer", from = 1, to = 2 }))
+      assert.equal("a linear schedule needs from, to; to is missing", why({ kind = "linear", from = 1 }))
+      assert.matches('unknown field "start" in a linear schedule', why({ kind = "linear", from = 1, to = 2, start = 1 }))
+      assert.matches("from must be a finite number", why({ kind = "cosine", from = math.huge, to = 1 }))
+      assert.matches("a constant schedule must be finite", why(0 / 0))
+    end)
+  end)
+
+  describe("normalize", function()
+    it("turns numbers into constants and fills a step's bound", function()
+      assert.same({ kind = "constant", from = 3, to = 3 }, schedule.normalize(3))
+      local n = schedule.normalize(schedule.step(1, 0.5, 0.3))
+      -- floor(1 / 0.3) = 3 steps: 1 * 0.5^3
+      assert.equal(0.125, n.to)
+      for _, p in ipairs({ 0, 0.3, 0.6, 0.9, 1 }) do
+        assert.equal(schedule.value(schedule.step(1, 0.5, 0.3), p), schedule.value(n, p))
+      end
+      local f = function() return 1 end
+      assert.equal(f, schedule.normalize(f))
+    end)
+
+    it("returns a fresh table and rejects non-schedules", function()
+      local s = schedule.linear(1, 2)
+      local n = schedule.normalize(s)
+      assert.are_not.equal(s, n)
+      assert.same(s, n)
+      local bad, err = schedule.normalize({ kind = "nope" })
+      assert.is_nil(bad)
+      assert.matches('kind = "nope"', err)
+    end)
+  end)
+
+  it("to_lua writes constructor calls", function()
+    assert.equal("linear(0.0003, 0.0001)", schedule.to_lua(schedule.linear(3e-4, 1e-4)))
+    assert.equal("step(1, 0.5, 0.25, 0.1)", schedule.to_lua(schedule.step(1, 0.5, 0.25, 0.1)))
+    assert.equal("constant(2)", schedule.to_lua(schedule.constant(2)))
+    assert.equal("cosine(1, 0)", schedule.to_lua(schedule.cosine(1, 0)))
+  end)
+end)

@@ -1,0 +1,232 @@
+-- The TensorBoard writer checked by a reader written here from the format's
+-- description alone: a bitwise CRC32C (no table), its own varint and
+-- protobuf field parser, IEEE-754 decoding by arithmetic (no FFI).
+local tb = require("moonrl.tensorboard")
+local TbSink = require("moonrl.sinks.tensorboard")
+local support = require("support")
+local uv = support.uv
+local bit = require("bit")
+
+-- CRC-32C, bit by bit: reflected polynomial 0x82F63B78, init and xorout ~0.
+local function crc32c_bitwise(s)
+  local crc = 0xFFFFFFFF
+  for i = 1, #s do
+    crc = bit.bxor(crc, s:byte(i))
+    for _ = 1, 8 do
+      local lsb = bit.band(crc, 1)
+      crc = bit.rshift(crc, 1)
+      if lsb == 1 then crc = bit.bxor(crc, 0x82F63B78) end
+    end
+  end
+  return bit.bxor(crc, 0xFFFFFFFF) % 2 ^ 32
+end
+
+local function masked(crc)
+  local rot = (math.floor(crc / 2 ^ 15) + (crc % 2 ^ 15) * 2 ^ 17) % 2 ^ 32
+  return (rot + 0xa282ead8) % 2 ^ 32
+end
+
+local function le(s, i, n)
+  local v = 0
+  for k = n - 1, 0, -1 do v = v * 256 + s:byte(i + k) end
+  return v
+end
+
+local function varint(s, i)
+  local v, mul = 0, 1
+  while true do
+    local b = s:byte(i)
+    assert(b, "truncated varint")
+    v = v + (b % 128) * mul
+    mul = mul * 128
+    i = i + 1
+    if b < 128 then return v, i end
+  end
+end
+
+local function ieee(s, i, n)
+  local ebits = n == 8 and 11 or 8
+  local mbits = n * 8 - 1 - ebits
+  local raw_hi = s:byte(i + n - 1)
+  local sign = raw_hi >= 128 and -1 or 1
+  local v = le(s, i, n)
+  local mant = v % 2 ^ mbits
+  local exp = math.floor(v / 2 ^ mbits) % 2 ^ ebits
+  local bias = 2 ^ (ebits - 1) - 1
+  if exp == 2 ^ ebits - 1 then return mant == 0 and sign * math.huge or 0 / 0 end
+  if exp == 0 then return sign * mant * 2 ^ (1 - bias - mbits) end
+  return sign * (1 + mant / 2 ^ mbits) * 2 ^ (exp - bias)
+end
+
+-- Fields of one protobuf message: list of {field, wire, value}.
+local function fields(s)
+  local out, i = {}, 1
+  while i <= #s do
+    local key
+    key, i = varint(s, i)
+    local field, wire = math.floor(key / 8), key % 8
+    local value
+    if wire == 0 then value, i = varint(s, i)
+    elseif wire == 1 then value = ieee(s, i, 8); i = i + 8
+    elseif wire == 5 then value = ieee(s, i, 4); i = i + 4
+    elseif wire == 2 then
+      local len
+      len, i = varint(s, i)
+      value = s:sub(i, i + len - 1)
+      assert(#value == len, "truncated bytes field")
+      i = i + len
+    else error("unexpected wire type " .. wire) end
+    out[#out + 1] = { field = field, wire = wire, value = value }
+  end
+  return out
+end
+
+local function read_event(data)
+  local ev = { values = {} }
+  for _, f in ipairs(fields(data)) do
+    if f.field == 1 then assert.equal(1, f.wire); ev.wall_time = f.value
+    elseif f.field == 2 then assert.equal(0, f.wire); ev.step = f.value
+    elseif f.field == 3 then assert.equal(2, f.wire); ev.file_version = f.value
+    elseif f.field == 5 then
+      for _, v in ipairs(fields(f.value)) do
+        assert.equal(1, v.field)
+        local val = {}
+        for _, x in ipairs(fields(v.value)) do
+          if x.field == 1 then val.tag = x.value elseif x.field == 2 then assert.equal(5, x.wire); val.simple_value = x.value end
+        end
+        ev.values[#ev.values + 1] = val
+      end
+    end
+  end
+  return ev
+end
+
+-- Every record of a TFRecord stream, CRCs checked.
+local function read_records(s)
+  local out, i = {}, 1
+  while i <= #s do
+    assert(#s - i + 1 >= 12, "truncated header")
+    local header = s:sub(i, i + 7)
+    local len = le(s, i, 8)
+    if masked(crc32c_bitwise(header)) ~= le(s, i + 8, 4) then error("length crc mismatch at byte " .. i) end
+    local data = s:sub(i + 12, i + 11 + len)
+    assert(#data == len, "truncated data")
+    if masked(crc32c_bitwise(data)) ~= le(s, i + 12 + len, 4) then error("data crc mismatch at byte " .. i) end
+    out[#out + 1] = data
+    i = i + 16 + len
+  end
+  return out
+end
+
+describe("TensorBoard event files", function()
+  it("CRC32C matches the known test vectors (both implementations)", function()
+    local zeros, ones, inc, dec = string.rep("\0", 32), string.rep("\255", 32), {}, {}
+    for i = 0, 31 do inc[#inc + 1] = string.char(i); dec[#dec + 1] = string.char(31 - i) end
+    local vectors = {
+      { "123456789", 0xE3069283 },
+      { "", 0 },
+      { zeros, 0x8A9136AA },
+      { ones, 0x62A8AB43 },
+      { table.concat(inc), 0x46DD794E },
+      { table.concat(dec), 0x113FDB5C },
+    }
+    for _, v in ipairs(vectors) do
+      assert.equal(v[2], crc32c_bitwise(v[1]))
+      assert.equal(v[2], tb.crc32c(v[1]))
+    end
+    -- running CRC over pieces = CRC of the whole
+    assert.equal(0xE3069283, tb.crc32c("6789", tb.crc32c("12345")))
+    assert.equal(masked(0xE3069283), tb.masked_crc32c("123456789"))
+  end)
+
+  it("varints, including negative int64", function()
+    assert.equal("\0", tb.varint(0))
+    assert.equal("\172\2", tb.varint(300))
+    assert.equal(2 ^ 40 + 5, (varint(tb.varint(2 ^ 40 + 5), 1)))
+    local neg = tb.varint(-1)
+    assert.equal(10, #neg)
+    assert.equal(string.rep("\255", 9) .. "\1", neg)
+  end)
+
+  it("frames records and encodes events the reader understands", function()
+    local rec = tb.record(tb.scalar_event(1700000000.25, 4096, "loss/policy", -0.125))
+    local datas = read_records(rec)
+    assert.equal(1, #datas)
+    local ev = read_event(datas[1])
+    assert.equal(1700000000.25, ev.wall_time)
+    assert.equal(4096, ev.step)
+    assert.same({ { tag = "loss/policy", simple_value = -0.125 } }, ev.values)
+    local fv = read_event(read_records(tb.record(tb.file_version_event(12.5)))[1])
+    assert.equal("brain.Event:2", fv.file_version)
+    assert.equal(12.5, fv.wall_time)
+    assert.is_nil(fv.step)
+  end)
+
+  it("the reader catches a damaged record", function()
+    local rec = tb.record(tb.scalar_event(1, 2, "a", 3))
+    local damaged = rec:sub(1, 20) .. string.char((rec:byte(21) + 1) % 256) .. rec:sub(22)
+    assert.has_error(function() read_records(damaged) end)
+    local bad_len = rec:sub(1, 8) .. "\0\0\0\0" .. rec:sub(13)
+    assert.has_error(function() read_records(bad_len) end)
+  end)
+
+  describe("the sink", function()
+    local dir
+    before_each(function() dir = support.tmpdir() end)
+    after_each(function() support.rm_rf(dir) end)
+
+    it("writes events.out.tfevents.<time>.<host> through luv", function()
+      local t = 1700000000
+      local clock = function() t = t + 0.5; return t end
+      local errors = {}
+      local sink = TbSink.new(dir, {}, { uv = uv, clock = clock, hostname = "box",
+        on_error = function(m) errors[#errors + 1] = m end })
+      assert.equal(dir .. "/events.out.tfevents.1700000000.box", sink.path)
+      sink:update({ update = 1, agent_steps = 4096, episode_return_mean = 1.5, sps = 25000, lr = 3e-4,
+        memory_peak_bytes = 123456789, custom_metric = 7 })
+      sink:update({ update = 2, agent_steps = 8192, episode_return_mean = 2.25, sps = 26000, lr = 2.5e-4,
+        policy_loss = 0 / 0 })
+      local closed = false
+      sink:close(function(err) assert.is_nil(err); closed = true end)
+      support.run_until(function() return closed end)
+      assert.same({}, errors)
+      assert.same({ "events.out.tfevents.1700000000.box" }, support.files(dir))
+
+      local datas = read_records(support.read_file(sink.path))
+      local first = read_event(datas[1])
+      assert.equal("brain.Event:2", first.file_version)
+      assert.equal(1700000000.5, first.wall_time)
+      local got = {}
+      for i = 2, #datas do
+        local ev = read_event(datas[i])
+        assert.equal(1, #ev.values)
+        got[#got + 1] = { ev.step, ev.values[1].tag, ev.values[1].simple_value, ev.wall_time }
+      end
+      local function find(step, tag)
+        for _, g in ipairs(got) do if g[1] == step and g[2] == tag then return g end end
+      end
+      assert.equal(1.5, find(4096, "episode/return_mean")[3])
+      assert.equal(2.25, find(8192, "episode/return_mean")[3])
+      assert.equal(25000, find(4096, "perf/sps")[3])
+      assert.is_true(math.abs(find(4096, "schedule/lr")[3] - 3e-4) < 1e-10)   -- a float
+      assert.equal(123456792, find(4096, "memory/peak_bytes")[3])            -- float rounding
+      assert.equal(7, find(4096, "metrics/custom_metric")[3])
+      local nan = find(8192, "loss/policy")[3]
+      assert.is_true(nan ~= nan)
+      assert.equal(1700000001, find(4096, "perf/sps")[4])
+      assert.equal(5 + 4, #got)
+    end)
+
+    it("reports a write error instead of raising", function()
+      local errors = {}
+      local sink = TbSink.new(dir .. "/missing", {}, { uv = uv, hostname = "h",
+        on_error = function(m) errors[#errors + 1] = m end })
+      sink:update({ update = 1, agent_steps = 1, sps = 1 })
+      local closed = false
+      sink:close(function() closed = true end)
+      support.run_until(function() return closed end)
+      assert.equal(1, #errors)
+      assert.matches("^cannot open .*/missing/events.out.tfevents.%d+.h: ENOENT", errors[1])
+    end)
+  end)
+end)

@@ -1,0 +1,345 @@
+/*
+ * checkpoint.c - saving and loading a trainer, atomically and checksummed.
+ *
+ * File layout (little-endian, version 1):
+ *   header   "MOONRLCK" | u32 version | u32 sections | u64 bytes of the file
+ *   section  char name[32] | u64 bytes | u32 crc32 | u32 0  | data
+ *   ...
+ *   trailer  u32 crc32 of everything before it | "MRCKEND\0"
+ * A file is written to "<path>.tmp", fsync'ed and renamed over <path>, and
+ * the directory is fsync'ed: a crash leaves the old checkpoint or the new
+ * one, never a torn one. Loading checks magic, version, length, every CRC and
+ * every section's size before touching the trainer, so a damaged file is
+ * refused with a message and the trainer is left as it was.
+ *
+ * Everything a run's future depends on is saved (weights, Adam moments and
+ * step, PopArt, progress, hot parameters, the whole environment state with its
+ * RNG counters), so a resumed CPU run continues bit for bit.
+ */
+#include "trainer.h"
+#include "errors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CK_MAGIC "MOONRLCK"
+#define CK_END "MRCKEND"
+#define CK_VERSION 1u
+#define CK_NAME 32
+#define CK_MAX_SECTIONS 32
+
+typedef struct ck_section {
+    const char *name;
+    void *data;
+    size_t bytes;
+} ck_section;
+
+/* What the checkpoint holds beside the big arrays. */
+typedef struct ck_progress {
+    uint64_t updates, agent_steps;
+    int64_t adam_step;
+    double popart_mean, popart_std, popart_count;
+    mr_hot_params hot;
+} ck_progress;
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    if (crc_table[1]) return;
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+/* CRC-32 (IEEE 802.3, as zlib's crc32). */
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
+    const uint8_t *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static int sections_of(mr_trainer *t, ck_progress *pg, ck_section *s) {
+    mr_forage *e = &t->env;
+    size_t n = (size_t)e->n, P = t->pol.n_params;
+    int k = 0;
+#define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
+    SEC("config", &t->cfg, sizeof t->cfg);
+    SEC("progress", pg, sizeof *pg);
+    SEC("params", t->pol.params, P * sizeof(float));
+    SEC("adam_m", t->adam_m, P * sizeof(float));
+    SEC("adam_v", t->adam_v, P * sizeof(float));
+    SEC("env.grid", e->grid, n * (size_t)e->H * (size_t)e->W);
+    SEC("env.x", e->x, n * sizeof(int32_t));
+    SEC("env.y", e->y, n * sizeof(int32_t));
+    SEC("env.energy", e->energy, n * sizeof(float));
+    SEC("env.energy_centi", e->energy_centi, n * sizeof(int32_t));
+    SEC("env.steps", e->steps, n * sizeof(int32_t));
+    SEC("env.tick", e->tick, n * sizeof(uint32_t));
+    SEC("env.resets", e->resets, n * sizeof(uint32_t));
+    SEC("env.food_count", e->food_count, n * sizeof(int32_t));
+    SEC("env.poison_count", e->poison_count, n * sizeof(int32_t));
+    SEC("env.obs", e->obs, n * (size_t)e->V * (size_t)e->V);
+    SEC("env.ep_return", e->ep_return, n * sizeof(float));
+    SEC("env.ep_food", e->ep_food, n * sizeof(int32_t));
+    SEC("env.ep_poison", e->ep_poison, n * sizeof(int32_t));
+#undef SEC
+    return k;
+}
+
+static void progress_of(const mr_trainer *t, ck_progress *pg) {
+    memset(pg, 0, sizeof *pg);
+    pg->updates = t->updates;
+    pg->agent_steps = t->agent_steps;
+    pg->adam_step = t->adam_step;
+    pg->popart_mean = t->popart.mean;
+    pg->popart_std = t->popart.std;
+    pg->popart_count = t->popart.count;
+    pg->hot = t->hot;
+}
+
+static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc) {
+    *crc = crc32_update(*crc, p, n);
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
+    if (!t || !path || !*path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_save: trainer or path is missing");
+    crc_init();
+    ck_progress pg;
+    progress_of(t, &pg);
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = sections_of(t, &pg, sec);
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 8);
+    if (!tmp) return mr_fail(err, MR_ERR_NOMEM, "out of memory saving a checkpoint");
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    t->extra_allocations++;
+
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        mr_status s = mr_fail(err, MR_ERR_IO, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
+        free(tmp);
+        return s;
+    }
+    uint64_t total = 8 + 4 + 4 + 8 + 4 + 8;
+    for (int i = 0; i < ns; i++) total += CK_NAME + 8 + 4 + 4 + sec[i].bytes;
+    uint32_t crc = 0, version = CK_VERSION, count = (uint32_t)ns;
+    int bad = write_all(f, CK_MAGIC, 8, &crc) | write_all(f, &version, 4, &crc) |
+              write_all(f, &count, 4, &crc) | write_all(f, &total, 8, &crc);
+    for (int i = 0; i < ns && !bad; i++) {
+        char name[CK_NAME] = {0};
+        strncpy(name, sec[i].name, CK_NAME - 1);
+        uint64_t bytes = sec[i].bytes;
+        uint32_t scrc = crc32_update(0, sec[i].data, sec[i].bytes), zero = 0;
+        bad |= write_all(f, name, CK_NAME, &crc) | write_all(f, &bytes, 8, &crc) |
+               write_all(f, &scrc, 4, &crc) | write_all(f, &zero, 4, &crc) |
+               write_all(f, sec[i].data, sec[i].bytes, &crc);
+    }
+    uint32_t dummy = 0;
+    if (!bad) bad |= write_all(f, &crc, 4, &dummy) | write_all(f, CK_END, 8, &dummy);
+    if (!bad) bad |= fflush(f) != 0;
+    if (!bad) bad |= fsync(fileno(f)) != 0;
+    int close_bad = fclose(f) != 0;
+    if (bad || close_bad) {
+        mr_status s = mr_fail(err, MR_ERR_IO, "writing checkpoint '%s' failed: %s (the previous checkpoint, if any, is untouched)",
+                              tmp, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return s;
+    }
+    if (rename(tmp, path) != 0) {
+        mr_status s = mr_fail(err, MR_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return s;
+    }
+    /* Make the rename itself durable. */
+    memcpy(tmp, path, plen + 1);
+    int dfd = open(dirname(tmp), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    free(tmp);
+    mr_ok(err);
+    return MR_OK;
+}
+
+/* ------------------------------------------------------------------ load */
+
+typedef struct ck_file {
+    uint8_t *buf;
+    size_t len;
+    uint32_t count;
+} ck_file;
+
+static mr_status read_file(const char *path, ck_file *out, mr_error *err) {
+    crc_init();
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return mr_fail(err, MR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return mr_fail(err, MR_ERR_IO, "cannot read '%s'", path); }
+    long len = ftell(f);
+    rewind(f);
+    if (len < 0) { fclose(f); return mr_fail(err, MR_ERR_IO, "cannot read '%s'", path); }
+    const size_t head = 8 + 4 + 4 + 8, tail = 4 + 8;
+    if ((size_t)len < head + tail) {
+        fclose(f);
+        return mr_fail(err, MR_ERR_FORMAT, "'%s' is not a moonrl checkpoint: only %ld bytes", path, len);
+    }
+    uint8_t *buf = malloc((size_t)len);
+    if (!buf) { fclose(f); return mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s' (%ld bytes)", path, len); }
+    size_t got = fread(buf, 1, (size_t)len, f);
+    fclose(f);
+    if (got != (size_t)len) { free(buf); return mr_fail(err, MR_ERR_IO, "short read of '%s'", path); }
+    if (memcmp(buf, CK_MAGIC, 8) != 0) {
+        free(buf);
+        return mr_fail(err, MR_ERR_FORMAT, "'%s' is not a moonrl checkpoint (bad magic bytes)", path);
+    }
+    uint32_t version, count;
+    uint64_t total;
+    memcpy(&version, buf + 8, 4);
+    memcpy(&count, buf + 12, 4);
+    memcpy(&total, buf + 16, 8);
+    if (version != CK_VERSION) {
+        free(buf);
+        return mr_fail(err, MR_ERR_FORMAT, "'%s' is checkpoint format version %u; this moonrl reads version %u",
+                       path, version, CK_VERSION);
+    }
+    if (total != (uint64_t)len) {
+        free(buf);
+        return mr_fail(err, MR_ERR_FORMAT,
+                       "'%s' is damaged: it should be %llu bytes but is %ld (truncated or appended to)", path,
+                       (unsigned long long)total, len);
+    }
+    uint32_t want;
+    memcpy(&want, buf + len - tail, 4);
+    if (memcmp(buf + len - 8, CK_END, 8) != 0 || crc32_update(0, buf, (size_t)len - tail) != want) {
+        free(buf);
+        return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents", path);
+    }
+    if (count > CK_MAX_SECTIONS) {
+        free(buf);
+        return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: %u sections", path, count);
+    }
+    out->buf = buf;
+    out->len = (size_t)len;
+    out->count = count;
+    return MR_OK;
+}
+
+/* Finds a section; checks its size when want_bytes != (size_t)-1. */
+static mr_status find_section(const ck_file *cf, const char *path, const char *name, size_t want_bytes,
+                              const uint8_t **data, size_t *bytes, mr_error *err) {
+    size_t off = 24, end = cf->len - 12;
+    for (uint32_t i = 0; i < cf->count; i++) {
+        if (off + CK_NAME + 16 > end) break;
+        char nm[CK_NAME];
+        memcpy(nm, cf->buf + off, CK_NAME);
+        nm[CK_NAME - 1] = 0;
+        uint64_t b;
+        uint32_t scrc;
+        memcpy(&b, cf->buf + off + CK_NAME, 8);
+        memcpy(&scrc, cf->buf + off + CK_NAME + 8, 4);
+        off += CK_NAME + 16;
+        if (b > end - off) break;
+        if (strcmp(nm, name) == 0) {
+            if (crc32_update(0, cf->buf + off, b) != scrc)
+                return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path, name);
+            if (want_bytes != (size_t)-1 && b != want_bytes)
+                return mr_fail(err, MR_ERR_FORMAT,
+                               "'%s' does not fit this trainer: section '%s' has %llu bytes, expected %zu "
+                               "(the checkpoint was written with other shapes or by another engine build)",
+                               path, name, (unsigned long long)b, want_bytes);
+            *data = cf->buf + off;
+            *bytes = b;
+            return MR_OK;
+        }
+        off += b;
+    }
+    return mr_fail(err, MR_ERR_FORMAT, "'%s' has no section '%s' (damaged, or from another version)", path, name);
+}
+
+/* Shapes that must agree between the checkpoint and the trainer. */
+static mr_status compatible(const mr_config *a, const mr_config *b, const char *path, mr_error *err) {
+    const mr_env_config *x = &a->env, *y = &b->env;
+#define SAME(f, what) if (x->f != y->f) return mr_fail(err, MR_ERR_ARG, \
+        "checkpoint '%s' has " what " = %d but this trainer has %d; create the trainer from the checkpoint's config", \
+        path, (int)x->f, (int)y->f)
+    SAME(num_envs, "env.num_envs");
+    SAME(grid_size, "env.grid_size");
+    SAME(view_range, "env.view_range");
+#undef SAME
+    const mr_policy_config *p = &a->policy, *q = &b->policy;
+    int same = p->num_conv == q->num_conv && p->hidden == q->hidden && p->critic_hidden == q->critic_hidden;
+    for (int i = 0; same && i < p->num_conv; i++) same = p->conv_channels[i] == q->conv_channels[i];
+    if (!same)
+        return mr_fail(err, MR_ERR_ARG,
+                       "checkpoint '%s' holds a network of other shapes (conv layers %d, hidden %d, critic %d) "
+                       "than this trainer (conv layers %d, hidden %d, critic %d)",
+                       path, p->num_conv, p->hidden, p->critic_hidden, q->num_conv, q->hidden, q->critic_hidden);
+    return MR_OK;
+}
+
+mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err) {
+    if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_config: path or out is NULL");
+    ck_file cf;
+    mr_status s = read_file(path, &cf, err);
+    if (s) return s;
+    const uint8_t *d;
+    size_t n;
+    s = find_section(&cf, path, "config", sizeof(mr_config), &d, &n, err);
+    if (!s) memcpy(out, d, sizeof *out);
+    free(cf.buf);
+    if (!s) s = mr_config_validate(out, err);
+    if (!s) mr_ok(err);
+    return s;
+}
+
+mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
+    if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load: trainer or path is NULL");
+    ck_file cf;
+    mr_status s = read_file(path, &cf, err);
+    if (s) return s;
+    t->extra_allocations++;
+    ck_progress pg;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = sections_of(t, &pg, sec);
+    const uint8_t *data[CK_MAX_SECTIONS];
+    size_t bytes;
+    /* Validate everything first: nothing is changed unless all of it fits. */
+    const uint8_t *cd;
+    mr_config stored;
+    s = find_section(&cf, path, "config", sizeof(mr_config), &cd, &bytes, err);
+    if (!s) {
+        memcpy(&stored, cd, sizeof stored);
+        s = compatible(&stored, &t->cfg, path, err);
+    }
+    for (int i = 1; i < ns && !s; i++) s = find_section(&cf, path, sec[i].name, sec[i].bytes, &data[i], &bytes, err);
+    if (!s) {
+        memcpy(&pg, data[1], sizeof pg);
+        s = mr_hot_validate(&pg.hot, err);
+    }
+    if (s) { free(cf.buf); return s; }
+    for (int i = 2; i < ns; i++) memcpy(sec[i].data, data[i], sec[i].bytes);
+    t->updates = pg.updates;
+    t->agent_steps = pg.agent_steps;
+    t->adam_step = pg.adam_step;
+    t->popart.mean = pg.popart_mean;
+    t->popart.std = pg.popart_std;
+    t->popart.count = pg.popart_count;
+    t->hot = pg.hot;
+    /* The run's random streams continue: the seed is part of the saved state. */
+    t->cfg.seed = stored.seed;
+    t->env.seed = stored.seed;
+    free(cf.buf);
+    mr_ok(err);
+    return MR_OK;
+}

@@ -1,0 +1,237 @@
+/*
+ * nn.c - the CPU layers of the actor-critic (see nn.h for the conventions).
+ *
+ * Nearly all the arithmetic is in cblas_sgemm; what is here besides is
+ * memory movement (im2col / col2im gathers, bias fills) and ReLU, written as
+ * plain OpenMP loops whose result does not depend on the thread count.
+ */
+#include "nn.h"
+#include <cblas.h>
+#include <string.h>
+
+/* Loops shorter than this run on one thread: an OpenMP fork costs more. */
+#define MR_NN_PAR_MIN 16384
+/* Output channels per task of the bias-gradient reduction. */
+#define MR_NN_BIAS_BLOCK 16
+
+/* ------------------------------------------------------------ profiling */
+#ifdef MR_NN_PROFILE
+#include <omp.h>
+static double nn_sgemm_seconds;
+static long nn_sgemm_calls;
+double mr_nn_sgemm_seconds(void) { return nn_sgemm_seconds; }
+long mr_nn_sgemm_calls(void) { return nn_sgemm_calls; }
+void mr_nn_profile_reset(void) { nn_sgemm_seconds = 0; nn_sgemm_calls = 0; }
+#else
+double mr_nn_sgemm_seconds(void) { return -1.0; }
+long mr_nn_sgemm_calls(void) { return -1; }
+void mr_nn_profile_reset(void) {}
+#endif
+
+/* Row-major C (M,N) = alpha op(A) op(B) + beta C: the one place sgemm is called.
+ *
+ * OpenBLAS's own threading is not used: its threaded driver splits the
+ * product by the thread count, and its kernels round an element differently
+ * depending on where a split puts it, so results would change with the number
+ * of threads. Instead the output is cut into blocks by a rule that depends on
+ * the shape only (gemm_plan), each block is one single-threaded sgemm over the
+ * full K, and the blocks run as an OpenMP loop. The same call therefore gives
+ * the same bits on any number of threads. Inside an active parallel region
+ * OpenBLAS runs single-threaded (OpenMP build); with one OpenMP thread it is
+ * single-threaded anyway. */
+#ifndef MR_NN_GEMM_WORK
+#define MR_NN_GEMM_WORK (1 << 23)   /* multiply-adds per block, at least */
+#endif
+#ifndef MR_NN_GEMM_MAXB
+#define MR_NN_GEMM_MAXB 32          /* blocks per product, at most */
+#endif
+#ifndef MR_NN_GEMM_MIND
+#define MR_NN_GEMM_MIND 32          /* rows / columns per block, at least */
+#endif
+
+/* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks of *bs. */
+static int gemm_plan(int M, int N, int K, int *nb, int *bs) {
+    double work = (double)M * N * K;
+    int rows = M >= N, D = rows ? M : N;
+    int n = (int)(work / MR_NN_GEMM_WORK);
+    int nmax = (D + MR_NN_GEMM_MIND - 1) / MR_NN_GEMM_MIND;
+    if (n > MR_NN_GEMM_MAXB) n = MR_NN_GEMM_MAXB;
+    if (n > nmax) n = nmax;
+    if (n < 1) n = 1;
+    int b = (D + n - 1) / n;
+    b = (b + 15) / 16 * 16;             /* whole 64-byte lines per block */
+    *bs = b;
+    *nb = (D + b - 1) / b;
+    return rows;
+}
+
+static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {   /* nothing to add; honour beta */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+#ifdef MR_NN_PROFILE
+    double t0 = omp_get_wtime();
+#endif
+    int nb, bs, rows = gemm_plan(M, N, K, &nb, &bs);
+    enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < nb; i++) {
+        int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
+        if (rows)   /* rows o.. of op(A) and C */
+            cblas_sgemm(CblasRowMajor, ta, tb, n, N, K, alpha,
+                        transa ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
+                        C + (size_t)o * ldc, ldc);
+        else        /* columns o.. of op(B) and C */
+            cblas_sgemm(CblasRowMajor, ta, tb, M, n, K, alpha, A, lda,
+                        transb ? B + (size_t)o * ldb : B + o, ldb, beta, C + o, ldc);
+    }
+#ifdef MR_NN_PROFILE
+    nn_sgemm_seconds += omp_get_wtime() - t0;
+    nn_sgemm_calls++;
+#endif
+}
+
+/* out (N,OC): every row = b (or 0 when b is NULL). */
+static void fill_rows(float *out, const float *b, size_t N, int OC) {
+    if (!b) { memset(out, 0, sizeof(float) * N * (size_t)OC); return; }
+    #pragma omp parallel for schedule(static) if (N * (size_t)OC >= MR_NN_PAR_MIN)
+    for (size_t i = 0; i < N; i++) memcpy(out + i * OC, b, sizeof(float) * (size_t)OC);
+}
+
+/* ------------------------------------------------------------ observation */
+void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int proxy) {
+    /* lookup[code] = (ch0, ch1) */
+    static const float gt[3][2] = {{0.0f, 0.0f}, {1.0f, 0.0f}, {0.0f, 1.0f}};
+    static const float px[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, 0.5f}};
+    const float (*lut)[2] = proxy ? px : gt;
+    size_t n = (size_t)B * VV;
+    #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = codes[i];
+        if (c > 2) c = 0;
+        out[2 * i] = lut[c][0];
+        out[2 * i + 1] = lut[c][1];
+    }
+}
+
+/* ------------------------------------------------------------ conv 3x3 */
+void mr_im2col3x3(float *col, const float *inp, int B, int H, int W, int C) {
+    size_t K = 9 * (size_t)C, rows = (size_t)B * H;
+    #pragma omp parallel for schedule(static) if (rows * W * K >= MR_NN_PAR_MIN)
+    for (size_t by = 0; by < rows; by++) {
+        int b = (int)(by / H), y = (int)(by % H);
+        for (int x = 0; x < W; x++) {
+            float *dst = col + (by * W + x) * K;
+            for (int ky = 0; ky < 3; ky++) {
+                int yy = y + ky - 1;
+                for (int kx = 0; kx < 3; kx++, dst += C) {
+                    int xx = x + kx - 1;
+                    if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
+                        for (int c = 0; c < C; c++) dst[c] = 0.0f;
+                    } else {
+                        const float *src = inp + (((size_t)b * H + yy) * W + xx) * C;
+                        for (int c = 0; c < C; c++) dst[c] = src[c];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* dinp (B,H,W,C) += col2im(dcol), dcol (B*H*W, 9C). Written as a gather over
+ * the input pixels (each sums its 9 contributions in (ky,kx) order), so rows
+ * run in parallel without write conflicts and the sum order is fixed. */
+static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, int C) {
+    size_t K = 9 * (size_t)C, rows = (size_t)B * H;
+    #pragma omp parallel for schedule(static) if (rows * W * K >= MR_NN_PAR_MIN)
+    for (size_t by = 0; by < rows; by++) {
+        int b = (int)(by / H), y = (int)(by % H);
+        for (int x = 0; x < W; x++) {
+            float *dst = dinp + (by * W + x) * C;
+            /* input pixel (y,x) is tap (ky,kx) of output pixel (y-ky+1, x-kx+1) */
+            for (int ky = 0; ky < 3; ky++) {
+                int oy = y - ky + 1;
+                if (oy < 0 || oy >= H) continue;
+                for (int kx = 0; kx < 3; kx++) {
+                    int ox = x - kx + 1;
+                    if (ox < 0 || ox >= W) continue;
+                    const float *src = dcol + (((size_t)b * H + oy) * W + ox) * K
+                                       + (size_t)(ky * 3 + kx) * C;
+                    for (int c = 0; c < C; c++) dst[c] += src[c];
+                }
+            }
+        }
+    }
+}
+
+void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,
+                        const float *b, int B, int H, int W, int C, int OC) {
+    int N = B * H * W, K = 9 * C;
+    mr_im2col3x3(col, inp, B, H, W, C);
+    fill_rows(out, b, (size_t)N, OC);
+    sgemm(0, 1, N, OC, K, 1.0f, col, K, w, K, 1.0f, out, OC);
+}
+
+void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
+                         const float *dout, const float *inp, const float *w,
+                         int B, int H, int W, int C, int OC) {
+    int N = B * H * W, K = 9 * C;
+    if (dw) {
+        mr_im2col3x3(col, inp, B, H, W, C);
+        sgemm(1, 0, OC, K, N, 1.0f, dout, OC, col, K, 1.0f, dw, K);
+    }
+    if (db) mr_bias_backward(db, dout, (size_t)N, OC);
+    if (dinp) {
+        sgemm(0, 0, N, K, OC, 1.0f, dout, OC, w, K, 0.0f, col, K);
+        col2im3x3_add(dinp, col, B, H, W, C);
+    }
+}
+
+/* ------------------------------------------------------------ linear */
+void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
+                       int B, int C, int OC) {
+    fill_rows(out, b, (size_t)B, OC);
+    sgemm(0, 1, B, OC, C, 1.0f, inp, C, w, C, 1.0f, out, OC);
+}
+
+void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, int B, int C, int OC) {
+    if (dinp) sgemm(0, 0, B, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    if (dw) sgemm(1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (db) mr_bias_backward(db, dout, (size_t)B, OC);
+}
+
+/* ------------------------------------------------------------ relu */
+void mr_relu_forward(float *out, const float *inp, size_t n) {
+    #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void mr_relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
+    #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+/* ------------------------------------------------------------ bias grads */
+void mr_bias_backward(float *db, const float *d, size_t N, int OC) {
+    int nblk = (OC + MR_NN_BIAS_BLOCK - 1) / MR_NN_BIAS_BLOCK;
+    /* one task per block of output channels; rows in order; double accumulators */
+    #pragma omp parallel for schedule(static) if (N * (size_t)OC >= MR_NN_PAR_MIN)
+    for (int k = 0; k < nblk; k++) {
+        int c0 = k * MR_NN_BIAS_BLOCK;
+        int nc = OC - c0 < MR_NN_BIAS_BLOCK ? OC - c0 : MR_NN_BIAS_BLOCK;
+        double acc[MR_NN_BIAS_BLOCK] = {0};
+        for (size_t r = 0; r < N; r++) {
+            const float *row = d + r * OC + c0;
+            for (int j = 0; j < nc; j++) acc[j] += row[j];
+        }
+        for (int j = 0; j < nc; j++) db[c0 + j] += (float)acc[j];
+    }
+}

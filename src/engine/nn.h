@@ -1,0 +1,75 @@
+/*
+ * nn.h - the CPU layers of the actor-critic: each a forward/backward pair of
+ * free functions over raw float pointers and sizes (llm.c style).
+ *
+ * Layout: NHWC everywhere (channels last). A 3x3 convolution is im2col + one
+ * sgemm whose output is already NHWC; a linear layer is one sgemm.
+ *
+ * What this file deliberately is not: it owns no memory, knows nothing of the
+ * network's shape (policy.c does) and allocates nothing; every workspace is
+ * passed in.
+ *
+ * Gradient convention: every backward ACCUMULATES (+=) into dinp, dw and db,
+ * as llm.c does; the caller zeroes them. Any of dinp, dw, db may be NULL to
+ * skip that product (the first conv has no dinp; policy.c computes a linear
+ * layer's dw over the whole batch and its dinp per chunk). The exception is
+ * mr_relu_backward, which WRITES dinp and may run in place (dinp == dout).
+ *
+ * Threads: matrix products are OpenBLAS sgemm (its own OpenMP threads);
+ * elementwise loops are OpenMP. Every result is independent of the thread
+ * count: elementwise work is per element, and the bias-gradient reduction
+ * gives each output channel to one thread which sums the rows in order.
+ */
+#ifndef MR_NN_H
+#define MR_NN_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* codes (B,VV) cell codes 0 empty / 1 food / 2 poison -> out (B,VV,2).
+ * proxy == 0 (ground truth): ch0 = food, ch1 = poison (one-hot, empty = 0,0).
+ * proxy != 0: both channels = interestingness, empty 0, food 1.0, poison 0.5.
+ * Codes above 2 read as empty. The input is data: there is no backward. */
+void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int proxy);
+
+/* 3x3 convolution, padding 1, stride 1.
+ * inp (B,H,W,C), w (OC,3,3,C) = row-major (OC, 9C), b (OC), out (B,H,W,OC),
+ * col workspace (B*H*W, 9*C): col[(b,y,x)][(ky,kx,c)] = inp[b][y+ky-1][x+kx-1][c]
+ * (0 outside). out is written: out = col . w^T + b. */
+void mr_im2col3x3(float *col, const float *inp, int B, int H, int W, int C);
+void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,
+                        const float *b, int B, int H, int W, int C, int OC);
+/* dout (B,H,W,OC), inp (B,H,W,C) the forward's input, w (OC,9C).
+ * dw (OC,9C) += dout^T . col;  db (OC) += sum over (b,y,x) of dout;
+ * dinp (B,H,W,C) += col2im(dout . w). col (B*H*W, 9C) is overwritten (it
+ * holds im2col(inp), then dout . w). dinp may be NULL (first layer), as may
+ * dw and db. */
+void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
+                         const float *dout, const float *inp, const float *w,
+                         int B, int H, int W, int C, int OC);
+
+/* Linear: inp (B,C), w (OC,C), b (OC) or NULL, out (B,OC) = inp . w^T + b (written). */
+void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
+                       int B, int C, int OC);
+/* dout (B,OC). dinp (B,C) += dout . w;  dw (OC,C) += dout^T . inp;
+ * db (OC) += column sums of dout. Each of dinp, dw, db may be NULL. */
+void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, int B, int C, int OC);
+
+/* ReLU over n floats: out = max(inp, 0); out may equal inp.
+ * Backward uses the forward's OUTPUT: dinp = out > 0 ? dout : 0 (written,
+ * dinp may equal dout). */
+void mr_relu_forward(float *out, const float *inp, size_t n);
+void mr_relu_backward(float *dinp, const float *dout, const float *out, size_t n);
+
+/* db (OC) += column sums of d (N,OC), rows summed in order 0..N-1 per column
+ * (deterministic for any thread count). */
+void mr_bias_backward(float *db, const float *d, size_t N, int OC);
+
+/* Seconds spent inside sgemm since the last reset, and the number of calls.
+ * Only counted when nn.c is compiled with -DMR_NN_PROFILE (the benchmark);
+ * otherwise mr_nn_sgemm_seconds() returns -1. Not thread-safe: a profiling aid. */
+double mr_nn_sgemm_seconds(void);
+long mr_nn_sgemm_calls(void);
+void mr_nn_profile_reset(void);
+
+#endif

@@ -1,0 +1,408 @@
+/*
+ * policy.c - the CNN actor-critic on the CPU (see policy.h for the network,
+ * the parameter layout and the memory plan).
+ *
+ * Where the time goes: for the reference net (convs 2->32->64->64 on 11x11,
+ * fc 7744->512, critic 756->512) 11.1 M multiply-adds per sample forward, all
+ * in sgemm. The rest is memory movement kept chunk-sized (im2col, ReLU,
+ * col2im), so it stays in cache next to the sgemm that consumes it.
+ *
+ * Forward (act and training alike), block by block: the convs chunk by chunk
+ * (im2col of one chunk in one workspace), then the linear layers over the
+ * block (M = block in one sgemm each). Training writes every post-ReLU output
+ * into the max_batch buffers; act keeps them in chunk/block buffers.
+ * Backward: the heads and fc.w's gradient over the whole batch (one sgemm
+ * with K = B each), then per block fc's input gradient (into act's block
+ * buffer) and per chunk the convs, recomputing im2col.
+ */
+#include "policy.h"
+#include "nn.h"
+#include "rng.h"
+#include <math.h>
+#include <string.h>
+#include <stdio.h>
+
+/* LAPACK from OpenBLAS (Fortran symbols, 32-bit integers). */
+extern void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau,
+                    float *work, const int *lwork, int *info);
+extern void sorgqr_(const int *m, const int *n, const int *k, float *a, const int *lda,
+                    const float *tau, float *work, const int *lwork, int *info);
+
+#define QR_NB 64                 /* LAPACK work per column for the QR */
+#define ALIGN_F 16               /* floats per 64 bytes */
+
+static size_t round_f(size_t n) { return (n + ALIGN_F - 1) / ALIGN_F * ALIGN_F; }
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* ------------------------------------------------------------ layout */
+
+static void add_tensor(mr_policy *p, size_t *off, const char *name, int ndim,
+                       int s0, int s1, int s2, int s3) {
+    mr_tensor_info *t = &p->tensors[p->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = s0; t->shape[1] = s1; t->shape[2] = s2; t->shape[3] = s3;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)t->shape[i];
+    t->offset = *off;
+    t->count = n;
+    *off += n;
+}
+
+/* Floats of QR scratch for an (rows, cols) weight: A (m,n), tau (n), work (n*NB). */
+static size_t qr_floats(size_t rows, size_t cols) {
+    size_t m = rows > cols ? rows : cols, n = rows > cols ? cols : rows;
+    return round_f(m * n) + round_f(n) + round_f(n * QR_NB);
+}
+
+void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
+                      int max_batch, int chunk, mr_arena *a) {
+    memset(p, 0, sizeof *p);
+    int L = cfg->num_conv;
+    if (L < 1) L = 1;
+    if (L > MR_MAX_CONV) L = MR_MAX_CONV;
+    p->num_conv = L;
+    p->ch[0] = 2;
+    for (int l = 0; l < L; l++) p->ch[l + 1] = cfg->conv_channels[l];
+    p->view = view;
+    p->VV = view * view;
+    p->flat = p->VV * p->ch[L];
+    p->hidden = cfg->hidden;
+    p->critic_hidden = cfg->critic_hidden;
+    p->cin_dim = p->hidden + MR_POLICY_EXTRA + 2 * p->VV;
+    p->max_batch = max_batch > 0 ? max_batch : 0;
+    p->chunk = chunk > 0 ? chunk : 1;
+
+    /* parameter table: policy group first, value group last */
+    size_t off = 0;
+    char nm[24];
+    for (int l = 0; l < L; l++) {
+        snprintf(nm, sizeof nm, "conv%d.w", l);
+        p->conv_w[l] = off;
+        add_tensor(p, &off, nm, 4, p->ch[l + 1], 3, 3, p->ch[l]);
+        snprintf(nm, sizeof nm, "conv%d.b", l);
+        p->conv_b[l] = off;
+        add_tensor(p, &off, nm, 1, p->ch[l + 1], 0, 0, 0);
+    }
+    p->fc_w = off;     add_tensor(p, &off, "fc.w", 2, p->hidden, p->flat, 0, 0);
+    p->fc_b = off;     add_tensor(p, &off, "fc.b", 1, p->hidden, 0, 0, 0);
+    p->actor_w = off;  add_tensor(p, &off, "actor.w", 2, MR_NUM_ACTIONS, p->hidden, 0, 0);
+    p->actor_b = off;  add_tensor(p, &off, "actor.b", 1, MR_NUM_ACTIONS, 0, 0, 0);
+    p->n_policy = off;
+    p->critic_w = off; add_tensor(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
+    p->critic_b = off; add_tensor(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
+    p->value_w_offset = off; add_tensor(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
+    p->value_b_offset = off; add_tensor(p, &off, "value.b", 1, 1, 0, 0, 0);
+    p->n_params = off;
+
+    p->params = MR_TAKE(a, float, p->n_params);
+    p->grads = MR_TAKE(a, float, p->n_params);
+
+    /* training activations */
+    size_t MB = (size_t)p->max_batch;
+    p->codes = MR_TAKE(a, uint8_t, MB * p->VV);
+    for (int l = 0; l < L; l++) p->act[l] = MR_TAKE(a, float, MB * p->VV * p->ch[l + 1]);
+    p->feat = MR_TAKE(a, float, MB * p->hidden);
+    p->cin = MR_TAKE(a, float, MB * p->cin_dim);
+    p->chid = MR_TAKE(a, float, MB * p->critic_hidden);
+    p->dfeat = MR_TAKE(a, float, MB * p->hidden);
+    p->dcin = MR_TAKE(a, float, MB * p->cin_dim);
+    p->dchid = MR_TAKE(a, float, MB * p->critic_hidden);
+
+    /* workspace: chunk-sized conv buffers, then act's block buffers; init
+     * reuses the whole region for the QR scratch of every weight at once */
+    size_t C = (size_t)p->chunk;
+    p->block = (int)((MR_POLICY_BLOCK + C - 1) / C * C);
+    size_t K = (size_t)p->block;
+    int cmax = 2, cin_max = 2;
+    for (int l = 0; l < L; l++) {
+        cmax = imax(cmax, p->ch[l + 1]);
+        cin_max = imax(cin_max, p->ch[l]);
+    }
+    size_t o_x = 0;
+    size_t o_a = o_x + round_f(C * p->VV * 2);
+    size_t o_b = o_a + round_f(C * p->VV * cmax);
+    size_t o_col = o_b + round_f(C * p->VV * cmax);
+    size_t o_aL = o_col + round_f(C * p->VV * 9 * (size_t)cin_max);
+    size_t o_feat = o_aL + round_f(K * p->flat);
+    size_t o_cin = o_feat + round_f(K * p->hidden);
+    size_t o_chid = o_cin + round_f(K * p->cin_dim);
+    size_t need = o_chid + round_f(K * p->critic_hidden);
+    size_t qr = 0;
+    for (int i = 0; i < p->n_tensors; i++) {
+        const mr_tensor_info *t = &p->tensors[i];
+        if (t->ndim >= 2) qr += qr_floats((size_t)t->shape[0], t->count / (size_t)t->shape[0]);
+    }
+    p->work_floats = need > qr ? need : qr;
+    p->work = MR_TAKE(a, float, p->work_floats);
+    if (p->work) {   /* committed arena: carve; planning: leave NULL */
+        p->x = p->work + o_x;
+        p->bufA = p->work + o_a;
+        p->bufB = p->work + o_b;
+        p->col = p->work + o_col;
+        p->b_aL = p->work + o_aL;
+        p->b_feat = p->work + o_feat;
+        p->b_cin = p->work + o_cin;
+        p->b_chid = p->work + o_chid;
+    }
+}
+
+size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk) {
+    mr_arena a = {0};
+    mr_policy p;
+    mr_policy_layout(&p, cfg, view, max_batch, chunk, &a);
+    return a.size;
+}
+
+const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) {
+    for (int i = 0; i < p->n_tensors; i++)
+        if (strcmp(p->tensors[i].name, name) == 0) return &p->tensors[i];
+    return NULL;
+}
+
+void mr_policy_zero_grad(mr_policy *p) {
+    memset(p->grads, 0, sizeof(float) * p->n_params);
+}
+
+/* ------------------------------------------------------------ init */
+
+/* Standard normal from the counter hash: Box-Muller on two 53-bit uniforms
+ * keyed by (seed, tensor, element). */
+static float init_gauss(uint64_t seed, int tensor, size_t e) {
+    uint32_t tick = (uint32_t)(e >> 31), i = (uint32_t)(e & 0x7fffffffu) * 2u;
+    uint64_t h1 = mr_rng_u64(seed, (uint32_t)tensor, tick, MR_RNG_INIT, i);
+    uint64_t h2 = mr_rng_u64(seed, (uint32_t)tensor, tick, MR_RNG_INIT, i + 1);
+    double u1 = ((double)(h1 >> 11) + 1.0) * (1.0 / 9007199254740992.0);   /* (0,1] */
+    double u2 = (double)(h2 >> 11) * (1.0 / 9007199254740992.0);           /* [0,1) */
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* torch.nn.init.orthogonal_ of an (rows, cols) row-major weight: QR of a
+ * Gaussian (max, min) matrix, columns of Q signed by diag(R), transposed when
+ * rows < cols, times gain. scratch: qr_floats(rows, cols). */
+static void orthogonal(float *w, int rows, int cols, float gain, uint64_t seed, int tensor,
+                       float *scratch) {
+    int m = imax(rows, cols), n = rows < cols ? rows : cols;
+    float *A = scratch;                               /* column-major (m, n) */
+    float *tau = A + round_f((size_t)m * n);
+    float *work = tau + round_f((size_t)n);
+    int lwork = n * QR_NB, info = 0;
+    for (size_t e = 0; e < (size_t)m * n; e++) A[e] = init_gauss(seed, tensor, e);
+    sgeqrf_(&m, &n, A, &m, tau, work, &lwork, &info);
+    /* signs of diag(R) (times gain) before sorgqr overwrites R: parked in w,
+     * which has rows*cols >= n floats and is written only at the end */
+    for (int j = 0; j < n; j++) w[j] = A[j + (size_t)j * m] < 0.0f ? -gain : gain;
+    sorgqr_(&m, &n, &n, A, &m, tau, work, &lwork, &info);
+    for (int j = 0; j < n; j++) tau[j] = w[j];       /* tau is free after sorgqr */
+    if (rows >= cols) {   /* Q is (rows, cols) column-major */
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                w[(size_t)r * cols + c] = tau[c] * A[r + (size_t)c * m];
+    } else {              /* W = Q^T: Q (cols, rows) column-major is W row-major */
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                w[(size_t)r * cols + c] = tau[r] * A[c + (size_t)r * m];
+    }
+}
+
+void mr_policy_init(mr_policy *p, uint64_t seed) {
+    memset(p->params, 0, sizeof(float) * p->n_params);   /* biases 0 */
+    int idx[MR_POLICY_MAX_TENSORS], n = 0;
+    size_t off[MR_POLICY_MAX_TENSORS], o = 0;
+    for (int i = 0; i < p->n_tensors; i++) {
+        const mr_tensor_info *t = &p->tensors[i];
+        if (t->ndim < 2) continue;
+        idx[n] = i;
+        off[n++] = o;
+        o += qr_floats((size_t)t->shape[0], t->count / (size_t)t->shape[0]);
+    }
+    /* One tensor per task: inside the parallel region each QR is
+     * single-threaded, so the bits do not depend on the thread count. */
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int k = 0; k < n; k++) {
+        const mr_tensor_info *t = &p->tensors[idx[k]];
+        float gain = sqrtf(2.0f);
+        if (strcmp(t->name, "actor.w") == 0) gain = 0.01f;
+        if (strcmp(t->name, "value.w") == 0) gain = 1.0f;
+        int rows = t->shape[0], cols = (int)(t->count / (size_t)rows);
+        orthogonal(p->params + t->offset, rows, cols, gain, seed, idx[k], p->work + off[k]);
+    }
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* cin (B,cin_dim) = feat (B,hidden) ++ extra (B,2) ++ ground-truth view (B,VV,2). */
+static void build_cin(const mr_policy *p, float *cin, const float *feat, const float *extra,
+                      const uint8_t *codes, int B) {
+    int H = p->hidden, D = p->cin_dim;
+    #pragma omp parallel for schedule(static) if ((size_t)B * D >= 16384)
+    for (int b = 0; b < B; b++) {
+        float *row = cin + (size_t)b * D;
+        memcpy(row, feat + (size_t)b * H, sizeof(float) * H);
+        row[H] = extra ? extra[2 * b] : 0.0f;
+        row[H + 1] = extra ? extra[2 * b + 1] : 0.0f;
+        mr_obs_expand_forward(row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->VV, 1, p->VV, 0);
+    }
+}
+
+/* The conv trunk for n <= chunk samples: codes (n,VV) -> outs[l] (n,VV,ch[l+1]),
+ * post-ReLU. */
+static void trunk_forward(mr_policy *p, const uint8_t *codes, int n, int proxy,
+                          float *const *outs) {
+    mr_obs_expand_forward(p->x, codes, n, p->VV, proxy);
+    const float *in = p->x;
+    for (int l = 0; l < p->num_conv; l++) {
+        mr_conv3x3_forward(outs[l], p->col, in, p->params + p->conv_w[l],
+                           p->params + p->conv_b[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
+        mr_relu_forward(outs[l], outs[l], (size_t)n * p->VV * p->ch[l + 1]);
+        in = outs[l];
+    }
+}
+
+/* One block of nb <= block samples, the same calls for act and forward.
+ * acts: where each conv layer's output goes for the block (training), or NULL
+ * to keep all but the last in the chunk ping-pong buffers (act). aL is the
+ * last conv layer's output for the block (acts[L-1] when acts is given). */
+static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra, int nb,
+                          int proxy, float *const *acts, float *aL, float *feat, float *cin,
+                          float *chid, float *logits, float *value) {
+    const float *P = p->params;
+    int L = p->num_conv;
+    for (int c0 = 0; c0 < nb; c0 += p->chunk) {
+        int n = nb - c0 < p->chunk ? nb - c0 : p->chunk;
+        float *outs[MR_MAX_CONV];
+        for (int l = 0; l < L; l++)
+            outs[l] = acts ? acts[l] + (size_t)c0 * p->VV * p->ch[l + 1]
+                    : l == L - 1 ? aL + (size_t)c0 * p->flat
+                    : (l & 1) ? p->bufB : p->bufA;
+        trunk_forward(p, codes + (size_t)c0 * p->VV, n, proxy, outs);
+    }
+    mr_linear_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
+    mr_relu_forward(feat, feat, (size_t)nb * p->hidden);
+    mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, MR_NUM_ACTIONS);
+    build_cin(p, cin, feat, extra, codes, nb);
+    mr_linear_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
+                      p->critic_hidden);
+    mr_relu_forward(chid, chid, (size_t)nb * p->critic_hidden);
+    mr_linear_forward(value, chid, P + p->value_w_offset, P + p->value_b_offset, nb,
+                      p->critic_hidden, 1);
+}
+
+void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
+                   int proxy, float *logits, float *value) {
+    for (int b0 = 0; b0 < B; b0 += p->block) {
+        int nb = B - b0 < p->block ? B - b0 : p->block;
+        forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
+                      proxy, NULL, p->b_aL, p->b_feat, p->b_cin, p->b_chid,
+                      logits + (size_t)b0 * MR_NUM_ACTIONS, value + b0);
+    }
+}
+
+int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, int B,
+                      int proxy, float *logits, float *value) {
+    if (B < 0 || B > p->max_batch) return -1;
+    int L = p->num_conv;
+    memcpy(p->codes, codes, (size_t)B * p->VV);
+    for (int b0 = 0; b0 < B; b0 += p->block) {
+        int nb = B - b0 < p->block ? B - b0 : p->block;
+        float *acts[MR_MAX_CONV];
+        for (int l = 0; l < L; l++) acts[l] = p->act[l] + (size_t)b0 * p->VV * p->ch[l + 1];
+        forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
+                      proxy, acts, acts[L - 1], p->feat + (size_t)b0 * p->hidden,
+                      p->cin + (size_t)b0 * p->cin_dim, p->chid + (size_t)b0 * p->critic_hidden,
+                      logits + (size_t)b0 * MR_NUM_ACTIONS, value + b0);
+    }
+    p->fwd_B = B;
+    p->fwd_proxy = proxy;
+    return 0;
+}
+
+/* ------------------------------------------------------------ backward */
+
+int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B) {
+    if (B != p->fwd_B || B <= 0) return B == 0 && p->fwd_B == 0 ? 0 : -1;
+    const float *P = p->params;
+    float *G = p->grads;
+    int L = p->num_conv, H = p->hidden, CH = p->critic_hidden, D = p->cin_dim;
+
+    /* value head and critic, whole batch */
+    memset(p->dchid, 0, sizeof(float) * (size_t)B * CH);
+    mr_linear_backward(p->dchid, G + p->value_w_offset, G + p->value_b_offset, dvalue, p->chid,
+                       P + p->value_w_offset, B, CH, 1);
+    mr_relu_backward(p->dchid, p->dchid, p->chid, (size_t)B * CH);
+    memset(p->dcin, 0, sizeof(float) * (size_t)B * D);
+    mr_linear_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin,
+                       P + p->critic_w, B, D, CH);
+    /* features: the critic's share (first H columns of dcin) plus the actor's */
+    #pragma omp parallel for schedule(static) if ((size_t)B * H >= 16384)
+    for (int b = 0; b < B; b++)
+        memcpy(p->dfeat + (size_t)b * H, p->dcin + (size_t)b * D, sizeof(float) * H);
+    mr_linear_backward(p->dfeat, G + p->actor_w, G + p->actor_b, dlogits, p->feat,
+                       P + p->actor_w, B, H, MR_NUM_ACTIONS);
+    mr_relu_backward(p->dfeat, p->dfeat, p->feat, (size_t)B * H);
+    /* fc weights over the whole batch (K = B); its input gradient per chunk below */
+    mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1],
+                       P + p->fc_w, B, p->flat, H);
+
+    /* per block: fc's input gradient (M = block), then the convs per chunk */
+    for (int b0 = 0; b0 < B; b0 += p->block) {
+        int nb = B - b0 < p->block ? B - b0 : p->block;
+        float *dL = p->b_aL;
+        size_t szL = (size_t)nb * p->flat;
+        memset(dL, 0, sizeof(float) * szL);
+        mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w,
+                           nb, p->flat, H);
+        mr_relu_backward(dL, dL, p->act[L - 1] + (size_t)b0 * p->flat, szL);
+        for (int c0 = b0; c0 < b0 + nb; c0 += p->chunk) {
+            int n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
+            const float *d = dL + (size_t)(c0 - b0) * p->flat;
+            mr_obs_expand_forward(p->x, p->codes + (size_t)c0 * p->VV, n, p->VV, p->fwd_proxy);
+            for (int l = L - 1; l >= 0; l--) {
+                const float *in = l > 0 ? p->act[l - 1] + (size_t)c0 * p->VV * p->ch[l] : p->x;
+                float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? p->bufB : p->bufA;
+                size_t szp = (size_t)n * p->VV * p->ch[l];
+                if (dprev) memset(dprev, 0, sizeof(float) * szp);
+                mr_conv3x3_backward(dprev, G + p->conv_w[l], G + p->conv_b[l], p->col, d, in,
+                                    P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
+                if (dprev) mr_relu_backward(dprev, dprev, in, szp);
+                d = dprev;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ torch order */
+
+void mr_policy_permute_torch(const mr_policy *p, const float *src, float *dst) {
+    memcpy(dst, src, sizeof(float) * p->n_params);
+    int VV = p->VV;
+    for (int l = 0; l < p->num_conv; l++) {   /* torch (OC,C,3,3) -> ours (OC,3,3,C) */
+        int OC = p->ch[l + 1], C = p->ch[l];
+        const float *s = src + p->conv_w[l];
+        float *d = dst + p->conv_w[l];
+        for (int o = 0; o < OC; o++)
+            for (int c = 0; c < C; c++)
+                for (int k = 0; k < 9; k++)
+                    d[((size_t)o * 9 + k) * C + c] = s[((size_t)o * C + c) * 9 + k];
+    }
+    {   /* fc.w: torch column c*VV + s -> ours s*C + c */
+        int C = p->ch[p->num_conv];
+        const float *s = src + p->fc_w;
+        float *d = dst + p->fc_w;
+        for (int o = 0; o < p->hidden; o++)
+            for (int c = 0; c < C; c++)
+                for (int q = 0; q < VV; q++)
+                    d[(size_t)o * p->flat + (size_t)q * C + c] = s[(size_t)o * p->flat + (size_t)c * VV + q];
+    }
+    {   /* critic.w: the view columns, torch ch*VV + s -> ours s*2 + ch */
+        int base = p->hidden + MR_POLICY_EXTRA;
+        const float *s = src + p->critic_w;
+        float *d = dst + p->critic_w;
+        for (int o = 0; o < p->critic_hidden; o++)
+            for (int c = 0; c < 2; c++)
+                for (int q = 0; q < VV; q++)
+                    d[(size_t)o * p->cin_dim + base + q * 2 + c] =
+                        s[(size_t)o * p->cin_dim + base + c * VV + q];
+    }
+}

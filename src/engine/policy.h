@@ -1,0 +1,151 @@
+/*
+ * policy.h - the CNN actor-critic of ENV_SPEC.md "Policy" on the CPU:
+ * forward for acting, forward + backward for training, orthogonal init.
+ *
+ * Network (widths from mr_policy_config; defaults in brackets):
+ *   x      = expand(codes)                 (B,V,V,2)  NHWC, see nn.h
+ *   a_l    = relu(conv3x3_l(a_{l-1}))      (B,V,V,C_l)  C = {32,64,64}
+ *   feat   = relu(fc(flatten(a_L)))        (B,hidden)   [512], flatten = H,W,C
+ *   logits = actor(feat)                   (B,8)
+ *   cin    = feat ++ extra ++ gt(codes)    (B,hidden+2+2V^2) [756]
+ *   ch     = relu(critic(cin))             (B,critic_hidden) [512]
+ *   value  = vhead(ch)                     (B) raw (PopArt is applied outside)
+ *
+ * Layout differences from the PyTorch original, both fixed permutations of a
+ * weight's input columns (the same function class, the same init law):
+ *   - flatten is (H,W,C) order, not torch's (C,H,W): fc.w column
+ *     (y*V + x)*C_L + c here is torch's column c*V*V + y*V + x;
+ *   - conv weights are (OC,3,3,C), torch's are (OC,C,3,3);
+ *   - the critic's ground-truth view is (V,V,2): cin column hidden+2 +
+ *     (y*V + x)*2 + ch here is torch's hidden+2 + ch*V*V + y*V + x.
+ * mr_policy_permute_torch() converts a torch-ordered parameter array.
+ *
+ * Memory: everything comes from the arena in mr_policy_layout (run twice by
+ * the trainer: plan, then commit). Parameters and gradients are each ONE
+ * contiguous float array with the same layout; the policy group (trunk +
+ * actor) is the prefix [0, n_policy), the value group (critic) the suffix
+ * [n_policy, n_params). mr_policy_forward keeps the activations of up to
+ * max_batch samples for mr_policy_backward.
+ *
+ * Two batch granularities: the convolutions run in chunks of `chunk` samples
+ * through one im2col workspace (chunk-sized, so it stays near the cache); the
+ * linear layers run in blocks of `block` samples (block = the smallest
+ * multiple of chunk >= MR_POLICY_BLOCK), large enough that an sgemm over the
+ * 7744 x 512 fc weight is efficient. mr_policy_act and mr_policy_forward make
+ * exactly the same sgemm calls on the same data, so their outputs are
+ * bit-identical; act keeps nothing beyond one block.
+ * mr_policy_backward works on the whole batch for the linear layers (their
+ * weight gradients are one sgemm with K = B) and chunk by chunk for the convs.
+ *
+ * Determinism: every output and gradient is bit-identical for any thread
+ * count (see nn.c). A different `chunk` changes the sgemm shapes and so the
+ * last bits (forward within ~1e-6 relative, not bit-identical).
+ */
+#ifndef MR_POLICY_H
+#define MR_POLICY_H
+#include <stddef.h>
+#include <stdint.h>
+#include "moonrl.h"
+#include "arena.h"
+
+#ifndef MR_NUM_ACTIONS
+#define MR_NUM_ACTIONS 8
+#endif
+#define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
+#define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
+#define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
+
+/* One parameter tensor inside the flat array. shape[0] is the output dim. */
+typedef struct mr_tensor_info {
+    char name[24];        /* "conv0.w", "conv0.b", ..., "fc.w", "actor.w", "critic.w", "value.b" */
+    size_t offset;        /* in floats, into params / grads */
+    size_t count;
+    int ndim;
+    int shape[4];         /* conv.w (OC,3,3,C); linear w (OC,C); bias (OC) */
+} mr_tensor_info;
+
+typedef struct mr_policy {
+    /* shapes */
+    int num_conv;
+    int ch[MR_MAX_CONV + 1];   /* ch[0] = 2 input channels, ch[l+1] = conv l's output */
+    int view, VV;              /* V and V*V */
+    int flat;                  /* V*V*ch[num_conv] */
+    int hidden, critic_hidden;
+    int cin_dim;               /* hidden + 2 + 2*VV */
+    int max_batch, chunk, block;
+
+    /* parameters */
+    size_t n_params, n_policy;            /* value group = [n_policy, n_params) */
+    int n_tensors;
+    mr_tensor_info tensors[MR_POLICY_MAX_TENSORS];
+    size_t conv_w[MR_MAX_CONV], conv_b[MR_MAX_CONV];   /* offsets */
+    size_t fc_w, fc_b, actor_w, actor_b, critic_w, critic_b;
+    size_t value_w_offset, value_b_offset;              /* PopArt rescales these */
+    float *params, *grads;                              /* n_params each */
+
+    /* training activations, max_batch samples, kept from forward to backward */
+    int fwd_B;                 /* batch of the last mr_policy_forward, 0 = none */
+    int fwd_proxy;
+    uint8_t *codes;            /* (max_batch, VV) copy of the input */
+    float *act[MR_MAX_CONV];   /* (max_batch, VV, ch[l+1]) post-ReLU */
+    float *feat;               /* (max_batch, hidden) post-ReLU */
+    float *cin;                /* (max_batch, cin_dim) critic input */
+    float *chid;               /* (max_batch, critic_hidden) post-ReLU */
+    /* whole-batch gradient scratch for the linear layers */
+    float *dfeat, *dcin, *dchid;
+
+    /* workspace: one region, carved as below, and reused by init as QR scratch */
+    float *work;
+    size_t work_floats;
+    float *x;                  /* (chunk, VV, 2) */
+    float *bufA, *bufB;        /* (chunk, VV, max ch): conv ping-pong, act and backward */
+    float *col;                /* (chunk*VV, 9 * max input ch) im2col */
+    float *b_aL, *b_feat, *b_cin, *b_chid;   /* one block: act's aL, feat, cin, chid;
+                                             * backward: b_aL holds fc's input gradient */
+} mr_policy;
+
+/* Computes every size from cfg and takes params, grads, activations (for
+ * max_batch samples) and workspaces (`chunk` samples for the convs, one block
+ * for act's linear layers) from the arena. On a planning arena the pointers
+ * are NULL and only sizes add up; nothing is dereferenced. cfg must have
+ * passed mr_config_validate; view >= 1; chunk < 1 reads as 1. */
+void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
+                      int max_batch, int chunk, mr_arena *a);
+
+/* Bytes mr_policy_layout takes (arena rounding included). */
+size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk);
+
+/* Orthogonal init (torch.nn.init.orthogonal_ on each weight flattened to
+ * (OC, fan_in)), gain sqrt(2) except actor.w 0.01 and value.w 1.0; zero
+ * biases. Bit-identical for a seed on any thread count: Gaussians come from
+ * mr_rng_u64(seed, tensor, 0, MR_RNG_INIT, element) (rng.h) and each QR
+ * (LAPACK sgeqrf/sorgqr) runs single-threaded, tensors in parallel. Uses the
+ * workspace as QR scratch (the workspace is sized for it); grads untouched. */
+void mr_policy_init(mr_policy *p, uint64_t seed);
+
+void mr_policy_zero_grad(mr_policy *p);
+
+/* Inference for the rollout: codes (B,VV), extra (B,2) ->
+ * logits (B,8), value (B) raw. Any B >= 0; runs in chunks, keeps nothing. */
+void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
+                   int proxy, float *logits, float *value);
+
+/* Training forward for B <= max_batch: the same outputs as mr_policy_act,
+ * keeping what mr_policy_backward needs. Returns 0, or -1 when B is out of
+ * range (nothing done). */
+int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, int B,
+                      int proxy, float *logits, float *value);
+
+/* dlogits (B,8), dvalue (B): gradients of the loss w.r.t. the outputs of the
+ * last mr_policy_forward (same B). ACCUMULATES into p->grads (zero them with
+ * mr_policy_zero_grad). Returns 0, or -1 when B does not match the forward. */
+int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B);
+
+/* The parameter table entry called `name`, or NULL. */
+const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name);
+
+/* Converts a parameter array in the torch original's column orders (see the
+ * top of this file) to ours: dst[ours] = src[torch]. dst != src, n_params each. */
+void mr_policy_permute_torch(const mr_policy *p, const float *src, float *dst);
+
+#endif

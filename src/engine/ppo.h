@@ -1,0 +1,178 @@
+/*
+ * ppo.h - the PPO math of the CPU engine as pure functions over raw arrays:
+ * schedules, GAE, advantage normalisation, PopArt, the clipped PPO loss with
+ * its gradient, action sampling, gradient norm / clipping, Adam and explained
+ * variance.
+ *
+ * What this file deliberately is not: it holds no trainer state, allocates
+ * nothing and knows nothing of the network. The trainer owns the buffers and
+ * calls these in order. It is the reference the CUDA kernels are tested
+ * against, so it favours clarity and double-precision accumulation over speed.
+ *
+ * Determinism: every batch reduction (sums, means, norms, statistics) is
+ * accumulated in double over fixed blocks of MR_PPO_BLOCK elements and the
+ * block partials are added in block order, so results are bit-identical for
+ * any OpenMP thread count. Per-sample loops use OpenMP where it pays.
+ *
+ * Layouts: (T,N) arrays are row-major, element (t,n) at t*N + n. Logits are
+ * (B, MR_NUM_ACTIONS) row-major.
+ */
+#ifndef MR_PPO_H
+#define MR_PPO_H
+#include <stddef.h>
+#include <stdint.h>
+#include "moonrl.h"
+
+#ifndef MR_NUM_ACTIONS
+#define MR_NUM_ACTIONS 8
+#endif
+#define MR_PPO_BLOCK 2048       /* elements per partial sum of a reduction */
+#define MR_POPART_MIN_STD 1e-4  /* PopArt batch and running std floor */
+#define MR_ADV_EPS 1e-8         /* advantages: (A - mean) / (std + eps) */
+#define MR_CLIP_EPS 1e-6        /* clip factor: max_norm / (norm + eps) */
+
+/* ---------------------------------------------------------------- schedules */
+/* double mr_schedule_value(const mr_schedule *s, double progress) is declared
+ * in moonrl.h and defined in ppo.c. progress is clamped to [0, 1] (NaN reads
+ * as 0). MR_SCHED_STEP: start * gamma^floor(p / every + 1e-9) (the 1e-9 keeps
+ * p = k*every, computed as k/total, on the step it names), then clamped so it
+ * never passes `end` in the direction of travel (start > end: >= end;
+ * start < end: <= end; start == end: = end). every <= 0 means no steps.
+ * An unknown kind returns NaN (mr_config_validate rejects it first). */
+
+/* --------------------------------------------------------------------- GAE */
+/* reward, value, done, adv, ret: (T,N); last_value: (N).
+ * value is in return units (denormalised: mean + std * raw).
+ * done[t] != 0 means the episode ended after step t (terminated OR truncated,
+ * ENV_SPEC (ours)): it cuts both the bootstrap from step t to t+1 and the
+ * advantage recursion. For t = T-1 the next value is last_value.
+ *   delta_t = r_t + gamma * (1 - d_t) * V_{t+1} - V_t
+ *   A_t     = delta_t + gamma * lambda * (1 - d_t) * A_{t+1}
+ *   ret_t   = A_t + V_t
+ * Accumulated in double per environment; adv and ret may not alias inputs. */
+void mr_gae(int T, int N, const float *reward, const float *value,
+            const float *last_value, const uint8_t *done, float gamma, float lambda,
+            float *adv, float *ret);
+
+/* ----------------------------------------------------------- normalisation */
+/* In place: x = (x - mean) / (std + 1e-8), std unbiased (as torch.std).
+ * mean_out / std_out (either may be NULL) receive the statistics used.
+ * n < 2: std is taken as 0 (torch would give NaN). n == 0 does nothing. */
+void mr_normalize(float *x, size_t n, double *mean_out, double *std_out);
+
+/* Mean and unbiased std (n < 2: std 0) of x, two-pass, deterministic. */
+void mr_mean_std(const float *x, size_t n, double *mean_out, double *std_out);
+
+/* ------------------------------------------------------------------ PopArt */
+/* value = mean + std * raw, where raw = w.h + b is the critic's last layer. */
+typedef struct mr_popart {
+    double mean, std, count;
+} mr_popart;
+
+/* mean 0, std 1, count 0: with PopArt off it is never updated and
+ * value = 0 + 1 * raw, the same code path. */
+void mr_popart_init(mr_popart *p);
+
+/* One PopArt step before an update, exactly as ENV_SPEC "Policy" writes it:
+ *   count += 1; beta = max(1/count, beta_min)
+ *   bmean, bstd = mean and unbiased std of returns (n), bstd >= 1e-4
+ *   mean' = (1-beta) mean + beta bmean
+ *   var'  = (1-beta) std^2 + beta bstd^2       (old std^2 and batch std^2,
+ *           not a blend of second moments: the spec's formula, kept as is)
+ *   std'  = max(sqrt(var'), 1e-4)
+ * and rescales the last critic layer so every output is unchanged:
+ *   w *= std/std';  b = (b*std + mean - mean') / std'
+ *   m_w, m_b *= std/std';  v_w, v_b *= (std/std')^2   (Adam moments)
+ * w, adam_m_w, adam_v_w: k floats; b, adam_m_b, adam_v_b: 1 float. Any of the
+ * Adam pointers may be NULL (no optimizer state yet). returns are in return
+ * units. n < 2 takes bstd = 1e-4 (the clamp of an undefined std); n == 0
+ * changes nothing. */
+void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_min,
+                      float *w, float *b, int k,
+                      float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b);
+
+/* y = (x - mean) / std (targets, old values into the normalised space) and
+ * its inverse y = mean + std * x. y may equal x. */
+void mr_popart_normalize(const mr_popart *p, const float *x, float *y, size_t n);
+void mr_popart_denormalize(const mr_popart *p, const float *x, float *y, size_t n);
+
+/* ---------------------------------------------------------------- PPO loss */
+typedef struct mr_ppo_coefs {
+    double clip;            /* ratio clip c, and the value clip around old_value */
+    double ent_coef;        /* loss -= ent_coef * H */
+    double vf_coef;         /* loss += vf_coef * value_loss */
+    double ent_floor;       /* loss += ent_floor_coef * relu(ent_floor - H) */
+    double ent_floor_coef;
+    /* 0 (default): value_loss = mean_i max(e1_i, e2_i)            (per sample)
+     * 1: value_loss = max(mean_i e1_i, mean_i e2_i), the original project's
+     *    torch.max(F.mse_loss(v, R), F.mse_loss(v_clipped, R))      (per batch)
+     * with e1 = (v - R)^2, e2 = (v_clipped - R)^2. */
+    int value_max_of_means;
+} mr_ppo_coefs;
+
+typedef struct mr_ppo_stats {
+    double loss;            /* the total below */
+    double policy_loss;     /* mean max(-A r, -A clip(r, 1-c, 1+c)) */
+    double value_loss;      /* see value_max_of_means */
+    double entropy;         /* H, batch mean of per-sample entropies */
+    double approx_kl;       /* mean((r - 1) - log r) */
+    double clip_fraction;   /* mean(|r - 1| > c) */
+} mr_ppo_stats;
+
+/* Forward and gradient of
+ *   loss = policy_loss + vf_coef * value_loss - ent_coef * H
+ *          + ent_floor_coef * relu(ent_floor - H)
+ * for a minibatch of B samples.
+ *   logits (B,8): current policy;  value (B): current raw value (normalised);
+ *   action (B) in [0, 8);  old_logp (B): log pi_old(a);  adv (B): advantages,
+ *   already normalised;  old_value (B): the rollout's value in the CURRENT
+ *   normalised space;  target (B): (R - mean) / std with current PopArt.
+ * r = exp(logp(a) - old_logp). v_clipped = old + clamp(v - old, -c, c).
+ * Squared errors are plain (v - R)^2 - torch's F.mse_loss, no 1/2 factor.
+ * Outputs: dlogits (B,8) = dloss/dlogits, dvalue (B) = dloss/dvalue, both
+ * already carrying the 1/B of every mean (they are the gradient of the scalar
+ * loss); st (may be NULL). Where torch.max/min/clamp/relu have a kink this
+ * follows torch: at a tie the unclipped branch takes the gradient, clamp
+ * passes it at its bounds, relu does not at 0. Per-sample math in double.
+ * No scratch: a first pass reduces the batch means, a second pass writes the
+ * gradients. B == 0 writes zero stats. */
+void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *action,
+                 const float *old_logp, const float *adv, const float *old_value,
+                 const float *target, const mr_ppo_coefs *c,
+                 float *dlogits, float *dvalue, mr_ppo_stats *st);
+
+/* Rollout sampling by inverse CDF, in float, in this exact order so the CUDA
+ * kernel makes the same choice (up to the last bits of expf):
+ *   m = max_j z_j;  e_j = expf(z_j - m);  S = e_0 + ... + e_7 (in order);
+ *   t = u * S;  action = first j with t < e_0 + ... + e_j (in order), or, if
+ *   rounding leaves none, the last j with e_j > 0 (7 if none);
+ *   logp = (z_a - m) - logf(S).
+ * logits (N,8), u (N) uniform in [0,1); action, logp (N). */
+void mr_sample_actions(int N, const float *logits, const float *u, uint8_t *action,
+                       float *logp);
+
+/* ------------------------------------------------------ gradients and Adam */
+/* sqrt(sum g^2), deterministic. */
+double mr_grad_norm(const float *g, size_t n);
+
+/* torch.nn.utils.clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
+ * A NaN norm gives NaN (not 1), so a broken gradient is not hidden.
+ * max_norm <= 0 means no clipping: 1. */
+double mr_clip_factor(double norm, double max_norm);
+
+/* torch.optim.Adam, no weight decay, no amsgrad, for one parameter tensor:
+ *   g = grad * grad_scale
+ *   m = m + (1 - beta1) (g - m);  v = beta2 v + (1 - beta2) g^2
+ *   param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+ * step is 1-based (the count after this step). The scalars are double so
+ * that 1 - beta and the bias corrections are formed as torch forms them
+ * (from Python floats); the element math is float. */
+void mr_adam_step(float *param, const float *grad, float *m, float *v, size_t n,
+                  double lr, double beta1, double beta2, double eps, double grad_scale,
+                  int64_t step);
+
+/* ------------------------------------------------------------------ misc */
+/* 1 - var(target - pred) / var(target); 0 when var(target) == 0 or n == 0. */
+double mr_explained_variance(const float *pred, const float *target, size_t n);
+
+#endif

@@ -1,0 +1,59 @@
+# host.cmake - the `moonrl` executable: LuaJIT + libuv/luv + the engine.
+#
+# Included by the top CMakeLists.txt when src/host/*.c exist; it expects a
+# `moonrl_engine` target. LuaJIT, luv and libuv are linked statically so the
+# binary can be carried to a machine without them (the GPU machine has none).
+# Symbols are exported (-Wl,-E) and the engine is linked whole, so LuaJIT's FFI
+# (engine.lua) and C Lua modules loaded at run time find every mr_* and lua_*
+# function in the executable itself.
+
+get_filename_component(MOONRL_ROOT "${CMAKE_CURRENT_LIST_DIR}/../.." ABSOLUTE)
+
+set(MOONRL_LUAJIT_INCLUDE /usr/include/luajit-2.1 CACHE PATH "LuaJIT headers")
+set(MOONRL_LUAJIT_LIB /usr/lib/x86_64-linux-gnu/libluajit-5.1.a CACHE FILEPATH "LuaJIT static library")
+set(MOONRL_LUV_INCLUDE /usr/include/lua5.1/luv CACHE PATH "luv headers")
+set(MOONRL_LUV_LIB /usr/lib/x86_64-linux-gnu/liblua5.1-luv.a CACHE FILEPATH "luv static library (Lua 5.1 ABI = LuaJIT's)")
+find_library(MOONRL_UV_LIB NAMES libuv_a.a libuv.a uv_a PATHS /usr/lib/x86_64-linux-gnu)
+foreach(dep MOONRL_LUAJIT_LIB MOONRL_LUV_LIB MOONRL_UV_LIB)
+  if(NOT EXISTS "${${dep}}")
+    message(FATAL_ERROR "moonrl host: ${dep} not found (${${dep}}): install libluajit-5.1-dev, lua-luv-dev and libuv1-dev (make deps does)")
+  endif()
+endforeach()
+if(NOT EXISTS "${MOONRL_LUAJIT_INCLUDE}/luajit.h" OR NOT EXISTS "${MOONRL_LUV_INCLUDE}/luv.h")
+  message(FATAL_ERROR "moonrl host: LuaJIT or luv headers missing: install libluajit-5.1-dev and lua-luv-dev")
+endif()
+
+# ---- FFI declarations of moonrl.h, generated from the header itself.
+# The preprocessor resolves every macro (MR_MAX_CONV, MR_ERROR_LEN) into the
+# declarations LuaJIT's ffi.cdef understands; empty stddef.h/stdint.h stand in
+# for the system ones because LuaJIT already knows size_t and the intN_t types.
+set(MOONRL_CDEF_SHIM "${CMAKE_CURRENT_BINARY_DIR}/cdef_shim")
+file(MAKE_DIRECTORY "${MOONRL_CDEF_SHIM}")
+file(WRITE "${MOONRL_CDEF_SHIM}/stddef.h" "")
+file(WRITE "${MOONRL_CDEF_SHIM}/stdint.h" "")
+set(MOONRL_HEADER "${MOONRL_ROOT}/src/engine/moonrl.h")
+set(MOONRL_CDEF_I "${CMAKE_CURRENT_BINARY_DIR}/moonrl_cdef.h")
+set(MOONRL_CDEF_C "${CMAKE_CURRENT_BINARY_DIR}/moonrl_cdef.c")
+add_custom_command(
+  OUTPUT "${MOONRL_CDEF_I}" "${MOONRL_CDEF_C}"
+  COMMAND ${CMAKE_C_COMPILER} -E -P -nostdinc -undef -x c -I "${MOONRL_CDEF_SHIM}"
+          "${MOONRL_HEADER}" -o "${MOONRL_CDEF_I}"
+  COMMAND ${CMAKE_COMMAND} -DIN=${MOONRL_CDEF_I} -DOUT=${MOONRL_CDEF_C}
+          -P "${MOONRL_ROOT}/src/host/embed_cdef.cmake"
+  DEPENDS "${MOONRL_HEADER}" "${MOONRL_ROOT}/src/host/embed_cdef.cmake"
+  COMMENT "moonrl: FFI declarations from moonrl.h"
+  VERBATIM)
+
+file(GLOB MOONRL_HOST_SOURCES CONFIGURE_DEPENDS "${MOONRL_ROOT}/src/host/*.c")
+add_executable(moonrl ${MOONRL_HOST_SOURCES} "${MOONRL_CDEF_C}")
+target_include_directories(moonrl PRIVATE
+  "${MOONRL_ROOT}/src/host" "${MOONRL_LUAJIT_INCLUDE}" "${MOONRL_LUV_INCLUDE}")
+target_compile_definitions(moonrl PRIVATE MOONRL_SOURCE_DIR="${MOONRL_ROOT}" _GNU_SOURCE)
+# luv.h declares functions with the empty-parameter style; keep -Wextra quiet about it.
+target_compile_options(moonrl PRIVATE -Wno-strict-prototypes)
+target_link_libraries(moonrl PRIVATE
+  -Wl,--whole-archive moonrl_engine "${MOONRL_LUAJIT_LIB}" -Wl,--no-whole-archive
+  "${MOONRL_LUV_LIB}" "${MOONRL_UV_LIB}"
+  Threads::Threads ${CMAKE_DL_LIBS} m rt)
+target_link_options(moonrl PRIVATE -Wl,-E)
+set_target_properties(moonrl PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")

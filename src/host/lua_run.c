@@ -1,0 +1,535 @@
+/*
+ * lua_run.c - Lua's handle on a training run, and evaluation off the loop.
+ *
+ *   core.start(cfg_bytes, opts, handler) -> run
+ *       cfg_bytes  the bytes of an mr_config (engine.lua builds it with FFI)
+ *       opts       run_dir, hot (bytes of mr_hot_params), schedules
+ *                  ({lr=, clip=, ent_coef= arrays of per-update values}),
+ *                  warmup_updates, warmup_restore, checkpoint_interval,
+ *                  checkpoint_keep
+ *       handler    function(kind, ...) called on the loop thread per event:
+ *                    "started", describe
+ *                    "metrics", metrics_bytes, is_warmup
+ *                    "warmup_done", updates, restored
+ *                    "checkpoint", path, update, requested
+ *                    "hot", from_update, refusal_or_nil
+ *                    "paused", update / "resumed", update
+ *                    "error", message
+ *                    "finished", reason ("done"|"stopped"|"error"), updates, last_checkpoint_or_nil
+ *   run:set_hot(hot_bytes[, schedules])   run:pause()   run:resume()
+ *   run:checkpoint([path])   run:stop([final_checkpoint=true])   run:alive()
+ *
+ *   core.evaluate(checkpoint_path, eval_cfg_bytes, opts, callback)
+ *       runs on libuv's thread pool: reads the checkpoint's config, creates a
+ *       trainer (opts.device / opts.threads override), loads, evaluates;
+ *       callback(result_bytes, nil, describe, cfg_bytes) or (nil, message).
+ *
+ * Lifetime: the C state of a run outlives both the Lua object and the thread.
+ * While the thread runs, the registry holds the Lua object (so the GC never
+ * decides when a run ends); on "finished" the thread is joined and the async
+ * handle closed explicitly, and the memory goes when both the handle's close
+ * callback and the userdata's __gc have happened.
+ */
+#include "host.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#define RUN_MT "moonrl.run"
+
+typedef struct lrun {
+    host_run *r;
+    uv_async_t async;
+    int handler_ref, self_ref;
+    int finished;            /* "finished" delivered, thread joined */
+    int handle_closed;       /* async close callback ran */
+    int userdata_gone;       /* __gc ran */
+    struct lrun *prev, *next;
+} lrun;
+
+static lrun *live_runs;      /* runs whose thread may still be going */
+
+static void live_remove(lrun *lr) {
+    if (lr->prev) lr->prev->next = lr->next; else if (live_runs == lr) live_runs = lr->next;
+    if (lr->next) lr->next->prev = lr->prev;
+    lr->prev = lr->next = NULL;
+}
+
+static void lrun_maybe_free(lrun *lr) {
+    if (lr->handle_closed && lr->userdata_gone) {
+        host_run_free(lr->r);
+        free(lr);
+    }
+}
+
+static void on_close(uv_handle_t *h) {
+    lrun *lr = h->data;
+    lr->handle_closed = 1;
+    lrun_maybe_free(lr);
+}
+
+/* The thread is done (it posted FINISHED, or we stopped it): join, close the
+ * handle, and let the GC have the Lua object again. */
+static void lrun_end(lua_State *L, lrun *lr) {
+    lr->finished = 1;
+    host_run_join(lr->r);
+    live_remove(lr);
+    uv_close((uv_handle_t *)&lr->async, on_close);
+    luaL_unref(L, LUA_REGISTRYINDEX, lr->self_ref);
+    lr->self_ref = LUA_NOREF;
+}
+
+static const char *reason_name(int flag) {
+    switch (flag) {
+    case HOST_DONE: return "done";
+    case HOST_STOPPED: return "stopped";
+    default: return "error";
+    }
+}
+
+/* Pushes the handler and the event's arguments; returns the argument count. */
+static int push_event(lua_State *L, lrun *lr, const host_event *ev) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lr->handler_ref);
+    switch (ev->kind) {
+    case HEV_STARTED:
+        lua_pushliteral(L, "started");
+        lua_pushstring(L, ev->text);
+        return 2;
+    case HEV_METRICS:
+        lua_pushliteral(L, "metrics");
+        lua_pushlstring(L, (const char *)&ev->metrics, sizeof ev->metrics);
+        lua_pushboolean(L, ev->flag);
+        return 3;
+    case HEV_WARMUP_DONE:
+        lua_pushliteral(L, "warmup_done");
+        lua_pushnumber(L, (lua_Number)ev->update);
+        lua_pushboolean(L, ev->flag);
+        return 3;
+    case HEV_CHECKPOINT:
+        lua_pushliteral(L, "checkpoint");
+        lua_pushstring(L, ev->text);
+        lua_pushnumber(L, (lua_Number)ev->update);
+        lua_pushboolean(L, ev->flag);
+        return 4;
+    case HEV_HOT:
+        lua_pushliteral(L, "hot");
+        lua_pushnumber(L, (lua_Number)ev->update);
+        if (ev->flag) lua_pushstring(L, ev->text); else lua_pushnil(L);
+        return 3;
+    case HEV_PAUSED:
+    case HEV_RESUMED:
+        lua_pushstring(L, ev->kind == HEV_PAUSED ? "paused" : "resumed");
+        lua_pushnumber(L, (lua_Number)ev->update);
+        return 2;
+    case HEV_ERROR:
+        lua_pushliteral(L, "error");
+        lua_pushstring(L, ev->text);
+        return 2;
+    case HEV_FINISHED:
+    default:
+        lua_pushliteral(L, "finished");
+        lua_pushstring(L, reason_name(ev->flag));
+        lua_pushnumber(L, (lua_Number)ev->update);
+        if (ev->text[0]) lua_pushstring(L, ev->text); else lua_pushnil(L);
+        return 4;
+    }
+}
+
+static void on_async(uv_async_t *h) {
+    lrun *lr = h->data;
+    lua_State *L = host_main_L;
+    /* Large (a path buffer); one per process is enough since the loop is single-threaded
+     * and handlers cannot re-enter this function for the same event. */
+    host_event *ev = malloc(sizeof *ev);
+    if (!ev) { host_report("out of memory", "dropping a run's events"); return; }
+    while (!lr->finished && host_run_pop(lr->r, ev)) {
+        if (ev->kind == HEV_FINISHED) lrun_end(L, lr);
+        int n = push_event(L, lr, ev);
+        host_pcall(L, n, 0, 0);
+    }
+    free(ev);
+    if (lr->finished && lr->handler_ref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, lr->handler_ref);
+        lr->handler_ref = LUA_NOREF;
+    }
+}
+
+/* ------------------------------------------------------------- arguments */
+
+static lua_Integer opt_int(lua_State *L, int t, const char *key, lua_Integer def,
+                           lua_Integer lo, lua_Integer hi) {
+    lua_getfield(L, t, key);
+    lua_Integer v = def;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "bad option '%s' (expected an integer, got %s)", key, luaL_typename(L, -1));
+        lua_Number n = lua_tonumber(L, -1);
+        v = (lua_Integer)n;
+        if ((lua_Number)v != n || v < lo || v > hi)
+            luaL_error(L, "bad option '%s' = %f (expected an integer in %d .. %d)", key, n, (int)lo, (int)hi);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *key, int def) {
+    lua_getfield(L, t, key);
+    int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static void check_bytes(lua_State *L, int idx, size_t want, const char *what) {
+    size_t n;
+    luaL_checklstring(L, idx, &n);
+    if (n != want)
+        luaL_argerror(L, idx, lua_pushfstring(L,
+            "expected the %d bytes of an %s, got %d (engine.lua and the binary disagree on moonrl.h: rebuild)",
+            (int)want, what, (int)n));
+}
+
+/* Reads a {lr=, clip=, ent_coef=} table of per-update arrays into h. */
+static void read_schedules(lua_State *L, int idx, host_hot *h) {
+    static const char *keys[HOST_SCHED_N] = {"lr", "clip", "ent_coef"};
+    if (lua_isnoneornil(L, idx)) return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    for (int i = 0; i < HOST_SCHED_N; i++) {
+        lua_getfield(L, idx, keys[i]);
+        if (!lua_isnil(L, -1)) {
+            if (!lua_istable(L, -1))
+                luaL_error(L, "bad schedule table '%s' (expected an array of numbers, got %s)",
+                           keys[i], luaL_typename(L, -1));
+            size_t n = lua_objlen(L, -1);
+            if (n == 0) luaL_error(L, "bad schedule table '%s' (empty)", keys[i]);
+            double *v = malloc(n * sizeof *v);
+            if (!v) luaL_error(L, "out of memory for schedule table '%s'", keys[i]);
+            h->table[i] = v;
+            h->len[i] = n;
+            for (size_t k = 0; k < n; k++) {
+                lua_rawgeti(L, -1, (int)k + 1);
+                if (lua_type(L, -1) != LUA_TNUMBER)
+                    luaL_error(L, "bad schedule table '%s' (entry %d is %s, expected a number)",
+                               keys[i], (int)k + 1, luaL_typename(L, -1));
+                v[k] = lua_tonumber(L, -1);
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+static void hot_from_config(const mr_config *c, mr_hot_params *h) {
+    h->lr = c->ppo.lr;
+    h->clip = c->ppo.clip;
+    h->ent_coef = c->ppo.ent_coef;
+    h->max_grad_norm = c->ppo.max_grad_norm;
+    h->vf_coef = c->ppo.vf_coef;
+    h->ent_floor = c->ppo.ent_floor;
+    h->ent_floor_coef = c->ppo.ent_floor_coef;
+    h->total_steps = c->total_steps;
+}
+
+/* ----------------------------------------------------------------- start */
+
+/* Builds the host_hot while its allocations are owned by a userdata, so an
+ * argument error (a longjmp) frees them through __gc instead of leaking. */
+static int hot_box_gc(lua_State *L) {
+    host_hot **box = lua_touserdata(L, 1);
+    host_hot_free(*box);
+    *box = NULL;
+    return 0;
+}
+
+static host_hot **push_hot_box(lua_State *L) {
+    host_hot **box = lua_newuserdata(L, sizeof *box);
+    *box = NULL;
+    lua_newtable(L);
+    lua_pushcfunction(L, hot_box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    *box = host_hot_new();
+    if (!*box) luaL_error(L, "out of memory");
+    return box;
+}
+
+static int core_start(lua_State *L) {
+    check_bytes(L, 1, sizeof(mr_config), "mr_config");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    mr_config cfg;
+    memcpy(&cfg, lua_tostring(L, 1), sizeof cfg);
+
+    lua_getfield(L, 2, "run_dir");
+    size_t dlen;
+    const char *dir = lua_tolstring(L, -1, &dlen);
+    if (!dir || lua_type(L, -1) != LUA_TSTRING)
+        return luaL_error(L, "bad option 'run_dir' (expected a string, got %s)", luaL_typename(L, -1));
+    if (dlen == 0 || dlen > HOST_PATH - 64)
+        return luaL_error(L, "bad option 'run_dir' (expected 1 .. %d characters, got %d)", HOST_PATH - 64, (int)dlen);
+    lua_pop(L, 1);
+    int warm = (int)opt_int(L, 2, "warmup_updates", 0, 0, 1000000);
+    int restore = opt_bool(L, 2, "warmup_restore", 0);
+    int interval = (int)opt_int(L, 2, "checkpoint_interval", 0, 0, 1 << 30);
+    int keep = (int)opt_int(L, 2, "checkpoint_keep", 0, 0, 1 << 20);
+
+    host_hot **box = push_hot_box(L);
+    lua_getfield(L, 2, "hot");
+    if (lua_isnil(L, -1)) {
+        hot_from_config(&cfg, &(*box)->hot);
+    } else {
+        check_bytes(L, lua_gettop(L), sizeof(mr_hot_params), "mr_hot_params (option 'hot')");
+        memcpy(&(*box)->hot, lua_tostring(L, -1), sizeof(mr_hot_params));
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, 2, "schedules");
+    read_schedules(L, lua_gettop(L), *box);
+    lua_pop(L, 1);
+
+    /* The Lua object first: nothing below may raise while C memory is unowned. */
+    lrun **ud = lua_newuserdata(L, sizeof *ud);
+    *ud = NULL;
+    luaL_getmetatable(L, RUN_MT);
+    lua_setmetatable(L, -2);
+    host_run *r = host_run_new();
+    lrun *lr = r ? calloc(1, sizeof *lr) : NULL;
+    if (!lr) { host_run_free(r); return luaL_error(L, "out of memory starting a run"); }
+    r->cfg = cfg;
+    r->warmup_updates = warm;
+    r->warmup_restore = restore;
+    r->checkpoint_interval = interval;
+    r->checkpoint_keep = keep;
+    memcpy(r->run_dir, dir, dlen + 1);
+    r->initial_hot = *box;
+    *box = NULL;
+    lr->r = r;
+    lr->handler_ref = lr->self_ref = LUA_NOREF;
+
+    int rc = uv_async_init(host_loop, &lr->async, on_async);
+    if (rc != 0) {
+        host_run_free(r);
+        free(lr);
+        return luaL_error(L, "cannot create the run's async handle: %s", uv_strerror(rc));
+    }
+    lr->async.data = lr;
+    r->async = &lr->async;
+
+    *ud = lr;
+    lua_pushvalue(L, 3);
+    lr->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, -1);
+    lr->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+
+    rc = host_run_start(r);
+    if (rc != 0) {
+        lr->finished = 1;
+        uv_close((uv_handle_t *)&lr->async, on_close);
+        luaL_unref(L, LUA_REGISTRYINDEX, lr->self_ref);
+        luaL_unref(L, LUA_REGISTRYINDEX, lr->handler_ref);
+        lr->self_ref = lr->handler_ref = LUA_NOREF;
+        return luaL_error(L, "cannot start the trainer thread: %s", uv_strerror(rc));
+    }
+    lr->next = live_runs;
+    if (live_runs) live_runs->prev = lr;
+    live_runs = lr;
+    return 1;
+}
+
+/* --------------------------------------------------------------- methods */
+
+static lrun *check_run(lua_State *L) {
+    lrun **ud = luaL_checkudata(L, 1, RUN_MT);
+    return *ud;
+}
+
+/* Mail to a finished run is an error: the caller would otherwise wait for
+ * an effect that never comes. */
+static lrun *check_live(lua_State *L, const char *what) {
+    lrun *lr = check_run(L);
+    if (lr->finished) luaL_error(L, "cannot %s: the run has finished", what);
+    return lr;
+}
+
+static int run_set_hot(lua_State *L) {
+    lrun *lr = check_live(L, "set hot parameters");
+    check_bytes(L, 2, sizeof(mr_hot_params), "mr_hot_params");
+    host_hot **box = push_hot_box(L);
+    memcpy(&(*box)->hot, lua_tostring(L, 2), sizeof(mr_hot_params));
+    read_schedules(L, 3, *box);
+    host_run_post_hot(lr->r, *box);
+    *box = NULL;
+    return 0;
+}
+
+static int run_pause(lua_State *L) {
+    host_run_post_pause(check_live(L, "pause")->r, 1);
+    return 0;
+}
+
+static int run_resume(lua_State *L) {
+    host_run_post_pause(check_live(L, "resume")->r, 0);
+    return 0;
+}
+
+static int run_checkpoint(lua_State *L) {
+    lrun *lr = check_live(L, "checkpoint");
+    size_t n = 0;
+    const char *path = luaL_optlstring(L, 2, "", &n);
+    luaL_argcheck(L, n < HOST_PATH, 2, "path too long");
+    if (host_run_post_checkpoint(lr->r, path) != 0) return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int run_stop(lua_State *L) {
+    lrun *lr = check_run(L);
+    if (lr->finished) return 0;   /* stopping twice, or after the end, is harmless */
+    int ckpt = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
+    host_run_post_stop(lr->r, ckpt);
+    return 0;
+}
+
+static int run_alive(lua_State *L) {
+    lua_pushboolean(L, !check_run(L)->finished);
+    return 1;
+}
+
+static int run_gc(lua_State *L) {
+    lrun **ud = luaL_checkudata(L, 1, RUN_MT);
+    lrun *lr = *ud;
+    if (!lr) return 0;
+    *ud = NULL;
+    lr->userdata_gone = 1;
+    lrun_maybe_free(lr);
+    return 0;
+}
+
+static int run_tostring(lua_State *L) {
+    lrun *lr = check_run(L);
+    lua_pushfstring(L, "moonrl.core.run (%s, %s)", lr->r->run_dir, lr->finished ? "finished" : "running");
+    return 1;
+}
+
+/* Called by main() once the loop is left with runs still going. */
+void host_runs_shutdown(void) {
+    lua_State *L = host_main_L;
+    while (live_runs) {
+        lrun *lr = live_runs;
+        host_run_post_stop(lr->r, 1);
+        host_run_discard(lr->r);
+        lrun_end(L, lr);
+        if (lr->handler_ref != LUA_NOREF) {
+            luaL_unref(L, LUA_REGISTRYINDEX, lr->handler_ref);
+            lr->handler_ref = LUA_NOREF;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ evaluation */
+
+typedef struct eval_req {
+    uv_work_t work;
+    char path[HOST_PATH];
+    mr_eval_config ecfg;
+    int device, threads;          /* -1 = as in the checkpoint */
+    int cb_ref;
+    mr_status status;
+    mr_error err;
+    mr_config cfg;
+    mr_eval_result res;
+    char describe[512];
+} eval_req;
+
+static void eval_work(uv_work_t *w) {
+    eval_req *q = w->data;
+    mr_trainer *t = NULL;
+    q->status = mr_checkpoint_read_config(q->path, &q->cfg, &q->err);
+    if (q->status != MR_OK) return;
+    if (q->device >= 0) q->cfg.device = q->device;
+    if (q->threads >= 0) q->cfg.threads = q->threads;
+    q->status = mr_trainer_create(&q->cfg, &t, &q->err);
+    if (q->status == MR_OK) q->status = mr_trainer_load(t, q->path, &q->err);
+    if (q->status == MR_OK) {
+        snprintf(q->describe, sizeof q->describe, "%s", mr_trainer_describe(t));
+        q->status = mr_trainer_evaluate(t, &q->ecfg, &q->res, &q->err);
+    }
+    mr_trainer_free(t);
+}
+
+static void eval_done(uv_work_t *w, int status) {
+    eval_req *q = w->data;
+    lua_State *L = host_main_L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, q->cb_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
+    if (status == UV_ECANCELED) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "evaluation cancelled");
+        host_pcall(L, 2, 0, 0);
+    } else if (q->status != MR_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "evaluating %s failed (%s): %s", q->path, mr_status_name(q->status), q->err.msg);
+        host_pcall(L, 2, 0, 0);
+    } else {
+        lua_pushlstring(L, (const char *)&q->res, sizeof q->res);
+        lua_pushnil(L);
+        lua_pushstring(L, q->describe);
+        lua_pushlstring(L, (const char *)&q->cfg, sizeof q->cfg);
+        host_pcall(L, 4, 0, 0);
+    }
+    free(q);
+}
+
+static int core_evaluate(lua_State *L) {
+    size_t plen;
+    const char *path = luaL_checklstring(L, 1, &plen);
+    luaL_argcheck(L, plen > 0 && plen < HOST_PATH, 1, "expected a checkpoint path");
+    check_bytes(L, 2, sizeof(mr_eval_config), "mr_eval_config");
+    luaL_checktype(L, 3, LUA_TTABLE);
+    luaL_checktype(L, 4, LUA_TFUNCTION);
+    int device = (int)opt_int(L, 3, "device", -1, -1, MR_DEVICE_CUDA);
+    int threads = (int)opt_int(L, 3, "threads", -1, -1, 1024);
+    eval_req *q = calloc(1, sizeof *q);
+    if (!q) return luaL_error(L, "out of memory");
+    memcpy(q->path, path, plen + 1);
+    memcpy(&q->ecfg, lua_tostring(L, 2), sizeof q->ecfg);
+    q->device = device;
+    q->threads = threads;
+    q->work.data = q;
+    lua_pushvalue(L, 4);
+    q->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    int rc = uv_queue_work(host_loop, &q->work, eval_work, eval_done);
+    if (rc != 0) {
+        luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
+        free(q);
+        return luaL_error(L, "cannot queue the evaluation: %s", uv_strerror(rc));
+    }
+    return 0;
+}
+
+static const luaL_Reg run_methods[] = {
+    {"set_hot", run_set_hot},
+    {"pause", run_pause},
+    {"resume", run_resume},
+    {"checkpoint", run_checkpoint},
+    {"stop", run_stop},
+    {"alive", run_alive},
+    {NULL, NULL},
+};
+
+void host_run_open(lua_State *L) {
+    luaL_newmetatable(L, RUN_MT);
+    lua_newtable(L);
+    luaL_register(L, NULL, run_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, run_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, run_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, core_start);
+    lua_setfield(L, -2, "start");
+    lua_pushcfunction(L, core_evaluate);
+    lua_setfield(L, -2, "evaluate");
+    lua_pushinteger(L, (lua_Integer)sizeof(mr_config));
+    lua_setfield(L, -2, "sizeof_config");
+}

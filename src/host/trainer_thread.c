@@ -1,0 +1,494 @@
+/*
+ * trainer_thread.c - one trainer on its own thread, talking to the loop
+ * through two small structures and nothing else. No Lua here, by design: the
+ * thread could be driven by any C program.
+ *
+ *   events   trainer -> loop: a bounded ring (HOST_QUEUE_CAP). Each push is
+ *            followed by uv_async_send; the loop drains the ring in its async
+ *            callback. A full ring makes the trainer wait (back-pressure):
+ *            metrics are never dropped, and a stalled loop stalls training
+ *            instead of growing memory.
+ *   mailbox  loop -> trainer: flags and a latest-wins hot-parameter set,
+ *            read only between updates, so an update always runs with one
+ *            consistent set of parameters.
+ *
+ * Progress belongs to the host here. Warm-up updates (flagged, not counted)
+ * may or may not advance the engine's own counters, so the thread counts real
+ * updates itself: metrics.update, agent_steps and progress are rewritten to
+ * the real counts, and whenever warm-up ran or a schedule is a Lua function,
+ * the thread evaluates the schedules itself at every boundary and hands the
+ * engine constants (mr_trainer_set_hot), so the value used by update k is
+ * exactly schedule(k / total_updates), never one update late.
+ */
+#include "host.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+host_hot *host_hot_new(void) { return calloc(1, sizeof(host_hot)); }
+
+void host_hot_free(host_hot *h) {
+    if (!h) return;
+    for (int i = 0; i < HOST_SCHED_N; i++) free(h->table[i]);
+    free(h);
+}
+
+uint64_t host_total_updates(const mr_config *cfg, uint64_t total_steps) {
+    uint64_t batch = (uint64_t)cfg->env.num_envs * (uint64_t)cfg->ppo.rollout_steps;
+    if (batch == 0) return 1;
+    uint64_t u = (total_steps + batch - 1) / batch;
+    return u ? u : 1;
+}
+
+host_run *host_run_new(void) {
+    host_run *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->q = calloc(HOST_QUEUE_CAP, sizeof *r->q);
+    if (!r->q) { free(r); return NULL; }
+    pthread_mutex_init(&r->q_mu, NULL);
+    pthread_cond_init(&r->q_not_full, NULL);
+    pthread_mutex_init(&r->mb_mu, NULL);
+    pthread_cond_init(&r->mb_cv, NULL);
+    r->mb_stop_checkpoint = 1;
+    return r;
+}
+
+void host_run_free(host_run *r) {
+    if (!r) return;
+    host_hot_free(r->initial_hot);
+    host_hot_free(r->mb_hot);
+    for (host_ckpt_req *c = r->mb_ckpt_head, *n; c; c = n) { n = c->next; free(c); }
+    pthread_mutex_destroy(&r->q_mu);
+    pthread_cond_destroy(&r->q_not_full);
+    pthread_mutex_destroy(&r->mb_mu);
+    pthread_cond_destroy(&r->mb_cv);
+    free(r->q);
+    free(r);
+}
+
+/* ------------------------------------------------------------------ events */
+
+static void post(host_run *r, const host_event *ev) {
+    pthread_mutex_lock(&r->q_mu);
+    while (r->q_count == HOST_QUEUE_CAP && !r->discard)
+        pthread_cond_wait(&r->q_not_full, &r->q_mu);
+    if (!r->discard) {
+        r->q[(r->q_head + r->q_count) % HOST_QUEUE_CAP] = *ev;
+        r->q_count++;
+    }
+    pthread_mutex_unlock(&r->q_mu);
+    /* Outside the lock; the loop coalesces sends and drains everything. */
+    uv_async_send(r->async);
+}
+
+static void post_simple(host_run *r, int kind, int flag, uint64_t update, const char *text) {
+    /* host_event is large; a static per-thread buffer would do, but the
+     * stack (8 MiB default) holds it easily and keeps this reentrant. */
+    host_event ev;
+    memset(&ev, 0, offsetof(host_event, text));
+    ev.kind = kind;
+    ev.flag = flag;
+    ev.update = update;
+    snprintf(ev.text, sizeof ev.text, "%s", text ? text : "");
+    post(r, &ev);
+}
+
+int host_run_pop(host_run *r, host_event *out) {
+    pthread_mutex_lock(&r->q_mu);
+    int got = r->q_count > 0;
+    if (got) {
+        *out = r->q[r->q_head];
+        r->q_head = (r->q_head + 1) % HOST_QUEUE_CAP;
+        r->q_count--;
+        pthread_cond_signal(&r->q_not_full);
+    }
+    pthread_mutex_unlock(&r->q_mu);
+    return got;
+}
+
+void host_run_discard(host_run *r) {
+    pthread_mutex_lock(&r->q_mu);
+    r->discard = 1;
+    r->q_count = 0;
+    pthread_cond_broadcast(&r->q_not_full);
+    pthread_mutex_unlock(&r->q_mu);
+}
+
+/* ----------------------------------------------------------------- mailbox */
+
+void host_run_post_hot(host_run *r, host_hot *h) {
+    pthread_mutex_lock(&r->mb_mu);
+    host_hot_free(r->mb_hot);
+    r->mb_hot = h;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
+void host_run_post_pause(host_run *r, int paused) {
+    pthread_mutex_lock(&r->mb_mu);
+    r->mb_pause = paused;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
+int host_run_post_checkpoint(host_run *r, const char *path) {
+    size_t n = strlen(path);
+    host_ckpt_req *c = malloc(sizeof *c + n + 1);
+    if (!c) return -1;
+    c->next = NULL;
+    memcpy(c->path, path, n + 1);
+    pthread_mutex_lock(&r->mb_mu);
+    if (r->mb_ckpt_tail) r->mb_ckpt_tail->next = c; else r->mb_ckpt_head = c;
+    r->mb_ckpt_tail = c;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+    return 0;
+}
+
+void host_run_post_stop(host_run *r, int checkpoint) {
+    pthread_mutex_lock(&r->mb_mu);
+    if (!r->mb_stop) r->mb_stop_checkpoint = checkpoint;
+    r->mb_stop = 1;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
+/* ------------------------------------------------------------------ thread */
+
+typedef struct tstate {
+    host_run *r;
+    mr_trainer *t;
+    host_hot *cur;               /* hot parameters in force (owned) */
+    uint64_t batch;              /* agent-steps per update */
+    uint64_t total_updates;      /* of the real run, for progress */
+    uint64_t real_updates;
+    uint64_t warm_steps;         /* agent-steps the warm-up took */
+    uint64_t engine_off_updates, engine_off_steps;   /* engine counters at the start of the real run */
+    int off_known;
+    int override;                /* the host evaluates schedules (see the top comment) */
+    int stopping;
+    /* periodic checkpoints kept for rotation, oldest first */
+    char (*kept)[HOST_PATH];
+    int nkept;
+    uint64_t last_ckpt_update;
+    char last_ckpt[HOST_PATH];
+} tstate;
+
+static void fail(tstate *s, const char *msg) {
+    post_simple(s->r, HEV_ERROR, 0, s->real_updates, msg);
+}
+
+static int ckpt_dir(tstate *s, char *out, size_t n) {
+    int w = snprintf(out, n, "%s/checkpoints", s->r->run_dir);
+    if (w < 0 || (size_t)w >= n) return -1;
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+/* Saves to `path`, or to the run's next periodic name when path is "" (those
+ * rotate: only the last checkpoint_keep stay). `requested`: asked for through
+ * the mailbox (the event says so, for whoever waits on it). Returns 0 or -1
+ * (error event posted). */
+static int save(tstate *s, const char *path, int requested) {
+    char auto_path[HOST_PATH];
+    int periodic = path[0] == 0;
+    if (periodic) {
+        char dir[HOST_PATH];
+        if (ckpt_dir(s, dir, sizeof dir) != 0) {
+            char msg[HOST_PATH + 64];
+            snprintf(msg, sizeof msg, "cannot create the checkpoint folder under %s: %s",
+                     s->r->run_dir, strerror(errno));
+            fail(s, msg);
+            return -1;
+        }
+        int w = snprintf(auto_path, sizeof auto_path, "%s/update_%07llu.mrck", dir,
+                         (unsigned long long)s->real_updates);
+        if (w < 0 || (size_t)w >= sizeof auto_path) {
+            fail(s, "checkpoint path too long: choose a shorter run directory");
+            return -1;
+        }
+        path = auto_path;
+    }
+    mr_error err = {0};
+    if (mr_trainer_save(s->t, path, &err) != MR_OK) {
+        char msg[HOST_PATH + MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "checkpoint %s failed: %s", path, err.msg);
+        fail(s, msg);
+        return -1;
+    }
+    if (periodic) {
+        int keep = s->r->checkpoint_keep;
+        if (keep > 0) {
+            if (s->nkept == keep) {
+                unlink(s->kept[0]);
+                memmove(s->kept[0], s->kept[1], (size_t)(keep - 1) * sizeof s->kept[0]);
+                s->nkept--;
+            }
+            snprintf(s->kept[s->nkept++], HOST_PATH, "%s", path);
+        }
+        s->last_ckpt_update = s->real_updates;
+    }
+    snprintf(s->last_ckpt, sizeof s->last_ckpt, "%s", path);
+    post_simple(s->r, HEV_CHECKPOINT, requested, s->real_updates, path);
+    return 0;
+}
+
+static void set_constant(mr_schedule *sc, double v) {
+    sc->kind = MR_SCHED_CONSTANT;
+    sc->start = sc->end = v;
+}
+
+/* Sets the hot parameters for the update about to run (the
+ * (real_updates+1)-th). On refusal fills msg and returns -1. */
+static int try_apply_hot(tstate *s, char *msg, size_t n) {
+    mr_hot_params h = s->cur->hot;
+    if (s->override) {
+        double p = (double)s->real_updates / (double)s->total_updates;
+        mr_schedule *sc[HOST_SCHED_N] = {&h.lr, &h.clip, &h.ent_coef};
+        for (int i = 0; i < HOST_SCHED_N; i++) {
+            double v;
+            if (s->cur->table[i] && s->cur->len[i] > 0) {
+                size_t k = s->real_updates < s->cur->len[i] ? s->real_updates : s->cur->len[i] - 1;
+                v = s->cur->table[i][k];
+            } else {
+                v = mr_schedule_value(sc[i], p);
+            }
+            set_constant(sc[i], v);
+        }
+        /* The engine may count warm-up steps; it must not stop early for them. */
+        h.total_steps += s->warm_steps;
+    }
+    mr_error err = {0};
+    if (mr_trainer_set_hot(s->t, &h, &err) != MR_OK) {
+        snprintf(msg, n, "hot parameters refused: %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int apply_hot(tstate *s) {
+    char msg[MR_ERROR_LEN + 64];
+    if (try_apply_hot(s, msg, sizeof msg) == 0) return 0;
+    fail(s, msg);
+    return -1;
+}
+
+static void take_hot(tstate *s, host_hot *h) {
+    s->cur = h;
+    s->total_updates = host_total_updates(&s->r->cfg, h->hot.total_steps);
+    for (int i = 0; i < HOST_SCHED_N; i++)
+        if (h->table[i]) s->override = 1;
+}
+
+/* A new hot set from the mailbox. The engine may still refuse a value the
+ * Lua side accepted: then the previous set stays and the refusal is reported
+ * as an HEV_HOT event with flag 1; the run goes on. */
+static void swap_hot(tstate *s, host_hot *h) {
+    host_hot *prev = s->cur;
+    int prev_override = s->override;
+    take_hot(s, h);
+    char msg[MR_ERROR_LEN + 64];
+    if (try_apply_hot(s, msg, sizeof msg) != 0) {
+        host_hot_free(h);
+        s->override = prev_override;
+        take_hot(s, prev);
+        post_simple(s->r, HEV_HOT, 1, s->real_updates, msg);
+        return;
+    }
+    host_hot_free(prev);
+    post_simple(s->r, HEV_HOT, 0, s->real_updates, "");
+}
+
+/* Reads the mailbox at an update boundary: applies a new hot set, writes
+ * requested checkpoints, and waits while paused. Returns 0 to go on, 1 to
+ * stop, -1 on an error (already posted). */
+static int boundary(tstate *s) {
+    host_run *r = s->r;
+    int announced_pause = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->mb_mu);
+        host_hot *h = r->mb_hot;
+        r->mb_hot = NULL;
+        host_ckpt_req *reqs = r->mb_ckpt_head;
+        r->mb_ckpt_head = r->mb_ckpt_tail = NULL;
+        int stop = r->mb_stop, paused = r->mb_pause;
+        pthread_mutex_unlock(&r->mb_mu);
+
+        if (h) swap_hot(s, h);
+        int bad = 0;
+        for (host_ckpt_req *c = reqs, *n; c; c = n) {
+            n = c->next;
+            if (!bad && save(s, c->path, 1) != 0) bad = 1;
+            free(c);
+        }
+        if (bad) return -1;
+        if (stop) return 1;
+        if (!paused) {
+            if (announced_pause) post_simple(r, HEV_RESUMED, 0, s->real_updates, "");
+            return 0;
+        }
+        if (!announced_pause) {
+            post_simple(r, HEV_PAUSED, 0, s->real_updates, "");
+            announced_pause = 1;
+        }
+        pthread_mutex_lock(&r->mb_mu);
+        while (r->mb_pause && !r->mb_stop && !r->mb_hot && !r->mb_ckpt_head)
+            pthread_cond_wait(&r->mb_cv, &r->mb_mu);
+        pthread_mutex_unlock(&r->mb_mu);
+    }
+}
+
+static int stop_requested(host_run *r) {
+    pthread_mutex_lock(&r->mb_mu);
+    int stop = r->mb_stop;
+    pthread_mutex_unlock(&r->mb_mu);
+    return stop;
+}
+
+/* Warm-up: compiles/benchmarks/captures whatever the backend does on its
+ * first updates. Only a stop is honoured meanwhile; other mail waits. */
+static int warmup(tstate *s) {
+    host_run *r = s->r;
+    mr_error err = {0};
+    if (r->warmup_updates <= 0) return 0;
+    if (r->warmup_restore && mr_trainer_snapshot(s->t, &err) != MR_OK) {
+        char msg[MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "warm-up snapshot failed: %s", err.msg);
+        fail(s, msg);
+        return -1;
+    }
+    if (apply_hot(s) != 0) return -1;
+    int done = 0;
+    for (; done < r->warmup_updates && !stop_requested(r); done++) {
+        host_event ev;
+        memset(&ev, 0, offsetof(host_event, text));
+        if (mr_trainer_update(s->t, &ev.metrics, &err) != MR_OK) {
+            char msg[MR_ERROR_LEN + 64];
+            snprintf(msg, sizeof msg, "warm-up update %d failed: %s", done + 1, err.msg);
+            fail(s, msg);
+            return -1;
+        }
+        s->warm_steps += s->batch;
+        ev.kind = HEV_METRICS;
+        ev.flag = 1;
+        ev.metrics.update = (uint64_t)done + 1;
+        ev.metrics.progress = 0;
+        ev.text[0] = 0;
+        post(r, &ev);
+    }
+    if (r->warmup_restore && mr_trainer_restore(s->t, &err) != MR_OK) {
+        char msg[MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "restoring the weights after warm-up failed: %s", err.msg);
+        fail(s, msg);
+        return -1;
+    }
+    /* From here on the host owns progress and schedules (top comment). */
+    s->override = 1;
+    post_simple(r, HEV_WARMUP_DONE, r->warmup_restore, (uint64_t)done, "");
+    return 0;
+}
+
+static host_finish_reason train(tstate *s) {
+    host_run *r = s->r;
+    mr_error err = {0};
+    if (warmup(s) != 0) return HOST_FAILED;
+    if (apply_hot(s) != 0) return HOST_FAILED;
+    for (;;) {
+        int b = boundary(s);
+        if (b < 0) return HOST_FAILED;
+        if (b > 0) return HOST_STOPPED;
+        uint64_t real_steps = s->real_updates * s->batch;
+        if (real_steps >= s->cur->hot.total_steps) return HOST_DONE;
+        if (s->override && apply_hot(s) != 0) return HOST_FAILED;
+
+        host_event ev;
+        memset(&ev, 0, offsetof(host_event, text));
+        if (mr_trainer_update(s->t, &ev.metrics, &err) != MR_OK) {
+            char msg[MR_ERROR_LEN + 64];
+            snprintf(msg, sizeof msg, "update %llu failed (%s): %s",
+                     (unsigned long long)s->real_updates + 1, mr_status_name(err.status), err.msg);
+            fail(s, msg);
+            return HOST_FAILED;
+        }
+        if (!s->off_known) {
+            /* Whatever the engine counted before (warm-up or nothing). */
+            s->engine_off_updates = ev.metrics.update - 1;
+            s->engine_off_steps = ev.metrics.agent_steps - s->batch;
+            s->off_known = 1;
+        }
+        s->real_updates++;
+        ev.metrics.update -= s->engine_off_updates;
+        ev.metrics.agent_steps -= s->engine_off_steps;
+        ev.metrics.progress = (double)s->real_updates / (double)s->total_updates;
+        if (ev.metrics.progress > 1) ev.metrics.progress = 1;
+        ev.kind = HEV_METRICS;
+        ev.flag = 0;
+        ev.text[0] = 0;
+        post(r, &ev);
+
+        if (r->checkpoint_interval > 0 && s->real_updates % (uint64_t)r->checkpoint_interval == 0)
+            if (save(s, "", 0) != 0) return HOST_FAILED;
+    }
+}
+
+static void thread_main(void *arg) {
+    host_run *r = arg;
+    tstate s;
+    memset(&s, 0, sizeof s);
+    s.r = r;
+    s.last_ckpt_update = UINT64_MAX;
+    s.batch = (uint64_t)r->cfg.env.num_envs * (uint64_t)r->cfg.ppo.rollout_steps;
+    s.cur = r->initial_hot;
+    r->initial_hot = NULL;
+    take_hot(&s, s.cur);
+    host_finish_reason reason = HOST_FAILED;
+    if (r->checkpoint_keep > 0) {
+        s.kept = calloc((size_t)r->checkpoint_keep, sizeof *s.kept);
+        if (!s.kept) { fail(&s, "out of memory for the checkpoint list"); goto out; }
+    }
+
+    mr_error err = {0};
+    if (mr_trainer_create(&r->cfg, &s.t, &err) != MR_OK) {
+        char msg[MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "creating the trainer failed (%s): %s", mr_status_name(err.status), err.msg);
+        fail(&s, msg);
+        goto out;
+    }
+    post_simple(r, HEV_STARTED, 0, 0, mr_trainer_describe(s.t));
+    reason = train(&s);
+    if (reason != HOST_FAILED) {
+        int final_ckpt = 1;
+        if (reason == HOST_STOPPED) {
+            pthread_mutex_lock(&r->mb_mu);
+            final_ckpt = r->mb_stop_checkpoint;
+            pthread_mutex_unlock(&r->mb_mu);
+        }
+        if (final_ckpt && s.last_ckpt_update != s.real_updates && save(&s, "", 0) != 0)
+            reason = HOST_FAILED;
+    }
+out:
+    /* Freed before FINISHED so the loop's join returns at once. */
+    if (s.t) mr_trainer_free(s.t);
+    post_simple(r, HEV_FINISHED, reason, s.real_updates, s.last_ckpt);
+    host_hot_free(s.cur);
+    free(s.kept);
+}
+
+int host_run_start(host_run *r) {
+    /* Default 8 MiB stack fits the events built on it; the engine threads
+     * its own work (OpenMP) from here. */
+    int rc = uv_thread_create(&r->thread, thread_main, r);
+    if (rc == 0) r->thread_started = 1;
+    return rc;
+}
+
+void host_run_join(host_run *r) {
+    if (r->thread_started && !r->thread_joined) {
+        uv_thread_join(&r->thread);
+        r->thread_joined = 1;
+    }
+}
