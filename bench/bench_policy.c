@@ -136,7 +136,7 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
 }
 
 int main(int argc, char **argv) {
-    int chunk = 8, train_B = 24576, reps = 2;
+    int chunk = 16, train_B = 24576, reps = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) { train_B = 4096; reps = 1; }
         else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoi(argv[++i]);
@@ -149,6 +149,10 @@ int main(int argc, char **argv) {
     }
     if (chunk < 1 || train_B < 1 || reps < 1) { fprintf(stderr, "arguments must be >= 1\n"); return 2; }
     int threads = omp_get_max_threads();
+    FILE *la = fopen("/proc/loadavg", "r");   /* other work on the cores skews every number */
+    char load[64] = "?";
+    if (la) { if (!fgets(load, sizeof load, la)) load[0] = 0; fclose(la); }
+    printf("load average before: %s", load);
     double peak = square_sgemm_gflops(2048);
     printf("threads %d, OpenBLAS core %s, sgemm 2048^3: %.1f GFLOP/s%s\n", threads,
            openblas_get_corename(), peak,

@@ -100,3 +100,43 @@ extern "C" mr_status mr_devmem_pinned_backend(mr_devmem_backend *out, mr_error *
     mr_ok(err);
     return MR_OK;
 }
+
+/* ----------------------------------------------------- moving memory, for C */
+
+extern "C" mr_status mr_cuda_copy(void *dst, const void *src, size_t bytes, int kind, void *stream,
+                                  mr_error *err) {
+    const cudaMemcpyKind k = kind == MR_COPY_H2D ? cudaMemcpyHostToDevice
+                           : kind == MR_COPY_D2H ? cudaMemcpyDeviceToHost
+                           : kind == MR_COPY_D2D ? cudaMemcpyDeviceToDevice : cudaMemcpyDefault;
+    if (kind < MR_COPY_H2D || kind > MR_COPY_D2D)
+        return mr_fail(err, MR_ERR_ARG, "mr_cuda_copy: kind = %d: accepted MR_COPY_H2D, MR_COPY_D2H, MR_COPY_D2D",
+                       kind);
+    MR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)stream), "cudaMemcpyAsync", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_memset(void *dst, int value, size_t bytes, void *stream, mr_error *err) {
+    MR_CUDA_TRY(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)stream), "cudaMemsetAsync", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_stream_create(void **stream, mr_error *err) {
+    cudaStream_t s = NULL;
+    *stream = NULL;
+    MR_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", err);
+    *stream = (void *)s;
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" void mr_cuda_stream_destroy(void *stream) {
+    if (stream && cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess) (void)cudaGetLastError();
+}
+
+extern "C" mr_status mr_cuda_stream_sync(void *stream, mr_error *err) {
+    MR_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream), "the GPU work on this stream", err);
+    mr_ok(err);
+    return MR_OK;
+}

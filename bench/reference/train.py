@@ -11,6 +11,7 @@ object (see README.md for the keys).
 """
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -54,6 +55,17 @@ def parse_args(argv=None):
     p.add_argument("--eval-envs", type=int, default=0)
     p.add_argument("--eval-steps", type=int, default=0)
     return p.parse_args(argv)
+
+
+def _finite(x):
+    """NaN/inf -> None so the JSON line is strict JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
 
 
 def main(argv=None):
@@ -179,7 +191,7 @@ def main(argv=None):
         result["eval"] = r
 
     if args.json:
-        print(json.dumps(result), flush=True)
+        print(json.dumps(_finite(result), allow_nan=False), flush=True)
     return result
 
 

@@ -9,4 +9,5 @@ return {
   policy = { conv_channels = { 16, 32 }, hidden = 128, critic_hidden = 128 },
   ppo = { rollout_steps = 32 },
   log = { tensorboard = true, csv = true, checkpoint_interval = 16 },
+  eval = { num_envs = 64, steps = 256 },
 }

@@ -9,4 +9,5 @@ return {
   env = { num_envs = 64 },
   policy = { conv_channels = { 16, 32 }, hidden = 128, critic_hidden = 128 },
   ppo = { rollout_steps = 64 },
+  eval = { num_envs = 256, steps = 1024 },  -- a CPU-sized end-of-run evaluation
 }

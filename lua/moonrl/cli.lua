@@ -236,7 +236,7 @@ local function cmd_eval(argv)
   if o.device and o.device ~= "auto" and o.device ~= "cpu" and o.device ~= "cuda" then
     return usage_error("moonrl eval: --device " .. o.device .. ": accepted auto, cpu, cuda")
   end
-  local modes = { o.mode }
+  local modes = { o.mode or false }   -- false: the mode it was trained in
   if o.mode == "all" then
     modes = MODES
   elseif o.mode ~= nil then
@@ -251,7 +251,7 @@ local function cmd_eval(argv)
   local rows = {}
   for _, mode in ipairs(modes) do
     local r, ee = moonrl.evaluate(path, {
-      mode = mode, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed,
+      mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed,
       device = o.device, threads = o.threads,
     })
     if not r then
@@ -318,7 +318,12 @@ local function cuda_version()
   local v = j and j:match('"cuda"%s*:%s*{[^}]-"version"%s*:%s*"([^"]+)"')
   if v then return v end
   local t = read_file("/usr/local/cuda/version.txt")
-  return t and t:match("CUDA Version%s+([%d%.]+)")
+  v = t and t:match("CUDA Version%s+([%d%.]+)")
+  if v then return v end
+  -- Toolkits installed from wheels have neither file; the runtime header says it.
+  local h = read_file("/usr/local/cuda/include/cuda_runtime_api.h")
+  local n = h and tonumber(h:match("#define%s+CUDART_VERSION%s+(%d+)"))
+  return n and string.format("%d.%d (toolkit headers)", math.floor(n / 1000), math.floor(n % 1000 / 10)) or nil
 end
 
 local function cudnn_version()

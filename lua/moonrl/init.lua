@@ -189,23 +189,28 @@ function moonrl.runs()
   return out
 end
 
--- Ctrl-C stops every run cleanly (final checkpoint); a second one leaves now.
-local sigint
-local function watch_sigint()
-  if sigint then return end
-  sigint = uv.new_signal()
+-- Ctrl-C (or SIGTERM) stops every run cleanly, with a final checkpoint; a
+-- second one leaves now.
+local signals
+local function watch_signals()
+  if signals then return end
+  signals = {}
   local count = 0
-  sigint:start("sigint", function()
-    count = count + 1
-    if count == 1 and next(live) then
-      io.stderr:write("\nmoonrl: stopping (final checkpoint); Ctrl-C again to quit now\n")
-      for r in pairs(live) do r:stop() end
-    else
-      io.stderr:write("\nmoonrl: interrupted\n")
-      core.shutdown(130)
-    end
-  end)
-  sigint:unref() -- never keeps the process alive by itself
+  for _, name in ipairs({ "sigint", "sigterm" }) do
+    local sig = uv.new_signal()
+    sig:start(name, function()
+      count = count + 1
+      if count == 1 and next(live) then
+        io.stderr:write("\nmoonrl: stopping (final checkpoint); " .. name .. " again to quit now\n")
+        for r in pairs(live) do r:stop() end
+      else
+        io.stderr:write("\nmoonrl: interrupted\n")
+        core.shutdown(130)
+      end
+    end)
+    sig:unref() -- never keeps the process alive by itself
+    signals[#signals + 1] = sig
+  end
 end
 
 -- Starts a run of an already resolved config (the CLI resolves first, to
@@ -218,7 +223,7 @@ function moonrl._start(cfg, notes, opts)
     on_end = function(r) live[r] = nil end,
   })
   live[run] = true
-  watch_sigint()
+  watch_signals()
   return run
 end
 

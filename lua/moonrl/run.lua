@@ -8,6 +8,8 @@
 --   run.dir                    the run directory
 --   run.describe               the engine's backend description, once started
 --   run.last_checkpoint        path of the latest checkpoint written, or nil
+--   run.hot_from               the first update that ran with the latest
+--                              run:set() of an engine key (once the thread took it)
 --   run:metrics()              the last update's metrics (nil before the first)
 --   run:wait()                 yields until the end; returns the summary
 --   run:set(key, value)        true | nil, err: hot keys only (schema hot ~= false),
@@ -116,13 +118,39 @@ end
 
 -- ------------------------------------------------------------------ start
 
+-- What the trainer thread gets: the mr_config, the warm-up plan and the
+-- per-update values of function schedules. Checked before anything is
+-- written, so a config the engine refuses leaves no run directory behind.
+local function prepare(cfg)
+  local c, err = engine.config(cfg)
+  if not c then return nil, err end
+  local device = cfg.device
+  if device == "auto" then device = moonrl().detect().gpus > 0 and "cuda" or "cpu" end
+  local w, werr = require("moonrl.warmup").normalize(cfg.warmup, {
+    device = device, level = cfg.level, num_envs = cfg.env.num_envs })
+  if not w then return nil, werr end
+  -- What warm-up prepares is the engine's to do; it is told through the
+  -- switches that enable it.
+  local prep = {}
+  for _, p in ipairs(w.prepare or {}) do prep[p] = true end
+  if not prep.algorithms then c.cuda.cudnn_benchmark = 0 end
+  if not prep.graphs then c.cuda.graphs = 0 end
+  local ok, verr = engine.validate(c)
+  if not ok then return nil, verr end
+  local tables, terr = engine.schedule_tables(cfg)
+  if terr then return nil, terr end
+  return c, w, tables
+end
+
 function Run.start(cfg, opts)
   opts = opts or {}
+  local c, warmup, tables = prepare(cfg)
+  if not c then error(warmup, 3) end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
     hook_failures = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = 0,
-    on_end = opts.on_end,
+    on_end = opts.on_end, warmup = warmup,
   }, Run)
 
   local dir = new_dir(cfg)
@@ -139,33 +167,6 @@ function Run.start(cfg, opts)
   for _, n in ipairs(opts.notes or {}) do
     self.log:line("note: " .. n)
     if not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
-  end
-
-  local c, cerr = engine.config(cfg)
-  if c then
-    local w, werr = require("moonrl.warmup").normalize(cfg.warmup, {
-      device = cfg.device, level = cfg.level, num_envs = cfg.env.num_envs })
-    if not w then
-      c, cerr = nil, werr
-    else
-      self.warmup = w
-      -- What warm-up prepares is the engine's to do; it is told through the
-      -- switches that enable it.
-      local prep = {}
-      for _, p in ipairs(w.prepare or {}) do prep[p] = true end
-      if not prep.algorithms then c.cuda.cudnn_benchmark = 0 end
-      if not prep.graphs then c.cuda.graphs = 0 end
-    end
-  end
-  local ok2, verr = c and engine.validate(c)
-  if c and not ok2 then cerr = verr end
-  local tables, terr
-  if c and ok2 then tables, terr = engine.schedule_tables(cfg) end
-  if not c or not ok2 or terr then
-    local msg = cerr or terr
-    self.log:line("error: " .. msg)
-    self.log:close(function() end)
-    error(msg, 3)
   end
 
   self.console = cfg.log.console and opts.console ~= false
@@ -326,11 +327,19 @@ function handlers.checkpoint(self, path, update, requested)
   end
 end
 
+function handlers.checkpoint_failed(self, msg)
+  core.report("run " .. self.dir, msg .. " (training goes on)")
+  self.log:line(msg)
+  local w = table.remove(self.ckpt_waiters, 1)
+  if w then w(nil, msg) end
+end
+
 function handlers.hot(self, from, refusal)
   if refusal then
     core.report("run " .. self.dir, refusal .. " (the previous values stay)")
     self.log:line(refusal)
   else
+    self.hot_from = from + 1
     self.log:line("hot parameters in force from update " .. (from + 1))
   end
 end

@@ -260,10 +260,11 @@ static void test_limit(void) {
     mr_error e;
     CHECK(mr_devmem_alloc(&m, 20 * MiB, "rollout buffers", &p, &e) == MR_ERR_NOMEM);
     CHECK(p == NULL && e.status == MR_ERR_NOMEM);
-    CHECK_MSG(strstr(e.msg, "cannot allocate 20.00 MiB for rollout buffers") != NULL, "%s", e.msg);
-    CHECK_MSG(strstr(e.msg, "memory limit") != NULL, "%s", e.msg);
-    CHECK_MSG(strstr(e.msg, "60.00 MiB free of 100.00 MiB") != NULL, "%s", e.msg);
-    CHECK_MSG(strstr(e.msg, "fits now is 10.00 MiB") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "cannot allocate 20.00 MiB for rollout buffers (it would pass the memory limit)"),
+              "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "fake GPU: ") == e.msg, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "Free: 60.00 MiB of 100.00 MiB") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "fits now: 10.00 MiB") != NULL, "%s", e.msg);
     CHECK_MSG(strstr(e.msg, "cuda.memory_fraction") != NULL, "%s", e.msg);
     CHECK(mr_devmem_fits(&m) == 10 * MiB);
     mr_devmem_stats s = stats(&m);
@@ -343,10 +344,10 @@ static void test_oom_path(void) {
     void *q = (void *)1;
     CHECK(mr_devmem_alloc(&m, 40 * MiB, "policy weights", &q, &e) == MR_ERR_NOMEM);
     CHECK(q == NULL);
-    CHECK_MSG(strstr(e.msg, "fake GPU memory: cannot allocate 40.00 MiB for policy weights") != NULL, "%s", e.msg);
-    CHECK_MSG(strstr(e.msg, "16.00 MiB free of 64.00 MiB") != NULL, "%s", e.msg);
-    CHECK_MSG(strstr(e.msg, "holds 32.00 MiB (32.00 MiB in use, 0 B cached)") != NULL, "%s", e.msg);
-    CHECK_MSG(strstr(e.msg, "fits now is 16.00 MiB") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "fake GPU: cannot allocate 40.00 MiB for policy weights") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "Free: 16.00 MiB of 64.00 MiB") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "holds 32.00 MiB (32.00 MiB in use, 0 B cached), limit 64.00 MiB") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "fits now: 16.00 MiB") != NULL, "%s", e.msg);
     s = stats(&m);
     CHECK(s.failures == 1 && s.oom_retries == 1 && s.reserved_bytes == 32 * MiB);
     /* The backend's own reason is passed on. */
@@ -357,6 +358,16 @@ static void test_oom_path(void) {
     CHECK(stats(&m).allocated_bytes == 32 * MiB && stats(&m).failures == 2);
     mr_devmem_destroy(&m);
     CHECK(f.nsegs == 0 && f.bad_frees == 0);
+
+    /* The longest message (TiB-sized numbers, a long name) leaves room in
+     * MR_ERROR_LEN for a caller's hint (the env appends how many fit). */
+    b = fake_backend(&f, (size_t)150 << 30);
+    b.name = "GPU 0";
+    mr_devmem_init(&m, &b, NULL, NULL);
+    CHECK(mr_devmem_alloc(&m, (size_t)16 << 40, "the environment state", &q, &e) == MR_ERR_NOMEM);
+    CHECK_MSG(strlen(e.msg) < 400, "%zu characters: %s", strlen(e.msg), e.msg);
+    CHECK_MSG(strstr(e.msg, "GPU 0: cannot allocate 16.00 TiB for the environment state") == e.msg, "%s", e.msg);
+    mr_devmem_destroy(&m);
 }
 
 static void test_bad_frees_and_destroy(void) {

@@ -106,6 +106,13 @@ static void test_conv(int B, int H, int W, int C, int OC) {
     float *col = frand((size_t)B * H * W * 9 * C, -9, 9);
     mr_conv3x3_forward(out, col, in, w, b, B, H, W, C, OC);
 
+    /* fused conv + relu == conv then relu, bit for bit */
+    float *fused = frand(no, -9, 9), *sep = malloc(sizeof(float) * no);
+    mr_conv3x3_relu_forward(fused, col, in, w, b, B, H, W, C, OC);
+    mr_relu_forward(sep, out, no);
+    CHECK_MSG(memcmp(fused, sep, sizeof(float) * no) == 0, "conv+relu fused differs");
+    free(fused); free(sep);
+
     conv_ctx cx = {B, H, W, C, OC, todouble(in, ni), todouble(w, nw), todouble(b, OC),
                    todouble(g, no), malloc(sizeof(double) * no)};
     conv_loss(&cx);
@@ -160,6 +167,12 @@ static void test_linear(int B, int C, int OC) {
     float *in = frand(ni, -1, 1), *w = frand(nw, -0.5, 0.5), *b = frand(OC, -0.5, 0.5);
     float *g = frand(no, -1, 1), *out = frand(no, -9, 9);
     mr_linear_forward(out, in, w, b, B, C, OC);
+    float *fused = frand(no, -9, 9), *sep = malloc(sizeof(float) * no);
+    mr_linear_relu_forward(fused, in, w, b, B, C, OC);
+    mr_relu_forward(sep, out, no);
+    CHECK_MSG(memcmp(fused, sep, sizeof(float) * no) == 0, "linear+relu fused differs");
+    free(fused); free(sep);
+
     lin_ctx cx = {B, C, OC, todouble(in, ni), todouble(w, nw), todouble(b, OC),
                   todouble(g, no), malloc(sizeof(double) * no)};
     lin_loss(&cx);
@@ -188,9 +201,28 @@ static void test_linear(int B, int C, int OC) {
     for (int i = 0; i < OC; i++) db[i] -= db0[i];
     double *fi = malloc(sizeof(double) * ni), *fw = malloc(sizeof(double) * nw),
            *fb = malloc(sizeof(double) * OC);
-    fd_grad(fi, cx.in, ni, lin_loss, &cx, 1e-3);
-    fd_grad(fw, cx.w, nw, lin_loss, &cx, 1e-3);
-    fd_grad(fb, cx.b, OC, lin_loss, &cx, 1e-3);
+    if (ni + nw < 20000) {   /* central differences of the double loss */
+        fd_grad(fi, cx.in, ni, lin_loss, &cx, 1e-3);
+        fd_grad(fw, cx.w, nw, lin_loss, &cx, 1e-3);
+        fd_grad(fb, cx.b, OC, lin_loss, &cx, 1e-3);
+    } else {                 /* large shapes: the analytic gradient in double */
+        for (int n = 0; n < B; n++)
+            for (int c = 0; c < C; c++) {
+                double a = 0;
+                for (int o = 0; o < OC; o++) a += cx.g[n * OC + o] * cx.w[(size_t)o * C + c];
+                fi[(size_t)n * C + c] = a;
+            }
+        for (int o = 0; o < OC; o++) {
+            double sb = 0;
+            for (int n = 0; n < B; n++) sb += cx.g[n * OC + o];
+            fb[o] = sb;
+            for (int c = 0; c < C; c++) {
+                double a = 0;
+                for (int n = 0; n < B; n++) a += cx.g[n * OC + o] * cx.in[(size_t)n * C + c];
+                fw[(size_t)o * C + c] = a;
+            }
+        }
+    }
     double ei = relerr(dinp, fi, ni, 1e-3), ew = relerr(dw, fw, nw, 1e-3),
            eb = relerr(db, fb, OC, 1e-3);
     CHECK_MSG(ei < 1e-4, "linear dinp B%d C%d OC%d: rel err %g", B, C, OC, ei);
@@ -310,6 +342,7 @@ int main(void) {
     test_conv(3, 5, 4, 2, 7);
     test_conv(2, 6, 6, 5, 4);
     test_conv(2, 1, 4, 2, 3);
+    test_conv(1, 1, 2, 3, 9);   /* fewer pixels than channels: the column-split path */
     for (int i = 0; i < 4; i++)   /* random small shapes */
         test_conv(irand(1, 3), irand(2, 6), irand(2, 6), irand(1, 6), irand(1, 8));
     test_linear(1, 1, 1);
@@ -317,8 +350,10 @@ int main(void) {
     test_linear(4, 33, 1);
     test_linear(2, 17, 20);
     for (int i = 0; i < 3; i++) test_linear(irand(1, 5), irand(1, 40), irand(1, 20));
+    test_linear(3, 1200, 700);    /* several column blocks (analytic reference) */
+    test_linear(700, 1200, 3);    /* several row blocks (analytic reference) */
     test_relu(37);
-    test_relu(40000);   /* the threaded path */
+    test_relu(300000);  /* the threaded path */
     test_threads();
     return check_report("test_nn");
 }

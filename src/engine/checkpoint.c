@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,15 +49,18 @@ typedef struct ck_progress {
 } ck_progress;
 
 static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
-static void crc_init(void) {
-    if (crc_table[1]) return;
+static void crc_fill(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
         crc_table[i] = c;
     }
 }
+
+/* Several trainers may save at once (one per run thread): fill the table once. */
+static void crc_init(void) { pthread_once(&crc_once, crc_fill); }
 
 /* CRC-32 (IEEE 802.3, as zlib's crc32). */
 static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {

@@ -253,22 +253,23 @@ size_t mr_devmem_fits(const mr_devmem *m) {
     return room > best ? room : best;
 }
 
-static mr_status oom(mr_devmem *m, size_t bytes, size_t seg, const char *what, const char *reason,
-                     mr_error *err) {
-    char a[32], s[32], fr[32], tot[32], hold[32], use[32], cache[32], lim[32], fit[32];
+/* Kept under ~400 characters so a caller can append a hint of its own
+ * (e.g. how many environments fit) within MR_ERROR_LEN. */
+static mr_status oom(mr_devmem *m, size_t bytes, const char *what, const char *reason, mr_error *err) {
+    char a[32], fr[32], tot[32], hold[32], use[32], cache[32], lim[32], fit[32];
     const size_t card_free = m->be.free_bytes ? m->be.free_bytes(m->be.ctx) : 0;
     const size_t cached = m->st.reserved_bytes - m->st.allocated_bytes;
     m->st.failures++;
     return mr_fail(err, MR_ERR_NOMEM,
-                   "%s memory: cannot allocate %s for %s (a %s segment: %s). The card has %s free of %s; "
-                   "moonrl holds %s (%s in use, %s cached) under its limit of %s (memory_fraction %.2f). "
-                   "The largest allocation that fits now is %s. Make the run smaller (env.num_envs, "
-                   "ppo.rollout_steps, the policy widths) or raise cuda.memory_fraction.",
-                   m->be.name ? m->be.name : "device", mr_devmem_format(bytes, a, sizeof a),
-                   what ? what : "a buffer", mr_devmem_format(seg, s, sizeof s), reason,
-                   mr_devmem_format(card_free, fr, sizeof fr), mr_devmem_format(m->be.total_bytes, tot, sizeof tot),
+                   "%s: cannot allocate %s for %s (%s). Free: %s of %s; moonrl holds %s (%s in use, %s cached), "
+                   "limit %s (memory_fraction %.2f). Largest that fits now: %s. Make the run smaller (env.num_envs, "
+                   "ppo.rollout_steps, policy widths) or raise cuda.memory_fraction.",
+                   m->be.name ? m->be.name : "device memory", mr_devmem_format(bytes, a, sizeof a),
+                   what ? what : "a buffer", reason, mr_devmem_format(card_free, fr, sizeof fr),
+                   mr_devmem_format(m->be.total_bytes, tot, sizeof tot),
                    mr_devmem_format(m->st.reserved_bytes, hold, sizeof hold),
-                   mr_devmem_format(m->st.allocated_bytes, use, sizeof use), mr_devmem_format(cached, cache, sizeof cache),
+                   mr_devmem_format(m->st.allocated_bytes, use, sizeof use),
+                   mr_devmem_format(cached, cache, sizeof cache),
                    mr_devmem_format(m->limit, lim, sizeof lim), m->cfg.memory_fraction,
                    mr_devmem_format(mr_devmem_fits(m), fit, sizeof fit));
 }
@@ -295,7 +296,7 @@ mr_status mr_devmem_alloc(mr_devmem *m, size_t bytes, const char *what, void **o
                 b = try_segment(m, pool, seg, &reason);
             }
         }
-        if (!b) return oom(m, bytes, seg, what, reason, err);
+        if (!b) return oom(m, bytes, what, reason, err);
     }
     maybe_split(m, b, r);
     b->live = 1;

@@ -102,3 +102,26 @@ mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *ec, mr_eval_r
     mr_ok(err);
     return MR_OK;
 }
+
+mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra, int n, float *logits,
+                           float *value, mr_error *err) {
+    if (!t || !obs) return mr_fail(err, MR_ERR_ARG, "mr_trainer_infer: trainer or obs is NULL");
+    if (n < 1 || n > (1 << 24))
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_infer: n = %d is out of range: accepted 1 .. 16777216", n);
+    mr_trainer_use_threads(t);
+    /* Inference is outside the training steady state: its scratch is per call. */
+    float *ex = NULL, *lg = logits, *val = value;
+    float *tmp = malloc(sizeof(float) * (size_t)n * (2 + 8 + 1));
+    if (!tmp) return mr_fail(err, MR_ERR_NOMEM, "mr_trainer_infer: out of memory for %d samples", n);
+    t->extra_allocations++;
+    ex = tmp;
+    if (extra) memcpy(ex, extra, sizeof(float) * (size_t)n * 2);
+    else memset(ex, 0, sizeof(float) * (size_t)n * 2);
+    if (!lg) lg = tmp + (size_t)n * 2;
+    if (!val) val = tmp + (size_t)n * 10;
+    mr_policy_act(&t->pol, obs, ex, n, t->proxy_obs, lg, val);
+    for (int i = 0; i < n; i++) val[i] = (float)(t->popart.mean + t->popart.std * val[i]);
+    free(tmp);
+    mr_ok(err);
+    return MR_OK;
+}

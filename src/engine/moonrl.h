@@ -187,6 +187,7 @@ typedef struct mr_metrics {
     /* memory, bytes */
     uint64_t memory_planned_bytes;
     uint64_t memory_peak_bytes;
+    uint64_t memory_limit_bytes; /* what the device offers: physical RAM (cpu), the limit (cuda) */
 } mr_metrics;
 
 /* ----------------------------------------------------------------- trainer */
@@ -230,6 +231,16 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err);
 mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err);
 /* Reads just the config stored in a checkpoint, to create a matching trainer. */
 mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err);
+
+/* Policy inference with the trainer's current weights, for any batch size:
+ *   obs    (n, (2r+1)^2) cell codes as mr_env_read returns them
+ *   extra  (n, 2) the critic's item-count inputs: (count - mid) / half with
+ *          mid, half the centre and half-width of [density_min, density_max],
+ *          food first; NULL = zeros
+ *   logits (n, 8) out; value (n) out, denormalised (PopArt applied); either may be NULL
+ * Mode decides ground-truth or proxy expansion of obs (the trainer's mode). */
+mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra, int n,
+                           float *logits, float *value, mr_error *err);
 
 /* --------------------------------------------------------------- evaluation */
 

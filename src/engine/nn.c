@@ -3,20 +3,24 @@
  *
  * Nearly all the arithmetic is in cblas_sgemm; what is here besides is
  * memory movement (im2col / col2im gathers, bias fills) and ReLU, written as
- * plain OpenMP loops whose result does not depend on the thread count.
+ * plain OpenMP loops whose result does not depend on the thread count. The
+ * forward products run im2col, bias, sgemm and ReLU block by block inside
+ * one OpenMP loop (forward_gemm): one fork per layer, data hot in cache.
  */
 #include "nn.h"
 #include <cblas.h>
+#include <omp.h>
 #include <string.h>
 
-/* Loops shorter than this run on one thread: an OpenMP fork costs more. */
-#define MR_NN_PAR_MIN 16384
+/* Loops shorter than this (elements) run on one thread: an OpenMP fork and
+ * barrier cost more than moving half a megabyte, and far more when the cores
+ * are shared. */
+#define MR_NN_PAR_MIN (1 << 17)
 /* Output channels per task of the bias-gradient reduction. */
 #define MR_NN_BIAS_BLOCK 16
 
 /* ------------------------------------------------------------ profiling */
 #ifdef MR_NN_PROFILE
-#include <omp.h>
 static double nn_sgemm_seconds;
 static long nn_sgemm_calls;
 double mr_nn_sgemm_seconds(void) { return nn_sgemm_seconds; }
@@ -37,8 +41,13 @@ void mr_nn_profile_reset(void) {}
  * the shape only (gemm_plan), each block is one single-threaded sgemm over the
  * full K, and the blocks run as an OpenMP loop. The same call therefore gives
  * the same bits on any number of threads. Inside an active parallel region
- * OpenBLAS runs single-threaded (OpenMP build); with one OpenMP thread it is
- * single-threaded anyway. */
+ * OpenBLAS runs single-threaded (OpenMP build). A product of one block is
+ * called directly, without an OpenMP fork (forks are what cost most when
+ * the cores are oversubscribed), with the calling thread's OpenMP thread
+ * count set to 1 for the call: the OpenMP build of OpenBLAS then runs it
+ * single-threaded. Side effect: that leaves OpenBLAS's own thread count at 1
+ * for the process (it keeps blas_cpu_number == 1 until openblas_set_num_threads
+ * is called), which is what this file wants anyway. */
 #ifndef MR_NN_GEMM_WORK
 #define MR_NN_GEMM_WORK (1 << 23)   /* multiply-adds per block, at least */
 #endif
@@ -46,7 +55,7 @@ void mr_nn_profile_reset(void) {}
 #define MR_NN_GEMM_MAXB 32          /* blocks per product, at most */
 #endif
 #ifndef MR_NN_GEMM_MIND
-#define MR_NN_GEMM_MIND 32          /* rows / columns per block, at least */
+#define MR_NN_GEMM_MIND 64          /* rows / columns per block, at least */
 #endif
 
 /* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks of *bs. */
@@ -65,6 +74,16 @@ static int gemm_plan(int M, int N, int K, int *nb, int *bs) {
     return rows;
 }
 
+/* One cblas_sgemm, single-threaded whatever the caller's OpenMP state. */
+static void sgemm1(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                   float *C, int ldc) {
+    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (n > 1) omp_set_num_threads(1);
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (n > 1) omp_set_num_threads(n);
+}
+
 static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,
                   float *C, int ldc) {
@@ -81,6 +100,8 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
     int nb, bs, rows = gemm_plan(M, N, K, &nb, &bs);
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
+    if (nb == 1) sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
     #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < nb; i++) {
         int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
@@ -96,13 +117,6 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
     nn_sgemm_seconds += omp_get_wtime() - t0;
     nn_sgemm_calls++;
 #endif
-}
-
-/* out (N,OC): every row = b (or 0 when b is NULL). */
-static void fill_rows(float *out, const float *b, size_t N, int OC) {
-    if (!b) { memset(out, 0, sizeof(float) * N * (size_t)OC); return; }
-    #pragma omp parallel for schedule(static) if (N * (size_t)OC >= MR_NN_PAR_MIN)
-    for (size_t i = 0; i < N; i++) memcpy(out + i * OC, b, sizeof(float) * (size_t)OC);
 }
 
 /* ------------------------------------------------------------ observation */
@@ -122,27 +136,33 @@ void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int 
 }
 
 /* ------------------------------------------------------------ conv 3x3 */
-void mr_im2col3x3(float *col, const float *inp, int B, int H, int W, int C) {
-    size_t K = 9 * (size_t)C, rows = (size_t)B * H;
-    #pragma omp parallel for schedule(static) if (rows * W * K >= MR_NN_PAR_MIN)
-    for (size_t by = 0; by < rows; by++) {
-        int b = (int)(by / H), y = (int)(by % H);
-        for (int x = 0; x < W; x++) {
-            float *dst = col + (by * W + x) * K;
-            for (int ky = 0; ky < 3; ky++) {
-                int yy = y + ky - 1;
-                for (int kx = 0; kx < 3; kx++, dst += C) {
-                    int xx = x + kx - 1;
-                    if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
-                        for (int c = 0; c < C; c++) dst[c] = 0.0f;
-                    } else {
-                        const float *src = inp + (((size_t)b * H + yy) * W + xx) * C;
-                        for (int c = 0; c < C; c++) dst[c] = src[c];
-                    }
+/* im2col of the output pixels [r0, r0+n) (flat index (b*H + y)*W + x) into
+ * col rows r0.. */
+static void im2col_rows(float *col, const float *inp, size_t r0, size_t n, int H, int W, int C) {
+    size_t K = 9 * (size_t)C;
+    for (size_t r = r0; r < r0 + n; r++) {
+        int x = (int)(r % W), y = (int)(r / W % H);
+        size_t b = r / ((size_t)W * H);
+        float *dst = col + r * K;
+        for (int ky = 0; ky < 3; ky++) {
+            int yy = y + ky - 1;
+            for (int kx = 0; kx < 3; kx++, dst += C) {
+                int xx = x + kx - 1;
+                if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
+                    for (int c = 0; c < C; c++) dst[c] = 0.0f;
+                } else {
+                    const float *src = inp + ((b * H + yy) * W + xx) * C;
+                    for (int c = 0; c < C; c++) dst[c] = src[c];
                 }
             }
         }
     }
+}
+
+void mr_im2col3x3(float *col, const float *inp, int B, int H, int W, int C) {
+    size_t rows = (size_t)B * H, N = rows * W;
+    #pragma omp parallel for schedule(static) if (N * 9 * C >= MR_NN_PAR_MIN)
+    for (size_t by = 0; by < rows; by++) im2col_rows(col, inp, by * W, W, H, W, C);
 }
 
 /* dinp (B,H,W,C) += col2im(dcol), dcol (B*H*W, 9C). Written as a gather over
@@ -171,12 +191,65 @@ static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, i
     }
 }
 
+/* The forward product of conv and linear layers, in one OpenMP loop over the
+ * blocks of gemm_plan:  out (M,N) = [relu] (A . w^T + b),  w (N,K), b (N) or
+ * NULL. A (M,K) is given, or (conv, src != NULL) A = col (M,K) is written
+ * block by block by im2col of src, so a block's im2col is still in cache for its sgemm. Each
+ * task fills its block with the bias, runs one single-threaded sgemm onto it
+ * and applies the ReLU while the block is hot: one fork per layer. */
+typedef struct { const float *inp; int H, W, C; } im2col_src;
+
+static void forward_gemm(float *out, const float *A, float *col, const im2col_src *src,
+                         const float *w, const float *b, int M, int N, int K, int relu) {
+    if (M <= 0 || N <= 0) return;
+    if (src) A = col;
+    int nb, bs, rows = gemm_plan(M, N, K > 0 ? K : 1, &nb, &bs);
+    if (src && !rows) mr_im2col3x3(col, src->inp, M / (src->H * src->W), src->H, src->W, src->C);
+    double ts = 0;   /* profiling: sgemm seconds summed over threads */
+    #pragma omp parallel for schedule(dynamic, 1) if (nb > 1) reduction(+ : ts)
+    for (int i = 0; i < nb; i++) {
+        int o = i * bs, D = rows ? M : N, n = D - o < bs ? D - o : bs;
+        int r0 = rows ? o : 0, nr = rows ? n : M, c0 = rows ? 0 : o, nc = rows ? N : n;
+        if (src && rows) im2col_rows(col, src->inp, (size_t)o, (size_t)n, src->H, src->W, src->C);
+        for (int r = r0; r < r0 + nr; r++) {
+            float *row = out + (size_t)r * N + c0;
+            if (b) memcpy(row, b + c0, sizeof(float) * nc);
+            else memset(row, 0, sizeof(float) * nc);
+        }
+#ifdef MR_NN_PROFILE
+        double t1 = omp_get_wtime();
+#endif
+        if (K > 0)
+            sgemm1(CblasNoTrans, CblasTrans, nr, nc, K, 1.0f, A + (size_t)r0 * K, K,
+                   w + (size_t)c0 * K, K, 1.0f, out + (size_t)r0 * N + c0, N);
+#ifdef MR_NN_PROFILE
+        ts += omp_get_wtime() - t1;
+#endif
+        if (relu)
+            for (int r = r0; r < r0 + nr; r++) {
+                float *row = out + (size_t)r * N + c0;
+                for (int j = 0; j < nc; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+            }
+    }
+#ifdef MR_NN_PROFILE
+    int team = nb > 1 ? omp_get_max_threads() : 1;   /* threads that shared the blocks */
+    nn_sgemm_seconds += ts / (team < nb ? team : nb);
+    nn_sgemm_calls += nb;
+#else
+    (void)ts;
+#endif
+}
+
 void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,
                         const float *b, int B, int H, int W, int C, int OC) {
-    int N = B * H * W, K = 9 * C;
-    mr_im2col3x3(col, inp, B, H, W, C);
-    fill_rows(out, b, (size_t)N, OC);
-    sgemm(0, 1, N, OC, K, 1.0f, col, K, w, K, 1.0f, out, OC);
+    im2col_src src = {inp, H, W, C};
+    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 0);
+}
+
+void mr_conv3x3_relu_forward(float *out, float *col, const float *inp, const float *w,
+                             const float *b, int B, int H, int W, int C, int OC) {
+    im2col_src src = {inp, H, W, C};
+    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 1);
 }
 
 void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
@@ -197,8 +270,12 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
 /* ------------------------------------------------------------ linear */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
                        int B, int C, int OC) {
-    fill_rows(out, b, (size_t)B, OC);
-    sgemm(0, 1, B, OC, C, 1.0f, inp, C, w, C, 1.0f, out, OC);
+    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 0);
+}
+
+void mr_linear_relu_forward(float *out, const float *inp, const float *w, const float *b,
+                            int B, int C, int OC) {
+    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 1);
 }
 
 void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,

@@ -38,6 +38,10 @@ void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int 
 void mr_im2col3x3(float *col, const float *inp, int B, int H, int W, int C);
 void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,
                         const float *b, int B, int H, int W, int C, int OC);
+/* out = relu(conv3x3(inp)): the same as mr_conv3x3_forward then
+ * mr_relu_forward (bit for bit), in one pass. */
+void mr_conv3x3_relu_forward(float *out, float *col, const float *inp, const float *w,
+                             const float *b, int B, int H, int W, int C, int OC);
 /* dout (B,H,W,OC), inp (B,H,W,C) the forward's input, w (OC,9C).
  * dw (OC,9C) += dout^T . col;  db (OC) += sum over (b,y,x) of dout;
  * dinp (B,H,W,C) += col2im(dout . w). col (B*H*W, 9C) is overwritten (it
@@ -50,6 +54,9 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
 /* Linear: inp (B,C), w (OC,C), b (OC) or NULL, out (B,OC) = inp . w^T + b (written). */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
                        int B, int C, int OC);
+/* out = relu(inp . w^T + b): mr_linear_forward then mr_relu_forward, bit for bit. */
+void mr_linear_relu_forward(float *out, const float *inp, const float *w, const float *b,
+                            int B, int C, int OC);
 /* dout (B,OC). dinp (B,C) += dout . w;  dw (OC,C) += dout^T . inp;
  * db (OC) += column sums of dout. Each of dinp, dw, db may be NULL. */
 void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
@@ -65,7 +72,9 @@ void mr_relu_backward(float *dinp, const float *dout, const float *out, size_t n
  * (deterministic for any thread count). */
 void mr_bias_backward(float *db, const float *d, size_t N, int OC);
 
-/* Seconds spent inside sgemm since the last reset, and the number of calls.
+/* Seconds spent inside sgemm since the last reset, and the number of calls
+ * (wall time of the sgemm regions; where a conv runs im2col and sgemm in one
+ * parallel loop, the sgemm part summed over threads / threads used).
  * Only counted when nn.c is compiled with -DMR_NN_PROFILE (the benchmark);
  * otherwise mr_nn_sgemm_seconds() returns -1. Not thread-safe: a profiling aid. */
 double mr_nn_sgemm_seconds(void);

@@ -30,6 +30,7 @@ extern void sorgqr_(const int *m, const int *n, const int *k, float *a, const in
 
 #define QR_NB 64                 /* LAPACK work per column for the QR */
 #define ALIGN_F 16               /* floats per 64 bytes */
+#define MR_POLICY_PAR_MIN (1 << 17)   /* copy loops shorter than this stay serial */
 
 static size_t round_f(size_t n) { return (n + ALIGN_F - 1) / ALIGN_F * ALIGN_F; }
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -235,7 +236,7 @@ void mr_policy_init(mr_policy *p, uint64_t seed) {
 static void build_cin(const mr_policy *p, float *cin, const float *feat, const float *extra,
                       const uint8_t *codes, int B) {
     int H = p->hidden, D = p->cin_dim;
-    #pragma omp parallel for schedule(static) if ((size_t)B * D >= 16384)
+    #pragma omp parallel for schedule(static) if ((size_t)B * D >= MR_POLICY_PAR_MIN)
     for (int b = 0; b < B; b++) {
         float *row = cin + (size_t)b * D;
         memcpy(row, feat + (size_t)b * H, sizeof(float) * H);
@@ -252,9 +253,9 @@ static void trunk_forward(mr_policy *p, const uint8_t *codes, int n, int proxy,
     mr_obs_expand_forward(p->x, codes, n, p->VV, proxy);
     const float *in = p->x;
     for (int l = 0; l < p->num_conv; l++) {
-        mr_conv3x3_forward(outs[l], p->col, in, p->params + p->conv_w[l],
-                           p->params + p->conv_b[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
-        mr_relu_forward(outs[l], outs[l], (size_t)n * p->VV * p->ch[l + 1]);
+        mr_conv3x3_relu_forward(outs[l], p->col, in, p->params + p->conv_w[l],
+                                p->params + p->conv_b[l], n, p->view, p->view, p->ch[l],
+                                p->ch[l + 1]);
         in = outs[l];
     }
 }
@@ -277,13 +278,11 @@ static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra
                     : (l & 1) ? p->bufB : p->bufA;
         trunk_forward(p, codes + (size_t)c0 * p->VV, n, proxy, outs);
     }
-    mr_linear_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
-    mr_relu_forward(feat, feat, (size_t)nb * p->hidden);
+    mr_linear_relu_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, MR_NUM_ACTIONS);
     build_cin(p, cin, feat, extra, codes, nb);
-    mr_linear_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
-                      p->critic_hidden);
-    mr_relu_forward(chid, chid, (size_t)nb * p->critic_hidden);
+    mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
+                           p->critic_hidden);
     mr_linear_forward(value, chid, P + p->value_w_offset, P + p->value_b_offset, nb,
                       p->critic_hidden, 1);
 }
@@ -334,7 +333,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_linear_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin,
                        P + p->critic_w, B, D, CH);
     /* features: the critic's share (first H columns of dcin) plus the actor's */
-    #pragma omp parallel for schedule(static) if ((size_t)B * H >= 16384)
+    #pragma omp parallel for schedule(static) if ((size_t)B * H >= MR_POLICY_PAR_MIN)
     for (int b = 0; b < B; b++)
         memcpy(p->dfeat + (size_t)b * H, p->dcin + (size_t)b * D, sizeof(float) * H);
     mr_linear_backward(p->dfeat, G + p->actor_w, G + p->actor_b, dlogits, p->feat,

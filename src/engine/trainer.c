@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NUM_ACTIONS 8
 /* Policy-act / training chunk: samples processed together by the network. */
@@ -393,6 +394,8 @@ mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
         out->sps = out->time_total > 0 ? (double)t->B / out->time_total : 0.0;
         out->memory_planned_bytes = t->arena.size;
         out->memory_peak_bytes = t->arena.size;
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        out->memory_limit_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     }
     if (us.nonfinite)
         return mr_fail(err, MR_ERR_NUMERIC,

@@ -29,6 +29,7 @@ typedef enum host_event_kind {
     HEV_CHECKPOINT,      /* text: path written; update: at which update; flag 1 = asked for (mailbox) */
     HEV_HOT,             /* hot parameters apply from update `update` + 1 on; flag 1 = the engine
                             refused them (text says why) and the previous set stays */
+    HEV_CHECKPOINT_FAILED, /* text: why; a requested checkpoint only (the run goes on) */
     HEV_PAUSED,          /* update: updates done */
     HEV_RESUMED,
     HEV_ERROR,           /* text: the engine's (or the host's) message; the run then finishes */

@@ -12,6 +12,7 @@
  *                    "metrics", metrics_bytes, is_warmup
  *                    "warmup_done", updates, restored
  *                    "checkpoint", path, update, requested
+ *                    "checkpoint_failed", message   (a requested one; the run goes on)
  *                    "hot", from_update, refusal_or_nil
  *                    "paused", update / "resumed", update
  *                    "error", message
@@ -113,6 +114,10 @@ static int push_event(lua_State *L, lrun *lr, const host_event *ev) {
         lua_pushnumber(L, (lua_Number)ev->update);
         lua_pushboolean(L, ev->flag);
         return 4;
+    case HEV_CHECKPOINT_FAILED:
+        lua_pushliteral(L, "checkpoint_failed");
+        lua_pushstring(L, ev->text);
+        return 2;
     case HEV_HOT:
         lua_pushliteral(L, "hot");
         lua_pushnumber(L, (lua_Number)ev->update);
@@ -530,6 +535,4 @@ void host_run_open(lua_State *L) {
     lua_setfield(L, -2, "start");
     lua_pushcfunction(L, core_evaluate);
     lua_setfield(L, -2, "evaluate");
-    lua_pushinteger(L, (lua_Integer)sizeof(mr_config));
-    lua_setfield(L, -2, "sizeof_config");
 }

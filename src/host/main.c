@@ -132,6 +132,9 @@ int main(int argc, char **argv) {
     /* Left early (core.shutdown) or finished: stop what still trains, close
      * what is still open, then let the close callbacks run. */
     host_runs_shutdown();
+    /* Our own handles (runs' async) must be gone before luv's walk, which
+     * takes every handle for one of its own. */
+    uv_run(&loop, UV_RUN_NOWAIT);
     if (luaL_loadstring(L, "local uv = require 'luv'\n"
                            "uv.walk(function(h) if not h:is_closing() then h:close() end end)") == 0)
         host_pcall(L, 0, 0, 0);

@@ -217,7 +217,10 @@ static int save(tstate *s, const char *path, int requested) {
     if (mr_trainer_save(s->t, path, &err) != MR_OK) {
         char msg[HOST_PATH + MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "checkpoint %s failed: %s", path, err.msg);
-        fail(s, msg);
+        /* A path someone asked for may just be wrong: say so and train on.
+         * The run's own checkpoints failing means the disk is: stop. */
+        if (requested) post_simple(s->r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
+        else fail(s, msg);
         return -1;
     }
     if (periodic) {
@@ -305,7 +308,7 @@ static void swap_hot(tstate *s, host_hot *h) {
 
 /* Reads the mailbox at an update boundary: applies a new hot set, writes
  * requested checkpoints, and waits while paused. Returns 0 to go on, 1 to
- * stop, -1 on an error (already posted). */
+ * stop. */
 static int boundary(tstate *s) {
     host_run *r = s->r;
     int announced_pause = 0;
@@ -319,13 +322,11 @@ static int boundary(tstate *s) {
         pthread_mutex_unlock(&r->mb_mu);
 
         if (h) swap_hot(s, h);
-        int bad = 0;
         for (host_ckpt_req *c = reqs, *n; c; c = n) {
             n = c->next;
-            if (!bad && save(s, c->path, 1) != 0) bad = 1;
+            save(s, c->path, 1);
             free(c);
         }
-        if (bad) return -1;
         if (stop) return 1;
         if (!paused) {
             if (announced_pause) post_simple(r, HEV_RESUMED, 0, s->real_updates, "");
@@ -399,7 +400,6 @@ static host_finish_reason train(tstate *s) {
     if (apply_hot(s) != 0) return HOST_FAILED;
     for (;;) {
         int b = boundary(s);
-        if (b < 0) return HOST_FAILED;
         if (b > 0) return HOST_STOPPED;
         uint64_t real_steps = s->real_updates * s->batch;
         if (real_steps >= s->cur->hot.total_steps) return HOST_DONE;

@@ -1,0 +1,284 @@
+/*
+ * ppo_math.h - the per-element and per-scalar math of kernels/ppo.cu, written
+ * once as MR_HD functions (plain C, host+device), so the CPU unit test runs
+ * the very code the kernels run and compares it with src/engine/ppo.c.
+ *
+ * What is here: the optimizer's control block (hyper-parameters written by
+ * the host, state written by the device: loss scale, growth tracker,
+ * found_inf, Adam step, skipped count, per-group norms and multipliers), the
+ * scalar steps that one device thread runs between kernels (begin, prepare,
+ * scaler update), one Adam element, one environment's GAE column, one row of
+ * action sampling, finiteness tests, the parameter-group plan of the
+ * grad-norm reduction, and a CPU emulation of that reduction's exact order.
+ * What is not: launches, memory, streams (ppo.cu).
+ *
+ * Shapes: parameters, gradients and Adam moments are one flat fp32 array of
+ * P elements; group g is [off[g], off[g+1]) (e.g. g0 = policy, g1 = value
+ * head, clipped separately). GAE arrays are (T,N) row-major.
+ */
+#ifndef MR_PPO_MATH_H
+#define MR_PPO_MATH_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "rng.h"   /* MR_HD */
+
+#ifndef MR_NUM_ACTIONS
+#define MR_NUM_ACTIONS 8
+#endif
+#define MR_OPT_MAX_GROUPS 4
+#define MR_OPT_THREADS 256                       /* threads of every reduction block */
+#define MR_OPT_CHUNK (MR_OPT_THREADS * 16)       /* gradient elements per stage-1 block */
+#define MR_OPT_CLIP_EPS 1e-6                     /* as MR_CLIP_EPS (ppo.h) */
+
+/* Parameter groups over one flat array and their stage-1 reduction blocks. */
+typedef struct mr_opt_groups {
+    int n;                                     /* 1 .. MR_OPT_MAX_GROUPS */
+    int64_t off[MR_OPT_MAX_GROUPS + 1];        /* group g = [off[g], off[g+1]) */
+    int32_t block_off[MR_OPT_MAX_GROUPS + 1];  /* its blocks: [block_off[g], block_off[g+1]) */
+} mr_opt_groups;
+
+/* Written by the host, once per update (lr follows its schedule). */
+typedef struct mr_opt_hyper {
+    float lr, beta1, beta2, eps;
+    float max_norm[MR_OPT_MAX_GROUPS];   /* per group; <= 0 = no clipping */
+    float growth_factor;                 /* loss scaler: x this after growth_interval good steps (2) */
+    float backoff_factor;                /* x this on inf/nan (0.5) */
+    int32_t growth_interval;             /* 2000 */
+    int32_t scaler_enabled;              /* 1 for fp16; 0 leaves loss_scale alone */
+} mr_opt_hyper;
+
+/* Written by the device; the host reads it (asynchronously) for metrics. */
+typedef struct mr_opt_state {
+    double sumsq[MR_OPT_MAX_GROUPS];     /* this step: sum of squared gradients, as stored (scaled) */
+    float norm[MR_OPT_MAX_GROUPS];       /* this step: true gradient norm before clipping */
+    float mult[MR_OPT_MAX_GROUPS];       /* this step: gradient multiplier = clip factor / loss scale */
+    float step_size, bc2_sqrt;           /* this step: lr / (1 - beta1^t), sqrt(1 - beta2^t) */
+    float loss_scale;                    /* gradients arrive multiplied by this */
+    int32_t growth_tracker;              /* good steps since the last scale change */
+    int32_t found_inf;                   /* this step saw a non-finite gradient: skip it */
+    int32_t pad_;
+    int64_t step;                        /* Adam steps taken (skipped ones are not) */
+    int64_t skipped;                     /* steps skipped for inf/nan, total */
+} mr_opt_state;
+
+typedef struct mr_optctl {
+    mr_opt_hyper h;
+    mr_opt_state s;
+} mr_optctl;
+
+/* ------------------------------------------------------------ host setup */
+
+/* torch defaults: Adam(3e-4, 0.9, 0.999, 1e-8); GradScaler(2.0, 0.5, 2000). */
+static inline void mr_opt_hyper_default(mr_opt_hyper *h) {
+    h->lr = 3e-4f;
+    h->beta1 = 0.9f;
+    h->beta2 = 0.999f;
+    h->eps = 1e-8f;
+    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) h->max_norm[g] = 0.5f;
+    h->growth_factor = 2.0f;
+    h->backoff_factor = 0.5f;
+    h->growth_interval = 2000;
+    h->scaler_enabled = 0;
+}
+
+/* Step 0, scale `initial_scale` (65536 for fp16 as torch, 1 otherwise). */
+static inline void mr_opt_state_init(mr_opt_state *s, float initial_scale) {
+    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) { s->sumsq[g] = 0.0; s->norm[g] = 0.0f; s->mult[g] = 1.0f; }
+    s->step_size = 0.0f;
+    s->bc2_sqrt = 1.0f;
+    s->loss_scale = initial_scale;
+    s->growth_tracker = 0;
+    s->found_inf = 0;
+    s->pad_ = 0;
+    s->step = 0;
+    s->skipped = 0;
+}
+
+/* Plans n groups of the given sizes (each >= 1, total < 2^31 blocks). Returns
+ * 0, or -1 when n or a size is out of range. */
+static inline int mr_opt_groups_plan(int n, const int64_t *sizes, mr_opt_groups *out) {
+    if (n < 1 || n > MR_OPT_MAX_GROUPS) return -1;
+    int64_t off = 0, blocks = 0;
+    out->n = n;
+    out->off[0] = 0;
+    out->block_off[0] = 0;
+    for (int g = 0; g < n; g++) {
+        if (sizes[g] < 1 || sizes[g] > ((int64_t)1 << 40)) return -1;
+        off += sizes[g];
+        blocks += (sizes[g] + MR_OPT_CHUNK - 1) / MR_OPT_CHUNK;
+        if (blocks > INT32_MAX) return -1;
+        out->off[g + 1] = off;
+        out->block_off[g + 1] = (int32_t)blocks;
+    }
+    for (int g = n + 1; g <= MR_OPT_MAX_GROUPS; g++) { out->off[g] = off; out->block_off[g] = (int32_t)blocks; }
+    return 0;
+}
+
+/* ----------------------------------------------------------- finiteness */
+
+/* IEEE: x - x is 0 for finite x, NaN for inf and NaN. (Not under fast-math.) */
+MR_HD int mr_finite_d(double x) { return (x - x) == 0.0; }
+MR_HD int mr_finite_f(float x) { return (x - x) == 0.0f; }
+/* An fp16 value by its bits: exponent all ones = inf or NaN. */
+MR_HD int mr_finite_half_bits(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
+
+/* ---------------------------------------------------------- scalar steps */
+
+/* mr_clip_factor of ppo.c: min(1, max_norm / (norm + 1e-6)); NaN stays NaN;
+ * max_norm <= 0: 1. */
+MR_HD double mr_opt_clip_factor(double norm, double max_norm) {
+    if (!(max_norm > 0.0)) return 1.0;
+    const double f = max_norm / (norm + MR_OPT_CLIP_EPS);
+    return (f < 1.0 || f != f) ? f : 1.0;
+}
+
+/* Before a step's gradients are checked: nothing found yet. */
+MR_HD void mr_opt_begin(mr_optctl *c) {
+    c->s.found_inf = 0;
+    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) c->s.sumsq[g] = 0.0;
+}
+
+/* After the gradient sums of squares are in: a non-finite sum means a
+ * non-finite gradient (a finite fp32 square sum cannot overflow a double),
+ * so found_inf is set and the step is skipped. Otherwise the Adam step count
+ * advances and this step's scalars are computed as ppo.c's mr_adam_step
+ * does (bias corrections in double, applied as floats); the multiplier of
+ * group g is clip_factor(true norm) / loss_scale, true norm = sqrt(sumsq) /
+ * loss_scale. */
+MR_HD void mr_opt_prepare(mr_optctl *c, int ngroups) {
+    const double inv = 1.0 / (double)c->s.loss_scale;
+    for (int g = 0; g < ngroups; g++) {
+        const double norm = sqrt(c->s.sumsq[g]) * inv;
+        if (!mr_finite_d(norm)) c->s.found_inf = 1;
+        c->s.norm[g] = (float)norm;
+        c->s.mult[g] = (float)(mr_opt_clip_factor(norm, (double)c->h.max_norm[g]) * inv);
+    }
+    if (c->s.found_inf) {
+        c->s.skipped += 1;
+        return;
+    }
+    c->s.step += 1;
+    const double bc1 = 1.0 - pow((double)c->h.beta1, (double)c->s.step);
+    const double bc2 = 1.0 - pow((double)c->h.beta2, (double)c->s.step);
+    c->s.step_size = (float)((double)c->h.lr / bc1);
+    c->s.bc2_sqrt = (float)sqrt(bc2);
+}
+
+/* torch.cuda.amp.GradScaler.update: on inf/nan the scale backs off and the
+ * tracker restarts; after growth_interval good steps in a row it grows
+ * (unless that would overflow). Disabled: nothing changes. */
+MR_HD void mr_opt_scaler_update(mr_optctl *c) {
+    if (!c->h.scaler_enabled) return;
+    if (c->s.found_inf) {
+        c->s.loss_scale *= c->h.backoff_factor;
+        c->s.growth_tracker = 0;
+        return;
+    }
+    const int32_t t = c->s.growth_tracker + 1;
+    if (t >= c->h.growth_interval) {
+        const float grown = c->s.loss_scale * c->h.growth_factor;
+        if (mr_finite_f(grown)) c->s.loss_scale = grown;
+        c->s.growth_tracker = 0;
+    } else {
+        c->s.growth_tracker = t;
+    }
+}
+
+/* ------------------------------------------------------------- elements */
+
+/* One Adam element, exactly as mr_adam_step's loop body with grad_scale = mult. */
+MR_HD void mr_adam_elem(float *param, float *m, float *v, float grad, float mult, float beta1, float beta2,
+                        float eps, float step_size, float bc2_sqrt) {
+    const float g = grad * mult;
+    const float w1 = 1.0f - beta1, w2 = 1.0f - beta2;
+    const float mi = *m + w1 * (g - *m);
+    const float vi = *v * beta2 + w2 * g * g;
+    *m = mi;
+    *v = vi;
+    const float denom = sqrtf(vi) / bc2_sqrt + eps;
+    *param -= step_size * (mi / denom);
+}
+
+/* The group of flat element i (groups are few: a linear scan). */
+MR_HD int mr_opt_group_of(const mr_opt_groups *G, int64_t i) {
+    int g = 0;
+    while (g + 1 < G->n && i >= G->off[g + 1]) g++;
+    return g;
+}
+
+/* GAE for environment n of a (T,N) rollout, as mr_gae (ppo.c) computes each
+ * column: in double, backwards in time, done[t] cutting the bootstrap and the
+ * recursion. g = gamma, gl = gamma * lambda (both from floats, in double). */
+MR_HD void mr_gae_env(int T, int N, int n, const float *reward, const float *value, const float *last_value,
+                      const uint8_t *done, double g, double gl, float *adv, float *ret) {
+    double next_v = last_value[n], a = 0.0;
+    for (int t = T - 1; t >= 0; t--) {
+        const size_t k = (size_t)t * (size_t)N + (size_t)n;
+        const double keep = done[k] ? 0.0 : 1.0;
+        const double v = value[k];
+        const double delta = (double)reward[k] + g * keep * next_v - v;
+        a = delta + gl * keep * a;
+        adv[k] = (float)a;
+        ret[k] = (float)(a + v);
+        next_v = v;
+    }
+}
+
+/* One row of mr_sample_actions (ppo.c), in the same float order. */
+MR_HD void mr_sample_row(const float *z, float u, uint8_t *action, float *logp) {
+    float m = z[0];
+    for (int j = 1; j < MR_NUM_ACTIONS; j++) if (z[j] > m) m = z[j];
+    float e[MR_NUM_ACTIONS], S = 0.0f;
+    for (int j = 0; j < MR_NUM_ACTIONS; j++) { e[j] = expf(z[j] - m); S += e[j]; }
+    const float t = u * S;
+    float cum = 0.0f;
+    int a = -1;
+    for (int j = 0; j < MR_NUM_ACTIONS; j++) {
+        cum += e[j];
+        if (a < 0 && t < cum) a = j;
+    }
+    if (a < 0) {
+        a = MR_NUM_ACTIONS - 1;
+        for (int j = MR_NUM_ACTIONS - 1; j >= 0; j--) if (e[j] > 0.0f) { a = j; break; }
+    }
+    *action = (uint8_t)a;
+    *logp = (z[a] - m) - logf(S);
+}
+
+/* ------------------------------------------- the reduction's exact order */
+
+/* The sum of squares of g[lo, hi) in exactly the order of ppo.cu's two-stage
+ * reduction for a group starting at lo: stage 1 cuts it into MR_OPT_CHUNK
+ * blocks, in each thread t of MR_OPT_THREADS adds elements t, t + THREADS,
+ * ... in double, then a halving tree (t += t + h); stage 2 reduces the block
+ * partials the same way. (double)x * x is exact for a float x, so the GPU's
+ * fused multiply-add gives the same bits.) Host only: the CPU test checks
+ * the GPU bit for bit against it, and it against mr_grad_norm. */
+static inline double mr_opt_tree(double *sh) {
+    for (int h = MR_OPT_THREADS / 2; h > 0; h >>= 1)
+        for (int t = 0; t < h; t++) sh[t] += sh[t + h];
+    return sh[0];
+}
+
+static inline double mr_opt_sumsq_emulate(const float *g, int64_t lo, int64_t hi, double *partials_scratch) {
+    double sh[MR_OPT_THREADS];
+    int64_t nb = 0;
+    for (int64_t b0 = lo; b0 < hi; b0 += MR_OPT_CHUNK, nb++) {
+        const int64_t b1 = b0 + MR_OPT_CHUNK < hi ? b0 + MR_OPT_CHUNK : hi;
+        for (int t = 0; t < MR_OPT_THREADS; t++) {
+            double acc = 0.0;
+            for (int64_t i = b0 + t; i < b1; i += MR_OPT_THREADS) acc += (double)g[i] * (double)g[i];
+            sh[t] = acc;
+        }
+        partials_scratch[nb] = mr_opt_tree(sh);
+    }
+    for (int t = 0; t < MR_OPT_THREADS; t++) {
+        double acc = 0.0;
+        for (int64_t j = t; j < nb; j += MR_OPT_THREADS) acc += partials_scratch[j];
+        sh[t] = acc;
+    }
+    return mr_opt_tree(sh);
+}
+
+#endif /* MR_PPO_MATH_H */

@@ -1,0 +1,360 @@
+-- moonrl.bench - `moonrl bench`: throughput of the environment alone, policy
+-- inference and whole training updates, and the side-by-side comparison with
+-- the PyTorch reference (bench/reference/train.py).
+--
+--   moonrl bench [env|infer|train|all] [--device cpu|cuda] [--net ref|small]
+--                [--envs N] [--reps R] [--threads T] [--json]
+--   moonrl bench --compare [--net ref|small|both] [--reps R] [--envs N]
+--   moonrl bench --scaling 16,64,256,1024 [--net small] [--out docs/scaling.csv]
+--
+-- Every result is the median of R timed repetitions after warm-up, with the
+-- spread (min .. max). Training is timed as ENV_SPEC counts throughput: whole
+-- updates (rollout + GAE + update), after one discarded warm-up update.
+-- --compare runs moonrl and the reference each in a fresh process per
+-- repetition, alternating, so both see the same machine state and each
+-- reports its own peak memory (peak RSS on the CPU, the allocator's peak on a
+-- GPU); it prints the ratio moonrl / reference per row.
+--
+-- This is a command-line tool: it blocks the loop while it measures, which is
+-- what a benchmark wants (nothing else runs).
+
+local engine = require("moonrl.engine")
+local json = require("moonrl.json")
+local uv = require("luv")
+
+local ffi, C = engine.ffi, engine.C
+local bench = {}
+
+local NETS = {
+  ref = { conv_channels = { 32, 64, 64 }, hidden = 512, critic_hidden = 512 },
+  small = { conv_channels = { 16, 32 }, hidden = 128, critic_hidden = 128 },
+}
+
+local function now() return uv.hrtime() / 1e9 end
+
+local function stats(xs)
+  local s = {}
+  for i, v in ipairs(xs) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  local med = n % 2 == 1 and s[(n + 1) / 2] or 0.5 * (s[n / 2] + s[n / 2 + 1])
+  return { median = med, min = s[1], max = s[n], n = n }
+end
+
+local function peak_rss_bytes()
+  local f = io.open("/proc/self/status")
+  if not f then return 0 end
+  local text = f:read("*a")
+  f:close()
+  local kb = text:match("VmHWM:%s*(%d+)")
+  return kb and tonumber(kb) * 1024 or 0
+end
+
+-- An mr_config for a benchmark row (defaults < net < options).
+local function make_config(o)
+  local c = ffi.new("mr_config")
+  C.mr_config_default(c)
+  local net = NETS[o.net]
+  c.policy.num_conv = #net.conv_channels
+  for i, ch in ipairs(net.conv_channels) do c.policy.conv_channels[i - 1] = ch end
+  c.policy.hidden, c.policy.critic_hidden = net.hidden, net.critic_hidden
+  c.env.num_envs = o.envs
+  c.ppo.rollout_steps = o.rollout
+  c.threads = o.threads
+  c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
+  c.total_steps = (o.reps + 2) * o.envs * o.rollout
+  return c
+end
+
+local function check(st, err, what)
+  if st ~= 0 then error(what .. ": " .. ffi.string(err.msg), 0) end
+end
+
+-- Environment alone: agent-steps/s with observations written.
+function bench.env(o)
+  local c = make_config(o)
+  local ec = c.env
+  local err = ffi.new("mr_error")
+  local env = ffi.new("mr_env*[1]")
+  check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
+  local n, steps = o.envs, o.env_steps
+  local actions = ffi.new("uint8_t[?]", n * 16)
+  for i = 0, n * 16 - 1 do actions[i] = math.random(0, 7) end
+  for k = 0, 9 do check(C.mr_env_step(env[0], actions + (k % 16) * n, err), err, "env step") end
+  local rates = {}
+  for _ = 1, o.reps do
+    local t0 = now()
+    for k = 0, steps - 1 do C.mr_env_step(env[0], actions + (k % 16) * n, err) end
+    rates[#rates + 1] = n * steps / (now() - t0)
+  end
+  C.mr_env_free(env[0])
+  return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s" }
+end
+
+-- Policy inference alone: samples/s through the network.
+function bench.infer(o)
+  local c = make_config(o)
+  local err = ffi.new("mr_error")
+  local tp = ffi.new("mr_trainer*[1]")
+  check(C.mr_trainer_create(c, tp, err), err, "trainer")
+  local t = tp[0]
+  local n = o.envs
+  local VV = (2 * c.env.view_range + 1) ^ 2
+  local obs = ffi.new("uint8_t[?]", n * VV)
+  for i = 0, n * VV - 1 do obs[i] = math.random(0, 15) < 1 and 1 or 0 end
+  local logits, value = ffi.new("float[?]", n * 8), ffi.new("float[?]", n)
+  check(C.mr_trainer_infer(t, obs, nil, n, logits, value, err), err, "infer")
+  local iters = math.max(1, math.floor(o.infer_samples / n))
+  local rates = {}
+  for _ = 1, o.reps do
+    local t0 = now()
+    for _ = 1, iters do C.mr_trainer_infer(t, obs, nil, n, logits, value, err) end
+    rates[#rates + 1] = n * iters / (now() - t0)
+  end
+  C.mr_trainer_free(t)
+  return { row = "infer", net = o.net, batch = n, rate = stats(rates), unit = "samples/s" }
+end
+
+-- Whole training updates: agent-steps/s, phases, memory.
+function bench.train(o)
+  local c = make_config(o)
+  local err = ffi.new("mr_error")
+  local tp = ffi.new("mr_trainer*[1]")
+  check(C.mr_trainer_create(c, tp, err), err, "trainer")
+  local t = tp[0]
+  local m = ffi.new("mr_metrics")
+  check(C.mr_trainer_update(t, m, err), err, "warm-up update")
+  local sps, roll, gae, upd = {}, {}, {}, {}
+  for _ = 1, o.reps do
+    local t0 = now()
+    check(C.mr_trainer_update(t, m, err), err, "update")
+    local dt = now() - t0
+    sps[#sps + 1] = o.envs * o.rollout / dt
+    roll[#roll + 1], gae[#gae + 1], upd[#upd + 1] = m.time_rollout, m.time_gae, m.time_update
+  end
+  local mem = ffi.new("mr_memory_stats")
+  C.mr_trainer_memory(t, mem, err)
+  local describe = ffi.string(C.mr_trainer_describe(t))
+  C.mr_trainer_free(t)
+  local dev_peak = tonumber(mem.device_peak_bytes)
+  return {
+    row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, rate = stats(sps),
+    unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,
+    time_update = stats(upd).median, planned_bytes = tonumber(mem.host_planned_bytes),
+    peak_memory_bytes = dev_peak > 0 and dev_peak or peak_rss_bytes(), describe = describe,
+  }
+end
+
+-- ------------------------------------------------------------------ output
+
+local function fmt_rate(x)
+  if x >= 1e9 then return string.format("%.2f G", x / 1e9) end
+  if x >= 1e6 then return string.format("%.2f M", x / 1e6) end
+  if x >= 1e3 then return string.format("%.1f k", x / 1e3) end
+  return string.format("%.0f", x)
+end
+
+local function print_row(r)
+  local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
+    or r.row == "infer" and string.format("infer, net %s, batch %d", r.net, r.batch)
+    or string.format("train, net %s, %d envs x %d", r.net, r.num_envs, r.rollout)
+  io.write(string.format("%-34s %12s %-14s (%s .. %s, n=%d)\n", what, fmt_rate(r.rate.median), r.unit,
+    fmt_rate(r.rate.min), fmt_rate(r.rate.max), r.rate.n))
+  if r.row == "train" then
+    io.write(string.format("%-34s rollout %.3f s, gae %.4f s, update %.3f s; planned %.1f MiB, peak %.1f MiB\n", "",
+      r.time_rollout, r.time_gae, r.time_update, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
+  end
+end
+
+-- ---------------------------------------------------------------- compare
+
+local function here()
+  return require("moonrl.core").home()
+end
+
+local function python()
+  for _, p in ipairs({ "/usr/bin/python3", "python3" }) do
+    local ok = os.execute(p .. " -c 'import torch' >/dev/null 2>&1")
+    if ok == 0 or ok == true then return p end
+  end
+  return nil
+end
+
+local function last_json_line(cmd)
+  local f = io.popen(cmd .. " 2>/dev/null")
+  local last
+  for line in f:lines() do
+    if line:match("^%s*{") then last = line end
+  end
+  f:close()
+  if not last then return nil, "no result from: " .. cmd end
+  return json.decode(last)
+end
+
+local function self_exe()
+  return uv.exepath()
+end
+
+-- One comparison row: R alternating fresh-process repetitions of each side.
+local function compare_row(o, net, py)
+  local n = NETS[net]
+  local conv = table.concat(n.conv_channels, ",")
+  local mine = string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s",
+    self_exe(), net, o.envs, o.rollout, o.threads, o.device)
+  local ref = string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
+    "--updates 1 --conv %s --hidden %d --critic-hidden %d --threads %d --precision fp32",
+    py, here(), o.device == "cuda" and "cuda" or "cpu", o.envs, o.rollout, conv, n.hidden, n.critic_hidden,
+    o.threads > 0 and o.threads or (uv.available_parallelism and uv.available_parallelism() or 2))
+  local a, b, ma, mb = {}, {}, {}, {}
+  for rep = 1, o.reps do
+    local r1, e1 = last_json_line(mine)
+    if not r1 then error(e1, 0) end
+    local r2, e2 = last_json_line(ref)
+    if not r2 then error(e2, 0) end
+    a[#a + 1], ma[#ma + 1] = r1.rate and r1.rate.median or r1.sps_median, r1.peak_memory_bytes
+    b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
+    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", net, rep, o.reps,
+      a[#a], b[#b]))
+  end
+  local sa, sb = stats(a), stats(b)
+  return {
+    row = "train", net = net, num_envs = o.envs, rollout = o.rollout, device = o.device,
+    moonrl = sa, reference = sb, ratio = sa.median / sb.median,
+    moonrl_peak_bytes = stats(ma).max, reference_peak_bytes = stats(mb).max,
+  }
+end
+
+function bench.compare(o)
+  local py = python()
+  if not py then
+    error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
+  end
+  local nets = o.net_given and { o.net } or { "small", "ref" }
+  local rows = {}
+  for _, net in ipairs(nets) do rows[#rows + 1] = compare_row(o, net, py) end
+  if o.json then
+    for _, r in ipairs(rows) do print(json.encode(r)) end
+    return
+  end
+  print(string.format("moonrl vs PyTorch reference, %s, %d threads, %d envs x %d steps, %d alternating reps",
+    o.device, o.threads, o.envs, o.rollout, o.reps))
+  print(string.format("%-8s %14s %14s %8s %14s %14s", "net", "moonrl sps", "pytorch sps", "ratio",
+    "moonrl peak", "pytorch peak"))
+  for _, r in ipairs(rows) do
+    print(string.format("%-8s %14.0f %14.0f %7.2fx %11.1f MiB %11.1f MiB", r.net, r.moonrl.median,
+      r.reference.median, r.ratio, (r.moonrl_peak_bytes or 0) / 2 ^ 20, (r.reference_peak_bytes or 0) / 2 ^ 20))
+  end
+end
+
+-- ---------------------------------------------------------------- scaling
+
+function bench.scaling(o)
+  local out = {}
+  print(string.format("training throughput against num_envs, net %s, %s", o.net, o.device))
+  print(string.format("%10s %14s %12s", "num_envs", "agent-steps/s", "update s"))
+  for _, n in ipairs(o.scaling) do
+    local oo = {}
+    for k, v in pairs(o) do oo[k] = v end
+    oo.envs = n
+    local r = bench.train(oo)
+    out[#out + 1] = { n, r.rate.median, r.time_update }
+    print(string.format("%10d %14.0f %12.3f", n, r.rate.median, r.time_update))
+  end
+  if o.out then
+    local f = assert(io.open(o.out, "w"))
+    f:write("num_envs,agent_steps_per_s,update_s\n")
+    for _, row in ipairs(out) do f:write(string.format("%d,%.1f,%.4f\n", row[1], row[2], row[3])) end
+    f:close()
+    print("wrote " .. o.out)
+  end
+end
+
+-- ------------------------------------------------------------------- CLI
+
+bench.usage = [[
+usage: moonrl bench [env|infer|train|all] [options]
+       moonrl bench --compare [options]
+       moonrl bench --scaling 16,64,256 [--out file.csv] [options]
+  --device cpu|cuda|auto   backend (default auto)
+  --net ref|small          network: ref = ENV_SPEC's (default), small = conv 16,32 hidden 128
+  --envs N                 instances (default: env 4096, infer 192, train 192; compare 64)
+  --rollout T              rollout steps per update (default 128; compare 64)
+  --reps R                 timed repetitions (default 5; compare 3)
+  --threads T              CPU threads, 0 = all (default 0)
+  --json                   one JSON object per row
+  --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
+]]
+
+function bench.main(args)
+  local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = false,
+              env_steps = 100, infer_samples = 8192 }
+  local i = 1
+  local function value(name)
+    i = i + 1
+    if args[i] == nil then error(name .. " needs a value", 0) end
+    return args[i]
+  end
+  local function int(name, lo)
+    local v = tonumber(value(name))
+    if not v or v % 1 ~= 0 or v < lo then
+      error(string.format("%s = %s: accepted an integer >= %d", name, tostring(args[i]), lo), 0)
+    end
+    return v
+  end
+  while i <= #args do
+    local a = args[i]
+    if a == "env" or a == "infer" or a == "train" or a == "all" then o.what = a
+    elseif a == "--device" then
+      o.device = value(a)
+      if o.device ~= "cpu" and o.device ~= "cuda" and o.device ~= "auto" then
+        error("--device = " .. o.device .. ": accepted cpu, cuda, auto", 0)
+      end
+    elseif a == "--net" then
+      o.net, o.net_given = value(a), true
+      if not NETS[o.net] then error("--net = " .. o.net .. ": accepted ref, small", 0) end
+    elseif a == "--envs" then o.envs = int(a, 1)
+    elseif a == "--rollout" then o.rollout = int(a, 1)
+    elseif a == "--reps" then o.reps = int(a, 1)
+    elseif a == "--threads" then o.threads = int(a, 0)
+    elseif a == "--json" then o.json = true
+    elseif a == "--compare" then o.compare = true
+    elseif a == "--scaling" then
+      o.scaling = {}
+      for n in value(a):gmatch("[^,]+") do
+        local v = tonumber(n)
+        if not v or v < 1 then error("--scaling: '" .. n .. "' is not a positive integer", 0) end
+        o.scaling[#o.scaling + 1] = v
+      end
+    elseif a == "--out" then o.out = value(a)
+    elseif a == "--help" or a == "-h" then io.write(bench.usage) return 0
+    else error("unknown argument '" .. a .. "'\n" .. bench.usage, 0) end
+    i = i + 1
+  end
+  if o.device == "auto" then o.device = engine.cuda_device_count() > 0 and "cuda" or "cpu" end
+  if o.compare then
+    o.envs, o.rollout, o.reps = o.envs or 64, o.rollout or 64, o.reps or 3
+    bench.compare(o)
+    return 0
+  end
+  o.rollout, o.reps = o.rollout or 128, o.reps or 5
+  if o.scaling then bench.scaling(o) return 0 end
+  local rows = {}
+  if o.what == "env" or o.what == "all" then
+    local oo = setmetatable({ envs = o.envs or 4096 }, { __index = o })
+    rows[#rows + 1] = bench.env(oo)
+  end
+  if o.what == "infer" or o.what == "all" then
+    local oo = setmetatable({ envs = o.envs or 192 }, { __index = o })
+    rows[#rows + 1] = bench.infer(oo)
+  end
+  if o.what == "train" or o.what == "all" then
+    local oo = setmetatable({ envs = o.envs or 192 }, { __index = o })
+    rows[#rows + 1] = bench.train(oo)
+  end
+  for _, r in ipairs(rows) do
+    if o.json then print(json.encode(r)) else print_row(r) end
+  end
+  return 0
+end
+
+return bench

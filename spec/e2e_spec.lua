@@ -1,0 +1,141 @@
+-- End to end: `moonrl train` on the ci hardware profile for a few updates,
+-- then what it left in the run directory, then `moonrl eval` on its
+-- checkpoint. Runs the built binary (build/moonrl, or $MOONRL_BIN) and the
+-- real engine; sized to finish well under a minute on 2 cores.
+
+local support = require("support")
+local config = require("moonrl.config")
+local json = require("moonrl.json")
+local util = require("moonrl.util")
+
+local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+local have_bin = io.open(BIN, "rb") ~= nil
+if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+
+local function moonrl(args, dir)
+  local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
+  os.execute(string.format("cd %q && timeout 300 %q %s >%q 2>%q; echo $? >%q", dir, BIN, args, out, err, rc))
+  if (os.getenv("MOONRL_SPEC_SHOW") or "") ~= "" then
+    io.stderr:write("\n$ moonrl ", args, "\n", support.read_file(out) or "", support.read_file(err) or "")
+  end
+  return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
+end
+
+-- The members of mr_metrics, read from the engine's header: every one must
+-- reach metrics.jsonl.
+local function metric_fields()
+  local h = assert(support.read_file("src/engine/moonrl.h"))
+  local body = assert(h:match("typedef struct mr_metrics%s*(%b{})"))
+  body = body:gsub("/%*.-%*/", "")
+  local names = {}
+  for decl in body:sub(2, -2):gmatch("([^;]+);") do
+    for name in decl:gsub("^%s*[%w_]+%s+", ""):gmatch("[%a_][%w_]*") do names[#names + 1] = name end
+  end
+  return names
+end
+
+local UPDATES = 3
+local SETS = {
+  "total_steps=" .. (UPDATES * 1024),          -- ci: 32 envs x 32 steps per update
+  "log.checkpoint_interval=2", "log.checkpoint_keep=0",
+  "eval.num_envs=16", "eval.steps=64",
+}
+
+describe("moonrl end to end", function()
+  local dir
+  setup(function()
+    if have_bin then dir = support.tmpdir() end
+  end)
+  teardown(function()
+    if dir then support.rm_rf(dir) end
+  end)
+
+  local run_dir = nil
+
+  it("trains with --hardware ci and fills the run directory", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local args = { "train", "--hardware ci", "--dir run" }
+    for _, s in ipairs(SETS) do args[#args + 1] = "--set " .. s end
+    local t0 = os.time()
+    local rc, out, err = moonrl(table.concat(args, " "), dir)
+    assert.are.equal(0, rc, err)
+    assert.truthy(os.time() - t0 < 120, "took " .. (os.time() - t0) .. " s")
+    assert.truthy(out:find("run directory: run\n", 1, true), out)
+    run_dir = dir .. "/run"
+
+    -- config.lua reads back as the config that was resolved
+    local loaded = assert(config.load_file(run_dir .. "/config.lua"))
+    local expect = assert(config.resolve { sets = SETS, hardware = "ci", detect = function() return { gpus = 0 } end,
+      file = config.default_file() })
+    assert(config.set(expect, "dir", "run"))
+    assert.truthy(util.deep_equal(loaded, expect),
+      "config.lua differs from the resolved config:\n" .. config.serialize(loaded) .. "\nvs\n" .. config.serialize(expect))
+
+    -- metrics.jsonl: one object per (non-warm-up) update with every mr_metrics field
+    local lines = support.lines(assert(support.read_file(run_dir .. "/metrics.jsonl")))
+    assert.are.equal(UPDATES, #lines)
+    local fields = metric_fields()
+    assert.truthy(#fields >= 30, "read " .. #fields .. " fields from moonrl.h")
+    for i, line in ipairs(lines) do
+      local m = assert(json.decode(line))
+      for _, f in ipairs(fields) do
+        assert.truthy(m[f] ~= nil, "metrics.jsonl line " .. i .. " lacks " .. f)
+      end
+      assert.are.equal(i, m.update)
+      assert.are.equal(i * 1024, m.agent_steps)
+      assert.truthy(math.abs(m.progress - i / UPDATES) < 1e-12)
+      assert.truthy(m.sps > 0)
+    end
+
+    -- TensorBoard, checkpoints, the plain log
+    local files = support.files(run_dir)
+    local tb
+    for _, f in ipairs(files) do if f:match("^events%.out%.tfevents%.") then tb = f end end
+    assert.truthy(tb, "no events.out.tfevents.* in " .. table.concat(files, " "))
+    assert.truthy(#support.read_file(run_dir .. "/" .. tb) > 0)
+    assert.are.same({ "update_0000002.mrck", "update_0000003.mrck" }, support.files(run_dir .. "/checkpoints"))
+    local log = assert(support.read_file(run_dir .. "/train.log"))
+    assert.truthy(log:find("engine: ", 1, true), log)
+    assert.truthy(log:find("finished: done after " .. UPDATES .. " updates", 1, true), log)
+
+    -- the summary ends with the evaluation row of the trained mode
+    assert.truthy(out:find("done after " .. UPDATES .. " updates", 1, true), out)
+    assert.truthy(out:find("| mode", 1, true), out)
+    assert.truthy(out:match("\n| ground_truth +| +[%+%-][%d%.]+ | +[%d%.]+%% |"), out)
+  end)
+
+  it("evaluates the checkpoint with moonrl eval", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    assert.truthy(run_dir, "the training case must run first")
+    local ckpt = run_dir .. "/checkpoints/update_0000003.mrck"
+    local rc, out, err = moonrl("eval " .. ckpt .. " --envs 16 --steps 64 --mode all", dir)
+    assert.are.equal(0, rc, err)
+    local header = out:match("^([^\n]+)\n")
+    for _, col in ipairs({ "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }) do
+      assert.truthy(header:find(col, 1, true), header)
+    end
+    for _, mode in ipairs({ "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }) do
+      local row = out:match("\n| (" .. mode:gsub("_", "%%_") .. " +|[^\n]+)")
+      assert.truthy(row, mode .. " missing:\n" .. out)
+      -- seven columns, the numbers readable
+      local cells = {}
+      for c in row:gmatch("([^|]+)|") do cells[#cells + 1] = c:match("^%s*(.-)%s*$") end
+      assert.are.equal(7, #cells)
+      assert.truthy(tonumber(cells[2]), row)
+      local eff = tonumber(cells[3]:match("^([%d%.]+)%%$"))
+      assert.truthy(eff and eff >= 0 and eff <= 100, row)
+    end
+
+    rc, _, err = moonrl("eval " .. run_dir .. "/config.lua", dir)
+    assert.are.equal(1, rc)
+    assert.truthy(err:find("config.lua", 1, true), err)
+  end)
+
+  it("refuses a typo'd key with a did-you-mean and a non-zero exit", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local rc, out, err = moonrl("train --hardware ci --set ppo.lrr=1e-4", dir)
+    assert.are_not.equal(0, rc)
+    assert.truthy(err:find("unknown key 'ppo.lrr' - did you mean 'ppo.lr'?", 1, true), err)
+    assert.falsy(out:find("run directory", 1, true))
+  end)
+end)
