@@ -25,10 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 char *openblas_get_corename(void);
 
 static double now(void) { return omp_get_wtime(); }
+/* CPU seconds of the whole process (all threads): robust to other work on
+ * the cores, which stretches wall time but not the CPU time we use. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 
 /* multiply-adds per sample, forward */
 static double macs_per_sample(const mr_policy *p) {
@@ -39,31 +47,42 @@ static double macs_per_sample(const mr_policy *p) {
     return m;
 }
 
-static double square_sgemm_gflops(int n) {
+/* a timing: wall and CPU seconds, sgemm seconds (< 0: not measured) */
+typedef struct { double wall, cpu, sg; } timing;
+static timing t_start(void) { mr_nn_profile_reset(); return (timing){now(), cpu_now(), 0}; }
+static timing t_stop(timing t, int reps) {
+    double sg = mr_nn_sgemm_seconds();
+    return (timing){(now() - t.wall) / reps, (cpu_now() - t.cpu) / reps, sg >= 0 ? sg / reps : -1};
+}
+
+/* sgemm rate: wall GFLOP/s on all threads, and GFLOP per CPU-second */
+static double peak_wall, peak_cpu;
+static void square_sgemm(int n) {
     float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
           *c = malloc(sizeof(float) * n * n);
     for (long i = 0; i < (long)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
     int reps = 3;
-    double t = now();
+    timing t = t_start();
     for (int r = 0; r < reps; r++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-    t = now() - t;
+    t = t_stop(t, reps);
     free(a); free(b); free(c);
-    return 2.0 * n * (double)n * n * reps / t / 1e9;
+    peak_wall = 2.0 * n * (double)n * n / t.wall / 1e9;
+    peak_cpu = 2.0 * n * (double)n * n / t.cpu / 1e9;
 }
 
-/* sec: seconds per call; sg: sgemm seconds per call (< 0: not measured) */
-static void report(const char *what, int B, double sec, double sg, double flop, double peak) {
-    double gf = flop / sec / 1e9;
-    printf("  %-22s B=%-6d %9.2f ms  %8.0f samples/s  %7.1f GFLOP/s  %5.1f%% of sgemm peak",
-           what, B, sec * 1e3, B / sec, gf, 100 * gf / peak);
-    if (sg >= 0) printf("  sgemm %4.1f%% of time", 100 * sg / sec);
+static void report(const char *what, int B, timing t, double flop) {
+    double gw = flop / t.wall / 1e9, gc = flop / t.cpu / 1e9;
+    printf("  %-17s B=%-6d %9.2f ms %8.0f samples/s %6.1f GFLOP/s = %3.0f%% of sgemm | "
+           "%5.1f GFLOP/cpu-s = %3.0f%%", what, B, t.wall * 1e3, B / t.wall, gw,
+           100 * gw / peak_wall, gc, 100 * gc / peak_cpu);
+    if (t.sg >= 0) printf(" | sgemm %3.0f%% of CPU", 100 * t.sg / t.cpu);
     printf("\n");
 }
 
 static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, int train_B,
-                      int reps, double peak) {
+                      int reps) {
     const int V = 11, VV = V * V;
     mr_arena a = {0};
     mr_policy p;
@@ -76,7 +95,7 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
     size_t act_floats = 0;
     for (int l = 0; l < p.num_conv; l++) act_floats += (size_t)VV * p.ch[l + 1];
     act_floats += (size_t)p.hidden + p.cin_dim + p.critic_hidden;
-    size_t kept = act_floats * 4 + VV;                                     /* forward keeps */
+    size_t kept = act_floats * 4 + VV;                                       /* forward keeps */
     size_t scratch = ((size_t)p.hidden + p.cin_dim + p.critic_hidden) * 4;   /* backward */
     double macs = macs_per_sample(&p);
     printf("%s: %zu params (policy %zu), %.2f M MAC/sample, chunk %d, block %d\n", name,
@@ -86,9 +105,10 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
 
     int maxB = train_B > 4096 ? train_B : 4096;
     uint8_t *codes = malloc((size_t)maxB * VV);
-    float *extra = malloc(sizeof(float) * 2 * maxB), *logits = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB),
-          *value = malloc(sizeof(float) * maxB), *dl = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB),
-          *dv = malloc(sizeof(float) * maxB);
+    float *extra = malloc(sizeof(float) * 2 * maxB),
+          *logits = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB),
+          *value = malloc(sizeof(float) * maxB),
+          *dl = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB), *dv = malloc(sizeof(float) * maxB);
     unsigned s = 12345;
     for (size_t i = 0; i < (size_t)maxB * VV; i++) { s = s * 1103515245u + 12345u; codes[i] = (s >> 16) % 3; }
     for (int i = 0; i < 2 * maxB; i++) extra[i] = 0.1f * (i % 7) - 0.3f;
@@ -99,44 +119,38 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
     for (int k = 0; k < 2; k++) {
         int B = act_B[k], r = B <= 192 ? 50 * reps : 3 * reps;
         mr_policy_act(&p, codes, extra, B, 0, logits, value);   /* warm */
-        mr_nn_profile_reset();
-        double t = now();
+        timing t = t_start();
         for (int i = 0; i < r; i++) mr_policy_act(&p, codes, extra, B, 0, logits, value);
-        t = (now() - t) / r;
-        double sg = mr_nn_sgemm_seconds();
-        report("act", B, t, sg >= 0 ? sg / r : -1, 2 * macs * B, peak);
+        report("act", B, t_stop(t, r), 2 * macs * B);
     }
     {
         int B = train_B, wb = train_B < 1024 ? train_B : 1024;
         mr_policy_forward(&p, codes, extra, wb, 0, logits, value);   /* warm */
         mr_policy_zero_grad(&p);
         mr_policy_backward(&p, dl, dv, wb);
-        double tf = 0, tb = 0;
-        mr_nn_profile_reset();
+        timing tf = {0, 0, 0}, tb = {0, 0, 0};
         for (int i = 0; i < reps; i++) {
-            double t0 = now();
+            timing t = t_start();
             mr_policy_forward(&p, codes, extra, B, 0, logits, value);
-            double t1 = now();
+            t = t_stop(t, 1);
+            tf.wall += t.wall / reps; tf.cpu += t.cpu / reps; tf.sg += t.sg / reps;
+            t = t_start();
             mr_policy_zero_grad(&p);
             mr_policy_backward(&p, dl, dv, B);
-            tf += t1 - t0;
-            tb += now() - t1;
+            t = t_stop(t, 1);
+            tb.wall += t.wall / reps; tb.cpu += t.cpu / reps; tb.sg += t.sg / reps;
         }
-        tf /= reps; tb /= reps;
-        double sg = mr_nn_sgemm_seconds();
-        printf("  %-22s B=%-6d %9.2f ms  %8.0f samples/s  %7.1f GFLOP/s  %5.1f%% of sgemm peak",
-               "forward+backward", B, (tf + tb) * 1e3, B / (tf + tb), 6 * macs * B / (tf + tb) / 1e9,
-               100 * 6 * macs * B / (tf + tb) / 1e9 / peak);
-        if (sg >= 0) printf("  sgemm %4.1f%% of time", 100 * sg / reps / (tf + tb));
-        printf("\n    forward %.2f ms (%.1f GFLOP/s), backward %.2f ms (%.1f GFLOP/s)\n", tf * 1e3,
-               2 * macs * B / tf / 1e9, tb * 1e3, 4 * macs * B / tb / 1e9);
+        timing all = {tf.wall + tb.wall, tf.cpu + tb.cpu, tf.sg + tb.sg};
+        report("forward+backward", B, all, 6 * macs * B);
+        report("  forward", B, tf, 2 * macs * B);
+        report("  backward", B, tb, 4 * macs * B);
     }
     free(codes); free(extra); free(logits); free(value); free(dl); free(dv);
     mr_arena_release(&a);
 }
 
 int main(int argc, char **argv) {
-    int chunk = 16, train_B = 24576, reps = 2;
+    int chunk = 32, train_B = 24576, reps = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) { train_B = 4096; reps = 1; }
         else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoi(argv[++i]);
@@ -153,21 +167,22 @@ int main(int argc, char **argv) {
     char load[64] = "?";
     if (la) { if (!fgets(load, sizeof load, la)) load[0] = 0; fclose(la); }
     printf("load average before: %s", load);
-    double peak = square_sgemm_gflops(2048);
-    printf("threads %d, OpenBLAS core %s, sgemm 2048^3: %.1f GFLOP/s%s\n", threads,
-           openblas_get_corename(), peak,
-           mr_nn_sgemm_seconds() >= 0 ? ", sgemm timing on" : " (build with -DMR_NN_PROFILE for the sgemm share)");
-
+    square_sgemm(2048);
+    printf("threads %d, OpenBLAS core %s, sgemm 2048^3 (OpenBLAS threads): %.1f GFLOP/s, "
+           "%.1f GFLOP/cpu-s%s\n", threads, openblas_get_corename(), peak_wall, peak_cpu,
+           mr_nn_sgemm_seconds() >= 0 ? "" : " (build with -DMR_NN_PROFILE for the sgemm share)");
+    printf("columns: wall time and rate, as a fraction of the sgemm rate; CPU-time rate "
+           "(all threads), as a fraction of sgemm's; CPU time inside sgemm calls\n");
     mr_policy_config ref = {0};
     ref.num_conv = 3;
     ref.conv_channels[0] = 32; ref.conv_channels[1] = 64; ref.conv_channels[2] = 64;
     ref.hidden = 512; ref.critic_hidden = 512; ref.popart = 1;
-    bench_net("reference net (conv 32,64,64, hidden 512)", &ref, chunk, train_B, reps, peak);
+    bench_net("reference net (conv 32,64,64, hidden 512)", &ref, chunk, train_B, reps);
 
     mr_policy_config small = {0};
     small.num_conv = 2;
     small.conv_channels[0] = 16; small.conv_channels[1] = 32;
     small.hidden = 128; small.critic_hidden = 128; small.popart = 1;
-    bench_net("small net (conv 16,32, hidden 128)", &small, chunk, train_B, reps, peak);
+    bench_net("small net (conv 16,32, hidden 128)", &small, chunk, train_B, reps);
     return 0;
 }

@@ -52,7 +52,7 @@ end
 function support.run_until(done, limit)
   local timer = uv.new_timer()
   local timed_out = false
-  timer:start(limit or 5000, 0, function() timed_out = true end)
+  timer:start(limit or 60000, 0, function() timed_out = true end)
   while not done() and not timed_out do uv.run("once") end
   timer:stop()
   timer:close()

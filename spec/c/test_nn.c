@@ -256,7 +256,14 @@ static void test_relu(size_t n) {
     mr_relu_backward(d, g, out, n);
     relu_ctx cx = {n, todouble(in, n), todouble(g, n)};
     double *f = malloc(sizeof(double) * n);
-    fd_grad(f, cx.in, n, relu_loss, &cx, 1e-3);
+    if (n <= 1000) {
+        fd_grad(f, cx.in, n, relu_loss, &cx, 1e-3);
+    } else {   /* the loss is a sum of per-element terms: difference each term */
+        for (size_t i = 0; i < n; i++) {
+            double xp = cx.in[i] + 1e-3, xm = cx.in[i] - 1e-3;
+            f[i] = ((xp > 0 ? xp : 0) - (xm > 0 ? xm : 0)) * cx.g[i] / 2e-3;
+        }
+    }
     double e = relerr(d, f, n, 1e-3);
     CHECK_MSG(e < 1e-6, "relu backward n=%zu: rel err %g", n, e);
     /* in place */

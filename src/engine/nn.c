@@ -21,6 +21,12 @@
 
 /* ------------------------------------------------------------ profiling */
 #ifdef MR_NN_PROFILE
+#include <time.h>
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 static double nn_sgemm_seconds;
 static long nn_sgemm_calls;
 double mr_nn_sgemm_seconds(void) { return nn_sgemm_seconds; }
@@ -80,7 +86,17 @@ static void sgemm1(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int 
                    float *C, int ldc) {
     int n = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (n > 1) omp_set_num_threads(1);
+#ifdef MR_NN_PROFILE
+    double t0 = thread_cpu();
+#endif
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef MR_NN_PROFILE
+    double dt = thread_cpu() - t0;
+    #pragma omp atomic
+    nn_sgemm_seconds += dt;
+    #pragma omp atomic
+    nn_sgemm_calls++;
+#endif
     if (n > 1) omp_set_num_threads(n);
 }
 
@@ -94,9 +110,6 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-#ifdef MR_NN_PROFILE
-    double t0 = omp_get_wtime();
-#endif
     int nb, bs, rows = gemm_plan(M, N, K, &nb, &bs);
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
@@ -106,17 +119,12 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
     for (int i = 0; i < nb; i++) {
         int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
         if (rows)   /* rows o.. of op(A) and C */
-            cblas_sgemm(CblasRowMajor, ta, tb, n, N, K, alpha,
-                        transa ? A + o : A + (size_t)o * lda, lda, B, ldb, beta,
-                        C + (size_t)o * ldc, ldc);
+            sgemm1(ta, tb, n, N, K, alpha, transa ? A + o : A + (size_t)o * lda, lda, B, ldb,
+                   beta, C + (size_t)o * ldc, ldc);
         else        /* columns o.. of op(B) and C */
-            cblas_sgemm(CblasRowMajor, ta, tb, M, n, K, alpha, A, lda,
-                        transb ? B + (size_t)o * ldb : B + o, ldb, beta, C + o, ldc);
+            sgemm1(ta, tb, M, n, K, alpha, A, lda, transb ? B + (size_t)o * ldb : B + o, ldb,
+                   beta, C + o, ldc);
     }
-#ifdef MR_NN_PROFILE
-    nn_sgemm_seconds += omp_get_wtime() - t0;
-    nn_sgemm_calls++;
-#endif
 }
 
 /* ------------------------------------------------------------ observation */
@@ -194,9 +202,10 @@ static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, i
 /* The forward product of conv and linear layers, in one OpenMP loop over the
  * blocks of gemm_plan:  out (M,N) = [relu] (A . w^T + b),  w (N,K), b (N) or
  * NULL. A (M,K) is given, or (conv, src != NULL) A = col (M,K) is written
- * block by block by im2col of src, so a block's im2col is still in cache for its sgemm. Each
- * task fills its block with the bias, runs one single-threaded sgemm onto it
- * and applies the ReLU while the block is hot: one fork per layer. */
+ * block by block by im2col of src, so a block's im2col is still in cache for
+ * its sgemm. Each task fills its block with the bias, runs one single-threaded
+ * sgemm onto it and applies the ReLU while the block is hot: one fork per
+ * layer. The sgemm calls are those sgemm() would make for the same shape. */
 typedef struct { const float *inp; int H, W, C; } im2col_src;
 
 static void forward_gemm(float *out, const float *A, float *col, const im2col_src *src,
@@ -205,8 +214,7 @@ static void forward_gemm(float *out, const float *A, float *col, const im2col_sr
     if (src) A = col;
     int nb, bs, rows = gemm_plan(M, N, K > 0 ? K : 1, &nb, &bs);
     if (src && !rows) mr_im2col3x3(col, src->inp, M / (src->H * src->W), src->H, src->W, src->C);
-    double ts = 0;   /* profiling: sgemm seconds summed over threads */
-    #pragma omp parallel for schedule(dynamic, 1) if (nb > 1) reduction(+ : ts)
+    #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
     for (int i = 0; i < nb; i++) {
         int o = i * bs, D = rows ? M : N, n = D - o < bs ? D - o : bs;
         int r0 = rows ? o : 0, nr = rows ? n : M, c0 = rows ? 0 : o, nc = rows ? N : n;
@@ -216,28 +224,15 @@ static void forward_gemm(float *out, const float *A, float *col, const im2col_sr
             if (b) memcpy(row, b + c0, sizeof(float) * nc);
             else memset(row, 0, sizeof(float) * nc);
         }
-#ifdef MR_NN_PROFILE
-        double t1 = omp_get_wtime();
-#endif
         if (K > 0)
             sgemm1(CblasNoTrans, CblasTrans, nr, nc, K, 1.0f, A + (size_t)r0 * K, K,
                    w + (size_t)c0 * K, K, 1.0f, out + (size_t)r0 * N + c0, N);
-#ifdef MR_NN_PROFILE
-        ts += omp_get_wtime() - t1;
-#endif
         if (relu)
             for (int r = r0; r < r0 + nr; r++) {
                 float *row = out + (size_t)r * N + c0;
                 for (int j = 0; j < nc; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
             }
     }
-#ifdef MR_NN_PROFILE
-    int team = nb > 1 ? omp_get_max_threads() : 1;   /* threads that shared the blocks */
-    nn_sgemm_seconds += ts / (team < nb ? team : nb);
-    nn_sgemm_calls += nb;
-#else
-    (void)ts;
-#endif
 }
 
 void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,

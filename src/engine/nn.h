@@ -72,11 +72,10 @@ void mr_relu_backward(float *dinp, const float *dout, const float *out, size_t n
  * (deterministic for any thread count). */
 void mr_bias_backward(float *db, const float *d, size_t N, int OC);
 
-/* Seconds spent inside sgemm since the last reset, and the number of calls
- * (wall time of the sgemm regions; where a conv runs im2col and sgemm in one
- * parallel loop, the sgemm part summed over threads / threads used).
- * Only counted when nn.c is compiled with -DMR_NN_PROFILE (the benchmark);
- * otherwise mr_nn_sgemm_seconds() returns -1. Not thread-safe: a profiling aid. */
+/* CPU seconds spent inside sgemm since the last reset, summed over threads,
+ * and the number of sgemm calls. Only counted when nn.c is compiled with
+ * -DMR_NN_PROFILE (the benchmark); otherwise mr_nn_sgemm_seconds() returns -1.
+ * A profiling aid: a global counter, which the engine otherwise never keeps. */
 double mr_nn_sgemm_seconds(void);
 long mr_nn_sgemm_calls(void);
 void mr_nn_profile_reset(void);

@@ -11,8 +11,8 @@
  *   ch     = relu(critic(cin))             (B,critic_hidden) [512]
  *   value  = vhead(ch)                     (B) raw (PopArt is applied outside)
  *
- * Layout differences from the PyTorch original, both fixed permutations of a
- * weight's input columns (the same function class, the same init law):
+ * Layout differences from the PyTorch original, each a fixed permutation of
+ * a weight's input columns (the same function class, the same init law):
  *   - flatten is (H,W,C) order, not torch's (C,H,W): fc.w column
  *     (y*V + x)*C_L + c here is torch's column c*V*V + y*V + x;
  *   - conv weights are (OC,3,3,C), torch's are (OC,C,3,3);
@@ -31,9 +31,13 @@
  * through one im2col workspace (chunk-sized, so it stays near the cache); the
  * linear layers run in blocks of `block` samples (block = the smallest
  * multiple of chunk >= MR_POLICY_BLOCK), large enough that an sgemm over the
- * 7744 x 512 fc weight is efficient. mr_policy_act and mr_policy_forward make
- * exactly the same sgemm calls on the same data, so their outputs are
- * bit-identical; act keeps nothing beyond one block.
+ * 7744 x 512 fc weight is efficient. For the same batch mr_policy_act and
+ * mr_policy_forward make exactly the same sgemm calls on the same data, so
+ * their outputs are bit-identical; act keeps nothing beyond one block.
+ * A sample's last bits can depend on where it sits in a batch (OpenBLAS
+ * computes the edge tiles of a product with other kernels), so the rollout's
+ * act on N envs and a forward over a shuffled minibatch agree to a few ulps
+ * (4e-7 relative measured on the reference net), not bit for bit.
  * mr_policy_backward works on the whole batch for the linear layers (their
  * weight gradients are one sgemm with K = B) and chunk by chunk for the convs.
  *
@@ -117,9 +121,10 @@ size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int
 
 /* Orthogonal init (torch.nn.init.orthogonal_ on each weight flattened to
  * (OC, fan_in)), gain sqrt(2) except actor.w 0.01 and value.w 1.0; zero
- * biases. Bit-identical for a seed on any thread count: Gaussians come from
- * mr_rng_u64(seed, tensor, 0, MR_RNG_INIT, element) (rng.h) and each QR
- * (LAPACK sgeqrf/sorgqr) runs single-threaded, tensors in parallel. Uses the
+ * biases. Bit-identical for a seed on any thread count: element e of tensor
+ * t's Gaussian matrix is Box-Muller of mr_rng_u64(seed, t, e >> 31,
+ * MR_RNG_INIT, 2*(e mod 2^31) + {0,1}) (rng.h), and each QR (LAPACK
+ * sgeqrf/sorgqr in float) runs single-threaded, tensors in parallel. Uses the
  * workspace as QR scratch (the workspace is sized for it); grads untouched. */
 void mr_policy_init(mr_policy *p, uint64_t seed);
 

@@ -27,7 +27,7 @@
 
 #define NUM_ACTIONS 8
 /* Policy-act / training chunk: samples processed together by the network. */
-#define POLICY_CHUNK 256
+#define POLICY_CHUNK 32
 
 static double now_seconds(void) {
     struct timespec ts;
