@@ -71,20 +71,36 @@ describe("moonrl host", function()
     assert.truthy(out:find("libuv", 1, true))
   end)
 
-  it("has --help for the program and each command, without bench or ctl", function()
+  it("has --help for the program and each command, with bench and without ctl", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rc, out = moonrl("--help", dir)
     assert.are.equal(0, rc)
     for _, c in ipairs({ "train", "run", "eval", "doctor", "version" }) do
       assert.truthy(out:find("\n  " .. c, 1, true), c .. " missing from:\n" .. out)
     end
-    assert.falsy(out:find("bench", 1, true))
+    assert.truthy(out:find("\n  bench", 1, true))
     assert.falsy(out:find("ctl", 1, true))
     for _, c in ipairs({ "train", "eval", "doctor", "run", "version" }) do
       local crc, cout = moonrl(c .. " --help", dir)
       assert.are.equal(0, crc, c)
       assert.truthy(cout:find("usage: moonrl " .. c, 1, true), cout)
     end
+  end)
+
+  it("bench measures the environment and training and reports JSON rows", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local rc, out = moonrl("bench env --envs 256 --reps 2 --json --device cpu", dir)
+    assert.are.equal(0, rc, out)
+    local row = require("moonrl.json").decode(out:match("{.-}\n"))
+    assert.are.equal("env", row.row)
+    assert.is_true(row.rate.median > 0 and row.rate.min <= row.rate.median and row.rate.median <= row.rate.max)
+    rc, out = moonrl("bench train --net small --envs 16 --rollout 16 --reps 1 --json --device cpu", dir)
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find('"time_update"', 1, true), out)
+    local errout
+    rc, out, errout = moonrl("bench --net huge", dir)
+    assert.are.equal(2, rc)
+    assert.truthy(errout:find("--net = huge: accepted ref, small", 1, true), errout)
   end)
 
   it("rejects bad arguments with exit code 2 and a message naming them", function()

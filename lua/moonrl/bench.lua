@@ -285,7 +285,19 @@ usage: moonrl bench [env|infer|train|all] [options]
   --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
 ]]
 
+local parse_args
+
 function bench.main(args)
+  local ok, o = pcall(parse_args, args)
+  if not ok then
+    io.stderr:write("moonrl bench: ", tostring(o), "\n")
+    return 2
+  end
+  if o.help then io.write(bench.usage) return 0 end
+  return bench.run(o)
+end
+
+parse_args = function(args)
   local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = false,
               env_steps = 100, infer_samples = 8192 }
   local i = 1
@@ -326,10 +338,14 @@ function bench.main(args)
         o.scaling[#o.scaling + 1] = v
       end
     elseif a == "--out" then o.out = value(a)
-    elseif a == "--help" or a == "-h" then io.write(bench.usage) return 0
+    elseif a == "--help" or a == "-h" then o.help = true
     else error("unknown argument '" .. a .. "'\n" .. bench.usage, 0) end
     i = i + 1
   end
+  return o
+end
+
+function bench.run(o)
   if o.device == "auto" then o.device = engine.cuda_device_count() > 0 and "cuda" or "cpu" end
   if o.compare then
     o.envs, o.rollout, o.reps = o.envs or 64, o.rollout or 64, o.reps or 3

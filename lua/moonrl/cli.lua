@@ -30,6 +30,7 @@ commands:
   run script.lua [args]                run an experiment script (as a coroutine on the event loop)
   eval checkpoint [--mode M ...]       evaluation table of a checkpoint (ENV_SPEC.md protocol)
   doctor [--output profile.lua]        detect the hardware; optionally write a hardware profile
+  bench [env|infer|train] [--compare]  throughput; --compare runs the PyTorch reference side by side
   version                              versions of moonrl and its parts
 
 `moonrl <command> --help` tells more.
