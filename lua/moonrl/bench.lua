@@ -202,7 +202,7 @@ local function compare_row(o, net, py)
   local mine = string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s",
     self_exe(), net, o.envs, o.rollout, o.threads, o.device)
   local ref = string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
-    "--updates 1 --conv %s --hidden %d --critic-hidden %d --threads %d --precision fp32",
+    "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision fp32",
     py, here(), o.device == "cuda" and "cuda" or "cpu", o.envs, o.rollout, conv, n.hidden, n.critic_hidden,
     o.threads > 0 and o.threads or (uv.available_parallelism and uv.available_parallelism() or 2))
   local a, b, ma, mb = {}, {}, {}, {}
