@@ -91,13 +91,18 @@ function bench.env(o)
   return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s" }
 end
 
--- Policy inference alone: samples/s through the network.
-function bench.infer(o)
+-- A trainer for a benchmark row: config, trainer, error buffer.
+local function new_trainer(o)
   local c = make_config(o)
   local err = ffi.new("mr_error")
   local tp = ffi.new("mr_trainer*[1]")
   check(C.mr_trainer_create(c, tp, err), err, "trainer")
-  local t = tp[0]
+  return c, tp[0], err
+end
+
+-- Policy inference alone: samples/s through the network.
+function bench.infer(o)
+  local c, t, err = new_trainer(o)
   local n = o.envs
   local VV = (2 * c.env.view_range + 1) ^ 2
   local obs = ffi.new("uint8_t[?]", n * VV)
@@ -117,11 +122,7 @@ end
 
 -- Whole training updates: agent-steps/s, phases, memory.
 function bench.train(o)
-  local c = make_config(o)
-  local err = ffi.new("mr_error")
-  local tp = ffi.new("mr_trainer*[1]")
-  check(C.mr_trainer_create(c, tp, err), err, "trainer")
-  local t = tp[0]
+  local c, t, err = new_trainer(o)
   local m = ffi.new("mr_metrics")
   check(C.mr_trainer_update(t, m, err), err, "warm-up update")
   local sps, roll, gae, upd = {}, {}, {}, {}
