@@ -14,12 +14,12 @@
  * cache at the usual instance counts.)
  */
 #include "env.h"
+#include "errors.h"
 #ifdef MOONRL_HAVE_CUDA
 #include "env_cuda.h"   /* CUDA dispatch: the GPU environment (kernels/env.cu) */
 #endif
 
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,62 +29,45 @@
 #define MR_ENV_MAX_VIEW 100
 #define MR_ENV_MAX_TRIES (1 << 20)
 
-static mr_status env_fail(mr_error *err, mr_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static mr_status env_fail(mr_error *err, mr_status s, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-        err->status = s;
-    }
-    return s;
-}
-
-static mr_status env_ok(mr_error *err) {
-    if (err) { err->status = MR_OK; err->msg[0] = 0; }
-    return MR_OK;
-}
-
 /* ------------------------------------------------------------ config check */
 
 int mr_env_config_check(const mr_env_config *c, mr_error *err) {
-    if (!c) return env_fail(err, MR_ERR_ARG, "env config is NULL");
+    if (!c) return mr_fail(err, MR_ERR_ARG, "env config is NULL");
     if (c->mode < 0 || c->mode > 3)
-        return env_fail(err, MR_ERR_ARG, "env.mode = %d: accepted 0 ground_truth, 1 ground_truth_blinded, "
+        return mr_fail(err, MR_ERR_ARG, "env.mode = %d: accepted 0 ground_truth, 1 ground_truth_blinded, "
                         "2 proxy_mortal, 3 proxy", c->mode);
     if (c->num_envs < 1 || c->num_envs > MR_ENV_MAX_NUM_ENVS)
-        return env_fail(err, MR_ERR_ARG, "env.num_envs = %d: must be in [1, %d]", c->num_envs,
+        return mr_fail(err, MR_ERR_ARG, "env.num_envs = %d: must be in [1, %d]", c->num_envs,
                         MR_ENV_MAX_NUM_ENVS);
     if (c->view_range < 1 || c->view_range > MR_ENV_MAX_VIEW)
-        return env_fail(err, MR_ERR_ARG, "env.view_range = %d: must be in [1, %d]", c->view_range,
+        return mr_fail(err, MR_ERR_ARG, "env.view_range = %d: must be in [1, %d]", c->view_range,
                         MR_ENV_MAX_VIEW);
     const int V = 2 * c->view_range + 1;
     if (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID) {
         if (c->grid_size >= 1 && c->grid_size < V)
-            return env_fail(err, MR_ERR_ARG, "env.view_range = %d is too large for env.grid_size = %d: "
+            return mr_fail(err, MR_ERR_ARG, "env.view_range = %d is too large for env.grid_size = %d: "
                             "the view (2*view_range+1 = %d) must fit in the grid; accepted view_range <= %d",
                             c->view_range, c->grid_size, V, (c->grid_size - 1) / 2);
-        return env_fail(err, MR_ERR_ARG, "env.grid_size = %d: must be in [%d, %d] (at least the view, "
+        return mr_fail(err, MR_ERR_ARG, "env.grid_size = %d: must be in [%d, %d] (at least the view, "
                         "2*view_range+1)", c->grid_size, V, MR_ENV_MAX_GRID);
     }
     const long long cells = (long long)c->grid_size * c->grid_size;
     const long long dcap = (cells - 1) / 2;   /* food + poison + the agent must fit */
     if (c->density_min < 0 || c->density_min > dcap)
-        return env_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
+        return mr_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
                         c->density_min, dcap, c->grid_size, c->grid_size);
     if (c->density_max < c->density_min || c->density_max > dcap)
-        return env_fail(err, MR_ERR_ARG, "env.density_max = %d: must be in [density_min = %d, %lld] "
+        return mr_fail(err, MR_ERR_ARG, "env.density_max = %d: must be in [density_min = %d, %lld] "
                         "(2*density_max must stay below the %lld cells)", c->density_max,
                         c->density_min, dcap, cells);
     if (c->respawn_tries < 0 || c->respawn_tries > MR_ENV_MAX_TRIES)
-        return env_fail(err, MR_ERR_ARG, "env.respawn_tries = %d: must be in [0, %d]", c->respawn_tries,
+        return mr_fail(err, MR_ERR_ARG, "env.respawn_tries = %d: must be in [0, %d]", c->respawn_tries,
                         MR_ENV_MAX_TRIES);
     if (c->max_episode_steps < 0)
-        return env_fail(err, MR_ERR_ARG, "env.max_episode_steps = %d: must be >= 0 (0 = never truncate)",
+        return mr_fail(err, MR_ERR_ARG, "env.max_episode_steps = %d: must be >= 0 (0 = never truncate)",
                         c->max_episode_steps);
-    return env_ok(err);
+    mr_ok(err);
+    return MR_OK;
 }
 
 /* ------------------------------------------------------------------ layout */
@@ -179,15 +162,15 @@ void mr_forage_log_reduce(const mr_forage_log *logs, int n, mr_forage_log *out) 
 
 mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int threads, mr_env **out,
                         mr_error *err) {
-    if (!out) return env_fail(err, MR_ERR_ARG, "mr_env_create: out is NULL");
+    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_create: out is NULL");
     *out = NULL;
-    if (!cfg) return env_fail(err, MR_ERR_ARG, "mr_env_create: cfg is NULL");
+    if (!cfg) return mr_fail(err, MR_ERR_ARG, "mr_env_create: cfg is NULL");
     mr_status st = (mr_status)mr_env_config_check(cfg, err);
     if (st != MR_OK) return st;
     if (threads < 0)
-        return env_fail(err, MR_ERR_ARG, "threads = %d: must be >= 0 (0 = all cores)", threads);
+        return mr_fail(err, MR_ERR_ARG, "threads = %d: must be >= 0 (0 = all cores)", threads);
     if (device != MR_DEVICE_AUTO && device != MR_DEVICE_CPU && device != MR_DEVICE_CUDA)
-        return env_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
+        return mr_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
     /* ---- backend dispatch --------------------------------------------------
      * The one decision: an mr_env made here is a CPU one (e->device =
      * MR_DEVICE_CPU); one made by mr_env_cuda_create has e->device =
@@ -199,17 +182,17 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
     if (device == MR_DEVICE_CUDA) {
 #ifdef MOONRL_HAVE_CUDA
         if (mr_cuda_device_count() < 1)
-            return env_fail(err, MR_ERR_BACKEND, "device = cuda: no usable GPU was found on this machine; "
+            return mr_fail(err, MR_ERR_BACKEND, "device = cuda: no usable GPU was found on this machine; "
                             "use device = cpu (or auto)");
         return mr_env_cuda_create(cfg, seed, out, err);
 #else
-        return env_fail(err, MR_ERR_BACKEND, "device = cuda: this build has no CUDA backend (it was built "
+        return mr_fail(err, MR_ERR_BACKEND, "device = cuda: this build has no CUDA backend (it was built "
                         "without nvcc or with MOONRL_CUDA=OFF); use device = cpu (or auto)");
 #endif
     }
 
     mr_env *e = calloc(1, sizeof *e);
-    if (!e) return env_fail(err, MR_ERR_NOMEM, "mr_env_create: out of memory for the env object");
+    if (!e) return mr_fail(err, MR_ERR_NOMEM, "mr_env_create: out of memory for the env object");
     e->cfg = *cfg;
     e->device = MR_DEVICE_CPU;
     e->threads = threads;
@@ -217,7 +200,7 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
     size_t planned = e->arena.size;
     if (mr_arena_commit(&e->arena) != 0) {
         free(e);
-        return env_fail(err, MR_ERR_NOMEM, "mr_env_create: could not allocate %zu bytes for %d environments "
+        return mr_fail(err, MR_ERR_NOMEM, "mr_env_create: could not allocate %zu bytes for %d environments "
                         "of %dx%d cells; lower env.num_envs or env.grid_size", planned, cfg->num_envs,
                         cfg->grid_size, cfg->grid_size);
     }
@@ -226,7 +209,8 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
     mr_forage_cpu_clear_logs(&e->s);
     mr_forage_cpu_reset_all(&e->s);
     *out = e;
-    return env_ok(err);
+    mr_ok(err);
+    return MR_OK;
 }
 
 void mr_env_free(mr_env *e) {
@@ -239,35 +223,37 @@ void mr_env_free(mr_env *e) {
 }
 
 mr_status mr_env_reset(mr_env *e, mr_error *err) {
-    if (!e) return env_fail(err, MR_ERR_ARG, "mr_env_reset: env is NULL");
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_reset: env is NULL");
 #ifdef MOONRL_HAVE_CUDA
     if (e->device == MR_DEVICE_CUDA) return mr_env_cuda_reset(e, err);   /* CUDA dispatch */
 #endif
     mr_forage_cpu_reset_all(&e->s);
-    return env_ok(err);
+    mr_ok(err);
+    return MR_OK;
 }
 
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
-    if (!e) return env_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
-    if (!actions) return env_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
+    if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
     unsigned bad = 0;
     for (int i = 0; i < e->s.n; i++) bad |= actions[i];
     if (bad >= MR_FORAGE_ACTIONS) {
         for (int i = 0; i < e->s.n; i++)
             if (actions[i] >= MR_FORAGE_ACTIONS)
-                return env_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. 7", i, actions[i]);
+                return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. 7", i, actions[i]);
     }
 #ifdef MOONRL_HAVE_CUDA
     if (e->device == MR_DEVICE_CUDA) return mr_env_cuda_step(e, actions, err);   /* CUDA dispatch */
 #endif
     mr_forage_cpu_step_all(&e->s, actions);
-    return env_ok(err);
+    mr_ok(err);
+    return MR_OK;
 }
 
 /* Every pointer in the view may be NULL to skip that copy. */
 mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err) {
-    if (!e) return env_fail(err, MR_ERR_ARG, "mr_env_read: env is NULL");
-    if (!out) return env_fail(err, MR_ERR_ARG, "mr_env_read: out is NULL");
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_read: env is NULL");
+    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_read: out is NULL");
 #ifdef MOONRL_HAVE_CUDA
     if (e->device == MR_DEVICE_CUDA) return mr_env_cuda_read(e, out, err);   /* CUDA dispatch */
 #endif
@@ -281,14 +267,16 @@ mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err) {
     if (out->x) memcpy(out->x, s->x, n * sizeof(int32_t));
     if (out->y) memcpy(out->y, s->y, n * sizeof(int32_t));
     if (out->energy) memcpy(out->energy, s->energy, n * sizeof(float));
-    return env_ok(err);
+    mr_ok(err);
+    return MR_OK;
 }
 
 mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err) {
-    if (!e) return env_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: env is NULL");
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: env is NULL");
     if (frozen != 0 && frozen != 1)
-        return env_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: frozen = %d: accepted 0 (real) or 1 (frozen)",
+        return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: frozen = %d: accepted 0 (real) or 1 (frozen)",
                         frozen);
     e->s.energy_frozen = frozen;   /* a parameter, not device memory: right for both backends */
-    return env_ok(err);
+    mr_ok(err);
+    return MR_OK;
 }
