@@ -59,7 +59,7 @@ void mr_trainer_counts_extra(const mr_forage *env, float *extra) {
 /* Lays out every buffer; run once on a planning arena, once on the real one. */
 static void trainer_layout(mr_trainer *t, mr_arena *a) {
     const mr_config *c = &t->cfg;
-    int T = t->T, N = t->N, VV = t->VV, B = t->B, M = t->M;
+    int N = t->N, VV = t->VV, B = t->B, M = t->M;
     mr_forage_layout(&t->env, &c->env, c->seed, a);
     mr_policy_layout(&t->pol, &c->policy, 2 * c->env.view_range + 1, M, POLICY_CHUNK, a);
     size_t P = t->pol.n_params;
@@ -98,7 +98,6 @@ static void trainer_layout(mr_trainer *t, mr_arena *a) {
     t->mb_value = MR_TAKE(a, float, M);
     t->mb_dlogits = MR_TAKE(a, float, (size_t)M * NUM_ACTIONS);
     t->mb_dvalue = MR_TAKE(a, float, M);
-    (void)T;
 }
 
 static mr_status resolve_device(mr_trainer *t, mr_error *err) {
