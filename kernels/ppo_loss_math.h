@@ -1,0 +1,406 @@
+/*
+ * ppo_loss_math.h - the per-sample and per-scalar math of kernels/ppo_loss.cu
+ * (the PPO loss, advantage normalisation, PopArt), written once as MR_HD
+ * functions so the CPU unit test runs the very code the kernels run and
+ * compares it with src/engine/ppo.c (mr_ppo_loss, mr_normalize,
+ * mr_mean_std, mr_popart_update).
+ *
+ * What is here: the device control blocks (mr_lossctl: loss hyper-parameters
+ * and results; mr_popart_ctl: PopArt's running statistics), one sample's loss
+ * terms (a mirror of ppo.c's terms_at), what one sample adds to the batch
+ * sums, the batch scalars (stats, dloss/dH), one sample's gradient row, the
+ * mean/std element steps, PopArt's scalar step and rescale, and a host-only
+ * emulation of the kernels' exact reduction order. What is not: launches,
+ * memory, streams (ppo_loss.cu).
+ *
+ * Shapes: logits, dlogits (B,8) row-major; value, old_logp, adv, old_value,
+ * target, dvalue (B) fp32; action (B) u8 in [0, 8).
+ *
+ * Reductions, deterministic in two stages (no atomics; fixed shapes, so the
+ * bits never depend on scheduling or on the GPU): stage 1 cuts the batch
+ * into fixed chunks (MR_STATS_CHUNK elements for mean/std, MR_LOSS_CHUNK
+ * samples for the loss), one block of MR_RED_THREADS threads each; thread t
+ * adds elements lo+t, lo+t+THREADS, ... in double, then a fixed halving tree
+ * gives the block's partial sums. Stage 2 is one block doing the same over the
+ * partials, and its thread 0 turns the sums into the results. mr_red_emulate
+ * below is that order on the CPU.
+ */
+#ifndef MR_PPO_LOSS_MATH_H
+#define MR_PPO_LOSS_MATH_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "ppo_math.h"   /* MR_HD, MR_NUM_ACTIONS, MR_OPT_THREADS, mr_finite_d */
+
+#define MR_RED_THREADS MR_OPT_THREADS              /* threads of every reduction block (256) */
+#define MR_STATS_CHUNK (MR_RED_THREADS * 16)       /* mean/std: elements per stage-1 block */
+#define MR_LOSS_CHUNK MR_RED_THREADS               /* loss: samples per stage-1 block */
+#define MR_LOSS_ADV_EPS 1e-8                       /* as MR_ADV_EPS (ppo.h) */
+#define MR_LOSS_POPART_MIN_STD 1e-4                /* as MR_POPART_MIN_STD (ppo.h) */
+
+/* Loops over the 8 actions are unrolled on the GPU, so a row's arrays live in
+ * registers (indexed at run time they would go to local memory). */
+#if defined(__CUDA_ARCH__)   /* the device pass only: host compilers do not know the pragma */
+#define MR_UNROLL _Pragma("unroll")
+#else
+#define MR_UNROLL
+#endif
+
+/* The loss's batch sums, in ppo.c's order (its ACC_* enum). */
+enum {
+    MR_LOSS_POL,       /* sum of max(-A r, -A clip(r)) */
+    MR_LOSS_VMAX,      /* sum of max(e1, e2) */
+    MR_LOSS_ENT,       /* sum of entropies */
+    MR_LOSS_KL,        /* sum of (r - 1) - log r */
+    MR_LOSS_CLIPFRAC,  /* count of |r - 1| > clip */
+    MR_LOSS_E1,        /* sum of (v - R)^2 */
+    MR_LOSS_E2,        /* sum of (v_clipped - R)^2 */
+    MR_LOSS_NACC
+};
+
+/* Written by the host once per update (clip and ent_coef follow their
+ * schedules); the fields and their meaning are mr_ppo_coefs' (ppo.h). */
+typedef struct mr_loss_hyper {
+    double clip, ent_coef, vf_coef, ent_floor, ent_floor_coef;
+    int32_t value_max_of_means;   /* 0: mean of per-sample max; 1: max of the two batch MSEs */
+    int32_t pad_;
+} mr_loss_hyper;
+
+/* Written by the device for every loss evaluation. */
+typedef struct mr_loss_stats {
+    double loss, policy_loss, value_loss, entropy, approx_kl, clip_fraction;   /* as mr_ppo_stats */
+    double sums[MR_LOSS_NACC];   /* the raw batch sums behind them */
+    double dL_dH;                /* dloss/dH, the entropy terms' multiplier in the gradient */
+    int32_t unclipped_mean;      /* value_max_of_means: mse(v, R) >= mse(v_clipped, R) */
+    int32_t B;                   /* batch size of this evaluation */
+} mr_loss_stats;
+
+typedef struct mr_lossctl {
+    mr_loss_hyper h;
+    mr_loss_stats s;
+} mr_lossctl;
+
+/* PopArt on the device: mr_popart's statistics plus what the update needs. */
+typedef struct mr_popart_ctl {
+    double mean, std, count;          /* running statistics, as mr_popart */
+    double beta_min;                  /* host-written: cfg.policy.popart_beta_min */
+    double batch[2];                  /* device: the last update's returns: mean, std (before the clamp) */
+    double scale;                     /* device: std / std' of the last update (1 before any) */
+    double pad_;
+} mr_popart_ctl;
+
+/* ------------------------------------------------------ one sample's loss */
+
+/* One sample's policy and value terms: ppo.c's sample_terms. */
+typedef struct mr_loss_terms {
+    double logp[MR_NUM_ACTIONS], p[MR_NUM_ACTIONS];
+    double entropy, ratio, log_ratio;
+    double pol, dpol_dr;        /* max(-A r, -A clip(r)) and its r-derivative */
+    double e1, e2;              /* (v - R)^2, (v_clipped - R)^2 */
+    double g1, g2;              /* their v-derivatives */
+} mr_loss_terms;
+
+/* log-softmax, softmax and entropy of one row, in double: ppo.c's softmax_row. */
+MR_HD double mr_loss_softmax(const float *z, double *logp, double *p) {
+    double m = z[0];
+    MR_UNROLL
+    for (int j = 1; j < MR_NUM_ACTIONS; j++) if (z[j] > m) m = z[j];
+    double s = 0.0;
+    MR_UNROLL
+    for (int j = 0; j < MR_NUM_ACTIONS; j++) s += exp((double)z[j] - m);
+    const double ls = log(s);
+    double h = 0.0;
+    MR_UNROLL
+    for (int j = 0; j < MR_NUM_ACTIONS; j++) {
+        logp[j] = ((double)z[j] - m) - ls;
+        p[j] = exp(logp[j]);
+        h -= p[j] * logp[j];
+    }
+    return h;
+}
+
+/* ppo.c's terms_at. z: the row's 8 logits; a: the action; c: the clip. The
+ * action's log-probability is picked by a compare loop, not logp[a], so the
+ * arrays stay in registers on the GPU; an action outside [0, 8) (which ppo.c
+ * would read out of bounds) gives NaN, so the loss is NaN and the optimizer
+ * skips the step instead of learning from garbage. */
+MR_HD void mr_loss_terms_at(const float *z, int a, double old_logp, double A, double v, double old, double R,
+                            double c, mr_loss_terms *o) {
+    o->entropy = mr_loss_softmax(z, o->logp, o->p);
+    double la = (double)NAN;
+    MR_UNROLL
+    for (int j = 0; j < MR_NUM_ACTIONS; j++) if (j == a) la = o->logp[j];
+    o->log_ratio = la - old_logp;
+    const double r = exp(o->log_ratio);
+    o->ratio = r;
+    const double lo = 1.0 - c, hi = 1.0 + c;
+    const double rc = r < lo ? lo : (r > hi ? hi : r);
+    const double s1 = -A * r, s2 = -A * rc;
+    /* torch: clamp passes the gradient for lo <= r <= hi; at a tie of the
+     * max the unclipped branch takes it. */
+    const double drc = (r >= lo && r <= hi) ? 1.0 : 0.0;
+    if (s1 >= s2) { o->pol = s1; o->dpol_dr = -A; }
+    else { o->pol = s2; o->dpol_dr = -A * drc; }
+
+    const double d = v - old;
+    const double dc = d < -c ? -c : (d > c ? c : d);
+    const double vc = old + dc;
+    const double ddc = (d >= -c && d <= c) ? 1.0 : 0.0;
+    o->e1 = (v - R) * (v - R);
+    o->e2 = (vc - R) * (vc - R);
+    o->g1 = 2.0 * (v - R);
+    o->g2 = 2.0 * (vc - R) * ddc;
+}
+
+/* What one sample adds to the batch sums (acc[MR_LOSS_NACC]): ppo.c's loss_fn body. */
+MR_HD void mr_loss_add(const mr_loss_terms *t, double clip, double *acc) {
+    acc[MR_LOSS_POL] += t->pol;
+    acc[MR_LOSS_VMAX] += t->e1 >= t->e2 ? t->e1 : t->e2;
+    acc[MR_LOSS_ENT] += t->entropy;
+    acc[MR_LOSS_KL] += (t->ratio - 1.0) - t->log_ratio;
+    acc[MR_LOSS_CLIPFRAC] += fabs(t->ratio - 1.0) > clip ? 1.0 : 0.0;
+    acc[MR_LOSS_E1] += t->e1;
+    acc[MR_LOSS_E2] += t->e2;
+}
+
+/* The batch scalars from the sums, as mr_ppo_loss forms them between its two
+ * passes: the stats, dloss/dH (relu passes no gradient at 0) and, for the
+ * max-of-means value loss, which mean won. B <= 0: zero stats. */
+MR_HD void mr_loss_finish(const double *acc, int B, const mr_loss_hyper *h, mr_loss_stats *s) {
+    MR_UNROLL
+    for (int k = 0; k < MR_LOSS_NACC; k++) s->sums[k] = acc[k];
+    s->B = B;
+    if (B <= 0) {
+        s->loss = s->policy_loss = s->value_loss = s->entropy = s->approx_kl = s->clip_fraction = 0.0;
+        s->dL_dH = 0.0;
+        s->unclipped_mean = 1;
+        return;
+    }
+    const double invB = 1.0 / (double)B;
+    const double H = acc[MR_LOSS_ENT] * invB;
+    const double pol = acc[MR_LOSS_POL] * invB;
+    const double m1 = acc[MR_LOSS_E1] * invB, m2 = acc[MR_LOSS_E2] * invB;
+    const int unclipped_mean = m1 >= m2;
+    const double vloss = h->value_max_of_means ? (unclipped_mean ? m1 : m2) : acc[MR_LOSS_VMAX] * invB;
+    const double floor_gap = h->ent_floor - H;
+    s->dL_dH = -h->ent_coef - (floor_gap > 0.0 ? h->ent_floor_coef : 0.0);
+    s->unclipped_mean = unclipped_mean;
+    s->policy_loss = pol;
+    s->value_loss = vloss;
+    s->entropy = H;
+    s->approx_kl = acc[MR_LOSS_KL] * invB;
+    s->clip_fraction = acc[MR_LOSS_CLIPFRAC] * invB;
+    s->loss = pol + h->vf_coef * vloss - h->ent_coef * H + h->ent_floor_coef * (floor_gap > 0.0 ? floor_gap : 0.0);
+}
+
+/* One sample's gradient of the scalar loss, as mr_ppo_loss's second pass,
+ * times `scale` (the fp16 loss scale, a power of two, so the result is
+ * ppo.c's value times scale exactly; 1 otherwise). dz: 8 floats. */
+MR_HD void mr_loss_grad_row(const mr_loss_terms *t, int a, double dL_dH, double vf_coef, int batch_max,
+                            int unclipped_mean, double invB, double scale, float *dz, float *dv) {
+    /* d logp(a)/dz_k = [k==a] - p_k;  dH_i/dz_k = -p_k (logp_k + H_i). */
+    const double gr = t->dpol_dr * t->ratio;
+    MR_UNROLL
+    for (int k = 0; k < MR_NUM_ACTIONS; k++) {
+        const double dlogp = (k == a ? 1.0 : 0.0) - t->p[k];
+        const double dH = -t->p[k] * (t->logp[k] + t->entropy);
+        dz[k] = (float)(((gr * dlogp + dL_dH * dH) * invB) * scale);
+    }
+    double gv;
+    if (batch_max) gv = unclipped_mean ? t->g1 : t->g2;
+    else gv = t->e1 >= t->e2 ? t->g1 : t->g2;
+    *dv = (float)((vf_coef * gv * invB) * scale);
+}
+
+/* ------------------------------------------------------------- mean / std */
+
+/* The two passes of mr_mean_std. The second accumulates with an explicit
+ * fused multiply-add, so the CPU emulation and the GPU round alike whatever
+ * the compilers contract (ppo.c rounds the square first: the last bit may
+ * differ from it, never from the emulation). */
+MR_HD void mr_stats_add_sum(double *acc, float x) { *acc += (double)x; }
+MR_HD void mr_stats_add_dev2(double *acc, float x, double mean) {
+    const double d = (double)x - mean;
+    *acc = fma(d, d, *acc);
+}
+MR_HD double mr_stats_mean(double sum, int64_t n) { return n > 0 ? sum / (double)n : 0.0; }
+/* Unbiased (as torch.std); n < 2: 0, as mr_mean_std. */
+MR_HD double mr_stats_std(double sumsq_dev, int64_t n) { return n > 1 ? sqrt(sumsq_dev / (double)(n - 1)) : 0.0; }
+/* One element of mr_normalize: (x - mean) / (std + 1e-8). */
+MR_HD float mr_norm_elem(float x, double mean, double sd) {
+    return (float)(((double)x - mean) / (sd + MR_LOSS_ADV_EPS));
+}
+
+/* ------------------------------------------------------------------ PopArt */
+
+typedef struct mr_popart_rescale {
+    double s, s2;               /* std / std' and its square */
+    double mean, std;           /* before */
+    double mean2, std2;         /* after */
+} mr_popart_rescale;
+
+/* The scalar part of mr_popart_update, on c's batch mean and std of n
+ * returns (n >= 1; n < 2 takes the 1e-4 clamp): updates count, mean, std and
+ * scale, and returns the rescale of the last layer in r. */
+MR_HD void mr_popart_ctl_step(mr_popart_ctl *c, int64_t n, mr_popart_rescale *r) {
+    const double bmean = c->batch[0];
+    double bstd = c->batch[1];
+    /* Clamp as torch.clamp would: a NaN stays NaN (the trainer reports it). */
+    if (n < 2 || bstd < MR_LOSS_POPART_MIN_STD) bstd = MR_LOSS_POPART_MIN_STD;
+    c->count += 1.0;
+    double beta = 1.0 / c->count;
+    if (beta < c->beta_min) beta = c->beta_min;
+    const double mean = c->mean, sd = c->std;
+    const double mean2 = (1.0 - beta) * mean + beta * bmean;
+    /* ENV_SPEC: the OLD std^2 blended with the BATCH std^2. */
+    const double var2 = (1.0 - beta) * sd * sd + beta * bstd * bstd;
+    double sd2 = sqrt(var2);
+    if (sd2 < MR_LOSS_POPART_MIN_STD) sd2 = MR_LOSS_POPART_MIN_STD;
+    r->s = sd / sd2;
+    r->s2 = r->s * r->s;
+    r->mean = mean;
+    r->std = sd;
+    r->mean2 = mean2;
+    r->std2 = sd2;
+    c->mean = mean2;
+    c->std = sd2;
+    c->scale = r->s;
+}
+
+/* w, m_w, m_b: x s; v_w, v_b: x s^2 (pass r->s2). */
+MR_HD float mr_popart_scale(float x, double s) { return (float)((double)x * s); }
+/* b' = (b std + mean - mean') / std', so mean + std*(w.h + b) is unchanged. */
+MR_HD float mr_popart_bias(float b, const mr_popart_rescale *r) {
+    return (float)(((double)b * r->std + r->mean - r->mean2) / r->std2);
+}
+
+/* ------------------------------------------- the reductions' exact order */
+/* Host only: the CPU test checks the GPU bit for bit against these where the
+ * per-element math is exactly rounded (mean/std, normalisation), and these
+ * against ppo.c everywhere. */
+
+/* Adds element i's terms to acc[0 .. nacc). */
+typedef void (*mr_red_add_fn)(const void *ctx, int64_t i, double *acc);
+
+/* The fixed halving tree over sh[k * MR_RED_THREADS + t], for each k < nacc. */
+static inline void mr_red_tree_emulate(double *sh, int nacc) {
+    for (int h = MR_RED_THREADS / 2; h > 0; h >>= 1)
+        for (int k = 0; k < nacc; k++)
+            for (int t = 0; t < h; t++) sh[k * MR_RED_THREADS + t] += sh[k * MR_RED_THREADS + t + h];
+}
+
+/* Stage 2: out[k] = the sum of partials[j * nacc + k] over j < nb. */
+static inline void mr_red_stage2_emulate(const double *partials, int64_t nb, int nacc, double *out) {
+    double sh[MR_LOSS_NACC * MR_RED_THREADS];
+    for (int t = 0; t < MR_RED_THREADS; t++)
+        for (int k = 0; k < nacc; k++) {
+            double acc = 0.0;
+            for (int64_t j = t; j < nb; j += MR_RED_THREADS) acc += partials[j * nacc + k];
+            sh[k * MR_RED_THREADS + t] = acc;
+        }
+    mr_red_tree_emulate(sh, nacc);
+    for (int k = 0; k < nacc; k++) out[k] = sh[k * MR_RED_THREADS];
+}
+
+/* Both stages over [0, n) in chunks of `chunk` (nacc <= MR_LOSS_NACC).
+ * partials: ceil(n / chunk) * nacc doubles, left as stage 1 wrote them. */
+static inline void mr_red_emulate(int64_t n, int64_t chunk, int nacc, mr_red_add_fn add, const void *ctx,
+                                  double *partials, double *out) {
+    double sh[MR_LOSS_NACC * MR_RED_THREADS];
+    int64_t nb = 0;
+    for (int64_t lo = 0; lo < n; lo += chunk, nb++) {
+        const int64_t hi = lo + chunk < n ? lo + chunk : n;
+        for (int t = 0; t < MR_RED_THREADS; t++) {
+            double acc[MR_LOSS_NACC] = {0};
+            for (int64_t i = lo + t; i < hi; i += MR_RED_THREADS) add(ctx, i, acc);
+            for (int k = 0; k < nacc; k++) sh[k * MR_RED_THREADS + t] = acc[k];
+        }
+        mr_red_tree_emulate(sh, nacc);
+        for (int k = 0; k < nacc; k++) partials[nb * nacc + k] = sh[k * MR_RED_THREADS];
+    }
+    mr_red_stage2_emulate(partials, nb, nacc, out);
+}
+
+typedef struct mr_stats_ctx { const float *x; double mean; } mr_stats_ctx;
+static inline void mr_stats_add_sum_fn(const void *c, int64_t i, double *acc) {
+    mr_stats_add_sum(acc, ((const mr_stats_ctx *)c)->x[i]);
+}
+static inline void mr_stats_add_dev2_fn(const void *c, int64_t i, double *acc) {
+    const mr_stats_ctx *s = (const mr_stats_ctx *)c;
+    mr_stats_add_dev2(acc, s->x[i], s->mean);
+}
+
+/* out[0] = mean, out[1] = unbiased std of x[0, n), as ppo.cu's mean/std
+ * kernels compute them. partials: ceil(n / MR_STATS_CHUNK) doubles. */
+static inline void mr_mean_std_emulate(const float *x, int64_t n, double *partials, double *out) {
+    mr_stats_ctx c = {x, 0.0};
+    double s = 0.0;
+    out[0] = out[1] = 0.0;
+    if (n <= 0) return;
+    mr_red_emulate(n, MR_STATS_CHUNK, 1, mr_stats_add_sum_fn, &c, partials, &s);
+    out[0] = c.mean = mr_stats_mean(s, n);
+    if (n > 1) {
+        mr_red_emulate(n, MR_STATS_CHUNK, 1, mr_stats_add_dev2_fn, &c, partials, &s);
+        out[1] = mr_stats_std(s, n);
+    }
+}
+
+static inline void mr_normalize_emulate(float *x, int64_t n, double *partials, double *out) {
+    mr_mean_std_emulate(x, n, partials, out);
+    for (int64_t i = 0; i < n; i++) x[i] = mr_norm_elem(x[i], out[0], out[1]);
+}
+
+/* mr_popart_update as the kernels do it (c->beta_min set by the caller). */
+static inline void mr_popart_emulate(mr_popart_ctl *c, const float *returns, int64_t n, double *partials,
+                                     float *w, float *b, int k, float *mw, float *vw, float *mb, float *vb) {
+    if (n <= 0) return;
+    mr_mean_std_emulate(returns, n, partials, c->batch);
+    mr_popart_rescale r;
+    mr_popart_ctl_step(c, n, &r);
+    for (int i = 0; i < k; i++) w[i] = mr_popart_scale(w[i], r.s);
+    *b = mr_popart_bias(*b, &r);
+    if (mw) for (int i = 0; i < k; i++) mw[i] = mr_popart_scale(mw[i], r.s);
+    if (vw) for (int i = 0; i < k; i++) vw[i] = mr_popart_scale(vw[i], r.s2);
+    if (mb) *mb = mr_popart_scale(*mb, r.s);
+    if (vb) *vb = mr_popart_scale(*vb, r.s2);
+}
+
+typedef struct mr_loss_ctx {
+    const float *logits, *value, *old_logp, *adv, *old_value, *target;
+    const uint8_t *action;
+    double clip;
+} mr_loss_ctx;
+
+static inline void mr_loss_terms_of(const mr_loss_ctx *c, int64_t i, mr_loss_terms *t) {
+    mr_loss_terms_at(c->logits + i * MR_NUM_ACTIONS, c->action[i], c->old_logp[i], c->adv[i], c->value[i],
+                     c->old_value[i], c->target[i], c->clip, t);
+}
+static inline void mr_loss_add_fn(const void *cv, int64_t i, double *acc) {
+    const mr_loss_ctx *c = (const mr_loss_ctx *)cv;
+    mr_loss_terms t;
+    mr_loss_terms_of(c, i, &t);
+    mr_loss_add(&t, c->clip, acc);
+}
+
+/* mr_cuda_ppo_loss on the CPU, in the kernels' order: the stats of ctl->s,
+ * dlogits (B,8) and dvalue (B) times `scale`. partials: ceil(B /
+ * MR_LOSS_CHUNK) * MR_LOSS_NACC doubles. */
+static inline void mr_loss_emulate(int B, const float *logits, const float *value, const uint8_t *action,
+                                   const float *old_logp, const float *adv, const float *old_value,
+                                   const float *target, mr_lossctl *ctl, double scale, double *partials,
+                                   float *dlogits, float *dvalue) {
+    const mr_loss_ctx c = {logits, value, old_logp, adv, old_value, target, action, ctl->h.clip};
+    double acc[MR_LOSS_NACC] = {0};
+    if (B > 0) mr_red_emulate(B, MR_LOSS_CHUNK, MR_LOSS_NACC, mr_loss_add_fn, &c, partials, acc);
+    mr_loss_finish(acc, B, &ctl->h, &ctl->s);
+    if (B <= 0) return;
+    const double invB = 1.0 / (double)B;
+    for (int64_t i = 0; i < B; i++) {
+        mr_loss_terms t;
+        mr_loss_terms_of(&c, i, &t);
+        mr_loss_grad_row(&t, action[i], ctl->s.dL_dH, ctl->h.vf_coef, ctl->h.value_max_of_means != 0,
+                         ctl->s.unclipped_mean, invB, scale, dlogits + i * MR_NUM_ACTIONS, &dvalue[i]);
+    }
+}
+
+#endif /* MR_PPO_LOSS_MATH_H */
