@@ -1,0 +1,340 @@
+/*
+ * policy.cu - the actor-critic on the GPU: the launches behind
+ * policy_math.h's schedule (see policy_cuda.h for the API and
+ * policy_math.h for the network, tensors and workspace).
+ *
+ * This file is only the three operations of the schedule's table:
+ *   gemm   one cublasGemmEx, row-major mapped to column-major by
+ *          mr_pc_gemm_cm; CUBLAS_COMPUTE_32F and the default math mode,
+ *          so fp32 products never use TF32; bf16 / fp16 operands use the
+ *          tensor cores and accumulate in fp32;
+ *   job    one grid-stride kernel per (job kind, storage type) running
+ *          mr_pc_elem for each element; kind and type are template
+ *          constants, so each kernel is that case's straight-line code;
+ *   copy   cudaMemcpyAsync device to device;
+ * plus creation (plan, cuBLAS handle, memory from the devmem manager).
+ *
+ * What is deliberately not here: a hand-written GEMM or implicit-GEMM
+ * convolution, cuDNN, cuBLASLt epilogues. im2col + cuBLAS is the simple
+ * reference GPU version; those are optimisations to measure against it.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#include "cuda_check.h"
+#include "policy_cuda.h"
+
+#define JOB_THREADS 256
+#define JOB_MAX_BLOCKS 4096   /* grid-stride: enough to fill any current GPU */
+
+/* ---------------------------------------------------------------- jobs */
+
+template <int KIND, int DT>
+__global__ void __launch_bounds__(JOB_THREADS) job_kernel(const __grid_constant__ mr_pc_job j) {
+    const unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < j.n; i += stride) mr_pc_elem(&j, i, KIND, DT);
+}
+
+template <int KIND>
+static void launch_kind(const mr_pc_job *j, cudaStream_t s) {
+    const unsigned long long b = ((unsigned long long)j->n + JOB_THREADS - 1) / JOB_THREADS;
+    const unsigned blocks = (unsigned)(b < JOB_MAX_BLOCKS ? b : JOB_MAX_BLOCKS);
+    switch (j->dt) {
+    case MR_FP32: job_kernel<KIND, MR_FP32><<<blocks, JOB_THREADS, 0, s>>>(*j); break;
+    case MR_BF16: job_kernel<KIND, MR_BF16><<<blocks, JOB_THREADS, 0, s>>>(*j); break;
+    default: job_kernel<KIND, MR_FP16><<<blocks, JOB_THREADS, 0, s>>>(*j); break;
+    }
+}
+
+static const char *job_name(int kind) {
+    switch (kind) {
+    case MR_PCJ_IM2COL: return "the im2col kernel";
+    case MR_PCJ_IM2COL_CODES: return "the observation im2col kernel";
+    case MR_PCJ_BIAS_ACT: return "the bias + ReLU kernel";
+    case MR_PCJ_CIN_FILL: return "the critic-input kernel";
+    case MR_PCJ_RELU_BACK: return "the ReLU backward kernel";
+    case MR_PCJ_COL2IM: return "the col2im kernel";
+    case MR_PCJ_CAST: return "the precision cast kernel";
+    case MR_PCJ_BGRAD_PART: return "the bias-gradient partial-sum kernel";
+    case MR_PCJ_BGRAD_PART_D: return "the bias-gradient second-level sum kernel";
+    case MR_PCJ_BGRAD_SUM: return "the bias-gradient sum kernel";
+    default: return "an unknown policy kernel";
+    }
+}
+
+typedef struct gpu_ctx {
+    cublasHandle_t h;
+    cudaStream_t s;
+} gpu_ctx;
+
+static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
+    const cudaStream_t s = ((gpu_ctx *)ctx)->s;
+    if (j->n == 0) return MR_OK;
+    if (j->dt != MR_FP32 && j->dt != MR_BF16 && j->dt != MR_FP16)
+        return mr_fail(err, MR_ERR_ARG, "%s: storage type %d", job_name(j->kind), j->dt);
+    switch (j->kind) {
+    case MR_PCJ_IM2COL: launch_kind<MR_PCJ_IM2COL>(j, s); break;
+    case MR_PCJ_IM2COL_CODES: launch_kind<MR_PCJ_IM2COL_CODES>(j, s); break;
+    case MR_PCJ_BIAS_ACT: launch_kind<MR_PCJ_BIAS_ACT>(j, s); break;
+    case MR_PCJ_CIN_FILL: launch_kind<MR_PCJ_CIN_FILL>(j, s); break;
+    case MR_PCJ_RELU_BACK: launch_kind<MR_PCJ_RELU_BACK>(j, s); break;
+    case MR_PCJ_COL2IM: launch_kind<MR_PCJ_COL2IM>(j, s); break;
+    case MR_PCJ_CAST: launch_kind<MR_PCJ_CAST>(j, s); break;
+    case MR_PCJ_BGRAD_PART: launch_kind<MR_PCJ_BGRAD_PART>(j, s); break;
+    case MR_PCJ_BGRAD_PART_D: launch_kind<MR_PCJ_BGRAD_PART_D>(j, s); break;
+    case MR_PCJ_BGRAD_SUM: launch_kind<MR_PCJ_BGRAD_SUM>(j, s); break;
+    default: return mr_fail(err, MR_ERR_ARG, "policy schedule: unknown job kind %d", j->kind);
+    }
+    MR_CUDA_LAUNCHED(job_name(j->kind), err);
+    return MR_OK;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+static cudaDataType_t cuda_type(int dt) {
+    return dt == MR_BF16 ? CUDA_R_16BF : dt == MR_FP16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+static mr_status blas_status(cublasStatus_t s, const char *what, mr_error *err) {
+    if (s == CUBLAS_STATUS_SUCCESS) return MR_OK;
+    return mr_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? MR_ERR_NOMEM : MR_ERR_BACKEND, "cuBLAS error in %s: %s (%s)",
+                   what, cublasGetStatusName(s), cublasGetStatusString(s));
+}
+
+static mr_status gpu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
+    mr_pc_cm c;
+    mr_pc_gemm_cm(g, &c);
+    const float alpha = 1.0f, beta = g->beta;
+    const cublasStatus_t s =
+        cublasGemmEx(((gpu_ctx *)ctx)->h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, c.transb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     c.m, c.n, c.k, &alpha, c.A, cuda_type(g->ab_dt), c.lda, c.B, cuda_type(g->ab_dt), c.ldb, &beta,
+                     c.C, cuda_type(g->c_dt), c.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s == CUBLAS_STATUS_SUCCESS) return MR_OK;
+    return mr_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? MR_ERR_NOMEM : MR_ERR_BACKEND,
+                   "cuBLAS error in the %s GEMM (column-major m %d n %d k %d, lda %d ldb %d ldc %d, types %d/%d): %s (%s)",
+                   g->what ? g->what : "policy", c.m, c.n, c.k, c.lda, c.ldb, c.ldc, g->ab_dt, g->c_dt,
+                   cublasGetStatusName(s), cublasGetStatusString(s));
+}
+
+static mr_status gpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
+    if (bytes == 0 || dst == src) return MR_OK;
+    MR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ((gpu_ctx *)ctx)->s),
+                "copying the observation codes", err);
+    return MR_OK;
+}
+
+/* Binds cuBLAS to the stream and the plan's workspace (cublasSetStream
+ * resets the workspace, so both are set together) and fills the table. */
+static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_ops *o, mr_error *err) {
+    ctx->h = (cublasHandle_t)pc->blas;
+    ctx->s = (cudaStream_t)stream;
+    if (pc->blas_stream != stream) {
+        mr_status st = blas_status(cublasSetStream(ctx->h, ctx->s), "cublasSetStream", err);
+        if (st == MR_OK)
+            st = blas_status(cublasSetWorkspace(ctx->h, pc->buf.blas, MR_PC_BLAS_WS), "cublasSetWorkspace", err);
+        if (st != MR_OK) {
+            pc->blas_stream = (void *)~(uintptr_t)0;   /* unknown: set again next time */
+            return st;
+        }
+        pc->blas_stream = stream;
+    }
+    o->ctx = ctx;
+    o->gemm = gpu_gemm;
+    o->job = gpu_job;
+    o->copy = gpu_copy;
+    return MR_OK;
+}
+
+/* ---------------------------------------------------------------- policy */
+
+extern "C" size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk,
+                                       int precision) {
+    mr_pc_plan pl;
+    if (mr_pc_plan_make(&pl, cfg, view, max_batch, chunk, precision, NULL) != MR_OK) return 0;
+    return mr_pc_plan_bytes(&pl);
+}
+
+extern "C" void mr_policy_cuda_destroy(mr_policy_cuda *pc) {
+    if (!pc) return;
+    if (pc->blas) cublasDestroy((cublasHandle_t)pc->blas);
+    if (pc->dev) {
+        mr_devmem_free(pc->dev, pc->params, NULL);
+        mr_devmem_free(pc->dev, pc->grads, NULL);
+        mr_devmem_free(pc->dev, pc->ws, NULL);
+    }
+    memset(pc, 0, sizeof *pc);
+    pc->fwd_B = -1;
+}
+
+extern "C" mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch,
+                                           int chunk, int precision, mr_devmem *dev, mr_error *err) {
+    if (!pc) return mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the policy struct is missing");
+    memset(pc, 0, sizeof *pc);
+    pc->fwd_B = -1;
+    mr_status st = mr_pc_plan_make(&pc->plan, cfg, view, max_batch, chunk, precision, err);
+    if (st == MR_OK && !dev)
+        st = mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the device memory manager is missing");
+    cublasHandle_t h = NULL;
+    if (st == MR_OK) st = blas_status(cublasCreate(&h), "cublasCreate (is a GPU present and the driver loaded?)", err);
+    if (st != MR_OK) {
+        mr_policy_cuda_destroy(pc);
+        return st;
+    }
+    pc->blas = h;
+    pc->dev = dev;
+    st = blas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", err);
+    if (st == MR_OK) st = blas_status(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode", err);
+    if (st == MR_OK)
+        st = mr_devmem_alloc(dev, pc->plan.param_bytes, "the policy parameters", (void **)&pc->params, err);
+    if (st == MR_OK)
+        st = mr_devmem_alloc(dev, pc->plan.param_bytes, "the policy gradients", (void **)&pc->grads, err);
+    if (st == MR_OK)
+        st = mr_devmem_alloc(dev, pc->plan.ws_bytes, "the policy activations and workspace", (void **)&pc->ws, err);
+    if (st != MR_OK) {
+        mr_policy_cuda_destroy(pc);
+        return st;
+    }
+    mr_pc_carve(&pc->plan, pc->ws, &pc->buf);
+    pc->blas_stream = (void *)~(uintptr_t)0;   /* bind the workspace at the first call */
+    mr_ok(err);
+    return MR_OK;
+}
+
+static mr_status check_created(const mr_policy_cuda *pc, const char *fn, mr_error *err) {
+    if (!pc) return mr_fail(err, MR_ERR_ARG, "%s: the policy is missing", fn);
+    if (!pc->blas || !pc->ws) return mr_fail(err, MR_ERR_ARG, "%s: the policy was not created", fn);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_policy_cuda_zero_grad(mr_policy_cuda *pc, void *stream, mr_error *err) {
+    mr_status st = check_created(pc, "mr_policy_cuda_zero_grad", err);
+    if (st != MR_OK) return st;
+    MR_CUDA_TRY(cudaMemsetAsync(pc->grads, 0, pc->plan.param_bytes, (cudaStream_t)stream),
+                "zeroing the policy gradients", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_policy_cuda_forward(mr_policy_cuda *pc, const uint8_t *codes, const float *extra, int B,
+                                            int proxy, float *logits, float *value, void *stream, mr_error *err) {
+    mr_status st = check_created(pc, "mr_policy_cuda_forward", err);
+    if (st != MR_OK) return st;
+    if (B < 0 || B > pc->plan.max_batch)
+        return mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_forward: B = %d: accepted 0 .. %d (max_batch)", B,
+                       pc->plan.max_batch);
+    if (B > 0 && (!codes || !logits || !value))
+        return mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_forward: codes, logits or value is missing");
+    pc->fwd_B = -1;
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    st = gpu_ops(pc, stream, &ctx, &o, err);
+    if (st == MR_OK)
+        st = mr_pc_forward(&o, &pc->plan, &pc->buf, pc->params, codes, extra, B, proxy, logits, value, err);
+    if (st != MR_OK) return st;
+    pc->fwd_B = B;
+    pc->fwd_proxy = proxy;
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_policy_cuda_backward(mr_policy_cuda *pc, const float *dlogits, const float *dvalue, int B,
+                                             void *stream, mr_error *err) {
+    mr_status st = check_created(pc, "mr_policy_cuda_backward", err);
+    if (st != MR_OK) return st;
+    if (pc->fwd_B < 0 || B != pc->fwd_B)
+        return mr_fail(err, MR_ERR_ARG,
+                       "mr_policy_cuda_backward: B = %d does not match the last forward (%d; -1 = none or it failed)",
+                       B, pc->fwd_B);
+    if (B > 0 && (!dlogits || !dvalue))
+        return mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_backward: dlogits or dvalue is missing");
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    st = gpu_ops(pc, stream, &ctx, &o, err);
+    if (st == MR_OK)
+        st = mr_pc_backward(&o, &pc->plan, &pc->buf, pc->params, dlogits, dvalue, B, pc->fwd_proxy, pc->grads, err);
+    if (st != MR_OK) return st;
+    mr_ok(err);
+    return MR_OK;
+}
+
+/* ---------------------------------------------------------------- layers */
+
+static mr_status check_dims(const char *fn, int B, int H, int W, int C, int OC, mr_error *err) {
+    const long long rows = (long long)B * H * W;
+    if (B < 0 || H < 1 || W < 1 || C < 1 || OC < 1 || rows * 9 * C > MR_PC_MAX_ELEMS ||
+        rows * OC > MR_PC_MAX_ELEMS)
+        return mr_fail(err, MR_ERR_ARG, "%s: B %d, H %d, W %d, C %d, OC %d: sizes must be positive (B >= 0) and "
+                       "every buffer at most %lld elements", fn, B, H, W, C, OC, (long long)MR_PC_MAX_ELEMS);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_conv3x3_forward(mr_policy_cuda *pc, float *out, float *col, const float *inp,
+                                             const float *w, const float *b, int B, int H, int W, int C, int OC,
+                                             int relu, void *stream, mr_error *err) {
+    mr_status st = check_created(pc, "mr_cuda_conv3x3_forward", err);
+    if (st == MR_OK) st = check_dims("mr_cuda_conv3x3_forward", B, H, W, C, OC, err);
+    if (st == MR_OK && B > 0 && (!out || !col || !inp || !w))
+        st = mr_fail(err, MR_ERR_ARG, "mr_cuda_conv3x3_forward: out, col, inp or w is missing");
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    if (st == MR_OK) st = gpu_ops(pc, stream, &ctx, &o, err);
+    if (st == MR_OK) st = mr_pc_conv_forward(&o, MR_FP32, out, col, inp, NULL, 0, w, b, B, H, W, C, OC, relu, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+extern "C" mr_status mr_cuda_conv3x3_backward(mr_policy_cuda *pc, float *dinp, const float *mask, float *dw,
+                                              float *db, double *part, float *col, const float *dout,
+                                              const float *inp, const float *w, int B, int H, int W, int C, int OC,
+                                              void *stream, mr_error *err) {
+    mr_status st = check_created(pc, "mr_cuda_conv3x3_backward", err);
+    if (st == MR_OK) st = check_dims("mr_cuda_conv3x3_backward", B, H, W, C, OC, err);
+    if (st == MR_OK && B > 0 &&
+        (!col || !dout || (dw && !inp) || (dinp && !w) || (db && !part)))
+        st = mr_fail(err, MR_ERR_ARG, "mr_cuda_conv3x3_backward: col, dout, or an input a requested gradient needs "
+                     "(inp for dw, w for dinp, part for db) is missing");
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    if (st == MR_OK) st = gpu_ops(pc, stream, &ctx, &o, err);
+    if (st == MR_OK)
+        st = mr_pc_conv_backward(&o, MR_FP32, dinp, mask, dw, db, part, col, dout, inp, NULL, 0, w, B, H, W, C, OC,
+                                 err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+extern "C" mr_status mr_cuda_linear_forward(mr_policy_cuda *pc, float *out, const float *inp, const float *w,
+                                            const float *b, int B, int C, int OC, int relu, void *stream,
+                                            mr_error *err) {
+    mr_status st = check_created(pc, "mr_cuda_linear_forward", err);
+    if (st == MR_OK) st = check_dims("mr_cuda_linear_forward", B, 1, 1, C, OC, err);
+    if (st == MR_OK && B > 0 && (!out || !inp || !w))
+        st = mr_fail(err, MR_ERR_ARG, "mr_cuda_linear_forward: out, inp or w is missing");
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    if (st == MR_OK) st = gpu_ops(pc, stream, &ctx, &o, err);
+    if (st == MR_OK)
+        st = mr_pc_linear_forward(&o, "linear forward", MR_FP32, MR_FP32, out, OC, inp, C, w, C, b, B, C, OC, relu,
+                                  err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+extern "C" mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, float *dw, float *db, double *part,
+                                             const float *dout, const float *inp, const float *w, int B, int C,
+                                             int OC, void *stream, mr_error *err) {
+    mr_status st = check_created(pc, "mr_cuda_linear_backward", err);
+    if (st == MR_OK) st = check_dims("mr_cuda_linear_backward", B, 1, 1, C, OC, err);
+    if (st == MR_OK && B > 0 && (!dout || (dw && !inp) || (dinp && !w) || (db && !part)))
+        st = mr_fail(err, MR_ERR_ARG, "mr_cuda_linear_backward: dout, or an input a requested gradient needs "
+                     "(inp for dw, w for dinp, part for db) is missing");
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    if (st == MR_OK) st = gpu_ops(pc, stream, &ctx, &o, err);
+    if (st == MR_OK)
+        st = mr_pc_linear_backward(&o, "linear backward", MR_FP32, dinp, C, 1.0f, dw, C, db, part, dout, OC, inp, C,
+                                   w, C, B, C, OC, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}

@@ -1,0 +1,108 @@
+/*
+ * policy_cuda.h - the actor-critic of policy.h on the GPU (kernels/policy.cu):
+ * forward and backward, fp32, or bf16 / fp16 GEMMs with fp32 accumulation
+ * and fp32 master weights and gradients.
+ *
+ * The same network, the same flat parameter layout (offsets from policy.c's
+ * own mr_policy_layout), the same NHWC / (H,W,C) flatten order and the same
+ * inputs and outputs as mr_policy_forward / mr_policy_backward: a params
+ * array copies between a host mr_policy and pc->params as it is.
+ *
+ * How (kernels/policy_math.h has the schedule): convolutions are im2col +
+ * one cuBLAS GEMM per layer and chunk of samples (the observation expansion
+ * from the uint8 codes happens inside the first layer's im2col); linear
+ * layers are one GEMM each over the whole batch; bias + ReLU, ReLU backward
+ * (fused into col2im for the convs), the critic input and the bias gradients
+ * (fixed two-stage sums in double, no atomics) are small kernels. cuBLAS
+ * computes in fp32 with TF32 off (CUBLAS_COMPUTE_32F, default math mode);
+ * in bf16 / fp16 the activations and a copy of the weights are stored in
+ * that type, the GEMMs accumulate in fp32, weight and bias gradients
+ * accumulate into the fp32 grads.
+ *
+ * Memory: everything is planned at creation for max_batch samples and taken
+ * from the caller's device memory manager (params, grads, one workspace that
+ * also holds cuBLAS's); nothing is allocated afterwards. Everything runs
+ * asynchronously on the caller's stream with no host synchronisation, so a
+ * forward + backward can be captured in a CUDA graph. One stream at a time
+ * per policy (the workspace is shared by every call). Errors of the kernels
+ * themselves surface at the next synchronisation (mr_cuda_stream_sync).
+ *
+ * Every pointer argument is device memory. Streams are void * (cudaStream_t).
+ */
+#ifndef MR_POLICY_CUDA_H
+#define MR_POLICY_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+#include "moonrl.h"
+#include "devmem.h"
+#include "policy_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef MOONRL_HAVE_CUDA
+typedef struct mr_policy_cuda {
+    mr_pc_plan plan;           /* shapes, parameter offsets (plan.net.tensors), workspace layout */
+    mr_pc_bufs buf;            /* the workspace, carved */
+    mr_devmem *dev;
+    float *params, *grads;     /* plan.net.n_params each, fp32: the master weights and their gradients */
+    unsigned char *ws;         /* plan.ws_bytes */
+    void *blas;                /* cublasHandle_t */
+    void *blas_stream;         /* the stream cuBLAS was last given */
+    int fwd_B, fwd_proxy;      /* the last forward (enqueued); -1: none or it failed */
+} mr_policy_cuda;
+
+/* Device bytes mr_policy_cuda_create takes (before the manager's rounding);
+ * 0 when the arguments are refused. view = V (the observation is V x V),
+ * chunk = samples per conv GEMM (0 = MR_PC_CHUNK), precision = mr_precision. */
+size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int precision);
+
+/* Checks every argument (before touching the GPU), creates a cuBLAS handle
+ * and allocates from dev. params and grads are not initialised: copy params
+ * in (mr_cuda_copy) and zero the grads (mr_policy_cuda_zero_grad). On
+ * failure nothing is left allocated and *pc is zeroed. */
+mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch, int chunk,
+                                int precision, mr_devmem *dev, mr_error *err);
+/* Frees everything; the stream that used it must be idle. NULL or a zeroed pc: no-op. */
+void mr_policy_cuda_destroy(mr_policy_cuda *pc);
+
+mr_status mr_policy_cuda_zero_grad(mr_policy_cuda *pc, void *stream, mr_error *err);
+
+/* codes (B,VV) u8, extra (B,2) fp32 or NULL (zeros) -> logits (B,8), value (B)
+ * raw, fp32; 0 <= B <= max_batch. Keeps what backward needs (the codes are
+ * copied). In bf16 / fp16 it first writes the reduced copy of pc->params. */
+mr_status mr_policy_cuda_forward(mr_policy_cuda *pc, const uint8_t *codes, const float *extra, int B, int proxy,
+                                 float *logits, float *value, void *stream, mr_error *err);
+/* dlogits (B,8), dvalue (B) fp32 for the last forward (same B; params
+ * unchanged since): ACCUMULATES into pc->grads. */
+mr_status mr_policy_cuda_backward(mr_policy_cuda *pc, const float *dlogits, const float *dvalue, int B, void *stream,
+                                  mr_error *err);
+
+/* ---- single layers, fp32, the functions the network runs (for tests and
+ * other networks). pc: any created policy, for its cuBLAS handle and
+ * workspace (so not during that policy's own forward/backward on another
+ * stream). Shapes and semantics as nn.h, except where noted. */
+/* out (B,H,W,OC) = [relu](conv3x3(inp (B,H,W,C))); col (B*H*W, 9C) workspace. */
+mr_status mr_cuda_conv3x3_forward(mr_policy_cuda *pc, float *out, float *col, const float *inp, const float *w,
+                                  const float *b, int B, int H, int W, int C, int OC, int relu, void *stream,
+                                  mr_error *err);
+/* As mr_conv3x3_backward; with mask != NULL (the forward output that was inp)
+ * dinp is WRITTEN as mask > 0 ? col2im : 0 (ReLU backward fused), without it
+ * dinp += col2im. part: mr_pc_bias_partials(B*H*W, OC) doubles. */
+mr_status mr_cuda_conv3x3_backward(mr_policy_cuda *pc, float *dinp, const float *mask, float *dw, float *db,
+                                   double *part, float *col, const float *dout, const float *inp, const float *w,
+                                   int B, int H, int W, int C, int OC, void *stream, mr_error *err);
+/* out (B,OC) = [relu](inp (B,C) . w^T + b). */
+mr_status mr_cuda_linear_forward(mr_policy_cuda *pc, float *out, const float *inp, const float *w, const float *b,
+                                 int B, int C, int OC, int relu, void *stream, mr_error *err);
+/* As mr_linear_backward (dinp += ...); part: mr_pc_bias_partials(B, OC) doubles. */
+mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, float *dw, float *db, double *part,
+                                  const float *dout, const float *inp, const float *w, int B, int C, int OC,
+                                  void *stream, mr_error *err);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MR_POLICY_CUDA_H */
