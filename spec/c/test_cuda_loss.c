@@ -53,7 +53,8 @@ static double relerr(const float *a, const float *b, size_t n, double floor) {
     double num = 0.0, den = floor;
     for (size_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;
+        if (d != d) return d;        /* a NaN anywhere is reported */
+        if (d > num) num = d;
         if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
     }
     return num / den;
@@ -700,10 +701,11 @@ static void gpu_loss(void) {
                         double num = 0.0, den = 1e-300;
                         for (int64_t j = 0; j < nb; j++) {
                             const double x = p.partials[j * MR_LOSS_NACC + k], dd = fabs(hp[j * MR_LOSS_NACC + k] - x);
-                            if (!(dd <= num)) num = dd;
+                            if (dd != dd) { num = dd; break; }
+                            if (dd > num) num = dd;
                             if (fabs(x) > den) den = fabs(x);
                         }
-                        if (!(num / den <= ep)) ep = num / den;
+                        if (!(num / den <= ep) && ep == ep) ep = num / den;
                     }
                     CHECK_MSG(ep < 1e-12, "B %d: stage-1 partials rel err %g", B, ep);
                     for (size_t i = 0; i < 8 * (size_t)B; i++) p.dz_ref[i] *= scale;

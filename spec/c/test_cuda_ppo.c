@@ -52,7 +52,8 @@ static double relerr(const float *a, const float *b, size_t n, double floor) {
     double num = 0.0, den = floor;
     for (size_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;   /* NaN propagates */
+        if (d != d) return d;        /* a NaN anywhere is reported */
+        if (d > num) num = d;
         if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
     }
     return num / den;

@@ -38,6 +38,13 @@ long mr_nn_sgemm_calls(void) { return -1; }
 void mr_nn_profile_reset(void) {}
 #endif
 
+/* OpenBLAS picks its kernels by CPU when it loads, unless OPENBLAS_CORETYPE
+ * names them; the choice changes speed by up to 2x (BENCHMARKS.md). */
+const char *mr_blas_kernels(void) {
+    const char *n = openblas_get_corename();
+    return n ? n : "unknown";
+}
+
 /* Row-major C (M,N) = alpha op(A) op(B) + beta C: the one place sgemm is called.
  *
  * OpenBLAS's own threading is not used: its threaded driver splits the

@@ -76,6 +76,8 @@ void mr_bias_backward(float *db, const float *d, size_t N, int OC);
  * and the number of sgemm calls. Only counted when nn.c is compiled with
  * -DMR_NN_PROFILE (the benchmark); otherwise mr_nn_sgemm_seconds() returns -1.
  * A profiling aid: a global counter, which the engine otherwise never keeps. */
+/* The OpenBLAS kernel set in use: "Cooperlake", "SkylakeX", "Haswell", ... */
+const char *mr_blas_kernels(void);
 double mr_nn_sgemm_seconds(void);
 long mr_nn_sgemm_calls(void);
 void mr_nn_profile_reset(void);

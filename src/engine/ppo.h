@@ -103,8 +103,8 @@ typedef struct mr_ppo_coefs {
     double vf_coef;         /* loss += vf_coef * value_loss */
     double ent_floor;       /* loss += ent_floor_coef * relu(ent_floor - H) */
     double ent_floor_coef;
-    /* 0 (default): value_loss = mean_i max(e1_i, e2_i)            (per sample)
-     * 1: value_loss = max(mean_i e1_i, mean_i e2_i), the original project's
+    /* 0 (zero-initialised struct): value_loss = mean_i max(e1_i, e2_i)  (per sample)
+     * 1 (what the trainer uses, as ENV_SPEC writes it): value_loss = max(mean_i e1_i, mean_i e2_i), the original project's
      *    torch.max(F.mse_loss(v, R), F.mse_loss(v_clipped, R))      (per batch)
      * with e1 = (v - R)^2, e2 = (v_clipped - R)^2. */
     int value_max_of_means;

@@ -16,6 +16,7 @@
 #include "trainer.h"
 #include "errors.h"
 #include "rng.h"
+#include "nn.h"
 
 #include <math.h>
 #include <omp.h>
@@ -124,9 +125,11 @@ static mr_status resolve_device(mr_trainer *t, mr_error *err) {
                        c->precision == MR_BF16 ? "bf16" : "fp16");
     int n = c->threads > 0 ? c->threads : omp_get_num_procs();
     t->threads = n < 1 ? 1 : n;
+    const char *forced = getenv("OPENBLAS_CORETYPE");
     snprintf(t->describe, sizeof t->describe,
-             "cpu backend, %d thread%s, OpenBLAS (OpenMP)%s; cuda.* settings do not apply on the cpu",
-             t->threads, t->threads == 1 ? "" : "s",
+             "cpu backend, %d thread%s, OpenBLAS (OpenMP, %s kernels%s%s)%s; cuda.* settings do not apply on the cpu",
+             t->threads, t->threads == 1 ? "" : "s", mr_blas_kernels(),
+             forced ? ", as OPENBLAS_CORETYPE=" : "", forced ? forced : "",
              c->device == MR_DEVICE_AUTO && ncuda <= 0 ? " (device = auto: no usable GPU, using the cpu)" : "");
     return MR_OK;
 }
