@@ -218,7 +218,11 @@ static void test_evaluate_bad_input(void) {
     mr_trainer_free(t);
 }
 
-/* A small ground-truth run must learn: efficiency and return rise clearly. */
+/* A small ground-truth run must learn: efficiency rises clearly, agents live
+ * longer (fewer episodes end per update) and the return rises. Seeds 1..3
+ * gave efficiency +0.40..+0.52, episodes -31..-37%, return +0.63..+0.88 (a
+ * rounding change in the gradients moves these by a few hundredths); a
+ * policy that does not learn stays at about 0.32, 20 episodes, -5.8. */
 static void test_learns(void) {
     mr_config c;
     mr_config_default(&c);
@@ -241,17 +245,23 @@ static void test_learns(void) {
     mr_error e;
     mr_trainer *t;
     CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
-    double eff_first = 0, eff_last = 0, ret_first = 0, ret_last = 0;
+    double eff_first = 0, eff_last = 0, ret_first = 0, ret_last = 0, ep_first = 0, ep_last = 0;
     mr_metrics m;
     for (int u = 0; u < updates; u++) {
         CHECK(mr_trainer_update(t, &m, &e) == MR_OK);
-        if (u < 8) { eff_first += m.efficiency / 8; ret_first += m.episode_return_mean / 8; }
-        if (u >= updates - 8) { eff_last += m.efficiency / 8; ret_last += m.episode_return_mean / 8; }
+        if (u < 8) {
+            eff_first += m.efficiency / 8; ret_first += m.episode_return_mean / 8; ep_first += m.episodes / 8;
+        }
+        if (u >= updates - 8) {
+            eff_last += m.efficiency / 8; ret_last += m.episode_return_mean / 8; ep_last += m.episodes / 8;
+        }
     }
-    printf("learning: efficiency %.3f -> %.3f, return %.2f -> %.2f\n", eff_first, eff_last, ret_first, ret_last);
+    printf("learning: efficiency %.3f -> %.3f, return %.2f -> %.2f, episodes/update %.1f -> %.1f\n",
+           eff_first, eff_last, ret_first, ret_last, ep_first, ep_last);
     CHECK(mr_trainer_done(t));
-    CHECK_MSG(eff_last > eff_first + 0.15, "efficiency %.3f -> %.3f", eff_first, eff_last);
-    CHECK_MSG(ret_last > ret_first + 1.0, "return %.2f -> %.2f", ret_first, ret_last);
+    CHECK_MSG(eff_last > eff_first + 0.25, "efficiency %.3f -> %.3f", eff_first, eff_last);
+    CHECK_MSG(ep_last < 0.85 * ep_first, "episodes per update %.1f -> %.1f", ep_first, ep_last);
+    CHECK_MSG(ret_last > ret_first + 0.3, "return %.2f -> %.2f", ret_first, ret_last);
     mr_trainer_free(t);
 }
 

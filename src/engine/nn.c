@@ -154,20 +154,23 @@ void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int 
 /* im2col of the output pixels [r0, r0+n) (flat index (b*H + y)*W + x) into
  * col rows r0.. */
 static void im2col_rows(float *col, const float *inp, size_t r0, size_t n, int H, int W, int C) {
-    size_t K = 9 * (size_t)C;
+    size_t K = 9 * (size_t)C, C3 = 3 * (size_t)C;
     for (size_t r = r0; r < r0 + n; r++) {
         int x = (int)(r % W), y = (int)(r / W % H);
         size_t b = r / ((size_t)W * H);
         float *dst = col + r * K;
-        for (int ky = 0; ky < 3; ky++) {
+        for (int ky = 0; ky < 3; ky++, dst += C3) {
             int yy = y + ky - 1;
-            for (int kx = 0; kx < 3; kx++, dst += C) {
-                int xx = x + kx - 1;
-                if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
-                    for (int c = 0; c < C; c++) dst[c] = 0.0f;
-                } else {
-                    const float *src = inp + ((b * H + yy) * W + xx) * C;
-                    for (int c = 0; c < C; c++) dst[c] = src[c];
+            if (yy < 0 || yy >= H) {
+                memset(dst, 0, sizeof(float) * C3);
+            } else if (x >= 1 && x + 1 < W) {   /* the three taps are adjacent pixels */
+                memcpy(dst, inp + ((b * H + yy) * W + x - 1) * C, sizeof(float) * C3);
+            } else {
+                for (int kx = 0; kx < 3; kx++) {
+                    int xx = x + kx - 1;
+                    float *d = dst + (size_t)kx * C;
+                    if (xx < 0 || xx >= W) memset(d, 0, sizeof(float) * C);
+                    else memcpy(d, inp + ((b * H + yy) * W + xx) * C, sizeof(float) * C);
                 }
             }
         }

@@ -19,6 +19,7 @@
 #include "nn.h"
 #include "rng.h"
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 #include <stdio.h>
 
@@ -110,21 +111,26 @@ void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
     p->dcin = MR_TAKE(a, float, MB * p->cin_dim);
     p->dchid = MR_TAKE(a, float, MB * p->critic_hidden);
 
-    /* workspace: chunk-sized conv buffers, then act's block buffers; init
-     * reuses the whole region for the QR scratch of every weight at once */
+    /* workspace: per-thread chunk-sized conv buffers, the per-chunk conv
+     * gradients, then act's block buffers; init reuses the whole region for
+     * the QR scratch of every weight at once */
     size_t C = (size_t)p->chunk;
-    p->block = (int)((MR_POLICY_BLOCK + C - 1) / C * C);
+    p->nthreads = imax(1, omp_get_max_threads());
+    size_t blk = (size_t)imax(MR_POLICY_BLOCK, p->chunk * p->nthreads);
+    p->block = (int)((blk + C - 1) / C * C);
     size_t K = (size_t)p->block;
     int cmax = 2, cin_max = 2;
     for (int l = 0; l < L; l++) {
         cmax = imax(cmax, p->ch[l + 1]);
         cin_max = imax(cin_max, p->ch[l]);
     }
-    size_t o_x = 0;
-    size_t o_a = o_x + round_f(C * p->VV * 2);
+    size_t o_a = round_f(C * p->VV * 2);
     size_t o_b = o_a + round_f(C * p->VV * cmax);
     size_t o_col = o_b + round_f(C * p->VV * cmax);
-    size_t o_aL = o_col + round_f(C * p->VV * 9 * (size_t)cin_max);
+    p->thread_floats = o_col + round_f(C * p->VV * 9 * (size_t)cin_max);
+    p->conv_floats = p->fc_w;
+    size_t o_part = p->thread_floats * (size_t)p->nthreads;
+    size_t o_aL = o_part + round_f(p->conv_floats) * (K / C);
     size_t o_feat = o_aL + round_f(K * p->flat);
     size_t o_cin = o_feat + round_f(K * p->hidden);
     size_t o_chid = o_cin + round_f(K * p->cin_dim);
@@ -137,10 +143,11 @@ void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
     p->work_floats = need > qr ? need : qr;
     p->work = MR_TAKE(a, float, p->work_floats);
     if (p->work) {   /* committed arena: carve; planning: leave NULL */
-        p->x = p->work + o_x;
+        p->x = p->work;
         p->bufA = p->work + o_a;
         p->bufB = p->work + o_b;
         p->col = p->work + o_col;
+        p->conv_part = p->work + o_part;
         p->b_aL = p->work + o_aL;
         p->b_feat = p->work + o_feat;
         p->b_cin = p->work + o_cin;
@@ -246,17 +253,53 @@ static void build_cin(const mr_policy *p, float *cin, const float *feat, const f
     }
 }
 
+/* One thread's chunk workspace (policy.h). */
+typedef struct { float *x, *bufA, *bufB, *col; } chunk_ws;
+
+static chunk_ws thread_ws(const mr_policy *p, int t) {
+    float *base = p->x + (size_t)t * p->thread_floats;
+    chunk_ws w = {base, base + (p->bufA - p->x), base + (p->bufB - p->x), base + (p->col - p->x)};
+    return w;
+}
+
+/* Threads for a loop over n chunks: at most the workspaces there are. */
+static int trunk_threads(const mr_policy *p, int n) {
+    int t = omp_get_max_threads();
+    if (t > p->nthreads) t = p->nthreads;
+    return t < n ? t : n;
+}
+
 /* The conv trunk for n <= chunk samples: codes (n,VV) -> outs[l] (n,VV,ch[l+1]),
- * post-ReLU. */
-static void trunk_forward(mr_policy *p, const uint8_t *codes, int n, int proxy,
-                          float *const *outs) {
-    mr_obs_expand_forward(p->x, codes, n, p->VV, proxy);
-    const float *in = p->x;
+ * post-ReLU; outs[l] == NULL means the workspace's ping-pong buffers. */
+static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *codes, int n,
+                          int proxy, float *const *outs) {
+    mr_obs_expand_forward(w->x, codes, n, p->VV, proxy);
+    const float *in = w->x;
     for (int l = 0; l < p->num_conv; l++) {
-        mr_conv3x3_relu_forward(outs[l], p->col, in, p->params + p->conv_w[l],
+        float *out = outs[l] ? outs[l] : (l & 1) ? w->bufB : w->bufA;
+        mr_conv3x3_relu_forward(out, w->col, in, p->params + p->conv_w[l],
                                 p->params + p->conv_b[l], n, p->view, p->view, p->ch[l],
                                 p->ch[l + 1]);
-        in = outs[l];
+        in = out;
+    }
+}
+
+/* The trunk for nb samples, one chunk per task: every chunk's products have
+ * the shapes of a chunk whatever the thread count, so the bits do not depend
+ * on it. acts: each layer's output for the nb samples (training), or NULL to
+ * keep all but the last in the workspaces (act); aL gets the last layer. */
+static void trunk_block(const mr_policy *p, const uint8_t *codes, int nb, int proxy,
+                        float *const *acts, float *aL) {
+    int L = p->num_conv, nchunks = (nb + p->chunk - 1) / p->chunk;
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
+    for (int k = 0; k < nchunks; k++) {
+        int c0 = k * p->chunk, n = nb - c0 < p->chunk ? nb - c0 : p->chunk;
+        chunk_ws w = thread_ws(p, omp_get_thread_num());
+        float *outs[MR_MAX_CONV];
+        for (int l = 0; l < L; l++)
+            outs[l] = acts ? acts[l] + (size_t)c0 * p->VV * p->ch[l + 1]
+                    : l == L - 1 ? aL + (size_t)c0 * p->flat : NULL;
+        trunk_forward(p, &w, codes + (size_t)c0 * p->VV, n, proxy, outs);
     }
 }
 
@@ -268,16 +311,7 @@ static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra
                           int proxy, float *const *acts, float *aL, float *feat, float *cin,
                           float *chid, float *logits, float *value) {
     const float *P = p->params;
-    int L = p->num_conv;
-    for (int c0 = 0; c0 < nb; c0 += p->chunk) {
-        int n = nb - c0 < p->chunk ? nb - c0 : p->chunk;
-        float *outs[MR_MAX_CONV];
-        for (int l = 0; l < L; l++)
-            outs[l] = acts ? acts[l] + (size_t)c0 * p->VV * p->ch[l + 1]
-                    : l == L - 1 ? aL + (size_t)c0 * p->flat
-                    : (l & 1) ? p->bufB : p->bufA;
-        trunk_forward(p, codes + (size_t)c0 * p->VV, n, proxy, outs);
-    }
+    trunk_block(p, codes, nb, proxy, acts, aL);
     mr_linear_relu_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, MR_NUM_ACTIONS);
     build_cin(p, cin, feat, extra, codes, nb);
@@ -343,29 +377,42 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1],
                        P + p->fc_w, B, p->flat, H);
 
-    /* per block: fc's input gradient (M = block), then the convs per chunk */
+    /* per block: fc's input gradient (M = block), then the convs, one chunk
+     * per task, each into its own partial gradient; the partials are added
+     * to grads in chunk order */
+    size_t CF = p->conv_floats, CFr = round_f(CF);
     for (int b0 = 0; b0 < B; b0 += p->block) {
         int nb = B - b0 < p->block ? B - b0 : p->block;
+        int nchunks = (nb + p->chunk - 1) / p->chunk;
         float *dL = p->b_aL;
-        size_t szL = (size_t)nb * p->flat;
-        memset(dL, 0, sizeof(float) * szL);
+        memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
         mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w,
                            nb, p->flat, H);
-        mr_relu_backward(dL, dL, p->act[L - 1] + (size_t)b0 * p->flat, szL);
-        for (int c0 = b0; c0 < b0 + nb; c0 += p->chunk) {
-            int n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
-            const float *d = dL + (size_t)(c0 - b0) * p->flat;
-            mr_obs_expand_forward(p->x, p->codes + (size_t)c0 * p->VV, n, p->VV, p->fwd_proxy);
+        #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
+        for (int k = 0; k < nchunks; k++) {
+            int c0 = b0 + k * p->chunk, n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
+            chunk_ws w = thread_ws(p, omp_get_thread_num());
+            float *part = p->conv_part + (size_t)k * CFr;
+            memset(part, 0, sizeof(float) * CF);
+            float *d = dL + (size_t)(c0 - b0) * p->flat;
+            mr_relu_backward(d, d, p->act[L - 1] + (size_t)c0 * p->flat, (size_t)n * p->flat);
+            mr_obs_expand_forward(w.x, p->codes + (size_t)c0 * p->VV, n, p->VV, p->fwd_proxy);
             for (int l = L - 1; l >= 0; l--) {
-                const float *in = l > 0 ? p->act[l - 1] + (size_t)c0 * p->VV * p->ch[l] : p->x;
-                float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? p->bufB : p->bufA;
+                const float *in = l > 0 ? p->act[l - 1] + (size_t)c0 * p->VV * p->ch[l] : w.x;
+                float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
                 size_t szp = (size_t)n * p->VV * p->ch[l];
                 if (dprev) memset(dprev, 0, sizeof(float) * szp);
-                mr_conv3x3_backward(dprev, G + p->conv_w[l], G + p->conv_b[l], p->col, d, in,
+                mr_conv3x3_backward(dprev, part + p->conv_w[l], part + p->conv_b[l], w.col, d, in,
                                     P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
                 if (dprev) mr_relu_backward(dprev, dprev, in, szp);
                 d = dprev;
             }
+        }
+        #pragma omp parallel for schedule(static) if (CF * (size_t)nchunks >= MR_POLICY_PAR_MIN)
+        for (size_t i = 0; i < CF; i++) {
+            float g = G[i];
+            for (int k = 0; k < nchunks; k++) g += p->conv_part[(size_t)k * CFr + i];
+            G[i] = g;
         }
     }
     return 0;

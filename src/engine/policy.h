@@ -101,9 +101,18 @@ typedef struct mr_policy {
     /* workspace: one region, carved as below, and reused by init as QR scratch */
     float *work;
     size_t work_floats;
+    /* the conv trunk runs chunk by chunk, one chunk per OpenMP task; each of
+     * the nthreads threads has its own chunk workspace, thread t's at
+     * x + t * thread_floats (x, bufA, bufB and col are thread 0's) */
+    int nthreads;              /* omp_get_max_threads() at layout: the trunk uses at most this many */
+    size_t thread_floats;
     float *x;                  /* (chunk, VV, 2) */
     float *bufA, *bufB;        /* (chunk, VV, max ch): conv ping-pong, act and backward */
     float *col;                /* (chunk*VV, 9 * max input ch) im2col */
+    /* (block/chunk) partial gradients of the conv tensors, one per chunk of a
+     * block, summed into grads in chunk order (thread-count independent) */
+    float *conv_part;
+    size_t conv_floats;        /* = fc_w: the conv tensors are the first in the array */
     float *b_aL, *b_feat, *b_cin, *b_chid;   /* one block: act's aL, feat, cin, chid;
                                              * backward: b_aL holds fc's input gradient */
 } mr_policy;

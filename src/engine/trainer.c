@@ -159,6 +159,7 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     t->M = t->B / cfg->ppo.minibatches;
     t->proxy_obs = cfg->env.mode != MR_MODE_GROUND_TRUTH;
 
+    mr_trainer_use_threads(t);                    /* the policy sizes per-thread workspaces */
     trainer_layout(t, &t->arena);                 /* plan */
     if (mr_arena_commit(&t->arena) != 0) {
         size_t want = t->arena.size;
