@@ -101,6 +101,21 @@ describe("moonrl host", function()
     rc, out, errout = moonrl("bench --net huge", dir)
     assert.are.equal(2, rc)
     assert.truthy(errout:find("--net = huge: accepted ref, small", 1, true), errout)
+    rc, out, errout = moonrl("bench --compare --rows env,gpu", dir)
+    assert.are.equal(2, rc)
+    assert.truthy(errout:find("--rows: 'gpu': accepted env, small, ref", 1, true), errout)
+  end)
+
+  it("bench --compare runs moonrl and the PyTorch reference side by side", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local ok = os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1")
+    if not (ok == 0 or ok == true) then return pending("no PyTorch (make bench-deps installs it)") end
+    local rc, out = moonrl("bench --compare --rows env --envs 256 --reps 1 --json --device cpu", dir)
+    assert.are.equal(0, rc, out)
+    local row = require("moonrl.json").decode(out:match("{.-}\n") or out)
+    assert.are.equal("env", row.row)
+    assert.is_true(row.moonrl.median > 0 and row.reference.median > 0, out)
+    assert.is_true(math.abs(row.ratio - row.moonrl.median / row.reference.median) < 1e-9 * row.ratio, out)
   end)
 
   it("rejects bad arguments with exit code 2 and a message naming them", function()

@@ -4,7 +4,7 @@
 --
 --   moonrl bench [env|infer|train|all] [--device cpu|cuda] [--net ref|small]
 --                [--envs N] [--reps R] [--threads T] [--json]
---   moonrl bench --compare [--net ref|small|both] [--reps R] [--envs N]
+--   moonrl bench --compare [--rows env,small,ref] [--reps R] [--envs N] [--rollout T]
 --   moonrl bench --scaling 16,64,256,1024 [--net small] [--out docs/scaling.csv]
 --
 -- Every result is the median of R timed repetitions after warm-up, with the
@@ -196,16 +196,45 @@ local function self_exe()
   return uv.exepath()
 end
 
+-- The comparison rows and their default sizes: the environment alone at 4096
+-- instances; the small net at 64 x 64 (a CPU-sized batch); the reference net
+-- at ENV_SPEC's 192 x 128. --envs / --rollout override them.
+bench.COMPARE_ROWS = {
+  env = { envs = 4096 },
+  small = { envs = 64, rollout = 64 },
+  ref = { envs = 192, rollout = 128 },
+}
+
+local function threads_of(o)
+  return o.threads > 0 and o.threads or (uv.available_parallelism and uv.available_parallelism() or 2)
+end
+
+-- The two commands of a row: moonrl's and the reference's, each printing a
+-- JSON line with the row's rate.
+local function compare_commands(o, row, py)
+  local dev = o.device == "cuda" and "cuda" or "cpu"
+  local d = bench.COMPARE_ROWS[row]
+  local envs, rollout = o.envs or d.envs, o.rollout or d.rollout
+  if row == "env" then
+    return string.format("%s bench env --json --reps 3 --envs %d --threads %d --device %s",
+        self_exe(), envs, o.threads, o.device),
+      string.format("%s %s/bench/reference/bench_env.py --device %s --num-envs %d --reps 3 --threads %d",
+        py, here(), dev, envs, threads_of(o)),
+      envs, nil
+  end
+  local n = NETS[row]
+  return string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s",
+      self_exe(), row, envs, rollout, o.threads, o.device),
+    string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
+      "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision fp32",
+      py, here(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
+      threads_of(o)),
+    envs, rollout
+end
+
 -- One comparison row: R alternating fresh-process repetitions of each side.
-local function compare_row(o, net, py)
-  local n = NETS[net]
-  local conv = table.concat(n.conv_channels, ",")
-  local mine = string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s",
-    self_exe(), net, o.envs, o.rollout, o.threads, o.device)
-  local ref = string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
-    "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision fp32",
-    py, here(), o.device == "cuda" and "cuda" or "cpu", o.envs, o.rollout, conv, n.hidden, n.critic_hidden,
-    o.threads > 0 and o.threads or (uv.available_parallelism and uv.available_parallelism() or 2))
+local function compare_row(o, row, py)
+  local mine, ref, envs, rollout = compare_commands(o, row, py)
   local a, b, ma, mb = {}, {}, {}, {}
   for rep = 1, o.reps do
     local r1, e1 = last_json_line(mine)
@@ -214,37 +243,43 @@ local function compare_row(o, net, py)
     if not r2 then error(e2, 0) end
     a[#a + 1], ma[#ma + 1] = r1.rate and r1.rate.median or r1.sps_median, r1.peak_memory_bytes
     b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
-    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", net, rep, o.reps,
+    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", row, rep, o.reps,
       a[#a], b[#b]))
   end
   local sa, sb = stats(a), stats(b)
   return {
-    row = "train", net = net, num_envs = o.envs, rollout = o.rollout, device = o.device,
+    row = row == "env" and "env" or "train", net = row ~= "env" and row or nil, num_envs = envs,
+    rollout = rollout, device = o.device, threads = threads_of(o),
     moonrl = sa, reference = sb, ratio = sa.median / sb.median,
-    moonrl_peak_bytes = stats(ma).max, reference_peak_bytes = stats(mb).max,
+    moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = mb[1] and stats(mb).max or nil,
   }
 end
+
+local function fmt_peak(b) return b and string.format("%.1f MiB", b / 2 ^ 20) or "-" end
 
 function bench.compare(o)
   local py = python()
   if not py then
     error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
   end
-  local nets = o.net_given and { o.net } or { "small", "ref" }
+  local names = o.rows or (o.net_given and { o.net }) or { "env", "small", "ref" }
   local rows = {}
-  for _, net in ipairs(nets) do rows[#rows + 1] = compare_row(o, net, py) end
+  for _, name in ipairs(names) do rows[#rows + 1] = compare_row(o, name, py) end
   if o.json then
     for _, r in ipairs(rows) do print(json.encode(r)) end
     return
   end
-  print(string.format("moonrl vs PyTorch reference, %s, %d threads, %d envs x %d steps, %d alternating reps",
-    o.device, o.threads, o.envs, o.rollout, o.reps))
-  print(string.format("%-8s %14s %14s %8s %14s %14s", "net", "moonrl sps", "pytorch sps", "ratio",
+  print(string.format("moonrl vs PyTorch reference, %s, %d threads, %d alternating fresh-process reps (median)",
+    o.device, threads_of(o), o.reps))
+  print(string.format("%-28s %14s %14s %8s %13s %13s", "row", "moonrl", "pytorch", "ratio",
     "moonrl peak", "pytorch peak"))
   for _, r in ipairs(rows) do
-    print(string.format("%-8s %14.0f %14.0f %7.2fx %11.1f MiB %11.1f MiB", r.net, r.moonrl.median,
-      r.reference.median, r.ratio, (r.moonrl_peak_bytes or 0) / 2 ^ 20, (r.reference_peak_bytes or 0) / 2 ^ 20))
+    local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
+      or string.format("train %s, %d x %d", r.net, r.num_envs, r.rollout)
+    print(string.format("%-28s %14s %14s %7.2fx %13s %13s", what, fmt_rate(r.moonrl.median),
+      fmt_rate(r.reference.median), r.ratio, fmt_peak(r.moonrl_peak_bytes), fmt_peak(r.reference_peak_bytes)))
   end
+  print("(agent-steps/s; training rows: whole updates after one warm-up update; peak: RSS on the cpu)")
 end
 
 -- ---------------------------------------------------------------- scaling
@@ -284,6 +319,8 @@ usage: moonrl bench [env|infer|train|all] [options]
   --threads T              CPU threads, 0 = all (default 0)
   --json                   one JSON object per row
   --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
+  --rows env,small,ref     the comparison's rows (default all three; --net R means --rows R)
+                           default sizes: env 4096 envs, small 64 x 64, ref 192 x 128
 ]]
 
 local parse_args
@@ -338,6 +375,12 @@ parse_args = function(args)
         if not v or v < 1 then error("--scaling: '" .. n .. "' is not a positive integer", 0) end
         o.scaling[#o.scaling + 1] = v
       end
+    elseif a == "--rows" then
+      o.rows = {}
+      for r in value(a):gmatch("[^,]+") do
+        if not bench.COMPARE_ROWS[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
+        o.rows[#o.rows + 1] = r
+      end
     elseif a == "--out" then o.out = value(a)
     elseif a == "--help" or a == "-h" then o.help = true
     else error("unknown argument '" .. a .. "'\n" .. bench.usage, 0) end
@@ -349,7 +392,7 @@ end
 function bench.run(o)
   if o.device == "auto" then o.device = engine.cuda_device_count() > 0 and "cuda" or "cpu" end
   if o.compare then
-    o.envs, o.rollout, o.reps = o.envs or 64, o.rollout or 64, o.reps or 3
+    o.reps = o.reps or 3
     bench.compare(o)
     return 0
   end
