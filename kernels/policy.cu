@@ -20,6 +20,9 @@
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stddef.h>
 
 #include "cuda_check.h"
@@ -92,6 +95,67 @@ static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
 
 /* ---------------------------------------------------------------- GEMM */
 
+/* ------------------------------------------------------------ cuBLAS
+ * cuBLAS is loaded with dlopen when the first CUDA policy is created, not
+ * linked: libcublas and libcublasLt are ~700 MB of shared objects whose
+ * loading cost every run of the CPU backend 0.3 s and 200 MB of resident
+ * memory. The soname is the major version the kernels were compiled against;
+ * the loader's search path (LD_LIBRARY_PATH, the binaries' RUNPATH, which
+ * holds the toolkit's lib directory) is tried first, then that directory. */
+#define MR_STR2(x) #x
+#define MR_STR(x) MR_STR2(x)
+#define MR_CUBLAS_SONAME "libcublas.so." MR_STR(CUBLAS_VER_MAJOR)
+
+static struct {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+    cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*set_pointer_mode)(cublasHandle_t, cublasPointerMode_t);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    const char *(*status_name)(cublasStatus_t);
+    const char *(*status_string)(cublasStatus_t);
+    int ok;
+    char why[320];
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_load(void) {
+    void *h = dlopen(MR_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen(MR_CUDA_LIBDIR "/" MR_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(blas.why, sizeof blas.why, "cannot load cuBLAS (%s, also tried %s/): %s", MR_CUBLAS_SONAME,
+                 MR_CUDA_LIBDIR, e ? e : "not found");
+        return;
+    }
+    const char *missing = NULL;
+#define MR_SYM(field, name)                                                   \
+    do {                                                                      \
+        *(void **)&blas.field = dlsym(h, name);                               \
+        if (!blas.field && !missing) missing = name;                          \
+    } while (0)
+    MR_SYM(create, "cublasCreate_v2");
+    MR_SYM(destroy, "cublasDestroy_v2");
+    MR_SYM(set_stream, "cublasSetStream_v2");
+    MR_SYM(set_workspace, "cublasSetWorkspace_v2");
+    MR_SYM(set_math_mode, "cublasSetMathMode");
+    MR_SYM(set_pointer_mode, "cublasSetPointerMode_v2");
+    MR_SYM(gemm_ex, "cublasGemmEx");
+    MR_SYM(status_name, "cublasGetStatusName");
+    MR_SYM(status_string, "cublasGetStatusString");
+#undef MR_SYM
+    if (missing) {
+        snprintf(blas.why, sizeof blas.why, "%s has no symbol %s (a different cuBLAS version?)", MR_CUBLAS_SONAME,
+                 missing);
+        return;
+    }
+    blas.ok = 1;
+}
+
 static cudaDataType_t cuda_type(int dt) {
     return dt == MR_BF16 ? CUDA_R_16BF : dt == MR_FP16 ? CUDA_R_16F : CUDA_R_32F;
 }
@@ -99,7 +163,7 @@ static cudaDataType_t cuda_type(int dt) {
 static mr_status blas_status(cublasStatus_t s, const char *what, mr_error *err) {
     if (s == CUBLAS_STATUS_SUCCESS) return MR_OK;
     return mr_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? MR_ERR_NOMEM : MR_ERR_BACKEND, "cuBLAS error in %s: %s (%s)",
-                   what, cublasGetStatusName(s), cublasGetStatusString(s));
+                   what, blas.status_name(s), blas.status_string(s));
 }
 
 static mr_status gpu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
@@ -107,14 +171,14 @@ static mr_status gpu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
     mr_pc_gemm_cm(g, &c);
     const float alpha = 1.0f, beta = g->beta;
     const cublasStatus_t s =
-        cublasGemmEx(((gpu_ctx *)ctx)->h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, c.transb ? CUBLAS_OP_T : CUBLAS_OP_N,
+        blas.gemm_ex(((gpu_ctx *)ctx)->h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, c.transb ? CUBLAS_OP_T : CUBLAS_OP_N,
                      c.m, c.n, c.k, &alpha, c.A, cuda_type(g->ab_dt), c.lda, c.B, cuda_type(g->ab_dt), c.ldb, &beta,
                      c.C, cuda_type(g->c_dt), c.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s == CUBLAS_STATUS_SUCCESS) return MR_OK;
     return mr_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? MR_ERR_NOMEM : MR_ERR_BACKEND,
                    "cuBLAS error in the %s GEMM (column-major m %d n %d k %d, lda %d ldb %d ldc %d, types %d/%d): %s (%s)",
                    g->what ? g->what : "policy", c.m, c.n, c.k, c.lda, c.ldb, c.ldc, g->ab_dt, g->c_dt,
-                   cublasGetStatusName(s), cublasGetStatusString(s));
+                   blas.status_name(s), blas.status_string(s));
 }
 
 static mr_status gpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
@@ -130,9 +194,9 @@ static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_o
     ctx->h = (cublasHandle_t)pc->blas;
     ctx->s = (cudaStream_t)stream;
     if (pc->blas_stream != stream) {
-        mr_status st = blas_status(cublasSetStream(ctx->h, ctx->s), "cublasSetStream", err);
+        mr_status st = blas_status(blas.set_stream(ctx->h, ctx->s), "cublasSetStream", err);
         if (st == MR_OK)
-            st = blas_status(cublasSetWorkspace(ctx->h, pc->buf.blas, MR_PC_BLAS_WS), "cublasSetWorkspace", err);
+            st = blas_status(blas.set_workspace(ctx->h, pc->buf.blas, MR_PC_BLAS_WS), "cublasSetWorkspace", err);
         if (st != MR_OK) {
             pc->blas_stream = (void *)~(uintptr_t)0;   /* unknown: set again next time */
             return st;
@@ -157,7 +221,7 @@ extern "C" size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, in
 
 extern "C" void mr_policy_cuda_destroy(mr_policy_cuda *pc) {
     if (!pc) return;
-    if (pc->blas) cublasDestroy((cublasHandle_t)pc->blas);
+    if (pc->blas) blas.destroy((cublasHandle_t)pc->blas);
     if (pc->dev) {
         mr_devmem_free(pc->dev, pc->params, NULL);
         mr_devmem_free(pc->dev, pc->grads, NULL);
@@ -176,15 +240,19 @@ extern "C" mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_c
     if (st == MR_OK && !dev)
         st = mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the device memory manager is missing");
     cublasHandle_t h = NULL;
-    if (st == MR_OK) st = blas_status(cublasCreate(&h), "cublasCreate (is a GPU present and the driver loaded?)", err);
+    if (st == MR_OK) {
+        pthread_once(&blas_once, blas_load);
+        if (!blas.ok) st = mr_fail(err, MR_ERR_BACKEND, "the CUDA policy needs cuBLAS: %s", blas.why);
+    }
+    if (st == MR_OK) st = blas_status(blas.create(&h), "cublasCreate (is a GPU present and the driver loaded?)", err);
     if (st != MR_OK) {
         mr_policy_cuda_destroy(pc);
         return st;
     }
     pc->blas = h;
     pc->dev = dev;
-    st = blas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", err);
-    if (st == MR_OK) st = blas_status(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode", err);
+    st = blas_status(blas.set_math_mode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", err);
+    if (st == MR_OK) st = blas_status(blas.set_pointer_mode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode", err);
     if (st == MR_OK)
         st = mr_devmem_alloc(dev, pc->plan.param_bytes, "the policy parameters", (void **)&pc->params, err);
     if (st == MR_OK)
