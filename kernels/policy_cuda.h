@@ -41,7 +41,8 @@
 extern "C" {
 #endif
 
-#ifdef MOONRL_HAVE_CUDA
+/* The struct is plain data, visible in every build (the CUDA trainer's CPU
+ * test fills one through an emulation of these functions). */
 typedef struct mr_policy_cuda {
     mr_pc_plan plan;           /* shapes, parameter offsets (plan.net.tensors), workspace layout */
     mr_pc_bufs buf;            /* the workspace, carved */
@@ -53,6 +54,7 @@ typedef struct mr_policy_cuda {
     int fwd_B, fwd_proxy;      /* the last forward (enqueued); -1: none or it failed */
 } mr_policy_cuda;
 
+#ifdef MOONRL_HAVE_CUDA
 /* Device bytes mr_policy_cuda_create takes (before the manager's rounding);
  * 0 when the arguments are refused. view = V (the observation is V x V),
  * chunk = samples per conv GEMM (0 = MR_PC_CHUNK), precision = mr_precision. */

@@ -235,12 +235,13 @@ end
 -- One comparison row: R alternating fresh-process repetitions of each side.
 local function compare_row(o, row, py)
   local mine, ref, envs, rollout = compare_commands(o, row, py)
-  local a, b, ma, mb = {}, {}, {}, {}
+  local a, b, ma, mb, last_describe = {}, {}, {}, {}, nil
   for rep = 1, o.reps do
     local r1, e1 = last_json_line(mine)
     if not r1 then error(e1, 0) end
     local r2, e2 = last_json_line(ref)
     if not r2 then error(e2, 0) end
+    last_describe = r1.describe or last_describe
     a[#a + 1], ma[#ma + 1] = r1.rate and r1.rate.median or r1.sps_median, r1.peak_memory_bytes
     b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
     io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", row, rep, o.reps,
@@ -252,6 +253,7 @@ local function compare_row(o, row, py)
     rollout = rollout, device = o.device, threads = threads_of(o),
     moonrl = sa, reference = sb, ratio = sa.median / sb.median,
     moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = mb[1] and stats(mb).max or nil,
+    describe = last_describe, openblas_coretype = os.getenv("OPENBLAS_CORETYPE"),
   }
 end
 
@@ -280,6 +282,12 @@ function bench.compare(o)
       fmt_rate(r.reference.median), r.ratio, fmt_peak(r.moonrl_peak_bytes), fmt_peak(r.reference_peak_bytes)))
   end
   print("(agent-steps/s; training rows: whole updates after one warm-up update; peak: RSS on the cpu)")
+  for _, r in ipairs(rows) do
+    if r.describe then print("moonrl engine: " .. r.describe) break end
+  end
+  if os.getenv("OPENBLAS_CORETYPE") then
+    print("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE") .. " is set: it applies to both sides (PyTorch's BLAS too)")
+  end
 end
 
 -- ---------------------------------------------------------------- scaling

@@ -8,6 +8,7 @@
  * evaluation is not part of the training steady state.
  */
 #include "trainer.h"
+#include "trainer_cuda.h"
 #include "errors.h"
 #include "rng.h"
 
@@ -43,6 +44,8 @@ mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *ec, mr_eval_r
         return mr_fail(err, MR_ERR_ARG, "eval.steps = %d is out of range: accepted 1 .. 268435456", c.steps);
     if (c.runs < 1 || c.runs > 1000)
         return mr_fail(err, MR_ERR_ARG, "eval.runs = %d is out of range: accepted 1 .. 1000", c.runs);
+    mr_status ps;
+    if (t->cuda && (ps = mr_trainer_cuda_pull(t, MR_TC_WEIGHTS, err))) return ps;   /* CUDA: runs on a cpu copy */
     mr_trainer_use_threads(t);
 
     mr_env_config envc = t->cfg.env;
@@ -108,6 +111,8 @@ mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra
     if (!t || !obs) return mr_fail(err, MR_ERR_ARG, "mr_trainer_infer: trainer or obs is NULL");
     if (n < 1 || n > (1 << 24))
         return mr_fail(err, MR_ERR_ARG, "mr_trainer_infer: n = %d is out of range: accepted 1 .. 16777216", n);
+    mr_status ps;
+    if (t->cuda && (ps = mr_trainer_cuda_pull(t, MR_TC_WEIGHTS, err))) return ps;   /* CUDA: runs on a cpu copy */
     mr_trainer_use_threads(t);
     /* Inference is outside the training steady state: its scratch is per call. */
     float *ex = NULL, *lg = logits, *val = value;

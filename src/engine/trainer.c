@@ -14,6 +14,7 @@
  *   gradient clipping, Adam.
  */
 #include "trainer.h"
+#include "trainer_cuda.h"
 #include "errors.h"
 #include "rng.h"
 #include "nn.h"
@@ -101,24 +102,9 @@ static void trainer_layout(mr_trainer *t, mr_arena *a) {
     t->mb_dvalue = MR_TAKE(a, float, M);
 }
 
-static mr_status resolve_device(mr_trainer *t, mr_error *err) {
+/* The cpu backend's settings; auto_note says why device = auto came here. */
+static mr_status resolve_device(mr_trainer *t, const char *auto_note, mr_error *err) {
     const mr_config *c = &t->cfg;
-    int ncuda = mr_cuda_device_count();
-    if (c->device == MR_DEVICE_CUDA) {
-#ifdef MOONRL_HAVE_CUDA
-        if (ncuda <= 0)
-            return mr_fail(err, MR_ERR_BACKEND,
-                           "device = cuda, but no usable GPU or driver was found "
-                           "(accepted: device = \"cpu\", or \"auto\" to fall back to the cpu)");
-        return mr_fail(err, MR_ERR_BACKEND,
-                       "device = cuda: the CUDA trainer is not available in this version yet; "
-                       "use device = \"cpu\" or \"auto\"");
-#else
-        return mr_fail(err, MR_ERR_BACKEND,
-                       "device = cuda, but this build has no CUDA backend (nvcc was not found when it "
-                       "was built); accepted here: device = \"cpu\" or \"auto\"");
-#endif
-    }
     if (c->precision != MR_FP32)
         return mr_fail(err, MR_ERR_ARG,
                        "precision = %s needs the cuda backend; the cpu backend accepts fp32 only",
@@ -130,7 +116,7 @@ static mr_status resolve_device(mr_trainer *t, mr_error *err) {
              "cpu backend, %d thread%s, OpenBLAS (OpenMP, %s kernels%s%s)%s; cuda.* settings do not apply on the cpu",
              t->threads, t->threads == 1 ? "" : "s", mr_blas_kernels(),
              forced ? ", as OPENBLAS_CORETYPE=" : "", forced ? forced : "",
-             c->device == MR_DEVICE_AUTO && ncuda <= 0 ? " (device = auto: no usable GPU, using the cpu)" : "");
+             auto_note);
     return MR_OK;
 }
 
@@ -139,10 +125,24 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     *out = NULL;
     mr_status s = mr_config_validate(cfg, err);
     if (s) return s;
+    /* CUDA dispatch: device = cuda, or auto with a usable GPU, runs the CUDA
+     * trainer (trainer_cuda.c); auto falls back to the cpu, saying why. */
+    char auto_note[320] = "";
+    if (cfg->device == MR_DEVICE_CUDA) return mr_trainer_cuda_create(cfg, out, err);
+    if (cfg->device == MR_DEVICE_AUTO) {
+        if (mr_cuda_device_count() <= 0) {
+            snprintf(auto_note, sizeof auto_note, " (device = auto: no usable GPU, using the cpu)");
+        } else {
+            mr_error ce;
+            if ((s = mr_trainer_cuda_create(cfg, out, &ce)) == MR_OK) { mr_ok(err); return MR_OK; }
+            snprintf(auto_note, sizeof auto_note, " (device = auto: the CUDA trainer did not start, using the cpu: %.240s)",
+                     ce.msg);
+        }
+    }
     mr_trainer *t = calloc(1, sizeof *t);
     if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the trainer (%zu bytes)", sizeof *t);
     t->cfg = *cfg;
-    if ((s = resolve_device(t, err))) { free(t); return s; }
+    if ((s = resolve_device(t, auto_note, err))) { free(t); return s; }
     t->hot.lr = cfg->ppo.lr;
     t->hot.clip = cfg->ppo.clip;
     t->hot.ent_coef = cfg->ppo.ent_coef;
@@ -186,6 +186,7 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
 
 void mr_trainer_free(mr_trainer *t) {
     if (!t) return;
+    if (t->cuda) { mr_trainer_cuda_free(t); return; }   /* CUDA dispatch */
     mr_arena_release(&t->arena);
     free(t);
 }
@@ -317,6 +318,7 @@ static void optimise(mr_trainer *t, double lr, double clip, double ent_coef, upd
 
 mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_update: trainer is NULL");
+    if (t->cuda) return mr_trainer_cuda_update(t, out, err);   /* CUDA dispatch */
     mr_trainer_use_threads(t);
     const mr_ppo_config *pc = &t->cfg.ppo;
     double t0 = now_seconds();
@@ -431,6 +433,8 @@ mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *e
 
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_snapshot: trainer is NULL");
+    mr_status s;
+    if (t->cuda && (s = mr_trainer_cuda_pull(t, MR_TC_LEARNABLE, err))) return s;   /* CUDA dispatch */
     size_t P = t->pol.n_params;
     memcpy(t->snap_params, t->pol.params, P * sizeof(float));
     memcpy(t->snap_m, t->adam_m, P * sizeof(float));
@@ -456,6 +460,7 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
     t->popart = t->snap_popart;
     t->updates = t->snap_updates;
     t->agent_steps = t->snap_agent_steps;
+    if (t->cuda) return mr_trainer_cuda_push(t, MR_TC_LEARNABLE, err);   /* CUDA dispatch */
     mr_ok(err);
     return MR_OK;
 }
@@ -464,6 +469,7 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
 
 mr_status mr_trainer_memory(const mr_trainer *t, mr_memory_stats *out, mr_error *err) {
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_memory: NULL argument");
+    if (t->cuda) return mr_trainer_cuda_memory(t, out, err);   /* CUDA dispatch */
     memset(out, 0, sizeof *out);
     out->host_planned_bytes = t->arena.size;
     out->host_peak_bytes = t->arena.size;

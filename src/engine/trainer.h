@@ -64,6 +64,13 @@ struct mr_trainer {
 
     uint64_t extra_allocations;   /* allocations outside the arena (evaluation) */
     char describe[512];
+
+    /* Non-NULL: the CUDA backend runs this trainer (trainer_cuda.c). The
+     * fields above then hold host copies, filled on demand: the weights,
+     * Adam moments and step, PopArt and the environments for checkpoints,
+     * snapshots, evaluation and inference; the rollout and minibatch
+     * buffers are not laid out. */
+    struct mr_trainer_cuda *cuda;
 };
 
 /* Updates needed for total_steps (at least 1). */
