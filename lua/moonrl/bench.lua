@@ -32,6 +32,31 @@ local NETS = {
 
 local function now() return uv.hrtime() / 1e9 end
 
+bench.PRECISIONS = { fp32 = C.MR_FP32, bf16 = C.MR_BF16, fp16 = C.MR_FP16 }
+
+-- Multiply-adds of one sample's forward pass through the network (ENV_SPEC's
+-- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic).
+function bench.forward_macs(net, view_range)
+  local V = 2 * (view_range or 5) + 1
+  local VV, macs, cin = V * V, 0, 2
+  for _, ch in ipairs(net.conv_channels) do
+    macs = macs + VV * 9 * cin * ch
+    cin = ch
+  end
+  local flat = VV * cin
+  macs = macs + flat * net.hidden + net.hidden * 8
+  local critic_in = net.hidden + 2 + 2 * VV
+  return macs + critic_in * net.critic_hidden + net.critic_hidden
+end
+
+-- FLOPs of one update's learning phase: epochs x samples x (forward + the
+-- backward's two products per layer, less the first conv's input gradient).
+function bench.update_flops(net, samples, epochs, view_range)
+  local V = 2 * (view_range or 5) + 1
+  local first = V * V * 9 * 2 * net.conv_channels[1]
+  return 2 * samples * epochs * (3 * bench.forward_macs(net, view_range) - first)
+end
+
 local function stats(xs)
   local s = {}
   for i, v in ipairs(xs) do s[i] = v end
@@ -62,6 +87,7 @@ local function make_config(o)
   c.ppo.rollout_steps = o.rollout
   c.threads = o.threads
   c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
+  c.precision = bench.PRECISIONS[o.precision or "fp32"]
   c.total_steps = (o.reps + 2) * o.envs * o.rollout
   return c
 end
@@ -81,13 +107,24 @@ function bench.env(o)
   local actions = ffi.new("uint8_t[?]", n * 16)
   for i = 0, n * 16 - 1 do actions[i] = math.random(0, 7) end
   for k = 0, 9 do check(C.mr_env_step(env[0], actions + (k % 16) * n, err), err, "env step") end
+  -- On a GPU a step is only queued: each repetition ends by reading the
+  -- state back, which waits for every queued step.
+  local VV = (2 * ec.view_range + 1) ^ 2
+  -- (the buffers stay referenced here: a pointer stored in a struct does not
+  -- keep an FFI array alive)
+  local view = ffi.new("mr_env_view")
+  local bufs = { ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
+                 ffi.new("uint8_t[?]", n) }
+  view.obs, view.reward, view.terminated, view.truncated = bufs[1], bufs[2], bufs[3], bufs[4]
   local rates = {}
   for _ = 1, o.reps do
     local t0 = now()
     for k = 0, steps - 1 do C.mr_env_step(env[0], actions + (k % 16) * n, err) end
+    check(C.mr_env_read(env[0], view, err), err, "env read")
     rates[#rates + 1] = n * steps / (now() - t0)
   end
   C.mr_env_free(env[0])
+  bufs = nil
   return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s" }
 end
 
@@ -102,6 +139,11 @@ end
 
 -- Policy inference alone: samples/s through the network.
 function bench.infer(o)
+  if o.device == "cuda" then
+    return { row = "infer", net = o.net, batch = o.envs, skipped =
+      "on cuda, mr_trainer_infer runs on a cpu copy of the weights; the GPU's inference time is the " ..
+      "train row's rollout phase" }
+  end
   local c, t, err = new_trainer(o)
   local n = o.envs
   local VV = (2 * c.env.view_range + 1) ^ 2
@@ -125,25 +167,35 @@ function bench.train(o)
   local c, t, err = new_trainer(o)
   local m = ffi.new("mr_metrics")
   check(C.mr_trainer_update(t, m, err), err, "warm-up update")
-  local sps, roll, gae, upd = {}, {}, {}, {}
+  local sps, roll, gae, upd, wall = {}, {}, {}, {}, {}
   for _ = 1, o.reps do
     local t0 = now()
     check(C.mr_trainer_update(t, m, err), err, "update")
     local dt = now() - t0
     sps[#sps + 1] = o.envs * o.rollout / dt
-    roll[#roll + 1], gae[#gae + 1], upd[#upd + 1] = m.time_rollout, m.time_gae, m.time_update
+    roll[#roll + 1], gae[#gae + 1], upd[#upd + 1], wall[#wall + 1] = m.time_rollout, m.time_gae, m.time_update, dt
   end
   local mem = ffi.new("mr_memory_stats")
   C.mr_trainer_memory(t, mem, err)
   local describe = ffi.string(C.mr_trainer_describe(t))
   C.mr_trainer_free(t)
   local dev_peak = tonumber(mem.device_peak_bytes)
-  return {
-    row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, rate = stats(sps),
-    unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,
-    time_update = stats(upd).median, planned_bytes = tonumber(mem.host_planned_bytes),
+  local r = {
+    row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, precision = o.precision or "fp32",
+    rate = stats(sps), unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,
+    time_update = stats(upd).median, time_wall = stats(wall).median, planned_bytes = tonumber(mem.host_planned_bytes),
     peak_memory_bytes = dev_peak > 0 and dev_peak or peak_rss_bytes(), describe = describe,
   }
+  -- what the phases leave out of the wall clock: host work, waits, launch gaps
+  r.time_idle = math.max(0, r.time_wall - r.time_rollout - r.time_gae - r.time_update)
+  -- the update's achieved rate (the model FLOPs of its forward and backward passes)
+  local epochs = tonumber(c.ppo.epochs)
+  r.forward_macs = bench.forward_macs(NETS[o.net], tonumber(c.env.view_range))
+  r.update_tflops = r.time_update > 0 and bench.update_flops(NETS[o.net], o.envs * o.rollout, epochs,
+    tonumber(c.env.view_range)) /
+    r.time_update / 1e12 or 0
+  if o.peak_tflops then r.mfu, r.peak_tflops = r.update_tflops / o.peak_tflops, o.peak_tflops end
+  return r
 end
 
 -- ------------------------------------------------------------------ output
@@ -159,11 +211,18 @@ local function print_row(r)
   local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
     or r.row == "infer" and string.format("infer, net %s, batch %d", r.net, r.batch)
     or string.format("train, net %s, %d envs x %d", r.net, r.num_envs, r.rollout)
+  if r.skipped then
+    io.write(string.format("%-34s skipped: %s\n", what, r.skipped))
+    return
+  end
   io.write(string.format("%-34s %12s %-14s (%s .. %s, n=%d)\n", what, fmt_rate(r.rate.median), r.unit,
     fmt_rate(r.rate.min), fmt_rate(r.rate.max), r.rate.n))
   if r.row == "train" then
-    io.write(string.format("%-34s rollout %.3f s, gae %.4f s, update %.3f s; planned %.1f MiB, peak %.1f MiB\n", "",
-      r.time_rollout, r.time_gae, r.time_update, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
+    io.write(string.format("%-34s %s; rollout %.4f s, gae %.4f s, update %.4f s, other %.4f s; planned %.1f MiB, " ..
+      "peak %.1f MiB\n", "", r.precision, r.time_rollout, r.time_gae, r.time_update, r.time_idle,
+      r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
+    io.write(string.format("%-34s update at %.2f TFLOP/s%s\n", "", r.update_tflops,
+      r.mfu and string.format(" = %.1f%% of %.0f TFLOP/s (--peak-tflops)", 100 * r.mfu, r.peak_tflops or 0) or ""))
   end
 end
 
@@ -200,8 +259,8 @@ end
 -- instances; the small net at 64 x 64 (a CPU-sized batch); the reference net
 -- at ENV_SPEC's 192 x 128. --envs / --rollout override them.
 bench.COMPARE_ROWS = {
-  env = { envs = 4096 },
-  small = { envs = 64, rollout = 64 },
+  env = { envs = 4096, gpu = { envs = 65536 } },
+  small = { envs = 64, rollout = 64, gpu = { envs = 192, rollout = 128 } },
   ref = { envs = 192, rollout = 128 },
 }
 
@@ -214,6 +273,7 @@ end
 local function compare_commands(o, row, py)
   local dev = o.device == "cuda" and "cuda" or "cpu"
   local d = bench.COMPARE_ROWS[row]
+  if dev == "cuda" and d.gpu then d = setmetatable(d.gpu, { __index = d }) end
   local envs, rollout = o.envs or d.envs, o.rollout or d.rollout
   if row == "env" then
     return string.format("%s bench env --json --reps 3 --envs %d --threads %d --device %s",
@@ -223,12 +283,15 @@ local function compare_commands(o, row, py)
       envs, nil
   end
   local n = NETS[row]
-  return string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s",
-      self_exe(), row, envs, rollout, o.threads, o.device),
+  -- Both sides at one precision: fp32 on a cpu; on a GPU the original's
+  -- fp16 with dynamic loss scaling unless --precision says otherwise.
+  local prec = o.precision or (dev == "cuda" and "fp16" or "fp32")
+  return string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s " ..
+      "--precision %s", self_exe(), row, envs, rollout, o.threads, o.device, prec),
     string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
-      "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision fp32",
+      "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision %s%s",
       py, here(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
-      threads_of(o)),
+      threads_of(o), prec, o.compile and " --compile" or ""),
     envs, rollout
 end
 
@@ -281,7 +344,10 @@ function bench.compare(o)
     print(string.format("%-28s %14s %14s %7.2fx %13s %13s", what, fmt_rate(r.moonrl.median),
       fmt_rate(r.reference.median), r.ratio, fmt_peak(r.moonrl_peak_bytes), fmt_peak(r.reference_peak_bytes)))
   end
-  print("(agent-steps/s; training rows: whole updates after one warm-up update; peak: RSS on the cpu)")
+  print(string.format("(agent-steps/s; training rows: whole updates after one warm-up update, %s on both sides%s; " ..
+    "peak: %s)", o.precision or (o.device == "cuda" and "fp16" or "fp32"),
+    o.compile and ", reference with torch.compile" or "",
+    o.device == "cuda" and "device memory, moonrl's allocator vs torch.cuda.max_memory_allocated" or "RSS on the cpu"))
   for _, r in ipairs(rows) do
     if r.describe then print("moonrl engine: " .. r.describe) break end
   end
@@ -325,10 +391,14 @@ usage: moonrl bench [env|infer|train|all] [options]
   --rollout T              rollout steps per update (default 128; compare 64)
   --reps R                 timed repetitions (default 5; compare 3)
   --threads T              CPU threads, 0 = all (default 0)
+  --precision P            fp32 (default), bf16, fp16 (cuda only; --compare passes it to the reference)
+  --compile                --compare: the reference runs with torch.compile (torch 2.x, cuda)
+  --peak-tflops X          the GPU's measured matrix rate: the train row reports its fraction (MFU)
   --json                   one JSON object per row
   --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
   --rows env,small,ref     the comparison's rows (default all three; --net R means --rows R)
                            default sizes: env 4096 envs, small 64 x 64, ref 192 x 128
+                           (cuda: env 65536 envs, small and ref 192 x 128)
 ]]
 
 local parse_args
@@ -340,7 +410,16 @@ function bench.main(args)
     return 2
   end
   if o.help then io.write(bench.usage) return 0 end
-  return bench.run(o)
+  -- A refusal (no GPU, a bad size) is a message; a bug keeps its traceback.
+  local ok2, rc = xpcall(bench.run, function(e)
+    if type(e) == "string" and not e:match("^[^\n]-%.lua:%d+:") then return e end
+    return debug.traceback(tostring(e), 2)
+  end, o)
+  if not ok2 then
+    io.stderr:write("moonrl bench: ", tostring(rc), "\n")
+    return 1
+  end
+  return rc
 end
 
 parse_args = function(args)
@@ -374,6 +453,15 @@ parse_args = function(args)
     elseif a == "--rollout" then o.rollout = int(a, 1)
     elseif a == "--reps" then o.reps = int(a, 1)
     elseif a == "--threads" then o.threads = int(a, 0)
+    elseif a == "--precision" then
+      o.precision = value(a)
+      if not bench.PRECISIONS[o.precision] then error("--precision = " .. o.precision .. ": accepted fp32, bf16, fp16", 0) end
+    elseif a == "--compile" then o.compile = true
+    elseif a == "--peak-tflops" then
+      o.peak_tflops = tonumber(value(a))
+      if not o.peak_tflops or o.peak_tflops <= 0 then
+        error("--peak-tflops = " .. tostring(args[i]) .. ": accepted a positive number", 0)
+      end
     elseif a == "--json" then o.json = true
     elseif a == "--compare" then o.compare = true
     elseif a == "--scaling" then

@@ -10,7 +10,9 @@
 #include "nn.h"
 #include <cblas.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Loops shorter than this (elements) run on one thread: an OpenMP fork and
  * barrier cost more than moving half a megabyte, and far more when the cores
@@ -43,6 +45,18 @@ void mr_nn_profile_reset(void) {}
 const char *mr_blas_kernels(void) {
     const char *n = openblas_get_corename();
     return n ? n : "unknown";
+}
+
+const char *mr_blas_better_kernels(void) {
+    if (getenv("OPENBLAS_CORETYPE")) return NULL;   /* the user's choice stands */
+    const char *n = openblas_get_corename();
+    if (!n || (strcasecmp(n, "haswell") != 0 && strcasecmp(n, "zen") != 0)) return NULL;
+    __builtin_cpu_init();   /* libgcc's checks include the OS's support of the AVX-512 state (XCR0) */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    return NULL;
 }
 
 /* Row-major C (M,N) = alpha op(A) op(B) + beta C: the one place sgemm is called.

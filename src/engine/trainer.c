@@ -111,11 +111,13 @@ static mr_status resolve_device(mr_trainer *t, const char *auto_note, mr_error *
                        c->precision == MR_BF16 ? "bf16" : "fp16");
     int n = c->threads > 0 ? c->threads : omp_get_num_procs();
     t->threads = n < 1 ? 1 : n;
-    const char *forced = getenv("OPENBLAS_CORETYPE");
+    const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
+    const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
     snprintf(t->describe, sizeof t->describe,
-             "cpu backend, %d thread%s, OpenBLAS (OpenMP, %s kernels%s%s)%s; cuda.* settings do not apply on the cpu",
+             "cpu backend, %d thread%s, OpenBLAS (OpenMP, %s kernels%s%s%s)%s; cuda.* settings do not apply on the cpu",
              t->threads, t->threads == 1 ? "" : "s", mr_blas_kernels(),
              forced ? ", as OPENBLAS_CORETYPE=" : "", forced ? forced : "",
+             by_us ? " set by moonrl for this AVX-512 CPU; MOONRL_BLAS_AUTO=0 keeps OpenBLAS's choice" : "",
              auto_note);
     return MR_OK;
 }

@@ -12,6 +12,7 @@
  * source tree, or bin/moonrl in an install), the source dir at compile time.
  */
 #include "host.h"
+#include "nn.h"   /* mr_blas_better_kernels */
 
 #include <libgen.h>
 #include <signal.h>
@@ -83,7 +84,25 @@ static void open_modules(lua_State *L, uv_loop_t *loop, const char *home) {
     lua_pop(L, 2);
 }
 
+/* OpenBLAS picks its kernels when it loads, before main; on CPUs whose
+ * AVX-512 it does not know (nn.h: mr_blas_better_kernels) the process starts
+ * again once with OPENBLAS_CORETYPE set (1.3x training, 1.65x acting on the
+ * reference net: BENCHMARKS.md). MOONRL_BLAS_AUTO=0 keeps OpenBLAS's own
+ * choice; a failed exec just goes on with it. */
+static void reexec_for_blas(char **argv) {
+    const char *a = getenv("MOONRL_BLAS_AUTO");
+    if (a && strcmp(a, "0") == 0) return;
+    const char *k = mr_blas_better_kernels();
+    if (!k) return;
+    setenv("OPENBLAS_CORETYPE", k, 1);
+    setenv("MOONRL_BLAS_AUTO", k, 1);   /* tells the trainer's description who chose */
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("MOONRL_BLAS_AUTO");
+}
+
 int main(int argc, char **argv) {
+    reexec_for_blas(argv);
     /* A closed pipe (moonrl ... | head) is an error return, not a kill. */
     signal(SIGPIPE, SIG_IGN);
 
