@@ -11,7 +11,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps bench-deps build run test bench clean
+.PHONY: all deps bench-deps build run test bench gpu-carry clean
 
 all: build
 
@@ -44,6 +44,16 @@ test: build
 
 bench: bench-deps build
 	./$(BUILD)/moonrl bench --compare
+
+# What a lent GPU machine needs beside the working tree (bench/gpu_session.sh):
+# the binaries and the shared libraries it lacks (OpenBLAS and its runtime).
+GPU_CARRY := .carry/gpu
+gpu-carry: build
+	@mkdir -p $(GPU_CARRY)
+	@for b in moonrl test_devmem test_cuda_env test_cuda_ppo test_cuda_loss test_cuda_policy test_cuda_trainer; do \
+	  [ -x $(BUILD)/$$b ] && strip --strip-unneeded -o $(GPU_CARRY)/$$b $(BUILD)/$$b; done; true
+	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp/ {print $$3}'); do cp -L $$l $(GPU_CARRY)/; done
+	@du -sh $(GPU_CARRY)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# bench/gpu_session.sh - everything a session with a lent GPU checks and
+# measures, in as few calls of the device tool as possible.
+#
+# Here (the CPU machine):   make gpu-carry      (builds; fills .carry/gpu, git-ignored)
+# There (the device tool):  run with carry [".carry/gpu"] and the command
+#                           bash bench/gpu_session.sh tests      (about 3 min)
+#                           bash bench/gpu_session.sh bench      (about 8 min)
+#                           bash bench/gpu_session.sh learn      (about 5 min)
+#
+# The GPU machine has the driver, CUDA 13 and PyTorch (cuBLAS 13 inside its
+# site-packages) but no OpenBLAS, LuaJIT or libuv: moonrl links LuaJIT, libuv
+# and luv statically and the CUDA runtime statically; OpenBLAS and its
+# Fortran runtime travel in .carry/gpu; cuBLAS is found below.
+#
+# Everything goes to $OUT/session.log (one file: the tool brings back at most
+# eight) and the benchmark rows to $OUT/bench.jsonl; the scaling table to
+# $OUT/scaling_gpu_ref.csv. Each step has its own time limit, so one that
+# hangs costs its limit, not the call.
+set -u
+cd "$(dirname "$0")/.."
+HERE=$PWD
+CARRY=$HERE/.carry/gpu
+OUT=${OUT:-$HERE/gpu-out}
+mkdir -p "$OUT"
+LOG=$OUT/session.log
+JSON=$OUT/bench.jsonl
+what=${1:-tests}
+
+[ -x "$CARRY/moonrl" ] || { echo "no $CARRY/moonrl: run 'make gpu-carry' on the build machine and carry .carry/gpu"; exit 2; }
+PY=$(command -v python3)
+CUBLAS_DIR=$("$PY" - <<'EOF' 2>/dev/null
+import glob, os, site
+for d in site.getsitepackages():
+    for f in glob.glob(os.path.join(d, "nvidia", "cu*", "lib", "libcublas.so.13")) + glob.glob(os.path.join(d, "nvidia", "cublas", "lib", "libcublas.so.13")):
+        print(os.path.dirname(f)); raise SystemExit
+EOF
+)
+[ -n "$CUBLAS_DIR" ] || CUBLAS_DIR=$(dirname "$(find / -name 'libcublas.so.13' -print -quit 2>/dev/null)" 2>/dev/null)
+export LD_LIBRARY_PATH=$CARRY:${CUBLAS_DIR:-/usr/local/cuda/lib64}:${LD_LIBRARY_PATH:-}
+export MOONRL_HOME=$HERE OMP_NUM_THREADS=${OMP_NUM_THREADS:-16} PYTHONUNBUFFERED=1
+MR=$CARRY/moonrl
+
+step() {   # step NAME SECONDS COMMAND...: runs it, logs it, prints its tail and exit code
+    local name=$1 limit=$2
+    shift 2
+    echo "=== $name ($(date +%T), limit ${limit}s): $*" | tee -a "$LOG"
+    local t0=$SECONDS
+    timeout "$limit" "$@" >"$OUT/.step" 2>&1
+    local rc=$?
+    cat "$OUT/.step" >>"$LOG"
+    tail -n "${TAIL:-6}" "$OUT/.step"
+    echo "=== $name: rc=$rc in $((SECONDS - t0)) s" | tee -a "$LOG"
+    grep -h '^{' "$OUT/.step" >>"$JSON" 2>/dev/null
+    rm -f "$OUT/.step"
+    return 0
+}
+
+{
+    echo "# gpu_session $what, $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1
+    "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+    echo "cuBLAS from: ${CUBLAS_DIR:-not found}"
+} | tee -a "$LOG"
+
+case $what in
+tests)
+    # The C tests' GPU halves (each skips nothing here), then the sanitizers
+    # on the ones whose kernels are small enough for them.
+    for t in test_devmem test_cuda_env test_cuda_ppo test_cuda_loss test_cuda_policy test_cuda_trainer; do
+        [ -x "$CARRY/$t" ] && step "$t" 240 "$CARRY/$t"
+    done
+    if command -v compute-sanitizer >/dev/null; then
+        for t in test_cuda_ppo test_cuda_loss; do
+            step "memcheck $t" 180 compute-sanitizer --tool memcheck "$CARRY/$t"
+        done
+        step "racecheck test_cuda_ppo" 180 compute-sanitizer --tool racecheck "$CARRY/test_cuda_ppo"
+        step "memcheck test_cuda_policy --quick" 180 compute-sanitizer --tool memcheck "$CARRY/test_cuda_policy" --quick
+    fi
+    ;;
+bench)
+    # The GPU's bf16 matrix rate, measured now (the MFU's denominator).
+    PEAK=$("$PY" - <<'EOF' 2>/dev/null
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+for _ in range(3): a @ b
+torch.cuda.synchronize(); s, e = torch.cuda.Event(True), torch.cuda.Event(True)
+s.record()
+for _ in range(10): a @ b
+e.record(); torch.cuda.synchronize()
+print("%.1f" % (10 * 2 * 8192 ** 3 / (s.elapsed_time(e) / 1e3) / 1e12))
+EOF
+)
+    echo "bf16 8192^3 matmul (torch): ${PEAK:-?} TFLOP/s" | tee -a "$LOG"
+    P=${PEAK:+--peak-tflops $PEAK}
+    step "env 65536" 120 "$MR" bench env --device cuda --envs 65536 --reps 5 --json
+    for prec in fp32 bf16 fp16; do
+        step "train ref 192x128 $prec" 120 "$MR" bench train --device cuda --net ref --envs 192 --precision $prec --reps 3 $P --json
+    done
+    step "scaling ref bf16" 240 "$MR" bench --scaling 64,192,1024,4096,16384 --device cuda --net ref --precision bf16 --reps 2 --out "$OUT/scaling_gpu_ref.csv"
+    step "compare env,ref fp16" 300 "$MR" bench --compare --device cuda --rows env,ref --reps 2
+    step "compare ref fp16, reference compiled" 300 "$MR" bench --compare --device cuda --rows ref --reps 2 --compile
+    ;;
+learn)
+    # A short run on the cuda profile that must learn: ground truth, the
+    # built-in default's schedules, the evaluation table at the end.
+    step "train ground_truth on cuda" 420 "$MR" train --hardware cuda --dir /tmp/moonrl-gpu-run \
+        --set total_steps=4915200 --set env.mode=ground_truth
+    ;;
+*)
+    echo "usage: bench/gpu_session.sh tests|bench|learn"; exit 2 ;;
+esac
+echo "log: $LOG; rows: $JSON"
