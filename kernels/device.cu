@@ -6,6 +6,9 @@
  * device of compute capability below 9.0 is not counted.
  */
 #include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
 
 extern "C" int mr_cuda_runtime_device_count(void) {
     int n = 0;
@@ -23,4 +26,15 @@ extern "C" int mr_cuda_runtime_device_count(void) {
         if (major >= 9) usable++;
     }
     return usable;
+}
+
+extern "C" mr_status mr_cuda_runtime_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes,
+                                                   mr_error *err) {
+    MR_CUDA_TRY(cudaSetDevice(device), "cudaSetDevice", err);
+    size_t f = 0, t = 0;
+    MR_CUDA_TRY(cudaMemGetInfo(&f, &t), "cudaMemGetInfo", err);
+    *free_bytes = f;
+    *total_bytes = t;
+    mr_ok(err);
+    return MR_OK;
 }

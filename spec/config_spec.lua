@@ -405,6 +405,34 @@ return {
       assert.equal(0, (r.env.num_envs * 100) % 7)
     end)
 
+    it("asks the engine's plan for num_envs = auto when detect() offers it", function()
+      local seen
+      local function engine_gpu(total, free, answer)
+        return function()
+          return { gpus = 1, gpu_memory = total, gpu_memory_free = free,
+                   fit_num_envs = function(acc, budget) seen = { acc = acc, budget = budget } return answer() end }
+        end
+      end
+      local r, notes = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto" },
+        detect = engine_gpu(80 * 2 ^ 30, 79 * 2 ^ 30, function() return 4480 end) }
+      assert.equal(4480, r.env.num_envs)
+      -- 90% of min(80 GiB x 0.9, 79 GiB free)
+      assert.near(0.9 * 72 * 2 ^ 30, seen.budget, 1)
+      assert.equal(512, seen.acc.policy.hidden)
+      assert.matches("^env.num_envs = auto: 4480 %(the most whose buffers %(the engine's plan for these shapes%) fit in 64.8 GiB, 90%% of 80.0 GiB", notes[1])
+      -- less free than the limit: the free memory bounds it, and the note says so
+      r, notes = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto" },
+        detect = engine_gpu(80 * 2 ^ 30, 10 * 2 ^ 30, function() return 640 end) }
+      assert.near(9 * 2 ^ 30, seen.budget, 1)
+      assert.matches("capped by the 10.0 GiB free now", notes[1])
+      -- nothing fits: the engine's message, no config
+      local err
+      r, err = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto" },
+        detect = engine_gpu(2 ^ 30, 2 ^ 30, function() return nil, "not even 64 environments fit" end) }
+      assert.is_nil(r)
+      assert.matches("env.num_envs = auto: not even 64 environments fit", err)
+    end)
+
     it("normalises schedules", function()
       local r = config.resolve { hardware = "cpu", level = "basic", sets = { "ppo.lr=0.001", "ppo.clip=step(0.2,0.5,0.5)" }, detect = no_gpu }
       assert.same({ kind = "constant", from = 0.001, to = 0.001 }, r.ppo.lr)

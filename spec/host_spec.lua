@@ -180,6 +180,35 @@ describe("moonrl host", function()
     assert.are.equal("true", f.same_loop)
   end)
 
+  it("resolves num_envs = auto with the engine's own memory plan", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    script(dir, "s.lua", [[
+      local engine = require "moonrl.engine"
+      local config = require "moonrl.config"
+      local function gpu(total) return function()
+        return { gpus = 1, gpu_memory = total, gpu_memory_free = total, fit_num_envs = engine.fit_num_envs } end end
+      local r, notes = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto" }, detect = gpu(8 * 2 ^ 30) }
+      print("n16=" .. r.env.num_envs)
+      print("note=" .. notes[1])
+      r = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto", "precision=fp32" }, detect = gpu(8 * 2 ^ 30) }
+      print("n16fp32=" .. r.env.num_envs)
+      r = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto" }, detect = gpu(400 * 2 ^ 30) }
+      print("n400=" .. r.env.num_envs)
+      local _, err = config.resolve { hardware = "cuda", sets = { "env.num_envs=auto" }, detect = gpu(2 ^ 28) }
+      print("err=" .. tostring(err))
+    ]])
+    local rc, out, err = moonrl("run s.lua", dir)
+    assert.are.equal(0, rc, err)
+    local f = facts(out)
+    local n, n32, n400 = tonumber(f.n16), tonumber(f.n16fp32), tonumber(f.n400)
+    -- bf16 (the default level) halves the activations: more fit than in fp32; both multiples of 64
+    assert.is_true(n % 64 == 0 and n32 % 64 == 0 and n > n32 and n32 >= 192, out)
+    -- a huge card: bounded by the kernels' 32-bit buffer indexing, not by memory
+    assert.is_true(n400 > n and n400 % 64 == 0, out)
+    assert.truthy(f.note:find("engine's plan", 1, true), out)
+    assert.truthy(f.err:find("not even 64 environments fit", 1, true), out)
+  end)
+
   it("reports an error in a callback with a traceback and carries on", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     script(dir, "s.lua", [[

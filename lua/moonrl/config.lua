@@ -482,20 +482,36 @@ local function note_value(v)
   return util.fmt_value(v)
 end
 
--- env.num_envs = "auto" on a GPU: the most environments whose training
--- activations (fp32 values, gradients and masks of every layer, per sample)
--- fit in half of the memory the allocator may use, in steps of 64, from 64 to
--- 8192. detect() may report the device's memory as gpu_memory (bytes);
--- without it the reference 192 is used.
+-- env.num_envs = "auto" on a GPU. With the engine at hand (detect() gives
+-- fit_num_envs and the card's memory, gpu_memory and gpu_memory_free): the
+-- most environments whose CUDA trainer - the engine's own plan of every
+-- device buffer for these shapes - fits in 90% of what the allocator may take
+-- (the card x cuda.memory_fraction, at most what is free now; the 10% leave
+-- room for the allocator's rounding, cuBLAS and the CUDA context). Without
+-- the engine (a bare config check): an estimate of the training activations
+-- in half of that, 64 .. 8192. Without the card's memory: the reference 192.
 auto_num_envs = function(acc, info)
   local mem = tonumber(info.gpu_memory)
   if not mem or mem <= 0 then return CPU_AUTO_NUM_ENVS, "GPU memory unknown: the reference setting" end
   local env, policy, ppo = acc.env, acc.policy, acc.ppo
+  local limit = mem * acc.cuda.memory_fraction
+  local free = tonumber(info.gpu_memory_free)
+  if free and free < limit then limit = free end
+  if info.fit_num_envs then
+    local budget = 0.9 * limit
+    local n, err = info.fit_num_envs(acc, budget)
+    if not n then return nil, "env.num_envs = auto: " .. tostring(err) end
+    return n, string.format("the most whose buffers (the engine's plan for these shapes) fit in %.1f GiB, 90%% of " ..
+      "%.1f GiB x cuda.memory_fraction %s%s, and stay within the kernels' 2^31-element buffers", budget / 2 ^ 30,
+      mem / 2 ^ 30,
+      util.fmt_number(acc.cuda.memory_fraction), free and free < mem * acc.cuda.memory_fraction and
+      string.format(", capped by the %.1f GiB free now", free / 2 ^ 30) or "")
+  end
   local v2 = (2 * env.view_range + 1) ^ 2
   local channels = 0
   for _, c in ipairs(policy.conv_channels) do channels = channels + c end
   local per_sample = 12 * (channels * v2 + policy.hidden + policy.critic_hidden + 4 * v2)
-  local budget = 0.5 * mem * acc.cuda.memory_fraction
+  local budget = 0.5 * limit
   local n = math.floor(budget * ppo.minibatches / (per_sample * ppo.rollout_steps) / 64) * 64
   n = math.max(64, math.min(8192, n))
   while n > 64 and (n * ppo.rollout_steps) % ppo.minibatches ~= 0 do n = n - 64 end
@@ -641,6 +657,7 @@ function config.resolve(opts)
     end
   elseif acc.env.num_envs == "auto" then
     local n, why = auto_num_envs(acc, info)
+    if not n then return nil, why end
     acc.env.num_envs = n
     notes[#notes + 1] = "env.num_envs = auto: " .. n .. " (" .. why .. ")"
   end

@@ -290,4 +290,26 @@ end
 function engine.version() return ffi.string(C.mr_version()) end
 function engine.cuda_device_count() return tonumber(C.mr_cuda_device_count()) end
 
+-- Free and total bytes of CUDA device i, or nil and a message.
+function engine.cuda_device_memory(i)
+  local f, t, e = ffi.new("uint64_t[1]"), ffi.new("uint64_t[1]"), ffi.new("mr_error")
+  if C.mr_cuda_device_memory(i or 0, f, t, e) ~= 0 then return nil, ffi.string(e.msg) end
+  return tonumber(f[0]), tonumber(t[0])
+end
+
+-- env.num_envs = "auto": the largest num_envs whose CUDA trainer (the
+-- engine's own memory plan for cfg's shapes) fits in budget bytes; nil and a
+-- message when none does. cfg is a config table (num_envs may still be "auto").
+function engine.fit_num_envs(cfg, budget)
+  local t, env = {}, {}
+  for k, v in pairs(cfg) do t[k] = v end
+  for k, v in pairs(cfg.env or {}) do env[k] = v end
+  env.num_envs, t.env = 64, env
+  local c, err = engine.config(t)
+  if not c then return nil, err end
+  local n, e = ffi.new("int[1]"), ffi.new("mr_error")
+  if C.mr_config_fit_num_envs(c, budget, n, e) ~= 0 then return nil, ffi.string(e.msg) end
+  return tonumber(n[0])
+end
+
 return engine

@@ -142,6 +142,11 @@ function moonrl.detect()
     local engine = require("moonrl.engine")
     local cores = uv.available_parallelism and uv.available_parallelism() or #(uv.cpu_info() or {})
     detected = { gpus = engine.cuda_device_count(), cores = cores, memory = meminfo_bytes() }
+    if detected.gpus > 0 then
+      -- for env.num_envs = "auto": the card's memory and the engine's plan
+      detected.gpu_memory_free, detected.gpu_memory = engine.cuda_device_memory(0)
+      detected.fit_num_envs = engine.fit_num_envs
+    end
   end
   return detected
 end

@@ -265,8 +265,53 @@ static void test_learns(void) {
     mr_trainer_free(t);
 }
 
+/* env.num_envs = "auto": the device plan grows with num_envs by at least the
+ * grids (H*W bytes each), and the fit is the largest multiple of 64 within
+ * the budget whose batch splits into the minibatches. */
+static void test_fit_num_envs(void) {
+    mr_config c;
+    mr_config_default(&c);
+    c.policy.num_conv = 3;
+    c.policy.conv_channels[0] = 32;
+    c.policy.conv_channels[1] = 64;
+    c.policy.conv_channels[2] = 64;
+    c.policy.hidden = 512;
+    c.policy.critic_hidden = 512;
+    c.precision = MR_BF16;
+    mr_error e;
+    uint64_t b1 = 0, b2 = 0, b1024 = 0;
+    c.env.num_envs = 192;
+    CHECK(mr_config_device_bytes(&c, &b1, &e) == MR_OK);
+    c.env.num_envs = 384;
+    CHECK(mr_config_device_bytes(&c, &b2, &e) == MR_OK);
+    const uint64_t H = (uint64_t)c.env.grid_size;
+    CHECK_MSG(b2 - b1 >= 192 * H * H, "%llu -> %llu", (unsigned long long)b1, (unsigned long long)b2);
+    c.env.num_envs = 1024;
+    CHECK(mr_config_device_bytes(&c, &b1024, &e) == MR_OK);
+    int n = 0;
+    c.env.num_envs = 7;   /* ignored: the fit chooses */
+    CHECK(mr_config_fit_num_envs(&c, b1024, &n, &e) == MR_OK && n == 1024);
+    CHECK(mr_config_fit_num_envs(&c, b1024 - 1, &n, &e) == MR_OK && n == 960);
+    c.ppo.minibatches = 3;   /* 128 n divisible by 3: n a multiple of 192 */
+    uint64_t b3 = 0;
+    c.env.num_envs = 1024;   /* 1024 x 128 does not split into 3: refused */
+    CHECK(mr_config_device_bytes(&c, &b3, &e) == MR_ERR_ARG);
+    c.env.num_envs = 960;
+    CHECK(mr_config_device_bytes(&c, &b3, &e) == MR_OK);
+    CHECK_MSG(mr_config_fit_num_envs(&c, b3 + 4096, &n, &e) == MR_OK && n == 960, "n = %d", n);
+    CHECK_MSG(mr_config_fit_num_envs(&c, b3 - 1, &n, &e) == MR_OK && n == 768, "n = %d", n);
+    CHECK(mr_config_fit_num_envs(&c, 1 << 20, &n, &e) == MR_ERR_NOMEM);
+    CHECK_MSG(strstr(e.msg, "not even 192 environments fit") != NULL, "%s", e.msg);
+    c.ppo.rollout_steps = 0;   /* a refused config is refused by the fit too */
+    CHECK(mr_config_fit_num_envs(&c, b3, &n, &e) == MR_ERR_ARG);
+    uint64_t fr, tot;
+    if (mr_cuda_device_count() == 0)
+        CHECK(mr_cuda_device_memory(0, &fr, &tot, &e) == MR_ERR_BACKEND && e.msg[0] != 0);
+}
+
 int main(void) {
     test_bad_input();
+    test_fit_num_envs();
     test_hot_and_snapshot();
     test_checkpoint_round_trip();
     test_evaluate_bad_input();

@@ -311,6 +311,19 @@ mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
 int mr_cuda_device_count(void);
+/* Free and total memory of CUDA device `device`, bytes (creates its context).
+ * MR_ERR_BACKEND without CUDA or GPU. */
+mr_status mr_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes, mr_error *err);
+/* Device memory a CUDA trainer for cfg takes from its memory manager
+ * (environments, network, optimizer, rollout, control blocks), computed from
+ * the shapes alone: no GPU is touched, any build answers. */
+mr_status mr_config_device_bytes(const mr_config *cfg, uint64_t *bytes, mr_error *err);
+/* env.num_envs = "auto": the largest num_envs, a multiple of 64 (at least 64,
+ * at most 1,048,576) for which num_envs x rollout_steps divides into the
+ * minibatches, whose mr_config_device_bytes is at most budget and whose
+ * buffers the kernels can index (2^31 elements each). The other
+ * fields of cfg are kept; MR_ERR_NOMEM with a message when not even 64 fit. */
+mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num_envs, mr_error *err);
 
 #ifdef __cplusplus
 }

@@ -469,6 +469,57 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
 
 /* ------------------------------------------------------------------ memory */
 
+mr_status mr_config_device_bytes(const mr_config *cfg, uint64_t *bytes, mr_error *err) {
+    if (!cfg || !bytes) return mr_fail(err, MR_ERR_ARG, "mr_config_device_bytes: NULL argument");
+    mr_tc_plan plan;
+    mr_status s = mr_trainer_cuda_plan(cfg, &plan, err);
+    *bytes = s == MR_OK ? (uint64_t)plan.device_bytes : 0;
+    return s;
+}
+
+#define FIT_STEP 64
+#define FIT_MAX 1048576
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        const int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num_envs, mr_error *err) {
+    if (!cfg || !num_envs) return mr_fail(err, MR_ERR_ARG, "mr_config_fit_num_envs: NULL argument");
+    mr_config c = *cfg;
+    const int64_t T = c.ppo.rollout_steps > 0 ? c.ppo.rollout_steps : 1, K = c.ppo.minibatches > 0 ? c.ppo.minibatches : 1;
+    /* the candidates: multiples of 64 whose batch (n x T) splits into K minibatches */
+    const int64_t step = FIT_STEP * (K / gcd64(FIT_STEP * T, K));
+    c.env.num_envs = (int)(step <= FIT_MAX ? step : FIT_MAX);
+    uint64_t b = 0;
+    mr_status s = mr_config_device_bytes(&c, &b, err);
+    if (s != MR_OK) return s;
+    if (step > FIT_MAX || b > budget)
+        return mr_fail(err, MR_ERR_NOMEM,
+                       "not even %lld environments fit in %.2f GiB (they need %.2f GiB with these "
+                       "network and PPO shapes); accepted: a smaller network, rollout or fewer minibatch samples, "
+                       "a larger cuda.memory_fraction, or a number for env.num_envs",
+                       (long long)step, (double)budget / 1073741824.0, (double)b / 1073741824.0);
+    /* device bytes grow with num_envs: bisect over the candidates; a size
+     * the plan refuses (a buffer past the kernels' 32-bit indexing) does not
+     * fit either */
+    int64_t lo = 1, hi = FIT_MAX / step;   /* lo * step fits, (hi + 1) * step does not or is too many */
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        c.env.num_envs = (int)(mid * step);
+        if (mr_config_device_bytes(&c, &b, NULL) == MR_OK && b <= budget) lo = mid;
+        else hi = mid - 1;
+    }
+    *num_envs = (int)(lo * step);
+    mr_ok(err);
+    return MR_OK;
+}
+
 mr_status mr_trainer_memory(const mr_trainer *t, mr_memory_stats *out, mr_error *err) {
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_memory: NULL argument");
     if (t->cuda) return mr_trainer_cuda_memory(t, out, err);   /* CUDA dispatch */
