@@ -37,6 +37,7 @@
 #include "nn.h"
 #include "arena.h"
 #include "../../kernels/policy_math.h"
+#include "pc_emu.h"
 #ifdef MOONRL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include "devmem.h"
@@ -336,97 +337,10 @@ static double cmp_cpu(const char *label, const ref_net *r, const mr_pc_plan *pl,
     return net_compare(label, &r->p, &a, &b, B, tf, tg, report);
 }
 
-/* ================================================================ the emulator */
+/* ================================================================ the emulated network */
 
-typedef struct emu {
-    long jobs, gemms;           /* operations so far */
-    long fault_job, fault_gemm; /* the one to break, -1 none */
-    int fault_mode;             /* jobs: 0 skipped, 1 every 7th element (i % 7 == 3) left out;
-                                 * GEMMs: 2 half the sum's terms dropped, 3 beta flipped (0 <-> 1) */
-    unsigned *job_n;            /* if set: records each job's element count and kind */
-    int *job_kind;
-    long job_n_cap;
-    int bad_args;               /* a GEMM cuBLAS would refuse */
-} emu;
-
-static mr_status emu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
-    emu *e = ctx;
-    const long k = e->jobs++;
-    if (e->job_n && k < e->job_n_cap) {
-        e->job_n[k] = j->n;
-        e->job_kind[k] = j->kind;
-    }
-    if (k == e->fault_job && e->fault_mode == 0) return MR_OK;
-    for (unsigned i = 0; i < j->n; i++) {
-        if (k == e->fault_job && i % 7 == 3) continue;
-        mr_pc_elem(j, i, j->kind, j->dt);
-    }
-    (void)err;
-    return MR_OK;
-}
-
-/* A T region of a column-major matrix as fp32 (exact). */
-static float *region_f32(const void *p, int rows, int cols, int ld, int dt) {
-    const size_t len = (size_t)(cols - 1) * ld + rows;
-    float *o = malloc(sizeof(float) * len);
-    for (size_t i = 0; i < len; i++) o[i] = mr_pc_ld(p, i, dt);
-    return o;
-}
-
-static mr_status emu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
-    emu *e = ctx;
-    const long k = e->gemms++;
-    mr_pc_cm c;
-    mr_pc_gemm_cm(g, &c);
-    /* cuBLAS's rules for these arguments (it returns CUBLAS_STATUS_INVALID_VALUE otherwise) */
-    const int ra = c.transa ? c.k : c.m, ca = c.transa ? c.m : c.k;
-    const int rb = c.transb ? c.n : c.k, cb = c.transb ? c.k : c.n;
-    if (c.m < 0 || c.n < 0 || c.k < 0 || c.lda < (ra > 1 ? ra : 1) || c.ldb < (rb > 1 ? rb : 1) ||
-        c.ldc < (c.m > 1 ? c.m : 1)) {
-        e->bad_args++;
-        return mr_fail(err, MR_ERR_ARG, "emulated cuBLAS: invalid GEMM %s: m %d n %d k %d lda %d ldb %d ldc %d",
-                       g->what, c.m, c.n, c.k, c.lda, c.ldb, c.ldc);
-    }
-    const int kk = k == e->fault_gemm && e->fault_mode == 2 ? c.k / 2 : c.k;
-    const float beta = k == e->fault_gemm && e->fault_mode == 3 ? 1.0f - g->beta : g->beta;
-    const enum CBLAS_TRANSPOSE ta = c.transa ? CblasTrans : CblasNoTrans, tb = c.transb ? CblasTrans : CblasNoTrans;
-    if (g->ab_dt == MR_FP32 && g->c_dt == MR_FP32) {
-        cblas_sgemm(CblasColMajor, ta, tb, c.m, c.n, kk, 1.0f, c.A, c.lda, c.B, c.ldb, beta, c.C, c.ldc);
-        return MR_OK;
-    }
-    /* reduced precision: exact fp32 copies of the operands, fp32 products and
-     * sums (cuBLAS's CUBLAS_COMPUTE_32F), one rounding to C's type */
-    float *A = region_f32(c.A, ra, ca, c.lda, g->ab_dt), *B = region_f32(c.B, rb, cb, c.ldb, g->ab_dt);
-    float *C = region_f32(c.C, c.m, c.n, c.ldc, g->c_dt);
-    cblas_sgemm(CblasColMajor, ta, tb, c.m, c.n, kk, 1.0f, A, c.lda, B, c.ldb, beta, C, c.ldc);
-    for (int j = 0; j < c.n; j++)
-        for (int i = 0; i < c.m; i++) {
-            const size_t x = (size_t)j * c.ldc + i;
-            mr_pc_st(c.C, x, g->c_dt, C[x]);
-        }
-    free(A);
-    free(B);
-    free(C);
-    return MR_OK;
-}
-
-static mr_status emu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
-    (void)ctx;
-    (void)err;
-    memmove(dst, src, bytes);
-    return MR_OK;
-}
-
-static void emu_ops(emu *e, mr_pc_ops *o) {
-    memset(e, 0, sizeof *e);
-    e->fault_job = e->fault_gemm = -1;
-    o->ctx = e;
-    o->gemm = emu_gemm;
-    o->job = emu_job;
-    o->copy = emu_copy;
-}
-
-/* The schedule on the CPU over a host "workspace" carved by the plan. */
+/* The schedule on the CPU over a host "workspace" carved by the plan (the
+ * emulator of its operations is pc_emu.h). */
 typedef struct emu_net {
     mr_pc_plan pl;
     mr_pc_bufs bf;

@@ -140,6 +140,11 @@ int mr_devmem_largest_num_envs(size_t per_env_bytes, size_t fixed_bytes, size_t 
 /* "1.50 GiB", "512 B": buf gets at most len bytes. Returns buf. */
 const char *mr_devmem_format(size_t bytes, char *buf, size_t len);
 
+/* The direction of a copy (mr_cuda_copy, the CUDA trainer's table of GPU
+ * operations); in every build, so the trainer and its CPU emulation compile
+ * without CUDA too. */
+enum { MR_COPY_H2D = 1, MR_COPY_D2H = 2, MR_COPY_D2D = 3 };
+
 #ifdef MOONRL_HAVE_CUDA
 /* Raw backends over the CUDA runtime (kernels/devmem_cuda.cu). */
 /* cudaMalloc / cudaFree / cudaMemGetInfo on GPU `device`. */
@@ -149,8 +154,8 @@ mr_status mr_devmem_cuda_backend(int device, mr_devmem_backend *out, mr_error *e
 mr_status mr_devmem_pinned_backend(mr_devmem_backend *out, mr_error *err);
 
 /* Moving memory, for code that is plain C (tests, the trainer). All
- * asynchronous on `stream` (a cudaStream_t as void *, NULL = legacy default). */
-enum { MR_COPY_H2D = 1, MR_COPY_D2H = 2, MR_COPY_D2D = 3 };
+ * asynchronous on `stream` (a cudaStream_t as void *, NULL = legacy default).
+ * The copy kinds are above, outside this block. */
 mr_status mr_cuda_copy(void *dst, const void *src, size_t bytes, int kind, void *stream, mr_error *err);
 mr_status mr_cuda_memset(void *dst, int value, size_t bytes, void *stream, mr_error *err);
 /* A non-blocking stream on the current GPU. */

@@ -27,9 +27,16 @@
  *              end (the one synchronisation per update) and hands it over.
  *
  * Every GPU operation goes through an mr_tc_ops table (trainer_cuda.h): the
- * real kernels in a CUDA build, a CPU emulation in the tests. Every device
- * buffer comes from the trainer's memory manager (devmem.h), all of it at
- * creation: an update allocates nothing.
+ * real kernels in a CUDA build, a CPU emulation in the tests
+ * (spec/c/test_cuda_trainer.c). Every device buffer comes from the trainer's
+ * memory manager (devmem.h), all of it at creation: an update allocates
+ * nothing. When the card is too small, creation fails with the manager's
+ * message (the request, the card's state) and the largest num_envs that
+ * fits, found by replaying creation's allocations on a made-up card.
+ *
+ * A failed update leaves the device state somewhere inside an update: the
+ * trainer then refuses updates and host copies (so no checkpoint of a state
+ * no run reached is written) until a checkpoint is loaded into it.
  *
  * The trainer keeps host copies of the learnable state and the environment
  * in the same mr_trainer fields the CPU trainer uses, filled on demand
@@ -56,7 +63,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "env_cuda.h"                    /* mr_env_cuda_max_envs; the kernels' entry points in a CUDA build */
+#include "env_cuda.h"                    /* the environment kernels' entry points in a CUDA build */
 #include "../../kernels/ppo_cuda.h"
 #include "../../kernels/ppo_loss_cuda.h"    /* mr_loss_hyper_set, mr_popart_ctl_set / _get */
 
@@ -76,6 +83,7 @@ struct mr_trainer_cuda {
     void *stream;
     mr_devmem mem, pinned;
     int mem_ready, pinned_ready;
+    size_t card_total, card_free;   /* the card when the trainer was created (out-of-memory hints) */
 
     /* device */
     mr_forage env;             /* device pointers, carved from env_block like the host copy */
@@ -237,6 +245,45 @@ static void host_fields(mr_trainer *t, const mr_config *cfg) {
     t->threads = n < 1 ? 1 : n;
 }
 
+/* The device part of the plan (everything but host_bytes) and the policy's
+ * own plan; cfg is not validated here. c: scratch for the layouts. */
+static mr_status plan_device(const mr_config *cfg, mr_trainer_cuda *c, mr_tc_plan *out, mr_pc_plan *pl,
+                             mr_error *err) {
+    memset(out, 0, sizeof *out);
+    const int V = 2 * cfg->env.view_range + 1;
+    tc_dims d = dims_of(cfg, 0, 0);
+    out->max_batch = d.M > d.N ? d.M : d.N;
+    TRY(mr_pc_plan_make(pl, &cfg->policy, V, out->max_batch, 0, cfg->precision, err));
+    d = dims_of(cfg, pl->net.n_params, pl->net.n_policy);
+    mr_arena a = {NULL, 0, 0, 0};
+    mr_forage env;
+    mr_forage_layout(&env, &cfg->env, cfg->seed, &a);
+    out->env_bytes = a.size;
+    out->policy_bytes = mr_pc_plan_bytes(pl);
+    out->optim_bytes = 2 * d.P * sizeof(float);
+    mr_opt_groups G;
+    memset(&G, 0, sizeof G);
+    const int64_t sizes[NGROUPS] = {(int64_t)d.Pp, (int64_t)(d.P - d.Pp)};
+    if (mr_opt_groups_plan(NGROUPS, sizes, &G) != 0)
+        return mr_fail(err, MR_ERR_ARG, "the CUDA trainer: the network's parameter groups (%zu policy, %zu value) "
+                       "cannot be planned", d.Pp, d.P - d.Pp);
+    size_t pd = mr_tc_opt_partials(&G), x;
+    if ((x = mr_tc_loss_partials(d.M)) > pd) pd = x;
+    if ((x = mr_tc_stats_partials(d.B)) > pd) pd = x;
+    out->partial_doubles = pd;
+    a = (mr_arena){NULL, 0, 0, 0};
+    rollout_layout(c, &d, pd, &a);
+    out->rollout_bytes = a.size;
+    a = (mr_arena){NULL, 0, 0, 0};
+    ctl_layout(c, &a);
+    out->ctl_bytes = a.size;
+    a = (mr_arena){NULL, 0, 0, 0};
+    pinned_layout(c, &d, &a);
+    out->pinned_bytes = a.size;
+    out->device_bytes = out->env_bytes + out->policy_bytes + out->optim_bytes + out->rollout_bytes + out->ctl_bytes;
+    return MR_OK;
+}
+
 mr_status mr_trainer_cuda_plan(const mr_config *cfg, mr_tc_plan *out, mr_error *err) {
     if (!out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_cuda_plan: out is NULL");
     memset(out, 0, sizeof *out);
@@ -248,51 +295,135 @@ mr_status mr_trainer_cuda_plan(const mr_config *cfg, mr_tc_plan *out, mr_error *
         free(t);
         return mr_fail(err, MR_ERR_NOMEM, "out of host memory planning the CUDA trainer");
     }
-    const int V = 2 * cfg->env.view_range + 1;
     mr_pc_plan pl;
-    tc_dims d = dims_of(cfg, 0, 0);
-    out->max_batch = d.M > d.N ? d.M : d.N;
-    mr_status s = mr_pc_plan_make(&pl, &cfg->policy, V, out->max_batch, 0, cfg->precision, err);
+    mr_status s = plan_device(cfg, c, out, &pl, err);
     if (s == MR_OK) {
-        d = dims_of(cfg, pl.net.n_params, pl.net.n_policy);
+        host_fields(t, cfg);
+        omp_set_num_threads(t->threads);   /* the host policy sizes per-thread workspaces */
         mr_arena a = {NULL, 0, 0, 0};
-        mr_forage env;
-        mr_forage_layout(&env, &cfg->env, cfg->seed, &a);
-        out->env_bytes = a.size;
-        out->policy_bytes = mr_pc_plan_bytes(&pl);
-        out->optim_bytes = 2 * d.P * sizeof(float);
-        mr_opt_groups G;
-        memset(&G, 0, sizeof G);
-        const int64_t sizes[NGROUPS] = {(int64_t)d.Pp, (int64_t)(d.P - d.Pp)};
-        if (mr_opt_groups_plan(NGROUPS, sizes, &G) != 0)
-            s = mr_fail(err, MR_ERR_ARG, "the CUDA trainer: the network's parameter groups (%zu policy, %zu value) "
-                        "cannot be planned", d.Pp, d.P - d.Pp);
-        if (s == MR_OK) {
-            size_t pd = mr_tc_opt_partials(&G), x;
-            if ((x = mr_tc_loss_partials(d.M)) > pd) pd = x;
-            if ((x = mr_tc_stats_partials(d.B)) > pd) pd = x;
-            out->partial_doubles = pd;
-            a = (mr_arena){NULL, 0, 0, 0};
-            rollout_layout(c, &d, pd, &a);
-            out->rollout_bytes = a.size;
-            a = (mr_arena){NULL, 0, 0, 0};
-            ctl_layout(c, &a);
-            out->ctl_bytes = a.size;
-            a = (mr_arena){NULL, 0, 0, 0};
-            pinned_layout(c, &d, &a);
-            out->pinned_bytes = a.size;
-            out->device_bytes =
-                out->env_bytes + out->policy_bytes + out->optim_bytes + out->rollout_bytes + out->ctl_bytes;
-            host_fields(t, cfg);
-            omp_set_num_threads(t->threads);   /* the host policy sizes per-thread workspaces */
-            a = (mr_arena){NULL, 0, 0, 0};
-            host_layout(t, &a);
-            out->host_bytes = a.size;
-        }
+        host_layout(t, &a);
+        out->host_bytes = a.size;
     }
     free(c);
     free(t);
     if (s == MR_OK) mr_ok(err);
+    return s;
+}
+
+/* ------------------------------------------------ sizing (out of memory) */
+
+/* A made-up card for replaying a creation's allocations: addresses are
+ * never dereferenced (the memory manager only compares and offsets them). */
+#define SIZING_SEGS 32
+typedef struct sizing_card {
+    size_t total, used, other;   /* other: held by someone else */
+    uintptr_t next;
+    int nseg;
+    uintptr_t ptr[SIZING_SEGS];
+    size_t size[SIZING_SEGS];
+} sizing_card;
+
+static void *sizing_alloc(void *ctx, size_t bytes, const char **reason) {
+    sizing_card *k = ctx;
+    if (k->used + k->other + bytes > k->total || k->nseg == SIZING_SEGS) {
+        *reason = "out of memory";
+        return NULL;
+    }
+    const uintptr_t p = k->next;
+    k->next += (bytes + 4095) / 4096 * 4096 + 4096;
+    k->ptr[k->nseg] = p;
+    k->size[k->nseg++] = bytes;
+    k->used += bytes;
+    return (void *)p;
+}
+
+static void sizing_free(void *ctx, void *p) {
+    sizing_card *k = ctx;
+    for (int i = 0; i < k->nseg; i++)
+        if (k->ptr[i] == (uintptr_t)p) {
+            k->used -= k->size[i];
+            k->nseg--;
+            k->ptr[i] = k->ptr[k->nseg];
+            k->size[i] = k->size[k->nseg];
+            return;
+        }
+}
+
+static size_t sizing_free_bytes(void *ctx) {
+    const sizing_card *k = ctx;
+    return k->total - k->used - k->other;
+}
+
+/* 1 when a new trainer for cfg gets its device memory from a card of `total`
+ * bytes of which `avail` are free: creation's allocations, in creation's
+ * order and sizes, replayed on a memory manager over a made-up card, so the
+ * manager's own rounding, segments and limit decide. */
+static int fits_on_card(const mr_config *cfg, mr_trainer_cuda *scratch, size_t total, size_t avail) {
+    mr_tc_plan plan;
+    mr_pc_plan pl;
+    if (plan_device(cfg, scratch, &plan, &pl, NULL) != MR_OK) return 0;
+    const size_t sizes[] = {plan.env_bytes, pl.param_bytes, pl.param_bytes, pl.ws_bytes,
+                            plan.optim_bytes, plan.rollout_bytes, plan.ctl_bytes};
+    sizing_card card;
+    memset(&card, 0, sizeof card);
+    card.total = total;
+    card.other = avail < total ? total - avail : 0;
+    card.next = (uintptr_t)1 << 32;
+    mr_devmem_backend be = {&card, sizing_alloc, sizing_free, sizing_free_bytes, total, "sizing"};
+    mr_devmem_config dc;
+    mr_devmem_config_default(&dc);
+    dc.memory_fraction = cfg->cuda.memory_fraction;
+    dc.release_threshold = cfg->cuda.release_threshold;
+    mr_devmem m;
+    if (mr_devmem_init(&m, &be, &dc, NULL) != MR_OK) return 0;
+    int ok = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && ok; i++) {
+        void *p;
+        ok = mr_devmem_alloc(&m, sizes[i], NULL, &p, NULL) == MR_OK;
+    }
+    mr_devmem_destroy(&m);
+    return ok;
+}
+
+/* The largest num_envs <= cfg's that the config accepts (ppo.minibatches
+ * divides the batch) and whose trainer fits on the card; 0 when none. The
+ * sizes grow with num_envs, so a bisection finds the edge. */
+static int largest_fitting_envs(const mr_config *cfg, size_t total, size_t avail) {
+    mr_trainer_cuda *scratch = calloc(1, sizeof *scratch);
+    if (!scratch) return 0;
+    mr_config c = *cfg;
+    int lo = 0, hi = cfg->env.num_envs + 1;   /* fits(lo), and hi is taken not to */
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        c.env.num_envs = mid;
+        if (fits_on_card(&c, scratch, total, avail)) lo = mid;
+        else hi = mid;
+    }
+    for (; lo > 0; lo--) {
+        c.env.num_envs = lo;
+        if (mr_config_validate(&c, NULL) == MR_OK) break;
+    }
+    free(scratch);
+    return lo;
+}
+
+/* After a device allocation of creation failed with MR_ERR_NOMEM (the
+ * manager's message names the request and the card's state): appends how
+ * many environments would fit. */
+static mr_status oom_hint(const mr_trainer *t, mr_status s, mr_error *err) {
+    if (s != MR_ERR_NOMEM || !err) return s;
+    const mr_trainer_cuda *c = t->cuda;
+    const int n = largest_fitting_envs(&t->cfg, c->card_total, c->card_free);
+    char need[32];
+    mr_devmem_format(c->plan.device_bytes, need, sizeof need);
+    const size_t len = strlen(err->msg);
+    if (n > 0)
+        snprintf(err->msg + len, sizeof err->msg - len,
+                 " At most %d environments fit with these settings (env.num_envs = %d needs %s).", n,
+                 t->cfg.env.num_envs, need);
+    else
+        snprintf(err->msg + len, sizeof err->msg - len,
+                 " Not even 1 environment fits with these settings (the network's buffers alone are too large).");
     return s;
 }
 
@@ -408,6 +539,8 @@ static mr_status device_setup(mr_trainer *t, mr_error *err) {
     dc.release_threshold = cfg->cuda.release_threshold;
     TRY(mr_devmem_init(&c->mem, &be, &dc, err));
     c->mem_ready = 1;
+    c->card_total = be.total_bytes;
+    c->card_free = be.free_bytes(be.ctx);
     TRY(o->pinned_backend(&be, err));
     mr_devmem_config_default(&dc);
     dc.memory_fraction = 0.5;
@@ -415,18 +548,7 @@ static mr_status device_setup(mr_trainer *t, mr_error *err) {
     c->pinned_ready = 1;
 
     /* environment state: one block, carved like the host copy */
-    mr_status s = alloc_dev(c, c->plan.env_bytes, "the environment state", &c->env_block, err);
-    if (s != MR_OK) {
-        if (err && s == MR_ERR_NOMEM) {
-            const size_t len = strlen(err->msg);
-            const size_t fixed = c->plan.device_bytes - c->plan.env_bytes;
-            const size_t fits = mr_devmem_fits(&c->mem);
-            snprintf(err->msg + len, sizeof err->msg - len, " At most %d environments of %dx%d cells fit.",
-                     mr_env_cuda_max_envs(&cfg->env, fits > fixed ? fits - fixed : 0, 1048576), cfg->env.grid_size,
-                     cfg->env.grid_size);
-        }
-        return s;
-    }
+    TRY(oom_hint(t, alloc_dev(c, c->plan.env_bytes, "the environment state", &c->env_block, err), err));
     mr_arena dev = {NULL, 0, 0, 0};
     dev.base = (unsigned char *)c->env_block;
     dev.size = c->plan.env_bytes;
@@ -435,7 +557,8 @@ static mr_status device_setup(mr_trainer *t, mr_error *err) {
     c->env.reward_clip = t->env.reward_clip;
     c->env.threads = 0;
 
-    TRY(o->policy_create(&c->pc, &cfg->policy, d.V, c->plan.max_batch, 0, c->precision, &c->mem, err));
+    TRY(oom_hint(t, o->policy_create(&c->pc, &cfg->policy, d.V, c->plan.max_batch, 0, c->precision, &c->mem, err),
+                 err));
     c->pc_ready = 1;
     const mr_policy *hp = &t->pol, *dp = &c->pc.plan.net;
     if (dp->n_params != hp->n_params || dp->n_policy != hp->n_policy || dp->value_w_offset != hp->value_w_offset ||
@@ -447,13 +570,13 @@ static mr_status device_setup(mr_trainer *t, mr_error *err) {
         return mr_fail(err, MR_ERR_ARG, "the CUDA trainer: cannot plan the parameter groups");
 
     void *p;
-    TRY(alloc_dev(c, c->plan.optim_bytes, "the Adam moments", &p, err));
+    TRY(oom_hint(t, alloc_dev(c, c->plan.optim_bytes, "the Adam moments", &p, err), err));
     c->adam_m = (float *)p;
     c->adam_v = c->adam_m + d.P;
-    TRY(alloc_dev(c, c->plan.rollout_bytes, "the rollout buffers", &c->roll_block, err));
+    TRY(oom_hint(t, alloc_dev(c, c->plan.rollout_bytes, "the rollout buffers", &c->roll_block, err), err));
     dev = (mr_arena){(unsigned char *)c->roll_block, c->plan.rollout_bytes, 0, 0};
     rollout_layout(c, &d, c->plan.partial_doubles, &dev);
-    TRY(alloc_dev(c, c->plan.ctl_bytes, "the control blocks", &c->ctl_block, err));
+    TRY(oom_hint(t, alloc_dev(c, c->plan.ctl_bytes, "the control blocks", &c->ctl_block, err), err));
     dev = (mr_arena){(unsigned char *)c->ctl_block, c->plan.ctl_bytes, 0, 0};
     ctl_layout(c, &dev);
     TRY(mr_devmem_alloc(&c->pinned, c->plan.pinned_bytes, "the pinned staging buffers", &c->pin_block, err));
@@ -789,6 +912,9 @@ mr_status mr_trainer_cuda_update(mr_trainer *t, mr_metrics *out, mr_error *err) 
 mr_status mr_trainer_cuda_pull(mr_trainer *t, int what, mr_error *err) {
     if (!t || !t->cuda) return mr_fail(err, MR_ERR_ARG, "mr_trainer_cuda_pull: not a CUDA trainer");
     mr_trainer_cuda *c = t->cuda;
+    /* A failed update stopped somewhere inside: its weights, moments and
+     * environments are a state no run reached, not to be saved or used. */
+    if (c->broken) return broken_msg(err);
     const mr_tc_ops *o = c->ops;
     void *st = c->stream;
     const size_t P = t->pol.n_params;

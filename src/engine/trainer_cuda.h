@@ -124,7 +124,9 @@ mr_status mr_trainer_cuda_memory(const mr_trainer *t, mr_memory_stats *out, mr_e
  *   MR_TC_LEARNABLE  + Adam moments and step (snapshot / restore)
  *   MR_TC_ALL        + the environment state (checkpoints)
  * push after a load also takes the run's seed from t->cfg. The fp16 loss
- * scale and its growth tracker stay on the device (not checkpointed). */
+ * scale and its growth tracker stay on the device (not checkpointed). After
+ * a failed update pull is refused (MR_ERR_STATE) until a push of MR_TC_ALL
+ * (a checkpoint load) makes the device state whole again. */
 enum { MR_TC_WEIGHTS = 1, MR_TC_LEARNABLE = 2, MR_TC_ALL = 3 };
 mr_status mr_trainer_cuda_pull(mr_trainer *t, int what, mr_error *err);
 mr_status mr_trainer_cuda_push(mr_trainer *t, int what, mr_error *err);

@@ -1,0 +1,110 @@
+/*
+ * pc_emu.h - an emulator of the CUDA policy's three GPU operations
+ * (kernels/policy_math.h's mr_pc_ops: GEMM, elementwise job, copy) on the
+ * CPU, shared by the tests that run the policy schedule without a GPU
+ * (test_cuda_policy.c, test_cuda_trainer.c).
+ *
+ * GEMM = a column-major cblas_sgemm given exactly the arguments cuBLAS gets
+ * (mr_pc_gemm_cm), with cuBLAS's validity rules checked; in bf16 / fp16 the
+ * operands are widened exactly and the sum rounded once to C's type, as
+ * CUBLAS_COMPUTE_32F does. Jobs = a loop over the very MR_HD function the
+ * kernels run (mr_pc_elem). Copy = memmove. Faults can be injected into one
+ * job or GEMM (fault_job / fault_gemm, fault_mode) to show that a comparison
+ * catches a wrong kernel.
+ */
+#ifndef MR_PC_EMU_H
+#define MR_PC_EMU_H
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../kernels/policy_math.h"
+
+typedef struct emu {
+    long jobs, gemms;           /* operations so far */
+    long fault_job, fault_gemm; /* the one to break, -1 none */
+    int fault_mode;             /* jobs: 0 skipped, 1 every 7th element (i % 7 == 3) left out;
+                                 * GEMMs: 2 half the sum's terms dropped, 3 beta flipped (0 <-> 1) */
+    unsigned *job_n;            /* if set: records each job's element count and kind */
+    int *job_kind;
+    long job_n_cap;
+    int bad_args;               /* a GEMM cuBLAS would refuse */
+} emu;
+
+static mr_status emu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
+    emu *e = ctx;
+    const long k = e->jobs++;
+    if (e->job_n && k < e->job_n_cap) {
+        e->job_n[k] = j->n;
+        e->job_kind[k] = j->kind;
+    }
+    if (k == e->fault_job && e->fault_mode == 0) return MR_OK;
+    for (unsigned i = 0; i < j->n; i++) {
+        if (k == e->fault_job && i % 7 == 3) continue;
+        mr_pc_elem(j, i, j->kind, j->dt);
+    }
+    (void)err;
+    return MR_OK;
+}
+
+/* A T region of a column-major matrix as fp32 (exact). */
+static float *region_f32(const void *p, int rows, int cols, int ld, int dt) {
+    const size_t len = (size_t)(cols - 1) * ld + rows;
+    float *o = malloc(sizeof(float) * len);
+    for (size_t i = 0; i < len; i++) o[i] = mr_pc_ld(p, i, dt);
+    return o;
+}
+
+static mr_status emu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
+    emu *e = ctx;
+    const long k = e->gemms++;
+    mr_pc_cm c;
+    mr_pc_gemm_cm(g, &c);
+    /* cuBLAS's rules for these arguments (it returns CUBLAS_STATUS_INVALID_VALUE otherwise) */
+    const int ra = c.transa ? c.k : c.m, ca = c.transa ? c.m : c.k;
+    const int rb = c.transb ? c.n : c.k, cb = c.transb ? c.k : c.n;
+    if (c.m < 0 || c.n < 0 || c.k < 0 || c.lda < (ra > 1 ? ra : 1) || c.ldb < (rb > 1 ? rb : 1) ||
+        c.ldc < (c.m > 1 ? c.m : 1)) {
+        e->bad_args++;
+        return mr_fail(err, MR_ERR_ARG, "emulated cuBLAS: invalid GEMM %s: m %d n %d k %d lda %d ldb %d ldc %d",
+                       g->what, c.m, c.n, c.k, c.lda, c.ldb, c.ldc);
+    }
+    const int kk = k == e->fault_gemm && e->fault_mode == 2 ? c.k / 2 : c.k;
+    const float beta = k == e->fault_gemm && e->fault_mode == 3 ? 1.0f - g->beta : g->beta;
+    const enum CBLAS_TRANSPOSE ta = c.transa ? CblasTrans : CblasNoTrans, tb = c.transb ? CblasTrans : CblasNoTrans;
+    if (g->ab_dt == MR_FP32 && g->c_dt == MR_FP32) {
+        cblas_sgemm(CblasColMajor, ta, tb, c.m, c.n, kk, 1.0f, c.A, c.lda, c.B, c.ldb, beta, c.C, c.ldc);
+        return MR_OK;
+    }
+    /* reduced precision: exact fp32 copies of the operands, fp32 products and
+     * sums (cuBLAS's CUBLAS_COMPUTE_32F), one rounding to C's type */
+    float *A = region_f32(c.A, ra, ca, c.lda, g->ab_dt), *B = region_f32(c.B, rb, cb, c.ldb, g->ab_dt);
+    float *C = region_f32(c.C, c.m, c.n, c.ldc, g->c_dt);
+    cblas_sgemm(CblasColMajor, ta, tb, c.m, c.n, kk, 1.0f, A, c.lda, B, c.ldb, beta, C, c.ldc);
+    for (int j = 0; j < c.n; j++)
+        for (int i = 0; i < c.m; i++) {
+            const size_t x = (size_t)j * c.ldc + i;
+            mr_pc_st(c.C, x, g->c_dt, C[x]);
+        }
+    free(A);
+    free(B);
+    free(C);
+    return MR_OK;
+}
+
+static mr_status emu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
+    (void)ctx;
+    (void)err;
+    memmove(dst, src, bytes);
+    return MR_OK;
+}
+
+static void emu_ops(emu *e, mr_pc_ops *o) {
+    memset(e, 0, sizeof *e);
+    e->fault_job = e->fault_gemm = -1;
+    o->ctx = e;
+    o->gemm = emu_gemm;
+    o->job = emu_job;
+    o->copy = emu_copy;
+}
+
+#endif /* MR_PC_EMU_H */
