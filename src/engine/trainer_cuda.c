@@ -66,6 +66,7 @@
 #include "env_cuda.h"                    /* the environment kernels' entry points in a CUDA build */
 #include "../../kernels/ppo_cuda.h"
 #include "../../kernels/ppo_loss_cuda.h"    /* mr_loss_hyper_set, mr_popart_ctl_set / _get */
+#include "../../kernels/graph_cuda.h"
 
 #define NUM_ACTIONS 8
 #define HOST_POLICY_CHUNK 32     /* the host copy's policy: evaluation and inference (as trainer.c) */
@@ -117,11 +118,25 @@ struct mr_trainer_cuda {
     int32_t *h_perm;           /* (epochs, B) */
 
     void *ev[EV_COUNT];
+    /* CUDA graphs (cuda.graphs): the update recorded as two graphs, the
+     * rollout with GAE and the epochs with the metrics, so the host makes
+     * the epochs' permutations while the first one runs. Recorded at the
+     * second update (the first, eager, is the warm-up: cuBLAS's lazy set-up
+     * must not happen inside a capture) and replayed from then on; dropped
+     * when a by-value argument of a recorded launch may have changed (a
+     * checkpoint load or restore: the seed). */
+    void *graph[2];
+    int graphs_used;           /* the last update replayed them */
+    int warm;                  /* an update has run kernel by kernel in this trainer */
+    int graphs_failed;         /* recording failed once: queued kernel by kernel from then on */
+    char graphs_why[200];
     int profile;
     void **pev;                /* profiling: 2T+1 events around the rollout steps */
     int npev;
     mr_tc_timing timing;
 };
+
+static void drop_graphs(mr_trainer_cuda *c);
 
 typedef struct tc_dims {
     int T, N, V, VV, B, M, E, MB;
@@ -469,6 +484,10 @@ static const mr_tc_ops cuda_ops = {
     .diff = mr_cuda_tc_diff,
     .accumulate = mr_cuda_tc_accumulate,
     .finish = mr_cuda_tc_finish,
+    .graph_begin = mr_cuda_graph_begin,
+    .graph_end = mr_cuda_graph_end,
+    .graph_launch = mr_cuda_graph_launch,
+    .graph_destroy = mr_cuda_graph_destroy,
 };
 const mr_tc_ops *mr_tc_cuda_ops(void) { return &cuda_ops; }
 #else
@@ -645,12 +664,16 @@ mr_status mr_trainer_cuda_create_ops(const mr_config *cfg, const mr_tc_ops *ops,
         mr_trainer_cuda_free(t);
         return s;
     }
+    if (!cfg->cuda.graphs)
+        snprintf(c->graphs_why, sizeof c->graphs_why, "off (cuda.graphs = false)");
+    else if (!ops->graph_begin)
+        snprintf(c->graphs_why, sizeof c->graphs_why, "not available with the %s operations", ops->name);
     snprintf(t->describe, sizeof t->describe,
              "cuda backend (%s): GPU %d (%s), %s; evaluation and inference run on a cpu copy of the weights "
-             "(%d thread%s); cuda.graphs = %d: no graph capture yet (every kernel is launched per update); "
-             "cuda.cudnn_benchmark and cuda.algo_cache do not apply (convolutions are im2col + cuBLAS)",
+             "(%d thread%s); cuda.graphs: %s; cuda.cudnn_benchmark and cuda.algo_cache do not apply "
+             "(convolutions are im2col + cuBLAS)",
              ops->name, c->device, c->gpu_name, prec_name(c->precision), t->threads, t->threads == 1 ? "" : "s",
-             cfg->cuda.graphs);
+             c->graphs_why[0] ? c->graphs_why : "each update after the first replays two recorded CUDA graphs");
     *out = t;
     mr_ok(err);
     return MR_OK;
@@ -664,6 +687,7 @@ void mr_trainer_cuda_free(mr_trainer *t) {
         if (c->stream) (void)o->stream_sync(c->stream, NULL);   /* nothing may still use the memory */
         for (int i = 0; i < EV_COUNT; i++)
             if (c->ev[i]) o->event_destroy(c->ev[i]);
+        drop_graphs(c);
         for (int i = 0; i < c->npev; i++)
             if (c->pev[i]) o->event_destroy(c->pev[i]);
         free(c->pev);
@@ -739,11 +763,6 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
     const mr_ppo_config *pc = &t->cfg.ppo;
     void *st = c->stream;
     const int B = t->B, M = t->M, E = pc->epochs;
-    /* The epochs' permutations, trainer.c's shuffle with its keys; made here
-     * on the host while the GPU works through the rollout queued above. */
-    for (int e = 0; e < E; e++)
-        mr_tc_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e),
-                          c->h_perm + (size_t)e * (size_t)B, B);
     mr_tc_gather_args g;
     memset(&g, 0, sizeof g);
     g.M = M;
@@ -772,25 +791,107 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
     return MR_OK;
 }
 
-/* Everything of one update up to the metrics copy, queued without waiting. */
+/* The epochs' permutations into pinned memory, trainer.c's shuffle with its
+ * keys: host work, done while the GPU runs the rollout queued before it. */
+static void make_permutations(mr_trainer *t) {
+    mr_trainer_cuda *c = t->cuda;
+    const int B = t->B, E = t->cfg.ppo.epochs;
+    for (int e = 0; e < E; e++)
+        mr_tc_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e),
+                          c->h_perm + (size_t)e * (size_t)B, B);
+}
+
+/* The first half of an update: the hyper-parameters (from pinned memory,
+ * filled before), the rollout, GAE, PopArt and the advantages. Everything is
+ * queued: no value is read back, and every per-update value is read from
+ * memory, so it can be recorded into a graph and replayed. */
+static mr_status enqueue_rollout(mr_trainer *t, mr_error *err) {
+    mr_trainer_cuda *c = t->cuda;
+    const mr_tc_ops *o = c->ops;
+    void *st = c->stream;
+    TRY(o->copy(&c->d_opt->h, &c->h_opt->h, sizeof c->h_opt->h, MR_COPY_H2D, st, err));
+    TRY(o->copy(&c->d_loss->h, &c->h_loss->h, sizeof c->h_loss->h, MR_COPY_H2D, st, err));
+    TRY(o->memset(c->d_met, 0, sizeof *c->d_met, st, err));
+    TRY(o->env_clear_logs(&c->env, st, err));
+    TRY(rollout(t, err));
+    TRY(o->event_record(c->ev[EV_ROLLOUT], st, err));
+    TRY(advantages(t, err));
+    return o->event_record(c->ev[EV_GAE], st, err);
+}
+
+/* The second half: the epochs (permutations from pinned memory, made
+ * before), the episode logs and the metrics copied to pinned memory. */
+static mr_status enqueue_learn(mr_trainer *t, mr_error *err) {
+    mr_trainer_cuda *c = t->cuda;
+    const mr_tc_ops *o = c->ops;
+    void *st = c->stream;
+    TRY(optimise(t, err));
+    TRY(o->env_log_reduce(&c->env, &c->d_met->log, st, err));
+    TRY(o->finish(c->d_met, c->d_pa, c->d_opt, st, err));
+    return o->copy(c->h_met, c->d_met, sizeof *c->d_met, MR_COPY_D2H, st, err);
+}
+
+static void drop_graphs(mr_trainer_cuda *c) {
+    for (int i = 0; i < 2; i++)
+        if (c->graph[i]) {
+            c->ops->graph_destroy(c->graph[i]);
+            c->graph[i] = NULL;
+        }
+}
+
+/* Records one half into c->graph[i]; on failure the capture is closed and
+ * thrown away, nothing has run, and *why says what refused. */
+static mr_status record(mr_trainer *t, int i, mr_status (*half)(mr_trainer *, mr_error *), mr_error *why) {
+    mr_trainer_cuda *c = t->cuda;
+    const mr_tc_ops *o = c->ops;
+    TRY(o->graph_begin(c->stream, why));
+    mr_status s = half(t, why);
+    if (s != MR_OK) {
+        (void)o->graph_end(c->stream, 1, NULL, NULL);
+        return s;
+    }
+    return o->graph_end(c->stream, 0, &c->graph[i], why);
+}
+
+/* Whether this update replays graphs: wanted (cuda.graphs), possible (the
+ * table records, no per-step profiling events), after the eager warm-up
+ * update; records them when they do not exist yet. A recording that fails
+ * is reported once in the description and the run goes on uncaptured. */
+static int graphs_ready(mr_trainer *t) {
+    mr_trainer_cuda *c = t->cuda;
+    const mr_tc_ops *o = c->ops;
+    if (!t->cfg.cuda.graphs || c->graphs_failed || c->profile || !o->graph_begin || !c->warm) return 0;
+    if (c->graph[0] && c->graph[1]) return 1;
+    drop_graphs(c);
+    mr_error why;
+    mr_ok(&why);
+    if (record(t, 0, enqueue_rollout, &why) == MR_OK && record(t, 1, enqueue_learn, &why) == MR_OK) return 1;
+    drop_graphs(c);
+    c->graphs_failed = 1;
+    snprintf(c->graphs_why, sizeof c->graphs_why, "recording the update failed (%.150s)", why.msg);
+    const size_t len = strlen(t->describe);
+    snprintf(t->describe + len, sizeof t->describe - len, "; cuda.graphs: %s, queued kernel by kernel instead",
+             c->graphs_why);
+    return 0;
+}
+
+/* One update, queued: EV_START .. EV_END around it. */
 static mr_status enqueue_update(mr_trainer *t, double lr, double clip, double ent, mr_error *err) {
     mr_trainer_cuda *c = t->cuda;
     const mr_tc_ops *o = c->ops;
     void *st = c->stream;
     fill_hyper(t, lr, clip, ent, &c->h_opt->h, &c->h_loss->h);
-    TRY(o->copy(&c->d_opt->h, &c->h_opt->h, sizeof c->h_opt->h, MR_COPY_H2D, st, err));
-    TRY(o->copy(&c->d_loss->h, &c->h_loss->h, sizeof c->h_loss->h, MR_COPY_H2D, st, err));
-    TRY(o->memset(c->d_met, 0, sizeof *c->d_met, st, err));
+    c->graphs_used = graphs_ready(t);
     TRY(o->event_record(c->ev[EV_START], st, err));
-    TRY(o->env_clear_logs(&c->env, st, err));
-    TRY(rollout(t, err));
-    TRY(o->event_record(c->ev[EV_ROLLOUT], st, err));
-    TRY(advantages(t, err));
-    TRY(o->event_record(c->ev[EV_GAE], st, err));
-    TRY(optimise(t, err));
-    TRY(o->env_log_reduce(&c->env, &c->d_met->log, st, err));
-    TRY(o->finish(c->d_met, c->d_pa, c->d_opt, st, err));
-    TRY(o->copy(c->h_met, c->d_met, sizeof *c->d_met, MR_COPY_D2H, st, err));
+    if (c->graphs_used) {
+        TRY(o->graph_launch(c->graph[0], st, err));
+        make_permutations(t);
+        TRY(o->graph_launch(c->graph[1], st, err));
+    } else {
+        TRY(enqueue_rollout(t, err));
+        make_permutations(t);
+        TRY(enqueue_learn(t, err));
+    }
     return o->event_record(c->ev[EV_END], st, err);
 }
 
@@ -891,6 +992,7 @@ mr_status mr_trainer_cuda_update(mr_trainer *t, mr_metrics *out, mr_error *err) 
         return s;
     }
     read_timing(c);
+    c->warm = 1;
     t->updates++;
     t->agent_steps += (uint64_t)t->B;
     mr_metrics m;
@@ -940,6 +1042,7 @@ mr_status mr_trainer_cuda_push(mr_trainer *t, int what, mr_error *err) {
     const mr_tc_ops *o = c->ops;
     void *st = c->stream;
     const size_t P = t->pol.n_params;
+    drop_graphs(c);   /* recorded with the old seed by value: recorded again at the next update */
     TRY(o->set_device(c->device, err));
     TRY(o->copy(c->pc.params, t->pol.params, P * sizeof(float), MR_COPY_H2D, st, err));
     mr_popart_ctl_set(c->h_pa, &t->popart, t->cfg.policy.popart_beta_min);
@@ -1023,6 +1126,15 @@ mr_status mr_trainer_cuda_set_profile(mr_trainer *t, int on, mr_error *err) {
     c->profile = on != 0;
     mr_ok(err);
     return MR_OK;
+}
+
+int mr_trainer_cuda_graphs_used(const mr_trainer *t, const char **why_not) {
+    if (!t || !t->cuda) {
+        if (why_not) *why_not = "not a CUDA trainer";
+        return 0;
+    }
+    if (why_not) *why_not = t->cuda->graphs_why;
+    return t->cuda->graphs_used;
 }
 
 mr_status mr_trainer_cuda_timing(const mr_trainer *t, mr_tc_timing *out, mr_error *err) {

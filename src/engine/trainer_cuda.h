@@ -85,6 +85,12 @@ typedef struct mr_tc_ops {
                             void *stream, mr_error *err);
     mr_status (*finish)(mr_tc_metrics *d_m, const mr_popart_ctl *d_pa, const mr_optctl *d_opt, void *stream,
                         mr_error *err);
+    /* CUDA graphs (graph_cuda.h); NULL: the table cannot record, every
+     * update is queued kernel by kernel whatever cuda.graphs says */
+    mr_status (*graph_begin)(void *stream, mr_error *err);
+    mr_status (*graph_end)(void *stream, int discard, void **exec, mr_error *err);
+    mr_status (*graph_launch)(void *exec, void *stream, mr_error *err);
+    void (*graph_destroy)(void *exec);
 } mr_tc_ops;
 
 /* Device memory of a CUDA trainer, by component (bytes as requested from
@@ -149,6 +155,9 @@ typedef struct mr_tc_timing {
     double env, inference;             /* profiling: env step + rollout bookkeeping; obs copy + forward + sampling */
 } mr_tc_timing;
 mr_status mr_trainer_cuda_set_profile(mr_trainer *t, int on, mr_error *err);
+/* Whether the last update replayed recorded CUDA graphs (1), was queued
+ * kernel by kernel (0); why not, when graphs are wanted but unavailable. */
+int mr_trainer_cuda_graphs_used(const mr_trainer *t, const char **why_not);
 mr_status mr_trainer_cuda_timing(const mr_trainer *t, mr_tc_timing *out, mr_error *err);
 /* The device memory manager's numbers. */
 mr_status mr_trainer_cuda_devmem(const mr_trainer *t, mr_devmem_stats *out, mr_error *err);
