@@ -243,8 +243,7 @@ __global__ void __launch_bounds__(THREADS)
 adam_kernel(float *__restrict__ param, const float *__restrict__ grad, float *__restrict__ m, float *__restrict__ v,
             const __grid_constant__ mr_opt_groups G, const mr_optctl *__restrict__ ctl) {
     if (ctl->s.found_inf) return;   /* the same value for every thread: the step is skipped */
-    const float beta1 = ctl->h.beta1, beta2 = ctl->h.beta2, eps = ctl->h.eps;
-    const float step_size = ctl->s.step_size, bc2_sqrt = ctl->s.bc2_sqrt;
+    const mr_adam_coefs k = mr_adam_coefs_of(ctl);
     const float m0 = ctl->s.mult[0], m1 = ctl->s.mult[1], m2 = ctl->s.mult[2], m3 = ctl->s.mult[3];
     const int64_t P = G.off[G.n];
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -258,14 +257,10 @@ adam_kernel(float *__restrict__ param, const float *__restrict__ grad, float *__
             float4 v4 = reinterpret_cast<float4 *>(v)[q];
             const float4 g4 = reinterpret_cast<const float4 *>(grad)[q];
             const int64_t i = 4 * q;
-            mr_adam_elem(&p4.x, &m4.x, &v4.x, g4.x, pick(mr_opt_group_of(&G, i), m0, m1, m2, m3), beta1, beta2, eps,
-                         step_size, bc2_sqrt);
-            mr_adam_elem(&p4.y, &m4.y, &v4.y, g4.y, pick(mr_opt_group_of(&G, i + 1), m0, m1, m2, m3), beta1, beta2,
-                         eps, step_size, bc2_sqrt);
-            mr_adam_elem(&p4.z, &m4.z, &v4.z, g4.z, pick(mr_opt_group_of(&G, i + 2), m0, m1, m2, m3), beta1, beta2,
-                         eps, step_size, bc2_sqrt);
-            mr_adam_elem(&p4.w, &m4.w, &v4.w, g4.w, pick(mr_opt_group_of(&G, i + 3), m0, m1, m2, m3), beta1, beta2,
-                         eps, step_size, bc2_sqrt);
+            mr_adam_elem(&p4.x, &m4.x, &v4.x, g4.x, pick(mr_opt_group_of(&G, i), m0, m1, m2, m3), &k);
+            mr_adam_elem(&p4.y, &m4.y, &v4.y, g4.y, pick(mr_opt_group_of(&G, i + 1), m0, m1, m2, m3), &k);
+            mr_adam_elem(&p4.z, &m4.z, &v4.z, g4.z, pick(mr_opt_group_of(&G, i + 2), m0, m1, m2, m3), &k);
+            mr_adam_elem(&p4.w, &m4.w, &v4.w, g4.w, pick(mr_opt_group_of(&G, i + 3), m0, m1, m2, m3), &k);
             reinterpret_cast<float4 *>(param)[q] = p4;
             reinterpret_cast<float4 *>(m)[q] = m4;
             reinterpret_cast<float4 *>(v)[q] = v4;
@@ -273,8 +268,7 @@ adam_kernel(float *__restrict__ param, const float *__restrict__ grad, float *__
         done = P4 * 4;
     }
     for (int64_t i = done + start; i < P; i += stride)
-        mr_adam_elem(&param[i], &m[i], &v[i], grad[i], pick(mr_opt_group_of(&G, i), m0, m1, m2, m3), beta1, beta2,
-                     eps, step_size, bc2_sqrt);
+        mr_adam_elem(&param[i], &m[i], &v[i], grad[i], pick(mr_opt_group_of(&G, i), m0, m1, m2, m3), &k);
 }
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

@@ -40,7 +40,11 @@ typedef struct mr_opt_groups {
 
 /* Written by the host, once per update (lr follows its schedule). */
 typedef struct mr_opt_hyper {
-    float lr, beta1, beta2, eps;
+    /* lr and the betas in double: the scalars formed from them (1 - beta,
+     * the bias corrections, the step size) are rounded once, as torch and
+     * ppo.c form them (1 - 0.999f in float is 1.3e-5 off) */
+    double lr, beta1, beta2;
+    float eps;
     float max_norm[MR_OPT_MAX_GROUPS];   /* per group; <= 0 = no clipping */
     float growth_factor;                 /* loss scaler: x this after growth_interval good steps (2) */
     float backoff_factor;                /* x this on inf/nan (0.5) */
@@ -71,9 +75,9 @@ typedef struct mr_optctl {
 
 /* torch defaults: Adam(3e-4, 0.9, 0.999, 1e-8); GradScaler(2.0, 0.5, 2000). */
 static inline void mr_opt_hyper_default(mr_opt_hyper *h) {
-    h->lr = 3e-4f;
-    h->beta1 = 0.9f;
-    h->beta2 = 0.999f;
+    h->lr = 3e-4;
+    h->beta1 = 0.9;
+    h->beta2 = 0.999;
     h->eps = 1e-8f;
     for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) h->max_norm[g] = 0.5f;
     h->growth_factor = 2.0f;
@@ -159,9 +163,9 @@ MR_HD void mr_opt_prepare(mr_optctl *c, int ngroups) {
         return;
     }
     c->s.step += 1;
-    const double bc1 = 1.0 - pow((double)c->h.beta1, (double)c->s.step);
-    const double bc2 = 1.0 - pow((double)c->h.beta2, (double)c->s.step);
-    c->s.step_size = (float)((double)c->h.lr / bc1);
+    const double bc1 = 1.0 - pow(c->h.beta1, (double)c->s.step);
+    const double bc2 = 1.0 - pow(c->h.beta2, (double)c->s.step);
+    c->s.step_size = (float)(c->h.lr / bc1);
     c->s.bc2_sqrt = (float)sqrt(bc2);
 }
 
@@ -187,17 +191,32 @@ MR_HD void mr_opt_scaler_update(mr_optctl *c) {
 
 /* ------------------------------------------------------------- elements */
 
+/* The float scalars of one Adam step, formed once from the control block
+ * (in double where they come from double, as ppo.c's mr_adam_step). */
+typedef struct mr_adam_coefs {
+    float w1, w2, b2, eps, step_size, bc2_sqrt;   /* 1 - beta1, 1 - beta2, beta2, eps; this step's */
+} mr_adam_coefs;
+
+MR_HD mr_adam_coefs mr_adam_coefs_of(const mr_optctl *c) {
+    mr_adam_coefs k;
+    k.w1 = (float)(1.0 - c->h.beta1);
+    k.w2 = (float)(1.0 - c->h.beta2);
+    k.b2 = (float)c->h.beta2;
+    k.eps = c->h.eps;
+    k.step_size = c->s.step_size;
+    k.bc2_sqrt = c->s.bc2_sqrt;
+    return k;
+}
+
 /* One Adam element, exactly as mr_adam_step's loop body with grad_scale = mult. */
-MR_HD void mr_adam_elem(float *param, float *m, float *v, float grad, float mult, float beta1, float beta2,
-                        float eps, float step_size, float bc2_sqrt) {
+MR_HD void mr_adam_elem(float *param, float *m, float *v, float grad, float mult, const mr_adam_coefs *k) {
     const float g = grad * mult;
-    const float w1 = 1.0f - beta1, w2 = 1.0f - beta2;
-    const float mi = *m + w1 * (g - *m);
-    const float vi = *v * beta2 + w2 * g * g;
+    const float mi = *m + k->w1 * (g - *m);
+    const float vi = *v * k->b2 + k->w2 * g * g;
     *m = mi;
     *v = vi;
-    const float denom = sqrtf(vi) / bc2_sqrt + eps;
-    *param -= step_size * (mi / denom);
+    const float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
+    *param -= k->step_size * (mi / denom);
 }
 
 /* The group of flat element i (groups are few: a linear scan). */

@@ -486,9 +486,9 @@ static mr_status e_opt_step(float *param, const float *grad, float *m, float *v,
     mr_opt_prepare(d_ctl, G->n);
     if (!d_ctl->s.found_inf) {
         const mr_optctl *c = d_ctl;
+        const mr_adam_coefs k = mr_adam_coefs_of(c);
         for (size_t i = 0; i < P; i++)
-            mr_adam_elem(&param[i], &m[i], &v[i], grad[i], c->s.mult[mr_opt_group_of(G, (int64_t)i)], c->h.beta1,
-                         c->h.beta2, c->h.eps, c->s.step_size, c->s.bc2_sqrt);
+            mr_adam_elem(&param[i], &m[i], &v[i], grad[i], c->s.mult[mr_opt_group_of(G, (int64_t)i)], &k);
     }
     mr_opt_scaler_update(d_ctl);
     return MR_OK;
@@ -915,9 +915,9 @@ static void compare_metrics(const char *label, const mr_metrics *g, const mr_met
 
 /* Parameters, Adam moments and step, PopArt of a CUDA trainer (g, pulled)
  * against the CPU trainer's: normwise relative, per group (policy, value).
- * Measured in the emulation: parameters and m about 1e-7; v 1.3e-5, because
- * ppo_math.h's Adam forms 1 - beta2 from the float 0.999f where ppo.c forms
- * it in double (1.3e-5 apart; the effect on the parameters is ~1e-9). */
+ * Measured in the emulation: parameters, m and v about 1e-7 (Adam's scalars
+ * are formed in double on both sides; when ppo_math.h formed 1 - beta2 from
+ * the float 0.999f, v was 1.3e-5 off, which the tighter bound on v catches). */
 static void compare_learnable(const char *label, mr_trainer *g, const mr_trainer *c, double tol) {
     pull(g);
     const size_t P = c->pol.n_params, Pp = c->pol.n_policy;
@@ -927,7 +927,7 @@ static void compare_learnable(const char *label, mr_trainer *g, const mr_trainer
     CHECK_MSG(ep < tol, "%s: policy parameters differ by %.3g", label, ep);
     CHECK_MSG(ev < tol, "%s: value parameters differ by %.3g", label, ev);
     CHECK_MSG(em < tol, "%s: Adam m differs by %.3g", label, em);
-    CHECK_MSG(es < tol, "%s: Adam v differs by %.3g", label, es);
+    CHECK_MSG(es < tol * 1e-2, "%s: Adam v differs by %.3g", label, es);
     CHECK_MSG(g->adam_step == c->adam_step, "%s: Adam step %lld vs %lld", label, (long long)g->adam_step,
               (long long)c->adam_step);
     CHECK_NEAR(g->popart.mean, c->popart.mean, 1e-9, tol);

@@ -515,9 +515,9 @@ mr_status mr_trainer_cuda_create(const mr_config *cfg, mr_trainer **out, mr_erro
 static void fill_hyper(const mr_trainer *t, double lr, double clip, double ent, mr_opt_hyper *oh, mr_loss_hyper *lh) {
     const mr_ppo_config *pc = &t->cfg.ppo;
     mr_opt_hyper_default(oh);
-    oh->lr = (float)lr;
-    oh->beta1 = (float)pc->adam_beta1;
-    oh->beta2 = (float)pc->adam_beta2;
+    oh->lr = lr;
+    oh->beta1 = pc->adam_beta1;
+    oh->beta2 = pc->adam_beta2;
     oh->eps = (float)pc->adam_eps;
     for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) oh->max_norm[g] = (float)t->hot.max_grad_norm;
     oh->scaler_enabled = t->cfg.precision == MR_FP16;
