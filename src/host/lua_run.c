@@ -22,7 +22,8 @@
  *
  *   core.evaluate(checkpoint_path, eval_cfg_bytes, opts, callback)
  *       runs on libuv's thread pool: reads the checkpoint's config, creates a
- *       trainer (opts.device / opts.threads override), loads, evaluates;
+ *       trainer sized for evaluation (one rollout step; the cpu unless
+ *       opts.device says otherwise; opts.threads), loads, evaluates;
  *       callback(result_bytes, nil, describe, cfg_bytes) or (nil, message).
  *
  * Lifetime: the C state of a run outlives both the Lua object and the thread.
@@ -450,7 +451,15 @@ static void eval_work(uv_work_t *w) {
     mr_trainer *t = NULL;
     q->status = mr_checkpoint_read_config(q->path, &q->cfg, &q->err);
     if (q->status != MR_OK) return;
-    if (q->device >= 0) q->cfg.device = q->device;
+    /* Evaluation needs the weights, not the training buffers: the trainer is
+     * planned for one rollout step in one minibatch (a few MiB instead of the
+     * training batch's GiB), on the cpu unless asked otherwise - the CUDA
+     * trainer evaluates on a cpu copy of its weights anyway, so a cuda one
+     * would only take the card's memory from a run still training on it. */
+    q->cfg.device = q->device >= 0 ? q->device : MR_DEVICE_CPU;
+    if (q->cfg.device == MR_DEVICE_CPU) q->cfg.precision = MR_FP32;
+    q->cfg.ppo.rollout_steps = 1;
+    q->cfg.ppo.minibatches = 1;
     if (q->threads >= 0) q->cfg.threads = q->threads;
     q->status = mr_trainer_create(&q->cfg, &t, &q->err);
     if (q->status == MR_OK) q->status = mr_trainer_load(t, q->path, &q->err);
