@@ -103,6 +103,9 @@ describe("moonrl host", function()
     assert.are.equal(34848 + 557568 + 495616 + 1024 + 47616 + 128, row.forward_macs)
     assert.are.equal("fp32", row.precision)
     assert.is_true(row.update_tflops > 0 and row.time_idle >= 0, out)
+    -- the rollout's split: both parts measured, together within the rollout
+    assert.is_true(row.time_env > 0 and row.time_inference > 0, out)
+    assert.is_true(row.time_env + row.time_inference <= row.time_rollout * 1.0001, out)
     local errout
     rc, out, errout = moonrl("bench train --precision fp64", dir)
     assert.are.equal(2, rc)

@@ -167,13 +167,22 @@ function bench.train(o)
   local c, t, err = new_trainer(o)
   local m = ffi.new("mr_metrics")
   check(C.mr_trainer_update(t, m, err), err, "warm-up update")
-  local sps, roll, gae, upd, wall = {}, {}, {}, {}, {}
+  local sps, roll, gae, upd, wall, envt, inft = {}, {}, {}, {}, {}, {}, {}
   for _ = 1, o.reps do
     local t0 = now()
     check(C.mr_trainer_update(t, m, err), err, "update")
     local dt = now() - t0
     sps[#sps + 1] = o.envs * o.rollout / dt
     roll[#roll + 1], gae[#gae + 1], upd[#upd + 1], wall[#wall + 1] = m.time_rollout, m.time_gae, m.time_update, dt
+    envt[#envt + 1], inft[#inft + 1] = m.time_env, m.time_inference
+  end
+  if o.device == "cuda" then
+    -- the rollout's split needs events around every step (and no graphs):
+    -- one more update, profiled, outside the timed ones
+    check(C.mr_trainer_set_profile(t, 1, err), err, "profile")
+    check(C.mr_trainer_update(t, m, err), err, "profiled update")
+    check(C.mr_trainer_set_profile(t, 0, err), err, "profile")
+    envt, inft = { m.time_env }, { m.time_inference }
   end
   local mem = ffi.new("mr_memory_stats")
   C.mr_trainer_memory(t, mem, err)
@@ -184,6 +193,7 @@ function bench.train(o)
     row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, precision = o.precision or "fp32",
     rate = stats(sps), unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,
     time_update = stats(upd).median, time_wall = stats(wall).median, planned_bytes = tonumber(mem.host_planned_bytes),
+    time_env = stats(envt).median, time_inference = stats(inft).median,
     peak_memory_bytes = dev_peak > 0 and dev_peak or peak_rss_bytes(), describe = describe,
   }
   -- what the phases leave out of the wall clock: host work, waits, launch gaps
@@ -218,9 +228,9 @@ local function print_row(r)
   io.write(string.format("%-34s %12s %-14s (%s .. %s, n=%d)\n", what, fmt_rate(r.rate.median), r.unit,
     fmt_rate(r.rate.min), fmt_rate(r.rate.max), r.rate.n))
   if r.row == "train" then
-    io.write(string.format("%-34s %s; rollout %.4f s, gae %.4f s, update %.4f s, other %.4f s; planned %.1f MiB, " ..
-      "peak %.1f MiB\n", "", r.precision, r.time_rollout, r.time_gae, r.time_update, r.time_idle,
-      r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
+    io.write(string.format("%-34s %s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
+      "other %.4f s; planned %.1f MiB, peak %.1f MiB\n", "", r.precision, r.time_rollout, r.time_env,
+      r.time_inference, r.time_gae, r.time_update, r.time_idle, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
     io.write(string.format("%-34s update at %.2f TFLOP/s%s\n", "", r.update_tflops,
       r.mfu and string.format(" = %.1f%% of %.0f TFLOP/s (--peak-tflops)", 100 * r.mfu, r.peak_tflops or 0) or ""))
   end

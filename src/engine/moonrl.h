@@ -183,6 +183,10 @@ typedef struct mr_metrics {
     int nonfinite;               /* 1 if a loss or gradient was not finite */
     /* time, seconds of this update */
     double time_rollout, time_gae, time_update, time_total;
+    /* parts of time_rollout: stepping the environments (with the rollout's
+     * bookkeeping), and the policy acting (forward, sampling); cuda: only
+     * with mr_trainer_set_profile on, else 0 */
+    double time_env, time_inference;
     double sps;                  /* agent-steps / time_total for this update */
     /* memory, bytes */
     uint64_t memory_planned_bytes;
@@ -196,6 +200,11 @@ typedef struct mr_trainer mr_trainer;
 
 mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *err);
 void mr_trainer_free(mr_trainer *t);
+
+/* Per-step timing of the rollout (metrics time_env, time_inference). The cpu
+ * backend always measures it; on cuda it puts timing events around every
+ * rollout step, which also stops CUDA-graph replay while it is on. */
+mr_status mr_trainer_set_profile(mr_trainer *t, int on, mr_error *err);
 
 /* One update: rollout of rollout_steps x num_envs, GAE, PPO epochs. */
 mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err);

@@ -206,7 +206,9 @@ static void rollout(mr_trainer *t) {
     mr_forage *env = &t->env;
     const int N = t->N, VV = t->VV;
     const float pm = (float)t->popart.mean, ps = (float)t->popart.std;
+    double t_inf = 0.0, t_env = 0.0;
     for (int step = 0; step < t->T; step++) {
+        const double ta = now_seconds();
         size_t off = (size_t)step * N;
         uint8_t *obs = t->obs + off * VV;
         float *extra = t->extra + off * 2;
@@ -216,17 +218,23 @@ static void rollout(mr_trainer *t) {
         for (int i = 0; i < N; i++)
             t->step_u[i] = mr_rng_uniform(t->cfg.seed, (uint32_t)i, env->tick[i], MR_RNG_ACTION, 0);
         mr_sample_actions(N, t->step_logits, t->step_u, t->act + off, t->logp + off);
+        const double tb = now_seconds();
+        t_inf += tb - ta;
         float *val = t->val + off;
         for (int i = 0; i < N; i++) val[i] = pm + ps * t->step_value[i];
         mr_forage_cpu_step_all(env, t->act + off);
         memcpy(t->rew + off, env->reward, sizeof(float) * N);
         uint8_t *done = t->done + off;
         for (int i = 0; i < N; i++) done[i] = env->terminated[i] | env->truncated[i];
+        t_env += now_seconds() - tb;
     }
     /* Bootstrap value of the state after the last step. */
+    const double ta = now_seconds();
     mr_trainer_counts_extra(env, t->step_extra);
     mr_policy_act(&t->pol, env->obs, t->step_extra, N, t->proxy_obs, t->step_logits, t->step_value);
     for (int i = 0; i < N; i++) t->last_value[i] = pm + ps * t->step_value[i];
+    t->time_inference = t_inf + (now_seconds() - ta);
+    t->time_env = t_env;
 }
 
 /* ------------------------------------------------------------------ update */
@@ -395,6 +403,8 @@ mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
         out->loss_scale = 1.0;
         out->nonfinite = us.nonfinite;
         out->time_rollout = t1 - t0;
+        out->time_env = t->time_env;
+        out->time_inference = t->time_inference;
         out->time_gae = t2 - t1;
         out->time_update = t3 - t2;
         out->time_total = now_seconds() - t0;
@@ -517,6 +527,13 @@ mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num
     }
     *num_envs = (int)(lo * step);
     mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_set_profile(mr_trainer *t, int on, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_profile: trainer is NULL");
+    if (t->cuda) return mr_trainer_cuda_set_profile(t, on, err);   /* CUDA dispatch */
+    mr_ok(err);   /* the cpu backend always splits its rollout's time */
     return MR_OK;
 }
 

@@ -64,6 +64,7 @@ struct mr_trainer {
 
     uint64_t extra_allocations;   /* allocations outside the arena (evaluation) */
     char describe[512];
+    double time_env, time_inference;   /* this update's rollout, split (cpu backend) */
 
     /* Non-NULL: the CUDA backend runs this trainer (trainer_cuda.c). The
      * fields above then hold host copies, filled on demand: the weights,

@@ -52,6 +52,8 @@ Tb.TAGS = {
   { "skipped_steps", "precision/skipped_steps" },
   { "sps", "perf/sps" },
   { "time_rollout", "perf/time_rollout" },
+  { "time_env", "perf/time_env" },
+  { "time_inference", "perf/time_inference" },
   { "time_gae", "perf/time_gae" },
   { "time_update", "perf/time_update" },
   { "time_total", "perf/time_total" },
