@@ -30,6 +30,38 @@ typedef struct emu {
     int bad_args;               /* a GEMM cuBLAS would refuse */
 } emu;
 
+/* Every element of a job, with its kind and type as constants so that
+ * mr_pc_elem is specialised for each pair (the emulation's hot loop: a loop
+ * deciding both per element is about 3x slower). The same elements, in the
+ * same order, as the generic loop. */
+#define EMU_JOB_LOOP(K, DT) for (unsigned i = 0; i < j->n; i++) mr_pc_elem(j, i, (K), (DT))
+#define EMU_JOB_KIND(K)                                        \
+    case K:                                                    \
+        if (j->dt == MR_FP32) EMU_JOB_LOOP(K, MR_FP32);        \
+        else if (j->dt == MR_BF16) EMU_JOB_LOOP(K, MR_BF16);   \
+        else EMU_JOB_LOOP(K, MR_FP16);                         \
+        break
+#if defined(__GNUC__)
+__attribute__((flatten))
+#endif
+static void emu_job_all(const mr_pc_job *j) {
+    switch (j->kind) {
+    EMU_JOB_KIND(MR_PCJ_IM2COL);
+    EMU_JOB_KIND(MR_PCJ_IM2COL_CODES);
+    EMU_JOB_KIND(MR_PCJ_BIAS_ACT);
+    EMU_JOB_KIND(MR_PCJ_CIN_FILL);
+    EMU_JOB_KIND(MR_PCJ_RELU_BACK);
+    EMU_JOB_KIND(MR_PCJ_COL2IM);
+    EMU_JOB_KIND(MR_PCJ_CAST);
+    EMU_JOB_KIND(MR_PCJ_BGRAD_PART);
+    EMU_JOB_KIND(MR_PCJ_BGRAD_PART_D);
+    EMU_JOB_KIND(MR_PCJ_BGRAD_SUM);
+    default: EMU_JOB_LOOP(j->kind, j->dt); break;
+    }
+}
+#undef EMU_JOB_KIND
+#undef EMU_JOB_LOOP
+
 static mr_status emu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
     emu *e = ctx;
     const long k = e->jobs++;
@@ -37,12 +69,14 @@ static mr_status emu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
         e->job_n[k] = j->n;
         e->job_kind[k] = j->kind;
     }
-    if (k == e->fault_job && e->fault_mode == 0) return MR_OK;
-    for (unsigned i = 0; i < j->n; i++) {
-        if (k == e->fault_job && i % 7 == 3) continue;
-        mr_pc_elem(j, i, j->kind, j->dt);
-    }
     (void)err;
+    if (k != e->fault_job) {
+        emu_job_all(j);
+        return MR_OK;
+    }
+    if (e->fault_mode == 0) return MR_OK;
+    for (unsigned i = 0; i < j->n; i++)
+        if (i % 7 != 3) mr_pc_elem(j, i, j->kind, j->dt);
     return MR_OK;
 }
 

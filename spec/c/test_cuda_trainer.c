@@ -23,10 +23,34 @@
  *            scaler sequence of mr_cuda_opt_step, mean/std, normalisation,
  *            loss and PopArt in the kernels' reduction orders.
  *   glue     rollout_cuda.h's MR_HD functions as rollout.cu launches them.
+ *   graphs   stream capture and replay (graph.cu), emulated for the one
+ *            property that makes graphs dangerous: a replay repeats the
+ *            recorded launches with the arguments they had at capture.
+ *            While a stream captures, every queued operation appends a
+ *            record holding its arguments as the real launch sees them -
+ *            what the kernel takes by value (a __grid_constant__ mr_forage,
+ *            the gather arguments, the parameter groups, what policy.cu
+ *            reads from mr_policy_cuda on the host, scalars such as B,
+ *            gamma, the seed) copied, device pointers as pointers - and
+ *            returns without running; graph_launch runs the records in
+ *            order through the same emulated functions. So memory (device,
+ *            pinned) is read at replay, values are the capture's. What a
+ *            real capture refuses fails here and invalidates the capture
+ *            (graph_end then fails): stream and event synchronisation,
+ *            device or pinned allocation and freeing, copies to or from
+ *            pageable host memory, the first use of the policy's cuBLAS
+ *            handle on a stream (its lazy set-up; the trainer's eager
+ *            warm-up update keeps it out of captures). An
+ *            event recorded on a capturing stream becomes no node of the
+ *            graph (cudaEventRecord without cudaEventRecordExternal): it is
+ *            "captured", and waiting on it or timing with it fails until it
+ *            is recorded again outside a capture.
  * Every pointer a kernel would dereference is checked to lie in device
  * memory (a kernel given host memory would fault on a GPU), and every
- * operation that can fail is counted, so operation number K can be made to
- * fail.
+ * operation that can fail is counted - at capture and again at replay - so
+ * operation number K can be made to fail. Operations that run (not those
+ * only recorded) are counted by kind, to compare a replayed update with an
+ * eager one.
  *
  * Tests:
  *   1. against the CPU trainer (ground truth and proxy modes, PopArt on and
@@ -47,12 +71,25 @@
  *      scale; fp16 with a huge one skips every step (weights, moments and
  *      step untouched, the scale backs off, no error); a NaN weight in fp32
  *      is MR_ERR_NUMERIC as on the CPU; bf16 / fp16 against fp32;
- *   6. every operation of creation and of an update made to fail in turn:
- *      creation leaves nothing behind; the update returns the error, the
- *      trainer refuses further updates and saves, and loading a checkpoint
- *      recovers it bit for bit;
+ *   6. every operation of creation and of an (eager) update made to fail
+ *      in turn: creation leaves nothing behind; the update returns the
+ *      error, the trainer refuses further updates and saves, and loading a
+ *      checkpoint recovers it bit for bit;
  *   7. with a GPU (a CUDA build and mr_cuda_device_count() > 0): test 1 with
  *      the real table mr_tc_cuda_ops(); else "skipped: no GPU".
+ *   8. CUDA graphs (cuda.graphs is on by default, so tests 1 - 5 replay
+ *      graphs from their second update too): the emulation's capture,
+ *      replay and refusals themselves; 6 updates with graphs against 6
+ *      without, fp32 and fp16, hot parameters and schedules changing every
+ *      update, the loss scale set between updates: metrics, rollouts,
+ *      state, the device's control blocks bit for bit, the same operations
+ *      run, graphs used from update 2, timings present; a checkpoint of
+ *      another seed loaded into a trainer holding graphs, and snapshot /
+ *      restore, continuing bit for bit as eager; every operation of the
+ *      recording made to fail (the update goes on eagerly, graphs stay off,
+ *      the description says why) and every operation of a replayed update
+ *      (the update fails, the trainer stops, a load recovers it);
+ *      profiling updates run without graphs;
  * Options: --verbose prints every compared error.
  */
 #include "check.h"
@@ -63,6 +100,7 @@
 #include "foraging.h"
 #include "pc_emu.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +124,114 @@ typedef struct emu_mem {
     long raw_allocs, raw_frees, bad_frees;
 } emu_mem;
 
+/* The queued operations, as recorded into a graph and counted when they run. */
+enum {
+    R_COPY, R_MEMSET, R_ENV_RESET, R_ENV_STEP, R_ENV_CLEAR, R_ENV_REDUCE, R_ZERO_GRAD, R_FORWARD, R_BACKWARD,
+    R_GAE, R_SAMPLE, R_OPT_BEGIN, R_OPT_STEP, R_MEAN_STD, R_NORMALIZE, R_PPO_LOSS, R_POPART, R_STEP_IN, R_STEP_OUT,
+    R_GATHER, R_DIFF, R_ACCUMULATE, R_FINISH, R_COUNT
+};
+
+/* A recorded launch's arguments as the launch itself sees them: the values
+ * it copies into kernel parameters (or reads on the host while queueing)
+ * by value, device pointers as pointers. */
+typedef struct rec_copy { void *dst; const void *src; size_t bytes; int kind; } rec_copy;
+typedef struct rec_memset { void *dst; int value; size_t bytes; } rec_memset;
+typedef struct rec_env { mr_forage s; const uint8_t *actions; mr_forage_log *out; } rec_env;
+typedef struct rec_policy {
+    mr_policy_cuda pc;   /* plan, workspace, params, grads, fwd_proxy: read on the host by policy.cu */
+    const uint8_t *codes;
+    const float *extra, *dlogits, *dvalue;
+    int B, proxy;
+    float *logits, *value;
+} rec_policy;
+typedef struct rec_gae {
+    int T, N;
+    const float *reward, *value, *last_value;
+    const uint8_t *done;
+    float gamma, lambda;
+    float *adv, *ret;
+} rec_gae;
+typedef struct rec_sample { int N; const float *logits, *u; uint8_t *action; float *logp; } rec_sample;
+typedef struct rec_opt {
+    float *param, *m, *v;
+    const float *grad;
+    mr_opt_groups G;     /* mr_cuda_opt_step reads it on the host: __grid_constant__ and launch sizes */
+    double *partials;
+    mr_optctl *ctl;
+} rec_opt;
+/* cx: mean_std's input, x: normalize's */
+typedef struct rec_stats { const float *cx; float *x; int64_t n; double *partials, *out2; } rec_stats;
+typedef struct rec_loss {
+    int B;
+    const float *logits, *value, *old_logp, *adv, *old_value, *target;
+    const uint8_t *action;
+    mr_lossctl *ctl;
+    mr_optctl *opt;
+    double *partials;
+    float *dlogits, *dvalue;
+} rec_loss;
+typedef struct rec_popart {
+    mr_popart_ctl *pa;
+    const float *returns;
+    int64_t n;
+    double *partials;
+    float *w, *b, *mw, *vw, *mb, *vb;
+    int k;
+} rec_popart;
+typedef struct rec_step {
+    mr_forage s;
+    uint64_t seed;
+    const mr_popart_ctl *pa;
+    const float *value;
+    float *extra, *u, *val, *rew;
+    uint8_t *done;
+} rec_step;
+typedef struct rec_gather { mr_tc_gather_args a; const mr_popart_ctl *pa; } rec_gather;
+typedef struct rec_diff { const float *a, *b; float *out; int64_t n; } rec_diff;
+typedef struct rec_metrics {
+    mr_tc_metrics *m;
+    const mr_lossctl *loss;
+    const mr_optctl *opt;
+    const mr_popart_ctl *pa;
+    int ngroups;
+} rec_metrics;
+
+typedef struct emu_rec {
+    int kind;
+    union {
+        rec_copy copy;
+        rec_memset memset;
+        rec_env env;
+        rec_policy pol;
+        rec_gae gae;
+        rec_sample sample;
+        rec_opt opt;
+        rec_stats stats;
+        rec_loss loss;
+        rec_popart popart;
+        rec_step step;
+        rec_gather gather;
+        rec_diff diff;
+        rec_metrics met;
+    } a;
+} emu_rec;
+
+typedef struct emu_stream {
+    int capturing;
+    int invalid;               /* something the capture refuses happened: graph_end fails */
+    char why[200];
+    emu_rec *rec;              /* the capture so far */
+    int n, cap;
+} emu_stream;
+
+typedef struct emu_graph { emu_rec *rec; int n; } emu_graph;
+
+typedef struct emu_event {
+    double ms;                 /* host time of the last record */
+    int recorded;
+    int captured;              /* last recorded on a capturing stream: no node, nothing to wait on or time */
+} emu_event;
+
 typedef struct tc_emu {
     emu_mem dev, small, pin;   /* the card, a small card (out-of-memory test), pinned host memory */
     long ops;                  /* operations that can fail, so far */
@@ -96,12 +242,44 @@ typedef struct tc_emu {
     int streams, events;       /* live */
     emu pe;                    /* the policy's GEMMs and jobs (pc_emu.h) */
     mr_pc_ops po;
+    /* graphs */
+    emu_stream *capture;       /* the capture open on this thread (thread-local mode), NULL: none */
+    int graphs;                /* live */
+    long refused;              /* operations a capture refused */
+    long executed[R_COUNT];    /* queued operations that ran, by kind */
+    long event_records;        /* events recorded outside a capture */
+    long captures, replays;    /* graphs made, graph launches run */
+    long cap_first, cap_last;  /* operation numbers of the first graph_begin, last graph_end since reset */
+    const mr_optctl *seen_opt; /* the control blocks the last optimizer step and loss ran on */
+    const mr_lossctl *seen_loss;
 } tc_emu;
 
 static tc_emu E;
 
+/* Something a capture refuses, called while one is open on this thread: the
+ * capture is invalidated (its graph_end fails), as CUDA does. */
+static void invalidate(const char *what) {
+    emu_stream *s = E.capture;
+    E.refused++;
+    if (s && !s->invalid) {
+        s->invalid = 1;
+        snprintf(s->why, sizeof s->why, "%s", what);
+    }
+}
+
+static mr_status refuse(const char *what, mr_error *err) {
+    invalidate(what);
+    return mr_fail(err, MR_ERR_BACKEND, "emulated GPU: %s while a stream is capturing (not allowed; the capture "
+                   "is invalidated)", what);
+}
+
 static void *mem_alloc(void *ctx, size_t bytes, const char **reason) {
     emu_mem *m = ctx;
+    if (E.capture) {   /* cudaMalloc / cudaMallocHost */
+        invalidate("allocating memory");
+        *reason = "emulated GPU: an allocation while a stream is capturing (not allowed; the capture is invalidated)";
+        return NULL;
+    }
     if (m->used + bytes > m->total || m->nseg == MAX_SEGS) {
         *reason = "emulated card: out of memory";
         return NULL;
@@ -122,6 +300,7 @@ static void *mem_alloc(void *ctx, size_t bytes, const char **reason) {
 
 static void mem_free(void *ctx, void *p) {
     emu_mem *m = ctx;
+    if (E.capture) invalidate("freeing memory");   /* cudaFree / cudaFreeHost */
     for (int k = 0; k < m->nseg; k++)
         if (m->seg[k] == p) {
             m->used -= m->segsz[k];
@@ -178,6 +357,37 @@ static mr_status op_begin(const char *name, mr_error *err) {
         if (s_ != MR_OK) return s_;                   \
     } while (0)
 
+static int capturing(const void *stream) { return stream && ((const emu_stream *)stream)->capturing; }
+
+static emu_rec *rec_add(void *stream, int kind) {
+    emu_stream *s = stream;
+    if (s->n == s->cap) {
+        const int cap = s->cap ? 2 * s->cap : 64;
+        emu_rec *r = realloc(s->rec, sizeof *r * (size_t)cap);
+        if (!r) return NULL;
+        s->rec = r;
+        s->cap = cap;
+    }
+    emu_rec *r = &s->rec[s->n++];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    return r;
+}
+
+/* A queued operation: on a capturing stream, its arguments are recorded
+ * (member: the rec_* of this kind, then its fields) and nothing runs;
+ * otherwise it runs now and is counted. */
+#define QUEUE(kind_, member, ...)                                                                                     \
+    do {                                                                                                              \
+        if (capturing(stream)) {                                                                                      \
+            emu_rec *r_ = rec_add(stream, (kind_));                                                                   \
+            if (!r_) return mr_fail(err, MR_ERR_NOMEM, "emulated capture: out of host memory");                       \
+            r_->a.member = (__typeof__(r_->a.member)){__VA_ARGS__};                                                   \
+            return MR_OK;                                                                                             \
+        }                                                                                                             \
+        E.executed[(kind_)]++;                                                                                        \
+    } while (0)
+
 static double host_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -226,20 +436,25 @@ static mr_status e_pinned_backend(mr_devmem_backend *out, mr_error *err) {
 
 static mr_status e_copy(void *dst, const void *src, size_t bytes, int kind, void *stream, mr_error *err) {
     OP("copy");
-    (void)stream;
     if (kind < MR_COPY_H2D || kind > MR_COPY_D2D) return mr_fail(err, MR_ERR_ARG, "emulated copy: kind %d", kind);
     const int sd = is_dev(src, bytes), dd = is_dev(dst, bytes);
     const int want_s = kind != MR_COPY_H2D, want_d = kind != MR_COPY_D2H;
     if (bytes > 0 && (sd != want_s || dd != want_d))
         return violation(err, "%s: a copy %s of %zu bytes between the wrong kinds of memory", "copy",
                          kind == MR_COPY_H2D ? "H2D" : kind == MR_COPY_D2H ? "D2H" : "D2D", bytes);
+    /* pageable host memory: cudaMemcpyAsync stages it synchronously, which a capture refuses; a copy node
+     * reads (or writes) pinned host memory when the graph runs */
+    if (capturing(stream) && bytes > 0 &&
+        ((kind == MR_COPY_H2D && !in_mem(&E.pin, src, bytes)) || (kind == MR_COPY_D2H && !in_mem(&E.pin, dst, bytes))))
+        return refuse("a copy from or to pageable host memory", err);
+    QUEUE(R_COPY, copy, .dst = dst, .src = src, .bytes = bytes, .kind = kind);
     memmove(dst, src, bytes);
     return MR_OK;
 }
 
 static mr_status e_memset(void *dst, int value, size_t bytes, void *stream, mr_error *err) {
     OP("memset");
-    (void)stream;
+    QUEUE(R_MEMSET, memset, .dst = dst, .value = value, .bytes = bytes);
     DEV("memset", dst, bytes);
     memset(dst, value, bytes);
     return MR_OK;
@@ -247,22 +462,27 @@ static mr_status e_memset(void *dst, int value, size_t bytes, void *stream, mr_e
 
 static mr_status e_stream_create(void **stream, mr_error *err) {
     OP("stream_create");
-    *stream = malloc(1);
+    *stream = calloc(1, sizeof(emu_stream));
     E.streams++;
     return MR_OK;
 }
 static void e_stream_destroy(void *stream) {
-    if (stream) E.streams--;
-    free(stream);
+    emu_stream *s = stream;
+    if (!s) return;
+    E.streams--;
+    if (E.capture == s) E.capture = NULL;
+    free(s->rec);
+    free(s);
 }
 static mr_status e_stream_sync(void *stream, mr_error *err) {
     (void)stream;
     OP("stream_sync");
+    if (E.capture) return refuse("synchronising a stream", err);
     return MR_OK;
 }
 static mr_status e_event_create(void **ev, mr_error *err) {
     OP("event_create");
-    *ev = calloc(1, sizeof(double));
+    *ev = calloc(1, sizeof(emu_event));
     E.events++;
     return MR_OK;
 }
@@ -270,21 +490,38 @@ static void e_event_destroy(void *ev) {
     if (ev) E.events--;
     free(ev);
 }
+/* cudaEventRecord: on a capturing stream no node of the graph (that takes
+ * cudaEventRecordExternal), only a marker inside the capture; a replay does
+ * not record it. */
 static mr_status e_event_record(void *ev, void *stream, mr_error *err) {
-    (void)stream;
     OP("event_record");
-    *(double *)ev = host_ms();
+    emu_event *v = ev;
+    if (capturing(stream)) {
+        v->captured = 1;
+        return MR_OK;
+    }
+    v->ms = host_ms();
+    v->recorded = 1;
+    v->captured = 0;
+    E.event_records++;
     return MR_OK;
 }
 static mr_status e_event_sync(void *ev, mr_error *err) {
-    (void)ev;
     OP("event_sync");
+    if (E.capture) return refuse("waiting for an event", err);
+    if (((emu_event *)ev)->captured)
+        return mr_fail(err, MR_ERR_BACKEND, "emulated GPU: waiting for an event last recorded inside a capture (it "
+                       "stands for no work a replay does)");
     return MR_OK;
 }
 /* Not counted: the trainer reads timings without checking (0 on failure). */
 static mr_status e_event_elapsed(void *a, void *b, float *ms, mr_error *err) {
-    (void)err;
-    *ms = (float)(*(double *)b - *(double *)a);
+    const emu_event *x = a, *y = b;
+    *ms = 0.0f;
+    if (!x->recorded || !y->recorded || x->captured || y->captured)
+        return mr_fail(err, MR_ERR_BACKEND, "emulated GPU: an elapsed time between events not both recorded "
+                       "outside a capture");
+    *ms = (float)(y->ms - x->ms);
     return MR_OK;
 }
 
@@ -303,6 +540,7 @@ static mr_status env_args(const char *op, const mr_forage *s, mr_error *err) {
 
 static mr_status e_env_reset_all(const mr_forage *s, void *stream, mr_error *err) {
     OP("env_reset_all");
+    QUEUE(R_ENV_RESET, env, .s = *s);
     MR_PC_TRY(env_args("env_reset_all", s, err));
     for (int i = 0; i < s->n; i++) mr_forage_reset_full(s, i);
     return MR_OK;
@@ -310,6 +548,7 @@ static mr_status e_env_reset_all(const mr_forage *s, void *stream, mr_error *err
 
 static mr_status e_env_step_all(const mr_forage *s, const uint8_t *d_actions, void *stream, mr_error *err) {
     OP("env_step_all");
+    QUEUE(R_ENV_STEP, env, .s = *s, .actions = d_actions);
     MR_PC_TRY(env_args("env_step_all", s, err));
     DEV("env_step_all", d_actions, (size_t)s->n);
     for (int i = 0; i < s->n; i++) mr_forage_step(s, i, d_actions[i]);
@@ -318,6 +557,7 @@ static mr_status e_env_step_all(const mr_forage *s, const uint8_t *d_actions, vo
 
 static mr_status e_env_clear_logs(const mr_forage *s, void *stream, mr_error *err) {
     OP("env_clear_logs");
+    QUEUE(R_ENV_CLEAR, env, .s = *s);
     MR_PC_TRY(env_args("env_clear_logs", s, err));
     for (int i = 0; i < s->n; i++) mr_forage_log_clear(&s->log[i]);
     return MR_OK;
@@ -328,6 +568,7 @@ static mr_status e_env_clear_logs(const mr_forage *s, void *stream, mr_error *er
 static mr_status e_env_log_reduce(const mr_forage *s, mr_forage_log *d_out, void *stream, mr_error *err) {
     enum { LT = 256, NI = 8 };
     OP("env_log_reduce");
+    QUEUE(R_ENV_REDUCE, env, .s = *s, .out = d_out);
     MR_PC_TRY(env_args("env_log_reduce", s, err));
     DEV("env_log_reduce", d_out, sizeof *d_out);
     static int32_t si[NI][LT];
@@ -385,6 +626,7 @@ static mr_status e_policy_create(mr_policy_cuda *pc, const mr_policy_config *cfg
     if (!pc) return mr_fail(err, MR_ERR_ARG, "emulated policy create: the policy struct is missing");
     memset(pc, 0, sizeof *pc);
     pc->fwd_B = -1;
+    pc->blas_stream = (void *)~(uintptr_t)0;   /* as policy.cu: cuBLAS is bound to a stream at the first call */
     mr_status st = op_begin("policy_create", err);
     if (st == MR_OK) st = mr_pc_plan_make(&pc->plan, cfg, view, max_batch, chunk, precision, err);
     if (st == MR_OK && !dev) st = mr_fail(err, MR_ERR_ARG, "emulated policy create: no memory manager");
@@ -404,8 +646,21 @@ static mr_status e_policy_create(mr_policy_cuda *pc, const mr_policy_config *cfg
     return MR_OK;
 }
 
+/* cuBLAS's lazy set-up at a handle's first GEMMs may allocate, which a
+ * capture refuses; policy.cu binds the handle to the stream (and its
+ * workspace) at the first call on it. Conservatively, that first call is
+ * refused while capturing: the trainer's eager warm-up update is what keeps
+ * it out of the recording. */
+static mr_status blas_bind(mr_policy_cuda *pc, void *stream, mr_error *err) {
+    if (pc->blas_stream == stream) return MR_OK;
+    if (capturing(stream)) return refuse("the policy's first cuBLAS call on a stream (its set-up)", err);
+    pc->blas_stream = stream;
+    return MR_OK;
+}
+
 static mr_status e_policy_zero_grad(mr_policy_cuda *pc, void *stream, mr_error *err) {
     OP("policy_zero_grad");
+    QUEUE(R_ZERO_GRAD, pol, .pc = *pc);
     DEV("policy_zero_grad", pc->grads, pc->plan.param_bytes);
     memset(pc->grads, 0, pc->plan.param_bytes);
     return MR_OK;
@@ -416,6 +671,13 @@ static mr_status e_policy_forward(mr_policy_cuda *pc, const uint8_t *codes, cons
     OP("policy_forward");
     if (B < 0 || B > pc->plan.max_batch)
         return mr_fail(err, MR_ERR_ARG, "emulated policy forward: B = %d: accepted 0 .. %d", B, pc->plan.max_batch);
+    MR_PC_TRY(blas_bind(pc, stream, err));
+    if (capturing(stream)) {   /* the host's bookkeeping, done when the forward is queued */
+        pc->fwd_B = B;
+        pc->fwd_proxy = proxy;
+    }
+    QUEUE(R_FORWARD, pol, .pc = *pc, .codes = codes, .extra = extra, .B = B, .proxy = proxy, .logits = logits,
+          .value = value);
     const size_t b = (size_t)B;
     DEV("policy_forward", codes, b * (size_t)pc->plan.net.VV);
     if (extra) DEV("policy_forward", extra, b * 2 * sizeof(float));
@@ -434,6 +696,8 @@ static mr_status e_policy_backward(mr_policy_cuda *pc, const float *dlogits, con
     if (pc->fwd_B < 0 || B != pc->fwd_B)
         return mr_fail(err, MR_ERR_ARG, "emulated policy backward: B = %d does not match the last forward (%d)", B,
                        pc->fwd_B);
+    MR_PC_TRY(blas_bind(pc, stream, err));
+    QUEUE(R_BACKWARD, pol, .pc = *pc, .dlogits = dlogits, .dvalue = dvalue, .B = B);
     DEV("policy_backward", dlogits, (size_t)B * MR_NUM_ACTIONS * sizeof(float));
     DEV("policy_backward", dvalue, (size_t)B * sizeof(float));
     return mr_pc_backward(&E.po, &pc->plan, &pc->buf, pc->params, dlogits, dvalue, B, pc->fwd_proxy, pc->grads, err);
@@ -445,6 +709,8 @@ static mr_status e_gae(int T, int N, const float *reward, const float *value, co
                        const uint8_t *done, float gamma, float lambda, float *adv, float *ret, void *stream,
                        mr_error *err) {
     OP("gae");
+    QUEUE(R_GAE, gae, .T = T, .N = N, .reward = reward, .value = value, .last_value = last_value, .done = done,
+          .gamma = gamma, .lambda = lambda, .adv = adv, .ret = ret);
     if (T <= 0 || N <= 0) return MR_OK;
     const size_t B = (size_t)T * (size_t)N;
     DEV("gae", reward, B * 4); DEV("gae", value, B * 4); DEV("gae", last_value, (size_t)N * 4);
@@ -457,6 +723,7 @@ static mr_status e_gae(int T, int N, const float *reward, const float *value, co
 static mr_status e_sample(int N, const float *logits, const float *u, uint8_t *action, float *logp, void *stream,
                           mr_error *err) {
     OP("sample");
+    QUEUE(R_SAMPLE, sample, .N = N, .logits = logits, .u = u, .action = action, .logp = logp);
     if (N <= 0) return MR_OK;
     DEV("sample", logits, (size_t)N * MR_NUM_ACTIONS * 4); DEV("sample", u, (size_t)N * 4);
     DEV("sample", action, (size_t)N); DEV("sample", logp, (size_t)N * 4);
@@ -466,6 +733,7 @@ static mr_status e_sample(int N, const float *logits, const float *u, uint8_t *a
 
 static mr_status e_opt_begin(mr_optctl *d_ctl, void *stream, mr_error *err) {
     OP("opt_begin");
+    QUEUE(R_OPT_BEGIN, opt, .ctl = d_ctl);
     DEV("opt_begin", d_ctl, sizeof *d_ctl);
     mr_opt_begin(d_ctl);
     return MR_OK;
@@ -477,6 +745,8 @@ static mr_status e_opt_step(float *param, const float *grad, float *m, float *v,
     OP("opt_step");
     if (!G || G->n < 1 || G->n > MR_OPT_MAX_GROUPS || G->off[0] != 0 || G->block_off[G->n] < 1)
         return mr_fail(err, MR_ERR_ARG, "emulated opt_step: the parameter groups are not planned");
+    QUEUE(R_OPT_STEP, opt, .param = param, .m = m, .v = v, .grad = grad, .G = *G, .partials = partials, .ctl = d_ctl);
+    E.seen_opt = d_ctl;
     const size_t P = (size_t)G->off[G->n];
     DEV("opt_step", param, P * 4); DEV("opt_step", grad, P * 4); DEV("opt_step", m, P * 4); DEV("opt_step", v, P * 4);
     DEV("opt_step", partials, (size_t)G->block_off[G->n] * sizeof(double));
@@ -496,6 +766,7 @@ static mr_status e_opt_step(float *param, const float *grad, float *m, float *v,
 
 static mr_status e_mean_std(const float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err) {
     OP("mean_std");
+    QUEUE(R_MEAN_STD, stats, .cx = x, .n = n, .partials = partials, .out2 = out2);
     if (n < 0) return mr_fail(err, MR_ERR_ARG, "emulated mean_std: n = %lld", (long long)n);
     DEV("mean_std", out2, 2 * sizeof(double));
     if (n == 0) {
@@ -510,6 +781,7 @@ static mr_status e_mean_std(const float *x, int64_t n, double *partials, double 
 
 static mr_status e_normalize(float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err) {
     OP("normalize");
+    QUEUE(R_NORMALIZE, stats, .x = x, .n = n, .partials = partials, .out2 = out2);
     if (n < 0) return mr_fail(err, MR_ERR_ARG, "emulated normalize: n = %lld", (long long)n);
     if (n == 0) return MR_OK;
     DEV("normalize", x, (size_t)n * 4);
@@ -524,6 +796,10 @@ static mr_status e_ppo_loss(int B, const float *logits, const float *value, cons
                             mr_lossctl *d_ctl, mr_optctl *d_opt, double *partials, float *dlogits, float *dvalue,
                             void *stream, mr_error *err) {
     OP("ppo_loss");
+    QUEUE(R_PPO_LOSS, loss, .B = B, .logits = logits, .value = value, .old_logp = old_logp, .adv = adv,
+          .old_value = old_value, .target = target, .action = action, .ctl = d_ctl, .opt = d_opt,
+          .partials = partials, .dlogits = dlogits, .dvalue = dvalue);
+    E.seen_loss = d_ctl;
     if (B < 0) return mr_fail(err, MR_ERR_ARG, "emulated ppo_loss: B = %d", B);
     DEV("ppo_loss", d_ctl, sizeof *d_ctl);
     if (d_opt) DEV("ppo_loss", d_opt, sizeof *d_opt);
@@ -546,6 +822,8 @@ static mr_status e_popart_update(mr_popart_ctl *d_pa, const float *returns, int6
                                  float *b, int k, float *mw, float *vw, float *mb, float *vb, void *stream,
                                  mr_error *err) {
     OP("popart_update");
+    QUEUE(R_POPART, popart, .pa = d_pa, .returns = returns, .n = n, .partials = partials, .w = w, .b = b, .mw = mw,
+          .vw = vw, .mb = mb, .vb = vb, .k = k);
     if (n < 0 || k < 1) return mr_fail(err, MR_ERR_ARG, "emulated popart_update: n = %lld, k = %d", (long long)n, k);
     DEV("popart_update", d_pa, sizeof *d_pa);
     if (n == 0) return MR_OK;
@@ -564,6 +842,7 @@ static mr_status e_popart_update(mr_popart_ctl *d_pa, const float *returns, int6
 
 static mr_status e_step_in(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
     OP("step_in");
+    QUEUE(R_STEP_IN, step, .s = *s, .seed = seed, .extra = extra, .u = u);
     MR_PC_TRY(env_args("step_in", s, err));
     DEV("step_in", extra, (size_t)s->n * 2 * 4);
     if (u) DEV("step_in", u, (size_t)s->n * 4);
@@ -574,6 +853,7 @@ static mr_status e_step_in(const mr_forage *s, uint64_t seed, float *extra, floa
 static mr_status e_step_out(const mr_forage *s, const mr_popart_ctl *d_pa, const float *value, float *val, float *rew,
                             uint8_t *done, void *stream, mr_error *err) {
     OP("step_out");
+    QUEUE(R_STEP_OUT, step, .s = *s, .pa = d_pa, .value = value, .val = val, .rew = rew, .done = done);
     MR_PC_TRY(env_args("step_out", s, err));
     if (!rew != !done) return mr_fail(err, MR_ERR_ARG, "emulated step_out: rew and done go together");
     const size_t n = (size_t)s->n;
@@ -589,6 +869,7 @@ static mr_status e_step_out(const mr_forage *s, const mr_popart_ctl *d_pa, const
 
 static mr_status e_gather(const mr_tc_gather_args *a, const mr_popart_ctl *d_pa, void *stream, mr_error *err) {
     OP("gather");
+    QUEUE(R_GATHER, gather, .a = *a, .pa = d_pa);
     if (a->M < 0 || a->VV < 1) return mr_fail(err, MR_ERR_ARG, "emulated gather: M = %d, VV = %d", a->M, a->VV);
     if (a->M == 0) return MR_OK;
     const size_t M = (size_t)a->M, VV = (size_t)a->VV;
@@ -614,6 +895,7 @@ static mr_status e_gather(const mr_tc_gather_args *a, const mr_popart_ctl *d_pa,
 
 static mr_status e_diff(const float *a, const float *b, float *out, int64_t n, void *stream, mr_error *err) {
     OP("diff");
+    QUEUE(R_DIFF, diff, .a = a, .b = b, .out = out, .n = n);
     if (n < 0) return mr_fail(err, MR_ERR_ARG, "emulated diff: n = %lld", (long long)n);
     DEV("diff", a, (size_t)n * 4); DEV("diff", b, (size_t)n * 4); DEV("diff", out, (size_t)n * 4);
     for (int64_t i = 0; i < n; i++) out[i] = a[i] - b[i];
@@ -623,6 +905,7 @@ static mr_status e_diff(const float *a, const float *b, float *out, int64_t n, v
 static mr_status e_accumulate(mr_tc_metrics *d_m, const mr_lossctl *d_loss, const mr_optctl *d_opt, int ngroups,
                               void *stream, mr_error *err) {
     OP("accumulate");
+    QUEUE(R_ACCUMULATE, met, .m = d_m, .loss = d_loss, .opt = d_opt, .ngroups = ngroups);
     if (ngroups < 1 || ngroups > MR_OPT_MAX_GROUPS) return mr_fail(err, MR_ERR_ARG, "emulated accumulate: ngroups");
     DEV("accumulate", d_m, sizeof *d_m); DEV("accumulate", d_loss, sizeof *d_loss);
     DEV("accumulate", d_opt, sizeof *d_opt);
@@ -633,9 +916,126 @@ static mr_status e_accumulate(mr_tc_metrics *d_m, const mr_lossctl *d_loss, cons
 static mr_status e_finish(mr_tc_metrics *d_m, const mr_popart_ctl *d_pa, const mr_optctl *d_opt, void *stream,
                           mr_error *err) {
     OP("finish");
+    QUEUE(R_FINISH, met, .m = d_m, .pa = d_pa, .opt = d_opt);
     DEV("finish", d_m, sizeof *d_m); DEV("finish", d_pa, sizeof *d_pa); DEV("finish", d_opt, sizeof *d_opt);
     mr_tc_finish(d_m, d_pa, d_opt);
     return MR_OK;
+}
+
+/* ---------------------------------------------------------------- graphs (graph.cu) */
+
+static mr_status e_graph_begin(void *stream, mr_error *err) {
+    OP("graph_begin");
+    if (E.cap_first < 0) E.cap_first = E.ops - 1;
+    emu_stream *s = stream;
+    if (!s) return mr_fail(err, MR_ERR_ARG, "emulated graph_begin: a stream of its own is needed");
+    if (E.capture) return mr_fail(err, MR_ERR_BACKEND, "emulated graph_begin: a capture is open already");
+    s->capturing = 1;
+    s->invalid = 0;
+    s->why[0] = 0;
+    s->n = 0;
+    E.capture = s;
+    return MR_OK;
+}
+
+/* Closes the capture whatever happens; with discard, throws it away. */
+static mr_status e_graph_end(void *stream, int discard, void **exec, mr_error *err) {
+    emu_stream *s = stream;
+    if (exec) *exec = NULL;
+    if (!s || !s->capturing) return mr_fail(err, MR_ERR_BACKEND, "emulated graph_end: the stream is not capturing");
+    s->capturing = 0;
+    E.capture = NULL;
+    const int n = s->n;
+    s->n = 0;
+    if (discard) return MR_OK;
+    OP("graph_end");
+    E.cap_last = E.ops - 1;
+    if (s->invalid)
+        return mr_fail(err, MR_ERR_BACKEND, "emulated cudaStreamEndCapture: the capture was invalidated (%s)", s->why);
+    if (!exec) return mr_fail(err, MR_ERR_ARG, "emulated graph_end: exec is NULL");
+    emu_graph *g = calloc(1, sizeof *g);
+    if (g && n > 0) g->rec = malloc(sizeof *g->rec * (size_t)n);
+    if (!g || (n > 0 && !g->rec)) {
+        free(g);
+        return mr_fail(err, MR_ERR_NOMEM, "emulated graph_end: out of host memory");
+    }
+    if (n > 0) memcpy(g->rec, s->rec, sizeof *g->rec * (size_t)n);
+    g->n = n;
+    *exec = g;
+    E.graphs++;
+    E.captures++;
+    return MR_OK;
+}
+
+/* One recorded launch, run again with its recorded arguments (the by-value
+ * ones are copies: a kernel cannot change its parameters for the next replay). */
+static mr_status replay_one(const emu_rec *r, void *st, mr_error *err) {
+    switch (r->kind) {
+    case R_COPY: { const rec_copy a = r->a.copy; return e_copy(a.dst, a.src, a.bytes, a.kind, st, err); }
+    case R_MEMSET: { const rec_memset a = r->a.memset; return e_memset(a.dst, a.value, a.bytes, st, err); }
+    case R_ENV_RESET: { const rec_env a = r->a.env; return e_env_reset_all(&a.s, st, err); }
+    case R_ENV_STEP: { const rec_env a = r->a.env; return e_env_step_all(&a.s, a.actions, st, err); }
+    case R_ENV_CLEAR: { const rec_env a = r->a.env; return e_env_clear_logs(&a.s, st, err); }
+    case R_ENV_REDUCE: { const rec_env a = r->a.env; return e_env_log_reduce(&a.s, a.out, st, err); }
+    case R_ZERO_GRAD: { rec_policy a = r->a.pol; return e_policy_zero_grad(&a.pc, st, err); }
+    case R_FORWARD: {
+        rec_policy a = r->a.pol;
+        return e_policy_forward(&a.pc, a.codes, a.extra, a.B, a.proxy, a.logits, a.value, st, err);
+    }
+    case R_BACKWARD: { rec_policy a = r->a.pol; return e_policy_backward(&a.pc, a.dlogits, a.dvalue, a.B, st, err); }
+    case R_GAE: {
+        const rec_gae a = r->a.gae;
+        return e_gae(a.T, a.N, a.reward, a.value, a.last_value, a.done, a.gamma, a.lambda, a.adv, a.ret, st, err);
+    }
+    case R_SAMPLE: { const rec_sample a = r->a.sample; return e_sample(a.N, a.logits, a.u, a.action, a.logp, st, err); }
+    case R_OPT_BEGIN: return e_opt_begin(r->a.opt.ctl, st, err);
+    case R_OPT_STEP: {
+        const rec_opt a = r->a.opt;
+        return e_opt_step(a.param, a.grad, a.m, a.v, &a.G, a.partials, a.ctl, st, err);
+    }
+    case R_MEAN_STD: { const rec_stats a = r->a.stats; return e_mean_std(a.cx, a.n, a.partials, a.out2, st, err); }
+    case R_NORMALIZE: { const rec_stats a = r->a.stats; return e_normalize(a.x, a.n, a.partials, a.out2, st, err); }
+    case R_PPO_LOSS: {
+        const rec_loss a = r->a.loss;
+        return e_ppo_loss(a.B, a.logits, a.value, a.action, a.old_logp, a.adv, a.old_value, a.target, a.ctl, a.opt,
+                          a.partials, a.dlogits, a.dvalue, st, err);
+    }
+    case R_POPART: {
+        const rec_popart a = r->a.popart;
+        return e_popart_update(a.pa, a.returns, a.n, a.partials, a.w, a.b, a.k, a.mw, a.vw, a.mb, a.vb, st, err);
+    }
+    case R_STEP_IN: { const rec_step a = r->a.step; return e_step_in(&a.s, a.seed, a.extra, a.u, st, err); }
+    case R_STEP_OUT: {
+        const rec_step a = r->a.step;
+        return e_step_out(&a.s, a.pa, a.value, a.val, a.rew, a.done, st, err);
+    }
+    case R_GATHER: { const rec_gather a = r->a.gather; return e_gather(&a.a, a.pa, st, err); }
+    case R_DIFF: { const rec_diff a = r->a.diff; return e_diff(a.a, a.b, a.out, a.n, st, err); }
+    case R_ACCUMULATE: {
+        const rec_metrics a = r->a.met;
+        return e_accumulate(a.m, a.loss, a.opt, a.ngroups, st, err);
+    }
+    case R_FINISH: { const rec_metrics a = r->a.met; return e_finish(a.m, a.pa, a.opt, st, err); }
+    default: return mr_fail(err, MR_ERR_STATE, "emulated graph: record of unknown kind %d", r->kind);
+    }
+}
+
+static mr_status e_graph_launch(void *exec, void *stream, mr_error *err) {
+    OP("graph_launch");
+    const emu_graph *g = exec;
+    if (!g) return mr_fail(err, MR_ERR_ARG, "emulated graph_launch: no graph");
+    if (capturing(stream)) return mr_fail(err, MR_ERR_BACKEND, "emulated graph_launch: into a capture (not emulated)");
+    E.replays++;
+    for (int i = 0; i < g->n; i++) MR_PC_TRY(replay_one(&g->rec[i], stream, err));
+    return MR_OK;
+}
+
+static void e_graph_destroy(void *exec) {
+    emu_graph *g = exec;
+    if (!g) return;
+    E.graphs--;
+    free(g->rec);
+    free(g);
 }
 
 static const mr_tc_ops emu_table = {
@@ -677,6 +1077,10 @@ static const mr_tc_ops emu_table = {
     .diff = e_diff,
     .accumulate = e_accumulate,
     .finish = e_finish,
+    .graph_begin = e_graph_begin,
+    .graph_end = e_graph_end,
+    .graph_launch = e_graph_launch,
+    .graph_destroy = e_graph_destroy,
 };
 
 static void emu_init(void) {
@@ -687,6 +1091,7 @@ static void emu_init(void) {
     E.pin.name = "emulated pinned host";
     E.pin.total = (size_t)1 << 30;
     E.fail_at = -1;
+    E.cap_first = E.cap_last = -1;
     emu_ops(&E.pe, &E.po);
 }
 
@@ -1480,6 +1885,7 @@ static void small_config(mr_config *c) {
 static void test_failures(void) {
     mr_config cfg;
     small_config(&cfg);
+    cfg.cuda.graphs = 0;   /* every update kernel by kernel; failures with graphs: test 8 */
     mr_error e;
     /* creation: every operation made to fail in turn; nothing is left behind */
     const int nseg = E.dev.nseg, pseg = E.pin.nseg;
@@ -1545,6 +1951,425 @@ done:
     CHECK(E.dev.nseg == nseg && E.streams == 0 && E.events == 0);
 }
 
+/* ================================================================ 8. CUDA graphs */
+
+/* The emulation itself: a capture records and runs nothing; a replay reads
+ * memory as it is then; what a capture refuses fails and invalidates it. */
+static void test_graph_emulation(void) {
+    mr_error e;
+    const char *why = NULL;
+    void *st = NULL, *ev = NULL, *ev0 = NULL, *g = NULL;
+    float *d = mem_alloc(&E.dev, 64 * sizeof(float), &why), *h = mem_alloc(&E.pin, 16 * sizeof(float), &why);
+    float pageable[16] = {0};
+    if (!d || !h || e_stream_create(&st, &e) != MR_OK || e_event_create(&ev, &e) != MR_OK ||
+        e_event_create(&ev0, &e) != MR_OK) {
+        CHECK_MSG(0, "emulation set-up failed");
+        goto done;
+    }
+    for (int i = 0; i < 64; i++) d[i] = -1.0f;
+    for (int i = 0; i < 16; i++) h[i] = 1.0f;
+    const long copies = E.executed[R_COPY], diffs = E.executed[R_DIFF];
+    CHECK(e_graph_begin(st, &e) == MR_OK);
+    CHECK(e_copy(d, h, 16 * sizeof(float), MR_COPY_H2D, st, &e) == MR_OK);   /* a copy node from pinned memory */
+    CHECK(e_diff(d, d + 16, d + 32, 16, st, &e) == MR_OK);
+    CHECK(e_event_record(ev, st, &e) == MR_OK);                             /* no node */
+    CHECK(e_graph_end(st, 0, &g, &e) == MR_OK && g != NULL);
+    CHECK_MSG(d[0] == -1.0f && d[32] == -1.0f && E.executed[R_COPY] == copies, "a capture ran its operations");
+    h[0] = 5.0f;
+    d[16] = 2.0f;
+    CHECK(e_graph_launch(g, st, &e) == MR_OK && d[0] == 5.0f && d[32] == 3.0f);
+    h[0] = 7.0f;   /* pinned memory is read when the graph runs */
+    CHECK(e_graph_launch(g, st, &e) == MR_OK && d[0] == 7.0f && d[32] == 5.0f);
+    CHECK(E.executed[R_COPY] == copies + 2 && E.executed[R_DIFF] == diffs + 2);
+    /* the event recorded in the capture stands for nothing a replay does */
+    float ms = 0.0f;
+    CHECK(e_event_record(ev0, st, &e) == MR_OK);
+    CHECK(e_event_elapsed(ev0, ev, &ms, &e) != MR_OK && e_event_sync(ev, &e) != MR_OK);
+    CHECK(e_event_record(ev, st, &e) == MR_OK && e_event_elapsed(ev0, ev, &ms, &e) == MR_OK && ms >= 0.0f);
+    /* refused while capturing; the capture is invalidated and ends in an error */
+    for (int k = 0; k < 4; k++) {
+        void *g2 = NULL;
+        CHECK(e_graph_begin(st, &e) == MR_OK);
+        mr_status s = MR_OK;
+        if (k == 0) s = e_copy(d, pageable, sizeof pageable, MR_COPY_H2D, st, &e);
+        if (k == 1) s = e_stream_sync(st, &e);
+        if (k == 2) s = e_event_sync(ev0, &e);
+        if (k == 3) s = mem_alloc(&E.dev, 64, &why) != NULL ? MR_OK : MR_ERR_NOMEM;
+        CHECK_MSG(s != MR_OK, "refusal %d: allowed during a capture", k);
+        CHECK(e_copy(d, h, sizeof(float), MR_COPY_H2D, st, &e) == MR_OK);   /* recorded regardless */
+        s = e_graph_end(st, 0, &g2, &e);
+        CHECK_MSG(s != MR_OK && g2 == NULL && strstr(e.msg, "invalidated"), "refusal %d: graph_end: %s", k, e.msg);
+    }
+    /* a discarded capture: nothing ran, and the stream runs operations again */
+    d[0] = -1.0f;
+    CHECK(e_graph_begin(st, &e) == MR_OK);
+    CHECK(e_copy(d, h, sizeof(float), MR_COPY_H2D, st, &e) == MR_OK);
+    CHECK(e_graph_end(st, 1, NULL, NULL) == MR_OK && d[0] == -1.0f && E.capture == NULL);
+    CHECK(e_copy(d, h, sizeof(float), MR_COPY_H2D, st, &e) == MR_OK && d[0] == 7.0f);
+    CHECK(e_graph_begin(st, &e) == MR_OK && e_graph_begin(st, &e) != MR_OK);   /* one capture at a time */
+    CHECK(e_graph_end(st, 1, NULL, NULL) == MR_OK);
+done:
+    e_graph_destroy(g);
+    e_event_destroy(ev);
+    e_event_destroy(ev0);
+    e_stream_destroy(st);
+    if (d) mem_free(&E.dev, d);
+    if (h) mem_free(&E.pin, h);
+    CHECK(E.graphs == 0 && E.capture == NULL);
+}
+
+/* What one update of a CUDA trainer leaves behind besides its state. */
+typedef struct upd {
+    mr_metrics m;
+    mr_optctl opt;             /* the device's control blocks after it: hyper-parameters as uploaded, loss scale, */
+    mr_lossctl loss;           /* growth tracker, Adam step, loss statistics */
+    long executed[R_COUNT];    /* queued operations that ran, by kind */
+    long event_records;
+    int graphs_used;
+} upd;
+
+static mr_status run_update(mr_trainer *t, upd *u) {
+    long ex0[R_COUNT];
+    memcpy(ex0, E.executed, sizeof ex0);
+    const long ev0 = E.event_records;
+    E.seen_opt = NULL;
+    E.seen_loss = NULL;
+    memset(u, 0, sizeof *u);
+    const mr_status s = update(t, &u->m);
+    for (int k = 0; k < R_COUNT; k++) u->executed[k] = E.executed[k] - ex0[k];
+    u->event_records = E.event_records - ev0;
+    if (E.seen_opt) u->opt = *E.seen_opt;
+    if (E.seen_loss) u->loss = *E.seen_loss;
+    u->graphs_used = mr_trainer_cuda_graphs_used(t, NULL);
+    return s;
+}
+
+/* Metrics but the times, bit for bit (every field before nonfinite is 8 bytes wide: no padding). */
+static int metrics_bits_equal(const mr_metrics *a, const mr_metrics *b) {
+    return memcmp(a, b, offsetof(mr_metrics, nonfinite)) == 0 && a->nonfinite == b->nonfinite &&
+           a->memory_planned_bytes == b->memory_planned_bytes && a->memory_peak_bytes == b->memory_peak_bytes &&
+           a->memory_limit_bytes == b->memory_limit_bytes;
+}
+
+static int rollouts_equal(mr_trainer *a, mr_trainer *b) {
+    roll x, y;
+    roll_read(a, &x);
+    roll_read(b, &y);
+    const size_t B = (size_t)a->B, N = (size_t)a->N;
+    const int same = bits_equal(x.obs, y.obs, B * (size_t)a->VV) && bits_equal(x.act, y.act, B) &&
+                     bits_equal(x.done, y.done, B) && bits_equal(x.extra, y.extra, B * 8) &&
+                     bits_equal(x.logp, y.logp, B * 4) && bits_equal(x.val, y.val, B * 4) &&
+                     bits_equal(x.rew, y.rew, B * 4) && bits_equal(x.adv, y.adv, B * 4) &&
+                     bits_equal(x.ret, y.ret, B * 4) && bits_equal(x.last_value, y.last_value, N * 4);
+    roll_free(&x);
+    roll_free(&y);
+    return same;
+}
+
+/* An update of g (graphs) and of e (eager), from the same state: the same
+ * bits everywhere, and the same operations ran. */
+static void same_as_eager(const char *label, mr_trainer *g, const upd *ug, mr_trainer *e, const upd *ue) {
+    CHECK_MSG(metrics_bits_equal(&ug->m, &ue->m), "%s: the metrics differ (policy loss %.9g vs %.9g)", label,
+              ug->m.policy_loss, ue->m.policy_loss);
+    CHECK_MSG(bits_equal(&ug->opt, &ue->opt, sizeof ug->opt) && bits_equal(&ug->loss, &ue->loss, sizeof ug->loss),
+              "%s: the optimizer or loss control block differs (lr %.9g vs %.9g, loss scale %g vs %g)", label,
+              ug->opt.h.lr, ue->opt.h.lr, (double)ug->opt.s.loss_scale, (double)ue->opt.s.loss_scale);
+    long ng = 0, ne = 0;
+    for (int k = 0; k < R_COUNT; k++) {
+        ng += ug->executed[k];
+        ne += ue->executed[k];
+    }
+    CHECK_MSG(bits_equal(ug->executed, ue->executed, sizeof ug->executed) && ug->event_records == ue->event_records,
+              "%s: %ld operations and %ld event records ran, eagerly %ld and %ld", label, ng, ug->event_records, ne,
+              ue->event_records);
+    CHECK_MSG(rollouts_equal(g, e), "%s: the rollouts differ", label);
+    pull_all(e);
+    CHECK_MSG(state_equal(g, e), "%s: the states differ", label);
+}
+
+/* Hot parameters changed before update u (as a host would), each of them. */
+static void vary_hot(mr_trainer *t, int u) {
+    mr_hot_params h;
+    mr_error e;
+    CHECK(mr_trainer_get_hot(t, &h, &e) == MR_OK);
+    h.lr.start = 1e-3 * u;
+    h.clip.start = 0.1 + 0.02 * u;
+    h.ent_coef.start = 0.01 * u;
+    h.max_grad_norm = 0.2 + 0.1 * u;
+    h.vf_coef = 0.4 + 0.1 * u;
+    h.ent_floor = u % 2 ? 2.2 : 0.0;
+    h.ent_floor_coef = 0.05 * u;
+    h.total_steps = (uint64_t)t->B * (uint64_t)(5 + u);
+    CHECK(mr_trainer_set_hot(t, &h, &e) == MR_OK);
+}
+
+#define NGRAPHS 3   /* trainer_cuda.c records an update as three graphs */
+
+/* base_config's at a quarter of the batch (16 envs x 8 steps, 2 minibatches
+ * of 64): the comparisons are bit for bit, the size does not matter. */
+static void graph_config(mr_config *c, int precision) {
+    base_config(c, MR_MODE_GROUND_TRUTH, 1);
+    c->env.num_envs = 16;
+    c->ppo.rollout_steps = 8;
+    c->total_steps = 16 * 8 * 6;
+    c->precision = precision;
+}
+
+/* 6 updates with graphs and without, from the same creation: the schedules
+ * move every update, the hot parameters change between updates, PopArt, 2
+ * minibatches; in fp16 the loss scale is set on the device between updates
+ * (update 3 overflows every step and backs off). */
+static void graphs_against_eager(const char *name, int precision) {
+    mr_config cfg, off;
+    graph_config(&cfg, precision);
+    off = cfg;
+    off.cuda.graphs = 0;
+    mr_trainer *g = make_gpu(&cfg, &emu_table), *e = make_gpu(&off, &emu_table);
+    char label[128];
+    mr_error er;
+    if (!g || !e) goto done;
+    const long cap0 = E.captures, rep0 = E.replays;
+    for (int u = 1; u <= 6; u++) {
+        if (u > 1) {
+            vary_hot(g, u);
+            vary_hot(e, u);
+        }
+        if (precision == MR_FP16 && (u == 3 || u == 4)) {
+            const float sc = u == 3 ? 1e30f : 4096.0f;
+            CHECK(mr_trainer_cuda_set_loss_scale(g, sc, &er) == MR_OK &&
+                  mr_trainer_cuda_set_loss_scale(e, sc, &er) == MR_OK);
+        }
+        upd ug, ue;
+        if (run_update(g, &ug) != MR_OK || run_update(e, &ue) != MR_OK) break;
+        snprintf(label, sizeof label, "%s, update %d", name, u);
+        same_as_eager(label, g, &ug, e, &ue);
+        CHECK_MSG(ug.graphs_used == (u > 1) && ue.graphs_used == 0, "%s: graphs used %d (eager %d)", label,
+                  ug.graphs_used, ue.graphs_used);
+        /* the phases' events are recorded between the graphs, not inside (no node there) */
+        CHECK_MSG(ug.m.time_rollout > 0.0 && ug.m.time_gae > 0.0 && ug.m.time_update > 0.0,
+                  "%s: timings rollout %g, gae %g, update %g", label, ug.m.time_rollout, ug.m.time_gae,
+                  ug.m.time_update);
+        if (precision == MR_FP16 && u == 3)
+            CHECK_MSG(ug.m.skipped_steps >= 4 && ug.m.loss_scale < 1e30, "%s: skipped %llu, scale %g", label,
+                      (unsigned long long)ug.m.skipped_steps, ug.m.loss_scale);
+    }
+    CHECK_MSG(E.captures - cap0 == NGRAPHS && E.replays - rep0 == 5 * NGRAPHS,
+              "%s: %ld graphs recorded, %ld replayed (expected %d, %d)", name, E.captures - cap0, E.replays - rep0,
+              NGRAPHS, 5 * NGRAPHS);
+    printf("  %s: 6 updates with graphs bit-identical to 6 without; %ld graphs recorded, %ld replays\n", name,
+           E.captures - cap0, E.replays - rep0);
+done:
+    mr_trainer_free(g);
+    mr_trainer_free(e);
+}
+
+static void test_graphs_vs_eager(void) {
+    graphs_against_eager("graphs vs eager, fp32", MR_FP32);
+    graphs_against_eager("graphs vs eager, fp16", MR_FP16);
+}
+
+/* A checkpoint of another run (another seed) loaded into a trainer that has
+ * recorded its graphs: it records them again and goes on as the eager path,
+ * bit for bit; the checkpoint's own run, replaying its graphs, too. Then
+ * snapshot / restore. */
+static void test_graph_checkpoints(void) {
+    mr_config cfg, other, other_off;
+    graph_config(&cfg, MR_FP32);
+    other = cfg;
+    other.seed = 8;
+    other_off = other;
+    other_off.cuda.graphs = 0;
+    mr_trainer *a = make_gpu(&cfg, &emu_table), *g = make_gpu(&other, &emu_table);
+    mr_trainer *e = make_gpu(&other_off, &emu_table);
+    char pa[160], label[96];
+    const char *A = tmp_path(pa, "graphs.mrck");
+    mr_error er;
+    if (!a || !g || !e) goto done;
+    if (update(a, NULL) != MR_OK || update(a, NULL) != MR_OK || save(a, A) != MR_OK) goto done;
+    if (update(g, NULL) != MR_OK || update(g, NULL) != MR_OK) goto done;
+    CHECK(mr_trainer_cuda_graphs_used(a, NULL) == 1 && mr_trainer_cuda_graphs_used(g, NULL) == 1);
+    if (load(g, A) != MR_OK || load(e, A) != MR_OK) goto done;
+    for (int u = 1; u <= 3; u++) {
+        upd ua, ug, ue;
+        const long cap0 = E.captures;
+        if (run_update(g, &ug) != MR_OK || run_update(e, &ue) != MR_OK || run_update(a, &ua) != MR_OK) break;
+        snprintf(label, sizeof label, "checkpoint of seed 7 into a graphs trainer of seed 8, update %d", u);
+        CHECK_MSG(ug.graphs_used == 1 && ua.graphs_used == 1, "%s: graphs not used", label);
+        CHECK_MSG(E.captures - cap0 == (u == 1 ? NGRAPHS : 0), "%s: %ld graphs recorded", label, E.captures - cap0);
+        same_as_eager(label, g, &ug, e, &ue);
+        snprintf(label, sizeof label, "the checkpoint's own run, update %d", u);
+        same_as_eager(label, a, &ua, e, &ue);
+    }
+    /* snapshot, an update, restore: the next updates as eager */
+    CHECK(mr_trainer_snapshot(g, &er) == MR_OK && mr_trainer_snapshot(e, &er) == MR_OK);
+    for (int u = 1; u <= 3; u++) {
+        if (u == 3) CHECK(mr_trainer_restore(g, &er) == MR_OK && mr_trainer_restore(e, &er) == MR_OK);
+        upd ug, ue;
+        if (run_update(g, &ug) != MR_OK || run_update(e, &ue) != MR_OK) break;
+        snprintf(label, sizeof label, "snapshot / restore, update %d", u);
+        same_as_eager(label, g, &ug, e, &ue);
+        CHECK(ug.graphs_used == 1);
+    }
+done:
+    mr_trainer_free(a);
+    mr_trainer_free(g);
+    mr_trainer_free(e);
+}
+
+/* Failures with graphs. Every operation of the recording (capture) made to
+ * fail in turn: the update still succeeds, kernel by kernel, bit for bit as
+ * eager; graphs are not used again and the description says why. Every
+ * operation of a replayed update made to fail in turn: the update fails, the
+ * trainer refuses to go on, and a checkpoint load recovers it (its graphs
+ * recorded again). */
+static void test_graph_failures(void) {
+    mr_config cfg, off;
+    small_config(&cfg);
+    off = cfg;
+    off.cuda.graphs = 0;
+    mr_error er;
+    char pa[160], pb[160];
+    const char *A = tmp_path(pa, "graph_fault.mrck"), *broken = tmp_path(pb, "graph_broken.mrck");
+    mr_trainer *r2 = make_gpu(&off, &emu_table), *r3 = make_gpu(&off, &emu_table), *t = NULL, *ref = NULL;
+    if (!r2 || !r3) goto done;
+    /* the recording update's capture: operations [lo, hi] of update 2 */
+    long lo = -1, hi = -1;
+    {
+        mr_trainer *d = make_gpu(&cfg, &emu_table);
+        if (d && update(d, NULL) == MR_OK) {
+            const long o0 = E.ops;
+            E.cap_first = E.cap_last = -1;
+            if (update(d, NULL) == MR_OK && E.cap_first >= o0) {
+                lo = E.cap_first - o0;
+                hi = E.cap_last - o0;
+            }
+        }
+        mr_trainer_free(d);
+    }
+    CHECK_MSG(lo >= 0 && hi > lo, "no capture found in the second update");
+    if (lo < 0 || update(r2, NULL) != MR_OK || update(r2, NULL) != MR_OK) goto done;
+    for (int u = 0; u < 3; u++)
+        if (update(r3, NULL) != MR_OK) goto done;
+    pull_all(r2);
+    pull_all(r3);
+    int fell_back = 0, said = 0, same = 0, stayed = 0;
+    const double t_cap = host_ms();
+    for (long k = lo; k <= hi; k++) {
+        mr_trainer *c = make_gpu(&cfg, &emu_table);
+        if (!c || update(c, NULL) != MR_OK) {
+            mr_trainer_free(c);
+            break;
+        }
+        E.fail_at = E.ops + k;
+        mr_metrics m;
+        const mr_status s = mr_trainer_update(c, &m, &er);
+        E.fail_at = -1;
+        const char *why = NULL;
+        const int used = mr_trainer_cuda_graphs_used(c, &why);
+        fell_back += s == MR_OK && used == 0;
+        said += strstr(mr_trainer_describe(c), "recording the update failed") != NULL &&
+                strstr(mr_trainer_describe(c), "injected fault") != NULL && why && strstr(why, "injected fault");
+        const int eq = s == MR_OK && state_equal(c, r2);
+        CHECK_MSG(eq, "a fault at operation %ld of the recording update (%s): status %d, not as eager", k, E.failed_op,
+                  (int)s);
+        same += eq;
+        if (s == MR_OK && (k - lo) % 4 == 0) {   /* and kernel by kernel from then on */
+            stayed += update(c, NULL) == MR_OK && mr_trainer_cuda_graphs_used(c, NULL) == 0 && state_equal(c, r3);
+        } else {
+            stayed++;
+        }
+        mr_trainer_free(c);
+    }
+    const long n_cap = hi - lo + 1;
+    if (verbose) printf("    (graph failures, recording: %.2f s)\n", 1e-3 * (host_ms() - t_cap));
+    printf("  graph failures: %ld operations of the recording made to fail: %d fell back, %d described, %d as "
+           "eager, %d stayed eager\n", n_cap, fell_back, said, same, stayed);
+    CHECK(fell_back == n_cap && said == n_cap && same == n_cap && stayed == n_cap);
+
+    /* replay: t at A + 1 update with its graphs; ref = A + 1 update, eager */
+    t = make_gpu(&cfg, &emu_table);
+    ref = make_gpu(&off, &emu_table);
+    if (!t || !ref || update(t, NULL) != MR_OK || save(t, A) != MR_OK || load(ref, A) != MR_OK) goto done;
+    if (update(ref, NULL) != MR_OK || update(t, NULL) != MR_OK) goto done;
+    pull_all(ref);
+    const long o1 = E.ops;
+    if (update(t, NULL) != MR_OK) goto done;
+    const long n_rep = E.ops - o1;   /* the operations of a replayed update */
+    if (load(t, A) != MR_OK || update(t, NULL) != MR_OK) goto done;
+    int reported = 0, refused = 0, unsaved = 0, recovered = 0;
+    for (long k = 0; k < n_rep; k++) {
+        CHECK(mr_trainer_cuda_graphs_used(t, NULL) == 1);
+        E.fail_at = E.ops + k;
+        mr_status s = mr_trainer_update(t, NULL, &er);
+        E.fail_at = -1;
+        if (s == MR_ERR_BACKEND && strstr(er.msg, "injected fault") && strstr(er.msg, "the trainer stops")) reported++;
+        else CHECK_MSG(0, "fault at operation %ld of a replayed update: status %d, %s", k, (int)s, er.msg);
+        s = mr_trainer_update(t, NULL, &er);
+        refused += s == MR_ERR_STATE && strstr(er.msg, "load a checkpoint") != NULL;
+        s = mr_trainer_save(t, broken, &er);
+        unsaved += s == MR_ERR_STATE && access(broken, F_OK) != 0;
+        if (load(t, A) != MR_OK || update(t, NULL) != MR_OK) break;
+        const int eq = mr_trainer_cuda_graphs_used(t, NULL) == 1 && state_equal(t, ref);
+        CHECK_MSG(eq, "after a fault at operation %ld of %ld of a replayed update (%s) and a reload, the next update "
+                  "differs", k, n_rep, E.failed_op);
+        recovered += eq;
+    }
+    printf("  graph failures: %ld operations of a replayed update made to fail: %d reported, %d refused the next "
+           "update, %d refused to save, %d recovered from the checkpoint\n", n_rep, reported, refused, unsaved,
+           recovered);
+    CHECK(n_rep > 0 && reported == n_rep && refused == n_rep && unsaved == n_rep && recovered == n_rep);
+    CHECK(strstr(mr_trainer_describe(t), "recording the update failed") == NULL);
+done:
+    mr_trainer_free(r2);
+    mr_trainer_free(r3);
+    mr_trainer_free(t);
+    mr_trainer_free(ref);
+}
+
+/* Profiling events around every rollout step: those updates run kernel by
+ * kernel; off again, the graphs recorded before are replayed. */
+static void test_graph_profile(void) {
+    mr_config cfg, off;
+    graph_config(&cfg, MR_FP32);
+    off = cfg;
+    off.cuda.graphs = 0;
+    mr_trainer *g = make_gpu(&cfg, &emu_table), *e = make_gpu(&off, &emu_table);
+    mr_error er;
+    char label[64];
+    if (!g || !e) goto done;
+    for (int u = 1; u <= 5; u++) {
+        const int prof = u == 3 || u == 4;
+        CHECK(mr_trainer_cuda_set_profile(g, prof, &er) == MR_OK && mr_trainer_cuda_set_profile(e, prof, &er) == MR_OK);
+        upd ug, ue;
+        const long cap0 = E.captures;
+        if (run_update(g, &ug) != MR_OK || run_update(e, &ue) != MR_OK) break;
+        snprintf(label, sizeof label, "profiling, update %d", u);
+        same_as_eager(label, g, &ug, e, &ue);
+        CHECK_MSG(ug.graphs_used == (u > 1 && !prof), "%s: graphs used %d", label, ug.graphs_used);
+        CHECK_MSG(E.captures - cap0 == (u == 2 ? NGRAPHS : 0), "%s: %ld graphs recorded", label, E.captures - cap0);
+        mr_tc_timing tm;
+        CHECK(mr_trainer_cuda_timing(g, &tm, &er) == MR_OK);
+        CHECK_MSG(prof ? tm.env > 0.0 && tm.inference > 0.0 : tm.env == 0.0 && tm.inference == 0.0,
+                  "%s: env %g, inference %g", label, tm.env, tm.inference);
+    }
+done:
+    mr_trainer_free(g);
+    mr_trainer_free(e);
+}
+
+static void test_graphs(void) {
+    static const struct { const char *name; void (*fn)(void); } parts[] = {
+        {"emulation", test_graph_emulation}, {"vs eager", test_graphs_vs_eager},
+        {"checkpoints", test_graph_checkpoints}, {"failures", test_graph_failures}, {"profiling", test_graph_profile},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        const double t0 = host_ms();
+        parts[i].fn();
+        if (verbose) printf("    (graphs, %s: %.2f s)\n", parts[i].name, 1e-3 * (host_ms() - t0));
+    }
+    CHECK(E.graphs == 0 && E.capture == NULL);
+}
+
 /* ================================================================ 7. the real GPU */
 
 static void test_gpu(void) {
@@ -1576,7 +2401,7 @@ int main(int argc, char **argv) {
         {"against the cpu trainer", test_against_cpu}, {"checkpoints, snapshots", test_checkpoints},
         {"steady state", test_steady_state}, {"out of memory", test_oom}, {"loss scaling", test_loss_scale},
         {"non-finite", test_nonfinite},
-        {"precisions", test_precisions}, {"failures", test_failures}, {"gpu", test_gpu},
+        {"precisions", test_precisions}, {"failures", test_failures}, {"graphs", test_graphs}, {"gpu", test_gpu},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         const double t0 = host_ms();

@@ -74,6 +74,7 @@
 #define FP16_INITIAL_SCALE 65536.0f   /* torch's GradScaler */
 
 enum { EV_START, EV_ROLLOUT, EV_GAE, EV_END, EV_COUNT };
+#define PARTS 3                  /* an update's parts, one graph each: rollout; GAE; epochs (enqueue_update) */
 
 struct mr_trainer_cuda {
     const mr_tc_ops *ops;
@@ -118,14 +119,16 @@ struct mr_trainer_cuda {
     int32_t *h_perm;           /* (epochs, B) */
 
     void *ev[EV_COUNT];
-    /* CUDA graphs (cuda.graphs): the update recorded as two graphs, the
-     * rollout with GAE and the epochs with the metrics, so the host makes
-     * the epochs' permutations while the first one runs. Recorded at the
-     * second update (the first, eager, is the warm-up: cuBLAS's lazy set-up
-     * must not happen inside a capture) and replayed from then on; dropped
-     * when a by-value argument of a recorded launch may have changed (a
-     * checkpoint load or restore: the seed). */
-    void *graph[2];
+    /* CUDA graphs (cuda.graphs): the update recorded as three graphs, one
+     * per timed phase (PARTS), so the phases' events are recorded between
+     * them (a cudaEventRecord inside a capture is no node of the graph: a
+     * replay would never record it) and the host makes the epochs'
+     * permutations while the first two run. Recorded at the second update
+     * (the first, eager, is the warm-up: cuBLAS's lazy set-up must not
+     * happen inside a capture) and replayed from then on; dropped when a
+     * by-value argument of a recorded launch may have changed (a checkpoint
+     * load or restore: the seed). */
+    void *graph[PARTS];
     int graphs_used;           /* the last update replayed them */
     int warm;                  /* an update has run kernel by kernel in this trainer */
     int graphs_failed;         /* recording failed once: queued kernel by kernel from then on */
@@ -673,7 +676,7 @@ mr_status mr_trainer_cuda_create_ops(const mr_config *cfg, const mr_tc_ops *ops,
              "(%d thread%s); cuda.graphs: %s; cuda.cudnn_benchmark and cuda.algo_cache do not apply "
              "(convolutions are im2col + cuBLAS)",
              ops->name, c->device, c->gpu_name, prec_name(c->precision), t->threads, t->threads == 1 ? "" : "s",
-             c->graphs_why[0] ? c->graphs_why : "each update after the first replays two recorded CUDA graphs");
+             c->graphs_why[0] ? c->graphs_why : "each update after the first replays three recorded CUDA graphs");
     *out = t;
     mr_ok(err);
     return MR_OK;
@@ -801,10 +804,12 @@ static void make_permutations(mr_trainer *t) {
                           c->h_perm + (size_t)e * (size_t)B, B);
 }
 
-/* The first half of an update: the hyper-parameters (from pinned memory,
- * filled before), the rollout, GAE, PopArt and the advantages. Everything is
- * queued: no value is read back, and every per-update value is read from
- * memory, so it can be recorded into a graph and replayed. */
+/* An update is three parts, each queued as a whole (eagerly or recorded into
+ * a graph): no value is read back, and every per-update value is read from
+ * memory, so each can be recorded and replayed. The phases' timing events
+ * go between them (enqueue_update), never inside.
+ * The first: the hyper-parameters (from pinned memory, filled before) and
+ * the rollout. */
 static mr_status enqueue_rollout(mr_trainer *t, mr_error *err) {
     mr_trainer_cuda *c = t->cuda;
     const mr_tc_ops *o = c->ops;
@@ -813,14 +818,14 @@ static mr_status enqueue_rollout(mr_trainer *t, mr_error *err) {
     TRY(o->copy(&c->d_loss->h, &c->h_loss->h, sizeof c->h_loss->h, MR_COPY_H2D, st, err));
     TRY(o->memset(c->d_met, 0, sizeof *c->d_met, st, err));
     TRY(o->env_clear_logs(&c->env, st, err));
-    TRY(rollout(t, err));
-    TRY(o->event_record(c->ev[EV_ROLLOUT], st, err));
-    TRY(advantages(t, err));
-    return o->event_record(c->ev[EV_GAE], st, err);
+    return rollout(t, err);
 }
 
-/* The second half: the epochs (permutations from pinned memory, made
- * before), the episode logs and the metrics copied to pinned memory. */
+/* The second: GAE, explained variance, PopArt, the advantages. */
+static mr_status enqueue_advantages(mr_trainer *t, mr_error *err) { return advantages(t, err); }
+
+/* The third: the epochs (permutations from pinned memory, made before), the
+ * episode logs and the metrics copied to pinned memory. */
 static mr_status enqueue_learn(mr_trainer *t, mr_error *err) {
     mr_trainer_cuda *c = t->cuda;
     const mr_tc_ops *o = c->ops;
@@ -831,21 +836,25 @@ static mr_status enqueue_learn(mr_trainer *t, mr_error *err) {
     return o->copy(c->h_met, c->d_met, sizeof *c->d_met, MR_COPY_D2H, st, err);
 }
 
+static mr_status (*const parts[PARTS])(mr_trainer *, mr_error *) = {enqueue_rollout, enqueue_advantages,
+                                                                     enqueue_learn};
+static const int part_end[PARTS] = {EV_ROLLOUT, EV_GAE, EV_END};   /* the event recorded after each */
+
 static void drop_graphs(mr_trainer_cuda *c) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < PARTS; i++)
         if (c->graph[i]) {
             c->ops->graph_destroy(c->graph[i]);
             c->graph[i] = NULL;
         }
 }
 
-/* Records one half into c->graph[i]; on failure the capture is closed and
+/* Records part i into c->graph[i]; on failure the capture is closed and
  * thrown away, nothing has run, and *why says what refused. */
-static mr_status record(mr_trainer *t, int i, mr_status (*half)(mr_trainer *, mr_error *), mr_error *why) {
+static mr_status record(mr_trainer *t, int i, mr_error *why) {
     mr_trainer_cuda *c = t->cuda;
     const mr_tc_ops *o = c->ops;
     TRY(o->graph_begin(c->stream, why));
-    mr_status s = half(t, why);
+    mr_status s = parts[i](t, why);
     if (s != MR_OK) {
         (void)o->graph_end(c->stream, 1, NULL, NULL);
         return s;
@@ -861,11 +870,15 @@ static int graphs_ready(mr_trainer *t) {
     mr_trainer_cuda *c = t->cuda;
     const mr_tc_ops *o = c->ops;
     if (!t->cfg.cuda.graphs || c->graphs_failed || c->profile || !o->graph_begin || !c->warm) return 0;
-    if (c->graph[0] && c->graph[1]) return 1;
+    int have = 0;
+    for (int i = 0; i < PARTS; i++) have += c->graph[i] != NULL;
+    if (have == PARTS) return 1;
     drop_graphs(c);
     mr_error why;
     mr_ok(&why);
-    if (record(t, 0, enqueue_rollout, &why) == MR_OK && record(t, 1, enqueue_learn, &why) == MR_OK) return 1;
+    mr_status s = MR_OK;
+    for (int i = 0; i < PARTS && s == MR_OK; i++) s = record(t, i, &why);
+    if (s == MR_OK) return 1;
     drop_graphs(c);
     c->graphs_failed = 1;
     snprintf(c->graphs_why, sizeof c->graphs_why, "recording the update failed (%.150s)", why.msg);
@@ -875,7 +888,8 @@ static int graphs_ready(mr_trainer *t) {
     return 0;
 }
 
-/* One update, queued: EV_START .. EV_END around it. */
+/* One update, queued: its parts, eagerly or as graph launches, with the
+ * phases' events between them (EV_START .. EV_END). */
 static mr_status enqueue_update(mr_trainer *t, double lr, double clip, double ent, mr_error *err) {
     mr_trainer_cuda *c = t->cuda;
     const mr_tc_ops *o = c->ops;
@@ -883,16 +897,12 @@ static mr_status enqueue_update(mr_trainer *t, double lr, double clip, double en
     fill_hyper(t, lr, clip, ent, &c->h_opt->h, &c->h_loss->h);
     c->graphs_used = graphs_ready(t);
     TRY(o->event_record(c->ev[EV_START], st, err));
-    if (c->graphs_used) {
-        TRY(o->graph_launch(c->graph[0], st, err));
-        make_permutations(t);
-        TRY(o->graph_launch(c->graph[1], st, err));
-    } else {
-        TRY(enqueue_rollout(t, err));
-        make_permutations(t);
-        TRY(enqueue_learn(t, err));
+    for (int i = 0; i < PARTS; i++) {
+        if (i == PARTS - 1) make_permutations(t);   /* host work while the GPU runs the rollout and GAE */
+        TRY(c->graphs_used ? o->graph_launch(c->graph[i], st, err) : parts[i](t, err));
+        TRY(o->event_record(c->ev[part_end[i]], st, err));
     }
-    return o->event_record(c->ev[EV_END], st, err);
+    return MR_OK;
 }
 
 static double elapsed_s(mr_trainer_cuda *c, void *a, void *b) {
