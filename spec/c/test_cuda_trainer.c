@@ -1651,11 +1651,13 @@ static void test_steady_state(void) {
               (unsigned long long)d1.requested_bytes, pl.device_bytes);
     /* timings from the events; profiling adds per-step events (outside the steady state) */
     mr_tc_timing tm;
-    CHECK(mr_trainer_cuda_set_profile(g, 1, &e) == MR_OK);
-    update(g, NULL);
+    mr_metrics pm;
+    CHECK(mr_trainer_set_profile(g, 1, &e) == MR_OK);   /* the public switch */
+    update(g, &pm);
     CHECK(mr_trainer_cuda_timing(g, &tm, &e) == MR_OK);
     CHECK(tm.rollout > 0.0 && tm.update > 0.0 && tm.env > 0.0 && tm.inference > 0.0);
     CHECK(tm.env + tm.inference <= tm.rollout * 1.0001);
+    CHECK(pm.time_env == tm.env && pm.time_inference == tm.inference && pm.time_rollout == tm.rollout);
     mr_trainer_free(g);
     CHECK(E.streams == 0 && E.events == 0);
 }

@@ -966,6 +966,8 @@ static void fill_metrics(mr_trainer *t, const mr_tc_metrics *h, double lr, doubl
     out->time_rollout = c->timing.rollout;
     out->time_gae = c->timing.gae;
     out->time_update = c->timing.update;
+    out->time_env = c->timing.env;               /* 0 unless profiling (mr_trainer_set_profile) */
+    out->time_inference = c->timing.inference;
     mr_devmem_stats ds;
     mr_devmem_stats_get(&c->mem, &ds);
     out->memory_planned_bytes = c->plan.device_bytes;
