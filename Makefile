@@ -5,7 +5,7 @@
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libopenblas-openmp-dev
-BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox
+BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox libdnnl-dev
 
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)

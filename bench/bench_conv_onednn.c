@@ -1,0 +1,119 @@
+/*
+ * bench_conv_onednn.c - the candidate for the CPU convolutions, measured
+ * before it is adopted: oneDNN (2.6, Debian's libdnnl-dev, what PyTorch's CPU
+ * convolutions run on) against moonrl's im2col + sgemm as policy.c runs it
+ * (chunks of 32 samples, one per OpenMP task, per-thread weight-gradient
+ * partials). 3x3, padding 1, 11x11 maps, NHWC, fp32, batch 4096, the layer
+ * shapes of the small net (2->16, 16->32) and of the reference net (2->32,
+ * 32->64, 64->64); forward with bias + ReLU, backward = input gradient +
+ * weight and bias gradients; oneDNN's weight reorders (to and from moonrl's
+ * (OC,3,3,C) layout) are inside the timed passes. Best of a few passes.
+ *
+ *   OMP_NUM_THREADS=2 build/bench_conv_onednn
+ *
+ * Built only where libdnnl-dev is installed (make bench-deps installs it).
+ * What it is not: a test (nothing here checks that the two agree) or part
+ * of the engine.
+ */
+#include <dnnl.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "nn.h"
+#define CK(x) do { dnnl_status_t s_ = (x); if (s_ != dnnl_success) { printf("dnnl error %d at %s:%d\n", s_, __FILE__, __LINE__); exit(1); } } while (0)
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static float *rnd(size_t n) { float *p = aligned_alloc(64, ((n * 4 + 63) / 64) * 64); for (size_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX - 0.5f; return p; }
+static dnnl_memory_t mem(dnnl_engine_t e, const dnnl_memory_desc_t *md, void *p) { dnnl_memory_t m; CK(dnnl_memory_create(&m, md, e, p)); return m; }
+
+static void run(int B, int C, int OC, int reps) {
+    const int H = 11, W = 11, CH = 32;
+    size_t ni = (size_t)B * H * W * C, no = (size_t)B * H * W * OC, nw = (size_t)OC * 9 * C;
+    float *in = rnd(ni), *out = rnd(no), *dout = rnd(no), *din = rnd(ni), *w = rnd(nw), *b = rnd(OC), *dw = rnd(nw), *db = rnd(OC);
+    int T = omp_get_max_threads();
+    float *col = rnd((size_t)T * CH * H * W * 9 * C), *dwp = rnd((size_t)T * nw), *dbp = rnd((size_t)T * OC);
+    double flop = 2.0 * B * H * W * 9.0 * C * OC;
+    /* ours */
+    double tf = 1e9, tb = 1e9;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (int k = 0; k < B / CH; k++) {
+            float *cw = col + (size_t)omp_get_thread_num() * CH * H * W * 9 * C;
+            mr_conv3x3_relu_forward(out + (size_t)k * CH * H * W * OC, cw, in + (size_t)k * CH * H * W * C, w, b, CH, H, W, C, OC);
+        }
+        double t1 = now();
+        memset(dwp, 0, (size_t)T * nw * 4); memset(dbp, 0, (size_t)T * OC * 4); memset(din, 0, ni * 4);
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (int k = 0; k < B / CH; k++) {
+            int t = omp_get_thread_num();
+            float *cw = col + (size_t)t * CH * H * W * 9 * C;
+            mr_conv3x3_backward(din + (size_t)k * CH * H * W * C, dwp + (size_t)t * nw, dbp + (size_t)t * OC, cw,
+                                dout + (size_t)k * CH * H * W * OC, in + (size_t)k * CH * H * W * C, w, CH, H, W, C, OC);
+        }
+        double t2 = now();
+        if (t1 - t0 < tf) tf = t1 - t0;
+        if (t2 - t1 < tb) tb = t2 - t1;
+    }
+    /* oneDNN */
+    dnnl_engine_t eng; dnnl_stream_t st;
+    CK(dnnl_engine_create(&eng, dnnl_cpu, 0)); CK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
+    dnnl_dims_t sd = {B, C, H, W}, dd = {B, OC, H, W}, wd = {OC, C, 3, 3}, bd = {OC}, strides = {1, 1}, pad = {1, 1};
+    dnnl_memory_desc_t src_md, dst_md, w_any, b_md, w_user;
+    CK(dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, dnnl_nhwc));
+    CK(dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, dnnl_f32, dnnl_nhwc));
+    CK(dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    CK(dnnl_memory_desc_init_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_ohwi));
+    CK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_x));
+    dnnl_convolution_desc_t fd, bdd, bwd;
+    CK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_md, &w_any, &b_md, &dst_md, strides, pad, pad));
+    dnnl_post_ops_t po; CK(dnnl_post_ops_create(&po)); CK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.f, 0.f));
+    dnnl_primitive_attr_t at; CK(dnnl_primitive_attr_create(&at)); CK(dnnl_primitive_attr_set_post_ops(at, po));
+    dnnl_primitive_desc_t fpd, bdpd, bwpd;
+    CK(dnnl_primitive_desc_create(&fpd, &fd, at, eng, NULL));
+    const char *impl; CK(dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl));
+    const dnnl_memory_desc_t *wfmt = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
+    CK(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &src_md, &w_any, &dst_md, strides, pad, pad));
+    CK(dnnl_primitive_desc_create(&bdpd, &bdd, NULL, eng, fpd));
+    CK(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src_md, &w_any, &b_md, &dst_md, strides, pad, pad));
+    CK(dnnl_primitive_desc_create(&bwpd, &bwd, NULL, eng, fpd));
+    const char *implb, *implw; CK(dnnl_primitive_desc_query(bdpd, dnnl_query_impl_info_str, 0, &implb)); CK(dnnl_primitive_desc_query(bwpd, dnnl_query_impl_info_str, 0, &implw));
+    const dnnl_memory_desc_t *wbd = dnnl_primitive_desc_query_md(bdpd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *dwfmt = dnnl_primitive_desc_query_md(bwpd, dnnl_query_diff_weights_md, 0);
+    float *wf = rnd(dnnl_memory_desc_get_size(wfmt) / 4 + 16), *wb = rnd(dnnl_memory_desc_get_size(wbd) / 4 + 16),
+          *dwf = rnd(dnnl_memory_desc_get_size(dwfmt) / 4 + 16);
+    dnnl_memory_t m_in = mem(eng, &src_md, in), m_out = mem(eng, &dst_md, out), m_dout = mem(eng, &dst_md, dout), m_din = mem(eng, &src_md, din);
+    dnnl_memory_t m_w = mem(eng, wfmt, wf), m_wb = mem(eng, wbd, wb), m_b = mem(eng, &b_md, b), m_dw = mem(eng, dwfmt, dwf), m_db = mem(eng, &b_md, db);
+    dnnl_memory_t m_wu = mem(eng, &w_user, w), m_dwu = mem(eng, &w_user, dw);
+    /* weight reorders (user ohwi -> the primitives' formats, and the gradient back): timed with each pass */
+    dnnl_primitive_desc_t r1, r2, r3; dnnl_primitive_t R1, R2, R3;
+    CK(dnnl_reorder_primitive_desc_create(&r1, &w_user, eng, wfmt, eng, NULL)); CK(dnnl_primitive_create(&R1, r1));
+    CK(dnnl_reorder_primitive_desc_create(&r2, &w_user, eng, wbd, eng, NULL)); CK(dnnl_primitive_create(&R2, r2));
+    CK(dnnl_reorder_primitive_desc_create(&r3, dwfmt, eng, &w_user, eng, NULL)); CK(dnnl_primitive_create(&R3, r3));
+    dnnl_primitive_t F, BD, BW;
+    CK(dnnl_primitive_create(&F, fpd)); CK(dnnl_primitive_create(&BD, bdpd)); CK(dnnl_primitive_create(&BW, bwpd));
+    dnnl_exec_arg_t a1[] = {{DNNL_ARG_FROM, m_wu}, {DNNL_ARG_TO, m_w}}, a2[] = {{DNNL_ARG_FROM, m_wu}, {DNNL_ARG_TO, m_wb}}, a3[] = {{DNNL_ARG_FROM, m_dw}, {DNNL_ARG_TO, m_dwu}};
+    dnnl_exec_arg_t fa[] = {{DNNL_ARG_SRC, m_in}, {DNNL_ARG_WEIGHTS, m_w}, {DNNL_ARG_BIAS, m_b}, {DNNL_ARG_DST, m_out}};
+    dnnl_exec_arg_t ba[] = {{DNNL_ARG_DIFF_DST, m_dout}, {DNNL_ARG_WEIGHTS, m_wb}, {DNNL_ARG_DIFF_SRC, m_din}};
+    dnnl_exec_arg_t wa[] = {{DNNL_ARG_SRC, m_in}, {DNNL_ARG_DIFF_DST, m_dout}, {DNNL_ARG_DIFF_WEIGHTS, m_dw}, {DNNL_ARG_DIFF_BIAS, m_db}};
+    double df = 1e9, db_ = 1e9;
+    for (int r = 0; r < reps + 1; r++) {
+        double t0 = now();
+        CK(dnnl_primitive_execute(R1, st, 2, a1)); CK(dnnl_primitive_execute(F, st, 4, fa)); CK(dnnl_stream_wait(st));
+        double t1 = now();
+        CK(dnnl_primitive_execute(R2, st, 2, a2)); CK(dnnl_primitive_execute(BD, st, 3, ba));
+        CK(dnnl_primitive_execute(BW, st, 4, wa)); CK(dnnl_primitive_execute(R3, st, 2, a3)); CK(dnnl_stream_wait(st));
+        double t2 = now();
+        if (r > 0 && t1 - t0 < df) df = t1 - t0;
+        if (r > 0 && t2 - t1 < db_) db_ = t2 - t1;
+    }
+    printf("B=%d %2d->%2d  ours fwd %7.2f ms (%5.1f GFLOP/s) bwd %7.2f ms (%5.1f) | oneDNN fwd %7.2f ms (%5.1f) bwd %7.2f ms (%5.1f) | ratio fwd %.2fx bwd %.2fx  [%s / %s / %s]\n",
+           B, C, OC, tf * 1e3, flop / tf / 1e9, tb * 1e3, 2 * flop / tb / 1e9, df * 1e3, flop / df / 1e9, db_ * 1e3, 2 * flop / db_ / 1e9,
+           tf / df, tb / db_, impl, implb, implw);
+}
+int main(void) {
+    run(4096, 2, 16, 5);  run(4096, 16, 32, 5);
+    run(4096, 2, 32, 5); run(4096, 32, 64, 3); run(4096, 64, 64, 3);
+    return 0;
+}
