@@ -102,6 +102,27 @@ static void trainer_layout(mr_trainer *t, mr_arena *a) {
     t->mb_dvalue = MR_TAKE(a, float, M);
 }
 
+void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
+    t->cfg = *cfg;
+    t->hot.lr = cfg->ppo.lr;
+    t->hot.clip = cfg->ppo.clip;
+    t->hot.ent_coef = cfg->ppo.ent_coef;
+    t->hot.max_grad_norm = cfg->ppo.max_grad_norm;
+    t->hot.vf_coef = cfg->ppo.vf_coef;
+    t->hot.ent_floor = cfg->ppo.ent_floor;
+    t->hot.ent_floor_coef = cfg->ppo.ent_floor_coef;
+    t->hot.total_steps = cfg->total_steps;
+    t->T = cfg->ppo.rollout_steps;
+    t->N = cfg->env.num_envs;
+    const int V = 2 * cfg->env.view_range + 1;
+    t->VV = V * V;
+    t->B = t->T * t->N;
+    t->M = t->B / cfg->ppo.minibatches;
+    t->proxy_obs = cfg->env.mode != MR_MODE_GROUND_TRUTH;
+    const int n = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
+    t->threads = n < 1 ? 1 : n;
+}
+
 /* The cpu backend's settings; auto_note says why device = auto came here. */
 static mr_status resolve_device(mr_trainer *t, const char *auto_note, mr_error *err) {
     const mr_config *c = &t->cfg;
@@ -109,8 +130,6 @@ static mr_status resolve_device(mr_trainer *t, const char *auto_note, mr_error *
         return mr_fail(err, MR_ERR_ARG,
                        "precision = %s needs the cuda backend; the cpu backend accepts fp32 only",
                        c->precision == MR_BF16 ? "bf16" : "fp16");
-    int n = c->threads > 0 ? c->threads : omp_get_num_procs();
-    t->threads = n < 1 ? 1 : n;
     const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
     const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
     snprintf(t->describe, sizeof t->describe,
@@ -143,23 +162,8 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     }
     mr_trainer *t = calloc(1, sizeof *t);
     if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the trainer (%zu bytes)", sizeof *t);
-    t->cfg = *cfg;
+    mr_trainer_fields(t, cfg);
     if ((s = resolve_device(t, auto_note, err))) { free(t); return s; }
-    t->hot.lr = cfg->ppo.lr;
-    t->hot.clip = cfg->ppo.clip;
-    t->hot.ent_coef = cfg->ppo.ent_coef;
-    t->hot.max_grad_norm = cfg->ppo.max_grad_norm;
-    t->hot.vf_coef = cfg->ppo.vf_coef;
-    t->hot.ent_floor = cfg->ppo.ent_floor;
-    t->hot.ent_floor_coef = cfg->ppo.ent_floor_coef;
-    t->hot.total_steps = cfg->total_steps;
-    t->T = cfg->ppo.rollout_steps;
-    t->N = cfg->env.num_envs;
-    int V = 2 * cfg->env.view_range + 1;
-    t->VV = V * V;
-    t->B = t->T * t->N;
-    t->M = t->B / cfg->ppo.minibatches;
-    t->proxy_obs = cfg->env.mode != MR_MODE_GROUND_TRUTH;
 
     mr_trainer_use_threads(t);                    /* the policy sizes per-thread workspaces */
     trainer_layout(t, &t->arena);                 /* plan */

@@ -74,6 +74,10 @@ struct mr_trainer {
     struct mr_trainer_cuda *cuda;
 };
 
+/* The fields both backends' creation set from the config: cfg, hot values,
+ * shapes (T, N, VV, B, M), observation kind, thread count. */
+void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
+
 /* Updates needed for total_steps (at least 1). */
 uint64_t mr_trainer_total_updates(const mr_trainer *t);
 /* Writes the critic's extra inputs for the N current environment states. */

@@ -241,28 +241,6 @@ static void host_layout(mr_trainer *t, mr_arena *a) {
     t->log_sum = MR_TAKE(a, mr_forage_log, 1);
 }
 
-/* The fields trainer.c's create sets from the config. */
-static void host_fields(mr_trainer *t, const mr_config *cfg) {
-    t->cfg = *cfg;
-    t->hot.lr = cfg->ppo.lr;
-    t->hot.clip = cfg->ppo.clip;
-    t->hot.ent_coef = cfg->ppo.ent_coef;
-    t->hot.max_grad_norm = cfg->ppo.max_grad_norm;
-    t->hot.vf_coef = cfg->ppo.vf_coef;
-    t->hot.ent_floor = cfg->ppo.ent_floor;
-    t->hot.ent_floor_coef = cfg->ppo.ent_floor_coef;
-    t->hot.total_steps = cfg->total_steps;
-    t->T = cfg->ppo.rollout_steps;
-    t->N = cfg->env.num_envs;
-    int V = 2 * cfg->env.view_range + 1;
-    t->VV = V * V;
-    t->B = t->T * t->N;
-    t->M = t->B / cfg->ppo.minibatches;
-    t->proxy_obs = cfg->env.mode != MR_MODE_GROUND_TRUTH;
-    int n = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
-    t->threads = n < 1 ? 1 : n;
-}
-
 /* The device part of the plan (everything but host_bytes) and the policy's
  * own plan; cfg is not validated here. c: scratch for the layouts. */
 static mr_status plan_device(const mr_config *cfg, mr_trainer_cuda *c, mr_tc_plan *out, mr_pc_plan *pl,
@@ -316,7 +294,7 @@ mr_status mr_trainer_cuda_plan(const mr_config *cfg, mr_tc_plan *out, mr_error *
     mr_pc_plan pl;
     mr_status s = plan_device(cfg, c, out, &pl, err);
     if (s == MR_OK) {
-        host_fields(t, cfg);
+        mr_trainer_fields(t, cfg);
         omp_set_num_threads(t->threads);   /* the host policy sizes per-thread workspaces */
         mr_arena a = {NULL, 0, 0, 0};
         host_layout(t, &a);
@@ -645,7 +623,7 @@ mr_status mr_trainer_cuda_create_ops(const mr_config *cfg, const mr_tc_ops *ops,
     t->cuda = c;
     c->ops = ops;
     c->plan = plan;
-    host_fields(t, cfg);
+    mr_trainer_fields(t, cfg);
     mr_trainer_use_threads(t);                   /* the host policy sizes per-thread workspaces */
     host_layout(t, &t->arena);                   /* plan */
     if (mr_arena_commit(&t->arena) != 0) {
