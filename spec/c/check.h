@@ -6,6 +6,7 @@
 #ifndef MR_CHECK_H
 #define MR_CHECK_H
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 static int check_passed, check_failed;
@@ -22,6 +23,19 @@ static int check_passed, check_failed;
     if (fabs(a_ - b_) <= (atol) + (rtol) * fabs(b_)) check_passed++; else { check_failed++; \
     fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g, %s = %.9g\n", __FILE__, __LINE__, \
             #a, a_, #b, b_); } } while (0)
+
+/* Normwise relative error: max |a - b| / max(max |b|, floor); a NaN anywhere
+ * is returned (so it fails every "< tol"). */
+static inline double check_relerr(const float *a, const float *b, size_t n, double floor) {
+    double num = 0.0, den = floor;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (d != d) return d;
+        if (d > num) num = d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return num / den;
+}
 
 static inline int check_report(const char *name) {
     printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);

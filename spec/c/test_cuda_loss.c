@@ -48,17 +48,6 @@ static float *frand(size_t n, double lo, double hi) {
     return p;
 }
 
-/* Normwise relative error: max |a - b| / max(max |b|, floor) (NaN propagates). */
-static double relerr(const float *a, const float *b, size_t n, double floor) {
-    double num = 0.0, den = floor;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return d;        /* a NaN anywhere is reported */
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / den;
-}
 static size_t ndiff(const float *a, const float *b, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) k += memcmp(&a[i], &b[i], sizeof(float)) != 0;
@@ -188,9 +177,9 @@ static void row_case(double ratio, float A, float old, float dvv, float R, const
     loss_pair p;
     loss_pair_run(&p, &b, c, 1.0);
     check_stats(&p.emu.s, &p.ref, 1, 1e-13, "row");
-    CHECK_MSG(relerr(p.dz_emu, p.dz_ref, 8, 1e-30) < 1e-6 && relerr(p.dv_emu, p.dv_ref, 1, 1e-30) < 1e-6,
+    CHECK_MSG(check_relerr(p.dz_emu, p.dz_ref, 8, 1e-30) < 1e-6 && check_relerr(p.dv_emu, p.dv_ref, 1, 1e-30) < 1e-6,
               "row r %g A %g d %g: dlogits err %g dvalue %g vs %g", ratio, A, dvv,
-              relerr(p.dz_emu, p.dz_ref, 8, 1e-30), p.dv_emu[0], p.dv_ref[0]);
+              check_relerr(p.dz_emu, p.dz_ref, 8, 1e-30), p.dv_emu[0], p.dv_ref[0]);
     /* Closed forms (entropy terms off): the policy gradient is
      * -A r ([k==a] - p_k) unless the clipped branch holds the max, where it is 0. */
     if (c->ent_coef == 0.0 && c->ent_floor_coef == 0.0) {
@@ -201,8 +190,8 @@ static void row_case(double ratio, float A, float old, float dvv, float R, const
             const double pk = exp(row_logp(b.logits, k));
             want[k] = clipped ? 0.0f : (float)(-(double)A * r * ((k == a ? 1.0 : 0.0) - pk));
         }
-        CHECK_MSG(relerr(p.dz_emu, want, 8, 1e-12) < 1e-5, "row r %g A %g: policy gradient vs closed form %g", ratio,
-                  A, relerr(p.dz_emu, want, 8, 1e-12));
+        CHECK_MSG(check_relerr(p.dz_emu, want, 8, 1e-12) < 1e-5, "row r %g A %g: policy gradient vs closed form %g", ratio,
+                  A, check_relerr(p.dz_emu, want, 8, 1e-12));
         if (clipped) *n_zero_pol += 1;
         /* Value: the larger squared error takes the gradient; a clipped
          * v_clipped passes none. (B = 1: both value-loss forms agree.) */
@@ -262,7 +251,7 @@ static void test_entropy_gradient(void) {
         }
         CHECK_NEAR(sum, 0.0, 1e-7, 0.0);   /* softmax gradients sum to 0 over a row */
     }
-    CHECK(relerr(p.dz_emu, p.dz_ref, 24, 1e-30) < 1e-6);
+    CHECK(check_relerr(p.dz_emu, p.dz_ref, 24, 1e-30) < 1e-6);
     loss_pair_free(&p);
     batch_free(&b);
 }
@@ -288,8 +277,8 @@ static void test_loss_batches(void) {
                 CHECK(p.emu.s.dL_dH == (p.ref.entropy < 0.5 ? -0.01 - 0.05 : -0.01));
                 for (size_t i = 0; i < 8 * (size_t)B; i++) p.dz_ref[i] *= (float)scale;
                 for (int i = 0; i < B; i++) p.dv_ref[i] *= (float)scale;
-                const double ez = relerr(p.dz_emu, p.dz_ref, 8 * (size_t)B, 1e-30);
-                const double ev = relerr(p.dv_emu, p.dv_ref, (size_t)B, 1e-30);
+                const double ez = check_relerr(p.dz_emu, p.dz_ref, 8 * (size_t)B, 1e-30);
+                const double ev = check_relerr(p.dv_emu, p.dv_ref, (size_t)B, 1e-30);
                 CHECK_MSG(ez < 1e-6 && ev < 1e-6, "B %d vmm %d floor %d: dlogits err %g dvalue err %g", B, vmm, fl, ez,
                           ev);
                 total += 9 * (size_t)B;
@@ -331,7 +320,7 @@ static void value_forms_case(const float *v, const float *R, int n, int vmm, dou
     loss_pair p;
     loss_pair_run(&p, &b, &c, 1.0);
     check_stats(&p.emu.s, &p.ref, n, 1e-13, "value forms");
-    CHECK(relerr(p.dv_emu, p.dv_ref, (size_t)n, 1e-30) < 1e-6);
+    CHECK(check_relerr(p.dv_emu, p.dv_ref, (size_t)n, 1e-30) < 1e-6);
     CHECK_NEAR(p.emu.s.value_loss, want_loss, 1e-6, 0);
     for (int i = 0; i < n; i++)
         CHECK_MSG(fabs(p.dv_emu[i] - want_dv[i]) < 1e-6, "vmm %d sample %d: dvalue %g, want %g", vmm, i, p.dv_emu[i],
@@ -402,8 +391,8 @@ static void test_mean_std_and_normalize(void) {
         memcpy(b, x, 4 * (size_t)n);
         mr_normalize_emulate(a, n, partials, emu);
         mr_normalize(b, (size_t)n, &mean, &sd);
-        CHECK_MSG(relerr(a, b, (size_t)n, 1e-30) < 1e-6, "normalize n %lld err %g", (long long)n,
-                  relerr(a, b, (size_t)n, 1e-30));
+        CHECK_MSG(check_relerr(a, b, (size_t)n, 1e-30) < 1e-6, "normalize n %lld err %g", (long long)n,
+                  check_relerr(a, b, (size_t)n, 1e-30));
         if (n == 1) CHECK(a[0] == 0.0f);
         if (n > 1000) {   /* normalised: mean 0, std 1 */
             double m2, s2;
@@ -438,11 +427,11 @@ static void layer_copy(layer *d, const layer *s) {
 }
 static void layer_free(layer *L) { free(L->w); free(L->mw); free(L->vw); }
 static void layer_cmp(const layer *a, const layer *b, const char *what, int step) {
-    const double ew = relerr(a->w, b->w, (size_t)a->k, 1e-30), em = relerr(a->mw, b->mw, (size_t)a->k, 1e-30),
-                 ev = relerr(a->vw, b->vw, (size_t)a->k, 1e-30);
+    const double ew = check_relerr(a->w, b->w, (size_t)a->k, 1e-30), em = check_relerr(a->mw, b->mw, (size_t)a->k, 1e-30),
+                 ev = check_relerr(a->vw, b->vw, (size_t)a->k, 1e-30);
     CHECK_MSG(ew < 1e-6 && em < 1e-6 && ev < 1e-6, "%s step %d: w %g m %g v %g", what, step, ew, em, ev);
-    CHECK_MSG(relerr(&a->b, &b->b, 1, 1e-6) < 1e-6 && relerr(&a->mb, &b->mb, 1, 1e-30) < 1e-6 &&
-              relerr(&a->vb, &b->vb, 1, 1e-30) < 1e-6, "%s step %d: b %.9g vs %.9g, m %g vs %g, v %g vs %g", what,
+    CHECK_MSG(check_relerr(&a->b, &b->b, 1, 1e-6) < 1e-6 && check_relerr(&a->mb, &b->mb, 1, 1e-30) < 1e-6 &&
+              check_relerr(&a->vb, &b->vb, 1, 1e-30) < 1e-6, "%s step %d: b %.9g vs %.9g, m %g vs %g, v %g vs %g", what,
               step, a->b, b->b, a->mb, b->mb, a->vb, b->vb);
 }
 /* The critic's output mean + std * (w.h + b) for a fixed h, in double. */
@@ -617,7 +606,7 @@ static void gpu_normalize(void) {
                       (long long)n, ndiff(hx, a, (size_t)n));
             CHECK_NEAR(hstats[0], mean, 1e-15, 1e-13);
             CHECK_NEAR(hstats[1], sd, 0.0, 1e-12);
-            const double e = relerr(hx, ref, (size_t)n, 1e-30);
+            const double e = check_relerr(hx, ref, (size_t)n, 1e-30);
             CHECK_MSG(e < 1e-5, "n %lld: normalised vs mr_normalize rel err %g", (long long)n, e);
             printf("  normalize (n %lld): stats and values bitwise = emulation; vs ppo.c rel err %.2g\n", (long long)n, e);
         }
@@ -710,8 +699,8 @@ static void gpu_loss(void) {
                     CHECK_MSG(ep < 1e-12, "B %d: stage-1 partials rel err %g", B, ep);
                     for (size_t i = 0; i < 8 * (size_t)B; i++) p.dz_ref[i] *= scale;
                     for (int i = 0; i < B; i++) p.dv_ref[i] *= scale;
-                    const double ez = relerr(hz, p.dz_ref, 8 * (size_t)B, 1e-30);
-                    const double ev = relerr(hv, p.dv_ref, (size_t)B, 1e-30);
+                    const double ez = check_relerr(hz, p.dz_ref, 8 * (size_t)B, 1e-30);
+                    const double ev = check_relerr(hv, p.dv_ref, (size_t)B, 1e-30);
                     CHECK_MSG(ez < 1e-5 && ev < 1e-5, "B %d vmm %d floor %d scale %g: dlogits err %g dvalue err %g", B,
                               vmm, fl, scale, ez, ev);
                     if (B >= 24576)

@@ -72,19 +72,6 @@ static float *frand(size_t n, double lo, double hi) {
     return p;
 }
 
-/* Normwise relative error: max |a - b| / max(max |b|, floor); NaN propagates
- * (so a NaN anywhere fails every "< tol"). */
-static double relerr(const float *a, const float *b, size_t n, double floor) {
-    double num = 0.0, den = floor;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return d;
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / den;
-}
-
 /* Relative 2-norm error ||a - b|| / max(||b||, floor); NaN propagates. The
  * reduced-precision checks use it: there a pre-activation within rounding of
  * 0 flips its ReLU, which changes a few rows of a weight gradient by a
@@ -280,7 +267,7 @@ static net_view view_out(const mr_pc_plan *pl, const net_out *o) {
 
 /* Every output, activation and gradient of a against b (the reference), for
  * the network p describes. Errors: the max norm when both sides are fp32,
- * else the 2-norm (see relerr2). report: one CHECK per item (else silent).
+ * else the 2-norm (see relerr2; else check.h's check_relerr). report: one CHECK per item (else silent).
  * Returns the largest error; NaN anywhere makes it NaN. */
 static double net_compare(const char *label, const mr_policy *p, const net_view *a, const net_view *b, int B,
                           double tol, double tol_g, int report) {
@@ -288,7 +275,7 @@ static double net_compare(const char *label, const mr_policy *p, const net_view 
     double worst = 0.0, e;
     char what[64];
     double (*rel)(const float *, const float *, size_t, double) =
-        a->dt == MR_FP32 && b->dt == MR_FP32 ? relerr : relerr2;
+        a->dt == MR_FP32 && b->dt == MR_FP32 ? check_relerr : relerr2;
     float *x, *y;
 #define ITEM(name, val) ITEM_TOL(name, val, tol)
 #define ITEM_TOL(name, val, tol)                                                                   \
@@ -682,8 +669,8 @@ static void test_layers_emulated(void) {
         else mr_conv3x3_forward(out, col, inp, w, b, B, H, W, C, OC);
         CHECK(mr_pc_conv_forward(&o, MR_FP32, out2, col2, inp, NULL, 0, w, b, B, H, W, C, OC, relu, &err) == MR_OK);
         CHECK(memcmp(col, col2, sizeof(float) * N * 9 * C) == 0);   /* im2col: the same gather */
-        CHECK_MSG(relerr(out2, out, (size_t)N * OC, 1e-30) < 1e-6, "conv forward relu %d: %g", relu,
-                  relerr(out2, out, (size_t)N * OC, 1e-30));
+        CHECK_MSG(check_relerr(out2, out, (size_t)N * OC, 1e-30) < 1e-6, "conv forward relu %d: %g", relu,
+                  check_relerr(out2, out, (size_t)N * OC, 1e-30));
     }
     /* the observation im2col: expansion then im2col, in one */
     uint8_t *codes = malloc((size_t)B * H * W);
@@ -709,8 +696,8 @@ static void test_layers_emulated(void) {
     mr_conv3x3_backward(dinp, dw, db, col, dout, inp, w, B, H, W, C, OC);
     CHECK(mr_pc_conv_backward(&o, MR_FP32, dinp2, NULL, dw2, db2, part, col2, dout, inp, NULL, 0, w, B, H, W, C, OC,
                               &err) == MR_OK);
-    CHECK(relerr(dw2, dw, (size_t)OC * 9 * C, 1e-30) < 1e-6);
-    CHECK(relerr(db2, db, OC, 1e-30) < 1e-6);
+    CHECK(check_relerr(dw2, dw, (size_t)OC * 9 * C, 1e-30) < 1e-6);
+    CHECK(check_relerr(db2, db, OC, 1e-30) < 1e-6);
     CHECK(memcmp(dinp2, dinp, sizeof(float) * N * C) == 0);   /* col2im: the same sums in the same order */
     float *mask = frand((size_t)N * C, -1, 1);
     memset(dinp, 0, sizeof(float) * N * C);
@@ -732,7 +719,7 @@ static void test_layers_emulated(void) {
         else mr_linear_forward(lo, li, lw, lb, LB, LC, LO);
         CHECK(mr_pc_linear_forward(&o, "test", MR_FP32, MR_FP32, lo2, LO, li, LC, lw, LC, lb, LB, LC, LO, relu, &err) ==
               MR_OK);
-        CHECK(relerr(lo2, lo, (size_t)LB * LO, 1e-30) < 1e-6);
+        CHECK(check_relerr(lo2, lo, (size_t)LB * LO, 1e-30) < 1e-6);
     }
     float *ld = frand((size_t)LB * LO, -1, 1), *ldi = frand((size_t)LB * LC, -1, 1), *ldw = frand((size_t)LO * LC, -1, 1);
     float *ldb = frand(LO, -1, 1);
@@ -744,9 +731,9 @@ static void test_layers_emulated(void) {
     mr_linear_backward(ldi, ldw, ldb, ld, li, lw, LB, LC, LO);
     CHECK(mr_pc_linear_backward(&o, "test", MR_FP32, ldi2, LC, 1.0f, ldw2, LC, ldb2, lpart, ld, LO, li, LC, lw, LC, LB,
                                 LC, LO, &err) == MR_OK);
-    CHECK(relerr(ldi2, ldi, (size_t)LB * LC, 1e-30) < 1e-6);
-    CHECK(relerr(ldw2, ldw, (size_t)LO * LC, 1e-30) < 1e-6);
-    CHECK(relerr(ldb2, ldb, LO, 1e-30) < 1e-6);
+    CHECK(check_relerr(ldi2, ldi, (size_t)LB * LC, 1e-30) < 1e-6);
+    CHECK(check_relerr(ldw2, ldw, (size_t)LO * LC, 1e-30) < 1e-6);
+    CHECK(check_relerr(ldb2, ldb, LO, 1e-30) < 1e-6);
     CHECK(e.bad_args == 0);
     /* the bias reduction alone, over one, two and three levels of partial sums */
     const int rows_list[4] = {4096, 4097, 300000, 1};
@@ -760,7 +747,7 @@ static void test_layers_emulated(void) {
         double *pp = malloc(sizeof(double) * mr_pc_bias_partials(R, CC));
         const long before = e.jobs;
         CHECK(mr_pc_bias_grad(&o, MR_FP32, got, pp, xs, R, CC, LDX, &err) == MR_OK);
-        CHECK_MSG(relerr(got, ref, 3, 1e-30) < 1e-6, "bias reduction over %d rows: %g", R, relerr(got, ref, 3, 1e-30));
+        CHECK_MSG(check_relerr(got, ref, 3, 1e-30) < 1e-6, "bias reduction over %d rows: %g", R, check_relerr(got, ref, 3, 1e-30));
         CHECK(e.jobs - before == (R <= 4096 ? 2 : R <= 262144 ? 3 : 4));
         /* bf16 input: the same sums of the rounded values */
         uint16_t *xb = malloc(2 * (size_t)R * LDX);
@@ -770,7 +757,7 @@ static void test_layers_emulated(void) {
         float refb[3] = {0, 0, 0}, gotb[3] = {0, 0, 0};
         mr_bias_backward(refb, dense, (size_t)R, CC);
         CHECK(mr_pc_bias_grad(&o, MR_BF16, gotb, pp, xb, R, CC, LDX, &err) == MR_OK);
-        CHECK(relerr(gotb, refb, 3, 1e-30) < 1e-6);
+        CHECK(check_relerr(gotb, refb, 3, 1e-30) < 1e-6);
         free(xs); free(dense); free(pp); free(xb);
     }
     free(li); free(lw); free(lb); free(lo); free(lo2); free(ld); free(ldi); free(ldw); free(ldb);
@@ -1024,8 +1011,8 @@ static void gpu_layers(mr_policy_cuda *pc) {
         OK(mr_cuda_conv3x3_forward(pc, d_out, d_col, d_inp, d_w, d_b, B, H, W, C, OC, relu, stream, &e_));
         down(got, d_out, 4 * (size_t)N * OC);
         sync_ok("conv forward");
-        CHECK_MSG(relerr(got, out, (size_t)N * OC, 1e-30) < 1e-4, "GPU conv forward relu %d: %g", relu,
-                  relerr(got, out, (size_t)N * OC, 1e-30));
+        CHECK_MSG(check_relerr(got, out, (size_t)N * OC, 1e-30) < 1e-4, "GPU conv forward relu %d: %g", relu,
+                  check_relerr(got, out, (size_t)N * OC, 1e-30));
         down(got, d_col, 4 * (size_t)N * 9 * C);
         sync_ok("im2col");
         CHECK(memcmp(got, col, 4 * (size_t)N * 9 * C) == 0);
@@ -1043,9 +1030,9 @@ static void gpu_layers(mr_policy_cuda *pc) {
     down(g2, d_db, 4 * OC);
     down(g3, d_dinp, 4 * (size_t)N * C);
     sync_ok("conv backward");
-    CHECK_MSG(relerr(g1, dw, (size_t)OC * 9 * C, 1e-30) < 1e-4, "GPU conv dw %g", relerr(g1, dw, (size_t)OC * 9 * C, 1e-30));
-    CHECK_MSG(relerr(g2, db, OC, 1e-30) < 1e-6, "GPU conv db %g", relerr(g2, db, OC, 1e-30));
-    CHECK_MSG(relerr(g3, dinp, (size_t)N * C, 1e-30) < 1e-4, "GPU conv dinp %g", relerr(g3, dinp, (size_t)N * C, 1e-30));
+    CHECK_MSG(check_relerr(g1, dw, (size_t)OC * 9 * C, 1e-30) < 1e-4, "GPU conv dw %g", check_relerr(g1, dw, (size_t)OC * 9 * C, 1e-30));
+    CHECK_MSG(check_relerr(g2, db, OC, 1e-30) < 1e-6, "GPU conv db %g", check_relerr(g2, db, OC, 1e-30));
+    CHECK_MSG(check_relerr(g3, dinp, (size_t)N * C, 1e-30) < 1e-4, "GPU conv dinp %g", check_relerr(g3, dinp, (size_t)N * C, 1e-30));
     memset(dinp, 0, 4 * (size_t)N * C);
     mr_conv3x3_backward(dinp, NULL, NULL, col, dout, inp, w, B, H, W, C, OC);
     mr_relu_backward(dinp, dinp, mask, (size_t)N * C);
@@ -1054,7 +1041,7 @@ static void gpu_layers(mr_policy_cuda *pc) {
                                 &e_));
     down(g3, d_dinp, 4 * (size_t)N * C);
     sync_ok("conv backward (ReLU fused)");
-    CHECK_MSG(relerr(g3, dinp, (size_t)N * C, 1e-30) < 1e-4, "GPU conv dinp fused %g", relerr(g3, dinp, (size_t)N * C, 1e-30));
+    CHECK_MSG(check_relerr(g3, dinp, (size_t)N * C, 1e-30) < 1e-4, "GPU conv dinp fused %g", check_relerr(g3, dinp, (size_t)N * C, 1e-30));
     dfree(d_inp); dfree(d_w); dfree(d_b); dfree(d_col); dfree(d_out); dfree(d_dout); dfree(d_dw); dfree(d_db);
     dfree(d_dinp); dfree(d_mask); dfree(d_part);
     free(inp); free(w); free(b); free(col); free(out); free(got); free(dout); free(dw); free(db); free(dinp);
@@ -1071,7 +1058,7 @@ static void gpu_layers(mr_policy_cuda *pc) {
         OK(mr_cuda_linear_forward(pc, d_lo, d_li, d_lw, d_lb, LB, LC, LO, relu, stream, &e_));
         down(lg, d_lo, 4 * (size_t)LB * LO);
         sync_ok("linear forward");
-        CHECK_MSG(relerr(lg, lo, (size_t)LB * LO, 1e-30) < 1e-4, "GPU linear forward %g", relerr(lg, lo, (size_t)LB * LO, 1e-30));
+        CHECK_MSG(check_relerr(lg, lo, (size_t)LB * LO, 1e-30) < 1e-4, "GPU linear forward %g", check_relerr(lg, lo, (size_t)LB * LO, 1e-30));
     }
     float *ld = frand((size_t)LB * LO, -1, 1), *ldi = frand((size_t)LB * LC, -1, 1), *ldw = frand((size_t)LO * LC, -1, 1);
     float *ldb = frand(LO, -1, 1);
@@ -1085,9 +1072,9 @@ static void gpu_layers(mr_policy_cuda *pc) {
     down(h2, d_ldw, 4 * (size_t)LO * LC);
     down(h3, d_ldb, 4 * LO);
     sync_ok("linear backward");
-    CHECK_MSG(relerr(h1, ldi, (size_t)LB * LC, 1e-30) < 1e-4, "GPU linear dinp %g", relerr(h1, ldi, (size_t)LB * LC, 1e-30));
-    CHECK_MSG(relerr(h2, ldw, (size_t)LO * LC, 1e-30) < 1e-4, "GPU linear dw %g", relerr(h2, ldw, (size_t)LO * LC, 1e-30));
-    CHECK_MSG(relerr(h3, ldb, LO, 1e-30) < 1e-6, "GPU linear db %g", relerr(h3, ldb, LO, 1e-30));
+    CHECK_MSG(check_relerr(h1, ldi, (size_t)LB * LC, 1e-30) < 1e-4, "GPU linear dinp %g", check_relerr(h1, ldi, (size_t)LB * LC, 1e-30));
+    CHECK_MSG(check_relerr(h2, ldw, (size_t)LO * LC, 1e-30) < 1e-4, "GPU linear dw %g", check_relerr(h2, ldw, (size_t)LO * LC, 1e-30));
+    CHECK_MSG(check_relerr(h3, ldb, LO, 1e-30) < 1e-6, "GPU linear db %g", check_relerr(h3, ldb, LO, 1e-30));
     dfree(d_li); dfree(d_lw); dfree(d_lb); dfree(d_lo); dfree(d_ld); dfree(d_ldi); dfree(d_ldw); dfree(d_ldb);
     dfree(d_lpart);
     free(li); free(lw); free(lb); free(lo); free(lg); free(ld); free(ldi); free(ldw); free(ldb);

@@ -45,20 +45,6 @@ static float *frand(size_t n, double lo, double hi) {
 static float fnan(void) { return (float)(0.0 / 0.0); }
 static float finf(void) { return (float)(1.0 / 0.0); }
 
-/* Normwise relative error: max |a - b| / max(max |b|, floor). (Per element it
- * would be dominated by values that cancel to near 0, where a legitimate
- * one-rounding difference - a fused multiply-add on one side - is large.) */
-static double relerr(const float *a, const float *b, size_t n, double floor) {
-    double num = 0.0, den = floor;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return d;        /* a NaN anywhere is reported */
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / den;
-}
-
 /* ================================================================ CPU part */
 
 static void test_gae_column(void) {
@@ -71,8 +57,8 @@ static void test_gae_column(void) {
     mr_gae(T, N, r, v, lv, d, 0.99f, 0.95f, a0, r0);
     const double g = 0.99f, gl = (double)0.99f * (double)0.95f;
     for (int n = 0; n < N; n++) mr_gae_env(T, N, n, r, v, lv, d, g, gl, a1, r1);
-    CHECK(relerr(a1, a0, (size_t)T * N, 1e-6) < 1e-6);
-    CHECK(relerr(r1, r0, (size_t)T * N, 1e-6) < 1e-6);
+    CHECK(check_relerr(a1, a0, (size_t)T * N, 1e-6) < 1e-6);
+    CHECK(check_relerr(r1, r0, (size_t)T * N, 1e-6) < 1e-6);
     free(r); free(v); free(lv); free(d); free(a0); free(r0); free(a1); free(r1);
 }
 
@@ -102,8 +88,8 @@ static void test_adam_elem(void) {
     /* the same scalars, rounded once from the same doubles: the same bits */
     CHECK(memcmp(p1, p0, P * 4) == 0 && memcmp(m1, m0, P * 4) == 0 && memcmp(v1, v0, P * 4) == 0);
     for (size_t i = 0; i < P; i++) { p0[i] -= pinit[i]; p1[i] -= pinit[i]; }
-    CHECK_MSG(relerr(p1, p0, P, 1e-9) < 1e-5, "delta %g", relerr(p1, p0, P, 1e-9));
-    CHECK(relerr(m1, m0, P, 1e-12) < 1e-6 && relerr(v1, v0, P, 1e-15) < 1e-6);
+    CHECK_MSG(check_relerr(p1, p0, P, 1e-9) < 1e-5, "delta %g", check_relerr(p1, p0, P, 1e-9));
+    CHECK(check_relerr(m1, m0, P, 1e-12) < 1e-6 && check_relerr(v1, v0, P, 1e-15) < 1e-6);
     free(p0); free(g); free(p1); free(m0); free(v0); free(m1); free(v1); free(pinit);
 }
 
@@ -310,7 +296,7 @@ static void gpu_gae(void) {
     down(a1, da, 4 * TN);
     down(r1, dret, 4 * TN);
     if (sync_ok("gae")) {
-        const double ea = relerr(a1, a0, TN, 1e-3), er = relerr(r1, r0, TN, 1e-3);
+        const double ea = check_relerr(a1, a0, TN, 1e-3), er = check_relerr(r1, r0, TN, 1e-3);
         CHECK_MSG(ea < 1e-5 && er < 1e-5, "gae rel err adv %g ret %g", ea, er);
         printf("  gae (128 x 1000): rel err adv %.2g, ret %.2g\n", ea, er);
     }
@@ -400,8 +386,8 @@ static void gpu_norm_and_adam(int offset) {
     down(v_gpu, dvv, 4 * P);
     if (sync_ok("adam read")) {
         for (size_t i = 0; i < P; i++) { p_gpu[i] -= p_init[i]; p_ref[i] -= p_init[i]; }
-        const double ep = relerr(p_gpu, p_ref, P, 1e-7), em = relerr(m_gpu, m_ref, P, 1e-9),
-                     ev = relerr(v_gpu, v_ref, P, 1e-12);
+        const double ep = check_relerr(p_gpu, p_ref, P, 1e-7), em = check_relerr(m_gpu, m_ref, P, 1e-9),
+                     ev = check_relerr(v_gpu, v_ref, P, 1e-12);
         CHECK_MSG(ep < 1e-5 && em < 1e-5 && ev < 1e-5, "adam rel err: delta %g m %g v %g", ep, em, ev);
         printf("  adam (%zu params, 3 groups, %s): 5 steps, rel err update %.2g m %.2g v %.2g; sumsq bitwise=%s\n",
                P, offset ? "unaligned" : "float4", ep, em, ev, bitwise ? "yes" : "NO");
@@ -498,7 +484,7 @@ static void gpu_scaler(void) {
                 dg[i] = h_p[P * k + i] - p_hist[i];
                 dr[i] = p_hist[P * (k + 1) + i] - p_hist[i];
             }
-            const double e = relerr(dg, dr, P, 1e-7);
+            const double e = check_relerr(dg, dr, P, 1e-7);
             CHECK_MSG(e < 1e-5, "step %d: parameters rel err %g", k, e);
             free(dg);
             free(dr);

@@ -1139,18 +1139,6 @@ static mr_trainer *make_gpu(const mr_config *cfg, const mr_tc_ops *ops) {
     return t;
 }
 
-/* Normwise relative error: max |a - b| / max(max |b|, floor); NaN propagates. */
-static double relerr(const float *a, const float *b, size_t n, double floor) {
-    double num = 0.0, den = floor;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return d;
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / den;
-}
-
 static int bits_equal(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
 
 static mr_status update(mr_trainer *t, mr_metrics *m) {
@@ -1263,7 +1251,7 @@ static int compare_rollout(const char *label, const mr_trainer *c, const roll *g
     CHECK_MSG(e_lv / den < 1e-5, "%s: last_value differs by %.3g (relative)", label, e_lv / den);
     double e_adv = 0.0;
     if (ndiv == 0) {
-        e_adv = relerr(g->adv, c->adv, (size_t)T * N, 1e-30);
+        e_adv = check_relerr(g->adv, c->adv, (size_t)T * N, 1e-30);
         CHECK_MSG(e_adv < 1e-5, "%s: adv differs by %.3g (relative)", label, e_adv);
         CHECK_MSG(bits_equal(c->act, g->act, (size_t)T * N), "%s: actions differ", label);
     }
@@ -1326,9 +1314,9 @@ static void compare_metrics(const char *label, const mr_metrics *g, const mr_met
 static void compare_learnable(const char *label, mr_trainer *g, const mr_trainer *c, double tol) {
     pull(g);
     const size_t P = c->pol.n_params, Pp = c->pol.n_policy;
-    const double ep = relerr(g->pol.params, c->pol.params, Pp, 1e-30);
-    const double ev = relerr(g->pol.params + Pp, c->pol.params + Pp, P - Pp, 1e-30);
-    const double em = relerr(g->adam_m, c->adam_m, P, 1e-30), es = relerr(g->adam_v, c->adam_v, P, 1e-30);
+    const double ep = check_relerr(g->pol.params, c->pol.params, Pp, 1e-30);
+    const double ev = check_relerr(g->pol.params + Pp, c->pol.params + Pp, P - Pp, 1e-30);
+    const double em = check_relerr(g->adam_m, c->adam_m, P, 1e-30), es = check_relerr(g->adam_v, c->adam_v, P, 1e-30);
     CHECK_MSG(ep < tol, "%s: policy parameters differ by %.3g", label, ep);
     CHECK_MSG(ev < tol, "%s: value parameters differ by %.3g", label, ev);
     CHECK_MSG(em < tol, "%s: Adam m differs by %.3g", label, em);
@@ -1585,8 +1573,8 @@ static void test_checkpoints(void) {
         float lg[24], vg[3], lc[24], vc[3];
         CHECK(mr_trainer_infer(g3, obs, NULL, 3, lg, vg, &e) == MR_OK);
         CHECK(mr_trainer_infer(c3, obs, NULL, 3, lc, vc, &e) == MR_OK);
-        CHECK_MSG(relerr(lg, lc, 24, 1e-30) < 1e-4 && relerr(vg, vc, 3, 1e-30) < 1e-4,
-                  "inference: logits %.3g, values %.3g", relerr(lg, lc, 24, 1e-30), relerr(vg, vc, 3, 1e-30));
+        CHECK_MSG(check_relerr(lg, lc, 24, 1e-30) < 1e-4 && check_relerr(vg, vc, 3, 1e-30) < 1e-4,
+                  "inference: logits %.3g, values %.3g", check_relerr(lg, lc, 24, 1e-30), check_relerr(vg, vc, 3, 1e-30));
         CHECK(fabs(vg[0]) > 0.0f);
     }
     /* Snapshot, update, restore: the learnable state and progress are the
@@ -1832,7 +1820,7 @@ static void test_precisions(void) {
     for (int k = 1; k < 3; k++) {
         const char *nm = k == MR_BF16 ? "bf16" : "fp16";
         CHECK(bits_equal(r[k].obs, r[0].obs, (size_t)N * t[0]->VV));
-        const double el = relerr(r[k].logp, r[0].logp, (size_t)N, 1e-30), ev = relerr(r[k].val, r[0].val, (size_t)N, 1e-30);
+        const double el = check_relerr(r[k].logp, r[0].logp, (size_t)N, 1e-30), ev = check_relerr(r[k].val, r[0].val, (size_t)N, 1e-30);
         int same = 0, same_all = 0;
         for (int i = 0; i < N; i++) same += r[k].act[i] == r[0].act[i];
         for (int i = 0; i < t[0]->B; i++) same_all += r[k].act[i] == r[0].act[i];
