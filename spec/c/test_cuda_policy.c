@@ -266,8 +266,9 @@ static net_view view_out(const mr_pc_plan *pl, const net_out *o) {
 }
 
 /* Every output, activation and gradient of a against b (the reference), for
- * the network p describes. Errors: the max norm when both sides are fp32,
- * else the 2-norm (see relerr2; else check.h's check_relerr). report: one CHECK per item (else silent).
+ * the network p describes. Errors: the max norm when both sides are fp32
+ * (check.h's check_relerr), else the 2-norm (see relerr2). report: one CHECK
+ * per item (else silent).
  * Returns the largest error; NaN anywhere makes it NaN. */
 static double net_compare(const char *label, const mr_policy *p, const net_view *a, const net_view *b, int B,
                           double tol, double tol_g, int report) {
