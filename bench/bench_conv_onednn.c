@@ -10,6 +10,7 @@
  * (OC,3,3,C) layout) are inside the timed passes. Best of a few passes.
  *
  *   OMP_NUM_THREADS=2 build/bench_conv_onednn
+ *   OMP_NUM_THREADS=1 build/bench_conv_onednn --chunk 32    (one core each, oneDNN per chunk)
  *
  * Built only where libdnnl-dev is installed (make bench-deps installs it).
  * What it is not: a test (nothing here checks that the two agree) or part
@@ -27,7 +28,12 @@ static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
 static float *rnd(size_t n) { float *p = aligned_alloc(64, ((n * 4 + 63) / 64) * 64); for (size_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX - 0.5f; return p; }
 static dnnl_memory_t mem(dnnl_engine_t e, const dnnl_memory_desc_t *md, void *p) { dnnl_memory_t m; CK(dnnl_memory_create(&m, md, e, p)); return m; }
 
-static void run(int B, int C, int OC, int reps) {
+/* chunk = 0: oneDNN over the whole batch with its own threads; chunk > 0:
+ * primitives for `chunk` samples run chunk after chunk on the calling thread,
+ * the weight gradients added up in chunk order (how policy.c would call it to
+ * keep results independent of the thread count); run with OMP_NUM_THREADS=1
+ * to compare one core with one core. */
+static void run(int B, int C, int OC, int reps, int chunk) {
     const int H = 11, W = 11, CH = 32;
     size_t ni = (size_t)B * H * W * C, no = (size_t)B * H * W * OC, nw = (size_t)OC * 9 * C;
     float *in = rnd(ni), *out = rnd(no), *dout = rnd(no), *din = rnd(ni), *w = rnd(nw), *b = rnd(OC), *dw = rnd(nw), *db = rnd(OC);
@@ -59,7 +65,8 @@ static void run(int B, int C, int OC, int reps) {
     /* oneDNN */
     dnnl_engine_t eng; dnnl_stream_t st;
     CK(dnnl_engine_create(&eng, dnnl_cpu, 0)); CK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
-    dnnl_dims_t sd = {B, C, H, W}, dd = {B, OC, H, W}, wd = {OC, C, 3, 3}, bd = {OC}, strides = {1, 1}, pad = {1, 1};
+    const int PB = chunk > 0 ? chunk : B;   /* the primitives' batch */
+    dnnl_dims_t sd = {PB, C, H, W}, dd = {PB, OC, H, W}, wd = {OC, C, 3, 3}, bd = {OC}, strides = {1, 1}, pad = {1, 1};
     dnnl_memory_desc_t src_md, dst_md, w_any, b_md, w_user;
     CK(dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, dnnl_nhwc));
     CK(dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, dnnl_f32, dnnl_nhwc));
@@ -98,12 +105,33 @@ static void run(int B, int C, int OC, int reps) {
     dnnl_exec_arg_t ba[] = {{DNNL_ARG_DIFF_DST, m_dout}, {DNNL_ARG_WEIGHTS, m_wb}, {DNNL_ARG_DIFF_SRC, m_din}};
     dnnl_exec_arg_t wa[] = {{DNNL_ARG_SRC, m_in}, {DNNL_ARG_DIFF_DST, m_dout}, {DNNL_ARG_DIFF_WEIGHTS, m_dw}, {DNNL_ARG_DIFF_BIAS, m_db}};
     double df = 1e9, db_ = 1e9;
+    const int nc = B / PB;
+    const size_t si = (size_t)PB * H * W * C, so = (size_t)PB * H * W * OC;
     for (int r = 0; r < reps + 1; r++) {
         double t0 = now();
-        CK(dnnl_primitive_execute(R1, st, 2, a1)); CK(dnnl_primitive_execute(F, st, 4, fa)); CK(dnnl_stream_wait(st));
+        CK(dnnl_primitive_execute(R1, st, 2, a1));
+        for (int k = 0; k < nc; k++) {
+            CK(dnnl_memory_set_data_handle(m_in, in + k * si)); CK(dnnl_memory_set_data_handle(m_out, out + k * so));
+            CK(dnnl_primitive_execute(F, st, 4, fa));
+        }
+        CK(dnnl_stream_wait(st));
         double t1 = now();
-        CK(dnnl_primitive_execute(R2, st, 2, a2)); CK(dnnl_primitive_execute(BD, st, 3, ba));
-        CK(dnnl_primitive_execute(BW, st, 4, wa)); CK(dnnl_primitive_execute(R3, st, 2, a3)); CK(dnnl_stream_wait(st));
+        CK(dnnl_primitive_execute(R2, st, 2, a2));
+        memset(dw, 0, nw * 4);
+        for (int k = 0; k < nc; k++) {
+            CK(dnnl_memory_set_data_handle(m_in, in + k * si)); CK(dnnl_memory_set_data_handle(m_dout, dout + k * so));
+            CK(dnnl_memory_set_data_handle(m_din, din + k * si));
+            CK(dnnl_primitive_execute(BD, st, 3, ba));
+            CK(dnnl_primitive_execute(BW, st, 4, wa));
+            if (nc > 1) {   /* this chunk's weight gradient, back in (OC,3,3,C), added in chunk order */
+                CK(dnnl_memory_set_data_handle(m_dwu, dwp));
+                CK(dnnl_primitive_execute(R3, st, 2, a3));
+                CK(dnnl_stream_wait(st));
+                for (size_t i = 0; i < nw; i++) dw[i] += dwp[i];
+            }
+        }
+        if (nc == 1) CK(dnnl_primitive_execute(R3, st, 2, a3));
+        CK(dnnl_stream_wait(st));
         double t2 = now();
         if (r > 0 && t1 - t0 < df) df = t1 - t0;
         if (r > 0 && t2 - t1 < db_) db_ = t2 - t1;
@@ -112,8 +140,15 @@ static void run(int B, int C, int OC, int reps) {
            B, C, OC, tf * 1e3, flop / tf / 1e9, tb * 1e3, 2 * flop / tb / 1e9, df * 1e3, flop / df / 1e9, db_ * 1e3, 2 * flop / db_ / 1e9,
            tf / df, tb / db_, impl, implb, implw);
 }
-int main(void) {
-    run(4096, 2, 16, 5);  run(4096, 16, 32, 5);
-    run(4096, 2, 32, 5); run(4096, 32, 64, 3); run(4096, 64, 64, 3);
+int main(int argc, char **argv) {
+    const int chunk = argc > 2 && strcmp(argv[1], "--chunk") == 0 ? atoi(argv[2]) : 0;
+    if (chunk < 0 || (chunk > 0 && 4096 % chunk != 0)) {
+        fprintf(stderr, "usage: bench_conv_onednn [--chunk N]   (N divides 4096)\n");
+        return 2;
+    }
+    printf("oneDNN %s\n", chunk ? "per chunk, on the calling thread, weight gradients summed in chunk order" :
+                                   "over the whole batch, its own threads");
+    run(4096, 2, 16, 5, chunk);  run(4096, 16, 32, 5, chunk);
+    run(4096, 2, 32, 5, chunk); run(4096, 32, 64, 3, chunk); run(4096, 64, 64, 3, chunk);
     return 0;
 }
