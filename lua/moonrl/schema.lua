@@ -172,11 +172,12 @@ key { key = "cuda.device_index", type = "integer", default = 0, min = 0, max = 6
   aliases = { "device", "gpu", "device_id" }, desc = "which GPU" }
 key { key = "cuda.graphs", type = "boolean", default = true, gpu_only = true,
   aliases = { "cuda_graphs", "graph" },
-  desc = "capture the steady-state rollout and update as CUDA graphs after warm-up" }
+  desc = "record each update as CUDA graphs after the first (eager) one and replay them; false queues every kernel" }
 key { key = "cuda.cudnn_benchmark", type = "boolean", default = true, gpu_only = true,
-  aliases = { "benchmark", "cudnn" }, desc = "search cuDNN convolution algorithms during warm-up" }
+  aliases = { "benchmark", "cudnn" },
+  desc = "search cuDNN convolution algorithms during warm-up (no effect yet: the convolutions are im2col + cuBLAS)" }
 key { key = "cuda.algo_cache", type = "string", default = "", max_len = 255, gpu_only = true,
-  desc = "file caching the chosen cuDNN algorithms; \"\" = none" }
+  desc = "file caching the chosen cuDNN algorithms; \"\" = none (no effect yet: no cuDNN convolutions)" }
 key { key = "cuda.memory_fraction", type = "number", default = 0.9, min = 0.01, max = 1,
   gpu_only = true, desc = "device memory limit as a fraction of the card" }
 key { key = "cuda.release_threshold", type = "number", default = 0.8, min = 0, max = 1,
