@@ -201,11 +201,10 @@ function bench.train(o)
   -- what the phases leave out of the wall clock: host work, waits, launch gaps
   r.time_idle = math.max(0, r.time_wall - r.time_rollout - r.time_gae - r.time_update)
   -- the update's achieved rate (the model FLOPs of its forward and backward passes)
-  local epochs = tonumber(c.ppo.epochs)
-  r.forward_macs = bench.forward_macs(NETS[o.net], tonumber(c.env.view_range))
-  r.update_tflops = r.time_update > 0 and bench.update_flops(NETS[o.net], o.envs * o.rollout, epochs,
-    tonumber(c.env.view_range)) /
-    r.time_update / 1e12 or 0
+  local net, view_range = NETS[o.net], tonumber(c.env.view_range)
+  r.forward_macs = bench.forward_macs(net, view_range)
+  local flops = bench.update_flops(net, o.envs * o.rollout, tonumber(c.ppo.epochs), view_range)
+  r.update_tflops = r.time_update > 0 and flops / r.time_update / 1e12 or 0
   if o.peak_tflops then r.mfu, r.peak_tflops = r.update_tflops / o.peak_tflops, o.peak_tflops end
   return r
 end
