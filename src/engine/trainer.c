@@ -102,6 +102,25 @@ static void trainer_layout(mr_trainer *t, mr_arena *a) {
     t->mb_dvalue = MR_TAKE(a, float, M);
 }
 
+void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_metrics *out) {
+    out->update = t->updates;
+    out->agent_steps = t->agent_steps;
+    const double pr = (double)t->updates / (double)mr_trainer_total_updates(t);
+    out->progress = pr > 1.0 ? 1.0 : pr;
+    out->episodes = l->episodes;
+    out->deaths = l->deaths;
+    if (l->episodes > 0) {
+        const double ne = l->episodes;
+        out->episode_return_mean = l->return_sum / ne;
+        out->episode_return_min = l->return_min;
+        out->episode_return_max = l->return_max;
+        out->episode_length_mean = l->length_sum / ne;
+        out->food_per_episode = l->food / ne;
+        out->poison_per_episode = l->poison / ne;
+    }
+    out->efficiency = (l->food + l->poison) > 0 ? (double)l->food / (double)(l->food + l->poison) : 0.0;
+}
+
 void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->cfg = *cfg;
     t->hot.lr = cfg->ppo.lr;
@@ -372,24 +391,8 @@ mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
 
     if (out) {
         memset(out, 0, sizeof *out);
-        out->update = t->updates;
-        out->agent_steps = t->agent_steps;
-        double pr = (double)t->updates / (double)mr_trainer_total_updates(t);
-        out->progress = pr > 1.0 ? 1.0 : pr;
         mr_forage_log_reduce(t->env.log, t->N, t->log_sum);
-        const mr_forage_log *l = t->log_sum;
-        out->episodes = l->episodes;
-        out->deaths = l->deaths;
-        if (l->episodes > 0) {
-            double ne = l->episodes;
-            out->episode_return_mean = l->return_sum / ne;
-            out->episode_return_min = l->return_min;
-            out->episode_return_max = l->return_max;
-            out->episode_length_mean = l->length_sum / ne;
-            out->food_per_episode = l->food / ne;
-            out->poison_per_episode = l->poison / ne;
-        }
-        out->efficiency = (l->food + l->poison) > 0 ? (double)l->food / (double)(l->food + l->poison) : 0.0;
+        mr_trainer_episode_metrics(t, t->log_sum, out);
         out->policy_loss = us.policy_loss;
         out->value_loss = us.value_loss;
         out->entropy = us.entropy;

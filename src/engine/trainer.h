@@ -78,6 +78,10 @@ struct mr_trainer {
  * shapes (T, N, VV, B, M), observation kind, thread count. */
 void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
 
+/* out's progress (update, agent_steps, progress) and episode statistics
+ * from the trainer's counters and one update's reduced episode log. */
+void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_metrics *out);
+
 /* Updates needed for total_steps (at least 1). */
 uint64_t mr_trainer_total_updates(const mr_trainer *t);
 /* Writes the critic's extra inputs for the N current environment states. */

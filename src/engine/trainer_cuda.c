@@ -905,23 +905,7 @@ static void read_timing(mr_trainer_cuda *c) {
 static void fill_metrics(mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent, mr_metrics *out) {
     mr_trainer_cuda *c = t->cuda;
     memset(out, 0, sizeof *out);
-    out->update = t->updates;
-    out->agent_steps = t->agent_steps;
-    double pr = (double)t->updates / (double)mr_trainer_total_updates(t);
-    out->progress = pr > 1.0 ? 1.0 : pr;
-    const mr_forage_log *l = &h->log;
-    out->episodes = l->episodes;
-    out->deaths = l->deaths;
-    if (l->episodes > 0) {
-        double ne = l->episodes;
-        out->episode_return_mean = l->return_sum / ne;
-        out->episode_return_min = l->return_min;
-        out->episode_return_max = l->return_max;
-        out->episode_length_mean = l->length_sum / ne;
-        out->food_per_episode = l->food / ne;
-        out->poison_per_episode = l->poison / ne;
-    }
-    out->efficiency = (l->food + l->poison) > 0 ? (double)l->food / (double)(l->food + l->poison) : 0.0;
+    mr_trainer_episode_metrics(t, &h->log, out);
     out->policy_loss = h->mean[MR_TC_POLICY_LOSS];
     out->value_loss = h->mean[MR_TC_VALUE_LOSS];
     out->entropy = h->mean[MR_TC_ENTROPY];
