@@ -102,6 +102,16 @@ static void trainer_layout(mr_trainer *t, mr_arena *a) {
     t->mb_dvalue = MR_TAKE(a, float, M);
 }
 
+mr_status mr_trainer_update_status(const mr_trainer *t, int nonfinite, mr_error *err) {
+    if (nonfinite)
+        return mr_fail(err, MR_ERR_NUMERIC,
+                       "update %llu produced a non-finite loss or gradient; the affected optimizer steps "
+                       "were skipped (try a lower ppo.lr or ppo.max_grad_norm)",
+                       (unsigned long long)t->updates);
+    mr_ok(err);
+    return MR_OK;
+}
+
 void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_metrics *out) {
     out->update = t->updates;
     out->agent_steps = t->agent_steps;
@@ -421,13 +431,7 @@ mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         out->memory_limit_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     }
-    if (us.nonfinite)
-        return mr_fail(err, MR_ERR_NUMERIC,
-                       "update %llu produced a non-finite loss or gradient; the affected optimizer steps "
-                       "were skipped (try a lower ppo.lr or ppo.max_grad_norm)",
-                       (unsigned long long)t->updates);
-    mr_ok(err);
-    return MR_OK;
+    return mr_trainer_update_status(t, us.nonfinite, err);
 }
 
 /* ------------------------------------------------------------ hot params */

@@ -82,6 +82,10 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
  * from the trainer's counters and one update's reduced episode log. */
 void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_metrics *out);
 
+/* An update's return: MR_ERR_NUMERIC with the message both backends give
+ * when a loss or gradient was not finite, else MR_OK. */
+mr_status mr_trainer_update_status(const mr_trainer *t, int nonfinite, mr_error *err);
+
 /* Updates needed for total_steps (at least 1). */
 uint64_t mr_trainer_total_updates(const mr_trainer *t);
 /* Writes the critic's extra inputs for the N current environment states. */

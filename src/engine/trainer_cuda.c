@@ -974,13 +974,7 @@ mr_status mr_trainer_cuda_update(mr_trainer *t, mr_metrics *out, mr_error *err) 
     m.time_total = now_seconds() - t0;
     m.sps = m.time_total > 0 ? (double)t->B / m.time_total : 0.0;
     if (out) *out = m;
-    if (m.nonfinite)
-        return mr_fail(err, MR_ERR_NUMERIC,
-                       "update %llu produced a non-finite loss or gradient; the affected optimizer steps "
-                       "were skipped (try a lower ppo.lr or ppo.max_grad_norm)",
-                       (unsigned long long)t->updates);
-    mr_ok(err);
-    return MR_OK;
+    return mr_trainer_update_status(t, m.nonfinite, err);
 }
 
 /* ------------------------------------------------------- host copies */
