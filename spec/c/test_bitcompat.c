@@ -1,0 +1,248 @@
+/*
+ * test_bitcompat.c - the CPU backend's results are those of the code before
+ * the one-trainer redesign, bit for bit.
+ *
+ * spec/c/fixtures/bitcompat_*.mrck are checkpoints written after k updates
+ * by the engine at commit 07cb429 (the two-trainer engine, before the
+ * redesign), with `test_bitcompat --write spec/c/fixtures`. This test runs
+ * the same configurations on today's engine, saves, and compares the two
+ * files section by section with its own reader of the checkpoint format
+ * (so the engine's loader is not what decides): parameters, Adam moments and
+ * step, PopArt statistics, progress and the whole environment state must be
+ * equal byte for byte. Each configuration also runs on 1 thread, which must
+ * give the same bytes (results independent of the thread count).
+ *
+ * OpenBLAS's kernel set changes sgemm's rounding, so ctest runs this with
+ * OPENBLAS_CORETYPE=Haswell (AVX2, what every x86-64-v3 CPU this build
+ * targets runs), the kernels the fixtures were written with.
+ */
+#include "moonrl.h"
+#include "check.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FIXTURE_DIR
+#define FIXTURE_DIR "spec/c/fixtures"
+#endif
+
+typedef struct fixture {
+    const char *name;
+    int updates;
+    void (*config)(mr_config *c);
+} fixture;
+
+/* ground truth, PopArt, 2 threads, 2 minibatches, 2 epochs */
+static void cfg_truth(mr_config *c) {
+    mr_config_default(c);
+    c->env.num_envs = 16;
+    c->policy.num_conv = 2;
+    c->policy.conv_channels[0] = 4;
+    c->policy.conv_channels[1] = 8;
+    c->policy.hidden = 32;
+    c->policy.critic_hidden = 32;
+    c->ppo.rollout_steps = 16;
+    c->ppo.epochs = 2;
+    c->ppo.minibatches = 2;
+    c->threads = 2;
+    c->device = MR_DEVICE_CPU;
+    c->seed = 3;
+    c->total_steps = 16 * 16 * 8;
+}
+
+/* proxy (energy frozen), no PopArt, 3 conv layers, small grid, 4 minibatches */
+static void cfg_proxy(mr_config *c) {
+    mr_config_default(c);
+    c->env.mode = MR_MODE_PROXY;
+    c->env.num_envs = 12;
+    c->env.grid_size = 32;
+    c->env.density_min = 8;
+    c->env.density_max = 40;
+    c->policy.num_conv = 3;
+    c->policy.conv_channels[0] = 4;
+    c->policy.conv_channels[1] = 4;
+    c->policy.conv_channels[2] = 8;
+    c->policy.hidden = 24;
+    c->policy.critic_hidden = 16;
+    c->policy.popart = 0;
+    c->ppo.rollout_steps = 8;
+    c->ppo.epochs = 3;
+    c->ppo.minibatches = 4;
+    c->threads = 2;
+    c->device = MR_DEVICE_CPU;
+    c->seed = 11;
+    c->total_steps = 12 * 8 * 6;
+}
+
+/* blinded, cosine lr, step entropy, short episodes (truncation inside the
+ * rollout), 3 minibatches, a strong entropy floor */
+static void cfg_blinded(mr_config *c) {
+    mr_config_default(c);
+    c->env.mode = MR_MODE_GROUND_TRUTH_BLINDED;
+    c->env.num_envs = 24;
+    c->env.grid_size = 48;
+    c->env.max_episode_steps = 20;
+    c->policy.num_conv = 1;
+    c->policy.conv_channels[0] = 6;
+    c->policy.hidden = 16;
+    c->policy.critic_hidden = 20;
+    c->ppo.rollout_steps = 8;
+    c->ppo.epochs = 2;
+    c->ppo.minibatches = 3;
+    c->ppo.lr.kind = MR_SCHED_COSINE;
+    c->ppo.lr.start = 1e-3;
+    c->ppo.lr.end = 1e-4;
+    c->ppo.ent_coef.kind = MR_SCHED_STEP;
+    c->ppo.ent_coef.start = 0.05;
+    c->ppo.ent_coef.end = 0.001;
+    c->ppo.ent_coef.gamma = 0.5;
+    c->ppo.ent_coef.every = 0.25;
+    c->ppo.ent_floor = 2.5;
+    c->threads = 2;
+    c->device = MR_DEVICE_CPU;
+    c->seed = 5;
+    c->total_steps = 24 * 8 * 5;
+}
+
+static const fixture fixtures[] = {
+    {"bitcompat_truth", 3, cfg_truth},
+    {"bitcompat_proxy", 3, cfg_proxy},
+    {"bitcompat_blinded", 4, cfg_blinded},
+};
+#define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
+
+/* ------------------------------------------------ the checkpoint, read here */
+
+typedef struct section {
+    char name[33];
+    size_t bytes;
+    const unsigned char *data;
+} section;
+
+typedef struct ckfile {
+    unsigned char *buf;
+    size_t len;
+    int n;
+    section s[64];
+} ckfile;
+
+static int read_ck(const char *path, ckfile *f) {
+    memset(f, 0, sizeof *f);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    f->buf = malloc((size_t)len);
+    f->len = (size_t)len;
+    if (!f->buf || fread(f->buf, 1, f->len, fp) != f->len) {
+        fclose(fp);
+        return -1;
+    }
+    fclose(fp);
+    /* header: magic[8] u32 version u32 sections u64 bytes */
+    if (f->len < 24 || memcmp(f->buf, "MOONRLCK", 8) != 0) return -1;
+    uint32_t nsec;
+    memcpy(&nsec, f->buf + 12, 4);
+    size_t off = 24;
+    for (uint32_t i = 0; i < nsec && i < 64; i++) {
+        section *s = &f->s[f->n++];
+        memcpy(s->name, f->buf + off, 32);
+        s->name[32] = 0;
+        uint64_t b;
+        memcpy(&b, f->buf + off + 32, 8);
+        s->bytes = (size_t)b;
+        s->data = f->buf + off + 48;
+        off += 48 + s->bytes;
+        if (off > f->len) return -1;
+    }
+    return 0;
+}
+
+static const section *find(const ckfile *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->s[i].name, name) == 0) return &f->s[i];
+    return NULL;
+}
+
+/* Every section of the fixture but the config (its struct may gain fields)
+ * must be in the new file with the same bytes. */
+static void compare(const char *label, const ckfile *want, const ckfile *got) {
+    CHECK_MSG(want->n > 10, "%s: fixture has %d sections", label, want->n);
+    for (int i = 0; i < want->n; i++) {
+        const section *w = &want->s[i];
+        if (strcmp(w->name, "config") == 0) continue;
+        const section *g = find(got, w->name);
+        CHECK_MSG(g != NULL, "%s: section %s missing", label, w->name);
+        if (!g) continue;
+        CHECK_MSG(g->bytes == w->bytes, "%s: section %s has %zu bytes, fixture %zu", label, w->name, g->bytes,
+                  w->bytes);
+        if (g->bytes != w->bytes) continue;
+        size_t first = (size_t)-1;
+        for (size_t k = 0; k < w->bytes; k++)
+            if (g->data[k] != w->data[k]) {
+                first = k;
+                break;
+            }
+        CHECK_MSG(first == (size_t)-1, "%s: section %s differs from the fixture (first at byte %zu of %zu)", label,
+                  w->name, first, w->bytes);
+    }
+}
+
+static int run_and_save(const fixture *fx, int threads, const char *path) {
+    mr_config c;
+    fx->config(&c);
+    if (threads) c.threads = threads;
+    mr_trainer *t;
+    mr_error e;
+    if (mr_trainer_create(&c, &t, &e) != MR_OK) {
+        fprintf(stderr, "%s: create: %s\n", fx->name, e.msg);
+        return -1;
+    }
+    mr_metrics m;
+    for (int u = 0; u < fx->updates; u++)
+        if (mr_trainer_update(t, &m, &e) != MR_OK) {
+            fprintf(stderr, "%s: update %d: %s\n", fx->name, u + 1, e.msg);
+            mr_trainer_free(t);
+            return -1;
+        }
+    mr_status s = mr_trainer_save(t, path, &e);
+    if (s != MR_OK) fprintf(stderr, "%s: save: %s\n", fx->name, e.msg);
+    mr_trainer_free(t);
+    return s == MR_OK ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--write") == 0) {
+        for (int i = 0; i < NFIX; i++) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s.mrck", argv[2], fixtures[i].name);
+            if (run_and_save(&fixtures[i], 0, path) != 0) return 1;
+            printf("wrote %s\n", path);
+        }
+        return 0;
+    }
+    for (int i = 0; i < NFIX; i++) {
+        const fixture *fx = &fixtures[i];
+        char want_path[512], got_path[512];
+        snprintf(want_path, sizeof want_path, "%s/%s.mrck", FIXTURE_DIR, fx->name);
+        ckfile want, got;
+        int ok = read_ck(want_path, &want) == 0;
+        CHECK_MSG(ok, "fixture %s unreadable", want_path);
+        if (!ok) continue;
+        for (int threads = 0; threads <= 1; threads++) {
+            snprintf(got_path, sizeof got_path, "bitcompat_now_%d.mrck", i);
+            CHECK(run_and_save(fx, threads, got_path) == 0);
+            CHECK(read_ck(got_path, &got) == 0);
+            char label[96];
+            snprintf(label, sizeof label, "%s (%s threads)", fx->name, threads ? "1" : "configured");
+            compare(label, &want, &got);
+            free(got.buf);
+            remove(got_path);
+        }
+        free(want.buf);
+    }
+    return check_report("test_bitcompat");
+}
