@@ -17,7 +17,7 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../kernels/policy_math.h"
+#include "policy_math.h"
 
 typedef struct emu {
     long jobs, gemms;           /* operations so far */

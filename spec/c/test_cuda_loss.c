@@ -22,10 +22,10 @@
  */
 #include "check.h"
 #include "ppo.h"
-#include "../../kernels/ppo_loss_cuda.h"
+#include "ppo_loss_cuda.h"
 #ifdef MOONRL_HAVE_CUDA
 #include "devmem.h"
-#include "../../kernels/ppo_cuda.h"
+#include "ppo_cuda.h"
 #endif
 
 #include <stdint.h>

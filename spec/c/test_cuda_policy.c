@@ -36,12 +36,12 @@
 #include "policy.h"
 #include "nn.h"
 #include "arena.h"
-#include "../../kernels/policy_math.h"
+#include "policy_math.h"
 #include "pc_emu.h"
 #ifdef MOONRL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include "devmem.h"
-#include "../../kernels/policy_cuda.h"
+#include "policy_cuda.h"
 #endif
 
 #include <cblas.h>

@@ -18,10 +18,10 @@
  */
 #include "check.h"
 #include "ppo.h"
-#include "../../kernels/ppo_math.h"
+#include "ppo_math.h"
 #ifdef MOONRL_HAVE_CUDA
 #include "devmem.h"
-#include "../../kernels/ppo_cuda.h"
+#include "ppo_cuda.h"
 #endif
 
 #include <stdint.h>

@@ -36,6 +36,7 @@ extern "C" {
 
 #define MR_VERSION_STRING "0.1.0"
 #define MR_MAX_CONV 8          /* at most this many conv layers in the trunk */
+#define MR_NUM_ACTIONS 8       /* the foraging moves (ENV_SPEC: 8, no "stay") */
 #define MR_ERROR_LEN 512
 
 typedef enum mr_status {
@@ -74,7 +75,7 @@ int mr_mode_from_name(const char *name);
 const char *mr_mode_name(int mode);
 
 typedef struct mr_env_config {
-    int mode;               /* mr_mode                          default ground_truth */
+    mr_mode mode;           /*                                  default ground_truth */
     int num_envs;           /* instances stepped in lock-step   default 192 */
     int grid_size;          /* H = W                            default 128 */
     int view_range;         /* observation is (2r+1)^2          default 5 */
@@ -103,7 +104,7 @@ typedef enum mr_schedule_kind {
 /* A value as a function of training progress p in [0, 1], evaluated once per
  * update with p = updates done / total updates. */
 typedef struct mr_schedule {
-    int kind;
+    mr_schedule_kind kind;
     double start, end;
     double gamma, every;     /* MR_SCHED_STEP only */
 } mr_schedule;
@@ -146,8 +147,8 @@ typedef struct mr_config {
     mr_policy_config policy;
     mr_ppo_config ppo;
     mr_cuda_config cuda;
-    int device;                  /* mr_device, default auto */
-    int precision;               /* mr_precision, default fp32 (CPU supports fp32 only) */
+    mr_device device;            /* default auto */
+    mr_precision precision;      /* default fp32 (CPU supports fp32 only) */
     int threads;                 /* CPU threads, 0 = all cores, default 0 */
     uint64_t seed;               /* default 1 */
     uint64_t total_steps;        /* agent-steps to train; default 50,331,648 */
@@ -223,6 +224,14 @@ typedef struct mr_hot_params {
     uint64_t total_steps;
 } mr_hot_params;
 
+/* The hot parameters a config starts with; and a config with hot values put
+ * back into it (what a trainer's config reads after mr_trainer_set_hot). */
+void mr_config_hot_params(const mr_config *cfg, mr_hot_params *out);
+void mr_config_apply_hot(mr_config *cfg, const mr_hot_params *hot);
+/* Updates a run of cfg makes: ceil(total_steps / (num_envs x rollout_steps)),
+ * at least 1. Progress p for update k+1 (k done) is k / this. */
+uint64_t mr_config_total_updates(const mr_config *cfg);
+
 mr_status mr_trainer_get_hot(const mr_trainer *t, mr_hot_params *out, mr_error *err);
 mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *err);
 
@@ -254,7 +263,7 @@ mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra
 /* --------------------------------------------------------------- evaluation */
 
 typedef struct mr_eval_config {
-    int mode;           /* mr_mode; -1 = the trainer's mode */
+    int mode;           /* an mr_mode, or -1 = the trainer's mode */
     int num_envs;       /* default 1024 */
     int steps;          /* per run, default 4096 */
     int runs;           /* default 1 */
@@ -317,6 +326,17 @@ typedef struct mr_env_view {
 mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err);
 /* Set energy frozen (1) or real (0); the mode sets the default. */
 mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err);
+
+/* The OpenBLAS kernel set in use: "Cooperlake", "SkylakeX", "Haswell", ... */
+const char *mr_blas_kernels(void);
+/* The kernel set OpenBLAS should be told to load (OPENBLAS_CORETYPE) on this
+ * CPU because its own detection chose a weaker one, or NULL: "SkylakeX" on
+ * CPUs with AVX-512 (F, BW, DQ, VL, CD, with OS support) that OpenBLAS runs
+ * with its AVX2 kernels ("Haswell", "Zen": 0.3.21 knows no AMD core with
+ * AVX-512). NULL as well when OPENBLAS_CORETYPE is already set. OpenBLAS
+ * reads the variable when it loads, so only a new process can act on the
+ * answer: the moonrl executable re-executes itself (src/host/main.c). Both answer for the cpu backend's OpenBLAS. */
+const char *mr_blas_better_kernels(void);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
 int mr_cuda_device_count(void);

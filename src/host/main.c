@@ -12,7 +12,6 @@
  * source tree, or bin/moonrl in an install), the source dir at compile time.
  */
 #include "host.h"
-#include "nn.h"   /* mr_blas_better_kernels */
 
 #include <libgen.h>
 #include <signal.h>
@@ -85,7 +84,7 @@ static void open_modules(lua_State *L, uv_loop_t *loop, const char *home) {
 }
 
 /* OpenBLAS picks its kernels when it loads, before main; on CPUs whose
- * AVX-512 it does not know (nn.h: mr_blas_better_kernels) the process starts
+ * AVX-512 it does not know (moonrl.h: mr_blas_better_kernels) the process starts
  * again once with OPENBLAS_CORETYPE set (1.3x training, 1.65x acting on the
  * reference net: BENCHMARKS.md). MOONRL_BLAS_AUTO=0 keeps OpenBLAS's own
  * choice; a failed exec just goes on with it. */

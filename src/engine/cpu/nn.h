@@ -76,16 +76,6 @@ void mr_bias_backward(float *db, const float *d, size_t N, int OC);
  * and the number of sgemm calls. Only counted when nn.c is compiled with
  * -DMR_NN_PROFILE (the benchmark); otherwise mr_nn_sgemm_seconds() returns -1.
  * A profiling aid: a global counter, which the engine otherwise never keeps. */
-/* The OpenBLAS kernel set in use: "Cooperlake", "SkylakeX", "Haswell", ... */
-const char *mr_blas_kernels(void);
-/* The kernel set OpenBLAS should be told to load (OPENBLAS_CORETYPE) on this
- * CPU because its own detection chose a weaker one, or NULL: "SkylakeX" on
- * CPUs with AVX-512 (F, BW, DQ, VL, CD, with OS support) that OpenBLAS runs
- * with its AVX2 kernels ("Haswell", "Zen": 0.3.21 knows no AMD core with
- * AVX-512). NULL as well when OPENBLAS_CORETYPE is already set. OpenBLAS
- * reads the variable when it loads, so only a new process can act on the
- * answer: the moonrl executable re-executes itself (src/host/main.c). */
-const char *mr_blas_better_kernels(void);
 double mr_nn_sgemm_seconds(void);
 long mr_nn_sgemm_calls(void);
 void mr_nn_profile_reset(void);

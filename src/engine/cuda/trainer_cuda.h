@@ -17,10 +17,10 @@
 #include "moonrl.h"
 #include "devmem.h"
 #include "env.h"
-#include "../../kernels/ppo_math.h"
-#include "../../kernels/ppo_loss_math.h"
-#include "../../kernels/policy_cuda.h"
-#include "../../kernels/rollout_cuda.h"
+#include "ppo_math.h"
+#include "ppo_loss_math.h"
+#include "policy_cuda.h"
+#include "rollout_cuda.h"
 
 typedef struct mr_trainer_cuda mr_trainer_cuda;
 

@@ -64,9 +64,9 @@
 #include <time.h>
 
 #include "env_cuda.h"                    /* the environment kernels' entry points in a CUDA build */
-#include "../../kernels/ppo_cuda.h"
-#include "../../kernels/ppo_loss_cuda.h"    /* mr_loss_hyper_set, mr_popart_ctl_set / _get */
-#include "../../kernels/graph_cuda.h"
+#include "ppo_cuda.h"
+#include "ppo_loss_cuda.h"    /* mr_loss_hyper_set, mr_popart_ctl_set / _get */
+#include "graph_cuda.h"
 
 #define NUM_ACTIONS 8
 #define HOST_POLICY_CHUNK 32     /* the host copy's policy: evaluation and inference (as trainer.c) */

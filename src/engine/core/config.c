@@ -10,27 +10,10 @@
 #include "env.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char *mode_names[] = {"ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy"};
-
-const char *mr_version(void) { return MR_VERSION_STRING; }
-
-const char *mr_status_name(mr_status s) {
-    switch (s) {
-    case MR_OK: return "ok";
-    case MR_ERR_ARG: return "bad argument";
-    case MR_ERR_NOMEM: return "out of memory";
-    case MR_ERR_IO: return "i/o error";
-    case MR_ERR_FORMAT: return "bad file format";
-    case MR_ERR_BACKEND: return "backend unavailable";
-    case MR_ERR_STATE: return "bad state";
-    case MR_ERR_NUMERIC: return "non-finite value";
-    }
-    return "unknown status";
-}
 
 int mr_mode_from_name(const char *name) {
     if (!name) return -1;
@@ -41,21 +24,6 @@ int mr_mode_from_name(const char *name) {
 
 const char *mr_mode_name(int mode) {
     return (mode >= 0 && mode < 4) ? mode_names[mode] : NULL;
-}
-
-mr_status mr_fail(mr_error *err, mr_status s, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-        err->status = s;
-    }
-    return s;
-}
-
-void mr_ok(mr_error *err) {
-    if (err) { err->status = MR_OK; err->msg[0] = 0; }
 }
 
 static mr_schedule linear(double a, double b) {
@@ -199,14 +167,7 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     CHECK_INT(c->ppo.norm_adv, 0, 1);
     CHECK_REAL(c->ppo.reward_clip, 1e-6, 1e6);
     mr_hot_params h;
-    h.lr = c->ppo.lr;
-    h.clip = c->ppo.clip;
-    h.ent_coef = c->ppo.ent_coef;
-    h.max_grad_norm = c->ppo.max_grad_norm;
-    h.vf_coef = c->ppo.vf_coef;
-    h.ent_floor = c->ppo.ent_floor;
-    h.ent_floor_coef = c->ppo.ent_floor_coef;
-    h.total_steps = c->total_steps;
+    mr_config_hot_params(c, &h);
     if ((s = mr_hot_validate(&h, err))) return s;
 
     CHECK_INT(c->device, MR_DEVICE_AUTO, MR_DEVICE_CUDA);
@@ -219,4 +180,34 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
         return mr_fail(err, MR_ERR_ARG, "cuda.algo_cache is not a terminated string");
     mr_ok(err);
     return MR_OK;
+}
+
+void mr_config_hot_params(const mr_config *cfg, mr_hot_params *h) {
+    memset(h, 0, sizeof *h);
+    h->lr = cfg->ppo.lr;
+    h->clip = cfg->ppo.clip;
+    h->ent_coef = cfg->ppo.ent_coef;
+    h->max_grad_norm = cfg->ppo.max_grad_norm;
+    h->vf_coef = cfg->ppo.vf_coef;
+    h->ent_floor = cfg->ppo.ent_floor;
+    h->ent_floor_coef = cfg->ppo.ent_floor_coef;
+    h->total_steps = cfg->total_steps;
+}
+
+void mr_config_apply_hot(mr_config *cfg, const mr_hot_params *h) {
+    cfg->ppo.lr = h->lr;
+    cfg->ppo.clip = h->clip;
+    cfg->ppo.ent_coef = h->ent_coef;
+    cfg->ppo.max_grad_norm = h->max_grad_norm;
+    cfg->ppo.vf_coef = h->vf_coef;
+    cfg->ppo.ent_floor = h->ent_floor;
+    cfg->ppo.ent_floor_coef = h->ent_floor_coef;
+    cfg->total_steps = h->total_steps;
+}
+
+uint64_t mr_config_total_updates(const mr_config *cfg) {
+    const uint64_t per = (uint64_t)(cfg->ppo.rollout_steps > 0 ? cfg->ppo.rollout_steps : 1) *
+                         (uint64_t)(cfg->env.num_envs > 0 ? cfg->env.num_envs : 1);
+    const uint64_t n = (cfg->total_steps + per - 1) / per;
+    return n ? n : 1;
 }
