@@ -75,6 +75,10 @@ function engine.fields(name)
   return out
 end
 
+local function is_enum(ctype)
+  return ctype:match("^mr_[%w_]+$") ~= nil and CDEF:find("typedef%s+enum%s+" .. ctype .. "%s*{") ~= nil
+end
+
 local function struct_of(ctype)
   return ctype:match("^(mr_[%w_]+)$") and CDEF:find("typedef%s+struct%s+" .. ctype .. "%s*{")
     and ctype or nil
@@ -161,7 +165,7 @@ local function fill_struct(dst, sname, src, path)
         -- A list's length lives beside it: conv_channels -> num_conv.
         local count = "num_" .. f.name:match("^([%a]+)")
         if has[count] then dst[count] = #v end
-      elseif SCALAR[f.type] then
+      elseif SCALAR[f.type] or is_enum(f.type) then
         if type(v) == "boolean" then
           dst[f.name] = v and 1 or 0
         elseif type(v) == "string" then
@@ -179,6 +183,9 @@ local function fill_struct(dst, sname, src, path)
         else
           return nil, key .. ": expected a number, got " .. type(v)
         end
+      else
+        -- a member this filler has no conversion for must not be dropped silently
+        return nil, key .. ": the engine's field of type " .. f.type .. " cannot be set from Lua"
       end
     end
   end
