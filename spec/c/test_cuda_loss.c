@@ -33,20 +33,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rs = 0x5eed1234abcd9876ull;
-static double urand(void) {
-    rs += 0x9e3779b97f4a7c15ull;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-static double uni(double lo, double hi) { return lo + (hi - lo) * urand(); }
-static float *frand(size_t n, double lo, double hi) {
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = (float)uni(lo, hi);
-    return p;
-}
 
 static size_t ndiff(const float *a, const float *b, size_t n) {
     size_t k = 0;
@@ -877,6 +863,7 @@ static void gpu_tests(void) {
 #endif /* MOONRL_HAVE_CUDA */
 
 int main(void) {
+    check_seed(0x5eed1234abcd9876ull);
     test_constants_and_setup();
     test_loss_rows();
     test_entropy_gradient();

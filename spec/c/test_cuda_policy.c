@@ -57,20 +57,6 @@ static int calibrate; /* --calibrate: the emulated schedule at the GPU test's si
 
 /* ================================================================ helpers */
 
-static uint64_t rs = 0x0badc0ffee123457ull;
-static double urand(void) {
-    rs += 0x9e3779b97f4a7c15ull;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-static uint32_t u32rand(void) { return (uint32_t)(urand() * 4294967296.0); }
-static float *frand(size_t n, double lo, double hi) {
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
-    return p;
-}
 
 /* Relative 2-norm error ||a - b|| / max(||b||, floor); NaN propagates. The
  * reduced-precision checks use it: there a pre-activation within rounding of
@@ -1329,8 +1315,9 @@ static void gpu_tests(void) {
 #endif /* MOONRL_HAVE_CUDA */
 
 int main(int argc, char **argv) {
+    check_seed(0x0badc0ffee123457ull);
     const char *seed = getenv("MOONRL_TEST_SEED");   /* a different random draw of every test input */
-    if (seed) rs ^= strtoull(seed, NULL, 10) * 0x9e3779b97f4a7c15ull;
+    if (seed) check_rng_state ^= strtoull(seed, NULL, 10) * 0x9e3779b97f4a7c15ull;
     for (int i = 1; i < argc; i++) {
         verbose |= strcmp(argv[i], "--verbose") == 0;
         calibrate |= strcmp(argv[i], "--calibrate") == 0;

@@ -29,19 +29,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rs = 0x0123456789abcdefull;
-static double urand(void) {
-    rs += 0x9e3779b97f4a7c15ull;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-static float *frand(size_t n, double lo, double hi) {
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
-    return p;
-}
 static float fnan(void) { return (float)(0.0 / 0.0); }
 static float finf(void) { return (float)(1.0 / 0.0); }
 
@@ -552,6 +539,7 @@ static void gpu_tests(void) {
 #endif /* MOONRL_HAVE_CUDA */
 
 int main(void) {
+    check_seed(0x0123456789abcdefull);
     test_gae_column();
     test_adam_elem();
     test_clip_factor_and_finite();

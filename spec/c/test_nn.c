@@ -14,21 +14,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------ helpers */
-static uint64_t rs = 0x1234567887654321ULL;
-static double urand(void) {   /* [0,1) */
-    rs += 0x9e3779b97f4a7c15ULL;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
-}
-static int irand(int lo, int hi) { return lo + (int)(urand() * (hi - lo + 1)); }
-static float *frand(size_t n, double lo, double hi) {
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
-    return p;
-}
 static double *todouble(const float *f, size_t n) {
     double *d = malloc(sizeof(double) * (n ? n : 1));
     for (size_t i = 0; i < n; i++) d[i] = f[i];
@@ -342,6 +327,7 @@ static void test_threads(void) {
 }
 
 int main(void) {
+    check_seed(0x1234567887654321ULL);
     test_obs_expand();
     /* fixed shapes incl. non-square and C, OC = 1 */
     test_conv(1, 3, 3, 1, 1);

@@ -22,15 +22,6 @@
 #define NA MR_NUM_ACTIONS
 
 /* ------------------------------------------------------------ helpers */
-static uint64_t rs = 0x5eed5eed12345678ULL;
-static double urand(void) {
-    rs += 0x9e3779b97f4a7c15ULL;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
-}
 
 static void small_cfg(mr_policy_config *c) {
     memset(c, 0, sizeof *c);
@@ -542,6 +533,7 @@ static void test_permute(void) {
 }
 
 int main(void) {
+    check_seed(0x5eed5eed12345678ULL);
     omp_set_num_threads(2);
     test_table();
     test_init();

@@ -17,19 +17,6 @@
 
 /* ------------------------------------------------------------- helpers */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {            /* splitmix64 -> [0, 1) */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
-static double nrand(void) {            /* standard normal, Box-Muller */
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 static void set_threads(int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);
@@ -732,6 +719,7 @@ static void test_explained_variance(void) {
 }
 
 int main(void) {
+    check_seed(0x9E3779B97F4A7C15ull);
     set_threads(2);
     test_schedules();
     test_gae();
