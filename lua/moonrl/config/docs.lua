@@ -1,0 +1,64 @@
+-- moonrl.config.docs - docs/config.md, the configuration reference,
+-- generated from moonrl.schema (lua/moonrl/gen_docs.lua writes it; a spec
+-- fails when the file and the schema differ).
+--
+--   docs.reference_markdown() -> string
+
+local schema = require("moonrl.schema")
+local schedule = require("moonrl.schedule")
+local util = require("moonrl.util")
+local serialize = require("moonrl.config.serialize")
+
+local docs = {}
+
+local function md_cell(s)
+  return (tostring(s):gsub("|", "\\|"))
+end
+
+local function default_text(e)
+  local d = e.default
+  if d == nil then return "none" end
+  if e.type == "schedule" then return "`" .. schedule.to_lua(d) .. "`" end
+  if type(d) == "string" then return "`" .. serialize.lua_string(d) .. "`" end
+  return "`" .. util.fmt_value(d, 200) .. "`"
+end
+
+function docs.reference_markdown()
+  local L = {}
+  local function add(s) L[#L + 1] = s end
+  add("# moonrl configuration reference")
+  add("")
+  add("Generated from `lua/moonrl/schema.lua` by `luajit lua/moonrl/gen_docs.lua`: edit the schema, not")
+  add("this file (`spec/gen_docs_spec.lua` fails when the two differ).")
+  add("")
+  add("A config is a Lua table. The table a run uses is built from layers, each overriding the one")
+  add("before: built-in defaults < hardware profile (`configs/hardware/<hardware>.lua`) < optimisation")
+  add("level (`configs/levels/<level>.lua`) < experiment file < `--set key=value`. It is validated")
+  add("before anything starts: an unknown key, a wrong type or an out-of-range value is an error that")
+  add("names the key, the value and what is accepted.")
+  add("")
+  add("- **Schedules** (`ppo.lr`, `ppo.clip`, `ppo.ent_coef`) take a number (a constant),")
+  add("  `linear(from, to)`, `cosine(from, to)`, `constant(v)`, `step(from, gamma, every[, to])`,")
+  add("  the table form `{kind = \"linear\", from = ..., to = ...}`, or a Lua `function(progress)`;")
+  add("  progress runs from 0 to 1 over training. `step` is `from * gamma^floor(p / every)`, never past `to`.")
+  add("- **hot** keys can change while a run is going (`moonrl ctl RUN_DIR set key=value`).")
+  add("- **CUDA only** settings are reported as not applying on cpu; a non-fp32 `precision` from a")
+  add("  profile or level falls back to fp32 there, while one set by the experiment is an error.")
+  add("- `warmup` may also be a `function(info)` returning the `warmup` table, where `info` is")
+  add("  `{device = ..., level = ..., num_envs = ...}`.")
+  add("")
+  add("| key | default | accepted | hot | description |")
+  add("|---|---|---|---|---|")
+  for _, e in ipairs(schema.keys) do
+    local desc = e.desc
+    if e.gpu_only then
+      desc = desc .. (e.key == "precision" and " (bf16, fp16: CUDA only)" or " (CUDA only)")
+    end
+    add("| `" .. e.key .. "` | " .. md_cell(default_text(e)) .. " | " .. md_cell(schema.accepted_text(e)) ..
+      " | " .. (e.hot and "yes" or "no") .. " | " .. md_cell(desc) .. " |")
+  end
+  add("")
+  return table.concat(L, "\n")
+end
+
+return docs

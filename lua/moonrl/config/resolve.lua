@@ -1,0 +1,224 @@
+-- moonrl.config.resolve - the config a run uses, from its layers:
+--   built-in defaults (schema)  <  hardware profile configs/hardware/<name>.lua
+--   <  optimisation level configs/levels/<name>.lua  <  experiment file (or
+--   table)  <  --set key=value
+-- then validated and adapted to the device.
+--
+--   resolve.resolve(opts) -> resolved, notes | nil, err   (config.resolve: see
+--                                                         moonrl.config for opts)
+--
+-- What resolve() does beyond merging
+--   - hardware/level names are taken from opts, else --set, else the file,
+--     else "auto"/"advanced"; "auto" picks profile cuda when detect().gpus > 0,
+--     else cpu. The resolved table records the profile actually used.
+--   - Schedules come back normalised: a table {kind, from, to[, gamma, every]}
+--     (numbers become constants, step gets its `to`) or a function.
+--   - On a cpu device (device = "cpu", or "auto" without a GPU), gpu_only
+--     settings that a profile or level set are listed in `notes` as not
+--     applying; a non-fp32 precision from a profile/level is reset to fp32
+--     with a note, one the user set (file or --set) is an error.
+--     env.num_envs = "auto" becomes 192 on cpu (with a note); on a GPU it is
+--     chosen from detect().gpu_memory (bytes, optional; 192 without it), so
+--     the resolved table always holds a number.
+--   - A warmup function is called once with {device, level, num_envs} to check
+--     what it returns; the resolved table keeps the function.
+
+local schema = require("moonrl.schema")
+local util = require("moonrl.util")
+local warmup = require("moonrl.warmup")
+local keys = require("moonrl.config.keys")
+local loader = require("moonrl.config.load")
+local merge = require("moonrl.config.merge")
+local validate = require("moonrl.config.validate")
+
+local resolve = {}
+
+local CPU_AUTO_NUM_ENVS = 192
+
+local USER_SOURCE = { file = true, config = true, ["--set"] = true }
+
+local function is_user(label)
+  return label ~= nil and USER_SOURCE[label:match("^(%S+)")] == true
+end
+
+-- A gpu_only value that asks for nothing (off, empty): no note needed.
+local function inert(v)
+  return v == false or v == "" or (type(v) == "table" and next(v) == nil)
+end
+
+local function note_value(v)
+  if type(v) == "string" then return v end
+  return util.fmt_value(v)
+end
+
+-- env.num_envs = "auto" on a GPU. With the engine at hand (detect() gives
+-- fit_num_envs and the card's memory, gpu_memory and gpu_memory_free): the
+-- most environments whose CUDA trainer - the engine's own plan of every
+-- device buffer for these shapes - fits in 90% of what the allocator may take
+-- (the card x cuda.memory_fraction, at most what is free now; the 10% leave
+-- room for the allocator's rounding, cuBLAS and the CUDA context). Without
+-- the engine (a bare config check): an estimate of the training activations
+-- in half of that, 64 .. 8192. Without the card's memory: the reference 192.
+local function auto_num_envs(acc, info)
+  local mem = tonumber(info.gpu_memory)
+  if not mem or mem <= 0 then return CPU_AUTO_NUM_ENVS, "GPU memory unknown: the reference setting" end
+  local env, policy, ppo = acc.env, acc.policy, acc.ppo
+  local limit = mem * acc.cuda.memory_fraction
+  local free = tonumber(info.gpu_memory_free)
+  if free and free < limit then limit = free end
+  if info.fit_num_envs then
+    local budget = 0.9 * limit
+    local n, err = info.fit_num_envs(acc, budget)
+    if not n then return nil, "env.num_envs = auto: " .. tostring(err) end
+    return n, string.format("the most whose buffers (the engine's plan for these shapes) fit in %.1f GiB, 90%% of " ..
+      "%.1f GiB x cuda.memory_fraction %s%s, and stay within the kernels' 2^31-element buffers", budget / 2 ^ 30,
+      mem / 2 ^ 30,
+      util.fmt_number(acc.cuda.memory_fraction), free and free < mem * acc.cuda.memory_fraction and
+      string.format(", capped by the %.1f GiB free now", free / 2 ^ 30) or "")
+  end
+  local v2 = (2 * env.view_range + 1) ^ 2
+  local channels = 0
+  for _, c in ipairs(policy.conv_channels) do channels = channels + c end
+  local per_sample = 12 * (channels * v2 + policy.hidden + policy.critic_hidden + 4 * v2)
+  local budget = 0.5 * limit
+  local n = math.floor(budget * ppo.minibatches / (per_sample * ppo.rollout_steps) / 64) * 64
+  n = math.max(64, math.min(8192, n))
+  while n > 64 and (n * ppo.rollout_steps) % ppo.minibatches ~= 0 do n = n - 64 end
+  return n, string.format("training activations of %d x %d samples in half of %.1f GiB x cuda.memory_fraction %s",
+    n, ppo.rollout_steps, mem / 2 ^ 30, util.fmt_number(acc.cuda.memory_fraction))
+end
+
+function resolve.resolve(opts)
+  opts = opts or {}
+  local errs, notes = {}, {}
+  local dir = opts.config_dir or loader.config_dir()
+
+  -- the experiment's own layers
+  local file_layer, file_label = {}, nil
+  if type(opts.file) == "string" then
+    local t, err = loader.file(opts.file)
+    if not t then return nil, err end
+    file_layer, file_label = t, "file " .. opts.file
+  elseif type(opts.file) == "table" then
+    file_layer, file_label = util.deepcopy(opts.file), "config table"
+  elseif opts.file ~= nil then
+    return nil, "config.resolve: file must be a path, a table or nil, got " .. util.describe(opts.file)
+  end
+  local set_layer = {}
+  for _, s in ipairs(opts.sets or {}) do
+    local path, v = validate.parse_set(s)
+    if path then keys.set(set_layer, path, v) else errs[#errs + 1] = v end
+  end
+
+  -- which profile and level
+  local hardware = opts.hardware or set_layer.hardware or file_layer.hardware or "auto"
+  local level = opts.level or set_layer.level or file_layer.level or "advanced"
+  local bad_name = false
+  for _, pair in ipairs({ { "hardware", hardware }, { "level", level } }) do
+    local ok, err = schema.check(schema.by_key[pair[1]], pair[2])
+    if not ok then errs[#errs + 1] = err; bad_name = true end
+  end
+  if bad_name then return nil, table.concat(errs, "\n") end
+
+  local info = { gpus = 0 }
+  if opts.detect then
+    local ok, r = pcall(opts.detect)
+    if ok and type(r) == "table" then
+      info = r
+    else
+      notes[#notes + 1] = "hardware detection failed (" .. tostring(ok and util.describe(r) or r) ..
+        "): assuming no GPU"
+    end
+  end
+  local gpus = tonumber(info.gpus) or 0
+  local profile = hardware
+  if hardware == "auto" then
+    profile = gpus > 0 and "cuda" or "cpu"
+    notes[#notes + 1] = "hardware = auto: " .. gpus .. " GPU" .. (gpus == 1 and "" or "s") ..
+      " detected, using profile " .. profile
+  end
+
+  local profile_layer, perr = loader.layer("profile", profile, dir)
+  if not profile_layer then return nil, perr end
+  local level_layer, lerr = loader.layer("level", level, dir)
+  if not level_layer then return nil, lerr end
+
+  -- layering
+  local prov = {}
+  local acc = merge.defaults()
+  for _, e in ipairs(schema.keys) do prov[e.key] = "defaults" end
+  merge.into(acc, profile_layer, nil, "profile " .. profile, prov)
+  merge.into(acc, level_layer, nil, "level " .. level, prov)
+  merge.into(acc, file_layer, nil, file_label or "file", prov)
+  merge.into(acc, set_layer, nil, "--set", prov)
+  merge.fill_defaults(acc, prov)
+  acc.hardware, acc.level = profile, level
+
+  local ok, verr = validate.validate(acc)
+  if not ok then errs[#errs + 1] = verr end
+  if #errs > 0 then return nil, table.concat(errs, "\n") end
+
+  -- the device
+  local num_envs_was_auto = acc.env.num_envs == "auto"
+  local device = acc.device
+  if device == "auto" then device = gpus > 0 and "cuda" or "cpu" end
+  if device == "cpu" then
+    if acc.precision ~= "fp32" then
+      local src = prov.precision
+      if is_user(src) then
+        return nil, "precision = " .. util.fmt_value(acc.precision) .. " (from " .. src ..
+          ") needs CUDA, but this run is on cpu (device = " .. util.fmt_value(acc.device) ..
+          (acc.device == "auto" and ", no GPU found" or "") ..
+          "): the CPU backend runs fp32 only; set precision = \"fp32\", or device = \"cuda\" on a GPU machine"
+      end
+      notes[#notes + 1] = "precision = " .. acc.precision .. " (from " .. src ..
+        ") does not apply on cpu: using fp32"
+      acc.precision = "fp32"
+      prov.precision = "cpu"
+    end
+    local by_source, order = {}, {}
+    for _, e in ipairs(schema.keys) do
+      if e.gpu_only and e.key ~= "precision" and prov[e.key] ~= "defaults" then
+        local holder = keys.holder_of(acc, e)
+        local v = nil
+        if type(holder) == "table" then v = holder[e.name] end
+        if v ~= nil and not inert(v) then
+          local src = prov[e.key]
+          if not by_source[src] then by_source[src] = {}; order[#order + 1] = src end
+          table.insert(by_source[src], e.key .. " = " .. note_value(v))
+        end
+      end
+    end
+    for _, src in ipairs(order) do
+      local list = by_source[src]
+      notes[#notes + 1] = table.concat(list, ", ") .. " (from " .. src .. ") " ..
+        (#list == 1 and "does" or "do") .. " not apply on cpu"
+    end
+    if acc.env.num_envs == "auto" then
+      acc.env.num_envs = CPU_AUTO_NUM_ENVS
+      notes[#notes + 1] = "env.num_envs = auto is chosen by the GPU; on cpu using " .. CPU_AUTO_NUM_ENVS
+    end
+  elseif acc.env.num_envs == "auto" then
+    local n, why = auto_num_envs(acc, info)
+    if not n then return nil, why end
+    acc.env.num_envs = n
+    notes[#notes + 1] = "env.num_envs = auto: " .. n .. " (" .. why .. ")"
+  end
+  if num_envs_was_auto then
+    -- The chosen num_envs must still divide into minibatches and so on.
+    local ok2, verr2 = validate.validate(acc)
+    if not ok2 then return nil, verr2 end
+  end
+
+  for _, e in ipairs(schema.keys) do
+    if e.type == "schedule" then keys.set(acc, e.key, validate.normalize_value(e, keys.get(acc, e.key))) end
+  end
+
+  if type(acc.warmup) == "function" then
+    local w, werr = warmup.normalize(acc.warmup, { device = device, level = level, num_envs = acc.env.num_envs })
+    if not w then return nil, werr end
+  end
+  return acc, notes
+end
+
+return resolve

@@ -1,0 +1,238 @@
+-- moonrl.config.validate - checking configs against moonrl.schema: whole
+-- tables (validate), single keys (get, set), --set key=value text
+-- (parse_set), with "did you mean" for unknown keys and the checks that
+-- involve more than one key.
+--
+--   validate.validate(t [, {partial = true}]) -> true | nil, err (one error a line)
+--   validate.parse_set("k=v") -> path, value | nil, err
+--   validate.get(t, "ppo.lr") -> value | nil, err     (err only for an unknown key)
+--   validate.set(t, "ppo.lr", v [, {running = true}]) -> true | nil, err
+--   validate.unknown_key(path) -> "unknown key 'x' - did you mean 'y'?"
+--   validate.normalize_value(entry, v) -> the value as the resolved table holds it
+
+local schema = require("moonrl.schema")
+local schedule = require("moonrl.schedule")
+local util = require("moonrl.util")
+local warmup = require("moonrl.warmup")
+local keys = require("moonrl.config.keys")
+local loader = require("moonrl.config.load")
+
+local validate = {}
+
+-- --set key=value ----------------------------------------------------------------
+
+function validate.parse_set(text)
+  if type(text) ~= "string" then
+    return nil, "--set expects key=value, got " .. util.describe(text)
+  end
+  local k, v = text:match("^%s*([^=]-)%s*=%s*(.-)%s*$")
+  if not k then
+    return nil, "--set " .. util.fmt_value(text) .. ": expected key=value, e.g. ppo.lr=1e-4"
+  end
+  if k == "" or not keys.valid(k) then
+    return nil, "--set " .. util.fmt_value(text) .. ": bad key " .. util.fmt_value(k) ..
+      ": keys are dotted names such as ppo.lr"
+  end
+  if v == "true" then return k, true end
+  if v == "false" then return k, false end
+  local n = tonumber(v)
+  if n then return k, n end
+  local first = v:sub(1, 1)
+  if first == "{" or first == '"' or first == "'" or v:match("^[%a_][%w_]*%s*%(") then
+    local env = schedule.env()
+    env.math = math
+    local chunk, err = load("return " .. v, "=value", "t", env)
+    local ok, res
+    if chunk then
+      ok, res = pcall(chunk)
+      if not ok then err = res end
+    end
+    if not chunk or not ok then
+      err = tostring(err):gsub("^value:%d+: ", "")
+      return nil, "--set " .. k .. ": cannot read the value " .. util.fmt_value(v) .. ": " .. loader.hint_global(err)
+    end
+    if res == nil then
+      return nil, "--set " .. k .. ": the value " .. util.fmt_value(v) .. " is nil"
+    end
+    return k, res
+  end
+  return k, v
+end
+
+-- validation ---------------------------------------------------------------------
+
+local function suggest(path)
+  local sec, leaf = path:match("^([^.]+)%.(.+)$")
+  if not sec then leaf = path end
+  local lleaf, lpath = leaf:lower(), path:lower()
+  local best, best_d
+  local function consider(cand, d)
+    if best_d == nil or d < best_d then best, best_d = cand, d end
+  end
+  if not sec then
+    for _, s in ipairs(schema.sections) do consider(s.name, util.edit_distance(lpath, s.name)) end
+  end
+  for _, e in ipairs(schema.keys) do
+    local penalty = ((e.section or "") == (sec or "")) and 0 or 1
+    consider(e.key, util.edit_distance(lleaf, e.name) + penalty)
+    for _, a in ipairs(e.aliases or {}) do
+      consider(e.key, util.edit_distance(lleaf, a) + penalty)
+    end
+    consider(e.key, util.edit_distance(lpath, e.key))
+  end
+  local limit = math.max(1, math.min(4, math.floor(#leaf / 3)))
+  if best_d and best_d <= limit then return best end
+  return nil
+end
+
+local section_names = {}
+for i, s in ipairs(schema.sections) do section_names[i] = s.name end
+
+function validate.unknown_key(path)
+  local msg = "unknown key '" .. path .. "'"
+  local near = suggest(path)
+  if near then msg = msg .. " - did you mean '" .. near .. "'?" end
+  return msg
+end
+
+local function cross_checks(t, errs, bad)
+  local env, ppo, alerts = t.env, t.ppo, t.alerts
+  local function ok(...)
+    for _, k in ipairs({ ... }) do
+      if bad[k] or keys.get(t, k) == nil then return false end
+    end
+    return true
+  end
+  local f = util.fmt_number
+  if ok("env.density_min", "env.density_max") and env.density_min > env.density_max then
+    errs[#errs + 1] = "env.density_min = " .. f(env.density_min) .. " is greater than env.density_max = " ..
+      f(env.density_max) .. ": accepted density_min <= density_max"
+  end
+  if ok("env.density_max", "env.grid_size") and 2 * env.density_max + 1 > env.grid_size ^ 2 then
+    errs[#errs + 1] = "env.density_max = " .. f(env.density_max) .. " does not fit a " .. f(env.grid_size) ..
+      " x " .. f(env.grid_size) .. " grid: food + poison + the agent need 2 * density_max + 1 <= grid_size^2 cells"
+  end
+  if ok("env.view_range", "env.grid_size") and 2 * env.view_range + 1 > env.grid_size then
+    errs[#errs + 1] = "env.view_range = " .. f(env.view_range) .. " sees more than the grid: accepted 2 * view_range + 1 <= env.grid_size (" ..
+      f(env.grid_size) .. ")"
+  end
+  if ok("ppo.minibatches", "ppo.rollout_steps", "env.num_envs") and type(env.num_envs) == "number" then
+    local batch = env.num_envs * ppo.rollout_steps
+    if batch > 2 ^ 31 then
+      errs[#errs + 1] = "env.num_envs x ppo.rollout_steps = " .. f(batch) ..
+        " samples is too large: accepted up to 2^31 = 2147483648"
+    elseif batch % ppo.minibatches ~= 0 then
+      errs[#errs + 1] = "ppo.minibatches = " .. f(ppo.minibatches) .. " does not divide the batch of " .. f(batch) ..
+        " samples (env.num_envs " .. f(env.num_envs) .. " x ppo.rollout_steps " .. f(ppo.rollout_steps) ..
+        "): accepted a divisor of " .. f(batch)
+    end
+  end
+  if ok("alerts.memory_warning", "alerts.memory_critical") and alerts.memory_warning > alerts.memory_critical then
+    errs[#errs + 1] = "alerts.memory_warning = " .. f(alerts.memory_warning) .. " is above alerts.memory_critical = " ..
+      f(alerts.memory_critical) .. ": accepted memory_warning <= memory_critical"
+  end
+end
+
+-- Every error, one a line. opts.partial: a layer (profile, level, file), so
+-- missing keys and cross-key checks are skipped.
+function validate.validate(t, opts)
+  opts = opts or {}
+  if type(t) ~= "table" then return nil, "config: expected a table, got " .. util.describe(t) end
+  local errs, bad = {}, {}
+  local function check(e, v)
+    local ok, err = schema.check(e, v)
+    if not ok then errs[#errs + 1] = err; bad[e.key] = true end
+  end
+  for _, k in ipairs(util.sorted_keys(t)) do
+    local v = t[k]
+    local section = type(k) == "string" and schema.section_by_name[k]
+    if type(k) ~= "string" then
+      errs[#errs + 1] = "unexpected entry [" .. util.fmt_value(k) .. "] = " .. util.fmt_value(v) ..
+        " at the top level: config keys are names"
+    elseif section then
+      if type(v) == "table" then
+        for _, kk in ipairs(util.sorted_keys(v)) do
+          local path = k .. "." .. tostring(kk)
+          local e = type(kk) == "string" and schema.by_key[path]
+          if e then check(e, v[kk]) else errs[#errs + 1] = validate.unknown_key(path) end
+        end
+      elseif not (section.func_ok and type(v) == "function") then
+        errs[#errs + 1] = k .. ": expected a table" .. (section.func_ok and " or function(info)" or "") ..
+          " (the " .. k .. " section), got " .. util.describe(v)
+        bad[k] = true
+      end
+    elseif schema.by_key[k] then
+      check(schema.by_key[k], v)
+    elseif type(v) == "table" and next(v) ~= nil and not util.is_list(v)
+      and not util.closest(k, section_names) then
+      -- An unknown table not named like a section: name its keys, whose
+      -- leaf names usually say where they belong (pop.lr -> ppo.lr).
+      for _, kk in ipairs(util.sorted_keys(v)) do
+        errs[#errs + 1] = validate.unknown_key(k .. "." .. tostring(kk))
+      end
+    else
+      errs[#errs + 1] = validate.unknown_key(k)
+    end
+  end
+  if not opts.partial then
+    local missing_section = {}
+    for _, e in ipairs(schema.keys) do
+      local holder = keys.holder_of(t, e)
+      if holder == nil then
+        if not e.optional and not missing_section[e.section] then
+          missing_section[e.section] = true
+          errs[#errs + 1] = e.section .. " is missing: expected a table (the " .. e.section .. " section)"
+        end
+      elseif type(holder) == "table" and holder[e.name] == nil and not e.optional then
+        errs[#errs + 1] = e.key .. " is missing (default " .. util.fmt_value(e.default) .. ")"
+        bad[e.key] = true
+      end
+    end
+    cross_checks(t, errs, bad)
+  end
+  if #errs > 0 then return nil, table.concat(errs, "\n") end
+  return true
+end
+
+-- get / set ------------------------------------------------------------------------
+
+function validate.get(t, path)
+  if type(path) ~= "string" then return nil, "config.get: expected a key, got " .. util.describe(path) end
+  if not schema.by_key[path] and not schema.section_by_name[path] then return nil, validate.unknown_key(path) end
+  return keys.get(t, path)
+end
+
+function validate.normalize_value(e, v)
+  if e.type == "schedule" and v ~= nil then return (schedule.normalize(v)) end
+  return util.deepcopy(v)
+end
+
+function validate.set(t, path, v, opts)
+  opts = opts or {}
+  if type(path) ~= "string" then return nil, "config.set: expected a key, got " .. util.describe(path) end
+  local e = schema.by_key[path]
+  if not e then
+    if path == "warmup" and not opts.running then
+      local ok, err = warmup.normalize(v, {})
+      if not ok then return nil, err end
+      t.warmup = util.deepcopy(v)
+      return true
+    end
+    if schema.section_by_name[path] then
+      return nil, path .. " is a section: set its keys one at a time, e.g. " ..
+        (path == "ppo" and "ppo.lr" or path .. ".<key>")
+    end
+    return nil, validate.unknown_key(path)
+  end
+  if opts.running and not e.hot then
+    return nil, path .. " is not hot: it cannot change while the run is going (hot keys: " ..
+      table.concat(schema.hot_keys(), ", ") .. ")"
+  end
+  local ok, err = schema.check(e, v)
+  if not ok then return nil, err end
+  if e.section and type(t[e.section]) ~= "table" then t[e.section] = {} end
+  keys.set(t, path, validate.normalize_value(e, v))
+  return true
+end
+
+return validate
