@@ -1,0 +1,81 @@
+-- `moonrl eval`: the evaluation table of a checkpoint (ENV_SPEC.md protocol).
+
+local cmdline = require("moonrl.cmdline")
+
+local eval = {
+  name = "eval",
+  order = 30,
+  usage = "eval checkpoint [--mode M ...]",
+  summary = "evaluation table of a checkpoint (ENV_SPEC.md protocol)",
+  help = [[
+usage: moonrl eval checkpoint [options]
+
+Evaluates a checkpoint with the continuous-survival protocol of ENV_SPEC.md
+and prints the table: mode, energy/1k, efficiency, survival, deaths/1k,
+food/1k, poison/1k.
+
+options:
+  --mode M      ground_truth, ground_truth_blinded, proxy_mortal, proxy, or all
+                (default: the mode it was trained in)
+  --envs N      environments per run (default 1024)
+  --steps S     steps per run (default 4096)
+  --runs R      runs, averaged (default 1)
+  --seed X      evaluation seed (default 12345)
+  --device D    auto, cpu or cuda (default: as trained)
+  --threads T   CPU threads, 0 = all cores
+  --help        this text
+]],
+}
+
+local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
+
+local MODES = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }
+
+function eval.run(argv)
+  local moonrl, uv = require("moonrl"), require("luv")
+  local o, e = cmdline.parse("eval", argv, {
+    mode = { "value", "a mode or all" }, envs = { "value", "an integer >= 1" },
+    steps = { "value", "an integer >= 1" }, runs = { "value", "an integer >= 1" },
+    seed = { "value", "an integer >= 0" }, device = { "value", "auto, cpu or cuda" },
+    threads = { "value", "an integer >= 0" },
+  }, 1)
+  if not o then return usage_error(e) end
+  if o.help then return out(eval.help) end
+  local path = o._pos[1]
+  if not path then return usage_error("moonrl eval: missing the checkpoint: moonrl eval <checkpoint> [options]") end
+  if not uv.fs_stat(path) then return usage_error("moonrl eval: checkpoint '" .. path .. "' not found") end
+  for _, spec in ipairs({ { "envs", 1 }, { "steps", 1 }, { "runs", 1 }, { "seed", 0 }, { "threads", 0 } }) do
+    local ok, ie = cmdline.int_option("eval", o, spec[1], spec[2])
+    if not ok then return usage_error(ie) end
+  end
+  if o.device and o.device ~= "auto" and o.device ~= "cpu" and o.device ~= "cuda" then
+    return usage_error("moonrl eval: --device " .. o.device .. ": accepted auto, cpu, cuda")
+  end
+  local modes = { o.mode or false }   -- false: the mode it was trained in
+  if o.mode == "all" then
+    modes = MODES
+  elseif o.mode ~= nil then
+    local known = false
+    for _, m in ipairs(MODES) do known = known or m == o.mode end
+    if not known then
+      local near = require("moonrl.util").closest(o.mode, MODES)
+      return usage_error("moonrl eval: --mode " .. o.mode .. ": accepted " .. table.concat(MODES, ", ") ..
+        ", all" .. (near and (" - did you mean " .. near .. "?") or ""))
+    end
+  end
+  local rows = {}
+  for _, mode in ipairs(modes) do
+    local r, ee = moonrl.evaluate(path, {
+      mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed,
+      device = o.device, threads = o.threads,
+    })
+    if not r then
+      err("moonrl eval: ", ee, "\n")
+      return 1
+    end
+    rows[#rows + 1] = r
+  end
+  out(moonrl.eval_table(rows), "\n")
+end
+
+return eval

@@ -1,0 +1,44 @@
+-- `moonrl run`: a Lua script as the main coroutine on moonrl's event loop.
+-- Everything after the script's name is the script's own: no options of
+-- moonrl's are parsed there.
+
+local cmdline = require("moonrl.cmdline")
+
+local run = {
+  name = "run",
+  order = 20,
+  usage = "run script.lua [args]",
+  summary = "run an experiment script (as a coroutine on the event loop)",
+  help = [[
+usage: moonrl run script.lua [args...]
+
+Runs a Lua script as a coroutine on moonrl's event loop. The script gets its
+arguments in `arg` (arg[0] = the script) and as `...`; `require "moonrl"`
+and `require "luv"` (the same loop) are available. The process exits when the
+script and everything it started (runs, timers) are done; an error in the
+script exits with status 1 and its traceback.
+]],
+}
+
+function run.run(argv)
+  local script = argv[1]
+  if script == nil or script == "--help" or script == "-h" then
+    if script == nil then return cmdline.usage_error("moonrl run: missing the script: moonrl run script.lua [args...]") end
+    return cmdline.out(run.help)
+  end
+  if not require("luv").fs_stat(script) then
+    return cmdline.usage_error("moonrl run: script '" .. script .. "' not found")
+  end
+  local chunk, lerr = loadfile(script)
+  if not chunk then
+    cmdline.err("moonrl run: ", lerr, "\n")
+    return 1
+  end
+  local sargs = { [0] = script }
+  for i = 2, #argv do sargs[i - 1] = argv[i] end
+  rawset(_G, "arg", sargs)
+  -- The script's own return values are not exit codes: drop them.
+  chunk(unpack(sargs, 1, #sargs))
+end
+
+return run
