@@ -157,8 +157,7 @@ local function resolve(cfg_or_path, opts)
   local config = moonrl.config
   opts = opts or {}
   local file = cfg_or_path
-  if file == nil then file = config.default_file() end
-  if type(file) ~= "string" and type(file) ~= "table" then
+  if file ~= nil and type(file) ~= "string" and type(file) ~= "table" then
     return nil, "expected a config table or the path of a config file, got " .. type(file)
   end
   if opts.sets ~= nil and type(opts.sets) ~= "table" then
@@ -166,6 +165,7 @@ local function resolve(cfg_or_path, opts)
   end
   local cfg, notes = config.resolve {
     file = file, sets = opts.sets, hardware = opts.hardware, level = opts.level, detect = moonrl.detect,
+    default_experiment = true,   -- no file: configs/default.lua (moonrl.resources)
   }
   if not cfg then return nil, notes end
   if opts.dir ~= nil then

@@ -28,17 +28,27 @@
 --       opts = { file = path|table|nil, sets = {"k=v", ...}, hardware = name|nil,
 --                level = name|nil, detect = function() -> {gpus=, cores=, memory=
 --                [, gpu_memory = bytes of the GPU, optional (addition)]},
---                config_dir = dir|nil (addition; default: <repo>/configs found
---                from this file's path) }
+--                config_dir = dir|nil (addition: profiles, levels and default.lua
+--                from this directory on disk; default: the files moonrl ships,
+--                through moonrl.resources - embedded in the binary, or the
+--                source tree's configs/),
+--                default_experiment = true (addition: with file = nil, the
+--                built-in default experiment configs/default.lua is the file) }
 --   config.validate(t [, {partial = true}]) -> true | nil, err (one error a line)
 --   config.get(t, "ppo.lr") -> value | nil, err     (err only for an unknown key)
 --   config.set(t, "ppo.lr", v [, {running = true}]) -> true | nil, err
 --   config.serialize(t [, {header = "text"}]) -> Lua source "return { ... }"
 --   config.reference_markdown() -> string           docs/config.md
 -- Additions
---   config.config_dir() -> the directory holding hardware/ and levels/
---   config.default_file([dir]) -> path of the built-in default experiment
---                                  (what `moonrl train` with no file runs)
+--   config.config_dir() -> the source tree's directory holding hardware/ and
+--                          levels/ (what moonrl.resources reads when nothing is
+--                          embedded)
+--   config.default_file([dir]) -> path on disk of the built-in default experiment
+--                                  (what `moonrl train` with no file runs; the
+--                                  run itself reads it through moonrl.resources)
+--   config.load_resource(relpath) -> table | nil, err   a shipped config file,
+--                                  e.g. "configs/hardware/ci.lua", from the binary
+--                                  or the source tree
 --   config.run_dir(t [, time]) -> t.dir or "runs/<name>-<YYYYmmdd-HHMMSS>"
 --   config.sandbox() -> the environment config files run in (a fresh table)
 
@@ -55,6 +65,7 @@ config.defaults = merge.defaults
 config.merge = merge.merge
 config.sandbox = loader.sandbox
 config.load_file = loader.file
+config.load_resource = loader.resource
 config.config_dir = loader.config_dir
 config.parse_set = validate.parse_set
 config.validate = validate.validate

@@ -11,26 +11,26 @@
 --   loader.config_dir() -> the directory holding hardware/ and levels/
 --   loader.sandbox() -> the environment config files run in (a fresh table)
 --   loader.file(path) -> table | nil, err         a config file on disk
---   loader.layer(kind, name, dir) -> table | nil, err
---       kind "profile" (dir/hardware/<name>.lua) or "level" (dir/levels/<name>.lua);
---       a name ending in .lua is a path of its own. Checked as a partial config.
+--   loader.resource(relpath) -> table | nil, err  a file moonrl ships, through
+--       moonrl.resources ("configs/default.lua": embedded or the source tree)
+--   loader.text(text, origin) -> table | nil, err config source; origin names it
+--   loader.layer(kind, name[, dir]) -> table | nil, err
+--       kind "profile" (configs/hardware/<name>.lua) or "level"
+--       (configs/levels/<name>.lua), through moonrl.resources; with dir, from
+--       dir/hardware or dir/levels on disk; a name ending in .lua is a path of
+--       its own. Checked as a partial config.
 --   loader.hint_global(msg) -> msg with "did you mean" for a misspelt constructor
 
+local resources = require("moonrl.resources")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
 
 local loader = {}
 
--- The directory holding hardware/ and levels/: configs/ beside the lua/ this
--- file was loaded from (the source tree), else configs/ under the working
--- directory.
+-- The directory holding hardware/ and levels/ on disk: configs/ in the
+-- source tree moonrl.resources reads when nothing is embedded.
 function loader.config_dir()
-  local src = debug.getinfo(1, "S").source
-  if src:sub(1, 1) == "@" then
-    local root = src:sub(2):match("^(.-)lua/moonrl/config/load%.lua$")
-    if root then return root .. "configs" end
-  end
-  return "configs"
+  return resources.root() .. "configs"
 end
 
 function loader.sandbox()
@@ -62,14 +62,12 @@ function loader.hint_global(msg)
   return msg
 end
 
-function loader.file(path)
-  if type(path) ~= "string" then
-    return nil, "config.load_file: expected a path, got " .. util.describe(path)
-  end
-  local fh, oerr = io.open(path, "r")
-  if not fh then return nil, "cannot open config file " .. oerr end
-  fh:close()
-  local chunk, err = loadfile(path)
+-- Runs config source `text` in a fresh sandbox; `origin` names it in
+-- messages (chunk name "@" .. origin, so errors read "origin:line: ...").
+function loader.text(text, origin)
+  -- loadfile skips a first line starting with "#" (a shebang); so do we,
+  -- keeping the line numbers.
+  local chunk, err = load((text:gsub("^#[^\n]*", "")), "@" .. origin)
   if not chunk then
     -- "path:3: '}' expected near 'lr'" -> "path:3: syntax error: ..."
     local where, rest = tostring(err):match("^(.-:%d+): (.*)$")
@@ -77,16 +75,16 @@ function loader.file(path)
     return nil, tostring(err)
   end
   setfenv(chunk, loader.sandbox())
-  local source = "@" .. path
+  local source = "@" .. origin
   local ok, res = xpcall(chunk, function(e)
     local msg = tostring(e)
-    if not msg:find(path, 1, true) then
+    if not msg:find(origin, 1, true) then
       -- Raised outside the file (a library call): point at the file's line.
       for level = 2, 30 do
         local info = debug.getinfo(level, "Sl")
         if not info then break end
         if info.source == source and info.currentline and info.currentline > 0 then
-          msg = path .. ":" .. info.currentline .. ": " .. msg
+          msg = origin .. ":" .. info.currentline .. ": " .. msg
           break
         end
       end
@@ -95,36 +93,59 @@ function loader.file(path)
   end)
   if not ok then return nil, res end
   if type(res) ~= "table" then
-    return nil, path .. ": the config file returned " .. util.describe(res) ..
+    return nil, origin .. ": the config file returned " .. util.describe(res) ..
       ", expected a table: end the file with `return { ... }`"
   end
   return res
 end
 
-local function layer_file(kind, name, dir)
-  if name:match("%.lua$") then return name end
-  return dir .. "/" .. kind .. "/" .. name .. ".lua"
+function loader.file(path)
+  if type(path) ~= "string" then
+    return nil, "config.load_file: expected a path, got " .. util.describe(path)
+  end
+  local fh, oerr = io.open(path, "rb")
+  if not fh then return nil, "cannot open config file " .. oerr end
+  local text = fh:read("*a")
+  fh:close()
+  if not text then return nil, "cannot read config file " .. path end
+  return loader.text(text, path)
+end
+
+-- A file shipped with moonrl (configs/...), embedded or from the source tree.
+function loader.resource(relpath)
+  local text, origin = resources.read(relpath)
+  if not text then return nil, origin end
+  return loader.text(text, origin)
 end
 
 function loader.layer(kind, name, dir)
-  local path = layer_file(kind == "profile" and "hardware" or "levels", name, dir)
-  local fh = io.open(path, "r")
-  if not fh then
-    return nil, (kind == "profile" and "hardware profile " or "level ") .. util.fmt_value(name) ..
-      " not found: no file " .. path
+  local what = kind == "profile" and "hardware profile " or "level "
+  local folder = kind == "profile" and "hardware" or "levels"
+  local t, err, origin
+  if name:match("%.lua$") or dir then
+    -- a file of the user's (a path, or a config_dir given to resolve): disk
+    origin = name:match("%.lua$") and name or (dir .. "/" .. folder .. "/" .. name .. ".lua")
+    local fh = io.open(origin, "r")
+    if not fh then return nil, what .. util.fmt_value(name) .. " not found: no file " .. origin end
+    fh:close()
+    t, err = loader.file(origin)
+  else
+    local relpath = "configs/" .. folder .. "/" .. name .. ".lua"
+    local text
+    text, origin = resources.read(relpath)
+    if not text then return nil, what .. util.fmt_value(name) .. " not found: " .. origin end
+    t, err = loader.text(text, origin)
   end
-  fh:close()
-  local t, err = loader.file(path)
   if not t then return nil, err end
   for _, forbidden in ipairs({ "hardware", "level" }) do
     if t[forbidden] ~= nil then
-      return nil, path .. ": a " .. (kind == "profile" and "hardware profile" or "level") ..
+      return nil, origin .. ": a " .. (kind == "profile" and "hardware profile" or "level") ..
         " cannot set " .. forbidden .. " (it is chosen by the experiment)"
     end
   end
   -- Required here, not at the top: validate needs hint_global from this module.
   local ok, verr = require("moonrl.config.validate").validate(t, { partial = true })
-  if not ok then return nil, path .. ":\n" .. verr end
+  if not ok then return nil, origin .. ":\n" .. verr end
   return t
 end
 

@@ -34,6 +34,7 @@ local validate = require("moonrl.config.validate")
 local resolve = {}
 
 local CPU_AUTO_NUM_ENVS = 192
+local DEFAULT_EXPERIMENT = "configs/default.lua"
 
 local USER_SOURCE = { file = true, config = true, ["--set"] = true }
 
@@ -91,11 +92,23 @@ end
 function resolve.resolve(opts)
   opts = opts or {}
   local errs, notes = {}, {}
-  local dir = opts.config_dir or loader.config_dir()
+  -- nil: profiles, levels and the default experiment through moonrl.resources
+  local dir = opts.config_dir
 
   -- the experiment's own layers
   local file_layer, file_label = {}, nil
-  if type(opts.file) == "string" then
+  if opts.file == nil and opts.default_experiment then
+    local t, err, origin
+    if dir then
+      origin = dir .. "/default.lua"
+      t, err = loader.file(origin)
+    else
+      origin = DEFAULT_EXPERIMENT
+      t, err = loader.resource(origin)
+    end
+    if not t then return nil, err end
+    file_layer, file_label = t, "file " .. origin
+  elseif type(opts.file) == "string" then
     local t, err = loader.file(opts.file)
     if not t then return nil, err end
     file_layer, file_label = t, "file " .. opts.file
