@@ -17,7 +17,6 @@
  * RNG counters), so a resumed CPU run continues bit for bit.
  */
 #include "trainer.h"
-#include "trainer_cuda.h"
 #include "errors.h"
 
 #include <errno.h>
@@ -118,7 +117,7 @@ static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc) {
 mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
     if (!t || !path || !*path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_save: trainer or path is missing");
     mr_status ps;
-    if (t->cuda && (ps = mr_trainer_cuda_pull(t, MR_TC_ALL, err))) return ps;   /* CUDA: the device state to the host copies */
+    if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;   /* the backend state to the host copies */
     crc_init();
     ck_progress pg;
     progress_of(t, &pg);
@@ -343,11 +342,10 @@ mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     t->popart.std = pg.popart_std;
     t->popart.count = pg.popart_count;
     t->hot = pg.hot;
+    mr_config_apply_hot(&t->cfg, &pg.hot);
     /* The run's random streams continue: the seed is part of the saved state. */
     t->cfg.seed = stored.seed;
     t->env.seed = stored.seed;
     free(cf.buf);
-    if (t->cuda) return mr_trainer_cuda_push(t, MR_TC_ALL, err);   /* CUDA: the host copies to the device */
-    mr_ok(err);
-    return MR_OK;
+    return mr_trainer_push(t, MR_SYNC_ALL, err);   /* the host copies to the backend */
 }

@@ -8,7 +8,6 @@
  * evaluation is not part of the training steady state.
  */
 #include "trainer.h"
-#include "trainer_cuda.h"
 #include "errors.h"
 #include "rng.h"
 
@@ -45,7 +44,7 @@ mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *ec, mr_eval_r
     if (c.runs < 1 || c.runs > 1000)
         return mr_fail(err, MR_ERR_ARG, "eval.runs = %d is out of range: accepted 1 .. 1000", c.runs);
     mr_status ps;
-    if (t->cuda && (ps = mr_trainer_cuda_pull(t, MR_TC_WEIGHTS, err))) return ps;   /* CUDA: runs on a cpu copy */
+    if ((ps = mr_trainer_pull(t, MR_SYNC_WEIGHTS, err))) return ps;   /* runs on the host copy of the weights */
     mr_trainer_use_threads(t);
 
     mr_env_config envc = t->cfg.env;
@@ -112,7 +111,7 @@ mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra
     if (n < 1 || n > (1 << 24))
         return mr_fail(err, MR_ERR_ARG, "mr_trainer_infer: n = %d is out of range: accepted 1 .. 16777216", n);
     mr_status ps;
-    if (t->cuda && (ps = mr_trainer_cuda_pull(t, MR_TC_WEIGHTS, err))) return ps;   /* CUDA: runs on a cpu copy */
+    if ((ps = mr_trainer_pull(t, MR_SYNC_WEIGHTS, err))) return ps;   /* runs on the host copy of the weights */
     mr_trainer_use_threads(t);
     /* Inference is outside the training steady state: its scratch is per call. */
     float *ex = NULL, *lg = logits, *val = value;

@@ -1,23 +1,36 @@
 /*
- * trainer.c - one PPO update on the CPU backend: rollout, GAE, PPO epochs.
+ * trainer.c - the one PPO update loop, over a backend table (backend.h):
+ * creation, one update (rollout, advantages, epochs, metrics), hot
+ * parameters, snapshot/restore, profiling. The same order of operations
+ * runs on the cpu backend (host memory, C loops) and the cuda backend
+ * (device memory, kernels); docs/engine.md draws it.
  *
- * The trainer owns every buffer, laid out once in one arena (arena.h) at
- * creation, so an update allocates nothing. Randomness is counter-based
- * (rng.h), keyed by (seed, env, tick, purpose): a run is reproducible, does
- * not depend on the thread count, and a checkpointed run resumes bit for bit.
+ * An update is three parts queued on one stream, each as a whole, reading
+ * every per-update value from memory (the control blocks, filled from host
+ * staging first), so no value is read back inside an update and each part
+ * can be recorded once as a CUDA graph and replayed:
+ *   rollout    per step: obs codes -> rollout row; step_in (critic counts,
+ *              action uniforms keyed by (seed, env, tick)); policy act;
+ *              sample -> act, logp; env step; step_out -> val, rew, done.
+ *              Then the bootstrap value of the state after the last step.
+ *   advantages GAE -> adv, ret; explained-variance statistics; PopArt;
+ *              advantage normalisation
+ *   learn      per epoch the permutation (made on the host while the
+ *              backend runs the first two parts), per minibatch: gather,
+ *              zero grads, forward, PPO loss, backward, per-group grad norm +
+ *              clip + Adam (+ fp16 scaler), metrics; then the episode logs
+ *              and one metrics struct copied to host staging.
+ * The update waits once, at its end, for that struct.
  *
- * Data flow of an update (T rollout steps, N envs, B = T*N samples):
- *   rollout: obs[t] <- env; policy_act -> logits, value; sample -> act, logp;
- *            env step -> rew[t], done[t]
- *   GAE over (T,N) with denormalised values -> adv, ret; PopArt update;
- *   epochs x minibatches: gather, forward, PPO loss, backward, per-group
- *   gradient clipping, Adam.
+ * Randomness is counter-based (rng.h), so a run is reproducible, independent
+ * of the thread count, and a checkpointed run resumes bit for bit.
+ *
+ * A failed update leaves the backend state somewhere inside an update: the
+ * trainer then refuses updates and host copies (so no checkpoint of a state
+ * no run reached is written) until a checkpoint is loaded into it.
  */
 #include "trainer.h"
-#include "trainer_cuda.h"
 #include "errors.h"
-#include "rng.h"
-#include "nn.h"
 
 #include <math.h>
 #include <omp.h>
@@ -25,11 +38,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#define NUM_ACTIONS 8
-/* Policy-act / training chunk: samples processed together by the network. */
-#define POLICY_CHUNK 32
+#define FP16_INITIAL_SCALE 65536.0f   /* torch's GradScaler */
+
+#define TRY(call)                     \
+    do {                              \
+        mr_status st_ = (call);       \
+        if (st_ != MR_OK) return st_; \
+    } while (0)
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -37,85 +53,464 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-uint64_t mr_trainer_total_updates(const mr_trainer *t) {
-    uint64_t per = (uint64_t)t->T * (uint64_t)t->N;
-    uint64_t n = (t->hot.total_steps + per - 1) / per;
-    return n ? n : 1;
-}
-
-void mr_trainer_use_threads(const mr_trainer *t) {
-    omp_set_num_threads(t->threads);
-}
+void mr_trainer_use_threads(const mr_trainer *t) { omp_set_num_threads(t->threads); }
 
 void mr_trainer_counts_extra(const mr_forage *env, float *extra) {
-    /* (count - mid) / half: ENV_SPEC's (count - 160) / 96 for densities [64, 256]. */
-    float mid = 0.5f * (float)(env->dmin + env->dmax);
-    float half = 0.5f * (float)(env->dmax - env->dmin);
-    if (half < 1.0f) half = 1.0f;
-    for (int i = 0; i < env->n; i++) {
-        extra[2 * i + 0] = ((float)env->food_count[i] - mid) / half;
-        extra[2 * i + 1] = ((float)env->poison_count[i] - mid) / half;
+    for (int i = 0; i < env->n; i++) mr_tc_counts(env, i, extra);
+}
+
+static void popart_ctl_set(mr_popart_ctl *c, const mr_popart *p, double beta_min) {
+    memset(c, 0, sizeof *c);
+    c->mean = p->mean;
+    c->std = p->std;
+    c->count = p->count;
+    c->beta_min = beta_min;
+    c->scale = 1.0;
+}
+
+/* The update's hyper-parameters into host staging (uploaded by the rollout part). */
+static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {
+    const mr_ppo_config *pc = &t->cfg.ppo;
+    mr_opt_hyper *oh = &t->h.opt->h;
+    mr_opt_hyper_default(oh);
+    oh->lr = lr;
+    oh->beta1 = pc->adam_beta1;
+    oh->beta2 = pc->adam_beta2;
+    oh->eps = (float)pc->adam_eps;
+    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) oh->max_norm[g] = (float)t->hot.max_grad_norm;
+    oh->scaler_enabled = t->cfg.precision == MR_FP16;
+    mr_loss_hyper *lh = &t->h.loss->h;
+    memset(lh, 0, sizeof *lh);
+    lh->clip = clip;
+    lh->ent_coef = ent;
+    lh->vf_coef = t->hot.vf_coef;
+    lh->ent_floor = t->hot.ent_floor;
+    lh->ent_floor_coef = t->hot.ent_floor_coef;
+    lh->value_max_of_means = 1;   /* ENV_SPEC: max(mse(v, R), mse(v_clipped, R)), the larger batch mean */
+}
+
+static const char *prec_name(int p) { return p == MR_BF16 ? "bf16" : p == MR_FP16 ? "fp16" : "fp32"; }
+
+/* ------------------------------------------------------------ creation */
+
+static mr_status alloc_dev(mr_trainer *t, size_t bytes, const char *what, void **p, mr_error *err) {
+    return mr_trainer_oom_hint(t, mr_devmem_alloc(&t->mem, bytes, what, p, err), err);
+}
+
+static mr_status backend_setup(mr_trainer *t, mr_error *err) {
+    const mr_backend *o = t->be;
+    const mr_config *cfg = &t->cfg;
+    mr_trainer_dev *d = &t->d;
+    const size_t P = t->pol.n_params, Pp = t->pol.n_policy;
+    TRY(o->enter(t->device, t->threads, err));
+    TRY(o->stream_create(&t->stream, err));
+
+    mr_devmem_backend mbe;
+    mr_devmem_config dc;
+    TRY(o->device_memory(t->device, &mbe, err));
+    mr_devmem_config_default(&dc);
+    dc.memory_fraction = cfg->cuda.memory_fraction;
+    dc.release_threshold = cfg->cuda.release_threshold;
+    TRY(mr_devmem_init(&t->mem, &mbe, &dc, err));
+    t->mem_ready = 1;
+    t->card_total = mbe.total_bytes;
+    t->card_free = mbe.free_bytes(mbe.ctx);
+    TRY(o->staging_memory(&mbe, err));
+    mr_devmem_config_default(&dc);
+    dc.memory_fraction = 0.5;
+    TRY(mr_devmem_init(&t->staging, &mbe, &dc, err));
+    t->staging_ready = 1;
+
+    /* environment state: one block, carved like the host copy */
+    TRY(alloc_dev(t, t->plan.env_bytes, "the environment state", &d->env_block, err));
+    mr_arena dev = {(unsigned char *)d->env_block, t->plan.env_bytes, 0, 0};
+    mr_forage_layout(&d->env, &cfg->env, cfg->seed, &dev);
+    d->env.energy_frozen = t->env.energy_frozen;
+    d->env.reward_clip = t->env.reward_clip;
+    d->env.threads = t->threads;
+
+    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &t->mem,
+                                                err), err));
+    d->pol_ready = 1;
+    const mr_policy *dp = d->pol.net;
+    if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->pol.value_w_offset ||
+        dp->value_b_offset != t->pol.value_b_offset)
+        return mr_fail(err, MR_ERR_STATE, "the %s backend's network has another parameter layout than the host "
+                       "copy's (%zu vs %zu parameters); this is a bug", o->name, dp->n_params, P);
+    const int64_t sizes[MR_TRAINER_NGROUPS] = {(int64_t)Pp, (int64_t)(P - Pp)};
+    if (mr_opt_groups_plan(MR_TRAINER_NGROUPS, sizes, &d->groups) != 0)
+        return mr_fail(err, MR_ERR_ARG, "the trainer cannot plan the parameter groups");
+
+    void *p;
+    TRY(alloc_dev(t, t->plan.optim_bytes, "the Adam moments", &p, err));
+    d->adam_m = (float *)p;
+    d->adam_v = d->adam_m + P;
+    TRY(alloc_dev(t, t->plan.rollout_bytes, "the rollout buffers", &d->roll_block, err));
+    dev = (mr_arena){(unsigned char *)d->roll_block, t->plan.rollout_bytes, 0, 0};
+    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->M, t->plan.partial_doubles, &dev);
+    TRY(alloc_dev(t, t->plan.ctl_bytes, "the control blocks", &d->ctl_block, err));
+    dev = (mr_arena){(unsigned char *)d->ctl_block, t->plan.ctl_bytes, 0, 0};
+    mr_trainer_layout_ctl(d, &dev);
+    TRY(mr_devmem_alloc(&t->staging, t->plan.staging_bytes, "the staging buffers", &t->h.block, err));
+    dev = (mr_arena){(unsigned char *)t->h.block, t->plan.staging_bytes, 0, 0};
+    mr_trainer_layout_stage(&t->h, cfg->ppo.epochs, t->B, &dev);
+    memset(t->h.block, 0, t->plan.staging_bytes);
+    for (int i = 0; i < MR_EV_COUNT; i++) TRY(o->event_create(&t->ev[i], err));
+
+    /* Initial state: the host copy's weights (mr_policy_init), zero moments,
+     * fresh control blocks, environments reset in the backend. */
+    void *st = t->stream;
+    TRY(o->copy(d->pol.params, t->pol.params, P * sizeof(float), MR_COPY_H2D, st, err));
+    TRY(o->policy_zero_grad(&d->pol, st, err));
+    TRY(o->memset(d->adam_m, 0, t->plan.optim_bytes, st, err));
+    TRY(o->memset(d->roll_block, 0, t->plan.rollout_bytes, st, err));
+    TRY(o->memset(d->ctl_block, 0, t->plan.ctl_bytes, st, err));
+    fill_hyper(t, mr_schedule_value(&t->hot.lr, 0.0), mr_schedule_value(&t->hot.clip, 0.0),
+               mr_schedule_value(&t->hot.ent_coef, 0.0));
+    mr_opt_state_init(&t->h.opt->s, cfg->precision == MR_FP16 ? FP16_INITIAL_SCALE : 1.0f);
+    memset(&t->h.loss->s, 0, sizeof t->h.loss->s);
+    popart_ctl_set(t->h.pa, &t->popart, cfg->policy.popart_beta_min);
+    TRY(o->copy(d->opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, st, err));
+    TRY(o->copy(d->loss, t->h.loss, sizeof *t->h.loss, MR_COPY_H2D, st, err));
+    TRY(o->copy(d->pa, t->h.pa, sizeof *t->h.pa, MR_COPY_H2D, st, err));
+    TRY(o->memset(d->env_block, 0, t->plan.env_bytes, st, err));
+    TRY(o->env_clear_logs(&d->env, st, err));
+    TRY(o->env_reset_all(&d->env, st, err));
+    if (o->cheap_events) {   /* per-step timing is free here: always on */
+        TRY(mr_trainer_set_profile(t, 1, err));
     }
+    return o->stream_sync(st, err);
 }
 
-/* Lays out every buffer; run once on a planning arena, once on the real one. */
-static void trainer_layout(mr_trainer *t, mr_arena *a) {
-    const mr_config *c = &t->cfg;
-    int N = t->N, VV = t->VV, B = t->B, M = t->M;
-    mr_forage_layout(&t->env, &c->env, c->seed, a);
-    mr_policy_layout(&t->pol, &c->policy, 2 * c->env.view_range + 1, M, POLICY_CHUNK, a);
-    size_t P = t->pol.n_params;
-    t->adam_m = MR_TAKE(a, float, P);
-    t->adam_v = MR_TAKE(a, float, P);
-    t->snap_params = MR_TAKE(a, float, P);
-    t->snap_m = MR_TAKE(a, float, P);
-    t->snap_v = MR_TAKE(a, float, P);
-
-    t->obs = MR_TAKE(a, uint8_t, (size_t)B * VV);
-    t->extra = MR_TAKE(a, float, (size_t)B * 2);
-    t->act = MR_TAKE(a, uint8_t, B);
-    t->logp = MR_TAKE(a, float, B);
-    t->val = MR_TAKE(a, float, B);
-    t->rew = MR_TAKE(a, float, B);
-    t->done = MR_TAKE(a, uint8_t, B);
-    t->adv = MR_TAKE(a, float, B);
-    t->ret = MR_TAKE(a, float, B);
-    t->last_value = MR_TAKE(a, float, N);
-
-    t->step_logits = MR_TAKE(a, float, (size_t)N * NUM_ACTIONS);
-    t->step_value = MR_TAKE(a, float, N);
-    t->step_u = MR_TAKE(a, float, N);
-    t->step_extra = MR_TAKE(a, float, (size_t)N * 2);
-    t->log_sum = MR_TAKE(a, mr_forage_log, 1);
-
-    t->perm = MR_TAKE(a, int32_t, B);
-    t->mb_obs = MR_TAKE(a, uint8_t, (size_t)M * VV);
-    t->mb_act = MR_TAKE(a, uint8_t, M);
-    t->mb_extra = MR_TAKE(a, float, (size_t)M * 2);
-    t->mb_logp = MR_TAKE(a, float, M);
-    t->mb_adv = MR_TAKE(a, float, M);
-    t->mb_oldv = MR_TAKE(a, float, M);
-    t->mb_target = MR_TAKE(a, float, M);
-    t->mb_logits = MR_TAKE(a, float, (size_t)M * NUM_ACTIONS);
-    t->mb_value = MR_TAKE(a, float, M);
-    t->mb_dlogits = MR_TAKE(a, float, (size_t)M * NUM_ACTIONS);
-    t->mb_dvalue = MR_TAKE(a, float, M);
+static void describe(mr_trainer *t, const char *note) {
+    const mr_backend *o = t->be;
+    char line[256];
+    o->describe(t->device, t->threads, t->cfg.precision, line, sizeof line);
+    if (o->host_memory)
+        snprintf(t->describe, sizeof t->describe, "%s backend, %s%s", o->name, line, note);
+    else
+        snprintf(t->describe, sizeof t->describe,
+                 "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "
+                 "cuda.graphs: %s%s",
+                 o->name, line, t->threads, t->threads == 1 ? "" : "s",
+                 t->graphs_why[0] ? t->graphs_why : "each update after the first replays three recorded CUDA graphs",
+                 note);
 }
 
-mr_status mr_trainer_update_status(const mr_trainer *t, int nonfinite, mr_error *err) {
-    if (nonfinite)
-        return mr_fail(err, MR_ERR_NUMERIC,
-                       "update %llu produced a non-finite loss or gradient; the affected optimizer steps "
-                       "were skipped (try a lower ppo.lr or ppo.max_grad_norm)",
-                       (unsigned long long)t->updates);
+mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const char *note, mr_trainer **out,
+                               mr_error *err) {
+    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: out is NULL");
+    *out = NULL;
+    if (!be) return mr_fail(err, MR_ERR_BACKEND, "mr_trainer_create: no backend table");
+    if (be->unavailable) return mr_fail(err, MR_ERR_BACKEND, "%s", be->unavailable);
+    TRY(mr_config_validate(cfg, err));
+    if (!(be->precisions & (1 << cfg->precision)))
+        return mr_fail(err, MR_ERR_ARG, "precision = %s needs the cuda backend; the %s backend accepts fp32 only",
+                       prec_name(cfg->precision), be->name);
+    mr_trainer_plan plan;
+    TRY(mr_trainer_plan_make(cfg, be, &plan, err));
+    mr_trainer *t = calloc(1, sizeof *t);
+    if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the trainer");
+    t->be = be;
+    t->plan = plan;
+    mr_trainer_fields(t, cfg);
+    t->cfg.device = be->device;
+    mr_trainer_use_threads(t);                  /* the host network sizes per-thread workspaces */
+    mr_trainer_layout_host(t, &t->arena);       /* plan */
+    if (mr_arena_commit(&t->arena) != 0) {
+        const size_t want = t->arena.size;
+        free(t);
+        return mr_fail(err, MR_ERR_NOMEM,
+                       "out of host memory: the trainer's host copies need %.1f MiB (network and environments)",
+                       (double)want / 1048576.0);
+    }
+    mr_trainer_layout_host(t, &t->arena);       /* carve */
+    t->env.energy_frozen = cfg->env.mode == MR_MODE_PROXY;
+    t->env.reward_clip = (float)cfg->ppo.reward_clip;
+    t->env.threads = t->threads;
+    mr_policy_init(&t->pol, cfg->seed);
+    mr_popart_init(&t->popart);
+    if (!cfg->cuda.graphs)
+        snprintf(t->graphs_why, sizeof t->graphs_why, "off (cuda.graphs = false)");
+    else if (!be->graph_begin)
+        snprintf(t->graphs_why, sizeof t->graphs_why, "not available with the %s operations", be->name);
+    mr_status s = backend_setup(t, err);
+    if (s != MR_OK) {
+        mr_trainer_free(t);
+        return s;
+    }
+    describe(t, note ? note : "");
+    *out = t;
     mr_ok(err);
     return MR_OK;
 }
 
-void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_metrics *out) {
+/* Backend selection: device = cpu or cuda as asked; auto runs cuda where a
+ * GPU is usable and the trainer starts there, else the cpu, saying why. */
+mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *err) {
+    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: out is NULL");
+    *out = NULL;
+    if (!cfg) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: cfg is NULL");
+    TRY(mr_config_validate(cfg, err));
+    const mr_backend *cuda = mr_backend_cuda();
+    if (cfg->device == MR_DEVICE_CPU) return mr_trainer_create_on(cfg, mr_backend_cpu(), "", out, err);
+    if (cfg->device == MR_DEVICE_CUDA) {
+        if (!cuda->unavailable && mr_cuda_device_count() <= 0)
+            return mr_fail(err, MR_ERR_BACKEND,
+                           "device = cuda, but no usable GPU or driver was found (this build runs on GPUs of "
+                           "compute capability 9.0 or newer); accepted here: device = \"cpu\", or \"auto\" to fall "
+                           "back to the cpu");
+        return mr_trainer_create_on(cfg, cuda, "", out, err);
+    }
+    char note[320] = "";
+    if (cuda->unavailable || mr_cuda_device_count() <= 0) {
+        snprintf(note, sizeof note, " (device = auto: no usable GPU, using the cpu)");
+    } else {
+        mr_error ce;
+        if (mr_trainer_create_on(cfg, cuda, "", out, &ce) == MR_OK) {
+            mr_ok(err);
+            return MR_OK;
+        }
+        snprintf(note, sizeof note, " (device = auto: the cuda backend did not start, using the cpu: %.240s)",
+                 ce.msg);
+    }
+    return mr_trainer_create_on(cfg, mr_backend_cpu(), note, out, err);
+}
+
+void mr_trainer_free(mr_trainer *t) {
+    if (!t) return;
+    const mr_backend *o = t->be;
+    if (t->stream) (void)o->stream_sync(t->stream, NULL);   /* nothing may still use the memory */
+    for (int i = 0; i < MR_EV_COUNT; i++)
+        if (t->ev[i]) o->event_destroy(t->ev[i]);
+    mr_trainer_drop_graphs(t);
+    for (int i = 0; i < t->npev; i++)
+        if (t->pev[i]) o->event_destroy(t->pev[i]);
+    free(t->pev);
+    if (t->d.pol_ready) o->policy_destroy(&t->d.pol);
+    if (t->mem_ready) mr_devmem_destroy(&t->mem);
+    if (t->staging_ready) mr_devmem_destroy(&t->staging);
+    if (t->stream) o->stream_destroy(t->stream);
+    mr_arena_release(&t->arena);
+    free(t);
+}
+
+int mr_trainer_done(const mr_trainer *t) { return t ? t->agent_steps >= t->hot.total_steps : 1; }
+const mr_config *mr_trainer_config(const mr_trainer *t) { return t ? &t->cfg : NULL; }
+const char *mr_trainer_describe(const mr_trainer *t) { return t ? t->describe : ""; }
+
+/* ------------------------------------------------------------------ update */
+
+static mr_status profile_mark(mr_trainer *t, int k, mr_error *err) {
+    if (!t->profile || k >= t->npev) return MR_OK;
+    return t->be->event_record(t->pev[k], t->stream, err);
+}
+
+static mr_status rollout(mr_trainer *t, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const int N = t->N, VV = t->VV, proxy = t->proxy_obs;
+    const uint64_t seed = t->cfg.seed;
+    for (int step = 0; step < t->T; step++) {
+        const size_t off = (size_t)step * (size_t)N;
+        uint8_t *obs = d->obs + off * (size_t)VV;
+        float *extra = d->extra + off * 2;
+        TRY(profile_mark(t, 2 * step, err));
+        TRY(o->copy(obs, d->env.obs, (size_t)N * (size_t)VV, MR_COPY_D2D, st, err));
+        TRY(o->step_in(&d->env, seed, extra, d->step_u, st, err));
+        TRY(o->policy_act(&d->pol, obs, extra, N, proxy, d->step_logits, d->step_value, st, err));
+        TRY(o->sample(N, d->step_logits, d->step_u, d->act + off, d->logp + off, st, err));
+        TRY(profile_mark(t, 2 * step + 1, err));
+        TRY(o->env_step_all(&d->env, d->act + off, st, err));
+        TRY(o->step_out(&d->env, d->pa, d->step_value, d->val + off, d->rew + off, d->done + off, st, err));
+    }
+    TRY(profile_mark(t, 2 * t->T, err));
+    /* the bootstrap value of the state after the last step */
+    TRY(o->step_in(&d->env, seed, d->step_extra, NULL, st, err));
+    TRY(o->policy_act(&d->pol, d->env.obs, d->step_extra, N, proxy, d->step_logits, d->step_value, st, err));
+    return o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err);
+}
+
+static mr_status advantages(mr_trainer *t, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    const mr_ppo_config *pc = &t->cfg.ppo;
+    void *st = t->stream;
+    const int64_t B = t->B;
+    TRY(o->gae(t->T, t->N, d->rew, d->val, d->last_value, d->done, (float)pc->gamma, (float)pc->gae_lambda, d->adv,
+               d->ret, st, err));
+    /* explained variance, before PopArt moves: mean/std of R and of R - V */
+    TRY(o->diff(d->ret, d->val, d->diff, B, st, err));
+    TRY(o->mean_std(d->ret, B, d->partials, &d->met->ev_stats[0], st, err));
+    TRY(o->mean_std(d->diff, B, d->partials, &d->met->ev_stats[2], st, err));
+    if (t->cfg.policy.popart) {
+        const size_t w = t->pol.value_w_offset, b = t->pol.value_b_offset;
+        TRY(o->popart_update(d->pa, d->ret, B, d->partials, d->pol.params + w, d->pol.params + b,
+                             t->cfg.policy.critic_hidden, d->adam_m + w, d->adam_v + w, d->adam_m + b, d->adam_v + b,
+                             st, err));
+    }
+    if (pc->norm_adv) TRY(o->normalize(d->adv, B, d->partials, d->met->adv_stats, st, err));
+    return MR_OK;
+}
+
+static mr_status optimise(mr_trainer *t, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    const mr_ppo_config *pc = &t->cfg.ppo;
+    void *st = t->stream;
+    const int B = t->B, M = t->M;
+    mr_tc_gather_args g;
+    memset(&g, 0, sizeof g);
+    g.M = M;
+    g.VV = t->VV;
+    g.obs = d->obs; g.act = d->act; g.extra = d->extra; g.logp = d->logp; g.val = d->val; g.adv = d->adv;
+    g.ret = d->ret;
+    g.mb_obs = d->mb_obs; g.mb_act = d->mb_act; g.mb_extra = d->mb_extra; g.mb_logp = d->mb_logp;
+    g.mb_adv = d->mb_adv; g.mb_oldv = d->mb_oldv; g.mb_target = d->mb_target;
+    for (int e = 0; e < pc->epochs; e++) {
+        TRY(o->copy(d->perm, t->h.perm + (size_t)e * (size_t)B, (size_t)B * sizeof(int32_t), MR_COPY_H2D, st, err));
+        for (int mb = 0; mb < pc->minibatches; mb++) {
+            g.idx = d->perm + (size_t)mb * (size_t)M;
+            TRY(o->gather(&g, d->pa, st, err));
+            TRY(o->opt_begin(d->opt, st, err));
+            TRY(o->policy_zero_grad(&d->pol, st, err));
+            TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->proxy_obs, d->mb_logits, d->mb_value, st,
+                                  err));
+            TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target,
+                            d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));
+            TRY(o->policy_backward(&d->pol, d->mb_dlogits, d->mb_dvalue, M, st, err));
+            TRY(o->opt_step(d->pol.params, d->pol.grads, d->adam_m, d->adam_v, &d->groups, d->partials, d->opt, st,
+                            err));
+            TRY(o->accumulate(d->met, d->loss, d->opt, MR_TRAINER_NGROUPS, st, err));
+        }
+    }
+    return MR_OK;
+}
+
+/* The epochs' permutations into staging: Fisher-Yates keyed by
+ * (seed, updates * epochs + epoch), sequential by nature, so made on the
+ * host while the backend runs the rollout queued before it. */
+static void make_permutations(mr_trainer *t) {
+    const int B = t->B, E = t->cfg.ppo.epochs;
+    for (int e = 0; e < E; e++)
+        mr_tc_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e),
+                          t->h.perm + (size_t)e * (size_t)B, B);
+}
+
+/* The first part: the hyper-parameters (from staging, filled before) and the rollout. */
+static mr_status part_rollout(mr_trainer *t, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    TRY(o->copy(&d->opt->h, &t->h.opt->h, sizeof t->h.opt->h, MR_COPY_H2D, st, err));
+    TRY(o->copy(&d->loss->h, &t->h.loss->h, sizeof t->h.loss->h, MR_COPY_H2D, st, err));
+    TRY(o->memset(d->met, 0, sizeof *d->met, st, err));
+    TRY(o->env_clear_logs(&d->env, st, err));
+    return rollout(t, err);
+}
+
+/* The third: the epochs, the episode logs and the metrics into staging. */
+static mr_status part_learn(mr_trainer *t, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    TRY(optimise(t, err));
+    TRY(o->env_log_reduce(&d->env, &d->met->log, st, err));
+    TRY(o->finish(d->met, d->pa, d->opt, st, err));
+    return o->copy(t->h.met, d->met, sizeof *d->met, MR_COPY_D2H, st, err);
+}
+
+static mr_status (*const parts[MR_TRAINER_PARTS])(mr_trainer *, mr_error *) = {part_rollout, advantages,
+                                                                                part_learn};
+static const int part_end[MR_TRAINER_PARTS] = {MR_EV_ROLLOUT, MR_EV_GAE, MR_EV_END};
+
+void mr_trainer_drop_graphs(mr_trainer *t) {
+    for (int i = 0; i < MR_TRAINER_PARTS; i++)
+        if (t->graph[i]) {
+            t->be->graph_destroy(t->graph[i]);
+            t->graph[i] = NULL;
+        }
+}
+
+/* Records part i into t->graph[i]; on failure the capture is closed and
+ * thrown away, nothing has run, and *why says what refused. */
+static mr_status record(mr_trainer *t, int i, mr_error *why) {
+    const mr_backend *o = t->be;
+    TRY(o->graph_begin(t->stream, why));
+    mr_status s = parts[i](t, why);
+    if (s != MR_OK) {
+        (void)o->graph_end(t->stream, 1, NULL, NULL);
+        return s;
+    }
+    return o->graph_end(t->stream, 0, &t->graph[i], why);
+}
+
+/* Whether this update replays graphs: wanted (cuda.graphs), possible (the
+ * backend records, no per-step profiling events), after the warm-up update
+ * run operation by operation; records them when they do not exist yet. A
+ * recording that fails is reported once in the description and the run
+ * goes on unrecorded. */
+static int graphs_ready(mr_trainer *t) {
+    if (!t->cfg.cuda.graphs || t->graphs_failed || t->profile || !t->be->graph_begin || !t->warm) return 0;
+    int have = 0;
+    for (int i = 0; i < MR_TRAINER_PARTS; i++) have += t->graph[i] != NULL;
+    if (have == MR_TRAINER_PARTS) return 1;
+    mr_trainer_drop_graphs(t);
+    mr_error why;
+    mr_ok(&why);
+    mr_status s = MR_OK;
+    for (int i = 0; i < MR_TRAINER_PARTS && s == MR_OK; i++) s = record(t, i, &why);
+    if (s == MR_OK) return 1;
+    mr_trainer_drop_graphs(t);
+    t->graphs_failed = 1;
+    snprintf(t->graphs_why, sizeof t->graphs_why, "recording the update failed (%.150s)", why.msg);
+    const size_t len = strlen(t->describe);
+    snprintf(t->describe + len, sizeof t->describe - len, "; cuda.graphs: %s, queued kernel by kernel instead",
+             t->graphs_why);
+    return 0;
+}
+
+static mr_status enqueue_update(mr_trainer *t, double lr, double clip, double ent, mr_error *err) {
+    const mr_backend *o = t->be;
+    void *st = t->stream;
+    fill_hyper(t, lr, clip, ent);
+    t->graphs_used = graphs_ready(t);
+    TRY(o->event_record(t->ev[MR_EV_START], st, err));
+    for (int i = 0; i < MR_TRAINER_PARTS; i++) {
+        if (i == MR_TRAINER_PARTS - 1) make_permutations(t);   /* host work while the backend runs the first two */
+        TRY(t->graphs_used ? o->graph_launch(t->graph[i], st, err) : parts[i](t, err));
+        TRY(o->event_record(t->ev[part_end[i]], st, err));
+    }
+    return MR_OK;
+}
+
+static double elapsed_s(const mr_trainer *t, void *a, void *b) {
+    float ms = 0.0f;
+    if (t->be->event_elapsed(a, b, &ms, NULL) != MR_OK) return 0.0;
+    return 1e-3 * (double)ms;
+}
+
+static void read_timing(mr_trainer *t) {
+    mr_trainer_timing *tm = &t->timing;
+    memset(tm, 0, sizeof *tm);
+    tm->rollout = elapsed_s(t, t->ev[MR_EV_START], t->ev[MR_EV_ROLLOUT]);
+    tm->gae = elapsed_s(t, t->ev[MR_EV_ROLLOUT], t->ev[MR_EV_GAE]);
+    tm->update = elapsed_s(t, t->ev[MR_EV_GAE], t->ev[MR_EV_END]);
+    if (t->profile)
+        for (int k = 0; k + 2 < t->npev; k += 2) {
+            tm->inference += elapsed_s(t, t->pev[k], t->pev[k + 1]);
+            tm->env += elapsed_s(t, t->pev[k + 1], t->pev[k + 2]);
+        }
+}
+
+static void fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
+                         mr_metrics *out) {
+    memset(out, 0, sizeof *out);
+    const mr_forage_log *l = &h->log;
     out->update = t->updates;
     out->agent_steps = t->agent_steps;
-    const double pr = (double)t->updates / (double)mr_trainer_total_updates(t);
+    const double pr = (double)t->updates / (double)mr_config_total_updates(&t->cfg);
     out->progress = pr > 1.0 ? 1.0 : pr;
     out->episodes = l->episodes;
     out->deaths = l->deaths;
@@ -129,309 +524,75 @@ void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_
         out->poison_per_episode = l->poison / ne;
     }
     out->efficiency = (l->food + l->poison) > 0 ? (double)l->food / (double)(l->food + l->poison) : 0.0;
-}
-
-void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
-    t->cfg = *cfg;
-    t->hot.lr = cfg->ppo.lr;
-    t->hot.clip = cfg->ppo.clip;
-    t->hot.ent_coef = cfg->ppo.ent_coef;
-    t->hot.max_grad_norm = cfg->ppo.max_grad_norm;
-    t->hot.vf_coef = cfg->ppo.vf_coef;
-    t->hot.ent_floor = cfg->ppo.ent_floor;
-    t->hot.ent_floor_coef = cfg->ppo.ent_floor_coef;
-    t->hot.total_steps = cfg->total_steps;
-    t->T = cfg->ppo.rollout_steps;
-    t->N = cfg->env.num_envs;
-    const int V = 2 * cfg->env.view_range + 1;
-    t->VV = V * V;
-    t->B = t->T * t->N;
-    t->M = t->B / cfg->ppo.minibatches;
-    t->proxy_obs = cfg->env.mode != MR_MODE_GROUND_TRUTH;
-    const int n = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
-    t->threads = n < 1 ? 1 : n;
-}
-
-/* The cpu backend's settings; auto_note says why device = auto came here. */
-static mr_status resolve_device(mr_trainer *t, const char *auto_note, mr_error *err) {
-    const mr_config *c = &t->cfg;
-    if (c->precision != MR_FP32)
-        return mr_fail(err, MR_ERR_ARG,
-                       "precision = %s needs the cuda backend; the cpu backend accepts fp32 only",
-                       c->precision == MR_BF16 ? "bf16" : "fp16");
-    const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
-    const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
-    snprintf(t->describe, sizeof t->describe,
-             "cpu backend, %d thread%s, OpenBLAS (OpenMP, %s kernels%s%s%s)%s; cuda.* settings do not apply on the cpu",
-             t->threads, t->threads == 1 ? "" : "s", mr_blas_kernels(),
-             forced ? ", as OPENBLAS_CORETYPE=" : "", forced ? forced : "",
-             by_us ? " set by moonrl for this AVX-512 CPU; MOONRL_BLAS_AUTO=0 keeps OpenBLAS's choice" : "",
-             auto_note);
-    return MR_OK;
-}
-
-mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *err) {
-    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: out is NULL");
-    *out = NULL;
-    mr_status s = mr_config_validate(cfg, err);
-    if (s) return s;
-    /* CUDA dispatch: device = cuda, or auto with a usable GPU, runs the CUDA
-     * trainer (trainer_cuda.c); auto falls back to the cpu, saying why. */
-    char auto_note[320] = "";
-    if (cfg->device == MR_DEVICE_CUDA) return mr_trainer_cuda_create(cfg, out, err);
-    if (cfg->device == MR_DEVICE_AUTO) {
-        if (mr_cuda_device_count() <= 0) {
-            snprintf(auto_note, sizeof auto_note, " (device = auto: no usable GPU, using the cpu)");
-        } else {
-            mr_error ce;
-            if ((s = mr_trainer_cuda_create(cfg, out, &ce)) == MR_OK) { mr_ok(err); return MR_OK; }
-            snprintf(auto_note, sizeof auto_note, " (device = auto: the CUDA trainer did not start, using the cpu: %.240s)",
-                     ce.msg);
-        }
-    }
-    mr_trainer *t = calloc(1, sizeof *t);
-    if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the trainer (%zu bytes)", sizeof *t);
-    mr_trainer_fields(t, cfg);
-    if ((s = resolve_device(t, auto_note, err))) { free(t); return s; }
-
-    mr_trainer_use_threads(t);                    /* the policy sizes per-thread workspaces */
-    trainer_layout(t, &t->arena);                 /* plan */
-    if (mr_arena_commit(&t->arena) != 0) {
-        size_t want = t->arena.size;
-        free(t);
-        return mr_fail(err, MR_ERR_NOMEM,
-                       "out of host memory: the trainer needs %.1f MiB (num_envs %d x rollout_steps %d); "
-                       "reduce env.num_envs, ppo.rollout_steps or raise ppo.minibatches",
-                       (double)want / 1048576.0, cfg->env.num_envs, cfg->ppo.rollout_steps);
-    }
-    trainer_layout(t, &t->arena);                 /* carve */
-
-    t->env.energy_frozen = cfg->env.mode == MR_MODE_PROXY;
-    t->env.reward_clip = (float)cfg->ppo.reward_clip;
-    t->env.threads = t->threads;
-    mr_trainer_use_threads(t);
-    mr_policy_init(&t->pol, cfg->seed);
-    mr_popart_init(&t->popart);
-    mr_forage_cpu_reset_all(&t->env);
-    mr_forage_cpu_clear_logs(&t->env);
-    *out = t;
-    mr_ok(err);
-    return MR_OK;
-}
-
-void mr_trainer_free(mr_trainer *t) {
-    if (!t) return;
-    if (t->cuda) { mr_trainer_cuda_free(t); return; }   /* CUDA dispatch */
-    mr_arena_release(&t->arena);
-    free(t);
-}
-
-int mr_trainer_done(const mr_trainer *t) {
-    return t ? t->agent_steps >= t->hot.total_steps : 1;
-}
-
-const mr_config *mr_trainer_config(const mr_trainer *t) { return t ? &t->cfg : NULL; }
-const char *mr_trainer_describe(const mr_trainer *t) { return t ? t->describe : ""; }
-
-/* ------------------------------------------------------------------ rollout */
-
-static void rollout(mr_trainer *t) {
-    mr_forage *env = &t->env;
-    const int N = t->N, VV = t->VV;
-    const float pm = (float)t->popart.mean, ps = (float)t->popart.std;
-    double t_inf = 0.0, t_env = 0.0;
-    for (int step = 0; step < t->T; step++) {
-        const double ta = now_seconds();
-        size_t off = (size_t)step * N;
-        uint8_t *obs = t->obs + off * VV;
-        float *extra = t->extra + off * 2;
-        memcpy(obs, env->obs, (size_t)N * VV);
-        mr_trainer_counts_extra(env, extra);
-        mr_policy_act(&t->pol, obs, extra, N, t->proxy_obs, t->step_logits, t->step_value);
-        for (int i = 0; i < N; i++)
-            t->step_u[i] = mr_rng_uniform(t->cfg.seed, (uint32_t)i, env->tick[i], MR_RNG_ACTION, 0);
-        mr_sample_actions(N, t->step_logits, t->step_u, t->act + off, t->logp + off);
-        const double tb = now_seconds();
-        t_inf += tb - ta;
-        float *val = t->val + off;
-        for (int i = 0; i < N; i++) val[i] = pm + ps * t->step_value[i];
-        mr_forage_cpu_step_all(env, t->act + off);
-        memcpy(t->rew + off, env->reward, sizeof(float) * N);
-        uint8_t *done = t->done + off;
-        for (int i = 0; i < N; i++) done[i] = env->terminated[i] | env->truncated[i];
-        t_env += now_seconds() - tb;
-    }
-    /* Bootstrap value of the state after the last step. */
-    const double ta = now_seconds();
-    mr_trainer_counts_extra(env, t->step_extra);
-    mr_policy_act(&t->pol, env->obs, t->step_extra, N, t->proxy_obs, t->step_logits, t->step_value);
-    for (int i = 0; i < N; i++) t->last_value[i] = pm + ps * t->step_value[i];
-    t->time_inference = t_inf + (now_seconds() - ta);
-    t->time_env = t_env;
-}
-
-/* ------------------------------------------------------------------ update */
-
-static void shuffle(mr_trainer *t, uint32_t key) {
-    int B = t->B;
-    for (int i = 0; i < B; i++) t->perm[i] = i;
-    for (int i = B - 1; i > 0; i--) {
-        uint32_t j = mr_rng_below(t->cfg.seed, 0, key, MR_RNG_SHUFFLE, (uint32_t)i, (uint32_t)i + 1);
-        int32_t tmp = t->perm[i];
-        t->perm[i] = t->perm[j];
-        t->perm[j] = tmp;
-    }
-}
-
-static void gather(mr_trainer *t, const int32_t *idx, float inv_std, float mean) {
-    const int M = t->M, VV = t->VV;
-#pragma omp parallel for schedule(static)
-    for (int k = 0; k < M; k++) {
-        int s = idx[k];
-        memcpy(t->mb_obs + (size_t)k * VV, t->obs + (size_t)s * VV, VV);
-        t->mb_extra[2 * k] = t->extra[2 * s];
-        t->mb_extra[2 * k + 1] = t->extra[2 * s + 1];
-        t->mb_act[k] = t->act[s];
-        t->mb_logp[k] = t->logp[s];
-        t->mb_adv[k] = t->adv[s];
-        /* Old values and targets in the current PopArt-normalised space. */
-        t->mb_oldv[k] = (t->val[s] - mean) * inv_std;
-        t->mb_target[k] = (t->ret[s] - mean) * inv_std;
-    }
-}
-
-typedef struct update_stats {
-    double policy_loss, value_loss, entropy, approx_kl, clip_fraction;
-    double gnorm_p, gnorm_v, gnorm;
-    int nonfinite;
-} update_stats;
-
-static void optimise(mr_trainer *t, double lr, double clip, double ent_coef, update_stats *us) {
-    mr_policy *p = &t->pol;
-    const size_t P = p->n_params, Pp = p->n_policy;
-    const float mean = (float)t->popart.mean, inv_std = (float)(1.0 / t->popart.std);
-    mr_ppo_coefs co = {0};
-    co.clip = clip;
-    co.ent_coef = ent_coef;
-    co.vf_coef = t->hot.vf_coef;
-    co.ent_floor = t->hot.ent_floor;
-    co.ent_floor_coef = t->hot.ent_floor_coef;
-    /* ENV_SPEC: value_loss = max(mse(v, R), mse(v_clipped, R)), the larger of
-     * the two batch means, as the original project computes it. */
-    co.value_max_of_means = 1;
-    const double maxn = t->hot.max_grad_norm;
-    const mr_ppo_config *pc = &t->cfg.ppo;
-    int steps = 0;
-    memset(us, 0, sizeof *us);
-    for (int e = 0; e < pc->epochs; e++) {
-        shuffle(t, (uint32_t)(t->updates * (uint64_t)pc->epochs + (uint64_t)e));
-        for (int mb = 0; mb < pc->minibatches; mb++) {
-            gather(t, t->perm + (size_t)mb * t->M, inv_std, mean);
-            mr_policy_zero_grad(p);
-            mr_policy_forward(p, t->mb_obs, t->mb_extra, t->M, t->proxy_obs, t->mb_logits, t->mb_value);
-            mr_ppo_stats st;
-            mr_ppo_loss(t->M, t->mb_logits, t->mb_value, t->mb_act, t->mb_logp, t->mb_adv, t->mb_oldv,
-                        t->mb_target, &co, t->mb_dlogits, t->mb_dvalue, &st);
-            mr_policy_backward(p, t->mb_dlogits, t->mb_dvalue, t->M);
-            double gp = mr_grad_norm(p->grads, Pp);
-            double gv = mr_grad_norm(p->grads + Pp, P - Pp);
-            if (!isfinite(gp) || !isfinite(gv) || !isfinite(st.loss)) { us->nonfinite = 1; continue; }
-            t->adam_step++;
-            mr_adam_step(p->params, p->grads, t->adam_m, t->adam_v, Pp, lr, pc->adam_beta1, pc->adam_beta2,
-                         pc->adam_eps, mr_clip_factor(gp, maxn), t->adam_step);
-            mr_adam_step(p->params + Pp, p->grads + Pp, t->adam_m + Pp, t->adam_v + Pp, P - Pp, lr,
-                         pc->adam_beta1, pc->adam_beta2, pc->adam_eps, mr_clip_factor(gv, maxn), t->adam_step);
-            us->policy_loss += st.policy_loss;
-            us->value_loss += st.value_loss;
-            us->entropy += st.entropy;
-            us->approx_kl += st.approx_kl;
-            us->clip_fraction += st.clip_fraction;
-            us->gnorm_p += gp;
-            us->gnorm_v += gv;
-            us->gnorm += sqrt(gp * gp + gv * gv);
-            steps++;
-        }
-    }
-    if (steps) {
-        double k = 1.0 / steps;
-        us->policy_loss *= k; us->value_loss *= k; us->entropy *= k; us->approx_kl *= k;
-        us->clip_fraction *= k; us->gnorm_p *= k; us->gnorm_v *= k; us->gnorm *= k;
-    }
+    out->policy_loss = h->mean[MR_TC_POLICY_LOSS];
+    out->value_loss = h->mean[MR_TC_VALUE_LOSS];
+    out->entropy = h->mean[MR_TC_ENTROPY];
+    out->approx_kl = h->mean[MR_TC_APPROX_KL];
+    out->clip_fraction = h->mean[MR_TC_CLIP_FRACTION];
+    out->explained_variance = h->explained_variance;
+    out->grad_norm_policy = h->mean[MR_TC_GNORM_POLICY];
+    out->grad_norm_value = h->mean[MR_TC_GNORM_VALUE];
+    out->grad_norm = h->mean[MR_TC_GNORM];
+    out->lr = lr;
+    out->clip = clip;
+    out->ent_coef = ent;
+    out->popart_mean = h->popart_mean;
+    out->popart_std = h->popart_std;
+    out->loss_scale = h->loss_scale;
+    out->skipped_steps = (uint64_t)h->skipped_total;
+    /* fp16: a skipped step is the scaler's overflow handling; only a
+     * non-finite loss is an error. fp32 / bf16: any skip is. */
+    out->nonfinite = t->cfg.precision == MR_FP16 ? h->loss_nonfinite != 0 : (h->skipped > 0 || h->loss_nonfinite);
+    out->time_rollout = t->timing.rollout;
+    out->time_gae = t->timing.gae;
+    out->time_update = t->timing.update;
+    out->time_env = t->timing.env;
+    out->time_inference = t->timing.inference;
+    mr_devmem_stats ds;
+    mr_devmem_stats_get(&t->mem, &ds);
+    out->memory_planned_bytes = t->plan.device_bytes;
+    out->memory_peak_bytes = ds.peak_allocated_bytes;
+    out->memory_limit_bytes = ds.limit_bytes;
 }
 
 mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_update: trainer is NULL");
-    if (t->cuda) return mr_trainer_cuda_update(t, out, err);   /* CUDA dispatch */
-    mr_trainer_use_threads(t);
-    const mr_ppo_config *pc = &t->cfg.ppo;
-    double t0 = now_seconds();
-    double progress = (double)t->updates / (double)mr_trainer_total_updates(t);
+    if (t->broken) return mr_trainer_broken_msg(err);
+    const double t0 = now_seconds();
+    double progress = (double)t->updates / (double)mr_config_total_updates(&t->cfg);
     if (progress > 1.0) progress = 1.0;
-    double lr = mr_schedule_value(&t->hot.lr, progress);
-    double clip = mr_schedule_value(&t->hot.clip, progress);
-    double ent = mr_schedule_value(&t->hot.ent_coef, progress);
-
-    mr_forage_cpu_clear_logs(&t->env);
-    rollout(t);
-    double t1 = now_seconds();
-
-    mr_gae(t->T, t->N, t->rew, t->val, t->last_value, t->done, (float)pc->gamma, (float)pc->gae_lambda,
-           t->adv, t->ret);
-    double ev = mr_explained_variance(t->val, t->ret, (size_t)t->B);
-    if (t->cfg.policy.popart) {
-        const mr_policy *p = &t->pol;
-        int k = t->cfg.policy.critic_hidden;
-        mr_popart_update(&t->popart, t->ret, (size_t)t->B, t->cfg.policy.popart_beta_min,
-                         p->params + p->value_w_offset, p->params + p->value_b_offset, k,
-                         t->adam_m + p->value_w_offset, t->adam_v + p->value_w_offset,
-                         t->adam_m + p->value_b_offset, t->adam_v + p->value_b_offset);
+    const double lr = mr_schedule_value(&t->hot.lr, progress);
+    const double clip = mr_schedule_value(&t->hot.clip, progress);
+    const double ent = mr_schedule_value(&t->hot.ent_coef, progress);
+    mr_status s = t->be->enter(t->device, t->threads, err);
+    if (s == MR_OK) s = enqueue_update(t, lr, clip, ent, err);
+    /* the one wait of an update: its metrics are in staging */
+    if (s == MR_OK) s = t->be->event_sync(t->ev[MR_EV_END], err);
+    if (s != MR_OK) {
+        t->broken = 1;
+        if (err) {
+            const size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len, " (update %llu on the %s backend failed; the trainer stops)",
+                     (unsigned long long)t->updates + 1, t->be->name);
+        }
+        return s;
     }
-    if (pc->norm_adv) {
-        double m, sd;
-        mr_normalize(t->adv, (size_t)t->B, &m, &sd);
-    }
-    double t2 = now_seconds();
-
-    update_stats us;
-    optimise(t, lr, clip, ent, &us);
-    double t3 = now_seconds();
-
+    read_timing(t);
+    t->warm = 1;
     t->updates++;
     t->agent_steps += (uint64_t)t->B;
-
-    if (out) {
-        memset(out, 0, sizeof *out);
-        mr_forage_log_reduce(t->env.log, t->N, t->log_sum);
-        mr_trainer_episode_metrics(t, t->log_sum, out);
-        out->policy_loss = us.policy_loss;
-        out->value_loss = us.value_loss;
-        out->entropy = us.entropy;
-        out->approx_kl = us.approx_kl;
-        out->clip_fraction = us.clip_fraction;
-        out->explained_variance = ev;
-        out->grad_norm_policy = us.gnorm_p;
-        out->grad_norm_value = us.gnorm_v;
-        out->grad_norm = us.gnorm;
-        out->lr = lr;
-        out->clip = clip;
-        out->ent_coef = ent;
-        out->popart_mean = t->popart.mean;
-        out->popart_std = t->popart.std;
-        out->loss_scale = 1.0;
-        out->nonfinite = us.nonfinite;
-        out->time_rollout = t1 - t0;
-        out->time_env = t->time_env;
-        out->time_inference = t->time_inference;
-        out->time_gae = t2 - t1;
-        out->time_update = t3 - t2;
-        out->time_total = now_seconds() - t0;
-        out->sps = out->time_total > 0 ? (double)t->B / out->time_total : 0.0;
-        out->memory_planned_bytes = t->arena.size;
-        out->memory_peak_bytes = t->arena.size;
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        out->memory_limit_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-    }
-    return mr_trainer_update_status(t, us.nonfinite, err);
+    mr_metrics m;
+    fill_metrics(t, t->h.met, lr, clip, ent, &m);
+    m.time_total = now_seconds() - t0;
+    m.sps = m.time_total > 0 ? (double)t->B / m.time_total : 0.0;
+    if (out) *out = m;
+    if (m.nonfinite)
+        return mr_fail(err, MR_ERR_NUMERIC,
+                       "update %llu produced a non-finite loss or gradient; the affected optimizer steps "
+                       "were skipped (try a lower ppo.lr or ppo.max_grad_norm)",
+                       (unsigned long long)t->updates);
+    mr_ok(err);
+    return MR_OK;
 }
 
 /* ------------------------------------------------------------ hot params */
@@ -445,9 +606,9 @@ mr_status mr_trainer_get_hot(const mr_trainer *t, mr_hot_params *out, mr_error *
 
 mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *err) {
     if (!t || !in) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_hot: NULL argument");
-    mr_status s = mr_hot_validate(in, err);
-    if (s) return s;
+    TRY(mr_hot_validate(in, err));
     t->hot = *in;
+    mr_config_apply_hot(&t->cfg, in);
     mr_ok(err);
     return MR_OK;
 }
@@ -456,9 +617,8 @@ mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *e
 
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_snapshot: trainer is NULL");
-    mr_status s;
-    if (t->cuda && (s = mr_trainer_cuda_pull(t, MR_TC_LEARNABLE, err))) return s;   /* CUDA dispatch */
-    size_t P = t->pol.n_params;
+    TRY(mr_trainer_pull(t, MR_SYNC_LEARNABLE, err));
+    const size_t P = t->pol.n_params;
     memcpy(t->snap_params, t->pol.params, P * sizeof(float));
     memcpy(t->snap_m, t->adam_m, P * sizeof(float));
     memcpy(t->snap_v, t->adam_v, P * sizeof(float));
@@ -475,7 +635,7 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_restore: trainer is NULL");
     if (!t->have_snapshot)
         return mr_fail(err, MR_ERR_STATE, "mr_trainer_restore: no snapshot was taken (call mr_trainer_snapshot first)");
-    size_t P = t->pol.n_params;
+    const size_t P = t->pol.n_params;
     memcpy(t->pol.params, t->snap_params, P * sizeof(float));
     memcpy(t->adam_m, t->snap_m, P * sizeof(float));
     memcpy(t->adam_v, t->snap_v, P * sizeof(float));
@@ -483,78 +643,49 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
     t->popart = t->snap_popart;
     t->updates = t->snap_updates;
     t->agent_steps = t->snap_agent_steps;
-    if (t->cuda) return mr_trainer_cuda_push(t, MR_TC_LEARNABLE, err);   /* CUDA dispatch */
-    mr_ok(err);
-    return MR_OK;
+    return mr_trainer_push(t, MR_SYNC_LEARNABLE, err);
 }
 
-/* ------------------------------------------------------------------ memory */
-
-mr_status mr_config_device_bytes(const mr_config *cfg, uint64_t *bytes, mr_error *err) {
-    if (!cfg || !bytes) return mr_fail(err, MR_ERR_ARG, "mr_config_device_bytes: NULL argument");
-    mr_tc_plan plan;
-    mr_status s = mr_trainer_cuda_plan(cfg, &plan, err);
-    *bytes = s == MR_OK ? (uint64_t)plan.device_bytes : 0;
-    return s;
-}
-
-#define FIT_STEP 64
-#define FIT_MAX 1048576
-
-static int64_t gcd64(int64_t a, int64_t b) {
-    while (b) {
-        const int64_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
-mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num_envs, mr_error *err) {
-    if (!cfg || !num_envs) return mr_fail(err, MR_ERR_ARG, "mr_config_fit_num_envs: NULL argument");
-    mr_config c = *cfg;
-    const int64_t T = c.ppo.rollout_steps > 0 ? c.ppo.rollout_steps : 1, K = c.ppo.minibatches > 0 ? c.ppo.minibatches : 1;
-    /* the candidates: multiples of 64 whose batch (n x T) splits into K minibatches */
-    const int64_t step = FIT_STEP * (K / gcd64(FIT_STEP * T, K));
-    c.env.num_envs = (int)(step <= FIT_MAX ? step : FIT_MAX);
-    uint64_t b = 0;
-    mr_status s = mr_config_device_bytes(&c, &b, err);
-    if (s != MR_OK) return s;
-    if (step > FIT_MAX || b > budget)
-        return mr_fail(err, MR_ERR_NOMEM,
-                       "not even %lld environments fit in %.2f GiB (they need %.2f GiB with these "
-                       "network and PPO shapes); accepted: a smaller network, rollout or fewer minibatch samples, "
-                       "a larger cuda.memory_fraction, or a number for env.num_envs",
-                       (long long)step, (double)budget / 1073741824.0, (double)b / 1073741824.0);
-    /* device bytes grow with num_envs: bisect over the candidates; a size
-     * the plan refuses (a buffer past the kernels' 32-bit indexing) does not
-     * fit either */
-    int64_t lo = 1, hi = FIT_MAX / step;   /* lo * step fits, (hi + 1) * step does not or is too many */
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo + 1) / 2;
-        c.env.num_envs = (int)(mid * step);
-        if (mr_config_device_bytes(&c, &b, NULL) == MR_OK && b <= budget) lo = mid;
-        else hi = mid - 1;
-    }
-    *num_envs = (int)(lo * step);
-    mr_ok(err);
-    return MR_OK;
-}
+/* ------------------------------------------------------- profiling, memory */
 
 mr_status mr_trainer_set_profile(mr_trainer *t, int on, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_profile: trainer is NULL");
-    if (t->cuda) return mr_trainer_cuda_set_profile(t, on, err);   /* CUDA dispatch */
-    mr_ok(err);   /* the cpu backend always splits its rollout's time */
+    if (t->be->cheap_events) on = 1;   /* free here: always on */
+    if (on && !t->pev) {   /* outside the steady state: events for every rollout step, once */
+        const int n = 2 * t->T + 1;
+        t->pev = calloc((size_t)n, sizeof *t->pev);
+        if (!t->pev) return mr_fail(err, MR_ERR_NOMEM, "out of host memory for %d profiling events", n);
+        t->extra_allocations++;
+        for (int i = 0; i < n; i++) {
+            TRY(t->be->event_create(&t->pev[i], err));
+            t->npev = i + 1;
+        }
+    }
+    t->profile = on != 0;
+    mr_ok(err);
     return MR_OK;
 }
 
 mr_status mr_trainer_memory(const mr_trainer *t, mr_memory_stats *out, mr_error *err) {
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_memory: NULL argument");
-    if (t->cuda) return mr_trainer_cuda_memory(t, out, err);   /* CUDA dispatch */
+    mr_devmem_stats d, p;
+    mr_devmem_stats_get(&t->mem, &d);
+    mr_devmem_stats_get(&t->staging, &p);
     memset(out, 0, sizeof *out);
-    out->host_planned_bytes = t->arena.size;
-    out->host_peak_bytes = t->arena.size;
-    out->host_allocations = t->arena.allocations + t->extra_allocations;
+    out->host_planned_bytes = t->arena.size + t->plan.staging_bytes;
+    out->host_peak_bytes = t->arena.size + p.peak_allocated_bytes;
+    out->host_allocations = t->arena.allocations + t->extra_allocations + p.raw_allocations + p.meta_allocations;
+    if (t->be->host_memory) {   /* the backend's memory is host memory too */
+        out->host_planned_bytes += t->plan.device_bytes;
+        out->host_peak_bytes += d.peak_allocated_bytes;
+        out->host_allocations += d.raw_allocations + d.meta_allocations;
+    } else {
+        out->device_allocated_bytes = d.allocated_bytes;
+        out->device_reserved_bytes = d.reserved_bytes;
+        out->device_peak_bytes = d.peak_allocated_bytes;
+        out->device_allocations = d.allocations;
+        out->device_cache_hits = d.cache_hits;
+    }
     mr_ok(err);
     return MR_OK;
 }

@@ -1,96 +1,190 @@
 /*
- * trainer.h - the trainer's state, shared by trainer.c, checkpoint.c and
- * evaluate.c. Not part of the public API (see moonrl.h).
+ * trainer.h - the trainer's state, one struct for every backend, and the
+ * internal calls between trainer.c (the loop), trainer_plan.c (memory plan,
+ * out-of-memory sizing), trainer_sync.c (host copies), checkpoint.c and
+ * evaluate.c. Not part of the public API (moonrl.h).
+ *
+ * Two kinds of state: the backend's (`dev`: environments, network, Adam,
+ * rollout, control blocks, all in backend memory) and host copies of the
+ * learnable state and environments (env, pol, adam_m/v, popart), filled on
+ * demand by mr_trainer_pull for checkpoints, snapshots, evaluation and
+ * inference, and written back by mr_trainer_push.
  */
 #ifndef MR_TRAINER_H
 #define MR_TRAINER_H
 #include "moonrl.h"
 #include "arena.h"
+#include "backend.h"
 #include "env.h"
 #include "policy.h"
 #include "ppo.h"
 
-struct mr_trainer {
-    mr_config cfg;
-    mr_hot_params hot;
-    mr_arena arena;
-    int threads;               /* resolved thread count */
-    int proxy_obs;             /* 1 when the mode observes the proxy */
-    int T, N, VV;              /* rollout steps, envs, view cells */
-    int B, M;                  /* batch T*N, minibatch B/minibatches */
+#define MR_TRAINER_NGROUPS 2   /* parameter groups clipped separately: policy (trunk + actor), value (critic) */
 
-    mr_forage env;             /* the training environments */
-    mr_policy pol;
+enum { MR_EV_START, MR_EV_ROLLOUT, MR_EV_GAE, MR_EV_END, MR_EV_COUNT };
+#define MR_TRAINER_PARTS 3     /* an update's parts, one graph each: rollout; GAE; epochs */
 
-    /* optimizer + PopArt */
-    float *adam_m, *adam_v;
-    int64_t adam_step;
-    mr_popart popart;
+/* Memory of a trainer by component (bytes as requested from the memory
+ * manager, before its 512-byte rounding). */
+typedef struct mr_trainer_plan {
+    int max_batch;             /* the network's: max(minibatch, num_envs) */
+    size_t env_bytes;          /* environment state (mr_forage_layout) */
+    size_t policy_bytes;       /* parameters, gradients, activations, workspace */
+    mr_bpolicy_plan policy;    /* the network's allocations, in order */
+    size_t optim_bytes;        /* Adam m and v */
+    size_t rollout_bytes;      /* rollout, per-step, minibatch, permutation, reduction scratch */
+    size_t ctl_bytes;          /* control blocks and the metrics struct */
+    size_t partial_doubles;    /* reduction scratch */
+    size_t device_bytes;       /* the sum of the five */
+    size_t staging_bytes;      /* host staging (page-locked on cuda) */
+    size_t host_bytes;         /* the host arena: copies for checkpoints, evaluation, snapshots */
+} mr_trainer_plan;
 
-    /* rollout storage, (T, N, ...) */
-    uint8_t *obs;              /* (T,N,VV) cell codes */
-    float *extra;              /* (T,N,2) normalised item counts for the critic */
-    uint8_t *act;              /* (T,N) */
-    float *logp;               /* (T,N) */
-    float *val;                /* (T,N) denormalised value when acting */
-    float *rew;                /* (T,N) */
-    uint8_t *done;             /* (T,N) terminated or truncated */
-    float *adv, *ret;          /* (T,N) */
-    float *last_value;         /* (N) denormalised */
-
-    /* per-step scratch */
-    float *step_logits;        /* (N,8) */
-    float *step_value;         /* (N) raw */
-    float *step_u;             /* (N) */
-    float *step_extra;         /* (N,2) */
-    mr_forage_log *log_sum;    /* 1 */
-
-    /* minibatch scratch, M samples */
-    int32_t *perm;             /* (B) */
+/* The backend's state. */
+typedef struct mr_trainer_dev {
+    mr_forage env;             /* backend pointers, carved from env_block like the host copy */
+    void *env_block;
+    mr_bpolicy pol;
+    int pol_ready;
+    mr_opt_groups groups;
+    float *adam_m, *adam_v;    /* one block: m then v */
+    void *roll_block;
+    uint8_t *obs, *act, *done;                    /* (T,N,VV), (T,N), (T,N) */
+    float *extra, *logp, *val, *rew, *adv, *ret, *diff;   /* (T,N[,2]) */
+    float *last_value;                            /* (N) */
+    float *step_logits, *step_value, *step_u, *step_extra;
+    int32_t *perm;                                /* (B): this epoch's permutation */
     uint8_t *mb_obs, *mb_act;
     float *mb_extra, *mb_logp, *mb_adv, *mb_oldv, *mb_target;
     float *mb_logits, *mb_value, *mb_dlogits, *mb_dvalue;
+    double *partials;
+    void *ctl_block;
+    mr_optctl *opt;
+    mr_lossctl *loss;
+    mr_popart_ctl *pa;
+    mr_tc_metrics *met;
+} mr_trainer_dev;
+
+/* Host staging: the control blocks' host sides and the permutations. */
+typedef struct mr_trainer_stage {
+    void *block;
+    mr_optctl *opt;
+    mr_lossctl *loss;
+    mr_popart_ctl *pa;
+    mr_tc_metrics *met;
+    int32_t *perm;             /* (epochs, B) */
+} mr_trainer_stage;
+
+/* Per-phase times of the last update, seconds (backend events). env and
+ * inference come from per-step events (always on the cpu; with
+ * mr_trainer_set_profile on cuda, else 0). */
+typedef struct mr_trainer_timing {
+    double rollout, gae, update;
+    double env, inference;
+} mr_trainer_timing;
+
+struct mr_trainer {
+    mr_config cfg;             /* hot values kept in it (mr_config_apply_hot) */
+    mr_hot_params hot;
+    const mr_backend *be;
+    mr_trainer_plan plan;
+    int threads;               /* resolved thread count */
+    int device;                /* the backend's device index */
+    int proxy_obs;             /* 1 when the mode observes the proxy */
+    int T, N, V, VV;           /* rollout steps, envs, view, view cells */
+    int B, M;                  /* batch T*N, minibatch B/minibatches */
+    int broken;                /* an update failed midway: the backend state is not trustworthy */
+    char describe[640];
+
+    /* backend state */
+    void *stream;
+    mr_devmem mem, staging;
+    int mem_ready, staging_ready;
+    size_t card_total, card_free;   /* the device when the trainer was created (out-of-memory hints) */
+    mr_trainer_dev d;
+    mr_trainer_stage h;
+    void *ev[MR_EV_COUNT];
+    void *graph[MR_TRAINER_PARTS];
+    int graphs_used;           /* the last update replayed them */
+    int warm;                  /* an update has run operation by operation */
+    int graphs_failed;
+    char graphs_why[200];
+    int profile;
+    void **pev;                /* per-step events: 2T+1 around the rollout steps */
+    int npev;
+    mr_trainer_timing timing;
+
+    /* host copies (mr_trainer_pull / push) */
+    mr_arena arena;
+    mr_forage env;
+    mr_policy pol;             /* also evaluation's and inference's network */
+    float *adam_m, *adam_v;
+    int64_t adam_step;
+    mr_popart popart;
+    mr_forage_log *log_sum;    /* scratch of evaluation */
 
     /* warm-up snapshot */
     float *snap_params, *snap_m, *snap_v;
     int64_t snap_adam_step;
     mr_popart snap_popart;
-    uint64_t snap_updates, snap_agent_steps;  /* a restored warm-up does not count as progress */
+    uint64_t snap_updates, snap_agent_steps;
     int have_snapshot;
 
     /* progress */
     uint64_t updates;
     uint64_t agent_steps;
-
-    uint64_t extra_allocations;   /* allocations outside the arena (evaluation) */
-    char describe[512];
-    double time_env, time_inference;   /* this update's rollout, split (cpu backend) */
-
-    /* Non-NULL: the CUDA backend runs this trainer (trainer_cuda.c). The
-     * fields above then hold host copies, filled on demand: the weights,
-     * Adam moments and step, PopArt and the environments for checkpoints,
-     * snapshots, evaluation and inference; the rollout and minibatch
-     * buffers are not laid out. */
-    struct mr_trainer_cuda *cuda;
+    uint64_t extra_allocations;   /* allocations outside the plan (evaluation, profiling events) */
 };
 
-/* The fields both backends' creation set from the config: cfg, hot values,
- * shapes (T, N, VV, B, M), observation kind, thread count. */
-void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
-
-/* out's progress (update, agent_steps, progress) and episode statistics
- * from the trainer's counters and one update's reduced episode log. */
-void mr_trainer_episode_metrics(const mr_trainer *t, const mr_forage_log *l, mr_metrics *out);
-
-/* An update's return: MR_ERR_NUMERIC with the message both backends give
- * when a loss or gradient was not finite, else MR_OK. */
-mr_status mr_trainer_update_status(const mr_trainer *t, int nonfinite, mr_error *err);
-
-/* Updates needed for total_steps (at least 1). */
-uint64_t mr_trainer_total_updates(const mr_trainer *t);
-/* Writes the critic's extra inputs for the N current environment states. */
+/* ---- trainer.c */
+/* Creation on a given table (the public create chooses it; tests pass wrappers). */
+mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const char *note, mr_trainer **out,
+                               mr_error *err);
+/* The critic's extra inputs for the current environment states (host copies). */
 void mr_trainer_counts_extra(const mr_forage *env, float *extra);
 /* Sets OpenMP's thread count for regions started by the calling thread. */
 void mr_trainer_use_threads(const mr_trainer *t);
+
+/* ---- trainer_plan.c */
+/* The shapes and fields every trainer takes from its config. */
+void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
+/* Memory of a trainer for cfg on backend be (cfg validated here); touches no device. */
+mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_trainer_plan *out, mr_error *err);
+/* Lays out the backend blocks (rollout, control blocks, staging) over
+ * base pointers, or sizes them on a planning arena. */
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int M, size_t partial_doubles, mr_arena *a);
+void mr_trainer_layout_ctl(mr_trainer_dev *d, mr_arena *a);
+void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a);
+/* The host arena: the environment first, so one copy moves its whole state. */
+void mr_trainer_layout_host(mr_trainer *t, mr_arena *a);
+/* After a creation allocation failed with MR_ERR_NOMEM: appends to err how
+ * many environments would fit. */
+mr_status mr_trainer_oom_hint(const mr_trainer *t, mr_status s, mr_error *err);
+
+/* ---- trainer_sync.c: host copies <-> backend, synchronously
+ *   MR_SYNC_WEIGHTS    parameters and PopArt (evaluation, inference)
+ *   MR_SYNC_LEARNABLE  + Adam moments and step (snapshot / restore)
+ *   MR_SYNC_ALL        + the environment state (checkpoints)
+ * After a failed update pull is refused (MR_ERR_STATE) until a push of
+ * MR_SYNC_ALL (a checkpoint load) makes the backend state whole again. */
+enum { MR_SYNC_WEIGHTS = 1, MR_SYNC_LEARNABLE = 2, MR_SYNC_ALL = 3 };
+mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err);
+mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err);
+mr_status mr_trainer_broken_msg(mr_error *err);
+void mr_trainer_drop_graphs(mr_trainer *t);
+
+/* ---- for tests and benchmarks (trainer_sync.c) */
+/* Host copies of the last update's rollout, each (T*N[,...]); any pointer may be NULL. */
+typedef struct mr_rollout_view {
+    uint8_t *obs, *act, *done;
+    float *extra, *logp, *val, *rew, *adv, *ret, *last_value;
+} mr_rollout_view;
+mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *out, mr_error *err);
+mr_status mr_trainer_timing_get(const mr_trainer *t, mr_trainer_timing *out, mr_error *err);
+/* Whether the last update replayed recorded graphs; why not, when wanted. */
+int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not);
+mr_status mr_trainer_devmem(const mr_trainer *t, mr_devmem_stats *out, mr_error *err);
+/* Sets the fp16 loss scale in the optimizer's control block (tests of the scaler). */
+mr_status mr_trainer_set_loss_scale(mr_trainer *t, float scale, mr_error *err);
 
 #endif

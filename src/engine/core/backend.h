@@ -1,0 +1,141 @@
+/*
+ * backend.h - the table of operations the one trainer loop (trainer.c) runs
+ * on. Two backends fill it: cpu (cpu/backend_cpu.c: host memory, C loops
+ * over the shared element code, OpenMP, OpenBLAS) and cuda
+ * (cuda/backend_cuda.c: device memory, the kernels in kernels/). Tests wrap
+ * a table to make any operation fail.
+ *
+ * Memory: every buffer a backend operation touches comes from the trainer's
+ * memory manager (devmem.h) over the backend's `device_memory`; "device
+ * pointer" below means such memory (host memory on the cpu). Streams and
+ * events are opaque; the cpu runs everything at once, so its events are
+ * timestamps. Control blocks (mr_optctl, mr_lossctl, mr_popart_ctl,
+ * mr_tc_metrics: shared/) are written by the host before an update and by
+ * the operations during it, so no value is read back inside an update.
+ *
+ * Every operation returns MR_OK or a status with a message in err.
+ */
+#ifndef MR_BACKEND_H
+#define MR_BACKEND_H
+#include "moonrl.h"
+#include "devmem.h"
+#include "policy.h"         /* mr_policy: the parameter layout both backends share */
+#include "rollout_math.h"   /* control blocks, metrics, gather arguments */
+
+#define MR_BACKEND_MAX_POLICY_ALLOCS 4
+
+/* A backend's network. params and grads: device pointers in the layout of
+ * `net` (offsets, n_params, n_policy); impl: the backend's object. */
+typedef struct mr_bpolicy {
+    void *impl;
+    float *params, *grads;
+    const mr_policy *net;
+} mr_bpolicy;
+
+/* What a backend's network takes from the memory manager, in creation's
+ * order and sizes (the trainer's out-of-memory sizing replays them). */
+typedef struct mr_bpolicy_plan {
+    int n;
+    size_t bytes[MR_BACKEND_MAX_POLICY_ALLOCS];
+    size_t total;
+} mr_bpolicy_plan;
+
+typedef struct mr_backend {
+    const char *name;              /* "cpu", "cuda", or a test's wrapper */
+    mr_device device;              /* what mr_trainer_config reports */
+    int host_memory;               /* 1: "device" memory is host memory (cpu) */
+    int precisions;                /* bit mask of accepted mr_precision values (1 << MR_FP32 ...) */
+    int cheap_events;              /* 1: per-step timing costs nothing, so it is always on */
+    /* NULL entries below `plan` and unavailable says why this build or
+     * machine cannot run it (e.g. no CUDA); planning always works */
+    const char *unavailable;
+
+    /* ---- planning (every build) */
+    mr_status (*policy_plan)(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
+                             mr_bpolicy_plan *out, mr_error *err);
+
+    /* ---- runtime and memory */
+    /* Makes the calling thread use this device and thread count. */
+    mr_status (*enter)(int device, int threads, mr_error *err);
+    /* A line for the description: "GPU 0 (NVIDIA H100), bf16". */
+    void (*describe)(int device, int threads, int precision, char *buf, size_t len);
+    mr_status (*device_memory)(int device, mr_devmem_backend *out, mr_error *err);
+    mr_status (*staging_memory)(mr_devmem_backend *out, mr_error *err);   /* pinned host memory on cuda */
+    mr_status (*copy)(void *dst, const void *src, size_t bytes, int kind, void *stream, mr_error *err);
+    mr_status (*memset)(void *dst, int value, size_t bytes, void *stream, mr_error *err);
+    mr_status (*stream_create)(void **stream, mr_error *err);
+    void (*stream_destroy)(void *stream);
+    mr_status (*stream_sync)(void *stream, mr_error *err);
+    mr_status (*event_create)(void **ev, mr_error *err);
+    void (*event_destroy)(void *ev);
+    mr_status (*event_record)(void *ev, void *stream, mr_error *err);
+    mr_status (*event_sync)(void *ev, mr_error *err);
+    mr_status (*event_elapsed)(void *a, void *b, float *ms, mr_error *err);
+
+    /* ---- environment (s holds device pointers) */
+    mr_status (*env_reset_all)(const mr_forage *s, void *stream, mr_error *err);
+    mr_status (*env_step_all)(const mr_forage *s, const uint8_t *actions, void *stream, mr_error *err);
+    mr_status (*env_clear_logs)(const mr_forage *s, void *stream, mr_error *err);
+    mr_status (*env_log_reduce)(const mr_forage *s, mr_forage_log *out, void *stream, mr_error *err);
+
+    /* ---- policy: codes (B,VV) u8, extra (B,2) -> logits (B,8), value (B) raw */
+    mr_status (*policy_create)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int max_train, int max_act,
+                               int precision, mr_devmem *mem, mr_error *err);
+    void (*policy_destroy)(mr_bpolicy *p);
+    mr_status (*policy_zero_grad)(mr_bpolicy *p, void *stream, mr_error *err);
+    /* The rollout's inference (B <= max_act): keeps nothing for backward. */
+    mr_status (*policy_act)(mr_bpolicy *p, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
+                            float *value, void *stream, mr_error *err);
+    /* The training forward (B <= max_train), kept for policy_backward. */
+    mr_status (*policy_forward)(mr_bpolicy *p, const uint8_t *codes, const float *extra, int B, int proxy,
+                                float *logits, float *value, void *stream, mr_error *err);
+    mr_status (*policy_backward)(mr_bpolicy *p, const float *dlogits, const float *dvalue, int B, void *stream,
+                                 mr_error *err);
+
+    /* ---- PPO (partials: the reduction scratch, plan.partial_doubles) */
+    mr_status (*gae)(int T, int N, const float *reward, const float *value, const float *last_value,
+                     const uint8_t *done, float gamma, float lambda, float *adv, float *ret, void *stream,
+                     mr_error *err);
+    mr_status (*sample)(int N, const float *logits, const float *u, uint8_t *action, float *logp, void *stream,
+                        mr_error *err);
+    mr_status (*opt_begin)(mr_optctl *ctl, void *stream, mr_error *err);
+    /* Per group: norm, clip, Adam; skips every group when the step found a
+     * non-finite loss or gradient (ctl->s.found_inf). */
+    mr_status (*opt_step)(float *param, const float *grad, float *m, float *v, const mr_opt_groups *G,
+                          double *partials, mr_optctl *ctl, void *stream, mr_error *err);
+    /* out2 = mean, unbiased std of x (n); normalize also applies (x - mean) / (std + eps). */
+    mr_status (*mean_std)(const float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err);
+    mr_status (*normalize)(float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err);
+    mr_status (*ppo_loss)(int B, const float *logits, const float *value, const uint8_t *action,
+                          const float *old_logp, const float *adv, const float *old_value, const float *target,
+                          mr_lossctl *loss, mr_optctl *opt, double *partials, float *dlogits, float *dvalue,
+                          void *stream, mr_error *err);
+    mr_status (*popart_update)(mr_popart_ctl *pa, const float *returns, int64_t n, double *partials, float *w,
+                               float *b, int k, float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b,
+                               void *stream, mr_error *err);
+
+    /* ---- the loop's glue (rollout_math.h's elements) */
+    mr_status (*step_in)(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
+    mr_status (*step_out)(const mr_forage *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
+                          uint8_t *done, void *stream, mr_error *err);
+    mr_status (*gather)(const mr_tc_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err);
+    mr_status (*diff)(const float *a, const float *b, float *out, int64_t n, void *stream, mr_error *err);
+    mr_status (*accumulate)(mr_tc_metrics *m, const mr_lossctl *loss, const mr_optctl *opt, int ngroups,
+                            void *stream, mr_error *err);
+    mr_status (*finish)(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_optctl *opt, void *stream,
+                        mr_error *err);
+
+    /* ---- graphs: NULL where the backend cannot record an update */
+    mr_status (*graph_begin)(void *stream, mr_error *err);
+    mr_status (*graph_end)(void *stream, int discard, void **exec, mr_error *err);
+    mr_status (*graph_launch)(void *exec, void *stream, mr_error *err);
+    void (*graph_destroy)(void *exec);
+} mr_backend;
+
+/* The two tables. cuda's is there in every build (its planning answers
+ * mr_config_device_bytes); its runtime entries are NULL and `unavailable`
+ * set in a build without CUDA. */
+const mr_backend *mr_backend_cpu(void);
+const mr_backend *mr_backend_cuda(void);
+
+#endif /* MR_BACKEND_H */

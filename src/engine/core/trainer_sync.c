@@ -1,0 +1,145 @@
+/*
+ * trainer_sync.c - the trainer's host copies and the backend state, moved
+ * into each other synchronously (checkpoints, snapshots, evaluation,
+ * inference), and the accessors tests and benchmarks read the backend
+ * through. On the cpu backend a copy is a memcpy; nothing here knows which
+ * backend runs.
+ */
+#include "trainer.h"
+#include "errors.h"
+
+#include <string.h>
+
+#define TRY(call)                     \
+    do {                              \
+        mr_status st_ = (call);       \
+        if (st_ != MR_OK) return st_; \
+    } while (0)
+
+mr_status mr_trainer_broken_msg(mr_error *err) {
+    return mr_fail(err, MR_ERR_STATE, "the trainer stopped after a failed update (its backend state is not "
+                   "trustworthy); create it again, or load a checkpoint into it");
+}
+
+mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_pull: trainer is NULL");
+    /* A failed update stopped somewhere inside: its weights, moments and
+     * environments are a state no run reached, not to be saved or used. */
+    if (t->broken) return mr_trainer_broken_msg(err);
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const size_t P = t->pol.n_params;
+    TRY(o->enter(t->device, t->threads, err));
+    TRY(o->copy(t->pol.params, d->pol.params, P * sizeof(float), MR_COPY_D2H, st, err));
+    TRY(o->copy(t->h.pa, d->pa, sizeof *t->h.pa, MR_COPY_D2H, st, err));
+    if (what >= MR_SYNC_LEARNABLE) {
+        TRY(o->copy(t->adam_m, d->adam_m, P * sizeof(float), MR_COPY_D2H, st, err));
+        TRY(o->copy(t->adam_v, d->adam_v, P * sizeof(float), MR_COPY_D2H, st, err));
+        TRY(o->copy(t->h.opt, d->opt, sizeof *t->h.opt, MR_COPY_D2H, st, err));
+    }
+    if (what >= MR_SYNC_ALL) TRY(o->copy(t->env.grid, d->env_block, t->plan.env_bytes, MR_COPY_D2H, st, err));
+    TRY(o->stream_sync(st, err));
+    t->popart.mean = t->h.pa->mean;
+    t->popart.std = t->h.pa->std;
+    t->popart.count = t->h.pa->count;
+    if (what >= MR_SYNC_LEARNABLE) t->adam_step = t->h.opt->s.step;
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_push: trainer is NULL");
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const size_t P = t->pol.n_params;
+    mr_trainer_drop_graphs(t);   /* recorded with the old seed by value: recorded again at the next update */
+    TRY(o->enter(t->device, t->threads, err));
+    TRY(o->copy(d->pol.params, t->pol.params, P * sizeof(float), MR_COPY_H2D, st, err));
+    /* PopArt's statistics; the rest of its block (beta_min, the last batch) stays */
+    TRY(o->copy(t->h.pa, d->pa, sizeof *t->h.pa, MR_COPY_D2H, st, err));
+    TRY(o->stream_sync(st, err));
+    t->h.pa->mean = t->popart.mean;
+    t->h.pa->std = t->popart.std;
+    t->h.pa->count = t->popart.count;
+    t->h.pa->beta_min = t->cfg.policy.popart_beta_min;
+    TRY(o->copy(d->pa, t->h.pa, sizeof *t->h.pa, MR_COPY_H2D, st, err));
+    if (what >= MR_SYNC_LEARNABLE) {
+        TRY(o->copy(d->adam_m, t->adam_m, P * sizeof(float), MR_COPY_H2D, st, err));
+        TRY(o->copy(d->adam_v, t->adam_v, P * sizeof(float), MR_COPY_H2D, st, err));
+        /* The Adam step count lives in the optimizer's state; the rest of it
+         * (loss scale, growth tracker, skipped count) stays as it is. */
+        TRY(o->copy(t->h.opt, d->opt, sizeof *t->h.opt, MR_COPY_D2H, st, err));
+        TRY(o->stream_sync(st, err));
+        t->h.opt->s.step = t->adam_step;
+        TRY(o->copy(d->opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, st, err));
+    }
+    if (what >= MR_SYNC_ALL) {
+        TRY(o->copy(d->env_block, t->env.grid, t->plan.env_bytes, MR_COPY_H2D, st, err));
+        d->env.seed = t->env.seed;   /* a load adopts the checkpoint's seed (kernels take the struct by value) */
+    }
+    TRY(o->stream_sync(st, err));
+    if (what >= MR_SYNC_ALL) t->broken = 0;   /* the whole state is the checkpoint's again */
+    mr_ok(err);
+    return MR_OK;
+}
+
+/* ------------------------------------------------------- tests, benchmarks */
+
+mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *v, mr_error *err) {
+    if (!t || !v) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_rollout: NULL argument");
+    const mr_backend *o = t->be;
+    const mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const size_t B = (size_t)t->B;
+    struct { void *dst; const void *src; size_t bytes; } cp[] = {
+        {v->obs, d->obs, B * (size_t)t->VV}, {v->act, d->act, B}, {v->done, d->done, B},
+        {v->extra, d->extra, B * 2 * sizeof(float)}, {v->logp, d->logp, B * sizeof(float)},
+        {v->val, d->val, B * sizeof(float)}, {v->rew, d->rew, B * sizeof(float)},
+        {v->adv, d->adv, B * sizeof(float)}, {v->ret, d->ret, B * sizeof(float)},
+        {v->last_value, d->last_value, (size_t)t->N * sizeof(float)},
+    };
+    TRY(o->enter(t->device, t->threads, err));
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        if (cp[i].dst) TRY(o->copy(cp[i].dst, cp[i].src, cp[i].bytes, MR_COPY_D2H, st, err));
+    return o->stream_sync(st, err);
+}
+
+int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not) {
+    if (!t) {
+        if (why_not) *why_not = "no trainer";
+        return 0;
+    }
+    if (why_not) *why_not = t->graphs_why;
+    return t->graphs_used;
+}
+
+mr_status mr_trainer_timing_get(const mr_trainer *t, mr_trainer_timing *out, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_timing_get: NULL argument");
+    *out = t->timing;
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_devmem(const mr_trainer *t, mr_devmem_stats *out, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_devmem: NULL argument");
+    mr_devmem_stats_get(&t->mem, out);
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_set_loss_scale(mr_trainer *t, float scale, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_loss_scale: trainer is NULL");
+    if (!(scale > 0.0f) || scale != scale)
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_loss_scale: scale = %g: accepted a positive number",
+                       (double)scale);
+    const mr_backend *o = t->be;
+    TRY(o->enter(t->device, t->threads, err));
+    TRY(o->copy(t->h.opt, t->d.opt, sizeof *t->h.opt, MR_COPY_D2H, t->stream, err));
+    TRY(o->stream_sync(t->stream, err));
+    t->h.opt->s.loss_scale = scale;
+    t->h.opt->s.growth_tracker = 0;
+    TRY(o->copy(t->d.opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, t->stream, err));
+    return o->stream_sync(t->stream, err);
+}

@@ -1,0 +1,434 @@
+/*
+ * backend_cpu.c - the cpu backend: the trainer loop's operations (backend.h)
+ * on host memory, as C loops over the shared element code (foraging.h,
+ * rollout_math.h), the CPU network (policy.c: OpenBLAS + OpenMP) and the CPU
+ * PPO math (ppo.c). Everything runs when called, so streams are nothing and
+ * events are timestamps.
+ *
+ * Results do not depend on the thread count: the loops are OpenMP
+ * schedule(static) over independent elements, and every reduction sums in a
+ * fixed order (ppo.c, policy.c).
+ */
+#include "backend.h"
+#include "env.h"
+#include "errors.h"
+#include "nn.h"
+#include "policy.h"
+#include "ppo.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLICY_CHUNK 32                 /* samples per conv chunk of the network */
+#define HUGE_ALIGN ((size_t)2 << 20)    /* large blocks: 2 MiB aligned, transparent huge pages (+15% env steps) */
+
+static mr_status ok(mr_error *err) {
+    mr_ok(err);
+    return MR_OK;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static void *host_alloc(void *ctx, size_t bytes, const char **reason) {
+    (void)ctx;
+    const int huge = bytes >= 2 * HUGE_ALIGN;
+    void *p = NULL;
+    if (posix_memalign(&p, huge ? HUGE_ALIGN : 64, bytes ? bytes : 64) != 0) {
+        *reason = "out of host memory";
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void host_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+static size_t host_free_bytes(void *ctx) {
+    (void)ctx;
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+static size_t host_total_bytes(void) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+static mr_status cpu_memory(int device, mr_devmem_backend *out, mr_error *err) {
+    (void)device;
+    *out = (mr_devmem_backend){NULL, host_alloc, host_free, host_free_bytes, host_total_bytes(), "host memory"};
+    return ok(err);
+}
+
+static mr_status cpu_staging(mr_devmem_backend *out, mr_error *err) { return cpu_memory(0, out, err); }
+
+static mr_status cpu_copy(void *dst, const void *src, size_t bytes, int kind, void *stream, mr_error *err) {
+    (void)kind;
+    (void)stream;
+    if (dst != src && bytes) memcpy(dst, src, bytes);
+    return ok(err);
+}
+
+static mr_status cpu_memset(void *dst, int value, size_t bytes, void *stream, mr_error *err) {
+    (void)stream;
+    memset(dst, value, bytes);
+    return ok(err);
+}
+
+/* ------------------------------------------------------ runtime, events */
+
+static mr_status cpu_enter(int device, int threads, mr_error *err) {
+    (void)device;
+    omp_set_num_threads(threads);
+    return ok(err);
+}
+
+static void cpu_describe(int device, int threads, int precision, char *buf, size_t len) {
+    (void)device;
+    (void)precision;
+    const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
+    const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
+    snprintf(buf, len, "%d thread%s, OpenBLAS (OpenMP, %s kernels%s%s%s); cuda.* settings do not apply on the cpu",
+             threads, threads == 1 ? "" : "s", mr_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
+             forced ? forced : "",
+             by_us ? " set by moonrl for this AVX-512 CPU; MOONRL_BLAS_AUTO=0 keeps OpenBLAS's choice" : "");
+}
+
+static int the_stream;   /* any non-NULL value: the cpu has no streams */
+
+static mr_status cpu_stream_create(void **stream, mr_error *err) {
+    *stream = &the_stream;
+    return ok(err);
+}
+static void cpu_stream_destroy(void *stream) { (void)stream; }
+static mr_status cpu_sync(void *x, mr_error *err) {
+    (void)x;
+    return ok(err);
+}
+
+static mr_status cpu_event_create(void **ev, mr_error *err) {
+    double *t = calloc(1, sizeof *t);
+    if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory for a timing event");
+    *ev = t;
+    return ok(err);
+}
+static void cpu_event_destroy(void *ev) { free(ev); }
+
+static mr_status cpu_event_record(void *ev, void *stream, mr_error *err) {
+    (void)stream;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)ev = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return ok(err);
+}
+
+static mr_status cpu_event_elapsed(void *a, void *b, float *ms, mr_error *err) {
+    *ms = (float)(1e3 * (*(double *)b - *(double *)a));
+    return ok(err);
+}
+
+/* ------------------------------------------------------------ environment */
+
+static mr_status cpu_env_reset(const mr_forage *s, void *stream, mr_error *err) {
+    (void)stream;
+    mr_forage_cpu_reset_all(s);
+    return ok(err);
+}
+static mr_status cpu_env_step(const mr_forage *s, const uint8_t *a, void *stream, mr_error *err) {
+    (void)stream;
+    mr_forage_cpu_step_all(s, a);
+    return ok(err);
+}
+static mr_status cpu_env_clear(const mr_forage *s, void *stream, mr_error *err) {
+    (void)stream;
+    mr_forage_cpu_clear_logs(s);
+    return ok(err);
+}
+static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *stream, mr_error *err) {
+    (void)stream;
+    mr_forage_log_reduce(s->log, s->n, out);
+    return ok(err);
+}
+
+/* ------------------------------------------------------------------ policy */
+
+static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
+                                 mr_bpolicy_plan *out, mr_error *err) {
+    (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
+    (void)precision;
+    memset(out, 0, sizeof *out);
+    out->n = 1;
+    out->bytes[0] = out->total = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK);
+    return ok(err);
+}
+
+static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train, int max_act,
+                                   int precision, mr_devmem *mem, mr_error *err) {
+    (void)max_act;
+    (void)precision;
+    memset(bp, 0, sizeof *bp);
+    mr_policy *p = calloc(1, sizeof *p);
+    if (!p) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
+    const size_t bytes = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK);
+    void *block;
+    mr_status s = mr_devmem_alloc(mem, bytes, "the network", &block, err);
+    if (s != MR_OK) {
+        free(p);
+        return s;
+    }
+    memset(block, 0, bytes);
+    mr_arena a = {(unsigned char *)block, bytes, 0, 0};
+    mr_policy_layout(p, cfg, view, max_train, POLICY_CHUNK, &a);
+    bp->impl = p;
+    bp->params = p->params;
+    bp->grads = p->grads;
+    bp->net = p;
+    return ok(err);
+}
+
+static void cpu_policy_destroy(mr_bpolicy *bp) {
+    free(bp->impl);   /* its block belongs to the memory manager, released with it */
+    memset(bp, 0, sizeof *bp);
+}
+
+static mr_status cpu_zero_grad(mr_bpolicy *bp, void *stream, mr_error *err) {
+    (void)stream;
+    mr_policy_zero_grad(bp->impl);
+    return ok(err);
+}
+
+static mr_status cpu_act(mr_bpolicy *bp, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
+                         float *value, void *stream, mr_error *err) {
+    (void)stream;
+    mr_policy_act(bp->impl, codes, extra, B, proxy, logits, value);
+    return ok(err);
+}
+
+static mr_status cpu_forward(mr_bpolicy *bp, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
+                             float *value, void *stream, mr_error *err) {
+    (void)stream;
+    if (mr_policy_forward(bp->impl, codes, extra, B, proxy, logits, value) != 0)
+        return mr_fail(err, MR_ERR_ARG, "the network's forward: batch %d is out of range", B);
+    return ok(err);
+}
+
+static mr_status cpu_backward(mr_bpolicy *bp, const float *dlogits, const float *dvalue, int B, void *stream,
+                              mr_error *err) {
+    (void)stream;
+    if (mr_policy_backward(bp->impl, dlogits, dvalue, B) != 0)
+        return mr_fail(err, MR_ERR_STATE, "the network's backward: batch %d does not match the last forward", B);
+    return ok(err);
+}
+
+/* ------------------------------------------------------------------- PPO */
+
+static mr_status cpu_gae(int T, int N, const float *reward, const float *value, const float *last_value,
+                         const uint8_t *done, float gamma, float lambda, float *adv, float *ret, void *stream,
+                         mr_error *err) {
+    (void)stream;
+    mr_gae(T, N, reward, value, last_value, done, gamma, lambda, adv, ret);
+    return ok(err);
+}
+
+static mr_status cpu_sample(int N, const float *logits, const float *u, uint8_t *action, float *logp, void *stream,
+                            mr_error *err) {
+    (void)stream;
+    mr_sample_actions(N, logits, u, action, logp);
+    return ok(err);
+}
+
+static mr_status cpu_opt_begin(mr_optctl *c, void *stream, mr_error *err) {
+    (void)stream;
+    mr_opt_begin(c);
+    return ok(err);
+}
+
+/* Per group the gradient norm; a non-finite norm or loss skips the whole
+ * step (no Adam step counted), else each group is clipped by its own norm. */
+static mr_status cpu_opt_step(float *param, const float *grad, float *m, float *v, const mr_opt_groups *G,
+                              double *partials, mr_optctl *c, void *stream, mr_error *err) {
+    (void)partials;
+    (void)stream;
+    double norm[MR_OPT_MAX_GROUPS];
+    for (int g = 0; g < G->n; g++) {
+        norm[g] = mr_grad_norm(grad + G->off[g], (size_t)(G->off[g + 1] - G->off[g]));
+        c->s.norm[g] = (float)norm[g];
+        if (!mr_finite_d(norm[g])) c->s.found_inf = 1;
+    }
+    if (c->s.found_inf) {
+        c->s.skipped++;
+        return ok(err);
+    }
+    c->s.step++;
+    for (int g = 0; g < G->n; g++) {
+        const int64_t o = G->off[g];
+        mr_adam_step(param + o, grad + o, m + o, v + o, (size_t)(G->off[g + 1] - o), c->h.lr, c->h.beta1, c->h.beta2,
+                     c->h.eps, mr_clip_factor(norm[g], (double)c->h.max_norm[g]), c->s.step);
+    }
+    return ok(err);
+}
+
+static mr_status cpu_mean_std(const float *x, int64_t n, double *partials, double *out2, void *stream,
+                              mr_error *err) {
+    (void)partials;
+    (void)stream;
+    mr_mean_std(x, (size_t)n, &out2[0], &out2[1]);
+    return ok(err);
+}
+
+static mr_status cpu_normalize(float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err) {
+    (void)partials;
+    (void)stream;
+    mr_normalize(x, (size_t)n, &out2[0], &out2[1]);
+    return ok(err);
+}
+
+static mr_status cpu_ppo_loss(int B, const float *logits, const float *value, const uint8_t *action,
+                              const float *old_logp, const float *adv, const float *old_value, const float *target,
+                              mr_lossctl *l, mr_optctl *o, double *partials, float *dlogits, float *dvalue,
+                              void *stream, mr_error *err) {
+    (void)partials;
+    (void)stream;
+    mr_ppo_coefs co;
+    memset(&co, 0, sizeof co);
+    co.clip = l->h.clip;
+    co.ent_coef = l->h.ent_coef;
+    co.vf_coef = l->h.vf_coef;
+    co.ent_floor = l->h.ent_floor;
+    co.ent_floor_coef = l->h.ent_floor_coef;
+    co.value_max_of_means = l->h.value_max_of_means;
+    mr_ppo_stats st;
+    mr_ppo_loss(B, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
+    l->s.loss = st.loss;
+    l->s.policy_loss = st.policy_loss;
+    l->s.value_loss = st.value_loss;
+    l->s.entropy = st.entropy;
+    l->s.approx_kl = st.approx_kl;
+    l->s.clip_fraction = st.clip_fraction;
+    l->s.B = B;
+    if (!mr_finite_d(st.loss)) o->s.found_inf = 1;
+    return ok(err);
+}
+
+static mr_status cpu_popart(mr_popart_ctl *pa, const float *returns, int64_t n, double *partials, float *w, float *b,
+                            int k, float *mw, float *vw, float *mb, float *vb, void *stream, mr_error *err) {
+    (void)partials;
+    (void)stream;
+    mr_popart p = {pa->mean, pa->std, pa->count};
+    const double std0 = p.std;
+    mr_popart_update(&p, returns, (size_t)n, pa->beta_min, w, b, k, mw, vw, mb, vb);
+    pa->mean = p.mean;
+    pa->std = p.std;
+    pa->count = p.count;
+    pa->scale = std0 / p.std;
+    return ok(err);
+}
+
+/* --------------------------------------------------------------- the glue */
+
+static mr_status cpu_step_in(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
+    (void)stream;
+    for (int i = 0; i < s->n; i++) mr_tc_step_in(s, i, seed, extra, u);
+    return ok(err);
+}
+
+static mr_status cpu_step_out(const mr_forage *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
+                              uint8_t *done, void *stream, mr_error *err) {
+    (void)stream;
+    float pm, ps, inv;
+    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    for (int i = 0; i < s->n; i++) mr_tc_step_out(s, i, pm, ps, value, val, rew, done);
+    return ok(err);
+}
+
+static mr_status cpu_gather(const mr_tc_gather_args *g, const mr_popart_ctl *pa, void *stream, mr_error *err) {
+    (void)stream;
+    float pm, ps, inv;
+    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    const int M = g->M, VV = g->VV;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < M; k++) {
+        memcpy(g->mb_obs + (size_t)k * VV, g->obs + (size_t)g->idx[k] * VV, (size_t)VV);
+        mr_tc_gather_row(g, k, pm, inv);
+    }
+    return ok(err);
+}
+
+static mr_status cpu_diff(const float *a, const float *b, float *out, int64_t n, void *stream, mr_error *err) {
+    (void)stream;
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] - b[i];
+    return ok(err);
+}
+
+static mr_status cpu_accumulate(mr_tc_metrics *m, const mr_lossctl *l, const mr_optctl *o, int ngroups, void *stream,
+                                mr_error *err) {
+    (void)stream;
+    mr_tc_accumulate(m, l, o, ngroups);
+    return ok(err);
+}
+
+static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_optctl *o, void *stream,
+                            mr_error *err) {
+    (void)stream;
+    mr_tc_finish(m, pa, o);
+    return ok(err);
+}
+
+static const mr_backend cpu_backend = {
+    .name = "cpu",
+    .device = MR_DEVICE_CPU,
+    .host_memory = 1,
+    .precisions = 1 << MR_FP32,
+    .cheap_events = 1,
+    .policy_plan = cpu_policy_plan,
+    .enter = cpu_enter,
+    .describe = cpu_describe,
+    .device_memory = cpu_memory,
+    .staging_memory = cpu_staging,
+    .copy = cpu_copy,
+    .memset = cpu_memset,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_sync = cpu_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_sync = cpu_sync,
+    .event_elapsed = cpu_event_elapsed,
+    .env_reset_all = cpu_env_reset,
+    .env_step_all = cpu_env_step,
+    .env_clear_logs = cpu_env_clear,
+    .env_log_reduce = cpu_env_reduce,
+    .policy_create = cpu_policy_create,
+    .policy_destroy = cpu_policy_destroy,
+    .policy_zero_grad = cpu_zero_grad,
+    .policy_act = cpu_act,
+    .policy_forward = cpu_forward,
+    .policy_backward = cpu_backward,
+    .gae = cpu_gae,
+    .sample = cpu_sample,
+    .opt_begin = cpu_opt_begin,
+    .opt_step = cpu_opt_step,
+    .mean_std = cpu_mean_std,
+    .normalize = cpu_normalize,
+    .ppo_loss = cpu_ppo_loss,
+    .popart_update = cpu_popart,
+    .step_in = cpu_step_in,
+    .step_out = cpu_step_out,
+    .gather = cpu_gather,
+    .diff = cpu_diff,
+    .accumulate = cpu_accumulate,
+    .finish = cpu_finish,
+};
+
+const mr_backend *mr_backend_cpu(void) { return &cpu_backend; }

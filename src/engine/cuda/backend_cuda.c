@@ -1,0 +1,160 @@
+/*
+ * backend_cuda.c - the cuda backend's table (backend.h): the kernels'
+ * entry points (the kernels/ headers) and the few adapters between their C APIs
+ * and the table (device entry, the network handle, the description).
+ *
+ * Planning (the network's allocations) is plain C over policy_math.h and is
+ * there in every build, so mr_config_device_bytes answers without CUDA; a
+ * build without CUDA leaves the runtime entries NULL and says why in
+ * `unavailable`. Nothing here runs on its own: trainer.c's loop drives it.
+ */
+#include "backend.h"
+#include "errors.h"
+#include "policy_math.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MOONRL_HAVE_CUDA
+#include "env_cuda.h"
+#include "graph_cuda.h"
+#include "policy_cuda.h"
+#include "ppo_cuda.h"
+#include "ppo_loss_cuda.h"
+#include "rollout_cuda.h"
+#endif
+
+static mr_status cuda_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
+                                  mr_bpolicy_plan *out, mr_error *err) {
+    memset(out, 0, sizeof *out);
+    mr_pc_plan pl;
+    const int max_batch = max_train > max_act ? max_train : max_act;   /* the rollout's forward runs on N */
+    mr_status s = mr_pc_plan_make(&pl, cfg, view, max_batch, 0, precision, err);
+    if (s != MR_OK) return s;
+    /* mr_policy_cuda_create's allocations: params, grads, workspace */
+    out->n = 3;
+    out->bytes[0] = pl.param_bytes;
+    out->bytes[1] = pl.param_bytes;
+    out->bytes[2] = pl.ws_bytes;
+    out->total = mr_pc_plan_bytes(&pl);
+    return MR_OK;
+}
+
+#ifdef MOONRL_HAVE_CUDA
+
+static mr_status cuda_enter(int device, int threads, mr_error *err) {
+    (void)threads;
+    return mr_cuda_set_device(device, err);
+}
+
+static void cuda_describe(int device, int threads, int precision, char *buf, size_t len) {
+    (void)threads;
+    char name[96];
+    if (mr_cuda_device_name(device, name, sizeof name, NULL) != MR_OK) snprintf(name, sizeof name, "unknown");
+    snprintf(buf, len, "GPU %d (%s), %s", device, name,
+             precision == MR_BF16 ? "bf16" : precision == MR_FP16 ? "fp16" : "fp32");
+}
+
+static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train,
+                                    int max_act, int precision, mr_devmem *mem, mr_error *err) {
+    memset(bp, 0, sizeof *bp);
+    mr_policy_cuda *pc = calloc(1, sizeof *pc);
+    if (!pc) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
+    const int max_batch = max_train > max_act ? max_train : max_act;
+    mr_status s = mr_policy_cuda_create(pc, cfg, view, max_batch, 0, precision, mem, err);
+    if (s != MR_OK) {
+        free(pc);
+        return s;
+    }
+    bp->impl = pc;
+    bp->params = pc->params;
+    bp->grads = pc->grads;
+    bp->net = &pc->plan.net;
+    return MR_OK;
+}
+
+static void cuda_policy_destroy(mr_bpolicy *bp) {
+    if (bp->impl) mr_policy_cuda_destroy(bp->impl);
+    free(bp->impl);
+    memset(bp, 0, sizeof *bp);
+}
+
+static mr_status cuda_zero_grad(mr_bpolicy *bp, void *stream, mr_error *err) {
+    return mr_policy_cuda_zero_grad(bp->impl, stream, err);
+}
+
+/* The rollout's inference is the training forward on N samples. */
+static mr_status cuda_forward(mr_bpolicy *bp, const uint8_t *codes, const float *extra, int B, int proxy,
+                              float *logits, float *value, void *stream, mr_error *err) {
+    return mr_policy_cuda_forward(bp->impl, codes, extra, B, proxy, logits, value, stream, err);
+}
+
+static mr_status cuda_backward(mr_bpolicy *bp, const float *dlogits, const float *dvalue, int B, void *stream,
+                               mr_error *err) {
+    return mr_policy_cuda_backward(bp->impl, dlogits, dvalue, B, stream, err);
+}
+
+static const mr_backend cuda_backend = {
+    .name = "cuda",
+    .device = MR_DEVICE_CUDA,
+    .precisions = (1 << MR_FP32) | (1 << MR_BF16) | (1 << MR_FP16),
+    .policy_plan = cuda_policy_plan,
+    .enter = cuda_enter,
+    .describe = cuda_describe,
+    .device_memory = mr_devmem_cuda_backend,
+    .staging_memory = mr_devmem_pinned_backend,
+    .copy = mr_cuda_copy,
+    .memset = mr_cuda_memset,
+    .stream_create = mr_cuda_stream_create,
+    .stream_destroy = mr_cuda_stream_destroy,
+    .stream_sync = mr_cuda_stream_sync,
+    .event_create = mr_cuda_event_create,
+    .event_destroy = mr_cuda_event_destroy,
+    .event_record = mr_cuda_event_record,
+    .event_sync = mr_cuda_event_sync,
+    .event_elapsed = mr_cuda_event_elapsed,
+    .env_reset_all = mr_forage_cuda_reset_all,
+    .env_step_all = mr_forage_cuda_step_all,
+    .env_clear_logs = mr_forage_cuda_clear_logs,
+    .env_log_reduce = mr_forage_cuda_log_reduce,
+    .policy_create = cuda_policy_create,
+    .policy_destroy = cuda_policy_destroy,
+    .policy_zero_grad = cuda_zero_grad,
+    .policy_act = cuda_forward,
+    .policy_forward = cuda_forward,
+    .policy_backward = cuda_backward,
+    .gae = mr_cuda_gae,
+    .sample = mr_cuda_sample_actions,
+    .opt_begin = mr_cuda_opt_begin,
+    .opt_step = mr_cuda_opt_step,
+    .mean_std = mr_cuda_mean_std,
+    .normalize = mr_cuda_normalize,
+    .ppo_loss = mr_cuda_ppo_loss,
+    .popart_update = mr_cuda_popart_update,
+    .step_in = mr_cuda_tc_step_in,
+    .step_out = mr_cuda_tc_step_out,
+    .gather = mr_cuda_tc_gather,
+    .diff = mr_cuda_tc_diff,
+    .accumulate = mr_cuda_tc_accumulate,
+    .finish = mr_cuda_tc_finish,
+    .graph_begin = mr_cuda_graph_begin,
+    .graph_end = mr_cuda_graph_end,
+    .graph_launch = mr_cuda_graph_launch,
+    .graph_destroy = mr_cuda_graph_destroy,
+};
+
+#else
+
+static const mr_backend cuda_backend = {
+    .name = "cuda",
+    .device = MR_DEVICE_CUDA,
+    .precisions = (1 << MR_FP32) | (1 << MR_BF16) | (1 << MR_FP16),
+    .unavailable = "device = cuda, but this build has no CUDA backend (nvcc was not found when it was built); "
+                   "accepted here: device = \"cpu\" or \"auto\"",
+    .policy_plan = cuda_policy_plan,
+};
+
+#endif
+
+const mr_backend *mr_backend_cuda(void) { return &cuda_backend; }
