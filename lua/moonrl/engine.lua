@@ -18,6 +18,7 @@
 --   engine.validate(c) -> true | nil, err                  mr_config_validate
 --   engine.hot_params(cfg) -> mr_hot_params cdata
 --   engine.total_updates(cfg) -> integer                   updates the run will make
+--   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
 --   engine.schedule_tables(cfg) -> {lr=, clip=, ent_coef=} | nil, err
 --                                   per-update values of function schedules
 --   engine.bytes(cdata) -> string                          the struct's bytes, for core.*
@@ -30,6 +31,7 @@
 
 local ffi = require("ffi")
 local core = require("moonrl.core")
+local schedule = require("moonrl.schedule")
 
 local engine = {}
 
@@ -107,7 +109,9 @@ end
 
 -- A moonrl schedule (number, {kind=, from=, to=, gamma=, every=}, function)
 -- into an mr_schedule. A function becomes the constant of its value at
--- progress 0: the host replaces it per update (schedule_tables).
+-- progress 0: the host replaces it per update (schedule_tables). A step
+-- schedule without `to` gets schedule.normalize's bound (the value it
+-- reaches at p = 1), which bounds nothing.
 local function fill_schedule(dst, v, key)
   if type(v) == "function" then
     local ok, r = pcall(v, 0)
@@ -125,14 +129,20 @@ local function fill_schedule(dst, v, key)
   end
   local kind = enum_value("MR_SCHED_", v.kind)
   if not kind then return nil, key .. ": unknown schedule kind '" .. v.kind .. "'" end
-  local from = v.from
-  local to = v.to
-  if to == nil then
-    to = v.kind == "step" and from * v.gamma ^ math.floor(1 / v.every) or from
-  end
-  dst.kind, dst.start, dst["end"] = kind, from, to
-  dst.gamma, dst.every = v.gamma or 1, v.every or 1
+  local n, why = schedule.normalize(v)
+  if not n then return nil, key .. ": " .. why end
+  dst.kind, dst.start, dst["end"] = kind, n.from, n.to
+  dst.gamma, dst.every = n.gamma or 1, n.every or 1
   return true
+end
+
+-- The engine's value of a schedule table (or number) at progress p: what the
+-- trainer applies (mr_schedule_value; p is clamped to [0, 1], NaN reads as 0).
+local scratch = ffi.new("mr_schedule")
+function engine.schedule_value(v, p)
+  local ok, err = fill_schedule(scratch, v, "schedule")
+  if not ok then error(err, 2) end
+  return tonumber(C.mr_schedule_value(scratch, p))
 end
 
 local function fill_struct(dst, sname, src, path)

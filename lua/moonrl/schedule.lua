@@ -7,8 +7,8 @@
 --   a Lua function(progress) -> number            evaluated on the Lua side
 -- and progress p is updates done / total updates, clamped to [0, 1].
 --
--- The math is the C engine's, written the same way (mr_schedule_value in
--- src/engine/ppo.c), so Lua and C agree to the last bit for the same inputs:
+-- The math is the C engine's (mr_schedule_value, declared in moonrl.h),
+-- and schedule.value asks the engine for it rather than repeating it:
 --   constant  from
 --   linear    (1 - p) from + p to                 (= from + (to - from) p, exact at p = 0 and 1)
 --   cosine    w = (1 + cos(pi p)) / 2;  (1 - w) to + w from
@@ -29,7 +29,8 @@
 --   schedule.constant(v)                   -> {kind="constant", from=v, to=v}
 --   schedule.step(from, gamma, every [, to]) -> {kind="step", ...}
 --   schedule.is_schedule(v)                -> true | false, why
---   schedule.value(s, progress)            -> number
+--   schedule.value(s, progress)            -> number (tables: the engine's value;
+--                                             needs the moonrl binary)
 --   schedule.normalize(v)                  -> table | function | nil, err
 --   schedule.to_lua(s)                     -> "linear(0.0003, 0.0001)" (addition:
 --                                             serialize and the docs use it)
@@ -151,36 +152,23 @@ local function clamp01(p)
   return p
 end
 
--- The value of schedule s at progress p (clamped to [0, 1]).
+-- The value of schedule s at progress p (clamped to [0, 1]). A table or
+-- number is evaluated by the engine itself (mr_schedule_value through the
+-- FFI), so what Lua reports is what the trainer applies; only a function is
+-- Lua's own. The engine is required here, not at the top: config files,
+-- validation and the docs use this module where no engine is loaded.
 function schedule.value(s, p)
   local ts = type(s)
   if ts == "number" then return s end
-  p = clamp01(p or 0)
-  if ts == "function" then return s(p) end
-  local kind = s.kind
-  if kind == "constant" then
-    return s.from
-  elseif kind == "linear" then
-    return (1 - p) * s.from + p * s.to
-  elseif kind == "cosine" then
-    local w = 0.5 * (1 + math.cos(math.pi * p))
-    return (1 - w) * s.to + w * s.from
-  elseif kind == "step" then
-    local k = s.every > 0 and math.floor(p / s.every + 1e-9) or 0
-    local v = s.from * s.gamma ^ k
-    local to = s.to
-    if to ~= nil then
-      if s.from > to then
-        if v < to then v = to end
-      elseif s.from < to then
-        if v > to then v = to end
-      else
-        v = to
-      end
-    end
-    return v
+  if ts == "function" then return s(clamp01(p or 0)) end
+  local ok, why = schedule.is_schedule(s)
+  if not ok then error("schedule.value: not a schedule: " .. why, 2) end
+  local has, engine = pcall(require, "moonrl.engine")
+  if not has then
+    error("schedule.value: " .. s.kind .. " schedules are evaluated by the moonrl engine " ..
+      "(mr_schedule_value), which is not loaded here: run inside the moonrl binary (moonrl run script.lua)", 2)
   end
-  error("schedule.value: not a schedule: " .. util.describe(s), 2)
+  return engine.schedule_value(s, p or 0)
 end
 
 -- The table form the engine reads (a fresh table), or the function itself.
