@@ -2,6 +2,14 @@ local Console = require("moonrl.sinks.console")
 
 local cfg = { total_steps = 40960, env = { num_envs = 64 }, ppo = { rollout_steps = 64 }, log = { interval = 1 } }
 
+-- Stands in for engine.total_updates (the runner passes the engine's count;
+-- no engine here): ceil(total_steps / samples per update), an error for a
+-- config the engine would refuse.
+local function count(c)
+  assert(type(c.env.num_envs) == "number", "num_envs not resolved")
+  return math.ceil(c.total_steps / (c.env.num_envs * c.ppo.rollout_steps))
+end
+
 local function capture()
   local out = {}
   return out, function(s) out[#out + 1] = s end
@@ -16,13 +24,16 @@ end
 
 describe("console sink", function()
   it("formats progress, percent, ETA, sps, return and efficiency", function()
-    local line = Console.format(metrics(4), cfg, { width = 10 })
+    local line = Console.format(metrics(4), cfg, { width = 10, total_updates = count })
     assert.equal("[####------]   40.0%  update 4/10  16,384 steps  ETA 6s  sps 4,096  return 5.50  eff 80.0%", line)
+    -- without a count of updates (no engine to ask), just the update
+    line = Console.format(metrics(4), cfg, { width = 10 })
+    assert.equal("[####------]   40.0%  update 4  16,384 steps  ETA 6s  sps 4,096  return 5.50  eff 80.0%", line)
   end)
 
   it("shows - when no episode ended and uses cfg live", function()
     local c = { total_steps = 1e9, env = { num_envs = "auto" }, ppo = { rollout_steps = 64 } }
-    local line = Console.format(metrics(1, { episodes = 0, sps = 123456.7 }), c, { width = 4 })
+    local line = Console.format(metrics(1, { episodes = 0, sps = 123456.7 }), c, { width = 4, total_updates = count })
     assert.equal("[----]    0.0%  update 1  4,096 steps  ETA 2h15m  sps 123,457  return -  eff -", line)
   end)
 
@@ -38,7 +49,7 @@ describe("console sink", function()
 
   it("redraws one line with \\r on a terminal", function()
     local out, write = capture()
-    local c = Console.new("run", cfg, { is_tty = true, write = write })
+    local c = Console.new("run", cfg, { is_tty = true, write = write, total_updates = count })
     c:update(metrics(1))
     c:update(metrics(2))
     assert.equal(2, #out)
@@ -59,7 +70,7 @@ describe("console sink", function()
   it("prints plain lines every log.interval updates otherwise, and the last one", function()
     local out, write = capture()
     local c2 = { total_steps = 40960, env = { num_envs = 64 }, ppo = { rollout_steps = 64 }, log = { interval = 3 } }
-    local c = Console.new("run", c2, { is_tty = false, write = write })
+    local c = Console.new("run", c2, { is_tty = false, write = write, total_updates = count })
     for u = 1, 10 do c:update(metrics(u)) end
     assert.equal(4, #out) -- updates 3, 6, 9 and the last (10)
     for _, s in ipairs(out) do
@@ -77,6 +88,18 @@ describe("console sink", function()
     assert.equal("note\n", out[6])
     c:close()
     assert.equal(6, #out)
+  end)
+
+  it("counts the updates again when total_steps changes while running", function()
+    local asked = 0
+    local c2 = { total_steps = 40960, env = { num_envs = 64 }, ppo = { rollout_steps = 64 }, log = { interval = 1 } }
+    local state = { total_updates = function(c) asked = asked + 1; return count(c) end }
+    assert.matches("update 2/10 ", Console.format(metrics(2), c2, state))
+    assert.matches("update 3/10 ", Console.format(metrics(3), c2, state))
+    assert.equal(1, asked)
+    c2.total_steps = 81920
+    assert.matches("update 4/20 ", Console.format(metrics(4), c2, state))
+    assert.equal(2, asked)
   end)
 
   it("never raises into the caller", function()

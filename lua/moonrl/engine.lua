@@ -222,24 +222,23 @@ function engine.validate(c)
   return true
 end
 
--- Hot parameters are members of mr_ppo_config (lr, clip, ...) or of
--- mr_config itself (total_steps): each is taken from wherever the name is.
+-- The hot parameters a config starts with, as the engine reads them from
+-- its mr_config (mr_config_hot_params): which members are hot, and where
+-- they live, is the engine's to say.
 function engine.hot_params(cfg)
   local c, err = engine.config(cfg)
   if not c then error(err, 2) end
-  local in_ppo = {}
-  for _, f in ipairs(engine.fields("mr_ppo_config")) do in_ppo[f.name] = true end
   local h = ffi.new("mr_hot_params")
-  for _, f in ipairs(engine.fields("mr_hot_params")) do
-    h[f.name] = in_ppo[f.name] and c.ppo[f.name] or c[f.name]
-  end
+  C.mr_config_hot_params(c, h)
   return h
 end
 
+-- Updates a run of cfg makes, as the trainer counts them
+-- (mr_config_total_updates); progress for update k+1 is k / this.
 function engine.total_updates(cfg)
-  local c = assert(engine.config(cfg))
-  local batch = tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps)
-  return math.max(1, math.ceil(tonumber(c.total_steps) / batch))
+  local c, err = engine.config(cfg)
+  if not c then error(err, 2) end
+  return tonumber(C.mr_config_total_updates(c))
 end
 
 -- Lua function schedules, evaluated at the progress of every update (value

@@ -176,7 +176,7 @@ function Run.start(cfg, opts)
       local okr, sink = pcall(function()
         local mod = require("moonrl.sinks." .. name)
         return mod.new(dir, cfg, {
-          uv = uv, is_tty = uv.guess_handle(1) == "tty",
+          uv = uv, is_tty = uv.guess_handle(1) == "tty", total_updates = engine.total_updates,
           on_error = function(msg) self:_sink_error(name, msg) end,
         })
       end)

@@ -13,11 +13,14 @@
 --
 -- Public
 --   Console.new(run_dir, cfg, opts) -> sink  opts: is_tty (default: luv says stdout is a
---                                            tty), write(s), width (bar, default 20), uv
+--                                            tty), write(s), width (bar, default 20), uv,
+--                                            total_updates(cfg) -> n (for "update k/n";
+--                                            without it the line says "update k")
 --   sink:update(metrics)
 --   sink:message(text)     a line of its own (an alert, a note) without breaking the bar (addition)
 --   sink:close([cb])       cb() is called at once
---   Console.format(metrics, cfg, state) -> line   (addition: the line without \r or \n)
+--   Console.format(metrics, cfg, state) -> line   (addition: the line without \r or \n;
+--                                                 state.total_updates as opts' above)
 
 
 local Console = {}
@@ -39,7 +42,7 @@ function Console.new(run_dir, cfg, opts)
   return setmetatable({
     run_dir = run_dir, cfg = cfg or {}, is_tty = is_tty, write = opts.write or default_write,
     on_error = opts.on_error or function() end,
-    state = { width = opts.width or 20 }, drawn = false, last = nil, count = 0,
+    state = { width = opts.width or 20, total_updates = opts.total_updates }, drawn = false, last = nil, count = 0,
   }, Console)
 end
 
@@ -64,6 +67,19 @@ local function num(v)
   return nil
 end
 
+-- The updates the run makes, from state.total_updates(cfg) (the runner passes
+-- engine.total_updates: the engine counts them, not this file), or nil.
+-- Asked again only when total_steps changes (it is hot).
+local function total_updates(cfg, state)
+  local f = state.total_updates
+  if not f then return nil end
+  if state.of_steps ~= cfg.total_steps then
+    local ok, n = pcall(f, cfg)
+    state.of_steps, state.of = cfg.total_steps, ok and num(n) or nil
+  end
+  return state.of
+end
+
 -- The line for metrics m; state keeps the sps average between calls.
 function Console.format(m, cfg, state)
   cfg = cfg or {}
@@ -80,14 +96,8 @@ function Console.format(m, cfg, state)
   }
   local upd = num(m.update)
   if upd then
-    local env, ppo = cfg.env or {}, cfg.ppo or {}
-    local per = type(env.num_envs) == "number" and type(ppo.rollout_steps) == "number"
-      and env.num_envs * ppo.rollout_steps
-    if per and total then
-      parts[#parts + 1] = "update " .. thousands(upd) .. "/" .. thousands(math.ceil(total / per))
-    else
-      parts[#parts + 1] = "update " .. thousands(upd)
-    end
+    local of = total and total_updates(cfg, state)
+    parts[#parts + 1] = "update " .. thousands(upd) .. (of and ("/" .. thousands(of)) or "")
   end
   parts[#parts + 1] = thousands(steps) .. " steps"
   local sps = num(m.sps)
