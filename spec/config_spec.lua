@@ -130,7 +130,7 @@ return {
       assert.same({ "env.num_envs", "auto" }, { config.parse_set("env.num_envs=auto") })
       assert.same({ "policy.conv_channels", { 32, 64 } }, { config.parse_set("policy.conv_channels={32,64}") })
       assert.same({ "ppo.lr", { kind = "linear", from = 1e-3, to = 1e-4 } }, { config.parse_set("ppo.lr=linear(1e-3,1e-4)") })
-      assert.same({ "cuda.algo_cache", "" }, { config.parse_set("cuda.algo_cache=") })
+      assert.same({ "dir", "" }, { config.parse_set("dir=") })
       assert.same({ "name", "a=b" }, { config.parse_set("name=a=b") })
     end)
 
@@ -356,7 +356,7 @@ return {
       assert.equal("fp32", r.precision)
       assert.is_true(contains(notes, "precision = bf16 (from level advanced) does not apply on cpu: using fp32"), table.concat(notes, "\n"))
       assert.is_true(contains(notes,
-        'cuda.graphs = true, cuda.cudnn_benchmark = true, warmup.prepare = {"algorithms", "graphs"} (from level advanced) do not apply on cpu'),
+        'cuda.graphs = true, warmup.prepare = {"graphs"} (from level advanced) do not apply on cpu'),
         table.concat(notes, "\n"))
       r, notes = config.resolve { hardware = "cpu", level = "ultra", detect = no_gpu }
       assert.equal("fp32", r.precision)
@@ -438,6 +438,22 @@ return {
       assert.same({ kind = "constant", from = 0.001, to = 0.001 }, r.ppo.lr)
       assert.same({ kind = "step", from = 0.2, gamma = 0.5, every = 0.5, to = 0.05 }, r.ppo.clip)
       assert.same(schedule.linear(0.1, 0.001), r.ppo.ent_coef)
+    end)
+
+    it("refuses the removed settings cuda.cudnn_benchmark, cuda.algo_cache and prepare 'algorithms' as unknown", function()
+      -- They did nothing (no cuDNN convolutions yet); an old config that still
+      -- sets them gets the schema's usual error, not silence.
+      local exp = { cuda = { cudnn_benchmark = true, algo_cache = "algos.bin" }, warmup = { prepare = { "algorithms", "graphs" } } }
+      local r, err = config.resolve { file = exp, hardware = "cuda", detect = one_gpu }
+      assert.is_nil(r)
+      assert.same({ "unknown key 'cuda.algo_cache'", "unknown key 'cuda.cudnn_benchmark'",
+        'warmup.prepare: expected a list of 0 .. 1 of "graphs", got 2 elements {"algorithms", "graphs"}' },
+        support.lines(err .. "\n"))
+      _, err = config.resolve { sets = { "cuda.cudnn_benchmark=false" }, detect = no_gpu }
+      assert.equal("unknown key 'cuda.cudnn_benchmark'", err)
+      assert.same({ nil, "unknown key 'cuda.algo_cache'" }, { config.set(config.defaults(), "cuda.algo_cache", "") })
+      assert.is_nil(config.defaults().cuda.cudnn_benchmark)
+      assert.same({ "graphs" }, config.defaults().warmup.prepare)
     end)
 
     it("reports every bad --set and validation error together", function()

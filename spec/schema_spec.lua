@@ -137,9 +137,9 @@ describe("moonrl.schema", function()
       assert.matches("got 0 elements", err)
       err = select(2, check("policy.conv_channels", { a = 1 }))
       assert.matches("expected a list", err)
-      assert.same({ nil, 'warmup.prepare[2] = "graph": accepted "algorithms", "graphs" - did you mean "graphs"?' },
-        { check("warmup.prepare", { "algorithms", "graph" }) })
-      assert.same({ nil, 'warmup.prepare[2] = "graphs" is listed twice' },
+      assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "graphs" - did you mean "graphs"?' },
+        { check("warmup.prepare", { "graph" }) })
+      assert.same({ nil, 'warmup.prepare: expected a list of 0 .. 1 of "graphs", got 2 elements {"graphs", "graphs"}' },
         { check("warmup.prepare", { "graphs", "graphs" }) })
     end)
 

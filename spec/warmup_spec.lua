@@ -6,7 +6,7 @@ describe("moonrl.warmup.normalize", function()
     local w = warmup.normalize({ updates = 3, prepare = prep }, {})
     assert.same({ updates = 3, restore = true, prepare = { "graphs" } }, w)
     assert.are_not.equal(prep, w.prepare)
-    assert.same({ updates = 1, restore = true, prepare = { "algorithms", "graphs" } }, warmup.normalize(nil))
+    assert.same({ updates = 1, restore = true, prepare = { "graphs" } }, warmup.normalize(nil))
     assert.same({ updates = 0, restore = false, prepare = {} }, warmup.normalize({ updates = 0, restore = false, prepare = {} }))
   end)
 
@@ -18,7 +18,7 @@ describe("moonrl.warmup.normalize", function()
       return { updates = info.num_envs > 1000 and 3 or 1 }
     end, { device = "cuda", level = "ultra", num_envs = 4096 })
     assert.same({ device = "cuda", level = "ultra", num_envs = 4096 }, got)
-    assert.same({ updates = 3, restore = true, prepare = { "algorithms", "graphs" } }, w)
+    assert.same({ updates = 3, restore = true, prepare = { "graphs" } }, w)
     w = warmup.normalize(function(info) if info.device == "cpu" then return { updates = 0, prepare = {} } end end,
       { device = "cpu" })
     assert.same({ updates = 0, restore = true, prepare = {} }, w)
@@ -27,8 +27,11 @@ describe("moonrl.warmup.normalize", function()
   it("names bad values", function()
     assert.same({ nil, "warmup.updates = -1 is out of range: accepted 0 .. 1000" }, { warmup.normalize({ updates = -1 }) })
     assert.same({ nil, 'warmup.restore: expected true or false, got string "yes"' }, { warmup.normalize({ restore = "yes" }) })
-    assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "algorithms", "graphs" - did you mean "graphs"?' },
+    assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "graphs" - did you mean "graphs"?' },
       { warmup.normalize({ prepare = { "graph" } }) })
+    -- the cuDNN algorithm search was never done, and the choice is gone
+    assert.same({ nil, 'warmup.prepare[1] = "algorithms": accepted "graphs"' },
+      { warmup.normalize({ prepare = { "algorithms" } }) })
     assert.same({ nil, "unknown key 'warmup.update' - did you mean 'warmup.updates'?" }, { warmup.normalize({ update = 2 }) })
     assert.same({ nil, 'warmup: expected a table or function(info), got string "fast"' }, { warmup.normalize("fast") })
   end)

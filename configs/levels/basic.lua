@@ -1,8 +1,8 @@
--- Optimisation level: basic. Plain fp32, no CUDA graphs, no cuDNN algorithm
--- search: the easiest to debug and compare against the reference.
+-- Optimisation level: basic. Plain fp32, no CUDA graphs: the easiest to debug
+-- and compare against the reference.
 -- Levels hold engine settings only (never the network or PPO).
 return {
   precision = "fp32",
-  cuda = { graphs = false, cudnn_benchmark = false },
+  cuda = { graphs = false },
   warmup = { updates = 1, restore = true, prepare = {} },
 }

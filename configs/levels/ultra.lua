@@ -1,9 +1,8 @@
 -- Optimisation level: ultra. fp16 with dynamic loss scaling (on device), CUDA
--- graphs, cuDNN algorithm search, a longer warm-up so the loss scale and the
--- allocator settle before timing, and more of the card for the caching
--- allocator.
+-- graphs, a longer warm-up so the loss scale and the allocator settle before
+-- timing, and more of the card for the caching allocator.
 return {
   precision = "fp16",
-  cuda = { graphs = true, cudnn_benchmark = true, memory_fraction = 0.95, release_threshold = 0.9 },
-  warmup = { updates = 2, restore = true, prepare = { "algorithms", "graphs" } },
+  cuda = { graphs = true, memory_fraction = 0.95, release_threshold = 0.9 },
+  warmup = { updates = 2, restore = true, prepare = { "graphs" } },
 }

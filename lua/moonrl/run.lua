@@ -133,7 +133,6 @@ local function prepare(cfg)
   -- switches that enable it.
   local prep = {}
   for _, p in ipairs(w.prepare or {}) do prep[p] = true end
-  if not prep.algorithms then c.cuda.cudnn_benchmark = 0 end
   if not prep.graphs then c.cuda.graphs = 0 end
   local ok, verr = engine.validate(c)
   if not ok then return nil, verr end

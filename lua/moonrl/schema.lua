@@ -173,11 +173,6 @@ key { key = "cuda.device_index", type = "integer", default = 0, min = 0, max = 6
 key { key = "cuda.graphs", type = "boolean", default = true, gpu_only = true,
   aliases = { "cuda_graphs", "graph" },
   desc = "record each update as CUDA graphs after the first (eager) one and replay them; false queues every kernel" }
-key { key = "cuda.cudnn_benchmark", type = "boolean", default = true, gpu_only = true,
-  aliases = { "benchmark", "cudnn" },
-  desc = "search cuDNN convolution algorithms during warm-up (no effect yet: the convolutions are im2col + cuBLAS)" }
-key { key = "cuda.algo_cache", type = "string", default = "", max_len = 255, gpu_only = true,
-  desc = "file caching the chosen cuDNN algorithms; \"\" = none (no effect yet: no cuDNN convolutions)" }
 key { key = "cuda.memory_fraction", type = "number", default = 0.9, min = 0.01, max = 1,
   gpu_only = true, desc = "device memory limit as a fraction of the card" }
 key { key = "cuda.release_threshold", type = "number", default = 0.8, min = 0, max = 1,
@@ -188,9 +183,12 @@ key { key = "warmup.updates", type = "integer", default = 1, min = 0, max = 1000
   desc = "updates run before timing starts; 0 = none" }
 key { key = "warmup.restore", type = "boolean", default = true,
   desc = "restore the weights and optimizer after warm-up (warm-up does not train)" }
-key { key = "warmup.prepare", type = "list", of = "enum", default = { "algorithms", "graphs" },
-  choices = { "algorithms", "graphs" }, min_len = 0, max_len = 2, unique = true, gpu_only = true,
-  desc = "what warm-up prepares: cuDNN algorithm search, CUDA graph capture" }
+-- (No "algorithms" choice, cuda.cudnn_benchmark or cuda.algo_cache: nothing
+-- searches convolution algorithms yet - they are im2col + cuBLAS - so no
+-- setting pretends to; they come back with the code that honours them.)
+key { key = "warmup.prepare", type = "list", of = "enum", default = { "graphs" },
+  choices = { "graphs" }, min_len = 0, max_len = 1, unique = true, gpu_only = true,
+  desc = "what warm-up prepares: \"graphs\" = capture the CUDA graphs (with cuda.graphs); {} = nothing" }
 
 -- log -----------------------------------------------------------------------
 key { key = "log.console", type = "boolean", default = true, desc = "progress line on the console" }

@@ -5,8 +5,8 @@
 -- {device = "cpu"|"cuda", level = "basic"|"advanced"|"ultra"|<path>,
 --  num_envs = n|"auto"} (callers may add more fields). Missing fields take
 -- the schema defaults; the result is a fresh table the runner can trust.
--- What warm-up does with it (run `updates` updates, snapshot/restore, search
--- cuDNN algorithms, capture graphs) is the runner's and the engine's job.
+-- What warm-up does with it (run `updates` updates, snapshot/restore, capture
+-- CUDA graphs) is the runner's and the engine's job.
 --
 -- Public functions
 --   warmup.normalize(v, info) -> {updates=, restore=, prepare={...}} | nil, err
