@@ -2,7 +2,7 @@
  * ppo.cu - the PPO kernels that have a CPU reference in ppo.c: GAE, action
  * sampling, the per-group gradient norm, fused Adam with per-group clipping,
  * and the fp16 dynamic loss scaler. The math is ppo_math.h's MR_HD code
- * (shared with the CPU test); this file is launches and reductions.
+ * (ppo.c loops over the same elements); this file is launches and reductions.
  *
  * Tensors (all fp32 unless said; device memory):
  *   GAE        reward, value, adv, ret (T,N); done (T,N) u8; last_value (N).
@@ -189,10 +189,7 @@ sumsq_stage1_kernel(const float *__restrict__ grad, const __grid_constant__ mr_o
     const int64_t hi = lo + MR_OPT_CHUNK < G.off[g + 1] ? lo + MR_OPT_CHUNK : G.off[g + 1];
     double acc = 0.0;
 #pragma unroll 4
-    for (int64_t i = lo + t; i < hi; i += THREADS) {
-        const double x = grad[i];
-        acc += x * x;   /* x*x is exact in double: a fused multiply-add rounds the same */
-    }
+    for (int64_t i = lo + t; i < hi; i += THREADS) mr_sumsq_add(&acc, grad[i]);
     sh[t] = acc;
     const double s = block_tree(sh);
     if (t == 0) partials[b] = s;

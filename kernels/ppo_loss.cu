@@ -1,10 +1,10 @@
 /*
  * ppo_loss.cu - the PPO loss, advantage normalisation and PopArt on the
  * device, with a CPU reference in ppo.c (mr_ppo_loss, mr_normalize,
- * mr_popart_update). The math is ppo_loss_math.h's MR_HD code (shared with
- * the CPU test); this file is launches and reductions. Nothing here waits for
- * the host: hyper-parameters, the loss scale and PopArt's statistics are read
- * from device memory, results are written there.
+ * mr_popart_update). The math is ppo_loss_math.h's MR_HD code (ppo.c loops
+ * over the same elements); this file is launches and reductions. Nothing
+ * here waits for the host: hyper-parameters, the loss scale and PopArt's
+ * statistics are read from device memory, results are written there.
  *
  * Tensors (fp32 unless said; device memory):
  *   mean/std   x (n) -> out2 (2) f64: mean, unbiased std. partials

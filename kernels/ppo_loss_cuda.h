@@ -37,16 +37,7 @@ extern "C" {
 
 /* ------------------------------------------------------------ host setup */
 
-/* The device copy of ppo.c's coefficients. */
-static inline void mr_loss_hyper_set(mr_loss_hyper *h, const mr_ppo_coefs *c) {
-    h->clip = c->clip;
-    h->ent_coef = c->ent_coef;
-    h->vf_coef = c->vf_coef;
-    h->ent_floor = c->ent_floor;
-    h->ent_floor_coef = c->ent_floor_coef;
-    h->value_max_of_means = c->value_max_of_means != 0;
-    h->pad_ = 0;
-}
+/* mr_loss_hyper_set (the device copy of the coefficients) is in ppo.h. */
 
 /* A PopArt control block from the CPU statistics (mr_popart_init's for a new
  * run, a checkpoint's when resuming), and back. */

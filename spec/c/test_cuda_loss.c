@@ -1,9 +1,10 @@
 /*
  * test_cuda_loss.c - the PPO loss, advantage normalisation and PopArt on the
- * device (kernels/ppo_loss.cu) against the CPU reference (src/engine/ppo.c).
+ * device (kernels/ppo_loss.cu) against the CPU reference (src/engine/cpu/ppo.c).
  *
- * Always (CPU): the MR_HD math the kernels run (kernels/ppo_loss_math.h),
- * driven in the kernels' exact reduction order (mr_*_emulate), against ppo.c:
+ * Always (CPU): the MR_HD math the kernels and ppo.c run
+ * (shared/ppo_loss_math.h), driven in the kernels' exact reduction order
+ * (mr_*_emulate), against ppo.c's own reduction order:
  * single samples in every branch (ratio clipped above / below with either
  * sign of the advantage, inside the band, value clipped either side, on the
  * clip bound, zero advantage; entropy floor on and off; both value-loss
@@ -134,7 +135,7 @@ static void check_stats(const mr_loss_stats *s, const mr_ppo_stats *r, int B, do
 /* ================================================================ CPU part */
 
 static void test_constants_and_setup(void) {
-    CHECK(MR_LOSS_ADV_EPS == MR_ADV_EPS && MR_LOSS_POPART_MIN_STD == MR_POPART_MIN_STD);
+    CHECK(MR_ADV_EPS == 1e-8 && MR_POPART_MIN_STD == 1e-4);
     CHECK(MR_LOSS_NACC == 7 && MR_LOSS_CHUNK % MR_RED_THREADS == 0 && MR_STATS_CHUNK % MR_RED_THREADS == 0);
     mr_ppo_coefs c = coefs(0.2, 0.01, 0.5, 0.5, 0.05, 7);
     mr_loss_hyper h;
@@ -464,7 +465,7 @@ static void test_popart_sequence(void) {
             /* Outputs unchanged by the rescale (floats: to their rounding). */
             const double after = layer_out(&emu, c.mean, c.std, h);
             CHECK_NEAR(after, before, 1e-4, 1e-5);
-            if (popart_half[s] == 0.0 || popart_n[s] < 2) CHECK(c.batch[1] < MR_LOSS_POPART_MIN_STD);
+            if (popart_half[s] == 0.0 || popart_n[s] < 2) CHECK(c.batch[1] < MR_POPART_MIN_STD);
             free(r);
         }
         /* beta hit its floor: std moved towards the last batch's (4 / sqrt(3)) by 0.3 of the way in variance. */

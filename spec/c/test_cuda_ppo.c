@@ -1,13 +1,14 @@
 /*
  * test_cuda_ppo.c - the PPO kernels (kernels/ppo.cu) against the CPU
- * reference (src/engine/ppo.c).
+ * reference (src/engine/cpu/ppo.c).
  *
- * Always (CPU): the MR_HD math the kernels run (kernels/ppo_math.h) against
- * ppo.c - one environment's GAE column vs mr_gae, one Adam element vs
- * mr_adam_step, the clip factor vs mr_clip_factor, one sampling row vs
- * mr_sample_actions, the emulated reduction order vs mr_grad_norm - and the
- * optimizer's scalar steps (prepare, skip on inf/nan, loss-scaler backoff and
- * growth) and group planning. In a CUDA build, the argument checks that run
+ * Always (CPU): the MR_HD math the kernels run (shared/ppo_math.h; ppo.c
+ * loops over the same elements) against ppo.c's loops - one environment's
+ * GAE column vs mr_gae, one Adam element vs mr_adam_step, the clip factor
+ * vs mr_clip_factor, one sampling row vs mr_sample_actions, the emulated
+ * reduction order vs mr_grad_norm - and the optimizer's scalar steps
+ * (prepare, skip on inf/nan, loss-scaler backoff and growth) and group
+ * planning. In a CUDA build, the argument checks that run
  * before any launch.
  * With a GPU: each kernel against the CPU function (relative error < 1e-5),
  * the grad-norm reduction bit for bit against its CPU emulation, Adam over

@@ -2,7 +2,9 @@
  * ppo.h - the PPO math of the CPU engine as pure functions over raw arrays:
  * schedules, GAE, advantage normalisation, PopArt, the clipped PPO loss with
  * its gradient, action sampling, gradient norm / clipping, Adam and explained
- * variance.
+ * variance. Each is a CPU loop (or reduction) over the per-element functions
+ * of shared/ppo_math.h and shared/ppo_loss_math.h, which the CUDA kernels
+ * run too.
  *
  * What this file deliberately is not: it holds no trainer state, allocates
  * nothing and knows nothing of the network. The trainer owns the buffers and
@@ -22,14 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "moonrl.h"
+#include "ppo_loss_math.h"   /* the elements; MR_ADV_EPS, MR_POPART_MIN_STD, MR_CLIP_EPS */
 
-#ifndef MR_NUM_ACTIONS
-#define MR_NUM_ACTIONS 8
-#endif
 #define MR_PPO_BLOCK 2048       /* elements per partial sum of a reduction */
-#define MR_POPART_MIN_STD 1e-4  /* PopArt batch and running std floor */
-#define MR_ADV_EPS 1e-8         /* advantages: (A - mean) / (std + eps) */
-#define MR_CLIP_EPS 1e-6        /* clip factor: max_norm / (norm + eps) */
 
 /* ---------------------------------------------------------------- schedules */
 /* double mr_schedule_value(const mr_schedule *s, double progress) is declared
@@ -119,6 +116,18 @@ typedef struct mr_ppo_stats {
     double clip_fraction;   /* mean(|r - 1| > c) */
 } mr_ppo_stats;
 
+/* The coefficients as the shared loss elements take them (mr_ppo_loss's
+ * and the kernels' control block). */
+static inline void mr_loss_hyper_set(mr_loss_hyper *h, const mr_ppo_coefs *c) {
+    h->clip = c->clip;
+    h->ent_coef = c->ent_coef;
+    h->vf_coef = c->vf_coef;
+    h->ent_floor = c->ent_floor;
+    h->ent_floor_coef = c->ent_floor_coef;
+    h->value_max_of_means = c->value_max_of_means != 0;
+    h->pad_ = 0;
+}
+
 /* Forward and gradient of
  *   loss = policy_loss + vf_coef * value_loss - ent_coef * H
  *          + ent_floor_coef * relu(ent_floor - H)
@@ -141,12 +150,9 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
                  const float *target, const mr_ppo_coefs *c,
                  float *dlogits, float *dvalue, mr_ppo_stats *st);
 
-/* Rollout sampling by inverse CDF, in float, in this exact order so the CUDA
- * kernel makes the same choice (up to the last bits of expf):
- *   m = max_j z_j;  e_j = expf(z_j - m);  S = e_0 + ... + e_7 (in order);
- *   t = u * S;  action = first j with t < e_0 + ... + e_j (in order), or, if
- *   rounding leaves none, the last j with e_j > 0 (7 if none);
- *   logp = (z_a - m) - logf(S).
+/* Rollout sampling by inverse CDF: mr_sample_row (ppo_math.h, its exact
+ * float order there) on each row, so the CUDA kernel makes the same choice
+ * (up to the last bits of expf).
  * logits (N,8), u (N) uniform in [0,1); action, logp (N). */
 void mr_sample_actions(int N, const float *logits, const float *u, uint8_t *action,
                        float *logp);

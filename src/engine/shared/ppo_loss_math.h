@@ -1,29 +1,30 @@
 /*
- * ppo_loss_math.h - the per-sample and per-scalar math of kernels/ppo_loss.cu
- * (the PPO loss, advantage normalisation, PopArt), written once as MR_HD
- * functions so the CPU unit test runs the very code the kernels run and
- * compares it with src/engine/ppo.c (mr_ppo_loss, mr_normalize,
- * mr_mean_std, mr_popart_update).
+ * ppo_loss_math.h - the per-sample and per-scalar math of the PPO loss,
+ * advantage normalisation and PopArt, written once as MR_HD functions (plain
+ * C, host+device): kernels/ppo_loss.cu launches them, src/engine/cpu/ppo.c
+ * loops over them.
  *
  * What is here: the device control blocks (mr_lossctl: loss hyper-parameters
  * and results; mr_popart_ctl: PopArt's running statistics), one sample's loss
- * terms (a mirror of ppo.c's terms_at), what one sample adds to the batch
- * sums, the batch scalars (stats, dloss/dH), one sample's gradient row, the
- * mean/std element steps, PopArt's scalar step and rescale, and a host-only
- * emulation of the kernels' exact reduction order. What is not: launches,
- * memory, streams (ppo_loss.cu).
+ * terms, what one sample adds to the batch sums, the batch scalars (stats,
+ * dloss/dH), one sample's gradient row, the mean/std element steps, PopArt's
+ * scalar step and rescale, and a host-only emulation of the kernels' exact
+ * reduction order. What is not: launches, memory, streams (ppo_loss.cu),
+ * the CPU's batch reductions (ppo.c).
  *
  * Shapes: logits, dlogits (B,8) row-major; value, old_logp, adv, old_value,
  * target, dvalue (B) fp32; action (B) u8 in [0, 8).
  *
- * Reductions, deterministic in two stages (no atomics; fixed shapes, so the
- * bits never depend on scheduling or on the GPU): stage 1 cuts the batch
- * into fixed chunks (MR_STATS_CHUNK elements for mean/std, MR_LOSS_CHUNK
- * samples for the loss), one block of MR_RED_THREADS threads each; thread t
- * adds elements lo+t, lo+t+THREADS, ... in double, then a fixed halving tree
- * gives the block's partial sums. Stage 2 is one block doing the same over the
- * partials, and its thread 0 turns the sums into the results. mr_red_emulate
- * below is that order on the CPU.
+ * The kernels' reductions, deterministic in two stages (no atomics; fixed
+ * shapes, so the bits never depend on scheduling or on the GPU): stage 1 cuts
+ * the batch into fixed chunks (MR_STATS_CHUNK elements for mean/std,
+ * MR_LOSS_CHUNK samples for the loss), one block of MR_RED_THREADS threads
+ * each; thread t adds elements lo+t, lo+t+THREADS, ... in double, then a
+ * fixed halving tree gives the block's partial sums. Stage 2 is one block
+ * doing the same over the partials, and its thread 0 turns the sums into the
+ * results. mr_red_emulate below is that order on the CPU. ppo.c sums in
+ * another fixed order (blocks of MR_PPO_BLOCK): the sums may differ in the
+ * last bits, the elements never do.
  */
 #ifndef MR_PPO_LOSS_MATH_H
 #define MR_PPO_LOSS_MATH_H
@@ -35,8 +36,8 @@
 #define MR_RED_THREADS MR_OPT_THREADS              /* threads of every reduction block (256) */
 #define MR_STATS_CHUNK (MR_RED_THREADS * 16)       /* mean/std: elements per stage-1 block */
 #define MR_LOSS_CHUNK MR_RED_THREADS               /* loss: samples per stage-1 block */
-#define MR_LOSS_ADV_EPS 1e-8                       /* as MR_ADV_EPS (ppo.h) */
-#define MR_LOSS_POPART_MIN_STD 1e-4                /* as MR_POPART_MIN_STD (ppo.h) */
+#define MR_ADV_EPS 1e-8                            /* advantages: (A - mean) / (std + eps) */
+#define MR_POPART_MIN_STD 1e-4                     /* PopArt batch and running std floor */
 
 /* Loops over the 8 actions are unrolled on the GPU, so a row's arrays live in
  * registers (indexed at run time they would go to local memory). */
@@ -46,7 +47,7 @@
 #define MR_UNROLL
 #endif
 
-/* The loss's batch sums, in ppo.c's order (its ACC_* enum). */
+/* The loss's batch sums. */
 enum {
     MR_LOSS_POL,       /* sum of max(-A r, -A clip(r)) */
     MR_LOSS_VMAX,      /* sum of max(e1, e2) */
@@ -91,7 +92,7 @@ typedef struct mr_popart_ctl {
 
 /* ------------------------------------------------------ one sample's loss */
 
-/* One sample's policy and value terms: ppo.c's sample_terms. */
+/* One sample's policy and value terms. */
 typedef struct mr_loss_terms {
     double logp[MR_NUM_ACTIONS], p[MR_NUM_ACTIONS];
     double entropy, ratio, log_ratio;
@@ -100,7 +101,7 @@ typedef struct mr_loss_terms {
     double g1, g2;              /* their v-derivatives */
 } mr_loss_terms;
 
-/* log-softmax, softmax and entropy of one row, in double: ppo.c's softmax_row. */
+/* log-softmax, softmax and entropy of one row, in double. */
 MR_HD double mr_loss_softmax(const float *z, double *logp, double *p) {
     double m = z[0];
     MR_UNROLL
@@ -119,11 +120,12 @@ MR_HD double mr_loss_softmax(const float *z, double *logp, double *p) {
     return h;
 }
 
-/* ppo.c's terms_at. z: the row's 8 logits; a: the action; c: the clip. The
- * action's log-probability is picked by a compare loop, not logp[a], so the
- * arrays stay in registers on the GPU; an action outside [0, 8) (which ppo.c
- * would read out of bounds) gives NaN, so the loss is NaN and the optimizer
- * skips the step instead of learning from garbage. */
+/* One sample's terms. z: the row's 8 logits; a: the action; A: advantage;
+ * v, old, R: value, old value, target; c: the clip. The action's
+ * log-probability is picked by a compare loop, not logp[a], so the arrays
+ * stay in registers on the GPU; an action outside [0, 8) gives NaN, so the
+ * loss is NaN and the optimizer skips the step instead of learning from
+ * garbage (or reading out of bounds). */
 MR_HD void mr_loss_terms_at(const float *z, int a, double old_logp, double A, double v, double old, double R,
                             double c, mr_loss_terms *o) {
     o->entropy = mr_loss_softmax(z, o->logp, o->p);
@@ -152,7 +154,7 @@ MR_HD void mr_loss_terms_at(const float *z, int a, double old_logp, double A, do
     o->g2 = 2.0 * (vc - R) * ddc;
 }
 
-/* What one sample adds to the batch sums (acc[MR_LOSS_NACC]): ppo.c's loss_fn body. */
+/* What one sample adds to the batch sums (acc[MR_LOSS_NACC]). */
 MR_HD void mr_loss_add(const mr_loss_terms *t, double clip, double *acc) {
     acc[MR_LOSS_POL] += t->pol;
     acc[MR_LOSS_VMAX] += t->e1 >= t->e2 ? t->e1 : t->e2;
@@ -163,9 +165,9 @@ MR_HD void mr_loss_add(const mr_loss_terms *t, double clip, double *acc) {
     acc[MR_LOSS_E2] += t->e2;
 }
 
-/* The batch scalars from the sums, as mr_ppo_loss forms them between its two
- * passes: the stats, dloss/dH (relu passes no gradient at 0) and, for the
- * max-of-means value loss, which mean won. B <= 0: zero stats. */
+/* The batch scalars from the sums, formed between the loss's two passes: the
+ * stats, dloss/dH (relu passes no gradient at 0) and, for the max-of-means
+ * value loss, which mean won. B <= 0: zero stats. */
 MR_HD void mr_loss_finish(const double *acc, int B, const mr_loss_hyper *h, mr_loss_stats *s) {
     MR_UNROLL
     for (int k = 0; k < MR_LOSS_NACC; k++) s->sums[k] = acc[k];
@@ -193,9 +195,9 @@ MR_HD void mr_loss_finish(const double *acc, int B, const mr_loss_hyper *h, mr_l
     s->loss = pol + h->vf_coef * vloss - h->ent_coef * H + h->ent_floor_coef * (floor_gap > 0.0 ? floor_gap : 0.0);
 }
 
-/* One sample's gradient of the scalar loss, as mr_ppo_loss's second pass,
- * times `scale` (the fp16 loss scale, a power of two, so the result is
- * ppo.c's value times scale exactly; 1 otherwise). dz: 8 floats. */
+/* One sample's gradient of the scalar loss (the loss's second pass), times
+ * `scale` (the fp16 loss scale, a power of two, so the result is the
+ * unscaled one times scale exactly; 1 otherwise). dz: 8 floats. */
 MR_HD void mr_loss_grad_row(const mr_loss_terms *t, int a, double dL_dH, double vf_coef, int batch_max,
                             int unclipped_mean, double invB, double scale, float *dz, float *dv) {
     /* d logp(a)/dz_k = [k==a] - p_k;  dH_i/dz_k = -p_k (logp_k + H_i). */
@@ -214,10 +216,9 @@ MR_HD void mr_loss_grad_row(const mr_loss_terms *t, int a, double dL_dH, double 
 
 /* ------------------------------------------------------------- mean / std */
 
-/* The two passes of mr_mean_std. The second accumulates with an explicit
- * fused multiply-add, so the CPU emulation and the GPU round alike whatever
- * the compilers contract (ppo.c rounds the square first: the last bit may
- * differ from it, never from the emulation). */
+/* The elements of mean/std's two passes. The second accumulates with an
+ * explicit fused multiply-add, so every caller rounds alike whatever its
+ * compiler contracts. */
 MR_HD void mr_stats_add_sum(double *acc, float x) { *acc += (double)x; }
 MR_HD void mr_stats_add_dev2(double *acc, float x, double mean) {
     const double d = (double)x - mean;
@@ -226,9 +227,9 @@ MR_HD void mr_stats_add_dev2(double *acc, float x, double mean) {
 MR_HD double mr_stats_mean(double sum, int64_t n) { return n > 0 ? sum / (double)n : 0.0; }
 /* Unbiased (as torch.std); n < 2: 0, as mr_mean_std. */
 MR_HD double mr_stats_std(double sumsq_dev, int64_t n) { return n > 1 ? sqrt(sumsq_dev / (double)(n - 1)) : 0.0; }
-/* One element of mr_normalize: (x - mean) / (std + 1e-8). */
+/* One element of the advantage normalisation: (x - mean) / (std + 1e-8). */
 MR_HD float mr_norm_elem(float x, double mean, double sd) {
-    return (float)(((double)x - mean) / (sd + MR_LOSS_ADV_EPS));
+    return (float)(((double)x - mean) / (sd + MR_ADV_EPS));
 }
 
 /* ------------------------------------------------------------------ PopArt */
@@ -239,31 +240,39 @@ typedef struct mr_popart_rescale {
     double mean2, std2;         /* after */
 } mr_popart_rescale;
 
-/* The scalar part of mr_popart_update, on c's batch mean and std of n
- * returns (n >= 1; n < 2 takes the 1e-4 clamp): updates count, mean, std and
- * scale, and returns the rescale of the last layer in r. */
-MR_HD void mr_popart_ctl_step(mr_popart_ctl *c, int64_t n, mr_popart_rescale *r) {
-    const double bmean = c->batch[0];
-    double bstd = c->batch[1];
+/* PopArt's statistics step on the batch mean and std of n returns (n >= 1;
+ * n < 2 takes the 1e-4 clamp), as ENV_SPEC "Policy" writes it:
+ *   count += 1; beta = max(1/count, beta_min)
+ *   mean' = (1-beta) mean + beta bmean;  var' = (1-beta) std^2 + beta bstd^2
+ *   std' = max(sqrt(var'), 1e-4)
+ * Updates mean, std, count in place; r gets the rescale of the last layer. */
+MR_HD void mr_popart_step(double *mean_io, double *std_io, double *count_io, double beta_min, double bmean,
+                          double bstd, int64_t n, mr_popart_rescale *r) {
     /* Clamp as torch.clamp would: a NaN stays NaN (the trainer reports it). */
-    if (n < 2 || bstd < MR_LOSS_POPART_MIN_STD) bstd = MR_LOSS_POPART_MIN_STD;
-    c->count += 1.0;
-    double beta = 1.0 / c->count;
-    if (beta < c->beta_min) beta = c->beta_min;
-    const double mean = c->mean, sd = c->std;
+    if (n < 2 || bstd < MR_POPART_MIN_STD) bstd = MR_POPART_MIN_STD;
+    *count_io += 1.0;
+    double beta = 1.0 / *count_io;
+    if (beta < beta_min) beta = beta_min;
+    const double mean = *mean_io, sd = *std_io;
     const double mean2 = (1.0 - beta) * mean + beta * bmean;
-    /* ENV_SPEC: the OLD std^2 blended with the BATCH std^2. */
+    /* ENV_SPEC: the OLD std^2 blended with the BATCH std^2 (not running
+     * second moments, which would also carry the mean shift). */
     const double var2 = (1.0 - beta) * sd * sd + beta * bstd * bstd;
     double sd2 = sqrt(var2);
-    if (sd2 < MR_LOSS_POPART_MIN_STD) sd2 = MR_LOSS_POPART_MIN_STD;
+    if (sd2 < MR_POPART_MIN_STD) sd2 = MR_POPART_MIN_STD;
     r->s = sd / sd2;
     r->s2 = r->s * r->s;
     r->mean = mean;
     r->std = sd;
     r->mean2 = mean2;
     r->std2 = sd2;
-    c->mean = mean2;
-    c->std = sd2;
+    *mean_io = mean2;
+    *std_io = sd2;
+}
+
+/* mr_popart_step on the control block's statistics and batch[]; records the scale. */
+MR_HD void mr_popart_ctl_step(mr_popart_ctl *c, int64_t n, mr_popart_rescale *r) {
+    mr_popart_step(&c->mean, &c->std, &c->count, c->beta_min, c->batch[0], c->batch[1], n, r);
     c->scale = r->s;
 }
 
@@ -272,6 +281,48 @@ MR_HD float mr_popart_scale(float x, double s) { return (float)((double)x * s); 
 /* b' = (b std + mean - mean') / std', so mean + std*(w.h + b) is unchanged. */
 MR_HD float mr_popart_bias(float b, const mr_popart_rescale *r) {
     return (float)(((double)b * r->std + r->mean - r->mean2) / r->std2);
+}
+
+/* The whole rescale on one thread: w (k), b (1) and their Adam moments m_w,
+ * v_w (k), m_b, v_b (1), any of the four NULL. (The kernel splits it.) */
+static inline void mr_popart_rescale_layer(const mr_popart_rescale *r, float *w, float *b, int k, float *mw,
+                                           float *vw, float *mb, float *vb) {
+    for (int i = 0; i < k; i++) w[i] = mr_popart_scale(w[i], r->s);
+    *b = mr_popart_bias(*b, r);
+    if (mw) for (int i = 0; i < k; i++) mw[i] = mr_popart_scale(mw[i], r->s);
+    if (vw) for (int i = 0; i < k; i++) vw[i] = mr_popart_scale(vw[i], r->s2);
+    if (mb) *mb = mr_popart_scale(*mb, r->s);
+    if (vb) *vb = mr_popart_scale(*vb, r->s2);
+}
+
+/* ------------------------------------------------- host loops' samples */
+/* A batch's inputs and sample i's terms, sums and gradient row, for the
+ * loops on the host (ppo.c's, and the emulation below). */
+
+typedef struct mr_loss_ctx {
+    const float *logits, *value, *old_logp, *adv, *old_value, *target;
+    const uint8_t *action;
+    double clip;
+} mr_loss_ctx;
+
+static inline void mr_loss_terms_of(const mr_loss_ctx *c, int64_t i, mr_loss_terms *t) {
+    mr_loss_terms_at(c->logits + i * MR_NUM_ACTIONS, c->action[i], c->old_logp[i], c->adv[i], c->value[i],
+                     c->old_value[i], c->target[i], c->clip, t);
+}
+static inline void mr_loss_add_fn(const void *cv, int64_t i, double *acc) {
+    const mr_loss_ctx *c = (const mr_loss_ctx *)cv;
+    mr_loss_terms t;
+    mr_loss_terms_of(c, i, &t);
+    mr_loss_add(&t, c->clip, acc);
+}
+/* Sample i's gradient row into dlogits (B,8) and dvalue (B), times scale,
+ * from the batch scalars s (mr_loss_finish) for hyper-parameters h. */
+static inline void mr_loss_grad_at(const mr_loss_ctx *c, int64_t i, const mr_loss_hyper *h, const mr_loss_stats *s,
+                                   double scale, float *dlogits, float *dvalue) {
+    mr_loss_terms t;
+    mr_loss_terms_of(c, i, &t);
+    mr_loss_grad_row(&t, c->action[i], s->dL_dH, h->vf_coef, h->value_max_of_means != 0, s->unclipped_mean,
+                     1.0 / (double)s->B, scale, dlogits + i * MR_NUM_ACTIONS, &dvalue[i]);
 }
 
 /* ------------------------------------------- the reductions' exact order */
@@ -357,29 +408,7 @@ static inline void mr_popart_emulate(mr_popart_ctl *c, const float *returns, int
     mr_mean_std_emulate(returns, n, partials, c->batch);
     mr_popart_rescale r;
     mr_popart_ctl_step(c, n, &r);
-    for (int i = 0; i < k; i++) w[i] = mr_popart_scale(w[i], r.s);
-    *b = mr_popart_bias(*b, &r);
-    if (mw) for (int i = 0; i < k; i++) mw[i] = mr_popart_scale(mw[i], r.s);
-    if (vw) for (int i = 0; i < k; i++) vw[i] = mr_popart_scale(vw[i], r.s2);
-    if (mb) *mb = mr_popart_scale(*mb, r.s);
-    if (vb) *vb = mr_popart_scale(*vb, r.s2);
-}
-
-typedef struct mr_loss_ctx {
-    const float *logits, *value, *old_logp, *adv, *old_value, *target;
-    const uint8_t *action;
-    double clip;
-} mr_loss_ctx;
-
-static inline void mr_loss_terms_of(const mr_loss_ctx *c, int64_t i, mr_loss_terms *t) {
-    mr_loss_terms_at(c->logits + i * MR_NUM_ACTIONS, c->action[i], c->old_logp[i], c->adv[i], c->value[i],
-                     c->old_value[i], c->target[i], c->clip, t);
-}
-static inline void mr_loss_add_fn(const void *cv, int64_t i, double *acc) {
-    const mr_loss_ctx *c = (const mr_loss_ctx *)cv;
-    mr_loss_terms t;
-    mr_loss_terms_of(c, i, &t);
-    mr_loss_add(&t, c->clip, acc);
+    mr_popart_rescale_layer(&r, w, b, k, mw, vw, mb, vb);
 }
 
 /* mr_cuda_ppo_loss on the CPU, in the kernels' order: the stats of ctl->s,
@@ -393,14 +422,7 @@ static inline void mr_loss_emulate(int B, const float *logits, const float *valu
     double acc[MR_LOSS_NACC] = {0};
     if (B > 0) mr_red_emulate(B, MR_LOSS_CHUNK, MR_LOSS_NACC, mr_loss_add_fn, &c, partials, acc);
     mr_loss_finish(acc, B, &ctl->h, &ctl->s);
-    if (B <= 0) return;
-    const double invB = 1.0 / (double)B;
-    for (int64_t i = 0; i < B; i++) {
-        mr_loss_terms t;
-        mr_loss_terms_of(&c, i, &t);
-        mr_loss_grad_row(&t, action[i], ctl->s.dL_dH, ctl->h.vf_coef, ctl->h.value_max_of_means != 0,
-                         ctl->s.unclipped_mean, invB, scale, dlogits + i * MR_NUM_ACTIONS, &dvalue[i]);
-    }
+    for (int64_t i = 0; i < B; i++) mr_loss_grad_at(&c, i, &ctl->h, &ctl->s, scale, dlogits, dvalue);
 }
 
 #endif /* MR_PPO_LOSS_MATH_H */

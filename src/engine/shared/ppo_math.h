@@ -1,20 +1,20 @@
 /*
- * ppo_math.h - the per-element and per-scalar math of kernels/ppo.cu, written
- * once as MR_HD functions (plain C, host+device), so the CPU unit test runs
- * the very code the kernels run and compares it with src/engine/ppo.c.
+ * ppo_math.h - the per-element and per-scalar PPO math that both devices run,
+ * written once as MR_HD functions (plain C, host+device): kernels/ppo.cu
+ * launches them, src/engine/cpu/ppo.c loops over them, so the two cannot
+ * drift apart.
  *
- * What is here: the optimizer's control block (hyper-parameters written by
- * the host, state written by the device: loss scale, growth tracker,
- * found_inf, Adam step, skipped count, per-group norms and multipliers), the
- * scalar steps that one device thread runs between kernels (begin, prepare,
- * scaler update), one Adam element, one environment's GAE column, one row of
- * action sampling, finiteness tests, the parameter-group plan of the
- * grad-norm reduction, and a CPU emulation of that reduction's exact order.
- * What is not: launches, memory, streams (ppo.cu).
+ * What is here: one Adam element and its bias-corrected scalars, the clip
+ * factor, one step (and one whole column) of GAE, one row of action sampling,
+ * one gradient square, finiteness tests; the CUDA optimizer's control block
+ * (hyper-parameters written by the host, state written by the device) with
+ * its one-thread scalar steps and the parameter-group plan of its grad-norm
+ * reduction, and a host emulation of that reduction's order.
+ * What is not: launches, memory, streams (ppo.cu), batch loops (ppo.c).
  *
  * Shapes: parameters, gradients and Adam moments are one flat fp32 array of
  * P elements; group g is [off[g], off[g+1]) (e.g. g0 = policy, g1 = value
- * head, clipped separately). GAE arrays are (T,N) row-major.
+ * head, clipped separately). GAE arrays are (T,N) row-major; logits (N,8).
  */
 #ifndef MR_PPO_MATH_H
 #define MR_PPO_MATH_H
@@ -29,7 +29,7 @@
 #define MR_OPT_MAX_GROUPS 4
 #define MR_OPT_THREADS 256                       /* threads of every reduction block */
 #define MR_OPT_CHUNK (MR_OPT_THREADS * 16)       /* gradient elements per stage-1 block */
-#define MR_OPT_CLIP_EPS 1e-6                     /* as MR_CLIP_EPS (ppo.h) */
+#define MR_CLIP_EPS 1e-6                         /* clip factor: max_norm / (norm + eps) */
 
 /* Parameter groups over one flat array and their stage-1 reduction blocks. */
 typedef struct mr_opt_groups {
@@ -127,15 +127,62 @@ MR_HD int mr_finite_f(float x) { return (x - x) == 0.0f; }
 /* An fp16 value by its bits: exponent all ones = inf or NaN. */
 MR_HD int mr_finite_half_bits(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
 
-/* ---------------------------------------------------------- scalar steps */
+/* -------------------------------------------------------- Adam, clipping */
 
-/* mr_clip_factor of ppo.c: min(1, max_norm / (norm + 1e-6)); NaN stays NaN;
- * max_norm <= 0: 1. */
+/* torch's clip_grad_norm_ factor: min(1, max_norm / (norm + 1e-6)); NaN
+ * stays NaN (a broken gradient is not hidden); max_norm <= 0: 1. */
 MR_HD double mr_opt_clip_factor(double norm, double max_norm) {
     if (!(max_norm > 0.0)) return 1.0;
-    const double f = max_norm / (norm + MR_OPT_CLIP_EPS);
+    const double f = max_norm / (norm + MR_CLIP_EPS);
     return (f < 1.0 || f != f) ? f : 1.0;
 }
+
+/* The float scalars of one Adam step. As torch.optim.Adam forms them from
+ * Python floats: 1 - beta and the bias corrections in double, rounded once
+ * (1 - 0.999f in float would be 1.3e-5 off). */
+typedef struct mr_adam_coefs {
+    float w1, w2, b2, eps, step_size, bc2_sqrt;   /* 1 - beta1, 1 - beta2, beta2, eps; this step's */
+} mr_adam_coefs;
+
+/* step_size = lr / (1 - beta1^step), bc2_sqrt = sqrt(1 - beta2^step); step is 1-based. */
+MR_HD void mr_adam_bias(double lr, double beta1, double beta2, int64_t step, float *step_size, float *bc2_sqrt) {
+    const double bc1 = 1.0 - pow(beta1, (double)step);
+    const double bc2 = 1.0 - pow(beta2, (double)step);
+    *step_size = (float)(lr / bc1);
+    *bc2_sqrt = (float)sqrt(bc2);
+}
+
+MR_HD mr_adam_coefs mr_adam_coefs_make(double beta1, double beta2, float eps, float step_size, float bc2_sqrt) {
+    mr_adam_coefs k;
+    k.w1 = (float)(1.0 - beta1);
+    k.w2 = (float)(1.0 - beta2);
+    k.b2 = (float)beta2;
+    k.eps = eps;
+    k.step_size = step_size;
+    k.bc2_sqrt = bc2_sqrt;
+    return k;
+}
+
+/* One Adam element (torch's single-tensor path, no weight decay, no amsgrad),
+ * the gradient multiplied by mult first (clip factor / loss scale). */
+MR_HD void mr_adam_elem(float *param, float *m, float *v, float grad, float mult, const mr_adam_coefs *k) {
+    const float g = grad * mult;
+    const float mi = *m + k->w1 * (g - *m);        /* torch: m.lerp_(g, 1 - beta1) */
+    const float vi = *v * k->b2 + k->w2 * g * g;   /* v.mul_(b2).addcmul_(g, g, 1 - b2) */
+    *m = mi;
+    *v = vi;
+    const float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
+    *param -= k->step_size * (mi / denom);
+}
+
+/* What gradient element x adds to a sum of squares ((double)x * x is exact,
+ * so the fused form rounds as a multiply then add would). */
+MR_HD void mr_sumsq_add(double *acc, float x) {
+    const double d = x;
+    *acc = fma(d, d, *acc);
+}
+
+/* ------------------------------------------------- optimizer scalar steps */
 
 /* Before a step's gradients are checked: nothing found yet. */
 MR_HD void mr_opt_begin(mr_optctl *c) {
@@ -146,10 +193,9 @@ MR_HD void mr_opt_begin(mr_optctl *c) {
 /* After the gradient sums of squares are in: a non-finite sum means a
  * non-finite gradient (a finite fp32 square sum cannot overflow a double),
  * so found_inf is set and the step is skipped. Otherwise the Adam step count
- * advances and this step's scalars are computed as ppo.c's mr_adam_step
- * does (bias corrections in double, applied as floats); the multiplier of
- * group g is clip_factor(true norm) / loss_scale, true norm = sqrt(sumsq) /
- * loss_scale. */
+ * advances and this step's scalars are formed (mr_adam_bias); the multiplier
+ * of group g is clip_factor(true norm) / loss_scale, true norm = sqrt(sumsq)
+ * / loss_scale. */
 MR_HD void mr_opt_prepare(mr_optctl *c, int ngroups) {
     const double inv = 1.0 / (double)c->s.loss_scale;
     for (int g = 0; g < ngroups; g++) {
@@ -163,10 +209,7 @@ MR_HD void mr_opt_prepare(mr_optctl *c, int ngroups) {
         return;
     }
     c->s.step += 1;
-    const double bc1 = 1.0 - pow(c->h.beta1, (double)c->s.step);
-    const double bc2 = 1.0 - pow(c->h.beta2, (double)c->s.step);
-    c->s.step_size = (float)(c->h.lr / bc1);
-    c->s.bc2_sqrt = (float)sqrt(bc2);
+    mr_adam_bias(c->h.lr, c->h.beta1, c->h.beta2, c->s.step, &c->s.step_size, &c->s.bc2_sqrt);
 }
 
 /* torch.cuda.amp.GradScaler.update: on inf/nan the scale backs off and the
@@ -189,34 +232,9 @@ MR_HD void mr_opt_scaler_update(mr_optctl *c) {
     }
 }
 
-/* ------------------------------------------------------------- elements */
-
-/* The float scalars of one Adam step, formed once from the control block
- * (in double where they come from double, as ppo.c's mr_adam_step). */
-typedef struct mr_adam_coefs {
-    float w1, w2, b2, eps, step_size, bc2_sqrt;   /* 1 - beta1, 1 - beta2, beta2, eps; this step's */
-} mr_adam_coefs;
-
+/* This step's Adam scalars from the control block. */
 MR_HD mr_adam_coefs mr_adam_coefs_of(const mr_optctl *c) {
-    mr_adam_coefs k;
-    k.w1 = (float)(1.0 - c->h.beta1);
-    k.w2 = (float)(1.0 - c->h.beta2);
-    k.b2 = (float)c->h.beta2;
-    k.eps = c->h.eps;
-    k.step_size = c->s.step_size;
-    k.bc2_sqrt = c->s.bc2_sqrt;
-    return k;
-}
-
-/* One Adam element, exactly as mr_adam_step's loop body with grad_scale = mult. */
-MR_HD void mr_adam_elem(float *param, float *m, float *v, float grad, float mult, const mr_adam_coefs *k) {
-    const float g = grad * mult;
-    const float mi = *m + k->w1 * (g - *m);
-    const float vi = *v * k->b2 + k->w2 * g * g;
-    *m = mi;
-    *v = vi;
-    const float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
-    *param -= k->step_size * (mi / denom);
+    return mr_adam_coefs_make(c->h.beta1, c->h.beta2, c->h.eps, c->s.step_size, c->s.bc2_sqrt);
 }
 
 /* The group of flat element i (groups are few: a linear scan). */
@@ -226,25 +244,42 @@ MR_HD int mr_opt_group_of(const mr_opt_groups *G, int64_t i) {
     return g;
 }
 
-/* GAE for environment n of a (T,N) rollout, as mr_gae (ppo.c) computes each
- * column: in double, backwards in time, done[t] cutting the bootstrap and the
- * recursion. g = gamma, gl = gamma * lambda (both from floats, in double). */
+/* -------------------------------------------------------------------- GAE */
+
+/* One environment, one step back in time: *a is A_{t+1} in and A_t out,
+ * *next_v is V_{t+1} in and V_t out; writes adv_t, ret_t. In double:
+ *   delta = r + g (1 - d) V_{t+1} - V_t;  A_t = delta + gl (1 - d) A_{t+1}
+ * with g = gamma, gl = gamma * lambda (both from floats, in double). */
+MR_HD void mr_gae_step(float reward, float value, uint8_t done, double g, double gl, double *next_v, double *a,
+                       float *adv, float *ret) {
+    const double keep = done ? 0.0 : 1.0;
+    const double v = value;
+    const double delta = (double)reward + g * keep * *next_v - v;
+    *a = delta + gl * keep * *a;
+    *adv = (float)*a;
+    *ret = (float)(*a + v);
+    *next_v = v;
+}
+
+/* Environment n's whole column of a (T,N) rollout, backwards in time from
+ * last_value[n]. */
 MR_HD void mr_gae_env(int T, int N, int n, const float *reward, const float *value, const float *last_value,
                       const uint8_t *done, double g, double gl, float *adv, float *ret) {
     double next_v = last_value[n], a = 0.0;
     for (int t = T - 1; t >= 0; t--) {
         const size_t k = (size_t)t * (size_t)N + (size_t)n;
-        const double keep = done[k] ? 0.0 : 1.0;
-        const double v = value[k];
-        const double delta = (double)reward[k] + g * keep * next_v - v;
-        a = delta + gl * keep * a;
-        adv[k] = (float)a;
-        ret[k] = (float)(a + v);
-        next_v = v;
+        mr_gae_step(reward[k], value[k], done[k], g, gl, &next_v, &a, &adv[k], &ret[k]);
     }
 }
 
-/* One row of mr_sample_actions (ppo.c), in the same float order. */
+/* --------------------------------------------------------------- sampling */
+
+/* One row of rollout sampling by inverse CDF, in float, in this order:
+ *   m = max_j z_j;  e_j = expf(z_j - m);  S = e_0 + ... + e_7 (in order);
+ *   t = u * S;  action = first j with t < e_0 + ... + e_j (in order), or, if
+ *   rounding leaves none, the last j with e_j > 0 (7 if none);
+ *   logp = (z_a - m) - logf(S).
+ * z: 8 logits; u uniform in [0,1). */
 MR_HD void mr_sample_row(const float *z, float u, uint8_t *action, float *logp) {
     float m = z[0];
     for (int j = 1; j < MR_NUM_ACTIONS; j++) if (z[j] > m) m = z[j];
@@ -257,7 +292,7 @@ MR_HD void mr_sample_row(const float *z, float u, uint8_t *action, float *logp) 
         cum += e[j];
         if (a < 0 && t < cum) a = j;
     }
-    if (a < 0) {
+    if (a < 0) {              /* u * S rounded up to (or past) the total */
         a = MR_NUM_ACTIONS - 1;
         for (int j = MR_NUM_ACTIONS - 1; j >= 0; j--) if (e[j] > 0.0f) { a = j; break; }
     }
@@ -271,9 +306,8 @@ MR_HD void mr_sample_row(const float *z, float u, uint8_t *action, float *logp) 
  * reduction for a group starting at lo: stage 1 cuts it into MR_OPT_CHUNK
  * blocks, in each thread t of MR_OPT_THREADS adds elements t, t + THREADS,
  * ... in double, then a halving tree (t += t + h); stage 2 reduces the block
- * partials the same way. (double)x * x is exact for a float x, so the GPU's
- * fused multiply-add gives the same bits.) Host only: the CPU test checks
- * the GPU bit for bit against it, and it against mr_grad_norm. */
+ * partials the same way. Host only: the CPU test checks the GPU bit for bit
+ * against it, and it against mr_grad_norm. */
 static inline double mr_opt_tree(double *sh) {
     for (int h = MR_OPT_THREADS / 2; h > 0; h >>= 1)
         for (int t = 0; t < h; t++) sh[t] += sh[t + h];
@@ -287,7 +321,7 @@ static inline double mr_opt_sumsq_emulate(const float *g, int64_t lo, int64_t hi
         const int64_t b1 = b0 + MR_OPT_CHUNK < hi ? b0 + MR_OPT_CHUNK : hi;
         for (int t = 0; t < MR_OPT_THREADS; t++) {
             double acc = 0.0;
-            for (int64_t i = b0 + t; i < b1; i += MR_OPT_THREADS) acc += (double)g[i] * (double)g[i];
+            for (int64_t i = b0 + t; i < b1; i += MR_OPT_THREADS) mr_sumsq_add(&acc, g[i]);
             sh[t] = acc;
         }
         partials_scratch[nb] = mr_opt_tree(sh);
