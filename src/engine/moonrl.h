@@ -136,8 +136,6 @@ typedef struct mr_ppo_config {
 typedef struct mr_cuda_config {
     int device_index;            /* default 0 */
     int graphs;                  /* capture steady state as CUDA graphs, default 1 */
-    int cudnn_benchmark;         /* algorithm search in warm-up, default 1 */
-    char algo_cache[256];        /* file caching the algorithm choice, "" = none */
     double memory_fraction;      /* limit as a fraction of the card, default 0.9 */
     double release_threshold;    /* fraction of the limit above which the cache is released, default 0.8 */
 } mr_cuda_config;

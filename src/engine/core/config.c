@@ -72,7 +72,6 @@ void mr_config_default(mr_config *c) {
 
     c->cuda.device_index = 0;
     c->cuda.graphs = 1;
-    c->cuda.cudnn_benchmark = 1;
     c->cuda.memory_fraction = 0.9;
     c->cuda.release_threshold = 0.8;
 
@@ -176,8 +175,6 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     CHECK_INT(c->cuda.device_index, 0, 64);
     CHECK_REAL(c->cuda.memory_fraction, 0.01, 1.0);
     CHECK_REAL(c->cuda.release_threshold, 0.0, 1.0);
-    if (memchr(c->cuda.algo_cache, 0, sizeof c->cuda.algo_cache) == NULL)
-        return mr_fail(err, MR_ERR_ARG, "cuda.algo_cache is not a terminated string");
     mr_ok(err);
     return MR_OK;
 }

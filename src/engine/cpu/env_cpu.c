@@ -237,9 +237,9 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
     unsigned bad = 0;
     for (int i = 0; i < e->s.n; i++) bad |= actions[i];
-    if (bad >= MR_FORAGE_ACTIONS) {
+    if (bad >= MR_NUM_ACTIONS) {
         for (int i = 0; i < e->s.n; i++)
-            if (actions[i] >= MR_FORAGE_ACTIONS)
+            if (actions[i] >= MR_NUM_ACTIONS)
                 return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. 7", i, actions[i]);
     }
 #ifdef MOONRL_HAVE_CUDA

@@ -52,9 +52,6 @@
 #include "moonrl.h"
 #include "arena.h"
 
-#ifndef MR_NUM_ACTIONS
-#define MR_NUM_ACTIONS 8
-#endif
 #define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
 #define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */

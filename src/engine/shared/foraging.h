@@ -53,7 +53,6 @@
 
 enum { MR_CELL_EMPTY = 0, MR_CELL_FOOD = 1, MR_CELL_POISON = 2 };
 
-#define MR_FORAGE_ACTIONS 8
 #define MR_FORAGE_REJECT_DRAWS 64   /* rejection draws before the exact fallback */
 #define MR_ENERGY_START 100         /* hundredths: 1.0 */
 #define MR_ENERGY_DECAY 1           /* 0.01 per step */

@@ -1,0 +1,439 @@
+/*
+ * policy_layers.h - the lower half of policy_math.h: number formats, the
+ * per-element math of every small kernel of the CUDA network (MR_HD), the
+ * operations table (GEMM, elementwise job, copy) and the layers' schedules
+ * over it. policy_math.h adds the memory plan and the whole network.
+ * Compiles as C99 and as CUDA C++; no launches or memory management.
+ */
+#ifndef MR_POLICY_LAYERS_H
+#define MR_POLICY_LAYERS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "rng.h"   /* MR_HD */
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "policy.h"
+#include "errors.h"
+#ifdef __cplusplus
+}
+#endif
+
+#define MR_PC_ALIGN 256                    /* bytes: every buffer of the workspace */
+#define MR_PC_RB 64                        /* rows (or partials) per bias-gradient partial sum */
+#define MR_PC_CHUNK 2048                   /* default samples per conv GEMM (chunk*VV rows) */
+#define MR_PC_BLAS_WS ((size_t)32 << 20)   /* cuBLAS workspace (NVIDIA's figure for Hopper) */
+#define MR_PC_MAX_ELEMS 2147483647LL       /* elements per buffer: 32-bit element indices */
+
+/* ------------------------------------------------------------ number formats */
+
+MR_HD uint32_t mr_pc_fbits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+MR_HD float mr_pc_bitsf(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+/* bf16: the top half of a float; rounding to nearest even, NaN stays NaN. */
+MR_HD float mr_bf16_to_f(uint16_t h) { return mr_pc_bitsf((uint32_t)h << 16); }
+MR_HD uint16_t mr_f_to_bf16(float f) {
+    uint32_t u = mr_pc_fbits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* IEEE half: exact to float; from float rounding to nearest even with
+ * subnormals, overflow to inf, NaN stays NaN. The same integer code runs on
+ * the host and the device, so both round identically. */
+MR_HD float mr_half_to_f(uint16_t h) {
+    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return mr_pc_bitsf(s | 0x7f800000u | (m << 13));
+    if (e) return mr_pc_bitsf(s | ((e + 112u) << 23) | (m << 13));
+    const float v = (float)m * 5.9604644775390625e-8f;   /* m * 2^-24, exact */
+    return s ? -v : v;
+}
+MR_HD uint16_t mr_f_to_half(float f) {
+    const uint32_t u = mr_pc_fbits(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);           /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);          /* >= 65520: inf */
+    if (a >= 0x38800000u) {                                          /* normal: >= 2^-14 */
+        uint32_t r = a - 0x38000000u;                                /* exponent rebiased 127 -> 15 */
+        r += 0xfffu + ((r >> 13) & 1u);
+        return (uint16_t)(s | (r >> 13));
+    }
+    const uint32_t e = a >> 23;
+    if (e < 102u) return (uint16_t)s;                                /* below 2^-25: 0 */
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e;  /* value / 2^-24 = m >> sh */
+    uint32_t q = m >> sh;
+    const uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)(s | q);
+}
+
+MR_HD int mr_pc_esize(int dt) { return dt == MR_FP32 ? 4 : 2; }
+
+MR_HD float mr_pc_ld(const void *p, size_t i, int dt) {
+    if (dt == MR_FP32) return ((const float *)p)[i];
+    if (dt == MR_BF16) return mr_bf16_to_f(((const uint16_t *)p)[i]);
+    return mr_half_to_f(((const uint16_t *)p)[i]);
+}
+MR_HD void mr_pc_st(void *p, size_t i, int dt, float v) {
+    if (dt == MR_FP32) ((float *)p)[i] = v;
+    else if (dt == MR_BF16) ((uint16_t *)p)[i] = mr_f_to_bf16(v);
+    else ((uint16_t *)p)[i] = mr_f_to_half(v);
+}
+/* dst[i] = src[k], bits unchanged. */
+MR_HD void mr_pc_mov(void *dst, size_t i, const void *src, size_t k, int dt) {
+    if (dt == MR_FP32) ((float *)dst)[i] = ((const float *)src)[k];
+    else ((uint16_t *)dst)[i] = ((const uint16_t *)src)[k];
+}
+
+/* Observation lookup, as nn.c's mr_obs_expand_forward: code -> channel ch. */
+MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) {
+    if (code > 2u) code = 0u;
+    if (proxy) return code == 1u ? 1.0f : code == 2u ? 0.5f : 0.0f;
+    return code == (unsigned)(ch + 1) ? 1.0f : 0.0f;
+}
+
+/* ------------------------------------------------------------ elementwise jobs */
+
+/* Every small kernel is one of these: one element (thread) i in [0, n). */
+enum {
+    MR_PCJ_IM2COL = 1,   /* y (rows*H*W, 9C) = im2col of x (rows,H,W,C); rows = n / (HW*9C) */
+    MR_PCJ_IM2COL_CODES, /* y (.., 18) = im2col of expand(codes (rows, HW), proxy): C = 2 */
+    MR_PCJ_BIAS_ACT,     /* y (rows, cols; ld) = [relu](y + f[c]); f may be NULL */
+    MR_PCJ_CIN_FILL,     /* y row r, columns c0 .. c0+2+2HW = f (rows,2) or 0, then ground truth of codes */
+    MR_PCJ_RELU_BACK,    /* y (rows, cols; ld) = m (rows, cols; ld2) > 0 ? y : 0 */
+    MR_PCJ_COL2IM,       /* y (rows,H,W,C) from x = dcol (rows*HW, 9C): the 9 taps summed in (ky,kx)
+                          * order; m ? y = m > 0 ? s : 0 (m is y's forward output) : y += s */
+    MR_PCJ_CAST,         /* y (n) T = f (n) fp32 */
+    MR_PCJ_BGRAD_PART,   /* part (P, cols) f64: part[p][c] = sum of x[r][c] (ld), r in block p of rb rows */
+    MR_PCJ_BGRAD_PART_D, /* the same over pin (rows, cols) f64, a previous level's partial sums */
+    MR_PCJ_BGRAD_SUM,    /* fo (cols) += (float) sum over p of pin[p][c], p in order */
+    MR_PCJ_KINDS
+};
+
+typedef struct mr_pc_job {
+    int kind, dt;                 /* MR_PCJ_*, the storage type of x, y and m */
+    unsigned n;                   /* elements (threads) */
+    int rows, cols, ld, ld2, c0;
+    int H, W, C;                  /* conv geometry */
+    int proxy, relu, rb, P;
+    const void *x, *m;
+    void *y;
+    const float *f;
+    float *fo;
+    const uint8_t *codes;
+    const double *pin;
+    double *part;
+} mr_pc_job;
+
+/* Element i of job j; kind and dt are j's (the kernels pass them as constants). */
+MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
+    switch (kind) {
+    case MR_PCJ_IM2COL:
+    case MR_PCJ_IM2COL_CODES: {
+        const unsigned C = kind == MR_PCJ_IM2COL ? (unsigned)j->C : 2u, K = 9u * C;
+        const unsigned W = (unsigned)j->W, HW = (unsigned)j->H * W;
+        const unsigned r = i / K, t = i - r * K, tap = t / C, c = t - tap * C;
+        const unsigned b = r / HW, q = r - b * HW, y = q / W, x = q - y * W;
+        const int yy = (int)y + (int)(tap / 3u) - 1, xx = (int)x + (int)(tap % 3u) - 1;
+        if (yy < 0 || yy >= j->H || xx < 0 || xx >= j->W) {
+            mr_pc_st(j->y, i, dt, 0.0f);
+        } else {
+            const unsigned s = b * HW + (unsigned)yy * W + (unsigned)xx;
+            if (kind == MR_PCJ_IM2COL) mr_pc_mov(j->y, i, j->x, (size_t)s * C + c, dt);
+            else mr_pc_st(j->y, i, dt, mr_pc_obs(j->codes[s], (int)c, j->proxy));
+        }
+    } break;
+    case MR_PCJ_BIAS_ACT: {
+        const unsigned r = i / (unsigned)j->cols, c = i - r * (unsigned)j->cols;
+        const size_t k = (size_t)r * (unsigned)j->ld + c;
+        float v = mr_pc_ld(j->y, k, dt);
+        if (j->f) v += j->f[c];
+        if (j->relu) v = v > 0.0f ? v : 0.0f;
+        mr_pc_st(j->y, k, dt, v);
+    } break;
+    case MR_PCJ_CIN_FILL: {
+        const unsigned E = 2u + 2u * (unsigned)(j->H * j->W), r = i / E, k = i - r * E;
+        float v;
+        if (k < 2u) v = j->f ? j->f[2u * r + k] : 0.0f;
+        else v = mr_pc_obs(j->codes[(size_t)r * (unsigned)(j->H * j->W) + ((k - 2u) >> 1)], (int)((k - 2u) & 1u), 0);
+        mr_pc_st(j->y, (size_t)r * (unsigned)j->ld + (unsigned)j->c0 + k, dt, v);
+    } break;
+    case MR_PCJ_RELU_BACK: {
+        const unsigned r = i / (unsigned)j->cols, c = i - r * (unsigned)j->cols;
+        if (!(mr_pc_ld(j->m, (size_t)r * (unsigned)j->ld2 + c, dt) > 0.0f))
+            mr_pc_st(j->y, (size_t)r * (unsigned)j->ld + c, dt, 0.0f);
+    } break;
+    case MR_PCJ_COL2IM: {
+        const unsigned C = (unsigned)j->C, W = (unsigned)j->W, HW = (unsigned)j->H * W;
+        const unsigned pix = i / C, c = i - pix * C, b = pix / HW, q = pix - b * HW, y = q / W, x = q - y * W;
+        /* input pixel (y,x) is tap (ky,kx) of output pixel (y-ky+1, x-kx+1) */
+        float s = j->m ? 0.0f : mr_pc_ld(j->y, i, dt);
+        for (int ky = 0; ky < 3; ky++) {
+            const int oy = (int)y - ky + 1;
+            if (oy < 0 || oy >= j->H) continue;
+            for (int kx = 0; kx < 3; kx++) {
+                const int ox = (int)x - kx + 1;
+                if (ox < 0 || ox >= j->W) continue;
+                const size_t src = ((size_t)b * HW + (unsigned)oy * W + (unsigned)ox) * 9u * C + (unsigned)(ky * 3 + kx) * C + c;
+                s += mr_pc_ld(j->x, src, dt);
+            }
+        }
+        if (j->m && !(mr_pc_ld(j->m, i, dt) > 0.0f)) s = 0.0f;
+        mr_pc_st(j->y, i, dt, s);
+    } break;
+    case MR_PCJ_CAST:
+        mr_pc_st(j->y, i, dt, j->f[i]);
+        break;
+    case MR_PCJ_BGRAD_PART:
+    case MR_PCJ_BGRAD_PART_D: {
+        const unsigned p = i / (unsigned)j->cols, c = i - p * (unsigned)j->cols;
+        const unsigned r0 = p * (unsigned)j->rb;
+        const unsigned r1 = r0 + (unsigned)j->rb < (unsigned)j->rows ? r0 + (unsigned)j->rb : (unsigned)j->rows;
+        double s = 0.0;
+        for (unsigned r = r0; r < r1; r++) {
+            const size_t k = (size_t)r * (unsigned)j->ld + c;
+            s += kind == MR_PCJ_BGRAD_PART ? (double)mr_pc_ld(j->x, k, dt) : j->pin[k];
+        }
+        j->part[i] = s;
+    } break;
+    case MR_PCJ_BGRAD_SUM: {
+        double s = 0.0;
+        for (int p = 0; p < j->P; p++) s += j->pin[(size_t)p * (unsigned)j->cols + i];
+        j->fo[i] += (float)s;
+    } break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ GEMM */
+
+/* Row-major C (M,N) = op(A) op(B) + beta C, as nn.c's sgemm (alpha 1), with
+ * A and B of type ab_dt and C of type c_dt, accumulated in fp32. */
+typedef struct mr_pc_gemm {
+    const char *what;
+    int ta, tb, M, N, K;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    float beta;
+    void *C;
+    int ldc;
+    int ab_dt, c_dt;
+} mr_pc_gemm;
+
+/* The same product in cuBLAS's column-major terms: the row-major C is the
+ * column-major C^T = op(B)^T op(A)^T, so the operands swap. */
+typedef struct mr_pc_cm {
+    int transa, transb, m, n, k;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    void *C;
+    int ldc;
+} mr_pc_cm;
+
+static inline void mr_pc_gemm_cm(const mr_pc_gemm *g, mr_pc_cm *c) {
+    c->transa = g->tb;
+    c->transb = g->ta;
+    c->m = g->N;
+    c->n = g->M;
+    c->k = g->K;
+    c->A = g->B;
+    c->lda = g->ldb;
+    c->B = g->A;
+    c->ldb = g->lda;
+    c->C = g->C;
+    c->ldc = g->ldc;
+}
+
+/* ------------------------------------------------------------ operations table */
+
+typedef struct mr_pc_ops {
+    void *ctx;
+    mr_status (*gemm)(void *ctx, const mr_pc_gemm *g, mr_error *err);
+    mr_status (*job)(void *ctx, const mr_pc_job *j, mr_error *err);
+    mr_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err);   /* device to device */
+} mr_pc_ops;
+
+#define MR_PC_TRY(call)                       \
+    do {                                      \
+        mr_status st_ = (call);               \
+        if (st_ != MR_OK) return st_;         \
+    } while (0)
+
+static inline const void *mr_pc_cat(const void *p, size_t i, int dt) {
+    return (const unsigned char *)p + i * (size_t)mr_pc_esize(dt);
+}
+static inline void *mr_pc_at(void *p, size_t i, int dt) {
+    return (unsigned char *)p + i * (size_t)mr_pc_esize(dt);
+}
+
+static inline mr_status mr_pc_gemm_rm(const mr_pc_ops *o, const char *what, int ta, int tb, int M, int N, int K,
+                                      const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc,
+                                      int ab_dt, int c_dt, mr_error *err) {
+    if (M <= 0 || N <= 0 || K <= 0) return MR_OK;   /* the schedule never needs a K = 0 product */
+    mr_pc_gemm g;
+    g.what = what;
+    g.ta = ta; g.tb = tb; g.M = M; g.N = N; g.K = K;
+    g.A = A; g.lda = lda; g.B = B; g.ldb = ldb; g.beta = beta; g.C = C; g.ldc = ldc;
+    g.ab_dt = ab_dt; g.c_dt = c_dt;
+    return o->gemm(o->ctx, &g, err);
+}
+
+static inline void mr_pc_job_init(mr_pc_job *j, int kind, int dt, long long n) {
+    memset(j, 0, sizeof *j);
+    j->kind = kind;
+    j->dt = dt;
+    j->n = (unsigned)n;
+}
+
+/* Doubles of partial sums a bias gradient over `rows` rows and `cols`
+ * columns needs (every level of mr_pc_bias_grad). */
+static inline size_t mr_pc_bias_partials(long long rows, int cols) {
+    size_t total = 0;
+    long long n = rows > 0 ? rows : 0;
+    do {
+        n = (n + MR_PC_RB - 1) / MR_PC_RB;
+        total += (size_t)n * (size_t)(cols > 0 ? cols : 0);
+    } while (n > MR_PC_RB);
+    return total;
+}
+
+/* db (cols) fp32 += column sums of d (rows, cols; ld) T. Deterministic (no
+ * atomics, a fixed order for a given rows): each thread sums MR_PC_RB rows
+ * of one column in double; while more than MR_PC_RB partial sums are left,
+ * they are summed the same way; the last thread per column adds them in
+ * order. Every level is a wide kernel with at most MR_PC_RB dependent adds
+ * per thread (rows 247,808 = one conv chunk: 3872, 61, then 1 partial). */
+static inline mr_status mr_pc_bias_grad(const mr_pc_ops *o, int dt, float *db, double *part, const void *d, int rows,
+                                        int cols, int ld, mr_error *err) {
+    if (rows <= 0 || cols <= 0) return MR_OK;
+    mr_pc_job j;
+    int n = (rows + MR_PC_RB - 1) / MR_PC_RB;
+    mr_pc_job_init(&j, MR_PCJ_BGRAD_PART, dt, (long long)n * cols);
+    j.rows = rows; j.cols = cols; j.ld = ld; j.rb = MR_PC_RB; j.x = d; j.part = part;
+    MR_PC_TRY(o->job(o->ctx, &j, err));
+    const double *src = part;
+    size_t off = (size_t)n * cols;
+    while (n > MR_PC_RB) {
+        const int n2 = (n + MR_PC_RB - 1) / MR_PC_RB;
+        mr_pc_job_init(&j, MR_PCJ_BGRAD_PART_D, dt, (long long)n2 * cols);
+        j.rows = n; j.cols = cols; j.ld = cols; j.rb = MR_PC_RB; j.pin = src; j.part = part + off;
+        MR_PC_TRY(o->job(o->ctx, &j, err));
+        src = part + off;
+        off += (size_t)n2 * cols;
+        n = n2;
+    }
+    mr_pc_job_init(&j, MR_PCJ_BGRAD_SUM, dt, cols);
+    j.cols = cols; j.P = n; j.pin = src; j.fo = db;
+    return o->job(o->ctx, &j, err);
+}
+
+/* ------------------------------------------------------------ layers */
+
+/* 3x3 convolution, padding 1 (nn.c's mr_conv3x3_[relu_]forward):
+ * out (n,H,W,OC) T = [relu](im2col(inp) . w^T + b), inp (n,H,W,C) T, or, when
+ * inp is NULL, expand(codes (n,H*W), proxy) with C = 2 (the observation
+ * expansion happens inside the im2col: the expanded input is never stored).
+ * w (OC,3,3,C) T, b (OC) fp32 or NULL, col (n*H*W, 9C) T workspace. */
+static inline mr_status mr_pc_conv_forward(const mr_pc_ops *o, int dt, void *out, void *col, const void *inp,
+                                           const uint8_t *codes, int proxy, const void *w, const float *b, int n,
+                                           int H, int W, int C, int OC, int relu, mr_error *err) {
+    const long long rows = (long long)n * H * W;
+    if (rows <= 0) return MR_OK;
+    mr_pc_job j;
+    mr_pc_job_init(&j, inp ? MR_PCJ_IM2COL : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
+    j.H = H; j.W = W; j.C = C; j.x = inp; j.codes = codes; j.proxy = proxy; j.y = col;
+    MR_PC_TRY(o->job(o->ctx, &j, err));
+    MR_PC_TRY(mr_pc_gemm_rm(o, "conv forward", 0, 1, (int)rows, OC, 9 * C, col, 9 * C, w, 9 * C, 0.0f, out, OC, dt,
+                            dt, err));
+    if (!b && !relu) return MR_OK;
+    mr_pc_job_init(&j, MR_PCJ_BIAS_ACT, dt, rows * OC);
+    j.rows = (int)rows; j.cols = OC; j.ld = OC; j.f = b; j.relu = relu; j.y = out;
+    return o->job(o->ctx, &j, err);
+}
+
+/* nn.c's mr_conv3x3_backward: dout (n,H,W,OC) T; inp or codes as forward.
+ * dw (OC,9C) fp32 += dout^T . im2col(inp); db (OC) fp32 += column sums of
+ * dout (part: mr_pc_bias_partials(n*H*W, OC) doubles); dinp (n,H,W,C) T gets
+ * col2im(dout . w): with mask (the forward output that was inp, post-ReLU)
+ * dinp = mask > 0 ? col2im : 0 (written; ReLU's backward fused), without it
+ * dinp += col2im. col (n*H*W, 9C) is overwritten. Each of dinp, dw, db may
+ * be NULL. */
+static inline mr_status mr_pc_conv_backward(const mr_pc_ops *o, int dt, void *dinp, const void *mask, float *dw,
+                                            float *db, double *part, void *col, const void *dout, const void *inp,
+                                            const uint8_t *codes, int proxy, const void *w, int n, int H, int W,
+                                            int C, int OC, mr_error *err) {
+    const long long rows = (long long)n * H * W;
+    if (rows <= 0) return MR_OK;
+    mr_pc_job j;
+    if (dw) {
+        mr_pc_job_init(&j, inp ? MR_PCJ_IM2COL : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
+        j.H = H; j.W = W; j.C = C; j.x = inp; j.codes = codes; j.proxy = proxy; j.y = col;
+        MR_PC_TRY(o->job(o->ctx, &j, err));
+        MR_PC_TRY(mr_pc_gemm_rm(o, "conv weight gradient", 1, 0, OC, 9 * C, (int)rows, dout, OC, col, 9 * C, 1.0f,
+                                dw, 9 * C, dt, MR_FP32, err));
+    }
+    if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dout, (int)rows, OC, OC, err));
+    if (dinp) {
+        MR_PC_TRY(mr_pc_gemm_rm(o, "conv input gradient", 0, 0, (int)rows, 9 * C, OC, dout, OC, w, 9 * C, 0.0f, col,
+                                9 * C, dt, dt, err));
+        mr_pc_job_init(&j, MR_PCJ_COL2IM, dt, rows * C);
+        j.H = H; j.W = W; j.C = C; j.x = col; j.m = mask; j.y = dinp;
+        MR_PC_TRY(o->job(o->ctx, &j, err));
+    }
+    return MR_OK;
+}
+
+/* nn.c's mr_linear_[relu_]forward with leading dimensions:
+ * out (B,OC; ldo) odt = [relu](inp (B,C; ldi) T . w^T + b), w (OC,C; ldw) T,
+ * b (OC) fp32 or NULL. */
+static inline mr_status mr_pc_linear_forward(const mr_pc_ops *o, const char *what, int dt, int odt, void *out,
+                                             int ldo, const void *inp, int ldi, const void *w, int ldw,
+                                             const float *b, int B, int C, int OC, int relu, mr_error *err) {
+    if (B <= 0) return MR_OK;
+    MR_PC_TRY(mr_pc_gemm_rm(o, what, 0, 1, B, OC, C, inp, ldi, w, ldw, 0.0f, out, ldo, dt, odt, err));
+    if (!b && !relu) return MR_OK;
+    mr_pc_job j;
+    mr_pc_job_init(&j, MR_PCJ_BIAS_ACT, odt, (long long)B * OC);
+    j.rows = B; j.cols = OC; j.ld = ldo; j.f = b; j.relu = relu; j.y = out;
+    return o->job(o->ctx, &j, err);
+}
+
+/* nn.c's mr_linear_backward with leading dimensions: dout (B,OC; ldo) T.
+ * dinp (B,C; ldd) T = beta * dinp + dout . w (w (OC,C; ldw) T: only C columns
+ * are read, so a prefix of w's columns gives a prefix of the input gradient);
+ * dw (OC,C; ldgw) fp32 += dout^T . inp (inp (B,C; ldi) T); db (OC) fp32 +=
+ * column sums of dout (part: mr_pc_bias_partials(B, OC)). Each may be NULL. */
+static inline mr_status mr_pc_linear_backward(const mr_pc_ops *o, const char *what, int dt, void *dinp, int ldd,
+                                              float beta, float *dw, int ldgw, float *db, double *part,
+                                              const void *dout, int ldo, const void *inp, int ldi, const void *w,
+                                              int ldw, int B, int C, int OC, mr_error *err) {
+    if (B <= 0) return MR_OK;
+    if (dinp) MR_PC_TRY(mr_pc_gemm_rm(o, what, 0, 0, B, C, OC, dout, ldo, w, ldw, beta, dinp, ldd, dt, dt, err));
+    if (dw) MR_PC_TRY(mr_pc_gemm_rm(o, what, 1, 0, OC, C, B, dout, ldo, inp, ldi, 1.0f, dw, ldgw, dt, MR_FP32, err));
+    if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dout, B, OC, ldo, err));
+    return MR_OK;
+}
+
+#endif /* MR_POLICY_LAYERS_H */
