@@ -35,27 +35,8 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------ host setup */
-
-/* mr_loss_hyper_set (the device copy of the coefficients) is in ppo.h. */
-
-/* A PopArt control block from the CPU statistics (mr_popart_init's for a new
- * run, a checkpoint's when resuming), and back. */
-static inline void mr_popart_ctl_set(mr_popart_ctl *c, const mr_popart *p, double beta_min) {
-    c->mean = p->mean;
-    c->std = p->std;
-    c->count = p->count;
-    c->beta_min = beta_min;
-    c->batch[0] = 0.0;
-    c->batch[1] = 0.0;
-    c->scale = 1.0;
-    c->pad_ = 0.0;
-}
-static inline void mr_popart_ctl_get(const mr_popart_ctl *c, mr_popart *p) {
-    p->mean = c->mean;
-    p->std = c->std;
-    p->count = c->count;
-}
+/* Host setup (mr_loss_hyper_set, mr_popart_ctl_set / _get: the control
+ * blocks from ppo.h's types) is in ppo.h. */
 
 #ifdef MOONRL_HAVE_CUDA
 /* Doubles of scratch ("partials") each reduction needs; one buffer of the

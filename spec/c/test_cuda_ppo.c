@@ -21,14 +21,13 @@
 #include "ppo.h"
 #include "ppo_math.h"
 #ifdef MOONRL_HAVE_CUDA
-#include "devmem.h"
 #include "ppo_cuda.h"
 #endif
+#include "gpu_check.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static float fnan(void) { return (float)(0.0 / 0.0); }
 static float finf(void) { return (float)(1.0 / 0.0); }
@@ -228,44 +227,6 @@ static void test_cuda_arg_checks(void) {
     CHECK(mr_cuda_opt_prepare(NULL, 0, NULL, &e) == MR_ERR_ARG);
     CHECK(mr_cuda_opt_prepare(NULL, MR_OPT_MAX_GROUPS + 1, NULL, &e) == MR_ERR_ARG);
     CHECK(mr_cuda_copy(NULL, NULL, 0, 9, NULL, &e) == MR_ERR_ARG);
-}
-
-static mr_devmem dev, pin;
-static void *stream;
-
-static void *dalloc(size_t bytes) {
-    void *p = NULL;
-    mr_error e;
-    if (mr_devmem_alloc(&dev, bytes, "test buffer", &p, &e) != MR_OK) CHECK_MSG(0, "%s", e.msg);
-    return p;
-}
-static void *halloc(size_t bytes) {
-    void *p = NULL;
-    mr_error e;
-    if (mr_devmem_alloc(&pin, bytes, "pinned test buffer", &p, &e) != MR_OK) CHECK_MSG(0, "%s", e.msg);
-    return p;
-}
-static void up(void *d, const void *h, size_t bytes) {
-    mr_error e;
-    if (mr_cuda_copy(d, h, bytes, MR_COPY_H2D, stream, &e) != MR_OK) CHECK_MSG(0, "%s", e.msg);
-}
-static void down(void *h, const void *d, size_t bytes) {   /* asynchronous */
-    mr_error e;
-    if (mr_cuda_copy(h, d, bytes, MR_COPY_D2H, stream, &e) != MR_OK) CHECK_MSG(0, "%s", e.msg);
-}
-static int sync_ok(const char *what) {
-    mr_error e;
-    mr_status s = mr_cuda_stream_sync(stream, &e);
-    CHECK_MSG(s == MR_OK, "%s: %s", what, e.msg);
-    return s == MR_OK;
-}
-#define OK(call) do { mr_error e_; mr_status s_ = (call); CHECK_MSG(s_ == MR_OK, "%s: %s", #call, e_.msg); } while (0)
-/* `call` must take &e_ as its error argument. */
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static void gpu_gae(void) {
@@ -511,17 +472,7 @@ static void gpu_speed(void) {
 }
 
 static void gpu_tests(void) {
-    mr_error e;
-    mr_devmem_backend be;
-    if (mr_devmem_cuda_backend(0, &be, &e) != MR_OK || mr_devmem_init(&dev, &be, NULL, &e) != MR_OK) {
-        CHECK_MSG(0, "%s", e.msg);
-        return;
-    }
-    if (mr_devmem_pinned_backend(&be, &e) != MR_OK || mr_devmem_init(&pin, &be, NULL, &e) != MR_OK ||
-        mr_cuda_stream_create(&stream, &e) != MR_OK) {
-        CHECK_MSG(0, "%s", e.msg);
-        return;
-    }
+    if (!gpu_open()) return;
     gpu_gae();
     gpu_sample();
     gpu_norm_and_adam(0);
@@ -532,10 +483,7 @@ static void gpu_tests(void) {
     mr_devmem_stats_get(&dev, &st);
     printf("  device memory: %llu allocations, peak %llu bytes, %llu segments\n", (unsigned long long)st.allocations,
            (unsigned long long)st.peak_allocated_bytes, (unsigned long long)st.segments);
-    mr_cuda_stream_sync(stream, NULL);
-    mr_cuda_stream_destroy(stream);
-    mr_devmem_destroy(&dev);
-    mr_devmem_destroy(&pin);
+    gpu_close();
 }
 #endif /* MOONRL_HAVE_CUDA */
 

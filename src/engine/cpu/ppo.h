@@ -88,6 +88,25 @@ void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_
                       float *w, float *b, int k,
                       float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b);
 
+/* The shared control block (mr_popart_ctl, ppo_loss_math.h) from these
+ * statistics (mr_popart_init's for a new run, a checkpoint's when resuming),
+ * and back. */
+static inline void mr_popart_ctl_set(mr_popart_ctl *c, const mr_popart *p, double beta_min) {
+    c->mean = p->mean;
+    c->std = p->std;
+    c->count = p->count;
+    c->beta_min = beta_min;
+    c->batch[0] = 0.0;
+    c->batch[1] = 0.0;
+    c->scale = 1.0;
+    c->pad_ = 0.0;
+}
+static inline void mr_popart_ctl_get(const mr_popart_ctl *c, mr_popart *p) {
+    p->mean = c->mean;
+    p->std = c->std;
+    p->count = c->count;
+}
+
 /* y = (x - mean) / std (targets, old values into the normalised space) and
  * its inverse y = mean + std * x. y may equal x. */
 void mr_popart_normalize(const mr_popart *p, const float *x, float *y, size_t n);
