@@ -5,7 +5,8 @@
 # binary can be carried to a machine without them (the GPU machine has none).
 # Symbols are exported (-Wl,-E) and the engine is linked whole, so LuaJIT's FFI
 # (engine.lua) and C Lua modules loaded at run time find every mr_* and lua_*
-# function in the executable itself.
+# function in the executable itself. The Lua library (as bytecode) and the
+# config files are compiled in as well, so a copied binary runs on its own.
 
 get_filename_component(MOONRL_ROOT "${CMAKE_CURRENT_LIST_DIR}/../.." ABSOLUTE)
 
@@ -44,8 +45,47 @@ add_custom_command(
   COMMENT "moonrl: FFI declarations from moonrl.h"
   VERBATIM)
 
+# ---- The Lua library and configs, embedded (embed_lua.lua; lua_library.c serves them).
+# lua/moonrl/**.lua become LuaJIT bytecode with debug info, configs/**.lua stay
+# text. The globs are re-checked by every build (CONFIGURE_DEPENDS), so an
+# added or removed file re-runs CMake; the manifest it writes changes only
+# then, and an edited file is a DEPENDS of its own: either re-embeds.
+find_program(MOONRL_LUAJIT_EXE luajit)
+if(NOT MOONRL_LUAJIT_EXE)
+  message(FATAL_ERROR "moonrl host: the luajit executable (which compiles lua/moonrl to bytecode) "
+                      "was not found: install luajit (make deps does)")
+endif()
+# Bytecode loads only into the LuaJIT it was made by (same version, same GC64
+# choice): the executable and the linked library should be one release.
+execute_process(COMMAND "${MOONRL_LUAJIT_EXE}" -v OUTPUT_VARIABLE MOONRL_LUAJIT_EXE_VERSION ERROR_QUIET)
+file(STRINGS "${MOONRL_LUAJIT_INCLUDE}/luajit.h" MOONRL_LUAJIT_H_VERSION REGEX "#define LUAJIT_VERSION[ \t]")
+string(REGEX MATCH "LuaJIT [^\"]+" MOONRL_LUAJIT_H_VERSION "${MOONRL_LUAJIT_H_VERSION}")
+if(NOT MOONRL_LUAJIT_EXE_VERSION MATCHES "^${MOONRL_LUAJIT_H_VERSION} ")
+  message(WARNING "moonrl host: ${MOONRL_LUAJIT_EXE} is '${MOONRL_LUAJIT_EXE_VERSION}' but the headers are "
+                  "'${MOONRL_LUAJIT_H_VERSION}': the embedded bytecode may not load (install matching luajit and libluajit-5.1-dev)")
+endif()
+file(GLOB_RECURSE MOONRL_EMBED_FILES CONFIGURE_DEPENDS RELATIVE "${MOONRL_ROOT}"
+  "${MOONRL_ROOT}/lua/moonrl/*.lua" "${MOONRL_ROOT}/configs/*.lua")
+list(FILTER MOONRL_EMBED_FILES EXCLUDE REGEX "(^|/)\\.")   # editors' .#x.lua and other hidden files
+list(SORT MOONRL_EMBED_FILES)
+if(NOT "lua/moonrl/init.lua" IN_LIST MOONRL_EMBED_FILES)
+  message(FATAL_ERROR "moonrl host: ${MOONRL_ROOT}/lua/moonrl/init.lua is missing: nothing to embed")
+endif()
+string(REPLACE ";" "\n" MOONRL_EMBED_LIST "${MOONRL_EMBED_FILES}")
+set(MOONRL_EMBED_MANIFEST "${CMAKE_CURRENT_BINARY_DIR}/embedded_files.txt")
+file(CONFIGURE OUTPUT "${MOONRL_EMBED_MANIFEST}" CONTENT "${MOONRL_EMBED_LIST}\n" @ONLY)
+list(TRANSFORM MOONRL_EMBED_FILES PREPEND "${MOONRL_ROOT}/" OUTPUT_VARIABLE MOONRL_EMBED_DEPENDS)
+set(MOONRL_EMBED_C "${CMAKE_CURRENT_BINARY_DIR}/embedded_lua.c")
+add_custom_command(
+  OUTPUT "${MOONRL_EMBED_C}"
+  COMMAND "${MOONRL_LUAJIT_EXE}" "${MOONRL_ROOT}/src/host/embed_lua.lua"
+          "${MOONRL_ROOT}" "${MOONRL_EMBED_MANIFEST}" "${MOONRL_EMBED_C}"
+  DEPENDS ${MOONRL_EMBED_DEPENDS} "${MOONRL_EMBED_MANIFEST}" "${MOONRL_ROOT}/src/host/embed_lua.lua"
+  COMMENT "moonrl: embedding lua/moonrl (bytecode) and configs"
+  VERBATIM)
+
 file(GLOB MOONRL_HOST_SOURCES CONFIGURE_DEPENDS "${MOONRL_ROOT}/src/host/*.c")
-add_executable(moonrl ${MOONRL_HOST_SOURCES} "${MOONRL_CDEF_C}")
+add_executable(moonrl ${MOONRL_HOST_SOURCES} "${MOONRL_CDEF_C}" "${MOONRL_EMBED_C}")
 target_include_directories(moonrl PRIVATE
   "${MOONRL_ROOT}/src/host" "${MOONRL_LUAJIT_INCLUDE}" "${MOONRL_LUV_INCLUDE}")
 target_compile_definitions(moonrl PRIVATE MOONRL_SOURCE_DIR="${MOONRL_ROOT}" _GNU_SOURCE)

@@ -26,6 +26,10 @@
  *       opts.device says otherwise; opts.threads), loads, evaluates;
  *       callback(result_bytes, nil, describe, cfg_bytes) or (nil, message).
  *
+ * State: main()'s host_runs (the main Lua state, the loop, the live runs) is
+ * upvalue 1 of start and evaluate, and each run and evaluation keeps a pointer
+ * to it for its callbacks - no globals.
+ *
  * Lifetime: the C state of a run outlives both the Lua object and the thread.
  * While the thread runs, the registry holds the Lua object (so the GC never
  * decides when a run ends); on "finished" the thread is joined and the async
@@ -42,6 +46,7 @@
 #define RUN_MT "moonrl.run"
 
 typedef struct lrun {
+    host_runs *runs;         /* the main state and loop it reports to */
     host_run *r;
     uv_async_t async;
     int handler_ref, self_ref;
@@ -51,10 +56,20 @@ typedef struct lrun {
     struct lrun *prev, *next;
 } lrun;
 
-static lrun *live_runs;      /* runs whose thread may still be going */
+static host_runs *runs_of(lua_State *L) {
+    return lua_touserdata(L, lua_upvalueindex(1));
+}
+
+static void live_add(lrun *lr) {
+    host_runs *runs = lr->runs;
+    lr->next = runs->live;
+    if (runs->live) runs->live->prev = lr;
+    runs->live = lr;
+}
 
 static void live_remove(lrun *lr) {
-    if (lr->prev) lr->prev->next = lr->next; else if (live_runs == lr) live_runs = lr->next;
+    host_runs *runs = lr->runs;
+    if (lr->prev) lr->prev->next = lr->next; else if (runs->live == lr) runs->live = lr->next;
     if (lr->next) lr->next->prev = lr->prev;
     lr->prev = lr->next = NULL;
 }
@@ -145,7 +160,7 @@ static int push_event(lua_State *L, lrun *lr, const host_event *ev) {
 
 static void on_async(uv_async_t *h) {
     lrun *lr = h->data;
-    lua_State *L = host_main_L;
+    lua_State *L = lr->runs->L;
     /* Large (a path buffer); one per process is enough since the loop is single-threaded
      * and handlers cannot re-enter this function for the same event. */
     host_event *ev = malloc(sizeof *ev);
@@ -261,6 +276,7 @@ static host_hot **push_hot_box(lua_State *L) {
 }
 
 static int core_start(lua_State *L) {
+    host_runs *runs = runs_of(L);
     check_bytes(L, 1, sizeof(mr_config), "mr_config");
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TFUNCTION);
@@ -309,10 +325,11 @@ static int core_start(lua_State *L) {
     memcpy(r->run_dir, dir, dlen + 1);
     r->initial_hot = *box;
     *box = NULL;
+    lr->runs = runs;
     lr->r = r;
     lr->handler_ref = lr->self_ref = LUA_NOREF;
 
-    int rc = uv_async_init(host_loop, &lr->async, on_async);
+    int rc = uv_async_init(runs->loop, &lr->async, on_async);
     if (rc != 0) {
         host_run_free(r);
         free(lr);
@@ -336,9 +353,7 @@ static int core_start(lua_State *L) {
         lr->self_ref = lr->handler_ref = LUA_NOREF;
         return luaL_error(L, "cannot start the trainer thread: %s", uv_strerror(rc));
     }
-    lr->next = live_runs;
-    if (live_runs) live_runs->prev = lr;
-    live_runs = lr;
+    live_add(lr);
     return 1;
 }
 
@@ -417,10 +432,10 @@ static int run_tostring(lua_State *L) {
 }
 
 /* Called by main() once the loop is left with runs still going. */
-void host_runs_shutdown(void) {
-    lua_State *L = host_main_L;
-    while (live_runs) {
-        lrun *lr = live_runs;
+void host_runs_shutdown(host_runs *runs) {
+    lua_State *L = runs->L;
+    while (runs->live) {
+        lrun *lr = runs->live;
         host_run_post_stop(lr->r, 1);
         host_run_discard(lr->r);
         lrun_end(L, lr);
@@ -435,6 +450,7 @@ void host_runs_shutdown(void) {
 
 typedef struct eval_req {
     uv_work_t work;
+    host_runs *runs;              /* the main state the callback runs on */
     char path[HOST_PATH];
     mr_eval_config ecfg;
     int device, threads;          /* -1 = as in the checkpoint */
@@ -472,7 +488,7 @@ static void eval_work(uv_work_t *w) {
 
 static void eval_done(uv_work_t *w, int status) {
     eval_req *q = w->data;
-    lua_State *L = host_main_L;
+    lua_State *L = q->runs->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, q->cb_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
     if (status == UV_ECANCELED) {
@@ -504,6 +520,7 @@ static int core_evaluate(lua_State *L) {
     int threads = (int)opt_int(L, 3, "threads", -1, -1, 1024);
     eval_req *q = calloc(1, sizeof *q);
     if (!q) return luaL_error(L, "out of memory");
+    q->runs = runs_of(L);
     memcpy(q->path, path, plen + 1);
     memcpy(&q->ecfg, lua_tostring(L, 2), sizeof q->ecfg);
     q->device = device;
@@ -511,7 +528,7 @@ static int core_evaluate(lua_State *L) {
     q->work.data = q;
     lua_pushvalue(L, 4);
     q->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    int rc = uv_queue_work(host_loop, &q->work, eval_work, eval_done);
+    int rc = uv_queue_work(q->runs->loop, &q->work, eval_work, eval_done);
     if (rc != 0) {
         luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
         free(q);
@@ -530,7 +547,7 @@ static const luaL_Reg run_methods[] = {
     {NULL, NULL},
 };
 
-void host_run_open(lua_State *L) {
+void host_run_open(lua_State *L, host_runs *runs) {
     luaL_newmetatable(L, RUN_MT);
     lua_newtable(L);
     luaL_register(L, NULL, run_methods);
@@ -540,8 +557,10 @@ void host_run_open(lua_State *L) {
     lua_pushcfunction(L, run_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
-    lua_pushcfunction(L, core_start);
+    lua_pushlightuserdata(L, runs);
+    lua_pushcclosure(L, core_start, 1);
     lua_setfield(L, -2, "start");
-    lua_pushcfunction(L, core_evaluate);
+    lua_pushlightuserdata(L, runs);
+    lua_pushcclosure(L, core_evaluate, 1);
     lua_setfield(L, -2, "evaluate");
 }

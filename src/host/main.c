@@ -7,13 +7,13 @@
  * with a traceback and never exits. lua/moonrl/cli.lua does the rest: it
  * parses the command line and runs the work as a coroutine on the loop.
  *
- * Where lua/ and configs/ are found (the first that has lua/moonrl/init.lua):
- * $MOONRL_HOME, the parent of the executable's directory (build/moonrl in the
- * source tree, or bin/moonrl in an install), the source dir at compile time.
+ * The Lua library and configs are the copy embedded at build time, so the
+ * binary runs wherever it is copied; `moonrl --lua-path DIR ...` or
+ * MOONRL_LUA_PATH=DIR loads them from the source tree DIR instead
+ * (lua_library.c). `moonrl version` ends with a line saying which.
  */
 #include "host.h"
 
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,29 +28,28 @@
 #define MOONRL_SOURCE_DIR "."
 #endif
 
-static int is_home(const char *dir) {
-    char probe[HOST_PATH];
-    int n = snprintf(probe, sizeof probe, "%s/lua/moonrl/init.lua", dir);
-    return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
+/* Takes a leading `--lua-path DIR` (or --lua-path=DIR) off argv. Returns the
+ * index of the first argument left, or -1 when DIR is missing. */
+static int take_lua_path(int argc, char **argv, const char **dir) {
+    *dir = NULL;
+    if (argc < 2) return 1;
+    if (strncmp(argv[1], "--lua-path=", 11) == 0) {
+        *dir = argv[1] + 11;
+        return **dir ? 2 : -1;
+    }
+    if (strcmp(argv[1], "--lua-path") != 0) return 1;
+    if (argc < 3 || !*argv[2]) return -1;
+    *dir = argv[2];
+    return 3;
 }
 
-static int find_home(char *out, size_t n) {
+/* core.home(): a moonrl source tree for what is not embedded (bench --compare's
+ * reference scripts): the library's tree when loading from one, else
+ * $MOONRL_HOME, else where the sources were at build time. */
+static const char *home_dir(const host_library *lib) {
+    if (lib->dir[0]) return lib->dir;
     const char *env = getenv("MOONRL_HOME");
-    if (env && *env) {
-        if (is_home(env)) { snprintf(out, n, "%s", env); return 0; }
-        fprintf(stderr, "moonrl: MOONRL_HOME=%s has no lua/moonrl/init.lua; looking elsewhere\n", env);
-    }
-    char exe[HOST_PATH];
-    size_t len = sizeof exe;
-    if (uv_exepath(exe, &len) == 0) {
-        char *dir = dirname(exe);           /* .../build */
-        char parent[HOST_PATH];
-        snprintf(parent, sizeof parent, "%s", dir);
-        char *up = dirname(parent);         /* .../       */
-        if (is_home(up)) { snprintf(out, n, "%s", up); return 0; }
-    }
-    if (is_home(MOONRL_SOURCE_DIR)) { snprintf(out, n, "%s", MOONRL_SOURCE_DIR); return 0; }
-    return -1;
+    return env && *env ? env : MOONRL_SOURCE_DIR;
 }
 
 /* Scripts written for standalone luv end with uv.run(); here the host runs
@@ -61,7 +60,7 @@ static int uv_run_is_host(lua_State *L) {
     return 1;
 }
 
-static void open_modules(lua_State *L, uv_loop_t *loop, const char *home) {
+static void open_modules(lua_State *L, uv_loop_t *loop, host_core *core) {
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "loaded");
 
@@ -72,15 +71,17 @@ static void open_modules(lua_State *L, uv_loop_t *loop, const char *home) {
     lua_setfield(L, -2, "run");
     lua_setfield(L, -2, "luv");
 
-    luaopen_moonrl_core(L);
+    host_core_open(L, core);
     lua_setfield(L, -2, "moonrl.core");
-    lua_pop(L, 1);
-
-    /* Our library first, then whatever LUA_PATH says (luarocks trees etc). */
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", home, home, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
     lua_pop(L, 2);
+}
+
+/* `moonrl version` (and --version) ends with where the Lua library came from. */
+static void print_library(int nargs, char **args, const host_library *lib) {
+    if (nargs != 1 || (strcmp(args[0], "version") != 0 && strcmp(args[0], "--version") != 0)) return;
+    char line[HOST_PATH + 64];
+    host_library_describe(lib, line, sizeof line);
+    printf("lua library: %s\n", line);
 }
 
 /* OpenBLAS picks its kernels when it loads, before main; on CPUs whose
@@ -105,13 +106,19 @@ int main(int argc, char **argv) {
     /* A closed pipe (moonrl ... | head) is an error return, not a kill. */
     signal(SIGPIPE, SIG_IGN);
 
-    char home[HOST_PATH];
-    if (find_home(home, sizeof home) != 0) {
-        fprintf(stderr, "moonrl: cannot find the moonrl Lua library (lua/moonrl/init.lua); "
-                        "set MOONRL_HOME to the moonrl source or install directory\n");
-        return 1;
+    const char *lua_path;
+    int first = take_lua_path(argc, argv, &lua_path);
+    if (first < 0) {
+        fprintf(stderr, "moonrl: --lua-path needs a directory: the root of a moonrl source tree "
+                        "(the one holding lua/moonrl and configs)\n");
+        return 2;
     }
-    host_core_set_home(home);
+    static host_library lib;
+    char why[HOST_PATH + 256];
+    if (host_library_choose(&lib, lua_path, why, sizeof why) != 0) {
+        fprintf(stderr, "moonrl: %s\n", why);
+        return 2;
+    }
 
     static uv_loop_t loop;
     int rc = uv_loop_init(&loop);
@@ -124,32 +131,39 @@ int main(int argc, char **argv) {
         fprintf(stderr, "moonrl: cannot create the Lua state (out of memory)\n");
         return 1;
     }
-    host_main_L = L;
-    host_loop = &loop;
     luaL_openlibs(L);
-    open_modules(L, &loop, home);
+    static host_core core;
+    core.loop = &loop;
+    core.home = home_dir(&lib);
+    open_modules(L, &loop, &core);
+    if (host_library_open(L, &lib) != 0) {
+        fprintf(stderr, "moonrl: this LuaJIT has no package.loaders: cannot install the moonrl module searcher\n");
+        return 1;
+    }
 
-    lua_createtable(L, argc, 1);
-    for (int i = 0; i < argc; i++) {
-        lua_pushstring(L, argv[i]);
-        lua_rawseti(L, -2, i);
+    /* arg[0] is the program, arg[1..] what the command line parser gets. */
+    int nargs = argc - first;
+    lua_createtable(L, nargs, 1);
+    lua_pushstring(L, argv[0]);
+    lua_rawseti(L, -2, 0);
+    for (int i = 0; i < nargs; i++) {
+        lua_pushstring(L, argv[first + i]);
+        lua_rawseti(L, -2, i + 1);
     }
     lua_setglobal(L, "arg");
 
-    char cli[HOST_PATH + 32];
-    snprintf(cli, sizeof cli, "%s/lua/moonrl/cli.lua", home);
-    if (luaL_loadfile(L, cli) != 0) {
+    if (host_library_load(L, &lib, "moonrl.cli") != 0) {
         host_report("cannot load the command line", lua_tostring(L, -1));
         return 1;
     }
-    for (int i = 1; i < argc; i++) lua_pushstring(L, argv[i]);
-    if (host_pcall(L, argc - 1, 0, 0) < 0) return 1;
+    for (int i = 0; i < nargs; i++) lua_pushstring(L, argv[first + i]);
+    if (host_pcall(L, nargs, 0, 0) < 0) return 1;
 
     uv_run(&loop, UV_RUN_DEFAULT);
 
     /* Left early (core.shutdown) or finished: stop what still trains, close
      * what is still open, then let the close callbacks run. */
-    host_runs_shutdown();
+    host_runs_shutdown(&core.runs);
     /* Our own handles (runs' async) must be gone before luv's walk, which
      * takes every handle for one of its own. */
     uv_run(&loop, UV_RUN_NOWAIT);
@@ -158,7 +172,8 @@ int main(int argc, char **argv) {
         host_pcall(L, 0, 0, 0);
     else
         lua_pop(L, 1);
-    int code = host_core_exit_code();
+    int code = core.exit_code;
+    if (code == 0) print_library(nargs, argv + first, &lib);
     /* A clean end drains everything; an abandoned one (exit code set) does not
      * wait for evaluations still on the thread pool. */
     uv_run(&loop, code == 0 ? UV_RUN_DEFAULT : UV_RUN_NOWAIT);
