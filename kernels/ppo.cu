@@ -47,8 +47,8 @@ extern "C" mr_status mr_cuda_gae(int T, int N, const float *reward, const float 
                                  const uint8_t *done, float gamma, float lambda, float *adv, float *ret, void *stream,
                                  mr_error *err) {
     if (T <= 0 || N <= 0) { mr_ok(err); return MR_OK; }
-    /* As mr_gae: gamma and gamma * lambda formed in double from the floats. */
-    const double g = gamma, gl = (double)gamma * (double)lambda;
+    double g, gl;
+    mr_gae_coefs(gamma, lambda, &g, &gl);
     gae_kernel<<<mr_cuda_blocks(N, 128), 128, 0, (cudaStream_t)stream>>>(T, N, reward, value, last_value, done, g,
                                                                           gl, adv, ret);
     MR_CUDA_LAUNCHED("the GAE kernel", err);

@@ -143,7 +143,8 @@ void mr_gae(int T, int N, const float *reward, const float *value,
             const float *last_value, const uint8_t *done, float gamma, float lambda,
             float *adv, float *ret) {
     if (T <= 0 || N <= 0) return;
-    const double g = gamma, gl = (double)gamma * (double)lambda;
+    double g, gl;
+    mr_gae_coefs(gamma, lambda, &g, &gl);
     const int nchunks = (N + GAE_COLS - 1) / GAE_COLS;
     #pragma omp parallel for schedule(static) if ((size_t)T * (size_t)N >= PAR_MIN)
     for (int ch = 0; ch < nchunks; ch++) {

@@ -246,10 +246,17 @@ MR_HD int mr_opt_group_of(const mr_opt_groups *G, int64_t i) {
 
 /* -------------------------------------------------------------------- GAE */
 
+/* The recursion's coefficients g = gamma, gl = gamma * lambda, in double
+ * from the floats (not gamma * lambda rounded to float first). */
+MR_HD void mr_gae_coefs(float gamma, float lambda, double *g, double *gl) {
+    *g = gamma;
+    *gl = (double)gamma * (double)lambda;
+}
+
 /* One environment, one step back in time: *a is A_{t+1} in and A_t out,
  * *next_v is V_{t+1} in and V_t out; writes adv_t, ret_t. In double:
  *   delta = r + g (1 - d) V_{t+1} - V_t;  A_t = delta + gl (1 - d) A_{t+1}
- * with g = gamma, gl = gamma * lambda (both from floats, in double). */
+ * with g, gl from mr_gae_coefs. */
 MR_HD void mr_gae_step(float reward, float value, uint8_t done, double g, double gl, double *next_v, double *a,
                        float *adv, float *ret) {
     const double keep = done ? 0.0 : 1.0;
