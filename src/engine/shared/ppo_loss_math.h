@@ -295,9 +295,10 @@ static inline void mr_popart_rescale_layer(const mr_popart_rescale *r, float *w,
     if (vb) *vb = mr_popart_scale(*vb, r->s2);
 }
 
-/* ------------------------------------------------- host loops' samples */
+/* ------------------------------------------------------- host loop bodies */
 /* A batch's inputs and sample i's terms, sums and gradient row, for the
- * loops on the host (ppo.c's, and the emulation below). */
+ * loops on the host (ppo.c's, and the emulation below); the kernels make the
+ * same calls on a row they load into registers. */
 
 typedef struct mr_loss_ctx {
     const float *logits, *value, *old_logp, *adv, *old_value, *target;
