@@ -1,7 +1,7 @@
 /*
  * env_cuda.h - the foraging environment on a GPU: the C entry points of
- * kernels/env.cu (not public; moonrl.h's mr_env_* reach them through the
- * dispatch in env_cpu.c when device = MR_DEVICE_CUDA).
+ * kernels/env.cu, which the cuda backend's table points at (the trainer and
+ * the public mr_env object of core/env.c both run them through it).
  *
  * The rules are foraging.h's, unchanged: each kernel runs one thread per
  * instance and calls the same MR_HD function the CPU loop calls, on an
@@ -9,12 +9,8 @@
  * mr_forage_layout as the CPU (one block from the device memory manager,
  * carved in the same order), so the two states are byte-for-byte comparable.
  *
- * Two levels:
- *   - mr_forage_cuda_*: kernels over an mr_forage with device pointers, on a
- *     caller's stream, asynchronous (no host sync). The CUDA trainer embeds
- *     its environment state and calls these.
- *   - mr_env_cuda_*: the public mr_env object on a GPU (its own memory
- *     manager, stream and pinned staging buffer).
+ * The mr_forage_cuda_* kernels run over an mr_forage with device pointers,
+ * on a caller's stream, asynchronously (no host sync).
  *
  * Streams are passed as void * (a cudaStream_t; NULL = the legacy default
  * stream) so this header stays plain C.
@@ -66,23 +62,6 @@ mr_status mr_forage_cuda_write_obs_all(const mr_forage *s, void *stream, mr_erro
  * may differ from the CPU's float sum in the last bits). One block. */
 mr_status mr_forage_cuda_log_reduce(const mr_forage *s, mr_forage_log *d_out, void *stream, mr_error *err);
 
-/* ---- the public mr_env object on GPU 0 ---- */
-mr_status mr_env_cuda_create(const mr_env_config *cfg, uint64_t seed, mr_env **out, mr_error *err);
-void mr_env_cuda_free(mr_env *e);
-mr_status mr_env_cuda_reset(mr_env *e, mr_error *err);
-/* actions: n host bytes, already checked to be in [0, 8). */
-mr_status mr_env_cuda_step(mr_env *e, const uint8_t *actions, mr_error *err);
-/* Copies into host memory and waits for them; errors of earlier asynchronous
- * work surface here. */
-mr_status mr_env_cuda_read(const mr_env *e, mr_env_view *out, mr_error *err);
-/* Tests and checkpoints: copies the whole device state into `host`, an
- * mr_forage laid out by mr_forage_layout with the same config on a committed
- * host arena (e.g. a CPU mr_env's), so the two can be compared or saved. */
-mr_status mr_env_cuda_download(const mr_env *e, mr_forage *host, mr_error *err);
-/* All logs reduced on the GPU (mr_forage_cuda_log_reduce) into *out, host memory. */
-mr_status mr_env_cuda_log_summary(const mr_env *e, mr_forage_log *out, mr_error *err);
-/* The device memory manager's numbers for this environment. */
-mr_status mr_env_cuda_memory(const mr_env *e, mr_devmem_stats *out, mr_error *err);
 #endif
 
 #ifdef __cplusplus

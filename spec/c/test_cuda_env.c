@@ -87,15 +87,6 @@ static void test_no_gpu_message(void) {
 /* ------------------------------------------------------------ GPU checks */
 #ifdef MOONRL_HAVE_CUDA
 
-static uint64_t rs = 0x2545f4914f6cdd1dull;
-static uint32_t rnd32(void) {
-    rs += 0x9e3779b97f4a7c15ull;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
-}
-
 typedef struct field { const char *name; size_t off, bytes; } field;
 
 /* First differing field of two states laid out alike, or NULL. */
@@ -171,11 +162,11 @@ static int same_outputs(pair *p, const char *what, int step) {
 
 static int same_state(pair *p, const char *what, int step) {
     mr_error err;
-    if (mr_env_cuda_download(p->gpu, &p->hs, &err) != MR_OK) { CHECK_MSG(0, "%s: %s", what, err.msg); return 0; }
+    if (mr_env_pull(p->gpu, &p->hs, &err) != MR_OK) { CHECK_MSG(0, "%s: %s", what, err.msg); return 0; }
     size_t at = 0;
     const char *f = first_diff(&p->cpu->s, &p->hs, &at);
     CHECK_MSG(f == NULL, "%s: state differs after step %d in %s at byte %zu", what, step, f ? f : "", at);
-    CHECK(memcmp(p->cpu->arena.base, p->host.base, p->host.size) == 0);   /* padding included */
+    CHECK(memcmp(p->cpu->block, p->host.base, p->cpu->state_bytes) == 0);   /* padding included */
     return f == NULL;
 }
 
@@ -188,7 +179,7 @@ static long run_pair(const mr_env_config *c, uint64_t seed, int steps, const cha
     uint8_t *act = malloc((size_t)c->num_envs);
     int ok = same_state(&p, what, 0) && same_outputs(&p, what, 0);
     for (int t = 1; ok && t <= steps; t++) {
-        for (int i = 0; i < c->num_envs; i++) act[i] = (uint8_t)(rnd32() & 7);
+        for (int i = 0; i < c->num_envs; i++) act[i] = (uint8_t)(u32rand() & 7);
         if (mr_env_step(p.cpu, act, &err) != MR_OK || mr_env_step(p.gpu, act, &err) != MR_OK) {
             CHECK_MSG(0, "%s step: %s", what, err.msg);
             break;
@@ -209,7 +200,7 @@ static long run_pair(const mr_env_config *c, uint64_t seed, int steps, const cha
     /* The GPU log reduction against the CPU's. */
     mr_forage_log lc, lg;
     mr_forage_log_reduce(p.cpu->s.log, p.cpu->s.n, &lc);
-    CHECK(mr_env_cuda_log_summary(p.gpu, &lg, &err) == MR_OK);
+    CHECK(mr_env_log_summary(p.gpu, &lg, &err) == MR_OK);
     CHECK(lg.episodes == lc.episodes && lg.deaths == lc.deaths && lg.length_sum == lc.length_sum);
     CHECK(lg.food == lc.food && lg.poison == lc.poison && lg.food_total == lc.food_total);
     CHECK(lg.poison_total == lc.poison_total && lg.steps_total == lc.steps_total);
@@ -251,7 +242,7 @@ static void test_gpu_errors_and_memory(void) {
     act[63] = 8;
     CHECK(mr_env_step(e, act, &err) == MR_ERR_ARG && strstr(err.msg, "actions[63] = 8"));
     mr_devmem_stats ms;
-    CHECK(mr_env_cuda_memory(e, &ms, &err) == MR_OK);
+    CHECK(mr_env_devmem(e, &ms, &err) == MR_OK);
     CHECK(ms.allocated_bytes >= mr_env_cuda_state_bytes(&c) && ms.allocations == 2 && ms.raw_allocations == 1);
     mr_env_free(e);
 
@@ -278,7 +269,7 @@ static void report_speed(void) {
     mr_error err;
     if (mr_env_create(&c, 1, MR_DEVICE_CUDA, 0, &e, &err) != MR_OK) { CHECK_MSG(0, "%s", err.msg); return; }
     uint8_t *act = malloc(4096);
-    for (int i = 0; i < 4096; i++) act[i] = (uint8_t)(rnd32() & 7);
+    for (int i = 0; i < 4096; i++) act[i] = (uint8_t)(u32rand() & 7);
     for (int k = 0; k < 20; k++) mr_env_step(e, act, NULL);
     mr_env_view v = {0};
     mr_env_read(e, &v, NULL);
@@ -293,6 +284,7 @@ static void report_speed(void) {
 #endif /* MOONRL_HAVE_CUDA */
 
 int main(void) {
+    check_seed(0x2545f4914f6cdd1dull);
     test_plan();
     test_no_gpu_message();
 #ifdef MOONRL_HAVE_CUDA

@@ -13,13 +13,21 @@
 #include "moonrl.h"
 #include "arena.h"
 #include "foraging.h"
+#include "devmem.h"
 
-struct mr_env {              /* the public opaque type */
+struct mr_backend;
+struct mr_env {              /* the public opaque type (core/env.c) */
     mr_env_config cfg;
-    mr_forage s;
+    mr_forage s;             /* backend pointers */
     int threads;             /* 0 = all */
-    int device;              /* the device that runs it (MR_DEVICE_CPU for now) */
-    mr_arena arena;
+    const struct mr_backend *be;
+    void *stream;
+    mr_devmem mem;
+    int mem_ready;
+    void *block;             /* the state, then the actions */
+    size_t state_bytes;
+    uint8_t *d_actions;      /* (n) */
+    mr_forage_log *d_log;    /* one reduced log */
 };
 
 /* Sets the parameters from cfg (energy_frozen from the mode: proxy => 1,
@@ -36,6 +44,14 @@ void mr_forage_cpu_step_all(const mr_forage *s, const uint8_t *actions);
 void mr_forage_cpu_clear_logs(const mr_forage *s);
 /* Sums (and min/max) of n logs in index order: deterministic. */
 void mr_forage_log_reduce(const mr_forage_log *logs, int n, mr_forage_log *out);
+
+/* The public environment's whole state copied into `host` (laid out by
+ * mr_forage_layout with the same config on a committed host arena), its
+ * logs reduced into *out (host), and its memory manager's numbers: tests and
+ * benchmarks comparing backends. */
+mr_status mr_env_pull(const mr_env *e, mr_forage *host, mr_error *err);
+mr_status mr_env_log_summary(const mr_env *e, mr_forage_log *out, mr_error *err);
+mr_status mr_env_devmem(const mr_env *e, mr_devmem_stats *out, mr_error *err);
 
 /* MR_OK, or MR_ERR_ARG with a message naming the field, its value and what
  * is accepted. */

@@ -1,6 +1,6 @@
 /*
- * env_cpu.c - the foraging environment on the CPU, and the public mr_env_*
- * functions of moonrl.h.
+ * env_cpu.c - the foraging environment on the CPU: its config check and the
+ * loops the cpu backend runs (the public mr_env object is core/env.c).
  *
  * The step logic lives in foraging.h (shared with CUDA); this file is the
  * loop around it: OpenMP over instances with schedule(static), so every
@@ -15,9 +15,6 @@
  */
 #include "env.h"
 #include "errors.h"
-#ifdef MOONRL_HAVE_CUDA
-#include "env_cuda.h"   /* CUDA dispatch: the GPU environment (kernels/env.cu) */
-#endif
 
 #include <omp.h>
 #include <stdio.h>
@@ -155,128 +152,4 @@ void mr_forage_log_reduce(const mr_forage_log *logs, int n, mr_forage_log *out) 
         if (l->return_max > r.return_max) r.return_max = l->return_max;
     }
     *out = r;
-}
-
-/* -------------------------------------------------------- public mr_env_* */
-
-
-mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int threads, mr_env **out,
-                        mr_error *err) {
-    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_create: out is NULL");
-    *out = NULL;
-    if (!cfg) return mr_fail(err, MR_ERR_ARG, "mr_env_create: cfg is NULL");
-    mr_status st = (mr_status)mr_env_config_check(cfg, err);
-    if (st != MR_OK) return st;
-    if (threads < 0)
-        return mr_fail(err, MR_ERR_ARG, "threads = %d: must be >= 0 (0 = all cores)", threads);
-    if (device != MR_DEVICE_AUTO && device != MR_DEVICE_CPU && device != MR_DEVICE_CUDA)
-        return mr_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
-    /* ---- backend dispatch --------------------------------------------------
-     * The one decision: an mr_env made here is a CPU one (e->device =
-     * MR_DEVICE_CPU); one made by mr_env_cuda_create has e->device =
-     * MR_DEVICE_CUDA, device pointers in e->s, and every mr_env_* below hands
-     * it to its mr_env_cuda_* counterpart (the lines marked "CUDA dispatch").
-     * MR_DEVICE_AUTO
-     * means the CPU here: the environment alone is for tests and benchmarks,
-     * where the device should be asked for explicitly. */
-    if (device == MR_DEVICE_CUDA) {
-#ifdef MOONRL_HAVE_CUDA
-        if (mr_cuda_device_count() < 1)
-            return mr_fail(err, MR_ERR_BACKEND, "device = cuda: no usable GPU was found on this machine; "
-                            "use device = cpu (or auto)");
-        return mr_env_cuda_create(cfg, seed, out, err);
-#else
-        return mr_fail(err, MR_ERR_BACKEND, "device = cuda: this build has no CUDA backend (it was built "
-                        "without nvcc or with MOONRL_CUDA=OFF); use device = cpu (or auto)");
-#endif
-    }
-
-    mr_env *e = calloc(1, sizeof *e);
-    if (!e) return mr_fail(err, MR_ERR_NOMEM, "mr_env_create: out of memory for the env object");
-    e->cfg = *cfg;
-    e->device = MR_DEVICE_CPU;
-    e->threads = threads;
-    mr_forage_layout(&e->s, cfg, seed, &e->arena);        /* planning pass */
-    size_t planned = e->arena.size;
-    if (mr_arena_commit(&e->arena) != 0) {
-        free(e);
-        return mr_fail(err, MR_ERR_NOMEM, "mr_env_create: could not allocate %zu bytes for %d environments "
-                        "of %dx%d cells; lower env.num_envs or env.grid_size", planned, cfg->num_envs,
-                        cfg->grid_size, cfg->grid_size);
-    }
-    mr_forage_layout(&e->s, cfg, seed, &e->arena);        /* committed pass */
-    e->s.threads = threads > 0 ? threads : omp_get_num_procs();
-    mr_forage_cpu_clear_logs(&e->s);
-    mr_forage_cpu_reset_all(&e->s);
-    *out = e;
-    mr_ok(err);
-    return MR_OK;
-}
-
-void mr_env_free(mr_env *e) {
-    if (!e) return;
-#ifdef MOONRL_HAVE_CUDA
-    if (e->device == MR_DEVICE_CUDA) { mr_env_cuda_free(e); return; }   /* CUDA dispatch */
-#endif
-    mr_arena_release(&e->arena);
-    free(e);
-}
-
-mr_status mr_env_reset(mr_env *e, mr_error *err) {
-    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_reset: env is NULL");
-#ifdef MOONRL_HAVE_CUDA
-    if (e->device == MR_DEVICE_CUDA) return mr_env_cuda_reset(e, err);   /* CUDA dispatch */
-#endif
-    mr_forage_cpu_reset_all(&e->s);
-    mr_ok(err);
-    return MR_OK;
-}
-
-mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
-    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
-    if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
-    unsigned bad = 0;
-    for (int i = 0; i < e->s.n; i++) bad |= actions[i];
-    if (bad >= MR_NUM_ACTIONS) {
-        for (int i = 0; i < e->s.n; i++)
-            if (actions[i] >= MR_NUM_ACTIONS)
-                return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. 7", i, actions[i]);
-    }
-#ifdef MOONRL_HAVE_CUDA
-    if (e->device == MR_DEVICE_CUDA) return mr_env_cuda_step(e, actions, err);   /* CUDA dispatch */
-#endif
-    mr_forage_cpu_step_all(&e->s, actions);
-    mr_ok(err);
-    return MR_OK;
-}
-
-/* Every pointer in the view may be NULL to skip that copy. */
-mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err) {
-    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_read: env is NULL");
-    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_read: out is NULL");
-#ifdef MOONRL_HAVE_CUDA
-    if (e->device == MR_DEVICE_CUDA) return mr_env_cuda_read(e, out, err);   /* CUDA dispatch */
-#endif
-    const mr_forage *s = &e->s;
-    const size_t n = (size_t)s->n;
-    if (out->obs) memcpy(out->obs, s->obs, n * s->V * s->V);
-    if (out->reward) memcpy(out->reward, s->reward, n * sizeof(float));
-    if (out->terminated) memcpy(out->terminated, s->terminated, n);
-    if (out->truncated) memcpy(out->truncated, s->truncated, n);
-    if (out->grid) memcpy(out->grid, s->grid, n * s->H * s->W);
-    if (out->x) memcpy(out->x, s->x, n * sizeof(int32_t));
-    if (out->y) memcpy(out->y, s->y, n * sizeof(int32_t));
-    if (out->energy) memcpy(out->energy, s->energy, n * sizeof(float));
-    mr_ok(err);
-    return MR_OK;
-}
-
-mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err) {
-    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: env is NULL");
-    if (frozen != 0 && frozen != 1)
-        return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: frozen = %d: accepted 0 (real) or 1 (frozen)",
-                        frozen);
-    e->s.energy_frozen = frozen;   /* a parameter, not device memory: right for both backends */
-    mr_ok(err);
-    return MR_OK;
 }

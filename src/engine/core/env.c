@@ -1,0 +1,185 @@
+/*
+ * env.c - the public mr_env object of moonrl.h: the vectorised environment
+ * alone (benchmarks, tests, other learners), over the same backend table as
+ * the trainer (backend.h). Its state is one block from a memory manager over
+ * the backend's memory, laid out by mr_forage_layout, so a cpu and a cuda
+ * environment hold byte-for-byte comparable states; actions go in through a
+ * backend buffer, views come out through copies.
+ *
+ * device = auto means the cpu here: the environment alone is for tests and
+ * benchmarks, where the device is asked for explicitly.
+ */
+#include "env.h"
+#include "backend.h"
+#include "errors.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(call)                     \
+    do {                              \
+        mr_status st_ = (call);       \
+        if (st_ != MR_OK) return st_; \
+    } while (0)
+
+static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, mr_error *err) {
+    const mr_backend *o = e->be;
+    TRY(o->enter(0, e->threads, err));
+    TRY(o->stream_create(&e->stream, err));
+    mr_devmem_backend mbe;
+    TRY(o->device_memory(0, &mbe, err));
+    TRY(mr_devmem_init(&e->mem, &mbe, NULL, err));
+    e->mem_ready = 1;
+    mr_arena plan = {NULL, 0, 0, 0};
+    mr_forage_layout(&e->s, cfg, seed, &plan);
+    e->state_bytes = plan.size;
+    const size_t n = (size_t)cfg->num_envs;
+    const size_t total = plan.size + mr_arena_round(n) + mr_arena_round(sizeof(mr_forage_log));
+    mr_status s = mr_devmem_alloc(&e->mem, total, "the environment state", &e->block, err);
+    if (s != MR_OK) {
+        if (err && s == MR_ERR_NOMEM) {
+            const size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len,
+                     " (%d environments of %dx%d cells were asked for; lower env.num_envs or env.grid_size)",
+                     cfg->num_envs, cfg->grid_size, cfg->grid_size);
+        }
+        return s;
+    }
+    mr_arena dev = {(unsigned char *)e->block, plan.size, 0, 0};   /* carved only: nothing is touched */
+    mr_forage_layout(&e->s, cfg, seed, &dev);
+    e->d_actions = (uint8_t *)e->block + plan.size;
+    e->d_log = (mr_forage_log *)(e->d_actions + mr_arena_round(n));
+    e->s.threads = e->threads > 0 ? e->threads : omp_get_num_procs();
+    TRY(o->memset(e->block, 0, total, e->stream, err));
+    TRY(o->env_clear_logs(&e->s, e->stream, err));
+    TRY(o->env_reset_all(&e->s, e->stream, err));
+    return o->stream_sync(e->stream, err);
+}
+
+mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int threads, mr_env **out,
+                        mr_error *err) {
+    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_create: out is NULL");
+    *out = NULL;
+    if (!cfg) return mr_fail(err, MR_ERR_ARG, "mr_env_create: cfg is NULL");
+    TRY((mr_status)mr_env_config_check(cfg, err));
+    if (threads < 0) return mr_fail(err, MR_ERR_ARG, "threads = %d: must be >= 0 (0 = all cores)", threads);
+    if (device < MR_DEVICE_AUTO || device > MR_DEVICE_CUDA)
+        return mr_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
+    /* backend selection */
+    const mr_backend *be = device == MR_DEVICE_CUDA ? mr_backend_cuda() : mr_backend_cpu();
+    if (be->unavailable) return mr_fail(err, MR_ERR_BACKEND, "%s", be->unavailable);
+    if (!be->host_memory && mr_cuda_device_count() < 1)
+        return mr_fail(err, MR_ERR_BACKEND, "device = cuda: no usable GPU was found on this machine; "
+                       "use device = cpu (or auto)");
+    mr_env *e = calloc(1, sizeof *e);
+    if (!e) return mr_fail(err, MR_ERR_NOMEM, "mr_env_create: out of memory for the env object");
+    e->cfg = *cfg;
+    e->threads = threads;
+    e->be = be;
+    mr_status s = create_on(e, cfg, seed, err);
+    if (s != MR_OK) {
+        mr_env_free(e);
+        return s;
+    }
+    *out = e;
+    mr_ok(err);
+    return MR_OK;
+}
+
+void mr_env_free(mr_env *e) {
+    if (!e) return;
+    if (e->stream) {
+        (void)e->be->stream_sync(e->stream, NULL);   /* nothing may still use the memory */
+        e->be->stream_destroy(e->stream);
+    }
+    if (e->mem_ready) mr_devmem_destroy(&e->mem);
+    free(e);
+}
+
+mr_status mr_env_reset(mr_env *e, mr_error *err) {
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_reset: env is NULL");
+    TRY(e->be->enter(0, e->threads, err));
+    TRY(e->be->env_reset_all(&e->s, e->stream, err));
+    return e->be->stream_sync(e->stream, err);
+}
+
+mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
+    if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
+    unsigned bad = 0;
+    for (int i = 0; i < e->s.n; i++) bad |= actions[i];
+    if (bad >= MR_NUM_ACTIONS) {
+        for (int i = 0; i < e->s.n; i++)
+            if (actions[i] >= MR_NUM_ACTIONS)
+                return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. %d", i, actions[i],
+                               MR_NUM_ACTIONS - 1);
+    }
+    const mr_backend *o = e->be;
+    TRY(o->enter(0, e->threads, err));
+    /* the cpu steps on the caller's actions directly; a device gets a copy */
+    const uint8_t *a = actions;
+    if (!o->host_memory) {
+        TRY(o->copy(e->d_actions, actions, (size_t)e->s.n, MR_COPY_H2D, e->stream, err));
+        a = e->d_actions;
+    }
+    TRY(o->env_step_all(&e->s, a, e->stream, err));
+    return o->stream_sync(e->stream, err);
+}
+
+/* Every pointer in the view may be NULL to skip that copy. */
+mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err) {
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_read: env is NULL");
+    if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_read: out is NULL");
+    const mr_backend *o = e->be;
+    const mr_forage *s = &e->s;
+    const size_t n = (size_t)s->n;
+    struct { void *dst; const void *src; size_t bytes; } cp[] = {
+        {out->obs, s->obs, n * (size_t)s->V * (size_t)s->V}, {out->reward, s->reward, n * sizeof(float)},
+        {out->terminated, s->terminated, n}, {out->truncated, s->truncated, n},
+        {out->grid, s->grid, n * (size_t)s->H * (size_t)s->W}, {out->x, s->x, n * sizeof(int32_t)},
+        {out->y, s->y, n * sizeof(int32_t)}, {out->energy, s->energy, n * sizeof(float)},
+    };
+    TRY(o->enter(0, e->threads, err));
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        if (cp[i].dst) TRY(o->copy(cp[i].dst, cp[i].src, cp[i].bytes, MR_COPY_D2H, e->stream, err));
+    return o->stream_sync(e->stream, err);
+}
+
+mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err) {
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: env is NULL");
+    if (frozen != 0 && frozen != 1)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: frozen = %d: accepted 0 (real) or 1 (frozen)",
+                       frozen);
+    e->s.energy_frozen = frozen;   /* a parameter passed by value, not backend memory */
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_env_pull(const mr_env *e, mr_forage *host, mr_error *err) {
+    if (!e || !host) return mr_fail(err, MR_ERR_ARG, "mr_env_pull: NULL argument");
+    const mr_forage *s = &e->s;
+    if (host->n != s->n || host->H != s->H || host->W != s->W || host->V != s->V || !host->grid ||
+        (const uint8_t *)host->log - host->grid != (const uint8_t *)s->log - s->grid)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_pull: the host state is not laid out like the environment's "
+                       "(lay it out with mr_forage_layout and the same config)");
+    TRY(e->be->enter(0, e->threads, err));
+    TRY(e->be->copy(host->grid, e->block, e->state_bytes, MR_COPY_D2H, e->stream, err));
+    return e->be->stream_sync(e->stream, err);
+}
+
+mr_status mr_env_log_summary(const mr_env *e, mr_forage_log *out, mr_error *err) {
+    if (!e || !out) return mr_fail(err, MR_ERR_ARG, "mr_env_log_summary: NULL argument");
+    TRY(e->be->enter(0, e->threads, err));
+    TRY(e->be->env_log_reduce(&e->s, e->d_log, e->stream, err));
+    TRY(e->be->copy(out, e->d_log, sizeof *out, MR_COPY_D2H, e->stream, err));
+    return e->be->stream_sync(e->stream, err);
+}
+
+mr_status mr_env_devmem(const mr_env *e, mr_devmem_stats *out, mr_error *err) {
+    if (!e || !out) return mr_fail(err, MR_ERR_ARG, "mr_env_devmem: NULL argument");
+    mr_devmem_stats_get(&e->mem, out);
+    mr_ok(err);
+    return MR_OK;
+}
