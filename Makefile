@@ -50,8 +50,8 @@ bench: bench-deps build
 GPU_CARRY := .carry/gpu
 gpu-carry: build
 	@mkdir -p $(GPU_CARRY)
-	@for b in moonrl test_devmem test_cuda_env test_cuda_ppo test_cuda_loss test_cuda_policy test_cuda_trainer; do \
-	  [ -x $(BUILD)/$$b ] && strip --strip-unneeded -o $(GPU_CARRY)/$$b $(BUILD)/$$b; done; true
+	@for b in $(BUILD)/moonrl $(BUILD)/test_devmem $(BUILD)/test_cuda_* $(BUILD)/test_bitcompat $(BUILD)/test_trainer*; do \
+	  [ -x $$b ] && strip --strip-unneeded -o $(GPU_CARRY)/$$(basename $$b) $$b; done; true
 	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp/ {print $$3}'); do cp -L $$l $(GPU_CARRY)/; done
 	@du -sh $(GPU_CARRY)
 

@@ -67,15 +67,15 @@ case $what in
 tests)
     # The C tests' GPU halves (each skips nothing here), then the sanitizers
     # on the ones whose kernels are small enough for them.
-    for t in test_devmem test_cuda_env test_cuda_ppo test_cuda_loss test_cuda_policy test_cuda_trainer; do
-        [ -x "$CARRY/$t" ] && step "$t" 240 "$CARRY/$t"
+    for b in "$CARRY"/test_devmem "$CARRY"/test_cuda_* "$CARRY"/test_bitcompat "$CARRY"/test_trainer*; do
+        [ -x "$b" ] && step "$(basename "$b")" 240 "$b"
     done
     if command -v compute-sanitizer >/dev/null; then
         for t in test_cuda_ppo test_cuda_loss; do
             step "memcheck $t" 180 compute-sanitizer --tool memcheck "$CARRY/$t"
         done
         step "racecheck test_cuda_ppo" 180 compute-sanitizer --tool racecheck "$CARRY/test_cuda_ppo"
-        step "memcheck test_cuda_policy --quick" 180 compute-sanitizer --tool memcheck "$CARRY/test_cuda_policy" --quick
+        step "memcheck test_cuda_policy_net --quick" 180 compute-sanitizer --tool memcheck "$CARRY/test_cuda_policy_net" --quick
     fi
     ;;
 bench)
