@@ -108,7 +108,6 @@ void host_run_post_stop(host_run *r, int checkpoint);
 
 host_hot *host_hot_new(void);
 void host_hot_free(host_hot *h);
-uint64_t host_total_updates(const mr_config *cfg, uint64_t total_steps);
 
 /* ---------------------------------------------------------------- Lua side */
 

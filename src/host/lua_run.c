@@ -241,17 +241,6 @@ static void read_schedules(lua_State *L, int idx, host_hot *h) {
     }
 }
 
-static void hot_from_config(const mr_config *c, mr_hot_params *h) {
-    h->lr = c->ppo.lr;
-    h->clip = c->ppo.clip;
-    h->ent_coef = c->ppo.ent_coef;
-    h->max_grad_norm = c->ppo.max_grad_norm;
-    h->vf_coef = c->ppo.vf_coef;
-    h->ent_floor = c->ppo.ent_floor;
-    h->ent_floor_coef = c->ppo.ent_floor_coef;
-    h->total_steps = c->total_steps;
-}
-
 /* ----------------------------------------------------------------- start */
 
 /* Builds the host_hot while its allocations are owned by a userdata, so an
@@ -299,7 +288,7 @@ static int core_start(lua_State *L) {
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
     if (lua_isnil(L, -1)) {
-        hot_from_config(&cfg, &(*box)->hot);
+        mr_config_hot_params(&cfg, &(*box)->hot);
     } else {
         check_bytes(L, lua_gettop(L), sizeof(mr_hot_params), "mr_hot_params (option 'hot')");
         memcpy(&(*box)->hot, lua_tostring(L, -1), sizeof(mr_hot_params));

@@ -37,13 +37,6 @@ void host_hot_free(host_hot *h) {
     free(h);
 }
 
-uint64_t host_total_updates(const mr_config *cfg, uint64_t total_steps) {
-    uint64_t batch = (uint64_t)cfg->env.num_envs * (uint64_t)cfg->ppo.rollout_steps;
-    if (batch == 0) return 1;
-    uint64_t u = (total_steps + batch - 1) / batch;
-    return u ? u : 1;
-}
-
 host_run *host_run_new(void) {
     host_run *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -282,7 +275,9 @@ static int apply_hot(tstate *s) {
 
 static void take_hot(tstate *s, host_hot *h) {
     s->cur = h;
-    s->total_updates = host_total_updates(&s->r->cfg, h->hot.total_steps);
+    mr_config c = s->r->cfg;
+    c.total_steps = h->hot.total_steps;
+    s->total_updates = mr_config_total_updates(&c);
     for (int i = 0; i < HOST_SCHED_N; i++)
         if (h->table[i]) s->override = 1;
 }
