@@ -59,15 +59,6 @@ void mr_trainer_counts_extra(const mr_forage *env, float *extra) {
     for (int i = 0; i < env->n; i++) mr_tc_counts(env, i, extra);
 }
 
-static void popart_ctl_set(mr_popart_ctl *c, const mr_popart *p, double beta_min) {
-    memset(c, 0, sizeof *c);
-    c->mean = p->mean;
-    c->std = p->std;
-    c->count = p->count;
-    c->beta_min = beta_min;
-    c->scale = 1.0;
-}
-
 /* The update's hyper-parameters into host staging (uploaded by the rollout part). */
 static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {
     const mr_ppo_config *pc = &t->cfg.ppo;
@@ -77,16 +68,17 @@ static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {
     oh->beta1 = pc->adam_beta1;
     oh->beta2 = pc->adam_beta2;
     oh->eps = (float)pc->adam_eps;
-    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) oh->max_norm[g] = (float)t->hot.max_grad_norm;
+    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) oh->max_norm[g] = t->hot.max_grad_norm;
     oh->scaler_enabled = t->cfg.precision == MR_FP16;
-    mr_loss_hyper *lh = &t->h.loss->h;
-    memset(lh, 0, sizeof *lh);
-    lh->clip = clip;
-    lh->ent_coef = ent;
-    lh->vf_coef = t->hot.vf_coef;
-    lh->ent_floor = t->hot.ent_floor;
-    lh->ent_floor_coef = t->hot.ent_floor_coef;
-    lh->value_max_of_means = 1;   /* ENV_SPEC: max(mse(v, R), mse(v_clipped, R)), the larger batch mean */
+    mr_ppo_coefs co;
+    memset(&co, 0, sizeof co);
+    co.clip = clip;
+    co.ent_coef = ent;
+    co.vf_coef = t->hot.vf_coef;
+    co.ent_floor = t->hot.ent_floor;
+    co.ent_floor_coef = t->hot.ent_floor_coef;
+    co.value_max_of_means = 1;   /* ENV_SPEC: max(mse(v, R), mse(v_clipped, R)), the larger batch mean */
+    mr_loss_hyper_set(&t->h.loss->h, &co);
 }
 
 static const char *prec_name(int p) { return p == MR_BF16 ? "bf16" : p == MR_FP16 ? "fp16" : "fp32"; }
@@ -169,7 +161,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
                mr_schedule_value(&t->hot.ent_coef, 0.0));
     mr_opt_state_init(&t->h.opt->s, cfg->precision == MR_FP16 ? FP16_INITIAL_SCALE : 1.0f);
     memset(&t->h.loss->s, 0, sizeof t->h.loss->s);
-    popart_ctl_set(t->h.pa, &t->popart, cfg->policy.popart_beta_min);
+    mr_popart_ctl_set(t->h.pa, &t->popart, cfg->policy.popart_beta_min);
     TRY(o->copy(d->opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, st, err));
     TRY(o->copy(d->loss, t->h.loss, sizeof *t->h.loss, MR_COPY_H2D, st, err));
     TRY(o->copy(d->pa, t->h.pa, sizeof *t->h.pa, MR_COPY_H2D, st, err));

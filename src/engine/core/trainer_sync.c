@@ -40,9 +40,7 @@ mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err) {
     }
     if (what >= MR_SYNC_ALL) TRY(o->copy(t->env.grid, d->env_block, t->plan.env_bytes, MR_COPY_D2H, st, err));
     TRY(o->stream_sync(st, err));
-    t->popart.mean = t->h.pa->mean;
-    t->popart.std = t->h.pa->std;
-    t->popart.count = t->h.pa->count;
+    mr_popart_ctl_get(t->h.pa, &t->popart);
     if (what >= MR_SYNC_LEARNABLE) t->adam_step = t->h.opt->s.step;
     mr_ok(err);
     return MR_OK;

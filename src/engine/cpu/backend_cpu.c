@@ -273,7 +273,7 @@ static mr_status cpu_opt_step(float *param, const float *grad, float *m, float *
     for (int g = 0; g < G->n; g++) {
         const int64_t o = G->off[g];
         mr_adam_step(param + o, grad + o, m + o, v + o, (size_t)(G->off[g + 1] - o), c->h.lr, c->h.beta1, c->h.beta2,
-                     c->h.eps, mr_clip_factor(norm[g], (double)c->h.max_norm[g]), c->s.step);
+                     c->h.eps, mr_clip_factor(norm[g], c->h.max_norm[g]), c->s.step);
     }
     return ok(err);
 }

@@ -23,9 +23,7 @@
 #include <stdint.h>
 #include "rng.h"   /* MR_HD */
 
-#ifndef MR_NUM_ACTIONS
-#define MR_NUM_ACTIONS 8
-#endif
+#include "moonrl.h"   /* MR_NUM_ACTIONS */
 #define MR_OPT_MAX_GROUPS 4
 #define MR_OPT_THREADS 256                       /* threads of every reduction block */
 #define MR_OPT_CHUNK (MR_OPT_THREADS * 16)       /* gradient elements per stage-1 block */
@@ -45,7 +43,7 @@ typedef struct mr_opt_hyper {
      * ppo.c form them (1 - 0.999f in float is 1.3e-5 off) */
     double lr, beta1, beta2;
     float eps;
-    float max_norm[MR_OPT_MAX_GROUPS];   /* per group; <= 0 = no clipping */
+    double max_norm[MR_OPT_MAX_GROUPS];  /* per group; <= 0 = no clipping (double: the config's value exactly) */
     float growth_factor;                 /* loss scaler: x this after growth_interval good steps (2) */
     float backoff_factor;                /* x this on inf/nan (0.5) */
     int32_t growth_interval;             /* 2000 */
@@ -79,7 +77,7 @@ static inline void mr_opt_hyper_default(mr_opt_hyper *h) {
     h->beta1 = 0.9;
     h->beta2 = 0.999;
     h->eps = 1e-8f;
-    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) h->max_norm[g] = 0.5f;
+    for (int g = 0; g < MR_OPT_MAX_GROUPS; g++) h->max_norm[g] = 0.5;
     h->growth_factor = 2.0f;
     h->backoff_factor = 0.5f;
     h->growth_interval = 2000;
@@ -202,7 +200,7 @@ MR_HD void mr_opt_prepare(mr_optctl *c, int ngroups) {
         const double norm = sqrt(c->s.sumsq[g]) * inv;
         if (!mr_finite_d(norm)) c->s.found_inf = 1;
         c->s.norm[g] = (float)norm;
-        c->s.mult[g] = (float)(mr_opt_clip_factor(norm, (double)c->h.max_norm[g]) * inv);
+        c->s.mult[g] = (float)(mr_opt_clip_factor(norm, c->h.max_norm[g]) * inv);
     }
     if (c->s.found_inf) {
         c->s.skipped += 1;
