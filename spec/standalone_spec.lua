@@ -93,10 +93,12 @@ describe("a moonrl binary copied alone", function()
     assert.are.equal(0, rc, out .. err)
     assert.truthy(out:find("\nsource_dir=nil\n", 1, true), out)
     assert.truthy(out:find("\nci=true\n", 1, true), out)
-    assert.truthy(out:find("\nlevels=configs/levels/advanced.lua,configs/levels/basic.lua,configs/levels/ultra.lua\n", 1, true), out)
+    local levels = {}
+    for _, f in ipairs(support.files(ROOT .. "/configs/levels")) do levels[#levels + 1] = "configs/levels/" .. f end
+    assert.truthy(out:find("\nlevels=" .. table.concat(levels, ",") .. "\n", 1, true), out)
     assert.truthy(out:find(" total_steps=2048\n", 1, true), out)
     -- Bytecode keeps debug info: tracebacks name the file in the tree.
-    assert.truthy(out:find("\ntraceback=@lua/moonrl/init.lua\n", 1, true), out)
+    assert.truthy(out:match("\ntraceback=@lua/moonrl/[%w_/]+%.lua\n"), out)
     assert.truthy(out:find("missing=module 'moonrl.no_such_module' not found", 1, true), out)
 
     rc, out, err = moonrl(dir, "version")

@@ -60,11 +60,11 @@ static int uv_run_is_host(lua_State *L) {
     return 1;
 }
 
-static void open_modules(lua_State *L, uv_loop_t *loop, host_core *core) {
+static void open_modules(lua_State *L, host_core *core) {
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "loaded");
 
-    luv_set_loop(L, loop);
+    luv_set_loop(L, core->loop);
     luv_set_callback(L, host_pcall);
     luaopen_luv(L);
     lua_pushcfunction(L, uv_run_is_host);
@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
     static host_core core;
     core.loop = &loop;
     core.home = home_dir(&lib);
-    open_modules(L, &loop, &core);
+    open_modules(L, &core);
     if (host_library_open(L, &lib) != 0) {
         fprintf(stderr, "moonrl: this LuaJIT has no package.loaders: cannot install the moonrl module searcher\n");
         return 1;
