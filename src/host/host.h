@@ -10,7 +10,8 @@
  *   lua_run.c         ... its runs and evaluations, turned into Lua calls on the loop
  *   lua_pcall.c       the protected call every callback goes through
  *   trainer_thread.c  one trainer per thread; never touches Lua
- * main.c includes this header only, and reaches the engine through moonrl.h.
+ * Of the engine's headers, main.c (like every file here) sees only moonrl.h,
+ * through this one.
  */
 #ifndef MOONRL_HOST_H
 #define MOONRL_HOST_H
