@@ -112,7 +112,9 @@ function cmdline.main_usage()
       "(cannot load: " .. b.err:match("^[^\n]*") .. ")"
   end
   lines[#lines + 1] = ""
-  lines[#lines + 1] = "`moonrl <command> --help` tells more."
+  lines[#lines + 1] = "`moonrl <command> --help` tells more. The Lua library and configs are built into"
+  lines[#lines + 1] = "the binary; `moonrl --lua-path DIR <command> ...` (or MOONRL_LUA_PATH=DIR) loads"
+  lines[#lines + 1] = "them from a source tree DIR instead, for development."
   return table.concat(lines, "\n") .. "\n"
 end
 
