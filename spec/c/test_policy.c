@@ -206,14 +206,6 @@ static double max_rel(const float *a, const double *b, size_t n, double floor) {
     }
     return num / den;
 }
-static double max_rel_f(const float *a, const float *b, size_t n, double floor) {
-    double num = 0, den = floor;
-    for (size_t i = 0; i < n; i++) {
-        if (fabs(a[i] - b[i]) > num) num = fabs(a[i] - b[i]);
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return num / den;
-}
 
 /* ------------------------------------------------------------ table */
 static void test_table(void) {
@@ -465,13 +457,13 @@ static void test_consistency(void) {
         /* act on a prefix: other sgemm shapes (a block of 37), so a sample's
          * last bits may change with its place in the batch; the values agree */
         mr_policy_act(&p64, codes, extra, 37, proxy, al, av);
-        double ep = max_rel_f(al, r64.logits, (size_t)37 * NA, 1e-3);
+        double ep = check_relerr(al, r64.logits, (size_t)37 * NA, 1e-3);
         CHECK_MSG(ep < 1e-5, "proxy=%d: act on 37 samples vs forward on 600: %g", proxy, ep);
 
         /* chunk 3 vs 64: the same function; sgemm shapes differ, so last bits may */
-        double el = max_rel_f(r3.logits, r64.logits, (size_t)B * NA, 1e-3);
-        double ev = max_rel_f(r3.value, r64.value, B, 1e-3);
-        double eg = max_rel_f(r3.grads, r64.grads, p3.n_params, 1e-9);
+        double el = check_relerr(r3.logits, r64.logits, (size_t)B * NA, 1e-3);
+        double ev = check_relerr(r3.value, r64.value, B, 1e-3);
+        double eg = check_relerr(r3.grads, r64.grads, p3.n_params, 1e-9);
         CHECK_MSG(el < 1e-5 && ev < 1e-5, "proxy=%d chunk 3 vs 64 outputs: %g %g", proxy, el, ev);
         CHECK_MSG(eg < 1e-4, "proxy=%d chunk 3 vs 64 gradients: rel err %g", proxy, eg);
 

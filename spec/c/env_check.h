@@ -1,0 +1,60 @@
+/*
+ * env_check.h - what the foraging environment's tests (test_env_*.c) share:
+ * ENV_SPEC.md's reward and action tables written out literally, an env made
+ * from a config or the test stops, the count of a code on a grid, and the
+ * observation read directly with modulo arithmetic (ENV_SPEC's formula).
+ */
+#ifndef MR_ENV_CHECK_H
+#define MR_ENV_CHECK_H
+#include "check.h"
+#include "env.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ENV_SPEC's reward table, literally. */
+static const float REF_FOOD[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+static const float REF_POISON[4] = {-2.0f, -2.0f, 0.5f, 0.5f};
+static const float REF_STEP[4] = {-0.01f, -0.01f, 0.0f, 0.0f};
+static const float REF_DEATH[4] = {-4.0f, -4.0f, 0.0f, 0.0f};
+/* ENV_SPEC's action table, literally. */
+static const int REF_DX[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
+static const int REF_DY[8] = {-1, 0, 1, -1, 1, -1, 0, 1};
+
+static inline mr_env_config make_cfg(int mode, int n, int grid, int view, int dmin, int dmax, int tries,
+                                     int max_steps) {
+    mr_env_config c = {mode, n, grid, view, dmin, dmax, tries, max_steps};
+    return c;
+}
+
+static inline mr_env *make_env(const mr_env_config *c, uint64_t seed, int threads) {
+    mr_env *e = NULL;
+    mr_error err;
+    if (mr_env_create(c, seed, MR_DEVICE_CPU, threads, &e, &err) != MR_OK) {
+        fprintf(stderr, "mr_env_create failed: %s\n", err.msg);
+        exit(1);
+    }
+    return e;
+}
+
+static inline int count_code(const uint8_t *g, int cells, int code) {
+    int k = 0;
+    for (int c = 0; c < cells; c++) k += g[c] == code;
+    return k;
+}
+
+static inline int wrap(int v, int m) { return ((v % m) + m) % m; }
+
+/* The observation read directly with modulo arithmetic, ENV_SPEC's formula. */
+static inline int obs_matches_grid(const mr_forage *s, int i) {
+    const uint8_t *g = s->grid + (size_t)i * s->H * s->W;
+    const uint8_t *o = s->obs + (size_t)i * s->V * s->V;
+    for (int a = 0; a < s->V; a++)
+        for (int b = 0; b < s->V; b++) {
+            int r = wrap(s->y[i] - s->view + a, s->H), c = wrap(s->x[i] - s->view + b, s->W);
+            if (o[a * s->V + b] != g[r * s->W + c]) return 0;
+        }
+    return 1;
+}
+#endif

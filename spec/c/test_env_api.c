@@ -1,0 +1,175 @@
+/*
+ * test_env_api.c - the foraging environment's public functions (env.h:
+ * mr_env_create / _step / _read / _reset / _set_energy_frozen / _free, the
+ * log reduction, the state's arena layout) against their documented
+ * contracts, and determinism.
+ *
+ * Bad input: every refused config field, action and NULL, each with a
+ * message naming it, and nothing stepped. mr_env_read copies every field it
+ * is given and skips NULLs. The arena's planning pass sees NULLs and the
+ * committed pass the same total. mr_forage_log_reduce: sums, min, max, the
+ * empty reduction. Determinism: 600 envs (a thread team) for 200 steps -
+ * the same seed twice and 1 vs 2 threads give identical bytes of grid,
+ * observations and rewards; another seed another world.
+ */
+#include "env_check.h"
+
+/* The arena's planning pass sees NULLs and the committed pass the same total. */
+static void test_layout(void) {
+    mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, 5, 16, 2, 0, 4, 50, 0);
+    mr_arena a = {0};
+    mr_forage s;
+    mr_forage_layout(&s, &c, 1, &a);
+    CHECK(s.grid == NULL && s.log == NULL && s.energy_centi == NULL && a.size > 5 * 256);
+    size_t planned = a.size;
+    CHECK(mr_arena_commit(&a) == 0);
+    mr_forage_layout(&s, &c, 1, &a);
+    CHECK(s.grid && s.obs && s.log && s.energy_centi && s.x && s.ep_poison && a.used == planned);
+    CHECK(s.V == 5 && s.H == 16 && s.W == 16 && s.reward_clip == 20.0f && s.energy_frozen == 0);
+    mr_arena_release(&a);
+}
+
+static void test_log_reduce(void) {
+    mr_forage_log l[3];
+    for (int i = 0; i < 3; i++) mr_forage_log_clear(&l[i]);
+    CHECK(l[0].return_min > 1e38f && l[0].return_max < -1e38f && l[0].episodes == 0);
+    l[0].episodes = 2; l[0].return_sum = 3.0f; l[0].return_min = 1.0f; l[0].return_max = 2.0f; l[0].food = 4;
+    l[2].episodes = 1; l[2].return_sum = -5.0f; l[2].return_min = -5.0f; l[2].return_max = -5.0f; l[2].steps_total = 9;
+    mr_forage_log r;
+    mr_forage_log_reduce(l, 3, &r);
+    CHECK(r.episodes == 3 && r.return_sum == -2.0f && r.return_min == -5.0f && r.return_max == 2.0f);
+    CHECK(r.food == 4 && r.steps_total == 9 && r.deaths == 0);
+    mr_forage_log_reduce(l, 0, &r);
+    CHECK(r.episodes == 0 && r.return_min > 1e38f);
+}
+
+static int msg_has(const mr_error *e, const char *s) { return strstr(e->msg, s) != NULL; }
+
+static void test_bad_input(void) {
+    mr_env_config ok = make_cfg(MR_MODE_GROUND_TRUTH, 4, 32, 5, 16, 64, 50, 512), c;
+    mr_env *e = (mr_env *)&ok;     /* must be overwritten with NULL on failure */
+    mr_error err;
+    CHECK(mr_env_create(NULL, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && e == NULL && msg_has(&err, "cfg"));
+    CHECK(mr_env_create(&ok, 1, MR_DEVICE_CPU, 1, NULL, &err) == MR_ERR_ARG && msg_has(&err, "out"));
+    c = ok; c.num_envs = 0;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.num_envs = 0"));
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, NULL) == MR_ERR_ARG);        /* err may be NULL */
+    c = ok; c.view_range = 20;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.view_range = 20"));
+    c = ok; c.view_range = 0;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.view_range"));
+    c = ok; c.grid_size = 100000;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.grid_size"));
+    c = ok; c.density_max = 512;     /* 2*512 = 1024 cells: no room for the agent */
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.density_max"));
+    c = ok; c.density_min = 65;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.density_max"));
+    c = ok; c.density_min = -1;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.density_min"));
+    c = ok; c.mode = 4;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.mode"));
+    c = ok; c.respawn_tries = -1;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.respawn_tries"));
+    c = ok; c.max_episode_steps = -5;
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "env.max_episode_steps"));
+    CHECK(mr_env_create(&ok, 1, MR_DEVICE_CPU, -1, &e, &err) == MR_ERR_ARG && msg_has(&err, "threads"));
+    CHECK(mr_env_create(&ok, 1, 7, 1, &e, &err) == MR_ERR_ARG && msg_has(&err, "device"));
+#ifndef MOONRL_HAVE_CUDA   /* with CUDA, test_cuda_env covers device = cuda */
+    CHECK(mr_env_create(&ok, 1, MR_DEVICE_CUDA, 1, &e, &err) == MR_ERR_BACKEND && msg_has(&err, "cuda") && e == NULL);
+#endif
+    CHECK(mr_env_config_check(&ok, &err) == MR_OK && err.status == MR_OK);
+
+    CHECK(mr_env_create(&ok, 1, MR_DEVICE_AUTO, 1, &e, &err) == MR_OK && e != NULL);
+    mr_env_free(e);
+    CHECK(mr_env_create(&ok, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_OK && e != NULL);
+    uint8_t act[4] = {0, 1, 2, 8};
+    CHECK(mr_env_step(e, act, &err) == MR_ERR_ARG && msg_has(&err, "actions[3] = 8"));
+    CHECK(e->s.tick[0] == 0);                       /* nothing stepped */
+    CHECK(mr_env_step(e, NULL, &err) == MR_ERR_ARG && msg_has(&err, "actions"));
+    CHECK(mr_env_step(NULL, act, &err) == MR_ERR_ARG);
+    CHECK(mr_env_read(e, NULL, &err) == MR_ERR_ARG);
+    CHECK(mr_env_read(NULL, NULL, &err) == MR_ERR_ARG);
+    CHECK(mr_env_reset(NULL, &err) == MR_ERR_ARG);
+    CHECK(mr_env_set_energy_frozen(e, 2, &err) == MR_ERR_ARG && msg_has(&err, "frozen = 2"));
+    CHECK(mr_env_set_energy_frozen(NULL, 1, &err) == MR_ERR_ARG);
+    act[3] = 7;
+    CHECK(mr_env_step(e, act, &err) == MR_OK && err.status == MR_OK);
+    mr_env_free(e);
+    mr_env_free(NULL);
+}
+
+/* mr_env_read copies every field it is given, and skips NULLs. */
+static void test_read(void) {
+    mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, 5, 16, 2, 4, 8, 50, 0);
+    mr_env *e = make_env(&c, 4, 1);
+    uint8_t act[5] = {0, 3, 4, 6, 7};
+    for (int t = 0; t < 9; t++) mr_env_step(e, act, NULL);
+    const mr_forage *s = &e->s;
+    uint8_t obs[5 * 25], term[5], trunc[5], grid[5 * 256];
+    float rew[5], en[5];
+    int32_t x[5], y[5];
+    memset(obs, 0xEE, sizeof obs); memset(term, 0xEE, 5); memset(trunc, 0xEE, 5); memset(grid, 0xEE, sizeof grid);
+    memset(rew, 0xEE, sizeof rew); memset(en, 0xEE, sizeof en); memset(x, 0xEE, sizeof x); memset(y, 0xEE, sizeof y);
+    mr_env_view v = {obs, rew, term, trunc, grid, x, y, en};
+    CHECK(mr_env_read(e, &v, NULL) == MR_OK);
+    CHECK(!memcmp(obs, s->obs, sizeof obs) && !memcmp(rew, s->reward, sizeof rew));
+    CHECK(!memcmp(term, s->terminated, 5) && !memcmp(trunc, s->truncated, 5));
+    CHECK(!memcmp(grid, s->grid, sizeof grid));
+    CHECK(!memcmp(x, s->x, sizeof x) && !memcmp(y, s->y, sizeof y) && !memcmp(en, s->energy, sizeof en));
+    CHECK(rew[0] == -0.01f || rew[0] == 0.99f || rew[0] == -2.01f);
+    mr_env_view none = {0};
+    CHECK(mr_env_read(e, &none, NULL) == MR_OK);
+    mr_env_free(e);
+}
+
+
+/* Runs 200 steps and returns a hash-free byte record of grid, obs, rewards. */
+typedef struct trace { uint8_t *grid, *obs; float *reward; } trace;
+
+static trace record(const mr_env_config *c, uint64_t seed, int threads) {
+    mr_env *e = make_env(c, seed, threads);
+    const size_t n = (size_t)c->num_envs, VV = (size_t)e->s.V * e->s.V, cells = (size_t)c->grid_size * c->grid_size;
+    trace tr = {malloc(n * cells), malloc(n * VV * 200), malloc(sizeof(float) * n * 200)};
+    uint8_t *act = malloc(n);
+    uint64_t z = 77;
+    for (int t = 0; t < 200; t++) {
+        for (size_t i = 0; i < n; i++) { z = z * 6364136223846793005ULL + 1442695040888963407ULL; act[i] = (uint8_t)(z >> 61); }
+        mr_env_step(e, act, NULL);
+        mr_env_view v = {tr.obs + t * n * VV, tr.reward + t * n, NULL, NULL, NULL, NULL, NULL, NULL};
+        mr_env_read(e, &v, NULL);
+    }
+    mr_env_view v = {0};
+    v.grid = tr.grid;
+    mr_env_read(e, &v, NULL);
+    free(act);
+    mr_env_free(e);
+    return tr;
+}
+
+static int same_trace(const trace *a, const trace *b, size_t n, size_t VV, size_t cells) {
+    return !memcmp(a->grid, b->grid, n * cells) && !memcmp(a->obs, b->obs, n * VV * 200) &&
+           !memcmp(a->reward, b->reward, sizeof(float) * n * 200);
+}
+
+static void free_trace(trace *t) { free(t->grid); free(t->obs); free(t->reward); }
+
+static void test_determinism(void) {
+    /* enough envs for the loop to run on a thread team */
+    mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, 600, 32, 5, 16, 64, 50, 64);
+    const size_t n = 600, VV = 121, cells = 1024;
+    trace a = record(&c, 1, 1), b = record(&c, 1, 1), t2 = record(&c, 1, 2), d = record(&c, 2, 1);
+    CHECK_MSG(same_trace(&a, &b, n, VV, cells), "same seed twice: identical bytes");
+    CHECK_MSG(same_trace(&a, &t2, n, VV, cells), "1 thread vs 2 threads: identical bytes");
+    CHECK_MSG(memcmp(a.grid, d.grid, n * cells) != 0 && memcmp(a.obs, d.obs, n * VV * 200) != 0,
+              "different seeds: different worlds");
+    free_trace(&a); free_trace(&b); free_trace(&t2); free_trace(&d);
+}
+
+int main(void) {
+    test_layout();
+    test_log_reduce();
+    test_bad_input();
+    test_read();
+    test_determinism();
+    return check_report("test_env_api");
+}
