@@ -610,23 +610,6 @@ static inline void bw_config(mr_config *c) {
     c->total_steps = 16 * 16 * 8;
 }
 
-/* Checks of engine behaviour reported as wrong but not yet fixed: counted
- * and printed as a "known engine issue" line, failing only with the test's
- * --engine-issues argument (bw_args), so the suite stays green until the
- * fix lands and then the flag can go. */
-static int bw_strict_issues;
-static long bw_issues;
-#define ISSUE_CHECK(cond, ...)                                \
-    do {                                                      \
-        if (bw_strict_issues) CHECK_MSG(cond, __VA_ARGS__);   \
-        else if (!(cond)) bw_issues++;                        \
-    } while (0)
-static inline void bw_args(int argc, char **argv) {
-    (void)bw_issues;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--engine-issues") == 0) bw_strict_issues = 1;
-}
-
 /* 1 when nothing the wrapper saw created is alive. */
 static inline int bw_nothing_live(void) {
     return BW.streams == 0 && BW.events == 0 && BW.policies == 0 && BW.dev.live == 0 && BW.stage.live == 0;

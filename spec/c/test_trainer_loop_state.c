@@ -4,12 +4,8 @@
  *   1. steady state: after the first update no host allocation
  *      (mr_trainer_memory), no memory-manager allocation, no raw segment, no
  *      event; the memory manager holds exactly the plan's bytes; timings.
- *      Known engine issue (reported): the plan sizes the cpu network's
- *      per-thread workspaces for the calling thread's OpenMP count, not for
- *      the config's `threads` (trainer_plan.c, plan_device calls
- *      policy_plan before any omp_set_num_threads), so with threads other
- *      than the ambient count the plan and the memory held differ; counted
- *      as a printed known issue, failing with --engine-issues;
+ *      also with a thread count other than the caller's OpenMP count (the
+ *      cpu network's per-thread workspaces are planned for the config's);
  *   2. snapshot / restore: the learnable state comes back bit for bit (pulled
  *      and compared), the restored warm-up does not count as progress;
  *      evaluation and saving between updates change nothing; 1 thread and 2
@@ -82,7 +78,7 @@ static int learn_same(const learn *a, const learn *b) {
 static void test_steady_state(void) {
     mr_config c;
     bw_config(&c);
-    c.threads = omp_get_max_threads();   /* see the known issue below */
+    c.threads = omp_get_max_threads();
     const mr_backend *w = bw_init(mr_backend_cpu(), "cpu-wrap");
     mr_trainer *t = make(&c, w);
     if (!t) return;
@@ -129,20 +125,15 @@ static void test_steady_state(void) {
     mr_trainer_free(t);
     CHECK(bw_nothing_live());
 
-    /* known issue: another thread count than the calling thread's */
+    /* another thread count than the calling thread's */
     const int ambient = omp_get_max_threads();
     c.threads = ambient == 1 ? 2 : 1;
     t = make(&c, mr_backend_cpu());
     if (t) {
         CHECK(mr_trainer_devmem(t, &d, &e) == MR_OK);
-        ISSUE_CHECK(d.requested_bytes == t->plan.device_bytes, "threads = %d (the caller's OpenMP count %d): the "
+        CHECK_MSG(d.requested_bytes == t->plan.device_bytes, "threads = %d (the caller's OpenMP count %d): the "
                     "memory manager holds %llu bytes, the plan says %zu", c.threads, ambient,
                     (unsigned long long)d.requested_bytes, t->plan.device_bytes);
-        if (d.requested_bytes != t->plan.device_bytes)
-            printf("  known engine issue: with threads = %d and the caller's OpenMP count %d the plan says %zu device "
-                   "bytes, the trainer holds %llu (the cpu network's per-thread workspaces are planned for the "
-                   "caller's count; --engine-issues fails on it)\n", c.threads, ambient, t->plan.device_bytes,
-                   (unsigned long long)d.requested_bytes);
         mr_trainer_free(t);
     }
     omp_set_num_threads(ambient);
@@ -313,7 +304,6 @@ static void test_graphs_and_scale(void) {
 }
 
 int main(int argc, char **argv) {
-    bw_args(argc, argv);
     static const struct { const char *name; void (*fn)(void); } tests[] = {
         {"steady state", test_steady_state}, {"snapshot, restore", test_snapshot},
         {"graphs, loss scale", test_graphs_and_scale},

@@ -107,7 +107,13 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     memset(&t0, 0, sizeof t0);
     mr_trainer_fields(&t0, cfg);
     out->max_batch = t0.M > t0.N ? t0.M : t0.N;
-    TRY(be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &out->policy, err));
+    /* the cpu network's workspace is per thread: plan with the config's
+     * thread count, and leave the caller's as it was */
+    const int caller_threads = omp_get_max_threads();
+    omp_set_num_threads(t0.threads);
+    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &out->policy, err);
+    omp_set_num_threads(caller_threads);
+    if (ps != MR_OK) return ps;
     /* the parameter counts come from the shared layout */
     mr_arena a = {NULL, 0, 0, 0};
     mr_policy net;

@@ -8,6 +8,7 @@
 #include "trainer.h"
 #include "errors.h"
 
+#include <math.h>
 #include <string.h>
 
 #define TRY(call)                     \
@@ -52,6 +53,11 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
     const size_t P = t->pol.n_params;
+    /* A push that stops partway leaves a mix of the host copies and the old
+     * backend state: broken until a whole push (a checkpoint load) succeeds.
+     * A partial push that succeeds leaves the flag as it was. */
+    const int was_broken = t->broken;
+    t->broken = 1;
     mr_trainer_drop_graphs(t);   /* recorded with the old seed by value: recorded again at the next update */
     TRY(o->enter(t->device, t->threads, err));
     TRY(o->copy(d->pol.params, t->pol.params, P * sizeof(float), MR_COPY_H2D, st, err));
@@ -78,7 +84,7 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
         d->env.seed = t->env.seed;   /* a load adopts the checkpoint's seed (kernels take the struct by value) */
     }
     TRY(o->stream_sync(st, err));
-    if (what >= MR_SYNC_ALL) t->broken = 0;   /* the whole state is the checkpoint's again */
+    t->broken = what >= MR_SYNC_ALL ? 0 : was_broken;   /* all of it the host copies' again */
     mr_ok(err);
     return MR_OK;
 }
@@ -129,8 +135,8 @@ mr_status mr_trainer_devmem(const mr_trainer *t, mr_devmem_stats *out, mr_error 
 
 mr_status mr_trainer_set_loss_scale(mr_trainer *t, float scale, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_loss_scale: trainer is NULL");
-    if (!(scale > 0.0f) || scale != scale)
-        return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_loss_scale: scale = %g: accepted a positive number",
+    if (!(scale > 0.0f) || !isfinite(scale))
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_loss_scale: scale = %g: accepted a positive finite number",
                        (double)scale);
     const mr_backend *o = t->be;
     TRY(o->enter(t->device, t->threads, err));
