@@ -2,7 +2,7 @@
  * pc_emu.h - an emulator of the CUDA policy's three GPU operations
  * (kernels/policy_math.h's mr_pc_ops: GEMM, elementwise job, copy) on the
  * CPU, shared by the tests that run the policy schedule without a GPU
- * (test_cuda_policy.c, test_cuda_trainer.c).
+ * (the test_cuda_policy_*.c programs, through policy_check.h).
  *
  * GEMM = a column-major cblas_sgemm given exactly the arguments cuBLAS gets
  * (mr_pc_gemm_cm), with cuBLAS's validity rules checked; in bf16 / fp16 the

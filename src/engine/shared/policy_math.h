@@ -4,7 +4,7 @@
  * every small kernel (MR_HD), the memory plan, and the whole schedule of
  * forward and backward as plain C over a table of three operations (GEMM,
  * elementwise job, copy). policy.cu fills the table with cuBLAS calls and
- * kernel launches; spec/c/test_cuda_policy.c fills it with a column-major
+ * kernel launches; spec/c/test_cuda_policy_*.c fill it with a column-major
  * cblas_sgemm and a loop over the same MR_HD element function, and compares
  * the result with policy.c. So the layouts, leading dimensions, transposes,
  * buffer offsets and the order of operations are checked without a GPU;
