@@ -69,7 +69,9 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
         return mr_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
     /* backend selection */
     const mr_backend *be = device == MR_DEVICE_CUDA ? mr_backend_cuda() : mr_backend_cpu();
-    if (be->unavailable) return mr_fail(err, MR_ERR_BACKEND, "%s", be->unavailable);
+    if (be->unavailable)
+        return mr_fail(err, MR_ERR_BACKEND, "device = cuda: this build has no CUDA backend (it was built without "
+                       "nvcc or with MOONRL_CUDA=OFF); use device = cpu (or auto)");
     if (!be->host_memory && mr_cuda_device_count() < 1)
         return mr_fail(err, MR_ERR_BACKEND, "device = cuda: no usable GPU was found on this machine; "
                        "use device = cpu (or auto)");
