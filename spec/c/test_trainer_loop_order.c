@@ -13,7 +13,7 @@
  *      rewards, values, done bits and bootstrap values (normalised or not,
  *      other gamma / lambda), and the explained variance;
  *   3. the sequence of operations of an update, recorded by the wrapper
- *      table (backend_wrap.h), against the order trainer.c's header
+ *      table (backend_wrap.h), against the order docs/engine.md
  *      documents (per rollout step: copy, step_in, policy_act, sample,
  *      env_step_all, step_out; then GAE, statistics, PopArt, normalisation;
  *      per minibatch: gather, opt_begin, zero_grad, forward, ppo_loss,
@@ -326,7 +326,7 @@ static void compare_sequence(const char *label, const int *want, int nw, const i
         CHECK(1);
         return;
     }
-    CHECK_MSG(0, "%s: the update's operations differ from trainer.c's documented order at operation %d of %d "
+    CHECK_MSG(0, "%s: the update's operations differ from the documented order (docs/engine.md) at operation %d of %d "
               "(%d recorded): expected %s, got %s", label, i, nw, ng, i < nw ? bw_name(want[i]) : "(end)",
               i < ng ? bw_name(got[i]) : "(end)");
     const int lo = i > 6 ? i - 6 : 0;

@@ -1,33 +1,17 @@
 /*
  * trainer.c - the one PPO update loop, over a backend table (backend.h):
  * creation, one update (rollout, advantages, epochs, metrics), hot
- * parameters, snapshot/restore, profiling. The same order of operations
- * runs on the cpu backend (host memory, C loops) and the cuda backend
- * (device memory, kernels); docs/engine.md draws it.
+ * parameters, snapshot/restore, profiling. It runs unchanged on the cpu
+ * backend (host memory, C loops) and the cuda backend (kernels);
+ * docs/engine.md draws one update's path through the table, operation by
+ * operation, and spec/c/test_trainer_loop_order.c holds the loop to it.
  *
- * An update is three parts queued on one stream, each as a whole, reading
- * every per-update value from memory (the control blocks, filled from host
- * staging first), so no value is read back inside an update and each part
- * can be recorded once as a CUDA graph and replayed:
- *   rollout    per step: obs codes -> rollout row; step_in (critic counts,
- *              action uniforms keyed by (seed, env, tick)); policy act;
- *              sample -> act, logp; env step; step_out -> val, rew, done.
- *              Then the bootstrap value of the state after the last step.
- *   advantages GAE -> adv, ret; explained-variance statistics; PopArt;
- *              advantage normalisation
- *   learn      per epoch the permutation (made on the host while the
- *              backend runs the first two parts), per minibatch: gather,
- *              zero grads, forward, PPO loss, backward, per-group grad norm +
- *              clip + Adam (+ fp16 scaler), metrics; then the episode logs
- *              and one metrics struct copied to host staging.
- * The update waits once, at its end, for that struct.
- *
- * Randomness is counter-based (rng.h), so a run is reproducible, independent
- * of the thread count, and a checkpointed run resumes bit for bit.
- *
- * A failed update leaves the backend state somewhere inside an update: the
- * trainer then refuses updates and host copies (so no checkpoint of a state
- * no run reached is written) until a checkpoint is loaded into it.
+ * An update is three parts queued on one stream (rollout; advantages;
+ * learn), each reading its per-update values from control blocks filled
+ * from host staging, so nothing is read back inside an update (one wait at
+ * its end, for the metrics) and each part can be recorded as a CUDA graph.
+ * A failed update marks the trainer broken: updates and host copies are
+ * refused until a checkpoint is loaded into it.
  */
 #include "trainer.h"
 #include "errors.h"
