@@ -39,6 +39,12 @@ static inline mr_status mr_cuda_status(cudaError_t e, const char *what, mr_error
 /* After a kernel launch: launch-configuration errors show at once. */
 #define MR_CUDA_LAUNCHED(what, err) MR_CUDA_TRY(cudaGetLastError(), (what), (err))
 
+/* A required device-pointer argument (the enclosing function has `err`). */
+#define MR_CUDA_NEED(p, who, name)                                                                          \
+    do {                                                                                                    \
+        if (!(p)) return mr_fail(err, MR_ERR_ARG, "%s: %s is NULL (a device pointer is needed)", who, name); \
+    } while (0)
+
 /* Blocks of `threads` covering n items (n > 0). */
 static inline unsigned mr_cuda_blocks(long long n, int threads) {
     return (unsigned)((n + threads - 1) / threads);

@@ -139,11 +139,6 @@ static mr_status check_n(int64_t n, const char *who, mr_error *err) {
     return MR_OK;
 }
 
-#define NEED(p, who, name)                                                                             \
-    do {                                                                                               \
-        if (!(p)) return mr_fail(err, MR_ERR_ARG, "%s: %s is NULL (a device pointer is needed)", who, name); \
-    } while (0)
-
 /* The launches of mean/std, arguments already checked, n > 0. */
 static mr_status launch_mean_std(const float *x, int64_t n, double *partials, double *out2, cudaStream_t s,
                                  mr_error *err) {
@@ -166,14 +161,14 @@ extern "C" mr_status mr_cuda_mean_std(const float *x, int64_t n, double *partial
     const char *who = "mr_cuda_mean_std";
     mr_status st = check_n(n, who, err);
     if (st != MR_OK) return st;
-    NEED(out2, who, "out2");
+    MR_CUDA_NEED(out2, who, "out2");
     if (n == 0) {
         MR_CUDA_TRY(cudaMemsetAsync(out2, 0, 2 * sizeof(double), (cudaStream_t)stream), "clearing mean/std", err);
         mr_ok(err);
         return MR_OK;
     }
-    NEED(x, who, "x");
-    NEED(partials, who, "partials");
+    MR_CUDA_NEED(x, who, "x");
+    MR_CUDA_NEED(partials, who, "partials");
     if ((st = launch_mean_std(x, n, partials, out2, (cudaStream_t)stream, err)) != MR_OK) return st;
     mr_ok(err);
     return MR_OK;
@@ -185,9 +180,9 @@ extern "C" mr_status mr_cuda_normalize(float *x, int64_t n, double *partials, do
     mr_status st = check_n(n, who, err);
     if (st != MR_OK) return st;
     if (n == 0) { mr_ok(err); return MR_OK; }
-    NEED(x, who, "x");
-    NEED(partials, who, "partials");
-    NEED(out2, who, "out2");
+    MR_CUDA_NEED(x, who, "x");
+    MR_CUDA_NEED(partials, who, "partials");
+    MR_CUDA_NEED(out2, who, "out2");
     cudaStream_t s = (cudaStream_t)stream;
     if ((st = launch_mean_std(x, n, partials, out2, s, err)) != MR_OK) return st;
     normalize_kernel<<<grid_for(n), THREADS, 0, s>>>(x, n, out2);
@@ -297,7 +292,7 @@ extern "C" mr_status mr_cuda_ppo_loss(int B, const float *logits, const float *v
                                       float *dlogits, float *dvalue, void *stream, mr_error *err) {
     const char *who = "mr_cuda_ppo_loss";
     if (B < 0) return mr_fail(err, MR_ERR_ARG, "%s: B = %d: accepted 0 or more samples", who, B);
-    NEED(d_ctl, who, "d_ctl");
+    MR_CUDA_NEED(d_ctl, who, "d_ctl");
     cudaStream_t s = (cudaStream_t)stream;
     if (B == 0) {   /* as mr_ppo_loss: zero stats, nothing else (stage 2 over no partials) */
         loss_stage2_kernel<<<1, THREADS, 0, s>>>(partials, 0, 0, d_ctl, d_opt);
@@ -305,16 +300,16 @@ extern "C" mr_status mr_cuda_ppo_loss(int B, const float *logits, const float *v
         mr_ok(err);
         return MR_OK;
     }
-    NEED(logits, who, "logits");
-    NEED(value, who, "value");
-    NEED(action, who, "action");
-    NEED(old_logp, who, "old_logp");
-    NEED(adv, who, "adv");
-    NEED(old_value, who, "old_value");
-    NEED(target, who, "target");
-    NEED(partials, who, "partials");
-    NEED(dlogits, who, "dlogits");
-    NEED(dvalue, who, "dvalue");
+    MR_CUDA_NEED(logits, who, "logits");
+    MR_CUDA_NEED(value, who, "value");
+    MR_CUDA_NEED(action, who, "action");
+    MR_CUDA_NEED(old_logp, who, "old_logp");
+    MR_CUDA_NEED(adv, who, "adv");
+    MR_CUDA_NEED(old_value, who, "old_value");
+    MR_CUDA_NEED(target, who, "target");
+    MR_CUDA_NEED(partials, who, "partials");
+    MR_CUDA_NEED(dlogits, who, "dlogits");
+    MR_CUDA_NEED(dvalue, who, "dvalue");
     const loss_inputs in = {logits, value, old_logp, adv, old_value, target, action};
     const int nb = loss_blocks(B);
     loss_stage1_kernel<<<(unsigned)nb, THREADS, 0, s>>>(B, in, d_ctl, partials);
@@ -375,12 +370,12 @@ extern "C" mr_status mr_cuda_popart_update(mr_popart_ctl *d_pa, const float *ret
     mr_status st = check_n(n, who, err);
     if (st != MR_OK) return st;
     if (k < 1) return mr_fail(err, MR_ERR_ARG, "%s: k = %d: the last critic layer needs 1 or more inputs", who, k);
-    NEED(d_pa, who, "d_pa");
+    MR_CUDA_NEED(d_pa, who, "d_pa");
     if (n == 0) { mr_ok(err); return MR_OK; }
-    NEED(returns, who, "returns");
-    NEED(partials, who, "partials");
-    NEED(w, who, "w");
-    NEED(b, who, "b");
+    MR_CUDA_NEED(returns, who, "returns");
+    MR_CUDA_NEED(partials, who, "partials");
+    MR_CUDA_NEED(w, who, "w");
+    MR_CUDA_NEED(b, who, "b");
     cudaStream_t s = (cudaStream_t)stream;
     if ((st = launch_mean_std(returns, n, partials, d_pa->batch, s, err)) != MR_OK) return st;
     popart_kernel<<<1, THREADS, 0, s>>>(d_pa, n, w, b, k, adam_m_w, adam_v_w, adam_m_b, adam_v_b);

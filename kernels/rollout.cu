@@ -29,11 +29,6 @@ static unsigned grid_for(long long n) {
     return (unsigned)(b < MAX_BLOCKS ? (b > 0 ? b : 1) : MAX_BLOCKS);
 }
 
-#define NEED(p, who, name)                                                                                      \
-    do {                                                                                                        \
-        if (!(p)) return mr_fail(err, MR_ERR_ARG, "%s: %s is NULL (a device pointer is needed)", who, name);   \
-    } while (0)
-
 /* ---------------------------------------------------------------- kernels */
 
 __global__ void __launch_bounds__(THREADS)
@@ -93,7 +88,7 @@ extern "C" mr_status mr_cuda_tc_step_in(const mr_forage *s, uint64_t seed, float
     const char *who = "mr_cuda_tc_step_in";
     mr_status st = check_env(s, who, err);
     if (st != MR_OK) return st;
-    NEED(extra, who, "extra");
+    MR_CUDA_NEED(extra, who, "extra");
     tc_step_in_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, seed, extra, u);
     MR_CUDA_LAUNCHED("the rollout step-input kernel", err);
     mr_ok(err);
@@ -105,9 +100,9 @@ extern "C" mr_status mr_cuda_tc_step_out(const mr_forage *s, const mr_popart_ctl
     const char *who = "mr_cuda_tc_step_out";
     mr_status st = check_env(s, who, err);
     if (st != MR_OK) return st;
-    NEED(d_pa, who, "d_pa");
-    NEED(value, who, "value");
-    NEED(val, who, "val");
+    MR_CUDA_NEED(d_pa, who, "d_pa");
+    MR_CUDA_NEED(value, who, "value");
+    MR_CUDA_NEED(val, who, "val");
     if (!rew != !done) return mr_fail(err, MR_ERR_ARG, "%s: rew and done go together (both or neither)", who);
     tc_step_out_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, d_pa, value, val,
                                                                                            rew, done);
@@ -123,7 +118,7 @@ extern "C" mr_status mr_cuda_tc_gather(const mr_tc_gather_args *a, const mr_popa
     if (a->M < 0 || a->VV < 1)
         return mr_fail(err, MR_ERR_ARG, "%s: M = %d, VV = %d: accepted M >= 0, VV >= 1", who, a->M, a->VV);
     if (a->M == 0) { mr_ok(err); return MR_OK; }
-    NEED(d_pa, who, "d_pa");
+    MR_CUDA_NEED(d_pa, who, "d_pa");
     if (!a->idx || !a->obs || !a->act || !a->extra || !a->logp || !a->val || !a->adv || !a->ret || !a->mb_obs ||
         !a->mb_act || !a->mb_extra || !a->mb_logp || !a->mb_adv || !a->mb_oldv || !a->mb_target)
         return mr_fail(err, MR_ERR_ARG, "%s: a rollout or minibatch pointer is NULL", who);
@@ -138,9 +133,9 @@ extern "C" mr_status mr_cuda_tc_diff(const float *a, const float *b, float *out,
     const char *who = "mr_cuda_tc_diff";
     if (n < 0) return mr_fail(err, MR_ERR_ARG, "%s: n = %lld: accepted 0 or more", who, (long long)n);
     if (n == 0) { mr_ok(err); return MR_OK; }
-    NEED(a, who, "a");
-    NEED(b, who, "b");
-    NEED(out, who, "out");
+    MR_CUDA_NEED(a, who, "a");
+    MR_CUDA_NEED(b, who, "b");
+    MR_CUDA_NEED(out, who, "out");
     tc_diff_kernel<<<grid_for(n), THREADS, 0, (cudaStream_t)stream>>>(a, b, out, n);
     MR_CUDA_LAUNCHED("the difference kernel", err);
     mr_ok(err);
@@ -150,9 +145,9 @@ extern "C" mr_status mr_cuda_tc_diff(const float *a, const float *b, float *out,
 extern "C" mr_status mr_cuda_tc_accumulate(mr_tc_metrics *d_m, const mr_lossctl *d_loss, const mr_optctl *d_opt,
                                            int ngroups, void *stream, mr_error *err) {
     const char *who = "mr_cuda_tc_accumulate";
-    NEED(d_m, who, "d_m");
-    NEED(d_loss, who, "d_loss");
-    NEED(d_opt, who, "d_opt");
+    MR_CUDA_NEED(d_m, who, "d_m");
+    MR_CUDA_NEED(d_loss, who, "d_loss");
+    MR_CUDA_NEED(d_opt, who, "d_opt");
     if (ngroups < 1 || ngroups > MR_OPT_MAX_GROUPS)
         return mr_fail(err, MR_ERR_ARG, "%s: ngroups = %d: accepted 1 .. %d", who, ngroups, MR_OPT_MAX_GROUPS);
     tc_accumulate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_m, d_loss, d_opt, ngroups);
@@ -164,9 +159,9 @@ extern "C" mr_status mr_cuda_tc_accumulate(mr_tc_metrics *d_m, const mr_lossctl 
 extern "C" mr_status mr_cuda_tc_finish(mr_tc_metrics *d_m, const mr_popart_ctl *d_pa, const mr_optctl *d_opt,
                                        void *stream, mr_error *err) {
     const char *who = "mr_cuda_tc_finish";
-    NEED(d_m, who, "d_m");
-    NEED(d_pa, who, "d_pa");
-    NEED(d_opt, who, "d_opt");
+    MR_CUDA_NEED(d_m, who, "d_m");
+    MR_CUDA_NEED(d_pa, who, "d_pa");
+    MR_CUDA_NEED(d_opt, who, "d_opt");
     tc_finish_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_m, d_pa, d_opt);
     MR_CUDA_LAUNCHED("the metrics kernel", err);
     mr_ok(err);
