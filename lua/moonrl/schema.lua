@@ -47,7 +47,7 @@ local schema = {}
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: the largest exact integer in a Lua number
 
 schema.sections = {
-  { name = "env", desc = "the foraging environment (ENV_SPEC.md)" },
+  { name = "env", desc = "the foraging environment (docs/environment.md)" },
   { name = "policy", desc = "the CNN actor-critic" },
   { name = "ppo", desc = "PPO and the optimizer" },
   { name = "cuda", desc = "GPU-only engine settings (reported as not applying on cpu)" },
@@ -88,7 +88,7 @@ key { key = "dir", type = "string", optional = true, max_len = 4096,
 -- env -----------------------------------------------------------------------
 key { key = "env.mode", type = "enum", default = "ground_truth",
   choices = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" },
-  desc = "rewards and observations (ENV_SPEC.md, modes table)" }
+  desc = "rewards and observations (docs/environment.md, modes table)" }
 key { key = "env.num_envs", type = "integer", default = 192, min = 1, max = 1048576, auto = true,
   aliases = { "n_envs", "envs", "num_env", "num_environments" },
   desc = "environment instances stepped in lock-step; \"auto\" = chosen from the GPU's memory at resolve (192 on cpu or when unknown)" }
