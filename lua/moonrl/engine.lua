@@ -304,6 +304,7 @@ function engine.eval_config(eval, mode)
 end
 
 function engine.version() return ffi.string(C.mr_version()) end
+function engine.build_info() return ffi.string(C.mr_build_info()) end
 function engine.cuda_device_count() return tonumber(C.mr_cuda_device_count()) end
 
 -- Free and total bytes of CUDA device i, or nil and a message.

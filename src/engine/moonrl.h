@@ -57,6 +57,9 @@ typedef struct mr_error {
 
 const char *mr_status_name(mr_status s);
 const char *mr_version(void);
+/* Lines for a bug report: the build (commit, compiler, flags), the CUDA
+ * toolkit it was built with, the BLAS and its kernel set, the CPU features. */
+const char *mr_build_info(void);
 
 /* ------------------------------------------------------------------ config */
 

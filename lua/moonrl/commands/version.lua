@@ -10,7 +10,10 @@ local version = {
   help = [[
 usage: moonrl version
 
-Prints the versions of moonrl, LuaJIT and libuv.
+Prints the versions of moonrl, LuaJIT and libuv, the build (commit,
+compiler, flags), the CUDA toolkit it was built with, the BLAS and its
+kernel set, the CPU features in use, and where the Lua library comes from:
+what a bug report needs.
 ]],
 }
 
@@ -21,6 +24,7 @@ function version.run(argv)
   cmdline.out("moonrl ", require("moonrl").version, "\n")
   cmdline.out(jit and jit.version or _VERSION, "\n")
   cmdline.out("libuv ", require("luv").version_string(), "\n")
+  cmdline.out(require("moonrl.engine").build_info(), "\n")
 end
 
 return version
