@@ -134,6 +134,17 @@ return {
       assert.same({ "name", "a=b" }, { config.parse_set("name=a=b") })
     end)
 
+    it("takes a value for a string key as text, whatever it looks like", function()
+      assert.same({ "name", "2024" }, { config.parse_set("name=2024") })
+      assert.same({ "name", "nan" }, { config.parse_set("name=nan") })
+      assert.same({ "name", "true" }, { config.parse_set("name=true") })
+      assert.same({ "name", "1e3" }, { config.parse_set('name="1e3"') })
+      assert.same({ "dir", "runs/2024" }, { config.parse_set("dir=runs/2024") })
+      -- and the whole config accepts it
+      local cfg = assert(config.resolve({ sets = { "name=2024", "hardware=ci" } }))
+      assert.equal("2024", cfg.name)
+    end)
+
     it("names the bad text", function()
       assert.same({ nil, '--set "ppo.lr": expected key=value, e.g. ppo.lr=1e-4' }, { config.parse_set("ppo.lr") })
       assert.same({ nil, '--set "ppo..lr=1": bad key "ppo..lr": keys are dotted names such as ppo.lr' },

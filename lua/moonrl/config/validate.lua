@@ -33,6 +33,12 @@ function validate.parse_set(text)
     return nil, "--set " .. util.fmt_value(text) .. ": bad key " .. util.fmt_value(k) ..
       ": keys are dotted names such as ppo.lr"
   end
+  -- A value for a string (or named-choice) key is the text as typed: name=2024,
+  -- name=nan and name=true are names; quotes around it are optional.
+  local e = schema.by_key[k]
+  if e and (e.type == "string" or e.type == "enum") then
+    return k, v:match('^"(.*)"$') or v:match("^'(.*)'$") or v
+  end
   if v == "true" then return k, true end
   if v == "false" then return k, false end
   local n = tonumber(v)
