@@ -287,7 +287,19 @@ local function to_table(v, sname)
   return t
 end
 
-function engine.metrics(bytes) return to_table(from_bytes("mr_metrics", bytes), "mr_metrics") end
+-- Per-episode statistics of an update in which no episode ended are absent
+-- (nil: null in metrics.jsonl, an empty cell in metrics.csv, no TensorBoard
+-- point), not 0, which would draw false dips into every plot.
+engine.EPISODE_FIELDS = { "episode_return_mean", "episode_return_min", "episode_return_max",
+  "episode_length_mean", "food_per_episode", "poison_per_episode", "efficiency" }
+
+function engine.metrics(bytes)
+  local m = to_table(from_bytes("mr_metrics", bytes), "mr_metrics")
+  if not m.episodes or m.episodes <= 0 then
+    for _, k in ipairs(engine.EPISODE_FIELDS) do m[k] = nil end
+  end
+  return m
+end
 function engine.eval_result(bytes) return to_table(from_bytes("mr_eval_result", bytes), "mr_eval_result") end
 function engine.config_from_bytes(bytes) return from_bytes("mr_config", bytes) end
 

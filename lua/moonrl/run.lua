@@ -243,6 +243,7 @@ function Run:_hook(name, ...)
 end
 
 local function fmt(x)
+  if x == nil then return "-" end   -- absent: no episode ended in this update
   if type(x) ~= "number" then return tostring(x) end
   return util.fmt_number(tonumber(string.format("%.4g", x)))
 end

@@ -34,8 +34,9 @@ local function print_summary(s)
     s.dir, s.status, s.updates, s.agent_steps, s.seconds, s.sps))
   if s.error then out("  error: ", s.error, "\n") end
   if s.metrics then
-    out(string.format("  last update: return %.3f, efficiency %.1f%%, entropy %.3f, lr %.3g\n",
-      m.episode_return_mean or 0, 100 * (m.efficiency or 0), m.entropy or 0, m.lr or 0))
+    out(string.format("  last update: return %s, efficiency %s, entropy %.3f, lr %.3g\n",
+      m.episode_return_mean and string.format("%.3f", m.episode_return_mean) or "- (no episode ended)",
+      m.efficiency and string.format("%.1f%%", 100 * m.efficiency) or "-", m.entropy or 0, m.lr or 0))
   end
   if s.describe then out("  engine: ", s.describe, "\n") end
   if s.checkpoint then out("  checkpoint: ", s.checkpoint, "\n") end
