@@ -374,11 +374,11 @@ return {
       assert.is_true(contains(notes, "precision = fp16 (from level ultra) does not apply on cpu: using fp32"))
       -- basic asks for nothing GPU-only: nothing to report
       r, notes = config.resolve { hardware = "cpu", level = "basic", detect = no_gpu }
-      assert.same({}, notes)
+      assert.same({ "budget: total_steps = 524288 (128 updates of 64 envs x 64 steps) from profile cpu" }, notes)
       -- on a GPU the same settings apply silently
       r, notes = config.resolve { hardware = "cuda", detect = one_gpu }
       assert.equal("bf16", r.precision)
-      assert.same({}, notes)
+      assert.same({ "budget: total_steps = 50331648 (2048 updates of 192 envs x 128 steps) from defaults" }, notes)
     end)
 
     it("refuses a non-fp32 precision the user set on cpu", function()
@@ -563,12 +563,20 @@ return {
       assert.equal(32768, ci.total_steps)
       assert.equal("cpu", ci.device)
       local cpu = config.resolve { hardware = "cpu", detect = no_gpu }
-      assert.is_true(cpu.total_steps >= 1e6 and cpu.total_steps <= 2e6)
+      assert.equal(524288, cpu.total_steps)   -- 128 updates: make run's two minutes on 2 cores
       assert.same({ 16, 32 }, cpu.policy.conv_channels)
       local cuda = config.resolve { hardware = "cuda", detect = one_gpu }
       assert.equal(192, cuda.env.num_envs)
       local prod = config.resolve { hardware = "production", detect = one_gpu }
       assert.is_true(prod.env.num_envs > 192)
+      -- a profile's budget is what the default experiment gets with it (it sets none of its own)
+      for hw, want in pairs({ ci = 32768, debug = 4096, cpu = 524288 }) do
+        local d, notes = config.resolve { hardware = hw, default_experiment = true, detect = no_gpu }
+        assert.equal(want, d.total_steps, hw)
+        local said = false
+        for _, n in ipairs(notes) do said = said or (n:find("^budget: .* from profile " .. hw .. "$") ~= nil) end
+        assert.is_true(said, table.concat(notes, "\n"))
+      end
       local dbg = config.resolve { hardware = "debug", detect = no_gpu }
       assert.equal(1, dbg.log.interval)
       assert.is_true(dbg.alerts.nonfinite)

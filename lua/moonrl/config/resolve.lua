@@ -227,6 +227,13 @@ function resolve.resolve(opts)
     if e.type == "schedule" then keys.set(acc, e.key, validate.normalize_value(e, keys.get(acc, e.key))) end
   end
 
+  -- where the step budget came from: a profile's budget is what picking it gives
+  local per = acc.env.num_envs * acc.ppo.rollout_steps
+  local updates = math.max(1, math.ceil(acc.total_steps / per))
+  notes[#notes + 1] = string.format("budget: total_steps = %d (%d update%s of %d envs x %d steps) from %s",
+    acc.total_steps, updates, updates == 1 and "" or "s", acc.env.num_envs, acc.ppo.rollout_steps,
+    prov.total_steps or "defaults")
+
   if type(acc.warmup) == "function" then
     local w, werr = warmup.normalize(acc.warmup, { device = device, level = level, num_envs = acc.env.num_envs })
     if not w then return nil, werr end
