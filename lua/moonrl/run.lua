@@ -126,6 +126,11 @@ local function prepare(cfg)
   if not c then return nil, err end
   local device = cfg.device
   if device == "auto" then device = moonrl().detect().gpus > 0 and "cuda" or "cpu" end
+  if device == "cuda" and moonrl().detect().gpus == 0 then
+    return nil, "device = cuda (hardware = " .. tostring(cfg.hardware) .. "), but no usable GPU was found " ..
+      "(or this build has no CUDA backend: see moonrl version); accepted here: device = cpu or auto, " ..
+      "hardware = cpu, ci, debug or auto"
+  end
   local w, werr = require("moonrl.warmup").normalize(cfg.warmup, {
     device = device, level = cfg.level, num_envs = cfg.env.num_envs })
   if not w then return nil, werr end

@@ -60,7 +60,12 @@ function train.run(argv)
   end
   local cfg, notes = moonrl.resolve(file, { sets = o.set, hardware = o.hardware, level = o.level, dir = o.dir })
   if not cfg then return usage_error("moonrl train: " .. notes) end
-  local run = moonrl._start(cfg, notes, {})
+  -- a config the engine or the machine refuses is said plainly, before any run directory exists
+  local started, run = pcall(moonrl._start, cfg, notes, {})
+  if not started then
+    err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
+    return 1
+  end
   out("run directory: ", run.dir, "\n")
   local s = run:wait()
   print_summary(s)
