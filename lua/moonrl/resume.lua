@@ -237,7 +237,9 @@ local function apply_changes(cfg, changes, notes, saved_missing)
         local old = config.get(cfg, key)
         local ok, err = config.set(cfg, key, v)
         if ok then
-          changed[#changed + 1] = key .. " = " .. util.fmt_value(v) .. " (was " .. util.fmt_value(old) .. ")"
+          if not key:match("^hooks%.") then   -- hooks are given again, not changed
+            changed[#changed + 1] = key .. " = " .. util.fmt_value(v) .. " (was " .. util.fmt_value(old) .. ")"
+          end
         else
           errs[#errs + 1] = err
         end
@@ -330,6 +332,9 @@ function resume.hint(path)
     return "'" .. path .. "' is a checkpoint, not a config file: to continue its run, moonrl train --resume " ..
       (run or "RUN_DIR") .. (run and "" or " (the run directory holding checkpoints/)") ..
       "; to evaluate it, moonrl eval " .. path
+  end
+  if not (uv.fs_stat(join(path, "checkpoints")) or uv.fs_stat(join(path, "config.lua"))) then
+    return "'" .. path .. "' is a directory, not a config file (a Lua file returning a table)"
   end
   return "'" .. path .. "' is a run directory: to continue it, moonrl train --resume " .. path ..
     "; to evaluate it, moonrl eval " .. path

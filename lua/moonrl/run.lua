@@ -150,7 +150,7 @@ end
 function Run:_write_config()
   return write_file(self.dir .. "/config.lua", config.serialize(self.cfg, {
     header = "moonrl " .. core.version() .. ": the resolved config of the run in this directory, " ..
-      os.date("%Y-%m-%d %H:%M:%S") .. (self.resume and (" (resumed from update " .. self.resume.update .. ")") or ""),
+      os.date("%Y-%m-%d %H:%M:%S") .. (self.resume_plan and (" (resumed from update " .. self.resume_plan.update .. ")") or ""),
   }))
 end
 
@@ -163,7 +163,7 @@ function Run.start(cfg, opts)
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
     hook_failures = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
-    on_end = opts.on_end, warmup = warmup, resume = rs,
+    on_end = opts.on_end, warmup = warmup, resume_plan = rs,
   }, Run)
 
   local dir = rs and rs.dir or new_dir(cfg)
@@ -171,11 +171,13 @@ function Run.start(cfg, opts)
   if not ok then error(err, 3) end
   self.dir = dir
   local notes = { unpack(opts.notes or {}) }
-  local trimmed
+  local trimmed, log_only
   if rs then
     trimmed, err = require("moonrl.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
     if not trimmed then error(err, 3) end
-    for _, l in ipairs(trimmed.lines) do notes[#notes + 1] = l end
+    for _, l in ipairs(trimmed.lines) do
+      if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
+    end
   end
   ok, err = self:_write_config()
   if not ok then error(err, 3) end
@@ -185,6 +187,7 @@ function Run.start(cfg, opts)
     self.log:line("note: " .. n)
     if not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
   end
+  if log_only then self.log:line(log_only) end
 
   self.console = cfg.log.console and opts.console ~= false
   self.sinks = {}
@@ -318,7 +321,7 @@ function handlers.started(self, describe)
   self.describe = describe
   self.log:line("engine: " .. describe)
   self:_say("moonrl: engine: " .. describe)
-  local rs = self.resume
+  local rs = self.resume_plan
   if rs then
     local line = "resumed from update " .. rs.update .. " (checkpoint " .. rs.checkpoint .. ")"
     self.log:line(line)
@@ -390,12 +393,15 @@ function handlers.finished(self, reason, updates, last)
   self.status = reason
   local secs = (uv.hrtime() - self.started_at) / 1e9
   local m = self.last or {}
+  local rs = self.resume_plan
+  local start_steps = m.agent_steps and rs and rs.update * rs.batch or 0
   local hook_errors = {}
   for k, v in pairs(self.hook_failures) do hook_errors[k] = v end
   self._summary = {
     status = reason, error = self.error, dir = self.dir, updates = updates,
     agent_steps = m.agent_steps or 0, seconds = secs,
-    sps = (m.agent_steps or 0) / math.max(secs, 1e-9),
+    sps = ((m.agent_steps or 0) - start_steps) / math.max(secs, 1e-9),   -- of this session
+    resumed_from = rs and rs.update or nil,
     checkpoint = last or self.last_checkpoint, checkpoints = self.checkpoints,
     metrics = self.last, describe = self.describe, warmup_updates = #self.warmup_metrics,
     hook_errors = hook_errors, alerts = #self.alerts,

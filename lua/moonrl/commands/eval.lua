@@ -37,17 +37,21 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local MODES = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }
 
--- A progress function for moonrl.evaluate: a line on stderr at every 10% of
--- the steps (and at the end), with the time taken; `label` names the row.
+-- A progress function for moonrl.evaluate: a line on stderr at the first
+-- 10% of the steps, then at each further 10% once a second has passed since
+-- the last line, and at the end, with the time taken; `label` names the row.
 function eval.progress(label)
   local uv = require("luv")
-  local t0, shown = uv.hrtime(), -1
+  local t0 = uv.hrtime()
+  local shown, last = -1, t0
   return function(done, total)
     local tenth = math.floor(10 * done / total)
     if tenth == shown then return end
-    shown = tenth
+    local now = uv.hrtime()
+    if shown >= 0 and tenth < 10 and now - last < 1e9 then return end
+    shown, last = tenth, now
     err(string.format("moonrl eval: %s%d%% of %d steps, %.1f s\n", label and (label .. ": ") or "",
-      10 * tenth, total, (uv.hrtime() - t0) / 1e9))
+      10 * tenth, total, (now - t0) / 1e9))
   end
 end
 
@@ -83,18 +87,27 @@ function eval.run(argv)
         ", all" .. (near and (" - did you mean " .. near .. "?") or ""))
     end
   end
+  if uv.fs_stat(path).type == "directory" then
+    -- A run: its newest valid checkpoint (whose run's eval settings apply).
+    local ck, ce = require("moonrl.resume").newest(path)
+    if not ck then
+      err("moonrl eval: ", ce, "\n")
+      return 1
+    end
+    for _, d in ipairs(ck.damaged) do err("moonrl eval: skipped damaged checkpoint ", d.path, ": ", d.error, "\n") end
+    err("moonrl eval: ", path, ": checkpoint ", ck.path, " (update ", ck.update, ")\n")
+    path = ck.path
+  end
   local rows = {}
-  for i, mode in ipairs(modes) do
+  for _, mode in ipairs(modes) do
     local r, ee = moonrl.evaluate(path, {
       mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed,
       device = o.device, threads = o.threads, progress = eval.progress(mode or nil),
-      on_skip = i == 1 and function(p, msg) err("moonrl eval: skipped damaged checkpoint ", p, ": ", msg, "\n") end or nil,
     })
     if not r then
       err("moonrl eval: ", ee, "\n")
       return 1
     end
-    if i == 1 and r.checkpoint ~= path then err("moonrl eval: ", path, ": checkpoint ", r.checkpoint, "\n") end
     rows[#rows + 1] = r
   end
   out(moonrl.eval_table(rows), "\n")

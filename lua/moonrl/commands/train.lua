@@ -40,8 +40,9 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function print_summary(s)
   local m = s.metrics or {}
-  out(string.format("\n%s: %s after %d updates, %d agent-steps, %.1f s (%.0f agent-steps/s)\n",
-    s.dir, s.status, s.updates, s.agent_steps, s.seconds, s.sps))
+  out(string.format("\n%s: %s after %d updates, %d agent-steps, %.1f s%s (%.0f agent-steps/s)\n",
+    s.dir, s.status, s.updates, s.agent_steps, s.seconds,
+    s.resumed_from and (" since resuming from update " .. s.resumed_from) or "", s.sps))
   if s.error then out("  error: ", s.error, "\n") end
   if s.metrics then
     out(string.format("  last update: return %.3f, efficiency %.1f%%, entropy %.3f, lr %.3g\n",

@@ -21,7 +21,8 @@
 -- Public functions
 --   trim.run_dir(dir, update, step) -> report | nil, err
 --       report: { jsonl = dropped, csv = dropped, tensorboard = dropped events,
---                 torn = {files}, csv_columns = {names} | nil, lines = {text} }
+--                 torn = {files}, dropped = any of these, csv_columns = {names} | nil,
+--                 lines = {text} }
 --   trim.jsonl(path, update) -> dropped, torn | nil, err
 --   trim.csv(path, update) -> dropped, torn, columns | nil, err
 --   trim.tensorboard(path, step) -> dropped, torn | nil, err
@@ -237,6 +238,7 @@ function trim.run_dir(dir, update, step)
     report.tensorboard = report.tensorboard + tn
     if ttorn then report.torn[#report.torn + 1] = path:match("[^/]+$") end
   end
+  report.dropped = report.jsonl + report.csv + report.tensorboard > 0 or #report.torn > 0
   report.lines[#report.lines + 1] = string.format(
     "dropped the metrics written after update %d: %d row(s) of metrics.jsonl, %d of metrics.csv, " ..
     "%d TensorBoard event(s)%s", update, report.jsonl, report.csv, report.tensorboard,
