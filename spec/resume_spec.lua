@@ -344,4 +344,30 @@ describe("moonrl.sinks.trim", function()
     assert.is_nil(trim.event_step(tb.file_version_event(1)))
     assert.equal(193, trim.event_step(tb.session_start_event(5, 193)))
   end)
+
+  it("lets the sinks append after what is there: no second csv header, a new TensorBoard file", function()
+    local uv = support.uv
+    support.write_file(dir .. "/metrics.csv", "update,agent_steps,wall_time\n1,64,5\n")
+    support.write_file(dir .. "/metrics.jsonl", '{"update":1}\n')
+    local name = tb.filename(100, "host")
+    support.write_file(dir .. "/" .. name, "old")
+    local opts = { uv = uv, clock = function() return 100 end, hostname = "host", append = true,
+                   columns = { "update", "agent_steps", "wall_time" }, resume_step = 64 }
+    local sinks = {}
+    for _, mod in ipairs({ "csv", "jsonl", "tensorboard" }) do
+      sinks[#sinks + 1] = require("moonrl.sinks." .. mod).new(dir, {}, opts)
+    end
+    local open = #sinks
+    for _, k in ipairs(sinks) do
+      k:update({ update = 2, agent_steps = 128, entropy = 2 })
+      k:close(function() open = open - 1 end)
+    end
+    support.run_until(function() return open == 0 end, 5000)
+    assert.equal("update,agent_steps,wall_time\n1,64,5\n2,128,100\n", support.read_file(dir .. "/metrics.csv"))   -- entropy: no column
+    assert.truthy(support.read_file(dir .. "/metrics.jsonl"):match('^{"update":1}\n{.*"update":2[,}]'))
+    assert.equal("old", support.read_file(dir .. "/" .. name))
+    local recs = records(dir .. "/" .. name .. ".2")
+    assert.same({ false, true, false }, { recs[1].start, recs[2].start, recs[3].start })
+    assert.same({ 65, 128 }, { recs[2].step, recs[3].step })
+  end)
 end)
