@@ -216,6 +216,15 @@ describe("moonrl train --resume", function()
     rc, _, err = moonrl("train --resume full --dir elsewhere", dir)
     assert.equal(2, rc)
     assert.truthy(err:find("--resume continues in the run's own directory", 1, true), err)
+    -- a cold key changed behind moonrl's back: config.lua against the checkpoint's own config
+    local g = dir .. "/g"
+    interrupted(full, g, 4)
+    local text = support.read_file(g .. "/config.lua")
+    support.write_file(g .. "/config.lua", (text:gsub("gamma = 0.99,", "gamma = 0.9,")))
+    rc, _, err = moonrl("train --resume g", dir)
+    assert.equal(2, rc)
+    assert.truthy(err:find("config.lua and g/checkpoints/update_0000004.mrck disagree on ppo.gamma: 0.9 vs 0.99", 1, true),
+      err)
   end)
 
   it("applies hot changes: a finished run trains on to a larger total_steps", function()
@@ -243,7 +252,10 @@ describe("moonrl train --resume", function()
       local function lr(p) return 1e-3 * (1 - p) end
       local cfg = dofile("exp.lua")
       cfg.dir, cfg.ppo.lr, cfg.total_steps = "e", lr, 6 * 64
-      cfg.hooks = { on_update = function(m, run) if m.update == 2 then run:stop() end end }
+      cfg.hooks = { on_update = function(m, run)
+        if m.update == 1 then assert(run:set("ppo.vf_coef", 0.375)) end   -- kept in config.lua
+        if m.update == 2 then run:stop() end
+      end }
       local first = moonrl.train(cfg):wait()
       local ok, err = pcall(moonrl.train, { resume = "e" })
       print("refused=" .. tostring(not ok) .. " " .. tostring(err):gsub("\n", " | "))
@@ -253,7 +265,9 @@ describe("moonrl train --resume", function()
       local s = run:wait()
       print("first=" .. first.updates .. " resumed=" .. s.resumed_from .. " updates=" .. s.updates ..
         " seen=" .. table.concat(seen, ","))
-      print("lr5=" .. run:metrics().lr)
+      print("lr5=" .. run:metrics().lr .. " vf=" .. run:get("ppo.vf_coef"))
+      local r = assert(moonrl.evaluate("e"))
+      print("evaluated=" .. r.checkpoint)
     ]])
     local rc, out, err = moonrl("run fn.lua", dir)
     assert.equal(0, rc, err)
@@ -265,7 +279,8 @@ describe("moonrl train --resume", function()
     local want = {}
     for u = tonumber(first) + 1, 6 do want[#want + 1] = tostring(u) end
     assert.equal(table.concat(want, ","), seen)
-    assert.truthy(out:find("lr5=" .. tostring(1e-3 * (1 - 5 / 6)), 1, true), out)   -- update 6 at p = 5/6
+    assert.truthy(out:find("lr5=" .. tostring(1e-3 * (1 - 5 / 6)) .. " vf=0.375", 1, true), out)   -- update 6 at p = 5/6
+    assert.truthy(out:find("evaluated=e/checkpoints/update_0000006.mrck", 1, true), out)
     assert.same(seq(1, 6), updates_of_jsonl(support.read_file(dir .. "/e/metrics.jsonl")))
   end)
 
