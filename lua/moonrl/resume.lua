@@ -319,10 +319,14 @@ function resume.prepare(run_dir, changes)
       table.concat(diff, ", ") .. " (config.lua vs the checkpoint): config.lua was edited? A change of " ..
       "these needs a new run"
   end
+  local batch = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
+  if ck.update * batch >= cfg.total_steps then
+    notes[#notes + 1] = "update " .. ck.update .. " already trained total_steps = " .. util.fmt_number(cfg.total_steps) ..
+      ": nothing left to train (a larger total: --set total_steps=N)"
+  end
   return {
     dir = run_dir, cfg = cfg, notes = notes, checkpoint = ck.path, update = ck.update,
-    damaged = ck.damaged, kept = ck.older,
-    batch = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps),
+    damaged = ck.damaged, kept = ck.older, batch = batch,
   }
 end
 

@@ -348,7 +348,7 @@ static int core_start(lua_State *L) {
     if (nkept > 0) {
         r->resume_kept = calloc((size_t)nkept, sizeof *r->resume_kept);
         if (!r->resume_kept) { host_run_free(r); free(lr); return luaL_error(L, "out of memory starting a run"); }
-        /* The list is still on the stack (below the hot box and the userdata). */
+        /* Checked above; copied now that the run owns the memory. */
         lua_getfield(L, 2, "resume_kept");
         for (int i = 1; i <= nkept; i++) {
             lua_rawgeti(L, -1, i);
