@@ -11,7 +11,8 @@
 -- thread and the loop's timers free of disk latency.
 --
 -- Public functions
---   asyncfile.open(uv, path [, {on_error = fn(msg), mode = 420}]) -> file
+--   asyncfile.open(uv, path [, {on_error = fn(msg), mode = 420, append = true}]) -> file
+--                                    append: keep what the file holds and write after it
 --   file:write(data) -> true | false (false once the file has failed or is closing)
 --   file:close([cb])                 cb(err) after the last byte is written and the fd closed
 --   file.path, file.failed, file.closed, file.bytes_written
@@ -68,7 +69,7 @@ local function kick(self)
   local data = table.concat(self.queue)
   self.queue = {}
   self.busy = true
-  local ok, err = pcall(self.uv.fs_write, self.fd, data, self.bytes_written, function(werr, n)
+  local ok, err = pcall(self.uv.fs_write, self.fd, data, self.append and -1 or self.bytes_written, function(werr, n)
     self.busy = false
     if werr then
       report(self, "cannot write " .. self.path .. ": " .. tostring(werr))
@@ -89,10 +90,10 @@ function asyncfile.open(uv, path, opts)
   opts = opts or {}
   local self = setmetatable({
     uv = uv, path = path, queue = {}, busy = true, closing = false, closed = false,
-    failed = false, bytes_written = 0, close_cbs = {},
+    failed = false, bytes_written = 0, close_cbs = {}, append = opts.append == true,
     on_error = opts.on_error or function(msg) io.stderr:write("moonrl: ", msg, "\n") end,
   }, File)
-  local ok, err = pcall(uv.fs_open, path, "w", opts.mode or 420, function(oerr, fd)
+  local ok, err = pcall(uv.fs_open, path, opts.append and "a" or "w", opts.mode or 420, function(oerr, fd)
     self.busy = false
     if oerr or not fd then
       report(self, "cannot open " .. path .. ": " .. tostring(oerr))

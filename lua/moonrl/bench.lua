@@ -8,7 +8,7 @@
 --   moonrl bench --scaling 16,64,256,1024 [--net small] [--out docs/scaling.csv]
 --
 -- Every result is the median of R timed repetitions after warm-up, with the
--- spread (min .. max). Training is timed as ENV_SPEC counts throughput: whole
+-- spread (min .. max). Training is timed as docs/environment.md counts throughput: whole
 -- updates (rollout + GAE + update), after one discarded warm-up update.
 -- --compare runs moonrl and the reference each in a fresh process per
 -- repetition, alternating, so both see the same machine state and each
@@ -34,7 +34,7 @@ local function now() return uv.hrtime() / 1e9 end
 
 bench.PRECISIONS = { fp32 = C.MR_FP32, bf16 = C.MR_BF16, fp16 = C.MR_FP16 }
 
--- Multiply-adds of one sample's forward pass through the network (ENV_SPEC's
+-- Multiply-adds of one sample's forward pass through the network (the reference network's
 -- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic).
 function bench.forward_macs(net, view_range)
   local V = 2 * (view_range or 5) + 1
@@ -268,7 +268,7 @@ end
 
 -- The comparison rows and their default sizes: the environment alone at 4096
 -- instances; the small net at 64 x 64 (a CPU-sized batch); the reference net
--- at ENV_SPEC's 192 x 128. --envs / --rollout override them.
+-- at the reference 192 x 128. --envs / --rollout override them.
 bench.COMPARE_ROWS = {
   env = { envs = 4096, gpu = { envs = 65536 } },
   small = { envs = 64, rollout = 64, gpu = { envs = 192, rollout = 128 } },

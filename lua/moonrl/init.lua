@@ -17,15 +17,24 @@
 -- Public functions
 --   moonrl.train(cfg_or_path, opts) -> run         starts at once (see moonrl.run)
 --       opts: sets = {"k=v", ...}, hardware =, level =, dir =, hooks = {on_update=, ...},
---             console = false (no progress line), quiet = true (no notes)
+--             console = false (no progress line), quiet = true (no notes),
+--             resume = RUN_DIR (continue that run from its newest valid checkpoint;
+--             cfg_or_path and sets then hold changes: hot keys only, see moonrl.resume)
+--   moonrl.train{resume = RUN_DIR, <config keys to change>...}   the same, in one table
 --   moonrl.resolve(cfg_or_path, opts) -> cfg, notes | nil, err   what train() would run
 --   moonrl.evaluate(checkpoint_or_run, opts) -> result | nil, err
+--       checkpoint_or_run: a checkpoint file, a run directory (its newest valid
+--             checkpoint) or a finished run
 --       opts: mode = name (default: the trained mode), num_envs, steps, runs, seed
---             (default cfg.eval / the engine's), device = "cpu"|"cuda", threads,
+--             (default: the run's cfg.eval - a run directory's config.lua, also for
+--             a checkpoint in its checkpoints/ - else the engine's), device =
+--             "cpu"|"cuda", threads, progress = function(done, total) (steps of
+--             runs x steps, on the loop while it works), on_skip = function(path, err)
+--             (a damaged checkpoint of a run directory passed over),
 --             callback = function(result, err) (then it returns at once)
 --       result: mode, energy_per_1k, efficiency, survival, deaths_per_1k,
 --               food_per_1k, poison_per_1k, checkpoint, describe
---   moonrl.eval_table(results) -> string           the ENV_SPEC evaluation table
+--   moonrl.eval_table(results) -> string           the evaluation table (docs/environment.md)
 --   moonrl.sleep(ms)                               yields for ms milliseconds
 --   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
 --   moonrl.resume(co, ...) -> ok, ...              resume with error reporting
@@ -160,6 +169,11 @@ local function resolve(cfg_or_path, opts)
   if file ~= nil and type(file) ~= "string" and type(file) ~= "table" then
     return nil, "expected a config table or the path of a config file, got " .. type(file)
   end
+  if type(file) == "string" then
+    local st = uv.fs_stat(file)
+    local rs = require("moonrl.resume")
+    if (st and st.type == "directory") or rs.is_checkpoint(file) then return nil, rs.hint(file) end
+  end
   if opts.sets ~= nil and type(opts.sets) ~= "table" then
     return nil, "opts.sets: expected a list of \"key=value\" strings, got " .. type(opts.sets)
   end
@@ -224,7 +238,7 @@ function moonrl._start(cfg, notes, opts)
   opts = opts or {}
   local Run = require("moonrl.run")
   local run = Run.start(cfg, {
-    notes = notes, console = opts.console, quiet = opts.quiet,
+    notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume,
     on_end = function(r) live[r] = nil end,
   })
   live[run] = true
@@ -232,9 +246,37 @@ function moonrl._start(cfg, notes, opts)
   return run
 end
 
+-- What moonrl.train would resume: the plan of moonrl.resume (plan.cfg, plan.notes).
+function moonrl._resume_plan(cfg_or_path, opts)
+  local dir = opts.resume
+  local changes = cfg_or_path
+  if type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil then
+    dir = dir or cfg_or_path.resume
+    changes = {}
+    for k, v in pairs(cfg_or_path) do if k ~= "resume" then changes[k] = v end end
+  end
+  if opts.dir ~= nil then
+    return nil, "resume: a resumed run keeps its directory (" .. tostring(dir) .. "); dir cannot be given"
+  end
+  if changes ~= nil and type(changes) ~= "string" and type(changes) ~= "table" then
+    return nil, "expected a config table or the path of a config file, got " .. type(changes)
+  end
+  return require("moonrl.resume").prepare(dir, {
+    file = changes, sets = opts.sets, hardware = opts.hardware, level = opts.level, hooks = opts.hooks,
+  })
+end
+
 function moonrl.train(cfg_or_path, opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
+  if opts.resume ~= nil or (type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil) then
+    local plan, err = moonrl._resume_plan(cfg_or_path, opts)
+    if not plan then error("moonrl.train: " .. err, 2) end
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.resume = plan
+    return moonrl._start(plan.cfg, plan.notes, o)
+  end
   local cfg, notes = resolve(cfg_or_path, opts)
   if not cfg then error(notes, 2) end
   return moonrl._start(cfg, notes, opts)
@@ -242,10 +284,28 @@ end
 
 -- -------------------------------------------------------------- evaluation
 
-local function eval_args(target)
+-- The checkpoint to evaluate and the eval settings of its run (or nil).
+local function eval_args(target, on_skip)
   local path
   if type(target) == "string" then
     path = target
+    local rs = require("moonrl.resume")
+    local st = uv.fs_stat(target)
+    local run_dir = st and st.type == "directory" and target or rs.run_dir_of(target)
+    local defaults
+    if run_dir then
+      local t = require("moonrl.config").load_file(run_dir .. "/config.lua")
+      defaults = type(t) == "table" and type(t.eval) == "table" and t.eval or nil
+    end
+    if st and st.type == "directory" then
+      local ck, err = rs.newest(target)
+      if not ck then return nil, "moonrl.evaluate: " .. err end
+      for _, d in ipairs(ck.damaged) do
+        if on_skip then on_skip(d.path, d.error) end
+      end
+      path = ck.path
+    end
+    return path, defaults
   elseif getmetatable(target) == require("moonrl.run") then
     if target:alive() then
       return nil, "moonrl.evaluate: the run is still training; wait for it (run:wait()) or pass a checkpoint path"
@@ -266,10 +326,10 @@ function moonrl.evaluate(target, opts)
     if cb then cb(res, err) end
     return res, err
   end
-  local path, perr = eval_args(target)
-  if not path then return finish(nil, perr) end
+  local path, run_eval = eval_args(target, opts.on_skip)   -- run_eval: the error when no path
+  if not path then return finish(nil, run_eval) end
   local eval = {}
-  local defaults = type(target) == "table" and target.cfg and target.cfg.eval or {}
+  local defaults = type(target) == "table" and target.cfg and target.cfg.eval or run_eval or {}
   for _, k in ipairs({ "num_envs", "steps", "runs", "seed" }) do
     local v = opts[k]
     if v == nil then v = defaults[k] end
@@ -294,6 +354,10 @@ function moonrl.evaluate(target, opts)
     copts.device = tonumber(d)
   end
   if opts.threads ~= nil then copts.threads = opts.threads end
+  if opts.progress ~= nil then
+    if type(opts.progress) ~= "function" then return finish(nil, "moonrl.evaluate: progress must be a function") end
+    copts.progress = opts.progress
+  end
 
   local function start(done)
     core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes)
@@ -318,7 +382,7 @@ local function commas(n)
   return (out:gsub("^,", ""):gsub("^%-,", "-"))
 end
 
--- The table of ENV_SPEC.md's evaluation protocol, one row per result.
+-- The table of the evaluation protocol (docs/environment.md), one row per result.
 function moonrl.eval_table(results)
   local head = { "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }
   local rows = { head }

@@ -22,11 +22,17 @@
 --   run:alive()                false once finished
 --   run:summary()              the summary (nil while running)
 --
--- Run directory: config.lua (the resolved config, config.serialize), train.log
+-- Run directory: config.lua (the resolved config, config.serialize; written
+-- again by run:set, so it holds the config in force), train.log
 -- (a plain log, one line per event), the sinks' files (metrics.jsonl,
 -- metrics.csv, events.out.tfevents.*) and checkpoints/. The few files written
 -- at start are small and written synchronously; everything per update is
 -- asynchronous (the log here, the sinks' own writes).
+--
+-- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
+-- metrics written after the checkpoint's update are cut (moonrl.sinks.trim),
+-- the sinks and train.log append, and the thread loads the checkpoint before
+-- its first update and runs no warm-up.
 --
 -- Warm-up updates (flagged `warmup = true`) reach train.log, the console and
 -- run.warmup_metrics only: they are not progress, so not in the metrics files,
@@ -63,9 +69,9 @@ local function moonrl() return require("moonrl") end
 local Log = {}
 Log.__index = Log
 
-local function open_log(path)
+local function open_log(path, append)
   local file = require("moonrl.asyncfile").open(uv, path, {
-    on_error = function(msg) core.report("train.log", tostring(msg)) end,
+    on_error = function(msg) core.report("train.log", tostring(msg)) end, append = append,
   })
   return setmetatable({ file = file }, Log)
 end
@@ -146,32 +152,47 @@ local function prepare(cfg)
   return c, w, tables
 end
 
+function Run:_write_config()
+  return write_file(self.dir .. "/config.lua", config.serialize(self.cfg, {
+    header = "moonrl " .. core.version() .. ": the resolved config of the run in this directory, " ..
+      os.date("%Y-%m-%d %H:%M:%S") .. (self.resume_plan and (" (resumed from update " .. self.resume_plan.update .. ")") or ""),
+  }))
+end
+
 function Run.start(cfg, opts)
   opts = opts or {}
   local c, warmup, tables = prepare(cfg)
   if not c then error(warmup, 3) end
+  local rs = opts.resume
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
     hook_failures = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
-    alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = 0,
-    on_end = opts.on_end, warmup = warmup,
+    alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
+    on_end = opts.on_end, warmup = warmup, resume_plan = rs,
   }, Run)
 
-  local dir = new_dir(cfg)
+  local dir = rs and rs.dir or new_dir(cfg)
   local ok, err = mkdir_p(dir .. "/checkpoints")
   if not ok then error(err, 3) end
   self.dir = dir
-  ok, err = write_file(dir .. "/config.lua", config.serialize(cfg, {
-    header = "moonrl " .. core.version() .. ": the resolved config of the run in this directory, " ..
-      os.date("%Y-%m-%d %H:%M:%S"),
-  }))
+  local notes = { unpack(opts.notes or {}) }
+  local trimmed, log_only
+  if rs then
+    trimmed, err = require("moonrl.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
+    if not trimmed then error(err, 3) end
+    for _, l in ipairs(trimmed.lines) do
+      if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
+    end
+  end
+  ok, err = self:_write_config()
   if not ok then error(err, 3) end
-  self.log = open_log(dir .. "/train.log")
-  self.log:line("moonrl " .. core.version() .. " run " .. dir)
-  for _, n in ipairs(opts.notes or {}) do
+  self.log = open_log(dir .. "/train.log", rs ~= nil)
+  self.log:line("moonrl " .. core.version() .. (rs and " resuming run " or " run ") .. dir)
+  for _, n in ipairs(notes) do
     self.log:line("note: " .. n)
     if not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
   end
+  if log_only then self.log:line(log_only) end
 
   self.console = cfg.log.console and opts.console ~= false
   self.sinks = {}
@@ -182,6 +203,8 @@ function Run.start(cfg, opts)
         return mod.new(dir, cfg, {
           uv = uv, is_tty = uv.guess_handle(1) == "tty", total_updates = engine.total_updates,
           on_error = function(msg) self:_sink_error(name, msg) end,
+          append = rs ~= nil, columns = trimmed and trimmed.csv_columns,
+          resume_step = rs and rs.update * rs.batch or nil,
         })
       end)
       if okr and sink then
@@ -201,6 +224,7 @@ function Run.start(cfg, opts)
     warmup_restore = self.warmup.restore,
     checkpoint_interval = cfg.log.checkpoint_interval,
     checkpoint_keep = cfg.log.checkpoint_keep,
+    resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
   }, function(kind, ...) return self:_event(kind, ...) end)
   self.status = "running"
   return self
@@ -303,6 +327,12 @@ function handlers.started(self, describe)
   self.describe = describe
   self.log:line("engine: " .. describe)
   self:_say("moonrl: engine: " .. describe)
+  local rs = self.resume_plan
+  if rs then
+    local line = "resumed from update " .. rs.update .. " (checkpoint " .. rs.checkpoint .. ")"
+    self.log:line(line)
+    self:_say("moonrl: " .. line)
+  end
 end
 
 function handlers.metrics(self, bytes, warm)
@@ -369,12 +399,15 @@ function handlers.finished(self, reason, updates, last)
   self.status = reason
   local secs = (uv.hrtime() - self.started_at) / 1e9
   local m = self.last or {}
+  local rs = self.resume_plan
+  local start_steps = m.agent_steps and rs and rs.update * rs.batch or 0
   local hook_errors = {}
   for k, v in pairs(self.hook_failures) do hook_errors[k] = v end
   self._summary = {
     status = reason, error = self.error, dir = self.dir, updates = updates,
     agent_steps = m.agent_steps or 0, seconds = secs,
-    sps = (m.agent_steps or 0) / math.max(secs, 1e-9),
+    sps = ((m.agent_steps or 0) - start_steps) / math.max(secs, 1e-9),   -- of this session
+    resumed_from = rs and rs.update or nil,
     checkpoint = last or self.last_checkpoint, checkpoints = self.checkpoints,
     metrics = self.last, describe = self.describe, warmup_updates = #self.warmup_metrics,
     hook_errors = hook_errors, alerts = #self.alerts,
@@ -448,6 +481,8 @@ function Run:set(key, value)
     end
   end
   self.log:line("set " .. key .. " = " .. util.fmt_value(value))
+  local okw, werr = self:_write_config()   -- what a resume starts from
+  if not okw then self.log:line(tostring(werr)) end
   return true
 end
 

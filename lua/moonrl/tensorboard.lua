@@ -26,6 +26,9 @@
 --                 -> Event bytes (fields left nil are left out)
 --   tb.file_version_event(wall_time) -> Event bytes
 --   tb.scalar_event(wall_time, step, tag, value) -> Event bytes
+--   tb.session_start_event(wall_time, step) -> Event bytes: SessionLog START
+--                   (Event field 7, SessionLog.status = 1): TensorBoard drops
+--                   the steps >= step it read before (a resumed run)
 --   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
 
 local bit = require("bit")
@@ -131,6 +134,11 @@ end
 
 function tb.scalar_event(wall_time, step, tag, value)
   return tb.encode_event { wall_time = wall_time, step = step, values = { { tag = tag, simple_value = value } } }
+end
+
+function tb.session_start_event(wall_time, step)
+  return key(1, 1) .. le_bytes(dbuf, wall_time, 8) .. key(2, 0) .. tb.varint(step) ..
+    bytes_field(7, key(1, 0) .. tb.varint(1))
 end
 
 function tb.filename(time, host)

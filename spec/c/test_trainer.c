@@ -218,6 +218,41 @@ static void test_evaluate_bad_input(void) {
     mr_trainer_free(t);
 }
 
+/* Progress is told after every step of every run, and changes no bit. */
+typedef struct progress_log { uint64_t calls, last_done, total; int in_order; } progress_log;
+
+static void on_progress(void *user, uint64_t done, uint64_t total) {
+    progress_log *p = user;
+    if (done != p->last_done + 1) p->in_order = 0;
+    p->calls++;
+    p->last_done = done;
+    p->total = total;
+}
+
+static void test_evaluate_progress(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *t;
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
+    mr_eval_config ec;
+    mr_eval_config_default(&ec);
+    ec.num_envs = 16;
+    ec.steps = 40;
+    ec.runs = 3;
+    mr_eval_result plain, told;
+    CHECK(mr_trainer_evaluate(t, &ec, &plain, &e) == MR_OK);
+    progress_log p = {0, 0, 0, 1};
+    CHECK(mr_trainer_evaluate_progress(t, &ec, &told, on_progress, &p, &e) == MR_OK);
+    CHECK(memcmp(&plain, &told, sizeof plain) == 0);
+    CHECK_MSG(p.calls == 120 && p.last_done == 120 && p.total == 120 && p.in_order,
+              "calls %llu, last %llu of %llu, in order %d", (unsigned long long)p.calls,
+              (unsigned long long)p.last_done, (unsigned long long)p.total, p.in_order);
+    CHECK(mr_trainer_evaluate_progress(t, &ec, &told, NULL, NULL, &e) == MR_OK);
+    CHECK(memcmp(&plain, &told, sizeof plain) == 0);
+    mr_trainer_free(t);
+}
+
 /* A small ground-truth run must learn: efficiency rises clearly, agents live
  * longer (fewer episodes end per update) and the return rises. Seeds 1..3
  * gave efficiency +0.40..+0.52, episodes -31..-37%, return +0.63..+0.88 (a
@@ -315,6 +350,7 @@ int main(void) {
     test_hot_and_snapshot();
     test_checkpoint_round_trip();
     test_evaluate_bad_input();
+    test_evaluate_progress();
     test_learns();
     return check_report("test_trainer");
 }

@@ -286,6 +286,13 @@ void mr_eval_config_default(mr_eval_config *cfg);
 /* Does not disturb training state (its own environments and RNG stream). */
 mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *cfg,
                               mr_eval_result *out, mr_error *err);
+/* Evaluation's progress: called on the evaluating thread after every step of
+ * every run with `done` of `total` (= runs x steps) steps taken. */
+typedef void (*mr_eval_progress_fn)(void *user, uint64_t done, uint64_t total);
+/* mr_trainer_evaluate telling its progress (progress may be NULL); the same
+ * results bit for bit. */
+mr_status mr_trainer_evaluate_progress(mr_trainer *t, const mr_eval_config *cfg, mr_eval_result *out,
+                                       mr_eval_progress_fn progress, void *user, mr_error *err);
 
 /* ------------------------------------------------------------------ memory */
 

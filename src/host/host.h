@@ -75,6 +75,13 @@ typedef struct host_run {
     int checkpoint_interval;       /* updates between checkpoints, 0 = only at the end */
     int checkpoint_keep;           /* periodic checkpoints kept, 0 = all */
     char run_dir[HOST_PATH];       /* checkpoints go to run_dir/checkpoints/ */
+    /* Resuming: the checkpoint loaded right after creation ("" = a new run),
+     * the run's update count it holds, and the run's periodic checkpoints up
+     * to it, oldest first (they rotate with the new ones; owned). */
+    char resume_path[HOST_PATH];
+    uint64_t resume_update;
+    char (*resume_kept)[HOST_PATH];
+    int resume_nkept;
 
     /* Events, trainer -> loop. */
     pthread_mutex_t q_mu;

@@ -6,7 +6,10 @@
  *       opts       run_dir, hot (bytes of mr_hot_params), schedules
  *                  ({lr=, clip=, ent_coef= arrays of per-update values}),
  *                  warmup_updates, warmup_restore, checkpoint_interval,
- *                  checkpoint_keep
+ *                  checkpoint_keep; resuming: resume_checkpoint (loaded
+ *                  before the first update), resume_update (the run's
+ *                  updates it holds), resume_kept (the run's periodic
+ *                  checkpoints up to it, oldest first)
  *       handler    function(kind, ...) called on the loop thread per event:
  *                    "started", describe
  *                    "metrics", metrics_bytes, is_warmup
@@ -25,6 +28,8 @@
  *       trainer sized for evaluation (one rollout step; the cpu unless
  *       opts.device says otherwise; opts.threads), loads, evaluates;
  *       callback(result_bytes, nil, describe, cfg_bytes) or (nil, message).
+ *       opts.progress = function(done, total): steps taken of runs x steps,
+ *       on the loop while it works (at most every 1% and at the end).
  *
  * State: main()'s host_runs (the main Lua state, the loop, the live runs) is
  * upvalue 1 of start and evaluate, and each run and evaluation keeps a pointer
@@ -38,6 +43,7 @@
  */
 #include "host.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -284,6 +290,31 @@ static int core_start(lua_State *L) {
     int restore = opt_bool(L, 2, "warmup_restore", 0);
     int interval = (int)opt_int(L, 2, "checkpoint_interval", 0, 0, 1 << 30);
     int keep = (int)opt_int(L, 2, "checkpoint_keep", 0, 0, 1 << 20);
+    lua_getfield(L, 2, "resume_checkpoint");
+    size_t rlen = 0;
+    const char *rpath = "";
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            return luaL_error(L, "bad option 'resume_checkpoint' (expected a path, got %s)", luaL_typename(L, -1));
+        rpath = lua_tolstring(L, -1, &rlen);
+        if (rlen >= HOST_PATH) return luaL_error(L, "bad option 'resume_checkpoint' (longer than %d)", HOST_PATH - 1);
+    }
+    lua_pop(L, 1);   /* the string stays alive: opts (argument 2) holds it */
+    uint64_t rupdate = (uint64_t)opt_int(L, 2, "resume_update", 0, 0, (lua_Integer)1 << 52);
+    lua_getfield(L, 2, "resume_kept");
+    int nkept = 0;
+    if (!lua_isnil(L, -1)) {
+        luaL_argcheck(L, lua_istable(L, -1), 2, "option 'resume_kept' must be a list of paths");
+        nkept = (int)lua_objlen(L, -1);
+        for (int i = 1; i <= nkept; i++) {
+            lua_rawgeti(L, -1, i);
+            size_t n = 0;
+            if (lua_type(L, -1) != LUA_TSTRING || (lua_tolstring(L, -1, &n), n >= HOST_PATH))
+                return luaL_error(L, "bad option 'resume_kept' (entry %d: expected a path)", i);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
 
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
@@ -312,6 +343,21 @@ static int core_start(lua_State *L) {
     r->checkpoint_interval = interval;
     r->checkpoint_keep = keep;
     memcpy(r->run_dir, dir, dlen + 1);
+    memcpy(r->resume_path, rpath, rlen + 1);
+    r->resume_update = rupdate;
+    if (nkept > 0) {
+        r->resume_kept = calloc((size_t)nkept, sizeof *r->resume_kept);
+        if (!r->resume_kept) { host_run_free(r); free(lr); return luaL_error(L, "out of memory starting a run"); }
+        /* Checked above; copied now that the run owns the memory. */
+        lua_getfield(L, 2, "resume_kept");
+        for (int i = 1; i <= nkept; i++) {
+            lua_rawgeti(L, -1, i);
+            snprintf(r->resume_kept[i - 1], HOST_PATH, "%s", lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+        r->resume_nkept = nkept;
+    }
     r->initial_hot = *box;
     *box = NULL;
     lr->runs = runs;
@@ -439,6 +485,10 @@ void host_runs_shutdown(host_runs *runs) {
 
 typedef struct eval_req {
     uv_work_t work;
+    uv_async_t progress;          /* initialised when progress_ref is set */
+    int progress_ref;             /* opts.progress, or LUA_NOREF */
+    _Atomic uint64_t done, total; /* written by the work, read by the loop */
+    uint64_t told;                /* the last `done` given to opts.progress */
     host_runs *runs;              /* the main state the callback runs on */
     char path[HOST_PATH];
     mr_eval_config ecfg;
@@ -450,6 +500,32 @@ typedef struct eval_req {
     mr_eval_result res;
     char describe[512];
 } eval_req;
+
+/* On the work thread: every 1% (and the end) wakes the loop. */
+static void eval_progress(void *user, uint64_t done, uint64_t total) {
+    eval_req *q = user;
+    uint64_t every = total >= 100 ? total / 100 : 1;
+    if (done % every != 0 && done != total) return;
+    atomic_store(&q->total, total);
+    atomic_store(&q->done, done);
+    uv_async_send(&q->progress);
+}
+
+/* On the loop: tells opts.progress what it has not been told yet. */
+static void eval_tell(eval_req *q) {
+    uint64_t done = atomic_load(&q->done), total = atomic_load(&q->total);
+    if (q->progress_ref == LUA_NOREF || done == q->told) return;
+    q->told = done;
+    lua_State *L = q->runs->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, q->progress_ref);
+    lua_pushnumber(L, (lua_Number)done);
+    lua_pushnumber(L, (lua_Number)total);
+    host_pcall(L, 2, 0, 0);
+}
+
+static void eval_on_progress(uv_async_t *h) { eval_tell(h->data); }
+
+static void eval_free(uv_handle_t *h) { free(h->data); }
 
 static void eval_work(uv_work_t *w) {
     eval_req *q = w->data;
@@ -470,7 +546,8 @@ static void eval_work(uv_work_t *w) {
     if (q->status == MR_OK) q->status = mr_trainer_load(t, q->path, &q->err);
     if (q->status == MR_OK) {
         snprintf(q->describe, sizeof q->describe, "%s", mr_trainer_describe(t));
-        q->status = mr_trainer_evaluate(t, &q->ecfg, &q->res, &q->err);
+        q->status = mr_trainer_evaluate_progress(t, &q->ecfg, &q->res,
+                                                 q->progress_ref != LUA_NOREF ? eval_progress : NULL, q, &q->err);
     }
     mr_trainer_free(t);
 }
@@ -478,6 +555,7 @@ static void eval_work(uv_work_t *w) {
 static void eval_done(uv_work_t *w, int status) {
     eval_req *q = w->data;
     lua_State *L = q->runs->L;
+    if (q->progress_ref != LUA_NOREF && status == 0 && q->status == MR_OK) eval_tell(q);
     lua_rawgeti(L, LUA_REGISTRYINDEX, q->cb_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
     if (status == UV_ECANCELED) {
@@ -495,7 +573,13 @@ static void eval_done(uv_work_t *w, int status) {
         lua_pushlstring(L, (const char *)&q->cfg, sizeof q->cfg);
         host_pcall(L, 4, 0, 0);
     }
-    free(q);
+    if (q->progress_ref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
+        q->progress_ref = LUA_NOREF;
+        uv_close((uv_handle_t *)&q->progress, eval_free);   /* no callback after this */
+    } else {
+        free(q);
+    }
 }
 
 static int core_evaluate(lua_State *L) {
@@ -515,12 +599,34 @@ static int core_evaluate(lua_State *L) {
     q->device = device;
     q->threads = threads;
     q->work.data = q;
+    q->progress_ref = LUA_NOREF;
+    lua_getfield(L, 3, "progress");
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isfunction(L, -1)) {
+            free(q);
+            return luaL_error(L, "bad option 'progress' (expected a function, got %s)", luaL_typename(L, -1));
+        }
+        int rc = uv_async_init(q->runs->loop, &q->progress, eval_on_progress);
+        if (rc != 0) {
+            free(q);
+            return luaL_error(L, "cannot create the evaluation's progress handle: %s", uv_strerror(rc));
+        }
+        q->progress.data = q;
+        q->progress_ref = luaL_ref(L, LUA_REGISTRYINDEX);   /* pops it */
+    } else {
+        lua_pop(L, 1);
+    }
     lua_pushvalue(L, 4);
     q->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     int rc = uv_queue_work(q->runs->loop, &q->work, eval_work, eval_done);
     if (rc != 0) {
         luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
-        free(q);
+        if (q->progress_ref != LUA_NOREF) {
+            luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
+            uv_close((uv_handle_t *)&q->progress, eval_free);
+        } else {
+            free(q);
+        }
         return luaL_error(L, "cannot queue the evaluation: %s", uv_strerror(rc));
     }
     return 0;

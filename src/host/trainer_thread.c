@@ -19,6 +19,12 @@
  * the thread evaluates the schedules itself at every boundary and hands the
  * engine constants (mr_trainer_set_hot), so the value used by update k is
  * exactly schedule(k / total_updates), never one update late.
+ *
+ * Resuming (run_dir's checkpoint in resume_path): the trainer loads it right
+ * after creation, before anything runs; the real count starts at the run's
+ * own count it holds, and warm-up is not run again, but the schedules and
+ * total are handled as the uninterrupted run handled them after its warm-up,
+ * so a resumed CPU run continues bit for bit.
  */
 #include "host.h"
 
@@ -54,6 +60,7 @@ void host_run_free(host_run *r) {
     if (!r) return;
     host_hot_free(r->initial_hot);
     host_hot_free(r->mb_hot);
+    free(r->resume_kept);
     for (host_ckpt_req *c = r->mb_ckpt_head, *n; c; c = n) { n = c->next; free(c); }
     pthread_mutex_destroy(&r->q_mu);
     pthread_cond_destroy(&r->q_not_full);
@@ -351,6 +358,12 @@ static int warmup(tstate *s) {
     host_run *r = s->r;
     mr_error err = {0};
     if (r->warmup_updates <= 0) return 0;
+    if (r->resume_path[0]) {
+        /* Not again; but as after the first run's warm-up (top comment). */
+        s->override = 1;
+        s->warm_steps = (uint64_t)r->warmup_updates * s->batch;
+        return 0;
+    }
     if (r->warmup_restore && mr_trainer_snapshot(s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "warm-up snapshot failed: %s", err.msg);
@@ -410,9 +423,10 @@ static host_finish_reason train(tstate *s) {
             return HOST_FAILED;
         }
         if (!s->off_known) {
-            /* Whatever the engine counted before (warm-up or nothing). */
-            s->engine_off_updates = ev.metrics.update - 1;
-            s->engine_off_steps = ev.metrics.agent_steps - s->batch;
+            /* Whatever the engine counted beside the real updates (warm-up
+             * that was not restored, in this run or the one resumed). */
+            s->engine_off_updates = ev.metrics.update - (s->real_updates + 1);
+            s->engine_off_steps = ev.metrics.agent_steps - (s->real_updates + 1) * s->batch;
             s->off_known = 1;
         }
         s->real_updates++;
@@ -428,6 +442,27 @@ static host_finish_reason train(tstate *s) {
         if (r->checkpoint_interval > 0 && s->real_updates % (uint64_t)r->checkpoint_interval == 0)
             if (save(s, "", 0) != 0) return HOST_FAILED;
     }
+}
+
+/* Loads the checkpoint a resumed run continues from; its periodic
+ * checkpoints join the rotation (the newest checkpoint_keep of them). */
+static int resume(tstate *s) {
+    host_run *r = s->r;
+    mr_error err = {0};
+    if (mr_trainer_load(s->t, r->resume_path, &err) != MR_OK) {
+        char msg[HOST_PATH + MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "resuming from %s failed (%s): %s", r->resume_path,
+                 mr_status_name(err.status), err.msg);
+        fail(s, msg);
+        return -1;
+    }
+    s->real_updates = r->resume_update;
+    s->last_ckpt_update = r->resume_update;
+    snprintf(s->last_ckpt, sizeof s->last_ckpt, "%s", r->resume_path);
+    int keep = r->checkpoint_keep;
+    for (int i = keep > 0 && r->resume_nkept > keep ? r->resume_nkept - keep : 0; keep > 0 && i < r->resume_nkept; i++)
+        snprintf(s->kept[s->nkept++], HOST_PATH, "%s", r->resume_kept[i]);
+    return 0;
 }
 
 static void thread_main(void *arg) {
@@ -453,6 +488,7 @@ static void thread_main(void *arg) {
         fail(&s, msg);
         goto out;
     }
+    if (r->resume_path[0] && resume(&s) != 0) goto out;
     post_simple(r, HEV_STARTED, 0, 0, mr_trainer_describe(s.t));
     reason = train(&s);
     if (reason != HOST_FAILED) {

@@ -1,5 +1,5 @@
--- `moonrl train`: resolve a config, train it with a progress line, print the
--- summary and evaluate the trained policy.
+-- `moonrl train`: resolve a config (or resume a run: moonrl.resume), train it
+-- with a progress line, print the summary and evaluate the trained policy.
 
 local cmdline = require("moonrl.cmdline")
 
@@ -7,16 +7,26 @@ local train = {
   name = "train",
   order = 10,
   usage = "train [config.lua] [--set k=v ...]",
-  summary = "train; no file = the built-in default (configs/default.lua)",
+  summary = "train; no file = the built-in default (configs/default.lua); --resume RUN_DIR continues a run",
   help = [[
 usage: moonrl train [config.lua] [options]
+       moonrl train --resume RUN_DIR [changes.lua] [--set key=value ...]
 
 Trains the config (a Lua file returning a table; default configs/default.lua),
 layered over the built-in defaults, a hardware profile and an optimisation
 level. Prints the run directory, progress, and at the end a summary with an
 evaluation of the trained policy (cfg.eval settings).
 
+With --resume, continues the run in RUN_DIR from its newest valid checkpoint
+(RUN_DIR/checkpoints; a damaged one is reported and the next older one used)
+with the run's own config.lua, in the same directory: metrics written after
+that checkpoint are dropped and the files go on from it. A changes file and
+--set may change hot keys (total_steps, ppo.lr, ...) and output settings
+(log.*, eval.*, alerts.*); other keys need a new run. On the cpu a resumed
+run is bit for bit the run that was not interrupted.
+
 options:
+  --resume RUN_DIR    continue that run (see above)
   --set key=value     override a config key (repeatable), e.g. --set ppo.lr=1e-4
   --dir DIR           run directory (default runs/<name>-<YYYYmmdd-HHMMSS>)
   --hardware H        hardware profile: auto, cpu, cuda, debug, ci, production, or a .lua path
@@ -30,8 +40,9 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function print_summary(s)
   local m = s.metrics or {}
-  out(string.format("\n%s: %s after %d updates, %d agent-steps, %.1f s (%.0f agent-steps/s)\n",
-    s.dir, s.status, s.updates, s.agent_steps, s.seconds, s.sps))
+  out(string.format("\n%s: %s after %d updates, %d agent-steps, %.1f s%s (%.0f agent-steps/s)\n",
+    s.dir, s.status, s.updates, s.agent_steps, s.seconds,
+    s.resumed_from and (" since resuming from update " .. s.resumed_from) or "", s.sps))
   if s.error then out("  error: ", s.error, "\n") end
   if s.metrics then
     out(string.format("  last update: return %s, efficiency %s, entropy %.3f, lr %.3g\n",
@@ -50,7 +61,7 @@ function train.run(argv)
   local o, e = cmdline.parse("train", argv, {
     set = { "list", "key=value" }, dir = { "value", "a directory" },
     hardware = { "value", "a profile name or .lua path" }, level = { "value", "a level name or .lua path" },
-    ["no-eval"] = { "flag" },
+    ["no-eval"] = { "flag" }, resume = { "value", "a run directory" },
   }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
@@ -58,10 +69,23 @@ function train.run(argv)
   if file and not uv.fs_stat(file) then
     return usage_error("moonrl train: config file '" .. file .. "' not found")
   end
-  local cfg, notes = moonrl.resolve(file, { sets = o.set, hardware = o.hardware, level = o.level, dir = o.dir })
-  if not cfg then return usage_error("moonrl train: " .. notes) end
+  local cfg, notes, plan
+  if o.resume then
+    if o.dir then return usage_error("moonrl train: --resume continues in the run's own directory; drop --dir") end
+    if file and (require("moonrl.resume").is_checkpoint(file) or uv.fs_stat(file).type == "directory") then
+      return usage_error("moonrl train --resume " .. o.resume .. ": '" .. file .. "' is not a file of config " ..
+        "changes; moonrl train --resume RUN_DIR [changes.lua] [--set k=v ...]")
+    end
+    local perr
+    plan, perr = moonrl._resume_plan(file, { resume = o.resume, sets = o.set, hardware = o.hardware, level = o.level })
+    if not plan then return usage_error("moonrl train --resume: " .. perr) end
+    cfg, notes = plan.cfg, plan.notes
+  else
+    cfg, notes = moonrl.resolve(file, { sets = o.set, hardware = o.hardware, level = o.level, dir = o.dir })
+    if not cfg then return usage_error("moonrl train: " .. notes) end
+  end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
-  local started, run = pcall(moonrl._start, cfg, notes, {})
+  local started, run = pcall(moonrl._start, cfg, notes, { resume = plan })
   if not started then
     err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
     return 1
@@ -72,7 +96,7 @@ function train.run(argv)
   if s.status == "error" then return 1 end
   if o["no-eval"] or not s.checkpoint then return end
   out(string.format("\nevaluation (%d envs x %d steps x %d runs):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs))
-  local r, ee = moonrl.evaluate(run)
+  local r, ee = moonrl.evaluate(run, { progress = require("moonrl.commands.eval").progress(nil) })
   if not r then
     err("moonrl train: evaluation failed: ", ee, "\n")
     return 1

@@ -9,7 +9,9 @@
 --
 -- Public
 --   Csv.new(run_dir, cfg, opts) -> sink      opts: uv, on_error(msg), clock() -> seconds,
---                                            file (default "metrics.csv")
+--                                            file (default "metrics.csv"), append (a resumed
+--                                            run: write after the rows there, in the columns of
+--                                            opts.columns, the header already there)
 --   sink:update(metrics)
 --   sink:close([cb])
 --   sink.path, sink.columns (after the first update)
@@ -25,7 +27,9 @@ function Csv.new(run_dir, cfg, opts)
   opts = base.options(opts)
   local self = setmetatable({ cfg = cfg, on_error = opts.on_error, clock = opts.clock }, Csv)
   self.path = run_dir .. "/" .. (opts.file or "metrics.csv")
-  self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error })
+  local append = opts.append and opts.columns ~= nil
+  if append then self.columns = opts.columns end
+  self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error, append = append })
   return self
 end
 

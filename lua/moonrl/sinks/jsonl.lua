@@ -7,7 +7,8 @@
 --
 -- Public
 --   Jsonl.new(run_dir, cfg, opts) -> sink     opts: uv, on_error(msg), clock() -> seconds,
---                                             file (name inside run_dir, default "metrics.jsonl")
+--                                             file (name inside run_dir, default "metrics.jsonl"),
+--                                             append (a resumed run: write after the rows there)
 --   sink:update(metrics)
 --   sink:close([cb])                          cb(err) once the file is flushed and closed
 --   sink.path
@@ -23,7 +24,7 @@ function Jsonl.new(run_dir, cfg, opts)
   opts = base.options(opts)
   local self = setmetatable({ cfg = cfg, on_error = opts.on_error, clock = opts.clock }, Jsonl)
   self.path = run_dir .. "/" .. (opts.file or "metrics.jsonl")
-  self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error })
+  self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error, append = opts.append })
   return self
 end
 

@@ -8,9 +8,14 @@
 -- shows them). Encoding and CRCs: moonrl.tensorboard. Writes are asynchronous
 -- (luv fs).
 --
+-- A resumed run (opts.resume_step) writes a new file whose second record is
+-- a SessionLog START at resume_step + 1, after moonrl.sinks.trim cut the older
+-- files back to resume_step; a name already taken gets a ".2", ".3"... suffix.
+--
 -- Public
 --   Tb.new(run_dir, cfg, opts) -> sink   opts: uv, on_error(msg), clock() -> seconds,
---                                        hostname (default uv.os_gethostname())
+--                                        hostname (default uv.os_gethostname()),
+--                                        resume_step (a resumed run's last step)
 --   sink:update(metrics)
 --   sink:close([cb])
 --   sink.path
@@ -70,9 +75,15 @@ function Tb.new(run_dir, cfg, opts)
   local host = opts.hostname
   if not host and opts.uv.os_gethostname then host = opts.uv.os_gethostname() end
   local now = self.clock()
-  self.path = run_dir .. "/" .. tb.filename(now, host or "localhost")
+  local base = run_dir .. "/" .. tb.filename(now, host or "localhost")
+  self.path = base
+  for n = 2, 1000 do
+    if not (opts.uv.fs_stat and opts.uv.fs_stat(self.path)) then break end
+    self.path = base .. "." .. n
+  end
   self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error })
   self.file:write(tb.record(tb.file_version_event(now)))
+  if opts.resume_step then self.file:write(tb.record(tb.session_start_event(now, opts.resume_step + 1))) end
   return self
 end
 

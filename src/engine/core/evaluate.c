@@ -32,6 +32,11 @@ static void eval_layout(eval_bufs *b, const mr_env_config *envc, uint64_t seed, 
 }
 
 mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *ec, mr_eval_result *out, mr_error *err) {
+    return mr_trainer_evaluate_progress(t, ec, out, NULL, NULL, err);
+}
+
+mr_status mr_trainer_evaluate_progress(mr_trainer *t, const mr_eval_config *ec, mr_eval_result *out,
+                                       mr_eval_progress_fn progress, void *user, mr_error *err) {
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_evaluate: trainer or out is NULL");
     mr_eval_config c;
     if (ec) c = *ec; else mr_eval_config_default(&c);
@@ -79,6 +84,8 @@ mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *ec, mr_eval_r
                 u[i] = mr_rng_uniform(env.seed, (uint32_t)i, env.tick[i], MR_RNG_ACTION, 0);
             mr_sample_actions(N, logits, u, act, logp);
             mr_forage_cpu_step_all(&env, act);
+            if (progress) progress(user, (uint64_t)run * (uint64_t)c.steps + (uint64_t)s + 1,
+                                   (uint64_t)c.runs * (uint64_t)c.steps);
         }
         for (int i = 0; i < N; i++) {
             const mr_forage_log *l = &env.log[i];
