@@ -1,5 +1,5 @@
 -- Hardware profile: one NVIDIA GPU. The reference network and batch of
--- ENV_SPEC.md (192 envs x 128 steps = 24,576 samples per update).
+-- docs/environment.md (192 envs x 128 steps = 24,576 samples per update).
 -- Precision is not set here: it comes from the optimisation level (the
 -- default level, advanced, runs bf16), which is merged over this profile.
 return {
