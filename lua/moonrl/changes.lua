@@ -36,7 +36,7 @@
 --   rec:finish()                     the run ended: what never reached an update is logged
 --   rec:remember(path, text)         the text a function's source is read from (the
 --                                    live file as loaded, not as it may be by then)
---   rec.list                         the changes recorded so far
+--   rec.list                         the changes recorded so far, in update order
 --   Changes.display(v) -> "0.0001", "linear(0.0003, 0.0001)", "function at tweaks.lua:3"
 --   Changes.load(path) -> list | nil, err
 
@@ -140,7 +140,11 @@ end
 
 function Changes:_record(c, update)
   c.update = update
-  self.list[#self.list + 1] = c
+  -- In update order: a Lua key set after an engine key may be in force
+  -- earlier (the trainer runs ahead of the loop).
+  local at = #self.list + 1
+  while at > 1 and self.list[at - 1].update > update do at = at - 1 end
+  table.insert(self.list, at, c)
   local line = "update " .. update .. ": " .. c.key .. " " .. Changes.display(c.old) .. " -> " ..
     Changes.display(c.new) .. " (" .. c.source .. ")"
   local run = self.run

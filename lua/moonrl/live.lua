@@ -35,6 +35,8 @@
 --   live.watch(run, path[, opts]) -> watcher   opts.poll = true: poll, never fs_event
 --   watcher:reload([force]) -> true | nil, err  read, check, apply now
 --   watcher:close()
+--   watcher.reads, watcher.last_error    reads that were checked; the latest one's
+--                                        error (nil when it was applied)
 --   live.reread() -> number of files re-read   every watched file, now (SIGHUP)
 --   live.read(text, label) -> {key = value} | nil, err     the sandboxed load + flatten
 --   live.check(cfg, tweaks, text, label) -> {{key=, value=}, ...} (what differs, schema
@@ -285,10 +287,12 @@ function Watcher:reload(force)
   end
   if text == self.last_text and not force then return true end
   self.last_text = text
+  self.reads = self.reads + 1
   if run.alive and not run:alive() then return nil, "the run has finished" end
   local tweaks, err = live.read(text, self.label)
   local todo
   if tweaks then todo, err = live.check(run.cfg, tweaks, text, self.label) end
+  self.last_error = err
   if not todo then
     self:_note("live " .. self.label .. ": not applied, the values in force stay:\n  " ..
       err:gsub("\n", "\n  "), true)
@@ -303,6 +307,7 @@ function Watcher:reload(force)
   for _, c in ipairs(todo) do
     local ok, serr = run:set(c.key, c.value, "live " .. self.label)
     if not ok then
+      self.last_error = serr
       -- Checked above, so only the engine side can refuse here.
       self:_note("live " .. self.label .. ": " .. c.key .. " not applied: " .. tostring(serr) ..
         (#keys > 0 and " (applied before it: " .. table.concat(keys, ", ") .. ")" or ""), true)
@@ -314,10 +319,10 @@ function Watcher:reload(force)
   return true
 end
 
-function Watcher:_soon()
+function Watcher:_soon(ms)
   if self.closed then return end
   self.timer:stop()
-  self.timer:start(live.DEBOUNCE_MS, 0, function()
+  self.timer:start(ms or live.DEBOUNCE_MS, 0, function()
     local ok, err = pcall(self.reload, self, false)
     if not ok then self:_note("live " .. self.label .. ": " .. tostring(err), true) end
   end)
@@ -350,13 +355,16 @@ function Watcher:_start_poll()
   h:start(self.path, live.POLL_MS, function() self:_soon() end)
   h:unref()
   self.fs_poll = h
+  -- The poll's first stat (on the thread pool) is its baseline: a save
+  -- between the read at start and that stat would go unseen, so look once more.
+  self:_soon(2 * live.POLL_MS)
 end
 
 function live.watch(run, path, opts)
   opts = opts or {}
   if type(path) ~= "string" or path == "" then error("live.watch: expected a file path, got " .. util.describe(path), 2) end
   local u = uv()
-  local self = setmetatable({ run = run, label = path, path = path }, Watcher)
+  local self = setmetatable({ run = run, label = path, path = path, reads = 0 }, Watcher)
   self.dir, self.base = split(path)
   self.timer = u.new_timer()
   self.timer:unref()
