@@ -65,6 +65,9 @@ describe("moonrl.live", function()
       assert.equal(5, t["log.interval"])
       assert.equal(10, t["alerts.sps_min"])
       assert.same({}, assert(live.read("-- nothing yet\n", "t.lua")))
+      -- the example is a valid tweak file
+      local text = assert(support.read_file("examples/tweaks.lua"))
+      assert.is_table(live.check(defaults(), assert(live.read(text, "examples/tweaks.lua")), text, "examples/tweaks.lua"))
     end)
 
     it("names the line of a syntax error and the key of an unknown one", function()

@@ -303,6 +303,9 @@ function Watcher:reload(force)
     return true
   end
   if run.changes then run.changes:remember(self.label, text) end
+  local names = {}
+  for i, c in ipairs(todo) do names[i] = c.key end
+  self:_note("live " .. self.label .. ": read; " .. table.concat(names, ", ") .. " from the next update")
   local keys = {}
   for _, c in ipairs(todo) do
     local ok, serr = run:set(c.key, c.value, "live " .. self.label)
@@ -315,7 +318,6 @@ function Watcher:reload(force)
     end
     keys[#keys + 1] = c.key
   end
-  self:_note("live " .. self.label .. ": read; " .. table.concat(keys, ", ") .. " from the next update")
   return true
 end
 
