@@ -29,9 +29,9 @@
 --
 -- Run directory: config.lua (the resolved config, config.serialize), train.log
 -- (a plain log, one line per event), changes.lua (moonrl.changes), the sinks'
--- files (metrics.jsonl, metrics.csv, events.out.tfevents.*) and checkpoints/. The few files written
--- at start are small and written synchronously; everything per update is
--- asynchronous (the log here, the sinks' own writes).
+-- files (metrics.jsonl, metrics.csv, events.out.tfevents.*) and checkpoints/.
+-- The few files written at start are small and written synchronously;
+-- everything per update is asynchronous (the log here, the sinks' own writes).
 --
 -- Warm-up updates (flagged `warmup = true`) reach train.log, the console and
 -- run.warmup_metrics only: they are not progress, so not in the metrics files,
