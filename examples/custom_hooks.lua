@@ -34,7 +34,8 @@ local cfg = {
         m.update, 100 * m.progress, m.episode_return_mean, m.entropy, m.lr, m.ent_coef))
       if m.progress >= 0.5 and not dropped then
         dropped = true
-        assert(run:set("ppo.lr", 5e-5))                -- applies from the next update
+        assert(run:set("ppo.lr", 5e-5, "half time"))   -- applies from the next update; recorded
+                                                        -- in train.log and changes.lua as "(half time)"
         local ok, err = run:set("ppo.epochs", 2)       -- not hot: refused, training goes on
         print("  lr dropped to 5e-5; epochs: " .. tostring(ok or err))
       end

@@ -599,11 +599,13 @@ return {
     it("writes Lua that loads back to an equal table", function()
       local r = config.resolve { hardware = "cpu", detect = no_gpu, sets = {
         "ppo.clip=step(0.2,0.5,0.25,0.05)", "ppo.lr=cosine(1e-3,0)", "name=it's \"quoted\"\n", "dir=/tmp/x y" } }
-      r.hooks.on_update = function() end
+      local seen = {}
+      r.hooks.on_update = function(m) seen[#seen + 1] = m end   -- a table upvalue: not saved
       r.ppo.vf_coef = 1 / 3
       local src = config.serialize(r, { header = "resolved config\nsecond line" })
       assert.matches("^%-%- resolved config\n%-%- second line\nreturn {\n", src)
-      assert.matches("\n    %-%- hooks.on_update: a function %(not serialisable%)\n", src)
+      assert.matches("\n    %-%- hooks.on_update: the function at spec/config_spec.lua:%d+ is not saved %(it uses " ..
+        "the upvalue 'seen' %(table {}%), which cannot be saved%): this config does not reproduce it\n", src)
       assert.matches("lr = cosine%(0.001, 0%),", src)
       assert.matches("clip = step%(0.2, 0.5, 0.25, 0.05%),", src)
       local path = support.write_file(tmp .. "/resolved.lua", src)
@@ -615,12 +617,56 @@ return {
       assert.equal(1 / 3, back.ppo.vf_coef)
     end)
 
-    it("keeps unknown keys, odd numbers and a warmup function as a comment", function()
-      local t = { custom = { ["odd key"] = { 1, 2 }, big = math.huge, small = -math.huge }, warmup = function() end }
+    it("keeps unknown keys, odd numbers and a warmup function that has no file as a comment", function()
+      local t = { custom = { ["odd key"] = { 1, 2 }, big = math.huge, small = -math.huge },
+        warmup = loadstring("return function() end")() }
       local src = config.serialize(t)
-      assert.matches("%-%- warmup: a function %(not serialisable%)", src)
+      assert.matches("%-%- warmup: the function at %[string \"return function%(%) end\"%]:1 is not saved %(it was " ..
+        "defined in %[string .-%], not in a file%): this config does not reproduce it", src)
       local back = assert(loadstring(src))()
       assert.same({ custom = { ["odd key"] = { 1, 2 }, big = math.huge, small = -math.huge } }, back)
+    end)
+
+    it("writes function schedules, a warmup function and hooks by their source", function()
+      -- A config file as a user writes it, loaded the way moonrl loads it.
+      local path = support.write_file(tmp .. "/exp.lua", [[
+local floor = 1e-5
+local shape = "quadratic"
+return {
+  ppo = {
+    lr = function(p) return 1e-3 * (1 - p) ^ 2 + floor end,   -- one line, an upvalue
+    ent_coef = function(p)
+      -- "end" in a comment, and a string: "function"
+      if p < 0.5 then return 0.01 end
+      return 0.001
+    end,
+  },
+  warmup = function(info) return { updates = info.device == "cuda" and 2 or 0 } end,
+  hooks = { on_update = function(m) if m.update % 10 == 0 then print(shape, m.lr) end end,
+            on_finish = function(s) print(s.status) end },
+}
+]])
+      local t = assert(config.load_file(path))
+      local src = config.serialize(t)
+      assert.is_nil(src:find("not saved", 1, true), src)
+      assert.truthy(src:find('lr = (function() local floor = 1e-05; return function(p) return 1e-3 * (1 - p) ^ 2 + floor end end)(),', 1, true), src)
+      assert.truthy(src:find('warmup = function(info) return { updates = info.device == "cuda" and 2 or 0 } end,', 1, true), src)
+      assert.truthy(src:find('on_finish = function(s) print(s.status) end,', 1, true), src)
+      local back = assert(config.load_file(support.write_file(tmp .. "/saved.lua", src)))
+      for _, p in ipairs({ 0, 0.3, 0.7, 1 }) do
+        assert.equal(t.ppo.lr(p), back.ppo.lr(p))
+        assert.equal(t.ppo.ent_coef(p), back.ppo.ent_coef(p))
+      end
+      assert.same({ updates = 2 }, back.warmup({ device = "cuda" }))
+      assert.equal(string.dump(t.hooks.on_finish, true), string.dump(back.hooks.on_finish, true))
+      assert.equal("function", type(back.hooks.on_update))
+
+      -- The file edited after loading: the text on those lines is no longer
+      -- the function that runs, and is not passed off as it.
+      support.write_file(path, (support.read_file(path):gsub("return 0.001", "return 0.002")))
+      src = config.serialize(t)
+      assert.matches("%-%- ppo.ent_coef: the function at .-exp.lua:6%-10 is not saved %(.*file changed since%)", src)
+      assert.truthy(src:find("on_finish = function(s) print(s.status) end,", 1, true), src)
     end)
   end)
 

@@ -48,6 +48,28 @@ describe("jsonl sink", function()
     assert.equal('{"agent_steps":4096,', lines[1]:sub(1, 20))
   end)
 
+  it("writes an event as a line of its own with an event field, in order with the metrics", function()
+    local sink = Jsonl.new(dir, {}, { uv = uv, clock = function() return 5 end })
+    sink:update({ update = 1, lr = 3e-4 })
+    sink:event({ event = "change", update = 2, key = "ppo.lr", old = { kind = "linear", from = 3e-4, to = 1e-4 },
+      new = 1e-4, source = "live tweaks.lua" })
+    sink:update({ update = 2, lr = 1e-4 })
+    local closed = false
+    sink:close(function() closed = true end)
+    support.run_until(function() return closed end)
+    local lines = support.lines(support.read_file(sink.path))
+    assert.equal(3, #lines)
+    local metrics = {}
+    for _, line in ipairs(lines) do
+      local rec = json.decode(line)
+      if rec.event == nil then metrics[#metrics + 1] = rec.update end
+    end
+    assert.same({ 1, 2 }, metrics)
+    assert.same({ event = "change", update = 2, key = "ppo.lr", old = { kind = "linear", from = 3e-4, to = 1e-4 },
+      new = 1e-4, source = "live tweaks.lua", wall_time = 5 }, json.decode(lines[2]))
+    assert.is_nil(json.decode(lines[1]).event)   -- metrics never carry the field
+  end)
+
   it("keeps the order of many quick writes", function()
     local sink = Jsonl.new(dir, {}, { uv = uv })
     for u = 1, 500 do sink:update({ update = u }) end

@@ -45,9 +45,12 @@ return {
 
 local function ckpt(dir, n) return string.format("%s/checkpoints/update_%07d.mrck", dir, n) end
 
-local function updates_of_jsonl(text)
+local function updates_of_jsonl(text)   -- metric rows only: event lines ("event": "change", ...) are skipped
   local out = {}
-  for u in text:gmatch('"update":(%d+)') do out[#out + 1] = tonumber(u) end
+  for line in text:gmatch("[^\n]+") do
+    local u = not line:find('"event":', 1, true) and line:match('"update":(%d+)')
+    if u then out[#out + 1] = tonumber(u) end
+  end
   return out
 end
 
@@ -249,7 +252,9 @@ describe("moonrl train --resume", function()
     if not need_bin() then return end
     support.write_file(dir .. "/fn.lua", [[
       local moonrl = require "moonrl"
-      local function lr(p) return 1e-3 * (1 - p) end
+      -- made by load(): config.lua cannot save its source (moonrl.config.funcsource), so a
+      -- resume must be given it again
+      local lr = load("return function(p) return 1e-3 * (1 - p) end")()
       local cfg = dofile("exp.lua")
       cfg.dir, cfg.ppo.lr, cfg.total_steps = "e", lr, 6 * 64
       cfg.hooks = { on_update = function(m, run)

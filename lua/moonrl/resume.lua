@@ -281,7 +281,10 @@ function resume.prepare(run_dir, changes)
   local text = fh:read("*a")
   fh:close()
   local missing, lost_hooks = {}, {}
-  for path in text:gmatch("%-%- ([%w_.]+): a function %(not serialisable%)") do
+  local unsaved = {}   -- serialize's comment for a function it could not save (and an older moonrl's)
+  for path in text:gmatch("%-%- ([%w_.]+): the function at [^\n]- is not saved") do unsaved[#unsaved + 1] = path end
+  for path in text:gmatch("%-%- ([%w_.]+): a function %(not serialisable%)") do unsaved[#unsaved + 1] = path end
+  for _, path in ipairs(unsaved) do
     local e = schema.by_key[path]
     if e and e.type == "schedule" then missing[path] = true end
     if path:match("^hooks%.") and not (changes.hooks and changes.hooks[path:sub(7)]) then

@@ -12,9 +12,14 @@
 --                              run:set() of an engine key (once the thread took it)
 --   run:metrics()              the last update's metrics (nil before the first)
 --   run:wait()                 yields until the end; returns the summary
---   run:set(key, value)        true | nil, err: hot keys only (schema hot ~= false),
+--   run:set(key, value[, source])  true | nil, err: hot keys only (schema hot ~= false),
 --                              validated by config.set; an engine key applies
---                              from the next update the thread starts
+--                              from the next update the thread starts. Every
+--                              change is recorded (moonrl.changes: train.log,
+--                              metrics.jsonl, changes.lua) with `source`, a label
+--                              saying who made it (default "run:set")
+--   run.changes.list           the changes recorded so far (moonrl.changes)
+--   run.live                   the live tweak file's watcher (cfg.live; moonrl.live)
 --   run:get(key)               the value in force
 --   run:pause() / run:resume() / run:stop([{checkpoint = false}])
 --   run:checkpoint([path])     from a coroutine: waits, returns the path written
@@ -23,11 +28,11 @@
 --   run:summary()              the summary (nil while running)
 --
 -- Run directory: config.lua (the resolved config, config.serialize; written
--- again by run:set, so it holds the config in force), train.log
--- (a plain log, one line per event), the sinks' files (metrics.jsonl,
--- metrics.csv, events.out.tfevents.*) and checkpoints/. The few files written
--- at start are small and written synchronously; everything per update is
--- asynchronous (the log here, the sinks' own writes).
+-- again by run:set, so it holds the config in force), train.log (a plain
+-- log, one line per event), changes.lua (moonrl.changes), the sinks' files
+-- (metrics.jsonl, metrics.csv, events.out.tfevents.*) and checkpoints/. The
+-- few files written at start are small and written synchronously;
+-- everything per update is asynchronous (the log here, the sinks' own writes).
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
 -- metrics written after the checkpoint's update are cut (moonrl.sinks.trim),
@@ -194,6 +199,8 @@ function Run.start(cfg, opts)
   end
   if log_only then self.log:line(log_only) end
 
+  self.changes = require("moonrl.changes").new(self)
+
   self.console = cfg.log.console and opts.console ~= false
   self.sinks = {}
   for _, name in ipairs(SINKS) do
@@ -227,6 +234,10 @@ function Run.start(cfg, opts)
     resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
   }, function(kind, ...) return self:_event(kind, ...) end)
   self.status = "running"
+  if cfg.live then
+    local okl, lerr = pcall(function() self.live = require("moonrl.live").watch(self, cfg.live) end)
+    if not okl then core.report("run " .. dir .. ": live tweaks", tostring(lerr)) end
+  end
   return self
 end
 
@@ -369,7 +380,8 @@ function handlers.checkpoint_failed(self, msg)
   if w then w(nil, msg) end
 end
 
-function handlers.hot(self, from, refusal)
+function handlers.hot(self, from, refusal, seq)
+  self.changes:hot(from, refusal, seq)
   if refusal then
     core.report("run " .. self.dir, refusal .. " (the previous values stay)")
     self.log:line(refusal)
@@ -416,6 +428,8 @@ function handlers.finished(self, reason, updates, last)
     self.error and (" (" .. self.error .. ")") or ""))
   for _, w in ipairs(self.ckpt_waiters) do w(nil, "the run ended before the checkpoint (" .. reason .. ")") end
   self.ckpt_waiters = {}
+  self.changes:finish()
+  if self.live then self.live:close() end
 
   -- Files complete before anyone hears of the end: sinks, then the log.
   local pending = #self.sinks + 1
@@ -463,24 +477,28 @@ function Run:get(key)
   return config.get(self.cfg, key)
 end
 
-function Run:set(key, value)
+function Run:set(key, value, source)
+  if source ~= nil and type(source) ~= "string" then
+    error("run:set: source must be a string (who made the change), got " .. type(source), 2)
+  end
   if not self:alive() then return nil, "run:set: the run has finished" end
-  local old = config.get(self.cfg, key)
+  local old = util.deepcopy(config.get(self.cfg, key))
   local ok, err = config.set(self.cfg, key, value, { running = true })
   if not ok then return nil, err end
   local e = schema.by_key[key]
+  local seq
   if e and e.hot == "engine" then
     local okh, herr = pcall(function()
       local tables, terr = engine.schedule_tables(self.cfg)
       if terr then error(terr, 0) end
-      self.handle:set_hot(engine.bytes(engine.hot_params(self.cfg)), tables)
+      seq = self.handle:set_hot(engine.bytes(engine.hot_params(self.cfg)), tables)
     end)
     if not okh then
       config.set(self.cfg, key, old, { running = true })
       return nil, tostring(herr)
     end
   end
-  self.log:line("set " .. key .. " = " .. util.fmt_value(value))
+  self.changes:set(key, old, config.get(self.cfg, key), source, seq)
   local okw, werr = self:_write_config()   -- what a resume starts from
   if not okw then self.log:line(tostring(werr)) end
   return true

@@ -84,6 +84,9 @@ key { key = "total_steps", type = "integer", default = 50331648, min = 1, max = 
   desc = "agent-steps to train" }
 key { key = "dir", type = "string", optional = true, max_len = 4096,
   desc = "run directory; nil = `runs/<name>-<time>`" }
+key { key = "live", type = "string", optional = true, max_len = 4096,
+  aliases = { "tweaks", "live_file", "watch" },
+  desc = "live tweak file, watched while training: on each save (and SIGHUP) its hot keys apply at the next update (README: Live tweaks); nil = none" }
 
 -- env -----------------------------------------------------------------------
 key { key = "env.mode", type = "enum", default = "ground_truth",

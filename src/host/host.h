@@ -35,7 +35,8 @@ typedef enum host_event_kind {
     HEV_WARMUP_DONE,     /* update: warm-up updates run; flag 1 = weights restored */
     HEV_CHECKPOINT,      /* text: path written; update: at which update; flag 1 = asked for (mailbox) */
     HEV_HOT,             /* hot parameters apply from update `update` + 1 on; flag 1 = the engine
-                            refused them (text says why) and the previous set stays */
+                            refused them (text says why) and the previous set stays; seq: the
+                            set's host_hot.seq (the mailbox keeps only the latest set) */
     HEV_CHECKPOINT_FAILED, /* text: why; a requested checkpoint only (the run goes on) */
     HEV_PAUSED,          /* update: updates done */
     HEV_RESUMED,
@@ -49,6 +50,7 @@ typedef struct host_event {
     int kind;
     int flag;
     uint64_t update;
+    uint64_t seq;        /* HEV_HOT: which set */
     mr_metrics metrics;
     char text[HOST_PATH];
 } host_event;
@@ -60,6 +62,7 @@ typedef struct host_hot {
     mr_hot_params hot;
     double *table[HOST_SCHED_N];   /* NULL: hot's own mr_schedule applies */
     size_t len[HOST_SCHED_N];
+    uint64_t seq;                  /* numbered by the loop side, echoed in HEV_HOT */
 } host_hot;
 
 typedef struct host_ckpt_req {

@@ -16,11 +16,13 @@
  *                    "warmup_done", updates, restored
  *                    "checkpoint", path, update, requested
  *                    "checkpoint_failed", message   (a requested one; the run goes on)
- *                    "hot", from_update, refusal_or_nil
+ *                    "hot", from_update, refusal_or_nil, seq (the set_hot it answers)
  *                    "paused", update / "resumed", update
  *                    "error", message
  *                    "finished", reason ("done"|"stopped"|"error"), updates, last_checkpoint_or_nil
- *   run:set_hot(hot_bytes[, schedules])   run:pause()   run:resume()
+ *   run:set_hot(hot_bytes[, schedules]) -> seq (1, 2, ...: each "hot" event names
+ *       the one it applied; the mailbox keeps only the latest)
+ *   run:pause()   run:resume()
  *   run:checkpoint([path])   run:stop([final_checkpoint=true])   run:alive()
  *
  *   core.evaluate(checkpoint_path, eval_cfg_bytes, opts, callback)
@@ -56,6 +58,7 @@ typedef struct lrun {
     host_run *r;
     uv_async_t async;
     int handler_ref, self_ref;
+    uint64_t hot_seq;        /* set_hot calls so far */
     int finished;            /* "finished" delivered, thread joined */
     int handle_closed;       /* async close callback ran */
     int userdata_gone;       /* __gc ran */
@@ -144,7 +147,8 @@ static int push_event(lua_State *L, lrun *lr, const host_event *ev) {
         lua_pushliteral(L, "hot");
         lua_pushnumber(L, (lua_Number)ev->update);
         if (ev->flag) lua_pushstring(L, ev->text); else lua_pushnil(L);
-        return 3;
+        lua_pushnumber(L, (lua_Number)ev->seq);
+        return 4;
     case HEV_PAUSED:
     case HEV_RESUMED:
         lua_pushstring(L, ev->kind == HEV_PAUSED ? "paused" : "resumed");
@@ -413,9 +417,11 @@ static int run_set_hot(lua_State *L) {
     host_hot **box = push_hot_box(L);
     memcpy(&(*box)->hot, lua_tostring(L, 2), sizeof(mr_hot_params));
     read_schedules(L, 3, *box);
+    (*box)->seq = ++lr->hot_seq;
     host_run_post_hot(lr->r, *box);
     *box = NULL;
-    return 0;
+    lua_pushnumber(L, (lua_Number)lr->hot_seq);
+    return 1;
 }
 
 static int run_pause(lua_State *L) {

@@ -292,20 +292,32 @@ static void take_hot(tstate *s, host_hot *h) {
 /* A new hot set from the mailbox. The engine may still refuse a value the
  * Lua side accepted: then the previous set stays and the refusal is reported
  * as an HEV_HOT event with flag 1; the run goes on. */
+static void post_hot(tstate *s, int refused, uint64_t seq, const char *msg) {
+    host_event ev;
+    memset(&ev, 0, offsetof(host_event, text));
+    ev.kind = HEV_HOT;
+    ev.flag = refused;
+    ev.update = s->real_updates;
+    ev.seq = seq;
+    snprintf(ev.text, sizeof ev.text, "%s", msg);
+    post(s->r, &ev);
+}
+
 static void swap_hot(tstate *s, host_hot *h) {
     host_hot *prev = s->cur;
     int prev_override = s->override;
+    uint64_t seq = h->seq;
     take_hot(s, h);
     char msg[MR_ERROR_LEN + 64];
     if (try_apply_hot(s, msg, sizeof msg) != 0) {
         host_hot_free(h);
         s->override = prev_override;
         take_hot(s, prev);
-        post_simple(s->r, HEV_HOT, 1, s->real_updates, msg);
+        post_hot(s, 1, seq, msg);
         return;
     }
     host_hot_free(prev);
-    post_simple(s->r, HEV_HOT, 0, s->real_updates, "");
+    post_hot(s, 0, seq, "");
 }
 
 /* Reads the mailbox at an update boundary: applies a new hot set, writes

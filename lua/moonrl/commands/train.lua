@@ -29,6 +29,9 @@ options:
   --resume RUN_DIR    continue that run (see above)
   --set key=value     override a config key (repeatable), e.g. --set ppo.lr=1e-4
   --dir DIR           run directory (default runs/<name>-<YYYYmmdd-HHMMSS>)
+  --live FILE         watch FILE while training: each save applies its hot keys at
+                      the next update (a Lua file returning e.g. { ppo = { lr = 1e-4 } });
+                      SIGHUP re-reads it; the config key `live` does the same
   --hardware H        hardware profile: auto, cpu, cuda, debug, ci, production, or a .lua path
   --level L           optimisation level: basic, advanced, ultra, or a .lua path
   --no-eval           skip the evaluation at the end
@@ -61,7 +64,7 @@ function train.run(argv)
   local o, e = cmdline.parse("train", argv, {
     set = { "list", "key=value" }, dir = { "value", "a directory" },
     hardware = { "value", "a profile name or .lua path" }, level = { "value", "a level name or .lua path" },
-    ["no-eval"] = { "flag" }, resume = { "value", "a run directory" },
+    ["no-eval"] = { "flag" }, resume = { "value", "a run directory" }, live = { "value", "a tweak file" },
   }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
@@ -83,6 +86,10 @@ function train.run(argv)
   else
     cfg, notes = moonrl.resolve(file, { sets = o.set, hardware = o.hardware, level = o.level, dir = o.dir })
     if not cfg then return usage_error("moonrl train: " .. notes) end
+  end
+  if o.live then
+    local ok, lerr = moonrl.config.set(cfg, "live", o.live)
+    if not ok then return usage_error("moonrl train: --live: " .. lerr) end
   end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
   local started, run = pcall(moonrl._start, cfg, notes, { resume = plan })

@@ -4,13 +4,18 @@
 --
 --   serialize.serialize(t [, {header = "text"}]) -> Lua source "return { ... }"
 --       known keys in schema order, then anything else sorted; schedules as
---       constructor calls; functions (hooks) as comments, since they cannot be
---       written back
+--       constructor calls; functions (function schedules, a warmup function,
+--       hooks) by their source where config.funcsource can recover it, and
+--       otherwise as a comment that names the function and says that this
+--       file does not reproduce it
+--       opts.read(path) -> text: how funcsource reads source files
 --   serialize.lua_string(s) -> s as a Lua string literal
+--   serialize.value(v [, read]) -> Lua source | nil, why   (one value)
 
 local schema = require("moonrl.schema")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
+local funcsource = require("moonrl.config.funcsource")
 
 local serialize = {}
 
@@ -31,20 +36,30 @@ local function lua_key(k)
   return "[" .. lua_number(k) .. "]"
 end
 
--- Writes value v (at dotted `path`) as Lua; functions become comments.
-local function write_value(out, indent, path, v, e, seen)
+-- Writes value v (at dotted `path`) as Lua; a function whose source cannot
+-- be recovered becomes a comment. opts.read: funcsource's file reader.
+local function write_value(out, indent, path, v, e, seen, opts)
   local tv = type(v)
   if tv == "string" then return serialize.lua_string(v) end
   if tv == "number" then return lua_number(v) end
   if tv == "boolean" then return tostring(v) end
+  if tv == "function" then
+    local src, why = funcsource.source(v, opts.read)
+    if src then return src end
+    out[#out + 1] = indent .. "-- " .. path .. ": the function at " .. funcsource.where(v) ..
+      " is not saved (" .. why .. "): this config does not reproduce it"
+    return nil
+  end
   if tv == "table" then
-    if e and e.type == "schedule" and schedule.is_schedule(v) then return schedule.to_lua(v) end
+    if e and e.type == "schedule" and type(v) == "table" and schedule.is_schedule(v) then
+      return schedule.to_lua(v)
+    end
     if seen[v] then return nil end
     seen[v] = true
     if util.is_list(v) then
       local parts = {}
       for i = 1, #v do
-        local s = write_value(out, indent, path .. "[" .. i .. "]", v[i], nil, seen)
+        local s = write_value(out, indent, path .. "[" .. i .. "]", v[i], nil, seen, opts)
         if s then parts[#parts + 1] = s end
       end
       seen[v] = nil
@@ -54,7 +69,7 @@ local function write_value(out, indent, path, v, e, seen)
     local pad = indent .. "  "
     for _, k in ipairs(util.sorted_keys(v)) do
       local sub = path .. "." .. tostring(k)
-      local s = write_value(lines, pad, sub, v[k], nil, seen)
+      local s = write_value(lines, pad, sub, v[k], nil, seen, opts)
       if s then lines[#lines + 1] = pad .. lua_key(k) .. " = " .. s .. "," end
     end
     seen[v] = nil
@@ -62,6 +77,13 @@ local function write_value(out, indent, path, v, e, seen)
   end
   out[#out + 1] = indent .. "-- " .. path .. ": a " .. tv .. " (not serialisable)"
   return nil
+end
+
+function serialize.value(v, read)
+  local note = {}
+  local s = write_value(note, "", "value", v, nil, {}, { read = read })
+  if s then return s end
+  return nil, ((note[1] or "not serialisable"):gsub("^%-%- value: ", ""))
 end
 
 function serialize.serialize(t, opts)
@@ -73,7 +95,7 @@ function serialize.serialize(t, opts)
   out[#out + 1] = "return {"
   local seen = {}
   local function emit(lines, indent, name, path, v, e)
-    local s = write_value(lines, indent, path, v, e, seen)
+    local s = write_value(lines, indent, path, v, e, seen, opts)
     if s then lines[#lines + 1] = indent .. lua_key(name) .. " = " .. s .. "," end
   end
   local done = {}

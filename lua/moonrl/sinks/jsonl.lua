@@ -5,11 +5,17 @@
 -- fields of sinks.base.FIELDS (null when the engine did not report them).
 -- NaN and infinities are written as null. Writes are asynchronous (luv fs).
 --
+-- Events (a change made while training: moonrl.changes) are lines of their
+-- own with an "event" field naming the kind, which no metrics line has: a
+-- reader of metrics skips lines that have it.
+--
 -- Public
 --   Jsonl.new(run_dir, cfg, opts) -> sink     opts: uv, on_error(msg), clock() -> seconds,
 --                                             file (name inside run_dir, default "metrics.jsonl"),
 --                                             append (a resumed run: write after the rows there)
 --   sink:update(metrics)
+--   sink:event(e)                             e.event: the kind ("change"); written as given
+--                                             plus wall_time
 --   sink:close([cb])                          cb(err) once the file is flushed and closed
 --   sink.path
 
@@ -34,6 +40,16 @@ function Jsonl:update(m)
     for _, k in ipairs(base.FIELDS) do
       if rec[k] == nil then rec[k] = json.null end
     end
+    if rec.wall_time == nil then rec.wall_time = self.clock() end
+    self.file:write(json.encode(rec) .. "\n")
+  end)
+end
+
+function Jsonl:event(e)
+  base.guard(self, "metrics.jsonl", function()
+    assert(type(e) == "table" and type(e.event) == "string", "an event needs an event field (its kind)")
+    local rec = {}
+    for k, v in pairs(e) do rec[k] = v end
     if rec.wall_time == nil then rec.wall_time = self.clock() end
     self.file:write(json.encode(rec) .. "\n")
   end)

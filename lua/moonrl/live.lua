@@ -1,0 +1,414 @@
+-- moonrl.live - live tweaks: a file watched while a run trains, whose hot
+-- settings are applied at the next update boundary each time it is saved.
+--
+-- The file is a Lua chunk returning a table of config keys, nested or dotted:
+--
+--   return { ppo = { lr = 1e-4, ent_coef = 0.01 }, ["log.interval"] = 10 }
+--
+-- On every save (and once when watching starts, and on SIGHUP) the file is
+-- run in a sandbox: the schedule constructors (linear, cosine, constant,
+-- step), math, string, table, bit and a few pure base functions - no os, io,
+-- require, load, debug, print or pcall; JIT off for its code, so a count hook
+-- bounds it to LIMITS.instructions and checks its memory every 10000
+-- instructions against LIMITS.memory_kib. Then every key is checked against the
+-- schema, keys whose value is what is in force already are dropped, and the
+-- rest is checked again as a whole config (cross-key rules). Only if all of
+-- it passes is anything applied, each key through run:set(key, value,
+-- "live <file>") - so it is recorded like any change (moonrl.changes). A
+-- syntax error, a bad value, an unknown key or a changed cold key (it needs a
+-- restart) changes nothing; the message names the line (the key's line when
+-- the value was wrong) and the previous values stay. Removing a key from the
+-- file does not undo it: the file says what to change, not what to revert to.
+--
+-- Watching: editors save by writing a new file and renaming it over the old
+-- one, which ends a watch on the file itself; so the directory is watched
+-- (uv.new_fs_event) and events for the file's name are acted on after a short
+-- quiet period (several events come per save). Where an fs_event cannot be
+-- had (no inotify, or the directory does not exist yet), the file is polled
+-- (uv.new_fs_poll, POLL_MS). A save whose text is what was read last is not
+-- read again; SIGHUP re-reads regardless.
+--
+-- SIGHUP: while at least one file is watched this module holds a signal
+-- handle (unref'd: it never keeps the process alive) that calls live.reread().
+-- A SIGHUP handler elsewhere can call live.reread() itself instead.
+--
+--   live.watch(run, path[, opts]) -> watcher   opts.poll = true: poll, never fs_event
+--   watcher:reload([force]) -> true | nil, err  read, check, apply now
+--   watcher:close()
+--   watcher.reads, watcher.last_error    reads that were checked; the latest one's
+--                                        error (nil when it was applied)
+--   live.reread() -> number of files re-read   every watched file, now (SIGHUP)
+--   live.read(text, label) -> {key = value} | nil, err     the sandboxed load + flatten
+--   live.check(cfg, tweaks, text, label) -> {{key=, value=}, ...} (what differs, schema
+--                                           order) | nil, err
+--   live.LIMITS = {instructions =, memory_kib =}
+
+local schema = require("moonrl.schema")
+local schedule = require("moonrl.schedule")
+local util = require("moonrl.util")
+local validate = require("moonrl.config.validate")
+
+local live = {}
+
+live.LIMITS = { instructions = 5e7, memory_kib = 65536 }
+live.DEBOUNCE_MS = 40
+live.POLL_MS = 250
+
+-- ----------------------------------------------------------------- sandbox
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local function sandbox()
+  local env = schedule.env()
+  env.moonrl = { schedule = schedule }
+  for _, name in ipairs({ "assert", "error", "ipairs", "next", "pairs", "rawequal", "rawget", "select",
+    "tonumber", "tostring", "type", "unpack" }) do
+    env[name] = _G[name]
+  end
+  env.math = copy(math)
+  env.table = copy(table)
+  env.bit = rawget(_G, "bit") and copy(bit) or nil
+  env.string = copy(string)
+  env.string.dump = nil
+  local rep = string.rep
+  env.string.rep = function(s, n, ...)
+    if type(n) == "number" and type(s) == "string" and #s * n > live.LIMITS.memory_kib * 1024 then
+      error("string.rep: " .. #s * n .. " bytes is over the live file's memory limit", 2)
+    end
+    return rep(s, n, ...)
+  end
+  env._G = env
+  return env
+end
+
+-- Calls fn(...) with a count hook that bounds instructions and memory; the
+-- previous hook is put back. -> ok, result_or_err
+local function bounded(fn, ...)
+  local prev = { debug.gethook() }
+  local steps, per = 0, 10000
+  local budget = math.ceil(live.LIMITS.instructions / per)
+  local m0 = collectgarbage("count")
+  debug.sethook(function()
+    steps = steps + 1
+    if steps > budget then
+      error("took too long: more than " .. util.fmt_number(live.LIMITS.instructions) .. " instructions", 2)
+    end
+    if collectgarbage("count") - m0 > live.LIMITS.memory_kib then
+      collectgarbage()
+      if collectgarbage("count") - m0 > live.LIMITS.memory_kib then
+        error("uses too much memory: more than " .. live.LIMITS.memory_kib .. " KiB", 2)
+      end
+    end
+  end, "", per)
+  local res = { n = 0 }
+  local function keep(...) res.n = select("#", ...); for i = 1, res.n do res[i] = (select(i, ...)) end end
+  keep(pcall(fn, ...))
+  if prev[1] then debug.sethook(prev[1], prev[2], prev[3]) else debug.sethook() end
+  return unpack(res, 1, res.n)
+end
+
+-- --------------------------------------------------------------- reading
+
+-- Dotted or nested keys into one flat table; errors name the key.
+local function flatten(t, prefix, out, errs)
+  for _, k in ipairs(util.sorted_keys(t)) do
+    local v = t[k]
+    if type(k) ~= "string" then
+      errs[#errs + 1] = { msg = "unexpected entry [" .. util.fmt_value(k) .. "]: keys are names such as ppo.lr" }
+    else
+      local path = prefix and (prefix .. "." .. k) or k
+      if schema.by_key[path] then
+        if out[path] ~= nil then
+          errs[#errs + 1] = { key = path, msg = path .. " is given twice (nested and dotted)" }
+        end
+        out[path] = v
+      elseif schema.section_by_name[path] and type(v) == "table" and not prefix then
+        flatten(v, path, out, errs)
+      elseif schema.section_by_name[path] then
+        errs[#errs + 1] = { key = path, msg = path .. " is a section: give its keys, e.g. " ..
+          (path == "ppo" and "ppo = { lr = 1e-4 }" or path .. " = { <key> = ... }") }
+      else
+        errs[#errs + 1] = { key = path, msg = validate.unknown_key(path) }
+      end
+    end
+  end
+end
+
+-- The line of `text` where key (or its last part) is set, or nil.
+local function line_of(text, key)
+  local leaf = key:match("([^.]+)$")
+  local n = 0
+  local quoted
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local code = line:gsub("%-%-.*$", "")
+    if code:find('"' .. key .. '"', 1, true) or code:find("'" .. key .. "'", 1, true) then return n end
+    if not quoted and code:find("%f[%w_]" .. leaf .. "%s*=") then quoted = n end
+  end
+  return quoted
+end
+
+local function where(label, text, e)
+  if e.key and text then
+    local n = line_of(text, e.key)
+    if n then return label .. ":" .. n .. ": " .. e.msg end
+  end
+  return label .. ": " .. e.msg
+end
+
+function live.read(text, label)
+  local chunk, err = loadstring((text:gsub("^#[^\n]*", "")), "@" .. label)
+  if not chunk then
+    local at, rest = tostring(err):match("^(.-:%d+): (.*)$")
+    if at then return nil, at .. ": syntax error: " .. rest end
+    return nil, tostring(err)
+  end
+  setfenv(chunk, sandbox())
+  jit.off(chunk, true)   -- compiled code would never see the count hook
+  local ok, res = bounded(chunk)
+  if not ok then
+    local msg = tostring(res)
+    if not msg:find(label, 1, true) then msg = label .. ": " .. msg end
+    return nil, msg
+  end
+  if res == nil then return {} end
+  if type(res) ~= "table" then
+    return nil, label .. ": returned " .. util.describe(res) .. ", expected a table of config keys: end the file " ..
+      "with `return { ppo = { lr = 1e-4 } }`"
+  end
+  local flat, errs = {}, {}
+  flatten(res, nil, flat, errs)
+  if #errs > 0 then
+    local lines = {}
+    for _, e in ipairs(errs) do lines[#lines + 1] = where(label, text, e) end
+    return nil, table.concat(lines, "\n")
+  end
+  return flat
+end
+
+-- --------------------------------------------------------------- checking
+
+local function same(a, b)
+  if type(a) == "function" and type(b) == "function" then
+    if a == b then return true end
+    local oka, da = pcall(string.dump, a, true)
+    local okb, db = pcall(string.dump, b, true)
+    if not (oka and okb and da == db) then return false end
+    for i = 1, debug.getinfo(a, "u").nups do
+      local _, va = debug.getupvalue(a, i)
+      local _, vb = debug.getupvalue(b, i)
+      if not util.deep_equal(va, vb) then return false end
+    end
+    return true
+  end
+  return util.deep_equal(a, b)
+end
+
+function live.check(cfg, tweaks, text, label)
+  local errs, out = {}, {}
+  for _, e in ipairs(schema.keys) do
+    local v = tweaks[e.key]
+    if v ~= nil then
+      -- A function schedule is sampled by the check: its code is the file's,
+      -- so the same bounds apply.
+      local ok, okc, cerr = bounded(schema.check, e, v)
+      if not ok then okc, cerr = nil, e.key .. ": " .. tostring(okc) end
+      if not okc then
+        errs[#errs + 1] = { key = e.key, msg = cerr }
+      else
+        local norm = validate.normalize_value(e, v)
+        if not same(norm, validate.get(cfg, e.key)) then
+          if not e.hot then
+            errs[#errs + 1] = { key = e.key, msg = e.key .. " = " .. util.fmt_value(v) ..
+              " needs a restart: it is not hot (it cannot change while the run is going)" }
+          else
+            out[#out + 1] = { key = e.key, value = v }
+          end
+        end
+      end
+    end
+  end
+  if #errs == 0 and #out > 0 then
+    -- Together with what is in force: the rules that involve two keys.
+    local whole = util.deepcopy(cfg)
+    for _, c in ipairs(out) do validate.set(whole, c.key, c.value) end
+    local ok, verr = validate.validate(whole)
+    if not ok then
+      for line in (verr .. "\n"):gmatch("([^\n]+)\n") do errs[#errs + 1] = { msg = line } end
+    end
+  end
+  if #errs > 0 then
+    local lines = {}
+    for _, e in ipairs(errs) do lines[#lines + 1] = where(label, text, e) end
+    return nil, table.concat(lines, "\n")
+  end
+  return out
+end
+
+-- --------------------------------------------------------------- watching
+
+local watchers = {}   -- watcher -> true while open
+local sighup          -- the module's signal handle, while any watcher is open
+
+local Watcher = {}
+Watcher.__index = Watcher
+
+local function uv() return require("luv") end
+
+local function read_file(path)
+  local fh = io.open(path, "rb")
+  if not fh then return nil end
+  local text = fh:read("*a")
+  fh:close()
+  return text
+end
+
+function Watcher:_note(msg, is_error)
+  local run = self.run
+  run.log:line(msg)
+  if run.console and run._say then
+    run:_say("moonrl: " .. msg)
+  elseif is_error then
+    io.stderr:write("moonrl: ", msg, "\n")
+  end
+end
+
+function Watcher:reload(force)
+  if self.closed then return nil, "closed" end
+  local run = self.run
+  local text = read_file(self.path)
+  if not text then
+    if force then self:_note("live " .. self.label .. ": cannot read " .. self.path .. " (the values in force stay)", true) end
+    return nil, "cannot read " .. self.path
+  end
+  if text == self.last_text and not force then return true end
+  self.last_text = text
+  self.reads = self.reads + 1
+  if run.alive and not run:alive() then return nil, "the run has finished" end
+  local tweaks, err = live.read(text, self.label)
+  local todo
+  if tweaks then todo, err = live.check(run.cfg, tweaks, text, self.label) end
+  self.last_error = err
+  if not todo then
+    self:_note("live " .. self.label .. ": not applied, the values in force stay:\n  " ..
+      err:gsub("\n", "\n  "), true)
+    return nil, err
+  end
+  if #todo == 0 then
+    self:_note("live " .. self.label .. ": read; nothing differs from the values in force")
+    return true
+  end
+  if run.changes then run.changes:remember(self.label, text) end
+  local names = {}
+  for i, c in ipairs(todo) do names[i] = c.key end
+  self:_note("live " .. self.label .. ": read; " .. table.concat(names, ", ") .. " from the next update")
+  local keys = {}
+  for _, c in ipairs(todo) do
+    local ok, serr = run:set(c.key, c.value, "live " .. self.label)
+    if not ok then
+      self.last_error = serr
+      -- Checked above, so only the engine side can refuse here.
+      self:_note("live " .. self.label .. ": " .. c.key .. " not applied: " .. tostring(serr) ..
+        (#keys > 0 and " (applied before it: " .. table.concat(keys, ", ") .. ")" or ""), true)
+      return nil, serr
+    end
+    keys[#keys + 1] = c.key
+  end
+  return true
+end
+
+function Watcher:_soon(ms)
+  if self.closed then return end
+  self.timer:stop()
+  self.timer:start(ms or live.DEBOUNCE_MS, 0, function()
+    local ok, err = pcall(self.reload, self, false)
+    if not ok then self:_note("live " .. self.label .. ": " .. tostring(err), true) end
+  end)
+end
+
+local function split(path)
+  local dir, base = path:match("^(.*)/([^/]*)$")
+  if not dir then return ".", path end
+  if dir == "" then dir = "/" end
+  return dir, base
+end
+
+function Watcher:_start_fs_event()
+  local u = uv()
+  local h = u.new_fs_event()
+  if not h then return false end
+  local ok = h:start(self.dir, {}, function(err, name)
+    if err then return end
+    if name == nil or name == self.base then self:_soon() end
+  end)
+  if not ok then h:close() return false end
+  h:unref()
+  self.fs_event = h
+  return true
+end
+
+function Watcher:_start_poll()
+  local u = uv()
+  local h = u.new_fs_poll()
+  h:start(self.path, live.POLL_MS, function() self:_soon() end)
+  h:unref()
+  self.fs_poll = h
+  -- The poll's first stat (on the thread pool) is its baseline: a save
+  -- between the read at start and that stat would go unseen, so look once more.
+  self:_soon(2 * live.POLL_MS)
+end
+
+function live.watch(run, path, opts)
+  opts = opts or {}
+  if type(path) ~= "string" or path == "" then error("live.watch: expected a file path, got " .. util.describe(path), 2) end
+  local u = uv()
+  local self = setmetatable({ run = run, label = path, path = path, reads = 0 }, Watcher)
+  self.dir, self.base = split(path)
+  self.timer = u.new_timer()
+  self.timer:unref()
+  if opts.poll or not self:_start_fs_event() then self:_start_poll() end
+  watchers[self] = true
+  if not sighup then
+    sighup = u.new_signal()
+    sighup:start("sighup", function() live.reread() end)
+    sighup:unref()
+  end
+  run.log:line("live " .. path .. ": watching (" .. (self.fs_event and "fs_event on " .. self.dir or "polled every " ..
+    live.POLL_MS .. " ms") .. "; SIGHUP re-reads it)")
+  if read_file(path) then
+    self:reload(true)
+  else
+    self:_note("live " .. path .. ": no such file yet; it is read when it appears")
+  end
+  return self
+end
+
+function Watcher:close()
+  if self.closed then return end
+  self.closed = true
+  for _, h in ipairs({ self.timer, self.fs_event, self.fs_poll }) do
+    if h and not h:is_closing() then h:close() end
+  end
+  watchers[self] = nil
+  if sighup and next(watchers) == nil then
+    sighup:close()
+    sighup = nil
+  end
+end
+
+-- Re-reads every watched live file now (what SIGHUP does).
+function live.reread()
+  local n = 0
+  for w in pairs(watchers) do
+    local ok, err = pcall(w.reload, w, true)
+    if not ok then w:_note("live " .. w.label .. ": " .. tostring(err), true) end
+    n = n + 1
+  end
+  return n
+end
+
+return live
