@@ -15,6 +15,7 @@
 --   run:set(key, value)        true | nil, err: hot keys only (schema hot ~= false),
 --                              validated by config.set; an engine key applies
 --                              from the next update the thread starts
+--   run:set_many({key = value, ...})  true | nil, err: all or none, from the same update
 --   run:get(key)               the value in force
 --   run:pause() / run:resume() / run:stop([{checkpoint = false}])
 --   run:checkpoint([path])     from a coroutine: waits, returns the path written
@@ -24,7 +25,8 @@
 --
 -- Run directory: config.lua (the resolved config, config.serialize), train.log
 -- (a plain log, one line per event), the sinks' files (metrics.jsonl,
--- metrics.csv, events.out.tfevents.*) and checkpoints/. The few files written
+-- metrics.csv, events.out.tfevents.*), checkpoints/ and, while the run
+-- goes, control/control.sock (moonrl.control: `moonrl ctl`, `moonrl ps`). The few files written
 -- at start are small and written synchronously; everything per update is
 -- asynchronous (the log here, the sinks' own writes).
 --
@@ -198,6 +200,12 @@ function Run.start(cfg, opts)
     checkpoint_keep = cfg.log.checkpoint_keep,
   }, function(kind, ...) return self:_event(kind, ...) end)
   self.status = "running"
+  local function note(msg)
+    self.log:line("control: " .. msg)
+    if not opts.quiet then io.stderr:write("moonrl: note: ", msg, "\n") end
+  end
+  local control, cerr = require("moonrl.control").start(self, { on_note = note })
+  if control then self.control = control else note(cerr) end
   return self
 end
 
@@ -250,6 +258,7 @@ end
 function Run:_metrics(m)
   self.last = m
   self.updates = m.update
+  if self.control then self.control:metrics(m) end
   for _, s in ipairs({ unpack(self.sinks) }) do
     local ok, err = pcall(s.sink.update, s.sink, m)
     if not ok then self:_sink_error(s.name, err) end
@@ -361,6 +370,7 @@ end
 
 function handlers.finished(self, reason, updates, last)
   self.status = reason
+  if self.control then self.control:close() end
   local secs = (uv.hrtime() - self.started_at) / 1e9
   local m = self.last or {}
   local hook_errors = {}
@@ -442,6 +452,33 @@ function Run:set(key, value)
     end
   end
   self.log:line("set " .. key .. " = " .. util.fmt_value(value))
+  return true
+end
+
+function Run:set_many(values)
+  if type(values) ~= "table" then error("run:set_many: expected a table {key = value, ...}, got " .. type(values), 2) end
+  if not self:alive() then return nil, "run:set: the run has finished" end
+  local keys = util.sorted_keys(values)
+  local trial = util.deepcopy(self.cfg)
+  local engine_hot = false
+  for _, k in ipairs(keys) do
+    local ok, err = config.set(trial, k, values[k], { running = true })
+    if not ok then return nil, err end
+    local e = schema.by_key[k]
+    engine_hot = engine_hot or (e and e.hot == "engine")
+  end
+  if engine_hot then
+    local okh, herr = pcall(function()
+      local tables, terr = engine.schedule_tables(trial)
+      if terr then error(terr, 0) end
+      self.handle:set_hot(engine.bytes(engine.hot_params(trial)), tables)
+    end)
+    if not okh then return nil, tostring(herr) end
+  end
+  for _, k in ipairs(keys) do
+    config.set(self.cfg, k, values[k], { running = true })
+    self.log:line("set " .. k .. " = " .. util.fmt_value(values[k]))
+  end
   return true
 end
 
