@@ -288,7 +288,7 @@ function Conn:handle(line)
   local cmd = req.cmd
   local h = type(cmd) == "string" and handlers[cmd]
   if not h then
-    local near = type(cmd) == "string" and util.closest(cmd, COMMANDS) or nil
+    local near = type(cmd) == "string" and #cmd <= 40 and util.closest(cmd, COMMANDS) or nil
     return answer({ ok = false, error = (cmd == nil and "missing \"cmd\"" or
       ("unknown cmd " .. util.fmt_value(plain(cmd), 60))) .. ": accepted " .. table.concat(COMMANDS, ", ") ..
       (near and (" - did you mean '" .. near .. "'?") or "") })
@@ -334,7 +334,7 @@ function Conn:drain()
         self:send({ ok = false, error = "request line longer than " .. max .. " bytes: closing" })
         return self:finish()
       end
-      return
+      break
     end
     local line = self.buf:sub(1, nl - 1)
     self.buf = self.buf:sub(nl + 1)
@@ -355,10 +355,10 @@ function Conn:on_read(err, data)
   if self.closed or self.finishing then return end
   if err then return self:close() end
   if data == nil then
-    -- The client is done sending: a last line without its newline counts;
-    -- what it asked for is answered, then the connection closes.
+    -- The client is done sending: what it asked for is answered, then the
+    -- connection closes. A last line without its newline is not a request
+    -- (the client may have gone mid-way): it is dropped.
     self.eof = true
-    if self.buf:find("%S") then self.buf = self.buf .. "\n" end
     return self:drain()
   end
   self.buf = self.buf .. data
