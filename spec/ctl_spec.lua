@@ -196,9 +196,10 @@ describe("moonrl ctl", function()
     -- pause: training stops at the next boundary
     rc, out = moonrl("ctl r pause", dir)
     assert.are.equal(0, rc)
-    assert.truthy(out:match("^pausing after update %d+\n$"), out)
-    wait_for("the pause", function() return ask(job.sock, { cmd = "status" }).status == "paused" end)
-    local u1 = ask(job.sock, { cmd = "status" }).update
+    local u1 = tonumber(out:match("^paused after update (%d+)\n$"))
+    assert.truthy(u1, out)
+    assert.are.equal("paused", ask(job.sock, { cmd = "status" }).status)
+    assert.are.equal(u1, ask(job.sock, { cmd = "status" }).update)
     uv.sleep(300)
     assert.are.equal(u1, ask(job.sock, { cmd = "status" }).update)
 
@@ -209,6 +210,20 @@ describe("moonrl ctl", function()
     assert.truthy(path, out)
     assert.truthy(uv.fs_stat(path), path)
     assert.truthy(path:find(string.format("update_%07d", u1), 1, true), path)
+
+    -- a client that asks for a checkpoint and leaves at once: the checkpoint
+    -- is still written, nothing else happens
+    local gone = uv.new_pipe(false)
+    gone:connect(job.sock, function(cerr)
+      assert(not cerr, cerr)
+      gone:write('{"cmd":"checkpoint","id":1}\n', function() gone:close() end)
+    end)
+    run_until("the leaving client", function() return gone:is_closing() end, 5000)
+    wait_for("its checkpoint", function()
+      return (support.read_file(rd .. "/train.log") or ""):find("checkpoint [^\n]*update_%d+%.mrck %(update " .. u1 .. "%)\n.*" ..
+        "checkpoint [^\n]*update_%d+%.mrck %(update " .. u1 .. "%)\n") ~= nil
+    end)
+    assert.are.equal(u1, ask(job.sock, { cmd = "status" }).update)
 
     rc, out = moonrl("ctl r resume", dir)
     assert.are.equal(0, rc)

@@ -14,7 +14,7 @@
 --   {"cmd": "status"}                       -> {"ok": true, "status": "running", "update": ..., "hot": {...}, ...}
 --   {"cmd": "get", "key": "ppo.lr"}         -> {"ok": true, "key": "ppo.lr", "value": ..., "text": "linear(...)"}
 --   {"cmd": "set", "values": {"ppo.lr": 1e-4}}   (or "key" + "value")    -> {"ok": true, "values": {...}}
---   {"cmd": "pause"} / {"cmd": "resume"}    -> {"ok": true, "update": N}
+--   {"cmd": "pause"} / {"cmd": "resume"}    -> {"ok": true, "status": "paused", "update": N} once in force
 --   {"cmd": "checkpoint"}                   -> {"ok": true, "path": "..."} once written
 --   {"cmd": "stop", "checkpoint": false?, "wait": true?} -> {"ok": true} (with wait: once the run ended)
 --   {"cmd": "help"}                         -> {"ok": true, "commands": [...]}
@@ -176,16 +176,35 @@ function handlers.set(self, req)
   return { ok = true, values = out }
 end
 
-local function simple(method)
-  return function(self)
-    local ok, err = self.run[method](self.run)
+-- pause / resume: the thread takes them at the next update boundary; the
+-- reply comes once it has (the run's status says so), unless "wait": false.
+-- A later pause or resume answers the earlier one's waiter.
+local function pause_resume(method, want)
+  return function(self, req, reply)
+    if req.wait ~= nil and type(req.wait) ~= "boolean" then
+      return { ok = false, error = method .. ": \"wait\" must be true or false" }
+    end
+    local run = self.run
+    local ok, err = run[method](run)
     if not ok then return { ok = false, error = tostring(err) } end
-    local m = self.run:metrics()
-    return { ok = true, update = m and tonumber(m.update) or 0 }
+    self.pause_gen = (self.pause_gen or 0) + 1
+    local gen = self.pause_gen
+    local function state()
+      local m = run:metrics()
+      return { ok = true, status = run.status, update = m and tonumber(m.update) or 0 }
+    end
+    if req.wait == false or run.status == want then return state() end
+    local t = uv.new_timer()
+    t:start(20, 20, function()
+      if run.status ~= want and run:alive() and gen == self.pause_gen then return end
+      t:close()
+      if run.status == want or gen ~= self.pause_gen then return reply(state()) end
+      reply({ ok = false, error = method .. ": the run ended (" .. tostring(run.status) .. ")" })
+    end)
   end
 end
-handlers.pause = simple("pause")
-handlers.resume = simple("resume")
+handlers.pause = pause_resume("pause", "paused")
+handlers.resume = pause_resume("resume", "running")
 
 -- Answers later: reply(t) once the checkpoint is written.
 function handlers.checkpoint(self, req, reply)

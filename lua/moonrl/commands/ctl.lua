@@ -19,7 +19,7 @@ commands:
   get KEY                     a config value in force, e.g. get ppo.lr
   set KEY=VALUE [KEY=VALUE...]  change hot keys (all or none, from the same update);
                               values as --set reads them: 1e-4, true, "text", linear(1e-3, 1e-4)
-  pause | resume              at the next update boundary
+  pause | resume              at the end of the update in progress; waits until then
   checkpoint                  write a checkpoint now; prints its path once written
   stop                        stop with a final checkpoint; waits until the job has ended
 
@@ -27,7 +27,8 @@ options:
   --json              print the reply as the JSON line the job sent
   --no-checkpoint     stop: without the final checkpoint
   --no-wait           stop: return once the job has been told
-  --timeout S         seconds to wait for a reply (default 30; checkpoint and stop: no limit)
+  --timeout S         seconds to wait for a reply (default 30; pause, resume, checkpoint
+                      and stop wait for the job without a limit unless given one)
   --help              this text
 
 Exit status: 0 done, 1 the job refused or cannot be reached, 2 a bad command line.
@@ -113,7 +114,8 @@ function ctl.run(argv)
   if #args > nargs then
     return usage_error("moonrl ctl " .. cmd .. ": unexpected argument '" .. args[nargs + 1] .. "'")
   end
-  local timeout = (cmd == "checkpoint" or (cmd == "stop" and not o["no-wait"])) and 0 or 30
+  local waits = { pause = true, resume = true, checkpoint = true, stop = not o["no-wait"] }
+  local timeout = waits[cmd] and 0 or 30
   if o.timeout then
     local t = tonumber(o.timeout)
     if not t or t < 0 then return usage_error("moonrl ctl: --timeout " .. o.timeout .. ": expected seconds >= 0") end
@@ -171,7 +173,7 @@ function ctl.run(argv)
     table.sort(keys)
     for _, k in ipairs(keys) do out("set ", k, " = ", value_text(reply.values[k]), "\n") end
   elseif cmd == "pause" or cmd == "resume" then
-    out(cmd == "pause" and "pausing" or "resuming", " after update ", tostring(reply.update), "\n")
+    out(cmd == "pause" and "paused" or "running", " after update ", tostring(reply.update), "\n")
   elseif cmd == "checkpoint" then
     out("checkpoint ", tostring(reply.path), "\n")
   elseif cmd == "stop" then
