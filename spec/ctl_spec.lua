@@ -168,13 +168,15 @@ describe("moonrl ctl", function()
     rc, out, err = moonrl("ctl r set ppo.lr=0.00012345 ppo.vf_coef=0.25", dir)
     assert.are.equal(0, rc, err)
     assert.are.equal("set ppo.lr = constant(0.00012345)\nset ppo.vf_coef = 0.25\n", out)
-    rc, _, err = moonrl("ctl r set env.num_envs=4", dir)
+    rc, out, err = moonrl("ctl r set env.num_envs=4", dir)
     assert.are.equal(1, rc)
     assert.truthy(err:find("env.num_envs is not hot: it cannot change while the run is going", 1, true), err)
-    rc, _, err = moonrl("ctl r set ppo.vf_coef=0.75 ppo.lr=7", dir)
+    rc, out, err = moonrl("ctl r set ppo.clip=0.3 ppo.vf_coef=-1", dir)
     assert.are.equal(1, rc)
-    assert.truthy(err:find("ppo.lr", 1, true) and err:find("nothing was changed", 1, true), err)
-    rc, _, err = moonrl("ctl r set ppo.lrr=1", dir)
+    assert.truthy(err:find("ppo.vf_coef", 1, true) and err:find("nothing was changed", 1, true), err)
+    rc, out = moonrl("ctl r get ppo.clip", dir)
+    assert.are.equal("ppo.clip = linear(0.2, 0.1)\n", out)
+    rc, out, err = moonrl("ctl r set ppo.lrr=1", dir)
     assert.are.equal(1, rc)
     assert.truthy(err:find("did you mean 'ppo.lr'", 1, true), err)
     rc, out = moonrl("ctl r get ppo.vf_coef", dir)
@@ -251,7 +253,7 @@ describe("moonrl ctl", function()
     assert.truthy(jout:find("finished=stopped", 1, true))
     assert.is_nil(uv.fs_lstat(job.sock))
     assert.is_nil(uv.fs_lstat(rd .. "/control"))
-    rc, _, err = moonrl("ctl r status", dir)
+    rc, out, err = moonrl("ctl r status", dir)
     assert.are.equal(1, rc)
     assert.truthy(err:find("no job is running there", 1, true), err)
     rc, out = moonrl("ps " .. dir, dir)
@@ -346,6 +348,7 @@ describe("moonrl ctl", function()
       '{"cmd":"set","values":{"ppo.lr":null}}', '{"cmd":"set","values":{"ppo.lr":-1}}',
       '{"cmd":"set","values":{"ppo.lr":"fast"}}', '{"cmd":"set","values":{"env.num_envs":4}}',
       '{"cmd":"set","values":{"ppo.lr":0.001,"nope.key":1}}', '{"cmd":"set","values":{"ppo.vf_coef":0.1,"ppo.clip":-3}}',
+      '{"cmd":"set","values":{"ppo.lr":0.001,"zz.key":1}}', '{"cmd":"set","values":{"ppo.clip":0.3,"ppo.vf_coef":-1}}',
       '{"cmd":"set","values":{"hooks.on_update":"os.exit()"}}', '{"cmd":"set","values":{"total_steps":1e400}}',
       '{"cmd":"set","values":{"ppo.lr":{"kind":"linear","from":1}}}', '{"cmd":"set","values":{"ppo":{"lr":1}}}',
       '{"cmd":"set","key":"ppo.lr"}', '{"cmd":"set","key":5,"value":1}', '{"cmd":"set","key":"seed","value":3}',

@@ -305,6 +305,7 @@ function Conn:handle(line)
     return answer({ ok = false, error = "expected a JSON object such as {\"cmd\": \"status\"}" })
   end
   local cmd = req.cmd
+  if cmd == json.null then cmd = nil end
   local h = type(cmd) == "string" and handlers[cmd]
   if not h then
     local near = type(cmd) == "string" and #cmd <= 40 and util.closest(cmd, COMMANDS) or nil
