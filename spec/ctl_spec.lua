@@ -295,7 +295,10 @@ describe("moonrl ctl", function()
     local b = start_job(dir, "b", dir .. "/b")
     jobs[2] = b
 
-    local rc, _, err = moonrl("ctl a status", dir)
+    local rc, _, err = moonrl("ctl nowhere status", dir)
+    assert.are.equal(1, rc)
+    assert.are.equal("moonrl ctl: nowhere: no such run directory\n", err)
+    rc, _, err = moonrl("ctl a status", dir)
     assert.are.equal(1, rc)
     assert.truthy(err:find("does not answer: the job that made it is no longer running (a stale socket)", 1, true), err)
     local out

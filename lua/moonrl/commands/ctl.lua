@@ -149,7 +149,11 @@ function ctl.run(argv)
   local uv = require("luv")
   local path = dir
   local st = uv.fs_stat(dir)
-  if st and st.type == "directory" then path = control.socket_path(dir) end
+  if not st then
+    err("moonrl ctl: ", dir, ": no such run directory\n")
+    return 1
+  end
+  if st.type == "directory" then path = control.socket_path(dir) end   -- else: the socket itself
   local reply, rerr = request(path, req, math.floor(timeout * 1000))
   if not reply then
     err("moonrl ctl: ", control.explain(path, rerr), "\n")
