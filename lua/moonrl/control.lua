@@ -421,7 +421,9 @@ function Server:_accept()
 end
 
 function Server:_listen()
-  local ok, err = self.listener:listen(self.limits.max_clients, function(lerr)
+  -- The backlog only holds connections not yet accepted; every one is
+  -- accepted at once, and one over max_clients is refused in words.
+  local ok, err = self.listener:listen(128, function(lerr)
     if lerr then return end
     self:_accept()
   end)
