@@ -16,7 +16,7 @@ describe("moonrl commands", function()
   it("finds one command per file in lua/moonrl/commands", function()
     local files = command_files()
     assert.same(files, cmdline.command_names())
-    for _, want in ipairs({ "bench", "doctor", "eval", "run", "train", "version" }) do
+    for _, want in ipairs({ "bench", "ctl", "doctor", "eval", "ps", "run", "train", "version" }) do
       assert.truthy(cmdline.load(want), want)
     end
   end)
@@ -47,7 +47,7 @@ describe("moonrl commands", function()
       local n = lines[i]:match("^  (%S+)")
       if n then listed[#listed + 1] = n end
     end
-    assert.same({ "train", "run", "eval", "doctor", "bench", "version" }, listed)
+    assert.same({ "train", "run", "eval", "doctor", "bench", "ctl", "ps", "version" }, listed)
     assert.truthy(text:find("\n  train [config.lua] [--set k=v ...]   train; no file = the built-in default", 1, true), text)
     assert.truthy(text:find("\n  version                              versions of moonrl", 1, true), text)
     assert.truthy(text:find("`moonrl <command> --help` tells more.", 1, true), text)

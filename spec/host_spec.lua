@@ -71,7 +71,7 @@ describe("moonrl host", function()
     assert.truthy(out:find("libuv", 1, true))
   end)
 
-  it("has --help for the program and each command, with bench and without ctl", function()
+  it("has --help for the program and each command, with bench, ctl and ps", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rc, out = moonrl("--help", dir)
     assert.are.equal(0, rc)
@@ -79,8 +79,9 @@ describe("moonrl host", function()
       assert.truthy(out:find("\n  " .. c, 1, true), c .. " missing from:\n" .. out)
     end
     assert.truthy(out:find("\n  bench", 1, true))
-    assert.falsy(out:find("ctl", 1, true))
-    for _, c in ipairs({ "train", "eval", "doctor", "run", "version" }) do
+    assert.truthy(out:find("\n  ctl RUN_DIR <command> [args]", 1, true))
+    assert.truthy(out:find("\n  ps [DIR]", 1, true))
+    for _, c in ipairs({ "train", "eval", "doctor", "run", "version", "ctl", "ps" }) do
       local crc, cout = moonrl(c .. " --help", dir)
       assert.are.equal(0, crc, c)
       assert.truthy(cout:find("usage: moonrl " .. c, 1, true), cout)

@@ -60,4 +60,17 @@ describe("moonrl.json", function()
     assert.matches("json.decode: expected a string key at byte", err)
     assert.is_nil((json.decode("[1] x")))
   end)
+
+  it("decodes DEL (0x7f) and other bytes JSON leaves unescaped, and always ends", function()
+    assert.equal("a\127b\127", json.decode('"a\127b\127"'))
+    assert.equal("\127", json.decode(json.encode("\127")))
+    -- every byte after a quote: a string or an error, never a hang
+    for b = 0, 255 do
+      local v, err = json.decode('"x' .. string.char(b) .. 'y"')
+      assert.truthy(v or err, b)
+    end
+    local v, err = json.decode(string.rep("[", 20000))
+    assert.is_nil(v)
+    assert.is_string(err)
+  end)
 end)

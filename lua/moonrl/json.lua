@@ -140,7 +140,9 @@ local function decoder(s)
       elseif c:byte() < 0x20 then
         fail("control character in string")
       else
-        local stop = s:find('["\\%c]', pos) or (#s + 1)
+        -- from pos + 1: the character at pos is plain (DEL, 0x7f, is %c yet
+        -- needs no escape; searching from pos would find it again forever)
+        local stop = s:find('["\\%c]', pos + 1) or (#s + 1)
         parts[#parts + 1] = s:sub(pos, stop - 1)
         pos = stop
       end

@@ -20,6 +20,7 @@
 --                              saying who made it (default "run:set")
 --   run.changes.list           the changes recorded so far (moonrl.changes)
 --   run.live                   the live tweak file's watcher (cfg.live; moonrl.live)
+--   run:set_many({key = value, ...}[, source])  true | nil, err: all or none, from the same update
 --   run:get(key)               the value in force
 --   run:pause() / run:resume() / run:stop([{checkpoint = false}])
 --   run:checkpoint([path])     from a coroutine: waits, returns the path written
@@ -30,7 +31,8 @@
 -- Run directory: config.lua (the resolved config, config.serialize; written
 -- again by run:set, so it holds the config in force), train.log (a plain
 -- log, one line per event), changes.lua (moonrl.changes), the sinks' files
--- (metrics.jsonl, metrics.csv, events.out.tfevents.*) and checkpoints/. The
+-- (metrics.jsonl, metrics.csv, events.out.tfevents.*), checkpoints/ and, while
+-- the run goes, control/control.sock (moonrl.control: `moonrl ctl`, `moonrl ps`). The
 -- few files written at start are small and written synchronously;
 -- everything per update is asynchronous (the log here, the sinks' own writes).
 --
@@ -238,6 +240,12 @@ function Run.start(cfg, opts)
     local okl, lerr = pcall(function() self.live = require("moonrl.live").watch(self, cfg.live) end)
     if not okl then core.report("run " .. dir .. ": live tweaks", tostring(lerr)) end
   end
+  local function note(msg)
+    self.log:line("control: " .. msg)
+    if not opts.quiet then io.stderr:write("moonrl: note: ", msg, "\n") end
+  end
+  local control, cerr = require("moonrl.control").start(self, { on_note = note })
+  if control then self.control = control else note(cerr) end
   return self
 end
 
@@ -291,6 +299,7 @@ end
 function Run:_metrics(m)
   self.last = m
   self.updates = m.update
+  if self.control then self.control:metrics(m) end
   for _, s in ipairs({ unpack(self.sinks) }) do
     local ok, err = pcall(s.sink.update, s.sink, m)
     if not ok then self:_sink_error(s.name, err) end
@@ -409,6 +418,7 @@ end
 
 function handlers.finished(self, reason, updates, last)
   self.status = reason
+  if self.control then self.control:close() end
   local secs = (uv.hrtime() - self.started_at) / 1e9
   local m = self.last or {}
   local rs = self.resume_plan
@@ -499,6 +509,41 @@ function Run:set(key, value, source)
     end
   end
   self.changes:set(key, old, config.get(self.cfg, key), source, seq)
+  local okw, werr = self:_write_config()   -- what a resume starts from
+  if not okw then self.log:line(tostring(werr)) end
+  return true
+end
+
+function Run:set_many(values, source)
+  if type(values) ~= "table" then error("run:set_many: expected a table {key = value, ...}, got " .. type(values), 2) end
+  if source ~= nil and type(source) ~= "string" then
+    error("run:set_many: source must be a string (who made the change), got " .. type(source), 2)
+  end
+  if not self:alive() then return nil, "run:set: the run has finished" end
+  local keys = util.sorted_keys(values)
+  local trial = util.deepcopy(self.cfg)
+  local engine_hot = false
+  for _, k in ipairs(keys) do
+    local ok, err = config.set(trial, k, values[k], { running = true })
+    if not ok then return nil, err end
+    local e = schema.by_key[k]
+    engine_hot = engine_hot or (e and e.hot == "engine")
+  end
+  local seq
+  if engine_hot then
+    local okh, herr = pcall(function()
+      local tables, terr = engine.schedule_tables(trial)
+      if terr then error(terr, 0) end
+      seq = self.handle:set_hot(engine.bytes(engine.hot_params(trial)), tables)
+    end)
+    if not okh then return nil, tostring(herr) end
+  end
+  for _, k in ipairs(keys) do
+    local old = util.deepcopy(config.get(self.cfg, k))
+    config.set(self.cfg, k, values[k], { running = true })
+    local e = schema.by_key[k]
+    self.changes:set(k, old, config.get(self.cfg, k), source or "run:set_many", e and e.hot == "engine" and seq or nil)
+  end
   local okw, werr = self:_write_config()   -- what a resume starts from
   if not okw then self.log:line(tostring(werr)) end
   return true

@@ -1,0 +1,131 @@
+-- `moonrl ps [DIR]`: the jobs running under DIR (default runs/), found by
+-- their control sockets (moonrl.control) and asked for their status.
+
+local cmdline = require("moonrl.cmdline")
+
+local ps = {
+  name = "ps",
+  order = 65,
+  usage = "ps [DIR]",
+  summary = "list the jobs running under DIR (default runs/)",
+  help = [[
+usage: moonrl ps [DIR] [options]
+
+Lists the run directories under DIR (default runs/; DIR may be a run
+directory itself) that have a control socket, asks each for its status and
+prints one line per run: directory, name, status, update, progress,
+agent-steps/s and ETA. A socket that does not answer was left by a job that
+no longer runs (killed): it is shown as "not running (stale socket)", and a
+new run in that directory replaces it.
+
+options:
+  --json        one JSON line per run: {"dir":..., "running":..., "status": <the status reply>}
+  --timeout S   seconds to wait for each job's reply (default 5)
+  --help        this text
+]],
+}
+
+local out, usage_error = cmdline.out, cmdline.usage_error
+
+-- Run directories under dir (and dir itself) with a control socket.
+local function candidates(dir)
+  local uv, control = require("luv"), require("moonrl.control")
+  local found = {}
+  local function consider(d)
+    if uv.fs_lstat(control.socket_path(d)) then found[#found + 1] = d end
+  end
+  consider(dir)
+  local req = uv.fs_scandir(dir)
+  while req do
+    local name, kind = uv.fs_scandir_next(req)
+    if not name then break end
+    if kind == "directory" or kind == "link" then consider(dir .. "/" .. name) end
+  end
+  table.sort(found)
+  return found
+end
+
+local function thousands(n)
+  if type(n) ~= "number" then return "-" end
+  local s = string.format("%d", math.floor(n + 0.5))
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+function ps.run(argv)
+  local moonrl, uv = require("moonrl"), require("luv")
+  local control, json = require("moonrl.control"), require("moonrl.json")
+  local o, e = cmdline.parse("ps", argv, { json = { "flag" }, timeout = { "value", "seconds" } }, 1)
+  if not o then return usage_error(e) end
+  if o.help then return out(ps.help) end
+  local timeout = tonumber(o.timeout or 5)
+  if not timeout or timeout <= 0 then return usage_error("moonrl ps: --timeout " .. tostring(o.timeout) .. ": expected seconds > 0") end
+  local dir = (o._pos[1] or "runs"):gsub("(.)/+$", "%1")
+  local st = uv.fs_stat(dir)
+  if not st or st.type ~= "directory" then
+    if o._pos[1] then return usage_error("moonrl ps: " .. dir .. " is not a directory") end
+    out("no jobs: there is no runs/ folder here\n")
+    return 0
+  end
+
+  -- Ask them all at once; each answers or times out on its own.
+  local dirs = candidates(dir)
+  local replies = {}
+  if #dirs > 0 then
+    moonrl._await("moonrl ps", function(wake)
+      local left = #dirs
+      for i, d in ipairs(dirs) do
+        control.request(control.socket_path(d), { cmd = "status" }, { timeout_ms = timeout * 1000 }, function(r, err)
+          replies[i] = { reply = r, err = err }
+          left = left - 1
+          if left == 0 then wake() end
+        end)
+      end
+    end)
+  end
+
+  if o.json then
+    for i, d in ipairs(dirs) do
+      local r = replies[i]
+      local running = r.reply ~= nil and r.reply.ok == true
+      out(json.encode({ dir = d, running = running, status = r.reply or json.null,
+        error = (not running) and control.explain(control.socket_path(d), r.err or (r.reply and r.reply.error)) or nil }), "\n")
+    end
+    return 0
+  end
+  if #dirs == 0 then
+    out("no jobs running under ", dir, "\n")
+    return 0
+  end
+  local rows = { { "DIR", "NAME", "STATUS", "UPDATE", "PROGRESS", "SPS", "ETA" } }
+  local eta = require("moonrl.sinks.console").eta_text
+  for i, d in ipairs(dirs) do
+    local r = replies[i].reply
+    if r and r.ok then
+      rows[#rows + 1] = { d, tostring(r.name), tostring(r.status),
+        thousands(r.update) .. (r.total_updates and ("/" .. thousands(r.total_updates)) or ""),
+        string.format("%.1f%%", 100 * (tonumber(r.progress) or 0)), thousands(r.sps),
+        type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-" }
+    else
+      local why = tostring(replies[i].err or (r and r.error) or "")
+      local what = why:find("ECONNREFUSED", 1, true) and "not running (stale socket)"
+        or why:find("ENOENT", 1, true) and "not running (ended)"
+        or ("not answering (" .. why .. ")")
+      rows[#rows + 1] = { d, "-", what, "-", "-", "-", "-" }
+    end
+  end
+  local width = {}
+  for _, row in ipairs(rows) do
+    for c, cell in ipairs(row) do width[c] = math.max(width[c] or 0, #cell) end
+  end
+  for _, row in ipairs(rows) do
+    local cells = {}
+    for c, cell in ipairs(row) do
+      local pad = string.rep(" ", width[c] - #cell)
+      cells[c] = (c >= 4 and c <= 6) and (pad .. cell) or (cell .. pad)   -- numbers to the right
+    end
+    out((table.concat(cells, "  "):gsub("%s+$", "")), "\n")
+  end
+  return 0
+end
+
+return ps

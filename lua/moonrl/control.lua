@@ -1,0 +1,599 @@
+-- moonrl.control - the control socket of a running job, and the client side
+-- that `moonrl ctl` and `moonrl ps` use to talk to it.
+--
+-- Each run listens on a Unix domain socket, RUN_DIR/control/control.sock: the
+-- folder is created 0700 and the socket chmod-ed 0600, so only the run's
+-- owner can connect (no TCP listener, by design). The server is a few luv
+-- pipe handles on the host's loop; it only calls the run's public methods
+-- (run:set_many, run:get, run:pause, run:resume, run:checkpoint, run:stop),
+-- so what a socket can change is exactly what a script can.
+--
+-- Protocol (docs/control.md): one JSON object per line each way, UTF-8,
+-- lines end with "\n" ("\r\n" accepted; blank lines ignored). Every request
+-- line gets exactly one reply line, in order:
+--   {"cmd": "status"}                       -> {"ok": true, "status": "running", "update": ..., "hot": {...}, ...}
+--   {"cmd": "get", "key": "ppo.lr"}         -> {"ok": true, "key": "ppo.lr", "value": ..., "text": "linear(...)"}
+--   {"cmd": "set", "values": {"ppo.lr": 1e-4}}   (or "key" + "value")    -> {"ok": true, "values": {...}}
+--   {"cmd": "pause"} / {"cmd": "resume"}    -> {"ok": true, "status": "paused", "update": N} once in force
+--   {"cmd": "checkpoint"}                   -> {"ok": true, "path": "..."} once written
+--   {"cmd": "stop", "checkpoint": false?, "wait": true?} -> {"ok": true} (with wait: once the run ended)
+--   {"cmd": "help"}                         -> {"ok": true, "commands": [...]}
+-- A failure is {"ok": false, "error": "message"} and changes nothing. An "id"
+-- (string or number) in a request is copied into its reply.
+--
+-- Robustness, by the limits below: a line longer than max_line bytes gets an
+-- error reply and the connection is closed; more than max_clients at once are
+-- refused with an error line; a connection that sends no complete request for
+-- idle_ms is closed (a reply being waited for does not count); a client that
+-- does not read its replies is dropped once max_queue bytes wait for it. A
+-- client that disconnects at any point harms nothing: a reply to nobody is
+-- dropped.
+--
+-- Public functions
+--   control.socket_path(run_dir) -> path
+--   control.start(run) -> server | nil, err      (run.lua calls it; never raises)
+--   server:metrics(m)                            after each update (agent-steps/s average)
+--   server:close()                               stop listening, remove the socket;
+--                                                connections waiting for the run's end are answered first
+--   control.request(path, req, opts, cb)         client: one request, cb(reply | nil, err)
+--       opts: timeout_ms (0 = none)
+--   control.limits                               max_line, max_clients, idle_ms, max_queue
+
+local uv = require("luv")
+local json = require("moonrl.json")
+local util = require("moonrl.util")
+
+local control = {}
+
+control.limits = {
+  max_line = 64 * 1024,     -- bytes in one request line
+  max_clients = 16,         -- connections at once
+  idle_ms = 30000,          -- no complete request for this long: closed
+  max_queue = 1024 * 1024,  -- reply bytes waiting for a client that does not read
+}
+
+control.DIR = "control"
+control.SOCKET = "control.sock"
+-- sun_path holds 108 bytes with the terminating NUL; libuv 1.44 cuts a
+-- longer name short without a word, so the length is checked here.
+control.MAX_PATH = 107
+
+local function moonrl() return require("moonrl") end
+
+function control.socket_path(run_dir)
+  return run_dir .. "/" .. control.DIR .. "/" .. control.SOCKET
+end
+
+-- --------------------------------------------------------------- values
+
+-- A config value as JSON can carry it: functions (hooks, Lua-function
+-- schedules) as "<function>", nil as null.
+local function plain(v, depth)
+  depth = depth or 0
+  local t = type(v)
+  if v == nil then return json.null end
+  if t == "function" then return "<function>" end
+  if t == "cdata" then return tonumber(v) end
+  if t == "table" then
+    if depth > 8 then return "<table>" end
+    local out = {}
+    for k, x in pairs(v) do
+      if type(k) == "string" or type(k) == "number" then out[k] = plain(x, depth + 1) end
+    end
+    return out
+  end
+  if t == "userdata" or t == "thread" then return "<" .. t .. ">" end
+  return v
+end
+
+-- The value as `moonrl ctl set` (and --set) reads it back.
+local function value_text(v)
+  if type(v) == "table" then
+    local s = require("moonrl.schedule").to_lua(v)
+    if s then return s end
+  end
+  if type(v) == "function" then return "<function>" end
+  return util.fmt_value(v, 200)
+end
+
+local function hot_values(cfg)
+  local config = require("moonrl.config")
+  local out = {}
+  for _, k in ipairs(require("moonrl.schema").hot_keys()) do
+    out[k] = plain((config.get(cfg, k)))
+  end
+  return out
+end
+
+-- --------------------------------------------------------------- requests
+
+local Server = {}
+Server.__index = Server
+
+local COMMANDS = { "status", "get", "set", "pause", "resume", "checkpoint", "stop", "help" }
+local handlers = {}
+
+local function finite(x)
+  x = tonumber(x)
+  if x and x == x and x ~= math.huge and x ~= -math.huge then return x end
+  return nil
+end
+
+function handlers.status(self)
+  local run = self.run
+  local m = run:metrics()
+  local total_updates
+  do
+    local ok, n = pcall(require("moonrl.engine").total_updates, run.cfg)
+    total_updates = ok and tonumber(n) or nil
+  end
+  local steps = m and tonumber(m.agent_steps) or 0
+  local total_steps = tonumber(run.cfg.total_steps)
+  local eta
+  if self.sps_avg and self.sps_avg > 0 and total_steps then
+    eta = math.max(0, total_steps - steps) / self.sps_avg
+  end
+  return {
+    ok = true, status = run.status, dir = run.dir, name = run.cfg.name, pid = uv.os_getpid(),
+    update = m and tonumber(m.update) or 0, total_updates = total_updates,
+    agent_steps = steps, total_steps = total_steps,
+    progress = m and finite(m.progress) or 0,
+    sps = finite(self.sps_avg), sps_last = m and finite(m.sps) or nil,
+    eta_seconds = finite(eta), elapsed_seconds = (uv.hrtime() - run.started_at) / 1e9,
+    describe = run.describe, last_checkpoint = run.last_checkpoint,
+    metrics = m and plain(m) or json.null, hot = hot_values(run.cfg),
+  }
+end
+
+function handlers.get(self, req)
+  if type(req.key) ~= "string" then
+    return { ok = false, error = "get: expected \"key\": a config key such as \"ppo.lr\"" }
+  end
+  local v, err = require("moonrl.config").get(self.run.cfg, req.key)
+  if err then return { ok = false, error = "get: " .. err } end
+  return { ok = true, key = req.key, value = plain(v), text = value_text(v) }
+end
+
+function handlers.set(self, req)
+  local values = req.values
+  if values == nil and req.key ~= nil then
+    if type(req.key) ~= "string" then return { ok = false, error = "set: \"key\" must be a string" } end
+    values = { [req.key] = req.value }
+    if req.value == nil then return { ok = false, error = "set: \"value\" is missing" } end
+  end
+  if type(values) ~= "table" or values == json.null or next(values) == nil or values[1] ~= nil then
+    return { ok = false, error = "set: expected \"values\": {\"key\": value, ...} (or \"key\" and \"value\")" }
+  end
+  for k, v in pairs(values) do
+    if v == json.null then
+      return { ok = false, error = "set: " .. tostring(k) .. ": null is not a value (nothing was changed)" }
+    end
+  end
+  local ok, err = self.run:set_many(values, "ctl")
+  if not ok then return { ok = false, error = "set: " .. tostring(err) .. " (nothing was changed)" } end
+  local out = {}
+  for k in pairs(values) do out[k] = plain((require("moonrl.config").get(self.run.cfg, k))) end
+  return { ok = true, values = out }
+end
+
+-- pause / resume: the thread takes them at the next update boundary; the
+-- reply comes once it has (the run's status says so), unless "wait": false.
+-- A later pause or resume answers the earlier one's waiter.
+local function pause_resume(method, want)
+  return function(self, req, reply)
+    if req.wait ~= nil and type(req.wait) ~= "boolean" then
+      return { ok = false, error = method .. ": \"wait\" must be true or false" }
+    end
+    local run = self.run
+    local ok, err = run[method](run)
+    if not ok then return { ok = false, error = tostring(err) } end
+    self.pause_gen = (self.pause_gen or 0) + 1
+    local gen = self.pause_gen
+    local function state()
+      local m = run:metrics()
+      return { ok = true, status = run.status, update = m and tonumber(m.update) or 0 }
+    end
+    if req.wait == false or run.status == want then return state() end
+    local t = uv.new_timer()
+    t:start(20, 20, function()
+      if run.status ~= want and run:alive() and gen == self.pause_gen then return end
+      t:close()
+      if run.status == want or gen ~= self.pause_gen then return reply(state()) end
+      reply({ ok = false, error = method .. ": the run ended (" .. tostring(run.status) .. ")" })
+    end)
+  end
+end
+handlers.pause = pause_resume("pause", "paused")
+handlers.resume = pause_resume("resume", "running")
+
+-- Answers later: reply(t) once the checkpoint is written.
+function handlers.checkpoint(self, req, reply)
+  if not self.run:alive() then return { ok = false, error = "checkpoint: the run has finished" } end
+  moonrl().spawn(function()
+    local path, err = self.run:checkpoint()
+    if path then reply({ ok = true, path = path }) else reply({ ok = false, error = "checkpoint: " .. tostring(err) }) end
+  end)
+end
+
+function handlers.stop(self, req, reply)
+  if req.checkpoint ~= nil and type(req.checkpoint) ~= "boolean" then
+    return { ok = false, error = "stop: \"checkpoint\" must be true or false" }
+  end
+  if req.wait ~= nil and type(req.wait) ~= "boolean" then
+    return { ok = false, error = "stop: \"wait\" must be true or false" }
+  end
+  self.run:stop({ checkpoint = req.checkpoint ~= false })
+  if not req.wait then return { ok = true } end
+  moonrl().spawn(function()
+    local s = self.run:wait() or {}
+    reply({ ok = true, status = s.status, updates = s.updates, checkpoint = s.checkpoint, error = s.error })
+  end)
+end
+
+function handlers.help()
+  return { ok = true, commands = COMMANDS, protocol = "one JSON object per line; see docs/control.md" }
+end
+
+-- --------------------------------------------------------------- connections
+
+local Conn = {}
+Conn.__index = Conn
+
+function Conn:close()
+  if self.closed then return end
+  self.closed = true
+  self.server.conns[self] = nil
+  self.server.nconns = self.server.nconns - 1
+  if not self.timer:is_closing() then self.timer:close() end
+  if not self.pipe:is_closing() then
+    pcall(self.pipe.read_stop, self.pipe)
+    self.pipe:close()
+  end
+end
+
+-- Close once what was written has gone out (or after a grace period: a
+-- client that never reads does not keep the handle).
+function Conn:finish()
+  if self.closed or self.finishing then return end
+  self.finishing = true
+  pcall(self.pipe.read_stop, self.pipe)
+  self.timer:stop()
+  self.timer:start(2000, 0, function() self:close() end)
+  if not self.pipe:shutdown(function() self:close() end) then self:close() end
+end
+
+function Conn:send(t)
+  if self.closed or self.finishing then return end
+  local ok, line = pcall(json.encode, t)
+  if not ok then
+    line = json.encode({ ok = false, error = "internal: reply not encodable: " .. tostring(line), id = t.id })
+  end
+  local req = self.pipe:write(line .. "\n", function(werr)
+    if werr then self:close() end
+  end)
+  if not req then return self:close() end
+  if self.pipe:get_write_queue_size() > self.server.limits.max_queue then
+    self:close()   -- it does not read its replies: drop it rather than grow
+  end
+end
+
+function Conn:arm_timer()
+  if self.closed or self.finishing then return end
+  self.timer:stop()
+  self.timer:start(self.server.limits.idle_ms, 0, function()
+    self:send({ ok = false, error = "no complete request in " .. self.server.limits.idle_ms .. " ms: closing" })
+    self:finish()
+  end)
+end
+
+-- One request line -> a reply now, or later through reply(): meanwhile the
+-- connection reads nothing more, so replies stay in order.
+function Conn:handle(line)
+  local req, err = json.decode(line)
+  local id
+  if type(req) == "table" and req ~= json.null then
+    id = req.id
+    if type(id) ~= "string" and type(id) ~= "number" then id = nil end
+  end
+  local function answer(t)
+    t.id = id
+    self:send(t)
+  end
+  if not req then return answer({ ok = false, error = "malformed JSON: " .. tostring(err) }) end
+  if type(req) ~= "table" or req == json.null or (next(req) ~= nil and req[1] ~= nil) or
+      (next(req) == nil and line:match("^%s*%[")) then
+    return answer({ ok = false, error = "expected a JSON object such as {\"cmd\": \"status\"}" })
+  end
+  local cmd = req.cmd
+  if cmd == json.null then cmd = nil end
+  local h = type(cmd) == "string" and handlers[cmd]
+  if not h then
+    local near = type(cmd) == "string" and #cmd <= 40 and util.closest(cmd, COMMANDS) or nil
+    return answer({ ok = false, error = (cmd == nil and "missing \"cmd\"" or
+      ("unknown cmd " .. util.fmt_value(plain(cmd), 60))) .. ": accepted " .. table.concat(COMMANDS, ", ") ..
+      (near and (" - did you mean '" .. near .. "'?") or "") })
+  end
+  local waiting, inside = true, true
+  local function reply(t)
+    if not waiting then return end
+    waiting = false
+    self.busy = false
+    answer(t)
+    if inside then return end
+    -- Answered from a later callback: carry on with what came meanwhile.
+    if self.server.closed or self.eof then return self:finish() end
+    self:arm_timer()
+    if self.reading_stopped and not self.closed then
+      self.reading_stopped = false
+      self.pipe:read_start(self.reader)
+    end
+    self:drain()
+  end
+  self.busy = true
+  local ok, res = xpcall(h, debug.traceback, self.server, req, reply)
+  inside = false
+  if not ok then
+    require("moonrl.core").report("control socket: " .. cmd .. " failed", tostring(res))
+    res = { ok = false, error = "internal error in " .. cmd .. ": " .. tostring(res):match("^[^\n]*") }
+  end
+  if res ~= nil then reply(res) end
+  if self.busy then
+    self.timer:stop()
+    pcall(self.pipe.read_stop, self.pipe)
+    self.reading_stopped = true
+  end
+end
+
+-- Handles the complete lines buffered, up to one that answers later.
+function Conn:drain()
+  local max = self.server.limits.max_line
+  while not self.closed and not self.finishing and not self.busy do
+    local nl = self.buf:find("\n", 1, true)
+    if not nl then
+      if #self.buf > max then
+        self:send({ ok = false, error = "request line longer than " .. max .. " bytes: closing" })
+        return self:finish()
+      end
+      break
+    end
+    local line = self.buf:sub(1, nl - 1)
+    self.buf = self.buf:sub(nl + 1)
+    if #line > max then
+      self:send({ ok = false, error = "request line longer than " .. max .. " bytes: closing" })
+      return self:finish()
+    end
+    line = line:gsub("\r$", "")
+    if line:find("%S") then
+      self:handle(line)
+      if not self.busy then self:arm_timer() end
+    end
+  end
+  if self.eof and not self.busy then self:finish() end
+end
+
+function Conn:on_read(err, data)
+  if self.closed or self.finishing then return end
+  if err then return self:close() end
+  if data == nil then
+    -- The client is done sending: what it asked for is answered, then the
+    -- connection closes. A last line without its newline is not a request
+    -- (the client may have gone mid-way): it is dropped.
+    self.eof = true
+    return self:drain()
+  end
+  self.buf = self.buf .. data
+  self:drain()
+end
+
+-- --------------------------------------------------------------- server
+
+function Server:_accept()
+  local client = uv.new_pipe(false)
+  if not self.listener:accept(client) then
+    client:close()
+    return
+  end
+  if self.closed or self.nconns >= self.limits.max_clients then
+    local msg = self.closed and "the run is ending" or
+      ("too many connections (" .. self.limits.max_clients .. " at once): try again shortly")
+    client:write(json.encode({ ok = false, error = msg }) .. "\n")
+    local t = uv.new_timer()
+    local function done()
+      if not t:is_closing() then t:close() end
+      if not client:is_closing() then client:close() end
+    end
+    t:start(1000, 0, done)
+    if not client:shutdown(done) then done() end
+    return
+  end
+  local c = setmetatable({ server = self, pipe = client, timer = uv.new_timer(), buf = "" }, Conn)
+  self.conns[c] = true
+  self.nconns = self.nconns + 1
+  c:arm_timer()
+  c.reader = function(err, data)
+    local okr, e = xpcall(c.on_read, debug.traceback, c, err, data)
+    if not okr then
+      require("moonrl.core").report("control socket", tostring(e))
+      c:close()
+    end
+  end
+  if not client:read_start(c.reader) then c:close() end
+end
+
+function Server:_listen()
+  -- The backlog only holds connections not yet accepted; every one is
+  -- accepted at once, and one over max_clients is refused in words.
+  local ok, err = self.listener:listen(128, function(lerr)
+    if lerr then return end
+    self:_accept()
+  end)
+  if not ok then return nil, tostring(err) end
+  -- The run keeps the process alive, never its socket.
+  self.listener:unref()
+  return true
+end
+
+local function path_for_bind(path)
+  if #path <= control.MAX_PATH then return path end
+  -- An absolute path under the current folder may fit as a relative one.
+  local cwd = uv.cwd()
+  if cwd and path:sub(1, #cwd + 1) == cwd .. "/" then
+    local rel = path:sub(#cwd + 2)
+    if #rel <= control.MAX_PATH then return rel end
+  end
+  return nil
+end
+
+-- The private folder: a directory (not a link) that only its owner enters.
+local function private_dir(dir)
+  local st = uv.fs_lstat(dir)
+  if not st then
+    local ok, err = uv.fs_mkdir(dir, tonumber("700", 8))
+    if not ok and not uv.fs_lstat(dir) then return nil, "cannot create " .. dir .. ": " .. tostring(err) end
+    st = uv.fs_lstat(dir)
+  end
+  if not st or st.type ~= "directory" then return nil, dir .. " exists and is not a directory" end
+  local ok, err = uv.fs_chmod(dir, tonumber("700", 8))
+  if not ok then return nil, "cannot make " .. dir .. " private: " .. tostring(err) end
+  return true
+end
+
+function Server:_bind()
+  local ok, err = self.listener:bind(self.bind_path)
+  if not ok then return nil, err end
+  uv.fs_chmod(self.bind_path, tonumber("600", 8))
+  local st = uv.fs_lstat(self.bind_path)
+  self.ino = st and st.ino
+  return self:_listen()
+end
+
+function control.start(run, opts)
+  opts = opts or {}
+  local self = setmetatable({
+    run = run, conns = {}, nconns = 0, limits = {},
+    path = control.socket_path(run.dir), on_note = opts.on_note or function() end,
+  }, Server)
+  for k, v in pairs(control.limits) do self.limits[k] = v end
+  self.bind_path = path_for_bind(self.path)
+  if not self.bind_path then
+    return nil, "the control socket path " .. self.path .. " is " .. #self.path .. " bytes, more than a Unix socket takes (" ..
+      control.MAX_PATH .. "): `moonrl ctl` cannot reach this run (a shorter run directory can)"
+  end
+  local ok, err = private_dir(run.dir .. "/" .. control.DIR)
+  if not ok then return nil, err end
+  self.listener = uv.new_pipe(false)
+  ok, err = self:_bind()
+  if ok then return self end
+  if not tostring(err):find("EADDRINUSE", 1, true) then
+    self.listener:close()
+    return nil, "cannot listen on " .. self.path .. ": " .. tostring(err)
+  end
+  -- Something is there: a live job's socket answers, a killed one's does not.
+  local probe = uv.new_pipe(false)
+  probe:connect(self.bind_path, function(cerr)
+    probe:close()
+    if self.closed then return end
+    if not cerr then
+      self.listener:close()
+      self.closed = true
+      return self.on_note("another job is listening on " .. self.path .. ": this run has no control socket")
+    end
+    uv.fs_unlink(self.bind_path)
+    local bok, berr = self:_bind()
+    if bok then
+      self.on_note("replaced the stale control socket " .. self.path .. " (" .. tostring(cerr) .. ")")
+    else
+      self.listener:close()
+      self.closed = true
+      self.on_note("cannot listen on " .. self.path .. ": " .. tostring(berr))
+    end
+  end)
+  return self
+end
+
+function Server:metrics(m)
+  local sps = finite(m.sps)
+  if sps and sps > 0 then
+    self.sps_avg = self.sps_avg and (0.7 * self.sps_avg + 0.3 * sps) or sps
+  end
+end
+
+function Server:close()
+  if self.closed then return end
+  self.closed = true
+  if self.listener and not self.listener:is_closing() then self.listener:close() end
+  if self.ino then
+    local st = uv.fs_lstat(self.bind_path)
+    if st and st.ino == self.ino then uv.fs_unlink(self.bind_path) end
+    uv.fs_rmdir(self.run.dir .. "/" .. control.DIR)   -- only when empty
+  end
+  for c in pairs(self.conns) do
+    if not c.busy then c:finish() end    -- a busy one is answered first
+  end
+end
+
+-- --------------------------------------------------------------- client
+
+-- connect(path) for a path of any length: a long one is reached from its
+-- folder (connect() itself runs at once, so the folder change is brief; the
+-- client commands have no other threads).
+local function connect(pipe, path, cb)
+  if #path <= control.MAX_PATH then return pcall(pipe.connect, pipe, path, cb) end
+  local dir, base = path:match("^(.*)/([^/]+)$")
+  local cwd = uv.cwd()
+  if not dir or not uv.chdir(dir) then return false, "cannot enter " .. tostring(dir) end
+  local ok, err = pcall(pipe.connect, pipe, base, cb)
+  uv.chdir(cwd)
+  return ok, err
+end
+
+function control.request(path, req, opts, cb)
+  opts = opts or {}
+  local pipe = uv.new_pipe(false)
+  local timer
+  local buf, done = "", false
+  local function finish(reply, err)
+    if done then return end
+    done = true
+    if timer and not timer:is_closing() then timer:close() end
+    if not pipe:is_closing() then pipe:close() end
+    cb(reply, err)
+  end
+  if (opts.timeout_ms or 0) > 0 then
+    timer = uv.new_timer()
+    timer:start(opts.timeout_ms, 0, function()
+      finish(nil, "no reply in " .. (opts.timeout_ms / 1000) .. " s")
+    end)
+  end
+  local ok, err = connect(pipe, path, function(cerr)
+    if cerr then return finish(nil, cerr) end
+    pipe:write(json.encode(req) .. "\n")
+    pipe:read_start(function(rerr, data)
+      if rerr then return finish(nil, rerr) end
+      if not data then return finish(nil, "the run closed the connection without a reply") end
+      buf = buf .. data
+      local nl = buf:find("\n", 1, true)
+      if nl then
+        local reply, jerr = json.decode(buf:sub(1, nl - 1))
+        if type(reply) ~= "table" then return finish(nil, "unreadable reply: " .. tostring(jerr)) end
+        finish(reply)
+      end
+    end)
+  end)
+  if not ok then finish(nil, tostring(err)) end
+end
+
+-- Why a connect failed, in words.
+function control.explain(path, err)
+  err = tostring(err)
+  if err:find("ENOENT", 1, true) then
+    return "no control socket at " .. path .. ": no job is running there (finished, or never started)"
+  elseif err:find("ECONNREFUSED", 1, true) then
+    return "the control socket " .. path .. " does not answer: the job that made it is no longer running (a stale socket)"
+  elseif err:find("EACCES", 1, true) then
+    return "not allowed to connect to " .. path .. ": the job belongs to another user"
+  end
+  return path .. ": " .. err
+end
+
+return control
