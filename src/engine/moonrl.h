@@ -239,6 +239,14 @@ mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *e
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err);
 mr_status mr_trainer_restore(mr_trainer *t, mr_error *err);
 
+/* A test aid, not for training: sets one weight, the value head's bias, to
+ * NaN (pull of the weights, the host copy changed, push), so the next update's
+ * loss and gradients are not finite and mr_trainer_update reports
+ * MR_ERR_NUMERIC. The host's policy for such updates is tested end to end
+ * with it (config debug.inject_nan_at_update). mr_trainer_restore of an
+ * earlier snapshot, or a checkpoint load, undoes it. */
+mr_status mr_trainer_debug_poison(mr_trainer *t, mr_error *err);
+
 /* Checkpoints: versioned, checksummed, written atomically (temp + fsync + rename).
  * They hold the config, weights, optimizer, PopArt, environment state, RNG
  * counters and progress: a resumed CPU run continues bit-identically. */

@@ -6,7 +6,9 @@
  *       opts       run_dir, hot (bytes of mr_hot_params), schedules
  *                  ({lr=, clip=, ent_coef= arrays of per-update values}),
  *                  warmup_updates, warmup_restore, checkpoint_interval,
- *                  checkpoint_keep
+ *                  checkpoint_keep, max_bad_updates (non-finite updates in a
+ *                  row that stop the run, 0 = never), inject_nan_at_update
+ *                  (a test aid: mr_trainer_debug_poison before that update)
  *       handler    function(kind, ...) called on the loop thread per event:
  *                    "started", describe
  *                    "metrics", metrics_bytes, is_warmup
@@ -284,6 +286,8 @@ static int core_start(lua_State *L) {
     int restore = opt_bool(L, 2, "warmup_restore", 0);
     int interval = (int)opt_int(L, 2, "checkpoint_interval", 0, 0, 1 << 30);
     int keep = (int)opt_int(L, 2, "checkpoint_keep", 0, 0, 1 << 20);
+    int max_bad = (int)opt_int(L, 2, "max_bad_updates", 0, 0, 1 << 30);
+    lua_Integer inject = opt_int(L, 2, "inject_nan_at_update", 0, 0, 1 << 30);
 
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
@@ -311,6 +315,8 @@ static int core_start(lua_State *L) {
     r->warmup_restore = restore;
     r->checkpoint_interval = interval;
     r->checkpoint_keep = keep;
+    r->max_bad_updates = max_bad;
+    r->inject_nan_at = (uint64_t)inject;
     memcpy(r->run_dir, dir, dlen + 1);
     r->initial_hot = *box;
     *box = NULL;

@@ -91,6 +91,13 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
 
 /* ------------------------------------------------------- tests, benchmarks */
 
+mr_status mr_trainer_debug_poison(mr_trainer *t, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_debug_poison: trainer is NULL");
+    TRY(mr_trainer_pull(t, MR_SYNC_WEIGHTS, err));
+    t->pol.params[t->pol.value_b_offset] = NAN;
+    return mr_trainer_push(t, MR_SYNC_WEIGHTS, err);
+}
+
 mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *v, mr_error *err) {
     if (!t || !v) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_rollout: NULL argument");
     const mr_backend *o = t->be;
