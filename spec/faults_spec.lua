@@ -332,9 +332,11 @@ describe("faults that lose nothing", function()
       local rc, out, err = moonrl(dir, "train cfg.lua --dir bad")
       assert.are.equal(1, rc, err)
       assert.falsy(has(out, "evaluation"), out)
+      assert.truthy(has(out, "bad: error after 6 updates, 384 agent-steps"), out)
       local alerts = 0
       for _ in err:gmatch("critical: non%-finite loss or gradient in update %d") do alerts = alerts + 1 end
       assert.are.equal(3, alerts, err)
+      assert.falsy(has(err, "fp16"), err)   -- fp32: the skipped steps are the non-finite updates' own
       assert.truthy(has(err, "updates 4 to 6 had a non-finite loss or gradient (3 in a row, faults.max_bad_updates = 3"),
         err)
       assert.truthy(has(err, "after update 3, as the final checkpoint"), err)

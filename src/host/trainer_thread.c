@@ -169,6 +169,7 @@ typedef struct tstate {
     uint64_t batch;              /* agent-steps per update */
     uint64_t total_updates;      /* of the real run, for progress */
     uint64_t real_updates;
+    uint64_t updates_run;        /* real updates run: real_updates, unless a restore went back */
     uint64_t warm_steps;         /* agent-steps the warm-up took */
     uint64_t engine_off_updates, engine_off_steps;   /* engine counters at the start of the real run */
     int off_known;
@@ -510,6 +511,7 @@ static host_finish_reason train(tstate *s) {
             s->off_known = 1;
         }
         s->real_updates++;
+        s->updates_run++;
         ev.metrics.update -= s->engine_off_updates;
         ev.metrics.agent_steps -= s->engine_off_steps;
         ev.metrics.progress = (double)s->real_updates / (double)s->total_updates;
@@ -569,7 +571,7 @@ static void thread_main(void *arg) {
 out:
     /* Freed before FINISHED so the loop's join returns at once. */
     if (s.t) mr_trainer_free(s.t);
-    post_simple(r, HEV_FINISHED, reason, s.real_updates, s.last_ckpt);
+    post_simple(r, HEV_FINISHED, reason, s.updates_run, s.last_ckpt);
     host_hot_free(s.cur);
     free(s.kept);
 }
