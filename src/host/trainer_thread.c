@@ -23,8 +23,9 @@
  * Non-finite updates. The engine skips the optimizer step of an update whose
  * loss or gradient is not finite and returns MR_ERR_NUMERIC; its metrics
  * (nonfinite set) go out as usual and the run goes on. With max_bad_updates
- * > 0 the thread keeps the last good state as the engine's snapshot (taken
- * before the first update and after every good one), writes no checkpoint
+ * > 0 the thread keeps the last good state with mr_trainer_keep (on the
+ * backend, no host round trip; before the first update and after every good
+ * one), writes no checkpoint
  * from a state a bad update left (periodic ones wait for a good update,
  * requested ones are refused, a final one is the last good state restored),
  * and after max_bad_updates bad updates in a row restores the last good
@@ -183,8 +184,8 @@ typedef struct tstate {
     /* non-finite updates (top comment) */
     int bad;                     /* bad updates in a row */
     uint64_t first_bad;          /* the first of them */
-    int have_good;               /* the engine's snapshot holds the last good state */
-    uint64_t good_update;        /* real_updates at that snapshot */
+    int have_good;               /* the engine keeps the last good state (mr_trainer_keep) */
+    uint64_t good_update;        /* real_updates when it was kept */
 } tstate;
 
 static void fail(tstate *s, const char *msg) {
@@ -298,12 +299,12 @@ static int apply_hot(tstate *s) {
     return -1;
 }
 
-/* The last good state: the engine's snapshot after a good update (or before
+/* The last good state, kept by the engine after a good update (or before
  * the first). Only with the non-finite policy on. */
 static int keep_good(tstate *s) {
     if (s->r->max_bad_updates <= 0) return 0;
     mr_error err = {0};
-    if (mr_trainer_snapshot(s->t, &err) != MR_OK) {
+    if (mr_trainer_keep(s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "keeping the last good state failed: %s", err.msg);
         fail(s, msg);
@@ -318,7 +319,7 @@ static int keep_good(tstate *s) {
  * environments keep theirs). */
 static int restore_good(tstate *s) {
     mr_error err = {0};
-    if (!s->have_good || mr_trainer_restore(s->t, &err) != MR_OK) {
+    if (!s->have_good || mr_trainer_restore_kept(s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 128];
         snprintf(msg, sizeof msg, "restoring the last good state (after update %llu) failed: %s",
                  (unsigned long long)s->good_update, s->have_good ? err.msg : "none was kept");
