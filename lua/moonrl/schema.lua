@@ -231,7 +231,7 @@ key { key = "hooks.on_finish", type = "function", optional = true, hot = "lua",
 key { key = "faults.max_bad_updates", type = "integer", default = 3, min = 0, max = 1000000000,
   desc = "updates in a row with a non-finite loss or gradient (each skips its optimizer step and " ..
     "raises an alert) after which the run stops, its final checkpoint the last good state; " ..
-    "0 = never stop (no last good state is kept)" }
+    "0 = never stop (no last good state is kept; checkpoints are written whatever the state)" }
 key { key = "faults.max_hook_failures", type = "integer", default = 10, min = 0, max = 1000000000, hot = "lua",
   desc = "failures after which a hook is disabled for the rest of the run (said once; setting " ..
     "the hook again enables it); 0 = never disable" }
