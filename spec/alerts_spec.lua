@@ -73,6 +73,24 @@ describe("moonrl.alerts.check", function()
     assert.same({ "warning:skipped_steps" }, kinds(alerts.check({ skipped_steps = 4 }, cfg, state)))
   end)
 
+  it("non-finite values in a run (bad_streak): critical at every such update", function()
+    local state = {}
+    for n = 1, 3 do
+      local a = alerts.check({ update = 6 + n, nonfinite = 1, bad_streak = n }, cfg, state)
+      assert.same({ "critical:nonfinite" }, kinds(a))
+      assert.equal("non-finite loss or gradient in update " .. (6 + n) .. ": the engine reported a non-finite value",
+        a[1].message)
+    end
+    assert.same({}, alerts.check({ update = 10, nonfinite = 0, bad_streak = 0 }, cfg, state))
+  end)
+
+  it("skipped steps of an update with a non-finite value: only the nonfinite alert", function()
+    local state = {}
+    assert.same({ "critical:nonfinite" }, kinds(alerts.check({ nonfinite = 1, skipped_steps = 4 }, cfg, state)))
+    assert.same({}, alerts.check({ nonfinite = 0, skipped_steps = 4 }, cfg, state))
+    assert.same({ "warning:skipped_steps" }, kinds(alerts.check({ nonfinite = 0, skipped_steps = 5 }, cfg, state)))
+  end)
+
   it("reports several kinds at once", function()
     local a = alerts.check({ policy_loss = 0 / 0, memory_peak_bytes = 99, memory_limit_bytes = 100 }, cfg, {})
     assert.same({ "critical:memory", "critical:nonfinite" }, kinds(a))

@@ -255,9 +255,11 @@ describe("moonrl host", function()
 
   it("keeps training when an on_update hook fails, and reports the failure once", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    -- faults.max_hook_failures = 0: never disabled (faults_spec has the limit)
     script(dir, "s.lua", [[
       local calls = 0
       local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 12, more = [[
+        faults = { max_hook_failures = 0 },
         hooks = { on_update = function(m) calls = calls + 1; error("hook boom " .. m.update) end },]] }) .. [[, OPTS)
       local s = run:wait()
       print("status=" .. s.status)

@@ -11,9 +11,12 @@
 --                  reaches alerts.memory_warning / memory_critical (both
 --                  metrics must be present and the limit > 0)
 --   nonfinite      metrics.nonfinite set, or a loss / gradient norm not finite
---                  (when alerts.nonfinite)
+--                  (when alerts.nonfinite); a run's metrics carry bad_streak
+--                  (moonrl.run): then every such update fires, each one a
+--                  skipped optimizer step that brings faults.max_bad_updates nearer
 --   skipped_steps  metrics.skipped_steps (a running total) grew: fp16 steps
---                  skipped for inf/nan (when alerts.nonfinite)
+--                  skipped for inf/nan (when alerts.nonfinite; not in an
+--                  update whose nonfinite alert covers them)
 --
 -- Public
 --   alerts.check(metrics, cfg_alerts, state) -> list of
@@ -102,7 +105,7 @@ function alerts.check(m, cfg, state)
       end
     end
     if bad then
-      if not state.nonfinite then
+      if not state.nonfinite or (num(m.bad_streak) or 0) > 0 then
         state.nonfinite = true
         fire("critical", "nonfinite", "non-finite loss or gradient" .. update_text(m) .. ": " .. bad)
       end
@@ -110,10 +113,14 @@ function alerts.check(m, cfg, state)
       state.nonfinite = false
     end
 
+    -- Skipped steps are fp16's overflow handling; in an update with a
+    -- non-finite value (any precision) they are that update's, said above.
     local skipped = num(m.skipped_steps)
     if skipped then
       local new = skipped - (state.skipped_total or 0)
-      if new > 0 then
+      if bad then
+        state.skipping = false
+      elseif new > 0 then
         if not state.skipping then
           state.skipping = true
           local scale = num(m.loss_scale)

@@ -10,7 +10,8 @@
 --
 -- Exit codes: 0 success; 1 a failure while working (a run that failed, an
 -- evaluation error, an error in a script); 2 a bad command line or config
--- (the message names the argument and what is accepted). A command's run
+-- (the message names the argument and what is accepted); 128 + N stopped by
+-- signal N (130 SIGINT, 143 SIGTERM: moonrl.signals). A command's run
 -- returns its exit code (nil: 0, unless it set one).
 
 local core = require("moonrl.core")

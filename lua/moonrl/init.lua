@@ -63,14 +63,19 @@ local function current()
   return co
 end
 
+local stopping = nil   -- { code =, reason = } once the process is on its way out (moonrl._stop_all)
+
 local function report_co(co, err)
   local tb = core.traceback(co, tostring(err))
   if co == main_co then
     core.report("error in the main script", tb)
     main_co = nil
     -- The script is what the user ran: it failed, so the process does too,
-    -- now, with the runs it started stopped (main.c waits for their threads).
-    core.shutdown(1)
+    -- once the runs it started have stopped with their final checkpoints and
+    -- closed their files (a stop already under way ends it anyway).
+    if not stopping then
+      moonrl._stop_all(1, "error in the main script: " .. (tostring(err):match("^[^\n]*") or "?"))
+    end
   else
     core.report("error in a coroutine", tb)
   end
@@ -208,38 +213,49 @@ function moonrl.runs()
   return out
 end
 
--- Ctrl-C (or SIGTERM) stops every run cleanly, with a final checkpoint; a
--- second one leaves now.
-local signals
-local function watch_signals()
-  if signals then return end
-  signals = {}
-  local count = 0
-  for _, name in ipairs({ "sigint", "sigterm" }) do
-    local sig = uv.new_signal()
-    sig:start(name, function()
-      count = count + 1
-      if count == 1 and next(live) then
-        io.stderr:write("\nmoonrl: stopping (final checkpoint); " .. name .. " again to quit now\n")
-        for r in pairs(live) do r:stop() end
-      else
-        io.stderr:write("\nmoonrl: interrupted\n")
-        core.shutdown(130)
-      end
-    end)
-    sig:unref() -- never keeps the process alive by itself
-    signals[#signals + 1] = sig
+-- The process on its way out (a stop signal, the main script's error): every
+-- live run stops after its update in progress with a final checkpoint, and
+-- once the last one has closed its files the loop stops and the process exits
+-- with `code`. Asked again meanwhile, it exits at once: the last complete
+-- checkpoint stays as it is (they are written atomically).
+function moonrl._stop_all(code, reason)
+  if stopping then
+    io.stderr:write("moonrl: ", reason, " again: exiting now, without waiting for the runs\n")
+    core.exit_now(code)
+    return
   end
+  stopping = { code = code, reason = reason }
+  if not next(live) then return core.shutdown(code) end
+  for r in pairs(live) do r:stop({ reason = reason }) end
+end
+
+local function runs_list()
+  local out = {}
+  for r in pairs(live) do out[#out + 1] = r end
+  table.sort(out, function(a, b) return a.dir < b.dir end)
+  return out
+end
+
+local function watch_signals()
+  require("moonrl.signals").install({
+    runs = runs_list, stop_all = moonrl._stop_all, stopping = function() return stopping ~= nil end,
+  })
 end
 
 -- Starts a run of an already resolved config (the CLI resolves first, to
 -- tell a config error from a failure to start).
 function moonrl._start(cfg, notes, opts)
   opts = opts or {}
+  if stopping then
+    error("not starting a run: moonrl is stopping (" .. stopping.reason .. ")", 3)
+  end
   local Run = require("moonrl.run")
   local run = Run.start(cfg, {
     notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume,
-    on_end = function(r) live[r] = nil end,
+    on_end = function(r)
+      live[r] = nil
+      if stopping and not next(live) then core.shutdown(stopping.code) end
+    end,
   })
   live[run] = true
   watch_signals()

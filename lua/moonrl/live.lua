@@ -28,9 +28,7 @@
 -- (uv.new_fs_poll, POLL_MS). A save whose text is what was read last is not
 -- read again; SIGHUP re-reads regardless.
 --
--- SIGHUP: while at least one file is watched this module holds a signal
--- handle (unref'd: it never keeps the process alive) that calls live.reread().
--- A SIGHUP handler elsewhere can call live.reread() itself instead.
+-- SIGHUP: moonrl.signals' handler calls live.reread().
 --
 --   live.watch(run, path[, opts]) -> watcher   opts.poll = true: poll, never fs_event
 --   watcher:reload([force]) -> true | nil, err  read, check, apply now
@@ -252,7 +250,6 @@ end
 -- --------------------------------------------------------------- watching
 
 local watchers = {}   -- watcher -> true while open
-local sighup          -- the module's signal handle, while any watcher is open
 
 local Watcher = {}
 Watcher.__index = Watcher
@@ -372,11 +369,6 @@ function live.watch(run, path, opts)
   self.timer:unref()
   if opts.poll or not self:_start_fs_event() then self:_start_poll() end
   watchers[self] = true
-  if not sighup then
-    sighup = u.new_signal()
-    sighup:start("sighup", function() live.reread() end)
-    sighup:unref()
-  end
   run.log:line("live " .. path .. ": watching (" .. (self.fs_event and "fs_event on " .. self.dir or "polled every " ..
     live.POLL_MS .. " ms") .. "; SIGHUP re-reads it)")
   if read_file(path) then
@@ -394,10 +386,6 @@ function Watcher:close()
     if h and not h:is_closing() then h:close() end
   end
   watchers[self] = nil
-  if sighup and next(watchers) == nil then
-    sighup:close()
-    sighup = nil
-  end
 end
 
 -- Re-reads every watched live file now (what SIGHUP does).

@@ -22,7 +22,8 @@
 --   run.live                   the live tweak file's watcher (cfg.live; moonrl.live)
 --   run:set_many({key = value, ...}[, source])  true | nil, err: all or none, from the same update
 --   run:get(key)               the value in force
---   run:pause() / run:resume() / run:stop([{checkpoint = false}])
+--   run:pause() / run:resume() / run:stop([{checkpoint = false, reason = "..."}])
+--                              reason: logged, and in the summary (stop_reason)
 --   run:checkpoint([path])     from a coroutine: waits, returns the path written
 --                              (nil, err if the run ended first); elsewhere: returns true
 --   run:alive()                false once finished
@@ -48,8 +49,15 @@
 -- Hooks (cfg.hooks) run on the loop thread right after the event and must not
 -- block (moonrl.spawn inside a hook for longer work). A failing hook is
 -- reported with its traceback the first time, then every HOOK_REPORT_EVERY
--- failures; training goes on. A hook can be changed while running
--- (run:set("hooks.on_update", fn)).
+-- failures; training goes on. After faults.max_hook_failures failures the
+-- hook is disabled for the rest of the run, said once (stderr and train.log).
+-- A hook can be changed while running (run:set("hooks.on_update", fn)); a new
+-- function starts with no failures, so setting it again enables it.
+--
+-- Non-finite updates: the thread's policy (src/host/trainer_thread.c) ends a
+-- run after faults.max_bad_updates of them in a row; here each one adds to the
+-- metrics (bad_updates: the run's total, bad_streak: in a row) and raises the
+-- nonfinite alert.
 
 local core = require("moonrl.core")
 local uv = require("luv")
@@ -173,7 +181,8 @@ function Run.start(cfg, opts)
   local rs = opts.resume
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
-    hook_failures = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
+    hook_failures = {}, hook_streak = {}, hook_disabled = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
+    bad_updates = 0, bad_streak = 0,
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
     on_end = opts.on_end, warmup = warmup, resume_plan = rs,
   }, Run)
@@ -234,7 +243,13 @@ function Run.start(cfg, opts)
     checkpoint_interval = cfg.log.checkpoint_interval,
     checkpoint_keep = cfg.log.checkpoint_keep,
     resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
+    max_bad_updates = cfg.faults.max_bad_updates,
+    inject_nan_at_update = cfg.debug.inject_nan_at_update,
   }, function(kind, ...) return self:_event(kind, ...) end)
+  if cfg.debug.inject_nan_at_update > 0 then
+    self.log:line("debug: a NaN is injected into the weights before update " .. cfg.debug.inject_nan_at_update ..
+      " (debug.inject_nan_at_update)")
+  end
   self.status = "running"
   if cfg.live then
     local okl, lerr = pcall(function() self.live = require("moonrl.live").watch(self, cfg.live) end)
@@ -275,19 +290,40 @@ end
 
 function Run:_hook(name, ...)
   local fn = self.cfg.hooks and self.cfg.hooks[name]
-  if type(fn) ~= "function" then return end
+  if type(fn) ~= "function" or self.hook_disabled[name] == fn then return end
   local ok, err = xpcall(fn, traceback, ...)
   if ok then return end
   local n = (self.hook_failures[name] or 0) + 1
   self.hook_failures[name] = n
+  -- failures of the function in force: a new one starts again from 0
+  local streak = self.hook_streak[name]
+  if not streak or streak.fn ~= fn then
+    streak = { fn = fn, n = 0 }
+    self.hook_streak[name] = streak
+  end
+  streak.n = streak.n + 1
+  local max = self.cfg.faults.max_hook_failures or 0
   local where = "hooks." .. name .. " failed (" .. self.dir .. ", update " .. self.updates .. ")"
   if n == 1 then
-    core.report(where, tostring(err) .. "\n(training goes on; further failures of this hook are counted and reported every " ..
-      HOOK_REPORT_EVERY .. ")")
+    core.report(where, tostring(err) .. "\n(training goes on; further failures of this hook are counted and " ..
+      (max > 0 and ("it is disabled after " .. max .. " (faults.max_hook_failures)")
+        or ("reported every " .. HOOK_REPORT_EVERY)) .. ")")
   elseif n % HOOK_REPORT_EVERY == 0 then
     core.report(where, n .. " failures so far; latest: " .. tostring(err):match("^[^\n]*"))
   end
   self.log:line("hooks." .. name .. " failed: " .. tostring(err):match("^[^\n]*"))
+  if max > 0 and streak.n >= max then
+    self.hook_disabled[name] = fn
+    local msg = "hooks." .. name .. " failed " .. streak.n .. " times: disabled for the rest of this run " ..
+      "(faults.max_hook_failures = " .. max .. "; setting the hook again enables it); training goes on"
+    self.log:line(msg)
+    core.report("run " .. self.dir, msg)
+  end
+end
+
+-- A line in train.log (signals, stop reasons: moonrl.signals writes here).
+function Run:_note(msg)
+  if self.log and not self._summary then self.log:line(msg) end
 end
 
 local function fmt(x)
@@ -297,6 +333,13 @@ local function fmt(x)
 end
 
 function Run:_metrics(m)
+  if m.nonfinite and m.nonfinite ~= 0 then
+    self.bad_updates = self.bad_updates + 1
+    self.bad_streak = self.bad_streak + 1
+  else
+    self.bad_streak = 0
+  end
+  m.bad_updates, m.bad_streak = self.bad_updates, self.bad_streak
   self.last = m
   self.updates = m.update
   if self.control then self.control:metrics(m) end
@@ -320,6 +363,11 @@ function Run:_metrics(m)
     alerts = nil
   end
   for _, a in ipairs(alerts or {}) do
+    if a.kind == "nonfinite" and m.bad_streak > 0 then
+      local max = self.cfg.faults.max_bad_updates
+      a.message = a.message .. "; its optimizer step was skipped (" .. m.bad_streak .. " in a row" ..
+        (max > 0 and ("; the run stops with its last good state at faults.max_bad_updates = " .. max) or "") .. ")"
+    end
     self.alerts[#self.alerts + 1] = a
     self.log:line("alert " .. tostring(a.level) .. " " .. tostring(a.kind) .. ": " .. tostring(a.message))
     if self.console then
@@ -432,10 +480,12 @@ function handlers.finished(self, reason, updates, last)
     resumed_from = rs and rs.update or nil,
     checkpoint = last or self.last_checkpoint, checkpoints = self.checkpoints,
     metrics = self.last, describe = self.describe, warmup_updates = #self.warmup_metrics,
-    hook_errors = hook_errors, alerts = #self.alerts,
+    hook_errors = hook_errors, alerts = #self.alerts, stop_reason = self.stop_reason,
+    bad_updates = self.bad_updates,
   }
+  local why = self.error or (reason == "stopped" and self.stop_reason)
   self.log:line(string.format("finished: %s after %d updates, %.1f s%s", reason, updates, secs,
-    self.error and (" (" .. self.error .. ")") or ""))
+    why and (" (" .. why .. ")") or ""))
   for _, w in ipairs(self.ckpt_waiters) do w(nil, "the run ended before the checkpoint (" .. reason .. ")") end
   self.ckpt_waiters = {}
   self.changes:finish()
@@ -563,10 +613,19 @@ end
 
 function Run:stop(opts)
   if opts ~= nil and type(opts) ~= "table" then
-    error("run:stop: expected nil or {checkpoint = false}, got " .. type(opts), 2)
+    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), 2)
+  end
+  if opts and opts.reason ~= nil and type(opts.reason) ~= "string" then
+    error("run:stop: reason must be a string, got " .. type(opts.reason), 2)
   end
   if not self:alive() then return true end
-  self.handle:stop(not (opts and opts.checkpoint == false))
+  local ckpt = not (opts and opts.checkpoint == false)
+  if opts and opts.reason and not self.stop_reason then
+    self.stop_reason = opts.reason
+    self.log:line("stop requested after update " .. self.updates .. ": " .. opts.reason ..
+      (ckpt and " (the update in progress ends, then the final checkpoint)" or " (no final checkpoint)"))
+  end
+  self.handle:stop(ckpt)
   return true
 end
 

@@ -55,7 +55,9 @@ schema.sections = {
   { name = "log", desc = "what is written to the console and the run directory" },
   { name = "alerts", desc = "warnings raised while training" },
   { name = "hooks", desc = "Lua functions called on the loop thread" },
+  { name = "faults", desc = "what a run does when its numbers or its hooks keep failing" },
   { name = "eval", desc = "evaluation (continuous survival protocol)" },
+  { name = "debug", desc = "test aids: leave them at their defaults to train" },
 }
 
 local K = {}
@@ -228,6 +230,15 @@ key { key = "hooks.on_alert", type = "function", optional = true, hot = "lua",
 key { key = "hooks.on_finish", type = "function", optional = true, hot = "lua",
   desc = "called once when the run ends" }
 
+-- faults --------------------------------------------------------------------
+key { key = "faults.max_bad_updates", type = "integer", default = 3, min = 0, max = 1000000000,
+  desc = "updates in a row with a non-finite loss or gradient (each skips its optimizer step and " ..
+    "raises an alert) after which the run stops, its final checkpoint the last good state; " ..
+    "0 = never stop (no last good state is kept; checkpoints are written whatever the state)" }
+key { key = "faults.max_hook_failures", type = "integer", default = 10, min = 0, max = 1000000000, hot = "lua",
+  desc = "failures after which a hook is disabled for the rest of the run (said once; setting " ..
+    "the hook again enables it); 0 = never disable" }
+
 -- eval ----------------------------------------------------------------------
 key { key = "eval.num_envs", type = "integer", default = 1024, min = 1, max = 1048576,
   desc = "environments per evaluation run" }
@@ -237,6 +248,11 @@ key { key = "eval.runs", type = "integer", default = 1, min = 1, max = 1000,
   desc = "evaluation runs (averaged)" }
 key { key = "eval.seed", type = "integer", default = 12345, min = 0, max = MAX_SAFE,
   desc = "evaluation seed (its own RNG stream)" }
+
+-- debug ---------------------------------------------------------------------
+key { key = "debug.inject_nan_at_update", type = "integer", default = 0, min = 0, max = 1000000000,
+  desc = "test aid: one weight is set to NaN just before this update (mr_trainer_debug_poison), " ..
+    "to see faults.max_bad_updates at work; 0 = off" }
 
 schema.keys = K
 schema.by_key = {}

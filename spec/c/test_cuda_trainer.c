@@ -31,7 +31,10 @@
  *      skips every step without an error, leaves weights and moments alone
  *      and backs the scale off; a sane scale then trains;
  *   5. a num_envs too large for the card (cuda.memory_fraction 0.02):
- *      MR_ERR_NOMEM with "At most N environments fit"; N creates, N + 1 not.
+ *      MR_ERR_NOMEM with "At most N environments fit"; N creates, N + 1 not;
+ *   6. the kept state (mr_trainer_keep) between replayed updates: what the
+ *      update left, brought back bit for bit by mr_trainer_restore_kept after
+ *      the NaN test aid's non-finite updates; graphs and eager agree throughout.
  * Every measured difference is printed, to tighten the tolerances from.
  */
 #include "check.h"
@@ -522,6 +525,46 @@ static void test_oom(void) {
     }
 }
 
+/* ================================================================ 6. kept state */
+
+static void test_keep(void) {
+    mr_config c;
+    small_config(&c);
+    mr_config c0 = c;
+    c0.cuda.graphs = 0;
+    mr_trainer *g = make(&c, mr_backend_cuda()), *e0 = make(&c0, mr_backend_cuda());
+    mr_error e;
+    if (g && e0) {
+        for (int u = 1; u <= 2; u++) graphs_pair(g, e0, u, "keep");
+        CHECK_MSG(mr_trainer_keep(g, &e) == MR_OK, "%s", e.msg);
+        CHECK_MSG(mr_trainer_keep(e0, &e) == MR_OK, "%s", e.msg);
+        const size_t P = g->pol.n_params;
+        float *kept = malloc(3 * P * sizeof(float));
+        if (kept && pull(g, MR_SYNC_LEARNABLE)) {
+            memcpy(kept, g->pol.params, P * 4);
+            memcpy(kept + P, g->adam_m, P * 4);
+            memcpy(kept + 2 * P, g->adam_v, P * 4);
+            const int64_t step = g->adam_step;
+            graphs_pair(g, e0, 3, "after a keep");   /* replays queue behind the keep's copies */
+            mr_metrics mg, me;
+            CHECK(mr_trainer_debug_poison(g, &e) == MR_OK && mr_trainer_debug_poison(e0, &e) == MR_OK);
+            CHECK(mr_trainer_update(g, &mg, &e) == MR_ERR_NUMERIC && mg.nonfinite == 1);
+            CHECK(mr_trainer_update(e0, &me, &e) == MR_ERR_NUMERIC && me.nonfinite == 1);
+            CHECK_MSG(mr_trainer_restore_kept(g, &e) == MR_OK, "%s", e.msg);
+            CHECK_MSG(mr_trainer_restore_kept(e0, &e) == MR_OK, "%s", e.msg);
+            if (pull(g, MR_SYNC_LEARNABLE))
+                CHECK_MSG(!memcmp(kept, g->pol.params, P * 4) && !memcmp(kept + P, g->adam_m, P * 4) &&
+                          !memcmp(kept + 2 * P, g->adam_v, P * 4) && g->adam_step == step,
+                          "restore_kept did not bring the kept state back bit for bit");
+            CHECK(learnable_bits_equal(g, e0));
+            graphs_pair(g, e0, 2, "after restore_kept");   /* recorded again, replayed */
+        }
+        free(kept);
+    }
+    mr_trainer_free(g);
+    mr_trainer_free(e0);
+}
+
 static void test_gpu(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/moonrl_test_cuda_trainer_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -533,6 +576,7 @@ static void test_gpu(void) {
     test_graphs();
     test_precisions();
     test_oom();
+    test_keep();
     if (rmdir(tmpdir) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 #endif /* MOONRL_HAVE_CUDA */

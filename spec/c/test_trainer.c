@@ -1,6 +1,7 @@
 /*
  * test_trainer.c - the public trainer API end to end on the CPU backend:
- * bad input, steady-state allocation, hot parameters, snapshot/restore,
+ * bad input, steady-state allocation, hot parameters, snapshot/restore
+ * (and the NaN test aid, mr_trainer_debug_poison),
  * checkpoint round trip (bit for bit) and damaged checkpoints, evaluation,
  * and a small run that must visibly learn.
  */
@@ -193,6 +194,41 @@ static void test_hot_and_snapshot(void) {
     mr_trainer_free(t);
 }
 
+/* The test aid behind debug.inject_nan_at_update: a poisoned weight makes
+ * the next updates MR_ERR_NUMERIC (nonfinite set, the trainer not broken);
+ * restoring the snapshot taken before brings the same weights back. */
+static void test_debug_poison(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *t;
+    mr_metrics m;
+    CHECK(mr_trainer_debug_poison(NULL, &e) == MR_ERR_ARG);
+    CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
+    CHECK(mr_trainer_update(t, &m, &e) == MR_OK);
+    CHECK(mr_trainer_snapshot(t, &e) == MR_OK);
+    enum { N = 3, SIDE = 11 };
+    uint8_t obs[N * SIDE * SIDE];
+    for (int i = 0; i < N * SIDE * SIDE; i++) obs[i] = (uint8_t)(i % 3);
+    float logits0[N * 8], value0[N], logits1[N * 8], value1[N];
+    CHECK(mr_trainer_infer(t, obs, NULL, N, logits0, value0, &e) == MR_OK);
+    CHECK(mr_trainer_debug_poison(t, &e) == MR_OK);
+    CHECK(mr_trainer_infer(t, obs, NULL, N, logits1, value1, &e) == MR_OK);
+    CHECK(value1[0] != value1[0]);             /* the value head's bias is NaN */
+    for (int k = 0; k < 2; k++) {
+        CHECK(mr_trainer_update(t, &m, &e) == MR_ERR_NUMERIC);
+        CHECK(e.status == MR_ERR_NUMERIC && strstr(e.msg, "non-finite") != NULL);
+        CHECK(m.nonfinite == 1);
+        CHECK(m.update == (uint64_t)(2 + k));  /* it ran: not a broken trainer */
+    }
+    CHECK(mr_trainer_restore(t, &e) == MR_OK);
+    CHECK(mr_trainer_infer(t, obs, NULL, N, logits1, value1, &e) == MR_OK);
+    CHECK(memcmp(logits0, logits1, sizeof logits0) == 0 && memcmp(value0, value1, sizeof value0) == 0);
+    CHECK(mr_trainer_update(t, &m, &e) == MR_OK);
+    CHECK(m.nonfinite == 0 && m.update == 2);
+    mr_trainer_free(t);
+}
+
 static void test_evaluate_bad_input(void) {
     mr_config c;
     small_config(&c);
@@ -348,6 +384,7 @@ int main(void) {
     test_bad_input();
     test_fit_num_envs();
     test_hot_and_snapshot();
+    test_debug_poison();
     test_checkpoint_round_trip();
     test_evaluate_bad_input();
     test_evaluate_progress();

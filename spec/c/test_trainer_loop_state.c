@@ -10,6 +10,10 @@
  *      and compared), the restored warm-up does not count as progress;
  *      evaluation and saving between updates change nothing; 1 thread and 2
  *      give the same bits;
+ *   2b. the kept state (mr_trainer_keep / mr_trainer_restore_kept): device to
+ *      device copies only, no wait, no allocation after the first keep; the
+ *      learnable state and progress come back bit for bit, also after the
+ *      NaN test aid (mr_trainer_debug_poison) and non-finite updates;
  *   3. graphs: on the cpu mr_trainer_graphs_used is 0 with the reason (the
  *      table cannot record; cuda.graphs = false); the fp16 loss-scale hook
  *      mr_trainer_set_loss_scale: values accepted and refused, the value
@@ -71,6 +75,13 @@ static void learn_get(mr_trainer *t, learn *l) {
 static int learn_same(const learn *a, const learn *b) {
     return a->P == b->P && memcmp(a->x, b->x, a->P * 12) == 0 && a->step == b->step &&
            memcmp(&a->popart, &b->popart, sizeof a->popart) == 0;
+}
+
+static long copies_of_kind(int kind) {
+    long n = 0;
+    for (int i = 0; i < BW.nrec; i++)
+        if (BW.rec[i] == BW_REC(BW_copy, kind)) n++;
+    return n;
 }
 
 /* ================================================================ 1. steady state */
@@ -140,6 +151,73 @@ static void test_steady_state(void) {
 }
 
 /* ================================================================ 2. snapshot, restore, others */
+
+static void test_keep(void) {
+    mr_config c;
+    bw_config(&c);
+    mr_trainer *t = make(&c, bw_init(mr_backend_cpu(), "cpu-wrap"));
+    if (!t) return;
+    mr_error e;
+    mr_metrics m, m3;
+    learn s0, s1;
+    CHECK(mr_trainer_restore_kept(t, &e) == MR_ERR_STATE && strstr(e.msg, "mr_trainer_keep") != NULL);
+    update(t, NULL);
+    update(t, NULL);
+    /* the first keep takes its block; the update's loop waits for nothing more */
+    CHECK_MSG(mr_trainer_keep(t, &e) == MR_OK, "%s", e.msg);
+    mr_devmem_stats d0, d;
+    CHECK(mr_trainer_devmem(t, &d0, &e) == MR_OK);
+    CHECK(d0.requested_bytes > t->plan.device_bytes);
+    update(t, NULL);
+    const long sync0 = BW.count[BW_stream_sync] + BW.count[BW_event_sync];
+    BW.nrec = 0;
+    BW.recording = 1;
+    BW.strict = 1;
+    CHECK_MSG(mr_trainer_keep(t, &e) == MR_OK, "%s", e.msg);
+    BW.strict = 0;
+    BW.recording = 0;
+    CHECK_MSG(BW.count[BW_stream_sync] + BW.count[BW_event_sync] == sync0, "mr_trainer_keep waited");
+    CHECK_MSG(copies_of_kind(MR_COPY_D2D) == 4 && copies_of_kind(MR_COPY_D2H) == 0 &&
+              copies_of_kind(MR_COPY_H2D) == 0, "mr_trainer_keep: %ld D2D, %ld D2H, %ld H2D copies",
+              copies_of_kind(MR_COPY_D2D), copies_of_kind(MR_COPY_D2H), copies_of_kind(MR_COPY_H2D));
+    CHECK(mr_trainer_devmem(t, &d, &e) == MR_OK);
+    CHECK_MSG(d.allocations == d0.allocations && d.requested_bytes == d0.requested_bytes,
+              "a second keep allocated: %llu -> %llu", (unsigned long long)d0.allocations,
+              (unsigned long long)d.allocations);
+    learn_get(t, &s0);
+    update(t, &m3);
+    learn_get(t, &s1);
+    CHECK(!learn_same(&s0, &s1));
+    free(s1.x);
+    CHECK_MSG(mr_trainer_restore_kept(t, &e) == MR_OK, "%s", e.msg);
+    learn_get(t, &s1);
+    CHECK_MSG(learn_same(&s0, &s1), "restore_kept did not bring the kept learnable state back bit for bit");
+    free(s1.x);
+    update(t, &m);
+    CHECK_MSG(m.update == m3.update && m.agent_steps == m3.agent_steps && m.lr == m3.lr,
+              "the undone update counted: update %llu vs %llu", (unsigned long long)m.update,
+              (unsigned long long)m3.update);
+    free(s0.x);
+
+    /* poisoned: non-finite updates, the trainer not broken; the kept state comes back */
+    CHECK(mr_trainer_keep(t, &e) == MR_OK);
+    learn_get(t, &s0);
+    CHECK(mr_trainer_debug_poison(t, &e) == MR_OK);
+    for (int k = 0; k < 2; k++) {
+        CHECK(mr_trainer_update(t, &m, &e) == MR_ERR_NUMERIC);
+        CHECK(m.nonfinite == 1);
+    }
+    CHECK_MSG(mr_trainer_restore_kept(t, &e) == MR_OK, "%s", e.msg);
+    learn_get(t, &s1);
+    CHECK_MSG(learn_same(&s0, &s1), "restore_kept after non-finite updates: not the kept state");
+    free(s1.x);
+    free(s0.x);
+    update(t, &m);
+    CHECK(m.nonfinite == 0);
+    CHECK_MSG(BW.violations == 0, "%ld bad arguments, the first: %s", BW.violations, BW.first_violation);
+    mr_trainer_free(t);
+    CHECK(bw_nothing_live());
+}
 
 static void test_snapshot(void) {
     mr_config c;
@@ -305,7 +383,7 @@ static void test_graphs_and_scale(void) {
 
 int main(int argc, char **argv) {
     static const struct { const char *name; void (*fn)(void); } tests[] = {
-        {"steady state", test_steady_state}, {"snapshot, restore", test_snapshot},
+        {"steady state", test_steady_state}, {"snapshot, restore", test_snapshot}, {"keep", test_keep},
         {"graphs, loss scale", test_graphs_and_scale},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -242,6 +242,26 @@ mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *e
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err);
 mr_status mr_trainer_restore(mr_trainer *t, mr_error *err);
 
+/* The same learnable state and progress kept on the backend itself (device
+ * memory on cuda; copies enqueued on the trainer's stream, no host round
+ * trip), cheap enough to call after every update: the host keeps the last
+ * good state with it and goes back to it after non-finite updates. The first
+ * keep takes 3 x 4 bytes per parameter (and two control blocks) from the
+ * memory manager; later ones allocate nothing. mr_trainer_restore_kept
+ * brings the weights, Adam moments and step, PopArt's statistics and the
+ * progress counters back; the environments, the fp16 loss scale and the
+ * skipped-step count go on. */
+mr_status mr_trainer_keep(mr_trainer *t, mr_error *err);
+mr_status mr_trainer_restore_kept(mr_trainer *t, mr_error *err);
+
+/* A test aid, not for training: sets one weight, the value head's bias, to
+ * NaN (pull of the weights, the host copy changed, push), so the next update's
+ * loss and gradients are not finite and mr_trainer_update reports
+ * MR_ERR_NUMERIC. The host's policy for such updates is tested end to end
+ * with it (config debug.inject_nan_at_update). Restoring an earlier
+ * snapshot or kept state, or a checkpoint load, undoes it. */
+mr_status mr_trainer_debug_poison(mr_trainer *t, mr_error *err);
+
 /* Checkpoints: versioned, checksummed, written atomically (temp + fsync + rename).
  * They hold the config, weights, optimizer, PopArt, environment state, RNG
  * counters and progress: a resumed CPU run continues bit-identically. */

@@ -11,7 +11,9 @@
  */
 #include "host.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 
@@ -81,6 +83,18 @@ static int core_shutdown(lua_State *L) {
     return 0;
 }
 
+/* core.exit_now(code): the user insisted (a second stop signal): the process
+ * ends here, threads and all, without waiting for the runs. Checkpoints are
+ * written atomically, so the last complete one is intact; one being written
+ * stays a *.tmp. */
+static int core_exit_now(lua_State *L) {
+    int code = check_exit_code(L, 1, core_of(L)->exit_code);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code);
+    return 0;
+}
+
 static const luaL_Reg core_functions[] = {
     {"version", core_version},
     {"home", core_home},
@@ -90,6 +104,7 @@ static const luaL_Reg core_functions[] = {
     {"set_exit_code", core_set_exit_code},
     {"exit_code", core_get_exit_code},
     {"shutdown", core_shutdown},
+    {"exit_now", core_exit_now},
     {NULL, NULL},
 };
 

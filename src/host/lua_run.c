@@ -9,7 +9,10 @@
  *                  checkpoint_keep; resuming: resume_checkpoint (loaded
  *                  before the first update), resume_update (the run's
  *                  updates it holds), resume_kept (the run's periodic
- *                  checkpoints up to it, oldest first)
+ *                  checkpoints up to it, oldest first); max_bad_updates
+ *                  (non-finite updates in a row that stop the run, 0 =
+ *                  never), inject_nan_at_update
+ *                  (a test aid: mr_trainer_debug_poison before that update)
  *       handler    function(kind, ...) called on the loop thread per event:
  *                    "started", describe
  *                    "metrics", metrics_bytes, is_warmup
@@ -319,6 +322,8 @@ static int core_start(lua_State *L) {
         }
     }
     lua_pop(L, 1);
+    int max_bad = (int)opt_int(L, 2, "max_bad_updates", 0, 0, 1 << 30);
+    lua_Integer inject = opt_int(L, 2, "inject_nan_at_update", 0, 0, 1 << 30);
 
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
@@ -346,6 +351,8 @@ static int core_start(lua_State *L) {
     r->warmup_restore = restore;
     r->checkpoint_interval = interval;
     r->checkpoint_keep = keep;
+    r->max_bad_updates = max_bad;
+    r->inject_nan_at = (uint64_t)inject;
     memcpy(r->run_dir, dir, dlen + 1);
     memcpy(r->resume_path, rpath, rlen + 1);
     r->resume_update = rupdate;

@@ -25,6 +25,17 @@
  * own count it holds, and warm-up is not run again, but the schedules and
  * total are handled as the uninterrupted run handled them after its warm-up,
  * so a resumed CPU run continues bit for bit.
+ *
+ * Non-finite updates. The engine skips the optimizer step of an update whose
+ * loss or gradient is not finite and returns MR_ERR_NUMERIC; its metrics
+ * (nonfinite set) go out as usual and the run goes on. With max_bad_updates
+ * > 0 the thread keeps the last good state with mr_trainer_keep (on the
+ * backend, no host round trip; before the first update and after every good
+ * one), writes no checkpoint
+ * from a state a bad update left (periodic ones wait for a good update,
+ * requested ones are refused, a final one is the last good state restored),
+ * and after max_bad_updates bad updates in a row restores the last good
+ * state, writes it as the final checkpoint and ends the run as failed.
  */
 #include "host.h"
 
@@ -166,6 +177,7 @@ typedef struct tstate {
     uint64_t batch;              /* agent-steps per update */
     uint64_t total_updates;      /* of the real run, for progress */
     uint64_t real_updates;
+    uint64_t updates_run;        /* real updates run: real_updates, unless a restore went back */
     uint64_t warm_steps;         /* agent-steps the warm-up took */
     uint64_t engine_off_updates, engine_off_steps;   /* engine counters at the start of the real run */
     int off_known;
@@ -176,6 +188,11 @@ typedef struct tstate {
     int nkept;
     uint64_t last_ckpt_update;
     char last_ckpt[HOST_PATH];
+    /* non-finite updates (top comment) */
+    int bad;                     /* bad updates in a row */
+    uint64_t first_bad;          /* the first of them */
+    int have_good;               /* the engine keeps the last good state (mr_trainer_keep) */
+    uint64_t good_update;        /* real_updates when it was kept */
 } tstate;
 
 static void fail(tstate *s, const char *msg) {
@@ -196,6 +213,15 @@ static int ckpt_dir(tstate *s, char *out, size_t n) {
 static int save(tstate *s, const char *path, int requested) {
     char auto_path[HOST_PATH];
     int periodic = path[0] == 0;
+    if (requested && s->bad > 0 && s->r->max_bad_updates > 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "checkpoint refused: update %llu had a non-finite loss or gradient, so the "
+                 "state is not one to keep (the last good one, after update %llu, is written when the run "
+                 "ends; a good update lifts this)", (unsigned long long)s->real_updates,
+                 (unsigned long long)s->good_update);
+        post_simple(s->r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
+        return -1;
+    }
     if (periodic) {
         char dir[HOST_PATH];
         if (ckpt_dir(s, dir, sizeof dir) != 0) {
@@ -278,6 +304,66 @@ static int apply_hot(tstate *s) {
     if (try_apply_hot(s, msg, sizeof msg) == 0) return 0;
     fail(s, msg);
     return -1;
+}
+
+/* The last good state, kept by the engine after a good update (or before
+ * the first). Only with the non-finite policy on. */
+static int keep_good(tstate *s) {
+    if (s->r->max_bad_updates <= 0) return 0;
+    mr_error err = {0};
+    if (mr_trainer_keep(s->t, &err) != MR_OK) {
+        char msg[MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "keeping the last good state failed: %s", err.msg);
+        fail(s, msg);
+        return -1;
+    }
+    s->have_good = 1;
+    s->good_update = s->real_updates;
+    return 0;
+}
+
+/* Back to the last good state: weights, optimizer, PopArt and progress (the
+ * environments keep theirs). */
+static int restore_good(tstate *s) {
+    mr_error err = {0};
+    if (!s->have_good || mr_trainer_restore_kept(s->t, &err) != MR_OK) {
+        char msg[MR_ERROR_LEN + 128];
+        snprintf(msg, sizeof msg, "restoring the last good state (after update %llu) failed: %s",
+                 (unsigned long long)s->good_update, s->have_good ? err.msg : "none was kept");
+        fail(s, msg);
+        return -1;
+    }
+    s->real_updates = s->good_update;
+    s->bad = 0;
+    return 0;
+}
+
+/* The final checkpoint: of the last good state when bad updates came last;
+ * none when the newest periodic one already holds this state. */
+static int save_final(tstate *s) {
+    if (s->bad > 0 && s->r->max_bad_updates > 0 && restore_good(s) != 0) return -1;
+    if (s->last_ckpt_update == s->real_updates) return 0;
+    return save(s, "", 0);
+}
+
+/* max_bad_updates bad updates in a row: the run ends with the last good state. */
+static host_finish_reason give_up(tstate *s) {
+    char which[96];
+    if (s->bad > 1)
+        snprintf(which, sizeof which, "updates %llu to %llu", (unsigned long long)s->first_bad,
+                 (unsigned long long)s->real_updates);
+    else
+        snprintf(which, sizeof which, "update %llu", (unsigned long long)s->real_updates);
+    int n = s->bad;
+    if (save_final(s) != 0) return HOST_FAILED;
+    char msg[HOST_PATH + 512];
+    snprintf(msg, sizeof msg, "%s had a non-finite loss or gradient (%d in a row, faults.max_bad_updates = %d; "
+             "their optimizer steps were skipped): stopped with the last good state, after update %llu, as the "
+             "final checkpoint %s (try a lower ppo.lr or ppo.max_grad_norm)",
+             which, n, s->r->max_bad_updates, (unsigned long long)s->real_updates,
+             s->last_ckpt[0] ? s->last_ckpt : "(none)");
+    fail(s, msg);
+    return HOST_FAILED;
 }
 
 static void take_hot(tstate *s, host_hot *h) {
@@ -418,6 +504,7 @@ static host_finish_reason train(tstate *s) {
     mr_error err = {0};
     if (warmup(s) != 0) return HOST_FAILED;
     if (apply_hot(s) != 0) return HOST_FAILED;
+    if (keep_good(s) != 0) return HOST_FAILED;
     for (;;) {
         int b = boundary(s);
         if (b > 0) return HOST_STOPPED;
@@ -425,9 +512,18 @@ static host_finish_reason train(tstate *s) {
         if (real_steps >= s->cur->hot.total_steps) return HOST_DONE;
         if (s->override && apply_hot(s) != 0) return HOST_FAILED;
 
+        if (r->inject_nan_at && s->real_updates + 1 == r->inject_nan_at &&
+            mr_trainer_debug_poison(s->t, &err) != MR_OK) {
+            char msg[MR_ERROR_LEN + 64];
+            snprintf(msg, sizeof msg, "debug.inject_nan_at_update failed: %s", err.msg);
+            fail(s, msg);
+            return HOST_FAILED;
+        }
         host_event ev;
         memset(&ev, 0, offsetof(host_event, text));
-        if (mr_trainer_update(s->t, &ev.metrics, &err) != MR_OK) {
+        mr_status st = mr_trainer_update(s->t, &ev.metrics, &err);
+        int bad = st == MR_ERR_NUMERIC;   /* the update ran; its optimizer steps were skipped */
+        if (st != MR_OK && !bad) {
             char msg[MR_ERROR_LEN + 64];
             snprintf(msg, sizeof msg, "update %llu failed (%s): %s",
                      (unsigned long long)s->real_updates + 1, mr_status_name(err.status), err.msg);
@@ -442,6 +538,7 @@ static host_finish_reason train(tstate *s) {
             s->off_known = 1;
         }
         s->real_updates++;
+        s->updates_run++;
         ev.metrics.update -= s->engine_off_updates;
         ev.metrics.agent_steps -= s->engine_off_steps;
         ev.metrics.progress = (double)s->real_updates / (double)s->total_updates;
@@ -451,6 +548,14 @@ static host_finish_reason train(tstate *s) {
         ev.text[0] = 0;
         post(r, &ev);
 
+        if (bad) {
+            if (s->bad++ == 0) s->first_bad = s->real_updates;
+            if (r->max_bad_updates > 0 && s->bad >= r->max_bad_updates) return give_up(s);
+            if (r->max_bad_updates > 0) continue;   /* no checkpoint of this state */
+        } else {
+            s->bad = 0;
+            if (keep_good(s) != 0) return HOST_FAILED;
+        }
         if (r->checkpoint_interval > 0 && s->real_updates % (uint64_t)r->checkpoint_interval == 0)
             if (save(s, "", 0) != 0) return HOST_FAILED;
     }
@@ -469,6 +574,7 @@ static int resume(tstate *s) {
         return -1;
     }
     s->real_updates = r->resume_update;
+    s->updates_run = r->resume_update;   /* the run's count goes on from the checkpoint's */
     s->last_ckpt_update = r->resume_update;
     snprintf(s->last_ckpt, sizeof s->last_ckpt, "%s", r->resume_path);
     int keep = r->checkpoint_keep;
@@ -510,13 +616,12 @@ static void thread_main(void *arg) {
             final_ckpt = r->mb_stop_checkpoint;
             pthread_mutex_unlock(&r->mb_mu);
         }
-        if (final_ckpt && s.last_ckpt_update != s.real_updates && save(&s, "", 0) != 0)
-            reason = HOST_FAILED;
+        if (final_ckpt && save_final(&s) != 0) reason = HOST_FAILED;
     }
 out:
     /* Freed before FINISHED so the loop's join returns at once. */
     if (s.t) mr_trainer_free(s.t);
-    post_simple(r, HEV_FINISHED, reason, s.real_updates, s.last_ckpt);
+    post_simple(r, HEV_FINISHED, reason, s.updates_run, s.last_ckpt);
     host_hot_free(s.cur);
     free(s.kept);
 }

@@ -15,8 +15,11 @@ usage: moonrl run script.lua [args...]
 Runs a Lua script as a coroutine on moonrl's event loop. The script gets its
 arguments in `arg` (arg[0] = the script) and as `...`; `require "moonrl"`
 and `require "luv"` (the same loop) are available. The process exits when the
-script and everything it started (runs, timers) are done; an error in the
-script exits with status 1 and its traceback.
+script and everything it started (runs, timers) are done. An error in the
+script stops the runs it started (the update in progress ends, a final
+checkpoint, files closed) and exits with status 1 and its traceback; SIGINT or
+SIGTERM does the same and exits 130 / 143, a second one at once (moonrl train
+--help lists the signals).
 ]],
 }
 

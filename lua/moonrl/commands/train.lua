@@ -36,6 +36,22 @@ options:
   --level L           optimisation level: basic, advanced, ultra, or a .lua path
   --no-eval           skip the evaluation at the end
   --help              this text
+
+signals (the run directory keeps its last complete checkpoint whatever happens):
+  SIGINT (Ctrl-C), SIGTERM   finish the update in progress, write a checkpoint,
+                      close the metrics and log files, skip the evaluation and
+                      exit 130 / 143 (SIGQUIT, SIGXCPU, SIGPWR likewise: 131,
+                      152, 158); the same signal again exits at once
+  SIGUSR1             write a checkpoint and go on
+  SIGHUP              logged; training goes on
+
+exit codes:
+  0    trained (and evaluated)
+  1    the run failed: an engine error, a checkpoint that could not be written,
+       faults.max_bad_updates non-finite updates in a row (the final checkpoint
+       is then the last good state), or the evaluation failed
+  2    a bad command line or config
+  128+N  stopped by signal N: 130 SIGINT, 143 SIGTERM (a final checkpoint written)
 ]],
 }
 
@@ -101,6 +117,8 @@ function train.run(argv)
   local s = run:wait()
   print_summary(s)
   if s.status == "error" then return 1 end
+  local stopped_by = require("moonrl.signals").exit_code()
+  if stopped_by then return stopped_by end   -- no evaluation: the user wants the process to end
   if o["no-eval"] or not s.checkpoint then return end
   out(string.format("\nevaluation (%d envs x %d steps x %d runs):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs))
   local r, ee = moonrl.evaluate(run, { progress = require("moonrl.commands.eval").progress(nil) })

@@ -130,6 +130,16 @@ struct mr_trainer {
     uint64_t snap_updates, snap_agent_steps;
     int have_snapshot;
 
+    /* the kept state (mr_trainer_keep): one backend block, taken from the
+     * memory manager at the first keep - the optimizer's and PopArt's
+     * control blocks, then parameters, then Adam m and v */
+    void *keep_block;
+    mr_optctl *keep_opt;
+    mr_popart_ctl *keep_pa;
+    float *keep_params, *keep_adam;
+    uint64_t keep_updates, keep_agent_steps;
+    int have_keep;
+
     /* progress */
     uint64_t updates;
     uint64_t agent_steps;

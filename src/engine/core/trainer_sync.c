@@ -89,7 +89,88 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
     return MR_OK;
 }
 
+/* ------------------------------------------------------------ kept state */
+
+mr_status mr_trainer_keep(mr_trainer *t, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_keep: trainer is NULL");
+    if (t->broken) return mr_trainer_broken_msg(err);
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const size_t P = t->pol.n_params;
+    TRY(o->enter(t->device, t->threads, err));
+    if (!t->keep_block) {
+        const size_t bytes = mr_arena_round(sizeof(mr_optctl)) + mr_arena_round(sizeof(mr_popart_ctl)) +
+                             mr_arena_round(P * sizeof(float)) + mr_arena_round(2 * P * sizeof(float));
+        void *p;
+        TRY(mr_trainer_oom_hint(t, mr_devmem_alloc(&t->mem, bytes, "the kept state (mr_trainer_keep)", &p, err),
+                                err));
+        mr_arena a = {(unsigned char *)p, bytes, 0, 0};
+        t->keep_opt = MR_TAKE(&a, mr_optctl, 1);
+        t->keep_pa = MR_TAKE(&a, mr_popart_ctl, 1);
+        t->keep_params = MR_TAKE(&a, float, P);
+        t->keep_adam = MR_TAKE(&a, float, 2 * P);
+        t->keep_block = p;
+    }
+    /* d->adam_m and d->adam_v are one block (m then v) */
+    TRY(o->copy(t->keep_params, d->pol.params, P * sizeof(float), MR_COPY_D2D, st, err));
+    TRY(o->copy(t->keep_adam, d->adam_m, 2 * P * sizeof(float), MR_COPY_D2D, st, err));
+    TRY(o->copy(t->keep_opt, d->opt, sizeof *d->opt, MR_COPY_D2D, st, err));
+    TRY(o->copy(t->keep_pa, d->pa, sizeof *d->pa, MR_COPY_D2D, st, err));
+    t->keep_updates = t->updates;
+    t->keep_agent_steps = t->agent_steps;
+    t->have_keep = 1;
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_restore_kept(mr_trainer *t, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_restore_kept: trainer is NULL");
+    if (!t->have_keep)
+        return mr_fail(err, MR_ERR_STATE, "mr_trainer_restore_kept: no state was kept (call mr_trainer_keep first)");
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const size_t P = t->pol.n_params;
+    /* as a push: stopping partway leaves a mix, broken until a load */
+    const int was_broken = t->broken;
+    t->broken = 1;
+    mr_trainer_drop_graphs(t);
+    TRY(o->enter(t->device, t->threads, err));
+    TRY(o->copy(d->pol.params, t->keep_params, P * sizeof(float), MR_COPY_D2D, st, err));
+    TRY(o->copy(d->adam_m, t->keep_adam, 2 * P * sizeof(float), MR_COPY_D2D, st, err));
+    /* Of the control blocks, the Adam step and PopArt's statistics come back
+     * (as mr_trainer_restore); the rest of each stays as it is. Through staging. */
+    TRY(o->copy(t->h.opt, t->keep_opt, sizeof *t->h.opt, MR_COPY_D2H, st, err));
+    TRY(o->copy(t->h.pa, t->keep_pa, sizeof *t->h.pa, MR_COPY_D2H, st, err));
+    TRY(o->stream_sync(st, err));
+    const int64_t step = t->h.opt->s.step;
+    const mr_popart_ctl kept_pa = *t->h.pa;
+    TRY(o->copy(t->h.opt, d->opt, sizeof *t->h.opt, MR_COPY_D2H, st, err));
+    TRY(o->copy(t->h.pa, d->pa, sizeof *t->h.pa, MR_COPY_D2H, st, err));
+    TRY(o->stream_sync(st, err));
+    t->h.opt->s.step = step;
+    t->h.pa->mean = kept_pa.mean;
+    t->h.pa->std = kept_pa.std;
+    t->h.pa->count = kept_pa.count;
+    TRY(o->copy(d->opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, st, err));
+    TRY(o->copy(d->pa, t->h.pa, sizeof *t->h.pa, MR_COPY_H2D, st, err));
+    TRY(o->stream_sync(st, err));
+    t->updates = t->keep_updates;
+    t->agent_steps = t->keep_agent_steps;
+    t->broken = was_broken;
+    mr_ok(err);
+    return MR_OK;
+}
+
 /* ------------------------------------------------------- tests, benchmarks */
+
+mr_status mr_trainer_debug_poison(mr_trainer *t, mr_error *err) {
+    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_debug_poison: trainer is NULL");
+    TRY(mr_trainer_pull(t, MR_SYNC_WEIGHTS, err));
+    t->pol.params[t->pol.value_b_offset] = NAN;
+    return mr_trainer_push(t, MR_SYNC_WEIGHTS, err);
+}
 
 mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *v, mr_error *err) {
     if (!t || !v) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_rollout: NULL argument");
