@@ -256,13 +256,6 @@ Watcher.__index = Watcher
 
 local function uv() return require("luv") end
 
-local function read_file(path)
-  local fh = io.open(path, "rb")
-  if not fh then return nil end
-  local text = fh:read("*a")
-  fh:close()
-  return text
-end
 
 function Watcher:_note(msg, is_error)
   local run = self.run
@@ -277,7 +270,7 @@ end
 function Watcher:reload(force)
   if self.closed then return nil, "closed" end
   local run = self.run
-  local text = read_file(self.path)
+  local text = util.read_file(self.path)
   if not text then
     if force then self:_note("live " .. self.label .. ": cannot read " .. self.path .. " (the values in force stay)", true) end
     return nil, "cannot read " .. self.path
@@ -371,7 +364,7 @@ function live.watch(run, path, opts)
   watchers[self] = true
   run.log:line("live " .. path .. ": watching (" .. (self.fs_event and "fs_event on " .. self.dir or "polled every " ..
     live.POLL_MS .. " ms") .. "; SIGHUP re-reads it)")
-  if read_file(path) then
+  if util.read_file(path) then
     self:reload(true)
   else
     self:_note("live " .. path .. ": no such file yet; it is read when it appears")

@@ -170,4 +170,13 @@ function util.quote_list(list)
   return table.concat(parts, ", ")
 end
 
+-- A whole file's bytes, or nil when it cannot be opened.
+function util.read_file(path)
+  local fh = io.open(path, "rb")
+  if not fh then return nil end
+  local text = fh:read("*a")
+  fh:close()
+  return text
+end
+
 return util

@@ -2,6 +2,7 @@
 -- versions) and, with --output, a hardware profile for it.
 
 local cmdline = require("moonrl.cmdline")
+local util = require("moonrl.util")
 
 local doctor = {
   name = "doctor",
@@ -59,30 +60,23 @@ local function capture(cmd, argv, timeout_ms)
   end)
 end
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local t = f:read("*a")
-  f:close()
-  return t
-end
 
 local function cuda_version()
-  local j = read_file("/usr/local/cuda/version.json")
+  local j = util.read_file("/usr/local/cuda/version.json")
   local v = j and j:match('"cuda"%s*:%s*{[^}]-"version"%s*:%s*"([^"]+)"')
   if v then return v end
-  local t = read_file("/usr/local/cuda/version.txt")
+  local t = util.read_file("/usr/local/cuda/version.txt")
   v = t and t:match("CUDA Version%s+([%d%.]+)")
   if v then return v end
   -- Toolkits installed from wheels have neither file; the runtime header says it.
-  local h = read_file("/usr/local/cuda/include/cuda_runtime_api.h")
+  local h = util.read_file("/usr/local/cuda/include/cuda_runtime_api.h")
   local n = h and tonumber(h:match("#define%s+CUDART_VERSION%s+(%d+)"))
   return n and string.format("%d.%d (toolkit headers)", math.floor(n / 1000), math.floor(n % 1000 / 10)) or nil
 end
 
 local function cudnn_version()
   for _, dir in ipairs({ "/usr/local/cuda/include", "/usr/include", "/usr/include/x86_64-linux-gnu" }) do
-    local h = read_file(dir .. "/cudnn_version.h")
+    local h = util.read_file(dir .. "/cudnn_version.h")
     if h then
       local a, b, c = h:match("CUDNN_MAJOR%s+(%d+)"), h:match("CUDNN_MINOR%s+(%d+)"), h:match("CUDNN_PATCHLEVEL%s+(%d+)")
       if a then return a .. "." .. (b or "0") .. "." .. (c or "0") end

@@ -21,13 +21,6 @@ local util = require("moonrl.util")
 
 local funcsource = {}
 
-local function read_disk(path)
-  local fh = io.open(path, "rb")
-  if not fh then return nil end
-  local text = fh:read("*a")
-  fh:close()
-  return text
-end
 
 function funcsource.where(f)
   local info = debug.getinfo(f, "S")
@@ -133,7 +126,7 @@ function funcsource.source(f, read)
     return nil, "it was defined in " .. tostring(info.short_src) .. ", not in a file"
   end
   local path = src:sub(2)
-  local text = (read or read_disk)(path)
+  local text = (read or util.read_file)(path)
   if not text then return nil, "its file " .. path .. " cannot be read" end
   local lines = {}
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end

@@ -28,15 +28,10 @@
 --   trim.tensorboard(path, step) -> dropped, torn | nil, err
 --   trim.event_step(data) -> the step of an Event's bytes (nil when it has none)
 
+local util = require("moonrl.util")
+
 local trim = {}
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
 
 local function replace(path, text)
   local tmp = path .. ".tmp"
@@ -59,7 +54,7 @@ end
 -- Keeps the complete lines `keep(line)` accepts; a last line without its
 -- newline is torn. Returns dropped, torn, kept lines, or nil when no file.
 local function filter_lines(path, keep)
-  local text = read(path)
+  local text = util.read_file(path)
   if not text then return nil end
   local out, dropped, pos = {}, 0, 1
   while true do
@@ -179,7 +174,7 @@ function trim.event_step(data)
 end
 
 function trim.tensorboard(path, step)
-  local s = read(path)
+  local s = util.read_file(path)
   if not s then return 0, false end
   local pos, cut, kept, events = 1, nil, 0, 0
   while pos <= #s do
