@@ -94,7 +94,17 @@ end
 local section_names = {}
 for i, s in ipairs(schema.sections) do section_names[i] = s.name end
 
+-- Keys that existed and were removed on purpose, with why: an old config
+-- that still sets one learns what happened instead of only "unknown".
+validate.REMOVED = {
+  ["cuda.cudnn_benchmark"] = "it had no effect (the convolutions do not use cuDNN yet); it comes back with cuDNN",
+  ["cuda.algo_cache"] = "it had no effect (the convolutions do not use cuDNN yet); it comes back with cuDNN",
+}
+
 function validate.unknown_key(path)
+  if validate.REMOVED[path] then
+    return "unknown key '" .. path .. "': removed, " .. validate.REMOVED[path] .. "; delete it from the config"
+  end
   local msg = "unknown key '" .. path .. "'"
   local near = suggest(path)
   if near then msg = msg .. " - did you mean '" .. near .. "'?" end
