@@ -88,6 +88,12 @@ typedef struct mr_env_config {
     int max_episode_steps;  /* truncation; 0 = never            default 512 */
 } mr_env_config;
 
+/* How the update stores proxy observations (env.proxy_obs_storage). */
+typedef enum mr_obs_storage {
+    MR_OBS_FAITHFUL = 0,   /* the update sees what the acting policy saw */
+    MR_OBS_UINT8 = 1       /* as the original: poison's proxy 0.5 becomes 0 for the update */
+} mr_obs_storage;
+
 typedef struct mr_policy_config {
     int num_conv;                      /* default 3 */
     int conv_channels[MR_MAX_CONV];    /* default {32, 64, 64}; 3x3, pad 1 */
@@ -95,6 +101,10 @@ typedef struct mr_policy_config {
     int critic_hidden;                 /* default 512 */
     int popart;                        /* 1 = PopArt value head, default 1 */
     float popart_beta_min;             /* default 0.001 */
+    /* Lua's env.proxy_obs_storage; here, in what was mr_config's padding, so
+     * checkpoints keep their size (old ones read as faithful). Changes only
+     * what the training forward sees in the modes that observe the proxy. */
+    mr_obs_storage proxy_obs_storage;  /* default MR_OBS_FAITHFUL */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {
@@ -313,6 +323,39 @@ typedef void (*mr_eval_progress_fn)(void *user, uint64_t done, uint64_t total);
  * results bit for bit. */
 mr_status mr_trainer_evaluate_progress(mr_trainer *t, const mr_eval_config *cfg, mr_eval_result *out,
                                        mr_eval_progress_fn progress, void *user, mr_error *err);
+
+/* One agent's episode in an evaluation: a death, or (died = 0) an agent still
+ * alive when its run ended, a right-censored survival time. Evaluation never
+ * truncates, so every other episode end is a death. The records of a call
+ * re-add to its totals exactly: the sums of steps, food and poison are the
+ * run's agent-steps, food and poison, and the deaths are the died = 1 ones. */
+typedef struct mr_eval_record {
+    int32_t run;                  /* 0 .. runs-1; run r uses seed + r x 1000003 */
+    int32_t env;                  /* the environment instance, 0 .. num_envs-1 */
+    int32_t died;                 /* 1 death (energy <= 0), 0 alive at the end (censored) */
+    int32_t steps;                /* steps lived: survival (death) or so far (censored) */
+    int32_t start;                /* the run's step at which the episode began */
+    int32_t food, poison;         /* eaten in the episode */
+    int32_t energy_gained_centi;  /* 100 food - 200 poison - steps: energy gained, hundredths */
+    float reward;                 /* the episode's return in the evaluated mode (clamped rewards) */
+    float final_energy;           /* energy at the end: <= 0 at a death */
+} mr_eval_record;
+
+/* Records of one evaluation, allocated by the engine (free them with
+ * mr_eval_records_free). Per run: the deaths in the order they happened
+ * (step, then environment), then the survivors by environment. */
+typedef struct mr_eval_records {
+    mr_eval_record *rec;
+    uint64_t count;               /* deaths + survivors */
+    uint64_t deaths;
+} mr_eval_records;
+
+/* mr_trainer_evaluate_progress that also returns every record; `out` holds the
+ * same results bit for bit. *records is overwritten (zeroed on failure). */
+mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *cfg, mr_eval_result *out,
+                                      mr_eval_records *records, mr_eval_progress_fn progress, void *user,
+                                      mr_error *err);
+void mr_eval_records_free(mr_eval_records *records);
 
 /* ------------------------------------------------------------------ memory */
 

@@ -144,6 +144,9 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     CHECK_INT(c->policy.hidden, 1, 65536);
     CHECK_INT(c->policy.critic_hidden, 1, 65536);
     CHECK_INT(c->policy.popart, 0, 1);
+    if (c->policy.proxy_obs_storage != MR_OBS_FAITHFUL && c->policy.proxy_obs_storage != MR_OBS_UINT8)
+        return mr_fail(err, MR_ERR_ARG, "env.proxy_obs_storage = %d: accepted 0 (faithful) or 1 (uint8)",
+                       (int)c->policy.proxy_obs_storage);
     CHECK_REAL(c->policy.popart_beta_min, 0.0, 1.0);
 
     CHECK_INT(c->ppo.rollout_steps, 1, 65536);

@@ -6,6 +6,13 @@
  * uses its own environments and its own RNG stream (the eval seed), so it
  * leaves the training state untouched. Its buffers are allocated per call:
  * evaluation is not part of the training steady state.
+ *
+ * Records (mr_trainer_evaluate_records) only read the environments: per
+ * instance, the run step its episode began at, the food and poison totals
+ * of the log then, and the return before each step (the return of an
+ * episode that ends is that plus the step's reward, the sum the environment
+ * itself computes); nothing the step or the policy reads is touched, so the
+ * results are the same bits with or without them.
  */
 #include "trainer.h"
 #include "errors.h"
@@ -18,9 +25,11 @@ typedef struct eval_bufs {
     mr_forage env;
     float *extra, *logits, *value, *u, *logp;
     uint8_t *act;
+    int32_t *start, *food0, *poison0;   /* records: where each instance's episode began */
+    float *ret0;                        /* records: the episode's return before this step */
 } eval_bufs;
 
-static void eval_layout(eval_bufs *b, const mr_env_config *envc, uint64_t seed, mr_arena *a) {
+static void eval_layout(eval_bufs *b, const mr_env_config *envc, uint64_t seed, int records, mr_arena *a) {
     int N = envc->num_envs;
     mr_forage_layout(&b->env, envc, seed, a);
     b->extra = MR_TAKE(a, float, (size_t)N * 2);
@@ -29,14 +38,75 @@ static void eval_layout(eval_bufs *b, const mr_env_config *envc, uint64_t seed, 
     b->u = MR_TAKE(a, float, N);
     b->logp = MR_TAKE(a, float, N);
     b->act = MR_TAKE(a, uint8_t, N);
+    b->start = b->food0 = b->poison0 = NULL;
+    b->ret0 = NULL;
+    if (records) {
+        b->start = MR_TAKE(a, int32_t, N);
+        b->food0 = MR_TAKE(a, int32_t, N);
+        b->poison0 = MR_TAKE(a, int32_t, N);
+        b->ret0 = MR_TAKE(a, float, N);
+    }
+}
+
+/* Appends one record, growing the buffer by doubling; 0 when out of memory. */
+static int rec_push(mr_eval_records *r, uint64_t *cap, const mr_eval_record *x) {
+    if (r->count == *cap) {
+        uint64_t n = *cap ? 2 * *cap : 4096;
+        mr_eval_record *p = realloc(r->rec, (size_t)n * sizeof *p);
+        if (!p) return 0;
+        r->rec = p;
+        *cap = n;
+    }
+    r->rec[r->count++] = *x;
+    return 1;
+}
+
+/* The record of instance i's episode, `steps` long, ending now (a death) or
+ * cut off by the end of the run (censored). */
+static mr_eval_record rec_of(const eval_bufs *b, int run, int i, int died, int steps, float reward) {
+    const mr_forage_log *l = &b->env.log[i];
+    mr_eval_record x;
+    x.run = run;
+    x.env = i;
+    x.died = died;
+    x.steps = steps;
+    x.start = b->start[i];
+    x.food = l->food_total - b->food0[i];
+    x.poison = l->poison_total - b->poison0[i];
+    x.energy_gained_centi = MR_ENERGY_FOOD * x.food - MR_ENERGY_POISON * x.poison - MR_ENERGY_DECAY * steps;
+    x.reward = reward;
+    /* energy is real in evaluation: an episode starts at 1.0 and moves by
+     * exactly this much (for a survivor, its energy_centi now) */
+    x.final_energy = (float)((double)(MR_ENERGY_START + x.energy_gained_centi) / 100.0);
+    return x;
+}
+
+void mr_eval_records_free(mr_eval_records *r) {
+    if (!r) return;
+    free(r->rec);
+    memset(r, 0, sizeof *r);
 }
 
 mr_status mr_trainer_evaluate(mr_trainer *t, const mr_eval_config *ec, mr_eval_result *out, mr_error *err) {
-    return mr_trainer_evaluate_progress(t, ec, out, NULL, NULL, err);
+    return mr_trainer_evaluate_records(t, ec, out, NULL, NULL, NULL, err);
 }
 
 mr_status mr_trainer_evaluate_progress(mr_trainer *t, const mr_eval_config *ec, mr_eval_result *out,
                                        mr_eval_progress_fn progress, void *user, mr_error *err) {
+    return mr_trainer_evaluate_records(t, ec, out, NULL, progress, user, err);
+}
+
+static mr_status rec_nomem(mr_eval_records *r, mr_arena *a, mr_error *err) {
+    mr_arena_release(a);
+    mr_eval_records_free(r);
+    return mr_fail(err, MR_ERR_NOMEM, "out of memory for the evaluation's records (%llu so far); lower eval.num_envs "
+                   "or eval.steps", (unsigned long long)r->count);
+}
+
+mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, mr_eval_result *out,
+                                      mr_eval_records *recs, mr_eval_progress_fn progress, void *user,
+                                      mr_error *err) {
+    if (recs) memset(recs, 0, sizeof *recs);
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_evaluate: trainer or out is NULL");
     mr_eval_config c;
     if (ec) c = *ec; else mr_eval_config_default(&c);
@@ -60,15 +130,18 @@ mr_status mr_trainer_evaluate_progress(mr_trainer *t, const mr_eval_config *ec, 
     const int N = c.num_envs;
 
     double food = 0, poison = 0, deaths = 0, steps = 0, episodes = 0, eff_sum = 0, eff_n = 0;
+    uint64_t cap = 0;
     for (int run = 0; run < c.runs; run++) {
         eval_bufs b;
         mr_arena a = {0};
         uint64_t seed = c.seed + (uint64_t)run * 1000003ull;
-        eval_layout(&b, &envc, seed, &a);                  /* plan */
-        if (mr_arena_commit(&a) != 0)
+        eval_layout(&b, &envc, seed, recs != NULL, &a);    /* plan */
+        if (mr_arena_commit(&a) != 0) {
+            mr_eval_records_free(recs);
             return mr_fail(err, MR_ERR_NOMEM, "out of memory for %d evaluation environments; lower eval.num_envs", N);
+        }
         t->extra_allocations++;
-        eval_layout(&b, &envc, seed, &a);                  /* carve */
+        eval_layout(&b, &envc, seed, recs != NULL, &a);    /* carve */
         mr_forage env = b.env;
         float *extra = b.extra, *logits = b.logits, *u = b.u, *logp = b.logp;
         uint8_t *act = b.act;
@@ -77,15 +150,34 @@ mr_status mr_trainer_evaluate_progress(mr_trainer *t, const mr_eval_config *ec, 
         env.threads = t->threads;
         mr_forage_cpu_reset_all(&env);
         mr_forage_cpu_clear_logs(&env);
+        if (recs) {
+            memset(b.start, 0, sizeof(int32_t) * (size_t)N);
+            memset(b.food0, 0, sizeof(int32_t) * (size_t)N);
+            memset(b.poison0, 0, sizeof(int32_t) * (size_t)N);
+        }
         for (int s = 0; s < c.steps; s++) {
             mr_trainer_counts_extra(&env, extra);
             mr_policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value);
             for (int i = 0; i < N; i++)
                 u[i] = mr_rng_uniform(env.seed, (uint32_t)i, env.tick[i], MR_RNG_ACTION, 0);
             mr_sample_actions(N, logits, u, act, logp);
+            if (recs) memcpy(b.ret0, env.ep_return, sizeof(float) * (size_t)N);
             mr_forage_cpu_step_all(&env, act);
+            for (int i = 0; recs && i < N; i++) {
+                if (!env.terminated[i]) continue;   /* no truncation here: every end is a death */
+                mr_eval_record x = rec_of(&b, run, i, 1, s + 1 - b.start[i], b.ret0[i] + env.reward[i]);
+                if (!rec_push(recs, &cap, &x)) return rec_nomem(recs, &a, err);
+                recs->deaths++;
+                b.start[i] = s + 1;
+                b.food0[i] = env.log[i].food_total;
+                b.poison0[i] = env.log[i].poison_total;
+            }
             if (progress) progress(user, (uint64_t)run * (uint64_t)c.steps + (uint64_t)s + 1,
                                    (uint64_t)c.runs * (uint64_t)c.steps);
+        }
+        for (int i = 0; recs && i < N; i++) {   /* the survivors: right-censored */
+            mr_eval_record x = rec_of(&b, run, i, 0, c.steps - b.start[i], env.ep_return[i]);
+            if (!rec_push(recs, &cap, &x)) return rec_nomem(recs, &a, err);
         }
         for (int i = 0; i < N; i++) {
             const mr_forage_log *l = &env.log[i];

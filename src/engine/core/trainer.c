@@ -351,7 +351,7 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
             TRY(o->gather(&g, d->pa, st, err));
             TRY(o->opt_begin(d->opt, st, err));
             TRY(o->policy_zero_grad(&d->pol, st, err));
-            TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->proxy_obs, d->mb_logits, d->mb_value, st,
+            TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->obs_update, d->mb_logits, d->mb_value, st,
                                   err));
             TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target,
                             d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));

@@ -90,7 +90,8 @@ struct mr_trainer {
     mr_trainer_plan plan;
     int threads;               /* resolved thread count */
     int device;                /* the backend's device index */
-    int proxy_obs;             /* 1 when the mode observes the proxy */
+    int proxy_obs;             /* 1 when the mode observes the proxy: the acting expansion (obs_codes.h) */
+    int obs_update;            /* the training forward's expansion: proxy_obs, or MR_EXPAND_PROXY_UINT8 */
     int T, N, V, VV;           /* rollout steps, envs, view, view cells */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
     int broken;                /* an update failed midway: the backend state is not trustworthy */

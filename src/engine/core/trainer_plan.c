@@ -10,6 +10,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "obs_codes.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -33,7 +34,8 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->VV = t->V * t->V;
     t->B = t->T * t->N;
     t->M = t->B / cfg->ppo.minibatches;
-    t->proxy_obs = cfg->env.mode != MR_MODE_GROUND_TRUTH;
+    t->proxy_obs = mr_obs_expand_act(cfg->env.mode);
+    t->obs_update = mr_obs_expand_update(cfg->env.mode, cfg->policy.proxy_obs_storage);
     const int n = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
     t->threads = n < 1 ? 1 : n;
     t->device = cfg->cuda.device_index;

@@ -8,6 +8,7 @@
  * one OpenMP loop (forward_gemm): one fork per layer, data hot in cache.
  */
 #include "nn.h"
+#include "obs_codes.h"
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -153,7 +154,8 @@ void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int 
     /* lookup[code] = (ch0, ch1) */
     static const float gt[3][2] = {{0.0f, 0.0f}, {1.0f, 0.0f}, {0.0f, 1.0f}};
     static const float px[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, 0.5f}};
-    const float (*lut)[2] = proxy ? px : gt;
+    static const float p8[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.0f, 0.0f}};   /* obs_codes.h */
+    const float (*lut)[2] = proxy == MR_EXPAND_PROXY_UINT8 ? p8 : proxy ? px : gt;
     size_t n = (size_t)B * VV;
     #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
     for (size_t i = 0; i < n; i++) {

@@ -27,7 +27,10 @@
 
 /* codes (B,VV) cell codes 0 empty / 1 food / 2 poison -> out (B,VV,2).
  * proxy == 0 (ground truth): ch0 = food, ch1 = poison (one-hot, empty = 0,0).
- * proxy != 0: both channels = interestingness, empty 0, food 1.0, poison 0.5.
+ * proxy == 1: both channels = interestingness, empty 0, food 1.0, poison 0.5.
+ * proxy == 2: the same as the original's uint8 storage left it: poison 0
+ * (obs_codes.h, MR_EXPAND_PROXY_UINT8; the training forward with
+ * env.proxy_obs_storage = "uint8").
  * Codes above 2 read as empty. The input is data: there is no backward. */
 void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int proxy);
 

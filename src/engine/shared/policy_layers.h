@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "rng.h"   /* MR_HD */
+#include "obs_codes.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -102,12 +103,9 @@ MR_HD void mr_pc_mov(void *dst, size_t i, const void *src, size_t k, int dt) {
     else ((uint16_t *)dst)[i] = ((const uint16_t *)src)[k];
 }
 
-/* Observation lookup, as nn.c's mr_obs_expand_forward: code -> channel ch. */
-MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) {
-    if (code > 2u) code = 0u;
-    if (proxy) return code == 1u ? 1.0f : code == 2u ? 0.5f : 0.0f;
-    return code == (unsigned)(ch + 1) ? 1.0f : 0.0f;
-}
+/* Observation lookup, as nn.c's mr_obs_expand_forward: code -> channel ch;
+ * proxy is an expansion of obs_codes.h (0 truth, 1 proxy, 2 proxy as uint8). */
+MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) { return mr_obs_value(code, ch, proxy); }
 
 /* ------------------------------------------------------------ elementwise jobs */
 
