@@ -26,6 +26,8 @@
 --   engine.eval_config(eval, mode) -> mr_eval_config cdata | nil, err
 --   engine.eval_result(bytes) -> table
 --   engine.config_from_bytes(bytes) -> mr_config cdata
+--   engine.eval_records(bytes) -> {n=, deaths=, rec=}      mr_eval_record array
+--   engine.new_records(n) -> {n=, deaths=, rec=}           an empty one to fill
 --   engine.mode_name(i) -> string | nil ; engine.mode_from_name(s) -> int (-1 unknown)
 --   engine.version() -> string ; engine.cuda_device_count() -> integer
 
@@ -213,6 +215,14 @@ function engine.config(cfg)
   end
   local ok, err = fill_struct(c, "mr_config", cfg, "")
   if not ok then return nil, err end
+  -- env.proxy_obs_storage lives in mr_policy_config (in what was padding, so
+  -- checkpoints keep their layout): "faithful" -> MR_OBS_FAITHFUL, "uint8" -> MR_OBS_UINT8
+  local st = cfg.env and cfg.env.proxy_obs_storage
+  if st ~= nil then
+    local v = type(st) == "string" and enum_value("MR_OBS_", st) or nil
+    if not v then return nil, "env.proxy_obs_storage: '" .. tostring(st) .. "' is not a value the engine knows" end
+    c.policy.proxy_obs_storage = v
+  end
   return c
 end
 
@@ -302,6 +312,25 @@ function engine.metrics(bytes)
 end
 function engine.eval_result(bytes) return to_table(from_bytes("mr_eval_result", bytes), "mr_eval_result") end
 function engine.config_from_bytes(bytes) return from_bytes("mr_config", bytes) end
+
+-- The records of mr_trainer_evaluate_records as bytes (core.evaluate with
+-- opts.records): {n =, deaths =, rec = const mr_eval_record * (0-based)};
+-- the table keeps the bytes alive for as long as rec is used.
+function engine.eval_records(bytes)
+  local size = ffi.sizeof("mr_eval_record")
+  assert(#bytes % size == 0, "engine.eval_records: not a whole number of mr_eval_record")
+  local n = #bytes / size
+  local rec = ffi.cast("const mr_eval_record *", bytes)
+  local deaths = 0
+  for i = 0, n - 1 do deaths = deaths + rec[i].died end
+  return { n = n, deaths = deaths, rec = rec, bytes = bytes }
+end
+
+-- An empty record array of n, for records read back from a file.
+function engine.new_records(n)
+  local rec = ffi.new("mr_eval_record[?]", math.max(n, 1))
+  return { n = n, deaths = 0, rec = rec, bytes = rec }
+end
 
 -- eval: {num_envs=, steps=, runs=, seed=} (cfg.eval); mode: a name or nil (the trained mode).
 function engine.eval_config(eval, mode)

@@ -109,6 +109,10 @@ key { key = "env.respawn_tries", type = "integer", default = 50, min = 0, max = 
   desc = "random cells tried when respawning an eaten item" }
 key { key = "env.max_episode_steps", type = "integer", default = 512, min = 0, max = 2147483647,
   desc = "episode truncation; 0 = never" }
+key { key = "env.proxy_obs_storage", type = "enum", default = "faithful", choices = { "faithful", "uint8" },
+  desc = "what the update sees of proxy observations: faithful = the values the acting policy saw; " ..
+    "uint8 = as the original stored them (values in a uint8 buffer), poison's 0.5 read as 0 by the update " ..
+    "while the acting policy saw 0.5; ground_truth is unaffected (docs/evaluation.md)" }
 
 -- policy --------------------------------------------------------------------
 key { key = "policy.conv_channels", type = "list", of = "integer", default = { 32, 64, 64 },

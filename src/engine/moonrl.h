@@ -104,7 +104,7 @@ typedef struct mr_policy_config {
     /* Lua's env.proxy_obs_storage; here, in what was mr_config's padding, so
      * checkpoints keep their size (old ones read as faithful). Changes only
      * what the training forward sees in the modes that observe the proxy. */
-    mr_obs_storage proxy_obs_storage;  /* default MR_OBS_FAITHFUL */
+    mr_obs_storage proxy_obs_storage;  /* MR_OBS_FAITHFUL (0) unless env.proxy_obs_storage says */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {

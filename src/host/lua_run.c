@@ -32,7 +32,9 @@
  *       runs on libuv's thread pool: reads the checkpoint's config, creates a
  *       trainer sized for evaluation (one rollout step; the cpu unless
  *       opts.device says otherwise; opts.threads), loads, evaluates;
- *       callback(result_bytes, nil, describe, cfg_bytes) or (nil, message).
+ *       callback(result_bytes, nil, describe, cfg_bytes, records_bytes) or
+ *       (nil, message); records_bytes (the mr_eval_record array) only with
+ *       opts.records = true, else nil.
  *       opts.progress = function(done, total): steps taken of runs x steps,
  *       on the loop while it works (at most every 1% and at the end).
  *
@@ -511,6 +513,8 @@ typedef struct eval_req {
     mr_error err;
     mr_config cfg;
     mr_eval_result res;
+    int records;                  /* opts.records: also collect mr_eval_records */
+    mr_eval_records recs;
     char describe[512];
 } eval_req;
 
@@ -559,8 +563,8 @@ static void eval_work(uv_work_t *w) {
     if (q->status == MR_OK) q->status = mr_trainer_load(t, q->path, &q->err);
     if (q->status == MR_OK) {
         snprintf(q->describe, sizeof q->describe, "%s", mr_trainer_describe(t));
-        q->status = mr_trainer_evaluate_progress(t, &q->ecfg, &q->res,
-                                                 q->progress_ref != LUA_NOREF ? eval_progress : NULL, q, &q->err);
+        q->status = mr_trainer_evaluate_records(t, &q->ecfg, &q->res, q->records ? &q->recs : NULL,
+                                                q->progress_ref != LUA_NOREF ? eval_progress : NULL, q, &q->err);
     }
     mr_trainer_free(t);
 }
@@ -584,8 +588,11 @@ static void eval_done(uv_work_t *w, int status) {
         lua_pushnil(L);
         lua_pushstring(L, q->describe);
         lua_pushlstring(L, (const char *)&q->cfg, sizeof q->cfg);
-        host_pcall(L, 4, 0, 0);
+        if (q->records) lua_pushlstring(L, (const char *)q->recs.rec, sizeof(mr_eval_record) * q->recs.count);
+        else lua_pushnil(L);
+        host_pcall(L, 5, 0, 0);
     }
+    mr_eval_records_free(&q->recs);
     if (q->progress_ref != LUA_NOREF) {
         luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
         q->progress_ref = LUA_NOREF;
@@ -611,6 +618,9 @@ static int core_evaluate(lua_State *L) {
     memcpy(&q->ecfg, lua_tostring(L, 2), sizeof q->ecfg);
     q->device = device;
     q->threads = threads;
+    lua_getfield(L, 3, "records");
+    q->records = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     q->work.data = q;
     q->progress_ref = LUA_NOREF;
     lua_getfield(L, 3, "progress");
