@@ -31,9 +31,12 @@
 --             "cpu"|"cuda", threads, progress = function(done, total) (steps of
 --             runs x steps, on the loop while it works), on_skip = function(path, err)
 --             (a damaged checkpoint of a run directory passed over),
---             callback = function(result, err) (then it returns at once)
+--             callback = function(result, err) (then it returns at once),
+--             records = true (result.records: every death and survivor,
+--             engine.eval_records; moonrl.evaltable summarises them)
 --       result: mode, energy_per_1k, efficiency, survival, deaths_per_1k,
---               food_per_1k, poison_per_1k, checkpoint, describe
+--               food_per_1k, poison_per_1k, checkpoint, describe, trained_mode,
+--               train_seed, eval = {num_envs, steps, runs, seed}, records
 --   moonrl.eval_table(results) -> string           the evaluation table (docs/environment.md)
 --   moonrl.sleep(ms)                               yields for ms milliseconds
 --   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
@@ -370,18 +373,22 @@ function moonrl.evaluate(target, opts)
     copts.device = tonumber(d)
   end
   if opts.threads ~= nil then copts.threads = opts.threads end
+  if opts.records then copts.records = true end
   if opts.progress ~= nil then
     if type(opts.progress) ~= "function" then return finish(nil, "moonrl.evaluate: progress must be a function") end
     copts.progress = opts.progress
   end
 
   local function start(done)
-    core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes)
+    core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes, rec_bytes)
       if not rbytes then return done(nil, err) end
       local r = engine.eval_result(rbytes)
       local trained = engine.config_from_bytes(cfg_bytes)
       r.mode = opts.mode or engine.mode_name(trained.env.mode)
       r.checkpoint, r.describe = path, describe
+      r.trained_mode, r.train_seed = engine.mode_name(trained.env.mode), tonumber(trained.seed)
+      r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
+      if rec_bytes then r.records = engine.eval_records(rec_bytes) end
       done(r)
     end)
   end

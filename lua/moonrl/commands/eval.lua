@@ -1,35 +1,63 @@
 -- `moonrl eval`: the evaluation table of a checkpoint or of a run directory's
--- newest valid checkpoint (docs/environment.md protocol), with progress on stderr.
+-- newest valid checkpoint (docs/environment.md protocol, docs/evaluation.md
+-- for the statistics), with progress on stderr; the records, settings, table
+-- and figure go to a folder beside it (moonrl.evaltable, moonrl.evalfiles).
+-- --compare A B ... sets each against the first; --from DIR recomputes the
+-- table from what an earlier `moonrl eval` wrote.
 
 local cmdline = require("moonrl.cmdline")
 
 local eval = {
   name = "eval",
   order = 30,
-  usage = "eval checkpoint|run [--mode M]",
-  summary = "evaluation table of a checkpoint or a run directory (docs/environment.md protocol)",
+  usage = "eval checkpoint|run [--mode M] [--compare B ...]",
+  summary = "evaluation table of a checkpoint or a run directory, with intervals; --compare",
   help = [[
 usage: moonrl eval CHECKPOINT|RUN_DIR [options]
+       moonrl eval --compare A B [C ...] [options]
+       moonrl eval --from DIR
 
 Evaluates a checkpoint (a .mrck file, or a run directory: its newest valid
 checkpoint, a damaged one reported and skipped) with the continuous-survival
-protocol of docs/environment.md and prints the table: mode, energy/1k, efficiency,
-survival, deaths/1k, food/1k, poison/1k. Progress goes to stderr as it works.
+protocol of docs/environment.md. Every death and every agent alive at the
+end (right-censored) is recorded, and the table gives per mode: energy/1k,
+efficiency overall, per death and per environment, survival as the mean over
+deaths and as a Kaplan-Meier median, deaths/1k, food/1k and poison/1k, each
+with a 95% interval; its definitions follow it (docs/evaluation.md).
+Progress goes to stderr as it works.
+
+Beside the table, in the --out folder: eval.md (the table), records.csv (or
+.jsonl: one line per death or survivor), eval.json (checkpoints, seeds,
+settings and the numbers) and eval.svg (Kaplan-Meier curves and efficiency
+distributions), so every figure can be recomputed (--from).
+
+--compare evaluates A, B, ... (each in the mode it was trained in, unless
+--mode) and reports for each against A the difference in every metric with
+its interval and Cohen's d, and says whether it is measurably worse.
 
 The sizes default to the run's own evaluation settings (eval.* of its
 config.lua, for a run directory or a checkpoint in its checkpoints/), else
 to those below.
 
 options:
-  --mode M      ground_truth, ground_truth_blinded, proxy_mortal, proxy, or all
-                (default: the mode it was trained in)
-  --envs N      environments per run (default: the run's eval.num_envs, else 1024)
-  --steps S     steps per run (default: the run's eval.steps, else 4096)
-  --runs R      runs, averaged (default: the run's eval.runs, else 1)
-  --seed X      evaluation seed (default: the run's eval.seed, else 12345)
-  --device D    auto, cpu or cuda (default: as trained)
-  --threads T   CPU threads, 0 = all cores
-  --help        this text
+  --mode M        ground_truth, ground_truth_blinded, proxy_mortal, proxy, or all
+                  (default: the mode it was trained in)
+  --envs N        environments per run (default: the run's eval.num_envs, else 1024)
+  --steps S       steps per run (default: the run's eval.steps, else 4096)
+  --runs R        independent runs, pooled (default: the run's eval.runs, else 1)
+  --seed X        evaluation seed; run r uses X + r x 1000003 (default: the run's
+                  eval.seed, else 12345)
+  --device D      auto, cpu or cuda (default: as trained)
+  --threads T     CPU threads, 0 = all cores
+  --compare       the checkpoints given are compared with the first
+  --out DIR       where the files go (default: RUN_DIR/eval, or eval-compare for
+                  --compare; beside the checkpoint when it is in no run); none = no files
+  --records F     csv or jsonl (default csv)
+  --boot B        bootstrap resamples for the intervals (default 1000; 0 = none)
+  --boot-seed X   the bootstrap's seed (default 1)
+  --ci U          bootstrap unit: agents (default) or runs (needs --runs >= 2)
+  --from DIR      recompute the table (and comparison) from DIR's eval.json and records
+  --help          this text
 ]],
 }
 
@@ -55,62 +83,192 @@ function eval.progress(label)
   end
 end
 
+local function basename(p) return (p:gsub("/+$", ""):match("([^/]+)$") or p) end
+
+-- The checkpoint of a path (a run directory: its newest valid one) and the
+-- run directory it belongs to, or nil, message.
+local function checkpoint_of(path)
+  local uv, rs = require("luv"), require("moonrl.resume")
+  local st = uv.fs_stat(path)
+  if not st then return nil, "checkpoint or run directory '" .. path .. "' not found" end
+  if st.type == "directory" then
+    local ck, ce = rs.newest(path)
+    if not ck then return nil, ce end
+    for _, d in ipairs(ck.damaged) do err("moonrl eval: skipped damaged checkpoint ", d.path, ": ", d.error, "\n") end
+    err("moonrl eval: ", path, ": checkpoint ", ck.path, " (update ", ck.update, ")\n")
+    return ck.path, path
+  end
+  return path, rs.run_dir_of(path)
+end
+
+local function check_mode(m)
+  for _, x in ipairs(MODES) do if x == m then return true end end
+  local near = require("moonrl.util").closest(m, MODES)
+  return nil, "moonrl eval: --mode " .. m .. ": accepted " .. table.concat(MODES, ", ") ..
+    ", all" .. (near and (" - did you mean " .. near .. "?") or "")
+end
+
+local function print_results(summaries, compare)
+  local et = require("moonrl.evaltable")
+  local text = {}
+  if compare then
+    for k = 2, #summaries do
+      text[#text + 1] = "comparison: " .. summaries[k].label .. " against " .. summaries[1].label .. "\n\n" ..
+        et.compare_text(summaries[1], summaries[k])
+    end
+  end
+  table.insert(text, 1, et.table(summaries))
+  local s = table.concat(text, "\n\n")
+  out(s, "\n")
+  return s
+end
+
+-- --from DIR: the summaries again from the files an earlier run wrote.
+local function from_files(dir, o)
+  local json, ef, et = require("moonrl.json"), require("moonrl.evalfiles"), require("moonrl.evaltable")
+  local text = require("moonrl.util").read_file(dir .. "/eval.json")
+  local meta = text and json.decode(text)
+  if type(meta) ~= "table" or type(meta.sources) ~= "table" then
+    err("moonrl eval: --from ", dir, ": no readable eval.json there (written by moonrl eval)\n")
+    return 1
+  end
+  local recs, rerr = ef.read_records(dir .. "/" .. meta.records.file, meta.records.format)
+  if not recs then
+    err("moonrl eval: --from ", dir, ": ", rerr, "\n")
+    return 1
+  end
+  local b = meta.bootstrap or {}
+  local summaries = {}
+  for k, src in ipairs(meta.sources) do
+    local res = { label = src.label, mode = src.mode, checkpoint = src.checkpoint, eval = src.eval,
+                  records = recs[k] or { n = 0, deaths = 0, rec = {} } }
+    summaries[k] = et.summarise(res, { boot = tonumber(o.boot) or b.resamples,
+      boot_seed = tonumber(o["boot-seed"]) or b.seed, unit = o.ci or b.unit })
+  end
+  print_results(summaries, meta.compare)
+end
+
 function eval.run(argv)
-  local moonrl, uv = require("moonrl"), require("luv")
+  local moonrl = require("moonrl")
   local o, e = cmdline.parse("eval", argv, {
     mode = { "value", "a mode or all" }, envs = { "value", "an integer >= 1" },
     steps = { "value", "an integer >= 1" }, runs = { "value", "an integer >= 1" },
     seed = { "value", "an integer >= 0" }, device = { "value", "auto, cpu or cuda" },
-    threads = { "value", "an integer >= 0" },
-  }, 1)
+    threads = { "value", "an integer >= 0" }, compare = { "flag" }, out = { "value", "a folder or none" },
+    records = { "value", "csv or jsonl" }, boot = { "value", "an integer >= 0" },
+    ["boot-seed"] = { "value", "an integer >= 0" }, ci = { "value", "agents or runs" },
+    from = { "value", "a folder moonrl eval wrote" },
+  }, 64)
   if not o then return usage_error(e) end
   if o.help then return out(eval.help) end
-  local path = o._pos[1]
-  if not path then return usage_error("moonrl eval: missing the checkpoint: moonrl eval <checkpoint|run directory> [options]") end
-  if not uv.fs_stat(path) then return usage_error("moonrl eval: checkpoint or run directory '" .. path .. "' not found") end
-  for _, spec in ipairs({ { "envs", 1 }, { "steps", 1 }, { "runs", 1 }, { "seed", 0 }, { "threads", 0 } }) do
+  for _, spec in ipairs({ { "envs", 1 }, { "steps", 1 }, { "runs", 1 }, { "seed", 0 }, { "threads", 0 },
+                          { "boot", 0 }, { "boot-seed", 0 } }) do
     local ok, ie = cmdline.int_option("eval", o, spec[1], spec[2])
     if not ok then return usage_error(ie) end
+  end
+  if o.ci and o.ci ~= "agents" and o.ci ~= "runs" then
+    return usage_error("moonrl eval: --ci " .. o.ci .. ": accepted agents, runs")
+  end
+  if o.records and o.records ~= "csv" and o.records ~= "jsonl" then
+    return usage_error("moonrl eval: --records " .. o.records .. ": accepted csv, jsonl")
+  end
+  if o.from then return from_files(o.from, o) end
+  local paths = o._pos
+  if #paths == 0 then return usage_error("moonrl eval: missing the checkpoint: moonrl eval <checkpoint|run directory> [options]") end
+  if not o.compare and #paths > 1 then
+    return usage_error("moonrl eval: unexpected argument '" .. paths[2] .. "': one checkpoint, or --compare A B ...")
+  end
+  if o.compare and #paths < 2 then
+    return usage_error("moonrl eval: --compare needs two or more checkpoints or run directories")
+  end
+  for _, p in ipairs(paths) do
+    if not require("luv").fs_stat(p) then
+      return usage_error("moonrl eval: checkpoint or run directory '" .. p .. "' not found")
+    end
   end
   if o.device and o.device ~= "auto" and o.device ~= "cpu" and o.device ~= "cuda" then
     return usage_error("moonrl eval: --device " .. o.device .. ": accepted auto, cpu, cuda")
   end
   local modes = { o.mode or false }   -- false: the mode it was trained in
   if o.mode == "all" then
+    if o.compare then return usage_error("moonrl eval: --compare takes one --mode (or none), not all") end
     modes = MODES
   elseif o.mode ~= nil then
-    local known = false
-    for _, m in ipairs(MODES) do known = known or m == o.mode end
-    if not known then
-      local near = require("moonrl.util").closest(o.mode, MODES)
-      return usage_error("moonrl eval: --mode " .. o.mode .. ": accepted " .. table.concat(MODES, ", ") ..
-        ", all" .. (near and (" - did you mean " .. near .. "?") or ""))
-    end
+    local ok, me = check_mode(o.mode)
+    if not ok then return usage_error(me) end
   end
-  if uv.fs_stat(path).type == "directory" then
-    -- A run: its newest valid checkpoint (whose run's eval settings apply).
-    local ck, ce = require("moonrl.resume").newest(path)
+  local results, first_run, first_ck = {}, nil, nil
+  for k, p in ipairs(paths) do
+    local ck, run_dir = checkpoint_of(p)
     if not ck then
-      err("moonrl eval: ", ce, "\n")
+      err("moonrl eval: ", run_dir, "\n")
       return 1
     end
-    for _, d in ipairs(ck.damaged) do err("moonrl eval: skipped damaged checkpoint ", d.path, ": ", d.error, "\n") end
-    err("moonrl eval: ", path, ": checkpoint ", ck.path, " (update ", ck.update, ")\n")
-    path = ck.path
+    if k == 1 then first_run, first_ck = run_dir, ck end
+    for _, mode in ipairs(modes) do
+      local r, ee = moonrl.evaluate(ck, {
+        mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed, records = true,
+        device = o.device, threads = o.threads, progress = eval.progress(o.compare and basename(p) or mode or nil),
+      })
+      if not r then
+        err("moonrl eval: ", ee, "\n")
+        return 1
+      end
+      r.label = r.mode
+      if o.compare then
+        r.label = basename(run_dir or ck) .. " (" .. r.mode .. ")"
+        for _, q in ipairs(results) do
+          if q.label == r.label then r.label = r.label .. " #" .. k end
+        end
+      end
+      results[#results + 1] = r
+    end
   end
-  local rows = {}
-  for _, mode in ipairs(modes) do
-    local r, ee = moonrl.evaluate(path, {
-      mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed,
-      device = o.device, threads = o.threads, progress = eval.progress(mode or nil),
-    })
-    if not r then
-      err("moonrl eval: ", ee, "\n")
+  local et, ef = require("moonrl.evaltable"), require("moonrl.evalfiles")
+  local summaries = {}
+  local sopts = { boot = tonumber(o.boot) or 1000, boot_seed = tonumber(o["boot-seed"]) or 1, unit = o.ci or "agents" }
+  for k, r in ipairs(results) do summaries[k] = et.summarise(r, sopts) end
+  local text = print_results(summaries, o.compare)
+  -- the files beside the table
+  local dir = o.out
+  if not dir then
+    local base = first_run or (first_ck:match("^(.*)/[^/]*$") or ".")
+    dir = base .. (o.compare and "/eval-compare" or "/eval")
+  end
+  if dir == "none" then return end
+  local uv = require("luv")
+  if not uv.fs_stat(dir) then
+    local ok, me = uv.fs_mkdir(dir, 493)   -- 0755
+    if not ok then
+      err("moonrl eval: cannot create ", dir, ": ", tostring(me), "\n")
       return 1
     end
-    rows[#rows + 1] = r
   end
-  out(moonrl.eval_table(rows), "\n")
+  local fmt = o.records or "csv"
+  local rec_file = "records." .. fmt
+  local settings = ef.settings(results, summaries, {
+    moonrl = require("moonrl.engine").version(), compare = o.compare or false,
+    records = { file = rec_file, format = fmt, count = (function()
+      local n = 0
+      for _, r in ipairs(results) do n = n + r.records.n end
+      return n
+    end)() },
+    bootstrap = { resamples = sopts.boot, seed = sopts.boot_seed, unit = sopts.unit },
+    command = "moonrl eval " .. table.concat(argv, " "),
+  })
+  for _, f in ipairs({
+    { rec_file, function(path) return ef.write_records(path, results, fmt) end },
+    { "eval.json", function(path) return ef.write(path, require("moonrl.json").encode(settings) .. "\n") end },
+    { "eval.md", function(path) return ef.write(path, text .. "\n") end },
+    { "eval.svg", function(path) return ef.write(path, ef.figure(summaries)) end },
+  }) do
+    local ok, we = f[2](dir .. "/" .. f[1])
+    if not ok then
+      err("moonrl eval: ", we, "\n")
+      return 1
+    end
+  end
+  err("moonrl eval: wrote ", dir, "/{", rec_file, ", eval.json, eval.md, eval.svg}\n")
 end
 
 return eval
