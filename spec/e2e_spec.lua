@@ -108,27 +108,82 @@ describe("moonrl end to end", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     assert.truthy(run_dir, "the training case must run first")
     local ckpt = run_dir .. "/checkpoints/update_0000003.mrck"
-    local rc, out, err = moonrl("eval " .. ckpt .. " --envs 16 --steps 64 --mode all", dir)
+    local rc, out, err = moonrl("eval " .. ckpt .. " --envs 16 --steps 64 --mode all --boot 200", dir)
     assert.are.equal(0, rc, err)
     local header = out:match("^([^\n]+)\n")
-    for _, col in ipairs({ "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }) do
-      assert.truthy(header:find(col, 1, true), header)
-    end
-    for _, mode in ipairs({ "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }) do
-      local row = out:match("\n| (" .. mode:gsub("_", "%%_") .. " +|[^\n]+)")
-      assert.truthy(row, mode .. " missing:\n" .. out)
-      -- seven columns, the numbers readable
+    local modes = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }
+    assert.truthy(header:find("| metric", 1, true), header)
+    for _, mode in ipairs(modes) do assert.truthy(header:find(" " .. mode .. " |", 1, true), header) end
+    for _, metric in ipairs({ "energy/1k", "efficiency, overall", "efficiency, per-death mean",
+      "efficiency, per-env mean", "survival, mean over deaths", "survival, KM median", "deaths/1k", "food/1k",
+      "poison/1k" }) do
+      local row = out:match("\n| (" .. metric:gsub("[%-/]", "%%%0") .. " +|[^\n]+)")
+      assert.truthy(row, metric .. " missing:\n" .. out)
       local cells = {}
       for c in row:gmatch("([^|]+)|") do cells[#cells + 1] = c:match("^%s*(.-)%s*$") end
-      assert.are.equal(7, #cells)
-      assert.truthy(tonumber(cells[2]), row)
-      local eff = tonumber(cells[3]:match("^([%d%.]+)%%$"))
-      assert.truthy(eff and eff >= 0 and eff <= 100, row)
+      assert.are.equal(5, #cells, row)
+      if metric == "efficiency, overall" then
+        for i = 2, 5 do
+          local eff = tonumber(cells[i]:match("^([%d%.]+)%%"))
+          assert.truthy(eff and eff >= 0 and eff <= 100, row)
+        end
+      end
     end
+    assert.truthy(out:find("definitions (docs/evaluation.md):", 1, true), out)
+
+    -- beside the table: the records re-add to the engine's own totals exactly
+    local edir = run_dir .. "/eval"
+    assert.are.same({ "eval.json", "eval.md", "eval.svg", "records.csv" }, support.files(edir))
+    local meta = assert(json.decode(support.read_file(edir .. "/eval.json")))
+    assert.are.equal(4, #meta.sources)
+    local sums = {}
+    for k = 1, 4 do sums[k] = { food = 0, poison = 0, steps = 0, deaths = 0, n = 0 } end
+    local lines = support.lines(support.read_file(edir .. "/records.csv"))
+    assert.are.equal("source,mode,run,env,died,steps,start,food,poison,reward,energy_gained,final_energy", lines[1])
+    for i = 2, #lines do
+      local v = {}
+      for c in (lines[i] .. ","):gmatch("([^,]*),") do v[#v + 1] = c end
+      local t = sums[tonumber(v[1])]
+      t.died = nil
+      t.deaths = t.deaths + tonumber(v[5])
+      t.steps, t.food, t.poison, t.n = t.steps + tonumber(v[6]), t.food + tonumber(v[8]), t.poison + tonumber(v[9]), t.n + 1
+    end
+    for k, src in ipairs(meta.sources) do
+      assert.are.equal(modes[k], src.mode)
+      assert.are.same({ 12345 }, src.eval.run_seeds)
+      local e, t = src.engine_table, sums[k]
+      assert.are.equal(16 * 64, t.steps)
+      assert.are.equal(t.n - 16, t.deaths)
+      local kk = 1000 / t.steps
+      assert.are.equal(e.food_per_1k, t.food * kk)
+      assert.are.equal(e.poison_per_1k, t.poison * kk)
+      assert.are.equal(e.deaths_per_1k, t.deaths * kk)
+      assert.are.equal(e.survival, t.steps / t.n)
+      assert.are.equal(meta.results[k].deaths, t.deaths)
+    end
+    assert.truthy(support.read_file(edir .. "/eval.svg"):find("^<svg"))
+
+    -- the table again from the files alone
+    local rc2, out2 = moonrl("eval --from " .. edir, dir)
+    assert.are.equal(0, rc2)
+    assert.are.equal(out, out2)
 
     rc, _, err = moonrl("eval " .. run_dir .. "/config.lua", dir)
     assert.are.equal(1, rc)
     assert.truthy(err:find("config.lua", 1, true), err)
+  end)
+
+  it("compares two checkpoints with moonrl eval --compare", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    assert.truthy(run_dir, "the training case must run first")
+    local a, b = run_dir .. "/checkpoints/update_0000002.mrck", run_dir .. "/checkpoints/update_0000003.mrck"
+    local rc, out, err = moonrl("eval --compare " .. a .. " " .. b .. " --envs 16 --steps 64 --boot 100 --out cmp", dir)
+    assert.are.equal(0, rc, err)
+    assert.truthy(out:find("comparison: ", 1, true), out)
+    assert.truthy(out:find("difference [95% CI]", 1, true), out)
+    assert.truthy(out:find("measurably worse") or out:find("measurably better") or
+      out:find("no measurable difference"), out)
+    assert.are.same({ "eval.json", "eval.md", "eval.svg", "records.csv" }, support.files(dir .. "/cmp"))
   end)
 
   it("refuses a typo'd key with a did-you-mean and a non-zero exit", function()
