@@ -75,7 +75,7 @@ describe("a moonrl binary copied alone", function()
     -- A small evaluation (the default is 1024 envs x 4096 steps).
     rc, out, err = moonrl(dir, "eval runs/" .. runs[1] .. "/checkpoints/" .. ckpts[1] .. " --envs 32 --steps 256")
     assert.are.equal(0, rc, out .. err)
-    assert.truthy(out:find("| ground_truth", 1, true), out .. err)
+    assert.truthy(out:find(" ground_truth |", 1, true), out .. err)
 
     support.write_file(dir .. "/script.lua", [[
       local moonrl = require("moonrl")

@@ -10,7 +10,7 @@ local cmdline = require("moonrl.cmdline")
 local eval = {
   name = "eval",
   order = 30,
-  usage = "eval checkpoint|run [--mode M] [--compare B ...]",
+  usage = "eval checkpoint|run [--compare B]",
   summary = "evaluation table of a checkpoint or a run directory, with intervals; --compare",
   help = [[
 usage: moonrl eval CHECKPOINT|RUN_DIR [options]
