@@ -66,4 +66,28 @@ describe("engine hot parameters and update count", function()
     assert.are.equal(7, tonumber(f.updates_exact))
     assert.are.equal(1, tonumber(f.updates_one))
   end)
+
+  it("env.proxy_obs_storage reaches mr_policy_config (faithful by default, uint8 = MR_OBS_UINT8)", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/s.lua", [[
+      local moonrl = require("moonrl")
+      local engine = require("moonrl.engine")
+      for _, v in ipairs({ "default", "faithful", "uint8" }) do
+        local cfg = assert(moonrl.resolve({ env = { mode = "proxy",
+          proxy_obs_storage = v ~= "default" and v or nil } }, { hardware = "cpu", level = "basic" }))
+        local c = assert(engine.config(cfg))
+        print(v .. "=" .. tonumber(c.policy.proxy_obs_storage))
+      end
+      print("uint8_enum=" .. tonumber(engine.C.MR_OBS_UINT8))
+      print("bad=" .. tostring(select(2, moonrl.resolve({ env = { proxy_obs_storage = "u8" } }, { hardware = "cpu" }))))
+    ]])
+    os.execute(string.format("cd %q && timeout 60 %q run s.lua >out 2>err; echo $? >rc", dir, BIN))
+    local rc, out, err = tonumber(support.read_file(dir .. "/rc")), support.read_file(dir .. "/out") or "",
+      support.read_file(dir .. "/err") or ""
+    support.rm_rf(dir)
+    assert.are.equal(0, rc, err)
+    assert.truthy(out:find("default=0\nfaithful=0\nuint8=1\nuint8_enum=1\n", 1, true), out)
+    assert.truthy(out:find("bad=[^\n]*env.proxy_obs_storage[^\n]*faithful", 1), out)
+  end)
 end)
