@@ -336,7 +336,7 @@ function sweep.start(spec)
     for _, ev in ipairs(prev.rungs) do sched:record(ev.trial, ev.rung, ev.value) end
   end
   local n_prev = #self.done_results
-  self:say(string.format("sweep %s: %d trial(s), %d at once, %s on %s (%s)%s", self.dir, self.trials, self.parallel,
+  self:say(string.format("sweep %s: %d trial(s), %d at once, %s over %s, %s executor, %s%s", self.dir, self.trials, self.parallel,
     type(self.method) == "string" and self.method or "method function", #keys > 0 and table.concat(keys, ", ") or "nothing",
     self.executor.name or "executor", sched and sched.describe and sched:describe() or "no early stopping",
     n_prev > 0 and string.format("; resuming: %d result(s) read back from results.jsonl", n_prev) or ""))
@@ -557,6 +557,7 @@ function Sweep:_rungs(t)
   if not s or not t.steps or t.stop_sent then return end
   for _, k in ipairs(s:crossed(t.index, t.steps)) do
     local rung = s:rung_steps(k)
+    if rung >= t.cfg.total_steps then break end   -- its budget ends there: nothing to save
     local value = results.value_at(t.curve, rung, self.smooth)
     local decision, why
     if t.resumed_steps and rung <= t.resumed_steps then
@@ -598,7 +599,8 @@ function Sweep:_exited(t, exit)
       t.label, results.fmt(t.steps or 0)))
     return self:_check_end()
   end
-  if t.stop_why and (clean or exit.code == 130 or exit.signal ~= 0) then
+  local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
+  if t.stop_why and not (clean and complete) then
     r.status, r.why = "stopped", t.stop_why
     if t.killed then r.why = r.why .. "; killed after kill_grace = " .. self.kill_grace .. " s" end
   elseif t.timed_out then

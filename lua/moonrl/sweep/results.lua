@@ -239,7 +239,7 @@ function results.table(list, opts)
     lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
     if n == 1 then
       local rule = {}
-      for c = 1, #row do rule[c] = string.rep("-", width[c] - (right[c] and 1 or 0)) .. (right[c] and ":" or "") end
+      for c = 1, #row do rule[c] = string.rep("-", width[c]) end
       lines[#lines + 1] = "|-" .. table.concat(rule, "-|-") .. "-|"
     end
   end
