@@ -66,11 +66,10 @@ local function status(dir, o)
   local keys = {}
   for k in pairs(info.space or {}) do keys[#keys + 1] = k end
   table.sort(keys)
-  out(string.format("sweep %s: %s%s of %s by %s over %s; %d trial(s): %d done, %d failed, %d stopped early, " ..
-    "%d running, %d interrupted, %d pending\n", dir, tostring(info.mode or "max"), " " .. tostring(info.metric),
-    tostring(info.method), tostring(info.scheduler ~= nil and info.scheduler or "no early stopping"),
-    #keys > 0 and table.concat(keys, ", ") or "nothing", tonumber(info.trials) or #list, c.done or 0, c.failed or 0,
-    c.stopped or 0, c.running or 0, c.interrupted or 0, pending))
+  out(string.format("sweep %s: %s over %s, metric %s (%s), %s; %d trial(s): %d done, %d failed, %d stopped early, " ..
+    "%d running, %d interrupted, %d pending\n", dir, tostring(info.method), #keys > 0 and table.concat(keys, ", ") or "nothing",
+    tostring(info.metric), tostring(info.mode or "max"), tostring(info.scheduler or "no early stopping"),
+    tonumber(info.trials) or #list, c.done or 0, c.failed or 0, c.stopped or 0, c.running or 0, c.interrupted or 0, pending))
   out(results.table(list, { metric = info.metric, mode = info.mode, keys = keys }), "\n")
   local best = nil
   for _, r in ipairs(results.sorted(list, info.mode)) do

@@ -336,7 +336,7 @@ function sweep.start(spec)
     for _, ev in ipairs(prev.rungs) do sched:record(ev.trial, ev.rung, ev.value) end
   end
   local n_prev = #self.done_results
-  self:say(string.format("sweep %s: %d trial(s), %d at once, %s over %s, %s executor, %s%s", self.dir, self.trials, self.parallel,
+  self:say(string.format("%s: %d trial(s), %d at once, %s over %s, %s executor, %s%s", self.dir, self.trials, self.parallel,
     type(self.method) == "string" and self.method or "method function", #keys > 0 and table.concat(keys, ", ") or "nothing",
     self.executor.name or "executor", sched and sched.describe and sched:describe() or "no early stopping",
     n_prev > 0 and string.format("; resuming: %d result(s) read back from results.jsonl", n_prev) or ""))

@@ -24,7 +24,8 @@
 --                          values of the metric among entries 1..upto
 --   results.value_at(curve, steps, smooth) -> value at the first entry with
 --                          agent-steps >= steps (nil if not reached)
---   results.sorted(list, mode) -> list by value (best first; no value last)
+--   results.sorted(list, mode) -> list by value (best first; failed trials, then
+--                          trials without a value, last)
 --   results.table(list, opts) -> text       opts: metric, keys (params to show)
 --   results.fmt(v) -> short text of a value
 
@@ -55,7 +56,10 @@ end
 function results.read_info(dir)
   local text = util.read_file(dir .. "/sweep.json")
   if not text then return nil end
-  return (json.decode(text))
+  local info = json.decode(text)
+  if type(info) ~= "table" then return nil end
+  for k, v in pairs(info) do info[k] = null_to_nil(v) end
+  return info
 end
 
 -- JSON nulls inside a decoded object become nils (one level deep, and in params).
@@ -168,6 +172,8 @@ function results.sorted(list, mode)
   local out = {}
   for _, r in ipairs(list) do out[#out + 1] = r end
   table.sort(out, function(a, b)
+    local fa, fb = a.status == "failed", b.status == "failed"
+    if fa ~= fb then return fb end   -- a failed trial's last value is no result: they go last
     local va, vb = a.value, b.value
     if va ~= nil and vb ~= nil and va ~= vb then
       if mode == "min" then return va < vb end
