@@ -73,7 +73,7 @@ local function status(dir, o)
   out(results.table(list, { metric = info.metric, mode = info.mode, keys = keys }), "\n")
   local best = nil
   for _, r in ipairs(results.sorted(list, info.mode)) do
-    if r.status ~= "failed" and r.value ~= nil then best = r break end
+    if (r.status == "done" or r.status == "stopped") and r.value ~= nil then best = r break end
   end
   if best then
     out(string.format("best: %s, %s %s (%s)", best.label, tostring(info.metric), results.fmt(best.value),

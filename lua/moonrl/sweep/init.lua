@@ -340,7 +340,9 @@ function sweep.start(spec)
     type(self.method) == "string" and self.method or "method function", #keys > 0 and table.concat(keys, ", ") or "nothing",
     self.executor.name or "executor", sched and sched.describe and sched:describe() or "no early stopping",
     n_prev > 0 and string.format("; resuming: %d result(s) read back from results.jsonl", n_prev) or ""))
-  for _, n in ipairs(notes or {}) do self:say("note: " .. n) end
+  for _, n in ipairs(notes or {}) do
+    if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
+  end
   moonrl()._track(self)
   self:_fill()
   self:_check_end()
@@ -371,8 +373,8 @@ function Sweep:progress_line()
   local c = self:counts()
   local best = self:best()
   local metric = type(self.metric) == "string" and self.metric or "metric"
-  return string.format("%d running, %d done, %d failed, %d stopped, %d pending; best: %s", c.running, c.done, c.failed,
-    c.stopped, c.pending, best and (best.label .. " " .. metric .. " " .. results.fmt(best.value) .. " (" ..
+  return string.format("%d running, %d done, %d failed, %d stopped, %s%d pending; best: %s", c.running, c.done, c.failed,
+    c.stopped, c.interrupted and (c.interrupted .. " interrupted, ") or "", c.pending, best and (best.label .. " " .. metric .. " " .. results.fmt(best.value) .. " (" ..
       point_text(best.params) .. ")") or "-")
 end
 
@@ -594,9 +596,9 @@ function Sweep:_exited(t, exit)
   local r = { exit_code = exit.code, signal = exit.signal ~= 0 and exit.signal or nil }
   if self.stopping and not clean and not t.stop_why and not t.timed_out then
     -- the sweep was interrupted: not a result; a re-run resumes this trial
-    t.status = "pending"
+    t.status = "interrupted"
     self:say(string.format("%s: interrupted after %s agent-steps (resumes when the sweep is run again)",
-      t.label, results.fmt(t.steps or 0)))
+      t.label, results.thousands(t.steps or 0)))
     return self:_check_end()
   end
   local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
@@ -636,7 +638,7 @@ function Sweep:_finish_trial(t, r)
     self:_hook("on_trial_failed", r, public(t))
   else
     self:say(string.format("%s %s: %s %s after %s agent-steps", t.label, r.status,
-      r.metric, results.fmt(r.value), results.fmt(r.steps or 0)))
+      r.metric, results.fmt(r.value), results.thousands(r.steps or 0)))
     self:_hook("on_trial_result", r, public(t))
   end
   local best = self:best()
@@ -654,7 +656,7 @@ function Sweep:_write_best(best)
   local metric = type(self.metric) == "string" and self.metric or "metric"
   write_file(self.dir .. "/best.lua", config.serialize(cfg, {
     header = "moonrl sweep " .. self.dir .. ": the best trial so far, " .. best.label .. " (" .. metric .. " " ..
-      results.fmt(best.value) .. " after " .. results.fmt(best.steps or 0) .. " agent-steps; " ..
+      results.fmt(best.value) .. " after " .. results.thousands(best.steps or 0) .. " agent-steps; " ..
       point_text(best.params) .. "); `moonrl train best.lua` trains it again",
   }))
 end

@@ -28,6 +28,7 @@
 --                          trials without a value, last)
 --   results.table(list, opts) -> text       opts: metric, keys (params to show)
 --   results.fmt(v) -> short text of a value
+--   results.thousands(n) -> "16,384"
 
 local json = require("moonrl.json")
 local util = require("moonrl.util")
@@ -195,7 +196,7 @@ function results.fmt(v)
   return util.fmt_value(v)
 end
 
-local function thousands(n)
+function results.thousands(n)
   if type(n) ~= "number" then return "-" end
   local s = string.format("%d", math.floor(n + 0.5))
   return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
@@ -225,7 +226,7 @@ function results.table(list, opts)
   for i = 1, #keys + 1 do right[4 + i] = true end
   for _, r in ipairs(results.sorted(list, opts.mode)) do
     local row = { r.label or ("trial-" .. tostring(r.trial)), tostring(r.status or "?"), results.fmt(r.value),
-      thousands(r.steps) }
+      results.thousands(r.steps) }
     for _, k in ipairs(keys) do row[#row + 1] = results.fmt((r.params or {})[k]) end
     row[#row + 1] = r.seed and tostring(r.seed) or "-"
     row[#row + 1] = r.dir or "-"
