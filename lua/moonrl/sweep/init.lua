@@ -657,7 +657,7 @@ function Sweep:_write_best(best)
   write_file(self.dir .. "/best.lua", config.serialize(cfg, {
     header = "moonrl sweep " .. self.dir .. ": the best trial so far, " .. best.label .. " (" .. metric .. " " ..
       results.fmt(best.value) .. " after " .. results.thousands(best.steps or 0) .. " agent-steps; " ..
-      point_text(best.params) .. "); `moonrl train best.lua` trains it again",
+      point_text(best.params) .. "); `moonrl train " .. self.dir .. "/best.lua` trains it again",
   }))
 end
 
