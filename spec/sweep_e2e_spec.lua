@@ -97,6 +97,16 @@ elseif case == "timeout" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
   spec.time_limit = 2
   base.total_steps = 64 * 1000000
+elseif case == "function" then
+  -- proposes from the results so far: half the last lr, then a bad point, then no more
+  spec.trials, spec.parallel = 5, 1
+  spec.method = function(history, ctx)
+    print("propose " .. ctx.index .. " after " .. #history .. " result(s)")
+    if ctx.index == 1 then return { ["ppo.lr"] = 1e-3 } end
+    if ctx.index == 2 then return { ["ppo.lr"] = history[1].params["ppo.lr"] / 2 } end
+    if ctx.index == 3 then return { ["ppo.lr"] = 5 } end
+    return nil
+  end
 elseif case == "bad_point" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5 } }
 elseif case == "bad_base" then
@@ -260,6 +270,43 @@ describe("moonrl.sweep (the binary)", function()
     assert.equal("failed", rec.results[1].status)
     assert.equal("time limit of 2 s reached: stopped with its final checkpoint", rec.results[1].error)
     assert.is_true(#support.files(dir .. "/sw2/trial-001/checkpoints") > 0)
+  end)
+
+  it("runs what a method function proposes from the results so far; a bad proposal is a failed trial", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw function")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "propose 1 after 0 result(s)"))
+    assert.is_true(has(out, "propose 2 after 1 result(s)"))
+    assert.is_true(has(out, "propose 4 after 3 result(s)"))
+    assert.is_false(has(out, "propose 5"))
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(3, #rec.results)
+    assert.equal(2, #rec.starts)   -- the bad point never started
+    assert.equal(5e-4, rec.results[2].params["ppo.lr"])
+    assert.equal("failed", rec.results[3].status)
+    assert.is_true(has(rec.results[3].error, "config error: ppo.lr = 5 is out of range"), rec.results[3].error)
+    assert.is_true(has(out, "summary done 3 best"))
+  end)
+
+  it("moonrl.eval_table shows a label column first when a result has a label", function()
+    if not need_bin() then return end
+    support.write_file(dir .. "/table.lua", [[
+local moonrl = require "moonrl"
+local function r(label, mode)
+  return { label = label, mode = mode, energy_per_1k = -14, efficiency = 0.551, survival = 79.1, deaths_per_1k = 8.73,
+    food_per_1k = 6.7, poison_per_1k = 5.3 }
+end
+print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }))
+print(moonrl.eval_table({ r(nil, "proxy") }))
+]])
+    local code, out, err = moonrl(dir, "run table.lua")
+    assert.equal(0, code, err)
+    local lines = support.lines(out)
+    assert.equal("| label     | mode         | energy/1k | efficiency | survival | deaths/1k | food/1k | poison/1k |", lines[1])
+    assert.equal("| trial-004 | ground_truth |     -14.0 |      55.1% |     79.1 |      8.73 |     6.7 |       5.3 |", lines[3])
+    assert.equal("|           | proxy        |     -14.0 |      55.1% |     79.1 |      8.73 |     6.7 |       5.3 |", lines[4])
+    assert.equal("| mode  | energy/1k | efficiency | survival | deaths/1k | food/1k | poison/1k |", lines[5])
   end)
 
   it("reports a config error in a point or in the base before anything starts", function()

@@ -431,6 +431,7 @@ function moonrl.eval_table(results)
   for _, r in ipairs(results) do labelled = labelled or r.label ~= nil end
   local head = { "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }
   if labelled then table.insert(head, 1, "label") end
+  local text_cols = labelled and 2 or 1   -- left-aligned; the numbers go right
   local rows = { head }
   for _, r in ipairs(results) do
     rows[#rows + 1] = {
@@ -452,7 +453,7 @@ function moonrl.eval_table(results)
   for n, row in ipairs(rows) do
     local cells = {}
     for i, cell in ipairs(row) do
-      cells[i] = i == 1 and cell .. string.rep(" ", width[i] - #cell) or string.rep(" ", width[i] - #cell) .. cell
+      cells[i] = i <= text_cols and cell .. string.rep(" ", width[i] - #cell) or string.rep(" ", width[i] - #cell) .. cell
     end
     lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
     if n == 1 then
