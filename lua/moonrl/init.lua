@@ -232,6 +232,7 @@ end
 function moonrl._stop_all(code, reason)
   if stopping then
     io.stderr:write("moonrl: ", reason, " again: exiting now, without waiting for the runs\n")
+    for s in pairs(tracked) do if s._abort then pcall(s._abort, s) end end   -- a sweep's trials quit too
     core.exit_now(code)
     return
   end

@@ -746,6 +746,14 @@ function Sweep:stop(opts)
   return true
 end
 
+-- A second stop signal: the process exits at once, and so do the trials
+-- (killed: each keeps its last complete checkpoint, which a re-run resumes).
+function Sweep:_abort()
+  for _, t in ipairs(self.running) do
+    if t.job and t.job:alive() then t.job:kill() end
+  end
+end
+
 -- what moonrl's signal handlers ask of what they stop (moonrl.signals)
 function Sweep:_note(msg) self:say(msg) end
 function Sweep:checkpoint() return true end
