@@ -43,6 +43,11 @@
 --   moonrl.resume(co, ...) -> ok, ...              resume with error reporting
 --   moonrl.runs() -> list of runs still going
 --   moonrl.detect() -> {gpus=, cores=, memory=}    what config's hardware = "auto" sees
+--   moonrl.sweep{base =, space =, ...} -> sweep    a hyperparameter sweep: trials as child
+--       processes, early stopping, results.jsonl, resumable (moonrl.sweep's header)
+--   moonrl.uniform(lo, hi), moonrl.loguniform(lo, hi), moonrl.randint(lo, hi),
+--   moonrl.choice{...}, moonrl.grid{...}            what a sweep's space holds
+--   moonrl.asha{grace_steps =, reduction = 3}      early stopping for a sweep
 --   moonrl.schedule, moonrl.config                 re-exports
 --   moonrl.version, moonrl.home
 
@@ -55,6 +60,11 @@ moonrl.version = core.version()
 moonrl.home = core.home()
 moonrl.schedule = require("moonrl.schedule")
 moonrl.config = require("moonrl.config")
+
+local space = require("moonrl.sweep.space")
+for _, name in ipairs({ "uniform", "loguniform", "randint", "choice", "grid" }) do moonrl[name] = space[name] end
+function moonrl.asha(opts) return require("moonrl.sweep.asha").new(opts) end
+function moonrl.sweep(spec) return require("moonrl.sweep").start(spec) end
 
 -- ------------------------------------------------------------- coroutines
 
@@ -209,6 +219,7 @@ function moonrl.resolve(cfg_or_path, opts)
 end
 
 local live = {}   -- run -> true while it trains
+local tracked = {}   -- what else a stop signal stops (a sweep) -> true while it goes
 
 function moonrl.runs()
   local out = {}
@@ -224,17 +235,20 @@ end
 function moonrl._stop_all(code, reason)
   if stopping then
     io.stderr:write("moonrl: ", reason, " again: exiting now, without waiting for the runs\n")
+    for s in pairs(tracked) do if s._abort then pcall(s._abort, s) end end   -- a sweep's trials quit too
     core.exit_now(code)
     return
   end
   stopping = { code = code, reason = reason }
-  if not next(live) then return core.shutdown(code) end
+  if not next(live) and not next(tracked) then return core.shutdown(code) end
   for r in pairs(live) do r:stop({ reason = reason }) end
+  for s in pairs(tracked) do s:stop({ reason = reason }) end
 end
 
 local function runs_list()
   local out = {}
   for r in pairs(live) do out[#out + 1] = r end
+  for r in pairs(tracked) do out[#out + 1] = r end
   table.sort(out, function(a, b) return a.dir < b.dir end)
   return out
 end
@@ -243,6 +257,18 @@ local function watch_signals()
   require("moonrl.signals").install({
     runs = runs_list, stop_all = moonrl._stop_all, stopping = function() return stopping ~= nil end,
   })
+end
+
+-- Something that a stop signal stops as it stops runs (a sweep: obj:stop{reason =},
+-- obj:_note(msg), obj:checkpoint(), obj.dir); it untracks itself once it has ended.
+function moonrl._track(obj)
+  tracked[obj] = true
+  watch_signals()
+end
+
+function moonrl._untrack(obj)
+  tracked[obj] = nil
+  if stopping and not next(live) and not next(tracked) then core.shutdown(stopping.code) end
 end
 
 -- Starts a run of an already resolved config (the CLI resolves first, to
@@ -257,7 +283,7 @@ function moonrl._start(cfg, notes, opts)
     notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume,
     on_end = function(r)
       live[r] = nil
-      if stopping and not next(live) then core.shutdown(stopping.code) end
+      if stopping and not next(live) and not next(tracked) then core.shutdown(stopping.code) end
     end,
   })
   live[run] = true
@@ -405,13 +431,19 @@ local function commas(n)
   return (out:gsub("^,", ""):gsub("^%-,", "-"))
 end
 
--- The table of the evaluation protocol (docs/environment.md), one row per result.
+-- The table of the evaluation protocol (docs/environment.md), one row per
+-- result. A result's `label` (a sweep's trial, a run's name) is the first
+-- column when any result has one.
 function moonrl.eval_table(results)
+  local labelled = false
+  for _, r in ipairs(results) do labelled = labelled or r.label ~= nil end
   local head = { "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }
+  if labelled then table.insert(head, 1, "label") end
+  local text_cols = labelled and 2 or 1   -- left-aligned; the numbers go right
   local rows = { head }
   for _, r in ipairs(results) do
     rows[#rows + 1] = {
-      r.label or r.mode or "?",
+      r.mode or "?",
       string.format("%+.1f", r.energy_per_1k),
       string.format("%.1f%%", 100 * r.efficiency),
       r.survival >= 1000 and commas(r.survival) or string.format("%.1f", r.survival),
@@ -419,6 +451,7 @@ function moonrl.eval_table(results)
       string.format("%.1f", r.food_per_1k),
       string.format("%.1f", r.poison_per_1k),
     }
+    if labelled then table.insert(rows[#rows], 1, r.label ~= nil and tostring(r.label) or "") end
   end
   local width = {}
   for _, row in ipairs(rows) do
@@ -428,7 +461,7 @@ function moonrl.eval_table(results)
   for n, row in ipairs(rows) do
     local cells = {}
     for i, cell in ipairs(row) do
-      cells[i] = i == 1 and cell .. string.rep(" ", width[i] - #cell) or string.rep(" ", width[i] - #cell) .. cell
+      cells[i] = i <= text_cols and cell .. string.rep(" ", width[i] - #cell) or string.rep(" ", width[i] - #cell) .. cell
     end
     lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
     if n == 1 then

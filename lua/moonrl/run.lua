@@ -378,6 +378,12 @@ function Run:_metrics(m)
     self:_hook("on_alert", a, self)
   end
   self:_hook("on_update", m, self)
+  local crash = self.cfg.debug.crash_at_update
+  if crash and crash > 0 and m.update >= crash then
+    io.stderr:write("moonrl: debug.crash_at_update = ", crash, ": killing this process (SIGKILL) after update ",
+      m.update, "\n")
+    uv.kill(uv.os_getpid(), "sigkill")
+  end
   if m.episodes and m.episodes > 0 then
     self:_hook("on_episode_stats", {
       update = m.update, episodes = m.episodes,

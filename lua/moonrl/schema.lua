@@ -257,6 +257,9 @@ key { key = "eval.seed", type = "integer", default = 12345, min = 0, max = MAX_S
 key { key = "debug.inject_nan_at_update", type = "integer", default = 0, min = 0, max = 1000000000,
   desc = "test aid: one weight is set to NaN just before this update (mr_trainer_debug_poison), " ..
     "to see faults.max_bad_updates at work; 0 = off" }
+key { key = "debug.crash_at_update", type = "integer", default = 0, min = 0, max = 1000000000,
+  desc = "test aid: the process kills itself with SIGKILL (as the OOM killer would) once this update's " ..
+    "metrics are in, without a final checkpoint, to see a crash handled (a sweep's failed trial); 0 = off" }
 
 schema.keys = K
 schema.by_key = {}

@@ -1,0 +1,87 @@
+-- moonrl.sweep.local_executor - runs a sweep's trials as child processes of
+-- this one, on this machine: the same moonrl binary, spawned with luv on the
+-- loop, each in a session of its own.
+--
+-- The executor interface (what moonrl.sweep asks of any executor; a Slurm one
+-- goes beside this file and answers the same):
+--   executor.name                            "local"
+--   executor:start(spec) -> job | nil, err
+--       spec.argv       moonrl's arguments: { "train", cfg, "--dir", dir, ... }
+--       spec.dir        the trial's run directory (exists; shared with the sweep)
+--       spec.output     file that gets the trial's stdout and stderr (appended)
+--       spec.on_exit    function(exit) called once, on the loop, when the trial has
+--                       ended: exit = { code = n, signal = n, signal_name = "sigkill" | nil }
+--   job.id                                   what identifies it to a person (pid, job id)
+--   job:stop()      the run's own stop path: the update in progress ends, a
+--                   final checkpoint, files closed (SIGINT here; scancel --signal=INT)
+--   job:kill()      at once, no checkpoint (SIGKILL)
+--   job:alive() -> boolean
+-- Progress is not the executor's business: the sweep reads the trial's
+-- metrics.jsonl in its run directory (a shared file system on a cluster).
+--
+-- Why a session of its own (setsid, luv's `detached`): Ctrl-C in a terminal
+-- signals the whole foreground process group; the sweep forwards one SIGINT
+-- to each trial itself, and a trial that got two would quit without its
+-- final checkpoint. The handle stays referenced, so the loop lives until the
+-- trial has ended.
+
+local uv = require("luv")
+
+local Local = {}
+Local.__index = Local
+
+local executor = {}
+
+-- The moonrl binary: $MOONRL_BIN, else this process's own executable.
+function executor.binary()
+  local env = os.getenv("MOONRL_BIN")
+  if env and env ~= "" then return env end
+  return uv.exepath()
+end
+
+function executor.new(opts)
+  opts = opts or {}
+  return setmetatable({ name = "local", bin = opts.bin or executor.binary() }, Local)
+end
+
+local SIGNAL_NAMES = {}
+for name, n in pairs(uv.constants or {}) do
+  if type(name) == "string" and name:match("^SIG%u+$") and type(n) == "number" then
+    SIGNAL_NAMES[n] = SIGNAL_NAMES[n] or name:lower()
+  end
+end
+executor.signal_name = function(n) return SIGNAL_NAMES[n] end
+
+local Job = {}
+Job.__index = Job
+
+function Local:start(spec)
+  local fd, ferr = uv.fs_open(spec.output, "a", tonumber("644", 8))
+  if not fd then return nil, "cannot open " .. spec.output .. ": " .. tostring(ferr) end
+  local job = setmetatable({ alive_ = true }, Job)
+  local handle, pid = uv.spawn(self.bin, {
+    args = spec.argv, stdio = { nil, fd, fd }, detached = true,
+  }, function(code, signal)
+    job.alive_ = false
+    if job.handle and not job.handle:is_closing() then job.handle:close() end
+    spec.on_exit({ code = code, signal = signal, signal_name = signal ~= 0 and SIGNAL_NAMES[signal] or nil })
+  end)
+  uv.fs_close(fd)
+  if not handle then
+    return nil, "cannot start " .. self.bin .. ": " .. tostring(pid)
+  end
+  job.handle, job.pid, job.id = handle, pid, "pid " .. pid
+  return job
+end
+
+function Job:alive() return self.alive_ end
+
+function Job:stop()
+  if self.alive_ then pcall(self.handle.kill, self.handle, "sigint") end
+end
+
+function Job:kill()
+  if self.alive_ then pcall(self.handle.kill, self.handle, "sigkill") end
+end
+
+return executor

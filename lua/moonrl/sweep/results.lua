@@ -1,0 +1,256 @@
+-- moonrl.sweep.results - a sweep directory's records and the trials' curves.
+--
+-- SWEEP_DIR/sweep.json     what the sweep is (metric, mode, method, space, ...)
+-- SWEEP_DIR/results.jsonl  one JSON object per line, appended as things happen:
+--   {"event": "start", "trial": i, "label", "params", "seed", "dir", "resume": bool}
+--   {"event": "rung", "trial": i, "rung": k, "steps", "value", "decision", "why"}
+--   a result (no "event" field): "trial", "label", "status" ("done" | "failed"
+--   | "stopped"), "metric", "value", "steps", "updates", "params", "seed",
+--   "dir", "seconds", and for a failure "exit_code", "signal", "error",
+--   "log_tail" (the trial's last output lines); "stopped" adds "why".
+-- A reader of results skips lines with an "event" field, as with metrics.jsonl.
+-- A trial with a start but no result was running when the sweep was
+-- interrupted: a re-run resumes it.
+--
+--   results.append(dir, obj)                 one line, written at once (small, rare)
+--   results.read(dir) -> { results = {[i] = r}, starts = {[i] = last start},
+--                          rungs = { events in order }, info = sweep.json | nil }
+--   results.write_info(dir, info), results.read_info(dir)
+--   results.tail(path) -> reader; reader:read() -> new complete JSON lines
+--                          (decoded), reader.reset = true when the file was
+--                          cut or replaced since (a resumed trial trims its own)
+--   results.curve_add(curve, record, metric)  record: a metrics.jsonl line
+--   results.curve_value(curve, smooth [, upto]) -> mean of the last `smooth`
+--                          values of the metric among entries 1..upto
+--   results.value_at(curve, steps, smooth) -> value at the first entry with
+--                          agent-steps >= steps (nil if not reached)
+--   results.sorted(list, mode) -> list by value (best first; failed trials, then
+--                          trials without a value, last)
+--   results.table(list, opts) -> text       opts: metric, keys (params to show)
+--   results.fmt(v) -> short text of a value
+--   results.thousands(n) -> "16,384"
+
+local json = require("moonrl.json")
+local util = require("moonrl.util")
+local uv = require("luv")
+
+local results = {}
+
+local function null_to_nil(v) if v == json.null then return nil end return v end
+
+function results.append(dir, obj)
+  local f, err = io.open(dir .. "/results.jsonl", "a")
+  if not f then return nil, "cannot write " .. dir .. "/results.jsonl: " .. tostring(err) end
+  f:write(json.encode(obj), "\n")
+  f:close()
+  return true
+end
+
+function results.write_info(dir, info)
+  local f, err = io.open(dir .. "/sweep.json", "w")
+  if not f then return nil, "cannot write " .. dir .. "/sweep.json: " .. tostring(err) end
+  f:write(json.encode(info), "\n")
+  f:close()
+  return true
+end
+
+function results.read_info(dir)
+  local text = util.read_file(dir .. "/sweep.json")
+  if not text then return nil end
+  local info = json.decode(text)
+  if type(info) ~= "table" then return nil end
+  for k, v in pairs(info) do info[k] = null_to_nil(v) end
+  return info
+end
+
+-- JSON nulls inside a decoded object become nils (one level deep, and in params).
+local function clean(o)
+  for k, v in pairs(o) do o[k] = null_to_nil(v) end
+  if type(o.params) == "table" then for k, v in pairs(o.params) do o.params[k] = null_to_nil(v) end end
+  return o
+end
+
+function results.read(dir)
+  local out = { results = {}, starts = {}, rungs = {}, info = results.read_info(dir) }
+  local text = util.read_file(dir .. "/results.jsonl")
+  if not text then return out end
+  for line in text:gmatch("[^\n]+") do
+    local o = json.decode(line)   -- a line cut short by a kill is skipped
+    if type(o) == "table" and type(o.trial) == "number" then
+      clean(o)
+      if o.event == "start" then out.starts[o.trial] = o
+      elseif o.event == "rung" then out.rungs[#out.rungs + 1] = o
+      elseif o.event == nil then out.results[o.trial] = o
+      end
+    end
+  end
+  return out
+end
+
+-- ------------------------------------------------------------ growing files
+
+local Tail = {}
+Tail.__index = Tail
+
+function results.tail(path)
+  return setmetatable({ path = path, offset = 0, partial = "" }, Tail)
+end
+
+function Tail:read()
+  local out = {}
+  self.reset = false
+  local st = uv.fs_stat(self.path)
+  if not st then return out end
+  if (self.ino and st.ino ~= self.ino) or st.size < self.offset then
+    self.offset, self.partial, self.reset = 0, "", true
+  end
+  self.ino = st.ino
+  if st.size == self.offset then return out end
+  local f = io.open(self.path, "rb")
+  if not f then return out end
+  f:seek("set", self.offset)
+  local data = f:read(st.size - self.offset) or ""
+  f:close()
+  self.offset = self.offset + #data
+  data = self.partial .. data
+  local last = 1
+  for line, pos in data:gmatch("([^\n]*)\n()") do
+    last = pos
+    local o = json.decode(line)
+    if type(o) == "table" then out[#out + 1] = o end
+  end
+  self.partial = data:sub(last)
+  return out
+end
+
+-- ------------------------------------------------------------------ curves
+
+-- A metric is a metrics.jsonl field name or function(record) -> number | nil.
+function results.metric_of(record, metric)
+  local v
+  if type(metric) == "function" then
+    local ok, r = pcall(metric, record)
+    v = ok and r or nil
+  else
+    v = record[metric]
+  end
+  v = null_to_nil(v)
+  if type(v) ~= "number" or v ~= v then return nil end
+  return v
+end
+
+function results.curve_add(curve, rec, metric)
+  if rec.event ~= nil or type(rec.update) ~= "number" then return end
+  -- a record for an update seen already: the file was rewritten from there (resume)
+  while #curve > 0 and curve[#curve].update >= rec.update do curve[#curve] = nil end
+  curve[#curve + 1] = { update = rec.update, steps = tonumber(rec.agent_steps) or 0,
+    value = results.metric_of(rec, metric) }
+end
+
+function results.curve_value(curve, smooth, upto)
+  local sum, n = 0, 0
+  for i = upto or #curve, 1, -1 do
+    local v = curve[i].value
+    if v then
+      sum, n = sum + v, n + 1
+      if n >= (smooth or 1) then break end
+    end
+  end
+  if n == 0 then return nil end
+  return sum / n
+end
+
+function results.value_at(curve, steps, smooth)
+  for i, e in ipairs(curve) do
+    if e.steps >= steps then return results.curve_value(curve, smooth, i), true end
+  end
+  return nil, false
+end
+
+-- ------------------------------------------------------------------ tables
+
+function results.sorted(list, mode)
+  local out = {}
+  for _, r in ipairs(list) do out[#out + 1] = r end
+  table.sort(out, function(a, b)
+    local fa, fb = a.status == "failed", b.status == "failed"
+    if fa ~= fb then return fb end   -- a failed trial's last value is no result: they go last
+    local va, vb = a.value, b.value
+    if va ~= nil and vb ~= nil and va ~= vb then
+      if mode == "min" then return va < vb end
+      return va > vb
+    end
+    if (va ~= nil) ~= (vb ~= nil) then return va ~= nil end
+    return a.trial < b.trial
+  end)
+  return out
+end
+
+function results.fmt(v)
+  if v == nil then return "-" end
+  if type(v) == "number" then return util.fmt_number(tonumber(string.format("%.4g", v))) end
+  if type(v) == "table" and v.kind then   -- a schedule
+    return require("moonrl.schedule").to_lua(v) or util.fmt_value(v)
+  end
+  if type(v) == "string" then return v end
+  return util.fmt_value(v)
+end
+
+function results.thousands(n)
+  if type(n) ~= "number" then return "-" end
+  local s = string.format("%d", math.floor(n + 0.5))
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+-- list: results (and trials in progress, status "running" / "pending"), any order
+function results.table(list, opts)
+  opts = opts or {}
+  local metric = type(opts.metric) == "string" and opts.metric or "metric"
+  local keys = opts.keys
+  if not keys then
+    local seen = {}
+    keys = {}
+    for _, r in ipairs(list) do
+      for k in pairs(r.params or {}) do
+        if not seen[k] then seen[k] = true; keys[#keys + 1] = k end
+      end
+    end
+    table.sort(keys)
+  end
+  local head = { "trial", "status", metric, "steps" }
+  for _, k in ipairs(keys) do head[#head + 1] = k end
+  head[#head + 1] = "seed"
+  head[#head + 1] = "dir"
+  local rows = { head }
+  local right = { [3] = true, [4] = true }
+  for i = 1, #keys + 1 do right[4 + i] = true end
+  for _, r in ipairs(results.sorted(list, opts.mode)) do
+    local row = { r.label or ("trial-" .. tostring(r.trial)), tostring(r.status or "?"), results.fmt(r.value),
+      results.thousands(r.steps) }
+    for _, k in ipairs(keys) do row[#row + 1] = results.fmt((r.params or {})[k]) end
+    row[#row + 1] = r.seed and tostring(r.seed) or "-"
+    row[#row + 1] = r.dir or "-"
+    rows[#rows + 1] = row
+  end
+  local width = {}
+  for _, row in ipairs(rows) do
+    for c, cell in ipairs(row) do width[c] = math.max(width[c] or 0, #cell) end
+  end
+  local lines = {}
+  for n, row in ipairs(rows) do
+    local cells = {}
+    for c, cell in ipairs(row) do
+      local pad = string.rep(" ", width[c] - #cell)
+      cells[c] = (right[c] and n > 1) and (pad .. cell) or (cell .. pad)
+    end
+    lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
+    if n == 1 then
+      local rule = {}
+      for c = 1, #row do rule[c] = string.rep("-", width[c]) end
+      lines[#lines + 1] = "|-" .. table.concat(rule, "-|-") .. "-|"
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+return results

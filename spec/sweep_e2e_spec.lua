@@ -1,0 +1,325 @@
+-- Real sweeps with the binary (build/moonrl, or $MOONRL_BIN): a sweep script
+-- run by `moonrl run`, its trials child processes on a tiny network (an
+-- update takes milliseconds), one of them crashing on purpose
+-- (debug.crash_at_update: SIGKILL, as the OOM killer would); a sweep
+-- interrupted with SIGINT and run again; config errors caught before anything
+-- starts; `moonrl sweep status|plot`.
+
+local support = require("support")
+local json = require("moonrl.json")
+local uv = support.uv
+
+local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+local have_bin = io.open(BIN, "rb") ~= nil
+if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+
+local function need_bin()
+  if not have_bin then pending("no binary at " .. BIN .. " (build it: make build)") end
+  return have_bin
+end
+
+local function wait_for(pred, limit)
+  local tick = uv.new_timer()
+  tick:start(10, 10, function() end)
+  local deadline = uv.now() + (limit or 60000)
+  local ok = false
+  while true do
+    if pred() then ok = true break end
+    uv.update_time()
+    if uv.now() > deadline then break end
+    uv.run("once")
+  end
+  tick:stop()
+  tick:close()
+  uv.run("nowait")
+  return ok
+end
+
+local function spawn(dir, args)
+  local proc = {}
+  local handle, pid
+  handle, pid = uv.spawn("/bin/sh", {
+    args = { "-c", string.format("exec %q %s >stdout 2>stderr", BIN, args) }, cwd = dir,
+  }, function(code, sig)
+    proc.code, proc.signal, proc.done = code, sig, true
+    handle:close()
+  end)
+  assert(handle, pid)
+  proc.pid = pid
+  proc.out = function() return support.read_file(dir .. "/stdout") or "" end
+  proc.err = function() return support.read_file(dir .. "/stderr") or "" end
+  proc.wait = function(limit)
+    assert(wait_for(function() return proc.done end, limit or 120000), "moonrl did not exit:\n" .. proc.err())
+    return proc.code
+  end
+  return proc
+end
+
+local function moonrl(dir, args)
+  local p = spawn(dir, args)
+  return p.wait(), p.out(), p.err()
+end
+
+-- The sweep script: arg[1] = sweep directory, arg[2] = the case.
+local SCRIPT = [==[
+local moonrl = require "moonrl"
+local dir, case = arg[1], arg[2]
+local base = {
+  name = "e2e", hardware = "ci", threads = 1, total_steps = 64 * 12, warmup = { updates = 0 },
+  env = { num_envs = 8, grid_size = 16, density_min = 4, density_max = 8, max_episode_steps = 16 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+  ppo = { rollout_steps = 8 },
+  log = { console = false, tensorboard = false, csv = false, checkpoint_interval = 5 },
+}
+local spec = {
+  base = base, dir = dir, metric = "episode_return_mean", mode = "max", smooth = 4, poll_ms = 50, kill_grace = 20,
+  hooks = {
+    on_trial_start = function(t) print("hook start " .. t.label) end,
+    on_trial_result = function(r) print("hook result " .. r.label .. " " .. r.status) end,
+    on_trial_failed = function(r) print("hook failed " .. r.label .. " " .. tostring(r.error)) end,
+  },
+}
+if case == "crash" then
+  spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3), ["debug.crash_at_update"] = moonrl.grid{ 0, 0, 3 } }
+  spec.method, spec.parallel = "grid", 2
+elseif case == "resume" then
+  -- trial 1 fails at once; trial 2 trains long enough to be interrupted
+  spec.space = { ["debug.crash_at_update"] = moonrl.grid{ 2, 0 }, total_steps = moonrl.grid{ 64 * 1500 } }
+  spec.method, spec.parallel = "grid", 1
+elseif case == "asha" then
+  -- the metric is the learning rate itself (a constant schedule), so the decisions are known:
+  -- trial 2 (3e-4) is below trial 1 (1e-3) at the first rung and stops; trial 3 (2e-3) leads
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4, 2e-3 } }
+  spec.method, spec.parallel, spec.metric, spec.smooth = "grid", 1, "lr", 1
+  spec.scheduler = moonrl.asha{ grace_steps = 64 * 5, reduction = 3 }
+  base.total_steps = 64 * 1000
+elseif case == "timeout" then
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  spec.time_limit = 2
+  base.total_steps = 64 * 1000000
+elseif case == "function" then
+  -- proposes from the results so far: half the last lr, then a bad point, then no more
+  spec.trials, spec.parallel = 5, 1
+  spec.method = function(history, ctx)
+    print("propose " .. ctx.index .. " after " .. #history .. " result(s)")
+    if ctx.index == 1 then return { ["ppo.lr"] = 1e-3 } end
+    if ctx.index == 2 then return { ["ppo.lr"] = history[1].params["ppo.lr"] / 2 } end
+    if ctx.index == 3 then return { ["ppo.lr"] = 5 } end
+    return nil
+  end
+elseif case == "bad_point" then
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5 } }
+elseif case == "bad_base" then
+  base.ppo.lrr = 1
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+end
+local sweep = moonrl.sweep(spec)
+local s = sweep:wait()
+print("summary " .. s.status .. " " .. #s.results .. " best " .. (s.best and s.best.label or "-"))
+print(sweep:table())
+]==]
+
+local function read_results(path)
+  local out = { results = {}, starts = {} }
+  for line in (support.read_file(path) or ""):gmatch("[^\n]+") do
+    local o = assert(json.decode(line))
+    if o.event == "start" then table.insert(out.starts, o)
+    elseif o.event == nil then table.insert(out.results, o) end
+  end
+  return out
+end
+
+local function has(text, s) return text:find(s, 1, true) ~= nil end
+
+describe("moonrl.sweep (the binary)", function()
+  local dir
+  before_each(function()
+    dir = support.tmpdir()
+    support.write_file(dir .. "/sweep.lua", SCRIPT)
+  end)
+  after_each(function() support.rm_rf(dir) end)
+
+  it("runs trials two at once; a crashing trial is recorded as failed while the others finish", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw crash")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(3, #rec.results)
+    assert.equal(3, #rec.starts)
+    local by = {}
+    for _, r in ipairs(rec.results) do by[r.trial] = r end
+    for i = 1, 2 do
+      assert.equal("done", by[i].status, json.encode(by[i]))
+      assert.equal(768, by[i].steps)
+      assert.equal(12, by[i].updates)
+      assert.is_number(by[i].value)
+      assert.equal(0, by[i].params["debug.crash_at_update"])
+    end
+    local failed = by[3]
+    assert.equal("failed", failed.status)
+    assert.equal(9, failed.signal)
+    assert.equal("killed by signal 9 (SIGKILL)", failed.error)
+    -- killed right after update 3's metrics went to the (asynchronous) metrics.jsonl writer
+    assert.is_true(failed.updates == nil or failed.updates <= 3, tostring(failed.updates))
+    assert.is_true(has(table.concat(failed.log_tail, "\n"), "debug.crash_at_update = 3"), json.encode(failed.log_tail))
+    -- seeds derive from the sweep seed (the base's: 1) and the index
+    local space = require("moonrl.sweep.space")
+    for i = 1, 3 do assert.equal(space.trial_seed(1, i), by[i].seed) end
+    -- the two healthy trials ran at the same time
+    local s1, s2 = rec.starts[1], rec.starts[2]
+    assert.equal(1, s1.trial)
+    assert.equal(2, s2.trial)
+    -- hooks, table, summary
+    assert.is_true(has(out, "hook start trial-001"))
+    assert.is_true(has(out, "hook result trial-002 done"))
+    assert.is_true(has(out, "hook failed trial-003 killed by signal 9 (SIGKILL)"))
+    assert.is_true(has(out, "summary done 3 best trial-00"))
+    assert.matches("| trial%-003 | failed ", out)
+    assert.is_true(has(out, "sweep: trial-003 failed: killed by signal 9 (SIGKILL); last output:"))
+    -- best.lua: the best trial's config, runnable (no directory of its own)
+    local best = require("moonrl.config").load_file(dir .. "/sw/best.lua")
+    assert.is_table(best)
+    assert.is_nil(best.dir)
+    local best_trial = out:match("summary done 3 best (trial%-%d+)")
+    assert.equal(by[tonumber(best_trial:match("%d+"))].seed, best.seed)
+    -- plots
+    for _, f in ipairs({ "curves.svg", "param_ppo.lr.svg", "param_debug.crash_at_update.svg" }) do
+      local svg = support.read_file(dir .. "/sw/plots/" .. f)
+      assert.is_string(svg, f)
+      assert.matches("^<svg ", svg)
+    end
+    -- moonrl sweep status / plot
+    local scode, sout, serr = moonrl(dir, "sweep status sw")
+    assert.equal(0, scode, serr)
+    assert.is_true(has(sout, "3 trial(s): 2 done, 1 failed, 0 stopped early, 0 running, 0 interrupted, 0 pending"), sout)
+    assert.is_true(has(sout, "trial-003 failed: killed by signal 9 (SIGKILL)"))
+    assert.is_true(has(sout, "its config: sw/best.lua"))
+    local pcode, pout = moonrl(dir, "sweep plot sw")
+    assert.equal(0, pcode)
+    assert.is_true(has(pout, "sw/plots/curves.svg"))
+    local bcode, _, berr = moonrl(dir, "sweep status nowhere")
+    assert.equal(2, bcode)
+    assert.is_true(has(berr, "nowhere is not a directory"))
+  end)
+
+  it("re-run after SIGINT: finished trials are not repeated, the interrupted one resumes from its checkpoint", function()
+    if not need_bin() then return end
+    local p = spawn(dir, "run sweep.lua sw resume")
+    local metrics = dir .. "/sw/trial-002/metrics.jsonl"
+    local ok = wait_for(function()
+      local text = support.read_file(metrics) or ""
+      return select(2, text:gsub("\n", "")) >= 30 or p.done
+    end, 60000)
+    assert.is_true(ok and not p.done, "trial-002 did not get going:\n" .. p.out() .. p.err())
+    uv.kill(p.pid, "sigint")
+    assert.equal(130, p.wait())
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(1, #rec.results)
+    assert.equal("failed", rec.results[1].status)
+    assert.is_true(has(p.out(), "trial-002: interrupted after"), p.out())
+    assert.is_true(#support.files(dir .. "/sw/trial-002/checkpoints") > 0)
+
+    local code, out, err = moonrl(dir, "run sweep.lua sw resume")
+    assert.equal(0, code, err .. out)
+    rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results)
+    assert.equal("done", rec.results[2].status)
+    assert.equal(64 * 1500, rec.results[2].steps)
+    -- trial 1 started once; trial 2 twice, the second time resumed
+    assert.equal(3, #rec.starts)
+    assert.equal(1, rec.starts[1].trial)
+    assert.equal(2, rec.starts[3].trial)
+    assert.is_true(rec.starts[3].resume)
+    assert.is_true(has(out, "resuming: 1 result(s) read back"))
+    assert.is_false(has(out, "hook start trial-001"))
+    -- every update once in the resumed trial's metrics
+    local seen, n = {}, 0
+    for line in support.read_file(metrics):gmatch("[^\n]+") do
+      local m = json.decode(line)
+      if m.event == nil then
+        assert.is_nil(seen[m.update], "update " .. tostring(m.update) .. " twice")
+        seen[m.update], n = true, n + 1
+      end
+    end
+    assert.equal(1500, n)
+  end)
+
+  it("stops the trials ASHA drops through their stop path, and a trial past its time limit", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw asha")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    local by = {}
+    for _, r in ipairs(rec.results) do by[r.trial] = r end
+    assert.equal("done", by[1].status)
+    assert.equal("stopped", by[2].status)
+    assert.equal("rung 1 (320 agent-steps): 0.0003 is #2 of 2, top 1 go on", by[2].why)
+    assert.is_true(by[2].steps >= 320 and by[2].steps < 64 * 1000, tostring(by[2].steps))
+    assert.equal(130, by[2].exit_code)   -- SIGINT: the run's own stop, with its final checkpoint
+    local ck = support.files(dir .. "/sw/trial-002/checkpoints")
+    assert.equal(string.format("update_%07d.mrck", by[2].updates), ck[#ck])
+    assert.equal("done", by[3].status)
+    assert.equal(64 * 1000, by[3].steps)
+    assert.is_true(has(out, "summary done 3 best trial-003"))
+    assert.is_true(has(support.read_file(dir .. "/sw/best.lua"), "lr = constant(0.002)"))
+
+    code, out, err = moonrl(dir, "run sweep.lua sw2 timeout")
+    assert.equal(0, code, err .. out)
+    rec = read_results(dir .. "/sw2/results.jsonl")
+    assert.equal(1, #rec.results)
+    assert.equal("failed", rec.results[1].status)
+    assert.equal("time limit of 2 s reached: stopped with its final checkpoint", rec.results[1].error)
+    assert.is_true(#support.files(dir .. "/sw2/trial-001/checkpoints") > 0)
+  end)
+
+  it("runs what a method function proposes from the results so far; a bad proposal is a failed trial", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw function")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "propose 1 after 0 result(s)"))
+    assert.is_true(has(out, "propose 2 after 1 result(s)"))
+    assert.is_true(has(out, "propose 4 after 3 result(s)"))
+    assert.is_false(has(out, "propose 5"))
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(3, #rec.results)
+    assert.equal(2, #rec.starts)   -- the bad point never started
+    assert.equal(5e-4, rec.results[2].params["ppo.lr"])
+    assert.equal("failed", rec.results[3].status)
+    assert.is_true(has(rec.results[3].error, "config error: ppo.lr = 5 is out of range"), rec.results[3].error)
+    assert.is_true(has(out, "summary done 3 best"))
+  end)
+
+  it("moonrl.eval_table shows a label column first when a result has a label", function()
+    if not need_bin() then return end
+    support.write_file(dir .. "/table.lua", [[
+local moonrl = require "moonrl"
+local function r(label, mode)
+  return { label = label, mode = mode, energy_per_1k = -14, efficiency = 0.551, survival = 79.1, deaths_per_1k = 8.73,
+    food_per_1k = 6.7, poison_per_1k = 5.3 }
+end
+print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }))
+print(moonrl.eval_table({ r(nil, "proxy") }))
+]])
+    local code, out, err = moonrl(dir, "run table.lua")
+    assert.equal(0, code, err)
+    local lines = support.lines(out)
+    assert.equal("| label     | mode         | energy/1k | efficiency | survival | deaths/1k | food/1k | poison/1k |", lines[1])
+    assert.equal("| trial-004 | ground_truth |     -14.0 |      55.1% |     79.1 |      8.73 |     6.7 |       5.3 |", lines[3])
+    assert.equal("|           | proxy        |     -14.0 |      55.1% |     79.1 |      8.73 |     6.7 |       5.3 |", lines[4])
+    assert.equal("| mode  | energy/1k | efficiency | survival | deaths/1k | food/1k | poison/1k |", lines[5])
+  end)
+
+  it("reports a config error in a point or in the base before anything starts", function()
+    if not need_bin() then return end
+    local code, _, err = moonrl(dir, "run sweep.lua sw bad_point")
+    assert.equal(1, code)
+    assert.is_true(has(err, "config error in 1 of the trials; nothing was started"), err)
+    assert.is_true(has(err, "trial-002 (ppo.lr=5): ppo.lr = 5 is out of range"), err)
+    assert.is_nil(uv.fs_stat(dir .. "/sw"))
+    code, _, err = moonrl(dir, "run sweep.lua sw bad_base")
+    assert.equal(1, code)
+    assert.is_true(has(err, "moonrl.sweep: base config:"), err)
+    assert.is_true(has(err, "ppo.lrr"), err)
+    assert.is_nil(uv.fs_stat(dir .. "/sw"))
+  end)
+end)
