@@ -6,7 +6,7 @@
 local space = require("moonrl.sweep.space")
 local asha = require("moonrl.sweep.asha")
 local results = require("moonrl.sweep.results")
-local svg = require("moonrl.sweep.svg")
+local svg = require("moonrl.svg")
 local support = require("support")
 
 local function key_of(p, keys)
@@ -262,7 +262,7 @@ describe("moonrl.sweep.results", function()
   end)
 end)
 
-describe("moonrl.sweep.svg", function()
+describe("moonrl.svg chart (the sweeps' plots)", function()
   it("writes a well-formed chart with a log axis, lines and points", function()
     local text = svg.chart({ title = "a <b> & c", xlabel = "lr", ylabel = "eff", xlog = true, series = {
       { name = "done", kind = "points", points = { { 1e-4, 0.2 }, { 1e-3, 0.5 }, { 0 / 0, 1 } } },

@@ -6,8 +6,8 @@
 -- frame, ticks and labels. Lines are polylines; a step curve is a polyline
 -- with the vertical risers in it.
 --
--- What it is not: a charting library. Axes, lines, step curves, a legend and
--- text, which is all the evaluation draws.
+-- What it is not: a charting library. Axes, lines, step curves, points, a
+-- legend and text: what the evaluation's figures and the sweeps' plots draw.
 --
 -- Public functions
 --   svg.new(width, height) -> doc
@@ -19,6 +19,11 @@
 --   panel:legend(entries)       entries = {{label=, color=, dash=}, ...}
 --   doc:render() -> string      the whole SVG document
 --   svg.escape(s) ; svg.ticks(lo, hi [, n]) -> {values} ; svg.colors
+--   svg.chart{ title =, xlabel =, ylabel =, xlog = false, width = 720, height = 420,
+--              xcategories = { "a", "b" } (x values are then 1 .. n, shown by name),
+--              series = { { name =, points = { {x, y}, ... }, kind = "line" | "points",
+--                           color = } ... } } -> text: one panel fitted to the data
+--              (non-finite points, and x <= 0 on a log axis, left out), a legend
 
 local svg = {}
 
@@ -169,6 +174,55 @@ function Panel:legend(entries)
     self.doc:line(x, Y - 4, x + 22, Y - 4, { stroke = e.color, stroke_width = 2, stroke_dasharray = e.dash })
     self.doc:text(x + 28, Y, e.label)
   end
+end
+
+-- ------------------------------------------------------------------ charts
+
+local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+
+function svg.chart(c)
+  local W, H = c.width or 720, c.height or 420
+  local function usable(p) return finite(p[1]) and finite(p[2]) and (not c.xlog or p[1] > 0) end
+  local xmin, xmax, ymin, ymax = math.huge, -math.huge, math.huge, -math.huge
+  for _, s in ipairs(c.series) do
+    for _, p in ipairs(s.points) do
+      if usable(p) then
+        xmin, xmax = math.min(xmin, p[1]), math.max(xmax, p[1])
+        ymin, ymax = math.min(ymin, p[2]), math.max(ymax, p[2])
+      end
+    end
+  end
+  if c.xcategories then xmin, xmax = 0.5, #c.xcategories + 0.5 end
+  if xmin > xmax then xmin, xmax = c.xlog and 1 or 0, c.xlog and 10 or 1 end
+  if ymin > ymax then ymin, ymax = 0, 1 end
+  if xmax == xmin then xmin, xmax = c.xlog and xmin / 2 or xmin - 0.5, c.xlog and xmax * 2 or xmax + 0.5 end
+  if ymax == ymin then ymin, ymax = ymin - 0.5, ymax + 0.5 end
+  local pad = (ymax - ymin) * 0.05
+  local doc = svg.new(W, H)
+  local xfmt
+  if c.xcategories then
+    xfmt = function(v) return (v == math.floor(v) and c.xcategories[v]) or "" end
+  end
+  local panel = doc:panel { x = 70, y = 36, w = W - 70 - 30, h = H - 36 - 50, xmin = xmin, xmax = xmax,
+    ymin = ymin - pad, ymax = ymax + pad, xlog = c.xlog, title = c.title, xlabel = c.xlabel, ylabel = c.ylabel,
+    xfmt = xfmt }
+  local legend = {}
+  for i, s in ipairs(c.series) do
+    local color = s.color or svg.colors[(i - 1) % #svg.colors + 1]
+    local pts = {}
+    for _, p in ipairs(s.points) do if usable(p) then pts[#pts + 1] = p end end
+    if s.kind == "points" then
+      for _, p in ipairs(pts) do
+        doc:add(string.format('<circle cx="%s" cy="%s" r="4" fill="%s" fill-opacity="0.8"><title>%s</title></circle>',
+          num(panel:px(p[1])), num(panel:py(p[2])), svg.escape(color), svg.escape(s.name or "")))
+      end
+    else
+      panel:curve(pts, { stroke = color, stroke_width = 1.5 })
+    end
+    if s.name and #legend < 24 then legend[#legend + 1] = { label = s.name, color = color } end
+  end
+  panel:legend(legend)
+  return doc:render()
 end
 
 return svg
