@@ -65,6 +65,7 @@ local config = require("moonrl.config")
 local schema = require("moonrl.schema")
 local engine = require("moonrl.engine")
 local util = require("moonrl.util")
+local mkdir_p, write_file = util.mkdir_p, util.write_file
 
 local Run = {}
 Run.__index = Run
@@ -101,29 +102,7 @@ end
 
 -- --------------------------------------------------------------- files
 
-local function mkdir_p(path)
-  local acc = path:sub(1, 1) == "/" and "/" or ""
-  for part in path:gmatch("[^/]+") do
-    acc = acc .. part
-    local st = uv.fs_stat(acc)
-    if not st then
-      local ok, err = uv.fs_mkdir(acc, tonumber("755", 8))
-      if not ok and not uv.fs_stat(acc) then return nil, "cannot create " .. acc .. ": " .. tostring(err) end
-    elseif st.type ~= "directory" then
-      return nil, "cannot create " .. path .. ": " .. acc .. " is not a directory"
-    end
-    acc = acc .. "/"
-  end
-  return true
-end
 
-local function write_file(path, text)
-  local f, err = io.open(path, "w")
-  if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
-  f:write(text)
-  f:close()
-  return true
-end
 
 -- runs/<name>-<time>, or with -2, -3... when two runs start in the same second.
 local function new_dir(cfg)

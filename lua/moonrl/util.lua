@@ -179,4 +179,31 @@ function util.read_file(path)
   return text
 end
 
+-- Writes text to path (replacing it); true, or nil and a message.
+function util.write_file(path, text)
+  local f, err = io.open(path, "w")
+  if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
+  f:write(text)
+  f:close()
+  return true
+end
+
+-- mkdir -p: true, or nil and a message naming the part that could not be made.
+function util.mkdir_p(path)
+  local uv = require("luv")
+  local acc = path:sub(1, 1) == "/" and "/" or ""
+  for part in path:gmatch("[^/]+") do
+    acc = acc .. part
+    local st = uv.fs_stat(acc)
+    if not st then
+      local ok, err = uv.fs_mkdir(acc, tonumber("755", 8))
+      if not ok and not uv.fs_stat(acc) then return nil, "cannot create " .. acc .. ": " .. tostring(err) end
+    elseif st.type ~= "directory" then
+      return nil, "cannot create " .. path .. ": " .. acc .. " is not a directory"
+    end
+    acc = acc .. "/"
+  end
+  return true
+end
+
 return util

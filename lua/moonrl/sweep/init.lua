@@ -64,6 +64,7 @@
 local core = require("moonrl.core")
 local uv = require("luv")
 local util = require("moonrl.util")
+local mkdir_p, write_file = util.mkdir_p, util.write_file
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
 local json = require("moonrl.json")
@@ -81,18 +82,6 @@ local NOT_SWEPT = { dir = "each trial has its own directory", hardware = "a prof
 
 -- ------------------------------------------------------------------ files
 
-local function mkdir_p(path)
-  local acc = path:sub(1, 1) == "/" and "/" or ""
-  for part in path:gmatch("[^/]+") do
-    acc = acc .. part
-    if not uv.fs_stat(acc) then
-      local ok, err = uv.fs_mkdir(acc, tonumber("755", 8))
-      if not ok and not uv.fs_stat(acc) then return nil, "cannot create " .. acc .. ": " .. tostring(err) end
-    end
-    acc = acc .. "/"
-  end
-  return true
-end
 
 local function rm_rf(path)
   local st = uv.fs_lstat(path)
@@ -110,13 +99,6 @@ local function rm_rf(path)
   end
 end
 
-local function write_file(path, text)
-  local f, err = io.open(path, "w")
-  if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
-  f:write(text)
-  f:close()
-  return true
-end
 
 local function tail_lines(path, n)
   local text = util.read_file(path) or ""
