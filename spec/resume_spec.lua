@@ -230,6 +230,46 @@ describe("moonrl train --resume", function()
       err)
   end)
 
+  it("refuses a directory another moonrl process is running in, and changes nothing there", function()
+    if not need_bin() then return end
+    local l = dir .. "/l"
+    interrupted(full, l, 4)
+    -- the first process: resumed with a budget that keeps it busy, checkpointing every update
+    os.execute(string.format("cd %q && (%q train --resume l --set total_steps=%d >l.out 2>l.err & echo $! >l.pid)",
+      dir, BIN, 100000 * BATCH))
+    local pid = assert(tonumber(support.read_file(dir .. "/l.pid")))
+    finally(function() os.execute("kill -9 " .. pid .. " 2>/dev/null") end)
+    local t0 = os.time()
+    -- running: holding the lock, and past its checkpoint (update 4) and the rows it trimmed
+    while not (support.read_file(l .. "/metrics.jsonl") or ""):find('"update":12,', 1, true) and os.time() - t0 < 60 do
+      os.execute("sleep 0.1")
+    end
+    assert.truthy((support.read_file(l .. "/.lock") or ""):find("^" .. pid .. "\n"))
+    local jsonl = support.read_file(l .. "/metrics.jsonl")
+    local rc, _, err = moonrl("train --resume l", dir)
+    assert.equal(1, rc, err)
+    assert.truthy(err:find("run directory l is in use by another moonrl process (pid ", 1, true), err)
+    assert.truthy(err:find("stop it first (moonrl ctl l stop) or wait for it to end; nothing here was changed", 1, true),
+      err)
+    -- a new run given the same directory is refused the same way
+    rc, _, err = moonrl("train exp.lua --dir l --no-eval", dir)
+    assert.equal(1, rc, err)
+    assert.truthy(err:find("run directory l is in use by another moonrl process", 1, true), err)
+    -- the first one's rows go on from where they were, none dropped by the refused ones
+    local now = support.read_file(l .. "/metrics.jsonl")
+    assert.equal(jsonl, now:sub(1, #jsonl))
+    os.execute("kill -INT " .. pid)
+    t0 = os.time()
+    while os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0 and os.time() - t0 < 60 do os.execute("sleep 0.1") end
+    -- the kernel dropped its lock with it: the directory resumes again
+    support.write_file(l .. "/checkpoints/update_0000099.mrck.tmp", "half a checkpoint")
+    rc, _, err = moonrl("train --resume l --set total_steps=" .. BATCH .. " --no-eval", dir)
+    assert.equal(0, rc, err)
+    assert.truthy(err:find("removed update_0000099.mrck.tmp from l/checkpoints: a checkpoint an earlier process " ..
+      "did not finish writing", 1, true), err)
+    assert.falsy(io.open(l .. "/checkpoints/update_0000099.mrck.tmp"))
+  end)
+
   it("applies hot changes: a finished run trains on to a larger total_steps", function()
     if not need_bin() then return end
     local d = dir .. "/d"

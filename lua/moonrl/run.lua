@@ -170,17 +170,30 @@ function Run.start(cfg, opts)
   local ok, err = mkdir_p(dir .. "/checkpoints")
   if not ok then error(err, 3) end
   self.dir = dir
+  -- One process at a time in a directory, before anything in it changes.
+  local dirlock = require("moonrl.dirlock")
+  self.lock, err = dirlock.take(dir)
+  if not self.lock then error(err, 3) end
+  local function fail(msg)
+    self.lock:release()
+    error(msg, 4)
+  end
   local notes = { unpack(opts.notes or {}) }
+  local stale = dirlock.clean_temporaries(dir)
+  if #stale > 0 then
+    notes[#notes + 1] = "removed " .. table.concat(stale, ", ") .. " from " .. dir ..
+      "/checkpoints: a checkpoint an earlier process did not finish writing"
+  end
   local trimmed, log_only
   if rs then
     trimmed, err = require("moonrl.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
-    if not trimmed then error(err, 3) end
+    if not trimmed then fail(err) end
     for _, l in ipairs(trimmed.lines) do
       if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
     end
   end
   ok, err = self:_write_config()
-  if not ok then error(err, 3) end
+  if not ok then fail(err) end
   self.log = open_log(dir .. "/train.log", rs ~= nil)
   self.log:line("moonrl " .. core.version() .. (rs and " resuming run " or " run ") .. dir)
   for _, n in ipairs(notes) do
@@ -213,7 +226,7 @@ function Run.start(cfg, opts)
     end
   end
 
-  self.handle = core.start(engine.bytes(c), {
+  local started, handle = pcall(core.start, engine.bytes(c), {
     run_dir = dir,
     hot = engine.bytes(engine.hot_params(cfg)),
     schedules = tables,
@@ -225,6 +238,8 @@ function Run.start(cfg, opts)
     max_bad_updates = cfg.faults.max_bad_updates,
     inject_nan_at_update = cfg.debug.inject_nan_at_update,
   }, function(kind, ...) return self:_event(kind, ...) end)
+  if not started then fail(handle) end
+  self.handle = handle
   if cfg.debug.inject_nan_at_update > 0 then
     self.log:line("debug: a NaN is injected into the weights before update " .. cfg.debug.inject_nan_at_update ..
       " (debug.inject_nan_at_update)")
@@ -482,6 +497,7 @@ function handlers.finished(self, reason, updates, last)
     pending = pending - 1
     if pending > 0 then return end
     self.log:close(function()
+      self.lock:release()
       self:_hook("on_finish", self._summary, self)
       if self.on_end then self.on_end(self) end
       self._ended = true
