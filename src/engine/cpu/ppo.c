@@ -62,37 +62,25 @@ static void reduce_blocks(size_t n, int nacc, block_fn fn, const void *ctx, doub
         (acc) += ((l_[0] + l_[1]) + (l_[2] + l_[3])) + ((l_[4] + l_[5]) + (l_[6] + l_[7])); \
     } while (0)
 
-typedef struct { const float *a, *b; double shift; } pair_ctx;
+typedef struct { const float *a; double shift; } sum_ctx;
 
 static void sum_fn(const void *c, size_t lo, size_t hi, double *acc) {
-    const float *a = ((const pair_ctx *)c)->a;
+    const float *a = ((const sum_ctx *)c)->a;
     BLOCK_SUM(acc[0], lo, hi, i, lane, mr_stats_add_sum(lane, a[i]));
 }
 static void sumsq_dev_fn(const void *c, size_t lo, size_t hi, double *acc) {
-    const float *a = ((const pair_ctx *)c)->a;
-    const double m = ((const pair_ctx *)c)->shift;
+    const float *a = ((const sum_ctx *)c)->a;
+    const double m = ((const sum_ctx *)c)->shift;
     BLOCK_SUM(acc[0], lo, hi, i, lane, mr_stats_add_dev2(lane, a[i], m));
 }
 static void sumsq_fn(const void *c, size_t lo, size_t hi, double *acc) {
-    const float *a = ((const pair_ctx *)c)->a;
+    const float *a = ((const sum_ctx *)c)->a;
     BLOCK_SUM(acc[0], lo, hi, i, lane, mr_sumsq_add(lane, a[i]));
 }
-/* b - a (explained variance only: no kernel twin) */
-static void diff_sum_fn(const void *c, size_t lo, size_t hi, double *acc) {
-    const float *a = ((const pair_ctx *)c)->a, *b = ((const pair_ctx *)c)->b;
-    BLOCK_SUM(acc[0], lo, hi, i, lane, *lane += (double)b[i] - (double)a[i]);
-}
-static void diff_sumsq_dev_fn(const void *c, size_t lo, size_t hi, double *acc) {
-    const float *a = ((const pair_ctx *)c)->a, *b = ((const pair_ctx *)c)->b;
-    const double m = ((const pair_ctx *)c)->shift;
-    BLOCK_SUM(acc[0], lo, hi, i, lane,
-              *lane += (((double)b[i] - (double)a[i]) - m) * (((double)b[i] - (double)a[i]) - m));
-}
-
 void mr_mean_std(const float *x, size_t n, double *mean_out, double *std_out) {
     double mean = 0.0, sd = 0.0;
     if (n > 0) {
-        pair_ctx c = {x, NULL, 0.0};
+        sum_ctx c = {x, 0.0};
         double s;
         reduce_blocks(n, 1, sum_fn, &c, &s);
         mean = mr_stats_mean(s, (int64_t)n);
@@ -191,18 +179,6 @@ void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_
     mr_popart_rescale_layer(&r, w, b, k, adam_m_w, adam_v_w, adam_m_b, adam_v_b);
 }
 
-void mr_popart_normalize(const mr_popart *p, const float *x, float *y, size_t n) {
-    const double mean = p->mean, sd = p->std;
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - mean) / sd);
-}
-
-void mr_popart_denormalize(const mr_popart *p, const float *x, float *y, size_t n) {
-    const double mean = p->mean, sd = p->std;
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) y[i] = (float)(mean + sd * (double)x[i]);
-}
-
 /* ---------------------------------------------------------------- PPO loss */
 
 static void loss_fn(const void *cv, size_t lo, size_t hi, double *acc) {
@@ -249,7 +225,7 @@ void mr_sample_actions(int N, const float *logits, const float *u, uint8_t *acti
 /* ------------------------------------------------------ gradients and Adam */
 
 double mr_grad_norm(const float *g, size_t n) {
-    pair_ctx c = {g, NULL, 0.0};
+    sum_ctx c = {g, 0.0};
     double s;
     reduce_blocks(n, 1, sumsq_fn, &c, &s);
     return sqrt(s);
@@ -272,19 +248,3 @@ void mr_adam_step(float *param, const float *grad, float *m, float *v, size_t n,
 
 /* ------------------------------------------------------------------ misc */
 
-double mr_explained_variance(const float *pred, const float *target, size_t n) {
-    if (n == 0) return 0.0;
-    double mt, s_t, s_d, md;
-    pair_ctx c = {target, NULL, 0.0};
-    reduce_blocks(n, 1, sum_fn, &c, &mt);
-    mt /= (double)n;
-    c.shift = mt;
-    reduce_blocks(n, 1, sumsq_dev_fn, &c, &s_t);
-    if (s_t == 0.0) return 0.0;
-    pair_ctx d = {pred, target, 0.0};
-    reduce_blocks(n, 1, diff_sum_fn, &d, &md);
-    d.shift = md / (double)n;
-    reduce_blocks(n, 1, diff_sumsq_dev_fn, &d, &s_d);
-    /* Same normaliser on both variances, so biased vs unbiased cancels. */
-    return 1.0 - s_d / s_t;
-}

@@ -107,11 +107,6 @@ static inline void mr_popart_ctl_get(const mr_popart_ctl *c, mr_popart *p) {
     p->count = c->count;
 }
 
-/* y = (x - mean) / std (targets, old values into the normalised space) and
- * its inverse y = mean + std * x. y may equal x. */
-void mr_popart_normalize(const mr_popart *p, const float *x, float *y, size_t n);
-void mr_popart_denormalize(const mr_popart *p, const float *x, float *y, size_t n);
-
 /* ---------------------------------------------------------------- PPO loss */
 typedef struct mr_ppo_coefs {
     double clip;            /* ratio clip c, and the value clip around old_value */
@@ -195,9 +190,5 @@ double mr_clip_factor(double norm, double max_norm);
 void mr_adam_step(float *param, const float *grad, float *m, float *v, size_t n,
                   double lr, double beta1, double beta2, double eps, double grad_scale,
                   int64_t step);
-
-/* ------------------------------------------------------------------ misc */
-/* 1 - var(target - pred) / var(target); 0 when var(target) == 0 or n == 0. */
-double mr_explained_variance(const float *pred, const float *target, size_t n);
 
 #endif
