@@ -45,19 +45,26 @@ static void ref_cfg(mr_policy_config *c) {
 }
 
 /* plan, commit, lay out again: what the trainer does */
-static int make_policy(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
-                       int max_batch, int chunk) {
+static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
+                            int max_batch, int chunk, int activations) {
+    const mr_policy_options o = {chunk, activations};
     memset(a, 0, sizeof *a);
-    mr_policy_layout(p, cfg, view, max_batch, chunk, a);
+    mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
     size_t planned = a->size;
     int ok = p->params == NULL && p->work == NULL && p->x == NULL;
-    ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk);
+    ok &= planned == mr_policy_bytes_with(cfg, view, max_batch, &o);
+    if (activations == MR_ACTIVATIONS_STORE) ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk);
     if (mr_arena_commit(a) != 0) return 0;
-    mr_policy_layout(p, cfg, view, max_batch, chunk, a);
+    mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
     ok &= a->used <= a->size && a->used == planned;
     ok &= p->params && p->grads && p->work && p->x && p->col && p->b_aL && p->b_chid;
     for (int l = 0; l < p->num_conv; l++) ok &= p->act[l] != NULL || max_batch == 0;
+    ok &= p->recompute == (activations == MR_ACTIVATIONS_RECOMPUTE);
     return ok;
+}
+static int make_policy(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
+                       int max_batch, int chunk) {
+    return make_policy_with(p, a, cfg, view, max_batch, chunk, MR_ACTIVATIONS_STORE);
 }
 
 /* weights uniform with std ~ 1/sqrt(fan_in) * 1.5, biases small: all paths active */
@@ -333,13 +340,13 @@ static void test_init(void) {
 }
 
 /* ------------------------------------------------------------ gradient */
-static void test_gradient(int proxy) {
+static void test_gradient(int proxy, int activations) {
     mr_policy_config cfg;
     small_cfg(&cfg);
     const int V = 11, VV = V * V, B = 5;
     mr_arena ar;
     mr_policy p;
-    CHECK(make_policy(&p, &ar, &cfg, V, 8, 2));   /* chunk 2: several chunks */
+    CHECK(make_policy_with(&p, &ar, &cfg, V, 8, 2, activations));   /* chunk 2: several chunks */
     random_params(&p);
     uint8_t codes[B * VV];
     float extra[2 * B], logits[B * NA], value[B], ga[B * NA], gc[B];
@@ -385,8 +392,8 @@ static void test_gradient(int proxy) {
             if (fabs(g - fd) > 1e-3 * fabs(fd) + 1e-4) bad++;
         }
         CHECK_MSG(num / den < 1e-3 && bad == 0,
-                  "proxy=%d: grad of %s vs differences: max err %g of max %g, %d elements off",
-                  proxy, ti->name, num, den, bad);
+                  "proxy=%d activations=%d: grad of %s vs differences: max err %g of max %g, %d elements off",
+                  proxy, activations, ti->name, num, den, bad);
     }
 
     /* backward accumulates: a second call doubles the gradient */
@@ -494,6 +501,68 @@ static void test_consistency(void) {
     mr_arena_release(&a64);
 }
 
+/* ------------------------------------------------------------ recompute */
+/* Recomputing the trunk in the backward against keeping it: the forward and
+ * every gradient but fc's bit for bit (the same chunk calls), fc's to float
+ * rounding (its weight gradient is summed rblock by rblock), on a batch of
+ * three rblocks, the last partial; 1 and 2 threads bit-identical; and the
+ * memory it saves on ENV_SPEC's network and batch (plans only). */
+static void test_recompute(void) {
+    mr_policy_config cfg;
+    small_cfg(&cfg);
+    const int V = 11, VV = V * V, B = 2 * MR_POLICY_RBLOCK + 300;
+    mr_arena as, ar;
+    mr_policy ps, pr;
+    CHECK(make_policy_with(&ps, &as, &cfg, V, B, 32, MR_ACTIVATIONS_STORE));
+    CHECK(make_policy_with(&pr, &ar, &cfg, V, B, 32, MR_ACTIVATIONS_RECOMPUTE));
+    CHECK(pr.rblock >= MR_POLICY_RBLOCK && pr.rblock % pr.block == 0 && pr.rblock < B);
+    random_params(&ps);
+    memcpy(pr.params, ps.params, sizeof(float) * ps.n_params);
+    uint8_t *codes = malloc((size_t)B * VV);
+    float *extra = malloc(sizeof(float) * 2 * B), *ga = malloc(sizeof(float) * B * NA),
+          *gc = malloc(sizeof(float) * B);
+    random_inputs(codes, extra, B, VV);
+    for (int i = 0; i < B * NA; i++) ga[i] = (float)(2 * urand() - 1) / B;
+    for (int i = 0; i < B; i++) gc[i] = (float)(2 * urand() - 1) / B;
+    const mr_tensor_info *fw = mr_policy_tensor(&ps, "fc.w"), *fb = mr_policy_tensor(&ps, "fc.b");
+    for (int proxy = 0; proxy < 2; proxy++) {
+        run_out s, r, r1;
+        run(&ps, codes, extra, B, proxy, ga, gc, &s);
+        run(&pr, codes, extra, B, proxy, ga, gc, &r);
+        CHECK_MSG(memcmp(s.logits, r.logits, sizeof(float) * B * NA) == 0 &&
+                  memcmp(s.value, r.value, sizeof(float) * B) == 0,
+                  "proxy=%d: the forward differs between store and recompute", proxy);
+        for (int t = 0; t < ps.n_tensors; t++) {
+            const mr_tensor_info *ti = &ps.tensors[t];
+            if (ti == fw || ti == fb) continue;
+            CHECK_MSG(memcmp(s.grads + ti->offset, r.grads + ti->offset, sizeof(float) * ti->count) == 0,
+                      "proxy=%d: grad of %s differs between store and recompute", proxy, ti->name);
+        }
+        double ew = check_relerr(s.grads + fw->offset, r.grads + fw->offset, fw->count, 1e-9);
+        double eb = check_relerr(s.grads + fb->offset, r.grads + fb->offset, fb->count, 1e-9);
+        CHECK_MSG(ew < 1e-5 && eb < 1e-5, "proxy=%d: fc grads store vs recompute: %g %g", proxy, ew, eb);
+        CHECK_MSG(ew > 0, "proxy=%d: fc.w's gradient is bit-identical: the rblock split did not happen", proxy);
+        omp_set_num_threads(1);
+        run(&pr, codes, extra, B, proxy, ga, gc, &r1);
+        omp_set_num_threads(2);
+        CHECK_MSG(memcmp(r1.grads, r.grads, sizeof(float) * pr.n_params) == 0,
+                  "proxy=%d: recompute's gradients differ between 1 and 2 threads", proxy);
+        run_free(&s); run_free(&r); run_free(&r1);
+    }
+    free(codes); free(extra); free(ga); free(gc);
+    mr_arena_release(&as);
+    mr_arena_release(&ar);
+
+    /* ENV_SPEC: 192 envs x 128 steps in one minibatch */
+    mr_policy_config ref;
+    ref_cfg(&ref);
+    const mr_policy_options so = {32, MR_ACTIVATIONS_STORE}, ro = {32, MR_ACTIVATIONS_RECOMPUTE};
+    size_t store = mr_policy_bytes_with(&ref, 11, 192 * 128, &so), rec = mr_policy_bytes_with(&ref, 11, 192 * 128, &ro);
+    printf("  ENV_SPEC network, 24,576 samples: store %.0f MiB, recompute %.0f MiB\n", store / 1048576.0,
+           rec / 1048576.0);
+    CHECK_MSG(store > ((size_t)2 << 30) && rec < ((size_t)600 << 20), "store %zu, recompute %zu bytes", store, rec);
+}
+
 /* ------------------------------------------------------------ torch order */
 static void test_permute(void) {
     mr_policy_config cfg;
@@ -529,9 +598,12 @@ int main(void) {
     omp_set_num_threads(2);
     test_table();
     test_init();
-    test_gradient(0);
-    test_gradient(1);
+    for (int proxy = 0; proxy < 2; proxy++) {
+        test_gradient(proxy, MR_ACTIVATIONS_STORE);
+        test_gradient(proxy, MR_ACTIVATIONS_RECOMPUTE);
+    }
     test_consistency();
+    test_recompute();
     test_permute();
     return check_report("test_policy");
 }

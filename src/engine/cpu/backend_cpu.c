@@ -162,13 +162,26 @@ static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *st
 
 /* ------------------------------------------------------------------ policy */
 
+/* What the training forward keeps (policy.h, mr_policy_options): the conv
+ * activations while they take at most KEEP_ACTIVATIONS_MAX more than
+ * recomputing them would (ENV_SPEC's small net at 64 x 64: 95 MiB, kept);
+ * beyond, the backward recomputes the trunk (ENV_SPEC's network at
+ * 192 x 128: 2.2 GiB kept against 0.5 GiB, for one more trunk forward). */
+#define KEEP_ACTIVATIONS_MAX ((size_t)256 << 20)
+static mr_policy_options cpu_policy_options(const mr_policy_config *cfg, int view, int max_train) {
+    mr_policy_options store = {POLICY_CHUNK, MR_ACTIVATIONS_STORE}, rec = {POLICY_CHUNK, MR_ACTIVATIONS_RECOMPUTE};
+    size_t ks = mr_policy_bytes_with(cfg, view, max_train, &store), kr = mr_policy_bytes_with(cfg, view, max_train, &rec);
+    return ks > kr + KEEP_ACTIVATIONS_MAX ? rec : store;
+}
+
 static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
                                  mr_bpolicy_plan *out, mr_error *err) {
     (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
     (void)precision;
     memset(out, 0, sizeof *out);
     out->n = 1;
-    out->bytes[0] = out->total = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK);
+    const mr_policy_options o = cpu_policy_options(cfg, view, max_train);
+    out->bytes[0] = out->total = mr_policy_bytes_with(cfg, view, max_train, &o);
     return ok(err);
 }
 
@@ -179,7 +192,8 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
     memset(bp, 0, sizeof *bp);
     mr_policy *p = calloc(1, sizeof *p);
     if (!p) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
-    const size_t bytes = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK);
+    const mr_policy_options o = cpu_policy_options(cfg, view, max_train);
+    const size_t bytes = mr_policy_bytes_with(cfg, view, max_train, &o);
     void *block;
     mr_status s = mr_devmem_alloc(mem, bytes, "the network", &block, err);
     if (s != MR_OK) {
@@ -188,7 +202,7 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
     }
     memset(block, 0, bytes);
     mr_arena a = {(unsigned char *)block, bytes, 0, 0};
-    mr_policy_layout(p, cfg, view, max_train, POLICY_CHUNK, &a);
+    mr_policy_layout_with(p, cfg, view, max_train, &o, &a);
     bp->impl = p;
     bp->params = p->params;
     bp->grads = p->grads;

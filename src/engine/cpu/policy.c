@@ -57,8 +57,9 @@ static size_t qr_floats(size_t rows, size_t cols) {
     return round_f(m * n) + round_f(n) + round_f(n * QR_NB);
 }
 
-void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
-                      int max_batch, int chunk, mr_arena *a) {
+void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
+                           const mr_policy_options *o, mr_arena *a) {
+    const int chunk = o->chunk;
     memset(p, 0, sizeof *p);
     int L = cfg->num_conv;
     if (L < 1) L = 1;
@@ -103,7 +104,17 @@ void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
     /* training activations */
     size_t MB = (size_t)p->max_batch;
     p->codes = MR_TAKE(a, uint8_t, MB * p->VV);
-    for (int l = 0; l < L; l++) p->act[l] = MR_TAKE(a, float, MB * p->VV * p->ch[l + 1]);
+    p->recompute = o->activations == MR_ACTIVATIONS_RECOMPUTE;
+    p->nthreads = imax(1, omp_get_max_threads());
+    {   /* the block (below) and the rblock, a multiple of it */
+        size_t blk = (size_t)imax(MR_POLICY_BLOCK, p->chunk * p->nthreads);
+        p->block = (int)((blk + (size_t)p->chunk - 1) / (size_t)p->chunk * (size_t)p->chunk);
+        size_t rb = ((size_t)MR_POLICY_RBLOCK + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
+        size_t mb_blocks = (MB + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
+        p->rblock = (int)(rb < mb_blocks ? rb : mb_blocks);
+    }
+    size_t AB = p->recompute ? (size_t)p->rblock : MB;
+    for (int l = 0; l < L; l++) p->act[l] = MR_TAKE(a, float, AB * p->VV * p->ch[l + 1]);
     p->feat = MR_TAKE(a, float, MB * p->hidden);
     p->cin = MR_TAKE(a, float, MB * p->cin_dim);
     p->chid = MR_TAKE(a, float, MB * p->critic_hidden);
@@ -115,9 +126,6 @@ void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
      * gradients, then act's block buffers; init reuses the whole region for
      * the QR scratch of every weight at once */
     size_t C = (size_t)p->chunk;
-    p->nthreads = imax(1, omp_get_max_threads());
-    size_t blk = (size_t)imax(MR_POLICY_BLOCK, p->chunk * p->nthreads);
-    p->block = (int)((blk + C - 1) / C * C);
     size_t K = (size_t)p->block;
     int cmax = 2, cin_max = 2;
     for (int l = 0; l < L; l++) {
@@ -155,11 +163,22 @@ void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
     }
 }
 
-size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk) {
+void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
+                      int max_batch, int chunk, mr_arena *a) {
+    const mr_policy_options o = {chunk, MR_ACTIVATIONS_STORE};
+    mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
+}
+
+size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch, const mr_policy_options *o) {
     mr_arena a = {0};
     mr_policy p;
-    mr_policy_layout(&p, cfg, view, max_batch, chunk, &a);
+    mr_policy_layout_with(&p, cfg, view, max_batch, o, &a);
     return a.size;
+}
+
+size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk) {
+    const mr_policy_options o = {chunk, MR_ACTIVATIONS_STORE};
+    return mr_policy_bytes_with(cfg, view, max_batch, &o);
 }
 
 const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) {
@@ -341,7 +360,8 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
         float *acts[MR_MAX_CONV];
         for (int l = 0; l < L; l++) acts[l] = p->act[l] + (size_t)b0 * p->VV * p->ch[l + 1];
         forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
-                      proxy, acts, acts[L - 1], p->feat + (size_t)b0 * p->hidden,
+                      proxy, p->recompute ? NULL : acts, p->recompute ? p->b_aL : acts[L - 1],
+                      p->feat + (size_t)b0 * p->hidden,
                       p->cin + (size_t)b0 * p->cin_dim, p->chid + (size_t)b0 * p->critic_hidden,
                       logits + (size_t)b0 * MR_NUM_ACTIONS, value + b0);
     }
@@ -351,6 +371,47 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
 }
 
 /* ------------------------------------------------------------ backward */
+
+/* Samples [b0, b0 + nb), one block: fc's input gradient into dL (M = nb),
+ * then the convs, one chunk per task, each into its own partial gradient;
+ * the partials are added to grads in chunk order. The layer outputs of
+ * sample c are p->act[l] + (c - a0) * VV * ch[l+1] (a0: the first sample
+ * the act buffers hold: 0, or the recomputed rblock's). */
+static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0) {
+    const float *P = p->params;
+    float *G = p->grads;
+    const int L = p->num_conv, H = p->hidden;
+    const size_t CF = p->conv_floats, CFr = round_f(CF);
+    const int nchunks = (nb + p->chunk - 1) / p->chunk;
+    memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
+    mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w, nb, p->flat, H);
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
+    for (int k = 0; k < nchunks; k++) {
+        int c0 = b0 + k * p->chunk, n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
+        chunk_ws w = thread_ws(p, omp_get_thread_num());
+        float *part = p->conv_part + (size_t)k * CFr;
+        memset(part, 0, sizeof(float) * CF);
+        float *d = dL + (size_t)(c0 - b0) * p->flat;
+        mr_relu_backward(d, d, p->act[L - 1] + (size_t)(c0 - a0) * p->flat, (size_t)n * p->flat);
+        mr_obs_expand_forward(w.x, p->codes + (size_t)c0 * p->VV, n, p->VV, p->fwd_proxy);
+        for (int l = L - 1; l >= 0; l--) {
+            const float *in = l > 0 ? p->act[l - 1] + (size_t)(c0 - a0) * p->VV * p->ch[l] : w.x;
+            float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
+            size_t szp = (size_t)n * p->VV * p->ch[l];
+            if (dprev) memset(dprev, 0, sizeof(float) * szp);
+            mr_conv3x3_backward(dprev, part + p->conv_w[l], part + p->conv_b[l], w.col, d, in,
+                                P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
+            if (dprev) mr_relu_backward(dprev, dprev, in, szp);
+            d = dprev;
+        }
+    }
+    #pragma omp parallel for schedule(static) if (CF * (size_t)nchunks >= MR_POLICY_PAR_MIN)
+    for (size_t i = 0; i < CF; i++) {
+        float g = G[i];
+        for (int k = 0; k < nchunks; k++) g += p->conv_part[(size_t)k * CFr + i];
+        G[i] = g;
+    }
+}
 
 int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B) {
     if (B != p->fwd_B || B <= 0) return B == 0 && p->fwd_B == 0 ? 0 : -1;
@@ -373,46 +434,26 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_linear_backward(p->dfeat, G + p->actor_w, G + p->actor_b, dlogits, p->feat,
                        P + p->actor_w, B, H, MR_NUM_ACTIONS);
     mr_relu_backward(p->dfeat, p->dfeat, p->feat, (size_t)B * H);
-    /* fc weights over the whole batch (K = B); its input gradient per chunk below */
-    mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1],
-                       P + p->fc_w, B, p->flat, H);
-
-    /* per block: fc's input gradient (M = block), then the convs, one chunk
-     * per task, each into its own partial gradient; the partials are added
-     * to grads in chunk order */
-    size_t CF = p->conv_floats, CFr = round_f(CF);
-    for (int b0 = 0; b0 < B; b0 += p->block) {
-        int nb = B - b0 < p->block ? B - b0 : p->block;
-        int nchunks = (nb + p->chunk - 1) / p->chunk;
-        float *dL = p->b_aL;
-        memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
-        mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w,
-                           nb, p->flat, H);
-        #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
-        for (int k = 0; k < nchunks; k++) {
-            int c0 = b0 + k * p->chunk, n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
-            chunk_ws w = thread_ws(p, omp_get_thread_num());
-            float *part = p->conv_part + (size_t)k * CFr;
-            memset(part, 0, sizeof(float) * CF);
-            float *d = dL + (size_t)(c0 - b0) * p->flat;
-            mr_relu_backward(d, d, p->act[L - 1] + (size_t)c0 * p->flat, (size_t)n * p->flat);
-            mr_obs_expand_forward(w.x, p->codes + (size_t)c0 * p->VV, n, p->VV, p->fwd_proxy);
-            for (int l = L - 1; l >= 0; l--) {
-                const float *in = l > 0 ? p->act[l - 1] + (size_t)c0 * p->VV * p->ch[l] : w.x;
-                float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
-                size_t szp = (size_t)n * p->VV * p->ch[l];
-                if (dprev) memset(dprev, 0, sizeof(float) * szp);
-                mr_conv3x3_backward(dprev, part + p->conv_w[l], part + p->conv_b[l], w.col, d, in,
-                                    P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
-                if (dprev) mr_relu_backward(dprev, dprev, in, szp);
-                d = dprev;
-            }
+    float *dL = p->b_aL;
+    if (!p->recompute) {
+        /* fc weights over the whole batch (K = B); its input gradient per block */
+        mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
+        for (int b0 = 0; b0 < B; b0 += p->block) {
+            int nb = B - b0 < p->block ? B - b0 : p->block;
+            conv_backward_block(p, b0, nb, dL, 0);
         }
-        #pragma omp parallel for schedule(static) if (CF * (size_t)nchunks >= MR_POLICY_PAR_MIN)
-        for (size_t i = 0; i < CF; i++) {
-            float g = G[i];
-            for (int k = 0; k < nchunks; k++) g += p->conv_part[(size_t)k * CFr + i];
-            G[i] = g;
+        return 0;
+    }
+    /* recompute: the trunk again, one rblock at a time (the forward's chunk
+     * calls, so the forward's bits), fc's weight gradient rblock by rblock */
+    for (int r0 = 0; r0 < B; r0 += p->rblock) {
+        int nr = B - r0 < p->rblock ? B - r0 : p->rblock;
+        trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, p->act, p->act[L - 1]);
+        mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, p->act[L - 1],
+                           P + p->fc_w, nr, p->flat, H);
+        for (int b0 = r0; b0 < r0 + nr; b0 += p->block) {
+            int nb = r0 + nr - b0 < p->block ? r0 + nr - b0 : p->block;
+            conv_backward_block(p, b0, nb, dL, r0);
         }
     }
     return 0;

@@ -74,6 +74,10 @@ typedef struct mr_policy {
     int hidden, critic_hidden;
     int cin_dim;               /* hidden + 2 + 2*VV */
     int max_batch, chunk, block;
+    /* MR_ACTIVATIONS_RECOMPUTE: the training forward keeps no conv
+     * activation; the backward recomputes the trunk one rblock at a time
+     * (see mr_policy_options) */
+    int recompute, rblock;
 
     /* parameters */
     size_t n_params, n_policy;            /* value group = [n_policy, n_params) */
@@ -88,7 +92,8 @@ typedef struct mr_policy {
     int fwd_B;                 /* batch of the last mr_policy_forward, 0 = none */
     int fwd_proxy;
     uint8_t *codes;            /* (max_batch, VV) copy of the input */
-    float *act[MR_MAX_CONV];   /* (max_batch, VV, ch[l+1]) post-ReLU */
+    float *act[MR_MAX_CONV];   /* (max_batch, VV, ch[l+1]) post-ReLU; with recompute,
+                                * (rblock, VV, ch[l+1]): the backward's recomputed rblock */
     float *feat;               /* (max_batch, hidden) post-ReLU */
     float *cin;                /* (max_batch, cin_dim) critic input */
     float *chid;               /* (max_batch, critic_hidden) post-ReLU */
@@ -114,15 +119,38 @@ typedef struct mr_policy {
                                              * backward: b_aL holds fc's input gradient */
 } mr_policy;
 
+/* What the training forward keeps for the backward.
+ *   MR_ACTIVATIONS_STORE: every conv layer's output for the whole batch
+ *     (4 * max_batch * V^2 * sum(channels) bytes: 1.9 GB for ENV_SPEC's
+ *     network and batch); the backward reads them.
+ *   MR_ACTIVATIONS_RECOMPUTE: only the linear layers' activations and the
+ *     codes; the backward recomputes the trunk MR_POLICY_RBLOCK samples at a
+ *     time (the same chunk calls as the forward, so the same bits) and
+ *     accumulates fc's weight gradient rblock by rblock. Costs one more trunk
+ *     forward per backward. Every conv gradient is bit-identical to
+ *     STORE's; fc.w's (its sum split by rblock) and what depends on it agree
+ *     to float rounding. */
+enum { MR_ACTIVATIONS_STORE = 0, MR_ACTIVATIONS_RECOMPUTE = 1 };
+#define MR_POLICY_RBLOCK 1024        /* samples per recomputed block, at least */
+
+typedef struct mr_policy_options {
+    int chunk;         /* samples per conv chunk; < 1 reads as 1 */
+    int activations;   /* MR_ACTIVATIONS_* */
+} mr_policy_options;
+
 /* Computes every size from cfg and takes params, grads, activations (for
  * max_batch samples) and workspaces (`chunk` samples for the convs, one block
  * for act's linear layers) from the arena. On a planning arena the pointers
  * are NULL and only sizes add up; nothing is dereferenced. cfg must have
- * passed mr_config_validate; view >= 1; chunk < 1 reads as 1. */
+ * passed mr_config_validate; view >= 1. mr_policy_layout is
+ * mr_policy_layout_with for {chunk, MR_ACTIVATIONS_STORE}. */
+void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
+                           const mr_policy_options *o, mr_arena *a);
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
                       int max_batch, int chunk, mr_arena *a);
 
-/* Bytes mr_policy_layout takes (arena rounding included). */
+/* Bytes mr_policy_layout(_with) takes (arena rounding included). */
+size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch, const mr_policy_options *o);
 size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk);
 
 /* Orthogonal init (torch.nn.init.orthogonal_ on each weight flattened to
