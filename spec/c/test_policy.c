@@ -44,16 +44,23 @@ static void ref_cfg(mr_policy_config *c) {
     c->popart = 1;
 }
 
+/* the convolutions' implementation every test below runs with (main runs
+ * the numeric tests once per implementation) */
+static int g_conv = MR_CPU_CONV_IM2COL;
+
 /* plan, commit, lay out again: what the trainer does */
 static int make_policy(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
                        int max_batch, int chunk) {
     memset(a, 0, sizeof *a);
-    mr_policy_layout(p, cfg, view, max_batch, chunk, a);
+    mr_policy_layout(p, cfg, view, max_batch, chunk, g_conv, a);
     size_t planned = a->size;
-    int ok = p->params == NULL && p->work == NULL && p->x == NULL;
-    ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk);
+    int ok = p->params == NULL && p->work == NULL && p->x == NULL && p->dnnl == NULL;
+    ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk, g_conv);
     if (mr_arena_commit(a) != 0) return 0;
-    mr_policy_layout(p, cfg, view, max_batch, chunk, a);
+    mr_policy_layout(p, cfg, view, max_batch, chunk, g_conv, a);
+    /* the oneDNN path has its primitives for layers 1..; im2col has none */
+    ok &= g_conv == MR_CPU_CONV_IM2COL ? p->dnnl == NULL && p->conv == MR_CPU_CONV_IM2COL
+                                       : (p->dnnl != NULL) == (p->num_conv > 1) && p->conv == MR_CPU_CONV_ONEDNN;
     ok &= a->used <= a->size && a->used == planned;
     ok &= p->params && p->grads && p->work && p->x && p->col && p->b_aL && p->b_chid;
     for (int l = 0; l < p->num_conv; l++) ok &= p->act[l] != NULL || max_batch == 0;
@@ -213,7 +220,7 @@ static void test_table(void) {
     ref_cfg(&cfg);
     mr_arena a = {0};
     mr_policy p;
-    mr_policy_layout(&p, &cfg, 11, 0, 1, &a);   /* planning only */
+    mr_policy_layout(&p, &cfg, 11, 0, 1, MR_CPU_CONV_IM2COL, &a);   /* planning only */
     CHECK(p.n_params == 4413673);
     CHECK(p.n_policy == 4025576);                 /* ENV_SPEC: about 4.03 M */
     CHECK(p.flat == 7744 && p.cin_dim == 756);
@@ -529,9 +536,14 @@ int main(void) {
     omp_set_num_threads(2);
     test_table();
     test_init();
-    test_gradient(0);
-    test_gradient(1);
-    test_consistency();
-    test_permute();
+    for (int k = 0; k < 2; k++) {   /* im2col, then oneDNN + the first layer from the codes */
+        g_conv = k ? MR_CPU_CONV_ONEDNN : MR_CPU_CONV_IM2COL;
+        int before = check_failed;
+        test_gradient(0);
+        test_gradient(1);
+        test_consistency();
+        test_permute();
+        if (check_failed != before) printf("  (those failures: cpu.conv = %s)\n", k ? "onednn" : "im2col");
+    }
     return check_report("test_policy");
 }

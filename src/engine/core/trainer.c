@@ -105,7 +105,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->env.reward_clip = t->env.reward_clip;
     d->env.threads = t->threads;
 
-    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &t->mem,
+    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, cfg->cpu.conv, &t->mem,
                                                 err), err));
     d->pol_ready = 1;
     const mr_policy *dp = d->pol.net;
@@ -264,6 +264,7 @@ void mr_trainer_free(mr_trainer *t) {
         if (t->pev[i]) o->event_destroy(t->pev[i]);
     free(t->pev);
     if (t->d.pol_ready) o->policy_destroy(&t->d.pol);
+    mr_policy_free(&t->pol);   /* the host copy's oneDNN primitives (its memory is the arena's) */
     if (t->mem_ready) mr_devmem_destroy(&t->mem);
     if (t->staging_ready) mr_devmem_destroy(&t->staging);
     if (t->stream) o->stream_destroy(t->stream);

@@ -163,23 +163,23 @@ static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *st
 /* ------------------------------------------------------------------ policy */
 
 static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                                 mr_bpolicy_plan *out, mr_error *err) {
+                                 int cpu_conv, mr_bpolicy_plan *out, mr_error *err) {
     (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
     (void)precision;
     memset(out, 0, sizeof *out);
     out->n = 1;
-    out->bytes[0] = out->total = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK);
+    out->bytes[0] = out->total = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK, cpu_conv);
     return ok(err);
 }
 
 static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train, int max_act,
-                                   int precision, mr_devmem *mem, mr_error *err) {
+                                   int precision, int cpu_conv, mr_devmem *mem, mr_error *err) {
     (void)max_act;
     (void)precision;
     memset(bp, 0, sizeof *bp);
     mr_policy *p = calloc(1, sizeof *p);
     if (!p) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
-    const size_t bytes = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK);
+    const size_t bytes = mr_policy_bytes(cfg, view, max_train, POLICY_CHUNK, cpu_conv);
     void *block;
     mr_status s = mr_devmem_alloc(mem, bytes, "the network", &block, err);
     if (s != MR_OK) {
@@ -188,7 +188,7 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
     }
     memset(block, 0, bytes);
     mr_arena a = {(unsigned char *)block, bytes, 0, 0};
-    mr_policy_layout(p, cfg, view, max_train, POLICY_CHUNK, &a);
+    mr_policy_layout(p, cfg, view, max_train, POLICY_CHUNK, cpu_conv, &a);
     bp->impl = p;
     bp->params = p->params;
     bp->grads = p->grads;
@@ -197,6 +197,7 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
 }
 
 static void cpu_policy_destroy(mr_bpolicy *bp) {
+    if (bp->impl) mr_policy_free(bp->impl);
     free(bp->impl);   /* its block belongs to the memory manager, released with it */
     memset(bp, 0, sizeof *bp);
 }
