@@ -12,6 +12,11 @@
  * equal byte for byte. Each configuration also runs on 1 thread, which must
  * give the same bytes (results independent of the thread count).
  *
+ * The fixtures were written with the im2col + sgemm convolutions, so every
+ * configuration pins cpu.conv = im2col: this test guards the training loop,
+ * not the convolutions' arithmetic (test_conv_dnnl.c and test_policy.c check
+ * the oneDNN path against float64 references).
+ *
  * OpenBLAS's kernel set changes sgemm's rounding, so ctest runs this with
  * OPENBLAS_CORETYPE=Haswell (AVX2, what every x86-64-v3 CPU this build
  * targets runs), the kernels the fixtures were written with.
@@ -194,6 +199,7 @@ static void compare(const char *label, const ckfile *want, const ckfile *got) {
 static int run_and_save(const fixture *fx, int threads, const char *path) {
     mr_config c;
     fx->config(&c);
+    c.cpu.conv = MR_CPU_CONV_IM2COL;   /* the fixtures' convolutions */
     if (threads) c.threads = threads;
     mr_trainer *t;
     mr_error e;

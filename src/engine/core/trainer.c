@@ -162,8 +162,18 @@ static void describe(mr_trainer *t, const char *note) {
     const mr_backend *o = t->be;
     char line[256];
     o->describe(t->device, t->threads, t->cfg.precision, line, sizeof line);
-    if (o->host_memory)
-        snprintf(t->describe, sizeof t->describe, "%s backend, %s%s", o->name, line, note);
+    if (o->host_memory) {   /* the cpu network: which convolutions (cpu.conv) */
+        const mr_policy *np = t->d.pol.net;
+        char conv[256];
+        if (!np || np->conv == MR_CPU_CONV_IM2COL)
+            snprintf(conv, sizeof conv, "im2col + sgemm");
+        else if (np->dnnl || np->num_conv < 2)
+            snprintf(conv, sizeof conv, "the first from the codes%s", np->num_conv > 1 ? ", the others oneDNN" : "");
+        else
+            snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)", np->conv_note);
+        snprintf(t->describe, sizeof t->describe, "%s backend, %s; convolutions (cpu.conv): %s%s", o->name, line,
+                 conv, note);
+    } else
     else
         snprintf(t->describe, sizeof t->describe,
                  "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "
