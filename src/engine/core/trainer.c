@@ -173,14 +173,14 @@ static void describe(mr_trainer *t, const char *note) {
             snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)", np->conv_note);
         snprintf(t->describe, sizeof t->describe, "%s backend, %s; convolutions (cpu.conv): %s%s", o->name, line,
                  conv, note);
-    } else
-    else
+    } else {
         snprintf(t->describe, sizeof t->describe,
                  "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "
                  "cuda.graphs: %s%s",
                  o->name, line, t->threads, t->threads == 1 ? "" : "s",
                  t->graphs_why[0] ? t->graphs_why : "each update after the first replays three recorded CUDA graphs",
                  note);
+    }
 }
 
 mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const char *note, mr_trainer **out,
