@@ -17,6 +17,9 @@
  *     parallel sections run on the calling thread, and outside one the call
  *     is made with the thread count set to 1 for its duration), one chunk per
  *     call, so a chunk's result never depends on how many threads run.
+ *   - Threads share one primitive per layer and pass: with the scratchpad in
+ *     user mode (each workspace its own) oneDNN allows one primitive to run
+ *     on several threads at once; streams and memory objects are per thread.
  *   - No allocation in the steady state: primitives, streams and memory
  *     objects are created at layout for the chunk shape only; weights in
  *     oneDNN's blocked formats, the weight-gradient buffer and the

@@ -3,7 +3,10 @@
  * free functions over raw float pointers and sizes (llm.c style).
  *
  * Layout: NHWC everywhere (channels last). A 3x3 convolution is im2col + one
- * sgemm whose output is already NHWC; a linear layer is one sgemm.
+ * sgemm whose output is already NHWC; a linear layer is one sgemm. The first
+ * convolution can also be computed straight from the observation codes
+ * (mr_conv3x3_codes_*: cpu.conv = onednn; the other layers then run through
+ * conv_dnnl.h).
  *
  * What this file deliberately is not: it owns no memory, knows nothing of the
  * network's shape (policy.c does) and allocates nothing; every workspace is
