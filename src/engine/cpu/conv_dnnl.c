@@ -214,6 +214,17 @@ int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, 
             if (why) snprintf(why, why_len, "oneDNN has no convolution %d->%d on %dx%d maps", ch[l], ch[l + 1], H, W);
             goto done;
         }
+        /* oneDNN's reference kernels (no JIT for this CPU or shape) are
+         * 100-1000x slower than im2col + sgemm: refuse them */
+        for (int i = 0; i < 3; i++) {
+            const char *impl = "";
+            dnnl_primitive_desc_query(pd[l][i], dnnl_query_impl_info_str, 0, &impl);
+            if (strncmp(impl, "ref", 3) == 0) {
+                if (why) snprintf(why, why_len, "oneDNN has only its reference kernel (%s) for the convolution %d->%d",
+                                  impl, ch[l], ch[l + 1]);
+                goto done;
+            }
+        }
         size_t s = dnnl_memory_desc_get_size(md(pd[l][2], dnnl_query_diff_weights_md));
         if (s > dw_bytes) dw_bytes = s;
         for (int i = 0; i < 3; i++)

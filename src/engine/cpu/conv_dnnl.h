@@ -49,9 +49,12 @@ typedef struct mr_conv_dnnl mr_conv_dnnl;   /* opaque: oneDNN handles live on th
  * nthreads threads (one workspace each). Planning arena: creates the
  * primitive descriptors only to size the arena's share, *out = NULL.
  * Committed arena: creates everything, *out = the object (free with
- * mr_conv_dnnl_free). Returns 0, or -1 when oneDNN refuses (message in
- * why); *out is then NULL and the arena's share is still taken (the plan and
- * the commit take the same bytes). L < 2 takes nothing and returns 0. */
+ * mr_conv_dnnl_free). Returns 0, or -1 when oneDNN refuses or offers only
+ * its reference kernels (message in why); *out is then NULL. A refusal
+ * found by the descriptors takes nothing (planning and commit refuse alike);
+ * a failure creating the objects at commit leaves the planned share taken
+ * and unused, so the caller's later takes keep their planned places.
+ * L < 2 takes nothing and returns 0. */
 int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, int chunk, int nthreads,
                         mr_arena *a, char *why, size_t why_len);
 void mr_conv_dnnl_free(mr_conv_dnnl *d);
