@@ -4,8 +4,8 @@
 #   make bench  install what is missing (also PyTorch), build, benchmark side by side
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
-                  lua-luv-dev lua-busted libopenblas-openmp-dev
-BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox libdnnl-dev
+                  lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev
+BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox
 
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)

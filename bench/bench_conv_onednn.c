@@ -11,8 +11,8 @@
  *
  *   OMP_NUM_THREADS=2 build/bench_conv_onednn
  *   OMP_NUM_THREADS=1 build/bench_conv_onednn --chunk 32    (one core each, oneDNN per chunk)
+ *   OMP_NUM_THREADS=1 build/bench_conv_onednn --first       (the first layer: im2col vs from the codes)
  *
- * Built only where libdnnl-dev is installed (make bench-deps installs it).
  * What it is not: a test (nothing here checks that the two agree) or part
  * of the engine.
  */
@@ -140,7 +140,73 @@ static void run(int B, int C, int OC, int reps, int chunk) {
            B, C, OC, tf * 1e3, flop / tf / 1e9, tb * 1e3, 2 * flop / tb / 1e9, df * 1e3, flop / df / 1e9, db_ * 1e3, 2 * flop / db_ / 1e9,
            tf / df, tb / db_, impl, implb, implw);
 }
+/* The first layer (2 channels from the cell codes): expand + im2col + sgemm
+ * (cpu.conv = im2col) against nn.c's direct computation from the codes
+ * (onednn's first layer), forward with bias + ReLU and backward weight + bias
+ * gradients only (the observation needs no input gradient), chunks of 32 as
+ * policy.c runs them. `dense` = fraction of non-empty cells (the env's grids
+ * hold 128 .. 512 items in 16,384 cells: ~1-3%). */
+static void run_codes(int B, int OC, double dense, int reps) {
+    const int H = 11, W = 11, CH = 32, T = omp_get_max_threads();
+    size_t nc = (size_t)B * H * W, no = nc * OC, nw = (size_t)OC * 18;
+    uint8_t *codes = malloc(nc);
+    for (size_t i = 0; i < nc; i++) {
+        double u = (double)rand() / RAND_MAX;
+        codes[i] = u < dense / 2 ? 1 : u < dense ? 2 : 0;
+    }
+    float *out = rnd(no), *dout = rnd(no), *w = rnd(nw), *b = rnd(OC);
+    float *x = rnd((size_t)T * CH * H * W * 2), *col = rnd((size_t)T * CH * H * W * 18 + 64 * OC);
+    float *dwp = rnd((size_t)T * nw), *dbp = rnd((size_t)T * OC);
+    double tf[2] = {1e9, 1e9}, tb[2] = {1e9, 1e9};
+    for (int r = 0; r < reps; r++)
+        for (int m = 0; m < 2; m++) {   /* 0: expand + im2col + sgemm, 1: from the codes */
+            double t0 = now();
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (int k = 0; k < B / CH; k++) {
+                int t = omp_get_thread_num();
+                float *xs = x + (size_t)t * CH * H * W * 2, *cw = col + (size_t)t * (CH * H * W * 18 + 64 * OC);
+                const uint8_t *cc = codes + (size_t)k * CH * H * W;
+                float *o = out + (size_t)k * CH * H * W * OC;
+                if (m == 0) {
+                    mr_obs_expand_forward(xs, cc, CH, H * W, 0);
+                    mr_conv3x3_relu_forward(o, cw, xs, w, b, CH, H, W, 2, OC);
+                } else {
+                    mr_conv3x3_codes_relu_forward(o, cw, cc, w, b, CH, H, W, OC, 0);
+                }
+            }
+            double t1 = now();
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (int k = 0; k < B / CH; k++) {
+                int t = omp_get_thread_num();
+                float *xs = x + (size_t)t * CH * H * W * 2, *cw = col + (size_t)t * (CH * H * W * 18 + 64 * OC);
+                const uint8_t *cc = codes + (size_t)k * CH * H * W;
+                const float *d = dout + (size_t)k * CH * H * W * OC;
+                if (m == 0) {
+                    mr_obs_expand_forward(xs, cc, CH, H * W, 0);
+                    mr_conv3x3_backward(NULL, dwp + (size_t)t * nw, dbp + (size_t)t * OC, cw, d, xs, w, CH, H, W, 2, OC);
+                } else {
+                    mr_conv3x3_codes_backward(dwp + (size_t)t * nw, dbp + (size_t)t * OC, (double *)cw, d, cc, CH, H, W, OC, 0);
+                }
+            }
+            double t2 = now();
+            if (t1 - t0 < tf[m]) tf[m] = t1 - t0;
+            if (t2 - t1 < tb[m]) tb[m] = t2 - t1;
+        }
+    printf("B=%d  2->%2d first layer, %2.0f%% non-empty: expand+im2col+sgemm fwd %6.2f ms bwd(dw,db) %6.2f ms | "
+           "from codes fwd %6.2f ms bwd %6.2f ms | ratio fwd %.2fx bwd %.2fx\n",
+           B, OC, 100 * dense, tf[0] * 1e3, tb[0] * 1e3, tf[1] * 1e3, tb[1] * 1e3, tf[0] / tf[1], tb[0] / tb[1]);
+    free(codes); free(out); free(dout); free(w); free(b); free(x); free(col); free(dwp); free(dbp);
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--first") == 0) {
+        printf("first layer, chunks of 32, %d threads\n", omp_get_max_threads());
+        for (int k = 0; k < 2; k++) {
+            run_codes(4096, 16, k ? 0.4 : 0.03, 5);
+            run_codes(4096, 32, k ? 0.4 : 0.03, 5);
+        }
+        return 0;
+    }
     const int chunk = argc > 2 && strcmp(argv[1], "--chunk") == 0 ? atoi(argv[2]) : 0;
     if (chunk < 0 || (chunk > 0 && 4096 % chunk != 0)) {
         fprintf(stderr, "usage: bench_conv_onednn [--chunk N]   (N divides 4096)\n");

@@ -6,7 +6,12 @@
  *
  *   bench_train [--net ref|small] [--conv 32,64,64] [--hidden 512] [--critic 512]
  *               [--envs 192] [--rollout 128] [--epochs 4] [--updates 3]
- *               [--threads 0] [--json]
+ *               [--threads 0] [--cpu-conv auto|onednn|im2col]
+ *               [--cpu-activations auto|store|recompute] [--json]
+ *
+ * --cpu-conv is the config's cpu.conv (the convolutions' implementation) and
+ * --cpu-activations its cpu.activations (what the training forward keeps),
+ * so the choices can be timed alternately with one binary.
  *
  * Throughput follows ENV_SPEC: agent-steps per second of wall clock over whole
  * updates, after one discarded warm-up update; the median over timed updates.
@@ -107,6 +112,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--minibatches")) c.ppo.minibatches = atoi(v);
         else if (!strcmp(a, "--updates")) updates = atoi(v);
         else if (!strcmp(a, "--threads")) c.threads = atoi(v);
+        else if (!strcmp(a, "--cpu-conv")) {
+            c.cpu.conv = !strcmp(v, "auto") ? MR_CPU_CONV_AUTO : !strcmp(v, "onednn") ? MR_CPU_CONV_ONEDNN
+                       : !strcmp(v, "im2col") ? MR_CPU_CONV_IM2COL : (mr_cpu_conv)-1;
+            if ((int)c.cpu.conv < 0) { fprintf(stderr, "bench_train: --cpu-conv accepts auto, onednn or im2col\n"); return 2; }
+        }
+        else if (!strcmp(a, "--cpu-activations")) {
+            c.cpu.activations = !strcmp(v, "auto") ? MR_CPU_ACTIVATIONS_AUTO : !strcmp(v, "store") ? MR_CPU_ACTIVATIONS_STORE
+                              : !strcmp(v, "recompute") ? MR_CPU_ACTIVATIONS_RECOMPUTE : -1;
+            if (c.cpu.activations < 0) {
+                fprintf(stderr, "bench_train: --cpu-activations accepts auto, store or recompute\n");
+                return 2;
+            }
+        }
         else { fprintf(stderr, "bench_train: unknown option %s\n", a); return 2; }
     }
     if (updates < 1) updates = 1;
@@ -146,6 +164,7 @@ int main(int argc, char **argv) {
     } else {
         printf("moonrl training, cpu, %d threads, net %s (%.2f MFLOP/sample forward), %d envs x %d steps\n",
                threads, net, F / 1e6, c.env.num_envs, c.ppo.rollout_steps);
+        printf("  %s\n", mr_trainer_describe(t));
         printf("  agent-steps/s (median of %d)   %10.0f\n", updates, s_med);
         printf("  rollout / gae / update (s)     %.3f / %.4f / %.3f\n", r_med, g_med, u_med);
         printf("  update GFLOP/s                 %10.1f  (%.0f%% of sgemm %.1f GFLOP/s)\n", upd_gf,

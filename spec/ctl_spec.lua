@@ -275,7 +275,9 @@ describe("moonrl ctl", function()
     rc, out = moonrl("ps " .. dir, dir)
     assert.are.equal("no jobs running under " .. dir .. "\n", out)
     local log = support.read_file(rd .. "/train.log")
-    assert.truthy(log:find("update 1: ppo.lr 0.0003 -> 0.00012345 (ctl)", 1, true), log)   -- moonrl.changes
+    -- moonrl.changes: in force from the first update after the pause (the
+    -- pause lands before update 1, or after it when update 1 had started)
+    assert.truthy(log:find("update " .. (paused_at + 1) .. ": ppo.lr 0.0003 -> 0.00012345 (ctl)", 1, true), log)
   end)
 
   it("rejects a bad command line with exit code 2", function()

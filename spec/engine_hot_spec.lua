@@ -90,4 +90,67 @@ describe("engine hot parameters and update count", function()
     assert.truthy(out:find("default=0\nfaithful=0\nuint8=1\nuint8_enum=1\n", 1, true), out)
     assert.truthy(out:find("bad=[^\n]*env.proxy_obs_storage[^\n]*faithful", 1), out)
   end)
+
+  it("cpu.conv reaches mr_config (auto by default; onednn, im2col); other values are refused on both sides", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/s.lua", [[
+      local moonrl = require("moonrl")
+      local engine = require("moonrl.engine")
+      for _, v in ipairs({ "default", "auto", "onednn", "im2col" }) do
+        local cfg = assert(moonrl.resolve({ cpu = { conv = v ~= "default" and v or nil } },
+          { hardware = "cpu", level = "basic" }))
+        local c = assert(engine.config(cfg))
+        print(v .. "=" .. tonumber(c.cpu.conv))
+      end
+      print("enums=" .. tonumber(engine.C.MR_CPU_CONV_AUTO) .. tonumber(engine.C.MR_CPU_CONV_ONEDNN)
+        .. tonumber(engine.C.MR_CPU_CONV_IM2COL))
+      print("bad=" .. tostring(select(2, moonrl.resolve({ cpu = { conv = "mkldnn" } }, { hardware = "cpu" }))))
+      local c = assert(engine.config(assert(moonrl.resolve({ cpu = { conv = "im2col" } }, { hardware = "cpu" }))))
+      c.cpu.conv = 7
+      print("engine=" .. tostring(select(2, engine.validate(c))))
+    ]])
+    os.execute(string.format("cd %q && timeout 60 %q run s.lua >out 2>err; echo $? >rc", dir, BIN))
+    local rc, out, err = tonumber(support.read_file(dir .. "/rc")), support.read_file(dir .. "/out") or "",
+      support.read_file(dir .. "/err") or ""
+    support.rm_rf(dir)
+    assert.are.equal(0, rc, err)
+    assert.truthy(out:find("default=0\nauto=0\nonednn=1\nim2col=2\nenums=012\n", 1, true), out)
+    assert.truthy(out:find("bad=[^\n]*cpu.conv[^\n]*onednn", 1), out)
+    assert.truthy(out:find("engine=[^\n]*cpu.conv = 7", 1), out)
+  end)
+
+  it("cpu.activations reaches mr_config beside cpu.conv (auto by default; store, recompute); others are refused", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/s.lua", [[
+      local moonrl = require("moonrl")
+      local engine = require("moonrl.engine")
+      for _, v in ipairs({ "default", "auto", "store", "recompute" }) do
+        local cfg = assert(moonrl.resolve({ cpu = { conv = "im2col", activations = v ~= "default" and v or nil } },
+          { hardware = "cpu", level = "basic" }))
+        local c = assert(engine.config(cfg))
+        print(v .. "=" .. tonumber(c.cpu.activations) .. "," .. tonumber(c.cpu.conv))
+      end
+      print("bad=" .. tostring(select(2, moonrl.resolve({ cpu = { activations = "keep" } }, { hardware = "cpu" }))))
+      local c = assert(engine.config(assert(moonrl.resolve({}, { hardware = "cpu" }))))
+      c.cpu.activations = 3
+      print("engine=" .. tostring(select(2, engine.validate(c))))
+    ]])
+    os.execute(string.format("cd %q && timeout 60 %q run s.lua >out 2>err; echo $? >rc", dir, BIN))
+    local rc, out, err = tonumber(support.read_file(dir .. "/rc")), support.read_file(dir .. "/out") or "",
+      support.read_file(dir .. "/err") or ""
+    assert.are.equal(0, rc, err)
+    assert.truthy(out:find("default=0,2\nauto=0,2\nstore=1,2\nrecompute=2,2\n", 1, true), out)
+    assert.truthy(out:find("bad=[^\n]*cpu.activations[^\n]*recompute", 1), out)
+    assert.truthy(out:find("engine=[^\n]*cpu.activations = 3", 1), out)
+    -- a run says which it uses
+    os.execute(string.format("cd %q && timeout 120 %q train --hardware ci --set total_steps=512 --set " ..
+      "cpu.activations=recompute --no-eval --dir r >out 2>err; echo $? >rc", dir, BIN))
+    rc, out, err = tonumber(support.read_file(dir .. "/rc")), support.read_file(dir .. "/out") or "",
+      support.read_file(dir .. "/err") or ""
+    support.rm_rf(dir)
+    assert.are.equal(0, rc, err)
+    assert.truthy((out .. err):find("conv activations (cpu.activations): recomputed in the backward", 1, true), out .. err)
+  end)
 end)

@@ -284,14 +284,25 @@ describe("moonrl host", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     script(dir, "s.lua", [[
       local seq = {}
+      local a, b, a_paused, b_trained
+      -- a waits (paused) after its first update until b has trained one, so
+      -- the two overlap however fast an update is; a pause does not stop b
       local function cfg(name)
         local c = ]] .. tiny(dir .. "/NAME", { updates = 40 }) .. [[
         c.dir = c.dir:gsub("NAME", name)
-        c.hooks = { on_update = function(m) seq[#seq + 1] = name end }
+        c.hooks = { on_update = function(m)
+          seq[#seq + 1] = name
+          -- (hooks run one at a time on the loop: the flags need no lock)
+          if name == "a" and m.update == 1 and not b_trained then a_paused = true; a:pause() end
+          if name == "b" and m.update == 1 then
+            b_trained = true
+            if a_paused then a:resume() end
+          end
+        end }
         return c
       end
-      local a = moonrl.train(cfg("a"), OPTS)
-      local b = moonrl.train(cfg("b"), OPTS)
+      a = moonrl.train(cfg("a"), OPTS)
+      b = moonrl.train(cfg("b"), OPTS)
       print("running=" .. #moonrl.runs())
       local sa, sb = a:wait(), b:wait()
       local text = table.concat(seq, " ")

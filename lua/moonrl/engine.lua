@@ -91,10 +91,13 @@ end
 -- --------------------------------------------------------------- conversions
 
 local SCALAR = { int = true, double = true, float = true, uint64_t = true, int64_t = true,
-                 uint32_t = true, int32_t = true }
+                 uint32_t = true, int32_t = true, int16_t = true }
 
--- "cpu" -> MR_DEVICE_CPU, "fp16" -> MR_FP16 (schedule kinds: fill_schedule).
-local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_" }
+-- "cpu" -> MR_DEVICE_CPU, "fp16" -> MR_FP16, cpu.conv "im2col" -> MR_CPU_CONV_IM2COL,
+-- cpu.activations "recompute" -> MR_CPU_ACTIVATIONS_RECOMPUTE
+-- (schedule kinds: fill_schedule).
+local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_", conv = "MR_CPU_CONV_",
+                      activations = "MR_CPU_ACTIVATIONS_" }
 
 local function enum_value(prefix, s)
   local ok, v = pcall(function() return C[prefix .. s:upper()] end)

@@ -51,6 +51,7 @@ schema.sections = {
   { name = "policy", desc = "the CNN actor-critic" },
   { name = "ppo", desc = "PPO and the optimizer" },
   { name = "cuda", desc = "GPU-only engine settings (reported as not applying on cpu)" },
+  { name = "cpu", desc = "CPU-only engine settings (the cuda backend ignores them)" },
   { name = "warmup", desc = "warm-up updates before the timed run", func_ok = true },
   { name = "log", desc = "what is written to the console and the run directory" },
   { name = "alerts", desc = "warnings raised while training" },
@@ -186,6 +187,21 @@ key { key = "cuda.memory_fraction", type = "number", default = 0.9, min = 0.01, 
   gpu_only = true, desc = "device memory limit as a fraction of the card" }
 key { key = "cuda.release_threshold", type = "number", default = 0.8, min = 0, max = 1,
   gpu_only = true, desc = "fraction of the limit above which cached blocks are released" }
+
+-- cpu -----------------------------------------------------------------------
+key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "onednn", "im2col" },
+  aliases = { "conv_impl", "convolution" },
+  desc = "CPU backend only: how the trunk's 3x3 convolutions are computed; onednn = the first layer straight " ..
+    "from the observation codes and the others through oneDNN; im2col = im2col + OpenBLAS sgemm for every " ..
+    "layer (the engine before oneDNN, bit for bit); auto = the measured-faster one, onednn (BENCHMARKS.md). " ..
+    "The two differ in the last bits; each is bit-identical for any thread count" }
+key { key = "cpu.activations", type = "enum", default = "auto", choices = { "auto", "store", "recompute" },
+  aliases = { "activation_memory", "recompute", "checkpointing" },
+  desc = "CPU backend only: what the training forward keeps for the backward; store = every conv layer's " ..
+    "output for the whole minibatch (fastest; 2.2 GiB for the reference network at 192 x 128, docs/environment.md); recompute = only " ..
+    "the linear layers' (0.5 GiB there), the backward runs the conv trunk again 1,024 samples at a time (one " ..
+    "more trunk forward per update step); auto = store while that takes at most 256 MiB more than recompute. " ..
+    "The conv gradients are bit-identical either way; fc's weight gradient differs in the last bits" }
 
 -- warmup --------------------------------------------------------------------
 key { key = "warmup.updates", type = "integer", default = 1, min = 0, max = 1000,

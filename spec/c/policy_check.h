@@ -142,9 +142,10 @@ typedef struct ref_net {
 
 static inline int ref_make(ref_net *r, const mr_policy_config *cfg, int view, int max_batch, int chunk) {
     memset(r, 0, sizeof *r);
-    mr_policy_layout(&r->p, cfg, view, max_batch, chunk, &r->a);
+    /* im2col: the reference the CUDA network is held to (both are im2col + GEMM) */
+    mr_policy_layout(&r->p, cfg, view, max_batch, chunk, MR_CPU_CONV_IM2COL, &r->a);
     if (mr_arena_commit(&r->a) != 0) return 0;
-    mr_policy_layout(&r->p, cfg, view, max_batch, chunk, &r->a);
+    mr_policy_layout(&r->p, cfg, view, max_batch, chunk, MR_CPU_CONV_IM2COL, &r->a);
     r->logits = malloc(sizeof(float) * ((size_t)max_batch * NA + 1));
     r->value = malloc(sizeof(float) * ((size_t)max_batch + 1));
     r->g0 = malloc(sizeof(float) * r->p.n_params);

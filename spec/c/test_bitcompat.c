@@ -12,6 +12,12 @@
  * equal byte for byte. Each configuration also runs on 1 thread, which must
  * give the same bytes (results independent of the thread count).
  *
+ * The fixtures were written with the im2col + sgemm convolutions, so every
+ * configuration pins cpu.conv = im2col: this test guards the training loop,
+ * not the convolutions' arithmetic (test_conv_dnnl.c and test_policy.c check
+ * the oneDNN path against float64 references). With cpu.conv = onednn each
+ * configuration must give the same bytes on 1 and 2 threads (whole trainer).
+ *
  * OpenBLAS's kernel set changes sgemm's rounding, so ctest runs this with
  * OPENBLAS_CORETYPE=Haswell (AVX2, what every x86-64-v3 CPU this build
  * targets runs), the kernels the fixtures were written with.
@@ -191,9 +197,10 @@ static void compare(const char *label, const ckfile *want, const ckfile *got) {
     }
 }
 
-static int run_and_save(const fixture *fx, int threads, const char *path) {
+static int run_and_save(const fixture *fx, int threads, int conv, const char *path) {
     mr_config c;
     fx->config(&c);
+    c.cpu.conv = conv;   /* MR_CPU_CONV_IM2COL: the fixtures' convolutions */
     if (threads) c.threads = threads;
     mr_trainer *t;
     mr_error e;
@@ -219,7 +226,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < NFIX; i++) {
             char path[512];
             snprintf(path, sizeof path, "%s/%s.mrck", argv[2], fixtures[i].name);
-            if (run_and_save(&fixtures[i], 0, path) != 0) return 1;
+            if (run_and_save(&fixtures[i], 0, MR_CPU_CONV_IM2COL, path) != 0) return 1;
             printf("wrote %s\n", path);
         }
         return 0;
@@ -234,7 +241,7 @@ int main(int argc, char **argv) {
         if (!ok) continue;
         for (int threads = 0; threads <= 1; threads++) {
             snprintf(got_path, sizeof got_path, "bitcompat_now_%d.mrck", i);
-            CHECK(run_and_save(fx, threads, got_path) == 0);
+            CHECK(run_and_save(fx, threads, MR_CPU_CONV_IM2COL, got_path) == 0);
             CHECK(read_ck(got_path, &got) == 0);
             char label[96];
             snprintf(label, sizeof label, "%s (%s threads)", fx->name, threads ? "1" : "configured");
@@ -242,6 +249,29 @@ int main(int argc, char **argv) {
             free(got.buf);
             remove(got_path);
         }
+        /* the oneDNN convolutions (cpu.conv = onednn): no fixture, but the
+         * same bytes on 1 and on the configured 2 threads, and not the
+         * im2col bytes (so the comparison is of the oneDNN path) */
+        ckfile two, one;
+        char two_path[512];
+        snprintf(two_path, sizeof two_path, "bitcompat_dnnl2_%d.mrck", i);
+        snprintf(got_path, sizeof got_path, "bitcompat_dnnl1_%d.mrck", i);
+        CHECK(run_and_save(fx, 0, MR_CPU_CONV_ONEDNN, two_path) == 0);
+        CHECK(run_and_save(fx, 1, MR_CPU_CONV_ONEDNN, got_path) == 0);
+        if (read_ck(two_path, &two) == 0 && read_ck(got_path, &one) == 0) {
+            char label[96];
+            snprintf(label, sizeof label, "%s, onednn, 1 thread against 2", fx->name);
+            compare(label, &two, &one);
+            const section *a = find(&two, "params"), *b = find(&want, "params");
+            CHECK_MSG(a && b && a->bytes == b->bytes && memcmp(a->data, b->data, a->bytes) != 0,
+                      "%s: the onednn run has the im2col fixture's parameters", fx->name);
+            free(one.buf);
+            free(two.buf);
+        } else {
+            CHECK_MSG(0, "%s: onednn checkpoints unreadable", fx->name);
+        }
+        remove(two_path);
+        remove(got_path);
         free(want.buf);
     }
     return check_report("test_bitcompat");

@@ -71,7 +71,7 @@ static void test_plan(void) {
     /* the parameter layout is policy.c's, entry by entry */
     mr_policy cpu;
     mr_arena a = {0};
-    mr_policy_layout(&cpu, &cfg, 11, 0, 1, &a);
+    mr_policy_layout(&cpu, &cfg, 11, 0, 1, MR_CPU_CONV_IM2COL, &a);
     for (int dt = 0; dt < 3; dt++) {
         CHECK(mr_pc_plan_make(&pl, &cfg, 11, 24576, 0, dt, &e) == MR_OK);
         CHECK(pl.net.n_params == cpu.n_params && pl.net.n_tensors == cpu.n_tensors && pl.net.flat == 7744 &&

@@ -44,18 +44,25 @@ static void ref_cfg(mr_policy_config *c) {
     c->popart = 1;
 }
 
+/* the convolutions' implementation every test below runs with (main runs
+ * the numeric tests once per implementation) */
+static int g_conv = MR_CPU_CONV_IM2COL;
+
 /* plan, commit, lay out again: what the trainer does */
 static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
                             int max_batch, int chunk, int activations) {
-    const mr_policy_options o = {chunk, activations};
+    const mr_policy_options o = {chunk, g_conv, activations};
     memset(a, 0, sizeof *a);
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
     size_t planned = a->size;
-    int ok = p->params == NULL && p->work == NULL && p->x == NULL;
+    int ok = p->params == NULL && p->work == NULL && p->x == NULL && p->dnnl == NULL;
     ok &= planned == mr_policy_bytes_with(cfg, view, max_batch, &o);
-    if (activations == MR_ACTIVATIONS_STORE) ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk);
+    if (activations == MR_ACTIVATIONS_STORE) ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk, g_conv);
     if (mr_arena_commit(a) != 0) return 0;
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
+    /* the oneDNN path has its primitives for layers 1..; im2col has none */
+    ok &= g_conv == MR_CPU_CONV_IM2COL ? p->dnnl == NULL && p->conv == MR_CPU_CONV_IM2COL
+                                       : (p->dnnl != NULL) == (p->num_conv > 1) && p->conv == MR_CPU_CONV_ONEDNN;
     ok &= a->used <= a->size && a->used == planned;
     ok &= p->params && p->grads && p->work && p->x && p->col && p->b_aL && p->b_chid;
     for (int l = 0; l < p->num_conv; l++) ok &= p->act[l] != NULL || max_batch == 0;
@@ -220,7 +227,7 @@ static void test_table(void) {
     ref_cfg(&cfg);
     mr_arena a = {0};
     mr_policy p;
-    mr_policy_layout(&p, &cfg, 11, 0, 1, &a);   /* planning only */
+    mr_policy_layout(&p, &cfg, 11, 0, 1, MR_CPU_CONV_IM2COL, &a);   /* planning only */
     CHECK(p.n_params == 4413673);
     CHECK(p.n_policy == 4025576);                 /* ENV_SPEC: about 4.03 M */
     CHECK(p.flat == 7744 && p.cin_dim == 756);
@@ -550,13 +557,15 @@ static void test_recompute(void) {
         run_free(&s); run_free(&r); run_free(&r1);
     }
     free(codes); free(extra); free(ga); free(gc);
+    mr_policy_free(&ps);
+    mr_policy_free(&pr);
     mr_arena_release(&as);
     mr_arena_release(&ar);
 
     /* ENV_SPEC: 192 envs x 128 steps in one minibatch */
     mr_policy_config ref;
     ref_cfg(&ref);
-    const mr_policy_options so = {32, MR_ACTIVATIONS_STORE}, ro = {32, MR_ACTIVATIONS_RECOMPUTE};
+    const mr_policy_options so = {32, g_conv, MR_ACTIVATIONS_STORE}, ro = {32, g_conv, MR_ACTIVATIONS_RECOMPUTE};
     size_t store = mr_policy_bytes_with(&ref, 11, 192 * 128, &so), rec = mr_policy_bytes_with(&ref, 11, 192 * 128, &ro);
     printf("  ENV_SPEC network, 24,576 samples: store %.0f MiB, recompute %.0f MiB\n", store / 1048576.0,
            rec / 1048576.0);
@@ -598,12 +607,17 @@ int main(void) {
     omp_set_num_threads(2);
     test_table();
     test_init();
-    for (int proxy = 0; proxy < 2; proxy++) {
-        test_gradient(proxy, MR_ACTIVATIONS_STORE);
-        test_gradient(proxy, MR_ACTIVATIONS_RECOMPUTE);
+    for (int k = 0; k < 2; k++) {   /* im2col, then oneDNN + the first layer from the codes */
+        g_conv = k ? MR_CPU_CONV_ONEDNN : MR_CPU_CONV_IM2COL;
+        int before = check_failed;
+        for (int proxy = 0; proxy < 2; proxy++) {
+            test_gradient(proxy, MR_ACTIVATIONS_STORE);
+            test_gradient(proxy, MR_ACTIVATIONS_RECOMPUTE);
+        }
+        test_consistency();
+        test_recompute();
+        test_permute();
+        if (check_failed != before) printf("  (those failures: cpu.conv = %s)\n", k ? "onednn" : "im2col");
     }
-    test_consistency();
-    test_recompute();
-    test_permute();
     return check_report("test_policy");
 }

@@ -153,6 +153,35 @@ typedef struct mr_cuda_config {
     double release_threshold;    /* fraction of the limit above which the cache is released, default 0.8 */
 } mr_cuda_config;
 
+/* How the CPU backend computes the trunk's 3x3 convolutions (cpu.conv).
+ * onednn: the first layer straight from the observation codes (nn.c), the
+ * others through oneDNN (conv_dnnl.h); im2col: every layer as im2col +
+ * OpenBLAS sgemm (the engine before oneDNN; spec/c/test_bitcompat.c pins it,
+ * its fixtures were written by it); auto: the measured-faster choice, now
+ * onednn (BENCHMARKS.md). Results differ between the two in the last bits;
+ * each is bit-identical for any thread count. The CUDA backend ignores it. */
+typedef enum mr_cpu_conv { MR_CPU_CONV_AUTO = 0, MR_CPU_CONV_ONEDNN = 1, MR_CPU_CONV_IM2COL = 2 } mr_cpu_conv;
+
+/* What the CPU network's training forward keeps for the backward
+ * (cpu.activations): auto = store while keeping the conv activations takes
+ * at most 256 MiB more than recomputing them, else recompute (policy.h).
+ * store and recompute give the same conv gradients bit for bit; fc's weight
+ * gradient differs in the last bits. The CUDA backend ignores it. */
+typedef enum mr_cpu_activations {
+    MR_CPU_ACTIVATIONS_AUTO = 0,
+    MR_CPU_ACTIVATIONS_STORE = 1,
+    MR_CPU_ACTIVATIONS_RECOMPUTE = 2
+} mr_cpu_activations;
+
+/* CPU-only settings: here, in what was mr_config's padding after `threads`
+ * (4 bytes, now full: two 16-bit fields holding an mr_cpu_conv and an
+ * mr_cpu_activations), so checkpoints keep their size (old ones read as
+ * auto, auto). */
+typedef struct mr_cpu_config {
+    int16_t conv;                /* mr_cpu_conv, default auto */
+    int16_t activations;         /* mr_cpu_activations, default auto */
+} mr_cpu_config;
+
 typedef struct mr_config {
     mr_env_config env;
     mr_policy_config policy;
@@ -161,6 +190,7 @@ typedef struct mr_config {
     mr_device device;            /* default auto */
     mr_precision precision;      /* default fp32 (CPU supports fp32 only) */
     int threads;                 /* CPU threads, 0 = all cores, default 0 */
+    mr_cpu_config cpu;           /* CPU-only settings */
     uint64_t seed;               /* default 1 */
     uint64_t total_steps;        /* agent-steps to train; default 50,331,648 */
 } mr_config;

@@ -51,8 +51,10 @@ typedef struct mr_backend {
     const char *unavailable;
 
     /* ---- planning (every build) */
+    /* cpu: mr_config's cpu.* (the cpu backend's convolutions and what its
+     * training forward keeps; others ignore it) */
     mr_status (*policy_plan)(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                             mr_bpolicy_plan *out, mr_error *err);
+                             const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err);
 
     /* ---- runtime and memory */
     /* Makes the calling thread use this device and thread count. */
@@ -80,7 +82,7 @@ typedef struct mr_backend {
 
     /* ---- policy: codes (B,VV) u8, extra (B,2) -> logits (B,8), value (B) raw */
     mr_status (*policy_create)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int max_train, int max_act,
-                               int precision, mr_devmem *mem, mr_error *err);
+                               int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err);
     void (*policy_destroy)(mr_bpolicy *p);
     mr_status (*policy_zero_grad)(mr_bpolicy *p, void *stream, mr_error *err);
     /* The rollout's inference (B <= max_act): keeps nothing for backward. */

@@ -148,6 +148,12 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
         return mr_fail(err, MR_ERR_ARG, "env.proxy_obs_storage = %d: accepted 0 (faithful) or 1 (uint8)",
                        (int)c->policy.proxy_obs_storage);
     CHECK_REAL(c->policy.popart_beta_min, 0.0, 1.0);
+    if (c->cpu.conv != MR_CPU_CONV_AUTO && c->cpu.conv != MR_CPU_CONV_ONEDNN && c->cpu.conv != MR_CPU_CONV_IM2COL)
+        return mr_fail(err, MR_ERR_ARG, "cpu.conv = %d: accepted 0 (auto), 1 (onednn) or 2 (im2col)", (int)c->cpu.conv);
+    if (c->cpu.activations != MR_CPU_ACTIVATIONS_AUTO && c->cpu.activations != MR_CPU_ACTIVATIONS_STORE &&
+        c->cpu.activations != MR_CPU_ACTIVATIONS_RECOMPUTE)
+        return mr_fail(err, MR_ERR_ARG, "cpu.activations = %d: accepted 0 (auto), 1 (store) or 2 (recompute)",
+                       (int)c->cpu.activations);
 
     CHECK_INT(c->ppo.rollout_steps, 1, 65536);
     CHECK_INT(c->ppo.epochs, 1, 1000);

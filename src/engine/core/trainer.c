@@ -105,7 +105,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->env.reward_clip = t->env.reward_clip;
     d->env.threads = t->threads;
 
-    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &t->mem,
+    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &cfg->cpu, &t->mem,
                                                 err), err));
     d->pol_ready = 1;
     const mr_policy *dp = d->pol.net;
@@ -162,15 +162,26 @@ static void describe(mr_trainer *t, const char *note) {
     const mr_backend *o = t->be;
     char line[256];
     o->describe(t->device, t->threads, t->cfg.precision, line, sizeof line);
-    if (o->host_memory)
-        snprintf(t->describe, sizeof t->describe, "%s backend, %s%s", o->name, line, note);
-    else
+    if (o->host_memory) {   /* the cpu network: which convolutions (cpu.conv) */
+        const mr_policy *np = t->d.pol.net;
+        char conv[256];
+        if (!np || np->conv == MR_CPU_CONV_IM2COL)
+            snprintf(conv, sizeof conv, "im2col + sgemm");
+        else if (np->dnnl || np->num_conv < 2)
+            snprintf(conv, sizeof conv, "the first from the codes%s", np->num_conv > 1 ? ", the others oneDNN" : "");
+        else
+            snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)", np->conv_note);
+        snprintf(t->describe, sizeof t->describe,
+                 "%s backend, %s; convolutions (cpu.conv): %s; conv activations (cpu.activations): %s%s", o->name,
+                 line, conv, np && np->recompute ? "recomputed in the backward" : "kept for the backward", note);
+    } else {
         snprintf(t->describe, sizeof t->describe,
                  "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "
                  "cuda.graphs: %s%s",
                  o->name, line, t->threads, t->threads == 1 ? "" : "s",
                  t->graphs_why[0] ? t->graphs_why : "each update after the first replays three recorded CUDA graphs",
                  note);
+    }
 }
 
 mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const char *note, mr_trainer **out,
@@ -264,6 +275,7 @@ void mr_trainer_free(mr_trainer *t) {
         if (t->pev[i]) o->event_destroy(t->pev[i]);
     free(t->pev);
     if (t->d.pol_ready) o->policy_destroy(&t->d.pol);
+    mr_policy_free(&t->pol);   /* the host copy's oneDNN primitives (its memory is the arena's) */
     if (t->mem_ready) mr_devmem_destroy(&t->mem);
     if (t->staging_ready) mr_devmem_destroy(&t->staging);
     if (t->stream) o->stream_destroy(t->stream);

@@ -91,7 +91,7 @@ void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a
 void mr_trainer_layout_host(mr_trainer *t, mr_arena *a) {
     const mr_config *c = &t->cfg;
     mr_forage_layout(&t->env, &c->env, c->seed, a);
-    mr_policy_layout(&t->pol, &c->policy, t->V, 0, HOST_POLICY_CHUNK, a);
+    mr_policy_layout(&t->pol, &c->policy, t->V, 0, HOST_POLICY_CHUNK, c->cpu.conv, a);
     const size_t P = t->pol.n_params;
     t->adam_m = MR_TAKE(a, float, P);
     t->adam_v = MR_TAKE(a, float, P);
@@ -113,13 +113,13 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
      * thread count, and leave the caller's as it was */
     const int caller_threads = omp_get_max_threads();
     omp_set_num_threads(t0.threads);
-    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &out->policy, err);
+    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &cfg->cpu, &out->policy, err);
     omp_set_num_threads(caller_threads);
     if (ps != MR_OK) return ps;
     /* the parameter counts come from the shared layout */
     mr_arena a = {NULL, 0, 0, 0};
     mr_policy net;
-    mr_policy_layout(&net, &cfg->policy, t0.V, 0, 1, &a);
+    mr_policy_layout(&net, &cfg->policy, t0.V, 0, 1, MR_CPU_CONV_IM2COL, &a);   /* shapes only */
     const size_t P = net.n_params, Pp = net.n_policy;
     a = (mr_arena){NULL, 0, 0, 0};
     mr_forage env;

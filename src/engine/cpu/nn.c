@@ -288,6 +288,74 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
     }
 }
 
+/* ------------------------------------------------------------ conv 3x3 from codes */
+void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes, const float *w,
+                                   const float *b, int B, int H, int W, int OC, int proxy) {
+    for (int tap = 0; tap < 9; tap++)
+        for (int k = 0; k < 2; k++) {
+            float v0 = mr_obs_value((unsigned)k + 1u, 0, proxy), v1 = mr_obs_value((unsigned)k + 1u, 1, proxy);
+            float *t = tab + ((size_t)tap * 2 + k) * OC;
+            for (int o = 0; o < OC; o++)
+                t[o] = w[((size_t)o * 9 + tap) * 2] * v0 + w[((size_t)o * 9 + tap) * 2 + 1] * v1;
+        }
+    for (int bi = 0; bi < B; bi++) {
+        const uint8_t *cb = codes + (size_t)bi * H * W;
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                float *row = out + (((size_t)bi * H + y) * W + x) * OC;
+                memcpy(row, b, sizeof(float) * OC);
+                for (int ky = 0; ky < 3; ky++) {
+                    int yy = y + ky - 1;
+                    if (yy < 0 || yy >= H) continue;
+                    for (int kx = 0; kx < 3; kx++) {
+                        int xx = x + kx - 1;
+                        if (xx < 0 || xx >= W) continue;
+                        unsigned c = cb[yy * W + xx];
+                        if (c - 1u > 1u) continue;   /* EMPTY or unknown: adds 0 */
+                        const float *t = tab + ((size_t)(ky * 3 + kx) * 2 + (c - 1u)) * OC;
+                        for (int o = 0; o < OC; o++) row[o] += t[o];
+                    }
+                }
+                for (int o = 0; o < OC; o++) row[o] = row[o] > 0.0f ? row[o] : 0.0f;
+            }
+    }
+}
+
+void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout,
+                               const uint8_t *codes, int B, int H, int W, int OC, int proxy) {
+    double *S = acc, *sb = acc + (size_t)18 * OC;   /* S[tap][code-1][o], sb[o] */
+    memset(acc, 0, sizeof(double) * 19 * (size_t)OC);
+    for (int bi = 0; bi < B; bi++) {
+        const uint8_t *cb = codes + (size_t)bi * H * W;
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                const float *d = dout + (((size_t)bi * H + y) * W + x) * OC;
+                for (int o = 0; o < OC; o++) sb[o] += d[o];
+                for (int ky = 0; ky < 3; ky++) {
+                    int yy = y + ky - 1;
+                    if (yy < 0 || yy >= H) continue;
+                    for (int kx = 0; kx < 3; kx++) {
+                        int xx = x + kx - 1;
+                        if (xx < 0 || xx >= W) continue;
+                        unsigned c = cb[yy * W + xx];
+                        if (c - 1u > 1u) continue;
+                        double *s = S + ((size_t)(ky * 3 + kx) * 2 + (c - 1u)) * OC;
+                        for (int o = 0; o < OC; o++) s[o] += d[o];
+                    }
+                }
+            }
+    }
+    for (int o = 0; o < OC; o++) {
+        for (int tap = 0; tap < 9; tap++)
+            for (int ch = 0; ch < 2; ch++) {
+                double g = S[((size_t)tap * 2) * OC + o] * mr_obs_value(1u, ch, proxy) +
+                           S[((size_t)tap * 2 + 1) * OC + o] * mr_obs_value(2u, ch, proxy);
+                dw[((size_t)o * 9 + tap) * 2 + ch] += (float)g;
+            }
+        db[o] += (float)sb[o];
+    }
+}
+
 /* ------------------------------------------------------------ linear */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
                        int B, int C, int OC) {

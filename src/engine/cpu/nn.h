@@ -3,7 +3,10 @@
  * free functions over raw float pointers and sizes (llm.c style).
  *
  * Layout: NHWC everywhere (channels last). A 3x3 convolution is im2col + one
- * sgemm whose output is already NHWC; a linear layer is one sgemm.
+ * sgemm whose output is already NHWC; a linear layer is one sgemm. The first
+ * convolution can also be computed straight from the observation codes
+ * (mr_conv3x3_codes_*: cpu.conv = onednn; the other layers then run through
+ * conv_dnnl.h).
  *
  * What this file deliberately is not: it owns no memory, knows nothing of the
  * network's shape (policy.c does) and allocates nothing; every workspace is
@@ -53,6 +56,24 @@ void mr_conv3x3_relu_forward(float *out, float *col, const float *inp, const flo
 void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
                          const float *dout, const float *inp, const float *w,
                          int B, int H, int W, int C, int OC);
+
+/* The first conv straight from the observation codes (no expansion, no
+ * im2col): codes (B,H*W) cell codes, w (OC,3,3,2), b (OC), out (B,H,W,OC) =
+ * relu(conv3x3(expand(codes, proxy)) + b) (written); expand as
+ * mr_obs_expand_forward. Only FOOD and POISON cells contribute (EMPTY and
+ * codes above 2 read as 0 in both channels), so a pixel costs one OC-vector
+ * add per non-empty tap: tab (18*OC floats, workspace) holds
+ * T[tap][code-1][o] = w[o][tap][0] v(code,0) + w[o][tap][1] v(code,1).
+ * Serial: policy.c calls it per chunk inside its own parallel loop. */
+void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes, const float *w,
+                                   const float *b, int B, int H, int W, int OC, int proxy);
+/* Its weight and bias gradients (the observation needs no input gradient):
+ * dout (B,H,W,OC) after the ReLU's backward; dw (OC,3,3,2) += dout^T .
+ * im2col(expand(codes)); db (OC) += column sums of dout. Sums per
+ * (tap, code) and the bias sums are kept in double over the B*H*W pixels
+ * (acc: 19*OC doubles, workspace), then rounded once into dw, db. Serial. */
+void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout,
+                               const uint8_t *codes, int B, int H, int W, int OC, int proxy);
 
 /* Linear: inp (B,C), w (OC,C), b (OC) or NULL, out (B,OC) = inp . w^T + b (written). */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,

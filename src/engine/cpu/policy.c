@@ -7,6 +7,13 @@
  * in sgemm. The rest is memory movement kept chunk-sized (im2col, ReLU,
  * col2im), so it stays in cache next to the sgemm that consumes it.
  *
+ * With cpu.conv = onednn (the default) the first conv is computed straight
+ * from the codes (nn.c; only food/poison taps cost anything) and the others
+ * through oneDNN (conv_dnnl.c), whose weights are reordered into its formats
+ * once per act / forward / backward call; a tail chunk shorter than `chunk`
+ * takes the im2col path for layers 1.. (oneDNN's primitives exist for the
+ * chunk shape only).
+ *
  * Forward (act and training alike), block by block: the convs chunk by chunk
  * (im2col of one chunk in one workspace), then the linear layers over the
  * block (M = block in one sgemm each). Training writes every post-ReLU output
@@ -17,6 +24,7 @@
  */
 #include "policy.h"
 #include "nn.h"
+#include "conv_dnnl.h"
 #include "rng.h"
 #include <math.h>
 #include <omp.h>
@@ -59,7 +67,7 @@ static size_t qr_floats(size_t rows, size_t cols) {
 
 void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
                            const mr_policy_options *o, mr_arena *a) {
-    const int chunk = o->chunk;
+    const int chunk = o->chunk, conv = o->conv;
     memset(p, 0, sizeof *p);
     int L = cfg->num_conv;
     if (L < 1) L = 1;
@@ -135,7 +143,11 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     size_t o_a = round_f(C * p->VV * 2);
     size_t o_b = o_a + round_f(C * p->VV * cmax);
     size_t o_col = o_b + round_f(C * p->VV * cmax);
-    p->thread_floats = o_col + round_f(C * p->VV * 9 * (size_t)cin_max);
+    /* col doubles as the first layer's table (18 OC floats) and gradient
+     * sums (19 OC doubles) when it is computed from the codes */
+    size_t col = C * p->VV * 9 * (size_t)cin_max;
+    if (col < 38 * (size_t)p->ch[1]) col = 38 * (size_t)p->ch[1];
+    p->thread_floats = o_col + round_f(col);
     p->conv_floats = p->fc_w;
     size_t o_part = p->thread_floats * (size_t)p->nthreads;
     size_t o_aL = o_part + round_f(p->conv_floats) * (K / C);
@@ -161,11 +173,18 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         p->b_cin = p->work + o_cin;
         p->b_chid = p->work + o_chid;
     }
+    /* the convs' implementation: oneDNN's share of the arena comes last, so
+     * everything above keeps its place whichever is chosen */
+    p->conv = conv == MR_CPU_CONV_IM2COL ? MR_CPU_CONV_IM2COL : MR_CPU_CONV_ONEDNN;
+    if (p->conv == MR_CPU_CONV_ONEDNN &&
+        mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, a, p->conv_note,
+                            sizeof p->conv_note) != 0)
+        p->dnnl = NULL;   /* layers 1.. run through im2col; conv_note says why */
 }
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
-                      int max_batch, int chunk, mr_arena *a) {
-    const mr_policy_options o = {chunk, MR_ACTIVATIONS_STORE};
+                      int max_batch, int chunk, int conv, mr_arena *a) {
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE};
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
 }
 
@@ -176,9 +195,14 @@ size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch
     return a.size;
 }
 
-size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk) {
-    const mr_policy_options o = {chunk, MR_ACTIVATIONS_STORE};
+size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE};
     return mr_policy_bytes_with(cfg, view, max_batch, &o);
+}
+
+void mr_policy_free(mr_policy *p) {
+    mr_conv_dnnl_free(p->dnnl);
+    p->dnnl = NULL;
 }
 
 const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) {
@@ -272,13 +296,22 @@ static void build_cin(const mr_policy *p, float *cin, const float *feat, const f
     }
 }
 
-/* One thread's chunk workspace (policy.h). */
-typedef struct { float *x, *bufA, *bufB, *col; } chunk_ws;
+/* One thread's chunk workspace (policy.h); t is its index (oneDNN's
+ * per-thread memories follow it). */
+typedef struct { float *x, *bufA, *bufB, *col; int t; } chunk_ws;
 
 static chunk_ws thread_ws(const mr_policy *p, int t) {
     float *base = p->x + (size_t)t * p->thread_floats;
-    chunk_ws w = {base, base + (p->bufA - p->x), base + (p->bufB - p->x), base + (p->col - p->x)};
+    chunk_ws w = {base, base + (p->bufA - p->x), base + (p->bufB - p->x), base + (p->col - p->x), t};
     return w;
+}
+
+/* oneDNN runs whole chunks only: a tail's size changes with every batch */
+static int use_dnnl(const mr_policy *p, int n) { return p->dnnl && n == p->chunk; }
+
+/* The weight pointers of every conv layer (conv_dnnl's loads). */
+static void conv_weights(const mr_policy *p, const float **w) {
+    for (int l = 0; l < p->num_conv; l++) w[l] = p->params + p->conv_w[l];
 }
 
 /* Threads for a loop over n chunks: at most the workspaces there are. */
@@ -292,13 +325,25 @@ static int trunk_threads(const mr_policy *p, int n) {
  * post-ReLU; outs[l] == NULL means the workspace's ping-pong buffers. */
 static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *codes, int n,
                           int proxy, float *const *outs) {
-    mr_obs_expand_forward(w->x, codes, n, p->VV, proxy);
     const float *in = w->x;
-    for (int l = 0; l < p->num_conv; l++) {
+    const float *P = p->params;
+    int l = 0;
+    if (p->conv == MR_CPU_CONV_ONEDNN) {   /* layer 0 straight from the codes */
+        float *out = outs[0] ? outs[0] : w->bufA;
+        mr_conv3x3_codes_relu_forward(out, w->col, codes, P + p->conv_w[0], P + p->conv_b[0], n, p->view,
+                                      p->view, p->ch[1], proxy);
+        in = out;
+        l = 1;
+    } else {
+        mr_obs_expand_forward(w->x, codes, n, p->VV, proxy);
+    }
+    for (; l < p->num_conv; l++) {
         float *out = outs[l] ? outs[l] : (l & 1) ? w->bufB : w->bufA;
-        mr_conv3x3_relu_forward(out, w->col, in, p->params + p->conv_w[l],
-                                p->params + p->conv_b[l], n, p->view, p->view, p->ch[l],
-                                p->ch[l + 1]);
+        if (use_dnnl(p, n))
+            mr_conv_dnnl_forward(p->dnnl, w->t, l, out, in, P + p->conv_b[l]);
+        else
+            mr_conv3x3_relu_forward(out, w->col, in, P + p->conv_w[l], P + p->conv_b[l], n, p->view,
+                                    p->view, p->ch[l], p->ch[l + 1]);
         in = out;
     }
 }
@@ -342,6 +387,11 @@ static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra
 
 void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                    int proxy, float *logits, float *value) {
+    if (p->dnnl && B >= p->chunk) {
+        const float *w[MR_MAX_CONV];
+        conv_weights(p, w);
+        mr_conv_dnnl_load_forward(p->dnnl, w);
+    }
     for (int b0 = 0; b0 < B; b0 += p->block) {
         int nb = B - b0 < p->block ? B - b0 : p->block;
         forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
@@ -355,6 +405,11 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     if (B < 0 || B > p->max_batch) return -1;
     int L = p->num_conv;
     memcpy(p->codes, codes, (size_t)B * p->VV);
+    if (p->dnnl && B >= p->chunk) {
+        const float *w[MR_MAX_CONV];
+        conv_weights(p, w);
+        mr_conv_dnnl_load_forward(p->dnnl, w);
+    }
     for (int b0 = 0; b0 < B; b0 += p->block) {
         int nb = B - b0 < p->block ? B - b0 : p->block;
         float *acts[MR_MAX_CONV];
@@ -376,13 +431,15 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
  * then the convs, one chunk per task, each into its own partial gradient;
  * the partials are added to grads in chunk order. The layer outputs of
  * sample c are p->act[l] + (c - a0) * VV * ch[l+1] (a0: the first sample
- * the act buffers hold: 0, or the recomputed rblock's). */
+ * the act buffers hold: 0, or the recomputed rblock's). The oneDNN
+ * backward weights are loaded. */
 static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0) {
     const float *P = p->params;
     float *G = p->grads;
     const int L = p->num_conv, H = p->hidden;
     const size_t CF = p->conv_floats, CFr = round_f(CF);
     const int nchunks = (nb + p->chunk - 1) / p->chunk;
+    const int codes0 = p->conv == MR_CPU_CONV_ONEDNN;   /* layer 0 from the codes */
     memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
     mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w, nb, p->flat, H);
     #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
@@ -393,14 +450,24 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
         memset(part, 0, sizeof(float) * CF);
         float *d = dL + (size_t)(c0 - b0) * p->flat;
         mr_relu_backward(d, d, p->act[L - 1] + (size_t)(c0 - a0) * p->flat, (size_t)n * p->flat);
-        mr_obs_expand_forward(w.x, p->codes + (size_t)c0 * p->VV, n, p->VV, p->fwd_proxy);
+        const uint8_t *cc = p->codes + (size_t)c0 * p->VV;
+        if (!codes0) mr_obs_expand_forward(w.x, cc, n, p->VV, p->fwd_proxy);
         for (int l = L - 1; l >= 0; l--) {
+            if (l == 0 && codes0) {   /* weight and bias gradients only, from the codes */
+                mr_conv3x3_codes_backward(part + p->conv_w[0], part + p->conv_b[0], (double *)w.col, d, cc,
+                                          n, p->view, p->view, p->ch[1], p->fwd_proxy);
+                break;
+            }
             const float *in = l > 0 ? p->act[l - 1] + (size_t)(c0 - a0) * p->VV * p->ch[l] : w.x;
             float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
             size_t szp = (size_t)n * p->VV * p->ch[l];
-            if (dprev) memset(dprev, 0, sizeof(float) * szp);
-            mr_conv3x3_backward(dprev, part + p->conv_w[l], part + p->conv_b[l], w.col, d, in,
-                                P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
+            if (use_dnnl(p, n)) {   /* writes dprev, dw and db (part is fresh) */
+                mr_conv_dnnl_backward(p->dnnl, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in);
+            } else {
+                if (dprev) memset(dprev, 0, sizeof(float) * szp);
+                mr_conv3x3_backward(dprev, part + p->conv_w[l], part + p->conv_b[l], w.col, d, in,
+                                    P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
+            }
             if (dprev) mr_relu_backward(dprev, dprev, in, szp);
             d = dprev;
         }
@@ -434,6 +501,12 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_linear_backward(p->dfeat, G + p->actor_w, G + p->actor_b, dlogits, p->feat,
                        P + p->actor_w, B, H, MR_NUM_ACTIONS);
     mr_relu_backward(p->dfeat, p->dfeat, p->feat, (size_t)B * H);
+    if (p->dnnl && B >= p->chunk) {
+        const float *w[MR_MAX_CONV];
+        conv_weights(p, w);
+        mr_conv_dnnl_load_backward(p->dnnl, w);
+        if (p->recompute) mr_conv_dnnl_load_forward(p->dnnl, w);
+    }
     float *dL = p->b_aL;
     if (!p->recompute) {
         /* fc weights over the whole batch (K = B); its input gradient per block */

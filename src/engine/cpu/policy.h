@@ -28,8 +28,8 @@
  * max_batch samples for mr_policy_backward.
  *
  * Two batch granularities: the convolutions run in chunks of `chunk` samples
- * through one im2col workspace (chunk-sized, so it stays near the cache); the
- * linear layers run in blocks of `block` samples (block = the smallest
+ * (through oneDNN or nn.c's im2col: `conv` below) in one workspace per
+ * thread (chunk-sized, so it stays near the cache); the linear layers run in blocks of `block` samples (block = the smallest
  * multiple of chunk >= MR_POLICY_BLOCK), large enough that an sgemm over the
  * 7744 x 512 fc weight is efficient. For the same batch mr_policy_act and
  * mr_policy_forward make exactly the same sgemm calls on the same data, so
@@ -117,6 +117,14 @@ typedef struct mr_policy {
     size_t conv_floats;        /* = fc_w: the conv tensors are the first in the array */
     float *b_aL, *b_feat, *b_cin, *b_chid;   /* one block: act's aL, feat, cin, chid;
                                              * backward: b_aL holds fc's input gradient */
+
+    /* how the convs run (cpu.conv, moonrl.h): MR_CPU_CONV_IM2COL = nn.c's
+     * im2col + sgemm for every layer; MR_CPU_CONV_ONEDNN = layer 0 from the
+     * codes (nn.c) and layers 1.. through oneDNN for whole chunks (a
+     * shorter tail chunk through im2col + sgemm). auto is resolved at layout. */
+    int conv;
+    struct mr_conv_dnnl *dnnl;   /* NULL: no oneDNN layers (im2col, one conv layer, or oneDNN refused) */
+    char conv_note[160];         /* why oneDNN is not used when it was asked for, else "" */
 } mr_policy;
 
 /* What the training forward keeps for the backward.
@@ -135,6 +143,7 @@ enum { MR_ACTIVATIONS_STORE = 0, MR_ACTIVATIONS_RECOMPUTE = 1 };
 
 typedef struct mr_policy_options {
     int chunk;         /* samples per conv chunk; < 1 reads as 1 */
+    int conv;          /* an mr_cpu_conv (auto = onednn) */
     int activations;   /* MR_ACTIVATIONS_* */
 } mr_policy_options;
 
@@ -142,16 +151,22 @@ typedef struct mr_policy_options {
  * max_batch samples) and workspaces (`chunk` samples for the convs, one block
  * for act's linear layers) from the arena. On a planning arena the pointers
  * are NULL and only sizes add up; nothing is dereferenced. cfg must have
- * passed mr_config_validate; view >= 1. mr_policy_layout is
- * mr_policy_layout_with for {chunk, MR_ACTIVATIONS_STORE}. */
+ * passed mr_config_validate; view >= 1. On a committed arena with oneDNN
+ * layers it creates their primitives (release them with mr_policy_free).
+ * mr_policy_layout is mr_policy_layout_with for {chunk, conv,
+ * MR_ACTIVATIONS_STORE}. */
 void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
                            const mr_policy_options *o, mr_arena *a);
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
-                      int max_batch, int chunk, mr_arena *a);
+                      int max_batch, int chunk, int conv, mr_arena *a);
 
 /* Bytes mr_policy_layout(_with) takes (arena rounding included). */
 size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch, const mr_policy_options *o);
-size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk);
+size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv);
+
+/* Releases what layout created outside the arena (the oneDNN primitives);
+ * the arena is the caller's. Safe on a planned or already freed policy. */
+void mr_policy_free(mr_policy *p);
 
 /* Orthogonal init (torch.nn.init.orthogonal_ on each weight flattened to
  * (OC, fan_in)), gain sqrt(2) except actor.w 0.01 and value.w 1.0; zero

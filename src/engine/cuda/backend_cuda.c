@@ -26,7 +26,8 @@
 #endif
 
 static mr_status cuda_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                                  mr_bpolicy_plan *out, mr_error *err) {
+                                  const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err) {
+    (void)cpu;   /* cuDNN-free im2col + cuBLAS here; cpu.* is the cpu backend's */
     memset(out, 0, sizeof *out);
     mr_pc_plan pl;
     const int max_batch = max_train > max_act ? max_train : max_act;   /* the rollout's forward runs on N */
@@ -57,7 +58,8 @@ static void cuda_describe(int device, int threads, int precision, char *buf, siz
 }
 
 static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train,
-                                    int max_act, int precision, mr_devmem *mem, mr_error *err) {
+                                    int max_act, int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
+    (void)cpu;
     memset(bp, 0, sizeof *bp);
     mr_policy_cuda *pc = calloc(1, sizeof *pc);
     if (!pc) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");

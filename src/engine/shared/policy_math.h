@@ -90,7 +90,7 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
                        MR_FP32, MR_BF16, MR_FP16);
     mr_arena a;
     memset(&a, 0, sizeof a);
-    mr_policy_layout(&pl->net, cfg, view, 0, 1, &a);   /* planning arena: shapes and offsets only */
+    mr_policy_layout(&pl->net, cfg, view, 0, 1, MR_CPU_CONV_IM2COL, &a);   /* planning arena: shapes and offsets only */
     const mr_policy *p = &pl->net;
     pl->dt = precision;
     pl->max_batch = max_batch;

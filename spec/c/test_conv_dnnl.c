@@ -1,0 +1,219 @@
+/*
+ * test_conv_dnnl.c - the oneDNN convolutions (conv_dnnl.c) and the first
+ * layer computed from the codes (nn.c's mr_conv3x3_codes_*) against a
+ * float64 direct convolution written here (forward with bias + ReLU, input,
+ * weight and bias gradients), on random inputs.
+ *
+ * Tolerance: each checked value is a float32 sum of K rounded products
+ * (K = 9C+1 for an output, 9*OC for an input gradient, n*H*W for a weight or
+ * bias gradient). Whatever order oneDNN sums in, the error of such a sum is
+ * at most about K*u*sum|terms| (u = 2^-24, the recursive-summation bound
+ * gamma_K); the test allows (K+2)*u*sum|terms| per element, sum|terms| from
+ * the float64 reference. To show the bound is tight enough to catch a real
+ * mistake, every comparison is also made against a reference with the
+ * kernel mirrored (taps (ky,kx) -> (2-ky,2-kx)), which must fail it.
+ * The policy-level checks (double-precision network, gradients against
+ * central differences, tail chunks, 1 vs 2 threads bit for bit) run on this
+ * path in test_policy.c.
+ */
+#include "check.h"
+#include "conv_dnnl.h"
+#include "nn.h"
+#include "obs_codes.h"
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U 5.9604644775390625e-8   /* 2^-24 */
+
+static float sym(void) { return (float)(2.0 * urand() - 1.0); }
+
+
+/* float64 3x3 pad-1 conv of inp (n,H,W,C) with w (OC,3,3,C): pre (n,H,W,OC)
+ * = conv + b, abs = sum of |terms|. mirror: taps flipped (a wrong kernel). */
+static void ref_forward(double *pre, double *abs_, const float *inp, const float *w, const float *b, int n, int H,
+                        int W, int C, int OC, int mirror) {
+    for (int s = 0; s < n; s++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int o = 0; o < OC; o++) {
+                    double acc = b[o], ab = fabs(b[o]);
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int yy = y + ky - 1, xx = x + kx - 1;
+                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+                            int tap = mirror ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
+                            for (int c = 0; c < C; c++) {
+                                double t = (double)w[((size_t)o * 9 + tap) * C + c] *
+                                           inp[(((size_t)s * H + yy) * W + xx) * C + c];
+                                acc += t;
+                                ab += fabs(t);
+                            }
+                        }
+                    size_t i = (((size_t)s * H + y) * W + x) * OC + o;
+                    pre[i] = acc;
+                    abs_[i] = ab;
+                }
+}
+
+/* float64 gradients: dinp (n,H,W,C), dw (OC,9C), db (OC), and their sums of |terms|. */
+static void ref_backward(double *dinp, double *adinp, double *dw, double *adw, double *db, double *adb,
+                         const float *dout, const float *inp, const float *w, int n, int H, int W, int C, int OC,
+                         int mirror) {
+    size_t ni = (size_t)n * H * W * C, nw = (size_t)OC * 9 * C;
+    memset(dinp, 0, sizeof(double) * ni); memset(adinp, 0, sizeof(double) * ni);
+    memset(dw, 0, sizeof(double) * nw); memset(adw, 0, sizeof(double) * nw);
+    memset(db, 0, sizeof(double) * OC); memset(adb, 0, sizeof(double) * OC);
+    for (int s = 0; s < n; s++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int o = 0; o < OC; o++) {
+                    double g = dout[(((size_t)s * H + y) * W + x) * OC + o];
+                    db[o] += g;
+                    adb[o] += fabs(g);
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int yy = y + ky - 1, xx = x + kx - 1;
+                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+                            int tap = mirror ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
+                            for (int c = 0; c < C; c++) {
+                                size_t ii = (((size_t)s * H + yy) * W + xx) * C + c, wi = ((size_t)o * 9 + tap) * C + c;
+                                double tw = g * inp[ii], ti = g * w[wi];
+                                dw[wi] += tw;
+                                adw[wi] += fabs(tw);
+                                dinp[ii] += ti;
+                                adinp[ii] += fabs(ti);
+                            }
+                        }
+                }
+}
+
+/* max over i of |got - ref| / ((K+2) u abs + tiny): < 1 passes */
+static double worst(const float *got, const double *ref, const double *abs_, size_t n, double K) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]) / ((K + 2) * U * abs_[i] + 1e-30);
+        if (e > m) m = e;
+    }
+    return m;
+}
+
+/* One layer C -> OC through oneDNN on workspace t of 2, chunk n. */
+static void test_layer(int n, int C, int OC) {
+    const int H = 11, W = 11;
+    int ch[3] = {2, C, OC};
+    mr_arena a = {0};
+    mr_conv_dnnl *d = NULL;
+    char why[256];
+    CHECK(mr_conv_dnnl_layout(&d, ch, 2, H, W, n, 2, &a, why, sizeof why) == 0 && d == NULL);
+    size_t planned = a.size;
+    CHECK(mr_arena_commit(&a) == 0);
+    int rc = mr_conv_dnnl_layout(&d, ch, 2, H, W, n, 2, &a, why, sizeof why);
+    CHECK_MSG(rc == 0 && d != NULL, "%d->%d chunk %d: %s", C, OC, n, why);
+    CHECK(a.used == planned);
+    if (!d) return;
+    size_t ni = (size_t)n * H * W * C, no = (size_t)n * H * W * OC, nw = (size_t)OC * 9 * C;
+    float *inp = malloc(4 * ni), *w = malloc(4 * nw), *b = malloc(4 * OC), *out = malloc(4 * no);
+    float *dout = malloc(4 * no), *dinp = malloc(4 * ni), *dw = malloc(4 * nw), *db = malloc(4 * OC);
+    double *pre = malloc(8 * no), *apre = malloc(8 * no), *relu = malloc(8 * no);
+    double *rdi = malloc(8 * ni), *adi = malloc(8 * ni), *rdw = malloc(8 * nw), *adw = malloc(8 * nw);
+    double rdb[1024], adb[1024];
+    for (size_t i = 0; i < ni; i++) inp[i] = urand() < 0.4 ? 0.0f : (float)urand();   /* post-ReLU-like */
+    for (size_t i = 0; i < nw; i++) w[i] = sym() / sqrtf(9.0f * C);
+    for (int i = 0; i < OC; i++) b[i] = 0.1f * sym();
+    for (size_t i = 0; i < no; i++) dout[i] = urand() < 0.5 ? 0.0f : sym();
+    const float *wl[2] = {NULL, w};
+    for (int mirror = 0; mirror < 2; mirror++) {
+        mr_conv_dnnl_load_forward(d, wl);
+        mr_conv_dnnl_forward(d, 1, 1, out, inp, b);   /* workspace 1: not just the first */
+        ref_forward(pre, apre, inp, w, b, n, H, W, C, OC, mirror);
+        for (size_t i = 0; i < no; i++) relu[i] = pre[i] > 0 ? pre[i] : 0;   /* 1-Lipschitz: same bound */
+        double ef = worst(out, relu, apre, no, 9.0 * C + 1);
+        mr_conv_dnnl_load_backward(d, wl);
+        memset(dinp, 0xff, 4 * ni);   /* NaN: every element must be written */
+        memset(dw, 0xff, 4 * nw);
+        memset(db, 0xff, 4 * OC);
+        mr_conv_dnnl_backward(d, 1, 1, dinp, dw, db, dout, inp);
+        ref_backward(rdi, adi, rdw, adw, rdb, adb, dout, inp, w, n, H, W, C, OC, mirror);
+        double ei = worst(dinp, rdi, adi, ni, 9.0 * OC), ew = worst(dw, rdw, adw, nw, (double)n * H * W);
+        double eb = worst(db, rdb, adb, OC, (double)n * H * W);
+        if (!mirror) {
+            CHECK_MSG(ef < 1 && ei < 1 && ew < 1 && eb < 1,
+                      "%d->%d chunk %d: error / bound: forward %.3g, dinp %.3g, dw %.3g, db %.3g", C, OC, n, ef, ei,
+                      ew, eb);
+        } else {   /* a wrong kernel is caught by each comparison (db does not see the kernel) */
+            CHECK_MSG(ef > 1 && ei > 1 && ew > 1, "%d->%d chunk %d: a mirrored kernel passes: %.3g %.3g %.3g", C,
+                      OC, n, ef, ei, ew);
+        }
+    }
+    /* dinp alone (no dw/db) leaves dw untouched */
+    memset(dw, 0, 4 * nw);
+    mr_conv_dnnl_backward(d, 0, 1, dinp, NULL, NULL, dout, inp);
+    int zero = 1;
+    for (size_t i = 0; i < nw; i++) zero &= dw[i] == 0.0f;
+    CHECK(zero);
+    CHECK(strstr(mr_conv_dnnl_impl(d, 1), "/") != NULL);
+    mr_conv_dnnl_free(d);
+    mr_arena_release(&a);
+    free(inp); free(w); free(b); free(out); free(dout); free(dinp); free(dw); free(db);
+    free(pre); free(apre); free(relu); free(rdi); free(adi); free(rdw); free(adw);
+}
+
+/* The first layer from the codes, every expansion, any n (tails included). */
+static void test_codes(int n, int OC, int proxy) {
+    const int H = 11, W = 11, HW = H * W, C = 2;
+    size_t nx = (size_t)n * HW * C, no = (size_t)n * HW * OC, nw = (size_t)OC * 9 * C;
+    uint8_t *codes = malloc((size_t)n * HW);
+    float *x = malloc(4 * nx), *w = malloc(4 * nw), *b = malloc(4 * OC), *out = malloc(4 * no), *dout = malloc(4 * no);
+    float *dw = malloc(4 * nw), *db = malloc(4 * OC), *tab = malloc(4 * 18 * OC);
+    double *acc = malloc(8 * 19 * OC), *pre = malloc(8 * no), *apre = malloc(8 * no), *relu = malloc(8 * no);
+    double *rdi = malloc(8 * nx), *adi = malloc(8 * nx), *rdw = malloc(8 * nw), *adw = malloc(8 * nw);
+    double rdb[1024], adb[1024];
+    for (int i = 0; i < n * HW; i++) {
+        double u = urand();
+        codes[i] = u < 0.6 ? 0 : u < 0.78 ? 1 : u < 0.96 ? 2 : 3;   /* 3: unknown, reads as empty */
+    }
+    mr_obs_expand_forward(x, codes, n, HW, proxy);   /* the reference reads the expansion */
+    for (size_t i = 0; i < nw; i++) w[i] = sym() / sqrtf(18.0f);
+    for (int i = 0; i < OC; i++) b[i] = 0.1f * sym();
+    for (size_t i = 0; i < no; i++) dout[i] = urand() < 0.5 ? 0.0f : sym();
+    mr_conv3x3_codes_relu_forward(out, tab, codes, w, b, n, H, W, OC, proxy);
+    for (int i = 0; i < OC; i++) db[i] = 1.0f;   /* accumulates: the reference adds 1 */
+    for (size_t i = 0; i < nw; i++) dw[i] = 0.0f;
+    mr_conv3x3_codes_backward(dw, db, acc, dout, codes, n, H, W, OC, proxy);
+    for (int i = 0; i < OC; i++) db[i] -= 1.0f;
+    for (int mirror = 0; mirror < 2; mirror++) {
+        ref_forward(pre, apre, x, w, b, n, H, W, C, OC, mirror);
+        for (size_t i = 0; i < no; i++) relu[i] = pre[i] > 0 ? pre[i] : 0;
+        ref_backward(rdi, adi, rdw, adw, rdb, adb, dout, x, w, n, H, W, C, OC, mirror);
+        for (int i = 0; i < OC; i++) adb[i] += 2.0;   /* the +1 -1 round trip */
+        double ef = worst(out, relu, apre, no, 19), ew = worst(dw, rdw, adw, nw, (double)n * HW);
+        double eb = worst(db, rdb, adb, OC, (double)n * HW);
+        if (!mirror)
+            CHECK_MSG(ef < 1 && ew < 1 && eb < 1, "codes n=%d OC=%d proxy=%d: error / bound: out %.3g dw %.3g db %.3g",
+                      n, OC, proxy, ef, ew, eb);
+        else
+            CHECK_MSG(ef > 1 && ew > 1, "codes n=%d OC=%d proxy=%d: a mirrored kernel passes: %.3g %.3g", n, OC,
+                      proxy, ef, ew);
+    }
+    free(codes); free(x); free(w); free(b); free(out); free(dout); free(dw); free(db); free(tab); free(acc);
+    free(pre); free(apre); free(relu); free(rdi); free(adi); free(rdw); free(adw);
+}
+
+int main(void) {
+    check_seed(0xd1d1c0de0001ULL);
+    omp_set_num_threads(2);
+    /* the reference net's layers, the small net's, the bitcompat configs' tiny ones; chunk 32 and odd ones */
+    test_layer(32, 32, 64);
+    test_layer(32, 64, 64);
+    test_layer(32, 16, 32);
+    test_layer(3, 4, 8);
+    test_layer(5, 6, 7);
+    for (int proxy = 0; proxy < 3; proxy++) {
+        test_codes(32, 32, proxy);
+        test_codes(7, 16, proxy);
+        test_codes(1, 5, proxy);
+    }
+    return check_report("test_conv_dnnl");
+}
