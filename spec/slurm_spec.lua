@@ -212,7 +212,10 @@ function Cluster.start()
     "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU", "SchedulerType=sched/backfill",
     "SchedulerParameters=sched_min_interval=100000", "MpiDefault=none", "ReturnToService=2",
     "InactiveLimit=0", "KillWait=10", "MinJobAge=300", "MessageTimeout=20",
-    "NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=" .. mem .. " State=UNKNOWN",
+    -- three CPUs on this machine's two (config_overrides): the arrays' two
+    -- places, and one for the trial that runs into its time limit meanwhile
+    "SlurmdParameters=config_overrides",
+    "NodeName=localhost NodeAddr=127.0.0.1 CPUs=3 RealMemory=" .. mem .. " State=UNKNOWN",
     "PartitionName=ci Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
   }, "\n") .. "\n")
   local function daemon(name, args)
@@ -310,6 +313,11 @@ elseif case == "long" then
   -- trial 1 is short, trial 2 trains until it is interrupted, cancelled or followed again
   spec.space = { total_steps = moonrl.grid{ 64 * 12, 64 * 3000 } }
   spec.method, spec.parallel = "grid", 1
+elseif case == "timeout" then
+  -- runs into Slurm's time limit of one minute (reniced: it shares the CPUs with the other tests)
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  spec.executor = moonrl.slurm{ partition = "ci", time = 1, poll = 1, setup = { "renice -n 19 $$ >/dev/null" } }
+  base.total_steps = 64 * 100000000
 elseif case == "function" then
   spec.trials, spec.parallel = 3, 2
   spec.method = function(history, ctx)
@@ -336,9 +344,25 @@ end
 describe("sweeps on a Slurm cluster (a real one, started here)", function()
   local cluster, why, dir
 
+  local timeout_run   -- started first, checked last: a minute and more in Slurm, beside the other tests
   setup(function()
     local ok, c, err = pcall(Cluster.start)
     if ok then cluster, why = c, err else why = tostring(c) end
+    if cluster then
+      local tdir = cluster.dir .. "/work/timeout"
+      uv.fs_mkdir(tdir, tonumber("755", 8))
+      support.write_file(tdir .. "/sweep.lua", SCRIPT)
+      timeout_run = { dir = tdir }
+      local handle
+      handle = uv.spawn("/bin/sh", {
+        args = { "-c", string.format("SLURM_CONF=%s exec %q run sweep.lua sw timeout >stdout 2>stderr", cluster.conf, BIN) },
+        cwd = tdir,
+      }, function(code)
+        timeout_run.code, timeout_run.done = code, true
+        handle:close()
+      end)
+      timeout_run.handle = handle
+    end
   end)
   teardown(function() Cluster.stop(cluster) end)
   before_each(function()
@@ -536,5 +560,26 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.same({ "submit-001.sh", "submit-002.sh" }, support.files(dir .. "/sw/slurm"))
     assert.equal(rec.starts[1].job:match("^%d+"), rec.starts[2].job:match("^%d+"))
     assert.not_equal(rec.starts[1].job:match("^%d+"), rec.starts[3].job:match("^%d+"))
+  end)
+
+  it("records a trial past its Slurm time limit (time = 1 minute) as timed out, with its final checkpoint", function()
+    if not need_cluster() then return end
+    local d = timeout_run.dir
+    local out = function() return (support.read_file(d .. "/stdout") or "") .. (support.read_file(d .. "/stderr") or "") end
+    assert.is_true(wait_for(function() return timeout_run.done end, 180000), "the timeout sweep did not end:\n" .. out())
+    assert.equal(0, timeout_run.code, out())
+    local rec = read_results(d .. "/sw/results.jsonl")
+    assert.equal(1, #rec.results)
+    local r = rec.by[1]
+    assert.equal("failed", r.status)
+    assert.equal("TIMEOUT", r.slurm_state)
+    assert.equal("timeout", r.reason)
+    assert.equal("Slurm job " .. rec.starts[1].job .. " TIMEOUT: it reached its time limit (time = 1) and Slurm " ..
+      "ended it (SIGTERM, SIGKILL after KillWait)", r.error)
+    assert.is_true(has(table.concat(r.log_tail, "\n"), "DUE TO TIME LIMIT"), json.encode(r.log_tail))
+    -- SIGTERM is moonrl's stop: the update in progress, then a final checkpoint
+    local ck = support.files(d .. "/sw/trial-001/checkpoints")
+    assert.equal(string.format("update_%07d.mrck", r.updates), ck[#ck])
+    assert.is_true(r.steps > 0)
   end)
 end)

@@ -22,8 +22,12 @@
 --     recorded as a failed trial and the sweep goes on.
 --   - Runs each trial as `moonrl train DIR/trial-NNN.lua --dir DIR/trial-NNN
 --     --no-eval` through an executor (local_executor.lua: child processes;
---     its header is the interface a Slurm executor will implement), at most
---     `parallel` at once. Its stdout and stderr go to DIR/trial-NNN/output.log.
+--     its header is the interface; slurm_executor.lua: Slurm array tasks), at
+--     most `parallel` at once. Its stdout and stderr go to
+--     DIR/trial-NNN/output.log. With Slurm, every trial known up front goes
+--     in one `sbatch --array=...%parallel`; a method function's proposals go
+--     as places free up; tasks an earlier sweep process left queued or
+--     running are followed again, not submitted twice.
 --   - Reads each trial's metrics.jsonl as it grows (every poll_ms): its curve
 --     of the metric, and the scheduler's rungs (moonrl.sweep.asha); a trial
 --     the scheduler drops is stopped through its normal stop path (SIGINT:
@@ -49,7 +53,7 @@
 -- kill_grace (seconds between a stop and SIGKILL, default 30), smooth (the
 -- metric of a trial is the mean of its last `smooth` values, default 1),
 -- poll_ms (default 500), console (false: no progress lines), executor
--- ("local" or an executor object), hooks = { on_trial_start = fn(trial),
+-- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
 -- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on).
 --
