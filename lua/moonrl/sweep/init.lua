@@ -822,6 +822,9 @@ function Sweep:stop(opts)
   self.stopping = (opts and opts.reason) or "sweep:stop()"
   self:say("stopping every trial (" .. self.stopping .. "): each ends its update in progress and writes a " ..
     "checkpoint; running the sweep again resumes them")
+  -- queued trials first (Slurm): a running one that ends frees its place, and
+  -- the queue would start the next before it is cancelled
+  for _, t in ipairs(self.running) do if t.status == "queued" then self:_stop_trial(t) end end
   for _, t in ipairs(self.running) do self:_stop_trial(t) end
   self:_check_end()
   return true
