@@ -318,6 +318,9 @@ elseif case == "timeout" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
   spec.executor = moonrl.slurm{ partition = "ci", time = 1, poll = 1, setup = { "renice -n 19 $$ >/dev/null" } }
   base.total_steps = 64 * 100000000
+elseif case == "bad_partition" then
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }
+  spec.executor = moonrl.slurm{ partition = "nosuch" }
 elseif case == "function" then
   spec.trials, spec.parallel = 3, 2
   spec.method = function(history, ctx)
@@ -544,6 +547,16 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.equal(job, rec.starts[3].job)
     assert.is_true(rec.starts[3].adopted)
     assert.same({ "submit-001.sh" }, support.files(dir .. "/sw/slurm"))
+  end)
+
+  it("a first submission Slurm refuses (no such partition) is an error of the script, not failed trials", function()
+    if not need_cluster() then return end
+    local code, out, err = moonrl("run sweep.lua sw bad_partition")
+    assert.equal(1, code, err .. out)
+    assert.is_true(has(err, "moonrl.sweep: the trials could not be submitted: sbatch failed (exit 1): sbatch: error: " ..
+      "invalid partition specified: nosuch"), err)
+    assert.is_true(has(err, "command: sbatch --parsable --array=1-2%1 "), err)
+    assert.is_nil(support.read_file(dir .. "/sw/results.jsonl"))
   end)
 
   it("a method function proposes as places free up; each proposal goes to Slurm as it comes", function()

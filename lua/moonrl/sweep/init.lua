@@ -344,7 +344,9 @@ function sweep.start(spec)
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end
   moonrl()._track(self)
+  self.starting = true
   self:_fill()
+  self.starting = false
   self:_check_end()
   return self
 end
@@ -487,6 +489,13 @@ function Sweep:_fill_array()
     for i, b in ipairs(batch) do specs[i] = b.spec end
     local jobs, err = self.executor:start_array(specs, { parallel = self.parallel, dir = self.dir,
       output = self.dir .. "/trial-%3a/output.log", name = "moonrl-" .. (self.base_cfg.name or "sweep") })
+    if not jobs and self.starting then
+      -- the first submission (a wrong partition, no Slurm here): an error for
+      -- the script, not failed trials that a re-run would not try again
+      self.filling = false
+      moonrl()._untrack(self)
+      error("moonrl.sweep: the trials could not be submitted: " .. tostring(err), 0)
+    end
     for i, b in ipairs(batch) do
       if jobs then
         self:_launched(b.t, jobs[i], b.info)
