@@ -422,7 +422,9 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     for _, s in ipairs(rec.starts) do assert.equal(array .. "_" .. s.trial, s.job) end
     assert.same({ "submit-001.sh" }, support.files(dir .. "/sw/slurm"))
     local script = support.read_file(dir .. "/sw/slurm/submit-001.sh")
-    assert.is_true(has(script, "  4) exec " .. BIN .. " train sw/trial-004.lua --dir sw/trial-004 --no-eval ;;"), script)
+    assert.is_true(has(script, "  4) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] && ls sw/trial-004/checkpoints/*.mrck " ..
+      ">/dev/null 2>&1; then exec " .. BIN .. " train --resume sw/trial-004 --no-eval; fi\n" ..
+      "     exec " .. BIN .. " train sw/trial-004.lua --dir sw/trial-004 --no-eval ;;"), script)
     local _, sc = sh(cluster.conf, "scontrol show job -o " .. array)
     assert.is_true(has(sc, "ArrayTaskThrottle=2"), sc)
     for i = 1, 4 do
@@ -547,6 +549,40 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.equal(job, rec.starts[3].job)
     assert.is_true(rec.starts[3].adopted)
     assert.same({ "submit-001.sh" }, support.files(dir .. "/sw/slurm"))
+  end)
+
+  it("a task Slurm requeues (as after a node failure) starts again from its checkpoint", function()
+    if not need_cluster() then return end
+    local p = spawn("run sweep.lua sw long")
+    local metrics = dir .. "/sw/trial-002/metrics.jsonl"
+    assert.is_true(wait_for(function() return metric_lines(metrics) >= 20 or p.done end, 60000) and not p.done,
+      "trial-002 did not get going:\n" .. p.out() .. p.err())
+    local job = read_results(dir .. "/sw/results.jsonl").starts[2].job
+    local rc, out = sh(cluster.conf, "scontrol requeue " .. job)
+    assert.equal(0, rc, out)
+    -- slurmctld holds a requeued job back (BeginTime) for a while; a test does not wait for that
+    assert.is_true(wait_for(function()
+      local _, q = sh(cluster.conf, "squeue -h -r -j " .. job .. " -o %T")
+      return q:match("PENDING") ~= nil
+    end, 20000), "the requeued job is not pending")
+    rc, out = sh(cluster.conf, "scontrol update jobid=" .. job .. " StartTime=now")
+    assert.equal(0, rc, out)
+    assert.equal(0, p.wait(60000), p.out() .. p.err() .. select(2, sh(cluster.conf, "squeue -r")))
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal("done", rec.by[2].status, json.encode(rec.by[2]))
+    assert.equal(64 * 3000, rec.by[2].steps)
+    assert.equal(2, #rec.starts)   -- Slurm restarted it; the sweep did not submit it again
+    local log = support.read_file(dir .. "/sw/trial-002/output.log")
+    assert.is_true(has(log, "resum"), log:sub(-2000))
+    local seen, n = {}, 0
+    for line in support.read_file(metrics):gmatch("[^\n]+") do
+      local m = json.decode(line)
+      if m.event == nil then
+        assert.is_nil(seen[m.update], "update " .. tostring(m.update) .. " twice")
+        seen[m.update], n = true, n + 1
+      end
+    end
+    assert.equal(3000, n)
   end)
 
   it("a first submission Slurm refuses (no such partition) is an error of the script, not failed trials", function()

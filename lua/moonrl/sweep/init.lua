@@ -563,7 +563,11 @@ function Sweep:_prepare_trial(t)
     argv = { "train", t.cfg_path, "--dir", t.dir, "--no-eval" }
   end
   mkdir_p(t.dir)
-  return self:_exec_spec(t, argv), { resume_ck = resume_ck }
+  local spec = self:_exec_spec(t, argv)
+  if not resume_ck then   -- what a task a queue restarts (Slurm's requeue) runs once it has a checkpoint
+    spec.resume_argv, spec.resume_dir = { "train", "--resume", t.dir, "--no-eval" }, t.dir
+  end
+  return spec, { resume_ck = resume_ck }
 end
 
 function Sweep:_launched(t, job, info)

@@ -15,7 +15,9 @@
 --       (sbatch --chdir), so relative paths mean what they mean locally. Output goes
 --       to opts.output (sbatch --output, %3a = the task id, appended: the
 --       trial's output.log, Slurm's own lines such as "CANCELLED ... DUE TO
---       TIME LIMIT" included).
+--       TIME LIMIT" included). A task Slurm requeues (node failure,
+--       preemption) and starts again runs spec.resume_argv instead when
+--       spec.resume_dir has a checkpoint ($SLURM_RESTART_COUNT > 0).
 --   executor:adopt(ids) -> { [id] = state }  which of the array tasks an earlier
 --       sweep process submitted are still queued or running (squeue)
 --   executor:attach(id, spec) -> job         follows such a task again
@@ -312,10 +314,21 @@ local function batch_script(self, specs, opts)
   }
   for _, l in ipairs(self.setup) do lines[#lines + 1] = l end
   lines[#lines + 1] = 'case "$SLURM_ARRAY_TASK_ID" in'
-  for _, spec in ipairs(specs) do
+  local function cmd(list)
     local argv = { quote(self.bin) }
-    for _, a in ipairs(spec.argv) do argv[#argv + 1] = quote(a) end
-    lines[#lines + 1] = string.format("  %d) exec %s ;;", spec.index, table.concat(argv, " "))
+    for _, a in ipairs(list) do argv[#argv + 1] = quote(a) end
+    return table.concat(argv, " ")
+  end
+  for _, spec in ipairs(specs) do
+    if spec.resume_argv and spec.resume_dir then
+      -- requeued (a node failure, preemption with PreemptMode=REQUEUE, scontrol
+      -- requeue): the same task starts again; it resumes from its checkpoint
+      lines[#lines + 1] = string.format("  %d) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] && " ..
+        "ls %s/checkpoints/*.mrck >/dev/null 2>&1; then exec %s; fi", spec.index, quote(spec.resume_dir), cmd(spec.resume_argv))
+      lines[#lines + 1] = string.format("     exec %s ;;", cmd(spec.argv))
+    else
+      lines[#lines + 1] = string.format("  %d) exec %s ;;", spec.index, cmd(spec.argv))
+    end
   end
   lines[#lines + 1] = '  *) echo "moonrl sweep: no trial for array task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;'
   lines[#lines + 1] = "esac"
@@ -457,21 +470,30 @@ function Slurm:_poll()
     end
     self.squeue_failures = 0
     local listed = code == 0 and executor.parse_squeue(out) or {}
-    local gone = {}
+    local gone, started = {}, {}
     for id, job in pairs(self.jobs) do
       local st = listed[id]
       if st and ACTIVE[st.state] then
         job.state, job.raw = st.state, st.raw ~= "" and st.raw or job.raw
         if st.state ~= "PENDING" and job.queued then
           job.queued = false
-          if job.spec.on_running then job.spec.on_running() end
+          started[#started + 1] = job
         end
       else
         gone[#gone + 1] = job
       end
     end
-    if #gone == 0 then self.polling = false return end
-    self:_final_states(gone, function() self.polling = false end)
+    -- the ends first: a task that took the place of one that ended is then
+    -- not shown running beside it
+    local function run_started()
+      self.polling = false
+      table.sort(started, function(a, b) return (a.spec.index or 0) < (b.spec.index or 0) end)
+      for _, job in ipairs(started) do
+        if job.spec.on_running then job.spec.on_running() end
+      end
+    end
+    if #gone == 0 then return run_started() end
+    self:_final_states(gone, run_started)
   end)
 end
 
