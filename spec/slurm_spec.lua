@@ -348,6 +348,16 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
   local cluster, why, dir
 
   local timeout_run   -- started first, checked last: a minute and more in Slurm, beside the other tests
+  local spawned = {}  -- sweep processes a failed test left running are killed after it
+  local function kill_left(list)
+    for _, proc in ipairs(list) do
+      if not proc.done and proc.pid then uv.kill(proc.pid, "sigkill") end
+    end
+    wait_for(function()
+      for _, proc in ipairs(list) do if not proc.done then return false end end
+      return true
+    end, 5000)
+  end
   setup(function()
     local ok, c, err = pcall(Cluster.start)
     if ok then cluster, why = c, err else why = tostring(c) end
@@ -364,10 +374,15 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
         timeout_run.code, timeout_run.done = code, true
         handle:close()
       end)
-      timeout_run.handle = handle
+      timeout_run.handle, timeout_run.pid = handle, handle and handle:get_pid()
     end
   end)
-  teardown(function() Cluster.stop(cluster) end)
+  teardown(function()
+    kill_left(spawned)
+    if timeout_run then kill_left({ timeout_run }) end
+    Cluster.stop(cluster)
+  end)
+  after_each(function() kill_left(spawned) end)
   before_each(function()
     if not cluster then return end
     dir = cluster.dir .. "/work/" .. tostring(uv.hrtime())
@@ -391,6 +406,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     end)
     assert(handle, pid)
     proc.pid = pid
+    spawned[#spawned + 1] = proc
     proc.out = function() return support.read_file(dir .. "/stdout") or "" end
     proc.err = function() return support.read_file(dir .. "/stderr") or "" end
     proc.wait = function(limit)
