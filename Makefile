@@ -1,17 +1,24 @@
 # moonrl - thin wrapper over CMake. Every dependency is named here, once.
 #   make run    install what is missing, build, train the built-in default
-#   make test   install what is missing, build, run every test (ctest + busted)
+#   make test   install what is missing (also the test packages), build, run every test (ctest + busted)
 #   make bench  install what is missing (also PyTorch), build, benchmark side by side
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev
 BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox
+# spec/slurm_spec.lua runs a single-node Slurm cluster of its own: munged,
+# slurmctld and slurmd started by the spec with its own key, socket, ports and
+# slurm.conf. Installing does not get in its way: without systemd, postinst's
+# invoke-rc.d may start munge on /run/munge (a container's policy-rc.d stops
+# even that), and Debian's slurmctld/slurmd scripts start nothing without
+# /etc/slurm/slurm.conf.
+TEST_PACKAGES  := slurm-wlm munge
 
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps bench-deps build run test bench gpu-carry clean
+.PHONY: all deps bench-deps test-deps build run test bench gpu-carry clean
 
 all: build
 
@@ -31,6 +38,9 @@ deps:
 bench-deps: deps
 	$(call apt_install,$(BENCH_PACKAGES))
 
+test-deps: deps
+	$(call apt_install,$(TEST_PACKAGES))
+
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -38,7 +48,7 @@ build: deps
 run: build
 	./$(BUILD)/moonrl train
 
-test: build
+test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure
 	busted --lua=luajit spec
 

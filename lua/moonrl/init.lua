@@ -48,6 +48,8 @@
 --   moonrl.uniform(lo, hi), moonrl.loguniform(lo, hi), moonrl.randint(lo, hi),
 --   moonrl.choice{...}, moonrl.grid{...}            what a sweep's space holds
 --   moonrl.asha{grace_steps =, reduction = 3}      early stopping for a sweep
+--   moonrl.slurm{partition =, time =, gpus =, ...}  a sweep's executor: trials as Slurm
+--       array tasks (lua/moonrl/sweep/slurm_executor.lua)
 --   moonrl.schedule, moonrl.config                 re-exports
 --   moonrl.version, moonrl.home
 
@@ -65,6 +67,7 @@ local space = require("moonrl.sweep.space")
 for _, name in ipairs({ "uniform", "loguniform", "randint", "choice", "grid" }) do moonrl[name] = space[name] end
 function moonrl.asha(opts) return require("moonrl.sweep.asha").new(opts) end
 function moonrl.sweep(spec) return require("moonrl.sweep").start(spec) end
+function moonrl.slurm(opts) return require("moonrl.sweep.slurm_executor").new(opts) end
 
 -- ------------------------------------------------------------- coroutines
 

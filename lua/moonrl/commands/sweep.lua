@@ -21,7 +21,8 @@ one run directory per trial (DIR/trial-NNN).
   status   the trials sorted by the sweep's metric, with their settings,
            status (done, failed, stopped early, running, interrupted,
            pending), agent-steps, seed and run directory; a running trial
-           shows its latest value (its control socket is asked whether it runs)
+           shows its latest value (its control socket is asked whether it runs;
+           for a Slurm sweep, squeue: queued or running)
   plot     writes DIR/plots/curves.svg (each trial's metric against
            agent-steps) and DIR/plots/param_<key>.svg (the metric against each
            swept key); the sweep writes them itself when it ends
@@ -41,6 +42,17 @@ local function status(dir, o)
   -- started without a result: running, or left by an interrupted sweep?
   local ask = {}
   for _, r in ipairs(list) do if r.status == "running" then ask[#ask + 1] = r end end
+  if #ask > 0 and info.executor == "slurm" then
+    -- a Slurm task's control socket is on its node: ask squeue instead
+    local ids = {}
+    for _, r in ipairs(ask) do ids[#ids + 1] = r.job end
+    local live = require("moonrl.sweep.slurm_executor").new({}):adopt(ids)
+    for _, r in ipairs(ask) do
+      local st = live[r.job]
+      r.status = (st == "PENDING" and "queued") or (st and "running") or "interrupted"
+    end
+    ask = {}
+  end
   if #ask > 0 then
     moonrl._await("moonrl sweep status", function(wake)
       local left = #ask
@@ -67,9 +79,10 @@ local function status(dir, o)
   for k in pairs(info.space or {}) do keys[#keys + 1] = k end
   table.sort(keys)
   out(string.format("sweep %s: %s over %s, metric %s (%s), %s; %d trial(s): %d done, %d failed, %d stopped early, " ..
-    "%d running, %d interrupted, %d pending\n", dir, tostring(info.method), #keys > 0 and table.concat(keys, ", ") or "nothing",
+    "%d running, %s%d interrupted, %d pending\n", dir, tostring(info.method), #keys > 0 and table.concat(keys, ", ") or "nothing",
     tostring(info.metric), tostring(info.mode or "max"), tostring(info.scheduler or "no early stopping"),
-    tonumber(info.trials) or #list, c.done or 0, c.failed or 0, c.stopped or 0, c.running or 0, c.interrupted or 0, pending))
+    tonumber(info.trials) or #list, c.done or 0, c.failed or 0, c.stopped or 0, c.running or 0,
+    c.queued and (c.queued .. " queued in Slurm, ") or "", c.interrupted or 0, pending))
   out(results.table(list, { metric = info.metric, mode = info.mode, keys = keys }), "\n")
   local best = nil
   for _, r in ipairs(results.sorted(list, info.mode)) do

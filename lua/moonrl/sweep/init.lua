@@ -22,8 +22,12 @@
 --     recorded as a failed trial and the sweep goes on.
 --   - Runs each trial as `moonrl train DIR/trial-NNN.lua --dir DIR/trial-NNN
 --     --no-eval` through an executor (local_executor.lua: child processes;
---     its header is the interface a Slurm executor will implement), at most
---     `parallel` at once. Its stdout and stderr go to DIR/trial-NNN/output.log.
+--     its header is the interface; slurm_executor.lua: Slurm array tasks), at
+--     most `parallel` at once. Its stdout and stderr go to
+--     DIR/trial-NNN/output.log. With Slurm, every trial known up front goes
+--     in one `sbatch --array=...%parallel`; a method function's proposals go
+--     as places free up; tasks an earlier sweep process left queued or
+--     running are followed again, not submitted twice.
 --   - Reads each trial's metrics.jsonl as it grows (every poll_ms): its curve
 --     of the metric, and the scheduler's rungs (moonrl.sweep.asha); a trial
 --     the scheduler drops is stopped through its normal stop path (SIGINT:
@@ -49,7 +53,7 @@
 -- kill_grace (seconds between a stop and SIGKILL, default 30), smooth (the
 -- metric of a trial is the mean of its last `smooth` values, default 1),
 -- poll_ms (default 500), console (false: no progress lines), executor
--- ("local" or an executor object), hooks = { on_trial_start = fn(trial),
+-- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
 -- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on).
 --
@@ -290,19 +294,33 @@ function sweep.start(spec)
     method = type(self.method) == "string" and self.method or "<function>", trials = self.trials,
     parallel = self.parallel, seed = self.seed, space = space_info, base = type(spec.base) == "string" and spec.base or json.null,
     scheduler = sched and sched.describe and sched:describe() or json.null,
-    executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or "local",
+    executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
     smooth = self.smooth, moonrl = core.version(),
   })
 
   if spec.executor == nil or spec.executor == "local" then
     self.executor = require("moonrl.sweep.local_executor").new()
-  elseif type(spec.executor) == "table" and type(spec.executor.start) == "function" then
+  elseif type(spec.executor) == "table" and (type(spec.executor.start) == "function" or type(spec.executor.start_array) == "function") then
     self.executor = spec.executor
   elseif spec.executor == "slurm" then
-    error("moonrl.sweep: executor \"slurm\" is not built yet: accepted \"local\" (or an executor object, " ..
-      "see lua/moonrl/sweep/local_executor.lua)", 2)
+    self.executor = require("moonrl.sweep.slurm_executor").new({})
   else
-    error("moonrl.sweep: executor must be \"local\" or an executor object, got " .. util.fmt_value(spec.executor), 2)
+    error("moonrl.sweep: executor must be \"local\", \"slurm\", moonrl.slurm{...} or an executor object, got " ..
+      util.fmt_value(spec.executor), 2)
+  end
+  -- Slurm tasks an earlier sweep process submitted that are still queued or
+  -- running are followed again, not submitted a second time
+  if self.executor.adopt then
+    local ids, by_id = {}, {}
+    for i, st in pairs(prev.starts) do
+      if not prev.results[i] and type(st.job) == "string" then ids[#ids + 1] = st.job by_id[st.job] = i end
+    end
+    if #ids > 0 then
+      self.adoptable = {}
+      for id in pairs(self.executor:adopt(ids)) do
+        if by_id[id] then self.adoptable[by_id[id]] = id end
+      end
+    end
   end
 
   self.status, self.running, self.waiters, self.started_at = "running", {}, {}, uv.hrtime()
@@ -326,7 +344,9 @@ function sweep.start(spec)
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end
   moonrl()._track(self)
+  self.starting = true
   self:_fill()
+  self.starting = false
   self:_check_end()
   return self
 end
@@ -355,8 +375,8 @@ function Sweep:progress_line()
   local c = self:counts()
   local best = self:best()
   local metric = type(self.metric) == "string" and self.metric or "metric"
-  return string.format("%d running, %d done, %d failed, %d stopped, %s%d pending; best: %s", c.running, c.done, c.failed,
-    c.stopped, c.interrupted and (c.interrupted .. " interrupted, ") or "", c.pending, best and (best.label .. " " .. metric .. " " .. results.fmt(best.value) .. " (" ..
+  return string.format("%s%d running, %d done, %d failed, %d stopped, %s%d pending; best: %s",
+    c.queued and (c.queued .. " queued, ") or "", c.running, c.done, c.failed, c.stopped, c.interrupted and (c.interrupted .. " interrupted, ") or "", c.pending, best and (best.label .. " " .. metric .. " " .. results.fmt(best.value) .. " (" ..
       point_text(best.params) .. ")") or "-")
 end
 
@@ -432,6 +452,7 @@ function Sweep:_next()
 end
 
 function Sweep:_fill()
+  if self.executor.start_array then return self:_fill_array() end
   while #self.running < self.parallel do
     local t = self:_next()
     if not t then break end
@@ -441,7 +462,76 @@ function Sweep:_fill()
   self:_show()
 end
 
+-- An executor with a queue of its own (Slurm): every trial known now goes in
+-- one array, throttled to `parallel` by the executor; a method function still
+-- proposes only as many as there are free places, from the results so far.
+-- Tasks of an earlier sweep process that are still queued or running are
+-- followed again (executor:attach) rather than submitted twice.
+function Sweep:_fill_array()
+  if self.filling or self.stopping then return end
+  self.filling = true
+  local batch = {}
+  while true do
+    if type(self.method) == "function" and #self.running + #batch >= self.parallel then break end
+    local t = self:_next()
+    if not t then break end
+    t.claimed = true
+    local live = self.adoptable and self.adoptable[t.index]
+    if live then
+      self:_launched(t, self.executor:attach(live, self:_exec_spec(t, nil)), { adopted = true })
+    else
+      local spec, info = self:_prepare_trial(t)
+      if spec then batch[#batch + 1] = { t = t, spec = spec, info = info } end
+    end
+  end
+  if #batch > 0 then
+    local specs = {}
+    for i, b in ipairs(batch) do specs[i] = b.spec end
+    local jobs, err = self.executor:start_array(specs, { parallel = self.parallel, dir = self.dir,
+      output = self.dir .. "/trial-%3a/output.log", name = "moonrl-" .. (self.base_cfg.name or "sweep") })
+    if not jobs and self.starting then
+      -- the first submission (a wrong partition, no Slurm here): an error for
+      -- the script, not failed trials that a re-run would not try again
+      self.filling = false
+      moonrl()._untrack(self)
+      error("moonrl.sweep: the trials could not be submitted: " .. tostring(err), 0)
+    end
+    for i, b in ipairs(batch) do
+      if jobs then
+        self:_launched(b.t, jobs[i], b.info)
+      else
+        b.t.status = "pending"
+        self:_finish_trial(b.t, { status = "failed", error = err })
+      end
+    end
+  end
+  self.filling = false
+  self:_show()
+  self:_check_end()
+end
+
 function Sweep:_start_trial(t)
+  local spec, info = self:_prepare_trial(t)
+  if not spec then return end
+  local job, jerr = self.executor:start(spec)
+  if not job then
+    t.status = "pending"
+    return self:_finish_trial(t, { status = "failed", error = jerr })
+  end
+  self:_launched(t, job, info)
+end
+
+function Sweep:_exec_spec(t, argv)
+  return {
+    argv = argv, dir = t.dir, output = t.dir .. "/output.log", name = t.label, index = t.index,
+    on_exit = function(exit) self:_exited(t, exit) end,
+    on_running = function() self:_running(t) end,
+  }
+end
+
+-- What the trial runs (its directory and config written), or nil when it was
+-- settled here (a config error, or it had finished before an interruption).
+function Sweep:_prepare_trial(t)
   if t.config_error then
     return self:_finish_trial(t, { status = "failed", error = "config error: " .. t.config_error })
   end
@@ -473,35 +563,55 @@ function Sweep:_start_trial(t)
     argv = { "train", t.cfg_path, "--dir", t.dir, "--no-eval" }
   end
   mkdir_p(t.dir)
+  local spec = self:_exec_spec(t, argv)
+  if not resume_ck then   -- what a task a queue restarts (Slurm's requeue) runs once it has a checkpoint
+    spec.resume_argv, spec.resume_dir = { "train", "--resume", t.dir, "--no-eval" }, t.dir
+  end
+  return spec, { resume_ck = resume_ck }
+end
+
+function Sweep:_launched(t, job, info)
+  local resume_ck = info.resume_ck
   t.curve, t.tail = {}, results.tail(t.dir .. "/metrics.jsonl")
   t.output = t.dir .. "/output.log"
   t.started_at = uv.hrtime()
-  t.status = "running"
-  local job, jerr = self.executor:start({
-    argv = argv, dir = t.dir, output = t.output, name = t.label,
-    on_exit = function(exit) self:_exited(t, exit) end,
-  })
-  if not job then
-    t.status = "pending"
-    return self:_finish_trial(t, { status = "failed", error = jerr })
-  end
+  t.status = job.queued and "queued" or "running"
   t.job = job
   self.running[#self.running + 1] = t
   results.append(self.dir, { event = "start", trial = t.index, label = t.label, params = t.params, seed = t.seed,
-    dir = t.dir, resume = resume_ck and true or false, job = job.id })
-  self:say(string.format("%s %s: %s%s", t.label, resume_ck and "resumed" or "started", point_text(t.params),
-    resume_ck and (" (from update " .. resume_ck.update .. ")") or ""))
+    dir = t.dir, resume = resume_ck and true or false, job = job.id, adopted = info.adopted or nil })
+  if info.adopted then
+    self:say(string.format("%s: following Slurm job %s again (%s, submitted by an earlier run of this sweep)",
+      t.label, job.id, point_text(t.params)))
+  else
+    self:say(string.format("%s %s: %s%s%s", t.label, resume_ck and "resumed" or (job.queued and "submitted" or "started"),
+      point_text(t.params), resume_ck and (" (from update " .. resume_ck.update .. ")") or "",
+      job.queued and (" (Slurm job " .. job.id .. ")") or ""))
+  end
   self:_hook("on_trial_start", public(t))
-  if self.time_limit > 0 then
+  if not job.queued then self:_limit(t) end
+  if not self.poll_timer then
+    self.poll_timer = uv.new_timer()
+    self.poll_timer:start(self.poll_ms, self.poll_ms, function() self:_poll() end)
+  end
+end
+
+-- A queued trial (Slurm) got its node: its time limit counts from now.
+function Sweep:_running(t)
+  if t.status ~= "queued" then return end
+  t.status = "running"
+  t.started_at = uv.hrtime()
+  self:_limit(t)
+  self:_show()
+end
+
+function Sweep:_limit(t)
+  if self.time_limit > 0 and not t.limit_timer then
     t.limit_timer = uv.new_timer()
     t.limit_timer:start(math.floor(self.time_limit * 1000), 0, function()
       t.timed_out = true
       self:_stop_trial(t)
     end)
-  end
-  if not self.poll_timer then
-    self.poll_timer = uv.new_timer()
-    self.poll_timer:start(self.poll_ms, self.poll_ms, function() self:_poll() end)
   end
 end
 
@@ -601,6 +711,8 @@ function Sweep:_exited(t, exit)
       r.error = "exit code " .. exit.code
     end
   end
+  if exit.state then r.slurm_state = exit.state end
+  if r.status == "failed" and exit.error then r.error, r.reason = exit.error, exit.reason end
   if r.status == "failed" then r.log_tail = tail_lines(t.output, 12) end
   self:_finish_trial(t, r)
 end
@@ -644,7 +756,7 @@ function Sweep:_write_best(best)
 end
 
 function Sweep:_check_end()
-  if #self.running > 0 or self._ended then return end
+  if #self.running > 0 or self._ended or self.filling then return end
   if not self.stopping and self:_next_available() then return end
   self._ended = true
   if self.poll_timer then
@@ -723,6 +835,9 @@ function Sweep:stop(opts)
   self.stopping = (opts and opts.reason) or "sweep:stop()"
   self:say("stopping every trial (" .. self.stopping .. "): each ends its update in progress and writes a " ..
     "checkpoint; running the sweep again resumes them")
+  -- queued trials first (Slurm): a running one that ends frees its place, and
+  -- the queue would start the next before it is cancelled
+  for _, t in ipairs(self.running) do if t.status == "queued" then self:_stop_trial(t) end end
   for _, t in ipairs(self.running) do self:_stop_trial(t) end
   self:_check_end()
   return true

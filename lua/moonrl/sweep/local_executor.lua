@@ -2,16 +2,29 @@
 -- this one, on this machine: the same moonrl binary, spawned with luv on the
 -- loop, each in a session of its own.
 --
--- The executor interface (what moonrl.sweep asks of any executor; a Slurm one
--- goes beside this file and answers the same):
+-- The executor interface (what moonrl.sweep asks of any executor;
+-- slurm_executor.lua, beside this file, answers the same plus start_array):
 --   executor.name                            "local"
 --   executor:start(spec) -> job | nil, err
 --       spec.argv       moonrl's arguments: { "train", cfg, "--dir", dir, ... }
 --       spec.dir        the trial's run directory (exists; shared with the sweep)
 --       spec.output     file that gets the trial's stdout and stderr (appended)
+--       spec.index      the trial's number
 --       spec.on_exit    function(exit) called once, on the loop, when the trial has
 --                       ended: exit = { code = n, signal = n, signal_name = "sigkill" | nil }
+--                       and, from an executor that knows more, state (Slurm's),
+--                       reason and error (recorded in the trial's result)
+--       spec.on_running function() for an executor with a queue: called when a
+--                       queued trial starts (its time_limit counts from then)
+--   An executor with a queue of its own has, instead of start,
+--   executor:start_array(specs, opts) -> jobs | nil, err: every trial known
+--       now at once, at most opts.parallel running (opts.dir: the sweep's
+--       directory; opts.output: the trials' output files, %3a = index), and
+--       may have executor:adopt(ids) -> { [id] = state } and
+--       executor:attach(id, spec) -> job to follow again what an earlier sweep
+--       process started (the ids are the start events' `job` in results.jsonl).
 --   job.id                                   what identifies it to a person (pid, job id)
+--   job.queued      true while it waits in the executor's queue (the sweep shows "queued")
 --   job:stop()      the run's own stop path: the update in progress ends, a
 --                   final checkpoint, files closed (SIGINT here; scancel --signal=INT)
 --   job:kill()      at once, no checkpoint (SIGKILL)

@@ -25,7 +25,8 @@ function plot.trials(dir, info)
   for i, r in pairs(rec.results) do list[#list + 1] = r; seen[i] = true end
   for i, s in pairs(rec.starts) do
     if not seen[i] then
-      list[#list + 1] = { trial = i, label = s.label, status = "running", params = s.params, seed = s.seed, dir = s.dir }
+      list[#list + 1] = { trial = i, label = s.label, status = "running", params = s.params, seed = s.seed, dir = s.dir,
+        job = s.job }
     end
   end
   for _, r in ipairs(list) do
