@@ -2,16 +2,21 @@
 #   make run    install what is missing, build, train the built-in default
 #   make test   install what is missing, build, run every test (ctest + busted)
 #   make bench  install what is missing (also PyTorch), build, benchmark side by side
+#               (env and small-network rows, a few minutes on 2 cores)
+#   make bench-full  the same with the reference-network row (192 x 128): add ~10 minutes on 2 cores
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libopenblas-openmp-dev
-BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox libdnnl-dev
+# the reference's malloc (bench/reference/launch.py): tcmalloc by default; jemalloc and the full
+# tcmalloc for bench/reference/measure_allocators.py, which compares them
+BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox libdnnl-dev \
+                  libtcmalloc-minimal4 libjemalloc2 libgoogle-perftools4
 
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps bench-deps build run test bench gpu-carry clean
+.PHONY: all deps bench-deps build run test bench bench-full gpu-carry clean
 
 all: build
 
@@ -44,6 +49,9 @@ test: build
 
 bench: bench-deps build
 	./$(BUILD)/moonrl bench --compare
+
+bench-full: bench-deps build
+	./$(BUILD)/moonrl bench --compare --rows env,small,ref
 
 # What a lent GPU machine needs beside the working tree (bench/gpu_session.sh):
 # the binaries and the shared libraries it lacks (OpenBLAS and its runtime).

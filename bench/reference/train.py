@@ -20,6 +20,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import launch  # noqa: E402
+
+if __name__ == "__main__":
+    launch.apply()  # the allocator (--allocator): re-executes once, before torch loads
+
 import torch  # noqa: E402
 
 from foraging import ForagingEnv, MODES  # noqa: E402
@@ -40,6 +45,9 @@ def parse_args(argv=None):
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--critic-hidden", type=int, default=512)
     p.add_argument("--threads", type=int, default=2, help="torch threads on CPU")
+    p.add_argument("--allocator", default="auto", choices=launch.CHOICES,
+                   help="the malloc the process runs on (launch.py); default: tcmalloc if installed, "
+                   "else glibc-tuned")
     p.add_argument("--mode", default="ground_truth", choices=MODES)
     p.add_argument("--precision", default=None, choices=["fp32", "fp16", "bf16"],
                    help="default: fp16 (autocast + GradScaler) on CUDA, fp32 on CPU")
@@ -164,6 +172,8 @@ def main(argv=None):
         "compile": algo.compiled,
         "fused_adam": algo.fused,
         "threads": torch.get_num_threads(),
+        "allocator": launch.report(),
+        "mkldnn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
         "seed": args.seed,
         "updates": args.updates,
         "timed_updates": len(sps_all),
