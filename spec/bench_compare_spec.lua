@@ -78,11 +78,11 @@ describe("moonrl bench --compare", function()
     assert.are.equal("glibc-tuned", a.name)
     assert.are.same({ MALLOC_MMAP_MAX_ = "0", MALLOC_TRIM_THRESHOLD_ = tostring(2 ^ 40),
                       MALLOC_TOP_PAD_ = tostring(256 * 2 ^ 20) }, a.env)
-    assert.is_nil(a.loaded)
+    assert.are.equal(json.null, a.loaded)
     a = setup("system")
     assert.are.equal("system", a.name)
-    assert.are.same({}, a.env)
-    assert.is_nil(a.loaded)
+    assert.is_nil(next(a.env or {}))
+    assert.are.equal(json.null, a.loaded)
     if not installed("libtcmalloc_minimal.so.4") then
       return pending("libtcmalloc-minimal4 is not installed (make bench-deps installs it)")
     end
@@ -110,14 +110,20 @@ describe("moonrl bench --compare", function()
       assert.are.equal("fp32", r.precision.moonrl)
       assert.truthy(r.moonrl_refused:find("bf16", 1, true), r.moonrl_refused)
       assert.truthy(r.commands.moonrl:find("--precision fp32", 1, true), r.commands.moonrl)
-      rc, out, err = moonrl(args, dir)
-      assert.are.equal(0, rc, out .. err)
+    else
+      assert.are.equal("bf16", r.precision.moonrl)
+      assert.truthy(r.commands.moonrl:find("--precision bf16", 1, true), r.commands.moonrl)
+    end
+    rc, out, err = moonrl(args, dir)
+    assert.are.equal(0, rc, out .. err)
+    -- a training row: the reference's setup line names oneDNN and the layout
+    assert.truthy(out:find("convolutions in oneDNN (torch.backends.mkldnn on), layout nchw", 1, true), out)
+    if r.moonrl_refused then
       assert.truthy(out:find("moonrl ran fp32: its engine refused bf16", 1, true), out)
       assert.truthy(out:find("train small, 8 x 8 *", 1, true), out)
       assert.truthy(out:find("unequal precisions: moonrl fp32 against pytorch bf16", 1, true), out)
     else
-      assert.are.equal("bf16", r.precision.moonrl)
-      assert.truthy(r.commands.moonrl:find("--precision bf16", 1, true), r.commands.moonrl)
+      assert.truthy(out:find("  precision  bf16 on both sides", 1, true), out)
     end
   end)
 
@@ -126,12 +132,13 @@ describe("moonrl bench --compare", function()
     if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
     local rc, out, err = moonrl("bench --compare --rows env --envs 64 --reps 2 --device cpu", dir)
     assert.are.equal(0, rc, out .. err)
-    for _, want in ipairs({ "  machine    ", "  threads    ", "  precision  ", "  pytorch    torch ",
-                            "convolutions in oneDNN", "  method     2 repetitions per side",
+    for _, want in ipairs({ "  machine    ", "  precision  fp32 on both sides",
+                            "  pytorch    torch ", "malloc ", "  method     2 repetitions per side",
                             "ratio            moonrl's median / pytorch's median", "per pair   ",
                             "peak memory      each process's resident-set high-water mark" }) do
       assert.truthy(out:find(want, 1, true), want .. " missing from:\n" .. out)
     end
+    assert.truthy(out:match("\n  threads    %d+ on both sides\n"), out)
     local line = out:match("\n(env, 64 envs[^\n]*)")
     assert.truthy(line, out)
     -- moonrl, pytorch, ratio, two per-pair ratios, both peaks

@@ -10,6 +10,7 @@ line with the median, min and max agent-steps/s over the repetitions.
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -66,6 +67,7 @@ def main(argv=None):
         "impl": "pytorch", "row": "env", "torch": torch.__version__, "device": str(dev),
         "num_envs": n, "steps_per_rep": args.steps, "threads": torch.get_num_threads(),
         "allocator": launch.report(),
+        "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "sps_median": statistics.median(rates), "sps_min": min(rates), "sps_max": max(rates),
     }), flush=True)
 

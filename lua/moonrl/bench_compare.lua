@@ -131,7 +131,8 @@ function compare.row(o, row, py)
     moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = mb[1] and stats(mb).max or nil,
     describe = r1.describe, openblas_coretype = os.getenv("OPENBLAS_CORETYPE"),
     commands = { moonrl = mine, reference = ref },
-    reference_setup = { torch = r2.torch, allocator = r2.allocator, mkldnn = r2.mkldnn, threads = r2.threads },
+    reference_setup = { torch = r2.torch, allocator = r2.allocator, mkldnn = r2.mkldnn, threads = r2.threads,
+                        layout = r2.layout },
   }
 end
 
@@ -150,7 +151,8 @@ local function setup_line(s)
   if not s then return "-" end
   local parts = { "torch " .. tostring(s.torch) }
   if s.mkldnn ~= nil then
-    parts[#parts + 1] = s.mkldnn and "convolutions in oneDNN (torch.backends.mkldnn on)" or "oneDNN OFF"
+    parts[#parts + 1] = (s.mkldnn and "convolutions in oneDNN (torch.backends.mkldnn on)" or "oneDNN OFF") ..
+      (s.layout and ", layout " .. s.layout or "")
   end
   local al = s.allocator
   if type(al) == "table" then
@@ -185,7 +187,11 @@ function compare.print(o, rows, load0, load1)
   for _, r in ipairs(rows) do
     if r.describe then w("  moonrl     " .. r.describe .. "\n") break end
   end
-  w("  pytorch    " .. setup_line(rows[1] and rows[1].reference_setup) ..
+  local setup = rows[1] and rows[1].reference_setup
+  for _, r in ipairs(rows) do   -- a training row's setup says more (oneDNN, layout)
+    if r.reference_setup and r.reference_setup.mkldnn ~= nil then setup = r.reference_setup break end
+  end
+  w("  pytorch    " .. setup_line(setup) ..
     (o.compile and ", torch.compile" or "") .. "\n")
   w(string.format("  method     %d repetitions per side, each in a fresh process, alternating moonrl / pytorch\n\n",
     o.reps))
