@@ -51,7 +51,7 @@ bench: bench-deps build
 	./$(BUILD)/moonrl bench --compare
 
 bench-full: bench-deps build
-	./$(BUILD)/moonrl bench --compare --rows env,small,ref
+	./$(BUILD)/moonrl bench --compare --rows env,small,ref --reps 3
 
 # What a lent GPU machine needs beside the working tree (bench/gpu_session.sh):
 # the binaries and the shared libraries it lacks (OpenBLAS and its runtime).

@@ -53,6 +53,7 @@ describe("moonrl bench --compare", function()
         "--ref-allocator = mimalloc: accepted auto, tcmalloc, jemalloc, glibc-tuned, system" },
       { "--compare --rows small,gpu", 2, "--rows: 'gpu': accepted env, small, ref" },
       { "--compare --rows ,", 2, "--rows needs at least one of env, small, ref" },
+      { "--compare --ref-layout nhwc", 2, "--ref-layout = nhwc: accepted nchw, channels_last, mixed" },
       { "--compare --device cpu --precision fp16", 1, "needs CUDA; accepted on a cpu: fp32, bf16" },
     }
     for _, c in ipairs(cases) do

@@ -280,7 +280,7 @@ usage: moonrl bench [env|infer|train|all] [options]
   --net ref|small          network: ref = the reference network of docs/environment.md (default), small = conv 16,32 hidden 128
   --envs N                 instances (default: env 4096, infer 192, train 192; compare 64)
   --rollout T              rollout steps per update (default 128; compare 64)
-  --reps R                 timed repetitions (default 5; compare 3)
+  --reps R                 timed repetitions (default 5; compare: 5 fresh-process pairs)
   --threads T              CPU threads, 0 = all (default 0)
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
@@ -288,6 +288,8 @@ usage: moonrl bench [env|infer|train|all] [options]
   --compile                --compare: the reference runs with torch.compile (torch 2.x, cuda)
   --ref-allocator A        --compare: the reference's malloc (bench/reference/launch.py): auto (default:
                            tcmalloc if installed, else glibc-tuned), tcmalloc, jemalloc, glibc-tuned, system
+  --ref-layout L           --compare: the reference's convolution layout: nchw (default), channels_last,
+                           mixed (as before 2026-11-23); bench/reference/README.md has the measurements
   --peak-tflops X          the GPU's measured matrix rate: the train row reports its fraction (MFU)
   --json                   one JSON object per row
   --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
@@ -375,6 +377,12 @@ parse_args = function(args)
         o.rows[#o.rows + 1] = r
       end
       if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
+    elseif a == "--ref-layout" then
+      o.ref_layout = value(a)
+      local accepted = require("moonrl.bench_compare").LAYOUTS
+      local ok = false
+      for _, n in ipairs(accepted) do ok = ok or n == o.ref_layout end
+      if not ok then error("--ref-layout = " .. o.ref_layout .. ": accepted " .. table.concat(accepted, ", "), 0) end
     elseif a == "--ref-allocator" then
       o.ref_allocator = value(a)
       local accepted = require("moonrl.bench_compare").ALLOCATORS
@@ -394,7 +402,7 @@ end
 function bench.run(o)
   if o.device == "auto" then o.device = engine.cuda_device_count() > 0 and "cuda" or "cpu" end
   if o.compare then
-    o.reps = o.reps or 3
+    o.reps = o.reps or 5
     bench.compare(o)
     return 0
   end

@@ -34,6 +34,8 @@ compare.ROW_ORDER = { "env", "small", "ref" }
 compare.DEFAULT_ROWS = { "env", "small" }
 -- bench/reference/launch.py's --allocator choices (auto: tcmalloc if installed, else glibc-tuned)
 compare.ALLOCATORS = { "auto", "tcmalloc", "jemalloc", "glibc-tuned", "system" }
+-- bench/reference/model.py's layouts for the convolutions' input (nchw: the default, the fastest measured)
+compare.LAYOUTS = { "nchw", "channels_last", "mixed" }
 
 local function home() return require("moonrl.core").home() end
 
@@ -90,7 +92,8 @@ function compare.commands(o, row, py, mprec, rprec)
     string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
       "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision %s%s%s",
       py, home(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
-      threads_of(o), rprec, o.compile and " --compile" or "", alloc),
+      threads_of(o), rprec, o.compile and " --compile" or "",
+      alloc .. (o.ref_layout and " --layout " .. o.ref_layout or "")),
     envs, rollout
 end
 
@@ -106,7 +109,7 @@ function compare.row(o, row, py)
     r1, e1 = run_json(mine)
     if not r1 and rep == 1 and prec and prec ~= "fp32" and e1:find("precision", 1, true) then
       -- the engine refused the precision: moonrl runs fp32, and the table says so
-      refused, mprec = e1, "fp32"
+      refused, mprec = e1:gsub("^moonrl bench: ", ""):gsub("^trainer: ", ""), "fp32"
       mine = compare.commands(o, row, py, mprec, prec)
       io.stderr:write(string.format("  %s: moonrl refused %s (%s): moonrl runs fp32 against pytorch %s\n",
         row, prec, e1, prec))
@@ -172,8 +175,9 @@ function compare.print(o, rows, load0, load1)
   local prec = compare.precision(o)
   local w = io.write
   w("moonrl bench --compare: moonrl against the PyTorch reference (bench/reference), side by side\n")
-  w(string.format("  machine    %s, %d cores; load average %.1f at the start, %.1f at the end%s\n", cpu_model(),
-    #uv.cpu_info(), load0, load1, (load0 > 0.5 or load1 > 0.5) and " (other processes shared the cores)" or ""))
+  w(string.format("  machine    %s, %d cores; load average (1 min) %.1f at the start, %.1f at the end\n" ..
+    "             (the benchmark's own processes count: a side busy on %d threads adds about %d)\n",
+    cpu_model(), #uv.cpu_info(), load0, load1, threads_of(o), threads_of(o)))
   w(string.format("  threads    %d on both sides\n", threads_of(o)))
   local refused
   for _, r in ipairs(rows) do refused = refused or r.moonrl_refused end
@@ -195,7 +199,8 @@ function compare.print(o, rows, load0, load1)
     (o.compile and ", torch.compile" or "") .. "\n")
   w(string.format("  method     %d repetitions per side, each in a fresh process, alternating moonrl / pytorch\n\n",
     o.reps))
-  w(string.format("%-24s %10s %10s %8s  %-22s %s\n", "row", "moonrl", "pytorch", "ratio", "per pair",
+  local pw = math.max(10, 6 * o.reps)   -- the per-pair column: "1.23 " a pair
+  w(string.format("%-24s %10s %10s %8s  %-" .. pw .. "s %s\n", "row", "moonrl", "pytorch", "ratio", "per pair",
     "peak memory moonrl / pytorch"))
   for _, r in ipairs(rows) do
     local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
@@ -204,7 +209,7 @@ function compare.print(o, rows, load0, load1)
     if unequal then what = what .. " *" end
     local pr = {}
     for i, x in ipairs(r.pair_ratios) do pr[i] = string.format("%.2f", x) end
-    w(string.format("%-24s %10s %10s %7.2fx  %-22s %s / %s\n", what, fmt_rate(r.moonrl.median),
+    w(string.format("%-24s %10s %10s %7.2fx  %-" .. pw .. "s %s / %s\n", what, fmt_rate(r.moonrl.median),
       fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "), fmt_peak(r.moonrl_peak_bytes),
       fmt_peak(r.reference_peak_bytes)))
   end
