@@ -3,7 +3,7 @@
 #   make test   install what is missing, build, run every test (ctest + busted)
 #   make bench  install what is missing (also PyTorch), build, benchmark side by side
 #               (env and small-network rows, a few minutes on 2 cores)
-#   make bench-full  the same with the reference-network row (192 x 128): add ~10 minutes on 2 cores
+#   make bench-full  the same with the reference-network row (192 x 128): add ~12 minutes on a quiet 2-core machine
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libopenblas-openmp-dev
