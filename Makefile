@@ -2,10 +2,15 @@
 #   make run    install what is missing, build, train the built-in default
 #   make test   install what is missing (also the test packages), build, run every test (ctest + busted)
 #   make bench  install what is missing (also PyTorch), build, benchmark side by side
+#               (env and small-network rows, a few minutes on 2 cores)
+#   make bench-full  the same with the reference-network row (192 x 128): add ~12 minutes on a quiet 2-core machine
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev
-BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox
+# the reference's malloc (bench/reference/launch.py): tcmalloc by default; jemalloc and the full
+# tcmalloc for bench/reference/measure_allocators.py, which compares them
+BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \
+                  libtcmalloc-minimal4 libjemalloc2 libgoogle-perftools4
 # spec/slurm_spec.lua runs a single-node Slurm cluster of its own: munged,
 # slurmctld and slurmd started by the spec with its own key, socket, ports and
 # slurm.conf. Installing does not get in its way: without systemd, postinst's
@@ -18,7 +23,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps bench-deps test-deps build run test bench gpu-carry clean
+.PHONY: all deps bench-deps test-deps build run test bench bench-full gpu-carry clean
 
 all: build
 
@@ -55,14 +60,17 @@ test: test-deps build
 bench: bench-deps build
 	./$(BUILD)/moonrl bench --compare
 
+bench-full: bench-deps build
+	./$(BUILD)/moonrl bench --compare --rows env,small,ref --reps 3
+
 # What a lent GPU machine needs beside the working tree (bench/gpu_session.sh):
-# the binaries and the shared libraries it lacks (OpenBLAS and its runtime).
+# the binaries and the shared libraries it lacks (OpenBLAS, oneDNN and their runtimes).
 GPU_CARRY := .carry/gpu
 gpu-carry: build
 	@mkdir -p $(GPU_CARRY)
 	@for b in $(BUILD)/moonrl $(BUILD)/test_devmem $(BUILD)/test_cuda_* $(BUILD)/test_bitcompat $(BUILD)/test_trainer*; do \
 	  [ -x $$b ] && strip --strip-unneeded -o $(GPU_CARRY)/$$(basename $$b) $$b; done; true
-	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp/ {print $$3}'); do cp -L $$l $(GPU_CARRY)/; done
+	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp|dnnl|OpenCL|stdc++/ {print $$3}'); do cp -L $$l $(GPU_CARRY)/; done
 	@du -sh $(GPU_CARRY)
 
 clean:

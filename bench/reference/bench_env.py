@@ -10,13 +10,18 @@ line with the median, min and max agent-steps/s over the repetitions.
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch  # noqa: E402
+
+if __name__ == "__main__":
+    launch.apply()  # the allocator (--allocator): re-executes once, before torch loads
+
+import torch  # noqa: E402
 from foraging import ForagingEnv, MODES  # noqa: E402
 
 
@@ -28,6 +33,8 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="torch threads on CPU")
     p.add_argument("--mode", default="ground_truth", choices=MODES)
+    p.add_argument("--allocator", default="auto", choices=launch.CHOICES,
+                   help="the malloc the process runs on (launch.py)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -59,6 +66,8 @@ def main(argv=None):
     print(json.dumps({
         "impl": "pytorch", "row": "env", "torch": torch.__version__, "device": str(dev),
         "num_envs": n, "steps_per_rep": args.steps, "threads": torch.get_num_threads(),
+        "allocator": launch.report(),
+        "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "sps_median": statistics.median(rates), "sps_min": min(rates), "sps_max": max(rates),
     }), flush=True)
 

@@ -7,6 +7,14 @@ About 4.03 M parameters.
 
 The network reads the compact uint8 cell codes and expands them itself through
 two lookup tables (policy view for the mode, ground-truth view for the critic).
+
+Layout: the expanded view comes out of the table as (B,11,11,2) and is
+permuted to (B,2,11,11), i.e. with channels_last strides. `layout` says what
+the convolutions get: "nchw" (the default: the view made contiguous first;
+measured fastest here, README.md), "channels_last" (the view and the conv
+weights in channels_last: call `.to(memory_format=torch.channels_last)` on the
+model as train.py does), or "mixed" (the permuted view as it is with NCHW
+weights: what this file did before 2026-11-23).
 """
 import math
 
@@ -14,6 +22,9 @@ import torch
 import torch.nn as nn
 
 from foraging import V, NUM_ACTIONS, obs_lut, gt_lut
+
+
+LAYOUTS = ("nchw", "channels_last", "mixed")
 
 
 def _ortho(layer, gain):
@@ -24,8 +35,11 @@ def _ortho(layer, gain):
 
 class ActorCritic(nn.Module):
     def __init__(self, mode="ground_truth", conv=(32, 64, 64), hidden=512,
-                 critic_hidden=512, popart=True):
+                 critic_hidden=512, popart=True, layout="nchw"):
         super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError("layout %r: accepted %s" % (layout, ", ".join(LAYOUTS)))
+        self.layout = layout
         g = math.sqrt(2.0)
         layers, cin = [], 2
         for c in conv:
@@ -56,7 +70,11 @@ class ActorCritic(nn.Module):
         Returns logits (B,8) and the *normalised* value (B,).
         """
         idx = codes.long()
-        x = self.obs_lut[idx].permute(0, 3, 1, 2)              # (B,2,11,11)
+        x = self.obs_lut[idx].permute(0, 3, 1, 2)              # (B,2,11,11), NHWC strides
+        if self.layout == "nchw":
+            x = x.contiguous()
+        elif self.layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
         gt = self.gt_lut[idx].permute(0, 3, 1, 2).flatten(1)   # (B,242) C,H,W
         feat = self.trunk(x)
         logits = self.actor(feat)

@@ -2,7 +2,9 @@
 
   /usr/bin/python3 bench/reference/test_reference.py
 """
+import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -112,10 +114,65 @@ def test_model_and_popart():
           % (n_policy, sum(p.numel() for p in m.parameters())))
 
 
+def test_bf16_autocast_fp32_master_weights():
+    """--precision bf16 on a CPU: the products run in bf16, the weights and Adam stay fp32."""
+    m = ActorCritic("ground_truth", conv=(4,), hidden=16, critic_hidden=16)
+    env = ForagingEnv(8, "ground_truth", seed=0)
+    algo = PPO(env, m, torch.device("cpu"), rollout=8, precision="bf16")
+    with algo.autocast():
+        logits, _ = m(env.reset(), env.density)
+    assert logits.dtype == torch.bfloat16, logits.dtype
+    before = [p.detach().clone() for p in m.parameters()]
+    algo.collect()
+    algo.gae()
+    info = algo.update(0.0)
+    assert torch.isfinite(info["v_loss"]) and torch.isfinite(info["pg_loss"])
+    assert all(p.dtype == torch.float32 for p in m.parameters())
+    assert all(s["exp_avg"].dtype == torch.float32 for s in algo.opt.state.values())
+    assert any(not torch.equal(a, p) for a, p in zip(before, m.parameters()))
+    print("bf16 autocast ok: bf16 logits, fp32 weights and Adam moments, weights moved")
+
+
+def test_launch_allocators():
+    """launch.py re-executes the process on the malloc asked for (a real child process each)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "MALLOC_CONF", "MOONRL_REF_ALLOCATOR") and not k.startswith("MALLOC_")}
+
+    def probe(*args):
+        out = subprocess.run([sys.executable, os.path.join(here, "launch.py")] + list(args), env=env,
+                             capture_output=True, text=True)
+        return out.returncode, out.stdout, out.stderr
+
+    rc, out, _ = probe("--allocator", "system")
+    d = json.loads(out)
+    assert rc == 0 and d["name"] == "system" and d["env"] == {} and d["loaded"] is None
+    assert d["big_block"] == "mmap", d  # glibc's default: a 64 MiB block is mmapped, and unmapped on free
+    rc, out, _ = probe("--allocator", "glibc-tuned")
+    d = json.loads(out)
+    assert rc == 0 and d["env"]["MALLOC_MMAP_MAX_"] == "0" and d["loaded"] is None
+    assert d["big_block"] == "[heap]", d  # the variables took: no mmap, the block comes from the heap
+    for name, lib in (("tcmalloc", "libtcmalloc_minimal.so.4"), ("jemalloc", "libjemalloc.so.2")):
+        rc, out, err = probe("--allocator", name)
+        if rc != 0:
+            assert "apt-get install" in err and "is not installed" in err, err
+            print("launch: %s not installed (skipped)" % name)
+            continue
+        d = json.loads(out)
+        assert d["name"] == name and d["env"]["LD_PRELOAD"] == lib and d["loaded"].startswith(lib), d
+    rc, out, _ = probe()  # auto: tcmalloc where installed, glibc-tuned otherwise
+    assert json.loads(out)["name"] in ("tcmalloc", "glibc-tuned")
+    rc, _, err = probe("--allocator", "mimalloc")
+    assert rc != 0 and "accepted auto, tcmalloc, jemalloc, glibc-tuned, system" in err, err
+    print("launch ok: system mmaps a 64 MiB block, glibc-tuned takes it from the heap, preloads mapped")
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
     test_env_ground_truth()
     test_env_proxy_frozen()
     test_model_and_popart()
+    test_bf16_autocast_fp32_master_weights()
+    test_launch_allocators()
     print("all reference checks passed")

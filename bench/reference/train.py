@@ -20,10 +20,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import launch  # noqa: E402
+
+if __name__ == "__main__":
+    launch.apply()  # the allocator (--allocator): re-executes once, before torch loads
+
 import torch  # noqa: E402
 
 from foraging import ForagingEnv, MODES  # noqa: E402
-from model import ActorCritic  # noqa: E402
+from model import ActorCritic, LAYOUTS  # noqa: E402
 from ppo import PPO  # noqa: E402
 from evaluate import evaluate, table_header, table_row  # noqa: E402
 
@@ -40,6 +45,11 @@ def parse_args(argv=None):
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--critic-hidden", type=int, default=512)
     p.add_argument("--threads", type=int, default=2, help="torch threads on CPU")
+    p.add_argument("--layout", default="nchw", choices=LAYOUTS,
+                   help="the convolutions' memory layout (model.py); nchw measured fastest on CPU")
+    p.add_argument("--allocator", default="auto", choices=launch.CHOICES,
+                   help="the malloc the process runs on (launch.py); default: tcmalloc if installed, "
+                   "else glibc-tuned")
     p.add_argument("--mode", default="ground_truth", choices=MODES)
     p.add_argument("--precision", default=None, choices=["fp32", "fp16", "bf16"],
                    help="default: fp16 (autocast + GradScaler) on CUDA, fp32 on CPU")
@@ -83,17 +93,19 @@ def main(argv=None):
 
     env = ForagingEnv(args.num_envs, args.mode, device=device, seed=args.seed)
     model = ActorCritic(args.mode, conv, args.hidden, args.critic_hidden,
-                        popart=not args.no_popart).to(device)
+                        popart=not args.no_popart, layout=args.layout).to(device)
+    if args.layout == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
     n_params = sum(p.numel() for p in model.parameters())
     algo = PPO(env, model, device, rollout=args.rollout, epochs=args.epochs,
                minibatches=args.minibatches, precision=precision,
                compile=args.compile, compile_mode=args.compile_mode)
     B = algo.B
     print("# pytorch %s device=%s mode=%s envs=%d rollout=%d batch=%d conv=%s hidden=%d "
-          "critic_hidden=%d params=%d precision=%s fused_adam=%s compile=%s threads=%d"
+          "critic_hidden=%d params=%d precision=%s fused_adam=%s compile=%s threads=%d layout=%s malloc=%s"
           % (torch.__version__, device, args.mode, args.num_envs, args.rollout, B, conv,
              args.hidden, args.critic_hidden, n_params, precision, algo.fused,
-             algo.compiled, torch.get_num_threads()), flush=True)
+             algo.compiled, torch.get_num_threads(), args.layout, launch.report()["name"]), flush=True)
 
     def sync():
         if device.type == "cuda":
@@ -164,6 +176,9 @@ def main(argv=None):
         "compile": algo.compiled,
         "fused_adam": algo.fused,
         "threads": torch.get_num_threads(),
+        "allocator": launch.report(),
+        "mkldnn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
+        "layout": args.layout,
         "seed": args.seed,
         "updates": args.updates,
         "timed_updates": len(sps_all),

@@ -5,15 +5,16 @@
 --   moonrl bench [env|infer|train|all] [--device cpu|cuda] [--net ref|small]
 --                [--envs N] [--reps R] [--threads T] [--json]
 --   moonrl bench --compare [--rows env,small,ref] [--reps R] [--envs N] [--rollout T]
+--                [--precision fp32|bf16] [--ref-allocator auto|tcmalloc|jemalloc|glibc-tuned|system]
 --   moonrl bench --scaling 16,64,256,1024 [--net small] [--out docs/scaling.csv]
 --
 -- Every result is the median of R timed repetitions after warm-up, with the
 -- spread (min .. max). Training is timed as docs/environment.md counts throughput: whole
 -- updates (rollout + GAE + update), after one discarded warm-up update.
--- --compare runs moonrl and the reference each in a fresh process per
--- repetition, alternating, so both see the same machine state and each
--- reports its own peak memory (peak RSS on the CPU, the allocator's peak on a
--- GPU); it prints the ratio moonrl / reference per row.
+-- --compare (moonrl.bench_compare) runs moonrl and the reference each in a
+-- fresh process per repetition, alternating, so both see the same machine
+-- state and each reports its own peak memory (peak RSS on the CPU, the
+-- allocator's peak on a GPU); it prints the ratio moonrl / reference per row.
 --
 -- This is a command-line tool: it blocks the loop while it measures, which is
 -- what a benchmark wants (nothing else runs).
@@ -29,6 +30,7 @@ local NETS = {
   ref = { conv_channels = { 32, 64, 64 }, hidden = 512, critic_hidden = 512 },
   small = { conv_channels = { 16, 32 }, hidden = 128, critic_hidden = 128 },
 }
+bench.NETS = NETS
 
 local function now() return uv.hrtime() / 1e9 end
 
@@ -65,6 +67,7 @@ local function stats(xs)
   local med = n % 2 == 1 and s[(n + 1) / 2] or 0.5 * (s[n / 2] + s[n / 2 + 1])
   return { median = med, min = s[1], max = s[n], n = n }
 end
+bench.stats = stats
 
 local function peak_rss_bytes()
   local f = io.open("/proc/self/status")
@@ -125,7 +128,8 @@ function bench.env(o)
   end
   C.mr_env_free(env[0])
   bufs = nil
-  return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s" }
+  return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
+           peak_memory_bytes = peak_rss_bytes() }
 end
 
 -- A trainer for a benchmark row: config, trainer, error buffer.
@@ -217,6 +221,7 @@ local function fmt_rate(x)
   if x >= 1e3 then return string.format("%.1f k", x / 1e3) end
   return string.format("%.0f", x)
 end
+bench.fmt_rate = fmt_rate
 
 local function print_row(r)
   local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
@@ -239,133 +244,8 @@ end
 
 -- ---------------------------------------------------------------- compare
 
-local function here()
-  return require("moonrl.core").home()
-end
-
-local function python()
-  for _, p in ipairs({ "/usr/bin/python3", "python3" }) do
-    local ok = os.execute(p .. " -c 'import torch' >/dev/null 2>&1")
-    if ok == 0 or ok == true then return p end
-  end
-  return nil
-end
-
-local function last_json_line(cmd)
-  local f = io.popen(cmd .. " 2>/dev/null")
-  local last
-  for line in f:lines() do
-    if line:match("^%s*{") then last = line end
-  end
-  f:close()
-  if not last then return nil, "no result from: " .. cmd end
-  return json.decode(last)
-end
-
-local function self_exe()
-  return uv.exepath()
-end
-
--- The comparison rows and their default sizes: the environment alone at 4096
--- instances; the small net at 64 x 64 (a CPU-sized batch); the reference net
--- at the reference 192 x 128. --envs / --rollout override them.
-bench.COMPARE_ROWS = {
-  env = { envs = 4096, gpu = { envs = 65536 } },
-  small = { envs = 64, rollout = 64, gpu = { envs = 192, rollout = 128 } },
-  ref = { envs = 192, rollout = 128 },
-}
-
-local function threads_of(o)
-  return o.threads > 0 and o.threads or (uv.available_parallelism and uv.available_parallelism() or 2)
-end
-
--- The two commands of a row: moonrl's and the reference's, each printing a
--- JSON line with the row's rate.
-local function compare_commands(o, row, py)
-  local dev = o.device == "cuda" and "cuda" or "cpu"
-  local d = bench.COMPARE_ROWS[row]
-  if dev == "cuda" and d.gpu then d = setmetatable(d.gpu, { __index = d }) end
-  local envs, rollout = o.envs or d.envs, o.rollout or d.rollout
-  if row == "env" then
-    return string.format("%s bench env --json --reps 3 --envs %d --threads %d --device %s",
-        self_exe(), envs, o.threads, o.device),
-      string.format("%s %s/bench/reference/bench_env.py --device %s --num-envs %d --reps 3 --threads %d",
-        py, here(), dev, envs, threads_of(o)),
-      envs, nil
-  end
-  local n = NETS[row]
-  -- Both sides at one precision: fp32 on a cpu; on a GPU the original's
-  -- fp16 with dynamic loss scaling unless --precision says otherwise.
-  local prec = o.precision or (dev == "cuda" and "fp16" or "fp32")
-  return string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s " ..
-      "--precision %s", self_exe(), row, envs, rollout, o.threads, o.device, prec),
-    string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
-      "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision %s%s",
-      py, here(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
-      threads_of(o), prec, o.compile and " --compile" or ""),
-    envs, rollout
-end
-
--- One comparison row: R alternating fresh-process repetitions of each side.
-local function compare_row(o, row, py)
-  local mine, ref, envs, rollout = compare_commands(o, row, py)
-  local a, b, ma, mb, last_describe = {}, {}, {}, {}, nil
-  for rep = 1, o.reps do
-    local r1, e1 = last_json_line(mine)
-    if not r1 then error(e1, 0) end
-    local r2, e2 = last_json_line(ref)
-    if not r2 then error(e2, 0) end
-    last_describe = r1.describe or last_describe
-    a[#a + 1], ma[#ma + 1] = r1.rate and r1.rate.median or r1.sps_median, r1.peak_memory_bytes
-    b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
-    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", row, rep, o.reps,
-      a[#a], b[#b]))
-  end
-  local sa, sb = stats(a), stats(b)
-  return {
-    row = row == "env" and "env" or "train", net = row ~= "env" and row or nil, num_envs = envs,
-    rollout = rollout, device = o.device, threads = threads_of(o),
-    moonrl = sa, reference = sb, ratio = sa.median / sb.median,
-    moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = mb[1] and stats(mb).max or nil,
-    describe = last_describe, openblas_coretype = os.getenv("OPENBLAS_CORETYPE"),
-  }
-end
-
-local function fmt_peak(b) return b and string.format("%.1f MiB", b / 2 ^ 20) or "-" end
-
-function bench.compare(o)
-  local py = python()
-  if not py then
-    error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
-  end
-  local names = o.rows or (o.net_given and { o.net }) or { "env", "small", "ref" }
-  local rows = {}
-  for _, name in ipairs(names) do rows[#rows + 1] = compare_row(o, name, py) end
-  if o.json then
-    for _, r in ipairs(rows) do print(json.encode(r)) end
-    return
-  end
-  print(string.format("moonrl vs PyTorch reference, %s, %d threads, %d alternating fresh-process reps (median)",
-    o.device, threads_of(o), o.reps))
-  print(string.format("%-28s %14s %14s %8s %13s %13s", "row", "moonrl", "pytorch", "ratio",
-    "moonrl peak", "pytorch peak"))
-  for _, r in ipairs(rows) do
-    local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
-      or string.format("train %s, %d x %d", r.net, r.num_envs, r.rollout)
-    print(string.format("%-28s %14s %14s %7.2fx %13s %13s", what, fmt_rate(r.moonrl.median),
-      fmt_rate(r.reference.median), r.ratio, fmt_peak(r.moonrl_peak_bytes), fmt_peak(r.reference_peak_bytes)))
-  end
-  print(string.format("(agent-steps/s; training rows: whole updates after one warm-up update, %s on both sides%s; " ..
-    "peak: %s)", o.precision or (o.device == "cuda" and "fp16" or "fp32"),
-    o.compile and ", reference with torch.compile" or "",
-    o.device == "cuda" and "device memory, moonrl's allocator vs torch.cuda.max_memory_allocated" or "RSS on the cpu"))
-  for _, r in ipairs(rows) do
-    if r.describe then print("moonrl engine: " .. r.describe) break end
-  end
-  if os.getenv("OPENBLAS_CORETYPE") then
-    print("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE") .. " is set: it applies to both sides (PyTorch's BLAS too)")
-  end
-end
+-- moonrl.bench_compare holds the side-by-side comparison and its table.
+function bench.compare(o) return require("moonrl.bench_compare").run(o) end
 
 -- ---------------------------------------------------------------- scaling
 
@@ -400,15 +280,22 @@ usage: moonrl bench [env|infer|train|all] [options]
   --net ref|small          network: ref = the reference network of docs/environment.md (default), small = conv 16,32 hidden 128
   --envs N                 instances (default: env 4096, infer 192, train 192; compare 64)
   --rollout T              rollout steps per update (default 128; compare 64)
-  --reps R                 timed repetitions (default 5; compare 3)
+  --reps R                 timed repetitions (default 5; compare: 5 fresh-process pairs)
   --threads T              CPU threads, 0 = all (default 0)
-  --precision P            fp32 (default), bf16, fp16 (cuda only; --compare passes it to the reference)
+  --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
+                           (the reference: torch.autocast, fp32 master weights) and says so where
+                           moonrl's engine refuses it (bf16 on the cpu backend today)
   --compile                --compare: the reference runs with torch.compile (torch 2.x, cuda)
+  --ref-allocator A        --compare: the reference's malloc (bench/reference/launch.py): auto (default:
+                           tcmalloc if installed, else glibc-tuned), tcmalloc, jemalloc, glibc-tuned, system
+  --ref-layout L           --compare: the reference's convolution layout: nchw (default), channels_last,
+                           mixed (as before 2026-11-23); bench/reference/README.md has the measurements
   --peak-tflops X          the GPU's measured matrix rate: the train row reports its fraction (MFU)
   --json                   one JSON object per row
   --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
-  --rows env,small,ref     the comparison's rows (default all three; --net R means --rows R)
-                           default sizes: env 4096 envs, small 64 x 64, ref 192 x 128
+  --rows env,small,ref     the comparison's rows (default env,small, a few minutes on 2 cores;
+                           ref = the reference net, ~40 s an update a side: make bench-full;
+                           --net R means --rows R); sizes: env 4096 envs, small 64 x 64, ref 192 x 128
                            (cuda: env 65536 envs, small and ref 192 x 128)
 ]]
 
@@ -484,9 +371,25 @@ parse_args = function(args)
       end
     elseif a == "--rows" then
       o.rows = {}
+      local rows = require("moonrl.bench_compare").ROWS
       for r in value(a):gmatch("[^,]+") do
-        if not bench.COMPARE_ROWS[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
+        if not rows[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
         o.rows[#o.rows + 1] = r
+      end
+      if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
+    elseif a == "--ref-layout" then
+      o.ref_layout = value(a)
+      local accepted = require("moonrl.bench_compare").LAYOUTS
+      local ok = false
+      for _, n in ipairs(accepted) do ok = ok or n == o.ref_layout end
+      if not ok then error("--ref-layout = " .. o.ref_layout .. ": accepted " .. table.concat(accepted, ", "), 0) end
+    elseif a == "--ref-allocator" then
+      o.ref_allocator = value(a)
+      local accepted = require("moonrl.bench_compare").ALLOCATORS
+      local ok = false
+      for _, n in ipairs(accepted) do ok = ok or n == o.ref_allocator end
+      if not ok then
+        error("--ref-allocator = " .. o.ref_allocator .. ": accepted " .. table.concat(accepted, ", "), 0)
       end
     elseif a == "--out" then o.out = value(a)
     elseif a == "--help" or a == "-h" then o.help = true
@@ -499,7 +402,7 @@ end
 function bench.run(o)
   if o.device == "auto" then o.device = engine.cuda_device_count() > 0 and "cuda" or "cpu" end
   if o.compare then
-    o.reps = o.reps or 3
+    o.reps = o.reps or 5
     bench.compare(o)
     return 0
   end

@@ -1,0 +1,153 @@
+-- `moonrl bench --compare` as a user runs it: its options and their
+-- refusals, the reference process really running on the malloc asked for
+-- (bench/reference/launch.py re-executes it; the reference reports what is
+-- mapped into it and its allocator variables), and the precision of each side
+-- (moonrl's cpu engine refusing bf16 is said on the row, not hidden). The
+-- cases that run the reference are pending without PyTorch.
+
+local support = require("support")
+local json = require("moonrl.json")
+
+local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+local have_bin = io.open(BIN, "rb") ~= nil
+if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+
+-- Runs the binary with a clean allocator environment; returns exit code, stdout, stderr.
+local function moonrl(args, dir)
+  local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
+  os.execute(string.format("cd %q && env -u LD_PRELOAD -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ " ..
+    "-u MALLOC_TOP_PAD_ -u MALLOC_CONF -u MOONRL_REF_ALLOCATOR timeout 300 %q %s >%q 2>%q; echo $? >%q",
+    dir, BIN, args, out, err, rc))
+  return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
+end
+
+local function have_torch()
+  local ok = os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1")
+  return ok == 0 or ok == true
+end
+
+local function installed(soname)
+  local ok = os.execute("ldconfig -p | grep -q " .. soname)
+  return ok == 0 or ok == true
+end
+
+local function rows(out)
+  local t = {}
+  for line in out:gmatch("[^\n]+") do
+    if line:match("^{") then t[#t + 1] = json.decode(line) end
+  end
+  return t
+end
+
+describe("moonrl bench --compare", function()
+  local dir
+  before_each(function() dir = support.tmpdir() end)
+  after_each(function() if dir then support.rm_rf(dir) end end)
+
+  it("refuses bad options with a message naming what is accepted", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local cases = {
+      { "--compare --precision fp8", 2, "--precision = fp8: accepted fp32, bf16, fp16" },
+      { "--compare --precision", 2, "--precision needs a value" },
+      { "--compare --ref-allocator mimalloc", 2,
+        "--ref-allocator = mimalloc: accepted auto, tcmalloc, jemalloc, glibc-tuned, system" },
+      { "--compare --rows small,gpu", 2, "--rows: 'gpu': accepted env, small, ref" },
+      { "--compare --rows ,", 2, "--rows needs at least one of env, small, ref" },
+      { "--compare --ref-layout nhwc", 2, "--ref-layout = nhwc: accepted nchw, channels_last, mixed" },
+      { "--compare --device cpu --precision fp16", 1, "needs CUDA; accepted on a cpu: fp32, bf16" },
+    }
+    for _, c in ipairs(cases) do
+      local rc, out, err = moonrl("bench " .. c[1], dir)
+      assert.are.equal(c[2], rc, c[1] .. ": " .. out .. err)
+      assert.truthy(err:find(c[3], 1, true), c[1] .. ": " .. err)
+      assert.falsy(err:find("traceback", 1, true), err)
+    end
+  end)
+
+  it("starts the reference on the malloc asked for, which the reference process reports", function()
+    if not have_bin then return pending("no binary at " .. BIN) end
+    if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
+    local function setup(alloc)
+      local rc, out, err = moonrl("bench --compare --rows env --envs 64 --reps 1 --json --device cpu" ..
+        (alloc and " --ref-allocator " .. alloc or ""), dir)
+      assert.are.equal(0, rc, out .. err)
+      local r = rows(out)[1]
+      assert.truthy(r.commands.reference:find("--allocator " .. (alloc or "auto"), 1, true), r.commands.reference)
+      return r.reference_setup.allocator
+    end
+    local a = setup("glibc-tuned")
+    assert.are.equal("glibc-tuned", a.name)
+    assert.are.same({ MALLOC_MMAP_MAX_ = "0", MALLOC_TRIM_THRESHOLD_ = tostring(2 ^ 40),
+                      MALLOC_TOP_PAD_ = tostring(256 * 2 ^ 20) }, a.env)
+    assert.are.equal(json.null, a.loaded)
+    a = setup("system")
+    assert.are.equal("system", a.name)
+    assert.is_nil(next(a.env or {}))
+    assert.are.equal(json.null, a.loaded)
+    if not installed("libtcmalloc_minimal.so.4") then
+      return pending("libtcmalloc-minimal4 is not installed (make bench-deps installs it)")
+    end
+    a = setup(nil)   -- the default
+    assert.are.equal("tcmalloc", a.name)
+    assert.are.equal("libtcmalloc_minimal.so.4", a.env.LD_PRELOAD)
+    assert.truthy(tostring(a.loaded):match("^libtcmalloc_minimal%.so%.4"), tostring(a.loaded))
+    if installed("libjemalloc.so.2") then
+      a = setup("jemalloc")
+      assert.are.equal("libjemalloc.so.2", a.loaded)
+    end
+  end)
+
+  it("asks both sides for bf16 and marks the row when moonrl's engine runs fp32 instead", function()
+    if not have_bin then return pending("no binary at " .. BIN) end
+    if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
+    local args = "bench --compare --rows small --envs 8 --rollout 8 --reps 1 --device cpu --precision bf16"
+    local rc, out, err = moonrl(args .. " --json", dir)
+    assert.are.equal(0, rc, out .. err)
+    local r = rows(out)[1]
+    assert.are.equal("bf16", r.precision.reference)
+    assert.truthy(r.commands.reference:find("--precision bf16", 1, true), r.commands.reference)
+    assert.is_true(r.moonrl.median > 0 and r.reference.median > 0, out)
+    if r.moonrl_refused then
+      assert.are.equal("fp32", r.precision.moonrl)
+      assert.truthy(r.moonrl_refused:find("bf16", 1, true), r.moonrl_refused)
+      assert.truthy(r.commands.moonrl:find("--precision fp32", 1, true), r.commands.moonrl)
+    else
+      assert.are.equal("bf16", r.precision.moonrl)
+      assert.truthy(r.commands.moonrl:find("--precision bf16", 1, true), r.commands.moonrl)
+    end
+    rc, out, err = moonrl(args, dir)
+    assert.are.equal(0, rc, out .. err)
+    -- a training row: the reference's setup line names oneDNN and the layout
+    assert.truthy(out:find("convolutions in oneDNN (torch.backends.mkldnn on), layout nchw", 1, true), out)
+    if r.moonrl_refused then
+      assert.truthy(out:find("moonrl ran fp32: its engine refused bf16", 1, true), out)
+      assert.truthy(out:find("train small, 8 x 8 *", 1, true), out)
+      assert.truthy(out:find("unequal precisions: moonrl fp32 against pytorch bf16", 1, true), out)
+    else
+      assert.truthy(out:find("  precision  bf16 on both sides", 1, true), out)
+    end
+  end)
+
+  it("prints a table a newcomer can read: setup on top, one row per case, what each column means", function()
+    if not have_bin then return pending("no binary at " .. BIN) end
+    if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
+    local rc, out, err = moonrl("bench --compare --rows env --envs 64 --reps 2 --device cpu", dir)
+    assert.are.equal(0, rc, out .. err)
+    for _, want in ipairs({ "  machine    ", "  precision  fp32 on both sides",
+                            "  pytorch    torch ", "malloc ", "  method     2 repetitions per side",
+                            "ratio            moonrl's median / pytorch's median", "per pair   ",
+                            "peak memory      each process's resident-set high-water mark" }) do
+      assert.truthy(out:find(want, 1, true), want .. " missing from:\n" .. out)
+    end
+    assert.truthy(out:match("\n  threads    %d+ on both sides\n"), out)
+    local line = out:match("\n(env, 64 envs[^\n]*)")
+    assert.truthy(line, out)
+    -- moonrl, pytorch, ratio, two per-pair ratios, both peaks
+    local ratio, p1, p2, m1, m2 = line:match("(%d+%.%d%d)x%s+(%d+%.%d%d) (%d+%.%d%d)%s+(%d+) MiB / (%d+) MiB")
+    assert.truthy(ratio, line)
+    assert.is_true(tonumber(m1) > 0 and tonumber(m2) > 0, line)
+    local lo, hi = math.min(tonumber(p1), tonumber(p2)), math.max(tonumber(p1), tonumber(p2))
+    -- the ratio of the medians lies between the pairs' ratios (rounding aside)
+    assert.is_true(tonumber(ratio) >= lo * 0.9 and tonumber(ratio) <= hi * 1.1, line)
+  end)
+end)
