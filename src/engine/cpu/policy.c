@@ -177,14 +177,15 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
      * everything above keeps its place whichever is chosen */
     p->conv = conv == MR_CPU_CONV_IM2COL ? MR_CPU_CONV_IM2COL : MR_CPU_CONV_ONEDNN;
     if (p->conv == MR_CPU_CONV_ONEDNN &&
-        mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, a, p->conv_note,
+        mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, o->bf16, a, p->conv_note,
                             sizeof p->conv_note) != 0)
         p->dnnl = NULL;   /* layers 1.. run through im2col; conv_note says why */
+    p->bf16 = mr_conv_dnnl_is_bf16(p->dnnl);
 }
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
                       int max_batch, int chunk, int conv, mr_arena *a) {
-    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE};
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, 0};
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
 }
 
@@ -196,7 +197,7 @@ size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch
 }
 
 size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
-    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE};
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, 0};
     return mr_policy_bytes_with(cfg, view, max_batch, &o);
 }
 
