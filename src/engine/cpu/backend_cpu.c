@@ -460,4 +460,6 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
 static const mr_backend cpu_backend = CPU_BACKEND(1 << MR_FP32);
 static const mr_backend cpu_backend_bf16 = CPU_BACKEND((1 << MR_FP32) | (1 << MR_BF16));
 
+const char *mr_cpu_bf16(void) { return mr_conv_dnnl_bf16_isa(); }
+
 const mr_backend *mr_backend_cpu(void) { return mr_conv_dnnl_bf16_isa() ? &cpu_backend_bf16 : &cpu_backend; }
