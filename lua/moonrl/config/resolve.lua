@@ -15,8 +15,10 @@
 --     (numbers become constants, step gets its `to`) or a function.
 --   - On a cpu device (device = "cpu", or "auto" without a GPU), gpu_only
 --     settings that a profile or level set are listed in `notes` as not
---     applying; a non-fp32 precision from a profile/level is reset to fp32
---     with a note, one the user set (file or --set) is an error.
+--     applying; a non-fp32 precision from a profile/level becomes bf16
+--     where detect().cpu_bf16 (the CPU has AVX512-BF16 or AMX; bf16 itself
+--     then stays silently) and fp32 elsewhere, with a note; one the user set
+--     (file or --set) that the CPU cannot run is an error.
 --     env.num_envs = "auto" becomes 192 on cpu (with a note); on a GPU it is
 --     chosen from detect().gpu_memory (bytes, optional; 192 without it), so
 --     the resolved table always holds a number.
