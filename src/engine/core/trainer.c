@@ -171,7 +171,12 @@ static void describe(mr_trainer *t, const char *note) {
             snprintf(conv, sizeof conv, "the first from the codes%s",
                      np->num_conv < 2                ? ""
                      : np->bf16                       ? ", the others oneDNN in bf16 (fp32 elsewhere)"
+                     : np->conv_note[0]               ? ", the others oneDNN in fp32"
                                                       : ", the others oneDNN");
+        if (np && np->dnnl && np->conv_note[0]) {   /* why not bf16 */
+            const size_t n = strlen(conv);
+            snprintf(conv + n, sizeof conv - n, " (%s)", np->conv_note);
+        }
         else
             snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)", np->conv_note);
         snprintf(t->describe, sizeof t->describe,

@@ -125,7 +125,7 @@ typedef struct mr_policy {
     int conv;
     struct mr_conv_dnnl *dnnl;   /* NULL: no oneDNN layers (im2col, one conv layer, or oneDNN refused) */
     int bf16;                    /* 1: dnnl's layers run in bf16 (mr_policy_options.bf16 and oneDNN took it) */
-    char conv_note[160];         /* why oneDNN is not used when it was asked for, else "" */
+    char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
 
 /* What the training forward keeps for the backward.
