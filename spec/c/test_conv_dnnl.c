@@ -29,6 +29,7 @@
 #include "nn.h"
 #include "obs_codes.h"
 #include <math.h>
+#include <stdint.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,16 @@ static double test_layer(int n, int C, int OC, int bf16) {
             CHECK_MSG(ef > 1 && ei > 1 && ew > 1, "%d->%d chunk %d bf16 %d: a mirrored kernel passes: %.3g %.3g %.3g",
                       C, OC, n, bf16, ef, ei, ew);
         }
+    }
+    if (bf16) {   /* a NaN in dout (any payload) reaches dinp: bf16's rounding must not turn it into -0 */
+        const uint32_t nan_bits = 0x7fffffffu;
+        float saved = dout[0];
+        memcpy(&dout[0], &nan_bits, 4);
+        mr_conv_dnnl_backward(d, 0, 1, dinp, NULL, NULL, dout, inp);
+        int nans = 0;
+        for (size_t i = 0; i < ni; i++) nans += dinp[i] != dinp[i];
+        CHECK_MSG(nans > 0, "%d->%d chunk %d bf16: a NaN in dout vanished", C, OC, n);
+        dout[0] = saved;
     }
     /* dinp alone (no dw/db) leaves dw untouched */
     memset(dw, 0, 4 * nw);

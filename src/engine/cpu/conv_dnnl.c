@@ -314,12 +314,14 @@ void mr_conv_dnnl_load_forward(mr_conv_dnnl *d, const float *const *w_of) { load
 void mr_conv_dnnl_load_backward(mr_conv_dnnl *d, const float *const *w_of) { load(d, w_of, 1); }
 
 /* fp32 -> bf16, rounding to nearest even (what oneDNN's own conversion
- * does; no NaN reaches here: the trainer stops at a non-finite loss). */
+ * does). A NaN stays a NaN (quieted): rounding its payload could carry into
+ * the sign and make it -0, hiding a fault the trainer must see. */
 static void to_bf16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &src[i], 4);
-        dst[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
     }
 }
 
