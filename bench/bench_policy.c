@@ -5,9 +5,11 @@
  * sgemm measured on the same threads.
  *
  *   bench_policy [--quick] [--chunk N] [--train-batch N] [--reps N] [--conv onednn|im2col]
+ *                [--precision fp32|bf16]
  *
  * --conv picks the convolutions (cpu.conv; default onednn = auto), so the
- * two can be timed alternately with one binary.
+ * two can be timed alternately with one binary; --precision bf16 runs the
+ * oneDNN layers in bf16 (conv_dnnl.h; refused on a CPU without it).
  *
  * FLOPs: 2 per multiply-add of every conv and linear layer; forward + backward
  * counts 3x forward (backward = 2x forward, as usual, although the first
@@ -86,14 +88,15 @@ static void report(const char *what, int B, timing t, double flop) {
 }
 
 static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, int train_B,
-                      int reps, int conv) {
+                      int reps, int conv, int bf16) {
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, bf16};
     const int V = 11, VV = V * V;
     mr_arena a = {0};
     mr_policy p;
-    mr_policy_layout(&p, cfg, V, train_B, chunk, conv, &a);
+    mr_policy_layout_with(&p, cfg, V, train_B, &o, &a);
     size_t bytes = a.size;
     if (mr_arena_commit(&a) != 0) { printf("%s: cannot allocate %zu bytes\n", name, bytes); return; }
-    mr_policy_layout(&p, cfg, V, train_B, chunk, conv, &a);
+    mr_policy_layout_with(&p, cfg, V, train_B, &o, &a);
     mr_policy_init(&p, 1);
 
     size_t act_floats = 0;
@@ -104,7 +107,7 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
     double macs = macs_per_sample(&p);
     printf("%s: %zu params (policy %zu), %.2f M MAC/sample, chunk %d, block %d, convs %s%s\n", name,
            p.n_params, p.n_policy, macs / 1e6, p.chunk, p.block,
-           p.conv == MR_CPU_CONV_IM2COL ? "im2col + sgemm" : p.dnnl ? "codes + oneDNN" : "codes + im2col",
+           p.conv == MR_CPU_CONV_IM2COL ? "im2col + sgemm" : p.bf16 ? "codes + oneDNN bf16" : p.dnnl ? "codes + oneDNN" : "codes + im2col",
            p.conv_note);
     if (p.dnnl)
         for (int l = 1; l < p.num_conv; l++) printf("  conv%d oneDNN: %s\n", l, mr_conv_dnnl_impl(p.dnnl, l));
@@ -159,18 +162,23 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
 }
 
 int main(int argc, char **argv) {
-    int chunk = 32, train_B = 24576, reps = 2, conv = MR_CPU_CONV_AUTO;
+    int chunk = 32, train_B = 24576, reps = 2, conv = MR_CPU_CONV_AUTO, bf16 = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) { train_B = 4096; reps = 1; }
         else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--train-batch") && i + 1 < argc) train_B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            const char *v = argv[++i];
+            bf16 = !strcmp(v, "bf16") ? 1 : !strcmp(v, "fp32") ? 0 : -1;
+            if (bf16 < 0) { fprintf(stderr, "--precision: fp32 or bf16\n"); return 2; }
+        }
         else if (!strcmp(argv[i], "--conv") && i + 1 < argc) {
             const char *c = argv[++i];
             conv = !strcmp(c, "im2col") ? MR_CPU_CONV_IM2COL : !strcmp(c, "onednn") ? MR_CPU_CONV_ONEDNN : -1;
             if (conv < 0) { fprintf(stderr, "--conv: onednn or im2col\n"); return 2; }
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--chunk N] [--train-batch N] [--reps N] [--conv onednn|im2col]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--chunk N] [--train-batch N] [--reps N] [--conv onednn|im2col] [--precision fp32|bf16]\n", argv[0]);
             return 2;
         }
     }
@@ -190,12 +198,12 @@ int main(int argc, char **argv) {
     ref.num_conv = 3;
     ref.conv_channels[0] = 32; ref.conv_channels[1] = 64; ref.conv_channels[2] = 64;
     ref.hidden = 512; ref.critic_hidden = 512; ref.popart = 1;
-    bench_net("reference net (conv 32,64,64, hidden 512)", &ref, chunk, train_B, reps, conv);
+    bench_net("reference net (conv 32,64,64, hidden 512)", &ref, chunk, train_B, reps, conv, bf16);
 
     mr_policy_config small = {0};
     small.num_conv = 2;
     small.conv_channels[0] = 16; small.conv_channels[1] = 32;
     small.hidden = 128; small.critic_hidden = 128; small.popart = 1;
-    bench_net("small net (conv 16,32, hidden 128)", &small, chunk, train_B, reps, conv);
+    bench_net("small net (conv 16,32, hidden 128)", &small, chunk, train_B, reps, conv, bf16);
     return 0;
 }

@@ -7,11 +7,12 @@
  *   bench_train [--net ref|small] [--conv 32,64,64] [--hidden 512] [--critic 512]
  *               [--envs 192] [--rollout 128] [--epochs 4] [--updates 3]
  *               [--threads 0] [--cpu-conv auto|onednn|im2col]
- *               [--cpu-activations auto|store|recompute] [--json]
+ *               [--cpu-activations auto|store|recompute] [--precision fp32|bf16] [--json]
  *
  * --cpu-conv is the config's cpu.conv (the convolutions' implementation) and
  * --cpu-activations its cpu.activations (what the training forward keeps),
- * so the choices can be timed alternately with one binary.
+ * so the choices can be timed alternately with one binary. --precision bf16
+ * runs the oneDNN convolutions in bf16 where the CPU has it (else refused).
  *
  * Throughput follows ENV_SPEC: agent-steps per second of wall clock over whole
  * updates, after one discarded warm-up update; the median over timed updates.
@@ -125,6 +126,11 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
+        else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "fp32")) c.precision = MR_FP32;
+            else if (!strcmp(v, "bf16")) c.precision = MR_BF16;
+            else { fprintf(stderr, "bench_train: --precision accepts fp32 or bf16\n"); return 2; }
+        }
         else { fprintf(stderr, "bench_train: unknown option %s\n", a); return 2; }
     }
     if (updates < 1) updates = 1;
@@ -158,9 +164,10 @@ int main(int argc, char **argv) {
         printf("{\"impl\":\"moonrl\",\"device\":\"cpu\",\"net\":\"%s\",\"threads\":%d,\"num_envs\":%d,\"rollout\":%d,"
                "\"updates\":%d,\"sps_median\":%.1f,\"time_rollout\":%.4f,\"time_gae\":%.4f,\"time_update\":%.4f,"
                "\"update_gflops\":%.2f,\"rollout_gflops\":%.2f,\"sgemm_gflops\":%.2f,\"update_fraction_of_sgemm\":%.3f,"
-               "\"peak_memory_bytes\":%llu}\n",
+               "\"peak_memory_bytes\":%llu,\"precision\":\"%s\"}\n",
                net, threads, c.env.num_envs, c.ppo.rollout_steps, updates, s_med, r_med, g_med, u_med, upd_gf,
-               roll_gf, peak, upd_gf / peak, (unsigned long long)ms.host_peak_bytes);
+               roll_gf, peak, upd_gf / peak, (unsigned long long)ms.host_peak_bytes,
+               c.precision == MR_BF16 ? "bf16" : "fp32");
     } else {
         printf("moonrl training, cpu, %d threads, net %s (%.2f MFLOP/sample forward), %d envs x %d steps\n",
                threads, net, F / 1e6, c.env.num_envs, c.ppo.rollout_steps);

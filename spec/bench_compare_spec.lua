@@ -2,7 +2,7 @@
 -- refusals, the reference process really running on the malloc asked for
 -- (bench/reference/launch.py re-executes it; the reference reports what is
 -- mapped into it and its allocator variables), and the precision of each side
--- (moonrl's cpu engine refusing bf16 is said on the row, not hidden). The
+-- (moonrl's cpu engine refusing bf16, on a CPU without it, is said on the row). The
 -- cases that run the reference are pending without PyTorch.
 
 local support = require("support")

@@ -365,13 +365,25 @@ return {
     it("reports gpu_only settings from a level as not applying on cpu", function()
       local r, notes = config.resolve { hardware = "cpu", detect = no_gpu }
       assert.equal("fp32", r.precision)
-      assert.is_true(contains(notes, "precision = bf16 (from level advanced) does not apply on cpu: using fp32"), table.concat(notes, "\n"))
+      assert.is_true(contains(notes, "precision = bf16 (from level advanced) does not apply on cpu (no AVX512-BF16 or AMX on this CPU): using fp32"), table.concat(notes, "\n"))
       assert.is_true(contains(notes,
         'cuda.graphs = true, warmup.prepare = {"graphs"} (from level advanced) do not apply on cpu'),
         table.concat(notes, "\n"))
       r, notes = config.resolve { hardware = "cpu", level = "ultra", detect = no_gpu }
       assert.equal("fp32", r.precision)
       assert.is_true(contains(notes, "precision = fp16 (from level ultra) does not apply on cpu: using fp32"))
+      -- a CPU with bf16 instructions (detect().cpu_bf16, from oneDNN): advanced
+      -- runs bf16 silently (the trainer's description says it), ultra's fp16
+      -- becomes bf16 with one note, basic stays fp32
+      local bf16_cpu = function() return { gpus = 0, cpu_bf16 = "avx512_core_bf16" } end
+      r, notes = config.resolve { hardware = "cpu", detect = bf16_cpu }
+      assert.equal("bf16", r.precision)
+      for _, n in ipairs(notes) do assert.falsy(n:find("precision", 1, true), n) end
+      r, notes = config.resolve { hardware = "cpu", level = "ultra", detect = bf16_cpu }
+      assert.equal("bf16", r.precision)
+      assert.is_true(contains(notes, "precision = fp16 (from level ultra) does not apply on cpu: using bf16 (oneDNN avx512_core_bf16)"), table.concat(notes, "\n"))
+      assert.equal("fp32", config.resolve { hardware = "cpu", level = "basic", detect = bf16_cpu }.precision)
+      assert.equal("bf16", config.resolve { hardware = "cpu", sets = { "precision=bf16" }, detect = bf16_cpu }.precision)
       -- basic asks for nothing GPU-only: nothing to report
       r, notes = config.resolve { hardware = "cpu", level = "basic", detect = no_gpu }
       assert.same({ "budget: total_steps = 524288 (128 updates of 64 envs x 64 steps) from profile cpu" }, notes)
@@ -384,7 +396,12 @@ return {
     it("refuses a non-fp32 precision the user set on cpu", function()
       local r, err = config.resolve { hardware = "cpu", sets = { "precision=bf16" }, detect = no_gpu }
       assert.is_nil(r)
-      assert.equal('precision = "bf16" (from --set) needs CUDA, but this run is on cpu (device = "cpu"): the CPU backend runs fp32 only; set precision = "fp32", or device = "cuda" on a GPU machine', err)
+      assert.equal('precision = "bf16" (from --set) needs CUDA or a CPU with bf16 instructions (AVX512-BF16 or AMX), but this run is on cpu (device = "cpu"): the CPU backend runs fp32 only on this CPU; set precision = "fp32", or device = "cuda" on a GPU machine', err)
+      -- fp16 never runs on a cpu, bf16 instructions or not
+      r, err = config.resolve { hardware = "cpu", sets = { "precision=fp16" },
+        detect = function() return { gpus = 0, cpu_bf16 = "avx512_core_bf16" } end }
+      assert.is_nil(r)
+      assert.equal('precision = "fp16" (from --set) needs CUDA, but this run is on cpu (device = "cpu"): the CPU backend runs fp32 and bf16; set precision = "fp32" or "bf16", or device = "cuda" on a GPU machine', err)
       local path = support.write_file(tmp .. "/half.lua", "return { precision = 'fp16', device = 'cpu' }")
       r, err = config.resolve { file = path, detect = one_gpu }
       assert.is_nil(r)

@@ -65,7 +65,16 @@ describe("moonrl end to end", function()
 
     -- config.lua reads back as the config that was resolved
     local loaded = assert(config.load_file(run_dir .. "/config.lua"))
-    local expect = assert(config.resolve { sets = SETS, hardware = "ci", detect = function() return { gpus = 0 } end,
+    -- the level (advanced) asks for bf16: it runs where the CPU has bf16
+    -- instructions (the engine line says so), else fp32 with a note
+    local bf16 = loaded.precision == "bf16"
+    if bf16 then
+      assert.truthy(out:find("engine: cpu backend, 2 threads, bf16 (oneDNN avx512_core", 1, true), out)
+    else
+      assert.truthy((out .. err):find("precision = bf16 (from level advanced) does not apply on cpu", 1, true), out .. err)
+    end
+    local expect = assert(config.resolve { sets = SETS, hardware = "ci",
+      detect = function() return { gpus = 0, cpu_bf16 = bf16 and "avx512_core_bf16" or nil } end,
       file = config.default_file() })
     assert(config.set(expect, "dir", "run"))
     assert.truthy(util.deep_equal(loaded, expect),

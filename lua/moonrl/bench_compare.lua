@@ -9,7 +9,7 @@
 -- oneDNN) on top, so a reader can tell what was compared.
 --
 -- Both sides run at one precision. Where moonrl's engine refuses the asked
--- precision (bf16 on the cpu backend today), moonrl runs fp32 instead and the
+-- precision (bf16 on a CPU without AVX512-BF16 or AMX), moonrl runs fp32 instead and the
 -- table says so on the row and below it: the ratio then compares unequal
 -- precisions, and is marked.
 --

@@ -350,6 +350,12 @@ end
 function engine.version() return ffi.string(C.mr_version()) end
 function engine.build_info() return ffi.string(C.mr_build_info()) end
 function engine.cuda_device_count() return tonumber(C.mr_cuda_device_count()) end
+-- "avx512_core_bf16" / "avx512_core_amx": the cpu backend runs precision =
+-- bf16 with it; nil: this CPU has no bf16 instructions (fp32 only).
+function engine.cpu_bf16()
+  local s = C.mr_cpu_bf16()
+  return s ~= nil and ffi.string(s) or nil
+end
 
 -- Free and total bytes of CUDA device i, or nil and a message.
 function engine.cuda_device_memory(i)

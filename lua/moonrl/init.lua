@@ -42,7 +42,7 @@
 --   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
 --   moonrl.resume(co, ...) -> ok, ...              resume with error reporting
 --   moonrl.runs() -> list of runs still going
---   moonrl.detect() -> {gpus=, cores=, memory=}    what config's hardware = "auto" sees
+--   moonrl.detect() -> {gpus=, cores=, memory=, cpu_bf16=}    what config's hardware = "auto" sees
 --   moonrl.sweep{base =, space =, ...} -> sweep    a hyperparameter sweep: trials as child
 --       processes, early stopping, results.jsonl, resumable (moonrl.sweep's header)
 --   moonrl.uniform(lo, hi), moonrl.loguniform(lo, hi), moonrl.randint(lo, hi),
@@ -171,7 +171,8 @@ function moonrl.detect()
   if not detected then
     local engine = require("moonrl.engine")
     local cores = uv.available_parallelism and uv.available_parallelism() or #(uv.cpu_info() or {})
-    detected = { gpus = engine.cuda_device_count(), cores = cores, memory = meminfo_bytes() }
+    detected = { gpus = engine.cuda_device_count(), cores = cores, memory = meminfo_bytes(),
+                 cpu_bf16 = engine.cpu_bf16() }
     if detected.gpus > 0 then
       -- for env.num_envs = "auto": the card's memory and the engine's plan
       detected.gpu_memory_free, detected.gpu_memory = engine.cuda_device_memory(0)

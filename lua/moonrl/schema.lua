@@ -77,7 +77,9 @@ key { key = "device", type = "enum", default = "auto", choices = { "auto", "cpu"
   desc = "backend; auto = cuda when this build has CUDA and a GPU is present" }
 key { key = "precision", type = "enum", default = "fp32", choices = { "fp32", "bf16", "fp16" },
   gpu_only = true,
-  desc = "arithmetic; bf16/fp16 keep fp32 master weights, fp16 adds dynamic loss scaling; cpu runs fp32 only" }
+  desc = "arithmetic; bf16/fp16 keep fp32 master weights, fp16 adds dynamic loss scaling; on a cpu, bf16 runs " ..
+    "the oneDNN convolutions (layers 1..) with bf16 operands and fp32 accumulation, the rest fp32, where the CPU " ..
+    "has AVX512-BF16 or AMX (else fp32); bit-identical for any thread count, as fp32" }
 key { key = "threads", type = "integer", default = 0, min = 0, max = 1024,
   desc = "CPU threads; 0 = all cores" }
 key { key = "seed", type = "integer", default = 1, min = 0, max = MAX_SAFE,

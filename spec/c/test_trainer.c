@@ -7,6 +7,7 @@
  */
 #include "moonrl.h"
 #include "check.h"
+#include "conv_dnnl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +50,21 @@ static void test_bad_input(void) {
     CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
     CHECK_MSG(strstr(e.msg, "ppo.lr") != NULL, "message: %s", e.msg);
     small_config(&c);
-    c.precision = MR_BF16;
+    c.precision = MR_FP16;   /* never on the cpu */
     CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
-    CHECK_MSG(strstr(e.msg, "precision") != NULL, "message: %s", e.msg);
+    CHECK_MSG(strstr(e.msg, "precision = fp16") != NULL, "message: %s", e.msg);
+    small_config(&c);
+    c.precision = MR_BF16;   /* on the cpu where oneDNN has bf16 kernels for it (test_policy_bf16.c) */
+    if (mr_conv_dnnl_bf16_isa()) {
+        CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
+        CHECK_MSG(t && strstr(mr_trainer_describe(t), "bf16 (oneDNN avx512_core"), "describe: %s",
+                  t ? mr_trainer_describe(t) : e.msg);
+        mr_trainer_free(t);
+        t = NULL;
+    } else {
+        CHECK(mr_trainer_create(&c, &t, &e) == MR_ERR_ARG);
+        CHECK_MSG(strstr(e.msg, "AVX512-BF16 or AMX") != NULL, "message: %s", e.msg);
+    }
     small_config(&c);
     c.device = MR_DEVICE_CUDA;
     if (mr_cuda_device_count() == 0) {
@@ -293,8 +306,10 @@ static void test_evaluate_progress(void) {
  * longer (fewer episodes end per update) and the return rises. Seeds 1..3
  * gave efficiency +0.40..+0.52, episodes -31..-37%, return +0.63..+0.88 (a
  * rounding change in the gradients moves these by a few hundredths); a
- * policy that does not learn stays at about 0.32, 20 episodes, -5.8. */
-static void test_learns(void) {
+ * policy that does not learn stays at about 0.32, 20 episodes, -5.8.
+ * In bf16 (the oneDNN layer 8->16 with bf16 operands) the same bounds hold:
+ * bf16 must learn as fp32 does, not merely stay finite. */
+static void test_learns(mr_precision precision) {
     mr_config c;
     mr_config_default(&c);
     c.env.num_envs = 32;
@@ -311,6 +326,7 @@ static void test_learns(void) {
     c.ppo.ent_coef.start = 0.01;
     c.threads = 2;
     c.device = MR_DEVICE_CPU;
+    c.precision = precision;
     const int updates = 60;
     c.total_steps = (uint64_t)updates * 32 * 64;
     mr_error e;
@@ -327,8 +343,8 @@ static void test_learns(void) {
             eff_last += m.efficiency / 8; ret_last += m.episode_return_mean / 8; ep_last += m.episodes / 8;
         }
     }
-    printf("learning: efficiency %.3f -> %.3f, return %.2f -> %.2f, episodes/update %.1f -> %.1f\n",
-           eff_first, eff_last, ret_first, ret_last, ep_first, ep_last);
+    printf("learning (%s): efficiency %.3f -> %.3f, return %.2f -> %.2f, episodes/update %.1f -> %.1f\n",
+           precision == MR_BF16 ? "bf16" : "fp32", eff_first, eff_last, ret_first, ret_last, ep_first, ep_last);
     CHECK(mr_trainer_done(t));
     CHECK_MSG(eff_last > eff_first + 0.25, "efficiency %.3f -> %.3f", eff_first, eff_last);
     CHECK_MSG(ep_last < 0.85 * ep_first, "episodes per update %.1f -> %.1f", ep_first, ep_last);
@@ -388,6 +404,7 @@ int main(void) {
     test_checkpoint_round_trip();
     test_evaluate_bad_input();
     test_evaluate_progress();
-    test_learns();
+    test_learns(MR_FP32);
+    if (mr_conv_dnnl_bf16_isa()) test_learns(MR_BF16);
     return check_report("test_trainer");
 }

@@ -188,7 +188,7 @@ typedef struct mr_config {
     mr_ppo_config ppo;
     mr_cuda_config cuda;
     mr_device device;            /* default auto */
-    mr_precision precision;      /* default fp32 (CPU supports fp32 only) */
+    mr_precision precision;      /* default fp32; the cpu backend takes bf16 where mr_cpu_bf16() says so */
     int threads;                 /* CPU threads, 0 = all cores, default 0 */
     mr_cpu_config cpu;           /* CPU-only settings */
     uint64_t seed;               /* default 1 */
@@ -438,6 +438,13 @@ const char *mr_blas_kernels(void);
  * reads the variable when it loads, so only a new process can act on the
  * answer: the moonrl executable re-executes itself (src/host/main.c). Both answer for the cpu backend's OpenBLAS. */
 const char *mr_blas_better_kernels(void);
+
+/* The bf16 instructions the cpu backend uses for precision = bf16
+ * ("avx512_core_bf16" or "avx512_core_amx": what oneDNN runs its bf16
+ * convolutions with on this CPU), or NULL: this CPU has none and the cpu
+ * backend accepts fp32 only. ONEDNN_MAX_CPU_ISA (read by oneDNN once per
+ * process) can lower the answer. */
+const char *mr_cpu_bf16(void);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
 int mr_cuda_device_count(void);

@@ -43,7 +43,10 @@ function docs.reference_markdown()
   add("  progress runs from 0 to 1 over training. `step` is `from * gamma^floor(p / every)`, never past `to`.")
   add("- **hot** keys can change while a run is going (`moonrl ctl RUN_DIR set key=value`).")
   add("- **CUDA only** settings are reported as not applying on cpu; a non-fp32 `precision` from a")
-  add("  profile or level falls back to fp32 there, while one set by the experiment is an error.")
+  add("  profile or level falls back there (to bf16 where the CPU has AVX512-BF16 or AMX, else fp32,")
+  add("  with one note), while one the CPU cannot run set by the experiment is an error. The levels on a")
+  add("  cpu: basic = fp32, advanced and ultra = bf16 where the CPU has it; the")
+  add("  trainer's description line at the start says which ran (\"bf16 (oneDNN avx512_core_bf16 ...)\").")
   add("- `warmup` may also be a `function(info)` returning the `warmup` table, where `info` is")
   add("  `{device = ..., level = ..., num_envs = ...}`.")
   add("- **Metrics of an update in which no episode ended**: the per-episode figures (return, length,")
@@ -59,7 +62,7 @@ function docs.reference_markdown()
   for _, e in ipairs(schema.keys) do
     local desc = e.desc
     if e.gpu_only then
-      desc = desc .. (e.key == "precision" and " (bf16, fp16: CUDA only)" or " (CUDA only)")
+      desc = desc .. (e.key == "precision" and " (fp16: CUDA only; bf16: CUDA, or a CPU with AVX512-BF16 or AMX)" or " (CUDA only)")
     end
     add("| `" .. e.key .. "` | " .. md_cell(default_text(e)) .. " | " .. md_cell(schema.accepted_text(e)) ..
       " | " .. (e.hot and "yes" or "no") .. " | " .. md_cell(desc) .. " |")

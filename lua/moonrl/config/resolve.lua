@@ -15,8 +15,10 @@
 --     (numbers become constants, step gets its `to`) or a function.
 --   - On a cpu device (device = "cpu", or "auto" without a GPU), gpu_only
 --     settings that a profile or level set are listed in `notes` as not
---     applying; a non-fp32 precision from a profile/level is reset to fp32
---     with a note, one the user set (file or --set) is an error.
+--     applying; a non-fp32 precision from a profile/level becomes bf16
+--     where detect().cpu_bf16 (the CPU has AVX512-BF16 or AMX; bf16 itself
+--     then stays silently) and fp32 elsewhere, with a note; one the user set
+--     (file or --set) that the CPU cannot run is an error.
 --     env.num_envs = "auto" becomes 192 on cpu (with a note); on a GPU it is
 --     chosen from detect().gpu_memory (bytes, optional; 192 without it), so
 --     the resolved table always holds a number.
@@ -176,17 +178,25 @@ function resolve.resolve(opts)
   local device = acc.device
   if device == "auto" then device = gpus > 0 and "cuda" or "cpu" end
   if device == "cpu" then
-    if acc.precision ~= "fp32" then
+    -- the cpu backend runs bf16 (oneDNN's convolutions) where the CPU has
+    -- bf16 instructions (detect().cpu_bf16); fp16 never; the levels' reduced
+    -- precisions become the nearest the CPU has, with one note
+    local cpu_bf16 = info.cpu_bf16
+    if acc.precision ~= "fp32" and not (acc.precision == "bf16" and cpu_bf16) then
       local src = prov.precision
       if is_user(src) then
         return nil, "precision = " .. util.fmt_value(acc.precision) .. " (from " .. src ..
-          ") needs CUDA, but this run is on cpu (device = " .. util.fmt_value(acc.device) ..
-          (acc.device == "auto" and ", no GPU found" or "") ..
-          "): the CPU backend runs fp32 only; set precision = \"fp32\", or device = \"cuda\" on a GPU machine"
+          ") needs CUDA" .. (acc.precision == "bf16" and " or a CPU with bf16 instructions (AVX512-BF16 or AMX)" or "") ..
+          ", but this run is on cpu (device = " .. util.fmt_value(acc.device) ..
+          (acc.device == "auto" and ", no GPU found" or "") .. "): the CPU backend runs fp32" ..
+          (cpu_bf16 and " and bf16" or " only on this CPU") ..
+          "; set precision = \"fp32\"" .. (cpu_bf16 and " or \"bf16\"" or "") .. ", or device = \"cuda\" on a GPU machine"
       end
-      notes[#notes + 1] = "precision = " .. acc.precision .. " (from " .. src ..
-        ") does not apply on cpu: using fp32"
-      acc.precision = "fp32"
+      local use = cpu_bf16 and "bf16" or "fp32"
+      notes[#notes + 1] = "precision = " .. acc.precision .. " (from " .. src .. ") does not apply on cpu" ..
+        (cpu_bf16 and "" or acc.precision == "bf16" and " (no AVX512-BF16 or AMX on this CPU)" or "") ..
+        ": using " .. use .. (cpu_bf16 and " (oneDNN " .. cpu_bf16 .. ")" or "")
+      acc.precision = use
       prov.precision = "cpu"
     end
     local by_source, order = {}, {}

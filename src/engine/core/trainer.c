@@ -168,7 +168,15 @@ static void describe(mr_trainer *t, const char *note) {
         if (!np || np->conv == MR_CPU_CONV_IM2COL)
             snprintf(conv, sizeof conv, "im2col + sgemm");
         else if (np->dnnl || np->num_conv < 2)
-            snprintf(conv, sizeof conv, "the first from the codes%s", np->num_conv > 1 ? ", the others oneDNN" : "");
+            snprintf(conv, sizeof conv, "the first from the codes%s",
+                     np->num_conv < 2                ? ""
+                     : np->bf16                       ? ", the others oneDNN in bf16 (fp32 elsewhere)"
+                     : np->conv_note[0]               ? ", the others oneDNN in fp32"
+                                                      : ", the others oneDNN");
+        if (np && np->dnnl && np->conv_note[0]) {   /* why not bf16 */
+            const size_t n = strlen(conv);
+            snprintf(conv + n, sizeof conv - n, " (%s)", np->conv_note);
+        }
         else
             snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)", np->conv_note);
         snprintf(t->describe, sizeof t->describe,
@@ -192,8 +200,10 @@ mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const
     if (be->unavailable) return mr_fail(err, MR_ERR_BACKEND, "%s", be->unavailable);
     TRY(mr_config_validate(cfg, err));
     if (!(be->precisions & (1 << cfg->precision)))
-        return mr_fail(err, MR_ERR_ARG, "precision = %s needs the cuda backend; the %s backend accepts fp32 only",
-                       prec_name(cfg->precision), be->name);
+        return mr_fail(err, MR_ERR_ARG, "precision = %s needs the cuda backend; the %s backend accepts %s",
+                       prec_name(cfg->precision), be->name,
+                       be->precisions & (1 << MR_BF16) ? "fp32 and bf16 (this CPU has bf16 instructions)"
+                                                       : "fp32 only (bf16 needs a CPU with AVX512-BF16 or AMX)");
     mr_trainer_plan plan;
     TRY(mr_trainer_plan_make(cfg, be, &plan, err));
     mr_trainer *t = calloc(1, sizeof *t);

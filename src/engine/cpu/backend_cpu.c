@@ -10,6 +10,7 @@
  * fixed order (ppo.c, policy.c).
  */
 #include "backend.h"
+#include "conv_dnnl.h"
 #include "env.h"
 #include "errors.h"
 #include "nn.h"
@@ -95,11 +96,13 @@ static mr_status cpu_enter(int device, int threads, mr_error *err) {
 
 static void cpu_describe(int device, int threads, int precision, char *buf, size_t len) {
     (void)device;
-    (void)precision;
     const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
     const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
-    snprintf(buf, len, "%d thread%s, OpenBLAS (OpenMP, %s kernels%s%s%s); cuda.* settings do not apply on the cpu",
-             threads, threads == 1 ? "" : "s", mr_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
+    char prec[96] = "fp32";
+    if (precision == MR_BF16)
+        snprintf(prec, sizeof prec, "bf16 (oneDNN %s; fp32 master weights)", mr_conv_dnnl_bf16_isa());
+    snprintf(buf, len, "%d thread%s, %s, OpenBLAS (OpenMP, %s kernels%s%s%s); cuda.* settings do not apply on the cpu",
+             threads, threads == 1 ? "" : "s", prec, mr_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
              forced ? forced : "",
              by_us ? " set by moonrl for this AVX-512 CPU; MOONRL_BLAS_AUTO=0 keeps OpenBLAS's choice" : "");
 }
@@ -169,10 +172,11 @@ static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *st
  * (ENV_SPEC's network at 192 x 128: 2.2 GiB kept against 0.5 GiB, for one
  * more trunk forward per backward). */
 #define KEEP_ACTIVATIONS_MAX ((size_t)256 << 20)
-static mr_policy_options cpu_policy_options(const mr_policy_config *cfg, int view, int max_train,
+static mr_policy_options cpu_policy_options(const mr_policy_config *cfg, int view, int max_train, int precision,
                                             const mr_cpu_config *cpu) {
-    mr_policy_options store = {POLICY_CHUNK, cpu->conv, MR_ACTIVATIONS_STORE};
-    mr_policy_options rec = {POLICY_CHUNK, cpu->conv, MR_ACTIVATIONS_RECOMPUTE};
+    const int bf16 = precision == MR_BF16;
+    mr_policy_options store = {POLICY_CHUNK, cpu->conv, MR_ACTIVATIONS_STORE, bf16};
+    mr_policy_options rec = {POLICY_CHUNK, cpu->conv, MR_ACTIVATIONS_RECOMPUTE, bf16};
     if (cpu->activations == MR_CPU_ACTIVATIONS_STORE) return store;
     if (cpu->activations == MR_CPU_ACTIVATIONS_RECOMPUTE) return rec;
     size_t ks = mr_policy_bytes_with(cfg, view, max_train, &store), kr = mr_policy_bytes_with(cfg, view, max_train, &rec);
@@ -182,10 +186,9 @@ static mr_policy_options cpu_policy_options(const mr_policy_config *cfg, int vie
 static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
                                  const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err) {
     (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
-    (void)precision;
     memset(out, 0, sizeof *out);
     out->n = 1;
-    const mr_policy_options o = cpu_policy_options(cfg, view, max_train, cpu);
+    const mr_policy_options o = cpu_policy_options(cfg, view, max_train, precision, cpu);
     out->bytes[0] = out->total = mr_policy_bytes_with(cfg, view, max_train, &o);
     return ok(err);
 }
@@ -193,11 +196,10 @@ static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_
 static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train, int max_act,
                                    int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
     (void)max_act;
-    (void)precision;
     memset(bp, 0, sizeof *bp);
     mr_policy *p = calloc(1, sizeof *p);
     if (!p) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
-    const mr_policy_options o = cpu_policy_options(cfg, view, max_train, cpu);
+    const mr_policy_options o = cpu_policy_options(cfg, view, max_train, precision, cpu);
     const size_t bytes = mr_policy_bytes_with(cfg, view, max_train, &o);
     void *block;
     mr_status s = mr_devmem_alloc(mem, bytes, "the network", &block, err);
@@ -404,51 +406,60 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
     return ok(err);
 }
 
-static const mr_backend cpu_backend = {
-    .name = "cpu",
-    .device = MR_DEVICE_CPU,
-    .host_memory = 1,
-    .precisions = 1 << MR_FP32,
-    .cheap_events = 1,
-    .policy_plan = cpu_policy_plan,
-    .enter = cpu_enter,
-    .describe = cpu_describe,
-    .device_memory = cpu_memory,
-    .staging_memory = cpu_staging,
-    .copy = cpu_copy,
-    .memset = cpu_memset,
-    .stream_create = cpu_stream_create,
-    .stream_destroy = cpu_stream_destroy,
-    .stream_sync = cpu_sync,
-    .event_create = cpu_event_create,
-    .event_destroy = cpu_event_destroy,
-    .event_record = cpu_event_record,
-    .event_sync = cpu_sync,
-    .event_elapsed = cpu_event_elapsed,
-    .env_reset_all = cpu_env_reset,
-    .env_step_all = cpu_env_step,
-    .env_clear_logs = cpu_env_clear,
-    .env_log_reduce = cpu_env_reduce,
-    .policy_create = cpu_policy_create,
-    .policy_destroy = cpu_policy_destroy,
-    .policy_zero_grad = cpu_zero_grad,
-    .policy_act = cpu_act,
-    .policy_forward = cpu_forward,
-    .policy_backward = cpu_backward,
-    .gae = cpu_gae,
-    .sample = cpu_sample,
-    .opt_begin = cpu_opt_begin,
-    .opt_step = cpu_opt_step,
-    .mean_std = cpu_mean_std,
-    .normalize = cpu_normalize,
-    .ppo_loss = cpu_ppo_loss,
-    .popart_update = cpu_popart,
-    .step_in = cpu_step_in,
-    .step_out = cpu_step_out,
-    .gather = cpu_gather,
-    .diff = cpu_diff,
-    .accumulate = cpu_accumulate,
-    .finish = cpu_finish,
-};
+/* Two tables that differ only in the precisions accepted: bf16 where oneDNN
+ * has bf16 kernels for this CPU (AVX512-BF16 or AMX; conv_dnnl.h), which
+ * mr_backend_cpu asks it. */
+#define CPU_BACKEND(mask)                                    \
+    {                                                        \
+        .name = "cpu",                                       \
+        .device = MR_DEVICE_CPU,                             \
+        .host_memory = 1,                                    \
+        .precisions = (mask),                                \
+        .cheap_events = 1,                                   \
+        .policy_plan = cpu_policy_plan,                      \
+        .enter = cpu_enter,                                  \
+        .describe = cpu_describe,                            \
+        .device_memory = cpu_memory,                         \
+        .staging_memory = cpu_staging,                       \
+        .copy = cpu_copy,                                    \
+        .memset = cpu_memset,                                \
+        .stream_create = cpu_stream_create,                  \
+        .stream_destroy = cpu_stream_destroy,                \
+        .stream_sync = cpu_sync,                             \
+        .event_create = cpu_event_create,                    \
+        .event_destroy = cpu_event_destroy,                  \
+        .event_record = cpu_event_record,                    \
+        .event_sync = cpu_sync,                              \
+        .event_elapsed = cpu_event_elapsed,                  \
+        .env_reset_all = cpu_env_reset,                      \
+        .env_step_all = cpu_env_step,                        \
+        .env_clear_logs = cpu_env_clear,                     \
+        .env_log_reduce = cpu_env_reduce,                    \
+        .policy_create = cpu_policy_create,                  \
+        .policy_destroy = cpu_policy_destroy,                \
+        .policy_zero_grad = cpu_zero_grad,                   \
+        .policy_act = cpu_act,                               \
+        .policy_forward = cpu_forward,                       \
+        .policy_backward = cpu_backward,                     \
+        .gae = cpu_gae,                                      \
+        .sample = cpu_sample,                                \
+        .opt_begin = cpu_opt_begin,                          \
+        .opt_step = cpu_opt_step,                            \
+        .mean_std = cpu_mean_std,                            \
+        .normalize = cpu_normalize,                          \
+        .ppo_loss = cpu_ppo_loss,                            \
+        .popart_update = cpu_popart,                         \
+        .step_in = cpu_step_in,                              \
+        .step_out = cpu_step_out,                            \
+        .gather = cpu_gather,                                \
+        .diff = cpu_diff,                                    \
+        .accumulate = cpu_accumulate,                        \
+        .finish = cpu_finish,                                \
+    }
 
-const mr_backend *mr_backend_cpu(void) { return &cpu_backend; }
+static const mr_backend cpu_backend = CPU_BACKEND(1 << MR_FP32);
+static const mr_backend cpu_backend_bf16 = CPU_BACKEND((1 << MR_FP32) | (1 << MR_BF16));
+
+const char *mr_cpu_bf16(void) { return mr_conv_dnnl_bf16_isa(); }
+
+const mr_backend *mr_backend_cpu(void) { return mr_conv_dnnl_bf16_isa() ? &cpu_backend_bf16 : &cpu_backend; }

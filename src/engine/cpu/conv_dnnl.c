@@ -15,6 +15,7 @@
 #include "moonrl.h"   /* MR_MAX_CONV */
 #include <dnnl.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ typedef struct layer {
 } layer;
 
 struct mr_conv_dnnl {
-    int L, nthreads, chunk;
+    int L, nthreads, chunk, bf16;
     dnnl_engine_t eng;
     dnnl_stream_t *stream;            /* nthreads */
     layer lay[MR_MAX_CONV];
@@ -47,6 +48,9 @@ struct mr_conv_dnnl {
     size_t dw_floats;
     unsigned char *scratch;           /* per workspace, scratch_bytes each */
     size_t scratch_bytes;
+    uint16_t *src16, *dd16;           /* bf16: per workspace, the chunk's input / dout (cvt_elems each) */
+    size_t cvt_elems;
+    int H, W;
 };
 
 /* oneDNN picks its kernels and its work split by the thread count it sees
@@ -67,17 +71,23 @@ static void one_thread_end(int n) {
 /* The three primitive descriptors of a layer: forward (bias, ReLU post-op,
  * user scratchpad), backward data and backward weights (hinted by the
  * forward). pd[0..2]; returns 0 or -1 (all destroyed). */
-static int make_pds(dnnl_engine_t eng, int n, int H, int W, int C, int OC, dnnl_primitive_desc_t pd[3]) {
+static int make_pds(dnnl_engine_t eng, int n, int H, int W, int C, int OC, int bf16, dnnl_primitive_desc_t pd[3]) {
     dnnl_dims_t sd = {n, C, H, W}, dd = {n, OC, H, W}, wd = {OC, C, 3, 3}, bd = {OC};
     dnnl_dims_t strides = {1, 1}, pad = {1, 1};
-    dnnl_memory_desc_t src, dst, w, b;
+    /* bf16: src, weights and dout in bf16; dst, din, dw, db and the bias
+     * fp32 (oneDNN accumulates in fp32 and converts on the way out) */
+    const dnnl_data_type_t lo = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t src, dst, w, wg, b, dsrc, ddst;   /* wg: the weight gradient, fp32 */
     dnnl_convolution_desc_t fd, bdd, bwd;
     dnnl_primitive_attr_t af = NULL, ab = NULL;
     dnnl_post_ops_t po = NULL;
     pd[0] = pd[1] = pd[2] = NULL;
-    int ok = OK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nhwc)) &&
+    int ok = OK(dnnl_memory_desc_init_by_tag(&src, 4, sd, lo, dnnl_nhwc)) &&
              OK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nhwc)) &&
-             OK(dnnl_memory_desc_init_by_tag(&w, 4, wd, dnnl_f32, dnnl_format_tag_any)) &&
+             OK(dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_nhwc)) &&
+             OK(dnnl_memory_desc_init_by_tag(&ddst, 4, dd, lo, dnnl_nhwc)) &&
+             OK(dnnl_memory_desc_init_by_tag(&w, 4, wd, lo, dnnl_format_tag_any)) &&
+             OK(dnnl_memory_desc_init_by_tag(&wg, 4, wd, dnnl_f32, dnnl_format_tag_any)) &&
              OK(dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x)) &&
              OK(dnnl_post_ops_create(&po)) && OK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f)) &&
              OK(dnnl_primitive_attr_create(&af)) && OK(dnnl_primitive_attr_set_post_ops(af, po)) &&
@@ -87,10 +97,10 @@ static int make_pds(dnnl_engine_t eng, int n, int H, int W, int C, int OC, dnnl_
              OK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src, &w, &b,
                                                    &dst, strides, pad, pad)) &&
              OK(dnnl_primitive_desc_create(&pd[0], &fd, af, eng, NULL)) &&
-             OK(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &src, &w, &dst, strides, pad,
+             OK(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &dsrc, &w, &ddst, strides, pad,
                                                          pad)) &&
              OK(dnnl_primitive_desc_create(&pd[1], &bdd, ab, eng, pd[0])) &&
-             OK(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src, &w, &b, &dst,
+             OK(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src, &wg, &b, &ddst,
                                                             strides, pad, pad)) &&
              OK(dnnl_primitive_desc_create(&pd[2], &bwd, ab, eng, pd[0]));
     if (po) dnnl_post_ops_destroy(po);
@@ -157,6 +167,7 @@ static int build_layer(mr_conv_dnnl *d, int l, dnnl_primitive_desc_t pd[3]) {
     const dnnl_memory_desc_t *wf = md(pd[0], dnnl_query_weights_md), *wb = md(pd[1], dnnl_query_weights_md);
     const dnnl_memory_desc_t *dwb = md(pd[2], dnnl_query_diff_weights_md);
     const dnnl_memory_desc_t *src = md(pd[0], dnnl_query_src_md), *dst = md(pd[0], dnnl_query_dst_md);
+    const dnnl_memory_desc_t *dsrc = md(pd[1], dnnl_query_diff_src_md), *ddst = md(pd[1], dnnl_query_diff_dst_md);
     dnnl_memory_desc_t wu, b;
     dnnl_dims_t wd = {y->OC, y->C, 3, 3}, bd = {y->OC};
     if (!OK(dnnl_memory_desc_init_by_tag(&wu, 4, wd, dnnl_f32, dnnl_ohwi)) ||
@@ -177,7 +188,7 @@ static int build_layer(mr_conv_dnnl *d, int l, dnnl_primitive_desc_t pd[3]) {
         void *sp = d->scratch + (size_t)t * d->scratch_bytes;
         if (mem(e, src, NULL, &m[M_SRC]) || mem(e, dst, NULL, &m[M_DST]) || mem(e, &b, NULL, &m[M_B]) ||
             mem(e, wf, y->wf, &m[M_WF]) || mem(e, md(pd[0], dnnl_query_scratchpad_md), sp, &m[M_SPF]) ||
-            mem(e, dst, NULL, &m[M_DDST]) || mem(e, wb, y->wb, &m[M_WB]) || mem(e, src, NULL, &m[M_DSRC]) ||
+            mem(e, ddst, NULL, &m[M_DDST]) || mem(e, wb, y->wb, &m[M_WB]) || mem(e, dsrc, NULL, &m[M_DSRC]) ||
             mem(e, md(pd[1], dnnl_query_scratchpad_md), sp, &m[M_SPD]) ||
             mem(e, dwb, d->dwbuf + (size_t)t * d->dw_floats, &m[M_DWB]) || mem(e, &b, NULL, &m[M_DB]) ||
             mem(e, md(pd[2], dnnl_query_scratchpad_md), sp, &m[M_SPW]) || mem(e, &wu, NULL, &m[M_DWU]))
@@ -186,7 +197,7 @@ static int build_layer(mr_conv_dnnl *d, int l, dnnl_primitive_desc_t pd[3]) {
     return 0;
 }
 
-int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, int chunk, int nthreads,
+int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, int chunk, int nthreads, int bf16,
                         mr_arena *a, char *why, size_t why_len) {
     *out = NULL;
     if (why && why_len) why[0] = 0;
@@ -205,12 +216,19 @@ int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, 
     d->L = L;
     d->nthreads = nthreads;
     d->chunk = chunk;
+    d->bf16 = bf16 != 0;
+    d->H = H;
+    d->W = W;
+    if (d->bf16 && !mr_conv_dnnl_bf16_isa()) {
+        if (why) snprintf(why, why_len, "this CPU has no bf16 instructions oneDNN uses (AVX512-BF16 or AMX)");
+        goto done;
+    }
     /* descriptors first: they size the arena's share */
     size_t dw_bytes = 0, sp = 0;
     for (int l = 1; l < L; l++) {
         d->lay[l].C = ch[l];
         d->lay[l].OC = ch[l + 1];
-        if (make_pds(d->eng, chunk, H, W, ch[l], ch[l + 1], pd[l])) {
+        if (make_pds(d->eng, chunk, H, W, ch[l], ch[l + 1], d->bf16, pd[l])) {
             if (why) snprintf(why, why_len, "oneDNN has no convolution %d->%d on %dx%d maps", ch[l], ch[l + 1], H, W);
             goto done;
         }
@@ -226,6 +244,8 @@ int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, 
             }
         }
         size_t s = dnnl_memory_desc_get_size(md(pd[l][2], dnnl_query_diff_weights_md));
+        const size_t e = (size_t)chunk * H * W * (size_t)(ch[l] > ch[l + 1] ? ch[l] : ch[l + 1]);
+        if (d->bf16 && e > d->cvt_elems) d->cvt_elems = e;
         if (s > dw_bytes) dw_bytes = s;
         for (int i = 0; i < 3; i++)
             if (scratch_of(pd[l][i]) > sp) sp = scratch_of(pd[l][i]);
@@ -238,11 +258,16 @@ int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, 
     }
     d->dwbuf = MR_TAKE(a, float, d->dw_floats * (size_t)nthreads);
     d->scratch = mr_arena_take(a, d->scratch_bytes * (size_t)nthreads + MR_ARENA_ALIGN);
+    if (d->bf16) {
+        d->cvt_elems = mr_arena_round(d->cvt_elems * sizeof(uint16_t)) / sizeof(uint16_t);
+        d->src16 = mr_arena_take(a, d->cvt_elems * sizeof(uint16_t) * (size_t)nthreads);
+        d->dd16 = mr_arena_take(a, d->cvt_elems * sizeof(uint16_t) * (size_t)nthreads);
+    }
     if (planning) {
         rc = 0;
         goto done;
     }
-    if (!d->lay[1].wf || !d->dwbuf || !d->scratch) {
+    if (!d->lay[1].wf || !d->dwbuf || !d->scratch || (d->bf16 && (!d->src16 || !d->dd16))) {
         if (why) snprintf(why, why_len, "oneDNN convolutions: the arena is smaller than planned");
         goto done;
     }
@@ -288,9 +313,30 @@ static void load(mr_conv_dnnl *d, const float *const *w_of, int bwd) {
 void mr_conv_dnnl_load_forward(mr_conv_dnnl *d, const float *const *w_of) { load(d, w_of, 0); }
 void mr_conv_dnnl_load_backward(mr_conv_dnnl *d, const float *const *w_of) { load(d, w_of, 1); }
 
+/* fp32 -> bf16, rounding to nearest even (what oneDNN's own conversion
+ * does). A NaN stays a NaN (quieted): rounding its payload could carry into
+ * the sign and make it -0, hiding a fault the trainer must see. */
+static void to_bf16(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], 4);
+        const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
+    }
+}
+
+/* The chunk's input of layer l as the primitives take it: itself (fp32),
+ * or converted into workspace t's bf16 buffer. */
+static void *src_of(mr_conv_dnnl *d, int t, int l, const float *inp) {
+    if (!d->bf16) return (void *)inp;
+    uint16_t *s = d->src16 + (size_t)t * d->cvt_elems;
+    to_bf16(s, inp, (size_t)d->chunk * d->H * d->W * (size_t)d->lay[l].C);
+    return s;
+}
+
 void mr_conv_dnnl_forward(mr_conv_dnnl *d, int t, int l, float *out, const float *inp, const float *b) {
     dnnl_memory_t *m = mems(d, t, l);
-    dnnl_memory_set_data_handle(m[M_SRC], (void *)inp);
+    dnnl_memory_set_data_handle(m[M_SRC], src_of(d, t, l, inp));
     dnnl_memory_set_data_handle(m[M_DST], out);
     dnnl_memory_set_data_handle(m[M_B], (void *)b);
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, m[M_SRC]},
@@ -305,9 +351,14 @@ void mr_conv_dnnl_backward(mr_conv_dnnl *d, int t, int l, float *dinp, float *dw
                            const float *dout, const float *inp) {
     dnnl_memory_t *m = mems(d, t, l);
     layer *y = &d->lay[l];
-    dnnl_memory_set_data_handle(m[M_DDST], (void *)dout);
+    void *dd = (void *)dout;
+    if (d->bf16) {
+        dd = d->dd16 + (size_t)t * d->cvt_elems;
+        to_bf16(dd, dout, (size_t)d->chunk * d->H * d->W * (size_t)y->OC);
+    }
+    dnnl_memory_set_data_handle(m[M_DDST], dd);
     if (dw && db) {
-        dnnl_memory_set_data_handle(m[M_SRC], (void *)inp);
+        dnnl_memory_set_data_handle(m[M_SRC], src_of(d, t, l, inp));
         dnnl_memory_set_data_handle(m[M_DB], db);
         dnnl_memory_set_data_handle(m[M_DWU], dw);
         dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, m[M_SRC]},
@@ -328,6 +379,15 @@ void mr_conv_dnnl_backward(mr_conv_dnnl *d, int t, int l, float *dinp, float *dw
         run(d, t, y->bwd_data, 4, args);
     }
 }
+
+const char *mr_conv_dnnl_bf16_isa(void) {
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    if ((isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx) return "avx512_core_amx";
+    if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) return "avx512_core_bf16";
+    return NULL;
+}
+
+int mr_conv_dnnl_is_bf16(const mr_conv_dnnl *d) { return d && d->bf16; }
 
 const char *mr_conv_dnnl_impl(const mr_conv_dnnl *d, int l) {
     return d && l >= 1 && l < d->L ? d->lay[l].impl : "";

@@ -34,6 +34,15 @@
  *     gradient in its own format; it is reordered (a permutation, exact) into
  *     the caller's flat buffer per chunk.
  *
+ * bf16 (the `bf16` flag of the layout, on CPUs with AVX512-BF16 or AMX):
+ *   the primitives take src, weights and dout in bf16 and write out, dinp,
+ *   dw and db in fp32 (fp32 accumulation inside oneDNN; the bias stays
+ *   fp32). The interface stays fp32: each chunk's inp and dout are
+ *   converted (round to nearest even) into per-workspace bf16 buffers, the
+ *   weights during the per-pass reorders; the fp32 master weights stay the
+ *   caller's. Still one chunk per call, one thread: bits are independent of
+ *   the thread count in bf16 as in fp32.
+ *
  * What it is not: layer 0 (2 input channels from codes; nn.c computes it
  * directly), the tail chunk, or anything for the CUDA backend (cuDNN there).
  */
@@ -55,7 +64,7 @@ typedef struct mr_conv_dnnl mr_conv_dnnl;   /* opaque: oneDNN handles live on th
  * a failure creating the objects at commit leaves the planned share taken
  * and unused, so the caller's later takes keep their planned places.
  * L < 2 takes nothing and returns 0. */
-int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, int chunk, int nthreads,
+int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, int chunk, int nthreads, int bf16,
                         mr_arena *a, char *why, size_t why_len);
 void mr_conv_dnnl_free(mr_conv_dnnl *d);
 
@@ -72,6 +81,13 @@ void mr_conv_dnnl_forward(mr_conv_dnnl *d, int t, int l, float *out, const float
  * one primitive, so both or neither), dinp written (NULL: skipped). */
 void mr_conv_dnnl_backward(mr_conv_dnnl *d, int t, int l, float *dinp, float *dw, float *db,
                            const float *dout, const float *inp);
+
+/* The bf16 ISA oneDNN will use on this CPU ("avx512_core_bf16",
+ * "avx512_core_amx"), or NULL: none (then a bf16 layout refuses). oneDNN
+ * reads ONEDNN_MAX_CPU_ISA once per process, which can lower the answer. */
+const char *mr_conv_dnnl_bf16_isa(void);
+/* 1 when d's layers run in bf16. */
+int mr_conv_dnnl_is_bf16(const mr_conv_dnnl *d);
 
 /* "brgconv:avx512_core / jit:avx512_core / jit:avx512_core": the
  * implementations oneDNN chose for layer l (forward / backward data /

@@ -177,14 +177,28 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
      * everything above keeps its place whichever is chosen */
     p->conv = conv == MR_CPU_CONV_IM2COL ? MR_CPU_CONV_IM2COL : MR_CPU_CONV_ONEDNN;
     if (p->conv == MR_CPU_CONV_ONEDNN &&
-        mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, a, p->conv_note,
-                            sizeof p->conv_note) != 0)
+        mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, o->bf16, a, p->conv_note,
+                            sizeof p->conv_note) != 0) {
         p->dnnl = NULL;   /* layers 1.. run through im2col; conv_note says why */
+        /* bf16 refused (no bf16 kernels for this CPU or shape): oneDNN in
+         * fp32 is still faster than im2col. A refusal by the descriptors
+         * takes nothing from the arena, so planning and commit stay alike. */
+        char why[sizeof p->conv_note];
+        if (o->bf16 && mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, 0, a, why,
+                                           sizeof why) == 0) {
+            char was[sizeof p->conv_note];
+            memcpy(was, p->conv_note, sizeof was);
+            snprintf(p->conv_note, sizeof p->conv_note, "bf16 refused: %.*s", (int)sizeof p->conv_note - 20, was);
+        } else if (o->bf16) {
+            p->dnnl = NULL;
+        }
+    }
+    p->bf16 = mr_conv_dnnl_is_bf16(p->dnnl);
 }
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
                       int max_batch, int chunk, int conv, mr_arena *a) {
-    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE};
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, 0};
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
 }
 
@@ -196,7 +210,7 @@ size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch
 }
 
 size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
-    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE};
+    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, 0};
     return mr_policy_bytes_with(cfg, view, max_batch, &o);
 }
 

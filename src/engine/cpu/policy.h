@@ -124,7 +124,8 @@ typedef struct mr_policy {
      * shorter tail chunk through im2col + sgemm). auto is resolved at layout. */
     int conv;
     struct mr_conv_dnnl *dnnl;   /* NULL: no oneDNN layers (im2col, one conv layer, or oneDNN refused) */
-    char conv_note[160];         /* why oneDNN is not used when it was asked for, else "" */
+    int bf16;                    /* 1: dnnl's layers run in bf16 (mr_policy_options.bf16 and oneDNN took it) */
+    char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
 
 /* What the training forward keeps for the backward.
@@ -145,6 +146,7 @@ typedef struct mr_policy_options {
     int chunk;         /* samples per conv chunk; < 1 reads as 1 */
     int conv;          /* an mr_cpu_conv (auto = onednn) */
     int activations;   /* MR_ACTIVATIONS_* */
+    int bf16;          /* 1: the oneDNN layers in bf16 (conv_dnnl.h); the rest stays fp32 */
 } mr_policy_options;
 
 /* Computes every size from cfg and takes params, grads, activations (for
