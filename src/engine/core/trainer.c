@@ -165,20 +165,20 @@ static void describe(mr_trainer *t, const char *note) {
     if (o->host_memory) {   /* the cpu network: which convolutions (cpu.conv) */
         const mr_policy *np = t->d.pol.net;
         char conv[256];
-        if (!np || np->conv == MR_CPU_CONV_IM2COL)
-            snprintf(conv, sizeof conv, "im2col + sgemm");
-        else if (np->dnnl || np->num_conv < 2)
-            snprintf(conv, sizeof conv, "the first from the codes%s",
-                     np->num_conv < 2                ? ""
-                     : np->bf16                       ? ", the others oneDNN in bf16 (fp32 elsewhere)"
-                     : np->conv_note[0]               ? ", the others oneDNN in fp32"
-                                                      : ", the others oneDNN");
-        if (np && np->dnnl && np->conv_note[0]) {   /* why not bf16 */
-            const size_t n = strlen(conv);
-            snprintf(conv + n, sizeof conv - n, " (%s)", np->conv_note);
+        if (!np || np->conv == MR_CPU_CONV_IM2COL) {
+            snprintf(conv, sizeof conv, "im2col + sgemm%s",
+                     t->cfg.precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
+        } else if (np->num_conv < 2) {
+            snprintf(conv, sizeof conv, "the first (and only) from the codes");
+        } else if (np->dnnl) {
+            int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
+                             np->bf16 ? " in bf16 (fp32 elsewhere)" : np->conv_note[0] ? " in fp32" : "");
+            if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
+                snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
+        } else {
+            snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
+                     np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
         }
-        else
-            snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)", np->conv_note);
         snprintf(t->describe, sizeof t->describe,
                  "%s backend, %s; convolutions (cpu.conv): %s; conv activations (cpu.activations): %s%s", o->name,
                  line, conv, np && np->recompute ? "recomputed in the backward" : "kept for the backward", note);
