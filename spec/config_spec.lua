@@ -393,10 +393,15 @@ return {
       assert.same({ "budget: total_steps = 50331648 (2048 updates of 192 envs x 128 steps) from defaults" }, notes)
     end)
 
-    it("refuses a non-fp32 precision the user set on cpu", function()
-      local r, err = config.resolve { hardware = "cpu", sets = { "precision=bf16" }, detect = no_gpu }
-      assert.is_nil(r)
-      assert.equal('precision = "bf16" (from --set) needs CUDA or a CPU with bf16 instructions (AVX512-BF16 or AMX), but this run is on cpu (device = "cpu"): the CPU backend runs fp32 only on this CPU; set precision = "fp32", or device = "cuda" on a GPU machine', err)
+    it("refuses fp16 the user set on cpu; bf16 the user set falls back to fp32 with a note where the CPU lacks it", function()
+      local r, notes = config.resolve { hardware = "cpu", sets = { "precision=bf16" }, detect = no_gpu }
+      assert.equal("fp32", r.precision)
+      assert.truthy(table.concat(notes, "\n"):find("precision = bf16 (from --set) does not apply on cpu (no AVX512-BF16 " ..
+        "or AMX on this CPU): using fp32", 1, true), table.concat(notes, "\n"))
+      r = config.resolve { hardware = "cpu", sets = { "precision=bf16" },
+        detect = function() return { gpus = 0, cpu_bf16 = "avx512_core_bf16" } end }
+      assert.equal("bf16", r.precision)
+      local err
       -- fp16 never runs on a cpu, bf16 instructions or not
       r, err = config.resolve { hardware = "cpu", sets = { "precision=fp16" },
         detect = function() return { gpus = 0, cpu_bf16 = "avx512_core_bf16" } end }
