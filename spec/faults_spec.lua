@@ -41,46 +41,8 @@ local function config(dir, opts)
   }]], batch * (opts.updates or 100000), net, opts.interval or 0, opts.keep or 2, opts.more or ""))
 end
 
--- Runs the loop until pred() holds (polled every 10 ms) or limit ms pass.
-local function wait_for(pred, limit)
-  local tick = uv.new_timer()
-  tick:start(10, 10, function() end)
-  local deadline = uv.now() + (limit or 60000)
-  local ok = false
-  while true do
-    if pred() then ok = true break end
-    uv.update_time()
-    if uv.now() > deadline then break end
-    uv.run("once")
-  end
-  tick:stop()
-  tick:close()
-  uv.run("nowait")
-  return ok
-end
-
--- `moonrl ARGS` in dir, in the background: proc.pid; proc.done, proc.code,
--- proc.signal once it exits; proc.out() / proc.err() read what it printed.
-local function spawn(dir, args)
-  local proc = {}
-  local handle, pid
-  handle, pid = uv.spawn("/bin/sh", {
-    args = { "-c", string.format("exec %q %s >stdout 2>stderr", BIN, args) }, cwd = dir,
-  }, function(code, sig)
-    proc.code, proc.signal, proc.done = code, sig, true
-    handle:close()
-  end)
-  assert(handle, pid)
-  proc.pid = pid
-  proc.out = function() return support.read_file(dir .. "/stdout") or "" end
-  proc.err = function() return support.read_file(dir .. "/stderr") or "" end
-  proc.wait = function(limit)
-    assert(wait_for(function() return proc.done end, limit or 60000), "moonrl did not exit:\n" .. proc.err())
-    return proc.code
-  end
-  proc.kill = function(sig) uv.kill(pid, sig) end
-  return proc
-end
+local wait_for = support.wait_for
+local function spawn(dir, args) return support.spawn(BIN, dir, args) end
 
 -- Runs the binary to the end; exit code, stdout, stderr.
 local function moonrl(dir, args)

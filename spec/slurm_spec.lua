@@ -144,22 +144,7 @@ end)
 
 local SBIN = { munged = "/usr/sbin/munged", slurmctld = "/usr/sbin/slurmctld", slurmd = "/usr/sbin/slurmd" }
 
-local function wait_for(pred, limit)
-  local tick = uv.new_timer()
-  tick:start(20, 20, function() end)
-  local deadline = uv.now() + (limit or 60000)
-  local ok = false
-  while true do
-    if pred() then ok = true break end
-    uv.update_time()
-    if uv.now() > deadline then break end
-    uv.run("once")
-  end
-  tick:stop()
-  tick:close()
-  uv.run("nowait")
-  return ok
-end
+local wait_for = support.wait_for
 
 -- sh -c cmd with SLURM_CONF; -> exit code, output (stdout and stderr)
 local function sh(conf, cmd)
@@ -365,16 +350,8 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
       local tdir = cluster.dir .. "/work/timeout"
       uv.fs_mkdir(tdir, tonumber("755", 8))
       support.write_file(tdir .. "/sweep.lua", SCRIPT)
-      timeout_run = { dir = tdir }
-      local handle
-      handle = uv.spawn("/bin/sh", {
-        args = { "-c", string.format("SLURM_CONF=%s exec %q run sweep.lua sw timeout >stdout 2>stderr", cluster.conf, BIN) },
-        cwd = tdir,
-      }, function(code)
-        timeout_run.code, timeout_run.done = code, true
-        handle:close()
-      end)
-      timeout_run.handle, timeout_run.pid = handle, handle and handle:get_pid()
+      timeout_run = support.spawn(BIN, tdir, "run sweep.lua sw timeout", { env = "SLURM_CONF=" .. cluster.conf })
+      timeout_run.dir = tdir
     end
   end)
   teardown(function()
@@ -396,23 +373,8 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
   end
 
   local function spawn(args)
-    local proc = {}
-    local handle, pid
-    handle, pid = uv.spawn("/bin/sh", {
-      args = { "-c", string.format("SLURM_CONF=%s exec %q %s >stdout 2>stderr", cluster.conf, BIN, args) }, cwd = dir,
-    }, function(code, sig)
-      proc.code, proc.signal, proc.done = code, sig, true
-      handle:close()
-    end)
-    assert(handle, pid)
-    proc.pid = pid
+    local proc = support.spawn(BIN, dir, args, { env = "SLURM_CONF=" .. cluster.conf, wait = 120000 })
     spawned[#spawned + 1] = proc
-    proc.out = function() return support.read_file(dir .. "/stdout") or "" end
-    proc.err = function() return support.read_file(dir .. "/stderr") or "" end
-    proc.wait = function(limit)
-      assert(wait_for(function() return proc.done end, limit or 120000), "moonrl did not exit:\n" .. proc.out() .. proc.err())
-      return proc.code
-    end
     return proc
   end
 
@@ -471,7 +433,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     local code, out, err = moonrl("run sweep.lua sw asha")
     assert.equal(0, code, err .. out)
     local rec = read_results(dir .. "/sw/results.jsonl")
-    assert.equal("done", rec.by[1].status)
+    assert.equal("done", rec.by[1].status, json.encode(rec.by[1]))
     local r = rec.by[2]
     assert.equal("stopped", r.status, json.encode(r))
     assert.equal("rung 1 (320 agent-steps): 0.0003 is #2 of 2, top 1 go on", r.why)
@@ -479,7 +441,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.is_true(r.steps >= 320 and r.steps < 64 * 1500, tostring(r.steps))
     local ck = support.files(dir .. "/sw/trial-002/checkpoints")
     assert.equal(string.format("update_%07d.mrck", r.updates), ck[#ck])
-    assert.equal("done", rec.by[3].status)
+    assert.equal("done", rec.by[3].status, json.encode(rec.by[3]))
     assert.is_true(has(out, "summary done 3 best trial-003"), out)
   end)
 
@@ -495,7 +457,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.equal(0, rc, out)
     assert.equal(0, p.wait())
     rec = read_results(dir .. "/sw/results.jsonl")
-    assert.equal("done", rec.by[1].status)
+    assert.equal("done", rec.by[1].status, json.encode(rec.by[1]))
     local r = rec.by[2]
     assert.equal("failed", r.status)
     assert.equal("CANCELLED", r.slurm_state)
@@ -522,7 +484,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.equal(0, code, err .. out)
     rec = read_results(dir .. "/sw/results.jsonl")
     assert.equal(2, #rec.results)
-    assert.equal("done", rec.by[2].status)
+    assert.equal("done", rec.by[2].status, json.encode(rec.by[2]))
     assert.equal(64 * 3000, rec.by[2].steps)
     assert.equal(3, #rec.starts)
     assert.equal(2, rec.starts[3].trial)
@@ -560,7 +522,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.is_true(has(out, "trial-002: following Slurm job " .. job .. " again"), out)
     rec = read_results(dir .. "/sw/results.jsonl")
     assert.equal(2, #rec.results)
-    assert.equal("done", rec.by[2].status)
+    assert.equal("done", rec.by[2].status, json.encode(rec.by[2]))
     assert.equal(3, #rec.starts)
     assert.equal(job, rec.starts[3].job)
     assert.is_true(rec.starts[3].adopted)
@@ -620,7 +582,7 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.is_true(has(out, "propose 3 after 1 result(s), 1 running"), out)
     local rec = read_results(dir .. "/sw/results.jsonl")
     assert.equal(3, #rec.results)
-    for i = 1, 3 do assert.equal("done", rec.by[i].status) end
+    for i = 1, 3 do assert.equal("done", rec.by[i].status, json.encode(rec.by[i])) end
     -- trials 1 and 2 in the first array; trial 3 in a second one
     assert.same({ "submit-001.sh", "submit-002.sh" }, support.files(dir .. "/sw/slurm"))
     assert.equal(rec.starts[1].job:match("^%d+"), rec.starts[2].job:match("^%d+"))

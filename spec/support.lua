@@ -1,5 +1,6 @@
 -- Helpers shared by the Lua specs: temporary directories, whole-file reads
--- and writes, and running a real luv loop until a callback says it is done.
+-- and writes, running a real luv loop until a callback says it is done or a
+-- condition holds, and moonrl started in the background.
 local uv = require("luv")
 
 local support = {}
@@ -58,6 +59,56 @@ function support.run_until(done, limit)
   timer:close()
   uv.run("nowait")
   assert(not timed_out, "the luv loop did not finish in time")
+end
+
+-- Runs the default loop until pred() holds, polled every 10 ms (so a pred
+-- that reads files or processes is looked at again), or `limit` ms pass
+-- (default 60 s); true if it held.
+function support.wait_for(pred, limit)
+  local tick = uv.new_timer()
+  tick:start(10, 10, function() end)
+  local deadline = uv.now() + (limit or 60000)
+  local ok = false
+  while true do
+    if pred() then ok = true break end
+    uv.update_time()
+    if uv.now() > deadline then break end
+    uv.run("once")
+  end
+  tick:stop()
+  tick:close()
+  uv.run("nowait")
+  return ok
+end
+
+-- `bin ARGS` in dir, in the background, through /bin/sh with exec (so the
+-- pid is bin's), stdout and stderr into dir/stdout and dir/stderr.
+-- opts.env: "VAR=value ..." put before it; opts.wait: proc.wait's default
+-- limit in ms (60 s). proc.pid; proc.done, proc.code, proc.signal once it
+-- exits; proc.out() / proc.err(); proc.wait([limit]) -> exit code (asserts
+-- it exited); proc.kill(sig).
+function support.spawn(bin, dir, args, opts)
+  opts = opts or {}
+  local proc = {}
+  local handle, pid
+  handle, pid = uv.spawn("/bin/sh", {
+    args = { "-c", string.format("%sexec %q %s >stdout 2>stderr", opts.env and (opts.env .. " ") or "", bin, args) },
+    cwd = dir,
+  }, function(code, sig)
+    proc.code, proc.signal, proc.done = code, sig, true
+    handle:close()
+  end)
+  assert(handle, pid)
+  proc.pid = pid
+  proc.out = function() return support.read_file(dir .. "/stdout") or "" end
+  proc.err = function() return support.read_file(dir .. "/stderr") or "" end
+  proc.wait = function(limit)
+    assert(support.wait_for(function() return proc.done end, limit or opts.wait or 60000),
+      "moonrl did not exit:\n" .. proc.out() .. proc.err())
+    return proc.code
+  end
+  proc.kill = function(sig) uv.kill(pid, sig) end
+  return proc
 end
 
 function support.files(dir)

@@ -18,42 +18,8 @@ local function need_bin()
   return have_bin
 end
 
-local function wait_for(pred, limit)
-  local tick = uv.new_timer()
-  tick:start(10, 10, function() end)
-  local deadline = uv.now() + (limit or 60000)
-  local ok = false
-  while true do
-    if pred() then ok = true break end
-    uv.update_time()
-    if uv.now() > deadline then break end
-    uv.run("once")
-  end
-  tick:stop()
-  tick:close()
-  uv.run("nowait")
-  return ok
-end
-
-local function spawn(dir, args)
-  local proc = {}
-  local handle, pid
-  handle, pid = uv.spawn("/bin/sh", {
-    args = { "-c", string.format("exec %q %s >stdout 2>stderr", BIN, args) }, cwd = dir,
-  }, function(code, sig)
-    proc.code, proc.signal, proc.done = code, sig, true
-    handle:close()
-  end)
-  assert(handle, pid)
-  proc.pid = pid
-  proc.out = function() return support.read_file(dir .. "/stdout") or "" end
-  proc.err = function() return support.read_file(dir .. "/stderr") or "" end
-  proc.wait = function(limit)
-    assert(wait_for(function() return proc.done end, limit or 120000), "moonrl did not exit:\n" .. proc.err())
-    return proc.code
-  end
-  return proc
-end
+local wait_for = support.wait_for
+local function spawn(dir, args) return support.spawn(BIN, dir, args, { wait = 120000 }) end
 
 local function moonrl(dir, args)
   local p = spawn(dir, args)
@@ -223,7 +189,7 @@ describe("moonrl.sweep (the binary)", function()
     assert.equal(0, code, err .. out)
     rec = read_results(dir .. "/sw/results.jsonl")
     assert.equal(2, #rec.results)
-    assert.equal("done", rec.results[2].status)
+    assert.equal("done", rec.results[2].status, json.encode(rec.results[2]))
     assert.equal(64 * 1500, rec.results[2].steps)
     -- trial 1 started once; trial 2 twice, the second time resumed
     assert.equal(3, #rec.starts)
