@@ -16,6 +16,7 @@
 #define MR_POLICY_CHECK_H
 #include "check.h"
 #include "policy.h"
+#include "policy_cfg.h"
 #include "nn.h"
 #include "arena.h"
 #include "policy_math.h"
@@ -118,16 +119,6 @@ static inline void small_cfg(mr_policy_config *c) {
     c->conv_channels[1] = 8;
     c->hidden = 16;
     c->critic_hidden = 12;
-    c->popart = 1;
-}
-static inline void ref_cfg(mr_policy_config *c) {
-    memset(c, 0, sizeof *c);
-    c->num_conv = 3;
-    c->conv_channels[0] = 32;
-    c->conv_channels[1] = 64;
-    c->conv_channels[2] = 64;
-    c->hidden = 512;
-    c->critic_hidden = 512;
     c->popart = 1;
 }
 

@@ -12,6 +12,7 @@
  */
 #include "check.h"
 #include "policy.h"
+#include "policy_cfg.h"
 #include "arena.h"
 #include <cblas.h>
 #include <omp.h>
@@ -30,17 +31,6 @@ static void small_cfg(mr_policy_config *c) {
     c->conv_channels[1] = 8;
     c->hidden = 16;
     c->critic_hidden = 16;
-    c->popart = 1;
-}
-
-static void ref_cfg(mr_policy_config *c) {
-    memset(c, 0, sizeof *c);
-    c->num_conv = 3;
-    c->conv_channels[0] = 32;
-    c->conv_channels[1] = 64;
-    c->conv_channels[2] = 64;
-    c->hidden = 512;
-    c->critic_hidden = 512;
     c->popart = 1;
 }
 

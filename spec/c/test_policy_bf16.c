@@ -28,6 +28,7 @@
 #include "conv_dnnl.h"
 #include "moonrl.h"
 #include "policy.h"
+#include "policy_cfg.h"
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -37,17 +38,6 @@
 #define TOL_FWD 0.015625
 #define TOL_COS 0.015625
 #define TOL_GRAD 0.25
-
-static void ref_cfg(mr_policy_config *c) {
-    memset(c, 0, sizeof *c);
-    c->num_conv = 3;
-    c->conv_channels[0] = 32;
-    c->conv_channels[1] = 64;
-    c->conv_channels[2] = 64;
-    c->hidden = 512;
-    c->critic_hidden = 512;
-    c->popart = 1;
-}
 
 static int make(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int V, int B, int bf16) {
     const mr_policy_options o = {32, MR_CPU_CONV_ONEDNN, MR_ACTIVATIONS_STORE, bf16};
