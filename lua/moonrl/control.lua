@@ -37,6 +37,8 @@
 --                                                connections waiting for the run's end are answered first
 --   control.request(path, req, opts, cb)         client: one request, cb(reply | nil, err)
 --       opts: timeout_ms (0 = none)
+--   control.request_all(run_dirs, req, opts, cb) the same request to every run directory's socket at
+--       once; cb(replies) when each has answered or failed: replies[i] = {reply =, err =}
 --   control.limits                               max_line, max_clients, idle_ms, max_queue
 
 local uv = require("luv")
@@ -581,6 +583,18 @@ function control.request(path, req, opts, cb)
     end)
   end)
   if not ok then finish(nil, tostring(err)) end
+end
+
+function control.request_all(run_dirs, req, opts, cb)
+  local replies, left = {}, #run_dirs
+  if left == 0 then return cb(replies) end
+  for i, d in ipairs(run_dirs) do
+    control.request(control.socket_path(d), req, opts, function(reply, err)
+      replies[i] = { reply = reply, err = err }
+      left = left - 1
+      if left == 0 then cb(replies) end
+    end)
+  end
 end
 
 -- Why a connect failed, in words.

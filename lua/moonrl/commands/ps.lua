@@ -69,19 +69,9 @@ function ps.run(argv)
 
   -- Ask them all at once; each answers or times out on its own.
   local dirs = candidates(dir)
-  local replies = {}
-  if #dirs > 0 then
-    moonrl._await("moonrl ps", function(wake)
-      local left = #dirs
-      for i, d in ipairs(dirs) do
-        control.request(control.socket_path(d), { cmd = "status" }, { timeout_ms = timeout * 1000 }, function(r, err)
-          replies[i] = { reply = r, err = err }
-          left = left - 1
-          if left == 0 then wake() end
-        end)
-      end
-    end)
-  end
+  local replies = moonrl._await("moonrl ps", function(wake)
+    control.request_all(dirs, { cmd = "status" }, { timeout_ms = timeout * 1000 }, wake)
+  end)
 
   if o.json then
     for i, d in ipairs(dirs) do

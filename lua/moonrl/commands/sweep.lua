@@ -54,16 +54,14 @@ local function status(dir, o)
     ask = {}
   end
   if #ask > 0 then
-    moonrl._await("moonrl sweep status", function(wake)
-      local left = #ask
-      for _, r in ipairs(ask) do
-        control.request(control.socket_path(r.dir), { cmd = "status" }, { timeout_ms = 2000 }, function(reply)
-          if not (reply and reply.ok) then r.status = "interrupted" end
-          left = left - 1
-          if left == 0 then wake() end
-        end)
-      end
+    local dirs = {}
+    for i, r in ipairs(ask) do dirs[i] = r.dir end
+    local replies = moonrl._await("moonrl sweep status", function(wake)
+      control.request_all(dirs, { cmd = "status" }, { timeout_ms = 2000 }, wake)
     end)
+    for i, r in ipairs(ask) do
+      if not (replies[i].reply and replies[i].reply.ok) then r.status = "interrupted" end
+    end
   end
   if o.json then
     for _, r in ipairs(list) do
