@@ -47,7 +47,7 @@ static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *c
     size_t planned = a->size;
     int ok = p->params == NULL && p->work == NULL && p->x == NULL && p->dnnl == NULL;
     ok &= planned == mr_policy_bytes_with(cfg, view, max_batch, &o);
-    if (activations == MR_ACTIVATIONS_STORE) ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk, g_conv);
+    if (activations == MR_CPU_ACTIVATIONS_STORE) ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk, g_conv);
     if (mr_arena_commit(a) != 0) return 0;
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
     /* the oneDNN path has its primitives for layers 1..; im2col has none */
@@ -56,12 +56,12 @@ static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *c
     ok &= a->used <= a->size && a->used == planned;
     ok &= p->params && p->grads && p->work && p->x && p->col && p->b_aL && p->b_chid;
     for (int l = 0; l < p->num_conv; l++) ok &= p->act[l] != NULL || max_batch == 0;
-    ok &= p->recompute == (activations == MR_ACTIVATIONS_RECOMPUTE);
+    ok &= p->recompute == (activations == MR_CPU_ACTIVATIONS_RECOMPUTE);
     return ok;
 }
 static int make_policy(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
                        int max_batch, int chunk) {
-    return make_policy_with(p, a, cfg, view, max_batch, chunk, MR_ACTIVATIONS_STORE);
+    return make_policy_with(p, a, cfg, view, max_batch, chunk, MR_CPU_ACTIVATIONS_STORE);
 }
 
 /* weights uniform with std ~ 1/sqrt(fan_in) * 1.5, biases small: all paths active */
@@ -510,8 +510,8 @@ static void test_recompute(void) {
     const int V = 11, VV = V * V, B = 2 * MR_POLICY_RBLOCK + 300;
     mr_arena as, ar;
     mr_policy ps, pr;
-    CHECK(make_policy_with(&ps, &as, &cfg, V, B, 32, MR_ACTIVATIONS_STORE));
-    CHECK(make_policy_with(&pr, &ar, &cfg, V, B, 32, MR_ACTIVATIONS_RECOMPUTE));
+    CHECK(make_policy_with(&ps, &as, &cfg, V, B, 32, MR_CPU_ACTIVATIONS_STORE));
+    CHECK(make_policy_with(&pr, &ar, &cfg, V, B, 32, MR_CPU_ACTIVATIONS_RECOMPUTE));
     CHECK(pr.rblock >= MR_POLICY_RBLOCK && pr.rblock % pr.block == 0 && pr.rblock < B);
     random_params(&ps);
     memcpy(pr.params, ps.params, sizeof(float) * ps.n_params);
@@ -555,11 +555,28 @@ static void test_recompute(void) {
     /* ENV_SPEC: 192 envs x 128 steps in one minibatch */
     mr_policy_config ref;
     ref_cfg(&ref);
-    const mr_policy_options so = {32, g_conv, MR_ACTIVATIONS_STORE, 0}, ro = {32, g_conv, MR_ACTIVATIONS_RECOMPUTE, 0};
+    const mr_policy_options so = {32, g_conv, MR_CPU_ACTIVATIONS_STORE, 0}, ro = {32, g_conv, MR_CPU_ACTIVATIONS_RECOMPUTE, 0};
     size_t store = mr_policy_bytes_with(&ref, 11, 192 * 128, &so), rec = mr_policy_bytes_with(&ref, 11, 192 * 128, &ro);
     printf("  ENV_SPEC network, 24,576 samples: store %.0f MiB, recompute %.0f MiB\n", store / 1048576.0,
            rec / 1048576.0);
     CHECK_MSG(store > ((size_t)2 << 30) && rec < ((size_t)600 << 20), "store %zu, recompute %zu bytes", store, rec);
+    /* auto: recompute there; keep for the small net at 64 x 64 and for a batch below one rblock */
+    const mr_policy_options ao = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0};
+    mr_arena plan = {0};
+    mr_policy pa;
+    mr_policy_layout_with(&pa, &ref, 11, 192 * 128, &ao, &plan);
+    CHECK_MSG(pa.recompute, "auto keeps the reference network's activations at 192 x 128");
+    mr_policy_config small;
+    small_cfg(&small);
+    small.conv_channels[0] = 16;
+    small.conv_channels[1] = 32;
+    small.hidden = small.critic_hidden = 128;
+    memset(&plan, 0, sizeof plan);
+    mr_policy_layout_with(&pa, &small, 11, 64 * 64, &ao, &plan);
+    CHECK_MSG(!pa.recompute, "auto recomputes the small network's activations at 64 x 64");
+    memset(&plan, 0, sizeof plan);
+    mr_policy_layout_with(&pa, &ref, 11, 300, &ao, &plan);
+    CHECK_MSG(!pa.recompute, "auto recomputes a batch smaller than one rblock");
 }
 
 /* ------------------------------------------------------------ torch order */
@@ -601,8 +618,8 @@ int main(void) {
         g_conv = k ? MR_CPU_CONV_ONEDNN : MR_CPU_CONV_IM2COL;
         int before = check_failed;
         for (int proxy = 0; proxy < 2; proxy++) {
-            test_gradient(proxy, MR_ACTIVATIONS_STORE);
-            test_gradient(proxy, MR_ACTIVATIONS_RECOMPUTE);
+            test_gradient(proxy, MR_CPU_ACTIVATIONS_STORE);
+            test_gradient(proxy, MR_CPU_ACTIVATIONS_RECOMPUTE);
         }
         test_consistency();
         test_recompute();

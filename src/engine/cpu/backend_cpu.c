@@ -165,22 +165,11 @@ static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *st
 
 /* ------------------------------------------------------------------ policy */
 
-/* What the training forward keeps (policy.h, mr_policy_options): cpu.activations,
- * and for auto the conv activations while they take at most
- * KEEP_ACTIVATIONS_MAX more than recomputing them would (ENV_SPEC's small
- * net at 64 x 64: 95 MiB, kept); beyond, the backward recomputes the trunk
- * (ENV_SPEC's network at 192 x 128: 2.2 GiB kept against 0.5 GiB, for one
- * more trunk forward per backward). */
-#define KEEP_ACTIVATIONS_MAX ((size_t)256 << 20)
-static mr_policy_options cpu_policy_options(const mr_policy_config *cfg, int view, int max_train, int precision,
-                                            const mr_cpu_config *cpu) {
-    const int bf16 = precision == MR_BF16;
-    mr_policy_options store = {POLICY_CHUNK, cpu->conv, MR_ACTIVATIONS_STORE, bf16};
-    mr_policy_options rec = {POLICY_CHUNK, cpu->conv, MR_ACTIVATIONS_RECOMPUTE, bf16};
-    if (cpu->activations == MR_CPU_ACTIVATIONS_STORE) return store;
-    if (cpu->activations == MR_CPU_ACTIVATIONS_RECOMPUTE) return rec;
-    size_t ks = mr_policy_bytes_with(cfg, view, max_train, &store), kr = mr_policy_bytes_with(cfg, view, max_train, &rec);
-    return ks > kr + KEEP_ACTIVATIONS_MAX ? rec : store;
+/* The network's options from the config: cpu.conv, cpu.activations (auto
+ * is resolved by the layout, policy.h) and bf16 for the oneDNN layers. */
+static mr_policy_options cpu_policy_options(int precision, const mr_cpu_config *cpu) {
+    const mr_policy_options o = {POLICY_CHUNK, cpu->conv, cpu->activations, precision == MR_BF16};
+    return o;
 }
 
 static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
@@ -188,7 +177,7 @@ static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_
     (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
     memset(out, 0, sizeof *out);
     out->n = 1;
-    const mr_policy_options o = cpu_policy_options(cfg, view, max_train, precision, cpu);
+    const mr_policy_options o = cpu_policy_options(precision, cpu);
     out->bytes[0] = out->total = mr_policy_bytes_with(cfg, view, max_train, &o);
     return ok(err);
 }
@@ -199,7 +188,7 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
     memset(bp, 0, sizeof *bp);
     mr_policy *p = calloc(1, sizeof *p);
     if (!p) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
-    const mr_policy_options o = cpu_policy_options(cfg, view, max_train, precision, cpu);
+    const mr_policy_options o = cpu_policy_options(precision, cpu);
     const size_t bytes = mr_policy_bytes_with(cfg, view, max_train, &o);
     void *block;
     mr_status s = mr_devmem_alloc(mem, bytes, "the network", &block, err);

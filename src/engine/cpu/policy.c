@@ -112,7 +112,6 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     /* training activations */
     size_t MB = (size_t)p->max_batch;
     p->codes = MR_TAKE(a, uint8_t, MB * p->VV);
-    p->recompute = o->activations == MR_ACTIVATIONS_RECOMPUTE;
     p->nthreads = imax(1, omp_get_max_threads());
     {   /* the block (below) and the rblock, a multiple of it */
         size_t blk = (size_t)imax(MR_POLICY_BLOCK, p->chunk * p->nthreads);
@@ -121,6 +120,11 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         size_t mb_blocks = (MB + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
         p->rblock = (int)(rb < mb_blocks ? rb : mb_blocks);
     }
+    size_t per_sample = 0;   /* the conv activations of one sample */
+    for (int l = 0; l < L; l++) per_sample += round_f((size_t)p->VV * p->ch[l + 1]) * sizeof(float);
+    p->recompute = o->activations == MR_CPU_ACTIVATIONS_RECOMPUTE ||
+                   (o->activations == MR_CPU_ACTIVATIONS_AUTO &&
+                    MB > (size_t)p->rblock && (MB - (size_t)p->rblock) * per_sample > MR_POLICY_KEEP_MAX);
     size_t AB = p->recompute ? (size_t)p->rblock : MB;
     for (int l = 0; l < L; l++) p->act[l] = MR_TAKE(a, float, AB * p->VV * p->ch[l + 1]);
     p->feat = MR_TAKE(a, float, MB * p->hidden);
@@ -198,7 +202,7 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
                       int max_batch, int chunk, int conv, mr_arena *a) {
-    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, 0};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0};
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
 }
 
@@ -210,7 +214,7 @@ size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch
 }
 
 size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
-    const mr_policy_options o = {chunk, conv, MR_ACTIVATIONS_STORE, 0};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0};
     return mr_policy_bytes_with(cfg, view, max_batch, &o);
 }
 

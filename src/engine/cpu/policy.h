@@ -74,9 +74,8 @@ typedef struct mr_policy {
     int hidden, critic_hidden;
     int cin_dim;               /* hidden + 2 + 2*VV */
     int max_batch, chunk, block;
-    /* MR_ACTIVATIONS_RECOMPUTE: the training forward keeps no conv
-     * activation; the backward recomputes the trunk one rblock at a time
-     * (see mr_policy_options) */
+    /* 1: the training forward keeps no conv activation; the backward
+     * recomputes the trunk one rblock at a time (see mr_policy_options) */
     int recompute, rblock;
 
     /* parameters */
@@ -128,24 +127,29 @@ typedef struct mr_policy {
     char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
 
-/* What the training forward keeps for the backward.
- *   MR_ACTIVATIONS_STORE: every conv layer's output for the whole batch
+/* What the training forward keeps for the backward (mr_policy_options.
+ * activations, an mr_cpu_activations, moonrl.h):
+ *   MR_CPU_ACTIVATIONS_STORE: every conv layer's output for the whole batch
  *     (4 * max_batch * V^2 * sum(channels) bytes: 1.9 GB for ENV_SPEC's
  *     network and batch); the backward reads them.
- *   MR_ACTIVATIONS_RECOMPUTE: only the linear layers' activations and the
+ *   MR_CPU_ACTIVATIONS_RECOMPUTE: only the linear layers' activations and the
  *     codes; the backward recomputes the trunk MR_POLICY_RBLOCK samples at a
  *     time (the same chunk calls as the forward, so the same bits) and
  *     accumulates fc's weight gradient rblock by rblock. Costs one more trunk
  *     forward per backward. Every conv gradient is bit-identical to
  *     STORE's; fc.w's (its sum split by rblock) and what depends on it agree
- *     to float rounding. */
-enum { MR_ACTIVATIONS_STORE = 0, MR_ACTIVATIONS_RECOMPUTE = 1 };
-#define MR_POLICY_RBLOCK 1024        /* samples per recomputed block, at least */
+ *     to float rounding.
+ *   MR_CPU_ACTIVATIONS_AUTO: store while keeping takes at most
+ *     MR_POLICY_KEEP_MAX bytes more than recomputing would (ENV_SPEC's small
+ *     net at 64 x 64: 95 MiB, kept), else recompute (ENV_SPEC's network at
+ *     192 x 128: 2.2 GiB kept against 0.5 GiB). */
+#define MR_POLICY_RBLOCK 1024                    /* samples per recomputed block, at least */
+#define MR_POLICY_KEEP_MAX ((size_t)256 << 20)   /* auto: the most keeping may take beyond recomputing */
 
 typedef struct mr_policy_options {
     int chunk;         /* samples per conv chunk; < 1 reads as 1 */
     int conv;          /* an mr_cpu_conv (auto = onednn) */
-    int activations;   /* MR_ACTIVATIONS_* */
+    int activations;   /* an mr_cpu_activations */
     int bf16;          /* 1: the oneDNN layers in bf16 (conv_dnnl.h); the rest stays fp32 */
 } mr_policy_options;
 
@@ -156,7 +160,7 @@ typedef struct mr_policy_options {
  * passed mr_config_validate; view >= 1. On a committed arena with oneDNN
  * layers it creates their primitives (release them with mr_policy_free).
  * mr_policy_layout is mr_policy_layout_with for {chunk, conv,
- * MR_ACTIVATIONS_STORE}. */
+ * MR_CPU_ACTIVATIONS_STORE, fp32}. */
 void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
                            const mr_policy_options *o, mr_arena *a);
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
