@@ -2,7 +2,9 @@
  * bench_train.c - end-to-end training throughput of the engine, with the time
  * split into rollout, GAE and update, and the update's achieved GFLOP/s as a
  * fraction of this machine's measured sgemm rate (OpenBLAS, large square
- * matrices, same thread count), measured in the same run.
+ * matrices, same thread count) and of the CPU's arithmetic peak for the
+ * precision used (mr_cpu_peak_gflops: FMAs for fp32, AVX512-BF16 dot products
+ * for bf16), all measured in the same run.
  *
  *   bench_train [--net ref|small] [--conv 32,64,64] [--hidden 512] [--critic 512]
  *               [--envs 192] [--rollout 128] [--epochs 4] [--updates 3]
@@ -141,6 +143,9 @@ int main(int argc, char **argv) {
     int threads = c.threads > 0 ? c.threads : omp_get_num_procs();
     omp_set_num_threads(threads);
     double peak = sgemm_rate(2048);
+    /* the hardware's ceiling for the precision used (peak.c): fp32 FMAs, or bf16 dot products */
+    int bf16 = c.precision == MR_BF16;
+    double hw = mr_cpu_peak_gflops(bf16, threads);
 
     mr_metrics m;
     if (mr_trainer_update(t, &m, &e) != MR_OK) { fprintf(stderr, "bench_train: %s\n", e.msg); return 1; }
@@ -158,15 +163,20 @@ int main(int argc, char **argv) {
     double B = (double)c.env.num_envs * c.ppo.rollout_steps, F = forward_flops(&c);
     double upd_flops = 3.0 * F * B * c.ppo.epochs, roll_flops = F * (B + c.env.num_envs);
     double upd_gf = upd_flops / u_med / 1e9, roll_gf = roll_flops / r_med / 1e9;
+    /* end to end: every product of an update (rollout forward + epochs of forward and backward)
+     * over its wall time, the figure a whole-training comparison is bounded by */
+    double all_gf = (upd_flops + roll_flops) * s_med / B / 1e9;
     mr_memory_stats ms;
     mr_trainer_memory(t, &ms, &e);
     if (json) {
         printf("{\"impl\":\"moonrl\",\"device\":\"cpu\",\"net\":\"%s\",\"threads\":%d,\"num_envs\":%d,\"rollout\":%d,"
                "\"updates\":%d,\"sps_median\":%.1f,\"time_rollout\":%.4f,\"time_gae\":%.4f,\"time_update\":%.4f,"
-               "\"update_gflops\":%.2f,\"rollout_gflops\":%.2f,\"sgemm_gflops\":%.2f,\"update_fraction_of_sgemm\":%.3f,"
+               "\"update_gflops\":%.2f,\"rollout_gflops\":%.2f,\"train_gflops\":%.2f,\"sgemm_gflops\":%.2f,"
+               "\"update_fraction_of_sgemm\":%.3f,\"cpu_peak_gflops\":%.2f,\"update_fraction_of_peak\":%.3f,"
                "\"peak_memory_bytes\":%llu,\"precision\":\"%s\"}\n",
                net, threads, c.env.num_envs, c.ppo.rollout_steps, updates, s_med, r_med, g_med, u_med, upd_gf,
-               roll_gf, peak, upd_gf / peak, (unsigned long long)ms.host_peak_bytes,
+               roll_gf, all_gf, peak, upd_gf / peak, hw, hw > 0 ? upd_gf / hw : 0.0,
+               (unsigned long long)ms.host_peak_bytes,
                c.precision == MR_BF16 ? "bf16" : "fp32");
     } else {
         printf("moonrl training, cpu, %d threads, net %s (%.2f MFLOP/sample forward), %d envs x %d steps\n",
@@ -177,6 +187,11 @@ int main(int argc, char **argv) {
         printf("  update GFLOP/s                 %10.1f  (%.0f%% of sgemm %.1f GFLOP/s)\n", upd_gf,
                100.0 * upd_gf / peak, peak);
         printf("  rollout GFLOP/s                %10.1f  (%.0f%% of sgemm)\n", roll_gf, 100.0 * roll_gf / peak);
+        if (hw > 0)
+            printf("  this CPU's %s peak             %10.1f GFLOP/s (%s, %d threads): update at %.0f%%, "
+                   "training end to end at %.1f GFLOP/s = %.0f%%\n", bf16 ? "bf16" : "fp32", hw,
+                   bf16 ? "AVX512-BF16 dot products" : "FMAs", threads, 100.0 * upd_gf / hw, all_gf,
+                   100.0 * all_gf / hw);
         printf("  host memory planned            %10.1f MiB\n", ms.host_planned_bytes / 1048576.0);
     }
     free(sps); free(tr); free(tg); free(tu);

@@ -115,8 +115,23 @@ describe("moonrl bench --compare", function()
       assert.are.equal("bf16", r.precision.moonrl)
       assert.truthy(r.commands.moonrl:find("--precision bf16", 1, true), r.commands.moonrl)
     end
+    -- the arithmetic: the small net (conv 2->16->32 on 11 x 11, fc 3872->128, actor 128->8, critic
+    -- (128 + 2 + 242)->128->1) is 1,136,800 multiply-adds forward; an agent-step costs the rollout's
+    -- forward and 4 epochs of forward + backward, less the first conv's input gradient (34,848 MACs)
+    local k = r.work
+    assert.are.equal(2 * 1136800 + 4 * 2 * (3 * 1136800 - 34848), k.flops_per_agent_step)
+    assert.is_true(math.abs(k.moonrl_gflops - r.moonrl.median * k.flops_per_agent_step / 1e9) < 1e-6)
+    assert.is_true(math.abs(k.reference_gflops - r.reference.median * k.flops_per_agent_step / 1e9) < 1e-6)
+    if k.reference_peak_gflops then   -- a CPU with the instructions: the ceiling follows from the peak
+      assert.is_true(math.abs(k.ceiling_ratio - k.reference_peak_gflops / k.reference_gflops) < 1e-9)
+      assert.is_true(k.reference_fraction_of_peak > 0 and k.reference_fraction_of_peak < 1.2, out)
+    end
     rc, out, err = moonrl(args, dir)
     assert.are.equal(0, rc, out .. err)
+    if k.reference_peak_gflops and k.moonrl_peak_gflops then
+      assert.truthy(out:find("train small  29.3 MFLOP per agent-step: moonrl ", 1, true), out)
+      assert.truthy(out:find("ceiling          this CPU's peak / pytorch's GFLOP/s", 1, true), out)
+    end
     -- a training row: the reference's setup line names oneDNN and the layout
     assert.truthy(out:find("convolutions in oneDNN (torch.backends.mkldnn on), layout nchw", 1, true), out)
     if r.moonrl_refused then

@@ -136,6 +136,35 @@ function compare.row(o, row, py)
     commands = { moonrl = mine, reference = ref },
     reference_setup = { torch = r2.torch, allocator = r2.allocator, mkldnn = r2.mkldnn, threads = r2.threads,
                         layout = r2.layout },
+    work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sb.median) or nil,
+  }
+end
+
+-- What a training row's rates mean in arithmetic (cpu only): both sides do
+-- the same products per agent-step (the rollout's forward, then 4 epochs of
+-- forward and backward: bench.update_flops), so rate x work is each side's
+-- GFLOP/s, and this CPU's measured peak for the precision (mr_cpu_peak_gflops:
+-- FMAs for fp32, AVX512-BF16 dot products for bf16) bounds them both. The
+-- ceiling, peak / pytorch's GFLOP/s, is the highest ratio any implementation
+-- of the same arithmetic could reach over that pytorch on this machine.
+compare.EPOCHS = 4   -- ENV_SPEC's, what bench train and bench/reference/train.py both run
+function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
+  if o.device == "cuda" then return nil end
+  local bench = require("moonrl.bench")
+  local net = bench.NETS[row]
+  local per_step = 2 * bench.forward_macs(net) + bench.update_flops(net, 1, compare.EPOCHS)
+  local function peak(prec)
+    local g = tonumber(require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o)))
+    return g and g > 0 and g or nil
+  end
+  local pm = peak(mprec)
+  local pr = rprec == mprec and pm or peak(rprec)
+  local gm, gr = moonrl_sps * per_step / 1e9, reference_sps * per_step / 1e9
+  return {
+    flops_per_agent_step = per_step, moonrl_gflops = gm, reference_gflops = gr,
+    moonrl_peak_gflops = pm, reference_peak_gflops = pr,
+    moonrl_fraction_of_peak = pm and gm / pm, reference_fraction_of_peak = pr and gr / pr,
+    ceiling_ratio = pr and pr / gr,
   }
 end
 
@@ -213,11 +242,30 @@ function compare.print(o, rows, load0, load1)
       fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "), fmt_peak(r.moonrl_peak_bytes),
       fmt_peak(r.reference_peak_bytes)))
   end
+  local worked
+  for _, r in ipairs(rows) do
+    local k = r.work
+    if k and k.moonrl_peak_gflops and k.reference_peak_gflops then
+      if not worked then
+        w("\narithmetic (both sides do the same products; this CPU's peak measured now, on the same threads)\n")
+        worked = true
+      end
+      w(string.format("  train %-6s %.1f MFLOP per agent-step: moonrl %.0f GFLOP/s = %.0f%% of the %s peak %.0f, " ..
+        "pytorch %.0f = %.0f%% of %.0f; ceiling %.2fx\n", r.net, k.flops_per_agent_step / 1e6, k.moonrl_gflops,
+        100 * k.moonrl_fraction_of_peak, r.precision and r.precision.moonrl or "fp32", k.moonrl_peak_gflops,
+        k.reference_gflops, 100 * k.reference_fraction_of_peak, k.reference_peak_gflops, k.ceiling_ratio))
+    end
+  end
   w("\n")
   w("moonrl, pytorch  agent-steps per second, the median of the repetitions (higher is faster); training\n" ..
     "                 rows time whole updates (rollout + GAE + learning) after one warm-up update\n")
   w("ratio            moonrl's median / pytorch's median: above 1, moonrl is faster\n")
   w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
+  if worked then
+    w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
+      "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32, AVX512-BF16\n" ..
+      "                 dot products for bf16, measured by a register-resident loop: mr_cpu_peak_gflops)\n")
+  end
   w(o.device == "cuda"
     and "peak memory      device memory: moonrl's allocator peak, torch.cuda.max_memory_allocated\n"
     or "peak memory      each process's resident-set high-water mark (VmHWM, ru_maxrss), the largest of its reps\n")

@@ -357,6 +357,14 @@ function engine.cpu_bf16()
   return s ~= nil and ffi.string(s) or nil
 end
 
+-- This CPU's measured arithmetic peak in GFLOP/s on `threads` threads (bf16:
+-- AVX512-BF16 dot products, else FMAs), or nil where it has no such
+-- instructions. About 0.2 s (src/engine/cpu/peak.c).
+function engine.cpu_peak_gflops(bf16, threads)
+  local g = tonumber(C.mr_cpu_peak_gflops(bf16 and 1 or 0, threads or 0))
+  return g > 0 and g or nil
+end
+
 -- Free and total bytes of CUDA device i, or nil and a message.
 function engine.cuda_device_memory(i)
   local f, t, e = ffi.new("uint64_t[1]"), ffi.new("uint64_t[1]"), ffi.new("mr_error")

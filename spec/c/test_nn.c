@@ -7,6 +7,7 @@
  */
 #include "check.h"
 #include "nn.h"
+#include "moonrl.h"
 #include <cblas.h>
 #include <omp.h>
 #include <stdint.h>
@@ -326,6 +327,18 @@ static void test_threads(void) {
     free(in); free(w); free(b); free(g); free(lw); free(lb); free(lg); free(col);
 }
 
+/* The peak loops (src/engine/cpu/peak.c) really run: each returns its closed
+ * form, which an elided or merged loop would not. The rate itself is not
+ * checked here (timing); bench_train prints it beside the sgemm rate. */
+static void test_peak_kernels(void) {
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        float r = mr_cpu_peak_kernel(bf16, 3 * 4096);
+        if (r == -1.0f) { printf("  peak kernel %s: not on this CPU, skipped\n", bf16 ? "bf16" : "fp32"); continue; }
+        CHECK_MSG(r == 66.0f + 12.0f * 3.0f, "peak kernel %s returned %.6f, want 102", bf16 ? "bf16" : "fp32", r);
+        CHECK_MSG(mr_cpu_peak_kernel(bf16, 0) == 66.0f, "peak kernel %s with no steps", bf16 ? "bf16" : "fp32");
+    }
+}
+
 int main(void) {
     check_seed(0x1234567887654321ULL);
     test_obs_expand();
@@ -348,5 +361,6 @@ int main(void) {
     test_relu(37);
     test_relu(300000);  /* the threaded path */
     test_threads();
+    test_peak_kernels();
     return check_report("test_nn");
 }
