@@ -385,6 +385,33 @@ describe("moonrl host", function()
     assert.truthy(f.set_after:find("finished", 1, true))
   end)
 
+  it("ends 'done' when total_steps is reached in the same round a stop arrives", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    -- paused, the run holds at a boundary; lowering total_steps to the steps
+    -- done and stopping land in the same round: nothing is left to cut short
+    script(dir, "s.lua", [[
+      local steps, seen = 0, 0
+      local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 100000, more = [[
+        hooks = { on_update = function(m) seen = seen + 1 steps = m.agent_steps end },]] }) .. [[, OPTS)
+      while seen < 2 do moonrl.sleep(5) end
+      run:pause()
+      while run.status ~= "paused" do moonrl.sleep(2) end
+      print("set=" .. tostring(run:set("total_steps", steps)))
+      run:stop()
+      local s = run:wait()
+      print("status=" .. s.status)
+      print("steps=" .. tostring(s.agent_steps == steps))
+      print("final=" .. tostring(s.checkpoint))
+    ]])
+    local rc, out, err = moonrl("run s.lua", dir)
+    assert.are.equal(0, rc, err)
+    local f = facts(out)
+    assert.are.equal("true", f.set, out)
+    assert.are.equal("done", f.status, out)
+    assert.are.equal("true", f.steps, out)
+    assert.truthy(f.final:match("/r/checkpoints/update_%d+%.mrck$"), f.final)
+  end)
+
   it("applies run:set of a hot key from the next update and refuses a cold one", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     script(dir, "s.lua", [[

@@ -507,9 +507,12 @@ static host_finish_reason train(tstate *s) {
     if (keep_good(s) != 0) return HOST_FAILED;
     for (;;) {
         int b = boundary(s);
-        if (b > 0) return HOST_STOPPED;
         uint64_t real_steps = s->real_updates * s->batch;
+        /* complete (total_steps as it stands after the boundary's hot swap):
+         * done, even when a stop arrived in the same round - nothing is left
+         * for the stop to cut short, and a sweep records the trial "done" */
         if (real_steps >= s->cur->hot.total_steps) return HOST_DONE;
+        if (b > 0) return HOST_STOPPED;
         if (s->override && apply_hot(s) != 0) return HOST_FAILED;
 
         if (r->inject_nan_at && s->real_updates + 1 == r->inject_nan_at &&
