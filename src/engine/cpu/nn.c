@@ -66,7 +66,7 @@ const char *mr_blas_better_kernels(void) {
  * product by the thread count, and its kernels round an element differently
  * depending on where a split puts it, so results would change with the number
  * of threads. Instead the output is cut into blocks by a rule that depends on
- * the shape only (gemm_plan), each block is one single-threaded sgemm over the
+ * the shape only (mr_nn_gemm_plan), each block is one single-threaded sgemm over the
  * full K, and the blocks run as an OpenMP loop. The same call therefore gives
  * the same bits on any number of threads. Inside an active parallel region
  * OpenBLAS runs single-threaded (OpenMP build). A product of one block is
@@ -86,8 +86,9 @@ const char *mr_blas_better_kernels(void) {
 #define MR_NN_GEMM_MIND 64          /* rows / columns per block, at least */
 #endif
 
-/* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks of *bs. */
-static int gemm_plan(int M, int N, int K, int *nb, int *bs) {
+/* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks
+ * of *bs (nn.h: linear_dnnl.c's bf16 products cut theirs the same way). */
+int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs) {
     double work = (double)M * N * K;
     int rows = M >= N, D = rows ? M : N;
     int n = (int)(work / MR_NN_GEMM_WORK);
@@ -132,7 +133,7 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    int nb, bs, rows = gemm_plan(M, N, K, &nb, &bs);
+    int nb, bs, rows = mr_nn_gemm_plan(M, N, K, &nb, &bs);
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
     if (nb == 1) sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -226,7 +227,7 @@ static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, i
 }
 
 /* The forward product of conv and linear layers, in one OpenMP loop over the
- * blocks of gemm_plan:  out (M,N) = [relu] (A . w^T + b),  w (N,K), b (N) or
+ * blocks of mr_nn_gemm_plan:  out (M,N) = [relu] (A . w^T + b),  w (N,K), b (N) or
  * NULL. A (M,K) is given, or (conv, src != NULL) A = col (M,K) is written
  * block by block by im2col of src, so a block's im2col is still in cache for
  * its sgemm. Each task fills its block with the bias, runs one single-threaded
@@ -238,7 +239,7 @@ static void forward_gemm(float *out, const float *A, float *col, const im2col_sr
                          const float *w, const float *b, int M, int N, int K, int relu) {
     if (M <= 0 || N <= 0) return;
     if (src) A = col;
-    int nb, bs, rows = gemm_plan(M, N, K > 0 ? K : 1, &nb, &bs);
+    int nb, bs, rows = mr_nn_gemm_plan(M, N, K > 0 ? K : 1, &nb, &bs);
     if (src && !rows) mr_im2col3x3(col, src->inp, M / (src->H * src->W), src->H, src->W, src->C);
     #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
     for (int i = 0; i < nb; i++) {

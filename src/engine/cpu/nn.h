@@ -86,6 +86,13 @@ void mr_linear_relu_forward(float *out, const float *inp, const float *w, const 
 void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int B, int C, int OC);
 
+/* How a product's (M,N) output is cut into blocks, each one single-threaded
+ * call over the full K (the shape alone decides, so the bits do not depend
+ * on the thread count): returns 1 for *nb blocks of *bs rows, 0 for blocks
+ * of *bs columns (the last block may be shorter). The fp32 products here
+ * and the bf16 ones of linear_dnnl.c both follow it. */
+int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs);
+
 /* ReLU over n floats: out = max(inp, 0); out may equal inp.
  * Backward uses the forward's OUTPUT: dinp = out > 0 ? dout : 0 (written,
  * dinp may equal dout). */

@@ -25,6 +25,7 @@
 #include "policy.h"
 #include "nn.h"
 #include "conv_dnnl.h"
+#include "linear_dnnl.h"
 #include "rng.h"
 #include <math.h>
 #include <omp.h>
@@ -180,9 +181,13 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     /* the convs' implementation: oneDNN's share of the arena comes last, so
      * everything above keeps its place whichever is chosen */
     p->conv = conv == MR_CPU_CONV_IM2COL ? MR_CPU_CONV_IM2COL : MR_CPU_CONV_ONEDNN;
+    /* oneDNN took the convs in bf16: from the layout's answer, so the same on
+     * a planning arena (where p->dnnl stays NULL) as on the committed one */
+    int bf16_taken = p->conv == MR_CPU_CONV_ONEDNN && o->bf16 && L > 1;
     if (p->conv == MR_CPU_CONV_ONEDNN &&
         mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, o->bf16, a, p->conv_note,
                             sizeof p->conv_note) != 0) {
+        bf16_taken = 0;
         p->dnnl = NULL;   /* layers 1.. run through im2col; conv_note says why */
         /* bf16 refused (no bf16 kernels for this CPU or shape): oneDNN in
          * fp32 is still faster than im2col. A refusal by the descriptors
@@ -198,6 +203,14 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         }
     }
     p->bf16 = mr_conv_dnnl_is_bf16(p->dnnl);
+    /* bf16: fc's products too (linear_dnnl.h), on bf16 copies from the arena */
+    if (bf16_taken) {
+        size_t rows = (size_t)imax(p->block, p->rblock);
+        p->w16 = MR_TAKE(a, uint16_t, (size_t)p->hidden * p->flat);
+        p->x16 = MR_TAKE(a, uint16_t, rows * p->flat);
+        p->d16 = MR_TAKE(a, uint16_t, (size_t)p->rblock * p->hidden);
+        if (p->w16 && p->x16 && p->d16) p->lin = mr_linear_dnnl_create(p->nthreads);
+    }
 }
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
@@ -221,6 +234,8 @@ size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int
 void mr_policy_free(mr_policy *p) {
     mr_conv_dnnl_free(p->dnnl);
     p->dnnl = NULL;
+    mr_linear_dnnl_free(p->lin);
+    p->lin = NULL;
 }
 
 const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) {
@@ -394,7 +409,9 @@ static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra
                           float *chid, float *logits, float *value) {
     const float *P = p->params;
     trunk_block(p, codes, nb, proxy, acts, aL);
-    mr_linear_relu_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
+    if (p->lin) mr_bf16_from_f32(p->x16, aL, (size_t)nb * p->flat);
+    if (!p->lin || mr_linear_bf16_forward(p->lin, feat, p->x16, p->w16, P + p->fc_b, nb, p->flat, p->hidden, 1))
+        mr_linear_relu_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, MR_NUM_ACTIONS);
     build_cin(p, cin, feat, extra, codes, nb);
     mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
@@ -403,8 +420,14 @@ static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra
                       p->critic_hidden, 1);
 }
 
+/* fc.w in bf16 for this pass (the weights change between passes) */
+static void load_w16(mr_policy *p) {
+    if (p->lin) mr_bf16_from_f32(p->w16, p->params + p->fc_w, (size_t)p->hidden * p->flat);
+}
+
 void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                    int proxy, float *logits, float *value) {
+    load_w16(p);
     if (p->dnnl && B >= p->chunk) {
         const float *w[MR_MAX_CONV];
         conv_weights(p, w);
@@ -423,6 +446,7 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     if (B < 0 || B > p->max_batch) return -1;
     int L = p->num_conv;
     memcpy(p->codes, codes, (size_t)B * p->VV);
+    load_w16(p);
     if (p->dnnl && B >= p->chunk) {
         const float *w[MR_MAX_CONV];
         conv_weights(p, w);
@@ -451,7 +475,7 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
  * sample c are p->act[l] + (c - a0) * VV * ch[l+1] (a0: the first sample
  * the act buffers hold: 0, or the recomputed rblock's). The oneDNN
  * backward weights are loaded. */
-static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0) {
+static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0, int d0) {
     const float *P = p->params;
     float *G = p->grads;
     const int L = p->num_conv, H = p->hidden;
@@ -459,7 +483,9 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
     const int nchunks = (nb + p->chunk - 1) / p->chunk;
     const int codes0 = p->conv == MR_CPU_CONV_ONEDNN;   /* layer 0 from the codes */
     memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
-    mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w, nb, p->flat, H);
+    /* bf16: d16 holds the rblock's output gradient (its row 0 is sample d0) */
+    if (!p->lin || mr_linear_bf16_dinp(p->lin, dL, p->d16 + (size_t)(b0 - d0) * H, p->w16, nb, p->flat, H))
+        mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w, nb, p->flat, H);
     #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
     for (int k = 0; k < nchunks; k++) {
         int c0 = b0 + k * p->chunk, n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
@@ -526,12 +552,35 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         if (p->recompute) mr_conv_dnnl_load_forward(p->dnnl, w);
     }
     float *dL = p->b_aL;
+    if (p->lin) {
+        /* bf16: rblock by rblock (kept or recomputed), so the bf16 copies of
+         * fc's input and output gradient are one rblock each */
+        load_w16(p);
+        for (int r0 = 0; r0 < B; r0 += p->rblock) {
+            int nr = B - r0 < p->rblock ? B - r0 : p->rblock;
+            int a0 = p->recompute ? r0 : 0;
+            if (p->recompute)
+                trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, p->act, p->act[L - 1]);
+            const float *x = p->act[L - 1] + (size_t)(r0 - a0) * p->flat;
+            mr_bf16_from_f32(p->x16, x, (size_t)nr * p->flat);
+            mr_bf16_from_f32(p->d16, p->dfeat + (size_t)r0 * H, (size_t)nr * H);
+            if (mr_linear_bf16_dw(p->lin, G + p->fc_w, p->d16, p->x16, nr, p->flat, H))
+                mr_linear_backward(NULL, G + p->fc_w, NULL, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr,
+                                   p->flat, H);
+            mr_bias_backward(G + p->fc_b, p->dfeat + (size_t)r0 * H, (size_t)nr, H);
+            for (int b0 = r0; b0 < r0 + nr; b0 += p->block) {
+                int nb = r0 + nr - b0 < p->block ? r0 + nr - b0 : p->block;
+                conv_backward_block(p, b0, nb, dL, a0, r0);
+            }
+        }
+        return 0;
+    }
     if (!p->recompute) {
         /* fc weights over the whole batch (K = B); its input gradient per block */
         mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
         for (int b0 = 0; b0 < B; b0 += p->block) {
             int nb = B - b0 < p->block ? B - b0 : p->block;
-            conv_backward_block(p, b0, nb, dL, 0);
+            conv_backward_block(p, b0, nb, dL, 0, 0);
         }
         return 0;
     }
@@ -544,7 +593,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
                            P + p->fc_w, nr, p->flat, H);
         for (int b0 = r0; b0 < r0 + nr; b0 += p->block) {
             int nb = r0 + nr - b0 < p->block ? r0 + nr - b0 : p->block;
-            conv_backward_block(p, b0, nb, dL, r0);
+            conv_backward_block(p, b0, nb, dL, r0, r0);
         }
     }
     return 0;

@@ -124,6 +124,14 @@ typedef struct mr_policy {
     int conv;
     struct mr_conv_dnnl *dnnl;   /* NULL: no oneDNN layers (im2col, one conv layer, or oneDNN refused) */
     int bf16;                    /* 1: dnnl's layers run in bf16 (mr_policy_options.bf16 and oneDNN took it) */
+    /* bf16: fc's three products through oneDNN matmul (linear_dnnl.h) on
+     * these bf16 copies; NULL lin: fc in fp32 (OpenBLAS). The copies are
+     * made where used: w16 at the start of every act / forward / backward,
+     * x16 per block (forward) or rblock (backward), d16 per rblock. */
+    struct mr_linear_dnnl *lin;
+    uint16_t *w16;               /* (hidden, flat): fc.w */
+    uint16_t *x16;               /* (max(block, rblock), flat): fc's input */
+    uint16_t *d16;               /* (rblock, hidden): fc's output gradient */
     char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
 
