@@ -172,7 +172,9 @@ static void describe(mr_trainer *t, const char *note) {
             snprintf(conv, sizeof conv, "the first (and only) from the codes");
         } else if (np->dnnl) {
             int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
-                             np->bf16 ? " in bf16 (fp32 elsewhere)" : np->conv_note[0] ? " in fp32" : "");
+                             np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"
+                                                 : " in bf16 (fp32 elsewhere)")
+                                      : np->conv_note[0] ? " in fp32" : "");
             if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
                 snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
         } else {
