@@ -147,7 +147,7 @@ end
 -- FMAs for fp32, AVX512-BF16 dot products for bf16) bounds them both. The
 -- ceiling, peak / pytorch's GFLOP/s, is the highest ratio any implementation
 -- of the same arithmetic could reach over that pytorch on this machine.
-compare.EPOCHS = 4   -- ENV_SPEC's, what bench train and bench/reference/train.py both run
+compare.EPOCHS = 4   -- docs/environment.md's, what bench train and bench/reference/train.py both run
 function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
   if o.device == "cuda" then return nil end
   local bench = require("moonrl.bench")

@@ -474,6 +474,7 @@ function Slurm:_poll()
     for id, job in pairs(self.jobs) do
       local st = listed[id]
       if st and ACTIVE[st.state] then
+        job.ending = nil   -- listed again (a requeue): the end seen before was not the end
         job.state, job.raw = st.state, st.raw ~= "" and st.raw or job.raw
         if st.state ~= "PENDING" and job.queued then
           job.queued = false
@@ -512,7 +513,14 @@ function Slurm:_final_states(gone, done)
     for _, job in ipairs(gone) do
       local st = found[job.id] or (job.raw and found["raw:" .. job.raw])
       if st and not ACTIVE[st.state] then
-        self:_ended(job, executor.describe_end(job.id, st, job))
+        -- ended only when a second poll still finds it ended: a requeued task
+        -- (scontrol requeue, a node failure) passes through a final-looking
+        -- state (FAILED, its run's exit) before slurmctld lists it PENDING
+        if job.ending then
+          self:_ended(job, executor.describe_end(job.id, st, job))
+        else
+          job.ending = true
+        end
       else
         job.unknown = (job.unknown or 0) + 1   -- accounting may lag a moment behind squeue
         if job.unknown >= 5 then
