@@ -12,6 +12,7 @@
  * which allocates nothing), a weight-gradient buffer and a scratchpad.
  */
 #include "conv_dnnl.h"
+#include "linear_dnnl.h"   /* mr_bf16_from_f32 */
 #include "moonrl.h"   /* MR_MAX_CONV */
 #include <dnnl.h>
 #include <omp.h>
@@ -313,24 +314,12 @@ static void load(mr_conv_dnnl *d, const float *const *w_of, int bwd) {
 void mr_conv_dnnl_load_forward(mr_conv_dnnl *d, const float *const *w_of) { load(d, w_of, 0); }
 void mr_conv_dnnl_load_backward(mr_conv_dnnl *d, const float *const *w_of) { load(d, w_of, 1); }
 
-/* fp32 -> bf16, rounding to nearest even (what oneDNN's own conversion
- * does). A NaN stays a NaN (quieted): rounding its payload could carry into
- * the sign and make it -0, hiding a fault the trainer must see. */
-static void to_bf16(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], 4);
-        const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
-    }
-}
-
 /* The chunk's input of layer l as the primitives take it: itself (fp32),
  * or converted into workspace t's bf16 buffer. */
 static void *src_of(mr_conv_dnnl *d, int t, int l, const float *inp) {
     if (!d->bf16) return (void *)inp;
     uint16_t *s = d->src16 + (size_t)t * d->cvt_elems;
-    to_bf16(s, inp, (size_t)d->chunk * d->H * d->W * (size_t)d->lay[l].C);
+    mr_bf16_from_f32(s, inp, (size_t)d->chunk * d->H * d->W * (size_t)d->lay[l].C);
     return s;
 }
 
@@ -354,7 +343,7 @@ void mr_conv_dnnl_backward(mr_conv_dnnl *d, int t, int l, float *dinp, float *dw
     void *dd = (void *)dout;
     if (d->bf16) {
         dd = d->dd16 + (size_t)t * d->cvt_elems;
-        to_bf16(dd, dout, (size_t)d->chunk * d->H * d->W * (size_t)y->OC);
+        mr_bf16_from_f32(dd, dout, (size_t)d->chunk * d->H * d->W * (size_t)y->OC);
     }
     dnnl_memory_set_data_handle(m[M_DDST], dd);
     if (dw && db) {
