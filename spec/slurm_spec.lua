@@ -138,6 +138,28 @@ describe("moonrl.slurm parsers (output captured from a real cluster)", function(
     assert.equal("COMPLETED", c["1_1"].state)
     assert.is_nil(c["1"])
   end)
+
+  it("tells from a task's output whether Slurm requeued it and no run has started since", function()
+    local path = os.tmpname()
+    local function with(text)
+      local f = assert(io.open(path, "wb"))
+      f:write(text)
+      f:close()
+      return slurm.requeue_pending(path)
+    end
+    local first = "run directory: sw/trial-002\nmoonrl: note: budget\n"
+    local requeue = "slurmstepd-localhost: error: *** JOB 16 ON localhost CANCELLED AT 2026-11-24T00:48:08 " ..
+      "DUE TO JOB REQUEUE ***\nmoonrl: SIGTERM: stopping after the update in progress (final checkpoint)\n" ..
+      "sw/trial-002: stopped after 25 updates\n"
+    assert.is_false(with(first))
+    assert.is_true(with(first .. requeue))
+    assert.is_false(with(first .. requeue .. "run directory: sw/trial-002\nresuming from update 25\n"))
+    assert.is_false(with(first .. "slurmstepd-localhost: error: *** JOB 16 ON localhost CANCELLED AT " ..
+      "2026-11-24T00:48:08 DUE TO TIME LIMIT ***\n"))
+    os.remove(path)
+    assert.is_false(slurm.requeue_pending(path))
+    assert.is_false(slurm.requeue_pending(nil))
+  end)
 end)
 
 -- ------------------------------------------------------------ the cluster

@@ -269,6 +269,28 @@ local ACTIVE = { PENDING = 1, RUNNING = 1, CONFIGURING = 1, COMPLETING = 1, SUSP
   REQUEUE_HOLD = 1, REQUEUE_FED = 1, RESIZING = 1, SIGNALING = 1, STAGE_OUT = 1, STOPPED = 1, RESV_DEL_HOLD = 1 }
 executor.ACTIVE = ACTIVE
 
+-- How long a task whose output says Slurm requeued it may take to be listed
+-- again before its final-looking state counts (seconds).
+executor.REQUEUE_WAIT = 60
+
+-- True when the task's output (its trial's output.log) ends in a requeue:
+-- the last line slurmstepd wrote there says "DUE TO JOB REQUEUE" and no run
+-- has printed its "run directory:" line after it.
+function executor.requeue_pending(path)
+  local f = path and io.open(path, "rb")
+  if not f then return false end
+  local size = f:seek("end")
+  f:seek("set", math.max(0, size - 8192))
+  local tail = f:read("*a") or ""
+  f:close()
+  local pending = false
+  for line in tail:gmatch("[^\n]+") do
+    if line:find("slurmstepd", 1, true) then pending = line:find("DUE TO JOB REQUEUE", 1, true) ~= nil
+    elseif line:find("^run directory: ") then pending = false end
+  end
+  return pending
+end
+
 -- A final Slurm state -> what on_exit gets.
 function executor.describe_end(id, st, job)
   local e = { code = st.code or 0, signal = st.signal or 0, state = st.state }
@@ -513,13 +535,17 @@ function Slurm:_final_states(gone, done)
     for _, job in ipairs(gone) do
       local st = found[job.id] or (job.raw and found["raw:" .. job.raw])
       if st and not ACTIVE[st.state] then
-        -- ended only when a second poll still finds it ended: a requeued task
-        -- (scontrol requeue, a node failure) passes through a final-looking
-        -- state (FAILED, its run's exit) before slurmctld lists it PENDING
-        if job.ending then
+        -- ended only when a second poll still finds it ended, and not while
+        -- Slurm's own line in its output says it was requeued and no run has
+        -- started since: a requeued task (scontrol requeue, a node failure)
+        -- shows its run's exit (FAILED after SIGTERM) until slurmctld lists
+        -- it PENDING again, which takes a moment
+        local t = uv.now() / 1000
+        if not job.ending then
+          job.ending = t
+        elseif not (executor.requeue_pending(job.spec and job.spec.output) and
+                    t - job.ending < executor.REQUEUE_WAIT) then
           self:_ended(job, executor.describe_end(job.id, st, job))
-        else
-          job.ending = true
         end
       else
         job.unknown = (job.unknown or 0) + 1   -- accounting may lag a moment behind squeue
