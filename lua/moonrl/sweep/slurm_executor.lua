@@ -543,8 +543,8 @@ function Slurm:_final_states(gone, done)
         local t = uv.now() / 1000
         if not job.ending then
           job.ending = t
-        elseif not (executor.requeue_pending(job.spec and job.spec.output) and
-                    t - job.ending < executor.REQUEUE_WAIT) then
+        elseif st.state == "COMPLETED" or not (executor.requeue_pending(job.spec and job.spec.output) and
+                                               t - job.ending < executor.REQUEUE_WAIT) then
           self:_ended(job, executor.describe_end(job.id, st, job))
         end
       else
