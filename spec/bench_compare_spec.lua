@@ -13,11 +13,12 @@ local have_bin = io.open(BIN, "rb") ~= nil
 if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
 
 -- Runs the binary with a clean allocator environment; returns exit code, stdout, stderr.
-local function moonrl(args, dir)
+-- env: "VAR=value ..." added to that environment.
+local function moonrl(args, dir, env)
   local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
   os.execute(string.format("cd %q && env -u LD_PRELOAD -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ " ..
-    "-u MALLOC_TOP_PAD_ -u MALLOC_CONF -u MOONRL_REF_ALLOCATOR timeout 300 %q %s >%q 2>%q; echo $? >%q",
-    dir, BIN, args, out, err, rc))
+    "-u MALLOC_TOP_PAD_ -u MALLOC_CONF -u MOONRL_REF_ALLOCATOR %s timeout 300 %q %s >%q 2>%q; echo $? >%q",
+    dir, env or "", BIN, args, out, err, rc))
   return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
 end
 
@@ -56,12 +57,24 @@ describe("moonrl bench --compare", function()
       { "--compare --ref-layout nhwc", 2, "--ref-layout = nhwc: accepted nchw, channels_last, mixed" },
       { "--compare --device cpu --precision fp16", 1, "needs CUDA; accepted on a cpu: fp32, bf16" },
     }
-    for _, c in ipairs(cases) do
-      local rc, out, err = moonrl("bench " .. c[1], dir)
-      assert.are.equal(c[2], rc, c[1] .. ": " .. out .. err)
-      assert.truthy(err:find(c[3], 1, true), c[1] .. ": " .. err)
-      assert.falsy(err:find("traceback", 1, true), err)
+    -- As this machine is, and as a machine without PyTorch is (the options are
+    -- checked before the reference is looked for).
+    for _, env in ipairs({ "", support.without_optional_env() }) do
+      for _, c in ipairs(cases) do
+        local rc, out, err = moonrl("bench " .. c[1], dir, env)
+        assert.are.equal(c[2], rc, env .. " " .. c[1] .. ": " .. out .. err)
+        assert.truthy(err:find(c[3], 1, true), env .. " " .. c[1] .. ": " .. err)
+        assert.falsy(err:find("traceback", 1, true), err)
+      end
     end
+  end)
+
+  it("says it needs PyTorch, and how to install it, where PyTorch cannot be imported", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local rc, out, err = moonrl("bench --compare --rows env", dir, support.without_optional_env())
+    assert.are.equal(1, rc, out .. err)
+    assert.truthy(err:find("--compare needs PyTorch for the reference: `make bench` installs", 1, true), err)
+    assert.falsy(err:find("traceback", 1, true), err)
   end)
 
   it("starts the reference on the malloc asked for, which the reference process reports", function()

@@ -111,6 +111,15 @@ function support.spawn(bin, dir, args, opts)
   return proc
 end
 
+-- The environment prefix ("PYTHONPATH=...") under which the optional Python
+-- packages (PyTorch, NumPy) cannot be imported, as on a machine without them:
+-- spec/without_optional holds packages of those names that raise ImportError.
+-- .ci/run runs the whole suite so.
+function support.without_optional_env()
+  local root = os.getenv("PWD") or "."
+  return string.format("PYTHONPATH=%q", root .. "/spec/without_optional")
+end
+
 function support.files(dir)
   local out = {}
   local req = uv.fs_scandir(dir)

@@ -279,13 +279,14 @@ function compare.print(o, rows, load0, load1)
 end
 
 function compare.run(o)
-  local py = python()
-  if not py then
-    error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
-  end
+  -- The options first: a wrong one is wrong whether or not PyTorch is installed.
   if o.device ~= "cuda" and compare.precision(o) == "fp16" then
     error("--compare --precision fp16 on " .. o.device .. ": the reference's fp16 (autocast + GradScaler) " ..
       "needs CUDA; accepted on a cpu: fp32, bf16", 0)
+  end
+  local py = python()
+  if not py then
+    error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
   end
   local names = o.rows or (o.net_given and { o.net }) or compare.DEFAULT_ROWS
   local load0 = uv.loadavg()
