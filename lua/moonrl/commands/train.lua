@@ -124,7 +124,9 @@ function train.run(argv)
   if o["no-eval"] or not s.checkpoint then return end
   out(string.format("\nevaluation (%d envs x %d steps x %d runs):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs))
   -- the same computation, table and files as `moonrl eval CHECKPOINT` (RUN_DIR/eval/update_NNNNNNN)
-  if require("moonrl.commands.eval").evaluate({ s.checkpoint }, {},
+  local e = cfg.eval
+  if require("moonrl.commands.eval").evaluate({ s.checkpoint },
+      { envs = e.num_envs, steps = e.steps, runs = e.runs, seed = e.seed },
       "moonrl train (its evaluation at the end, as moonrl eval " .. s.checkpoint .. ")") then
     err("moonrl train: evaluation failed (above)\n")
     return 1
