@@ -139,4 +139,30 @@ print(e)
     assert.are.equal(md, out:sub(1, #md))
     assert.truthy(out:find("moonrl.eval_table: result 1 has no records", 1, true), out)
   end)
+
+  it("finds the newest checkpoint's results under a run, its eval/ or a folder written before", function()
+    local evalfiles = require("moonrl.evalfiles")
+    local util = require("moonrl.util")
+    local root = support.tmpdir()
+    local run = root .. "/run"
+    for _, u in ipairs({ "update_0000002", "update_0000010", "update_0000009" }) do
+      assert(util.mkdir_p(run .. "/eval/" .. u))
+      support.write_file(run .. "/eval/" .. u .. "/eval.json", "{}")
+    end
+    assert(util.mkdir_p(run .. "/eval/notes"))   -- no eval.json: not a result
+    assert.are.equal(run .. "/eval/update_0000010", evalfiles.newest(run))
+    assert.are.equal(run .. "/eval/update_0000010", evalfiles.newest(run .. "/eval/"))
+    assert.are.equal(run .. "/eval/update_0000002", evalfiles.newest(run .. "/eval/update_0000002"))
+    -- a run evaluated before results were kept per checkpoint: RUN_DIR/eval itself
+    local old = root .. "/old"
+    assert(util.mkdir_p(old .. "/eval"))
+    support.write_file(old .. "/eval/eval.json", "{}")
+    assert.are.equal(old .. "/eval", evalfiles.newest(old))
+    local none, e = evalfiles.newest(root .. "/nothing")
+    assert.is_nil(none)
+    assert.truthy(e:find("no eval.json in " .. root .. "/nothing", 1, true), e)
+    assert.are.equal(run .. "/eval/update_0000007", evalfiles.dir_for(run .. "/checkpoints/update_0000007.mrck", run))
+    assert.are.equal(root .. "/eval/final", evalfiles.dir_for(root .. "/final.mrck", nil))
+    support.rm_rf(root)
+  end)
 end)

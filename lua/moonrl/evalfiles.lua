@@ -173,7 +173,8 @@ function evalfiles.newest(dir)
     if not best and #others == 1 then best = others[1] end
     return best and (d .. "/" .. best)
   end
-  local found = scan(dir) or (uv.fs_stat(dir .. "/eval") and scan(dir .. "/eval"))
+  local ev = dir .. "/eval"   -- a run directory's
+  local found = (uv.fs_stat(ev) and (scan(ev) or (has(ev) and ev))) or scan(dir)
   if found then return found end
   return nil, "no eval.json in " .. dir .. " nor in a checkpoint's folder under it " ..
     "(update_NNNNNNN/, written by moonrl eval or at the end of moonrl train)"
