@@ -107,10 +107,11 @@ describe("moonrl end to end", function()
     assert.truthy(log:find("engine: ", 1, true), log)
     assert.truthy(log:find("finished: done after " .. UPDATES .. " updates", 1, true), log)
 
-    -- the summary ends with the evaluation row of the trained mode
+    -- the summary ends with the evaluation of the trained mode (eval_run_spec.lua: as moonrl eval's)
     assert.truthy(out:find("done after " .. UPDATES .. " updates", 1, true), out)
-    assert.truthy(out:find("| mode", 1, true), out)
-    assert.truthy(out:match("\n| ground_truth +| +[%+%-][%d%.]+ | +[%d%.]+%% |"), out)
+    assert.truthy(out:find("\nevaluated: run/checkpoints/update_0000003.mrck (update 3); 16 envs x 64 steps", 1, true), out)
+    assert.truthy(out:match("\n| metric +| +ground_truth |"), out)
+    assert.truthy(out:match("\n| efficiency, overall +| +[%d%.]+%% %[[%d%.]+, [%d%.]+%] |"), out)
   end)
 
   it("evaluates the checkpoint with moonrl eval", function()
@@ -119,7 +120,8 @@ describe("moonrl end to end", function()
     local ckpt = run_dir .. "/checkpoints/update_0000003.mrck"
     local rc, out, err = moonrl("eval " .. ckpt .. " --envs 16 --steps 64 --mode all --boot 200", dir)
     assert.are.equal(0, rc, err)
-    local header = out:match("^([^\n]+)\n")
+    assert.truthy(out:find("^evaluated: " .. ckpt:gsub("%p", "%%%0") .. " %(update 3%); 16 envs x 64 steps x 1 run, eval seed 12345\n"), out)
+    local header = out:match("^[^\n]+\n\n([^\n]+)\n")
     local modes = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }
     assert.truthy(header:find("| metric", 1, true), header)
     for _, mode in ipairs(modes) do assert.truthy(header:find(" " .. mode .. " |", 1, true), header) end
@@ -141,7 +143,7 @@ describe("moonrl end to end", function()
     assert.truthy(out:find("definitions (docs/evaluation.md):", 1, true), out)
 
     -- beside the table: the records re-add to the engine's own totals exactly
-    local edir = run_dir .. "/eval"
+    local edir = run_dir .. "/eval/update_0000003"   -- one folder per checkpoint
     assert.are.same({ "eval.json", "eval.md", "eval.svg", "records.csv" }, support.files(edir))
     local meta = assert(json.decode(support.read_file(edir .. "/eval.json")))
     assert.are.equal(4, #meta.sources)

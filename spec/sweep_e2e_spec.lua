@@ -255,24 +255,26 @@ describe("moonrl.sweep (the binary)", function()
     assert.is_true(has(out, "summary done 3 best"))
   end)
 
-  it("moonrl.eval_table shows a label column first when a result has a label", function()
+  it("moonrl.eval_table names a column by its result's label (a trial's), else by its mode", function()
     if not need_bin() then return end
     support.write_file(dir .. "/table.lua", [[
 local moonrl = require "moonrl"
+-- two agents of 10 steps: one dies at 4 (1 food, 2 poison) and lives on 6 (2 food), one lives 10 (3 food, 1 poison)
 local function r(label, mode)
-  return { label = label, mode = mode, energy_per_1k = -14, efficiency = 0.551, survival = 79.1, deaths_per_1k = 8.73,
-    food_per_1k = 6.7, poison_per_1k = 5.3 }
+  local rec = { [0] = { run = 0, env = 0, died = 1, steps = 4, start = 0, food = 1, poison = 2 },
+    { run = 0, env = 0, died = 0, steps = 6, start = 4, food = 2, poison = 0 },
+    { run = 0, env = 1, died = 0, steps = 10, start = 0, food = 3, poison = 1 } }
+  return { label = label, mode = mode, checkpoint = "t/checkpoints/update_0000004.mrck",
+    eval = { num_envs = 2, steps = 10, runs = 1, seed = 7 }, records = { n = 3, deaths = 1, rec = rec } }
 end
-print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }))
-print(moonrl.eval_table({ r(nil, "proxy") }))
+print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { boot = 50 }))
 ]])
     local code, out, err = moonrl(dir, "run table.lua")
     assert.equal(0, code, err)
     local lines = support.lines(out)
-    assert.equal("| label     | mode         | energy/1k | efficiency | survival | deaths/1k | food/1k | poison/1k |", lines[1])
-    assert.equal("| trial-004 | ground_truth |     -14.0 |      55.1% |     79.1 |      8.73 |     6.7 |       5.3 |", lines[3])
-    assert.equal("|           | proxy        |     -14.0 |      55.1% |     79.1 |      8.73 |     6.7 |       5.3 |", lines[4])
-    assert.equal("| mode  | energy/1k | efficiency | survival | deaths/1k | food/1k | poison/1k |", lines[5])
+    assert.equal("evaluated: t/checkpoints/update_0000004.mrck (update 4); 2 envs x 10 steps x 1 run, eval seed 7", lines[1])
+    assert.truthy(lines[3]:match("^| metric +| +trial%-004 | +proxy |$"), lines[3])
+    assert.truthy(out:find("efficiency, overall", 1, true), out)
   end)
 
   it("reports a config error in a point or in the base before anything starts", function()

@@ -18,6 +18,13 @@
 --   evalfiles.settings(results, summaries, extra) -> table  (eval.json's content)
 --   evalfiles.figure(summaries) -> svg text
 --   evalfiles.write(path, text) -> true | nil, err
+--   evalfiles.save(dir, results, summaries, text, opts) -> {file names} | nil, err
+--       the four files in dir (made, parents too); opts: records = "csv" | "jsonl",
+--       bootstrap = {resamples, seed, unit}, compare, command
+--   evalfiles.dir_for(checkpoint, run_dir) -> RUN_DIR/eval/<checkpoint's name>
+--       (update_NNNNNNN for a run's), or beside the checkpoint when in no run
+--   evalfiles.newest(dir) -> the folder in dir holding the newest checkpoint's
+--       eval.json (dir itself when it holds one; a run directory: its eval/) | nil, err
 
 local json = require("moonrl.json")
 local svg = require("moonrl.svg")
@@ -116,7 +123,7 @@ function evalfiles.settings(results, summaries, extra)
     local seeds = {}
     for run = 0, r.eval.runs - 1 do seeds[#seeds + 1] = r.eval.seed + run * 1000003 end
     t.sources[k] = { label = r.label or r.mode, mode = r.mode, trained_mode = r.trained_mode,
-      checkpoint = r.checkpoint, train_seed = r.train_seed, engine = r.describe,
+      checkpoint = r.checkpoint, update = require("moonrl.evaltable").update_of(r.checkpoint), train_seed = r.train_seed, engine = r.describe,
       eval = { num_envs = r.eval.num_envs, steps = r.eval.steps, runs = r.eval.runs, seed = r.eval.seed,
                run_seeds = seeds },
       engine_table = r.energy_per_1k and { energy_per_1k = r.energy_per_1k, efficiency = r.efficiency,
@@ -132,6 +139,71 @@ function evalfiles.settings(results, summaries, extra)
                     max_time = s.km.max_time } }
   end
   return t
+end
+
+-- The folder an evaluation of one checkpoint goes to by default: one per
+-- checkpoint, so evaluating an older one leaves the others alone.
+function evalfiles.dir_for(checkpoint, run_dir)
+  local name = (checkpoint:match("([^/]+)$") or checkpoint):gsub("%.mrck$", "")
+  local base = run_dir or checkpoint:match("^(.*)/[^/]*$") or "."
+  return base .. "/eval/" .. name
+end
+
+-- The results folder of the newest checkpoint evaluated under dir: dir itself
+-- when it holds an eval.json, else its (or, for a run directory, its eval/'s)
+-- subfolder of the highest update_NNNNNNN with an eval.json.
+function evalfiles.newest(dir)
+  local uv = require("luv")
+  local function has(d) return uv.fs_stat(d .. "/eval.json") ~= nil end
+  dir = dir:gsub("/+$", "")
+  if dir == "" then dir = "/" end
+  if has(dir) then return dir end
+  local function scan(d)
+    local best, best_n, others = nil, -1, {}
+    local req = uv.fs_scandir(d)
+    while req do
+      local name, kind = uv.fs_scandir_next(req)
+      if not name then break end
+      if kind == "directory" and has(d .. "/" .. name) then
+        others[#others + 1] = name
+        local n = tonumber(name:match("^update_(%d+)$") or "")
+        if n and n > best_n then best, best_n = name, n end
+      end
+    end
+    if not best and #others == 1 then best = others[1] end
+    return best and (d .. "/" .. best)
+  end
+  local ev = dir .. "/eval"   -- a run directory's
+  local found = (uv.fs_stat(ev) and (scan(ev) or (has(ev) and ev))) or scan(dir)
+  if found then return found end
+  return nil, "no eval.json in " .. dir .. " nor in a checkpoint's folder under it " ..
+    "(update_NNNNNNN/, written by moonrl eval or at the end of moonrl train)"
+end
+
+-- Writes the records, eval.json, eval.md and eval.svg into dir.
+function evalfiles.save(dir, results, summaries, text, opts)
+  opts = opts or {}
+  local ok, me = require("moonrl.util").mkdir_p(dir)
+  if not ok then return nil, me end
+  local fmt = opts.records or "csv"
+  local rec_file = "records." .. fmt
+  local n = 0
+  for _, r in ipairs(results) do n = n + r.records.n end
+  local settings = evalfiles.settings(results, summaries, {
+    moonrl = require("moonrl.engine").version(), compare = opts.compare or false,
+    records = { file = rec_file, format = fmt, count = n },
+    bootstrap = opts.bootstrap, command = opts.command,
+  })
+  for _, f in ipairs({
+    { rec_file, function(path) return evalfiles.write_records(path, results, fmt) end },
+    { "eval.json", function(path) return evalfiles.write(path, json.encode(settings) .. "\n") end },
+    { "eval.md", function(path) return evalfiles.write(path, text .. "\n") end },
+    { "eval.svg", function(path) return evalfiles.write(path, evalfiles.figure(summaries)) end },
+  }) do
+    local wok, we = f[2](dir .. "/" .. f[1])
+    if not wok then return nil, we end
+  end
+  return { rec_file, "eval.json", "eval.md", "eval.svg" }
 end
 
 -- ------------------------------------------------------------------ figure

@@ -14,7 +14,10 @@
 --   evaltable.summarise(res, opts) -> summary
 --       res: {records = {n, rec}, eval = {num_envs, steps, runs, seed}, mode, label?}
 --       opts: boot = resamples (1000), boot_seed (1), unit = "agents" | "runs"
---   evaltable.table(summaries) -> string           markdown table + definitions
+--   evaltable.table(summaries) -> string           what was evaluated (checkpoint,
+--                                                  update, sizes), markdown table, definitions
+--   evaltable.header(summaries) -> string          that first part alone
+--   evaltable.update_of(checkpoint_path) -> n | nil   N of .../update_NNNNNNN.mrck
 --   evaltable.compare(a, b) -> {rows, verdict}     b against a
 --   evaltable.compare_text(a, b) -> string
 --   evaltable.definitions(summary) -> string
@@ -203,7 +206,35 @@ function evaltable.definitions(s)
   }, "\n")
 end
 
--- The table: one column per summary, one row per metric, then the definitions.
+-- The update a checkpoint was written at, from its name (update_NNNNNNN.mrck,
+-- as runs name them), or nil.
+function evaltable.update_of(path)
+  local n = type(path) == "string" and path:match("update_(%d+)%.mrck$")
+  return n and tonumber(n) or nil
+end
+
+-- What the table evaluated: the checkpoint (and its update) of every column
+-- and the evaluation's size and seed; one line when every column shares them.
+function evaltable.header(summaries)
+  local function what(s)
+    local e, u = s.eval or {}, evaltable.update_of(s.checkpoint)
+    return string.format("%s%s; %d envs x %d steps x %d run%s, eval seed %s",
+      tostring(s.checkpoint or "?"), u and string.format(" (update %d)", u) or "",
+      e.num_envs or 0, e.steps or 0, e.runs or 0, e.runs == 1 and "" or "s", tostring(e.seed))
+  end
+  local lines, first = {}, summaries[1] and what(summaries[1])
+  local same = true
+  for _, s in ipairs(summaries) do same = same and what(s) == first end
+  if same then
+    lines[1] = "evaluated: " .. (first or "nothing")
+  else
+    for _, s in ipairs(summaries) do lines[#lines + 1] = "evaluated: " .. s.label .. ": " .. what(s) end
+  end
+  return table.concat(lines, "\n")
+end
+
+-- The table: what was evaluated, one column per summary, one row per
+-- metric, then the definitions.
 function evaltable.table(summaries)
   local head = { "metric" }
   for _, s in ipairs(summaries) do head[#head + 1] = s.label end
@@ -222,7 +253,7 @@ function evaltable.table(summaries)
     if m.key == "survival_mean" then row("survival, KM median", km_cell) end
   end
   row("deaths / survivors (censored)", function(s) return string.format("%d / %d", s.deaths, s.censored) end)
-  return md_table(rows) .. "\n\n" .. evaltable.definitions(summaries[1])
+  return evaltable.header(summaries) .. "\n\n" .. md_table(rows) .. "\n\n" .. evaltable.definitions(summaries[1])
 end
 
 -- ---------------------------------------------------------------- compare

@@ -32,12 +32,18 @@
 --             runs x steps, on the loop while it works), on_skip = function(path, err)
 --             (a damaged checkpoint of a run directory passed over),
 --             callback = function(result, err) (then it returns at once),
---             records = true (result.records: every death and survivor,
---             engine.eval_records; moonrl.evaltable summarises them)
---       result: mode, energy_per_1k, efficiency, survival, deaths_per_1k,
---               food_per_1k, poison_per_1k, checkpoint, describe, trained_mode,
---               train_seed, eval = {num_envs, steps, runs, seed}, records
---   moonrl.eval_table(results) -> string           the evaluation table (docs/environment.md)
+--             records = false (no result.records: saves their memory, but
+--             moonrl.eval_table needs them; by default every death and
+--             survivor, engine.eval_records, which moonrl.evaltable summarises)
+--       result: mode, checkpoint, update (of update_NNNNNNN.mrck), describe,
+--               trained_mode, train_seed, eval = {num_envs, steps, runs, seed},
+--               records, and the engine's own aggregates (mr_eval_result, kept
+--               in eval.json as engine_table): energy_per_1k, efficiency (per-env
+--               mean), survival (mean of all episodes, not censored),
+--               deaths_per_1k, food_per_1k, poison_per_1k
+--   moonrl.eval_table(results, opts) -> string     the evaluation table of `moonrl eval`
+--       (docs/evaluation.md): the checkpoint and update, every metric with its 95%
+--       interval; opts: boot, boot_seed, unit
 --   moonrl.sleep(ms)                               yields for ms milliseconds
 --   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
 --   moonrl.resume(co, ...) -> ok, ...              resume with error reporting
@@ -403,7 +409,7 @@ function moonrl.evaluate(target, opts)
     copts.device = tonumber(d)
   end
   if opts.threads ~= nil then copts.threads = opts.threads end
-  if opts.records then copts.records = true end
+  if opts.records ~= false then copts.records = true end   -- the table's numbers come from them
   if opts.progress ~= nil then
     if type(opts.progress) ~= "function" then return finish(nil, "moonrl.evaluate: progress must be a function") end
     copts.progress = opts.progress
@@ -416,6 +422,7 @@ function moonrl.evaluate(target, opts)
       local trained = engine.config_from_bytes(cfg_bytes)
       r.mode = opts.mode or engine.mode_name(trained.env.mode)
       r.checkpoint, r.describe = path, describe
+      r.update = require("moonrl.evaltable").update_of(path)
       r.trained_mode, r.train_seed = engine.mode_name(trained.env.mode), tonumber(trained.seed)
       r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
       if rec_bytes then r.records = engine.eval_records(rec_bytes) end
@@ -429,53 +436,29 @@ function moonrl.evaluate(target, opts)
   return moonrl._await("moonrl.evaluate (without opts.callback)", start)
 end
 
-local function commas(n)
-  local s = string.format("%d", math.floor(n + 0.5))
-  local out = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
-  return (out:gsub("^,", ""):gsub("^%-,", "-"))
-end
-
--- The table of the evaluation protocol (docs/environment.md), one row per
--- result. A result's `label` (a sweep's trial, a run's name) is the first
--- column when any result has one.
-function moonrl.eval_table(results)
-  local labelled = false
-  for _, r in ipairs(results) do labelled = labelled or r.label ~= nil end
-  local head = { "mode", "energy/1k", "efficiency", "survival", "deaths/1k", "food/1k", "poison/1k" }
-  if labelled then table.insert(head, 1, "label") end
-  local text_cols = labelled and 2 or 1   -- left-aligned; the numbers go right
-  local rows = { head }
-  for _, r in ipairs(results) do
-    rows[#rows + 1] = {
-      r.mode or "?",
-      string.format("%+.1f", r.energy_per_1k),
-      string.format("%.1f%%", 100 * r.efficiency),
-      r.survival >= 1000 and commas(r.survival) or string.format("%.1f", r.survival),
-      string.format("%.2f", r.deaths_per_1k),
-      string.format("%.1f", r.food_per_1k),
-      string.format("%.1f", r.poison_per_1k),
-    }
-    if labelled then table.insert(rows[#rows], 1, r.label ~= nil and tostring(r.label) or "") end
+-- The evaluation table (docs/evaluation.md) of results of moonrl.evaluate:
+-- the same computation as `moonrl eval` (moonrl.evaltable, from the
+-- records): what was evaluated, one column per result (its `label`, else its
+-- mode), every metric with its 95% interval, the definitions. opts: boot
+-- (resamples, default 1000), boot_seed (1), unit ("agents" | "runs").
+function moonrl.eval_table(results, opts)
+  opts = opts or {}
+  local et = require("moonrl.evaltable")
+  if type(results) ~= "table" or #results == 0 then
+    error("moonrl.eval_table: expected a list of results of moonrl.evaluate, got " ..
+      (type(results) == "table" and "an empty list" or type(results)), 2)
   end
-  local width = {}
-  for _, row in ipairs(rows) do
-    for i, cell in ipairs(row) do width[i] = math.max(width[i] or 0, #cell) end
-  end
-  local lines = {}
-  for n, row in ipairs(rows) do
-    local cells = {}
-    for i, cell in ipairs(row) do
-      cells[i] = i <= text_cols and cell .. string.rep(" ", width[i] - #cell) or string.rep(" ", width[i] - #cell) .. cell
+  local summaries = {}
+  for k, r in ipairs(results) do
+    if type(r) ~= "table" or type(r.records) ~= "table" or type(r.eval) ~= "table" then
+      error("moonrl.eval_table: result " .. k .. " has no records: pass what moonrl.evaluate returns " ..
+        "(without records = false)", 2)
     end
-    lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
-    if n == 1 then
-      local rule = {}
-      for i = 1, #row do rule[i] = string.rep("-", width[i]) .. (i == 1 and "" or ":") end
-      for i = 1, #row do rule[i] = rule[i]:sub(1, width[i]) end
-      lines[#lines + 1] = "|-" .. table.concat(rule, "-|-") .. "-|"
-    end
+    local s = et.summarise(r, { boot = opts.boot or 1000, boot_seed = opts.boot_seed or 1, unit = opts.unit })
+    if r.label ~= nil then s.label = tostring(r.label) end
+    summaries[k] = s
   end
-  return table.concat(lines, "\n")
+  return et.table(summaries)
 end
 
 return moonrl

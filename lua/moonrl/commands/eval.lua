@@ -26,10 +26,14 @@ deaths and as a Kaplan-Meier median, deaths/1k, food/1k and poison/1k, each
 with a 95% interval; its definitions follow it (docs/evaluation.md).
 Progress goes to stderr as it works.
 
-Beside the table, in the --out folder: eval.md (the table), records.csv (or
-.jsonl: one line per death or survivor), eval.json (checkpoints, seeds,
-settings and the numbers) and eval.svg (Kaplan-Meier curves and efficiency
-distributions), so every figure can be recomputed (--from).
+Beside the table, in the --out folder (by default one per checkpoint:
+RUN_DIR/eval/update_NNNNNNN, so evaluating an older checkpoint leaves the
+others' results alone): eval.md (the table), records.csv (or .jsonl: one
+line per death or survivor), eval.json (checkpoints, seeds, settings and the
+numbers) and eval.svg (Kaplan-Meier curves and efficiency distributions), so
+every figure can be recomputed (--from). `moonrl train` evaluates its final
+checkpoint this same way. The table's first line names the checkpoint and
+update evaluated.
 
 --compare evaluates A, B, ... (each in the mode it was trained in, unless
 --mode) and reports for each against A the difference in every metric with
@@ -50,13 +54,15 @@ options:
   --device D      auto, cpu or cuda (default: as trained)
   --threads T     CPU threads, 0 = all cores
   --compare       the checkpoints given are compared with the first
-  --out DIR       where the files go (default: RUN_DIR/eval, or eval-compare for
-                  --compare; beside the checkpoint when it is in no run); none = no files
+  --out DIR       where the files go (default: RUN_DIR/eval/<checkpoint name>, e.g.
+                  eval/update_0000010, or RUN_DIR/eval-compare for --compare; for a
+                  checkpoint in no run, eval/<name> beside it); none = no files
   --records F     csv or jsonl (default csv)
   --boot B        bootstrap resamples for the intervals (default 1000; 0 = none)
   --boot-seed X   the bootstrap's seed (default 1)
   --ci U          bootstrap unit: agents (default) or runs (needs --runs >= 2)
-  --from DIR      recompute the table (and comparison) from DIR's eval.json and records
+  --from DIR      recompute the table (and comparison) from DIR's eval.json and records;
+                  DIR may be RUN_DIR/eval or RUN_DIR: the newest checkpoint's folder
   --help          this text
 ]],
 }
@@ -126,6 +132,13 @@ end
 -- --from DIR: the summaries again from the files an earlier run wrote.
 local function from_files(dir, o)
   local json, ef, et = require("moonrl.json"), require("moonrl.evalfiles"), require("moonrl.evaltable")
+  local found, ferr = ef.newest(dir)
+  if not found then
+    err("moonrl eval: --from ", ferr, "\n")
+    return 1
+  end
+  if found ~= dir:gsub("/+$", "") then err("moonrl eval: --from ", dir, ": the newest checkpoint's evaluation, ", found, "\n") end
+  dir = found
   local text = require("moonrl.util").read_file(dir .. "/eval.json")
   local meta = text and json.decode(text)
   if type(meta) ~= "table" or type(meta.sources) ~= "table" then
@@ -149,7 +162,6 @@ local function from_files(dir, o)
 end
 
 function eval.run(argv)
-  local moonrl = require("moonrl")
   local o, e = cmdline.parse("eval", argv, {
     mode = { "value", "a mode or all" }, envs = { "value", "an integer >= 1" },
     steps = { "value", "an integer >= 1" }, runs = { "value", "an integer >= 1" },
@@ -189,14 +201,25 @@ function eval.run(argv)
   if o.device and o.device ~= "auto" and o.device ~= "cpu" and o.device ~= "cuda" then
     return usage_error("moonrl eval: --device " .. o.device .. ": accepted auto, cpu, cuda")
   end
-  local modes = { o.mode or false }   -- false: the mode it was trained in
   if o.mode == "all" then
     if o.compare then return usage_error("moonrl eval: --compare takes one --mode (or none), not all") end
-    modes = MODES
   elseif o.mode ~= nil then
     local ok, me = check_mode(o.mode)
     if not ok then return usage_error(me) end
   end
+  return eval.evaluate(paths, o, "moonrl eval " .. table.concat(argv, " "))
+end
+
+-- Evaluates the checkpoints (or run directories) of `paths` with the
+-- options o of `moonrl eval` (mode, envs, steps, runs, seed, device,
+-- threads, compare, out, records, boot, boot-seed, ci; absent: the defaults),
+-- prints the table and writes the files: the one computation behind
+-- `moonrl eval` and the evaluation at the end of `moonrl train`. `command`
+-- goes into eval.json. Returns nil, or 1 after saying what failed.
+function eval.evaluate(paths, o, command)
+  local moonrl = require("moonrl")
+  local modes = { o.mode or false }   -- false: the mode it was trained in
+  if o.mode == "all" then modes = MODES end
   local results, first_run, first_ck = {}, nil, nil
   for k, p in ipairs(paths) do
     local ck, run_dir = checkpoint_of(p)
@@ -229,46 +252,25 @@ function eval.run(argv)
   local sopts = { boot = tonumber(o.boot) or 1000, boot_seed = tonumber(o["boot-seed"]) or 1, unit = o.ci or "agents" }
   for k, r in ipairs(results) do summaries[k] = et.summarise(r, sopts) end
   local text = print_results(summaries, o.compare)
-  -- the files beside the table
+  -- the files beside the table: one folder per checkpoint (RUN_DIR/eval/update_NNNNNNN)
   local dir = o.out
   if not dir then
-    local base = first_run or (first_ck:match("^(.*)/[^/]*$") or ".")
-    dir = base .. (o.compare and "/eval-compare" or "/eval")
+    if o.compare then
+      dir = (first_run or (first_ck:match("^(.*)/[^/]*$") or ".")) .. "/eval-compare"
+    else
+      dir = ef.dir_for(first_ck, first_run)
+    end
   end
   if dir == "none" then return end
-  local uv = require("luv")
-  if not uv.fs_stat(dir) then
-    local ok, me = uv.fs_mkdir(dir, 493)   -- 0755
-    if not ok then
-      err("moonrl eval: cannot create ", dir, ": ", tostring(me), "\n")
-      return 1
-    end
-  end
-  local fmt = o.records or "csv"
-  local rec_file = "records." .. fmt
-  local settings = ef.settings(results, summaries, {
-    moonrl = require("moonrl.engine").version(), compare = o.compare or false,
-    records = { file = rec_file, format = fmt, count = (function()
-      local n = 0
-      for _, r in ipairs(results) do n = n + r.records.n end
-      return n
-    end)() },
+  local files, we = ef.save(dir, results, summaries, text, {
+    records = o.records or "csv", compare = o.compare or false, command = command,
     bootstrap = { resamples = sopts.boot, seed = sopts.boot_seed, unit = sopts.unit },
-    command = "moonrl eval " .. table.concat(argv, " "),
   })
-  for _, f in ipairs({
-    { rec_file, function(path) return ef.write_records(path, results, fmt) end },
-    { "eval.json", function(path) return ef.write(path, require("moonrl.json").encode(settings) .. "\n") end },
-    { "eval.md", function(path) return ef.write(path, text .. "\n") end },
-    { "eval.svg", function(path) return ef.write(path, ef.figure(summaries)) end },
-  }) do
-    local ok, we = f[2](dir .. "/" .. f[1])
-    if not ok then
-      err("moonrl eval: ", we, "\n")
-      return 1
-    end
+  if not files then
+    err("moonrl eval: ", we, "\n")
+    return 1
   end
-  err("moonrl eval: wrote ", dir, "/{", rec_file, ", eval.json, eval.md, eval.svg}\n")
+  err("moonrl eval: wrote ", dir, "/{", table.concat(files, ", "), "}\n")
 end
 
 return eval

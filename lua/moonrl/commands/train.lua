@@ -15,7 +15,9 @@ usage: moonrl train [config.lua] [options]
 Trains the config (a Lua file returning a table; default configs/default.lua),
 layered over the built-in defaults, a hardware profile and an optimisation
 level. Prints the run directory, progress, and at the end a summary with an
-evaluation of the trained policy (cfg.eval settings).
+evaluation of the trained policy (cfg.eval settings): the same table, with
+intervals, and the same files as `moonrl eval` of the final checkpoint, in
+RUN_DIR/eval/update_NNNNNNN (docs/evaluation.md).
 
 With --resume, continues the run in RUN_DIR from its newest valid checkpoint
 (RUN_DIR/checkpoints; a damaged one is reported and the next older one used)
@@ -121,12 +123,14 @@ function train.run(argv)
   if stopped_by then return stopped_by end   -- no evaluation: the user wants the process to end
   if o["no-eval"] or not s.checkpoint then return end
   out(string.format("\nevaluation (%d envs x %d steps x %d runs):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs))
-  local r, ee = moonrl.evaluate(run, { progress = require("moonrl.commands.eval").progress(nil) })
-  if not r then
-    err("moonrl train: evaluation failed: ", ee, "\n")
+  -- the same computation, table and files as `moonrl eval CHECKPOINT` (RUN_DIR/eval/update_NNNNNNN)
+  local e = cfg.eval
+  if require("moonrl.commands.eval").evaluate({ s.checkpoint },
+      { envs = e.num_envs, steps = e.steps, runs = e.runs, seed = e.seed },
+      "moonrl train (its evaluation at the end, as moonrl eval " .. s.checkpoint .. ")") then
+    err("moonrl train: evaluation failed (above)\n")
     return 1
   end
-  out(moonrl.eval_table({ r }), "\n")
 end
 
 return train
