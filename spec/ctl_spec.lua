@@ -343,6 +343,75 @@ describe("moonrl ctl", function()
     end
   end)
 
+  it("refuses a control directory or socket that is not owner-only: ctl, ps and the client library", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local a = start_job(dir, "a", dir .. "/a")
+    jobs[1] = a
+    local cdir = dir .. "/a/control"
+    local function refused(path, found, required)
+      local rc, out, err = moonrl("ctl a status", dir)
+      assert.are.equal(1, rc, out .. err)
+      assert.truthy(err:find("moonrl ctl: refusing the control ", 1, true), err)
+      for _, w in ipairs({ path, found, required }) do assert.truthy(err:find(w, 1, true), err) end
+      rc, out = moonrl("ps " .. dir, dir)
+      assert.are.equal(0, rc)
+      assert.truthy(out:find("untrusted: refusing the control ", 1, true), out)
+      assert.falsy(out:find("running", 1, true), out)
+      local r, rerr = request(a.sock, { cmd = "status" })
+      assert.is_nil(r)
+      assert.truthy(tostring(rerr):find(found, 1, true), tostring(rerr))
+    end
+    assert.is_true(uv.fs_chmod(cdir, tonumber("777", 8)))
+    refused("a/control", "its mode is 0777", "it must be 0700")
+    assert.is_true(uv.fs_chmod(cdir, tonumber("750", 8)))
+    refused("a/control", "its mode is 0750", "it must be 0700")
+    assert.is_true(uv.fs_chmod(cdir, tonumber("700", 8)))
+    assert.is_true(uv.fs_chmod(a.sock, tonumber("666", 8)))
+    refused("a/control/control.sock", "its mode is 0666", "it must be 0600")
+    assert.is_true(uv.fs_chmod(a.sock, tonumber("600", 8)))
+    assert.is_true(ask(a.sock, { cmd = "status" }).ok)
+    local rc, out = moonrl("ctl a status", dir)
+    assert.are.equal(0, rc)
+    assert.truthy(out:find("running", 1, true), out)
+
+    -- another user's folder or socket (as root, the one who can make them)
+    local ffi = require("ffi")
+    pcall(ffi.cdef, "unsigned int geteuid(void);")
+    if tonumber(ffi.C.geteuid()) == 0 then
+      assert.is_true(uv.fs_chown(cdir, 65534, 65534))
+      refused("a/control", "owned by uid 65534, not by this user (uid 0)", "another user could answer")
+      assert.is_true(uv.fs_chown(cdir, 0, 0))
+      assert.is_true(uv.fs_chown(a.sock, 65534, 65534))
+      refused("a/control/control.sock", "owned by uid 65534, not by this user (uid 0)", "another user could answer")
+      assert.is_true(uv.fs_chown(a.sock, 0, 0))
+    end
+    assert.is_true(request(a.sock, { cmd = "stop", wait = true, checkpoint = false }).ok)
+    assert.are.equal(0, (wait_job_end(a)))
+
+    -- a run does not listen in a control folder that is not private: it says so and trains on
+    local b = dir .. "/b"
+    assert.is_true(uv.fs_mkdir(b, tonumber("755", 8)))
+    assert.is_true(uv.fs_mkdir(b .. "/control", tonumber("755", 8)))
+    assert.is_true(uv.fs_chmod(b .. "/control", tonumber("777", 8)))
+    support.write_file(dir .. "/b.lua", string.format([[
+      local moonrl = require "moonrl"
+      local run = moonrl.train({
+        name = "b", dir = %q, device = "cpu", threads = 1, seed = 7, total_steps = 64 * 3, warmup = { updates = 0 },
+        env = { num_envs = 8, grid_size = 16, density_min = 4, density_max = 8 },
+        policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+        ppo = { rollout_steps = 8 },
+        log = { console = false, tensorboard = false, checkpoint_interval = 0 },
+      }, { hardware = "ci", level = "basic" })
+      print("finished=" .. run:wait().status)
+    ]], b))
+    local rc2, out2, err2 = moonrl("run b.lua", dir)
+    assert.are.equal(0, rc2, err2)
+    assert.truthy(out2:find("finished=finished", 1, true) or out2:find("finished=", 1, true), out2)
+    assert.truthy(err2:find("refusing the control directory " .. b .. "/control: its mode is 0777, it must be 0700",
+      1, true), err2)
+    assert.is_nil(uv.fs_lstat(b .. "/control/control.sock"))
+  end)
+
   it("survives a fuzz of its protocol: the run keeps training and its values stay", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rd = dir .. "/f"

@@ -3,7 +3,9 @@
 --
 -- Each run listens on a Unix domain socket, RUN_DIR/control/control.sock: the
 -- folder is created 0700 and the socket chmod-ed 0600, so only the run's
--- owner can connect (no TCP listener, by design). The server is a few luv
+-- owner can connect (no TCP listener, by design). Both ends check that the
+-- folder and the socket belong to the current user and have those modes
+-- (control.check_private), and refuse them otherwise. The server is a few luv
 -- pipe handles on the host's loop; it only calls the run's public methods
 -- (run:set_many, run:get, run:pause, run:resume, run:checkpoint, run:stop),
 -- so what a socket can change is exactly what a script can.
@@ -42,6 +44,7 @@
 --   control.limits                               max_line, max_clients, idle_ms, max_queue
 
 local uv = require("luv")
+local bit = require("bit")
 local json = require("moonrl.json")
 local util = require("moonrl.util")
 
@@ -64,6 +67,40 @@ local function moonrl() return require("moonrl") end
 
 function control.socket_path(run_dir)
   return run_dir .. "/" .. control.DIR .. "/" .. control.SOCKET
+end
+
+-- --------------------------------------------------------------- trust
+
+local ffi = require("ffi")
+pcall(ffi.cdef, "unsigned int geteuid(void);")
+
+local PRIVATE_MODE = { directory = tonumber("700", 8), socket = tonumber("600", 8) }
+
+-- true when path (the control folder, kind "directory", or its socket,
+-- "socket") belongs to this user and has the owner-only mode, or is not
+-- there at all (absent: nothing to trust yet); else nil and a message
+-- naming the path, what was found and what is required. A folder or a
+-- socket another user made would let that user answer in a job's place.
+function control.check_private(path, kind, opts)
+  local st = uv.fs_lstat(path)
+  if not st then return true end
+  local want = PRIVATE_MODE[kind]
+  local what = kind == "directory" and "control directory" or "control socket"
+  if st.type ~= kind then
+    return nil, string.format("refusing the %s %s: it is a %s, not a %s", what, path, tostring(st.type), kind)
+  end
+  local me = tonumber(ffi.C.geteuid())
+  if st.uid ~= me then
+    return nil, string.format("refusing the %s %s: it is owned by uid %d, not by this user (uid %d); " ..
+      "another user could answer in the job's place (remove it if it is not yours)", what, path, st.uid, me)
+  end
+  local mode = bit.band(st.mode, tonumber("777", 8))
+  if mode ~= want and not (opts and opts.owner_only) then
+    return nil, string.format("refusing the %s %s: its mode is %04o, it must be %04o (its owner only); " ..
+      "another user could have reached it (chmod %o %s if you trust it)", what, path, mode, want,
+      want, path)
+  end
+  return true
 end
 
 -- --------------------------------------------------------------- values
@@ -447,17 +484,21 @@ local function path_for_bind(path)
 end
 
 -- The private folder: a directory (not a link) that only its owner enters.
+-- One this job creates is made 0700 whatever the umask; one already there
+-- (a killed job's) must be this user's and 0700, else it is refused: someone
+-- else could have put a socket of their own in it.
 local function private_dir(dir)
   local st = uv.fs_lstat(dir)
   if not st then
     local ok, err = uv.fs_mkdir(dir, tonumber("700", 8))
-    if not ok and not uv.fs_lstat(dir) then return nil, "cannot create " .. dir .. ": " .. tostring(err) end
-    st = uv.fs_lstat(dir)
+    if ok then
+      ok, err = uv.fs_chmod(dir, tonumber("700", 8))
+      if not ok then return nil, "cannot make " .. dir .. " private: " .. tostring(err) end
+    elseif not uv.fs_lstat(dir) then
+      return nil, "cannot create " .. dir .. ": " .. tostring(err)
+    end
   end
-  if not st or st.type ~= "directory" then return nil, dir .. " exists and is not a directory" end
-  local ok, err = uv.fs_chmod(dir, tonumber("700", 8))
-  if not ok then return nil, "cannot make " .. dir .. " private: " .. tostring(err) end
-  return true
+  return control.check_private(dir, "directory")
 end
 
 function Server:_bind()
@@ -491,6 +532,13 @@ function control.start(run, opts)
     return nil, "cannot listen on " .. self.path .. ": " .. tostring(err)
   end
   -- Something is there: a live job's socket answers, a killed one's does not.
+  -- One another user made is not talked to (it is replaced only when it is
+  -- this user's own).
+  local mine, merr = control.check_private(self.bind_path, "socket", { owner_only = true })
+  if not mine then
+    self.listener:close()
+    return nil, merr
+  end
   local probe = uv.new_pipe(false)
   probe:connect(self.bind_path, function(cerr)
     probe:close()
@@ -551,6 +599,11 @@ end
 
 function control.request(path, req, opts, cb)
   opts = opts or {}
+  -- The folder and the socket must be this user's and owner-only.
+  local ok_dir, derr = control.check_private(path:match("^(.*)/[^/]*$") or ".", "directory")
+  local ok_sock, serr = true, nil
+  if ok_dir then ok_sock, serr = control.check_private(path, "socket") end
+  if not (ok_dir and ok_sock) then return cb(nil, derr or serr) end
   local pipe = uv.new_pipe(false)
   local timer
   local buf, done = "", false
@@ -600,6 +653,7 @@ end
 -- Why a connect failed, in words.
 function control.explain(path, err)
   err = tostring(err)
+  if err:find("^refusing the control ") then return err end
   if err:find("ENOENT", 1, true) then
     return "no control socket at " .. path .. ": no job is running there (finished, or never started)"
   elseif err:find("ECONNREFUSED", 1, true) then
