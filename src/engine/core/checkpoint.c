@@ -10,7 +10,11 @@
  * the directory is fsync'ed: a crash leaves the old checkpoint or the new
  * one, never a torn one. Loading checks magic, version, length, every CRC and
  * every section's size before touching the trainer, so a damaged file is
- * refused with a message and the trainer is left as it was.
+ * refused with a message and the trainer is left as it was. What is not a
+ * regular file (a FIFO, a directory, a device) is refused from the open fd
+ * without blocking, and the header, the file's size against it and the
+ * section table are checked before the file is read or memory allocated for
+ * it (a huge sparse file costs a few small reads).
  *
  * Everything a run's future depends on is saved (weights, Adam moments and
  * step, PopArt, progress, hot parameters, the whole environment state with its
