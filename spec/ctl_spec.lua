@@ -343,12 +343,171 @@ describe("moonrl ctl", function()
     end
   end)
 
+  it("refuses a control directory or socket that is not owner-only: ctl, ps and the client library", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local a = start_job(dir, "a", dir .. "/a")
+    jobs[1] = a
+    local cdir = dir .. "/a/control"
+    local function refused(path, found, required)
+      local rc, out, err = moonrl("ctl a status", dir)
+      assert.are.equal(1, rc, out .. err)
+      assert.truthy(err:find("moonrl ctl: refusing the control ", 1, true), err)
+      for _, w in ipairs({ path, found, required }) do assert.truthy(err:find(w, 1, true), err) end
+      rc, out = moonrl("ps " .. dir, dir)
+      assert.are.equal(0, rc)
+      assert.truthy(out:find("untrusted: refusing the control ", 1, true), out)
+      assert.falsy(out:find("running", 1, true), out)
+      local r, rerr = request(a.sock, { cmd = "status" })
+      assert.is_nil(r)
+      assert.truthy(tostring(rerr):find(found, 1, true), tostring(rerr))
+    end
+    assert.is_true(uv.fs_chmod(cdir, tonumber("777", 8)))
+    refused("a/control", "its mode is 0777", "it must be 0700")
+    assert.is_true(uv.fs_chmod(cdir, tonumber("750", 8)))
+    refused("a/control", "its mode is 0750", "it must be 0700")
+    assert.is_true(uv.fs_chmod(cdir, tonumber("700", 8)))
+    assert.is_true(uv.fs_chmod(a.sock, tonumber("666", 8)))
+    refused("a/control/control.sock", "its mode is 0666", "it must be 0600")
+    assert.is_true(uv.fs_chmod(a.sock, tonumber("600", 8)))
+    assert.is_true(ask(a.sock, { cmd = "status" }).ok)
+    local rc, out = moonrl("ctl a status", dir)
+    assert.are.equal(0, rc)
+    assert.truthy(out:find("running", 1, true), out)
+
+    -- another user's folder or socket (as root, the one who can make them)
+    local ffi = require("ffi")
+    pcall(ffi.cdef, "unsigned int geteuid(void);")
+    if tonumber(ffi.C.geteuid()) == 0 then
+      assert.is_true(uv.fs_chown(cdir, 65534, 65534))
+      refused("a/control", "owned by uid 65534, not by this user (uid 0)", "another user could answer")
+      assert.is_true(uv.fs_chown(cdir, 0, 0))
+      assert.is_true(uv.fs_chown(a.sock, 65534, 65534))
+      refused("a/control/control.sock", "owned by uid 65534, not by this user (uid 0)", "another user could answer")
+      assert.is_true(uv.fs_chown(a.sock, 0, 0))
+    end
+    assert.is_true(request(a.sock, { cmd = "stop", wait = true, checkpoint = false }).ok)
+    assert.are.equal(0, (wait_job_end(a)))
+
+    -- a run does not listen in a control folder that is not private: it says so and trains on
+    local b = dir .. "/b"
+    assert.is_true(uv.fs_mkdir(b, tonumber("755", 8)))
+    assert.is_true(uv.fs_mkdir(b .. "/control", tonumber("755", 8)))
+    assert.is_true(uv.fs_chmod(b .. "/control", tonumber("777", 8)))
+    support.write_file(dir .. "/b.lua", string.format([[
+      local moonrl = require "moonrl"
+      local run = moonrl.train({
+        name = "b", dir = %q, device = "cpu", threads = 1, seed = 7, total_steps = 64 * 3, warmup = { updates = 0 },
+        env = { num_envs = 8, grid_size = 16, density_min = 4, density_max = 8 },
+        policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+        ppo = { rollout_steps = 8 },
+        log = { console = false, tensorboard = false, checkpoint_interval = 0 },
+      }, { hardware = "ci", level = "basic" })
+      print("finished=" .. run:wait().status)
+    ]], b))
+    local rc2, out2, err2 = moonrl("run b.lua", dir)
+    assert.are.equal(0, rc2, err2)
+    assert.truthy(out2:find("finished=finished", 1, true) or out2:find("finished=", 1, true), out2)
+    assert.truthy(err2:find("refusing the control directory " .. b .. "/control: its mode is 0777, it must be 0700",
+      1, true), err2)
+    assert.is_nil(uv.fs_lstat(b .. "/control/control.sock"))
+  end)
+
+  it("escapes bytes that are not UTF-8 (and controls) in every reply that echoes a client's input", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local util = require("moonrl.util")
+    local job = start_job(dir, "u", dir .. "/u")
+    jobs[1] = job
+    local lines = {
+      "\255\254",
+      '{"cmd":"\255\254"}',
+      '{"cmd":"get","key":"\255\254"}',
+      '{"cmd":"set","values":{"\255\254":1}}',
+      '{"cmd":"set","key":"ppo.\255\254","value":1}',
+      '{"cmd":"set","key":"ppo.lr","value":"\255\254\\u001b[31m"}',
+      '{"cmd":"get","id":"\255\254"}',
+    }
+    local c = { pipe = uv.new_pipe(false), buf = "", eof = false }
+    c.pipe:connect(job.sock, function(err)
+      assert(not err, err)
+      c.pipe:read_start(function(rerr, data)
+        if rerr or not data then c.eof = true; return c.pipe:close() end
+        c.buf = c.buf .. data
+      end)
+      c.pipe:write(table.concat(lines, "\n") .. "\n")
+      c.pipe:shutdown()
+    end)
+    run_until("the replies", function() return c.eof end, 30000)
+    local replies = support.lines(c.buf)
+    assert.are.equal(#lines, #replies, c.buf)
+    for i, line in ipairs(replies) do
+      assert.are.equal(util.escape_bytes(line), line, "reply " .. i .. " is not UTF-8: " .. line)
+      local r = assert(json.decode(line))
+      assert.is_false(r.ok, line)
+      if i < 7 then assert.truthy(r.error:find("\\xFF", 1, true), "reply " .. i .. ": " .. r.error) end
+      assert.falsy(r.error:find("[\128-\255%c]"), "reply " .. i .. ": " .. r.error)
+    end
+    assert.are.equal("\\xFF\\xFE", json.decode(replies[7]).id)
+    -- the same through moonrl ctl: its message is printable
+    local rc, _, err = moonrl([[ctl u set "$(printf '\377\376')=1"]], dir)
+    assert.are.equal(rc == 2 and 2 or 1, rc)
+    assert.truthy(err:find("\\xFF\\xFE", 1, true), err)
+    assert.falsy(err:sub(1, -2):find("[\128-\255%c]"), err)
+    rc, _, err = moonrl([[ctl u get "$(printf 'ppo.\377')"]], dir)
+    assert.are.equal(1, rc, err)
+    assert.truthy(err:find("ppo.\\xFF", 1, true), err)
+    assert.falsy(err:sub(1, -2):find("[\128-\255%c]"), err)
+    assert.is_true(request(job.sock, { cmd = "stop", wait = true, checkpoint = false }).ok)
+    assert.are.equal(0, (wait_job_end(job)))
+  end)
+
+  it("answers 2,000 connections made one after another, none refused as too many", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local job = start_job(dir, "s", dir .. "/s")
+    jobs[1] = job
+    -- Each connects, sends a request and goes without reading its reply,
+    -- but every 25th waits for its reply: there is never more than one
+    -- client at a time, so none may be told there are too many.
+    local answered, wrong = 0, {}
+    for i = 1, 2000 do
+      local reader = i % 25 == 0
+      local pipe, done, buf = uv.new_pipe(false), false, ""
+      pipe:connect(job.sock, function(cerr)
+        if cerr then wrong[#wrong + 1] = i .. ": " .. tostring(cerr); done = true; return pipe:close() end
+        pipe:write('{"cmd":"help","id":' .. i .. '}\n')
+        if not reader then done = true; return pipe:close() end
+        pipe:read_start(function(rerr, data)
+          if data then buf = buf .. data end
+          if rerr or not data or buf:find("\n", 1, true) then
+            done = true
+            if not pipe:is_closing() then pipe:close() end
+          end
+        end)
+      end)
+      run_until("connection " .. i, function() return done end, 30000)
+      if reader then
+        local r = json.decode((buf:match("^[^\n]*")))
+        if type(r) == "table" and r.ok and r.id == i then answered = answered + 1
+        else wrong[#wrong + 1] = i .. ": " .. buf end
+      end
+    end
+    assert.are.same({}, wrong)
+    assert.are.equal(80, answered)
+    -- and one after another, each reading its reply
+    for i = 1, 200 do
+      local r, err = request(job.sock, { cmd = "help", id = i })
+      assert(r and r.ok and r.id == i, tostring(err or (r and r.error)))
+    end
+    assert.is_true(request(job.sock, { cmd = "stop", wait = true, checkpoint = false }).ok)
+    assert.are.equal(0, (wait_job_end(job)))
+  end)
+
   it("survives a fuzz of its protocol: the run keeps training and its values stay", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rd = dir .. "/f"
     local job = start_job(dir, "f", rd,
       [[require("moonrl.control").limits.idle_ms = 1500
-        require("moonrl.control").limits.max_clients = 32]])
+        require("moonrl.control").limits.max_clients = 32
+        require("moonrl.control").limits.wait_ms = 200]])
     jobs[1] = job
     local before = request(job.sock, { cmd = "status" })
     assert.is_true(before.ok, tostring(before.error))
@@ -471,7 +630,8 @@ describe("moonrl ctl", function()
       assert.truthy(c.replies[1].error:find("longer than 65536 bytes", 1, true), c.replies[1].error)
     end
 
-    -- Too many at once: the one over the limit is told and let go; the rest still work.
+    -- Too many at once: the one over the limit waits wait_ms (200 ms here) for a
+    -- slot, is told and let go; the rest still work.
     local idle = {}
     for i = 1, 32 do
       idle[i] = { pipe = uv.new_pipe(false), replies = {}, eof = false, buf = "" }

@@ -175,7 +175,7 @@ describe("moonrl train --resume", function()
     local rc, _, err = moonrl("train --resume b --no-eval", dir)
     assert.equal(0, rc, err)
     assert.truthy(err:find("skipped damaged checkpoint b/checkpoints/update_0000006.mrck: " ..
-      "'b/checkpoints/update_0000006.mrck' is damaged: it should be", 1, true), err)
+      "'b/checkpoints/update_0000006.mrck' is damaged: its header says", 1, true), err)
     assert.truthy(err:find("skipped damaged checkpoint b/checkpoints/update_0000005.mrck: " ..
       "'b/checkpoints/update_0000005.mrck' is damaged: its checksum does not match", 1, true), err)
     assert.truthy(err:find("resumed from update 4", 1, true) or
@@ -204,6 +204,58 @@ describe("moonrl train --resume", function()
     rc, _, err = moonrl("train --resume nowhere", dir)
     assert.equal(2, rc)
     assert.truthy(err:find("run directory 'nowhere' not found", 1, true), err)
+  end)
+
+  it("skips a FIFO, a directory and a huge sparse file named as checkpoints, without waiting or reading them", function()
+    if not need_bin() then return end
+    local g = dir .. "/g"
+    interrupted(full, g, 7)
+    -- update 9 a directory, 7 a FIFO nobody writes to, 6 a 20 GB sparse file
+    -- (zeros), 5 a real header with a 20 GB sparse tail
+    assert(os.execute(string.format("mkdir %q", ckpt(g, 9))))
+    os.remove(ckpt(g, 7))
+    assert(os.execute(string.format("mkfifo %q", ckpt(g, 7))))
+    os.remove(ckpt(g, 6))
+    assert(os.execute(string.format("truncate -s 20G %q", ckpt(g, 6))))
+    local five = support.read_file(ckpt(g, 5))
+    support.write_file(ckpt(g, 5), five:sub(1, 24))
+    assert(os.execute(string.format("truncate -s 20G %q", ckpt(g, 5))))
+    local function skipped(err)
+      assert.truthy(err:find("skipped damaged checkpoint g/checkpoints/update_0000009.mrck: checkpoint " ..
+        "'g/checkpoints/update_0000009.mrck' is a directory", 1, true), err)
+      assert.truthy(err:find("skipped damaged checkpoint g/checkpoints/update_0000007.mrck: checkpoint " ..
+        "'g/checkpoints/update_0000007.mrck' is a FIFO (named pipe), not a regular file", 1, true), err)
+      assert.truthy(err:find("skipped damaged checkpoint g/checkpoints/update_0000006.mrck: " ..
+        "'g/checkpoints/update_0000006.mrck' is not a moonrl checkpoint (bad magic bytes)", 1, true), err)
+      assert.truthy(err:find("skipped damaged checkpoint g/checkpoints/update_0000005.mrck: " ..
+        "'g/checkpoints/update_0000005.mrck' is damaged: its header says " .. #five .. " bytes but the file is " ..
+        "21474836480 bytes (oversized", 1, true), err)
+    end
+    -- eval of the run directory: the newest readable one, update 4
+    local rc, _, err = moonrl("eval g --out none", dir)
+    assert.equal(0, rc, err)
+    skipped(err)
+    assert.truthy(err:find("g: checkpoint g/checkpoints/update_0000004.mrck (update 4)", 1, true), err)
+    -- eval of each by name: refused with the reason, exit 1
+    local want = {
+      [9] = "is a directory", [7] = "is a FIFO (named pipe), not a regular file",
+      [6] = "bad magic bytes", [5] = "(oversized",
+    }
+    for n, words in pairs(want) do
+      rc, _, err = moonrl("eval g/checkpoints/update_000000" .. n .. ".mrck --out none", dir)
+      assert.equal(1, rc, err)
+      assert.truthy(err:find("g/checkpoints/update_000000" .. n .. ".mrck", 1, true), err)
+      assert.truthy(err:find(words, 1, true), err)
+      assert.falsy(err:find("out of memory", 1, true), err)
+    end
+    -- resume: from update 4, the skipped ones named; it writes 5 to 8 over them
+    rc, _, err = moonrl("train --resume g --no-eval", dir)
+    assert.equal(0, rc, err)
+    skipped(err)
+    assert.truthy(err:find("resumed from update 4", 1, true) or
+      support.read_file(g .. "/train.log"):find("resumed from update 4 (checkpoint g/checkpoints/update_0000004.mrck)", 1,
+        true))
+    assert.equal(support.read_file(ckpt(full, UPDATES)), support.read_file(ckpt(g, UPDATES)))
   end)
 
   it("refuses a change of a cold key, naming it, and changes nothing", function()

@@ -3,7 +3,9 @@
 --
 -- Each run listens on a Unix domain socket, RUN_DIR/control/control.sock: the
 -- folder is created 0700 and the socket chmod-ed 0600, so only the run's
--- owner can connect (no TCP listener, by design). The server is a few luv
+-- owner can connect (no TCP listener, by design). Both ends check that the
+-- folder and the socket belong to the current user and have those modes
+-- (control.check_private), and refuse them otherwise. The server is a few luv
 -- pipe handles on the host's loop; it only calls the run's public methods
 -- (run:set_many, run:get, run:pause, run:resume, run:checkpoint, run:stop),
 -- so what a socket can change is exactly what a script can.
@@ -22,7 +24,8 @@
 -- (string or number) in a request is copied into its reply.
 --
 -- Robustness, by the limits below: a line longer than max_line bytes gets an
--- error reply and the connection is closed; more than max_clients at once are
+-- error reply and the connection is closed; more than max_clients at once
+-- wait (up to wait_ms, at most max_waiting of them) for one to end, then are
 -- refused with an error line; a connection that sends no complete request for
 -- idle_ms is closed (a reply being waited for does not count); a client that
 -- does not read its replies is dropped once max_queue bytes wait for it. A
@@ -39,9 +42,10 @@
 --       opts: timeout_ms (0 = none)
 --   control.request_all(run_dirs, req, opts, cb) the same request to every run directory's socket at
 --       once; cb(replies) when each has answered or failed: replies[i] = {reply =, err =}
---   control.limits                               max_line, max_clients, idle_ms, max_queue
+--   control.limits                               max_line, max_clients, wait_ms, max_waiting, idle_ms, max_queue
 
 local uv = require("luv")
+local bit = require("bit")
 local json = require("moonrl.json")
 local util = require("moonrl.util")
 
@@ -49,7 +53,9 @@ local control = {}
 
 control.limits = {
   max_line = 64 * 1024,     -- bytes in one request line
-  max_clients = 16,         -- connections at once
+  max_clients = 16,         -- connections served at once
+  wait_ms = 2000,           -- one more waits this long for a slot, then is refused
+  max_waiting = 128,        -- connections waiting for a slot; one more is refused at once
   idle_ms = 30000,          -- no complete request for this long: closed
   max_queue = 1024 * 1024,  -- reply bytes waiting for a client that does not read
 }
@@ -64,6 +70,40 @@ local function moonrl() return require("moonrl") end
 
 function control.socket_path(run_dir)
   return run_dir .. "/" .. control.DIR .. "/" .. control.SOCKET
+end
+
+-- --------------------------------------------------------------- trust
+
+local ffi = require("ffi")
+pcall(ffi.cdef, "unsigned int geteuid(void);")
+
+local PRIVATE_MODE = { directory = tonumber("700", 8), socket = tonumber("600", 8) }
+
+-- true when path (the control folder, kind "directory", or its socket,
+-- "socket") belongs to this user and has the owner-only mode, or is not
+-- there at all (absent: nothing to trust yet); else nil and a message
+-- naming the path, what was found and what is required. A folder or a
+-- socket another user made would let that user answer in a job's place.
+function control.check_private(path, kind, opts)
+  local st = uv.fs_lstat(path)
+  if not st then return true end
+  local want = PRIVATE_MODE[kind]
+  local what = kind == "directory" and "control directory" or "control socket"
+  if st.type ~= kind then
+    return nil, string.format("refusing the %s %s: it is a %s, not a %s", what, path, tostring(st.type), kind)
+  end
+  local me = tonumber(ffi.C.geteuid())
+  if st.uid ~= me then
+    return nil, string.format("refusing the %s %s: it is owned by uid %d, not by this user (uid %d); " ..
+      "another user could answer in the job's place (remove it if it is not yours)", what, path, st.uid, me)
+  end
+  local mode = bit.band(st.mode, tonumber("777", 8))
+  if mode ~= want and not (opts and opts.owner_only) then
+    return nil, string.format("refusing the %s %s: its mode is %04o, it must be %04o (its owner only); " ..
+      "another user could have reached it (chmod %o %s if you trust it)", what, path, mode, want,
+      want, path)
+  end
+  return true
 end
 
 -- --------------------------------------------------------------- values
@@ -241,11 +281,35 @@ end
 local Conn = {}
 Conn.__index = Conn
 
+-- A connection holds one of max_clients' slots from its admission until it
+-- has been answered and its client is done sending (or it is dropped): a
+-- client that has gone counts no longer while its handle closes, and the
+-- oldest waiting connection takes the slot.
+function Conn:release()
+  if self.waiting then
+    self.waiting = false
+    local w = self.server.waiting
+    for i = #w, 1, -1 do if w[i] == self then table.remove(w, i) end end
+  end
+  if not self.counted then return end
+  self.counted = false
+  self.server.nconns = self.server.nconns - 1
+  self.server:admit_waiting()
+end
+
+function Conn:admit()
+  self.waiting = false
+  self.counted = true
+  self.server.nconns = self.server.nconns + 1
+  self:arm_timer()   -- in place of the wait for a slot
+  self:drain()
+end
+
 function Conn:close()
   if self.closed then return end
   self.closed = true
   self.server.conns[self] = nil
-  self.server.nconns = self.server.nconns - 1
+  self:release()
   if not self.timer:is_closing() then self.timer:close() end
   if not self.pipe:is_closing() then
     pcall(self.pipe.read_stop, self.pipe)
@@ -258,14 +322,29 @@ end
 function Conn:finish()
   if self.closed or self.finishing then return end
   self.finishing = true
+  self:release()
   pcall(self.pipe.read_stop, self.pipe)
   self.timer:stop()
   self.timer:start(2000, 0, function() self:close() end)
   if not self.pipe:shutdown(function() self:close() end) then self:close() end
 end
 
+-- A reply is valid UTF-8 whatever a client sent: bytes that are not (an
+-- echoed key, cmd, id or a decoder's message quoting the line) become \xNN,
+-- and an error message has no control characters either (`moonrl ctl`
+-- prints it to a terminal).
+local function clean(v, depth)
+  if type(v) == "string" then return util.escape_bytes(v) end
+  if type(v) ~= "table" or v == json.null or depth > 8 then return v end
+  local out = {}
+  for k, x in pairs(v) do out[clean(k, depth + 1)] = clean(x, depth + 1) end
+  return setmetatable(out, getmetatable(v))
+end
+
 function Conn:send(t)
   if self.closed or self.finishing then return end
+  t = clean(t, 0)
+  if type(t.error) == "string" then t.error = util.escape_bytes(t.error, true) end
   local ok, line = pcall(json.encode, t)
   if not ok then
     line = json.encode({ ok = false, error = "internal: reply not encodable: " .. tostring(line), id = t.id })
@@ -349,6 +428,13 @@ end
 -- Handles the complete lines buffered, up to one that answers later.
 function Conn:drain()
   local max = self.server.limits.max_line
+  if self.waiting then
+    -- Not served yet: what it sent waits (a line too long, or a client gone
+    -- with no complete request, is dropped without a word).
+    local nl = self.buf:find("\n", 1, true)
+    if (nl or #self.buf + 1) > max + 1 or (self.eof and not nl) then self:close() end
+    return
+  end
   while not self.closed and not self.finishing and not self.busy do
     local nl = self.buf:find("\n", 1, true)
     if not nl then
@@ -389,15 +475,33 @@ end
 
 -- --------------------------------------------------------------- server
 
+local function too_many(limits)
+  return "too many connections (" .. limits.max_clients .. " at once): try again shortly"
+end
+
+-- Admits waiting connections while there are slots, oldest first.
+function Server:admit_waiting()
+  if self.admitting then return end
+  self.admitting = true
+  while not self.closed and self.nconns < self.limits.max_clients and #self.waiting > 0 do
+    local c = table.remove(self.waiting, 1)
+    if not c.closed and not c.finishing then c:admit() end
+  end
+  self.admitting = false
+end
+
 function Server:_accept()
   local client = uv.new_pipe(false)
   if not self.listener:accept(client) then
     client:close()
     return
   end
-  if self.closed or self.nconns >= self.limits.max_clients then
-    local msg = self.closed and "the run is ending" or
-      ("too many connections (" .. self.limits.max_clients .. " at once): try again shortly")
+  -- Over max_clients a connection waits for a slot rather than being
+  -- refused at once: connections accepted together may belong to clients
+  -- that have already gone (their end is read after this), and a client
+  -- that connects again as soon as it has its reply must find its slot.
+  if self.closed or #self.waiting >= self.limits.max_waiting then
+    local msg = self.closed and "the run is ending" or too_many(self.limits)
     client:write(json.encode({ ok = false, error = msg }) .. "\n")
     local t = uv.new_timer()
     local function done()
@@ -410,8 +514,6 @@ function Server:_accept()
   end
   local c = setmetatable({ server = self, pipe = client, timer = uv.new_timer(), buf = "" }, Conn)
   self.conns[c] = true
-  self.nconns = self.nconns + 1
-  c:arm_timer()
   c.reader = function(err, data)
     local okr, e = xpcall(c.on_read, debug.traceback, c, err, data)
     if not okr then
@@ -419,7 +521,16 @@ function Server:_accept()
       c:close()
     end
   end
-  if not client:read_start(c.reader) then c:close() end
+  if not client:read_start(c.reader) then return c:close() end
+  if self.nconns < self.limits.max_clients and #self.waiting == 0 then return c:admit() end
+  c.waiting = true
+  self.waiting[#self.waiting + 1] = c
+  c.timer:start(self.limits.wait_ms, 0, function()
+    if not c.waiting then return end
+    c:release()
+    c:send({ ok = false, error = too_many(self.limits) })
+    c:finish()
+  end)
 end
 
 function Server:_listen()
@@ -447,17 +558,21 @@ local function path_for_bind(path)
 end
 
 -- The private folder: a directory (not a link) that only its owner enters.
+-- One this job creates is made 0700 whatever the umask; one already there
+-- (a killed job's) must be this user's and 0700, else it is refused: someone
+-- else could have put a socket of their own in it.
 local function private_dir(dir)
   local st = uv.fs_lstat(dir)
   if not st then
     local ok, err = uv.fs_mkdir(dir, tonumber("700", 8))
-    if not ok and not uv.fs_lstat(dir) then return nil, "cannot create " .. dir .. ": " .. tostring(err) end
-    st = uv.fs_lstat(dir)
+    if ok then
+      ok, err = uv.fs_chmod(dir, tonumber("700", 8))
+      if not ok then return nil, "cannot make " .. dir .. " private: " .. tostring(err) end
+    elseif not uv.fs_lstat(dir) then
+      return nil, "cannot create " .. dir .. ": " .. tostring(err)
+    end
   end
-  if not st or st.type ~= "directory" then return nil, dir .. " exists and is not a directory" end
-  local ok, err = uv.fs_chmod(dir, tonumber("700", 8))
-  if not ok then return nil, "cannot make " .. dir .. " private: " .. tostring(err) end
-  return true
+  return control.check_private(dir, "directory")
 end
 
 function Server:_bind()
@@ -472,7 +587,7 @@ end
 function control.start(run, opts)
   opts = opts or {}
   local self = setmetatable({
-    run = run, conns = {}, nconns = 0, limits = {},
+    run = run, conns = {}, nconns = 0, waiting = {}, limits = {},
     path = control.socket_path(run.dir), on_note = opts.on_note or function() end,
   }, Server)
   for k, v in pairs(control.limits) do self.limits[k] = v end
@@ -491,6 +606,13 @@ function control.start(run, opts)
     return nil, "cannot listen on " .. self.path .. ": " .. tostring(err)
   end
   -- Something is there: a live job's socket answers, a killed one's does not.
+  -- One another user made is not talked to (it is replaced only when it is
+  -- this user's own).
+  local mine, merr = control.check_private(self.bind_path, "socket", { owner_only = true })
+  if not mine then
+    self.listener:close()
+    return nil, merr
+  end
   local probe = uv.new_pipe(false)
   probe:connect(self.bind_path, function(cerr)
     probe:close()
@@ -530,6 +652,10 @@ function Server:close()
     uv.fs_rmdir(self.run.dir .. "/" .. control.DIR)   -- only when empty
   end
   for c in pairs(self.conns) do
+    if c.waiting then
+      c:release()
+      c:send({ ok = false, error = "the run is ending" })
+    end
     if not c.busy then c:finish() end    -- a busy one is answered first
   end
 end
@@ -551,6 +677,11 @@ end
 
 function control.request(path, req, opts, cb)
   opts = opts or {}
+  -- The folder and the socket must be this user's and owner-only.
+  local ok_dir, derr = control.check_private(path:match("^(.*)/[^/]*$") or ".", "directory")
+  local ok_sock, serr = true, nil
+  if ok_dir then ok_sock, serr = control.check_private(path, "socket") end
+  if not (ok_dir and ok_sock) then return cb(nil, derr or serr) end
   local pipe = uv.new_pipe(false)
   local timer
   local buf, done = "", false
@@ -600,6 +731,7 @@ end
 -- Why a connect failed, in words.
 function control.explain(path, err)
   err = tostring(err)
+  if err:find("^refusing the control ") then return err end
   if err:find("ENOENT", 1, true) then
     return "no control socket at " .. path .. ": no job is running there (finished, or never started)"
   elseif err:find("ECONNREFUSED", 1, true) then

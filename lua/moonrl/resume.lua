@@ -69,7 +69,10 @@ local function dirname(path)
 end
 
 function resume.is_checkpoint(path)
-  local f = type(path) == "string" and io.open(path, "rb")
+  -- Only a regular file is opened: opening a FIFO would wait for a writer.
+  local st = type(path) == "string" and uv.fs_stat(path)
+  if not st or st.type ~= "file" then return false end
+  local f = io.open(path, "rb")
   if not f then return false end
   local head = f:read(#MAGIC)
   f:close()

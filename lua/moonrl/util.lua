@@ -206,4 +206,44 @@ function util.mkdir_p(path)
   return true
 end
 
+-- s with every byte that is not part of valid UTF-8 written as \xNN (and,
+-- with controls = true, the ASCII control characters and DEL as well, so a
+-- message can go to a terminal as it is). A backslash stays as it is.
+-- For messages that echo what a client sent.
+function util.escape_bytes(s, controls)
+  s = tostring(s)
+  local pat = controls and "[%z\1-\31\127-\255]" or "[\128-\255]"
+  if not s:find(pat) then return s end
+  local out, i, n = {}, 1, #s
+  local byte = string.byte
+  local function cont(k) local b = byte(s, k) return b and b >= 0x80 and b <= 0xBF end
+  while i <= n do
+    local b = byte(s, i)
+    local len = 0
+    if b < 0x80 then
+      len = (controls and (b < 0x20 or b == 0x7F)) and 0 or 1
+    elseif b >= 0xC2 and b <= 0xDF then
+      len = cont(i + 1) and 2 or 0
+    elseif b >= 0xE0 and b <= 0xEF then
+      local b2 = byte(s, i + 1)
+      local lo, hi = 0x80, 0xBF
+      if b == 0xE0 then lo = 0xA0 elseif b == 0xED then hi = 0x9F end
+      len = (b2 and b2 >= lo and b2 <= hi and cont(i + 2)) and 3 or 0
+    elseif b >= 0xF0 and b <= 0xF4 then
+      local b2 = byte(s, i + 1)
+      local lo, hi = 0x80, 0xBF
+      if b == 0xF0 then lo = 0x90 elseif b == 0xF4 then hi = 0x8F end
+      len = (b2 and b2 >= lo and b2 <= hi and cont(i + 2) and cont(i + 3)) and 4 or 0
+    end
+    if len == 0 then
+      out[#out + 1] = string.format("\\x%02X", b)
+      i = i + 1
+    else
+      out[#out + 1] = s:sub(i, i + len - 1)
+      i = i + len
+    end
+  end
+  return table.concat(out)
+end
+
 return util

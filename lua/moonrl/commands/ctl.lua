@@ -35,7 +35,12 @@ Exit status: 0 done, 1 the job refused or cannot be reached, 2 a bad command lin
 ]],
 }
 
-local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
+local out, err = cmdline.out, cmdline.err
+
+-- What the command line or the job sent is echoed with bytes that are not
+-- UTF-8, and control characters, as \xNN.
+local function printable(s) return require("moonrl.util").escape_bytes(s, true) end
+local function usage_error(msg) return cmdline.usage_error(printable(msg)) end
 
 local COMMANDS = { status = 0, get = 1, set = math.huge, pause = 0, resume = 0, checkpoint = 0, stop = 0 }
 local NAMES = { "status", "get", "set", "pause", "resume", "checkpoint", "stop" }
@@ -156,7 +161,7 @@ function ctl.run(argv)
   if st.type == "directory" then path = control.socket_path(dir) end   -- else: the socket itself
   local reply, rerr = request(path, req, math.floor(timeout * 1000))
   if not reply then
-    err("moonrl ctl: ", control.explain(path, rerr), "\n")
+    err("moonrl ctl: ", printable(control.explain(path, rerr)), "\n")
     return 1
   end
   if o.json then
@@ -164,7 +169,7 @@ function ctl.run(argv)
     return reply.ok and 0 or 1
   end
   if not reply.ok then
-    err("moonrl ctl: ", tostring(reply.error), "\n")
+    err("moonrl ctl: ", printable(tostring(reply.error)), "\n")
     return 1
   end
   if cmd == "status" then

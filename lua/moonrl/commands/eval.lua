@@ -98,6 +98,10 @@ local function checkpoint_of(path)
   local st = uv.fs_stat(path)
   if not st then return nil, "checkpoint or run directory '" .. path .. "' not found" end
   if st.type == "directory" then
+    if path:match("%.mrck/*$") and not uv.fs_stat(path .. "/checkpoints") then
+      return nil, "checkpoint '" .. path .. "' is a directory, not a checkpoint file (nor a run directory: " ..
+        "it has no checkpoints/)"
+    end
     local ck, ce = rs.newest(path)
     if not ck then return nil, ce end
     for _, d in ipairs(ck.damaged) do err("moonrl eval: skipped damaged checkpoint ", d.path, ": ", d.error, "\n") end

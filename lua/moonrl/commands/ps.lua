@@ -97,7 +97,8 @@ function ps.run(argv)
         type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-" }
     else
       local why = tostring(replies[i].err or (r and r.error) or "")
-      local what = why:find("ECONNREFUSED", 1, true) and "not running (stale socket)"
+      local what = why:find("^refusing the control ") and ("untrusted: " .. why)
+        or why:find("ECONNREFUSED", 1, true) and "not running (stale socket)"
         or why:find("ENOENT", 1, true) and "not running (ended)"
         or ("not answering (" .. why .. ")")
       rows[#rows + 1] = { d, "-", what, "-", "-", "-", "-" }

@@ -10,7 +10,11 @@
  * the directory is fsync'ed: a crash leaves the old checkpoint or the new
  * one, never a torn one. Loading checks magic, version, length, every CRC and
  * every section's size before touching the trainer, so a damaged file is
- * refused with a message and the trainer is left as it was.
+ * refused with a message and the trainer is left as it was. What is not a
+ * regular file (a FIFO, a directory, a device) is refused from the open fd
+ * without blocking, and the header, the file's size against it and the
+ * section table are checked before the file is read or memory allocated for
+ * it (a huge sparse file costs a few small reads).
  *
  * Everything a run's future depends on is saved (weights, Adam moments and
  * step, PopArt, progress, hot parameters, the whole environment state with its
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CK_MAGIC "MOONRLCK"
@@ -186,57 +191,146 @@ typedef struct ck_file {
     uint32_t count;
 } ck_file;
 
+/* What a path that is not a regular file is, in words. */
+static const char *kind_of(mode_t m) {
+    if (S_ISDIR(m)) return "is a directory";
+    if (S_ISFIFO(m)) return "is a FIFO (named pipe), not a regular file";
+    if (S_ISSOCK(m)) return "is a socket, not a regular file";
+    if (S_ISCHR(m)) return "is a character device, not a regular file";
+    if (S_ISBLK(m)) return "is a block device, not a regular file";
+    return "is not a regular file";
+}
+
+/* Reads n bytes at off; 0 on success. */
+static int read_at(int fd, void *p, size_t n, uint64_t off) {
+    uint8_t *q = p;
+    while (n > 0) {
+        ssize_t r = pread(fd, q, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) errno = 0;   /* the file ended early */
+        if (r <= 0) return -1;
+        q += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* Opens a checkpoint and checks everything that can be checked without
+ * reading its contents: a regular file (a FIFO, a directory or a device is
+ * refused at once: the open does not block, the type is the open fd's), its
+ * header (magic, version, section count), the size the header records against
+ * the file's, and the section table's sizes adding up to it. Nothing is
+ * allocated until all of that holds, so a huge or sparse file costs a few
+ * small reads. */
+static mr_status open_checkpoint(const char *path, int *fd_out, uint64_t *len_out, uint32_t *count_out,
+                                 mr_error *err) {
+    *fd_out = -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return mr_fail(err, MR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        mr_status s = mr_fail(err, MR_ERR_IO, "cannot read checkpoint '%s': %s", path, strerror(errno));
+        close(fd);
+        return s;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return mr_fail(err, MR_ERR_FORMAT, "checkpoint '%s' %s: a checkpoint is a regular file (update_NNNNNNN.mrck)",
+                       path, kind_of(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    const uint64_t len = (uint64_t)st.st_size, head = 8 + 4 + 4 + 8, tail = 4 + 8, sec_head = CK_NAME + 16;
+    mr_status s = MR_OK;
+    uint8_t h[24];
+    if (len < head + tail) {
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is not a moonrl checkpoint: only %llu bytes", path, (unsigned long long)len);
+    } else if (read_at(fd, h, sizeof h, 0) != 0) {
+        s = mr_fail(err, MR_ERR_IO, "cannot read checkpoint '%s': %s", path, errno ? strerror(errno) : "short read");
+    } else if (memcmp(h, CK_MAGIC, 8) != 0) {
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is not a moonrl checkpoint (bad magic bytes)", path);
+    }
+    uint32_t version = 0, count = 0;
+    uint64_t total = 0;
+    if (!s) {
+        memcpy(&version, h + 8, 4);
+        memcpy(&count, h + 12, 4);
+        memcpy(&total, h + 16, 8);
+        if (version != CK_VERSION)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is checkpoint format version %u; this moonrl reads version %u",
+                        path, version, CK_VERSION);
+        else if (total != len)
+            s = mr_fail(err, MR_ERR_FORMAT,
+                        "'%s' is damaged: its header says %llu bytes but the file is %llu bytes (%s)", path,
+                        (unsigned long long)total, (unsigned long long)len,
+                        len < total ? "truncated" : "oversized: appended to, or not one checkpoint");
+        else if (count > CK_MAX_SECTIONS)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: %u sections (at most %d)", path, count, CK_MAX_SECTIONS);
+    }
+    /* The section table, header by header: the sizes must add up to the file. */
+    uint64_t off = head;
+    for (uint32_t i = 0; !s && i < count; i++) {
+        uint8_t sh[CK_NAME + 16];
+        uint64_t b;
+        if (off + sec_head > len - tail || read_at(fd, sh, sizeof sh, off) != 0) {
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section %u of %u lies past its end", path, i + 1, count);
+            break;
+        }
+        memcpy(&b, sh + CK_NAME, 8);
+        off += sec_head;
+        if (b > len - tail - off) {
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section %u of %u (%llu bytes) lies past its end", path,
+                        i + 1, count, (unsigned long long)b);
+            break;
+        }
+        off += b;
+    }
+    if (!s && off != len - tail)
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its sections end at byte %llu, its trailer is at %llu", path,
+                    (unsigned long long)off, (unsigned long long)(len - tail));
+    if (s) { close(fd); return s; }
+    *fd_out = fd;
+    *len_out = len;
+    *count_out = count;
+    return MR_OK;
+}
+
 static mr_status read_file(const char *path, ck_file *out, mr_error *err) {
     crc_init();
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mr_fail(err, MR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return mr_fail(err, MR_ERR_IO, "cannot read '%s'", path); }
-    long len = ftell(f);
-    rewind(f);
-    if (len < 0) { fclose(f); return mr_fail(err, MR_ERR_IO, "cannot read '%s'", path); }
-    const size_t head = 8 + 4 + 4 + 8, tail = 4 + 8;
-    if ((size_t)len < head + tail) {
-        fclose(f);
-        return mr_fail(err, MR_ERR_FORMAT, "'%s' is not a moonrl checkpoint: only %ld bytes", path, len);
+    int fd = -1;
+    uint64_t len64 = 0;
+    uint32_t count = 0;
+    mr_status s = open_checkpoint(path, &fd, &len64, &count, err);
+    if (s) return s;
+    const size_t tail = 4 + 8;
+    if (len64 > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return mr_fail(err, MR_ERR_NOMEM, "'%s' (%llu bytes) is larger than this machine can address", path,
+                       (unsigned long long)len64);
     }
-    uint8_t *buf = malloc((size_t)len);
-    if (!buf) { fclose(f); return mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s' (%ld bytes)", path, len); }
-    size_t got = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    if (got != (size_t)len) { free(buf); return mr_fail(err, MR_ERR_IO, "short read of '%s'", path); }
-    if (memcmp(buf, CK_MAGIC, 8) != 0) {
-        free(buf);
-        return mr_fail(err, MR_ERR_FORMAT, "'%s' is not a moonrl checkpoint (bad magic bytes)", path);
+    const size_t len = (size_t)len64;
+    uint8_t *buf = malloc(len);
+    if (!buf) {
+        close(fd);
+        return mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, len);
     }
-    uint32_t version, count;
-    uint64_t total;
-    memcpy(&version, buf + 8, 4);
-    memcpy(&count, buf + 12, 4);
-    memcpy(&total, buf + 16, 8);
-    if (version != CK_VERSION) {
+    int bad = read_at(fd, buf, len, 0);
+    int e = errno;
+    close(fd);
+    if (bad) {
         free(buf);
-        return mr_fail(err, MR_ERR_FORMAT, "'%s' is checkpoint format version %u; this moonrl reads version %u",
-                       path, version, CK_VERSION);
-    }
-    if (total != (uint64_t)len) {
-        free(buf);
-        return mr_fail(err, MR_ERR_FORMAT,
-                       "'%s' is damaged: it should be %llu bytes but is %ld (truncated or appended to)", path,
-                       (unsigned long long)total, len);
+        return mr_fail(err, MR_ERR_IO, "short read of '%s': %s", path, e ? strerror(e) : "it shrank while being read");
     }
     uint32_t want;
     memcpy(&want, buf + len - tail, 4);
-    if (memcmp(buf + len - 8, CK_END, 8) != 0 || crc32_update(0, buf, (size_t)len - tail) != want) {
+    if (memcmp(buf + len - 8, CK_END, 8) != 0 || crc32_update(0, buf, len - tail) != want) {
         free(buf);
         return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents", path);
     }
-    if (count > CK_MAX_SECTIONS) {
-        free(buf);
-        return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: %u sections", path, count);
-    }
     out->buf = buf;
-    out->len = (size_t)len;
+    out->len = len;
     out->count = count;
     return MR_OK;
 }
