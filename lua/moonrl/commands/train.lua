@@ -7,7 +7,7 @@ local train = {
   name = "train",
   order = 10,
   usage = "train [config.lua] [--set k=v ...]",
-  summary = "train; no file = the built-in default (configs/default.lua); --resume RUN_DIR continues a run",
+  summary = "train; no file = the built-in default (configs/default.lua), a name = configs/experiments/NAME.lua; --resume RUN_DIR continues a run",
   help = [[
 usage: moonrl train [config.lua | NAME] [options]
        moonrl train --resume RUN_DIR [changes.lua] [--set key=value ...]
