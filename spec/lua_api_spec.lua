@@ -35,9 +35,14 @@ end
 local function code_names()
   local rc, out, err = run_script([[
 local moonrl = require "moonrl"
+local function arity(f)
+  if type(f) ~= "function" then return "" end
+  local i = debug.getinfo(f, "u")
+  return " " .. tostring(i.nparams) .. (i.isvararg and "+" or "")
+end
 local function public(t, prefix)
-  for k in pairs(t) do
-    if type(k) == "string" and k:sub(1, 1) ~= "_" then print(prefix .. k) end
+  for k, v in pairs(t) do
+    if type(k) == "string" and k:sub(1, 1) ~= "_" then print(prefix .. k .. arity(v)) end
   end
 end
 public(moonrl, "moonrl.")
@@ -46,15 +51,40 @@ public(moonrl.config, "moonrl.config.")
 -- the methods of a run object: its metatable's functions; Run.start is the
 -- constructor moonrl.train calls, not a method of a run
 for k, v in pairs(require("moonrl.run")) do
-  if type(v) == "function" and k:sub(1, 1) ~= "_" and k ~= "start" then print("run:" .. k) end
+  if type(v) == "function" and k:sub(1, 1) ~= "_" and k ~= "start" then print("run:" .. k .. arity(v)) end
 end
 ]])
   assert.are.equal(0, rc, out .. err)
+  -- name -> its parameter count (self included; "2+": 2 and varargs), or "" (not a function)
   local names = {}
-  for line in out:gmatch("[^\n]+") do names[line] = true end
+  for line in out:gmatch("[^\n]+") do
+    local name, n = line:match("^(%S+) ?(%S*)$")
+    names[name] = n
+  end
   local src = assert(support.read_file(ROOT .. "/lua/moonrl/sweep/init.lua"))
-  for m in src:gmatch("\nfunction Sweep:([%a][%w_]*)") do names["sweep:" .. m] = true end
+  for m, params in src:gmatch("\nfunction Sweep:([%a][%w_]*)%(([^)]*)%)") do
+    local n = 1
+    for _ in params:gmatch("[^,%s]+") do n = n + 1 end
+    names["sweep:" .. m] = tostring(n)
+  end
   return names
+end
+
+-- The number of parameters a heading's signature gives: "(a, b[, c])" 3,
+-- "{...}" 1 (a table), "(fn, ...)" "1+"; a method (run:, sweep:) counts self.
+local function doc_arity(code)
+  local name, rest = code:match("^([%a_][%w_%.:]*)(.*)$")
+  local n = name:find(":", 1, true) and 1 or 0
+  if rest:sub(1, 1) == "{" then return tostring(n + 1) end
+  local args = rest:match("^%((.-)%)")
+  if not args then return nil end   -- a field
+  args = args:gsub("%b{}", "t"):gsub("%b\"\"", "s"):gsub("[%[%]]", "")
+  local vararg = false
+  for a in args:gmatch("[^,]+") do
+    a = a:gsub("^%s+", ""):gsub("%s+$", "")
+    if a == "..." then vararg = true elseif a ~= "" then n = n + 1 end
+  end
+  return tostring(n) .. (vararg and "+" or "")
 end
 
 -- The names the reference's headings give: every `backticked` name in a
@@ -67,7 +97,7 @@ local function doc_names()
       for code in line:gmatch("`([^`]+)`") do
         local name = code:match("^([%a_][%w_%.:]*)")
         if name and (name:match("^moonrl[%.]?") or name:match("^run:") or name:match("^sweep:")) then
-          names[name] = true
+          names[name] = doc_arity(code) or false
         end
       end
     end
@@ -87,16 +117,35 @@ describe("docs/lua-api.md", function()
     if not have_bin then return pending("no binary at " .. BIN) end
     local code, doc = code_names(), doc_names()
     local missing = {}
-    for _, n in ipairs(sorted(code)) do if not doc[n] then missing[#missing + 1] = n end end
+    for _, n in ipairs(sorted(code)) do if doc[n] == nil then missing[#missing + 1] = n end end
     assert.are.same({}, missing, "public names with no heading in docs/lua-api.md: " .. table.concat(missing, ", "))
     -- and the reference names nothing that does not exist (the module
     -- tables themselves are sections: moonrl, moonrl.schedule, moonrl.config)
     local ghosts = {}
     for _, n in ipairs(sorted(doc)) do
-      if not code[n] and n ~= "moonrl" then ghosts[#ghosts + 1] = n end
+      if code[n] == nil and n ~= "moonrl" then ghosts[#ghosts + 1] = n end
     end
     assert.are.same({}, ghosts, "docs/lua-api.md names what the code does not have: " .. table.concat(ghosts, ", "))
     assert.truthy(code["run:wait"] and code["sweep:wait"] and code["moonrl.schedule.linear"], "the enumeration found nothing")
+  end)
+
+  it("gives each function as many parameters as the code takes", function()
+    if not have_bin then return pending("no binary at " .. BIN) end
+    local code, doc = code_names(), doc_names()
+    local wrong = {}
+    for _, n in ipairs(sorted(doc)) do
+      local want, have = code[n], doc[n]
+      if want and want ~= "" then
+        if not have then
+          wrong[#wrong + 1] = n .. " is a function: its heading needs (arguments)"
+        elseif have ~= want then
+          wrong[#wrong + 1] = n .. ": the reference gives " .. have .. " parameters, the code takes " .. want
+        end
+      elseif want == "" and have then
+        wrong[#wrong + 1] = n .. " is not a function, the reference calls it"
+      end
+    end
+    assert.are.same({}, wrong, table.concat(wrong, "; "))
   end)
 
   it("is linked from the README", function()
