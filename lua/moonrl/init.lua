@@ -14,7 +14,8 @@
 -- coroutine (in a luv callback, say) they raise an error that says so;
 -- evaluate() takes a callback there instead.
 --
--- Public functions
+-- Public functions (docs/lua-api.md is the reference users read; spec/lua_api_spec.lua
+-- keeps it and this module naming the same functions)
 --   moonrl.train(cfg_or_path, opts) -> run         starts at once (see moonrl.run)
 --       opts: sets = {"k=v", ...}, hardware =, level =, dir =, hooks = {on_update=, ...},
 --             console = false (no progress line), quiet = true (no notes),
