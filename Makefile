@@ -4,6 +4,9 @@
 #   make bench  install what is missing (also PyTorch), build, benchmark side by side
 #               (env and small-network rows, a few minutes on 2 cores)
 #   make bench-full  the same with the reference-network row (192 x 128): add ~12 minutes on a quiet 2-core machine
+#   make install     after `make`: install $(PREFIX)/bin/moonrl (self-contained: Lua and configs are
+#               embedded) and the examples and docs under $(PREFIX)/share/moonrl;
+#               PREFIX=/usr/local by default, DESTDIR for staged installs
 
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev
@@ -20,10 +23,12 @@ BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \
 TEST_PACKAGES  := slurm-wlm munge
 
 BUILD ?= build
+PREFIX ?= /usr/local
+DESTDIR ?=
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps bench-deps test-deps build run test bench bench-full gpu-carry clean
+.PHONY: all deps bench-deps test-deps build run test bench bench-full gpu-carry install uninstall clean
 
 all: build
 
@@ -72,6 +77,23 @@ gpu-carry: build
 	  [ -x $$b ] && strip --strip-unneeded -o $(GPU_CARRY)/$$(basename $$b) $$b; done; true
 	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp|dnnl|OpenCL|stdc++/ {print $$3}'); do cp -L $$l $(GPU_CARRY)/; done
 	@du -sh $(GPU_CARRY)
+
+# The binary needs nothing beside it (the Lua library and configs/ are embedded,
+# LuaJIT and libuv are shared libraries of the system); examples and docs are
+# for reading. It builds nothing (`sudo make install` leaves no root-owned
+# files in the tree): run `make` first.
+install:
+	@[ -x $(BUILD)/moonrl ] || { echo "moonrl: no $(BUILD)/moonrl to install: run make first (then make install)" >&2; exit 1; }
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/moonrl/examples" "$(DESTDIR)$(PREFIX)/share/moonrl/docs"
+	install -m 755 $(BUILD)/moonrl "$(DESTDIR)$(PREFIX)/bin/moonrl"
+	install -m 644 examples/*.lua examples/*.c "$(DESTDIR)$(PREFIX)/share/moonrl/examples/"
+	install -m 644 README.md "$(DESTDIR)$(PREFIX)/share/moonrl/"
+	install -m 644 docs/*.md "$(DESTDIR)$(PREFIX)/share/moonrl/docs/"
+	@echo "moonrl: installed $(DESTDIR)$(PREFIX)/bin/moonrl (examples and docs in $(DESTDIR)$(PREFIX)/share/moonrl)"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/moonrl"
+	rm -rf "$(DESTDIR)$(PREFIX)/share/moonrl"
 
 clean:
 	rm -rf $(BUILD)

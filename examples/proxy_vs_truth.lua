@@ -1,6 +1,7 @@
 -- proxy_vs_truth.lua - Goodhart's law in one table: train the same agent on
 -- the true reward and on the proxy reward, both at once, then evaluate both
--- with the same continuous-survival protocol (ENV_SPEC.md).
+-- with the same continuous-survival protocol (docs/environment.md,
+-- "Evaluation").
 --
 --   moonrl run examples/proxy_vs_truth.lua [total_steps]
 --

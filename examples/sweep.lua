@@ -11,12 +11,14 @@
 -- sweep: finished trials are read back from results.jsonl, interrupted ones
 -- resume from their checkpoints. `moonrl sweep status runs/lr_sweep` shows
 -- the table from another shell; runs/lr_sweep/best.lua is the best config.
+-- It runs from any directory: runs/ is made in the working directory, and the
+-- base is the experiment moonrl ships by that name (a file path works too).
 
 local moonrl = require "moonrl"
 local ci = arg[1] == "ci"
 
 local sweep = moonrl.sweep {
-  base = "configs/experiments/foraging.lua",
+  base = "foraging",   -- the built-in configs/experiments/foraging.lua (embedded: any directory)
   sets = ci and { "hardware=ci", "threads=1", "total_steps=16384", "log.checkpoint_interval=2" } or nil,
   space = {
     ["ppo.lr"]       = moonrl.loguniform(1e-4, 1e-3),

@@ -16,7 +16,7 @@ local moonrl = require "moonrl"
 local ci = arg[1] == "ci"
 
 local sweep = moonrl.sweep {
-  base = "configs/experiments/foraging.lua",
+  base = "foraging",   -- the built-in configs/experiments/foraging.lua (embedded: any directory)
   sets = ci and { "hardware=ci", "threads=1", "total_steps=16384", "log.checkpoint_interval=2" } or nil,
   space = {
     ["ppo.lr"]       = moonrl.loguniform(1e-4, 1e-3),

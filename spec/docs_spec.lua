@@ -1,7 +1,7 @@
 -- The project's own documents are complete without files outside the
 -- repository: the environment is described in docs/environment.md (rules,
 -- modes, network, PPO, evaluation, the published table), and nothing a user
--- reads points at ENV_SPEC.md, which is not in the repository.
+-- reads (README, docs, the Lua library, configs, examples) points at ENV_SPEC.md, which is not in the repository.
 
 local support = require("spec.support")
 
@@ -26,6 +26,7 @@ describe("the documents", function()
   it("never send the reader to ENV_SPEC.md", function()
     local files = files_under("lua", ".lua", files_under("docs", ".md", { "README.md" }))
     for _, f in ipairs(files_under("configs", ".lua", {})) do files[#files + 1] = f end
+    for _, f in ipairs(files_under("examples", "", {})) do files[#files + 1] = f end
     assert.is_true(#files > 20)
     for _, f in ipairs(files) do
       local text = support.read_file(f) or ""

@@ -416,7 +416,7 @@ print("calls=" .. calls .. " failures=" .. s.hook_errors.on_update .. " updates=
     support.write_file(dir .. "/boom.lua", [[
 local moonrl = require "moonrl"
 local run = moonrl.train("cfg.lua", { dir = "run", quiet = true })
-while not run:metrics() or run:metrics().update < 3 do moonrl.sleep(5) end
+while not run:metrics() or run:metrics().update < 3 do moonrl.wait(0.005) end
 error("boom in the script")
 ]])
     local rc, _, err = moonrl(dir, "run boom.lua")

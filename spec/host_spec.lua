@@ -232,7 +232,7 @@ describe("moonrl host", function()
       local function broken() local x = nil; return x.field end
       local t = uv.new_timer()
       t:start(5, 0, function() t:close(); broken() end)
-      moonrl.sleep(50)
+      moonrl.wait(0.05)
       print("alive=yes")
     ]])
     local rc, out, err = moonrl("run s.lua", dir)
@@ -256,7 +256,7 @@ describe("moonrl host", function()
     -- A run is going when the script fails: it is stopped with a final
     -- checkpoint and the process still exits 1, promptly.
     script(dir, "b.lua", "local run = moonrl.train(" .. tiny(dir .. "/r", { updates = 100000 }) ..
-      ", OPTS)\nmoonrl.sleep(100)\nerror('late boom')\n")
+      ", OPTS)\nmoonrl.wait(0.1)\nerror('late boom')\n")
     local t0 = os.time()
     rc, _, err = moonrl("run b.lua", dir)
     assert.are.equal(1, rc)
@@ -346,16 +346,16 @@ describe("moonrl host", function()
       local seen = 0
       local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 100000, more = [[
         hooks = { on_update = function() seen = seen + 1 end },]] }) .. [[, OPTS)
-      while seen < 3 do moonrl.sleep(5) end
+      while seen < 3 do moonrl.wait(0.005) end
       run:pause()
       -- "paused" comes after the metrics of the last update before the pause.
-      while run.status ~= "paused" do moonrl.sleep(2) end
+      while run.status ~= "paused" do moonrl.wait(0.002) end
       local at_pause = seen
       print("status_paused=" .. run.status)
-      moonrl.sleep(300)
+      moonrl.wait(0.3)
       print("moved_while_paused=" .. (seen - at_pause))
       run:resume()
-      moonrl.sleep(100)
+      moonrl.wait(0.1)
       print("status_resumed=" .. run.status)
       print("moved_after_resume=" .. tostring(seen > at_pause))
       local path = run:checkpoint("]] .. dir .. [[/asked.mrck")
@@ -393,9 +393,9 @@ describe("moonrl host", function()
       local steps, seen = 0, 0
       local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 100000, more = [[
         hooks = { on_update = function(m) seen = seen + 1 steps = m.agent_steps end },]] }) .. [[, OPTS)
-      while seen < 2 do moonrl.sleep(5) end
+      while seen < 2 do moonrl.wait(0.005) end
       run:pause()
-      while run.status ~= "paused" do moonrl.sleep(2) end
+      while run.status ~= "paused" do moonrl.wait(0.002) end
       print("set=" .. tostring(run:set("total_steps", steps)))
       run:stop()
       local s = run:wait()
@@ -418,7 +418,7 @@ describe("moonrl host", function()
       local lrs = {}
       local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 100000, more = [[
         hooks = { on_update = function(m) lrs[#lrs + 1] = m.lr end },]] }) .. [[, OPTS)
-      while #lrs < 3 do moonrl.sleep(2) end
+      while #lrs < 3 do moonrl.wait(0.002) end
       local at_set = #lrs
       print("set=" .. tostring(run:set("ppo.lr", 0.0123)))
       local ok, err = run:set("ppo.epochs", 2)
@@ -427,7 +427,7 @@ describe("moonrl host", function()
       print("typo=" .. tostring(ok) .. " " .. tostring(err))
       ok, err = run:set("ppo.lr", 5)
       print("range=" .. tostring(ok) .. " " .. tostring(err))
-      while not run.hot_from or #lrs < run.hot_from + 2 do moonrl.sleep(2) end
+      while not run.hot_from or #lrs < run.hot_from + 2 do moonrl.wait(0.002) end
       run:stop({ checkpoint = false })
       local s = run:wait()
       local from = run.hot_from
@@ -465,14 +465,14 @@ describe("moonrl host", function()
       local seen = 0
       local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 100000, more = [[
         hooks = { on_update = function() seen = seen + 1 end },]] }) .. [[, OPTS)
-      while seen < 2 do moonrl.sleep(2) end
+      while seen < 2 do moonrl.wait(0.002) end
       -- A requested checkpoint to a path that cannot be written: reported,
       -- training goes on.
       local path, err = run:checkpoint("]] .. dir .. [[/no/such/dir/x.mrck")
       print("asked=" .. tostring(path))
       print("asked_err=" .. tostring(err))
       local at = seen
-      while seen < at + 2 do moonrl.sleep(2) end
+      while seen < at + 2 do moonrl.wait(0.002) end
       print("alive_after_bad_path=" .. tostring(run:alive()))
       -- The run's own checkpoint folder replaced by a file: the engine
       -- cannot save the final checkpoint, which ends the run with its message.
@@ -483,7 +483,7 @@ describe("moonrl host", function()
       print("status=" .. s.status)
       print("error=" .. tostring(s.error))
       print("alive=" .. tostring(run:alive()))
-      moonrl.sleep(20)
+      moonrl.wait(0.02)
       print("after=fine")
     ]])
     local rc, out, err = moonrl("run s.lua", dir)

@@ -301,9 +301,9 @@ describe("a running job with a live tweak file", function()
         live = "]] .. tw .. [[", hooks = { on_update = function() seen = seen + 1 end },]]) .. [[,
         { hardware = "ci", level = "basic" })
       local w = run.live
-      local function wait_read(n) while w.reads < n do moonrl.sleep(2) end end
-      local function wait_changes(n) while #run.changes.list < n do moonrl.sleep(2) end end
-      while seen < 3 do moonrl.sleep(2) end
+      local function wait_read(n) while w.reads < n do moonrl.wait(0.002) end end
+      local function wait_changes(n) while #run.changes.list < n do moonrl.wait(0.002) end end
+      while seen < 3 do moonrl.wait(0.002) end
       print("no_file_yet=" .. w.reads)
       save("return {\n  ppo = { lr = 1e-4 },\n}\n")
       wait_changes(1)
@@ -325,7 +325,7 @@ describe("a running job with a live tweak file", function()
       assert(run:set("alerts.sps_min", 1))
       wait_changes(3)
       local at = seen
-      while seen < at + 3 do moonrl.sleep(2) end
+      while seen < at + 3 do moonrl.wait(0.002) end
       run:stop({ checkpoint = false })
       run:wait()
       for i, c in ipairs(run.changes.list) do print("change_" .. c.key:gsub("%.", "_") .. "=" .. c.update .. " " .. c.source) end

@@ -122,4 +122,33 @@ describe("moonrl.resources", function()
     support.rm_rf(dir)
     assert(ok, err)
   end)
+
+  it("finds a built-in experiment by name in the embedded copy, wherever the working directory is", function()
+    with_embedded({
+      ["configs/hardware/ci.lua"] = "return { seed = 4242 }",
+      ["configs/levels/basic.lua"] = "return { precision = 'fp32' }",
+      ["configs/default.lua"] = "return { name = 'embedded-default' }",
+      ["configs/experiments/maze.lua"] = "return { name = 'maze', total_steps = 777 }",
+    }, nil, function()
+      local names = require("moonrl.config.load").experiments()
+      assert.same({ "default", "maze" }, names)
+      for _, name in ipairs({ "maze", "maze.lua", "experiments/maze", "configs/experiments/maze.lua" }) do
+        local r, notes = config.resolve { file = name, hardware = "ci", level = "basic", detect = no_gpu }
+        assert.is_table(r, notes)
+        assert.equal("maze", r.name, name)
+        assert.equal(777, r.total_steps, name)
+      end
+      local r = assert(config.resolve { file = "default", hardware = "ci", level = "basic", detect = no_gpu })
+      assert.equal("embedded-default", r.name)
+      local _, err = config.resolve { file = "maz", hardware = "ci", level = "basic", detect = no_gpu }
+      assert.matches("config file 'maz' not found: no such file in .*, and not a built%-in experiment: " ..
+        "built%-in default, maze %- did you mean 'maze'%?", err)
+      -- a file of that name on disk comes first
+      local dir = support.tmpdir()
+      support.write_file(dir .. "/maze.lua", "return { name = 'mine' }")
+      r = assert(config.resolve { file = dir .. "/maze.lua", hardware = "ci", level = "basic", detect = no_gpu })
+      assert.equal("mine", r.name)
+      support.rm_rf(dir)
+    end)
+  end)
 end)

@@ -9,12 +9,13 @@
 --
 -- Scripts run as coroutines on the host's libuv loop (`moonrl run script.lua`,
 -- and the CLI's own commands), so the blocking-looking calls - run:wait(),
--- moonrl.sleep(), moonrl.evaluate() - yield and the loop keeps serving
+-- moonrl.wait(), moonrl.evaluate() - yield and the loop keeps serving
 -- timers, sockets and the trainer's metrics meanwhile. Called outside a
 -- coroutine (in a luv callback, say) they raise an error that says so;
 -- evaluate() takes a callback there instead.
 --
--- Public functions
+-- Public functions (docs/lua-api.md is the reference users read; spec/lua_api_spec.lua
+-- keeps it and this module naming the same functions)
 --   moonrl.train(cfg_or_path, opts) -> run         starts at once (see moonrl.run)
 --       opts: sets = {"k=v", ...}, hardware =, level =, dir =, hooks = {on_update=, ...},
 --             console = false (no progress line), quiet = true (no notes),
@@ -44,7 +45,8 @@
 --   moonrl.eval_table(results, opts) -> string     the evaluation table of `moonrl eval`
 --       (docs/evaluation.md): the checkpoint and update, every metric with its 95%
 --       interval; opts: boot, boot_seed, unit
---   moonrl.sleep(ms)                               yields for ms milliseconds
+--   moonrl.wait(seconds)                           yields for that many seconds (0.5: half a second)
+--   moonrl.sleep(ms)                               the old form, in milliseconds: deprecated (a note, once)
 --   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
 --   moonrl.resume(co, ...) -> ok, ...              resume with error reporting
 --   moonrl.runs() -> list of runs still going
@@ -148,17 +150,45 @@ function moonrl._await(what, arm)
   return coroutine.yield()
 end
 
-function moonrl.sleep(ms)
-  if type(ms) ~= "number" or ms < 0 then
-    error("moonrl.sleep: expected milliseconds >= 0, got " .. tostring(ms), 2)
-  end
-  return moonrl._await("moonrl.sleep", function(wake)
+-- moonrl.wait(seconds): yields for that many seconds (fractions too:
+-- moonrl.wait(0.5)), like every other duration moonrl takes. moonrl.sleep(ms)
+-- is the old form, in milliseconds; it still works, and says once that it
+-- is deprecated.
+local function sleep_ms(what, ms)
+  return moonrl._await(what, function(wake)
     local t = uv.new_timer()
-    t:start(math.floor(ms), 0, function()
+    uv.update_time()   -- count from now, not from the loop's last tick
+    t:start(ms, 0, function()
       t:close()
       wake()
     end)
   end)
+end
+
+function moonrl.wait(seconds)
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds < 0 or seconds == math.huge then
+    error("moonrl.wait: expected a number of seconds >= 0 (moonrl.wait(0.5): half a second), got " ..
+      (type(seconds) == "number" and tostring(seconds) or type(seconds)) ..
+      (type(seconds) == "table" and "; to wait for a run, run:wait()" or ""), 2)
+  end
+  return sleep_ms("moonrl.wait", math.floor(seconds * 1000 + 0.5))
+end
+
+local sleep_noted = false
+function moonrl.sleep(ms)
+  if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms == math.huge then
+    error("moonrl.sleep: expected milliseconds >= 0, got " .. tostring(ms) ..
+      " (moonrl.sleep is deprecated: moonrl.wait(seconds))", 2)
+  end
+  if not sleep_noted then
+    sleep_noted = true
+    local info = debug.getinfo(2, "Sl")
+    local where = info and info.short_src and (info.short_src .. ":" .. (info.currentline or "?") .. ": ") or ""
+    io.stderr:write("moonrl: note: ", where, "moonrl.sleep(ms) counts milliseconds and is deprecated; ",
+      "use moonrl.wait(seconds), which counts seconds like every other duration ",
+      "(moonrl.sleep(", tostring(ms), ") = moonrl.wait(", tostring(ms / 1000), "))\n")
+  end
+  return sleep_ms("moonrl.sleep", math.floor(ms))
 end
 
 -- --------------------------------------------------------------- hardware

@@ -7,9 +7,9 @@ local train = {
   name = "train",
   order = 10,
   usage = "train [config.lua] [--set k=v ...]",
-  summary = "train; no file = the built-in default (configs/default.lua); --resume RUN_DIR continues a run",
+  summary = "train; no file = the built-in default (configs/default.lua), a name = configs/experiments/NAME.lua; --resume RUN_DIR continues a run",
   help = [[
-usage: moonrl train [config.lua] [options]
+usage: moonrl train [config.lua | NAME] [options]
        moonrl train --resume RUN_DIR [changes.lua] [--set key=value ...]
 
 Trains the config (a Lua file returning a table; default configs/default.lua),
@@ -18,6 +18,11 @@ level. Prints the run directory, progress, and at the end a summary with an
 evaluation of the trained policy (cfg.eval settings): the same table, with
 intervals, and the same files as `moonrl eval` of the final checkpoint, in
 RUN_DIR/eval/update_NNNNNNN (docs/evaluation.md).
+
+A NAME that is no file is an experiment moonrl ships (embedded in the
+binary, found from any directory): `default` (configs/default.lua) or one of
+configs/experiments/, e.g. `moonrl train foraging`. A file of that name in
+the working directory comes first. An unknown name lists the built-in ones.
 
 With --resume, continues the run in RUN_DIR from its newest valid checkpoint
 (RUN_DIR/checkpoints; a damaged one is reported and the next older one used)
@@ -87,7 +92,9 @@ function train.run(argv)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
   local file = o._pos[1]
-  if file and not uv.fs_stat(file) then
+  -- without --resume, a name that is no file may be a built-in experiment
+  -- (configs/experiments/<name>.lua): moonrl.resolve finds it or lists them
+  if file and o.resume and not uv.fs_stat(file) then
     return usage_error("moonrl train: config file '" .. file .. "' not found")
   end
   local cfg, notes, plan

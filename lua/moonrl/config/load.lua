@@ -20,6 +20,16 @@
 --       dir/hardware or dir/levels on disk; a name ending in .lua is a path of
 --       its own. Checked as a partial config.
 --   loader.hint_global(msg) -> msg with "did you mean" for a misspelt constructor
+--   loader.experiments() -> the names of the experiments moonrl ships: "default"
+--       (configs/default.lua) and every configs/experiments/<name>.lua
+--   loader.experiment_path(name) -> the shipped file a name means, or nil:
+--       "foraging", "foraging.lua", "experiments/foraging" and
+--       "configs/experiments/foraging.lua" all mean configs/experiments/foraging.lua
+--   loader.experiment(path_or_name) -> table, origin | nil, err
+--       a config file on disk when one exists at that path (relative to the
+--       working directory), else the shipped experiment of that name (embedded
+--       in the binary: found from any directory); neither: an error that lists
+--       the shipped names
 
 local resources = require("moonrl.resources")
 local schedule = require("moonrl.schedule")
@@ -116,6 +126,52 @@ function loader.resource(relpath)
   local text, origin = resources.read(relpath)
   if not text then return nil, origin end
   return loader.text(text, origin)
+end
+
+function loader.experiments()
+  local names = { "default" }
+  for _, rel in ipairs(resources.list("configs/experiments/")) do
+    local n = rel:match("^configs/experiments/([^/]+)%.lua$")
+    if n then names[#names + 1] = n end
+  end
+  return names
+end
+
+function loader.experiment_path(name)
+  if type(name) ~= "string" then return nil end
+  local n = name:gsub("%.lua$", ""):gsub("^configs/", ""):gsub("^experiments/", "")
+  if n == "default" then return "configs/default.lua" end
+  if n == "" or n:find("/") or n:find("%.%.") then return nil end
+  local rel = "configs/experiments/" .. n .. ".lua"
+  if resources.exists(rel) then return rel end
+  return nil
+end
+
+function loader.experiment(name)
+  if type(name) ~= "string" then
+    return nil, "config.load_file: expected a path, got " .. util.describe(name)
+  end
+  local fh, oerr = io.open(name, "rb")
+  if fh then
+    fh:close()
+    local t, err = loader.file(name)
+    if not t then return nil, err end
+    return t, name
+  end
+  if not tostring(oerr):find("No such file", 1, true) then return nil, "cannot open config file " .. oerr end
+  local rel = loader.experiment_path(name)
+  if rel then
+    local t, err = loader.resource(rel)
+    if not t then return nil, err end
+    return t, rel
+  end
+  local names = loader.experiments()
+  local near = util.closest((name:gsub("%.lua$", ""):match("[^/]*$")), names)
+  local okuv, uv = pcall(require, "luv")
+  local cwd = okuv and uv.cwd() or nil
+  return nil, "config file '" .. name .. "' not found: no such file" ..
+    ((cwd and name:sub(1, 1) ~= "/") and (" in " .. cwd) or "") .. ", and not a built-in experiment: built-in " .. table.concat(names, ", ") ..
+    (near and (" - did you mean '" .. near .. "'?") or "")
 end
 
 function loader.layer(kind, name, dir)

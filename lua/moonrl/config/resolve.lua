@@ -111,9 +111,10 @@ function resolve.resolve(opts)
     if not t then return nil, err end
     file_layer, file_label = t, "file " .. origin
   elseif type(opts.file) == "string" then
-    local t, err = loader.file(opts.file)
-    if not t then return nil, err end
-    file_layer, file_label = t, "file " .. opts.file
+    -- a file on disk, else the experiment of that name moonrl ships
+    local t, origin = loader.experiment(opts.file)
+    if not t then return nil, origin end
+    file_layer, file_label = t, "file " .. origin
   elseif type(opts.file) == "table" then
     file_layer, file_label = util.deepcopy(opts.file), "config table"
   elseif opts.file ~= nil then
