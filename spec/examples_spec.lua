@@ -73,7 +73,7 @@ describe("from any directory", function()
     if not have_bin then return skip() end
     local rc, out, err = moonrl(dir, string.format("run %q 4096", EXAMPLES .. "/quickstart.lua"))
     assert.are.equal(0, rc, out .. err)
-    assert.truthy(out:find("| mode", 1, true), out)
+    assert.truthy(out:find("| metric", 1, true), out)
     assert.truthy(out:find("run directory: runs/quickstart-", 1, true), out)
   end)
 
@@ -82,14 +82,14 @@ describe("from any directory", function()
     local rc, out, err = moonrl(dir, string.format("run %q 8192", EXAMPLES .. "/custom_hooks.lua"))
     assert.are.equal(0, rc, out .. err)
     assert.truthy(out:find("finished: done", 1, true), out)
-    assert.truthy(out:find("| mode", 1, true), out)
+    assert.truthy(out:find("| metric", 1, true), out)
   end)
 
   it("examples/proxy_vs_truth.lua runs", function()
     if not have_bin then return skip() end
     local rc, out, err = moonrl(dir, string.format("run %q 4096", EXAMPLES .. "/proxy_vs_truth.lua"))
     assert.are.equal(0, rc, out .. err)
-    assert.truthy(out:find("ground_truth", 1, true) and out:find("| proxy", 1, true), out)
+    assert.truthy(out:find("|%s+ground_truth |") and out:find("|%s+proxy |"), out)
   end)
 
   it("examples/tweaks.lua is a live file moonrl train reads", function()
