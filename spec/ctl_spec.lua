@@ -94,7 +94,8 @@ end
 
 local function wait_job_end(job)
   local rc = job.dir .. "/" .. job.name .. ".rc"
-  wait_for(job.name .. " to end", function() return support.read_file(rc) ~= nil end)
+  -- the shell creates the file before it writes the code: wait for the number
+  wait_for(job.name .. " to end", function() return tonumber(support.read_file(rc) or "") ~= nil end)
   return tonumber(support.read_file(rc)), support.read_file(job.dir .. "/" .. job.name .. ".out") or "",
     support.read_file(job.dir .. "/" .. job.name .. ".err") or ""
 end
