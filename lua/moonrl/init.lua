@@ -347,7 +347,8 @@ local function eval_args(target, on_skip)
     local run_dir = st and st.type == "directory" and target or rs.run_dir_of(target)
     local defaults
     if run_dir then
-      local t = require("moonrl.config").load_file(run_dir .. "/config.lua")
+      local now = run_dir .. "/" .. rs.NOW_FILE   -- the config in force after changes, else the one it started with
+      local t = require("moonrl.config").load_file(uv.fs_stat(now) and now or run_dir .. "/config.lua")
       defaults = type(t) == "table" and type(t.eval) == "table" and t.eval or nil
     end
     if st and st.type == "directory" then

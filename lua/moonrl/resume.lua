@@ -3,13 +3,19 @@
 -- RUN_DIR}), and finding a run's checkpoint for `moonrl eval RUN_DIR`.
 --
 -- What a resumed run is made of:
+--   the update      the one the checkpoint holds (mr_checkpoint_read_progress),
+--                   not its file name's; a finished run (total_steps reached) is
+--                   plan.finished, a message: the CLI says it and trains nothing
 --   the checkpoint  RUN_DIR/checkpoints/update_NNNNNNN.mrck with the highest
 --                   N that the engine reads back whole (mr_checkpoint_read_config
 --                   checks its length and every checksum); a damaged newer one
 --                   is reported with the engine's message and skipped.
---   the config      RUN_DIR/config.lua (the run's resolved config, kept up to
---                   date by run:set), checked against the checkpoint's own
---                   mr_config; changes asked for on top of it (a config file
+--   the config      RUN_DIR/config.now.lua (the config in force after changes,
+--                   written by run:set) or else RUN_DIR/config.lua (the config
+--                   it started with); keys edited in it since moonrl wrote it
+--                   (against .config.as-written.lua) are applied with a note
+--                   when hot, refused by name otherwise; checked against the
+--                   checkpoint's own mr_config; changes asked for on top of it (a config file
 --                   or table, --set, hooks) apply when the key is hot or only
 --                   concerns output (log.*, eval.*, alerts.*); any other
 --                   change is refused with the key: it needs a new run.

@@ -29,13 +29,19 @@
 --   run:alive()                false once finished
 --   run:summary()              the summary (nil while running)
 --
--- Run directory: config.lua (the resolved config, config.serialize; written
--- again by run:set, so it holds the config in force), train.log (a plain
+-- Run directory: config.lua (the resolved config the run started with,
+-- config.serialize, without dir; written once), config.now.lua (the config in
+-- force, written by run:set and a resume that changed anything: what a resume
+-- continues from), .config.as-written.lua (the last of the two as written:
+-- what moonrl.resume tells an edit from), train.log (a plain
 -- log, one line per event), changes.lua (moonrl.changes), the sinks' files
 -- (metrics.jsonl, metrics.csv, events.out.tfevents.*), checkpoints/ and, while
 -- the run goes, control/control.sock (moonrl.control: `moonrl ctl`, `moonrl ps`). The
 -- few files written at start are small and written synchronously;
 -- everything per update is asynchronous (the log here, the sinks' own writes).
+--
+-- A new run never reuses a directory that holds a run (Run.occupied): it is
+-- refused, or with opts.force moved aside to DIR.old-<time> (Run.move_aside).
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
 -- metrics written after the checkpoint's update are cut (moonrl.sinks.trim),
