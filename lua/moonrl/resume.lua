@@ -295,7 +295,14 @@ local function edits(cfg, ref, name)
   for _, e in ipairs(schema.keys) do
     if e.key ~= "dir" then
       local a, b = config.get(cfg, e.key), config.get(ref, e.key)
-      if not same(e, a, b) then
+      local differ
+      if type(a) == "function" and type(b) == "function" then   -- loaded twice: the same by their source
+        local ser = require("moonrl.config.serialize").value
+        differ = ser(a) ~= ser(b)
+      else
+        differ = not same(e, a, b)
+      end
+      if differ then
         local shown = require("moonrl.changes").display
         if changeable(e.key) then
           hot[#hot + 1] = e.key .. " = " .. shown(a) .. " (the run had " .. shown(b) .. ")"
