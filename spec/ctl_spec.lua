@@ -328,6 +328,10 @@ describe("moonrl ctl", function()
     assert.truthy(lines[3]:find("^" .. (dir .. "/b"):gsub("%p", "%%%0") .. "%s+b%s+running"), out)
 
     -- a run starting in the same directory takes the place
+    -- a new run is not started over a run's files (it would be refused: moonrl.run), so the
+    -- directory keeps only the stale socket, as after the old run was cleared away
+    sh(string.format("cd %q/a && rm -rf config.lua .config.as-written.lua train.log metrics.jsonl metrics.csv changes.lua checkpoints",
+      dir))
     local a2 = start_job(dir, "a2", dir .. "/a")   -- up once a2 answers there
     jobs[3] = a2
     assert.are.equal(tonumber("600", 8), mode(a2.sock))

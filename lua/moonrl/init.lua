@@ -21,6 +21,8 @@
 --             console = false (no progress line), quiet = true (no notes),
 --             resume = RUN_DIR (continue that run from its newest valid checkpoint;
 --             cfg_or_path and sets then hold changes: hot keys only, see moonrl.resume)
+--             force = true (a dir that holds a run: move that run aside to
+--             <dir>.old-<time> and start anew; without it such a dir is refused)
 --   moonrl.train{resume = RUN_DIR, <config keys to change>...}   the same, in one table
 --   moonrl.resolve(cfg_or_path, opts) -> cfg, notes | nil, err   what train() would run
 --   moonrl.evaluate(checkpoint_or_run, opts) -> result | nil, err
@@ -320,7 +322,7 @@ function moonrl._start(cfg, notes, opts)
   end
   local Run = require("moonrl.run")
   local run = Run.start(cfg, {
-    notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume,
+    notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume, force = opts.force,
     on_end = function(r)
       live[r] = nil
       if stopping and not next(live) and not next(tracked) then core.shutdown(stopping.code) end
@@ -357,6 +359,8 @@ function moonrl.train(cfg_or_path, opts)
   if opts.resume ~= nil or (type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil) then
     local plan, err = moonrl._resume_plan(cfg_or_path, opts)
     if not plan then error("moonrl.train: " .. err, 2) end
+    if plan.finished then error("moonrl.train: " .. plan.finished:gsub("moonrl train %-%-resume (%S+) %-%-set total_steps=N",
+      "moonrl.train{resume = %1, total_steps = N}"), 2) end
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
     o.resume = plan
@@ -379,7 +383,8 @@ local function eval_args(target, on_skip)
     local run_dir = st and st.type == "directory" and target or rs.run_dir_of(target)
     local defaults
     if run_dir then
-      local t = require("moonrl.config").load_file(run_dir .. "/config.lua")
+      local now = run_dir .. "/" .. rs.NOW_FILE   -- the config in force after changes, else the one it started with
+      local t = require("moonrl.config").load_file(uv.fs_stat(now) and now or run_dir .. "/config.lua")
       defaults = type(t) == "table" and type(t.eval) == "table" and t.eval or nil
     end
     if st and st.type == "directory" then

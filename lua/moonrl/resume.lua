@@ -3,13 +3,19 @@
 -- RUN_DIR}), and finding a run's checkpoint for `moonrl eval RUN_DIR`.
 --
 -- What a resumed run is made of:
+--   the update      the one the checkpoint holds (mr_checkpoint_read_progress),
+--                   not its file name's; a finished run (total_steps reached) is
+--                   plan.finished, a message: the CLI says it and trains nothing
 --   the checkpoint  RUN_DIR/checkpoints/update_NNNNNNN.mrck with the highest
 --                   N that the engine reads back whole (mr_checkpoint_read_config
 --                   checks its length and every checksum); a damaged newer one
 --                   is reported with the engine's message and skipped.
---   the config      RUN_DIR/config.lua (the run's resolved config, kept up to
---                   date by run:set), checked against the checkpoint's own
---                   mr_config; changes asked for on top of it (a config file
+--   the config      RUN_DIR/config.now.lua (the config in force after changes,
+--                   written by run:set) or else RUN_DIR/config.lua (the config
+--                   it started with); keys edited in it since moonrl wrote it
+--                   (against .config.as-written.lua) are applied with a note
+--                   when hot, refused by name otherwise; checked against the
+--                   checkpoint's own mr_config; changes asked for on top of it (a config file
 --                   or table, --set, hooks) apply when the key is hot or only
 --                   concerns output (log.*, eval.*, alerts.*); any other
 --                   change is refused with the key: it needs a new run.
@@ -43,6 +49,11 @@ local schema = require("moonrl.schema")
 local util = require("moonrl.util")
 
 local resume = {}
+
+-- The run's config in force after its last change (written next to config.lua).
+resume.NOW_FILE = "config.now.lua"
+-- The copy of the config file as moonrl last wrote it: what an edit is told from.
+resume.WRITTEN_FILE = ".config.as-written.lua"
 
 local MAGIC = "MOONRLCK"
 
@@ -111,6 +122,18 @@ function resume.read_config(path)
   return c
 end
 
+-- What a checkpoint holds of its progress (the engine's own record; the
+-- file name is only a label): {updates =, agent_steps =, hot = mr_hot_params}.
+function resume.read_progress(path)
+  local engine = require("moonrl.engine")
+  local u, a = engine.ffi.new("uint64_t[1]"), engine.ffi.new("uint64_t[1]")
+  local hot, err = engine.ffi.new("mr_hot_params"), engine.ffi.new("mr_error")
+  if engine.C.mr_checkpoint_read_progress(path, u, a, hot, err) ~= 0 then
+    return nil, engine.ffi.string(err.msg)
+  end
+  return { updates = tonumber(u[0]), agent_steps = tonumber(a[0]), hot = hot }
+end
+
 function resume.newest(run_dir)
   local st = uv.fs_stat(run_dir)
   if not st then return nil, "run directory '" .. run_dir .. "' not found" end
@@ -130,10 +153,13 @@ function resume.newest(run_dir)
   local damaged = {}
   for i, ck in ipairs(list) do
     local c, err = resume.read_config(ck.path)
-    if c then
+    local pg
+    if c then pg, err = resume.read_progress(ck.path) end
+    if c and pg then
       local older = {}
       for j = #list, i, -1 do older[#older + 1] = list[j].path end   -- oldest first, this one last
-      return { path = ck.path, update = ck.update, config = c, damaged = damaged, older = older }
+      return { path = ck.path, update = pg.updates, named = ck.update, agent_steps = pg.agent_steps, hot = pg.hot,
+               config = c, damaged = damaged, older = older }
     end
     damaged[#damaged + 1] = { path = ck.path, error = err }
   end
@@ -264,6 +290,36 @@ local function apply_changes(cfg, changes, notes, saved_missing)
   return cfg
 end
 
+-- Keys edited in the run's config file since moonrl wrote it (against the
+-- copy it keeps, resume.WRITTEN_FILE): hot ones as "key = new (the run had
+-- old)", the others as refusals naming the key.
+local function edits(cfg, ref, name)
+  local hot, cold = {}, {}
+  for _, e in ipairs(schema.keys) do
+    if e.key ~= "dir" then
+      local a, b = config.get(cfg, e.key), config.get(ref, e.key)
+      local differ
+      if type(a) == "function" and type(b) == "function" then   -- loaded twice: the same by their source
+        local ser = require("moonrl.config.serialize").value
+        differ = ser(a) ~= ser(b)
+      else
+        differ = not same(e, a, b)
+      end
+      if differ then
+        local shown = require("moonrl.changes").display
+        if changeable(e.key) then
+          hot[#hot + 1] = e.key .. " = " .. shown(a) .. " (the run had " .. shown(b) .. ")"
+        else
+          cold[#cold + 1] = name .. ": " .. e.key .. " = " .. shown(a) .. ", the run has " .. shown(b) ..
+            ": " .. e.key .. " is not hot (it shapes the network, the environments or the algorithm), " ..
+            "a resume does not change it: put it back, or start a new run with it (moonrl train CONFIG --dir NEW_DIR)"
+        end
+      end
+    end
+  end
+  return hot, cold
+end
+
 function resume.prepare(run_dir, changes)
   changes = changes or {}
   if type(run_dir) ~= "string" or run_dir == "" then
@@ -273,8 +329,25 @@ function resume.prepare(run_dir, changes)
   local ck, cerr = resume.newest(run_dir)
   if not ck then return nil, cerr end
   local cfg_path = join(run_dir, "config.lua")
-  if not uv.fs_stat(cfg_path) then
+  local start_st = uv.fs_stat(cfg_path)
+  if not start_st then
     return nil, run_dir .. " has no config.lua: not a moonrl run directory (moonrl train writes one)"
+  end
+  -- After changes while it trained (run:set, ctl set, live tweaks, --set on
+  -- a resume) the run's config in force is config.now.lua; config.lua is the
+  -- config it started with. An edit of config.lua made after config.now.lua
+  -- was written would be passed over: said, not guessed at.
+  local now_path = join(run_dir, resume.NOW_FILE)
+  local now_st = uv.fs_stat(now_path)
+  if now_st then
+    local function later(a, b) return a.sec > b.sec or (a.sec == b.sec and a.nsec > b.nsec) end
+    if later(start_st.mtime, now_st.mtime) then
+      return nil, "cannot resume " .. run_dir .. ": config.lua was edited after " .. resume.NOW_FILE ..
+        " was written, and the run goes on from " .. resume.NOW_FILE .. " (the config in force after its " ..
+        "last change; config.lua is the config it started with): make the edit in " .. now_path ..
+        " (or give it with --set key=value) and put config.lua back"
+    end
+    cfg_path = now_path
   end
   local cfg, lerr = config.load_file(cfg_path)
   if not cfg then return nil, lerr end
@@ -295,6 +368,11 @@ function resume.prepare(run_dir, changes)
     end
   end
   local notes = {}
+  if ck.named ~= ck.update then
+    notes[#notes + 1] = ck.path .. " is named update " .. ck.named .. " but holds update " .. ck.update ..
+      " (" .. util.fmt_number(ck.agent_steps) .. " agent-steps): resuming from update " .. ck.update ..
+      ", what it holds"
+  end
   for _, d in ipairs(ck.damaged) do
     notes[#notes + 1] = "skipped damaged checkpoint " .. d.path .. ": " .. d.error
   end
@@ -311,6 +389,28 @@ function resume.prepare(run_dir, changes)
       holder[e.name] = util.deepcopy(e.default)
     end
   end
+  -- keys edited in the file between stop and resume: hot ones applied and
+  -- said, others refused
+  local edited = {}
+  local wt = util.read_file(join(run_dir, resume.WRITTEN_FILE))
+  if wt and wt ~= text then
+    local ref = config.load_file(join(run_dir, resume.WRITTEN_FILE))
+    if ref then
+      for _, e in ipairs(schema.keys) do   -- the same defaults as cfg below
+        if e.section and type(ref[e.section]) ~= "table" then ref[e.section] = {} end
+        local holder = e.section and ref[e.section] or ref
+        if holder[e.name] == nil and e.default ~= nil then holder[e.name] = util.deepcopy(e.default) end
+      end
+      local cold
+      edited, cold = edits(cfg, ref, cfg_path)
+      if #cold > 0 then return nil, "cannot resume " .. run_dir .. ":\n" .. table.concat(cold, "\n") end
+      if #edited > 0 then
+        notes[#notes + 1] = "edited in " .. cfg_path .. " since the run stopped: " .. table.concat(edited, ", ") ..
+          "; in force from update " .. (ck.update + 1)
+      end
+    end
+  end
+  local n_notes = #notes
   local ok, err = apply_changes(cfg, changes, notes, missing)
   if not ok then return nil, "cannot resume " .. run_dir .. ":\n" .. err end
   ok, err = config.validate(cfg)
@@ -321,18 +421,24 @@ function resume.prepare(run_dir, changes)
   if not c then return nil, cfg_path .. ": " .. eerr end
   local diff = differences(c, ck.config)
   if #diff > 0 then
-    return nil, "cannot resume " .. run_dir .. ": config.lua and " .. ck.path .. " disagree on " ..
-      table.concat(diff, ", ") .. " (config.lua vs the checkpoint): config.lua was edited? A change of " ..
-      "these needs a new run"
+    local name = cfg_path:match("[^/]*$")
+    return nil, "cannot resume " .. run_dir .. ": " .. name .. " and " .. ck.path .. " disagree on " ..
+      table.concat(diff, ", ") .. " (" .. name .. " vs the checkpoint): " .. name .. " was edited? These keys " ..
+      "are not hot (they shape the network, the environments or the algorithm): a resume refuses to change " ..
+      "them; put them back, or start a new run with them (moonrl train CONFIG --dir NEW_DIR)"
   end
   local batch = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
+  local finished
   if ck.update * batch >= cfg.total_steps then
-    notes[#notes + 1] = "update " .. ck.update .. " already trained total_steps = " .. util.fmt_number(cfg.total_steps) ..
-      ": nothing left to train (a larger total: --set total_steps=N)"
+    finished = "run " .. run_dir .. " is finished: its checkpoint " .. ck.path .. " is at update " .. ck.update ..
+      " (" .. util.fmt_number(ck.update * batch) .. " agent-steps), total_steps = " .. util.fmt_number(cfg.total_steps) ..
+      ": nothing left to train. To train it further: moonrl train --resume " .. run_dir ..
+      " --set total_steps=N with N larger than " .. util.fmt_number(ck.update * batch)
   end
   return {
     dir = run_dir, cfg = cfg, notes = notes, checkpoint = ck.path, update = ck.update,
-    damaged = ck.damaged, kept = ck.older, batch = batch,
+    damaged = ck.damaged, kept = ck.older, batch = batch, finished = finished,
+    changed = #notes > n_notes or #edited > 0 or now_st ~= nil,
   }
 end
 

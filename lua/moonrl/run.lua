@@ -29,13 +29,19 @@
 --   run:alive()                false once finished
 --   run:summary()              the summary (nil while running)
 --
--- Run directory: config.lua (the resolved config, config.serialize; written
--- again by run:set, so it holds the config in force), train.log (a plain
+-- Run directory: config.lua (the resolved config the run started with,
+-- config.serialize, without dir; written once), config.now.lua (the config in
+-- force, written by run:set and a resume that changed anything: what a resume
+-- continues from), .config.as-written.lua (the last of the two as written:
+-- what moonrl.resume tells an edit from), train.log (a plain
 -- log, one line per event), changes.lua (moonrl.changes), the sinks' files
 -- (metrics.jsonl, metrics.csv, events.out.tfevents.*), checkpoints/ and, while
 -- the run goes, control/control.sock (moonrl.control: `moonrl ctl`, `moonrl ps`). The
 -- few files written at start are small and written synchronously;
 -- everything per update is asynchronous (the log here, the sinks' own writes).
+--
+-- A new run never reuses a directory that holds a run (Run.occupied): it is
+-- refused, or with opts.force moved aside to DIR.old-<time> (Run.move_aside).
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
 -- metrics written after the checkpoint's update are cut (moonrl.sinks.trim),
@@ -104,10 +110,69 @@ end
 
 
 
+-- What in a directory says that a run lives there.
+local RUN_FILES = { "config.lua", "config.now.lua", "train.log", "metrics.jsonl", "metrics.csv", "changes.lua" }
+
+-- The run files in dir ({} when none: no directory, an empty one, or other files).
+function Run.occupied(dir)
+  local found = {}
+  if not uv.fs_stat(dir) then return found end
+  for _, name in ipairs(RUN_FILES) do
+    if uv.fs_stat(dir .. "/" .. name) then found[#found + 1] = name end
+  end
+  local req = uv.fs_scandir(dir .. "/checkpoints")
+  if req and uv.fs_scandir_next(req) then found[#found + 1] = "checkpoints/" end
+  req = uv.fs_scandir(dir)
+  while req do
+    local name = uv.fs_scandir_next(req)
+    if not name then break end
+    if name:match("^events%.out%.tfevents%.") then found[#found + 1] = name break end
+  end
+  return found
+end
+
+-- The refusal to start a new run in a directory that holds one.
+function Run.occupied_message(dir, found, cli)
+  return dir .. " already holds a run (" .. table.concat(found, ", ") .. "); a new run does not reuse it. " ..
+    (cli and ("To continue that run: moonrl train --resume " .. dir .. "; to start a new one: another --dir " ..
+      "(or none: runs/<name>-<time>), or --force to move the old run aside to " .. dir .. ".old-<time> (nothing " ..
+      "is deleted) and start anew in " .. dir)
+     or ("To continue that run: moonrl.train{resume = \"" .. dir .. "\"}; to start a new one: another dir, " ..
+      "or moonrl.train(cfg, {force = true}) to move the old run aside to " .. dir .. ".old-<time> (nothing is " ..
+      "deleted) and start anew in " .. dir))
+end
+
+-- Moves the run in dir aside to dir.old-<YYYYmmdd-HHMMSS>[-N]; returns where.
+function Run.move_aside(dir)
+  local base = dir:gsub("/+$", "") .. ".old-" .. os.date("%Y%m%d-%H%M%S")
+  local to, n = base, 1
+  while uv.fs_stat(to) do
+    n = n + 1
+    to = base .. "-" .. n
+  end
+  local lock, lerr = require("moonrl.dirlock").take(dir)   -- not from under a process running there
+  if not lock then return nil, lerr end
+  local ok, err = uv.fs_rename(dir, to)
+  lock:release()
+  if not ok then return nil, "cannot move the old run " .. dir .. " aside to " .. to .. ": " .. tostring(err) end
+  return to
+end
+
 -- runs/<name>-<time>, or with -2, -3... when two runs start in the same second.
-local function new_dir(cfg)
+-- A given dir that holds a run is refused, or with force moved aside (the
+-- note saying where is added to notes).
+local function new_dir(cfg, force, notes)
   local base = config.run_dir(cfg)
-  if cfg.dir then return base end
+  if cfg.dir then
+    local found = Run.occupied(base)
+    if #found > 0 then
+      if not force then return nil, Run.occupied_message(base, found, false) end
+      local to, err = Run.move_aside(base)
+      if not to then return nil, err end
+      notes[#notes + 1] = "--force: the run that was in " .. base .. " moved to " .. to .. " (nothing deleted)"
+    end
+    return base
+  end
   local dir, n = base, 1
   while uv.fs_stat(dir) do
     n = n + 1
@@ -146,10 +211,43 @@ local function prepare(cfg)
   return c, w, tables
 end
 
+-- The config without its directory: a copy started as a new run gets a new one.
+local function without_dir(cfg)
+  local t = {}
+  for k, v in pairs(cfg) do t[k] = v end
+  t.dir = nil
+  return t
+end
+
+-- config.lua: the config the run started with, written once when it starts
+-- (not by a resume, not by changes).
+-- Each is also copied to .config.as-written.lua: what a resume tells an
+-- edit of the file from (moonrl.resume).
+local function write_config_file(dir, name, text)
+  local ok, err = write_file(dir .. "/" .. name, text)
+  if not ok then return nil, err end
+  return write_file(dir .. "/" .. require("moonrl.resume").WRITTEN_FILE, text)
+end
+
 function Run:_write_config()
-  return write_file(self.dir .. "/config.lua", config.serialize(self.cfg, {
-    header = "moonrl " .. core.version() .. ": the resolved config of the run in this directory, " ..
-      os.date("%Y-%m-%d %H:%M:%S") .. (self.resume_plan and (" (resumed from update " .. self.resume_plan.update .. ")") or ""),
+  return write_config_file(self.dir, "config.lua", config.serialize(without_dir(self.cfg), {
+    header = "moonrl " .. core.version() .. ": the resolved config the run in this directory started with,\n" ..
+      os.date("%Y-%m-%d %H:%M:%S") .. ". Changes made while it trained are in changes.lua and, once there are\n" ..
+      "any, the config in force after the last one is config.now.lua (what a resume continues from).\n" ..
+      "No dir: started as a config (moonrl train this-file.lua), this is a new run in a new directory",
+  }))
+end
+
+-- config.now.lua: the config in force now, after changes (run:set, ctl set,
+-- live tweaks, a resume's --set); a resume continues from it.
+function Run:_write_current()
+  local upd = self.updates or 0
+  return write_config_file(self.dir, "config.now.lua", config.serialize(without_dir(self.cfg), {
+    header = "moonrl " .. core.version() .. ": the config in force in the run in this directory after its last " ..
+      "change (" .. os.date("%Y-%m-%d %H:%M:%S") .. ", around update " .. upd .. ").\n" ..
+      "It reproduces the run from the state of that change on, not from its start: the values\n" ..
+      "before each change are in changes.lua, the config it started with is config.lua.\n" ..
+      "moonrl train --resume continues from this file; edit it (or use --set) to change hot keys then",
   }))
 end
 
@@ -166,7 +264,10 @@ function Run.start(cfg, opts)
     on_end = opts.on_end, warmup = warmup, resume_plan = rs,
   }, Run)
 
-  local dir = rs and rs.dir or new_dir(cfg)
+  local notes = { unpack(opts.notes or {}) }
+  local dir, derr
+  if rs then dir = rs.dir else dir, derr = new_dir(cfg, opts.force, notes) end
+  if not dir then error(derr, 3) end
   local ok, err = mkdir_p(dir .. "/checkpoints")
   if not ok then error(err, 3) end
   self.dir = dir
@@ -178,7 +279,6 @@ function Run.start(cfg, opts)
     self.lock:release()
     error(msg, 4)
   end
-  local notes = { unpack(opts.notes or {}) }
   local stale = dirlock.clean_temporaries(dir)
   if #stale > 0 then
     notes[#notes + 1] = "removed " .. table.concat(stale, ", ") .. " from " .. dir ..
@@ -192,7 +292,11 @@ function Run.start(cfg, opts)
       if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
     end
   end
-  ok, err = self:_write_config()
+  if rs then
+    if rs.changed then ok, err = self:_write_current() end
+  else
+    ok, err = self:_write_config()
+  end
   if not ok then fail(err) end
   self.log = open_log(dir .. "/train.log", rs ~= nil)
   self.log:line("moonrl " .. core.version() .. (rs and " resuming run " or " run ") .. dir)
@@ -560,7 +664,7 @@ function Run:set(key, value, source)
     end
   end
   self.changes:set(key, old, config.get(self.cfg, key), source, seq)
-  local okw, werr = self:_write_config()   -- what a resume starts from
+  local okw, werr = self:_write_current()   -- what a resume starts from
   if not okw then self.log:line(tostring(werr)) end
   return true
 end
@@ -595,7 +699,7 @@ function Run:set_many(values, source)
     local e = schema.by_key[k]
     self.changes:set(k, old, config.get(self.cfg, k), source or "run:set_many", e and e.hot == "engine" and seq or nil)
   end
-  local okw, werr = self:_write_config()   -- what a resume starts from
+  local okw, werr = self:_write_current()   -- what a resume starts from
   if not okw then self.log:line(tostring(werr)) end
   return true
 end

@@ -129,6 +129,13 @@ static void test_checkpoint_round_trip(void) {
     mr_config rc;
     CHECK(mr_checkpoint_read_config("test_trainer_k.mrck", &rc, &e) == MR_OK);
     CHECK(rc.env.num_envs == c.env.num_envs && rc.policy.hidden == c.policy.hidden);
+    /* And its progress: the updates and agent-steps it was written after, the hot values then. */
+    uint64_t pu = 0, pa = 0;
+    mr_hot_params ph;
+    CHECK_MSG(mr_checkpoint_read_progress("test_trainer_k.mrck", &pu, &pa, &ph, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(pu == 2 && pa == 2 * (uint64_t)c.env.num_envs * (uint64_t)c.ppo.rollout_steps,
+              "progress %llu updates, %llu steps", (unsigned long long)pu, (unsigned long long)pa);
+    CHECK(mr_checkpoint_read_progress("no_such_file.mrck", &pu, &pa, NULL, &e) != MR_OK);
 
     /* Damaged files are refused and leave the trainer untouched. */
     FILE *f = fopen("test_trainer_k.mrck", "rb");

@@ -310,6 +310,11 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err);
 mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err);
 /* Reads just the config stored in a checkpoint, to create a matching trainer. */
 mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err);
+/* Reads a checkpoint's progress: the updates and agent-steps it was written
+ * after and, when hot is not NULL, the hot parameters in force then (the
+ * numbers a resumed run starts from; its file name is only a label). */
+mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint64_t *agent_steps,
+                                      mr_hot_params *hot, mr_error *err);
 
 /* Policy inference with the trainer's current weights, for any batch size:
  *   obs    (n, (2r+1)^2) cell codes as mr_env_read returns them

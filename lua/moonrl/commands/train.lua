@@ -29,13 +29,21 @@ With --resume, continues the run in RUN_DIR from its newest valid checkpoint
 with the run's own config.lua, in the same directory: metrics written after
 that checkpoint are dropped and the files go on from it. A changes file and
 --set may change hot keys (total_steps, ppo.lr, ...) and output settings
-(log.*, eval.*, alerts.*); other keys need a new run. On the cpu a resumed
-run is bit for bit the run that was not interrupted.
+(log.*, eval.*, alerts.*); other keys need a new run. After changes made
+while it trained the run continues from RUN_DIR/config.now.lua (the config
+in force after the last change) instead. A hot key edited in that file is
+applied with a note (old and new value); another key edited is refused.
+A finished run (total_steps reached) is said to be, and left as it is
+(exit 0): --set total_steps=N with a larger N trains it further. On the
+cpu a resumed run is bit for bit the run that was not interrupted.
 
 options:
   --resume RUN_DIR    continue that run (see above)
   --set key=value     override a config key (repeatable), e.g. --set ppo.lr=1e-4
-  --dir DIR           run directory (default runs/<name>-<YYYYmmdd-HHMMSS>)
+  --dir DIR           run directory (default runs/<name>-<YYYYmmdd-HHMMSS>); a directory
+                      that holds a run is refused (--resume DIR continues it)
+  --force             with --dir: move a run already there aside to DIR.old-<time>
+                      (nothing is deleted; the note says where) and start anew
   --live FILE         watch FILE while training: each save applies its hot keys at
                       the next update (a Lua file returning e.g. { ppo = { lr = 1e-4 } });
                       SIGHUP re-reads it; the config key `live` does the same
@@ -87,7 +95,7 @@ function train.run(argv)
   local o, e = cmdline.parse("train", argv, {
     set = { "list", "key=value" }, dir = { "value", "a directory" },
     hardware = { "value", "a profile name or .lua path" }, level = { "value", "a level name or .lua path" },
-    ["no-eval"] = { "flag" }, resume = { "value", "a run directory" }, live = { "value", "a tweak file" },
+    ["no-eval"] = { "flag" }, force = { "flag" }, resume = { "value", "a run directory" }, live = { "value", "a tweak file" },
   }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
@@ -100,6 +108,7 @@ function train.run(argv)
   local cfg, notes, plan
   if o.resume then
     if o.dir then return usage_error("moonrl train: --resume continues in the run's own directory; drop --dir") end
+    if o.force then return usage_error("moonrl train: --resume continues the run in its directory; --force is for a new run") end
     if file and (require("moonrl.resume").is_checkpoint(file) or uv.fs_stat(file).type == "directory") then
       return usage_error("moonrl train --resume " .. o.resume .. ": '" .. file .. "' is not a file of config " ..
         "changes; moonrl train --resume RUN_DIR [changes.lua] [--set k=v ...]")
@@ -108,16 +117,42 @@ function train.run(argv)
     plan, perr = moonrl._resume_plan(file, { resume = o.resume, sets = o.set, hardware = o.hardware, level = o.level })
     if not plan then return usage_error("moonrl train --resume: " .. perr) end
     cfg, notes = plan.cfg, plan.notes
+    if plan.finished then   -- nothing to train: said, and the run left as it is
+      for _, n in ipairs(notes) do err("moonrl: note: ", n, "\n") end
+      out(plan.finished, "\n")
+      return 0
+    end
   else
     cfg, notes = moonrl.resolve(file, { sets = o.set, hardware = o.hardware, level = o.level, dir = o.dir })
     if not cfg then return usage_error("moonrl train: " .. notes) end
+    -- a run's own config.lua of an older moonrl names its directory: a copy is a new run
+    local from_run = file and require("moonrl.resume").run_dir_of(file:gsub("config%.lua$", "checkpoints/x"))
+    if file and not o.dir and cfg.dir and from_run and cfg.dir:gsub("/+$", "") == from_run then
+      cfg.dir = nil
+      notes[#notes + 1] = file .. " names its own run's directory (dir = " .. from_run .. "): this new run gets " ..
+        "a new one (--dir DIR to choose it)"
+    end
+    if cfg.dir then
+      local found = require("moonrl.run").occupied(cfg.dir)
+      if #found > 0 then
+        local lock, lerr = require("moonrl.dirlock").take(cfg.dir)
+        if not lock then   -- a process runs there: that is the news
+          err("moonrl train: ", lerr, "\n")
+          return 1
+        end
+        lock:release()
+        if not o.force then
+          return usage_error("moonrl train: " .. require("moonrl.run").occupied_message(cfg.dir, found, true))
+        end
+      end
+    end
   end
   if o.live then
     local ok, lerr = moonrl.config.set(cfg, "live", o.live)
     if not ok then return usage_error("moonrl train: --live: " .. lerr) end
   end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
-  local started, run = pcall(moonrl._start, cfg, notes, { resume = plan })
+  local started, run = pcall(moonrl._start, cfg, notes, { resume = plan, force = o.force })
   if not started then
     err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
     return 1

@@ -403,6 +403,27 @@ mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *
     return s;
 }
 
+mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint64_t *agent_steps,
+                                      mr_hot_params *hot, mr_error *err) {
+    if (!path) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_progress: path is NULL");
+    ck_file cf;
+    mr_status s = read_file(path, &cf, err);
+    if (s) return s;
+    const uint8_t *d;
+    size_t n;
+    s = find_section(&cf, path, "progress", sizeof(ck_progress), &d, &n, err);
+    if (!s) {
+        ck_progress pg;
+        memcpy(&pg, d, sizeof pg);
+        if (updates) *updates = pg.updates;
+        if (agent_steps) *agent_steps = pg.agent_steps;
+        if (hot) *hot = pg.hot;
+        mr_ok(err);
+    }
+    free(cf.buf);
+    return s;
+}
+
 mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load: trainer or path is NULL");
     ck_file cf;
