@@ -1,0 +1,74 @@
+-- Schedules on a resume that changes total_steps (moonrl.resume): a
+-- schedule is stretched from its value at the last update trained to its
+-- end value at the new total, so the learning rate does not jump. Runs the
+-- built binary (build/moonrl, or $MOONRL_BIN) on a tiny network.
+
+local support = require("support")
+
+local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+local have_bin = io.open(BIN, "rb") ~= nil
+if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+
+local function moonrl(args, dir)
+  local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
+  os.execute(string.format("cd %q && timeout 120 %q %s >%q 2>%q; echo $? >%q", dir, BIN, args, out, err, rc))
+  return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
+end
+
+local T, BATCH = 6, 32    -- updates of the first run; 4 envs x 8 steps
+
+local EXPERIMENT = [[
+return {
+  name = "stretch", device = "cpu", threads = 1, seed = 3, hardware = "ci", level = "basic",
+  total_steps = ]] .. T * BATCH .. [[,
+  env = { num_envs = 4, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+  ppo = { rollout_steps = 8, epochs = 1, lr = linear(3e-4, 1e-4) },
+  log = { console = false, checkpoint_interval = 1 },
+}
+]]
+
+local function lrs(text)   -- update -> lr of the metric rows
+  local out = {}
+  for line in text:gmatch("[^\n]+") do
+    local u = not line:find('"event":', 1, true) and line:match('"update":(%d+)')
+    local lr = line:match('"lr":([-%deE.+]+)')
+    if u and lr then out[tonumber(u)] = tonumber(lr) end
+  end
+  return out
+end
+
+local function near(a, b) return math.abs(a - b) <= 1e-9 + 1e-5 * math.abs(b) end
+
+describe("moonrl train --resume with a larger total_steps", function()
+  it("stretches a linear lr schedule from its value at the resume point to its end value: no jump", function()
+    if not have_bin then pending("no binary at " .. BIN) return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    local rc, _, err = moonrl("train exp.lua --dir r --no-eval", dir)
+    assert(rc == 0, err)
+    rc, _, err = moonrl("train --resume r --no-eval --set total_steps=" .. 2 * T * BATCH, dir)
+    assert.equal(0, rc, err)
+    local lr = lrs(support.read_file(dir .. "/r/metrics.jsonl"))
+    for k = 1, 2 * T do assert.truthy(lr[k], "no lr for update " .. k) end
+    -- the first run: linear 3e-4 -> 1e-4 over T updates (update k at progress (k-1)/T)
+    for k = 1, T do assert.truthy(near(lr[k], 3e-4 + (1e-4 - 3e-4) * (k - 1) / T), k .. ": " .. lr[k]) end
+    -- after it: a straight line from update T's value to 1e-4 at update 2T + 1 (progress 1)
+    local slope = (1e-4 - lr[T]) / (2 * T + 1 - T)
+    assert.truthy(near(lr[T + 1], lr[T] + slope),
+      string.format("lr jumped at the resume: update %d %.10g, update %d %.10g (want %.10g)", T, lr[T], T + 1, lr[T + 1], lr[T] + slope))
+    for k = T + 1, 2 * T do
+      assert.truthy(near(lr[k], lr[T] + slope * (k - T)), k .. ": " .. lr[k])
+    end
+    assert.truthy(near(lr[2 * T] + slope, 1e-4))     -- reaches 1e-4 at 2T total steps
+    -- the message names the key, its value at the resume point and its new end
+    assert.truthy(err:find("ppo.lr = " .. string.format("%.5g", lr[T]):gsub("0+$", ""), 1, true)
+      or err:find("ppo.lr = ", 1, true), err)
+    assert.truthy(err:find("schedules stretched", 1, true), err)
+    assert.truthy(err:find("-> 0.0001 at update " .. 2 * T, 1, true), err)
+    -- config.lua keeps the stretched schedule: a second resume continues it
+    local cfg = support.read_file(dir .. "/r/config.lua")
+    assert.truthy(cfg:find("lr = linear(", 1, true), cfg)
+    support.rm_rf(dir)
+  end)
+end)
