@@ -288,8 +288,8 @@ local function stretch_schedules(cfg, before, old_total, a, batch, notes)
         return f(p_old + (p - q) * (1 - p_old) / (1 - q))
       end
       config.set(cfg, key, stretched)
-      said[#said + 1] = string.format("%s = %s at update %d -> its value at progress 1 at update %d (a Lua function, stretched)",
-        key, util.fmt_number(v0), a, u_new)
+      said[#said + 1] = string.format("%s: %.6g at update %d -> its value at progress 1 at total_steps = %s (a Lua function)",
+        key, v0, a + 1, util.fmt_number(cfg.total_steps))
     elseif kept and type(v) == "table" and v.kind ~= "constant" then
       local n = schedule.normalize(v)
       local v0 = engine.schedule_value(n, p_old)
@@ -307,14 +307,16 @@ local function stretch_schedules(cfg, before, old_total, a, batch, notes)
         if n.kind ~= "step" then t.gamma, t.every = nil, nil end
         if n.kind == "step" and v.to == nil then t.to = nil end
         config.set(cfg, key, t)
-        said[#said + 1] = string.format("%s = %s at update %d -> %s at update %d (now %s)", key,
-          util.fmt_number(v0), a, util.fmt_number(n.to), u_new, schedule.to_lua(t))
+        said[#said + 1] = string.format("%s: %.6g at update %d -> %.6g at total_steps = %s (now %s(%.6g, %.6g%s))", key,
+          v0, a + 1, n.to, util.fmt_number(cfg.total_steps), t.kind, t.from,
+          t.kind == "step" and n.gamma or t.to,
+          t.kind == "step" and string.format(", %.6g%s", n.every, t.to and string.format(", %.6g", t.to) or "") or "")
       end
     end
   end
   if #said > 0 then
-    notes[#notes + 1] = "total_steps changed: schedules stretched from their value at the last update trained to " ..
-      "their end value at the new total (no jump): " .. table.concat(said, ", ")
+    notes[#notes + 1] = "total_steps changed: each schedule goes on from its value at the last update trained " ..
+      "to its end value at the new total (no jump): " .. table.concat(said, ", ")
   end
   return true
 end
