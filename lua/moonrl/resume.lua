@@ -281,9 +281,10 @@ local function stretch_schedules(cfg, before, old_total, a, batch, notes)
   for _, key in ipairs({ "ppo.lr", "ppo.clip", "ppo.ent_coef" }) do
     local v, was = config.get(cfg, key), before[key]
     local kept = (was == nil and type(v) == "function") or (was ~= nil and same(schema.by_key[key], was, v))
-    if kept and type(v) == "function" then
-      local f = v
-      local v0 = f(p_old)
+    local fok, fv0 = true, nil
+    if kept and type(v) == "function" then fok, fv0 = pcall(v, p_old) end
+    if kept and type(v) == "function" and fok and type(fv0) == "number" then
+      local f, v0 = v, fv0
       local stretched = function(p)
         return f(p_old + (p - q) * (1 - p_old) / (1 - q))
       end
@@ -301,6 +302,13 @@ local function stretch_schedules(cfg, before, old_total, a, batch, notes)
         from = (v0 - (1 - w) * n.to) / w
       elseif n.kind == "step" then
         from = v0 / n.gamma ^ math.floor(q / n.every + 1e-9)
+      end
+      local e = schema.by_key[key]
+      if from and ((e.min and from < e.min) or (e.max and from > e.max) or from ~= from) then
+        said[#said + 1] = string.format("%s: %.6g at update %d, not stretched (its from would be %.6g, outside " ..
+          "%s .. %s): it follows %s over the new total, so it jumps", key, v0, a + 1, from,
+          util.fmt_number(e.min or -math.huge), util.fmt_number(e.max or math.huge), schedule.to_lua(v) or n.kind)
+        from = nil
       end
       if from then
         local t = { kind = n.kind, from = from, to = n.to, gamma = v.gamma, every = v.every }
