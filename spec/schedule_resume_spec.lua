@@ -70,4 +70,34 @@ describe("moonrl train --resume with a larger total_steps", function()
     assert.truthy(cfg:find("lr = linear(", 1, true), cfg)
     support.rm_rf(dir)
   end)
+  it("stretches a Lua function schedule given again on moonrl.train{resume = ...} the same way", function()
+    if not have_bin then pending("no binary at " .. BIN) return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", (EXPERIMENT:gsub("lr = linear%(3e%-4, 1e%-4%)", "lr = 1e-3")))
+    support.write_file(dir .. "/fn.lua", [[
+      local moonrl = require "moonrl"
+      local lr = load("return function(p) return 1e-3 * (1 - p) end")()   -- config.lua cannot keep it
+      local cfg = dofile("exp.lua")
+      cfg.dir, cfg.ppo.lr = "f", lr
+      local lrs = {}
+      cfg.hooks = { on_update = function(m) lrs[m.update] = m.lr end }
+      moonrl.train(cfg):wait()
+      local run = moonrl.train({ resume = "f", ppo = { lr = lr }, total_steps = ]] .. 2 * T * BATCH .. [[ },
+        { hooks = { on_update = function(m) lrs[m.update] = m.lr end } })
+      run:wait()
+      for k = 1, #lrs do print(string.format("update=%d lr=%.17g", k, lrs[k])) end
+    ]])
+    local rc, out, err = moonrl("run fn.lua", dir)
+    assert.equal(0, rc, err)
+    local lr = {}
+    for u, v in out:gmatch("update=(%d+) lr=([^\n]+)") do lr[tonumber(u)] = tonumber(v) end
+    for k = 1, T do assert.truthy(near(lr[k], 1e-3 * (1 - (k - 1) / T)), out) end
+    local slope = (0 - lr[T]) / (T + 1)
+    for k = T + 1, 2 * T do
+      assert.truthy(near(lr[k], lr[T] + slope * (k - T)), k .. ": " .. tostring(lr[k]) .. "\n" .. out .. err)
+    end
+    assert.truthy(err:find("ppo.lr: " .. string.format("%.6g", lr[T]) .. " at update " .. T ..
+      " -> its value at progress 1 at total_steps = " .. 2 * T * BATCH .. " (a Lua function)", 1, true), err)
+    support.rm_rf(dir)
+  end)
 end)
