@@ -10,7 +10,11 @@
  *            instead of growing memory.
  *   mailbox  loop -> trainer: flags and a latest-wins hot-parameter set,
  *            read only between updates, so an update always runs with one
- *            consistent set of parameters.
+ *            consistent set of parameters. With mb_sync (an on_update hook
+ *            exists) the boundary first waits until the loop has handled
+ *            the metrics of the update just posted (mb_acked), so what its
+ *            hooks posted applies to the next update; otherwise the trainer
+ *            runs ahead of the loop and mail applies where it lands.
  *
  * Progress belongs to the host here. Warm-up updates (flagged, not counted)
  * may or may not advance the engine's own counters, so the thread counts real
