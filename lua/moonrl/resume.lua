@@ -320,6 +320,74 @@ local function edits(cfg, ref, name)
   return hot, cold
 end
 
+-- Schedules stretched on a change of total_steps (the default: no jump).
+-- A schedule's progress is updates done / total updates, so a new total
+-- would move every schedule to another value at the resume point. Instead,
+-- each schedule the resume does not itself change is re-anchored: at the
+-- last update trained (a) it keeps the value v0 it had there, and from
+-- there it runs to its own end value at the new total. linear, cosine and
+-- step get a new `from` (their `to`, gamma and every stay; config.lua keeps
+-- the result); a Lua function schedule is evaluated at the old run's
+-- progress, mapped linearly from [a, new total] onto [a, old total].
+local function stretch_schedules(cfg, before, old_total, a, batch, notes)
+  local schedule = require("moonrl.schedule")
+  local engine = require("moonrl.engine")
+  local function updates(total) return math.max(1, math.ceil(total / batch)) end
+  local u_old, u_new = updates(old_total), updates(cfg.total_steps)
+  if u_new == u_old or a >= u_new then return true end
+  local p_old, q = math.min(a / u_old, 1), a / u_new
+  local said = {}
+  for _, key in ipairs({ "ppo.lr", "ppo.clip", "ppo.ent_coef" }) do
+    local v, was = config.get(cfg, key), before[key]
+    local kept = (was == nil and type(v) == "function") or (was ~= nil and same(schema.by_key[key], was, v))
+    local fok, fv0 = true, nil
+    if kept and type(v) == "function" then fok, fv0 = pcall(v, p_old) end
+    if kept and type(v) == "function" and fok and type(fv0) == "number" then
+      local f, v0 = v, fv0
+      local stretched = function(p)
+        return f(p_old + (p - q) * (1 - p_old) / (1 - q))
+      end
+      config.set(cfg, key, stretched)
+      said[#said + 1] = string.format("%s: %.6g at update %d -> its value at progress 1 at total_steps = %s (a Lua function)",
+        key, v0, a + 1, util.fmt_number(cfg.total_steps))
+    elseif kept and type(v) == "table" and v.kind ~= "constant" then
+      local n = schedule.normalize(v)
+      local v0 = engine.schedule_value(n, p_old)
+      local from
+      if n.kind == "linear" then
+        from = (v0 - n.to * q) / (1 - q)
+      elseif n.kind == "cosine" then
+        local w = (1 + math.cos(math.pi * q)) / 2
+        from = (v0 - (1 - w) * n.to) / w
+      elseif n.kind == "step" then
+        from = v0 / n.gamma ^ math.floor(q / n.every + 1e-9)
+      end
+      local e = schema.by_key[key]
+      if from and ((e.min and from < e.min) or (e.max and from > e.max) or from ~= from) then
+        said[#said + 1] = string.format("%s: %.6g at update %d, not stretched (its from would be %.6g, outside " ..
+          "%s .. %s): it follows %s over the new total, so it jumps", key, v0, a + 1, from,
+          util.fmt_number(e.min or -math.huge), util.fmt_number(e.max or math.huge), schedule.to_lua(v) or n.kind)
+        from = nil
+      end
+      if from then
+        local t = { kind = n.kind, from = from, to = n.to, gamma = v.gamma, every = v.every }
+        if n.kind ~= "step" then t.gamma, t.every = nil, nil end
+        if n.kind == "step" and v.to == nil then t.to = nil end
+        config.set(cfg, key, t)
+        said[#said + 1] = string.format("%s: %.6g at update %d -> %.6g at total_steps = %s (now %s(%.6g, %.6g%s))", key,
+          v0, a + 1, n.to, util.fmt_number(cfg.total_steps), t.kind, t.from,
+          t.kind == "step" and n.gamma or t.to,
+          t.kind == "step" and string.format(", %.6g%s", n.every, t.to and string.format(", %.6g", t.to) or "") or "")
+      end
+    end
+  end
+  if #said > 0 then
+    notes[#notes + 1] = "total_steps changed: each schedule goes on from its value at the last update trained " ..
+      "to its end value at the new total (no jump): " .. table.concat(said, ", ")
+  end
+  return true
+end
+
 function resume.prepare(run_dir, changes)
   changes = changes or {}
   if type(run_dir) ~= "string" or run_dir == "" then
@@ -411,8 +479,14 @@ function resume.prepare(run_dir, changes)
     end
   end
   local n_notes = #notes
+  local before, old_total = {}, cfg.total_steps
+  for _, key in ipairs({ "ppo.lr", "ppo.clip", "ppo.ent_coef" }) do before[key] = util.deepcopy(config.get(cfg, key)) end
   local ok, err = apply_changes(cfg, changes, notes, missing)
   if not ok then return nil, "cannot resume " .. run_dir .. ":\n" .. err end
+  do
+    local batch = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
+    stretch_schedules(cfg, before, old_total, math.max(ck.update - 1, 0), batch, notes)
+  end
   ok, err = config.validate(cfg)
   if not ok then return nil, cfg_path .. ": " .. err end
 

@@ -341,6 +341,7 @@ function Run.start(cfg, opts)
     resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
     max_bad_updates = cfg.faults.max_bad_updates,
     inject_nan_at_update = cfg.debug.inject_nan_at_update,
+    sync_updates = type(cfg.hooks and cfg.hooks.on_update) == "function",   -- Run:_sync_hooks
   }, function(kind, ...) return self:_event(kind, ...) end)
   if not started then fail(handle) end
   self.handle = handle
@@ -664,6 +665,7 @@ function Run:set(key, value, source)
     end
   end
   self.changes:set(key, old, config.get(self.cfg, key), source, seq)
+  if key == "hooks.on_update" then self:_sync_hooks() end
   local okw, werr = self:_write_current()   -- what a resume starts from
   if not okw then self.log:line(tostring(werr)) end
   return true
@@ -699,9 +701,22 @@ function Run:set_many(values, source)
     local e = schema.by_key[k]
     self.changes:set(k, old, config.get(self.cfg, k), source or "run:set_many", e and e.hot == "engine" and seq or nil)
   end
+  if values["hooks.on_update"] ~= nil or type(values.hooks) == "table" then self:_sync_hooks() end
   local okw, werr = self:_write_current()   -- what a resume starts from
   if not okw then self.log:line(tostring(werr)) end
   return true
+end
+
+-- The update hand-shake (src/host/host.h, mb_sync): while an on_update hook
+-- exists, the trainer starts update k+1 only after the loop has handled the
+-- metrics of update k and run its hooks, so a run:set in the on_update hook
+-- of update k is in force from update k+1 (without it the trainer would
+-- already be running k+1, and the change would start at k+2). Runs without
+-- an on_update hook keep the trainer running ahead of the loop.
+function Run:_sync_hooks()
+  if self.handle and self:alive() then
+    self.handle:sync(type(self.cfg.hooks and self.cfg.hooks.on_update) == "function")
+  end
 end
 
 function Run:pause()

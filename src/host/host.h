@@ -102,6 +102,13 @@ typedef struct host_run {
     int mb_pause, mb_stop, mb_stop_checkpoint;
     host_hot *mb_hot;              /* the latest set wins: each carries every hot value */
     host_ckpt_req *mb_ckpt_head, *mb_ckpt_tail;
+    /* Update hand-shake: with mb_sync set (an on_update hook exists, which
+     * may call run:set), the trainer starts update k+1 only after the loop
+     * has handled the metrics of update k (mb_acked counts the real-update
+     * metrics events the loop handled; the thread counts those it posted),
+     * so a change made in the hook of update k is in force from k+1. */
+    int mb_sync;
+    uint64_t mb_acked;
 
     uv_thread_t thread;
     int thread_started, thread_joined;
@@ -118,6 +125,8 @@ void host_run_post_hot(host_run *r, host_hot *h); /* takes ownership */
 void host_run_post_pause(host_run *r, int paused);
 int host_run_post_checkpoint(host_run *r, const char *path);
 void host_run_post_stop(host_run *r, int checkpoint);
+void host_run_post_sync(host_run *r, int on);      /* the update hand-shake on/off */
+void host_run_post_ack(host_run *r);              /* the loop handled one update's metrics */
 
 host_hot *host_hot_new(void);
 void host_hot_free(host_hot *h);

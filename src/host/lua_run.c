@@ -26,6 +26,8 @@
  *   run:set_hot(hot_bytes[, schedules]) -> seq (1, 2, ...: each "hot" event names
  *       the one it applied; the mailbox keeps only the latest)
  *   run:pause()   run:resume()
+ *   run:sync(on)  the update hand-shake (host.h, mb_sync; opts.sync_updates
+ *       at the start): update k+1 starts after the handler ran for update k
  *   run:checkpoint([path])   run:stop([final_checkpoint=true])   run:alive()
  *
  *   core.evaluate(checkpoint_path, eval_cfg_bytes, opts, callback)
@@ -184,6 +186,8 @@ static void on_async(uv_async_t *h) {
         if (ev->kind == HEV_FINISHED) lrun_end(L, lr);
         int n = push_event(L, lr, ev);
         host_pcall(L, n, 0, 0);
+        /* its hooks have run (or failed): the trainer may start the next one */
+        if (ev->kind == HEV_METRICS && !ev->flag) host_run_post_ack(lr->r);
     }
     free(ev);
     if (lr->finished && lr->handler_ref != LUA_NOREF) {
@@ -326,6 +330,7 @@ static int core_start(lua_State *L) {
     lua_pop(L, 1);
     int max_bad = (int)opt_int(L, 2, "max_bad_updates", 0, 0, 1 << 30);
     lua_Integer inject = opt_int(L, 2, "inject_nan_at_update", 0, 0, 1 << 30);
+    int sync_updates = opt_bool(L, 2, "sync_updates", 0);
 
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
@@ -355,6 +360,7 @@ static int core_start(lua_State *L) {
     r->checkpoint_keep = keep;
     r->max_bad_updates = max_bad;
     r->inject_nan_at = (uint64_t)inject;
+    r->mb_sync = sync_updates;
     memcpy(r->run_dir, dir, dlen + 1);
     memcpy(r->resume_path, rpath, rlen + 1);
     r->resume_update = rupdate;
@@ -449,6 +455,11 @@ static int run_checkpoint(lua_State *L) {
     const char *path = luaL_optlstring(L, 2, "", &n);
     luaL_argcheck(L, n < HOST_PATH, 2, "path too long");
     if (host_run_post_checkpoint(lr->r, path) != 0) return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int run_sync(lua_State *L) {
+    host_run_post_sync(check_live(L, "change the update hand-shake")->r, lua_toboolean(L, 2));
     return 0;
 }
 
@@ -661,6 +672,7 @@ static const luaL_Reg run_methods[] = {
     {"resume", run_resume},
     {"checkpoint", run_checkpoint},
     {"stop", run_stop},
+    {"sync", run_sync},
     {"alive", run_alive},
     {NULL, NULL},
 };

@@ -10,7 +10,11 @@
  *            instead of growing memory.
  *   mailbox  loop -> trainer: flags and a latest-wins hot-parameter set,
  *            read only between updates, so an update always runs with one
- *            consistent set of parameters.
+ *            consistent set of parameters. With mb_sync (an on_update hook
+ *            exists) the boundary first waits until the loop has handled
+ *            the metrics of the update just posted (mb_acked), so what its
+ *            hooks posted applies to the next update; otherwise the trainer
+ *            runs ahead of the loop and mail applies where it lands.
  *
  * Progress belongs to the host here. Warm-up updates (flagged, not counted)
  * may or may not advance the engine's own counters, so the thread counts real
@@ -127,6 +131,8 @@ void host_run_discard(host_run *r) {
     r->q_count = 0;
     pthread_cond_broadcast(&r->q_not_full);
     pthread_mutex_unlock(&r->q_mu);
+    /* dropped events are never acknowledged: no hand-shake from here on */
+    host_run_post_sync(r, 0);
 }
 
 /* ----------------------------------------------------------------- mailbox */
@@ -160,6 +166,20 @@ int host_run_post_checkpoint(host_run *r, const char *path) {
     return 0;
 }
 
+void host_run_post_sync(host_run *r, int on) {
+    pthread_mutex_lock(&r->mb_mu);
+    r->mb_sync = on != 0;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
+void host_run_post_ack(host_run *r) {
+    pthread_mutex_lock(&r->mb_mu);
+    r->mb_acked++;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
 void host_run_post_stop(host_run *r, int checkpoint) {
     pthread_mutex_lock(&r->mb_mu);
     if (!r->mb_stop) r->mb_stop_checkpoint = checkpoint;
@@ -178,6 +198,7 @@ typedef struct tstate {
     uint64_t total_updates;      /* of the real run, for progress */
     uint64_t real_updates;
     uint64_t updates_run;        /* real updates run: real_updates, unless a restore went back */
+    uint64_t posted;             /* real-update metrics events posted (the hand-shake's count) */
     uint64_t warm_steps;         /* agent-steps the warm-up took */
     uint64_t engine_off_updates, engine_off_steps;   /* engine counters at the start of the real run */
     int off_known;
@@ -412,6 +433,12 @@ static void swap_hot(tstate *s, host_hot *h) {
 static int boundary(tstate *s) {
     host_run *r = s->r;
     int announced_pause = 0;
+    /* The hand-shake (host.h, mb_sync): the loop has run the hooks of the
+     * update just posted, so whatever they posted is in the mailbox now. */
+    pthread_mutex_lock(&r->mb_mu);
+    while (r->mb_sync && r->mb_acked < s->posted && !r->mb_stop)
+        pthread_cond_wait(&r->mb_cv, &r->mb_mu);
+    pthread_mutex_unlock(&r->mb_mu);
     for (;;) {
         pthread_mutex_lock(&r->mb_mu);
         host_hot *h = r->mb_hot;
@@ -550,6 +577,7 @@ static host_finish_reason train(tstate *s) {
         ev.flag = 0;
         ev.text[0] = 0;
         post(r, &ev);
+        s->posted++;
 
         if (bad) {
             if (s->bad++ == 0) s->first_bad = s->real_updates;
