@@ -43,7 +43,8 @@ signals (the run directory keeps its last complete checkpoint whatever happens):
                       exit 130 / 143 (SIGQUIT, SIGXCPU, SIGPWR likewise: 131,
                       152, 158); the same signal again exits at once
   SIGUSR1             write a checkpoint and go on
-  SIGHUP              logged; training goes on
+  SIGHUP              re-reads the --live tweak files (else logs "nothing to
+                      re-read"); training goes on
 
 exit codes:
   0    trained (and evaluated)
