@@ -60,8 +60,8 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function print_summary(s)
   local m = s.metrics or {}
-  out(string.format("\n%s: %s after %d updates, %d agent-steps, %.1f s%s (%.0f agent-steps/s)\n",
-    s.dir, s.status, s.updates, s.agent_steps, s.seconds,
+  out(string.format("\n%s: %s after %d update%s, %d agent-steps, %.1f s%s (%.0f agent-steps/s)\n",
+    s.dir, s.status, s.updates, s.updates == 1 and "" or "s", s.agent_steps, s.seconds,
     s.resumed_from and (" since resuming from update " .. s.resumed_from) or "", s.sps))
   if s.error then out("  error: ", s.error, "\n") end
   if s.metrics then
@@ -121,7 +121,8 @@ function train.run(argv)
   local stopped_by = require("moonrl.signals").exit_code()
   if stopped_by then return stopped_by end   -- no evaluation: the user wants the process to end
   if o["no-eval"] or not s.checkpoint then return end
-  out(string.format("\nevaluation (%d envs x %d steps x %d runs):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs))
+  out(string.format("\nevaluation (%d envs x %d steps x %d run%s):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs,
+    cfg.eval.runs == 1 and "" or "s"))
   local r, ee = moonrl.evaluate(run, { progress = require("moonrl.commands.eval").progress(nil) })
   if not r then
     err("moonrl train: evaluation failed: ", ee, "\n")
