@@ -146,3 +146,38 @@ describe("moonrl train's console", function()
     support.rm_rf(dir)
   end)
 end)
+
+describe("SIGUSR1 on a terminal", function()
+  local support = require("spec.support")
+  it("prints its note on a line of its own and redraws the progress bar after it", function()
+    if not support.uv.fs_stat("/usr/bin/script") then return pending("no /usr/bin/script (util-linux) for a terminal") end
+    local dir = support.tmpdir()
+    local bin = os.getenv("MOONRL_BIN") or (os.getenv("PWD") .. "/build/moonrl")
+    local env = os.getenv("MOONRL_LUA_PATH") and ("MOONRL_LUA_PATH=" .. os.getenv("MOONRL_LUA_PATH") .. " ") or ""
+    -- script(1) gives moonrl a pseudo-terminal: the progress bar is redrawn in place
+    local inner = string.format("echo $$ > pid; exec env %s%q train --hardware ci --dir run --no-eval " ..
+      "--set total_steps=100000000 2>&1", env, bin)
+    support.write_file(dir .. "/inner.sh", inner .. "\n")
+    local p = support.spawn("/usr/bin/script", dir, "-qfec 'sh inner.sh' /dev/null", { wait = 120000 })
+    local function out() return p.out() end
+    assert.is_true(support.wait_for(function() return out():find("update 2", 1, true) ~= nil end, 120000), out())
+    local pid = tonumber(support.read_file(dir .. "/pid"))
+    support.uv.kill(pid, "sigusr1")
+    assert.is_true(support.wait_for(function()
+      local o = out(); local i = o:find("moonrl: SIGUSR1", 1, true)
+      return i and o:find("\n", i, true) and o:find("[", o:find("\n", i, true), true)
+    end, 120000), out())
+    support.uv.kill(pid, "sigint")
+    p.wait()
+    local o = out()
+    local i = o:find("moonrl: SIGUSR1", 1, true)
+    local before = o:sub(math.max(1, i - 4), i - 1)  -- (the terminal writes \n as \r\n)
+    assert.is_true(before:sub(-1) == "\n" or before == "\r\27[K",
+      "the note is glued to the bar: " .. string.format("%q", o:sub(math.max(1, i - 120), i + 60)))
+    local nl = o:find("\n", i, true)
+    local after = o:sub(nl + 1, nl + 1)
+    assert.is_truthy(after == "[",
+      "no bar redrawn after the note: " .. string.format("%q", o:sub(i, nl + 80)))
+    support.rm_rf(dir)
+  end)
+end)
