@@ -269,8 +269,8 @@ function evalfiles.figure(summaries)
   right:legend(rl)
   local s1 = summaries[1]
   if s1 then
-    doc:text(70, 385, string.format("%d envs x %d steps x %d runs, eval seed %d; KM median survival: %s",
-      s1.eval.num_envs, s1.eval.steps, s1.eval.runs, s1.eval.seed,
+    doc:text(70, 385, string.format("%d envs x %d steps x %d run%s, eval seed %d; KM median survival: %s",
+      s1.eval.num_envs, s1.eval.steps, s1.eval.runs, s1.eval.runs == 1 and "" or "s", s1.eval.seed,
       (function()
         local parts = {}
         for _, s in ipairs(summaries) do

@@ -94,7 +94,14 @@ local function context(name, host)
   return {
     name = name, code = signals.code(name), runs = runs, host = host,
     note = function(msg)
-      io.stderr:write("moonrl: ", msg, "\n")
+      local function say() io.stderr:write("moonrl: ", msg, "\n"); io.stderr:flush() end
+      local console
+      for _, r in ipairs(runs) do
+        local c = r.console_sink
+        if c and c.aside and c.drawn then console = c; break end
+      end
+      -- on a terminal, the note on a line of its own and the progress bar redrawn after it
+      if not (console and pcall(console.aside, console, say)) then say() end
       for _, r in ipairs(runs) do r:_note(msg) end
     end,
   }

@@ -122,7 +122,17 @@ function Doc:panel(o)
     num(p.x), num(p.y), num(p.w), num(p.h)))
   local xt = {}
   if p.xlog then
-    for e = math.ceil(p.lx0 - 1e-9), math.floor(p.lx1 + 1e-9) do xt[#xt + 1] = 10 ^ e end
+    -- decades; under 3 of them in range, the 2s and 5s too, then every digit
+    for _, ms in ipairs({ { 1 }, { 1, 2, 5 }, { 1, 2, 3, 4, 5, 6, 7, 8, 9 } }) do
+      xt = {}
+      for e = math.floor(p.lx0) - 1, math.ceil(p.lx1) do
+        for _, m in ipairs(ms) do
+          local l = e + math.log10(m)
+          if l >= p.lx0 - 1e-9 and l <= p.lx1 + 1e-9 then xt[#xt + 1] = m * 10 ^ e end
+        end
+      end
+      if #xt >= 3 then break end
+    end
   else
     xt = svg.ticks(p.xmin, p.xmax)
   end
@@ -167,8 +177,9 @@ function Panel:curve(points, a)
   self.doc:polyline(px, a)
 end
 
-function Panel:legend(entries)
+function Panel:legend(entries, outside)
   local x, y = self.x + self.w - 170, self.y + 14
+  if outside then x = self.x + self.w + 12 end
   for i, e in ipairs(entries) do
     local Y = y + (i - 1) * 15
     self.doc:line(x, Y - 4, x + 22, Y - 4, { stroke = e.color, stroke_width = 2, stroke_dasharray = e.dash })
@@ -197,13 +208,26 @@ function svg.chart(c)
   if ymin > ymax then ymin, ymax = 0, 1 end
   if xmax == xmin then xmin, xmax = c.xlog and xmin / 2 or xmin - 0.5, c.xlog and xmax * 2 or xmax + 0.5 end
   if ymax == ymin then ymin, ymax = ymin - 0.5, ymax + 0.5 end
+  -- margins so that markers at the extremes of the data sit inside the frame
   local pad = (ymax - ymin) * 0.05
+  if not c.xcategories then
+    if c.xlog then
+      local f = 10 ^ ((math.log10(xmax) - math.log10(xmin)) * 0.04)
+      xmin, xmax = xmin / f, xmax * f
+    else
+      local xpad = (xmax - xmin) * 0.04
+      xmin, xmax = xmin - xpad, xmax + xpad
+    end
+  end
+  local named = 0
+  for _, s in ipairs(c.series) do if s.name then named = named + 1 end end
+  local right = named > 0 and 190 or 30 -- the legend goes right of the frame, never over the data
   local doc = svg.new(W, H)
   local xfmt
   if c.xcategories then
     xfmt = function(v) return (v == math.floor(v) and c.xcategories[v]) or "" end
   end
-  local panel = doc:panel { x = 70, y = 36, w = W - 70 - 30, h = H - 36 - 50, xmin = xmin, xmax = xmax,
+  local panel = doc:panel { x = 70, y = 36, w = W - 70 - right, h = H - 36 - 50, xmin = xmin, xmax = xmax,
     ymin = ymin - pad, ymax = ymax + pad, xlog = c.xlog, title = c.title, xlabel = c.xlabel, ylabel = c.ylabel,
     xfmt = xfmt }
   local legend = {}
@@ -221,7 +245,7 @@ function svg.chart(c)
     end
     if s.name and #legend < 24 then legend[#legend + 1] = { label = s.name, color = color } end
   end
-  panel:legend(legend)
+  panel:legend(legend, true)
   return doc:render()
 end
 

@@ -58,7 +58,8 @@ signals (the run directory keeps its last complete checkpoint whatever happens):
                       exit 130 / 143 (SIGQUIT, SIGXCPU, SIGPWR likewise: 131,
                       152, 158); the same signal again exits at once
   SIGUSR1             write a checkpoint and go on
-  SIGHUP              logged; training goes on
+  SIGHUP              re-reads the --live tweak files (else logs "nothing to
+                      re-read"); training goes on
 
 exit codes:
   0    trained (and evaluated)
@@ -74,8 +75,8 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function print_summary(s)
   local m = s.metrics or {}
-  out(string.format("\n%s: %s after %d updates, %d agent-steps, %.1f s%s (%.0f agent-steps/s)\n",
-    s.dir, s.status, s.updates, s.agent_steps, s.seconds,
+  out(string.format("\n%s: %s after %d update%s, %d agent-steps, %.1f s%s (%.0f agent-steps/s)\n",
+    s.dir, s.status, s.updates, s.updates == 1 and "" or "s", s.agent_steps, s.seconds,
     s.resumed_from and (" since resuming from update " .. s.resumed_from) or "", s.sps))
   if s.error then out("  error: ", s.error, "\n") end
   if s.metrics then
@@ -164,7 +165,8 @@ function train.run(argv)
   local stopped_by = require("moonrl.signals").exit_code()
   if stopped_by then return stopped_by end   -- no evaluation: the user wants the process to end
   if o["no-eval"] or not s.checkpoint then return end
-  out(string.format("\nevaluation (%d envs x %d steps x %d runs):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs))
+  out(string.format("\nevaluation (%d envs x %d steps x %d run%s):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs,
+    cfg.eval.runs == 1 and "" or "s"))
   -- the same computation, table and files as `moonrl eval CHECKPOINT` (RUN_DIR/eval/update_NNNNNNN)
   local e = cfg.eval
   if require("moonrl.commands.eval").evaluate({ s.checkpoint },

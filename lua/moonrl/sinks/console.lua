@@ -18,6 +18,8 @@
 --                                            without it the line says "update k")
 --   sink:update(metrics)
 --   sink:message(text)     a line of its own (an alert, a note) without breaking the bar (addition)
+--   sink:aside(fn)         fn() writes to the terminal another way (stderr): the bar is
+--                          cleared before and redrawn after (addition)
 --   sink:close([cb])       cb() is called at once
 --   Console.format(metrics, cfg, state) -> line   (addition: the line without \r or \n;
 --                                                 state.total_updates as opts' above)
@@ -141,6 +143,18 @@ function Console:message(text)
     self.write("\r\27[K" .. text .. "\n" .. (self.last and (self.last .. "\27[K") or ""))
   else
     self.write(text .. "\n")
+  end
+end
+
+-- fn() writes elsewhere (stderr, the same terminal): on a terminal the bar is
+-- cleared first, so fn's lines start on a line of their own, and redrawn after.
+function Console:aside(fn)
+  if self.is_tty and self.drawn then
+    self.write("\r\27[K")
+    fn()
+    if self.last then self.write(self.last .. "\27[K") end
+  else
+    fn()
   end
 end
 

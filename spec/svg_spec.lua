@@ -1,0 +1,73 @@
+-- moonrl.svg.chart's geometry, read back from the SVG text: every data point
+-- inside the frame, at least 3 labelled ticks on a log axis spanning less
+-- than a decade, and the legend clear of every curve and point.
+local svg = require("moonrl.svg")
+
+local function frame(text)
+  local x, y, w, h = text:match('<rect x="([%d.%-]+)" y="([%d.%-]+)" width="([%d.%-]+)" height="([%d.%-]+)" fill="none"')
+  return tonumber(x), tonumber(y), tonumber(w), tonumber(h)
+end
+
+local function marks(text)
+  local pts = {}
+  for cx, cy in text:gmatch('<circle cx="([%d.%-]+)" cy="([%d.%-]+)" r="4"') do
+    pts[#pts + 1] = { tonumber(cx), tonumber(cy), r = 4 }
+  end
+  for list in text:gmatch('<polyline points="([^"]+)"') do
+    for px, py in list:gmatch("([%d.%-]+),([%d.%-]+)") do pts[#pts + 1] = { tonumber(px), tonumber(py), r = 0 } end
+  end
+  return pts
+end
+
+local function chart(xlog)
+  local series = {}
+  for k = 1, 3 do
+    local pts = {}
+    for i = 0, 10 do pts[#pts + 1] = { 200 + 40 * i, k * 0.1 + i * 0.05 } end
+    series[k] = { name = "trial-00" .. k .. " with a long name", points = pts, kind = k == 3 and "points" or "line" }
+  end
+  return svg.chart { title = "t", xlabel = "x", ylabel = "y", xlog = xlog, series = series }
+end
+
+describe("svg.chart", function()
+  for _, xlog in ipairs({ false, true }) do
+    it("keeps every point, marker radius included, inside the frame (xlog=" .. tostring(xlog) .. ")", function()
+      local text = chart(xlog)
+      local x, y, w, h = frame(text)
+      local pts = marks(text)
+      assert.is_true(#pts > 20)
+      for _, p in ipairs(pts) do
+        assert.is_true(p[1] - p.r >= x and p[1] + p.r <= x + w and p[2] - p.r >= y and p[2] + p.r <= y + h,
+          string.format("point %.2f,%.2f r=%d outside the frame %s %s %s %s", p[1], p[2], p.r, x, y, w, h))
+      end
+    end)
+
+    it("draws the legend clear of every curve and point (xlog=" .. tostring(xlog) .. ")", function()
+      local text = chart(xlog)
+      local x, y, w, h = frame(text)
+      -- the legend's text starts 28 px right of its swatch; its box spans the swatches and labels
+      local lx0, ly0, lx1, ly1 = math.huge, math.huge, -math.huge, -math.huge
+      for tx, ty, label in text:gmatch('<text x="([%d.%-]+)" y="([%d.%-]+)">(trial[^<]*)</text>') do
+        tx, ty = tonumber(tx), tonumber(ty)
+        lx0, lx1 = math.min(lx0, tx - 28), math.max(lx1, tx + 6 * #label)
+        ly0, ly1 = math.min(ly0, ty - 11), math.max(ly1, ty + 3)
+      end
+      assert.is_true(lx1 > lx0, "no legend found")
+      for _, p in ipairs(marks(text)) do
+        local inside = p[1] + p.r >= lx0 and p[1] - p.r <= lx1 and p[2] + p.r >= ly0 and p[2] - p.r <= ly1
+        assert.is_false(inside, string.format("point %.2f,%.2f under the legend box %.0f,%.0f-%.0f,%.0f",
+          p[1], p[2], lx0, ly0, lx1, ly1))
+      end
+    end)
+  end
+
+  it("labels at least 3 ticks on a log axis spanning less than a decade", function()
+    local text = chart(true)
+    local x, y, w, h = frame(text)
+    local n = 0
+    for ty in text:gmatch('<text x="[%d.%-]+" y="([%d.%-]+)" text%-anchor="middle">[%d.,]+</text>') do
+      if math.abs(tonumber(ty) - (y + h + 16)) < 0.01 then n = n + 1 end
+    end
+    assert.is_true(n >= 3, "x ticks labelled: " .. n)
+  end)
+end)
