@@ -16,7 +16,8 @@
 --   doc:panel{x=, y=, w=, h=, xmin=, xmax=, ymin=, ymax=, xlog=, title=, xlabel=, ylabel=,
 --             yfmt=, xfmt=} -> panel
 --   panel:px(x), panel:py(y) -> pixels ; panel:curve(points, attrs) (data coordinates, clipped)
---   panel:legend(entries)       entries = {{label=, color=, dash=}, ...}
+--   panel:legend(entries [, outside])  entries = {{label=, color=, dash=, marker=}, ...}: marker, a
+--                               point instead of a line; outside, right of the frame
 --   doc:render() -> string      the whole SVG document
 --   svg.escape(s) ; svg.ticks(lo, hi [, n]) -> {values} ; svg.colors
 --   svg.chart{ title =, xlabel =, ylabel =, xlog = false, width = 720, height = 420,
@@ -182,7 +183,12 @@ function Panel:legend(entries, outside)
   if outside then x = self.x + self.w + 12 end
   for i, e in ipairs(entries) do
     local Y = y + (i - 1) * 15
-    self.doc:line(x, Y - 4, x + 22, Y - 4, { stroke = e.color, stroke_width = 2, stroke_dasharray = e.dash })
+    if e.marker then   -- a series drawn as points shows a point, not a line
+      self.doc:add(string.format('<circle cx="%s" cy="%s" r="3.5" fill="%s" fill-opacity="0.8"/>',
+        num(x + 11), num(Y - 4), svg.escape(e.color)))
+    else
+      self.doc:line(x, Y - 4, x + 22, Y - 4, { stroke = e.color, stroke_width = 2, stroke_dasharray = e.dash })
+    end
     self.doc:text(x + 28, Y, e.label)
   end
 end
@@ -243,7 +249,7 @@ function svg.chart(c)
     else
       panel:curve(pts, { stroke = color, stroke_width = 1.5 })
     end
-    if s.name and #legend < 24 then legend[#legend + 1] = { label = s.name, color = color } end
+    if s.name and #legend < 24 then legend[#legend + 1] = { label = s.name, color = color, marker = s.kind == "points" } end
   end
   panel:legend(legend, true)
   return doc:render()
