@@ -159,7 +159,8 @@ local function where(label, text, e)
 end
 
 function live.read(text, label)
-  local chunk, err = loadstring((text:gsub("^#[^\n]*", "")), "@" .. label)
+  if util.is_bytecode(text) then return nil, label .. ": " .. util.BYTECODE_REFUSED end
+  local chunk, err = util.load_text((text:gsub("^#[^\n]*", "")), "@" .. label, label)
   if not chunk then
     local at, rest = tostring(err):match("^(.-:%d+): (.*)$")
     if at then return nil, at .. ": syntax error: " .. rest end
