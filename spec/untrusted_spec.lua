@@ -197,6 +197,35 @@ describe("the live tweak sandbox's limits", function()
     assert.equal(string, getmetatable("").__index)
   end)
 
+  it("bounds the file's functions after it was read: schedules sampled per update, hooks", function()
+    local cfg = assert(config.resolve { hardware = "cpu", detect = function() return { gpus = 0, cores = 2 } end })
+    local text = "return {\n  ppo = { ent_coef = function(p) if p > 0 and p < 0.25 then while true do end end return 0.01 end },\n" ..
+      "  hooks = { on_update = function(m)\n    while true do end\n  end },\n}\n"
+    local todo = assert(live.check(cfg, assert(live.read(text, "t.lua")), text, "t.lua"))
+    local f = {}
+    for _, c in ipairs(todo) do f[c.key] = c.value end
+    assert.is_true(live.from_file(f["ppo.ent_coef"]))
+    assert.is_true(live.from_file(f["hooks.on_update"]))
+    assert.is_false(live.from_file(function() end))
+    local t0 = os.clock()
+    local t, err = live.sample(f["ppo.ent_coef"], 1000)
+    assert.is_nil(t)
+    assert.equal("the schedule function failed at progress 0.001 (sampled for 1000 updates): t.lua:2: took too long: " ..
+      "more than 50000000 instructions", err)
+    local ok
+    ok, err = live.call(f["hooks.on_update"], {}, {})
+    assert.is_false(ok)
+    assert.equal("t.lua:4: took too long: more than 50000000 instructions", err)
+    assert.truthy(os.clock() - t0 < 20, "took " .. (os.clock() - t0) .. " s")
+    -- a well-behaved one samples as the engine would
+    text = "return { ppo = { ent_coef = function(p) return 0.01 * (1 - p) end } }"
+    todo = assert(live.check(cfg, assert(live.read(text, "t.lua")), text, "t.lua"))
+    t = assert(live.sample(todo[1].value, 4))
+    assert.same({ 0.01, 0.01 * 0.75, 0.01 * 0.5, 0.01 * 0.25 }, t)
+    assert.equal(string, getmetatable("").__index)
+    assert.is_nil(debug.gethook())
+  end)
+
   it("still runs ordinary string and table code in a tweak", function()
     local t = assert(live.read([[
       local text = "lr=2e-4 clip=0.15"
@@ -265,7 +294,7 @@ describe("a run under hostile input", function()
       local moonrl = require "moonrl"
       local run = moonrl.train({
         name = "job", dir = %q, device = "cpu", threads = 1, seed = 7, live = %q,
-        total_steps = 64 * 10000000, warmup = { updates = 0 },
+        total_steps = 64 * 200000, warmup = { updates = 0 },
         env = { num_envs = 8, grid_size = 16, density_min = 4, density_max = 8 },
         policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
         ppo = { rollout_steps = 8, lr = 3e-4 },
@@ -291,9 +320,14 @@ describe("a run under hostile input", function()
       local n0 = select(2, log():gsub("not applied, the values in force stay", ""))
       local t0 = uv.hrtime()
       save(tw, text)
-      wait_for("the refusal in train.log", function()
+      local ok, werr = pcall(wait_for, "the refusal in train.log", function()
         return select(2, log():gsub("not applied, the values in force stay", "")) > n0
       end, 60000)
+      if not ok then
+        local lines = {}
+        for line in log():gmatch("[^\n]+") do if not line:find(" update %d+ steps ") then lines[#lines + 1] = line end end
+        error(tostring(werr) .. "\n" .. table.concat(lines, "\n"):sub(-3000))
+      end
       local secs = (uv.hrtime() - t0) / 1e9
       assert.truthy(log():find(says, 1, true), says .. "\n" .. log())
       return secs
@@ -333,6 +367,29 @@ describe("a run under hostile input", function()
     assert.equal(2, rc, out .. err:sub(1, 300))
     assert.truthy(err:find("keys are at most 128 bytes", 1, true), err:sub(1, 300))
     assert.truthy(took < 20, "took " .. took .. " s")
+    trains()
+
+    -- functions from the file stay bounded after it was read: a schedule
+    -- sampled for every update (one that loops only between the points the
+    -- check samples)
+    local function applied(text, says)
+      local t0 = uv.hrtime()
+      save(tw, text)
+      local ok, werr = pcall(wait_for, "the change in train.log", function() return log():find(says, 1, true) end)
+      if not ok then
+        local lines = {}
+        for line in log():gmatch("[^\n]+") do if not line:find(" update %d+ steps ") then lines[#lines + 1] = line end end
+        error(tostring(werr) .. ": " .. says .. "\n" .. table.concat(lines, "\n"):sub(-2000))
+      end
+      return (uv.hrtime() - t0) / 1e9
+    end
+    applied("return { ppo = { ent_coef = function(p) return 0.01 * (1 - p) end } }\n", "(live " .. tw .. ")")
+    trains()
+    secs = applied("return { ppo = { ent_coef = function(p)\n  if p > 0 and p < 0.25 then while true do end end\n" ..
+      "  return 0.02\nend } }\n", "ppo.ent_coef not applied: ppo.ent_coef: the schedule function failed at progress")
+    assert.truthy(log():find("(sampled for 200000 updates): " .. tw .. ":2: took too long: more than 50000000 instructions",
+      1, true), log())
+    assert.truthy(secs < 30, "the looping schedule was refused after " .. secs .. " s")
     trains()
 
     -- the values in force did not change; the job stops as asked

@@ -40,6 +40,9 @@
 --   live.check(cfg, tweaks, text, label) -> {{key=, value=}, ...} (what differs, schema
 --                                           order) | nil, err
 --   live.LIMITS = {instructions =, memory_kib =}
+--   live.from_file(f) -> true for a function a checked live file gave
+--   live.call(f, ...) -> ok, res | false, err     f under the file's limits
+--   live.sample(f, u) -> {f(0/u), ..., f((u-1)/u)} | nil, err   the same, one budget
 
 local schema = require("moonrl.schema")
 local schedule = require("moonrl.schedule")
@@ -376,9 +379,12 @@ local function mine()
 end
 
 function bounded(fn, ...)
+  -- inside another bounded call (a hook from the file calling run:set): its
+  -- hook and budget go on counting
+  if meter then return pcall(fn, ...) end
   local prev = { debug.gethook() }
   local per = 10   -- often: one instruction can double a string (s = s .. s)
-  local outer = meter
+  local outer = nil
   local m = { used = 0, m0 = collectgarbage("count") }
   meter = m
   debug.sethook(function()
@@ -394,6 +400,42 @@ function bounded(fn, ...)
   local index = smt.__index
   smt.__index = wrapped_string
   return finish(prev, index, outer, pcall(fn, ...))
+end
+
+-- Functions a live file gave (schedules, hooks) stay bounded after the file
+-- was read: moonrl.engine samples such a schedule for every update through
+-- live.sample, moonrl.run calls such a hook through live.call, each sampling
+-- or call under the same limits as the file.
+local from_file = setmetatable({}, { __mode = "k" })
+
+function live.from_file(f) return from_file[f] == true end
+
+-- -> ok, result_or_err (no traceback: the message names the file's line)
+function live.call(f, ...) return bounded(f, ...) end
+
+-- f(k / u) for k = 0 .. u - 1, within one budget -> list | nil, err
+function live.sample(f, u)
+  local t = {}
+  local p = 0
+  collectgarbage()
+  local ok, err = bounded(function()
+    for k = 0, u - 1 do
+      p = k / u
+      local v = f(p)
+      if type(v) ~= "number" or v ~= v then
+        error("the schedule function returned " .. util.describe(v) .. " at progress " .. p .. ": expected a number", 0)
+      end
+      t[k + 1] = v
+    end
+  end)
+  if not ok then
+    local msg = tostring(err)
+    if not msg:find("^the schedule function") then
+      msg = "the schedule function failed at progress " .. p .. " (sampled for " .. u .. " updates): " .. msg
+    end
+    return nil, msg
+  end
+  return t
 end
 
 -- --------------------------------------------------------------- reading
@@ -455,6 +497,7 @@ function live.read(text, label)
   end
   setfenv(chunk, sandbox())
   jit.off(chunk, true)   -- compiled code would never see the count hook
+  collectgarbage()       -- so the garbage of before does not count as room
   local ok, res = bounded(chunk)
   if not ok then
     local msg = tostring(res)
@@ -506,6 +549,7 @@ function live.check(cfg, tweaks, text, label)
       if not okc then
         errs[#errs + 1] = { key = e.key, msg = cerr }
       else
+        if type(v) == "function" then from_file[v] = true end
         local norm = validate.normalize_value(e, v)
         if not same(norm, validate.get(cfg, e.key)) then
           if not e.hot then
