@@ -30,7 +30,7 @@ function validate.parse_set(text)
     return nil, "--set " .. util.fmt_value(text) .. ": expected key=value, e.g. ppo.lr=1e-4"
   end
   if #k > validate.MAX_KEY_BYTES then
-    return nil, "--set: a key of " .. #k .. " bytes (" .. util.fmt_value(k, 40) .. ") is too long: keys are at most " ..
+    return nil, "--set " .. util.fmt_value(text, 40) .. ": the key is " .. #k .. " bytes long: keys are at most " ..
       validate.MAX_KEY_BYTES .. " bytes, dotted names such as ppo.lr"
   end
   if k == "" or not keys.valid(k) then
