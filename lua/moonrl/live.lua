@@ -9,8 +9,10 @@
 -- run in a sandbox: the schedule constructors (linear, cosine, constant,
 -- step), math, string, table, bit and a few pure base functions - no os, io,
 -- require, load, debug, print or pcall; JIT off for its code, so a count hook
--- bounds it to LIMITS.instructions and checks its memory every 10000
--- instructions against LIMITS.memory_kib. Then every key is checked against the
+-- bounds it to LIMITS.instructions and checks its memory every 10
+-- instructions against LIMITS.memory_kib; the library functions that work in
+-- C are wrapped (see "The bounds" below). Source text only: bytecode is
+-- refused. Then every key is checked against the
 -- schema, keys whose value is what is in force already are dropped, and the
 -- rest is checked again as a whole config (cross-key rules). Only if all of
 -- it passes is anything applied, each key through run:set(key, value,
