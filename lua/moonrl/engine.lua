@@ -262,7 +262,13 @@ function engine.schedule_tables(cfg)
   local u = engine.total_updates(cfg)
   for _, key in ipairs({ "lr", "clip", "ent_coef" }) do
     local f = cfg.ppo and cfg.ppo[key]
-    if type(f) == "function" then
+    local live = package.loaded["moonrl.live"]
+    if type(f) == "function" and live and live.from_file(f) then
+      -- from a live tweak file: sampled under its limits
+      local t, err = live.sample(f, u)
+      if not t then return nil, "ppo." .. key .. ": " .. err end
+      out[key], any = t, true
+    elseif type(f) == "function" then
       local t = {}
       for k = 0, u - 1 do
         local ok, v = pcall(f, k / u)

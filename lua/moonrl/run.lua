@@ -390,7 +390,13 @@ end
 function Run:_hook(name, ...)
   local fn = self.cfg.hooks and self.cfg.hooks[name]
   if type(fn) ~= "function" or self.hook_disabled[name] == fn then return end
-  local ok, err = xpcall(fn, traceback, ...)
+  local live = package.loaded["moonrl.live"]
+  local ok, err
+  if live and live.from_file(fn) then
+    ok, err = live.call(fn, ...)   -- from a live tweak file: under its limits
+  else
+    ok, err = xpcall(fn, traceback, ...)
+  end
   if ok then return end
   local n = (self.hook_failures[name] or 0) + 1
   self.hook_failures[name] = n

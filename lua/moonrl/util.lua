@@ -16,6 +16,9 @@
 --   util.closest(word, candidates [, max]) -> best | nil
 --   util.quote_list(strings) -> '"a", "b"'
 --   util.sorted_keys(t) -> list         strings first (sorted), then the rest
+--   util.is_bytecode(text) -> boolean   precompiled Lua (it starts with "\27")
+--   util.load_text(text, chunkname, origin[, env]) -> chunk | nil, err
+--                                       Lua source only: bytecode is refused
 
 local util = {}
 
@@ -157,9 +160,15 @@ function util.closest(word, candidates, max)
   word = tostring(word)
   max = max or math.min(3, math.max(1, floor(#word / 3)))
   local best, best_d
+  local lword = word:lower()
   for _, c in ipairs(candidates) do
-    local d = util.edit_distance(word:lower(), tostring(c):lower())
-    if d <= max and (best_d == nil or d < best_d) then best, best_d = c, d end
+    c = tostring(c)
+    -- the distance is at least the difference in length: a long word (a
+    -- 64 KiB key) is not compared letter by letter with short names
+    if math.abs(#lword - #c) <= max then
+      local d = util.edit_distance(lword, c:lower())
+      if d <= max and (best_d == nil or d < best_d) then best, best_d = c, d end
+    end
   end
   return best, best_d
 end
@@ -168,6 +177,33 @@ function util.quote_list(list)
   local parts = {}
   for i, s in ipairs(list) do parts[i] = util.fmt_value(s) end
   return table.concat(parts, ", ")
+end
+
+-- Precompiled Lua: LuaJIT's loaders take bytecode (its first byte is ESC,
+-- "\27LJ") as readily as source, and do not verify it, so a crafted chunk
+-- can crash the process. Looked for where LuaJIT looks: after a UTF-8 BOM
+-- and a first "#" line.
+function util.is_bytecode(text)
+  local i = 1
+  if text:sub(1, 3) == "\239\187\191" then i = 4 end
+  if text:byte(i) == 35 then
+    local nl = text:find("\n", i, true)
+    i = nl and nl + 1 or #text + 1
+  end
+  return text:byte(i) == 27
+end
+
+util.BYTECODE_REFUSED = "precompiled Lua bytecode is not accepted; give the source text"
+
+-- Every chunk moonrl loads from a user (configs, live tweaks, scripts) goes
+-- through here: text only (mode "t" as well, in case the check above misses
+-- a form LuaJIT knows). origin names the file in the refusal.
+function util.load_text(text, chunkname, origin, env)
+  if util.is_bytecode(text) then return nil, origin .. ": " .. util.BYTECODE_REFUSED end
+  local chunk, err = load(text, chunkname, "t")
+  if not chunk then return nil, err end
+  if env then setfenv(chunk, env) end
+  return chunk
 end
 
 -- A whole file's bytes, or nil when it cannot be opened.

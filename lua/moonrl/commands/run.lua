@@ -14,7 +14,8 @@ usage: moonrl run script.lua [args...]
 
 Runs a Lua script as a coroutine on moonrl's event loop. The script gets its
 arguments in `arg` (arg[0] = the script) and as `...`; `require "moonrl"`
-and `require "luv"` (the same loop) are available. The process exits when the
+and `require "luv"` (the same loop) are available. It must be Lua source
+text: precompiled bytecode (luajit -b, string.dump) is refused. The process exits when the
 script and everything it started (runs, timers) are done. An error in the
 script stops the runs it started (the update in progress ends, a final
 checkpoint, files closed) and exits with status 1 and its traceback; SIGINT or
@@ -32,7 +33,15 @@ function run.run(argv)
   if not require("luv").fs_stat(script) then
     return cmdline.usage_error("moonrl run: script '" .. script .. "' not found")
   end
-  local chunk, lerr = loadfile(script)
+  -- Source text only: LuaJIT does not verify bytecode (a crafted chunk can
+  -- crash the process).
+  local text = require("moonrl.util").read_file(script)
+  local chunk, lerr
+  if text and require("moonrl.util").is_bytecode(text) then
+    lerr = script .. ": " .. require("moonrl.util").BYTECODE_REFUSED
+  else
+    chunk, lerr = loadfile(script, "t")
+  end
   if not chunk then
     cmdline.err("moonrl run: ", lerr, "\n")
     return 1

@@ -7,6 +7,8 @@
 -- date/getenv, print and require (hooks defined in a config may need modules).
 -- No io, no os.execute, no loadfile/dofile. A config is trusted code like
 -- any script; the sandbox keeps it tidy, it is not a security boundary.
+-- Source text only: precompiled bytecode is refused (util.load_text), as
+-- LuaJIT does not verify it and a crafted chunk can crash the process.
 --
 --   loader.config_dir() -> the directory holding hardware/ and levels/
 --   loader.sandbox() -> the environment config files run in (a fresh table)
@@ -77,7 +79,8 @@ end
 function loader.text(text, origin)
   -- loadfile skips a first line starting with "#" (a shebang); so do we,
   -- keeping the line numbers.
-  local chunk, err = load((text:gsub("^#[^\n]*", "")), "@" .. origin)
+  if util.is_bytecode(text) then return nil, origin .. ": " .. util.BYTECODE_REFUSED end
+  local chunk, err = util.load_text((text:gsub("^#[^\n]*", "")), "@" .. origin, origin)
   if not chunk then
     -- "path:3: '}' expected near 'lr'" -> "path:3: syntax error: ..."
     local where, rest = tostring(err):match("^(.-:%d+): (.*)$")

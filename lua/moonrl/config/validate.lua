@@ -29,6 +29,10 @@ function validate.parse_set(text)
   if not k then
     return nil, "--set " .. util.fmt_value(text) .. ": expected key=value, e.g. ppo.lr=1e-4"
   end
+  if #k > validate.MAX_KEY_BYTES then
+    return nil, "--set " .. util.fmt_value(text, 40) .. ": the key is " .. #k .. " bytes long: keys are at most " ..
+      validate.MAX_KEY_BYTES .. " bytes, dotted names such as ppo.lr"
+  end
   if k == "" or not keys.valid(k) then
     return nil, "--set " .. util.fmt_value(text) .. ": bad key " .. util.fmt_value(k) ..
       ": keys are dotted names such as ppo.lr"
@@ -71,22 +75,26 @@ local function suggest(path)
   local sec, leaf = path:match("^([^.]+)%.(.+)$")
   if not sec then leaf = path end
   local lleaf, lpath = leaf:lower(), path:lower()
+  local limit = math.max(1, math.min(4, math.floor(#leaf / 3)))
   local best, best_d
-  local function consider(cand, d)
+  -- Only names within `limit` of the word's length can be within `limit`
+  -- edits of it: the others are not compared (a long key costs nothing).
+  local function consider(cand, word, name, penalty)
+    if math.abs(#word - #name) + penalty > limit then return end
+    local d = util.edit_distance(word, name) + penalty
     if best_d == nil or d < best_d then best, best_d = cand, d end
   end
   if not sec then
-    for _, s in ipairs(schema.sections) do consider(s.name, util.edit_distance(lpath, s.name)) end
+    for _, s in ipairs(schema.sections) do consider(s.name, lpath, s.name, 0) end
   end
   for _, e in ipairs(schema.keys) do
     local penalty = ((e.section or "") == (sec or "")) and 0 or 1
-    consider(e.key, util.edit_distance(lleaf, e.name) + penalty)
+    consider(e.key, lleaf, e.name, penalty)
     for _, a in ipairs(e.aliases or {}) do
-      consider(e.key, util.edit_distance(lleaf, a) + penalty)
+      consider(e.key, lleaf, a, penalty)
     end
-    consider(e.key, util.edit_distance(lpath, e.key))
+    consider(e.key, lpath, e.key, 0)
   end
-  local limit = math.max(1, math.min(4, math.floor(#leaf / 3)))
   if best_d and best_d <= limit then return best end
   return nil
 end
@@ -101,7 +109,15 @@ validate.REMOVED = {
   ["cuda.algo_cache"] = "it had no effect (the convolutions do not use cuDNN yet); it comes back with cuDNN",
 }
 
+-- Keys longer than this are refused at once, without looking for a near
+-- one (the longest key moonrl has is under 40 bytes).
+validate.MAX_KEY_BYTES = 128
+
 function validate.unknown_key(path)
+  if #path > validate.MAX_KEY_BYTES then
+    return "unknown key " .. util.fmt_value(path, 40) .. " (" .. #path .. " bytes): keys are at most " ..
+      validate.MAX_KEY_BYTES .. " bytes, dotted names such as ppo.lr"
+  end
   if validate.REMOVED[path] then
     return "unknown key '" .. path .. "': removed, " .. validate.REMOVED[path] .. "; delete it from the config"
   end
