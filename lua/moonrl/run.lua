@@ -40,8 +40,8 @@
 -- few files written at start are small and written synchronously;
 -- everything per update is asynchronous (the log here, the sinks' own writes).
 --
--- A new run never reuses a directory that holds a run (Run.occupied): it is
--- refused, or with opts.force moved aside to DIR.old-<time> (Run.move_aside).
+-- A new run never reuses a directory that holds a run (moonrl.rundir): it is
+-- refused, or with opts.force moved aside to DIR.old-<time>.
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
 -- metrics written after the checkpoint's update are cut (moonrl.sinks.trim),
@@ -71,6 +71,7 @@ local config = require("moonrl.config")
 local schema = require("moonrl.schema")
 local engine = require("moonrl.engine")
 local util = require("moonrl.util")
+local rundir = require("moonrl.rundir")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 
 local Run = {}
@@ -110,64 +111,16 @@ end
 
 
 
--- What in a directory says that a run lives there.
-local RUN_FILES = { "config.lua", "config.now.lua", "train.log", "metrics.jsonl", "metrics.csv", "changes.lua" }
-
--- The run files in dir ({} when none: no directory, an empty one, or other files).
-function Run.occupied(dir)
-  local found = {}
-  if not uv.fs_stat(dir) then return found end
-  for _, name in ipairs(RUN_FILES) do
-    if uv.fs_stat(dir .. "/" .. name) then found[#found + 1] = name end
-  end
-  local req = uv.fs_scandir(dir .. "/checkpoints")
-  if req and uv.fs_scandir_next(req) then found[#found + 1] = "checkpoints/" end
-  req = uv.fs_scandir(dir)
-  while req do
-    local name = uv.fs_scandir_next(req)
-    if not name then break end
-    if name:match("^events%.out%.tfevents%.") then found[#found + 1] = name break end
-  end
-  return found
-end
-
--- The refusal to start a new run in a directory that holds one.
-function Run.occupied_message(dir, found, cli)
-  return dir .. " already holds a run (" .. table.concat(found, ", ") .. "); a new run does not reuse it. " ..
-    (cli and ("To continue that run: moonrl train --resume " .. dir .. "; to start a new one: another --dir " ..
-      "(or none: runs/<name>-<time>), or --force to move the old run aside to " .. dir .. ".old-<time> (nothing " ..
-      "is deleted) and start anew in " .. dir)
-     or ("To continue that run: moonrl.train{resume = \"" .. dir .. "\"}; to start a new one: another dir, " ..
-      "or moonrl.train(cfg, {force = true}) to move the old run aside to " .. dir .. ".old-<time> (nothing is " ..
-      "deleted) and start anew in " .. dir))
-end
-
--- Moves the run in dir aside to dir.old-<YYYYmmdd-HHMMSS>[-N]; returns where.
-function Run.move_aside(dir)
-  local base = dir:gsub("/+$", "") .. ".old-" .. os.date("%Y%m%d-%H%M%S")
-  local to, n = base, 1
-  while uv.fs_stat(to) do
-    n = n + 1
-    to = base .. "-" .. n
-  end
-  local lock, lerr = require("moonrl.dirlock").take(dir)   -- not from under a process running there
-  if not lock then return nil, lerr end
-  local ok, err = uv.fs_rename(dir, to)
-  lock:release()
-  if not ok then return nil, "cannot move the old run " .. dir .. " aside to " .. to .. ": " .. tostring(err) end
-  return to
-end
-
 -- runs/<name>-<time>, or with -2, -3... when two runs start in the same second.
 -- A given dir that holds a run is refused, or with force moved aside (the
 -- note saying where is added to notes).
 local function new_dir(cfg, force, notes)
   local base = config.run_dir(cfg)
   if cfg.dir then
-    local found = Run.occupied(base)
+    local found = rundir.occupied(base)
     if #found > 0 then
-      if not force then return nil, Run.occupied_message(base, found, false) end
-      local to, err = Run.move_aside(base)
+      if not force then return nil, rundir.occupied_message(base, found, false) end
+      local to, err = rundir.move_aside(base)
       if not to then return nil, err end
       notes[#notes + 1] = "--force: the run that was in " .. base .. " moved to " .. to .. " (nothing deleted)"
     end

@@ -134,7 +134,7 @@ function train.run(argv)
         "a new one (--dir DIR to choose it)"
     end
     if cfg.dir then
-      local found = require("moonrl.run").occupied(cfg.dir)
+      local found = require("moonrl.rundir").occupied(cfg.dir)
       if #found > 0 then
         local lock, lerr = require("moonrl.dirlock").take(cfg.dir)
         if not lock then   -- a process runs there: that is the news
@@ -143,7 +143,7 @@ function train.run(argv)
         end
         lock:release()
         if not o.force then
-          return usage_error("moonrl train: " .. require("moonrl.run").occupied_message(cfg.dir, found, true))
+          return usage_error("moonrl train: " .. require("moonrl.rundir").occupied_message(cfg.dir, found, true))
         end
       end
     end
