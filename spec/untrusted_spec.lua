@@ -135,6 +135,24 @@ describe("precompiled Lua bytecode", function()
     assert.truthy(err:find("bc.lua: " .. REFUSED, 1, true), err)
     assert.is_nil(uv.fs_stat(dir .. "/sw/trial-001"))
   end)
+
+  it("is refused as a module that a config or script requires; a source module still loads", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local names = bytecode_files(dir)
+    support.write_file(dir .. "/helper.lua", "return { x = 42 }\n")
+    local lines = { 'print("source", require("helper").x)' }
+    for _, name in ipairs(names) do
+      lines[#lines + 1] = string.format('print(%q, select(2, pcall(require, %q)))', name, name)
+    end
+    support.write_file(dir .. "/req.lua", table.concat(lines, "\n") .. "\n")
+    local rc, out, err = moonrl("run req.lua", dir)
+    assert.equal(0, rc, out .. err)
+    assert.truthy(out:find("source\t42\n", 1, true), out)
+    for _, name in ipairs(names) do
+      assert.truthy(out:find(name .. "\terror loading module '" .. name .. "' from file './" .. name .. ".lua':\n\t./" ..
+        name .. ".lua: " .. REFUSED, 1, true), out)
+    end
+  end)
 end)
 
 describe("the live tweak sandbox's limits", function()

@@ -20,6 +20,9 @@ local cmdline = require("moonrl.cmdline")
 
 local args = { ... }
 
+-- modules required by configs and scripts: source text only, as they are
+require("moonrl.util").require_text_only()
+
 local name = args[1]
 if name == nil then
   cmdline.err(cmdline.main_usage())

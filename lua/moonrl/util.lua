@@ -206,6 +206,24 @@ function util.load_text(text, chunkname, origin, env)
   return chunk
 end
 
+-- package.loaders' Lua-file searcher (LuaJIT's own takes bytecode) replaced by
+-- one that loads source text only, so a module a config or script requires
+-- is held to the same rule as the config itself. The host calls it once
+-- (moonrl.cli); loaders = {preload, moonrl's, the Lua files', C, C root}.
+function util.require_text_only()
+  local loaders = package.loaders
+  local i = #loaders - 2   -- the Lua files' searcher: the third from the end
+  loaders[i] = function(name)
+    local path, err = package.searchpath(name, package.path)
+    if not path then return err end
+    local text = util.read_file(path)
+    if not text then return "\n\tcannot read '" .. path .. "'" end
+    local chunk, lerr = util.load_text(text, "@" .. path, path)
+    if not chunk then error("error loading module '" .. name .. "' from file '" .. path .. "':\n\t" .. lerr, 0) end
+    return chunk
+  end
+end
+
 -- A whole file's bytes, or nil when it cannot be opened.
 function util.read_file(path)
   local fh = io.open(path, "rb")
