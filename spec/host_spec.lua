@@ -196,6 +196,39 @@ describe("moonrl host", function()
     assert.are.equal("true", f.same_loop)
   end)
 
+  it("keeps serving timers while hooks run slower than the updates arrive", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    -- on_episode_stats takes 8 ms, an update about 1 ms: the events pile up, and
+    -- the loop must still turn between them (before, a 50 ms timer was silent
+    -- for the whole run: the loop drained the events as fast as they came)
+    script(dir, "s.lua", [[
+      local uv = require "luv"
+      local function busy(ms) local t = uv.hrtime() while (uv.hrtime() - t) < ms * 1e6 do end end
+      local last, worst, ticks, hooks = nil, 0, 0, 0
+      local t = uv.new_timer()
+      t:start(50, 50, function()
+        local now = uv.hrtime()
+        if last then worst = math.max(worst, (now - last) / 1e6) end
+        last, ticks = now, ticks + 1
+      end)
+      local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 400, more = [[
+        hooks = { on_episode_stats = function() hooks = hooks + 1; busy(8) end },]] }) .. [[, OPTS)
+      local s = run:wait()
+      t:close()
+      print("status=" .. s.status)
+      print("hooks=" .. hooks)
+      print("ticks=" .. ticks)
+      print("worst_ms=" .. math.floor(worst))
+    ]])
+    local rc, out, err = moonrl("run s.lua", dir)
+    assert.are.equal(0, rc, err)
+    local f = facts(out)
+    assert.are.equal("done", f.status)
+    assert.truthy(tonumber(f.hooks) >= 200, out)   -- the hooks' work: 1.6 s at least
+    assert.truthy(tonumber(f.ticks) >= 10, "the timer hardly fired: " .. out)
+    assert.truthy(tonumber(f.worst_ms) < 1500, "the loop was held: " .. out)
+  end)
+
   it("resolves num_envs = auto with the engine's own memory plan", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     script(dir, "s.lua", [[

@@ -182,14 +182,22 @@ static void on_async(uv_async_t *h) {
      * and handlers cannot re-enter this function for the same event. */
     host_event *ev = malloc(sizeof *ev);
     if (!ev) { host_report("out of memory", "dropping a run's events"); return; }
+    /* Events for at most HANDLE_NS per wake-up (one at least), then the loop polls
+     * its sockets and timers before the rest: a trainer that posts faster than the
+     * hooks run must not keep the loop in here (ctl, signals and timers would never
+     * answer; seen: a 50 ms timer silent for 2.8 s behind an 8 ms hook). */
+    const uint64_t HANDLE_NS = 10 * 1000 * 1000, t0 = uv_hrtime();
+    int more = 0;
     while (!lr->finished && host_run_pop(lr->r, ev)) {
         if (ev->kind == HEV_FINISHED) lrun_end(L, lr);
         int n = push_event(L, lr, ev);
         host_pcall(L, n, 0, 0);
         /* its hooks have run (or failed): the trainer may start the next one */
         if (ev->kind == HEV_METRICS && !ev->flag) host_run_post_ack(lr->r);
+        if (uv_hrtime() - t0 > HANDLE_NS) { more = 1; break; }
     }
     free(ev);
+    if (more && !lr->finished) uv_async_send(&lr->async);   /* the rest, after the loop's other work */
     if (lr->finished && lr->handler_ref != LUA_NOREF) {
         luaL_unref(L, LUA_REGISTRYINDEX, lr->handler_ref);
         lr->handler_ref = LUA_NOREF;
