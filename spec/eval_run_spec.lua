@@ -8,15 +8,9 @@
 local support = require("support")
 local json = require("moonrl.json")
 
-local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
-local have_bin = io.open(BIN, "rb") ~= nil
-if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+local BIN, have_bin = support.BIN, support.have_bin
 
-local function moonrl(args, dir)
-  local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
-  os.execute(string.format("cd %q && timeout 300 %q %s >%q 2>%q; echo $? >%q", dir, BIN, args, out, err, rc))
-  return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
-end
+local function moonrl(args, dir) return support.moonrl(args, dir, { timeout = 300 }) end
 
 local FILES = { "eval.json", "eval.md", "eval.svg", "records.csv" }
 

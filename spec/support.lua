@@ -124,6 +124,23 @@ function support.without_optional_env()
   return string.format("PYTHONPATH=%q", root .. "/spec/without_optional")
 end
 
+-- The binary the specs run: $MOONRL_BIN or build/moonrl, as an absolute path
+-- (specs run it from temporary directories); have_bin: whether it is there.
+support.BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+support.have_bin = io.open(support.BIN, "rb") ~= nil
+if support.BIN:sub(1, 1) ~= "/" then support.BIN = (os.getenv("PWD") or ".") .. "/" .. support.BIN end
+
+-- Runs `moonrl ARGS` in dir in the foreground (killed after opts.timeout s,
+-- default 120), stdout and stderr into dir/stdout and dir/stderr; returns the
+-- exit code, stdout, stderr. opts.env: "VAR=value ..." for the process.
+function support.moonrl(args, dir, opts)
+  opts = opts or {}
+  local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
+  os.execute(string.format("cd %q && %s timeout %d %q %s >%q 2>%q; echo $? >%q", dir,
+    opts.env and ("env " .. opts.env) or "", opts.timeout or 120, support.BIN, args, out, err, rc))
+  return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
+end
+
 function support.files(dir)
   local out = {}
   local req = uv.fs_scandir(dir)
