@@ -70,6 +70,7 @@ end
 -- (default 60 s); true if it held.
 function support.wait_for(pred, limit)
   local tick = uv.new_timer()
+  uv.update_time()   -- the cached clock may be minutes old (see run_until)
   tick:start(10, 10, function() end)
   local deadline = uv.now() + (limit or 60000)
   local ok = false
