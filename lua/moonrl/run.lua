@@ -502,7 +502,7 @@ local handlers = {}
 function handlers.started(self, describe)
   self.describe = describe
   self.log:line("engine: " .. describe)
-  self:_say("moonrl: engine: " .. describe)
+  self:_say(table.concat(util.engine_lines(describe, "moonrl: engine: ", "  "), "\n"))   -- train.log: one line
   local rs = self.resume_plan
   if rs then
     local line = "resumed from update " .. rs.update .. " (checkpoint " .. rs.checkpoint .. ")"

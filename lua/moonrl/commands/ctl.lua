@@ -81,7 +81,9 @@ local function print_status(r)
     r.total_updates and ("/" .. thousands(r.total_updates)) or "",
     string.format("%.1f", 100 * (tonumber(r.progress) or 0)), thousands(r.agent_steps), thousands(r.sps),
     type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-"))
-  if r.describe then out("  engine: ", tostring(r.describe), "\n") end
+  if r.describe then
+    out(table.concat(require("moonrl.util").engine_lines(tostring(r.describe), "  engine: ", "    "), "\n"), "\n")
+  end
   if r.last_checkpoint then out("  last checkpoint: ", tostring(r.last_checkpoint), "\n") end
   local m = r.metrics
   if type(m) == "table" and m.update then

@@ -87,7 +87,7 @@ local function print_summary(s)
       m.episode_return_mean and string.format("%.3f", m.episode_return_mean) or "- (no episode ended)",
       m.efficiency and string.format("%.1f%%", 100 * m.efficiency) or "-", m.entropy or 0, m.lr or 0))
   end
-  if s.describe then out("  engine: ", s.describe, "\n") end
+  if s.describe then out(table.concat(require("moonrl.util").engine_lines(s.describe, "  engine: ", "    "), "\n"), "\n") end
   if s.checkpoint then out("  checkpoint: ", s.checkpoint, "\n") end
   local hooks = {}
   for k, v in pairs(s.hook_errors or {}) do hooks[#hooks + 1] = k .. " x" .. v end
