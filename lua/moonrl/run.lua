@@ -559,11 +559,15 @@ end
 function handlers.paused(self, update)
   self.status = "paused"
   self.log:line("paused after update " .. update)
+  local c = self.console_sink
+  if c and c.paused then pcall(c.paused, c, true) end
 end
 
 function handlers.resumed(self, update)
   self.status = "running"
   self.log:line("resumed after update " .. update)
+  local c = self.console_sink
+  if c and c.paused then pcall(c.paused, c, false) end
 end
 
 function handlers.error(self, msg)
