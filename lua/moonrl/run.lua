@@ -300,9 +300,9 @@ function Run.start(cfg, opts)
   if not ok then fail(err) end
   self.log = open_log(dir .. "/train.log", rs ~= nil)
   self.log:line("moonrl " .. core.version() .. (rs and " resuming run " or " run ") .. dir)
-  -- notes that only tell how a default was resolved (notes.info, config/resolve.lua)
-  -- reach the terminal with verbose = true only; train.log gets them all
-  local info = opts.notes and opts.notes.info or {}
+  -- notes that only tell how a default was resolved (config/resolve.lua) reach
+  -- the terminal with verbose = true only; train.log gets them all
+  local info = opts.notes and require("moonrl.config.resolve").default_notes[opts.notes] or {}
   for _, n in ipairs(notes) do
     self.log:line("note: " .. n)
     if not opts.quiet and (opts.verbose or not info[n]) then io.stderr:write("moonrl: note: ", n, "\n") end

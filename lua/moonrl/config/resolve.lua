@@ -35,6 +35,10 @@ local validate = require("moonrl.config.validate")
 
 local resolve = {}
 
+-- notes list -> { [text] = true } for the notes of resolve.resolve that only tell how a
+-- default resolved (moonrl.run prints those at verbose only); weak: gone with the list
+resolve.default_notes = setmetatable({}, { __mode = "k" })
+
 local CPU_AUTO_NUM_ENVS = 192
 local DEFAULT_EXPERIMENT = "configs/default.lua"
 
@@ -93,11 +97,14 @@ end
 
 function resolve.resolve(opts)
   opts = opts or {}
-  local errs, notes = {}, { info = {} }
-  -- a note that only tells how a default or `auto` was resolved (notes.info[text]
-  -- = true) prints at --verbose only; one about a setting the user made, or
-  -- something that went wrong, always (both always go to train.log)
-  local function default_note(text) notes[#notes + 1] = text; notes.info[text] = true end
+  local errs, notes = {}, {}
+  -- a note that only tells how a default or `auto` was resolved
+  -- (resolve.default_notes[notes][text] = true) prints at --verbose only; one
+  -- about a setting the user made, or something that went wrong, always (both
+  -- always go to train.log)
+  local defaults = {}
+  resolve.default_notes[notes] = defaults
+  local function default_note(text) notes[#notes + 1] = text; defaults[text] = true end
   local function note(by_user, text) if by_user then notes[#notes + 1] = text else default_note(text) end end
   -- nil: profiles, levels and the default experiment through moonrl.resources
   local dir = opts.config_dir
