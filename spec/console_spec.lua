@@ -181,3 +181,110 @@ describe("SIGUSR1 on a terminal", function()
     support.rm_rf(dir)
   end)
 end)
+
+describe("notes on the terminal (issue 22)", function()
+  local support = require("spec.support")
+  local bin = os.getenv("MOONRL_BIN") or (os.getenv("PWD") .. "/build/moonrl")
+  local env = os.getenv("MOONRL_LUA_PATH") and ("MOONRL_LUA_PATH=" .. os.getenv("MOONRL_LUA_PATH")) or nil
+
+  it("prints the notes about defaults only with --verbose, the user's always, train.log all", function()
+    local dir = support.tmpdir()
+    -- cuda.graphs from --set: the user's; the budget and the level's cpu-inert keys: defaults
+    local p = support.spawn(bin, dir, "train --hardware ci --dir run --no-eval --set total_steps=1024 " ..
+      "--set cuda.graphs=true", { env = env, wait = 300000 })
+    assert.equal(0, p.wait(), p.out() .. p.err())
+    local err = p.err()
+    assert.is_truthy(err:find("moonrl: note: cuda.graphs = true (from --set) does not apply on cpu", 1, true), err)
+    assert.is_falsy(err:find("budget:", 1, true), err)
+    assert.is_falsy(err:find("(from level", 1, true), err)
+    local log = support.read_file(dir .. "/run/train.log")
+    assert.is_truthy(log:find("note: budget: total_steps = 1024", 1, true), log)
+    assert.is_truthy(log:find("note: cuda.graphs = true (from --set)", 1, true), log)
+    assert.is_truthy(log:find("(from level advanced) do", 1, true), log)
+
+    -- the engine line: a block, every line under 100 columns, every fact kept;
+    -- train.log keeps it on one line
+    local out = p.out()
+    for line in (out .. err):gmatch("[^\n]+") do
+      assert.is_true(#line < 100, "a line of " .. #line .. " columns: " .. line)
+    end
+    assert.is_truthy(out:find("\nmoonrl: engine: cpu backend, 2 threads, ", 1, true), out)
+    assert.is_truthy(out:find("\n  BLAS: OpenBLAS (OpenMP, ", 1, true), out)
+    assert.is_truthy(out:find("\n  cuda.* settings do not apply on the cpu\n", 1, true), out)
+    assert.is_truthy(out:find("\n  convolutions (cpu.conv): ", 1, true), out)
+    assert.is_truthy(out:find("\n  conv activations (cpu.activations): ", 1, true), out)
+    assert.is_truthy(out:find("\n  engine: cpu backend, ", 1, true), out)   -- the summary's
+    assert.is_truthy(out:find("\n    BLAS: OpenBLAS (OpenMP, ", 1, true), out)
+    local eline = log:match("engine: cpu backend[^\n]*")
+    assert.is_truthy(eline and eline:find("OpenBLAS", 1, true) and eline:find("conv activations", 1, true), log)
+
+    p = support.spawn(bin, dir, "train --hardware ci --dir run2 --no-eval --set total_steps=1024 --verbose",
+      { env = env, wait = 300000 })
+    assert.equal(0, p.wait(), p.out() .. p.err())
+    err = p.err()
+    assert.is_truthy(err:find("moonrl: note: budget: total_steps = 1024", 1, true), err)
+    assert.is_truthy(err:find("(from level advanced) do", 1, true), err)
+    support.rm_rf(dir)
+  end)
+
+  it("documents --verbose in train's and run's --help", function()
+    local dir = support.tmpdir()
+    for _, cmd in ipairs({ "train --help", "run --help" }) do
+      local p = support.spawn(bin, dir, cmd, { env = env })
+      p.wait()
+      assert.is_truthy(p.out():find("--verbose", 1, true), cmd .. ": " .. p.out())
+    end
+    support.rm_rf(dir)
+  end)
+end)
+
+describe("a paused run (issue 22)", function()
+  local support = require("spec.support")
+  local bin = os.getenv("MOONRL_BIN") or (os.getenv("PWD") .. "/build/moonrl")
+  local env = os.getenv("MOONRL_LUA_PATH") and ("MOONRL_LUA_PATH=" .. os.getenv("MOONRL_LUA_PATH")) or nil
+
+  it("redraws the bar with 'paused' instead of an ETA, at once", function()
+    local out, write = capture()
+    local c = Console.new("run", cfg, { is_tty = true, write = write, total_updates = count })
+    c:update(metrics(1))
+    c:paused(true)
+    assert.equal(2, #out)
+    assert.is_truthy(out[2]:find("update 1/10  4,096 steps  paused  sps 4,096", 1, true), out[2])
+    assert.is_falsy(out[2]:find("ETA", 1, true), out[2])
+    c:paused(false)
+    assert.is_truthy(out[3]:find("ETA ", 1, true), out[3])
+    c:paused(true)
+    c:update(metrics(2))   -- an update: the run trains again
+    assert.is_truthy(out[5]:find("ETA ", 1, true), out[5])
+  end)
+
+  it("ctl status, ps and the progress line say paused, no ETA", function()
+    local dir = support.tmpdir()
+    support.uv.fs_mkdir(dir .. "/c", 493)
+    local p = support.spawn(bin, dir, "train --hardware ci --dir run --no-eval --set total_steps=100000000",
+      { env = env, wait = 300000 })
+    assert.is_true(support.wait_for(function() return p.out():find("update 2/", 1, true) ~= nil end, 300000),
+      p.out() .. p.err())
+    local function ctl(args)
+      local q = support.spawn(bin, dir .. "/c", args, { env = env, wait = 300000 })
+      local rc = q.wait()
+      return rc, q.out() .. q.err()
+    end
+    local rc, text = ctl("ctl ../run pause")
+    assert.equal(0, rc, text)
+    assert.is_true(support.wait_for(function() return p.out():find("steps  paused  sps", 1, true) ~= nil end,
+      60000), p.out())
+    rc, text = ctl("ctl ../run status")
+    assert.equal(0, rc, text)
+    local first = text:match("^[^\n]*")
+    assert.is_truthy(first:find(": paused, update ", 1, true), text)
+    assert.is_truthy(first:find("ETA paused$"), text)
+    rc, text = ctl("ps ..")
+    assert.equal(0, rc, text)
+    local row = text:match("\n[^\n]*run[^\n]*")
+    assert.is_truthy(row and row:find("paused%s*$"), text)
+    rc, text = ctl("ctl ../run stop")
+    p.wait()
+    support.rm_rf(dir)
+  end)
+end)

@@ -172,7 +172,7 @@ function handlers.status(self)
   local steps = m and tonumber(m.agent_steps) or 0
   local total_steps = tonumber(run.cfg.total_steps)
   local eta
-  if self.sps_avg and self.sps_avg > 0 and total_steps then
+  if self.sps_avg and self.sps_avg > 0 and total_steps and run.status ~= "paused" then   -- paused: no ETA
     eta = math.max(0, total_steps - steps) / self.sps_avg
   end
   return {

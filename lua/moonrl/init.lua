@@ -19,6 +19,7 @@
 --   moonrl.train(cfg_or_path, opts) -> run         starts at once (see moonrl.run)
 --       opts: sets = {"k=v", ...}, hardware =, level =, dir =, hooks = {on_update=, ...},
 --             console = false (no progress line), quiet = true (no notes),
+--             verbose = true (also the notes that only tell how defaults resolved),
 --             resume = RUN_DIR (continue that run from its newest valid checkpoint;
 --             cfg_or_path and sets then hold changes: hot keys only, see moonrl.resume)
 --             force = true (a dir that holds a run: move that run aside to
@@ -323,6 +324,7 @@ function moonrl._start(cfg, notes, opts)
   local Run = require("moonrl.run")
   local run = Run.start(cfg, {
     notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume, force = opts.force,
+    verbose = opts.verbose or moonrl._verbose,   -- moonrl._verbose: `moonrl run --verbose`
     on_end = function(r)
       live[r] = nil
       if stopping and not next(live) and not next(tracked) then core.shutdown(stopping.code) end

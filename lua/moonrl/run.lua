@@ -253,9 +253,12 @@ function Run.start(cfg, opts)
   if not ok then fail(err) end
   self.log = open_log(dir .. "/train.log", rs ~= nil)
   self.log:line("moonrl " .. core.version() .. (rs and " resuming run " or " run ") .. dir)
+  -- notes that only tell how a default was resolved (config/resolve.lua) reach
+  -- the terminal with verbose = true only; train.log gets them all
+  local info = opts.notes and require("moonrl.config.resolve").default_notes[opts.notes] or {}
   for _, n in ipairs(notes) do
     self.log:line("note: " .. n)
-    if not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
+    if not opts.quiet and (opts.verbose or not info[n]) then io.stderr:write("moonrl: note: ", n, "\n") end
   end
   if log_only then self.log:line(log_only) end
 
@@ -458,7 +461,7 @@ local handlers = {}
 function handlers.started(self, describe)
   self.describe = describe
   self.log:line("engine: " .. describe)
-  self:_say("moonrl: engine: " .. describe)
+  self:_say(table.concat(util.engine_lines(describe, "moonrl: engine: ", "  "), "\n"))   -- train.log: one line
   local rs = self.resume_plan
   if rs then
     local line = "resumed from update " .. rs.update .. " (checkpoint " .. rs.checkpoint .. ")"
@@ -515,11 +518,15 @@ end
 function handlers.paused(self, update)
   self.status = "paused"
   self.log:line("paused after update " .. update)
+  local c = self.console_sink
+  if c and c.paused then pcall(c.paused, c, true) end
 end
 
 function handlers.resumed(self, update)
   self.status = "running"
   self.log:line("resumed after update " .. update)
+  local c = self.console_sink
+  if c and c.paused then pcall(c.paused, c, false) end
 end
 
 function handlers.error(self, msg)

@@ -19,6 +19,10 @@
 --   util.is_bytecode(text) -> boolean   precompiled Lua (it starts with "\27")
 --   util.load_text(text, chunkname, origin[, env]) -> chunk | nil, err
 --                                       Lua source only: bytecode is refused
+--   util.engine_lines(describe, first, indent [, width]) -> list   the engine's one-line
+--                                       description as a block: `first` .. its first part,
+--                                       then `indent` .. each further part, every line
+--                                       under `width` (default 100) columns, nothing dropped
 
 local util = {}
 
@@ -298,6 +302,57 @@ function util.escape_bytes(s, controls)
     end
   end
   return table.concat(out)
+end
+
+-- Splits s at `sep` where no parenthesis is open.
+local function split_top(s, sep)
+  local parts, depth, start, i = {}, 0, 1, 1
+  while i <= #s do
+    local c = s:sub(i, i)
+    if c == "(" then depth = depth + 1 elseif c == ")" then depth = math.max(0, depth - 1) end
+    if depth == 0 and s:sub(i, i + #sep - 1) == sep then
+      parts[#parts + 1] = s:sub(start, i - 1)
+      i = i + #sep
+      start = i
+    else
+      i = i + 1
+    end
+  end
+  parts[#parts + 1] = s:sub(start)
+  return parts
+end
+
+-- The engine's description ("cpu backend, 2 threads, bf16 (...), OpenBLAS (...);
+-- cuda.* settings do not apply on the cpu; convolutions (cpu.conv): ...") as
+-- lines: the backend and precision first, the BLAS library and each "; " part
+-- on a line of its own, a line too long wrapped at a space (indented further).
+function util.engine_lines(describe, first, indent, width)
+  width = width or 100
+  local items = {}
+  local parts = split_top(tostring(describe), "; ")
+  local head = split_top(parts[1], ", ")
+  local keep = {}
+  for _, h in ipairs(head) do
+    if h:match("^OpenBLAS") then items.blas = h else keep[#keep + 1] = h end
+  end
+  items[1] = first .. table.concat(keep, ", ")
+  if items.blas then items[#items + 1] = indent .. "BLAS: " .. items.blas end
+  for i = 2, #parts do items[#items + 1] = indent .. parts[i] end
+  local lines = {}
+  for _, l in ipairs(items) do
+    local cont = (l == items[1] and indent or indent .. "  ")
+    while #l >= width do
+      local cut
+      for j = width - 1, #cont + 10, -1 do
+        if l:sub(j, j) == " " then cut = j; break end
+      end
+      if not cut then break end
+      lines[#lines + 1] = l:sub(1, cut - 1)
+      l = cont .. l:sub(cut + 1)
+    end
+    lines[#lines + 1] = l
+  end
+  return lines
 end
 
 return util

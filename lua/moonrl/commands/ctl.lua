@@ -80,8 +80,10 @@ local function print_status(r)
     tostring(r.dir), tostring(r.name), tostring(r.status), thousands(r.update),
     r.total_updates and ("/" .. thousands(r.total_updates)) or "",
     string.format("%.1f", 100 * (tonumber(r.progress) or 0)), thousands(r.agent_steps), thousands(r.sps),
-    type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-"))
-  if r.describe then out("  engine: ", tostring(r.describe), "\n") end
+    r.status == "paused" and "paused" or type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-"))
+  if r.describe then
+    out(table.concat(require("moonrl.util").engine_lines(tostring(r.describe), "  engine: ", "    "), "\n"), "\n")
+  end
   if r.last_checkpoint then out("  last checkpoint: ", tostring(r.last_checkpoint), "\n") end
   local m = r.metrics
   if type(m) == "table" and m.update then

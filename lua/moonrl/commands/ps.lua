@@ -94,7 +94,7 @@ function ps.run(argv)
       rows[#rows + 1] = { d, tostring(r.name), tostring(r.status),
         thousands(r.update) .. (r.total_updates and ("/" .. thousands(r.total_updates)) or ""),
         string.format("%.1f%%", 100 * (tonumber(r.progress) or 0)), thousands(r.sps),
-        type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-" }
+        r.status == "paused" and "paused" or type(r.eta_seconds) == "number" and eta(r.eta_seconds) or "-" }
     else
       local why = tostring(replies[i].err or (r and r.error) or "")
       local what = why:find("^refusing the control ") and ("untrusted: " .. why)

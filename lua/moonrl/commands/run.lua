@@ -7,10 +7,10 @@ local cmdline = require("moonrl.cmdline")
 local run = {
   name = "run",
   order = 20,
-  usage = "run script.lua [args]",
+  usage = "run [--verbose] script.lua [args]",
   summary = "run an experiment script (as a coroutine on the event loop)",
   help = [[
-usage: moonrl run script.lua [args...]
+usage: moonrl run [--verbose] script.lua [args...]
 
 Runs a Lua script as a coroutine on moonrl's event loop. The script gets its
 arguments in `arg` (arg[0] = the script) and as `...`; `require "moonrl"`
@@ -21,10 +21,18 @@ script stops the runs it started (the update in progress ends, a final
 checkpoint, files closed) and exits with status 1 and its traceback; SIGINT or
 SIGTERM does the same and exits 130 / 143, a second one at once (moonrl train
 --help lists the signals).
+
+options (before the script's name; everything after it is the script's):
+  --verbose   also print the notes that only tell how a default was resolved
+              (as moonrl train --verbose; moonrl.train's opts.verbose)
 ]],
 }
 
 function run.run(argv)
+  if argv[1] == "--verbose" then
+    require("moonrl")._verbose = true
+    argv = { unpack(argv, 2) }
+  end
   local script = argv[1]
   if script == nil or script == "--help" or script == "-h" then
     if script == nil then return cmdline.usage_error("moonrl run: missing the script: moonrl run script.lua [args...]") end

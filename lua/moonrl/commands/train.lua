@@ -50,6 +50,9 @@ options:
   --hardware H        hardware profile: auto, cpu, cuda, debug, ci, production, or a .lua path
   --level L           optimisation level: basic, advanced, ultra, or a .lua path
   --no-eval           skip the evaluation at the end
+  --verbose           also print the notes that only tell how a default was resolved
+                      (the budget, hardware = auto, a level's settings that do not apply
+                      on the cpu); without it they go to RUN_DIR/train.log only
   --help              this text
 
 signals (the run directory keeps its last complete checkpoint whatever happens):
@@ -84,7 +87,7 @@ local function print_summary(s)
       m.episode_return_mean and string.format("%.3f", m.episode_return_mean) or "- (no episode ended)",
       m.efficiency and string.format("%.1f%%", 100 * m.efficiency) or "-", m.entropy or 0, m.lr or 0))
   end
-  if s.describe then out("  engine: ", s.describe, "\n") end
+  if s.describe then out(table.concat(require("moonrl.util").engine_lines(s.describe, "  engine: ", "    "), "\n"), "\n") end
   if s.checkpoint then out("  checkpoint: ", s.checkpoint, "\n") end
   local hooks = {}
   for k, v in pairs(s.hook_errors or {}) do hooks[#hooks + 1] = k .. " x" .. v end
@@ -96,7 +99,7 @@ function train.run(argv)
   local o, e = cmdline.parse("train", argv, {
     set = { "list", "key=value" }, dir = { "value", "a directory" },
     hardware = { "value", "a profile name or .lua path" }, level = { "value", "a level name or .lua path" },
-    ["no-eval"] = { "flag" }, force = { "flag" }, resume = { "value", "a run directory" }, live = { "value", "a tweak file" },
+    ["no-eval"] = { "flag" }, force = { "flag" }, verbose = { "flag" }, resume = { "value", "a run directory" }, live = { "value", "a tweak file" },
   }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
@@ -153,7 +156,7 @@ function train.run(argv)
     if not ok then return usage_error("moonrl train: --live: " .. lerr) end
   end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
-  local started, run = pcall(moonrl._start, cfg, notes, { resume = plan, force = o.force })
+  local started, run = pcall(moonrl._start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose })
   if not started then
     err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
     return 1

@@ -35,6 +35,10 @@ local validate = require("moonrl.config.validate")
 
 local resolve = {}
 
+-- notes list -> { [text] = true } for the notes of resolve.resolve that only tell how a
+-- default resolved (moonrl.run prints those at verbose only); weak: gone with the list
+resolve.default_notes = setmetatable({}, { __mode = "k" })
+
 local CPU_AUTO_NUM_ENVS = 192
 local DEFAULT_EXPERIMENT = "configs/default.lua"
 
@@ -94,6 +98,14 @@ end
 function resolve.resolve(opts)
   opts = opts or {}
   local errs, notes = {}, {}
+  -- a note that only tells how a default or `auto` was resolved
+  -- (resolve.default_notes[notes][text] = true) prints at --verbose only; one
+  -- about a setting the user made, or something that went wrong, always (both
+  -- always go to train.log)
+  local defaults = {}
+  resolve.default_notes[notes] = defaults
+  local function default_note(text) notes[#notes + 1] = text; defaults[text] = true end
+  local function note(by_user, text) if by_user then notes[#notes + 1] = text else default_note(text) end end
   -- nil: profiles, levels and the default experiment through moonrl.resources
   local dir = opts.config_dir
 
@@ -150,8 +162,8 @@ function resolve.resolve(opts)
   local profile = hardware
   if hardware == "auto" then
     profile = gpus > 0 and "cuda" or "cpu"
-    notes[#notes + 1] = "hardware = auto: " .. gpus .. " GPU" .. (gpus == 1 and "" or "s") ..
-      " detected, using profile " .. profile
+    default_note("hardware = auto: " .. gpus .. " GPU" .. (gpus == 1 and "" or "s") ..
+      " detected, using profile " .. profile)
   end
 
   local profile_layer, perr = loader.layer("profile", profile, dir)
@@ -195,9 +207,9 @@ function resolve.resolve(opts)
           "; set precision = \"fp32\"" .. (cpu_bf16 and " or \"bf16\"" or "") .. ", or device = \"cuda\" on a GPU machine"
       end
       local use = cpu_bf16 and "bf16" or "fp32"
-      notes[#notes + 1] = "precision = " .. acc.precision .. " (from " .. src .. ") does not apply on cpu" ..
+      note(is_user(src), "precision = " .. acc.precision .. " (from " .. src .. ") does not apply on cpu" ..
         (cpu_bf16 and "" or acc.precision == "bf16" and " (no AVX512-BF16 or AMX on this CPU)" or "") ..
-        ": using " .. use .. (cpu_bf16 and " (oneDNN " .. cpu_bf16 .. ")" or "")
+        ": using " .. use .. (cpu_bf16 and " (oneDNN " .. cpu_bf16 .. ")" or ""))
       acc.precision = use
       prov.precision = "cpu"
     end
@@ -216,18 +228,18 @@ function resolve.resolve(opts)
     end
     for _, src in ipairs(order) do
       local list = by_source[src]
-      notes[#notes + 1] = table.concat(list, ", ") .. " (from " .. src .. ") " ..
-        (#list == 1 and "does" or "do") .. " not apply on cpu"
+      note(is_user(src), table.concat(list, ", ") .. " (from " .. src .. ") " ..
+        (#list == 1 and "does" or "do") .. " not apply on cpu")
     end
     if acc.env.num_envs == "auto" then
       acc.env.num_envs = CPU_AUTO_NUM_ENVS
-      notes[#notes + 1] = "env.num_envs = auto is chosen by the GPU; on cpu using " .. CPU_AUTO_NUM_ENVS
+      default_note("env.num_envs = auto is chosen by the GPU; on cpu using " .. CPU_AUTO_NUM_ENVS)
     end
   elseif acc.env.num_envs == "auto" then
     local n, why = auto_num_envs(acc, info)
     if not n then return nil, why end
     acc.env.num_envs = n
-    notes[#notes + 1] = "env.num_envs = auto: " .. n .. " (" .. why .. ")"
+    default_note("env.num_envs = auto: " .. n .. " (" .. why .. ")")
   end
   if num_envs_was_auto then
     -- The chosen num_envs must still divide into minibatches and so on.
@@ -242,9 +254,9 @@ function resolve.resolve(opts)
   -- where the step budget came from: a profile's budget is what picking it gives
   local per = acc.env.num_envs * acc.ppo.rollout_steps
   local updates = math.max(1, math.ceil(acc.total_steps / per))
-  notes[#notes + 1] = string.format("budget: total_steps = %d (%d update%s of %d envs x %d steps) from %s",
+  default_note(string.format("budget: total_steps = %d (%d update%s of %d envs x %d steps) from %s",
     acc.total_steps, updates, updates == 1 and "" or "s", acc.env.num_envs, acc.ppo.rollout_steps,
-    prov.total_steps or "defaults")
+    prov.total_steps or "defaults"))
 
   if type(acc.warmup) == "function" then
     local w, werr = warmup.normalize(acc.warmup, { device = device, level = level, num_envs = acc.env.num_envs })

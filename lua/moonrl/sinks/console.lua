@@ -7,7 +7,7 @@
 -- file, CI) a plain line is printed every log.interval updates, and for the
 -- last update. log.interval and total_steps are read from `cfg` at each
 -- update, so a live change takes effect at once. ETA = steps left / a moving
--- average of sps. return and eff show "-" for an update in which no episode
+-- average of sps ("paused" instead while the run is paused). return and eff show "-" for an update in which no episode
 -- ended. Output goes through opts.write (default io.stdout:write + flush):
 -- a console line is small and must appear in order with other output.
 --
@@ -20,6 +20,8 @@
 --   sink:message(text)     a line of its own (an alert, a note) without breaking the bar (addition)
 --   sink:aside(fn)         fn() writes to the terminal another way (stderr): the bar is
 --                          cleared before and redrawn after (addition)
+--   sink:paused(on)        the run paused (true) / resumed (false): "paused" instead of the
+--                          ETA until the next update, redrawn at once (addition)
 --   sink:close([cb])       cb() is called at once
 --   Console.format(metrics, cfg, state) -> line   (addition: the line without \r or \n;
 --                                                 state.total_updates as opts' above)
@@ -103,10 +105,12 @@ function Console.format(m, cfg, state)
   end
   parts[#parts + 1] = thousands(steps) .. " steps"
   local sps = num(m.sps)
-  if sps and sps == sps and sps > 0 and sps < math.huge then
+  if sps and sps == sps and sps > 0 and sps < math.huge and not state.redraw then
     state.sps_avg = state.sps_avg and (0.7 * state.sps_avg + 0.3 * sps) or sps
   end
-  if total and state.sps_avg then
+  if state.paused then
+    parts[#parts + 1] = "paused"   -- no ETA while nothing trains
+  elseif total and state.sps_avg then
     parts[#parts + 1] = "ETA " .. eta_text(math.max(0, total - steps) / state.sps_avg)
   end
   parts[#parts + 1] = "sps " .. (sps and sps == sps and thousands(sps) or "-")
@@ -121,8 +125,9 @@ end
 function Console:update(m)
   local ok, err = pcall(function()
     self.count = self.count + 1
+    self.state.paused = nil   -- an update: the run trains
     local line = Console.format(m, self.cfg, self.state)
-    self.last = line
+    self.last, self.last_m = line, m
     if self.is_tty then
       self.write("\r" .. line .. "\27[K")
       self.drawn = true
@@ -156,6 +161,27 @@ function Console:aside(fn)
   else
     fn()
   end
+end
+
+-- The run paused (true) or resumed (false): the line says "paused" instead of
+-- an ETA until the next update; redrawn at once (elsewhere than a terminal:
+-- the line printed once at the pause).
+function Console:paused(on)
+  local ok, err = pcall(function()
+    self.state.paused = on and true or nil
+    if not self.last_m then return end
+    self.state.redraw = true
+    local line = Console.format(self.last_m, self.cfg, self.state)
+    self.state.redraw = nil
+    self.last = line
+    if self.is_tty then
+      self.write("\r" .. line .. "\27[K")
+      self.drawn = true
+    elseif on then
+      self.write(line .. "\n")
+    end
+  end)
+  if not ok then pcall(self.on_error, "console: " .. tostring(err)) end
 end
 
 function Console:close(cb)
