@@ -19,6 +19,7 @@
 --   util.is_bytecode(text) -> boolean   precompiled Lua (it starts with "\27")
 --   util.load_text(text, chunkname, origin[, env]) -> chunk | nil, err
 --                                       Lua source only: bytecode is refused
+--   util.require_text_only()            require's Lua-file searcher refuses bytecode too
 --   util.engine_lines(describe, first, indent [, width]) -> list   the engine's one-line
 --                                       description as a block: `first` .. its first part,
 --                                       then `indent` .. each further part, every line
