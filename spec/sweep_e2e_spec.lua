@@ -52,6 +52,11 @@ elseif case == "resume" then
   -- trial 1 fails at once; trial 2 trains long enough to be interrupted
   spec.space = { ["debug.crash_at_update"] = moonrl.grid{ 2, 0 }, total_steps = moonrl.grid{ 64 * 1500 } }
   spec.method, spec.parallel = "grid", 1
+elseif case == "adopt" then
+  -- two trials at once, long enough to be caught running
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }
+  spec.method, spec.parallel = "grid", 2
+  base.total_steps = 64 * 600
 elseif case == "asha" then
   -- the metric is the learning rate itself (a constant schedule), so the decisions are known:
   -- trial 2 (3e-4) is below trial 1 (1e-3) at the first rung and stops; trial 3 (2e-3) leads
@@ -208,6 +213,73 @@ describe("moonrl.sweep (the binary)", function()
       end
     end
     assert.equal(1500, n)
+  end)
+
+  it("re-run after the driver was SIGKILLed: a live trial is followed again, a dead one resumed, none failed", function()
+    if not need_bin() then return end
+    local dirlock = require("moonrl.dirlock")
+    local p = spawn(dir, "run sweep.lua sw adopt")
+    local function lock_pid(i)
+      local text = support.read_file(string.format("%s/sw/trial-%03d/.lock", dir, i)) or ""
+      return tonumber(text:match("^(%d+)"))
+    end
+    local function has_ck(i)   -- a complete checkpoint (one being written is NAME.tmp)
+      for _, f in ipairs(support.files(string.format("%s/sw/trial-%03d/checkpoints", dir, i))) do
+        if f:match("%.mrck$") then return true end
+      end
+    end
+    local ok = wait_for(function() return (has_ck(1) and has_ck(2) and lock_pid(1) and lock_pid(2)) or p.done end, 60000)
+    assert.is_true(ok and not p.done, "the trials did not get going:\n" .. p.out() .. p.err())
+    local pid1, pid2 = lock_pid(1), lock_pid(2)
+    -- trial 1 held still (alive, holding its lock) so that it is surely running at the re-run
+    uv.kill(pid1, "sigstop")
+    uv.kill(pid2, "sigstop")   -- (and trial 2 kept from finishing before it is killed)
+    uv.kill(p.pid, "sigkill")   -- the driver only: the trials run in sessions of their own
+    p.wait()
+    assert.equal(9, p.signal)
+    uv.kill(pid2, "sigkill")
+    -- trial 2's lock is free once it is gone
+    assert.is_true(wait_for(function()
+      local l = dirlock.take(dir .. "/sw/trial-002")
+      if l then l:release() return true end
+    end, 30000))
+    assert.is_nil(dirlock.take(dir .. "/sw/trial-001"))   -- trial 1 still holds its own
+
+    local q = spawn(dir, "run sweep.lua sw adopt")
+    local followed = wait_for(function() return has(q.out(), "trial-001: following pid " .. pid1 .. " again") or q.done end, 60000)
+    uv.kill(pid1, "sigcont")
+    assert.is_true(followed and not q.done, q.out() .. q.err())
+    local code = q.wait()
+    local out, err = q.out(), q.err()
+    assert.equal(0, code, err .. out)
+    assert.is_false(has(out, "failed:"), out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results, out)
+    for _, r in ipairs(rec.results) do
+      assert.equal("done", r.status, json.encode(r))
+      assert.equal(64 * 600, r.steps)
+    end
+    -- trial 1: started once, then followed (the same pid), never restarted
+    local starts = { {}, {} }
+    for _, st in ipairs(rec.starts) do table.insert(starts[st.trial], st) end
+    assert.equal(2, #starts[1])
+    assert.is_true(starts[1][2].adopted)
+    assert.equal("pid " .. pid1, starts[1][2].job)
+    -- trial 2: resumed from its checkpoint
+    assert.equal(2, #starts[2])
+    assert.is_true(starts[2][2].resume)
+    assert.is_true(has(out, "trial-002 resumed:"), out)
+    for i = 1, 2 do
+      local seen, n = {}, 0
+      for line in support.read_file(string.format("%s/sw/trial-%03d/metrics.jsonl", dir, i)):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m and m.event == nil then
+          assert.is_nil(seen[m.update], "update " .. tostring(m.update) .. " twice")
+          seen[m.update], n = true, n + 1
+        end
+      end
+      assert.equal(600, n)
+    end
   end)
 
   it("stops the trials ASHA drops through their stop path, and a trial past its time limit", function()

@@ -511,6 +511,13 @@ function Sweep:_fill_array()
 end
 
 function Sweep:_start_trial(t)
+  -- started by an earlier sweep process (killed) and still running: followed
+  -- again, not started a second time (a resume would be refused by its lock)
+  if self.prev.starts[t.index] and self.executor.follow and not t.config_error and not t.followed then
+    t.followed = true
+    local job = self.executor:follow(self:_exec_spec(t, nil), self.poll_ms)
+    if job then return self:_launched(t, job, { adopted = true }) end
+  end
   local spec, info = self:_prepare_trial(t)
   if not spec then return end
   local job, jerr = self.executor:start(spec)
@@ -581,8 +588,8 @@ function Sweep:_launched(t, job, info)
   results.append(self.dir, { event = "start", trial = t.index, label = t.label, params = t.params, seed = t.seed,
     dir = t.dir, resume = resume_ck and true or false, job = job.id, adopted = info.adopted or nil })
   if info.adopted then
-    self:say(string.format("%s: following Slurm job %s again (%s, submitted by an earlier run of this sweep)",
-      t.label, job.id, point_text(t.params)))
+    self:say(string.format("%s: following %s again (%s, %s by an earlier run of this sweep)",
+      t.label, job.pid and job.id or ("Slurm job " .. job.id), point_text(t.params), job.pid and "started" or "submitted"))
   else
     self:say(string.format("%s %s: %s%s%s", t.label, resume_ck and "resumed" or (job.queued and "submitted" or "started"),
       point_text(t.params), resume_ck and (" (from update " .. resume_ck.update .. ")") or "",
@@ -684,6 +691,20 @@ function Sweep:_exited(t, exit)
   end
   self:_read_metrics(t)
   if not t.stop_why and not t.timed_out then self:_rungs(t) end
+  local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
+  if exit.adopted then
+    -- a trial an earlier sweep process started ended (its exit status is not
+    -- ours to see): complete, or resumed from its last checkpoint
+    if complete then exit = { code = 0, signal = 0 }
+    elseif self.stopping or t.stop_why or t.timed_out then exit = { code = 130, signal = 0 }
+    else
+      self:say(string.format("%s: the process of an earlier run of this sweep ended after %s agent-steps; resuming it",
+        t.label, results.thousands(t.steps or 0)))
+      t.status, t.job = "pending", nil
+      self:_start_trial(t)
+      return self:_check_end()
+    end
+  end
   local clean = exit.code == 0 and exit.signal == 0
   local r = { exit_code = exit.code, signal = exit.signal ~= 0 and exit.signal or nil }
   if self.stopping and not clean and not t.stop_why and not t.timed_out then
@@ -693,7 +714,6 @@ function Sweep:_exited(t, exit)
       t.label, results.thousands(t.steps or 0)))
     return self:_check_end()
   end
-  local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
   if t.stop_why and not (clean and complete) then
     r.status, r.why = "stopped", t.stop_why
     if t.killed then r.why = r.why .. "; killed after kill_grace = " .. self.kill_grace .. " s" end
