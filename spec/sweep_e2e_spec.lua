@@ -57,6 +57,14 @@ elseif case == "adopt" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }
   spec.method, spec.parallel = "grid", 2
   base.total_steps = 64 * 600
+elseif case == "edit" then
+  -- arg[3]: "edited" (another space and base), "extend" (the same, extend = true)
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  if arg[3] then
+    spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 }, ["ppo.ent_coef"] = moonrl.grid{ 0.01 } }
+    base.total_steps = 64 * 16
+    spec.extend = arg[3] == "extend" or nil
+  end
 elseif case == "asha" then
   -- the metric is the learning rate itself (a constant schedule), so the decisions are known:
   -- trial 2 (3e-4) is below trial 1 (1e-3) at the first rung and stops; trial 3 (2e-3) leads
@@ -280,6 +288,39 @@ describe("moonrl.sweep (the binary)", function()
       end
       assert.equal(600, n)
     end
+  end)
+
+  it("refuses a re-run with an edited definition, showing what changed, unless extend = true", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw edit")
+    assert.equal(0, code, err .. out)
+    assert.equal(1, #read_results(dir .. "/sw/results.jsonl").results)
+    -- the same definition again: nothing to do, no refusal
+    code, out, err = moonrl(dir, "run sweep.lua sw edit")
+    assert.equal(0, code, err .. out)
+    local before = support.read_file(dir .. "/sw/results.jsonl")
+    code, out, err = moonrl(dir, "run sweep.lua sw edit edited")
+    assert.equal(1, code, err .. out)
+    assert.is_true(has(err, "sw holds a sweep with another definition"), err)
+    assert.is_true(has(err, "space: added ppo.ent_coef = grid{ 0.01 }"), err)
+    assert.is_true(has(err, "space: changed ppo.lr: grid{ 0.001 } before, grid{ 0.001, 0.0005 } now"), err)
+    assert.is_true(has(err, "base: changed total_steps: 768 before, 1024 now"), err)
+    assert.is_true(has(err, "trials: 1 before, 2 now"), err)
+    assert.is_true(has(err, "set extend = true in the sweep table"), err)
+    assert.equal(before, support.read_file(dir .. "/sw/results.jsonl"))   -- nothing was started or written
+    code, out, err = moonrl(dir, "run sweep.lua sw edit extend")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "extended: space: added ppo.ent_coef"), out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results)
+    assert.equal(2, #rec.starts)   -- trial 1's result stands; only trial 2 ran
+    assert.equal(2, rec.starts[2].trial)
+    assert.equal(5e-4, rec.results[2].params["ppo.lr"])
+    assert.equal(1024, rec.results[2].steps)
+    -- the extended definition is the one a later re-run compares with
+    code, out, err = moonrl(dir, "run sweep.lua sw edit extend")
+    assert.equal(0, code, err .. out)
+    assert.is_false(has(out, "extended:"), out)
   end)
 
   it("stops the trials ASHA drops through their stop path, and a trial past its time limit", function()

@@ -121,13 +121,70 @@ local function point_text(params)
   return table.concat(parts, " ")
 end
 
+-- ------------------------------------------------------------- definition
+
+-- What decides the trials, as text that sweep.json keeps and a re-run
+-- compares: the space, the method, the seed, the number of trials and the
+-- resolved base config (key path -> value text).
+local function leaf_text(v)
+  if type(v) == "function" then return "<function>" end
+  if type(v) == "table" and v.kind then return results.fmt(v) end   -- a schedule
+  if type(v) == "number" then return util.fmt_number(v) end
+  return util.fmt_value(v, 200)
+end
+
+local function flatten(t, prefix, out)
+  for _, k in ipairs(util.sorted_keys(t)) do
+    local v = t[k]
+    local path = prefix .. tostring(k)
+    if type(v) == "table" and not v.kind and type(k) == "string" and next(v) ~= nil and #v == 0 then
+      flatten(v, path .. ".", out)
+    else
+      out[path] = leaf_text(v)
+    end
+  end
+  return out
+end
+
+local function definition(self)
+  local sp = {}
+  for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
+  return { space = sp, method = type(self.method) == "string" and self.method or "<function>",
+    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}) }
+end
+
+-- The differences between an earlier run's definition and this one, as lines.
+local function definition_changes(old, new)
+  local lines = {}
+  for _, part in ipairs({ "space", "base" }) do
+    local a, b = old[part], new[part]
+    if type(a) == "table" then
+      local keys, seen = {}, {}
+      for k in pairs(a) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      for k in pairs(b) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        if a[k] == nil then lines[#lines + 1] = string.format("%s: added %s = %s", part, k, b[k])
+        elseif b[k] == nil then lines[#lines + 1] = string.format("%s: removed %s (was %s)", part, k, tostring(a[k]))
+        elseif a[k] ~= b[k] then lines[#lines + 1] = string.format("%s: changed %s: %s before, %s now", part, k, tostring(a[k]), b[k]) end
+      end
+    end
+  end
+  for _, k in ipairs({ "method", "seed", "trials" }) do
+    if old[k] ~= nil and old[k] ~= new[k] then
+      lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
+    end
+  end
+  return lines
+end
+
 -- ------------------------------------------------------------- checking
 
 local function check_spec(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -176,6 +233,10 @@ local function check_spec(spec)
     end
     if type(fn) ~= "function" then error("moonrl.sweep: hooks." .. k .. " must be a function", 3) end
   end
+  if spec.extend ~= nil and type(spec.extend) ~= "boolean" then
+    error("moonrl.sweep: extend must be true or false, got " .. util.fmt_value(spec.extend), 3)
+  end
+  o.extend = spec.extend == true
   if spec.dir ~= nil and (type(spec.dir) ~= "string" or spec.dir == "") then
     error("moonrl.sweep: dir must be a directory path", 3)
   end
@@ -258,6 +319,20 @@ function sweep.start(spec)
   -- what an earlier run of this sweep left
   local prev = results.read(self.dir)
   self.prev = prev
+  -- an edited definition is refused (its trials would not be those of the
+  -- results so far) unless the sweep is to be extended
+  self.definition = definition(self)
+  local old_def = prev.info and prev.info.definition
+  if type(old_def) == "table" and (next(prev.starts) ~= nil or next(prev.results) ~= nil) then
+    local changes = definition_changes(old_def, self.definition)
+    if #changes > 0 and not self.extend then
+      error("moonrl.sweep: " .. self.dir .. " holds a sweep with another definition (its sweep.json); what changed:\n  " ..
+        table.concat(changes, "\n  ") .. "\nNothing was started. To extend that sweep with this definition (its results " ..
+        "stand; trials already started keep their points), set extend = true in the sweep table; for a new sweep, " ..
+        "give it another dir.", 2)
+    end
+    self.extended = changes
+  end
 
   -- every point known up front is checked before anything starts
   self.trials_list = {}
@@ -295,8 +370,9 @@ function sweep.start(spec)
     parallel = self.parallel, seed = self.seed, space = space_info, base = type(spec.base) == "string" and spec.base or json.null,
     scheduler = sched and sched.describe and sched:describe() or json.null,
     executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
-    smooth = self.smooth, moonrl = core.version(),
+    smooth = self.smooth, moonrl = core.version(), definition = self.definition,
   })
+  for _, c in ipairs(self.extended or {}) do self:say("extended: " .. c) end
 
   if spec.executor == nil or spec.executor == "local" then
     self.executor = require("moonrl.sweep.local_executor").new()
