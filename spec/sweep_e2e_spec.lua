@@ -65,6 +65,9 @@ elseif case == "edit" then
     base.total_steps = 64 * 16
     spec.extend = arg[3] == "extend" or nil
   end
+elseif case == "long" then
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  base.total_steps = 64 * 1000000
 elseif case == "asha" then
   -- the metric is the learning rate itself (a constant schedule), so the decisions are known:
   -- trial 2 (3e-4) is below trial 1 (1e-3) at the first rung and stops; trial 3 (2e-3) leads
@@ -321,6 +324,30 @@ describe("moonrl.sweep (the binary)", function()
     code, out, err = moonrl(dir, "run sweep.lua sw edit extend")
     assert.equal(0, code, err .. out)
     assert.is_false(has(out, "extended:"), out)
+  end)
+
+  it("moonrl ps lists a sweep's trials, under a line naming the sweep", function()
+    if not need_bin() then return end
+    local p = spawn(dir, "run sweep.lua sw long")
+    local metrics = dir .. "/sw/trial-001/metrics.jsonl"
+    local ok = wait_for(function()
+      return select(2, (support.read_file(metrics) or ""):gsub("\n", "")) >= 3 or p.done
+    end, 60000)
+    assert.is_true(ok and not p.done, p.out() .. p.err())
+    for _, where in ipairs({ dir, dir .. "/sw" }) do
+      local code, out, err = moonrl(dir, "ps " .. where)
+      assert.equal(0, code, err)
+      local lines = support.lines(out)
+      assert.truthy(lines[2]:match("^" .. (dir .. "/sw"):gsub("%p", "%%%0") .. " +%(sweep%) +1 trial%(s%) here$"), out)
+      assert.truthy(lines[3]:match("^  " .. (dir .. "/sw/trial-001"):gsub("%p", "%%%0") .. " +e2e +"), out)
+      code, out = moonrl(dir, "ps --json " .. where)
+      local rec = json.decode(support.lines(out)[1])
+      assert.equal(dir .. "/sw/trial-001", rec.dir)
+      assert.equal(dir .. "/sw", rec.sweep)
+      assert.is_true(rec.running, out)
+    end
+    uv.kill(p.pid, "sigint")
+    assert.equal(130, p.wait())
   end)
 
   it("stops the trials ASHA drops through their stop path, and a trial past its time limit", function()
