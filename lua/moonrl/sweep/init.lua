@@ -42,7 +42,13 @@
 --     end writes DIR/plots/*.svg (moonrl.sweep.plot).
 --   - Re-running the same script resumes: trials with a result are not run
 --     again; trials that were running resume from their newest checkpoint
---     (`moonrl train --resume DIR/trial-NNN`), or start again without one.
+--     (`moonrl train --resume DIR/trial-NNN`), or start again without one; a
+--     trial still running (a killed sweep process leaves them: its run
+--     directory's lock is held) is followed again (local executor: follow),
+--     its end seen when the lock is free (finished: done; else resumed).
+--   - sweep.json keeps the definition (space, method, seed, trials, resolved
+--     base); a re-run with another one is refused with the differences,
+--     unless `extend = true`.
 --   - SIGINT / SIGTERM to this process stop every trial with its final
 --     checkpoint (they are not results: a re-run resumes them), then exit
 --     with 128 + N.
@@ -55,7 +61,8 @@
 -- poll_ms (default 500), console (false: no progress lines), executor
 -- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
--- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on).
+-- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on),
+-- extend (true: a re-run may change the definition).
 --
 -- The sweep object
 --   sweep.dir, sweep.trials (list), sweep.status ("running" | "done" | "stopped")
