@@ -289,7 +289,14 @@ describe("moonrl.sweep (the binary)", function()
           seen[m.update], n = true, n + 1
         end
       end
-      assert.equal(600, n)
+      assert.is_true(seen[600], "trial " .. i)
+      if i == 1 then
+        assert.equal(600, n)   -- followed, never stopped: every update
+      else
+        -- SIGKILLed: rows still in the asynchronous metrics writer then are lost (a
+        -- checkpoint may be newer than the last row written); none is repeated
+        assert.is_true(n >= 590, "trial 2: " .. n .. " updates")
+      end
     end
   end)
 
