@@ -52,6 +52,22 @@ elseif case == "resume" then
   -- trial 1 fails at once; trial 2 trains long enough to be interrupted
   spec.space = { ["debug.crash_at_update"] = moonrl.grid{ 2, 0 }, total_steps = moonrl.grid{ 64 * 1500 } }
   spec.method, spec.parallel = "grid", 1
+elseif case == "adopt" then
+  -- two trials at once, long enough to be caught running
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }
+  spec.method, spec.parallel = "grid", 2
+  base.total_steps = 64 * 600
+elseif case == "edit" then
+  -- arg[3]: "edited" (another space and base), "extend" (the same, extend = true)
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  if arg[3] then
+    spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 }, ["ppo.ent_coef"] = moonrl.grid{ 0.01 } }
+    base.total_steps = 64 * 16
+    spec.extend = arg[3] == "extend" or nil
+  end
+elseif case == "long" then
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  base.total_steps = 64 * 1000000
 elseif case == "asha" then
   -- the metric is the learning rate itself (a constant schedule), so the decisions are known:
   -- trial 2 (3e-4) is below trial 1 (1e-3) at the first rung and stops; trial 3 (2e-3) leads
@@ -208,6 +224,137 @@ describe("moonrl.sweep (the binary)", function()
       end
     end
     assert.equal(1500, n)
+  end)
+
+  it("re-run after the driver was SIGKILLed: a live trial is followed again, a dead one resumed, none failed", function()
+    if not need_bin() then return end
+    local dirlock = require("moonrl.dirlock")
+    local p = spawn(dir, "run sweep.lua sw adopt")
+    local function lock_pid(i)
+      local text = support.read_file(string.format("%s/sw/trial-%03d/.lock", dir, i)) or ""
+      return tonumber(text:match("^(%d+)"))
+    end
+    local function has_ck(i)   -- a complete checkpoint (one being written is NAME.tmp)
+      for _, f in ipairs(support.files(string.format("%s/sw/trial-%03d/checkpoints", dir, i))) do
+        if f:match("%.mrck$") then return true end
+      end
+    end
+    local ok = wait_for(function() return (has_ck(1) and has_ck(2) and lock_pid(1) and lock_pid(2)) or p.done end, 60000)
+    assert.is_true(ok and not p.done, "the trials did not get going:\n" .. p.out() .. p.err())
+    local pid1, pid2 = lock_pid(1), lock_pid(2)
+    -- trial 1 held still (alive, holding its lock) so that it is surely running at the re-run
+    uv.kill(pid1, "sigstop")
+    uv.kill(pid2, "sigstop")   -- (and trial 2 kept from finishing before it is killed)
+    uv.kill(p.pid, "sigkill")   -- the driver only: the trials run in sessions of their own
+    p.wait()
+    assert.equal(9, p.signal)
+    uv.kill(pid2, "sigkill")
+    -- trial 2's lock is free once it is gone
+    assert.is_true(wait_for(function()
+      local l = dirlock.take(dir .. "/sw/trial-002")
+      if l then l:release() return true end
+    end, 30000))
+    assert.is_nil(dirlock.take(dir .. "/sw/trial-001"))   -- trial 1 still holds its own
+
+    local q = spawn(dir, "run sweep.lua sw adopt")
+    local followed = wait_for(function() return has(q.out(), "trial-001: following pid " .. pid1 .. " again") or q.done end, 60000)
+    uv.kill(pid1, "sigcont")
+    assert.is_true(followed and not q.done, q.out() .. q.err())
+    local code = q.wait()
+    local out, err = q.out(), q.err()
+    assert.equal(0, code, err .. out)
+    assert.is_false(has(out, "failed:"), out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results, out)
+    for _, r in ipairs(rec.results) do
+      assert.equal("done", r.status, json.encode(r))
+      assert.equal(64 * 600, r.steps)
+    end
+    -- trial 1: started once, then followed (the same pid), never restarted
+    local starts = { {}, {} }
+    for _, st in ipairs(rec.starts) do table.insert(starts[st.trial], st) end
+    assert.equal(2, #starts[1])
+    assert.is_true(starts[1][2].adopted)
+    assert.equal("pid " .. pid1, starts[1][2].job)
+    -- trial 2: resumed from its checkpoint
+    assert.equal(2, #starts[2])
+    assert.is_true(starts[2][2].resume)
+    assert.is_true(has(out, "trial-002 resumed:"), out)
+    for i = 1, 2 do
+      local seen, n = {}, 0
+      for line in support.read_file(string.format("%s/sw/trial-%03d/metrics.jsonl", dir, i)):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m and m.event == nil then
+          assert.is_nil(seen[m.update], "update " .. tostring(m.update) .. " twice")
+          seen[m.update], n = true, n + 1
+        end
+      end
+      assert.is_true(seen[600], "trial " .. i)
+      if i == 1 then
+        assert.equal(600, n)   -- followed, never stopped: every update
+      else
+        -- SIGKILLed: rows still in the asynchronous metrics writer then are lost (a
+        -- checkpoint may be newer than the last row written); none is repeated
+        assert.is_true(n >= 590, "trial 2: " .. n .. " updates")
+      end
+    end
+  end)
+
+  it("refuses a re-run with an edited definition, showing what changed, unless extend = true", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw edit")
+    assert.equal(0, code, err .. out)
+    assert.equal(1, #read_results(dir .. "/sw/results.jsonl").results)
+    -- the same definition again: nothing to do, no refusal
+    code, out, err = moonrl(dir, "run sweep.lua sw edit")
+    assert.equal(0, code, err .. out)
+    local before = support.read_file(dir .. "/sw/results.jsonl")
+    code, out, err = moonrl(dir, "run sweep.lua sw edit edited")
+    assert.equal(1, code, err .. out)
+    assert.is_true(has(err, "sw holds a sweep with another definition"), err)
+    assert.is_true(has(err, "space: added ppo.ent_coef = grid{ 0.01 }"), err)
+    assert.is_true(has(err, "space: changed ppo.lr: grid{ 0.001 } before, grid{ 0.001, 0.0005 } now"), err)
+    assert.is_true(has(err, "base: changed total_steps: 768 before, 1024 now"), err)
+    assert.is_true(has(err, "trials: 1 before, 2 now"), err)
+    assert.is_true(has(err, "set extend = true in the sweep table"), err)
+    assert.equal(before, support.read_file(dir .. "/sw/results.jsonl"))   -- nothing was started or written
+    code, out, err = moonrl(dir, "run sweep.lua sw edit extend")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "extended: space: added ppo.ent_coef"), out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results)
+    assert.equal(2, #rec.starts)   -- trial 1's result stands; only trial 2 ran
+    assert.equal(2, rec.starts[2].trial)
+    assert.equal(5e-4, rec.results[2].params["ppo.lr"])
+    assert.equal(1024, rec.results[2].steps)
+    -- the extended definition is the one a later re-run compares with
+    code, out, err = moonrl(dir, "run sweep.lua sw edit extend")
+    assert.equal(0, code, err .. out)
+    assert.is_false(has(out, "extended:"), out)
+  end)
+
+  it("moonrl ps lists a sweep's trials, under a line naming the sweep", function()
+    if not need_bin() then return end
+    local p = spawn(dir, "run sweep.lua sw long")
+    local metrics = dir .. "/sw/trial-001/metrics.jsonl"
+    local ok = wait_for(function()
+      return select(2, (support.read_file(metrics) or ""):gsub("\n", "")) >= 3 or p.done
+    end, 60000)
+    assert.is_true(ok and not p.done, p.out() .. p.err())
+    for _, where in ipairs({ dir, dir .. "/sw" }) do
+      local code, out, err = moonrl(dir, "ps " .. where)
+      assert.equal(0, code, err)
+      local lines = support.lines(out)
+      assert.truthy(lines[2]:match("^" .. (dir .. "/sw"):gsub("%p", "%%%0") .. " +%(sweep%) +1 trial%(s%) here$"), out)
+      assert.truthy(lines[3]:match("^  " .. (dir .. "/sw/trial-001"):gsub("%p", "%%%0") .. " +e2e +"), out)
+      code, out = moonrl(dir, "ps --json " .. where)
+      local rec = json.decode(support.lines(out)[1])
+      assert.equal(dir .. "/sw/trial-001", rec.dir)
+      assert.equal(dir .. "/sw", rec.sweep)
+      assert.is_true(rec.running, out)
+    end
+    uv.kill(p.pid, "sigint")
+    assert.equal(130, p.wait())
   end)
 
   it("stops the trials ASHA drops through their stop path, and a trial past its time limit", function()

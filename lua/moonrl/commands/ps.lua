@@ -12,7 +12,9 @@ local ps = {
 usage: moonrl ps [DIR] [options]
 
 Lists the run directories under DIR (default runs/; DIR may be a run
-directory itself) that have a control socket, asks each for its status and
+directory itself) that have a control socket, and the trials of the sweeps
+there (a sweep directory's trial-NNN run directories, listed under a line
+naming the sweep; DIR may be a sweep directory), asks each for its status and
 prints one line per run: directory, name, status, update, progress,
 agent-steps/s and ETA. A socket that does not answer was left by a job that
 no longer runs (killed): it is shown as "not running (stale socket)", and a
@@ -20,6 +22,7 @@ new run in that directory replaces it.
 
 options:
   --json        one JSON line per run: {"dir":..., "running":..., "status": <the status reply>}
+                (a sweep's trial also has "sweep": the sweep directory)
   --timeout S   seconds to wait for each job's reply (default 5)
   --help        this text
 ]],
@@ -27,22 +30,37 @@ options:
 
 local out, usage_error = cmdline.out, cmdline.usage_error
 
--- Run directories under dir (and dir itself) with a control socket.
+-- Run directories under dir (and dir itself) with a control socket, and the
+-- trials' run directories of a sweep directory (one with a sweep.json: dir,
+-- or one under it); sweeps[d] = the sweep directory of trial directory d.
 local function candidates(dir)
   local uv, control = require("luv"), require("moonrl.control")
-  local found = {}
-  local function consider(d)
-    if uv.fs_lstat(control.socket_path(d)) then found[#found + 1] = d end
+  local found, sweeps = {}, {}
+  local function consider(d, sweep)
+    if uv.fs_lstat(control.socket_path(d)) then found[#found + 1] = d sweeps[d] = sweep end
   end
-  consider(dir)
-  local req = uv.fs_scandir(dir)
-  while req do
-    local name, kind = uv.fs_scandir_next(req)
-    if not name then break end
-    if kind == "directory" or kind == "link" then consider(dir .. "/" .. name) end
+  local function subdirs(d)
+    local out = {}
+    local req = uv.fs_scandir(d)
+    while req do
+      local name, kind = uv.fs_scandir_next(req)
+      if not name then break end
+      if kind == "directory" or kind == "link" then out[#out + 1] = d .. "/" .. name end
+    end
+    return out
   end
+  local function visit(d, deeper)
+    consider(d)
+    if uv.fs_stat(d .. "/sweep.json") then
+      for _, t in ipairs(subdirs(d)) do consider(t, d) end
+    elseif deeper then
+      for _, sub in ipairs(subdirs(d)) do visit(sub, false) end
+    end
+  end
+  visit(dir, true)
+  -- sorted by directory: a sweep's trials together, after the sweep's name
   table.sort(found)
-  return found
+  return found, sweeps
 end
 
 local function thousands(n)
@@ -68,7 +86,7 @@ function ps.run(argv)
   end
 
   -- Ask them all at once; each answers or times out on its own.
-  local dirs = candidates(dir)
+  local dirs, sweeps = candidates(dir)
   local replies = moonrl._await("moonrl ps", function(wake)
     control.request_all(dirs, { cmd = "status" }, { timeout_ms = timeout * 1000 }, wake)
   end)
@@ -77,7 +95,7 @@ function ps.run(argv)
     for i, d in ipairs(dirs) do
       local r = replies[i]
       local running = r.reply ~= nil and r.reply.ok == true
-      out(json.encode({ dir = d, running = running, status = r.reply or json.null,
+      out(json.encode({ dir = d, sweep = sweeps[d], running = running, status = r.reply or json.null,
         error = (not running) and control.explain(control.socket_path(d), r.err or (r.reply and r.reply.error)) or nil }), "\n")
     end
     return 0
@@ -88,8 +106,17 @@ function ps.run(argv)
   end
   local rows = { { "DIR", "NAME", "STATUS", "UPDATE", "PROGRESS", "SPS", "ETA" } }
   local eta = require("moonrl.sinks.console").eta_text
+  local shown_sweep = {}
   for i, d in ipairs(dirs) do
     local r = replies[i].reply
+    local sw = sweeps[d]
+    if sw and not shown_sweep[sw] then   -- a sweep's line, its trials indented under it
+      shown_sweep[sw] = true
+      local n = 0
+      for _, x in ipairs(dirs) do if sweeps[x] == sw then n = n + 1 end end
+      rows[#rows + 1] = { sw, "(sweep)", n .. " trial(s) here", "", "", "", "" }
+    end
+    if sw then d = "  " .. d end
     if r and r.ok then
       rows[#rows + 1] = { d, tostring(r.name), tostring(r.status),
         thousands(r.update) .. (r.total_updates and ("/" .. thousands(r.total_updates)) or ""),

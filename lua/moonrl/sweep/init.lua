@@ -42,7 +42,13 @@
 --     end writes DIR/plots/*.svg (moonrl.sweep.plot).
 --   - Re-running the same script resumes: trials with a result are not run
 --     again; trials that were running resume from their newest checkpoint
---     (`moonrl train --resume DIR/trial-NNN`), or start again without one.
+--     (`moonrl train --resume DIR/trial-NNN`), or start again without one; a
+--     trial still running (a killed sweep process leaves them: its run
+--     directory's lock is held) is followed again (local executor: follow),
+--     its end seen when the lock is free (finished: done; else resumed).
+--   - sweep.json keeps the definition (space, method, seed, trials, resolved
+--     base); a re-run with another one is refused with the differences,
+--     unless `extend = true`.
 --   - SIGINT / SIGTERM to this process stop every trial with its final
 --     checkpoint (they are not results: a re-run resumes them), then exit
 --     with 128 + N.
@@ -55,7 +61,8 @@
 -- poll_ms (default 500), console (false: no progress lines), executor
 -- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
--- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on).
+-- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on),
+-- extend (true: a re-run may change the definition).
 --
 -- The sweep object
 --   sweep.dir, sweep.trials (list), sweep.status ("running" | "done" | "stopped")
@@ -121,13 +128,70 @@ local function point_text(params)
   return table.concat(parts, " ")
 end
 
+-- ------------------------------------------------------------- definition
+
+-- What decides the trials, as text that sweep.json keeps and a re-run
+-- compares: the space, the method, the seed, the number of trials and the
+-- resolved base config (key path -> value text).
+local function leaf_text(v)
+  if type(v) == "function" then return "<function>" end
+  if type(v) == "table" and v.kind then return results.fmt(v) end   -- a schedule
+  if type(v) == "number" then return util.fmt_number(v) end
+  return util.fmt_value(v, 200)
+end
+
+local function flatten(t, prefix, out)
+  for _, k in ipairs(util.sorted_keys(t)) do
+    local v = t[k]
+    local path = prefix .. tostring(k)
+    if type(v) == "table" and not v.kind and type(k) == "string" and next(v) ~= nil and #v == 0 then
+      flatten(v, path .. ".", out)
+    else
+      out[path] = leaf_text(v)
+    end
+  end
+  return out
+end
+
+local function definition(self)
+  local sp = {}
+  for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
+  return { space = sp, method = type(self.method) == "string" and self.method or "<function>",
+    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}) }
+end
+
+-- The differences between an earlier run's definition and this one, as lines.
+local function definition_changes(old, new)
+  local lines = {}
+  for _, part in ipairs({ "space", "base" }) do
+    local a, b = old[part], new[part]
+    if type(a) == "table" then
+      local keys, seen = {}, {}
+      for k in pairs(a) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      for k in pairs(b) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        if a[k] == nil then lines[#lines + 1] = string.format("%s: added %s = %s", part, k, b[k])
+        elseif b[k] == nil then lines[#lines + 1] = string.format("%s: removed %s (was %s)", part, k, tostring(a[k]))
+        elseif a[k] ~= b[k] then lines[#lines + 1] = string.format("%s: changed %s: %s before, %s now", part, k, tostring(a[k]), b[k]) end
+      end
+    end
+  end
+  for _, k in ipairs({ "method", "seed", "trials" }) do
+    if old[k] ~= nil and old[k] ~= new[k] then
+      lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
+    end
+  end
+  return lines
+end
+
 -- ------------------------------------------------------------- checking
 
 local function check_spec(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -176,6 +240,10 @@ local function check_spec(spec)
     end
     if type(fn) ~= "function" then error("moonrl.sweep: hooks." .. k .. " must be a function", 3) end
   end
+  if spec.extend ~= nil and type(spec.extend) ~= "boolean" then
+    error("moonrl.sweep: extend must be true or false, got " .. util.fmt_value(spec.extend), 3)
+  end
+  o.extend = spec.extend == true
   if spec.dir ~= nil and (type(spec.dir) ~= "string" or spec.dir == "") then
     error("moonrl.sweep: dir must be a directory path", 3)
   end
@@ -258,6 +326,20 @@ function sweep.start(spec)
   -- what an earlier run of this sweep left
   local prev = results.read(self.dir)
   self.prev = prev
+  -- an edited definition is refused (its trials would not be those of the
+  -- results so far) unless the sweep is to be extended
+  self.definition = definition(self)
+  local old_def = prev.info and prev.info.definition
+  if type(old_def) == "table" and (next(prev.starts) ~= nil or next(prev.results) ~= nil) then
+    local changes = definition_changes(old_def, self.definition)
+    if #changes > 0 and not self.extend then
+      error("moonrl.sweep: " .. self.dir .. " holds a sweep with another definition (its sweep.json); what changed:\n  " ..
+        table.concat(changes, "\n  ") .. "\nNothing was started. To extend that sweep with this definition (its results " ..
+        "stand; trials already started keep their points), set extend = true in the sweep table; for a new sweep, " ..
+        "give it another dir.", 2)
+    end
+    self.extended = changes
+  end
 
   -- every point known up front is checked before anything starts
   self.trials_list = {}
@@ -295,8 +377,9 @@ function sweep.start(spec)
     parallel = self.parallel, seed = self.seed, space = space_info, base = type(spec.base) == "string" and spec.base or json.null,
     scheduler = sched and sched.describe and sched:describe() or json.null,
     executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
-    smooth = self.smooth, moonrl = core.version(),
+    smooth = self.smooth, moonrl = core.version(), definition = self.definition,
   })
+  for _, c in ipairs(self.extended or {}) do self:say("extended: " .. c) end
 
   if spec.executor == nil or spec.executor == "local" then
     self.executor = require("moonrl.sweep.local_executor").new()
@@ -511,6 +594,13 @@ function Sweep:_fill_array()
 end
 
 function Sweep:_start_trial(t)
+  -- started by an earlier sweep process (killed) and still running: followed
+  -- again, not started a second time (a resume would be refused by its lock)
+  if self.prev.starts[t.index] and self.executor.follow and not t.config_error and not t.followed then
+    t.followed = true
+    local job = self.executor:follow(self:_exec_spec(t, nil), self.poll_ms)
+    if job then return self:_launched(t, job, { adopted = true }) end
+  end
   local spec, info = self:_prepare_trial(t)
   if not spec then return end
   local job, jerr = self.executor:start(spec)
@@ -581,8 +671,8 @@ function Sweep:_launched(t, job, info)
   results.append(self.dir, { event = "start", trial = t.index, label = t.label, params = t.params, seed = t.seed,
     dir = t.dir, resume = resume_ck and true or false, job = job.id, adopted = info.adopted or nil })
   if info.adopted then
-    self:say(string.format("%s: following Slurm job %s again (%s, submitted by an earlier run of this sweep)",
-      t.label, job.id, point_text(t.params)))
+    self:say(string.format("%s: following %s again (%s, %s by an earlier run of this sweep)",
+      t.label, job.pid and job.id or ("Slurm job " .. job.id), point_text(t.params), job.pid and "started" or "submitted"))
   else
     self:say(string.format("%s %s: %s%s%s", t.label, resume_ck and "resumed" or (job.queued and "submitted" or "started"),
       point_text(t.params), resume_ck and (" (from update " .. resume_ck.update .. ")") or "",
@@ -684,6 +774,20 @@ function Sweep:_exited(t, exit)
   end
   self:_read_metrics(t)
   if not t.stop_why and not t.timed_out then self:_rungs(t) end
+  local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
+  if exit.adopted then
+    -- a trial an earlier sweep process started ended (its exit status is not
+    -- ours to see): complete, or resumed from its last checkpoint
+    if complete then exit = { code = 0, signal = 0 }
+    elseif self.stopping or t.stop_why or t.timed_out then exit = { code = 130, signal = 0 }
+    else
+      self:say(string.format("%s: the process of an earlier run of this sweep ended after %s agent-steps; resuming it",
+        t.label, results.thousands(t.steps or 0)))
+      t.status, t.job = "pending", nil
+      self:_start_trial(t)
+      return self:_check_end()
+    end
+  end
   local clean = exit.code == 0 and exit.signal == 0
   local r = { exit_code = exit.code, signal = exit.signal ~= 0 and exit.signal or nil }
   if self.stopping and not clean and not t.stop_why and not t.timed_out then
@@ -693,7 +797,6 @@ function Sweep:_exited(t, exit)
       t.label, results.thousands(t.steps or 0)))
     return self:_check_end()
   end
-  local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
   if t.stop_why and not (clean and complete) then
     r.status, r.why = "stopped", t.stop_why
     if t.killed then r.why = r.why .. "; killed after kill_grace = " .. self.kill_grace .. " s" end

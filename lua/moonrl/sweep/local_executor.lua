@@ -29,6 +29,12 @@
 --                   final checkpoint, files closed (SIGINT here; scancel --signal=INT)
 --   job:kill()      at once, no checkpoint (SIGKILL)
 --   job:alive() -> boolean
+--   executor:follow(spec) -> job | nil (local only): a trial an earlier sweep
+--       process started that still runs (it holds its run directory's lock,
+--       moonrl.dirlock), followed again rather than started a second time.
+--       It is not a child of this process: its end is seen when the lock is
+--       free again (polled), with exit = { adopted = true } (no exit status);
+--       stop/kill signal the pid the lock file names.
 -- Progress is not the executor's business: the sweep reads the trial's
 -- metrics.jsonl in its run directory (a shared file system on a cluster).
 --
@@ -87,14 +93,40 @@ function Local:start(spec)
   return job
 end
 
+-- A trial this process did not start: alive while its run directory's lock
+-- is held (the kernel drops it however the trial ends).
+function Local:follow(spec, poll_ms)
+  local dirlock = require("moonrl.dirlock")
+  local lock = dirlock.take(spec.dir)
+  if lock then lock:release() return nil end   -- nobody runs there
+  local text = io.open(spec.dir .. "/" .. dirlock.FILE, "rb")
+  local pid = text and tonumber((text:read("*a") or ""):match("^(%d+)"))
+  if text then text:close() end
+  if not pid then return nil end
+  local job = setmetatable({ alive_ = true, pid = pid, id = "pid " .. pid, adopted = true }, Job)
+  job.timer = uv.new_timer()
+  job.timer:start(poll_ms or 250, poll_ms or 250, function()
+    local l = dirlock.take(spec.dir)
+    if not l then return end
+    l:release()
+    job.alive_ = false
+    job.timer:stop()
+    job.timer:close()
+    spec.on_exit({ code = 0, signal = 0, adopted = true })
+  end)
+  return job
+end
+
 function Job:alive() return self.alive_ end
 
 function Job:stop()
-  if self.alive_ then pcall(self.handle.kill, self.handle, "sigint") end
+  if not self.alive_ then return end
+  if self.adopted then uv.kill(self.pid, "sigint") else pcall(self.handle.kill, self.handle, "sigint") end
 end
 
 function Job:kill()
-  if self.alive_ then pcall(self.handle.kill, self.handle, "sigkill") end
+  if not self.alive_ then return end
+  if self.adopted then uv.kill(self.pid, "sigkill") else pcall(self.handle.kill, self.handle, "sigkill") end
 end
 
 return executor
