@@ -178,7 +178,13 @@ return {
       assert.same({ "unknown key 'ppo.gama' - did you mean 'ppo.gamma'?" }, errors_of { ppo = { gama = 0.9 } })
       assert.same({ "unknown key 'lr' - did you mean 'ppo.lr'?" }, errors_of { lr = 1e-4 })
       assert.same({ "unknown key 'env.epochs' - did you mean 'ppo.epochs'?" }, errors_of { env = { epochs = 2 } })
-      assert.same({ "unknown key 'ppo.zzzzzz'" }, errors_of { ppo = { zzzzzz = 1 } })
+      -- nothing near: what is accepted there
+      local e = errors_of { ppo = { zzzzzz = 1 } }
+      assert.equal(1, #e)
+      assert.matches("^unknown key 'ppo.zzzzzz'; ppo accepts rollout_steps, epochs, .*, lr, clip, ", e[1])
+      e = errors_of { zzzzzz = 1 }
+      assert.matches("^unknown key 'zzzzzz'; accepted at the top: name, .*total_steps.* and the sections env, policy, ppo, ", e[1])
+      assert.matches("docs/config.md lists every key", e[1], 1, true)
     end)
 
     it("near-misses in section names", function()

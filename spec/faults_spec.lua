@@ -426,6 +426,7 @@ error("boom in the script")
     local rc, _, err = moonrl(dir, "run boom.lua")
     assert.are.equal(1, rc, err)
     assert.truthy(has(err, "error in the main script: boom.lua:4: boom in the script"), err)
+    assert.truthy(has(err, "stack traceback:"), err)   -- a bug in the script keeps its traceback (a refusal does not)
     local lines = support.lines(log_of(dir .. "/run"))
     local n = #lines
     assert.truthy(lines[n]:match("finished: stopped after (%d+) updates.*%(error in the main script: boom.lua:4: boom"),

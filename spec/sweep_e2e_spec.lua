@@ -311,7 +311,9 @@ describe("moonrl.sweep (the binary)", function()
     local before = support.read_file(dir .. "/sw/results.jsonl")
     code, out, err = moonrl(dir, "run sweep.lua sw edit edited")
     assert.equal(1, code, err .. out)
+    assert.is_true(has(err, "error in the main script: sweep.lua:"), err)   -- the script's line that started it
     assert.is_true(has(err, "sw holds a sweep with another definition"), err)
+    assert.is_false(has(err, "stack traceback"), err)   -- a refusal is its message
     assert.is_true(has(err, "space: added ppo.ent_coef = grid{ 0.01 }"), err)
     assert.is_true(has(err, "space: changed ppo.lr: grid{ 0.001 } before, grid{ 0.001, 0.0005 } now"), err)
     assert.is_true(has(err, "base: changed total_steps: 768 before, 1024 now"), err)

@@ -65,6 +65,7 @@
 --   moonrl.version, moonrl.home
 
 local core = require("moonrl.core")
+local util = require("moonrl.util")
 local uv = require("luv")
 
 local moonrl = {}
@@ -93,7 +94,8 @@ end
 local stopping = nil   -- { code =, reason = } once the process is on its way out (moonrl._stop_all)
 
 local function report_co(co, err)
-  local tb = core.traceback(co, tostring(err))
+  -- a refusal of the user's input is its message; anything else keeps its traceback
+  local tb = util.is_refusal(err) and err or core.traceback(co, tostring(err))
   if co == main_co then
     core.report("error in the main script", tb)
     main_co = nil
@@ -319,7 +321,7 @@ end
 function moonrl._start(cfg, notes, opts)
   opts = opts or {}
   if stopping then
-    error("not starting a run: moonrl is stopping (" .. stopping.reason .. ")", 3)
+    util.refuse("not starting a run: moonrl is stopping (" .. stopping.reason .. ")", 3)
   end
   local Run = require("moonrl.run")
   local run = Run.start(cfg, {
@@ -360,8 +362,8 @@ function moonrl.train(cfg_or_path, opts)
   if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
   if opts.resume ~= nil or (type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil) then
     local plan, err = moonrl._resume_plan(cfg_or_path, opts)
-    if not plan then error("moonrl.train: " .. err, 2) end
-    if plan.finished then error("moonrl.train: " .. plan.finished:gsub("moonrl train %-%-resume (%S+) %-%-set total_steps=N",
+    if not plan then util.refuse("moonrl.train: " .. err, 2) end
+    if plan.finished then util.refuse("moonrl.train: " .. plan.finished:gsub("moonrl train %-%-resume (%S+) %-%-set total_steps=N",
       "moonrl.train{resume = %1, total_steps = N}"), 2) end
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
@@ -369,7 +371,7 @@ function moonrl.train(cfg_or_path, opts)
     return moonrl._start(plan.cfg, plan.notes, o)
   end
   local cfg, notes = resolve(cfg_or_path, opts)
-  if not cfg then error(notes, 2) end
+  if not cfg then util.refuse(notes, 2) end
   return moonrl._start(cfg, notes, opts)
 end
 

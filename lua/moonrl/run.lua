@@ -207,7 +207,7 @@ end
 function Run.start(cfg, opts)
   opts = opts or {}
   local c, warmup, tables = prepare(cfg)
-  if not c then error(warmup, 3) end
+  if not c then util.refuse(warmup, 3) end
   local rs = opts.resume
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
@@ -220,17 +220,17 @@ function Run.start(cfg, opts)
   local notes = { unpack(opts.notes or {}) }
   local dir, derr
   if rs then dir = rs.dir else dir, derr = new_dir(cfg, opts.force, notes) end
-  if not dir then error(derr, 3) end
+  if not dir then util.refuse(derr, 3) end
   local ok, err = mkdir_p(dir .. "/checkpoints")
-  if not ok then error(err, 3) end
+  if not ok then util.refuse(err, 3) end
   self.dir = dir
   -- One process at a time in a directory, before anything in it changes.
   local dirlock = require("moonrl.dirlock")
   self.lock, err = dirlock.take(dir)
-  if not self.lock then error(err, 3) end
+  if not self.lock then util.refuse(err, 3) end
   local function fail(msg)
     self.lock:release()
-    error(msg, 4)
+    util.refuse(msg, 4)
   end
   local stale = dirlock.clean_temporaries(dir)
   if #stale > 0 then

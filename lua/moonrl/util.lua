@@ -24,6 +24,10 @@
 --                                       description as a block: `first` .. its first part,
 --                                       then `indent` .. each further part, every line
 --                                       under `width` (default 100) columns, nothing dropped
+--   util.refuse(msg [, level])          error(msg, level) for a refusal of the user's input (an
+--                                       occupied directory, a bad key): reported as its message,
+--                                       without a stack traceback, when nothing catches it
+--   util.is_refusal(err) -> boolean     err was raised by util.refuse
 
 local util = {}
 
@@ -230,6 +234,27 @@ function util.require_text_only()
 end
 
 -- A whole file's bytes, or nil when it cannot be opened.
+-- Refusals are plain strings (a script's pcall sees what error() would give it);
+-- the set remembers which messages were refusals, for the reporter.
+local refusals, n_refusals = {}, 0
+
+function util.refuse(msg, level)
+  level = level == nil and 1 or level
+  local where = ""
+  if level > 0 then
+    local info = debug.getinfo(level + 1, "Sl")
+    if info and info.currentline and info.currentline > 0 then where = info.short_src .. ":" .. info.currentline .. ": " end
+  end
+  local full = where .. tostring(msg)
+  if n_refusals >= 1000 then refusals, n_refusals = {}, 0 end
+  if not refusals[full] then refusals[full], n_refusals = true, n_refusals + 1 end
+  error(full, 0)
+end
+
+function util.is_refusal(err)
+  return type(err) == "string" and refusals[err] == true
+end
+
 function util.read_file(path)
   local fh = io.open(path, "rb")
   if not fh then return nil end

@@ -123,8 +123,22 @@ function validate.unknown_key(path)
   end
   local msg = "unknown key '" .. path .. "'"
   local near = suggest(path)
-  if near then msg = msg .. " - did you mean '" .. near .. "'?" end
-  return msg
+  if near then return msg .. " - did you mean '" .. near .. "'?" end
+  -- nothing near: name what is accepted there (the section's keys, or the sections)
+  local sec = path:match("^([^.]+)%.")
+  if sec and schema.section_by_name[sec] then
+    local names = {}
+    for _, e in ipairs(schema.keys) do
+      if e.section == sec and not e.key:find(".", #sec + 2, true) then names[#names + 1] = e.name end
+    end
+    if #names > 0 then return msg .. "; " .. sec .. " accepts " .. table.concat(names, ", ") end
+  end
+  local top = {}
+  for _, e in ipairs(schema.keys) do
+    if (e.section or "") == "" and not e.key:find(".", 1, true) then top[#top + 1] = e.key end
+  end
+  return msg .. "; accepted at the top: " .. table.concat(top, ", ") .. " and the sections " ..
+    table.concat(section_names, ", ") .. " (docs/config.md lists every key)"
 end
 
 local function cross_checks(t, errs, bad)

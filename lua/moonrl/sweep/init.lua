@@ -333,7 +333,7 @@ function sweep.start(spec)
   if type(old_def) == "table" and (next(prev.starts) ~= nil or next(prev.results) ~= nil) then
     local changes = definition_changes(old_def, self.definition)
     if #changes > 0 and not self.extend then
-      error("moonrl.sweep: " .. self.dir .. " holds a sweep with another definition (its sweep.json); what changed:\n  " ..
+      util.refuse("moonrl.sweep: " .. self.dir .. " holds a sweep with another definition (its sweep.json); what changed:\n  " ..
         table.concat(changes, "\n  ") .. "\nNothing was started. To extend that sweep with this definition (its results " ..
         "stand; trials already started keep their points), set extend = true in the sweep table; for a new sweep, " ..
         "give it another dir.", 2)

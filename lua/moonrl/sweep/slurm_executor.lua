@@ -344,9 +344,15 @@ local function batch_script(self, specs, opts)
   for _, spec in ipairs(specs) do
     if spec.resume_argv and spec.resume_dir then
       -- requeued (a node failure, preemption with PreemptMode=REQUEUE, scontrol
-      -- requeue): the same task starts again; it resumes from its checkpoint
-      lines[#lines + 1] = string.format("  %d) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] && " ..
-        "ls %s/checkpoints/*.mrck >/dev/null 2>&1; then exec %s; fi", spec.index, quote(spec.resume_dir), cmd(spec.resume_argv))
+      -- requeue): the same task starts again; it resumes from its checkpoint,
+      -- or, requeued before its first checkpoint, starts anew with --force (the
+      -- first run's files are moved aside: a plain start refuses a used directory)
+      local fresh = {}
+      for i, a in ipairs(spec.argv) do fresh[i] = a end
+      fresh[#fresh + 1] = "--force"
+      lines[#lines + 1] = string.format("  %d) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then " ..
+        "ls %s/checkpoints/*.mrck >/dev/null 2>&1 && exec %s; exec %s; fi", spec.index, quote(spec.resume_dir),
+        cmd(spec.resume_argv), cmd(fresh))
       lines[#lines + 1] = string.format("     exec %s ;;", cmd(spec.argv))
     else
       lines[#lines + 1] = string.format("  %d) exec %s ;;", spec.index, cmd(spec.argv))
@@ -356,6 +362,8 @@ local function batch_script(self, specs, opts)
   lines[#lines + 1] = "esac"
   return table.concat(lines, "\n") .. "\n"
 end
+
+executor.batch_script = batch_script   -- (executor, specs, opts) -> text: what submit writes (for the spec)
 
 function Slurm:sbatch_argv(script, indices, opts)
   local argv = { "sbatch", "--parsable", "--array=" .. executor.ranges(indices) .. "%" .. opts.parallel,
