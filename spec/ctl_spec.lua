@@ -35,23 +35,8 @@ local function moonrl(args, dir)
   return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
 end
 
-local function wait_for(what, pred, limit_ms)
-  local t0 = uv.hrtime()
-  while not pred() do
-    assert((uv.hrtime() - t0) / 1e6 < (limit_ms or 20000), "timed out waiting for " .. what)
-    uv.sleep(20)
-  end
-end
-
--- One request through the library's client, the loop run here until it answers.
-local function request(sock, req, timeout_ms)
-  local reply, err, done
-  control.request(sock, req, { timeout_ms = timeout_ms or 20000 }, function(r, e)
-    reply, err, done = r, e, true
-  end)
-  support.run_until(function() return done end, 30000)
-  return reply, err
-end
+local function wait_for(what, pred, limit_ms) return support.wait_until(what, pred, limit_ms or 20000) end
+local function request(sock, req, timeout_ms) return support.control_request(sock, req, timeout_ms, 30000) end
 
 -- Starts `moonrl run job.lua` in the background, training in run_dir.
 -- `pre` is Lua run before the run starts, `post` after (the run is `run`).

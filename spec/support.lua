@@ -65,6 +65,28 @@ function support.run_until(done, limit)
   assert(not timed_out, "the luv loop did not finish in time")
 end
 
+-- Blocks (no loop) until pred() holds, looked at every 20 ms; an assertion
+-- naming `what` after limit_ms (default 60 s). For a pred that reads files or
+-- another process, where nothing on this process's loop has to run.
+function support.wait_until(what, pred, limit_ms)
+  local t0 = uv.hrtime()
+  while not pred() do
+    assert((uv.hrtime() - t0) / 1e6 < (limit_ms or 60000), "timed out waiting for " .. what)
+    uv.sleep(20)
+  end
+end
+
+-- One control request through moonrl.control's client, the loop run here
+-- until it answers (at most loop_ms, default 90 s) -> reply, err.
+function support.control_request(sock, req, timeout_ms, loop_ms)
+  local reply, err, done
+  require("moonrl.control").request(sock, req, { timeout_ms = timeout_ms or 20000 }, function(r, e)
+    reply, err, done = r, e, true
+  end)
+  support.run_until(function() return done end, loop_ms or 90000)
+  return reply, err
+end
+
 -- Runs the default loop until pred() holds, polled every 10 ms (so a pred
 -- that reads files or processes is looked at again), or `limit` ms pass
 -- (default 60 s); true if it held.

@@ -59,22 +59,8 @@ local function vm_kib(pid, field)
   return tonumber(text:match(field .. ":%s*(%d+)"))
 end
 
-local function wait_for(what, pred, limit_ms)
-  local t0 = uv.hrtime()
-  while not pred() do
-    assert((uv.hrtime() - t0) / 1e6 < (limit_ms or 60000), "timed out waiting for " .. what)
-    uv.sleep(20)
-  end
-end
-
-local function request(sock, req, timeout_ms)
-  local reply, err, done
-  control.request(sock, req, { timeout_ms = timeout_ms or 20000 }, function(r, e)
-    reply, err, done = r, e, true
-  end)
-  support.run_until(function() return done end, 90000)
-  return reply, err
-end
+local function wait_for(what, pred, limit_ms) return support.wait_until(what, pred, limit_ms or 60000) end
+local function request(sock, req, timeout_ms) return support.control_request(sock, req, timeout_ms, 90000) end
 
 local function save(path, text)
   support.write_file(path .. ".swp", text)
