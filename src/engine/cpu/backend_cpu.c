@@ -100,7 +100,7 @@ static void cpu_describe(int device, int threads, int precision, char *buf, size
     const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
     char prec[96] = "fp32";
     if (precision == MR_BF16)
-        snprintf(prec, sizeof prec, "bf16 (oneDNN %s; fp32 master weights)", mr_conv_dnnl_bf16_isa());
+        snprintf(prec, sizeof prec, "bf16 (oneDNN %s; fp32 master weights)", mr_bf16_isa());
     snprintf(buf, len, "%d thread%s, %s, OpenBLAS (OpenMP, %s kernels%s%s%s); cuda.* settings do not apply on the cpu",
              threads, threads == 1 ? "" : "s", prec, mr_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
              forced ? forced : "",
@@ -449,6 +449,6 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
 static const mr_backend cpu_backend = CPU_BACKEND(1 << MR_FP32);
 static const mr_backend cpu_backend_bf16 = CPU_BACKEND((1 << MR_FP32) | (1 << MR_BF16));
 
-const char *mr_cpu_bf16(void) { return mr_conv_dnnl_bf16_isa(); }
+const char *mr_cpu_bf16(void) { return mr_bf16_isa(); }
 
-const mr_backend *mr_backend_cpu(void) { return mr_conv_dnnl_bf16_isa() ? &cpu_backend_bf16 : &cpu_backend; }
+const mr_backend *mr_backend_cpu(void) { return mr_bf16_isa() ? &cpu_backend_bf16 : &cpu_backend; }
