@@ -1,6 +1,6 @@
 /*
  * test_cuda_trainer.c - what only the GPU path of the one trainer loop
- * (src/engine/core/trainer.c over cuda/backend_cuda.c) has. The loop itself
+ * (src/engine/core/trainer.c over kernels/backend_cuda.c) has. The loop itself
  * (order, faults, memory, state) is tested on the cpu backend by
  * test_trainer_loop_*.c; here the cuda table's results are held against the
  * cpu table's on the same config.

@@ -2,7 +2,7 @@
  * backend.h - the table of operations the one trainer loop (trainer.c) runs
  * on. Two backends fill it: cpu (cpu/backend_cpu.c: host memory, C loops
  * over the shared element code, OpenMP, OpenBLAS) and cuda
- * (cuda/backend_cuda.c: device memory, the kernels in kernels/). Tests wrap
+ * (kernels/backend_cuda.c: device memory, the kernels in kernels/). Tests wrap
  * a table to make any operation fail.
  *
  * Memory: every buffer a backend operation touches comes from the trainer's
