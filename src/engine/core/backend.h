@@ -19,7 +19,7 @@
 #define MR_BACKEND_H
 #include "moonrl.h"
 #include "devmem.h"
-#include "policy.h"         /* mr_policy: the parameter layout both backends share */
+#include "net_layout.h"     /* mr_net_layout: the parameter layout every backend shares */
 #include "rollout_math.h"   /* control blocks, metrics, gather arguments */
 
 #define MR_BACKEND_MAX_POLICY_ALLOCS 4
@@ -29,7 +29,7 @@
 typedef struct mr_bpolicy {
     void *impl;
     float *params, *grads;
-    const mr_policy *net;
+    const mr_net_layout *net;
 } mr_bpolicy;
 
 /* What a backend's network takes from the memory manager, in creation's
@@ -61,6 +61,9 @@ typedef struct mr_backend {
     mr_status (*enter)(int device, int threads, mr_error *err);
     /* A line for the description: "GPU 0 (NVIDIA H100), bf16". */
     void (*describe)(int device, int threads, int precision, char *buf, size_t len);
+    /* How this backend runs the network p (NULL: not yet created), for the
+     * trainer's description; NULL entry: nothing to say. */
+    void (*policy_describe)(const struct mr_bpolicy *p, int precision, char *buf, size_t len);
     mr_status (*device_memory)(int device, mr_devmem_backend *out, mr_error *err);
     mr_status (*staging_memory)(mr_devmem_backend *out, mr_error *err);   /* pinned host memory on cuda */
     mr_status (*copy)(void *dst, const void *src, size_t bytes, int kind, void *stream, mr_error *err);

@@ -22,6 +22,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>

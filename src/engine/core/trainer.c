@@ -15,6 +15,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 
 #include <math.h>
 #include <omp.h>
@@ -108,7 +109,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &cfg->cpu, &t->mem,
                                                 err), err));
     d->pol_ready = 1;
-    const mr_policy *dp = d->pol.net;
+    const mr_net_layout *dp = d->pol.net;
     if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->pol.value_w_offset ||
         dp->value_b_offset != t->pol.value_b_offset)
         return mr_fail(err, MR_ERR_STATE, "the %s backend's network has another parameter layout than the host "
@@ -162,28 +163,12 @@ static void describe(mr_trainer *t, const char *note) {
     const mr_backend *o = t->be;
     char line[256];
     o->describe(t->device, t->threads, t->cfg.precision, line, sizeof line);
-    if (o->host_memory) {   /* the cpu network: which convolutions (cpu.conv) */
-        const mr_policy *np = t->d.pol.net;
-        char conv[256];
-        if (!np || np->conv == MR_CPU_CONV_IM2COL) {
-            snprintf(conv, sizeof conv, "im2col + sgemm%s",
-                     t->cfg.precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
-        } else if (np->num_conv < 2) {
-            snprintf(conv, sizeof conv, "the first (and only) from the codes");
-        } else if (np->dnnl) {
-            int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
-                             np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"
-                                                 : " in bf16 (fp32 elsewhere)")
-                                      : np->conv_note[0] ? " in fp32" : "");
-            if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
-                snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
-        } else {
-            snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
-                     np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
-        }
-        snprintf(t->describe, sizeof t->describe,
-                 "%s backend, %s; convolutions (cpu.conv): %s; conv activations (cpu.activations): %s%s", o->name,
-                 line, conv, np && np->recompute ? "recomputed in the backward" : "kept for the backward", note);
+    if (o->policy_describe) {   /* how the backend runs the network (the cpu: cpu.conv, cpu.activations) */
+        char net[384];
+        o->policy_describe(&t->d.pol, t->cfg.precision, net, sizeof net);
+        int n = snprintf(t->describe, sizeof t->describe, "%s backend, %s; ", o->name, line);
+        if (n > 0 && (size_t)n < sizeof t->describe)
+            snprintf(t->describe + n, sizeof t->describe - (size_t)n, "%s%s", net, note);
     } else {
         snprintf(t->describe, sizeof t->describe,
                  "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "

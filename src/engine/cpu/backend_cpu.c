@@ -94,6 +94,31 @@ static mr_status cpu_enter(int device, int threads, mr_error *err) {
     return ok(err);
 }
 
+/* The trainer's description of the network: which convolutions (cpu.conv)
+ * and what the training forward keeps (cpu.activations). */
+static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, size_t len) {
+    const mr_policy *np = bp ? bp->impl : NULL;
+    char conv[256];
+    if (!np || np->conv == MR_CPU_CONV_IM2COL) {
+        snprintf(conv, sizeof conv, "im2col + sgemm%s",
+                 precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
+    } else if (np->num_conv < 2) {
+        snprintf(conv, sizeof conv, "the first (and only) from the codes");
+    } else if (np->dnnl) {
+        int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
+                         np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"
+                                             : " in bf16 (fp32 elsewhere)")
+                                  : np->conv_note[0] ? " in fp32" : "");
+        if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
+            snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
+    } else {
+        snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
+                 np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
+    }
+    snprintf(buf, len, "convolutions (cpu.conv): %s; conv activations (cpu.activations): %s", conv,
+             np && np->recompute ? "recomputed in the backward" : "kept for the backward");
+}
+
 static void cpu_describe(int device, int threads, int precision, char *buf, size_t len) {
     (void)device;
     const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
@@ -202,7 +227,7 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
     bp->impl = p;
     bp->params = p->params;
     bp->grads = p->grads;
-    bp->net = p;
+    bp->net = &p->net;
     return ok(err);
 }
 
@@ -408,6 +433,7 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .policy_plan = cpu_policy_plan,                      \
         .enter = cpu_enter,                                  \
         .describe = cpu_describe,                            \
+        .policy_describe = cpu_policy_describe,              \
         .device_memory = cpu_memory,                         \
         .staging_memory = cpu_staging,                       \
         .copy = cpu_copy,                                    \
