@@ -19,6 +19,7 @@
 #define MR_BACKEND_H
 #include "moonrl.h"
 #include "devmem.h"
+#include "arena.h"
 #include "net_layout.h"     /* mr_net_layout: the parameter layout every backend shares */
 #include "rollout_math.h"   /* control blocks, metrics, gather arguments */
 
@@ -96,6 +97,22 @@ typedef struct mr_backend {
                                 float *logits, float *value, void *stream, mr_error *err);
     mr_status (*policy_backward)(mr_bpolicy *p, const float *dlogits, const float *dvalue, int B, void *stream,
                                  mr_error *err);
+
+    /* ---- the host copy of the network: NULL unless host_memory. The
+     * trainer keeps its weights (checkpoints, initialisation) and runs
+     * evaluation and inference on the host backend's network, laid out in
+     * the trainer's host arena and acting through policy_act (stream NULL)
+     * with the env_* and sample operations above on host buffers. */
+    /* Lays the network out in a (run twice: plan, then commit; on a
+     * planning arena every pointer is NULL); chunk: samples per conv chunk;
+     * conv: an mr_cpu_conv. max_train 0: acting only. */
+    void (*host_policy_layout)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int chunk, int conv,
+                               mr_arena *a);
+    /* The initial weights for a seed (orthogonal, cpu/policy.h: the same
+     * bits for any thread count). */
+    mr_status (*host_policy_init)(mr_bpolicy *p, uint64_t seed, mr_error *err);
+    /* Releases what the layout holds outside the arena; safe on a zeroed p. */
+    void (*host_policy_free)(mr_bpolicy *p);
 
     /* ---- PPO (partials: the reduction scratch, plan.partial_doubles) */
     mr_status (*gae)(int T, int N, const float *reward, const float *value, const float *last_value,

@@ -78,7 +78,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     const mr_config *cfg = &t->cfg;
     mr_trainer_dev *d = &t->d;
-    const size_t P = t->pol.n_params, Pp = t->pol.n_policy;
+    const size_t P = t->net.n_params, Pp = t->net.n_policy;
     TRY(o->enter(t->device, t->threads, err));
     TRY(o->stream_create(&t->stream, err));
 
@@ -110,8 +110,8 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
                                                 err), err));
     d->pol_ready = 1;
     const mr_net_layout *dp = d->pol.net;
-    if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->pol.value_w_offset ||
-        dp->value_b_offset != t->pol.value_b_offset)
+    if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->net.value_w_offset ||
+        dp->value_b_offset != t->net.value_b_offset)
         return mr_fail(err, MR_ERR_STATE, "the %s backend's network has another parameter layout than the host "
                        "copy's (%zu vs %zu parameters); this is a bug", o->name, dp->n_params, P);
     const int64_t sizes[MR_TRAINER_NGROUPS] = {(int64_t)Pp, (int64_t)(P - Pp)};
@@ -212,13 +212,17 @@ mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const
     t->env.energy_frozen = cfg->env.mode == MR_MODE_PROXY;
     t->env.reward_clip = (float)cfg->ppo.reward_clip;
     t->env.threads = t->threads;
-    mr_policy_init(&t->pol, cfg->seed);
+    mr_status s = t->host->host_policy_init(&t->pol, cfg->seed, err);
+    if (s != MR_OK) {
+        mr_trainer_free(t);
+        return s;
+    }
     mr_popart_init(&t->popart);
     if (!cfg->cuda.graphs)
         snprintf(t->graphs_why, sizeof t->graphs_why, "off (cuda.graphs = false)");
     else if (!be->graph_begin)
         snprintf(t->graphs_why, sizeof t->graphs_why, "not available with the %s operations", be->name);
-    mr_status s = backend_setup(t, err);
+    s = backend_setup(t, err);
     if (s != MR_OK) {
         mr_trainer_free(t);
         return s;
@@ -272,7 +276,7 @@ void mr_trainer_free(mr_trainer *t) {
         if (t->pev[i]) o->event_destroy(t->pev[i]);
     free(t->pev);
     if (t->d.pol_ready) o->policy_destroy(&t->d.pol);
-    mr_policy_free(&t->pol);   /* the host copy's oneDNN primitives (its memory is the arena's) */
+    if (t->host) t->host->host_policy_free(&t->pol);   /* what the host copy holds outside the arena */
     if (t->mem_ready) mr_devmem_destroy(&t->mem);
     if (t->staging_ready) mr_devmem_destroy(&t->staging);
     if (t->stream) o->stream_destroy(t->stream);
@@ -330,7 +334,7 @@ static mr_status advantages(mr_trainer *t, mr_error *err) {
     TRY(o->mean_std(d->ret, B, d->partials, &d->met->ev_stats[0], st, err));
     TRY(o->mean_std(d->diff, B, d->partials, &d->met->ev_stats[2], st, err));
     if (t->cfg.policy.popart) {
-        const size_t w = t->pol.value_w_offset, b = t->pol.value_b_offset;
+        const size_t w = t->net.value_w_offset, b = t->net.value_b_offset;
         TRY(o->popart_update(d->pa, d->ret, B, d->partials, d->pol.params + w, d->pol.params + b,
                              t->cfg.policy.critic_hidden, d->adam_m + w, d->adam_v + w, d->adam_m + b, d->adam_v + b,
                              st, err));
@@ -603,7 +607,7 @@ mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *e
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_snapshot: trainer is NULL");
     TRY(mr_trainer_pull(t, MR_SYNC_LEARNABLE, err));
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     memcpy(t->snap_params, t->pol.params, P * sizeof(float));
     memcpy(t->snap_m, t->adam_m, P * sizeof(float));
     memcpy(t->snap_v, t->adam_v, P * sizeof(float));
@@ -620,7 +624,7 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_restore: trainer is NULL");
     if (!t->have_snapshot)
         return mr_fail(err, MR_ERR_STATE, "mr_trainer_restore: no snapshot was taken (call mr_trainer_snapshot first)");
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     memcpy(t->pol.params, t->snap_params, P * sizeof(float));
     memcpy(t->adam_m, t->snap_m, P * sizeof(float));
     memcpy(t->adam_v, t->snap_v, P * sizeof(float));

@@ -11,7 +11,8 @@
  */
 #include "backend.h"
 #include "conv_dnnl.h"
-#include "env.h"
+#include "env_cpu.h"
+#include "forage_layout.h"
 #include "errors.h"
 #include "nn.h"
 #include "policy.h"
@@ -237,6 +238,29 @@ static void cpu_policy_destroy(mr_bpolicy *bp) {
     memset(bp, 0, sizeof *bp);
 }
 
+/* The trainer's host copy: the mr_policy itself comes from the arena too. */
+static void cpu_host_policy_layout(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int chunk, int conv,
+                                   mr_arena *a) {
+    mr_policy *p = MR_TAKE(a, mr_policy, 1), planned;
+    mr_policy_layout(p ? p : &planned, cfg, view, 0, chunk, conv, a);
+    memset(bp, 0, sizeof *bp);
+    if (!p) return;   /* a plan: sizes only */
+    bp->impl = p;
+    bp->params = p->params;
+    bp->grads = p->grads;
+    bp->net = &p->net;
+}
+
+static mr_status cpu_host_policy_init(mr_bpolicy *bp, uint64_t seed, mr_error *err) {
+    if (!bp->impl) return mr_fail(err, MR_ERR_STATE, "the host network is not laid out");
+    mr_policy_init(bp->impl, seed);
+    return ok(err);
+}
+
+static void cpu_host_policy_free(mr_bpolicy *bp) {
+    if (bp->impl) mr_policy_free(bp->impl);   /* its memory is the caller's arena */
+}
+
 static mr_status cpu_zero_grad(mr_bpolicy *bp, void *stream, mr_error *err) {
     (void)stream;
     mr_policy_zero_grad(bp->impl);
@@ -456,6 +480,9 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .policy_act = cpu_act,                               \
         .policy_forward = cpu_forward,                       \
         .policy_backward = cpu_backward,                     \
+        .host_policy_layout = cpu_host_policy_layout,        \
+        .host_policy_init = cpu_host_policy_init,            \
+        .host_policy_free = cpu_host_policy_free,            \
         .gae = cpu_gae,                                      \
         .sample = cpu_sample,                                \
         .opt_begin = cpu_opt_begin,                          \
