@@ -414,14 +414,6 @@ static mr_status (*const parts[MR_TRAINER_PARTS])(mr_trainer *, mr_error *) = {p
                                                                                 part_learn};
 static const int part_end[MR_TRAINER_PARTS] = {MR_EV_ROLLOUT, MR_EV_GAE, MR_EV_END};
 
-void mr_trainer_drop_graphs(mr_trainer *t) {
-    for (int i = 0; i < MR_TRAINER_PARTS; i++)
-        if (t->graph[i]) {
-            t->be->graph_destroy(t->graph[i]);
-            t->graph[i] = NULL;
-        }
-}
-
 /* Records part i into t->graph[i]; on failure the capture is closed and
  * thrown away, nothing has run, and *why says what refused. */
 static mr_status record(mr_trainer *t, int i, mr_error *why) {

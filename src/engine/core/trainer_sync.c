@@ -22,6 +22,18 @@ mr_status mr_trainer_broken_msg(mr_error *err) {
                    "trustworthy); create it again, or load a checkpoint into it");
 }
 
+/* The recorded update graphs hold the backend state's pointers and values
+ * of their recording: dropped whenever that state is replaced (recorded
+ * again at the next update). Here so that trainer.c calls this file and
+ * never the other way round. */
+void mr_trainer_drop_graphs(mr_trainer *t) {
+    for (int i = 0; i < MR_TRAINER_PARTS; i++)
+        if (t->graph[i]) {
+            t->be->graph_destroy(t->graph[i]);
+            t->graph[i] = NULL;
+        }
+}
+
 mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_pull: trainer is NULL");
     /* A failed update stopped somewhere inside: its weights, moments and
