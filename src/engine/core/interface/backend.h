@@ -104,8 +104,8 @@ typedef struct mr_backend {
      * the trainer's host arena and acting through policy_act (stream NULL)
      * with the env_* and sample operations above on host buffers. */
     /* Lays the network out in a (run twice: plan, then commit; on a
-     * planning arena every pointer is NULL); chunk: samples per conv chunk;
-     * conv: an mr_cpu_conv. max_train 0: acting only. */
+     * planning arena every pointer is NULL), for acting only (no training
+     * activations); chunk: samples per conv chunk; conv: an mr_cpu_conv. */
     void (*host_policy_layout)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int chunk, int conv,
                                mr_arena *a);
     /* The initial weights for a seed (orthogonal, cpu/policy.h: the same
