@@ -1,5 +1,5 @@
 /*
- * device.cu - CUDA device discovery for the engine (see src/engine/cuda_probe.c).
+ * device.cu - CUDA device discovery for the engine (see kernels/cuda_probe.c).
  *
  * A GPU counts when this build can run kernels on it: the kernels are built
  * for sm_90 (Hopper: H100, H200), and their PTX loads on anything newer, so a

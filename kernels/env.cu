@@ -30,7 +30,7 @@
 #include "cuda_check.h"
 extern "C" {
 #include "devmem.h"
-#include "env.h"
+#include "forage_layout.h"
 #include "env_cuda.h"
 }
 

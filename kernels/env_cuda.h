@@ -19,7 +19,7 @@
 #define MR_ENV_CUDA_H
 #include <stddef.h>
 #include <stdint.h>
-#include "env.h"
+#include "forage_layout.h"
 #include "devmem.h"
 
 #ifdef __cplusplus

@@ -28,7 +28,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "moonrl.h"
-#include "ppo.h"
 #include "ppo_loss_math.h"
 
 #ifdef __cplusplus
@@ -36,7 +35,7 @@ extern "C" {
 #endif
 
 /* Host setup (mr_loss_hyper_set, mr_popart_ctl_set / _get: the control
- * blocks from ppo.h's types) is in ppo.h. */
+ * blocks from the host's types) is in ppo_loss_math.h. */
 
 #ifdef MOONRL_HAVE_CUDA
 /* Doubles of scratch ("partials") each reduction needs; one buffer of the

@@ -240,13 +240,13 @@ int main(void) {
     for (int i = 0; i < 5; i++) test_layer(shapes[i][0], shapes[i][1], shapes[i][2], 0);
     /* bf16 where this CPU has it (oneDNN's own answer); elsewhere the layout
      * must refuse it with a reason, never fall back silently */
-    if (mr_conv_dnnl_bf16_isa()) {
+    if (mr_bf16_isa()) {
         double most = 0;
         for (int i = 0; i < 5; i++) most = fmax(most, test_layer(shapes[i][0], shapes[i][1], shapes[i][2], 1));
         /* the bf16 bound is not so loose that fp32-exact results would be
          * needed to fail it: bf16's rounding shows as a visible share of it */
         CHECK_MSG(most > 1e-3, "bf16 layers sit at %.3g of the bound: are they bf16 at all?", most);
-        printf("test_conv_dnnl: bf16 (%s): largest error / bound %.3g\n", mr_conv_dnnl_bf16_isa(), most);
+        printf("test_conv_dnnl: bf16 (%s): largest error / bound %.3g\n", mr_bf16_isa(), most);
     } else {
         int ch[3] = {2, 32, 64};
         mr_arena a = {0};

@@ -42,7 +42,7 @@ static int calibrate; /* --calibrate: the emulated schedule at the GPU test's si
  * activation gradients are scratch). Returns the largest error. */
 static double lp_layers(const char *label, const mr_pc_plan *pl, const net_out *o, const float *params,
                         const float *g0, const inputs *in, int B, int proxy, double tol, int report) {
-    const mr_policy *p = &pl->net;
+    const mr_net_layout *p = &pl->net;
     const int dt = pl->dt, L = p->num_conv, V = p->view, VV = p->VV, H = p->hidden, D = p->cin_dim;
     const int CH = p->critic_hidden, F = p->flat;
     const size_t es = (size_t)mr_pc_esize(dt);
@@ -122,7 +122,7 @@ static double lp_layers(const char *label, const mr_pc_plan *pl, const net_out *
     static const char *const heads[] = {"fc.w", "fc.b", "actor.w", "actor.b", "critic.w", "critic.b", "value.w",
                                         "value.b"};
     for (int h = 0; h < 8; h++) {
-        const mr_tensor_info *ti = mr_policy_tensor(p, heads[h]);
+        const mr_tensor_info *ti = mr_net_tensor(p, heads[h]);
         snprintf(what, sizeof what, "gradient of %s", heads[h]);
         CMP(what, gw + ti->offset, MR_FP32, o->grads + ti->offset, MR_FP32, 1, (int)ti->count, 0, 0);
     }

@@ -22,7 +22,7 @@
 typedef struct region { size_t off, bytes; const char *name; } region;
 
 static void check_regions(const mr_pc_plan *pl, const char *label) {
-    const mr_policy *p = &pl->net;
+    const mr_net_layout *p = &pl->net;
     const size_t es = (size_t)mr_pc_esize(pl->dt), MB = (size_t)pl->max_batch, CR = (size_t)pl->chunk * p->VV;
     int cmax = 1, cin_max = 2;
     for (int l = 0; l < p->num_conv; l++) {

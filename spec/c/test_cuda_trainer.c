@@ -1,6 +1,6 @@
 /*
  * test_cuda_trainer.c - what only the GPU path of the one trainer loop
- * (src/engine/core/trainer.c over cuda/backend_cuda.c) has. The loop itself
+ * (src/engine/core/trainer.c over kernels/backend_cuda.c) has. The loop itself
  * (order, faults, memory, state) is tested on the cpu backend by
  * test_trainer_loop_*.c; here the cuda table's results are held against the
  * cpu table's on the same config.
@@ -231,7 +231,7 @@ static void compare_metrics(const char *label, const mr_metrics *g, const mr_met
 /* Parameters (per group), Adam moments and step, PopArt. */
 static void compare_learnable(const char *label, mr_trainer *g, mr_trainer *c, double tol) {
     if (!pull(g, MR_SYNC_LEARNABLE) || !pull(c, MR_SYNC_LEARNABLE)) return;
-    const size_t P = c->pol.n_params, Pp = c->pol.n_policy;
+    const size_t P = c->net.n_params, Pp = c->net.n_policy;
     const double ep = check_relerr(g->pol.params, c->pol.params, Pp, 1e-30);
     const double ev = check_relerr(g->pol.params + Pp, c->pol.params + Pp, P - Pp, 1e-30);
     const double em = check_relerr(g->adam_m, c->adam_m, P, 1e-30), es = check_relerr(g->adam_v, c->adam_v, P, 1e-30);
@@ -252,7 +252,7 @@ static void compare_learnable(const char *label, mr_trainer *g, mr_trainer *c, d
 static void run_against_cpu(const char *name, const mr_config *cfg) {
     mr_trainer *c = make(cfg, mr_backend_cpu()), *g = make(cfg, mr_backend_cuda());
     if (c && g && pull(c, MR_SYNC_WEIGHTS) && pull(g, MR_SYNC_WEIGHTS))
-        CHECK_MSG(!memcmp(g->pol.params, c->pol.params, c->pol.n_params * 4), "%s: initial weights differ", name);
+        CHECK_MSG(!memcmp(g->pol.params, c->pol.params, c->net.n_params * 4), "%s: initial weights differ", name);
     printf("  %s\n", name);
     int diverged = 0;
     char label[160];
@@ -359,7 +359,7 @@ static int metrics_bits_equal(const mr_metrics *a, const mr_metrics *b) {
 
 static int learnable_bits_equal(mr_trainer *a, mr_trainer *b) {
     if (!pull(a, MR_SYNC_LEARNABLE) || !pull(b, MR_SYNC_LEARNABLE)) return 0;
-    const size_t P = a->pol.n_params * 4;
+    const size_t P = a->net.n_params * 4;
     return !memcmp(a->pol.params, b->pol.params, P) && !memcmp(a->adam_m, b->adam_m, P) &&
            !memcmp(a->adam_v, b->adam_v, P) && a->adam_step == b->adam_step &&
            a->popart.mean == b->popart.mean && a->popart.std == b->popart.std;
@@ -435,7 +435,7 @@ static void test_precisions(void) {
         const double x[] = {m[k].policy_loss, m[k].value_loss, m[k].entropy, m[k].grad_norm, m[k].approx_kl};
         for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) finite &= isfinite(x[i]);
         if (pull(t[k], MR_SYNC_LEARNABLE))
-            for (size_t i = 0; i < t[k]->pol.n_params; i++) finite &= isfinite(t[k]->pol.params[i]);
+            for (size_t i = 0; i < t[k]->net.n_params; i++) finite &= isfinite(t[k]->pol.params[i]);
         CHECK_MSG(finite, "%s: a non-finite metric or parameter", nm);
         CHECK(m[k].nonfinite == 0 && m[k].skipped_steps == 0);
         CHECK(m[k].loss_scale == (k == MR_FP16 ? 65536.0 : 1.0));
@@ -466,7 +466,7 @@ static void test_precisions(void) {
         mr_trainer_free(f);
         return;
     }
-    const size_t P = f->pol.n_params;
+    const size_t P = f->net.n_params;
     float *p0 = malloc(P * 12);
     memcpy(p0, f->pol.params, P * 4);
     memcpy(p0 + P, f->adam_m, P * 4);
@@ -538,7 +538,7 @@ static void test_keep(void) {
         for (int u = 1; u <= 2; u++) graphs_pair(g, e0, u, "keep");
         CHECK_MSG(mr_trainer_keep(g, &e) == MR_OK, "%s", e.msg);
         CHECK_MSG(mr_trainer_keep(e0, &e) == MR_OK, "%s", e.msg);
-        const size_t P = g->pol.n_params;
+        const size_t P = g->net.n_params;
         float *kept = malloc(3 * P * sizeof(float));
         if (kept && pull(g, MR_SYNC_LEARNABLE)) {
             memcpy(kept, g->pol.params, P * 4);

@@ -83,8 +83,8 @@ static void one_update(int mode, int storage, float *x, int *n, float *params, s
     CHECK(mr_trainer_pull(t, MR_SYNC_WEIGHTS, &e) == MR_OK);
     mr_obs_expand_forward(x, fwd_codes, fwd_n / 121, 121, fwd_proxy);
     *n = fwd_n;
-    *np = t->pol.n_params;
-    memcpy(params, t->pol.params, sizeof(float) * t->pol.n_params);
+    *np = t->net.n_params;
+    memcpy(params, t->pol.params, sizeof(float) * t->net.n_params);
     mr_trainer_free(t);
 }
 

@@ -87,7 +87,7 @@ int main(void) {
     mr_arena a32, a16;
     CHECK(make(&p32, &a32, &cfg, V, B, 0));
     CHECK(make(&p16, &a16, &cfg, V, B, 1));
-    if (!mr_conv_dnnl_bf16_isa()) {   /* no bf16 here: refused with a reason, oneDNN in fp32 instead */
+    if (!mr_bf16_isa()) {   /* no bf16 here: refused with a reason, oneDNN in fp32 instead */
         CHECK_MSG(p16.dnnl != NULL && !p16.bf16 && strstr(p16.conv_note, "bf16 refused"), "no-bf16 note: '%s'",
                   p16.conv_note);
         CHECK(p32.dnnl != NULL && p32.conv_note[0] == 0);
@@ -129,7 +129,7 @@ int main(void) {
         if (1 - c > ec_max) ec_max = 1 - c;
     }
     printf("test_policy_bf16 (%s): bf16 vs fp32: logits %.3g, value %.3g; gradients: normwise <= %.3g, "
-           "1 - cos <= %.3g\n", mr_conv_dnnl_bf16_isa(), el, ev, eg_max, ec_max);
+           "1 - cos <= %.3g\n", mr_bf16_isa(), el, ev, eg_max, ec_max);
 
     /* act == training forward in bf16 too, and 1 vs 2 threads bit for bit */
     float *al = malloc(sizeof(float) * B * NA), *av = malloc(sizeof(float) * B);

@@ -55,7 +55,7 @@ static void test_bad_input(void) {
     CHECK_MSG(strstr(e.msg, "precision = fp16") != NULL, "message: %s", e.msg);
     small_config(&c);
     c.precision = MR_BF16;   /* on the cpu where oneDNN has bf16 kernels for it (test_policy_bf16.c) */
-    if (mr_conv_dnnl_bf16_isa()) {
+    if (mr_bf16_isa()) {
         CHECK(mr_trainer_create(&c, &t, &e) == MR_OK);
         CHECK_MSG(t && strstr(mr_trainer_describe(t), "bf16 (oneDNN avx512_core"), "describe: %s",
                   t ? mr_trainer_describe(t) : e.msg);
@@ -412,6 +412,6 @@ int main(void) {
     test_evaluate_bad_input();
     test_evaluate_progress();
     test_learns(MR_FP32);
-    if (mr_conv_dnnl_bf16_isa()) test_learns(MR_BF16);
+    if (mr_bf16_isa()) test_learns(MR_BF16);
     return check_report("test_trainer");
 }

@@ -118,7 +118,7 @@ static int state_get(mr_trainer *t, state *s) {
         CHECK_MSG(0, "pull: %s", e.msg);
         return 0;
     }
-    s->P = t->pol.n_params;
+    s->P = t->net.n_params;
     s->env_bytes = t->plan.env_bytes;
     s->params = malloc(s->P * 4);
     s->m = malloc(s->P * 4);

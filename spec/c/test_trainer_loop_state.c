@@ -63,7 +63,7 @@ typedef struct learn {
 static void learn_get(mr_trainer *t, learn *l) {
     mr_error e;
     CHECK_MSG(mr_trainer_pull(t, MR_SYNC_LEARNABLE, &e) == MR_OK, "pull: %s", e.msg);
-    l->P = t->pol.n_params;
+    l->P = t->net.n_params;
     l->x = malloc(l->P * 12);
     memcpy(l->x, t->pol.params, l->P * 4);
     memcpy(l->x + l->P, t->adam_m, l->P * 4);

@@ -22,6 +22,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,7 +78,7 @@ static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
 
 static int sections_of(mr_trainer *t, ck_progress *pg, ck_section *s) {
     mr_forage *e = &t->env;
-    size_t n = (size_t)e->n, P = t->pol.n_params;
+    size_t n = (size_t)e->n, P = t->net.n_params;
     int k = 0;
 #define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
     SEC("config", &t->cfg, sizeof t->cfg);

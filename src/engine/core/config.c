@@ -7,6 +7,7 @@
  */
 #include "moonrl.h"
 #include "errors.h"
+#include "config.h"
 #include "env.h"
 
 #include <math.h>

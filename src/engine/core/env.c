@@ -24,6 +24,54 @@
         if (st_ != MR_OK) return st_; \
     } while (0)
 
+#define MR_ENV_MAX_NUM_ENVS 1048576
+#define MR_ENV_MAX_GRID 4096
+#define MR_ENV_MAX_VIEW 100
+#define MR_ENV_MAX_TRIES (1 << 20)
+
+/* ------------------------------------------------------------ config check */
+
+int mr_env_config_check(const mr_env_config *c, mr_error *err) {
+    if (!c) return mr_fail(err, MR_ERR_ARG, "env config is NULL");
+    if (c->mode < 0 || c->mode > 3)
+        return mr_fail(err, MR_ERR_ARG, "env.mode = %d: accepted 0 ground_truth, 1 ground_truth_blinded, "
+                        "2 proxy_mortal, 3 proxy", c->mode);
+    if (c->num_envs < 1 || c->num_envs > MR_ENV_MAX_NUM_ENVS)
+        return mr_fail(err, MR_ERR_ARG, "env.num_envs = %d: must be in [1, %d]", c->num_envs,
+                        MR_ENV_MAX_NUM_ENVS);
+    if (c->view_range < 1 || c->view_range > MR_ENV_MAX_VIEW)
+        return mr_fail(err, MR_ERR_ARG, "env.view_range = %d: must be in [1, %d]", c->view_range,
+                        MR_ENV_MAX_VIEW);
+    const int V = 2 * c->view_range + 1;
+    if (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID) {
+        if (c->grid_size >= 1 && c->grid_size < V)
+            return mr_fail(err, MR_ERR_ARG, "env.view_range = %d is too large for env.grid_size = %d: "
+                            "the view (2*view_range+1 = %d) must fit in the grid; accepted view_range <= %d",
+                            c->view_range, c->grid_size, V, (c->grid_size - 1) / 2);
+        return mr_fail(err, MR_ERR_ARG, "env.grid_size = %d: must be in [%d, %d] (at least the view, "
+                        "2*view_range+1)", c->grid_size, V, MR_ENV_MAX_GRID);
+    }
+    const long long cells = (long long)c->grid_size * c->grid_size;
+    const long long dcap = (cells - 1) / 2;   /* food + poison + the agent must fit */
+    if (c->density_min < 0 || c->density_min > dcap)
+        return mr_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
+                        c->density_min, dcap, c->grid_size, c->grid_size);
+    if (c->density_max < c->density_min || c->density_max > dcap)
+        return mr_fail(err, MR_ERR_ARG, "env.density_max = %d: must be in [density_min = %d, %lld] "
+                        "(2*density_max must stay below the %lld cells)", c->density_max,
+                        c->density_min, dcap, cells);
+    if (c->respawn_tries < 0 || c->respawn_tries > MR_ENV_MAX_TRIES)
+        return mr_fail(err, MR_ERR_ARG, "env.respawn_tries = %d: must be in [0, %d]", c->respawn_tries,
+                        MR_ENV_MAX_TRIES);
+    if (c->max_episode_steps < 0)
+        return mr_fail(err, MR_ERR_ARG, "env.max_episode_steps = %d: must be >= 0 (0 = never truncate)",
+                        c->max_episode_steps);
+    mr_ok(err);
+    return MR_OK;
+}
+
+/* ------------------------------------------------------------ the public object */
+
 static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, mr_error *err) {
     const mr_backend *o = e->be;
     TRY(o->enter(0, e->threads, err));

@@ -7,6 +7,10 @@
  * leaves the training state untouched. Its buffers are allocated per call:
  * evaluation is not part of the training steady state.
  *
+ * It runs on the host copy of the weights through the host backend's
+ * operations (t->host: env_*, policy_act, sample on host buffers), whatever
+ * backend trains.
+ *
  * Records (mr_trainer_evaluate_records) only read the environments: per
  * instance, the run step its episode began at, the food and poison totals
  * of the log then, and the return before each step (the return of an
@@ -148,8 +152,18 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
         env.energy_frozen = 0;
         env.reward_clip = (float)t->cfg.ppo.reward_clip;
         env.threads = t->threads;
-        mr_forage_cpu_reset_all(&env);
-        mr_forage_cpu_clear_logs(&env);
+        const mr_backend *o = t->host;   /* host buffers: the host backend's operations, no stream */
+        mr_status es;
+#define EVAL_TRY(call)                                                   \
+        do {                                                             \
+            if ((es = (call)) != MR_OK) {                                \
+                mr_arena_release(&a);                                    \
+                mr_eval_records_free(recs);                              \
+                return es;                                               \
+            }                                                            \
+        } while (0)
+        EVAL_TRY(o->env_reset_all(&env, NULL, err));
+        EVAL_TRY(o->env_clear_logs(&env, NULL, err));
         if (recs) {
             memset(b.start, 0, sizeof(int32_t) * (size_t)N);
             memset(b.food0, 0, sizeof(int32_t) * (size_t)N);
@@ -157,12 +171,12 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
         }
         for (int s = 0; s < c.steps; s++) {
             mr_trainer_counts_extra(&env, extra);
-            mr_policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value);
+            EVAL_TRY(o->policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value, NULL, err));
             for (int i = 0; i < N; i++)
                 u[i] = mr_rng_uniform(env.seed, (uint32_t)i, env.tick[i], MR_RNG_ACTION, 0);
-            mr_sample_actions(N, logits, u, act, logp);
+            EVAL_TRY(o->sample(N, logits, u, act, logp, NULL, err));
             if (recs) memcpy(b.ret0, env.ep_return, sizeof(float) * (size_t)N);
-            mr_forage_cpu_step_all(&env, act);
+            EVAL_TRY(o->env_step_all(&env, act, NULL, err));
             for (int i = 0; recs && i < N; i++) {
                 if (!env.terminated[i]) continue;   /* no truncation here: every end is a death */
                 mr_eval_record x = rec_of(&b, run, i, 1, s + 1 - b.start[i], b.ret0[i] + env.reward[i]);
@@ -192,6 +206,7 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
             }
         }
         mr_arena_release(&a);
+#undef EVAL_TRY
     }
     double k = steps > 0 ? 1000.0 / steps : 0.0;
     out->food_per_1k = food * k;
@@ -222,7 +237,11 @@ mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra
     else memset(ex, 0, sizeof(float) * (size_t)n * 2);
     if (!lg) lg = tmp + (size_t)n * 2;
     if (!val) val = tmp + (size_t)n * 10;
-    mr_policy_act(&t->pol, obs, ex, n, t->proxy_obs, lg, val);
+    mr_status as = t->host->policy_act(&t->pol, obs, ex, n, t->proxy_obs, lg, val, NULL, err);
+    if (as != MR_OK) {
+        free(tmp);
+        return as;
+    }
     for (int i = 0; i < n; i++) val[i] = (float)(t->popart.mean + t->popart.std * val[i]);
     free(tmp);
     mr_ok(err);

@@ -15,6 +15,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 
 #include <math.h>
 #include <omp.h>
@@ -77,7 +78,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     const mr_config *cfg = &t->cfg;
     mr_trainer_dev *d = &t->d;
-    const size_t P = t->pol.n_params, Pp = t->pol.n_policy;
+    const size_t P = t->net.n_params, Pp = t->net.n_policy;
     TRY(o->enter(t->device, t->threads, err));
     TRY(o->stream_create(&t->stream, err));
 
@@ -108,9 +109,9 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &cfg->cpu, &t->mem,
                                                 err), err));
     d->pol_ready = 1;
-    const mr_policy *dp = d->pol.net;
-    if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->pol.value_w_offset ||
-        dp->value_b_offset != t->pol.value_b_offset)
+    const mr_net_layout *dp = d->pol.net;
+    if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->net.value_w_offset ||
+        dp->value_b_offset != t->net.value_b_offset)
         return mr_fail(err, MR_ERR_STATE, "the %s backend's network has another parameter layout than the host "
                        "copy's (%zu vs %zu parameters); this is a bug", o->name, dp->n_params, P);
     const int64_t sizes[MR_TRAINER_NGROUPS] = {(int64_t)Pp, (int64_t)(P - Pp)};
@@ -162,28 +163,12 @@ static void describe(mr_trainer *t, const char *note) {
     const mr_backend *o = t->be;
     char line[256];
     o->describe(t->device, t->threads, t->cfg.precision, line, sizeof line);
-    if (o->host_memory) {   /* the cpu network: which convolutions (cpu.conv) */
-        const mr_policy *np = t->d.pol.net;
-        char conv[256];
-        if (!np || np->conv == MR_CPU_CONV_IM2COL) {
-            snprintf(conv, sizeof conv, "im2col + sgemm%s",
-                     t->cfg.precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
-        } else if (np->num_conv < 2) {
-            snprintf(conv, sizeof conv, "the first (and only) from the codes");
-        } else if (np->dnnl) {
-            int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
-                             np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"
-                                                 : " in bf16 (fp32 elsewhere)")
-                                      : np->conv_note[0] ? " in fp32" : "");
-            if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
-                snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
-        } else {
-            snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
-                     np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
-        }
-        snprintf(t->describe, sizeof t->describe,
-                 "%s backend, %s; convolutions (cpu.conv): %s; conv activations (cpu.activations): %s%s", o->name,
-                 line, conv, np && np->recompute ? "recomputed in the backward" : "kept for the backward", note);
+    if (o->policy_describe) {   /* how the backend runs the network (the cpu: cpu.conv, cpu.activations) */
+        char net[384];
+        o->policy_describe(&t->d.pol, t->cfg.precision, net, sizeof net);
+        int n = snprintf(t->describe, sizeof t->describe, "%s backend, %s; ", o->name, line);
+        if (n > 0 && (size_t)n < sizeof t->describe)
+            snprintf(t->describe + n, sizeof t->describe - (size_t)n, "%s%s", net, note);
     } else {
         snprintf(t->describe, sizeof t->describe,
                  "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "
@@ -227,13 +212,17 @@ mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const
     t->env.energy_frozen = cfg->env.mode == MR_MODE_PROXY;
     t->env.reward_clip = (float)cfg->ppo.reward_clip;
     t->env.threads = t->threads;
-    mr_policy_init(&t->pol, cfg->seed);
+    mr_status s = t->host->host_policy_init(&t->pol, cfg->seed, err);
+    if (s != MR_OK) {
+        mr_trainer_free(t);
+        return s;
+    }
     mr_popart_init(&t->popart);
     if (!cfg->cuda.graphs)
         snprintf(t->graphs_why, sizeof t->graphs_why, "off (cuda.graphs = false)");
     else if (!be->graph_begin)
         snprintf(t->graphs_why, sizeof t->graphs_why, "not available with the %s operations", be->name);
-    mr_status s = backend_setup(t, err);
+    s = backend_setup(t, err);
     if (s != MR_OK) {
         mr_trainer_free(t);
         return s;
@@ -287,7 +276,7 @@ void mr_trainer_free(mr_trainer *t) {
         if (t->pev[i]) o->event_destroy(t->pev[i]);
     free(t->pev);
     if (t->d.pol_ready) o->policy_destroy(&t->d.pol);
-    mr_policy_free(&t->pol);   /* the host copy's oneDNN primitives (its memory is the arena's) */
+    if (t->host) t->host->host_policy_free(&t->pol);   /* what the host copy holds outside the arena */
     if (t->mem_ready) mr_devmem_destroy(&t->mem);
     if (t->staging_ready) mr_devmem_destroy(&t->staging);
     if (t->stream) o->stream_destroy(t->stream);
@@ -345,7 +334,7 @@ static mr_status advantages(mr_trainer *t, mr_error *err) {
     TRY(o->mean_std(d->ret, B, d->partials, &d->met->ev_stats[0], st, err));
     TRY(o->mean_std(d->diff, B, d->partials, &d->met->ev_stats[2], st, err));
     if (t->cfg.policy.popart) {
-        const size_t w = t->pol.value_w_offset, b = t->pol.value_b_offset;
+        const size_t w = t->net.value_w_offset, b = t->net.value_b_offset;
         TRY(o->popart_update(d->pa, d->ret, B, d->partials, d->pol.params + w, d->pol.params + b,
                              t->cfg.policy.critic_hidden, d->adam_m + w, d->adam_v + w, d->adam_m + b, d->adam_v + b,
                              st, err));
@@ -424,14 +413,6 @@ static mr_status part_learn(mr_trainer *t, mr_error *err) {
 static mr_status (*const parts[MR_TRAINER_PARTS])(mr_trainer *, mr_error *) = {part_rollout, advantages,
                                                                                 part_learn};
 static const int part_end[MR_TRAINER_PARTS] = {MR_EV_ROLLOUT, MR_EV_GAE, MR_EV_END};
-
-void mr_trainer_drop_graphs(mr_trainer *t) {
-    for (int i = 0; i < MR_TRAINER_PARTS; i++)
-        if (t->graph[i]) {
-            t->be->graph_destroy(t->graph[i]);
-            t->graph[i] = NULL;
-        }
-}
 
 /* Records part i into t->graph[i]; on failure the capture is closed and
  * thrown away, nothing has run, and *why says what refused. */
@@ -618,7 +599,7 @@ mr_status mr_trainer_set_hot(mr_trainer *t, const mr_hot_params *in, mr_error *e
 mr_status mr_trainer_snapshot(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_snapshot: trainer is NULL");
     TRY(mr_trainer_pull(t, MR_SYNC_LEARNABLE, err));
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     memcpy(t->snap_params, t->pol.params, P * sizeof(float));
     memcpy(t->snap_m, t->adam_m, P * sizeof(float));
     memcpy(t->snap_v, t->adam_v, P * sizeof(float));
@@ -635,7 +616,7 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_restore: trainer is NULL");
     if (!t->have_snapshot)
         return mr_fail(err, MR_ERR_STATE, "mr_trainer_restore: no snapshot was taken (call mr_trainer_snapshot first)");
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     memcpy(t->pol.params, t->snap_params, P * sizeof(float));
     memcpy(t->adam_m, t->snap_m, P * sizeof(float));
     memcpy(t->adam_v, t->snap_v, P * sizeof(float));

@@ -16,8 +16,8 @@
 #include "arena.h"
 #include "backend.h"
 #include "env.h"
-#include "policy.h"
-#include "ppo.h"
+#include "net_layout.h"
+#include "ppo_loss_math.h"   /* mr_popart, mr_ppo_coefs */
 
 #define MR_TRAINER_NGROUPS 2   /* parameter groups clipped separately: policy (trunk + actor), value (critic) */
 
@@ -118,7 +118,11 @@ struct mr_trainer {
     /* host copies (mr_trainer_pull / push) */
     mr_arena arena;
     mr_forage env;
-    mr_policy pol;             /* also evaluation's and inference's network */
+    const mr_backend *host;    /* the host's backend (host memory: the cpu): the host copy of the network,
+                                * evaluation and inference run on its operations */
+    mr_net_layout net;         /* the network's shapes and parameter layout (every copy's) */
+    mr_bpolicy pol;            /* the host copy (t->host's network): params; also evaluation's and
+                                * inference's network */
     float *adam_m, *adam_v;
     int64_t adam_step;
     mr_popart popart;

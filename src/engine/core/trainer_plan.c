@@ -27,6 +27,7 @@
 
 void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->cfg = *cfg;
+    t->host = mr_backend_cpu();   /* the host copy of the network, evaluation, inference */
     mr_config_hot_params(cfg, &t->hot);
     t->T = cfg->ppo.rollout_steps;
     t->N = cfg->env.num_envs;
@@ -91,8 +92,9 @@ void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a
 void mr_trainer_layout_host(mr_trainer *t, mr_arena *a) {
     const mr_config *c = &t->cfg;
     mr_forage_layout(&t->env, &c->env, c->seed, a);
-    mr_policy_layout(&t->pol, &c->policy, t->V, 0, HOST_POLICY_CHUNK, c->cpu.conv, a);
-    const size_t P = t->pol.n_params;
+    mr_net_layout_init(&t->net, &c->policy, t->V);
+    t->host->host_policy_layout(&t->pol, &c->policy, t->V, HOST_POLICY_CHUNK, c->cpu.conv, a);
+    const size_t P = t->net.n_params;
     t->adam_m = MR_TAKE(a, float, P);
     t->adam_v = MR_TAKE(a, float, P);
     t->snap_params = MR_TAKE(a, float, P);
@@ -118,8 +120,8 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     if (ps != MR_OK) return ps;
     /* the parameter counts come from the shared layout */
     mr_arena a = {NULL, 0, 0, 0};
-    mr_policy net;
-    mr_policy_layout(&net, &cfg->policy, t0.V, 0, 1, MR_CPU_CONV_IM2COL, &a);   /* shapes only */
+    mr_net_layout net;
+    mr_net_layout_init(&net, &cfg->policy, t0.V);
     const size_t P = net.n_params, Pp = net.n_policy;
     a = (mr_arena){NULL, 0, 0, 0};
     mr_forage env;

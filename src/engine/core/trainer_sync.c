@@ -22,6 +22,18 @@ mr_status mr_trainer_broken_msg(mr_error *err) {
                    "trustworthy); create it again, or load a checkpoint into it");
 }
 
+/* The recorded update graphs hold the backend state's pointers and values
+ * of their recording: dropped whenever that state is replaced (recorded
+ * again at the next update). Here so that trainer.c calls this file and
+ * never the other way round. */
+void mr_trainer_drop_graphs(mr_trainer *t) {
+    for (int i = 0; i < MR_TRAINER_PARTS; i++)
+        if (t->graph[i]) {
+            t->be->graph_destroy(t->graph[i]);
+            t->graph[i] = NULL;
+        }
+}
+
 mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_pull: trainer is NULL");
     /* A failed update stopped somewhere inside: its weights, moments and
@@ -30,7 +42,7 @@ mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     TRY(o->enter(t->device, t->threads, err));
     TRY(o->copy(t->pol.params, d->pol.params, P * sizeof(float), MR_COPY_D2H, st, err));
     TRY(o->copy(t->h.pa, d->pa, sizeof *t->h.pa, MR_COPY_D2H, st, err));
@@ -52,7 +64,7 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     /* A push that stops partway leaves a mix of the host copies and the old
      * backend state: broken until a whole push (a checkpoint load) succeeds.
      * A partial push that succeeds leaves the flag as it was. */
@@ -97,7 +109,7 @@ mr_status mr_trainer_keep(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     TRY(o->enter(t->device, t->threads, err));
     if (!t->keep_block) {
         const size_t bytes = mr_arena_round(sizeof(mr_optctl)) + mr_arena_round(sizeof(mr_popart_ctl)) +
@@ -131,7 +143,7 @@ mr_status mr_trainer_restore_kept(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
-    const size_t P = t->pol.n_params;
+    const size_t P = t->net.n_params;
     /* as a push: stopping partway leaves a mix, broken until a load */
     const int was_broken = t->broken;
     t->broken = 1;
@@ -168,7 +180,7 @@ mr_status mr_trainer_restore_kept(mr_trainer *t, mr_error *err) {
 mr_status mr_trainer_debug_poison(mr_trainer *t, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_debug_poison: trainer is NULL");
     TRY(mr_trainer_pull(t, MR_SYNC_WEIGHTS, err));
-    t->pol.params[t->pol.value_b_offset] = NAN;
+    t->pol.params[t->net.value_b_offset] = NAN;
     return mr_trainer_push(t, MR_SYNC_WEIGHTS, err);
 }
 

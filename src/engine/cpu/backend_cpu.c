@@ -11,7 +11,8 @@
  */
 #include "backend.h"
 #include "conv_dnnl.h"
-#include "env.h"
+#include "env_cpu.h"
+#include "forage_layout.h"
 #include "errors.h"
 #include "nn.h"
 #include "policy.h"
@@ -94,13 +95,38 @@ static mr_status cpu_enter(int device, int threads, mr_error *err) {
     return ok(err);
 }
 
+/* The trainer's description of the network: which convolutions (cpu.conv)
+ * and what the training forward keeps (cpu.activations). */
+static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, size_t len) {
+    const mr_policy *np = bp ? bp->impl : NULL;
+    char conv[256];
+    if (!np || np->conv == MR_CPU_CONV_IM2COL) {
+        snprintf(conv, sizeof conv, "im2col + sgemm%s",
+                 precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
+    } else if (np->num_conv < 2) {
+        snprintf(conv, sizeof conv, "the first (and only) from the codes");
+    } else if (np->dnnl) {
+        int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
+                         np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"
+                                             : " in bf16 (fp32 elsewhere)")
+                                  : np->conv_note[0] ? " in fp32" : "");
+        if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
+            snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
+    } else {
+        snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
+                 np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
+    }
+    snprintf(buf, len, "convolutions (cpu.conv): %s; conv activations (cpu.activations): %s", conv,
+             np && np->recompute ? "recomputed in the backward" : "kept for the backward");
+}
+
 static void cpu_describe(int device, int threads, int precision, char *buf, size_t len) {
     (void)device;
     const char *forced = getenv("OPENBLAS_CORETYPE"), *chosen = getenv("MOONRL_BLAS_AUTO");
     const int by_us = forced && chosen && strcmp(forced, chosen) == 0;
     char prec[96] = "fp32";
     if (precision == MR_BF16)
-        snprintf(prec, sizeof prec, "bf16 (oneDNN %s; fp32 master weights)", mr_conv_dnnl_bf16_isa());
+        snprintf(prec, sizeof prec, "bf16 (oneDNN %s; fp32 master weights)", mr_bf16_isa());
     snprintf(buf, len, "%d thread%s, %s, OpenBLAS (OpenMP, %s kernels%s%s%s); cuda.* settings do not apply on the cpu",
              threads, threads == 1 ? "" : "s", prec, mr_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
              forced ? forced : "",
@@ -202,7 +228,7 @@ static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, 
     bp->impl = p;
     bp->params = p->params;
     bp->grads = p->grads;
-    bp->net = p;
+    bp->net = &p->net;
     return ok(err);
 }
 
@@ -210,6 +236,29 @@ static void cpu_policy_destroy(mr_bpolicy *bp) {
     if (bp->impl) mr_policy_free(bp->impl);
     free(bp->impl);   /* its block belongs to the memory manager, released with it */
     memset(bp, 0, sizeof *bp);
+}
+
+/* The trainer's host copy: the mr_policy itself comes from the arena too. */
+static void cpu_host_policy_layout(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int chunk, int conv,
+                                   mr_arena *a) {
+    mr_policy *p = MR_TAKE(a, mr_policy, 1), planned;
+    mr_policy_layout(p ? p : &planned, cfg, view, 0, chunk, conv, a);
+    memset(bp, 0, sizeof *bp);
+    if (!p) return;   /* a plan: sizes only */
+    bp->impl = p;
+    bp->params = p->params;
+    bp->grads = p->grads;
+    bp->net = &p->net;
+}
+
+static mr_status cpu_host_policy_init(mr_bpolicy *bp, uint64_t seed, mr_error *err) {
+    if (!bp->impl) return mr_fail(err, MR_ERR_STATE, "the host network is not laid out");
+    mr_policy_init(bp->impl, seed);
+    return ok(err);
+}
+
+static void cpu_host_policy_free(mr_bpolicy *bp) {
+    if (bp->impl) mr_policy_free(bp->impl);   /* its memory is the caller's arena */
 }
 
 static mr_status cpu_zero_grad(mr_bpolicy *bp, void *stream, mr_error *err) {
@@ -408,6 +457,7 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .policy_plan = cpu_policy_plan,                      \
         .enter = cpu_enter,                                  \
         .describe = cpu_describe,                            \
+        .policy_describe = cpu_policy_describe,              \
         .device_memory = cpu_memory,                         \
         .staging_memory = cpu_staging,                       \
         .copy = cpu_copy,                                    \
@@ -430,6 +480,9 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .policy_act = cpu_act,                               \
         .policy_forward = cpu_forward,                       \
         .policy_backward = cpu_backward,                     \
+        .host_policy_layout = cpu_host_policy_layout,        \
+        .host_policy_init = cpu_host_policy_init,            \
+        .host_policy_free = cpu_host_policy_free,            \
         .gae = cpu_gae,                                      \
         .sample = cpu_sample,                                \
         .opt_begin = cpu_opt_begin,                          \
@@ -449,6 +502,6 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
 static const mr_backend cpu_backend = CPU_BACKEND(1 << MR_FP32);
 static const mr_backend cpu_backend_bf16 = CPU_BACKEND((1 << MR_FP32) | (1 << MR_BF16));
 
-const char *mr_cpu_bf16(void) { return mr_conv_dnnl_bf16_isa(); }
+const char *mr_cpu_bf16(void) { return mr_bf16_isa(); }
 
-const mr_backend *mr_backend_cpu(void) { return mr_conv_dnnl_bf16_isa() ? &cpu_backend_bf16 : &cpu_backend; }
+const mr_backend *mr_backend_cpu(void) { return mr_bf16_isa() ? &cpu_backend_bf16 : &cpu_backend; }

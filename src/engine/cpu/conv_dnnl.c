@@ -12,7 +12,7 @@
  * which allocates nothing), a weight-gradient buffer and a scratchpad.
  */
 #include "conv_dnnl.h"
-#include "linear_dnnl.h"   /* mr_bf16_from_f32 */
+#include "bf16.h"
 #include "moonrl.h"   /* MR_MAX_CONV */
 #include <dnnl.h>
 #include <omp.h>
@@ -220,7 +220,7 @@ int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, 
     d->bf16 = bf16 != 0;
     d->H = H;
     d->W = W;
-    if (d->bf16 && !mr_conv_dnnl_bf16_isa()) {
+    if (d->bf16 && !mr_bf16_isa()) {
         if (why) snprintf(why, why_len, "this CPU has no bf16 instructions oneDNN uses (AVX512-BF16 or AMX)");
         goto done;
     }
@@ -367,13 +367,6 @@ void mr_conv_dnnl_backward(mr_conv_dnnl *d, int t, int l, float *dinp, float *dw
                                   {DNNL_ARG_SCRATCHPAD, m[M_SPD]}};
         run(d, t, y->bwd_data, 4, args);
     }
-}
-
-const char *mr_conv_dnnl_bf16_isa(void) {
-    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    if ((isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx) return "avx512_core_amx";
-    if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) return "avx512_core_bf16";
-    return NULL;
 }
 
 int mr_conv_dnnl_is_bf16(const mr_conv_dnnl *d) { return d && d->bf16; }

@@ -50,6 +50,7 @@
 #define MR_CONV_DNNL_H
 #include <stddef.h>
 #include "arena.h"
+#include "bf16.h"   /* mr_bf16_isa */
 
 typedef struct mr_conv_dnnl mr_conv_dnnl;   /* opaque: oneDNN handles live on the heap */
 
@@ -82,10 +83,6 @@ void mr_conv_dnnl_forward(mr_conv_dnnl *d, int t, int l, float *out, const float
 void mr_conv_dnnl_backward(mr_conv_dnnl *d, int t, int l, float *dinp, float *dw, float *db,
                            const float *dout, const float *inp);
 
-/* The bf16 ISA oneDNN will use on this CPU ("avx512_core_bf16",
- * "avx512_core_amx"), or NULL: none (then a bf16 layout refuses). oneDNN
- * reads ONEDNN_MAX_CPU_ISA once per process, which can lower the answer. */
-const char *mr_conv_dnnl_bf16_isa(void);
 /* 1 when d's layers run in bf16. */
 int mr_conv_dnnl_is_bf16(const mr_conv_dnnl *d);
 

@@ -3,7 +3,7 @@
  * oneDNN's matmul (see linear_dnnl.h for the guarantees).
  */
 #include "linear_dnnl.h"
-#include "conv_dnnl.h"
+#include "bf16.h"
 #include "nn.h"
 #include <dnnl.h>
 #include <immintrin.h>
@@ -14,7 +14,6 @@
 
 #define LIN_MAX_SHAPES 64      /* cached primitives: a few products x (full, tail) x batch sizes */
 #define LIN_MAX_THREADS 256
-#define LIN_CVT_PAR_MIN (1 << 16)
 
 enum { MODE_SUM = 0, MODE_BIAS = 1, MODE_BIAS_RELU = 2 };
 
@@ -44,7 +43,7 @@ struct mr_linear_dnnl {
 };
 
 mr_linear_dnnl *mr_linear_dnnl_create(int nthreads) {
-    if (!mr_conv_dnnl_bf16_isa()) return NULL;
+    if (!mr_bf16_isa()) return NULL;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > LIN_MAX_THREADS) nthreads = LIN_MAX_THREADS;
     mr_linear_dnnl *d = calloc(1, sizeof *d);
@@ -74,35 +73,6 @@ void mr_linear_dnnl_free(mr_linear_dnnl *d) {
 }
 
 const char *mr_linear_dnnl_impl(const mr_linear_dnnl *d) { return d ? d->impl : ""; }
-
-/* ------------------------------------------------------------ bf16 */
-
-__attribute__((target("avx512f,avx512bf16,avx512vl")))
-static void cvt_run(uint16_t *dst, const float *src, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
-        _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)h);
-    }
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
-        _mm256_mask_storeu_epi16((__m256i *)(dst + i), m, (__m256i)h);
-    }
-}
-
-/* Only called where the CPU has AVX512-BF16 (mr_linear_dnnl_create checked):
- * vcvtneps2bf16 rounds to nearest even and keeps NaNs NaN, as oneDNN does. */
-void mr_bf16_from_f32(uint16_t *dst, const float *src, size_t n) {
-    if (n < LIN_CVT_PAR_MIN) { cvt_run(dst, src, n); return; }
-    const size_t piece = 1 << 14;
-    const long np = (long)((n + piece - 1) / piece);
-    #pragma omp parallel for schedule(static)
-    for (long k = 0; k < np; k++) {
-        size_t o = (size_t)k * piece, m = n - o < piece ? n - o : piece;
-        cvt_run(dst + o, src + o, m);
-    }
-}
 
 /* ------------------------------------------------------------ primitives */
 

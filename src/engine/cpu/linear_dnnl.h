@@ -26,6 +26,7 @@
 #define MR_LINEAR_DNNL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "bf16.h"   /* mr_bf16_from_f32 */
 
 typedef struct mr_linear_dnnl mr_linear_dnnl;
 
@@ -33,13 +34,6 @@ typedef struct mr_linear_dnnl mr_linear_dnnl;
  * CPU (no AVX512-BF16 / AMX) or cannot start. */
 mr_linear_dnnl *mr_linear_dnnl_create(int nthreads);
 void mr_linear_dnnl_free(mr_linear_dnnl *d);
-
-/* dst[i] = bf16(src[i]), round to nearest even (vcvtneps2bf16: a NaN stays
- * a NaN, so a fault still shows; a denormal input becomes a signed zero, the
- * instruction's DAZ); OpenMP over the elements above a size (elementwise:
- * bits independent of threads). The one fp32 -> bf16 conversion of the cpu
- * backend (conv_dnnl.c's chunks too). Only on a CPU with AVX512-BF16. */
-void mr_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
 
 /* out (B,OC) = inp16 (B,C) . w16^T + b, then ReLU when relu; w16 (OC,C). */
 int mr_linear_bf16_forward(mr_linear_dnnl *d, float *out, const uint16_t *inp16, const uint16_t *w16,

@@ -56,19 +56,6 @@ static int imax(int a, int b) { return a > b ? a : b; }
 
 /* ------------------------------------------------------------ layout */
 
-static void add_tensor(mr_policy *p, size_t *off, const char *name, int ndim,
-                       int s0, int s1, int s2, int s3) {
-    mr_tensor_info *t = &p->tensors[p->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = s0; t->shape[1] = s1; t->shape[2] = s2; t->shape[3] = s3;
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)t->shape[i];
-    t->offset = *off;
-    t->count = n;
-    *off += n;
-}
-
 /* Floats of QR scratch for an (rows, cols) weight: A (m,n), tau (n), work (n*NB). */
 static size_t qr_floats(size_t rows, size_t cols) {
     size_t m = rows > cols ? rows : cols, n = rows > cols ? cols : rows;
@@ -79,42 +66,10 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
                            const mr_policy_options *o, mr_arena *a) {
     const int chunk = o->chunk, conv = o->conv;
     memset(p, 0, sizeof *p);
-    int L = cfg->num_conv;
-    if (L < 1) L = 1;
-    if (L > MR_MAX_CONV) L = MR_MAX_CONV;
-    p->num_conv = L;
-    p->ch[0] = 2;
-    for (int l = 0; l < L; l++) p->ch[l + 1] = cfg->conv_channels[l];
-    p->view = view;
-    p->VV = view * view;
-    p->flat = p->VV * p->ch[L];
-    p->hidden = cfg->hidden;
-    p->critic_hidden = cfg->critic_hidden;
-    p->cin_dim = p->hidden + MR_POLICY_EXTRA + 2 * p->VV;
+    mr_net_layout_init(&p->net, cfg, view);
+    const int L = p->num_conv;
     p->max_batch = max_batch > 0 ? max_batch : 0;
     p->chunk = chunk > 0 ? chunk : 1;
-
-    /* parameter table: policy group first, value group last */
-    size_t off = 0;
-    char nm[24];
-    for (int l = 0; l < L; l++) {
-        snprintf(nm, sizeof nm, "conv%d.w", l);
-        p->conv_w[l] = off;
-        add_tensor(p, &off, nm, 4, p->ch[l + 1], 3, 3, p->ch[l]);
-        snprintf(nm, sizeof nm, "conv%d.b", l);
-        p->conv_b[l] = off;
-        add_tensor(p, &off, nm, 1, p->ch[l + 1], 0, 0, 0);
-    }
-    p->fc_w = off;     add_tensor(p, &off, "fc.w", 2, p->hidden, p->flat, 0, 0);
-    p->fc_b = off;     add_tensor(p, &off, "fc.b", 1, p->hidden, 0, 0, 0);
-    p->actor_w = off;  add_tensor(p, &off, "actor.w", 2, MR_NUM_ACTIONS, p->hidden, 0, 0);
-    p->actor_b = off;  add_tensor(p, &off, "actor.b", 1, MR_NUM_ACTIONS, 0, 0, 0);
-    p->n_policy = off;
-    p->critic_w = off; add_tensor(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
-    p->critic_b = off; add_tensor(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
-    p->value_w_offset = off; add_tensor(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
-    p->value_b_offset = off; add_tensor(p, &off, "value.b", 1, 1, 0, 0, 0);
-    p->n_params = off;
 
     p->params = MR_TAKE(a, float, p->n_params);
     p->grads = MR_TAKE(a, float, p->n_params);
@@ -247,11 +202,7 @@ void mr_policy_free(mr_policy *p) {
     p->lin = NULL;
 }
 
-const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) {
-    for (int i = 0; i < p->n_tensors; i++)
-        if (strcmp(p->tensors[i].name, name) == 0) return &p->tensors[i];
-    return NULL;
-}
+const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) { return mr_net_tensor(&p->net, name); }
 
 void mr_policy_zero_grad(mr_policy *p) {
     memset(p->grads, 0, sizeof(float) * p->n_params);

@@ -51,40 +51,22 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "arena.h"
+#include "net_layout.h"   /* mr_net_layout, mr_tensor_info, MR_POLICY_EXTRA */
 
-#define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
-#define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
 
-/* One parameter tensor inside the flat array. shape[0] is the output dim. */
-typedef struct mr_tensor_info {
-    char name[24];        /* "conv0.w", "conv0.b", ..., "fc.w", "actor.w", "critic.w", "value.b" */
-    size_t offset;        /* in floats, into params / grads */
-    size_t count;
-    int ndim;
-    int shape[4];         /* conv.w (OC,3,3,C); linear w (OC,C); bias (OC) */
-} mr_tensor_info;
-
 typedef struct mr_policy {
-    /* shapes */
-    int num_conv;
-    int ch[MR_MAX_CONV + 1];   /* ch[0] = 2 input channels, ch[l+1] = conv l's output */
-    int view, VV;              /* V and V*V */
-    int flat;                  /* V*V*ch[num_conv] */
-    int hidden, critic_hidden;
-    int cin_dim;               /* hidden + 2 + 2*VV */
+    /* shapes and parameter layout (shared/net_layout.h): p->hidden and
+     * p->net.hidden are the same field */
+    union {
+        mr_net_layout net;
+        struct { MR_NET_LAYOUT_FIELDS };
+    };
     int max_batch, chunk, block;
     /* 1: the training forward keeps no conv activation; the backward
      * recomputes the trunk one rblock at a time (see mr_policy_options) */
     int recompute, rblock;
 
-    /* parameters */
-    size_t n_params, n_policy;            /* value group = [n_policy, n_params) */
-    int n_tensors;
-    mr_tensor_info tensors[MR_POLICY_MAX_TENSORS];
-    size_t conv_w[MR_MAX_CONV], conv_b[MR_MAX_CONV];   /* offsets */
-    size_t fc_w, fc_b, actor_w, actor_b, critic_w, critic_b;
-    size_t value_w_offset, value_b_offset;              /* PopArt rescales these */
     float *params, *grads;                              /* n_params each */
 
     /* training activations, max_batch samples, kept from forward to backward */

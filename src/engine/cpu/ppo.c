@@ -162,12 +162,6 @@ void mr_normalize(float *x, size_t n, double *mean_out, double *std_out) {
 
 /* ------------------------------------------------------------------ PopArt */
 
-void mr_popart_init(mr_popart *p) {
-    p->mean = 0.0;
-    p->std = 1.0;
-    p->count = 0.0;
-}
-
 void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_min,
                       float *w, float *b, int k,
                       float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b) {

@@ -61,15 +61,7 @@ void mr_normalize(float *x, size_t n, double *mean_out, double *std_out);
 void mr_mean_std(const float *x, size_t n, double *mean_out, double *std_out);
 
 /* ------------------------------------------------------------------ PopArt */
-/* value = mean + std * raw, where raw = w.h + b is the critic's last layer. */
-typedef struct mr_popart {
-    double mean, std, count;
-} mr_popart;
-
-/* mean 0, std 1, count 0: with PopArt off it is never updated and
- * value = 0 + 1 * raw, the same code path. */
-void mr_popart_init(mr_popart *p);
-
+/* mr_popart, mr_popart_init, mr_popart_ctl_set/get: ppo_loss_math.h */
 /* One PopArt step before an update, exactly as ENV_SPEC "Policy" writes it:
  *   count += 1; beta = max(1/count, beta_min)
  *   bmean, bstd = mean and unbiased std of returns (n), bstd >= 1e-4
@@ -88,60 +80,8 @@ void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_
                       float *w, float *b, int k,
                       float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b);
 
-/* The shared control block (mr_popart_ctl, ppo_loss_math.h) from these
- * statistics (mr_popart_init's for a new run, a checkpoint's when resuming),
- * and back. */
-static inline void mr_popart_ctl_set(mr_popart_ctl *c, const mr_popart *p, double beta_min) {
-    c->mean = p->mean;
-    c->std = p->std;
-    c->count = p->count;
-    c->beta_min = beta_min;
-    c->batch[0] = 0.0;
-    c->batch[1] = 0.0;
-    c->scale = 1.0;
-    c->pad_ = 0.0;
-}
-static inline void mr_popart_ctl_get(const mr_popart_ctl *c, mr_popart *p) {
-    p->mean = c->mean;
-    p->std = c->std;
-    p->count = c->count;
-}
-
 /* ---------------------------------------------------------------- PPO loss */
-typedef struct mr_ppo_coefs {
-    double clip;            /* ratio clip c, and the value clip around old_value */
-    double ent_coef;        /* loss -= ent_coef * H */
-    double vf_coef;         /* loss += vf_coef * value_loss */
-    double ent_floor;       /* loss += ent_floor_coef * relu(ent_floor - H) */
-    double ent_floor_coef;
-    /* 0 (zero-initialised struct): value_loss = mean_i max(e1_i, e2_i)  (per sample)
-     * 1 (what the trainer uses, as ENV_SPEC writes it): value_loss = max(mean_i e1_i, mean_i e2_i), the original project's
-     *    torch.max(F.mse_loss(v, R), F.mse_loss(v_clipped, R))      (per batch)
-     * with e1 = (v - R)^2, e2 = (v_clipped - R)^2. */
-    int value_max_of_means;
-} mr_ppo_coefs;
-
-typedef struct mr_ppo_stats {
-    double loss;            /* the total below */
-    double policy_loss;     /* mean max(-A r, -A clip(r, 1-c, 1+c)) */
-    double value_loss;      /* see value_max_of_means */
-    double entropy;         /* H, batch mean of per-sample entropies */
-    double approx_kl;       /* mean((r - 1) - log r) */
-    double clip_fraction;   /* mean(|r - 1| > c) */
-} mr_ppo_stats;
-
-/* The coefficients as the shared loss elements take them (mr_ppo_loss's
- * and the kernels' control block). */
-static inline void mr_loss_hyper_set(mr_loss_hyper *h, const mr_ppo_coefs *c) {
-    h->clip = c->clip;
-    h->ent_coef = c->ent_coef;
-    h->vf_coef = c->vf_coef;
-    h->ent_floor = c->ent_floor;
-    h->ent_floor_coef = c->ent_floor_coef;
-    h->value_max_of_means = c->value_max_of_means != 0;
-    h->pad_ = 0;
-}
-
+/* mr_ppo_coefs, mr_ppo_stats, mr_loss_hyper_set: ppo_loss_math.h */
 /* Forward and gradient of
  *   loss = policy_loss + vf_coef * value_loss - ent_coef * H
  *          + ent_floor_coef * relu(ent_floor - H)

@@ -15,7 +15,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "policy.h"
+#include "net_layout.h"
 #include "errors.h"
 #ifdef __cplusplus
 }

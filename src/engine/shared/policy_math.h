@@ -11,8 +11,8 @@
  * what only a GPU can check is the launch grid and cuBLAS itself.
  *
  * The network, the parameter layout and the NHWC / (H,W,C) flatten order are
- * policy.c's: the plan takes its shapes and parameter offsets from
- * mr_policy_layout itself, so a params array copies between the two.
+ * the cpu's (cpu/policy.c): both take their shapes and parameter offsets
+ * from net_layout.h, so a params array copies between the two.
  *
  * Tensors (T = the storage type: fp32, or bf16 / fp16 in the reduced
  * precisions; parameters, gradients, biases, logits and values stay fp32):
@@ -42,7 +42,7 @@
 /* ------------------------------------------------------------ plan */
 
 typedef struct mr_pc_plan {
-    mr_policy net;            /* shapes and parameter offsets (mr_policy_layout; no pointers) */
+    mr_net_layout net;        /* shapes and parameter offsets (net_layout.h) */
     int dt;                   /* storage type of activations (mr_precision) */
     int max_batch, chunk;
     /* byte offsets into the workspace */
@@ -88,10 +88,8 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     if (precision != MR_FP32 && precision != MR_BF16 && precision != MR_FP16)
         return mr_fail(err, MR_ERR_ARG, "precision = %d: accepted fp32 (%d), bf16 (%d), fp16 (%d)", precision,
                        MR_FP32, MR_BF16, MR_FP16);
-    mr_arena a;
-    memset(&a, 0, sizeof a);
-    mr_policy_layout(&pl->net, cfg, view, 0, 1, MR_CPU_CONV_IM2COL, &a);   /* planning arena: shapes and offsets only */
-    const mr_policy *p = &pl->net;
+    mr_net_layout_init(&pl->net, cfg, view);
+    const mr_net_layout *p = &pl->net;
     pl->dt = precision;
     pl->max_batch = max_batch;
     pl->chunk = chunk > 0 ? chunk : MR_PC_CHUNK;
@@ -181,7 +179,7 @@ static inline const void *mr_pc_w(const mr_pc_plan *pl, const mr_pc_bufs *b, con
 static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, const mr_pc_bufs *bf,
                                       const float *params, const uint8_t *codes, const float *extra, int B, int proxy,
                                       float *logits, float *value, mr_error *err) {
-    const mr_policy *p = &pl->net;
+    const mr_net_layout *p = &pl->net;
     const int dt = pl->dt, L = p->num_conv, V = p->view, VV = p->VV, H = p->hidden, D = p->cin_dim;
     const int CH = p->critic_hidden, F = p->flat;
     if (B <= 0) return MR_OK;
@@ -222,7 +220,7 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
 static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl, const mr_pc_bufs *bf,
                                        const float *params, const float *dlogits, const float *dvalue, int B,
                                        int proxy, float *grads, mr_error *err) {
-    const mr_policy *p = &pl->net;
+    const mr_net_layout *p = &pl->net;
     const int dt = pl->dt, L = p->num_conv, V = p->view, VV = p->VV, H = p->hidden, D = p->cin_dim;
     const int CH = p->critic_hidden, F = p->flat, NA = MR_NUM_ACTIONS;
     if (B <= 0) return MR_OK;

@@ -60,7 +60,7 @@ enum {
 };
 
 /* Written by the host once per update (clip and ent_coef follow their
- * schedules); the fields and their meaning are mr_ppo_coefs' (ppo.h). */
+ * schedules); the fields and their meaning are mr_ppo_coefs' (below). */
 typedef struct mr_loss_hyper {
     double clip, ent_coef, vf_coef, ent_floor, ent_floor_coef;
     int32_t value_max_of_means;   /* 0: mean of per-sample max; 1: max of the two batch MSEs */
@@ -424,6 +424,76 @@ static inline void mr_loss_emulate(int B, const float *logits, const float *valu
     if (B > 0) mr_red_emulate(B, MR_LOSS_CHUNK, MR_LOSS_NACC, mr_loss_add_fn, &c, partials, acc);
     mr_loss_finish(acc, B, &ctl->h, &ctl->s);
     for (int64_t i = 0; i < B; i++) mr_loss_grad_at(&c, i, &ctl->h, &ctl->s, scale, dlogits, dvalue);
+}
+
+/* ------------------------------------------------ the host's parameters
+ * What the trainer keeps and sets on every device: PopArt's statistics and
+ * the loss coefficients, and how they become the control blocks above. */
+
+/* value = mean + std * raw, where raw = w.h + b is the critic's last layer. */
+typedef struct mr_popart {
+    double mean, std, count;
+} mr_popart;
+
+/* mean 0, std 1, count 0: with PopArt off it is never updated and
+ * value = 0 + 1 * raw, the same code path. */
+static inline void mr_popart_init(mr_popart *p) {
+    p->mean = 0.0;
+    p->std = 1.0;
+    p->count = 0.0;
+}
+
+/* The shared control block (mr_popart_ctl, above) from these
+ * statistics (mr_popart_init's for a new run, a checkpoint's when resuming),
+ * and back. */
+static inline void mr_popart_ctl_set(mr_popart_ctl *c, const mr_popart *p, double beta_min) {
+    c->mean = p->mean;
+    c->std = p->std;
+    c->count = p->count;
+    c->beta_min = beta_min;
+    c->batch[0] = 0.0;
+    c->batch[1] = 0.0;
+    c->scale = 1.0;
+    c->pad_ = 0.0;
+}
+static inline void mr_popart_ctl_get(const mr_popart_ctl *c, mr_popart *p) {
+    p->mean = c->mean;
+    p->std = c->std;
+    p->count = c->count;
+}
+
+typedef struct mr_ppo_coefs {
+    double clip;            /* ratio clip c, and the value clip around old_value */
+    double ent_coef;        /* loss -= ent_coef * H */
+    double vf_coef;         /* loss += vf_coef * value_loss */
+    double ent_floor;       /* loss += ent_floor_coef * relu(ent_floor - H) */
+    double ent_floor_coef;
+    /* 0 (zero-initialised struct): value_loss = mean_i max(e1_i, e2_i)  (per sample)
+     * 1 (what the trainer uses, as ENV_SPEC writes it): value_loss = max(mean_i e1_i, mean_i e2_i), the original project's
+     *    torch.max(F.mse_loss(v, R), F.mse_loss(v_clipped, R))      (per batch)
+     * with e1 = (v - R)^2, e2 = (v_clipped - R)^2. */
+    int value_max_of_means;
+} mr_ppo_coefs;
+
+typedef struct mr_ppo_stats {
+    double loss;            /* the total below */
+    double policy_loss;     /* mean max(-A r, -A clip(r, 1-c, 1+c)) */
+    double value_loss;      /* see value_max_of_means */
+    double entropy;         /* H, batch mean of per-sample entropies */
+    double approx_kl;       /* mean((r - 1) - log r) */
+    double clip_fraction;   /* mean(|r - 1| > c) */
+} mr_ppo_stats;
+
+/* The coefficients as the shared loss elements take them (cpu/ppo.c's mr_ppo_loss's
+ * and the kernels' control block). */
+static inline void mr_loss_hyper_set(mr_loss_hyper *h, const mr_ppo_coefs *c) {
+    h->clip = c->clip;
+    h->ent_coef = c->ent_coef;
+    h->vf_coef = c->vf_coef;
+    h->ent_floor = c->ent_floor;
+    h->ent_floor_coef = c->ent_floor_coef;
+    h->value_max_of_means = c->value_max_of_means != 0;
+    h->pad_ = 0;
 }
 
 #endif /* MR_PPO_LOSS_MATH_H */

@@ -2,7 +2,7 @@
  * backend.h - the table of operations the one trainer loop (trainer.c) runs
  * on. Two backends fill it: cpu (cpu/backend_cpu.c: host memory, C loops
  * over the shared element code, OpenMP, OpenBLAS) and cuda
- * (cuda/backend_cuda.c: device memory, the kernels in kernels/). Tests wrap
+ * (kernels/backend_cuda.c: device memory, the kernels in kernels/). Tests wrap
  * a table to make any operation fail.
  *
  * Memory: every buffer a backend operation touches comes from the trainer's
@@ -19,7 +19,8 @@
 #define MR_BACKEND_H
 #include "moonrl.h"
 #include "devmem.h"
-#include "policy.h"         /* mr_policy: the parameter layout both backends share */
+#include "arena.h"
+#include "net_layout.h"     /* mr_net_layout: the parameter layout every backend shares */
 #include "rollout_math.h"   /* control blocks, metrics, gather arguments */
 
 #define MR_BACKEND_MAX_POLICY_ALLOCS 4
@@ -29,7 +30,7 @@
 typedef struct mr_bpolicy {
     void *impl;
     float *params, *grads;
-    const mr_policy *net;
+    const mr_net_layout *net;
 } mr_bpolicy;
 
 /* What a backend's network takes from the memory manager, in creation's
@@ -61,6 +62,9 @@ typedef struct mr_backend {
     mr_status (*enter)(int device, int threads, mr_error *err);
     /* A line for the description: "GPU 0 (NVIDIA H100), bf16". */
     void (*describe)(int device, int threads, int precision, char *buf, size_t len);
+    /* How this backend runs the network p (NULL: not yet created), for the
+     * trainer's description; NULL entry: nothing to say. */
+    void (*policy_describe)(const struct mr_bpolicy *p, int precision, char *buf, size_t len);
     mr_status (*device_memory)(int device, mr_devmem_backend *out, mr_error *err);
     mr_status (*staging_memory)(mr_devmem_backend *out, mr_error *err);   /* pinned host memory on cuda */
     mr_status (*copy)(void *dst, const void *src, size_t bytes, int kind, void *stream, mr_error *err);
@@ -93,6 +97,22 @@ typedef struct mr_backend {
                                 float *logits, float *value, void *stream, mr_error *err);
     mr_status (*policy_backward)(mr_bpolicy *p, const float *dlogits, const float *dvalue, int B, void *stream,
                                  mr_error *err);
+
+    /* ---- the host copy of the network: NULL unless host_memory. The
+     * trainer keeps its weights (checkpoints, initialisation) and runs
+     * evaluation and inference on the host backend's network, laid out in
+     * the trainer's host arena and acting through policy_act (stream NULL)
+     * with the env_* and sample operations above on host buffers. */
+    /* Lays the network out in a (run twice: plan, then commit; on a
+     * planning arena every pointer is NULL), for acting only (no training
+     * activations); chunk: samples per conv chunk; conv: an mr_cpu_conv. */
+    void (*host_policy_layout)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int chunk, int conv,
+                               mr_arena *a);
+    /* The initial weights for a seed (orthogonal, cpu/policy.h: the same
+     * bits for any thread count). */
+    mr_status (*host_policy_init)(mr_bpolicy *p, uint64_t seed, mr_error *err);
+    /* Releases what the layout holds outside the arena; safe on a zeroed p. */
+    void (*host_policy_free)(mr_bpolicy *p);
 
     /* ---- PPO (partials: the reduction scratch, plan.partial_doubles) */
     mr_status (*gae)(int T, int N, const float *reward, const float *value, const float *last_value,

@@ -7,6 +7,4 @@
 mr_status mr_fail(mr_error *err, mr_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void mr_ok(mr_error *err);
-/* Checks a hot-parameter set (used by mr_config_validate and mr_trainer_set_hot). */
-mr_status mr_hot_validate(const mr_hot_params *h, mr_error *err);
 #endif

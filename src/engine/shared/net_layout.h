@@ -1,0 +1,118 @@
+/*
+ * net_layout.h - the actor-critic network's shapes and parameter layout, the
+ * same for every device: which tensors there are, their shapes, and where
+ * each sits in the ONE contiguous float array of parameters (gradients have
+ * the same layout). The policy group (trunk + actor) is the prefix
+ * [0, n_policy), the value group (critic) the suffix [n_policy, n_params).
+ * The network itself (ENV_SPEC.md "Policy", cpu/policy.h's drawing):
+ * conv3x3 layers on the (V,V,2) expanded codes, fc to `hidden`, the actor
+ * (8 logits), and the critic over feat ++ extra ++ ground truth.
+ *
+ * A backend's network (cpu/policy.h's mr_policy, kernels' mr_pc_plan) holds
+ * one of these, so a params array (a checkpoint's, the host copy's) copies
+ * between backends unchanged. Plain data and host code only; no device,
+ * no allocation.
+ */
+#ifndef MR_NET_LAYOUT_H
+#define MR_NET_LAYOUT_H
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "moonrl.h"   /* mr_policy_config, MR_MAX_CONV, MR_NUM_ACTIONS */
+
+#define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
+#define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
+
+/* One parameter tensor inside the flat array. shape[0] is the output dim. */
+typedef struct mr_tensor_info {
+    char name[24];        /* "conv0.w", "conv0.b", ..., "fc.w", "actor.w", "critic.w", "value.b" */
+    size_t offset;        /* in floats, into params / grads */
+    size_t count;
+    int ndim;
+    int shape[4];         /* conv.w (OC,3,3,C); linear w (OC,C); bias (OC) */
+} mr_tensor_info;
+
+/* The fields of mr_net_layout, listed once: cpu/policy.h's mr_policy
+ * carries them as its first members (an anonymous struct in a union with a
+ * named mr_net_layout `net`), so p->hidden and p->net.hidden are the same. */
+#define MR_NET_LAYOUT_FIELDS                                                          \
+    /* shapes */                                                                      \
+    int num_conv;                                                                     \
+    int ch[MR_MAX_CONV + 1];   /* ch[0] = 2 input channels, ch[l+1] = conv l's output */ \
+    int view, VV;              /* V and V*V */                                        \
+    int flat;                  /* V*V*ch[num_conv] */                                 \
+    int hidden, critic_hidden;                                                        \
+    int cin_dim;               /* hidden + 2 + 2*VV */                                \
+    /* parameters */                                                                  \
+    size_t n_params, n_policy; /* value group = [n_policy, n_params) */               \
+    int n_tensors;                                                                    \
+    mr_tensor_info tensors[MR_POLICY_MAX_TENSORS];                                    \
+    size_t conv_w[MR_MAX_CONV], conv_b[MR_MAX_CONV];   /* offsets */                  \
+    size_t fc_w, fc_b, actor_w, actor_b, critic_w, critic_b;                          \
+    size_t value_w_offset, value_b_offset;             /* PopArt rescales these */
+
+typedef struct mr_net_layout {
+    MR_NET_LAYOUT_FIELDS
+} mr_net_layout;
+
+static inline void mr_net_add_tensor_(mr_net_layout *p, size_t *off, const char *name, int ndim,
+                                      int s0, int s1, int s2, int s3) {
+    mr_tensor_info *t = &p->tensors[p->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = s0; t->shape[1] = s1; t->shape[2] = s2; t->shape[3] = s3;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)t->shape[i];
+    t->offset = *off;
+    t->count = n;
+    *off += n;
+}
+
+/* Every shape and offset from cfg (num_conv clamped to 1 .. MR_MAX_CONV);
+ * view = V >= 1. */
+static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *cfg, int view) {
+    memset(p, 0, sizeof *p);
+    int L = cfg->num_conv;
+    if (L < 1) L = 1;
+    if (L > MR_MAX_CONV) L = MR_MAX_CONV;
+    p->num_conv = L;
+    p->ch[0] = 2;
+    for (int l = 0; l < L; l++) p->ch[l + 1] = cfg->conv_channels[l];
+    p->view = view;
+    p->VV = view * view;
+    p->flat = p->VV * p->ch[L];
+    p->hidden = cfg->hidden;
+    p->critic_hidden = cfg->critic_hidden;
+    p->cin_dim = p->hidden + MR_POLICY_EXTRA + 2 * p->VV;
+
+    /* parameter table: policy group first, value group last */
+    size_t off = 0;
+    char nm[24];
+    for (int l = 0; l < L; l++) {
+        snprintf(nm, sizeof nm, "conv%d.w", l);
+        p->conv_w[l] = off;
+        mr_net_add_tensor_(p, &off, nm, 4, p->ch[l + 1], 3, 3, p->ch[l]);
+        snprintf(nm, sizeof nm, "conv%d.b", l);
+        p->conv_b[l] = off;
+        mr_net_add_tensor_(p, &off, nm, 1, p->ch[l + 1], 0, 0, 0);
+    }
+    p->fc_w = off;     mr_net_add_tensor_(p, &off, "fc.w", 2, p->hidden, p->flat, 0, 0);
+    p->fc_b = off;     mr_net_add_tensor_(p, &off, "fc.b", 1, p->hidden, 0, 0, 0);
+    p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, MR_NUM_ACTIONS, p->hidden, 0, 0);
+    p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, MR_NUM_ACTIONS, 0, 0, 0);
+    p->n_policy = off;
+    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
+    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
+    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
+    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
+    p->n_params = off;
+}
+
+/* The parameter table entry called `name`, or NULL. */
+static inline const mr_tensor_info *mr_net_tensor(const mr_net_layout *p, const char *name) {
+    for (int i = 0; i < p->n_tensors; i++)
+        if (strcmp(p->tensors[i].name, name) == 0) return &p->tensors[i];
+    return NULL;
+}
+
+#endif /* MR_NET_LAYOUT_H */
