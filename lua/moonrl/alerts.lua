@@ -34,9 +34,7 @@ local function num(v)
   return nil
 end
 
-local function finite(x)
-  return x == x and x ~= math.huge and x ~= -math.huge
-end
+local finite = require("moonrl.number").finite
 
 local function bytes(n)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }

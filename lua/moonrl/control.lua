@@ -155,11 +155,7 @@ Server.__index = Server
 local COMMANDS = { "status", "get", "set", "pause", "resume", "checkpoint", "stop", "help" }
 local handlers = {}
 
-local function finite(x)
-  x = tonumber(x)
-  if x and x == x and x ~= math.huge and x ~= -math.huge then return x end
-  return nil
-end
+local finite_value = require("moonrl.number").finite_value
 
 function handlers.status(self)
   local run = self.run
@@ -179,9 +175,9 @@ function handlers.status(self)
     ok = true, status = run.status, dir = run.dir, name = run.cfg.name, pid = uv.os_getpid(),
     update = m and tonumber(m.update) or 0, total_updates = total_updates,
     agent_steps = steps, total_steps = total_steps,
-    progress = m and finite(m.progress) or 0,
-    sps = finite(self.sps_avg), sps_last = m and finite(m.sps) or nil,
-    eta_seconds = finite(eta), elapsed_seconds = (uv.hrtime() - run.started_at) / 1e9,
+    progress = m and finite_value(m.progress) or 0,
+    sps = finite_value(self.sps_avg), sps_last = m and finite_value(m.sps) or nil,
+    eta_seconds = finite_value(eta), elapsed_seconds = (uv.hrtime() - run.started_at) / 1e9,
     describe = run.describe, last_checkpoint = run.last_checkpoint,
     metrics = m and plain(m) or json.null, hot = hot_values(run.cfg),
   }
@@ -636,7 +632,7 @@ function control.start(run, opts)
 end
 
 function Server:metrics(m)
-  local sps = finite(m.sps)
+  local sps = finite_value(m.sps)
   if sps and sps > 0 then
     self.sps_avg = self.sps_avg and (0.7 * self.sps_avg + 0.3 * sps) or sps
   end

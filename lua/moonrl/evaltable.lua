@@ -41,10 +41,7 @@ local METRICS = {
 }
 evaltable.METRICS = METRICS
 
-local function commas(x)
-  local s = string.format("%d", math.floor(x + 0.5))
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^(%-?),", "%1"))
-end
+local commas = require("moonrl.number").thousands
 
 -- A metric's value as the table shows it (efficiencies in percent).
 local function show(m, v, bare)

@@ -364,9 +364,7 @@ end
 
 -- checking one value ------------------------------------------------------------
 
-local function finite(x)
-  return x == x and x ~= math.huge and x ~= -math.huge
-end
+local finite = require("moonrl.number").finite
 
 local function in_range(e, x)
   if not finite(x) then return false end

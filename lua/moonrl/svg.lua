@@ -26,6 +26,8 @@
 --                           color = } ... } } -> text: one panel fitted to the data
 --              (non-finite points, and x <= 0 on a log axis, left out), a legend
 
+local number = require("moonrl.number")
+
 local svg = {}
 
 svg.colors = { "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf" }
@@ -106,8 +108,7 @@ Panel.__index = Panel
 
 local function fmt_tick(v)
   if math.abs(v) >= 1000 then
-    local s = string.format("%d", math.floor(v + 0.5))
-    return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+    return number.thousands(v)
   end
   return (string.format("%.6g", v))
 end
@@ -195,7 +196,7 @@ end
 
 -- ------------------------------------------------------------------ charts
 
-local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+local finite = number.finite
 
 function svg.chart(c)
   local W, H = c.width or 720, c.height or 420

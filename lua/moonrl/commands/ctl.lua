@@ -57,11 +57,7 @@ local function fmt_num(x, digits)
   return require("moonrl.util").fmt_number(tonumber(string.format("%." .. (digits or 4) .. "g", x)))
 end
 
-local function thousands(n)
-  if type(n) ~= "number" then return "-" end
-  local s = string.format("%d", math.floor(n + 0.5))
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""):gsub("^%-,", "-"))
-end
+local thousands = require("moonrl.number").thousands
 
 local function value_text(v)
   local json = require("moonrl.json")

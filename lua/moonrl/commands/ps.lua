@@ -63,11 +63,7 @@ local function candidates(dir)
   return found, sweeps
 end
 
-local function thousands(n)
-  if type(n) ~= "number" then return "-" end
-  local s = string.format("%d", math.floor(n + 0.5))
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
-end
+local thousands = require("moonrl.number").thousands
 
 function ps.run(argv)
   local moonrl, uv = require("moonrl"), require("luv")

@@ -50,12 +50,7 @@ function Console.new(run_dir, cfg, opts)
   }, Console)
 end
 
-local function thousands(n)
-  local s = string.format("%d", math.floor(n + 0.5))
-  local sign, digits = s:match("^(-?)(%d+)$")
-  digits = digits:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", "")
-  return sign .. digits
-end
+local thousands = require("moonrl.number").thousands
 
 local function eta_text(seconds)
   if seconds ~= seconds or seconds == math.huge or seconds < 0 then return "-" end

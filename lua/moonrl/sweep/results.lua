@@ -196,11 +196,7 @@ function results.fmt(v)
   return util.fmt_value(v)
 end
 
-function results.thousands(n)
-  if type(n) ~= "number" then return "-" end
-  local s = string.format("%d", math.floor(n + 0.5))
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
-end
+results.thousands = require("moonrl.number").thousands
 
 -- list: results (and trials in progress, status "running" / "pending"), any order
 function results.table(list, opts)
