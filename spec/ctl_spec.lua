@@ -9,7 +9,7 @@
 
 local support = require("support")
 local json = require("moonrl.json")
-local control = require("moonrl.control")
+local control = require("moonrl.control.client")
 local uv = support.uv
 local bit = require("bit")
 
@@ -495,9 +495,9 @@ describe("moonrl ctl", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rd = dir .. "/f"
     local job = start_job(dir, "f", rd,
-      [[require("moonrl.control").limits.idle_ms = 1500
-        require("moonrl.control").limits.max_clients = 32
-        require("moonrl.control").limits.wait_ms = 200]])
+      [[require("moonrl.control.server").limits.idle_ms = 1500
+        require("moonrl.control.server").limits.max_clients = 32
+        require("moonrl.control.server").limits.wait_ms = 200]])
     jobs[1] = job
     local before = request(job.sock, { cmd = "status" })
     assert.is_true(before.ok, tostring(before.error))

@@ -8,7 +8,7 @@
 
 local support = require("support")
 local json = require("moonrl.json")
-local control = require("moonrl.control")
+local control = require("moonrl.control.client")
 local live = require("moonrl.live")
 local config = require("moonrl.config")
 local uv = support.uv

@@ -36,7 +36,7 @@
 -- what moonrl.resume tells an edit from), train.log (a plain
 -- log, one line per event), changes.lua (moonrl.changes), the sinks' files
 -- (metrics.jsonl, metrics.csv, events.out.tfevents.*), checkpoints/ and, while
--- the run goes, control/control.sock (moonrl.control: `moonrl ctl`, `moonrl ps`). The
+-- the run goes, control/control.sock (moonrl.control.server: `moonrl ctl`, `moonrl ps`). The
 -- few files written at start are small and written synchronously;
 -- everything per update is asynchronous (the log here, the sinks' own writes).
 --
@@ -314,7 +314,7 @@ function Run.start(cfg, opts)
     self.log:line("control: " .. msg)
     if not opts.quiet then io.stderr:write("moonrl: note: ", msg, "\n") end
   end
-  local control, cerr = require("moonrl.control").start(self, { on_note = note })
+  local control, cerr = require("moonrl.control.server").start(self, { on_note = note })
   if control then self.control = control else note(cerr) end
   return self
 end

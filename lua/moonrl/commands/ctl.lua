@@ -1,5 +1,5 @@
 -- `moonrl ctl RUN_DIR ...`: talk to a running job through its control socket
--- (moonrl.control; the protocol is docs/control.md).
+-- (moonrl.control.client; the protocol is docs/control.md).
 
 local cmdline = require("moonrl.cmdline")
 
@@ -46,7 +46,7 @@ local COMMANDS = { status = 0, get = 1, set = math.huge, pause = 0, resume = 0, 
 local NAMES = { "status", "get", "set", "pause", "resume", "checkpoint", "stop" }
 
 local function request(path, req, timeout_ms)
-  local moonrl, control = require("moonrl"), require("moonrl.control")
+  local moonrl, control = require("moonrl"), require("moonrl.control.client")
   return moonrl._await("moonrl ctl", function(wake)
     control.request(path, req, { timeout_ms = timeout_ms }, wake)
   end)
@@ -148,7 +148,7 @@ function ctl.run(argv)
     req.wait = not o["no-wait"]
   end
 
-  local control = require("moonrl.control")
+  local control = require("moonrl.control.client")
   local uv = require("luv")
   local path = dir
   local st = uv.fs_stat(dir)

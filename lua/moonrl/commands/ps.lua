@@ -1,5 +1,5 @@
 -- `moonrl ps [DIR]`: the jobs running under DIR (default runs/), found by
--- their control sockets (moonrl.control) and asked for their status.
+-- their control sockets (moonrl.control.client) and asked for their status.
 
 local cmdline = require("moonrl.cmdline")
 
@@ -34,7 +34,7 @@ local out, usage_error = cmdline.out, cmdline.usage_error
 -- trials' run directories of a sweep directory (one with a sweep.json: dir,
 -- or one under it); sweeps[d] = the sweep directory of trial directory d.
 local function candidates(dir)
-  local uv, control = require("luv"), require("moonrl.control")
+  local uv, control = require("luv"), require("moonrl.control.client")
   local found, sweeps = {}, {}
   local function consider(d, sweep)
     if uv.fs_lstat(control.socket_path(d)) then found[#found + 1] = d sweeps[d] = sweep end
@@ -67,7 +67,7 @@ local thousands = require("moonrl.number").thousands
 
 function ps.run(argv)
   local moonrl, uv = require("moonrl"), require("luv")
-  local control, json = require("moonrl.control"), require("moonrl.json")
+  local control, json = require("moonrl.control.client"), require("moonrl.json")
   local o, e = cmdline.parse("ps", argv, { json = { "flag" }, timeout = { "value", "seconds" } }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(ps.help) end

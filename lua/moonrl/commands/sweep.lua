@@ -36,7 +36,7 @@ options:
 local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function status(dir, o)
-  local moonrl, control, json = require("moonrl"), require("moonrl.control"), require("moonrl.json")
+  local moonrl, control, json = require("moonrl"), require("moonrl.control.client"), require("moonrl.json")
   local results, plot = require("moonrl.sweep.results"), require("moonrl.sweep.plot")
   local list, info = plot.trials(dir)
   -- started without a result: running, or left by an interrupted sweep?

@@ -1,14 +1,11 @@
--- moonrl.control - the control socket of a running job, and the client side
--- that `moonrl ctl` and `moonrl ps` use to talk to it.
+-- moonrl.control.server - the control socket of a running job.
 --
--- Each run listens on a Unix domain socket, RUN_DIR/control/control.sock: the
--- folder is created 0700 and the socket chmod-ed 0600, so only the run's
--- owner can connect (no TCP listener, by design). Both ends check that the
--- folder and the socket belong to the current user and have those modes
--- (control.check_private), and refuse them otherwise. The server is a few luv
--- pipe handles on the host's loop; it only calls the run's public methods
--- (run:set_many, run:get, run:pause, run:resume, run:checkpoint, run:stop),
--- so what a socket can change is exactly what a script can.
+-- Each run listens on a Unix domain socket, RUN_DIR/control/control.sock
+-- (moonrl.control.socket: where, and the owner-only checks both ends make).
+-- The server is a few luv pipe handles on the host's loop; it only calls the
+-- run's public methods (run:set_many, run:get, run:pause, run:resume,
+-- run:checkpoint, run:stop), so what a socket can change is exactly what a
+-- script can. The client side is moonrl.control.client.
 --
 -- Protocol (docs/control.md): one JSON object per line each way, UTF-8,
 -- lines end with "\n" ("\r\n" accepted; blank lines ignored). Every request
@@ -33,21 +30,16 @@
 -- dropped.
 --
 -- Public functions
---   control.socket_path(run_dir) -> path
---   control.start(run) -> server | nil, err      (run.lua calls it; never raises)
+--   server.start(run) -> server | nil, err       (the run calls it; never raises)
 --   server:metrics(m)                            after each update (agent-steps/s average)
 --   server:close()                               stop listening, remove the socket;
 --                                                connections waiting for the run's end are answered first
---   control.request(path, req, opts, cb)         client: one request, cb(reply | nil, err)
---       opts: timeout_ms (0 = none)
---   control.request_all(run_dirs, req, opts, cb) the same request to every run directory's socket at
---       once; cb(replies) when each has answered or failed: replies[i] = {reply =, err =}
---   control.limits                               max_line, max_clients, wait_ms, max_waiting, idle_ms, max_queue
+--   server.limits                                max_line, max_clients, wait_ms, max_waiting, idle_ms, max_queue
 
 local uv = require("luv")
-local bit = require("bit")
 local json = require("moonrl.json")
 local util = require("moonrl.util")
+local socket = require("moonrl.control.socket")
 
 local control = {}
 
@@ -60,51 +52,7 @@ control.limits = {
   max_queue = 1024 * 1024,  -- reply bytes waiting for a client that does not read
 }
 
-control.DIR = "control"
-control.SOCKET = "control.sock"
--- sun_path holds 108 bytes with the terminating NUL; libuv 1.44 cuts a
--- longer name short without a word, so the length is checked here.
-control.MAX_PATH = 107
-
 local function moonrl() return require("moonrl") end
-
-function control.socket_path(run_dir)
-  return run_dir .. "/" .. control.DIR .. "/" .. control.SOCKET
-end
-
--- --------------------------------------------------------------- trust
-
-local ffi = require("ffi")
-pcall(ffi.cdef, "unsigned int geteuid(void);")
-
-local PRIVATE_MODE = { directory = tonumber("700", 8), socket = tonumber("600", 8) }
-
--- true when path (the control folder, kind "directory", or its socket,
--- "socket") belongs to this user and has the owner-only mode, or is not
--- there at all (absent: nothing to trust yet); else nil and a message
--- naming the path, what was found and what is required. A folder or a
--- socket another user made would let that user answer in a job's place.
-function control.check_private(path, kind, opts)
-  local st = uv.fs_lstat(path)
-  if not st then return true end
-  local want = PRIVATE_MODE[kind]
-  local what = kind == "directory" and "control directory" or "control socket"
-  if st.type ~= kind then
-    return nil, string.format("refusing the %s %s: it is a %s, not a %s", what, path, tostring(st.type), kind)
-  end
-  local me = tonumber(ffi.C.geteuid())
-  if st.uid ~= me then
-    return nil, string.format("refusing the %s %s: it is owned by uid %d, not by this user (uid %d); " ..
-      "another user could answer in the job's place (remove it if it is not yours)", what, path, st.uid, me)
-  end
-  local mode = bit.band(st.mode, tonumber("777", 8))
-  if mode ~= want and not (opts and opts.owner_only) then
-    return nil, string.format("refusing the %s %s: its mode is %04o, it must be %04o (its owner only); " ..
-      "another user could have reached it (chmod %o %s if you trust it)", what, path, mode, want,
-      want, path)
-  end
-  return true
-end
 
 -- --------------------------------------------------------------- values
 
@@ -543,12 +491,12 @@ function Server:_listen()
 end
 
 local function path_for_bind(path)
-  if #path <= control.MAX_PATH then return path end
+  if #path <= socket.MAX_PATH then return path end
   -- An absolute path under the current folder may fit as a relative one.
   local cwd = uv.cwd()
   if cwd and path:sub(1, #cwd + 1) == cwd .. "/" then
     local rel = path:sub(#cwd + 2)
-    if #rel <= control.MAX_PATH then return rel end
+    if #rel <= socket.MAX_PATH then return rel end
   end
   return nil
 end
@@ -568,7 +516,7 @@ local function private_dir(dir)
       return nil, "cannot create " .. dir .. ": " .. tostring(err)
     end
   end
-  return control.check_private(dir, "directory")
+  return socket.check_private(dir, "directory")
 end
 
 function Server:_bind()
@@ -584,15 +532,15 @@ function control.start(run, opts)
   opts = opts or {}
   local self = setmetatable({
     run = run, conns = {}, nconns = 0, waiting = {}, limits = {},
-    path = control.socket_path(run.dir), on_note = opts.on_note or function() end,
+    path = socket.socket_path(run.dir), on_note = opts.on_note or function() end,
   }, Server)
   for k, v in pairs(control.limits) do self.limits[k] = v end
   self.bind_path = path_for_bind(self.path)
   if not self.bind_path then
     return nil, "the control socket path " .. self.path .. " is " .. #self.path .. " bytes, more than a Unix socket takes (" ..
-      control.MAX_PATH .. "): `moonrl ctl` cannot reach this run (a shorter run directory can)"
+      socket.MAX_PATH .. "): `moonrl ctl` cannot reach this run (a shorter run directory can)"
   end
-  local ok, err = private_dir(run.dir .. "/" .. control.DIR)
+  local ok, err = private_dir(run.dir .. "/" .. socket.DIR)
   if not ok then return nil, err end
   self.listener = uv.new_pipe(false)
   ok, err = self:_bind()
@@ -604,7 +552,7 @@ function control.start(run, opts)
   -- Something is there: a live job's socket answers, a killed one's does not.
   -- One another user made is not talked to (it is replaced only when it is
   -- this user's own).
-  local mine, merr = control.check_private(self.bind_path, "socket", { owner_only = true })
+  local mine, merr = socket.check_private(self.bind_path, "socket", { owner_only = true })
   if not mine then
     self.listener:close()
     return nil, merr
@@ -645,7 +593,7 @@ function Server:close()
   if self.ino then
     local st = uv.fs_lstat(self.bind_path)
     if st and st.ino == self.ino then uv.fs_unlink(self.bind_path) end
-    uv.fs_rmdir(self.run.dir .. "/" .. control.DIR)   -- only when empty
+    uv.fs_rmdir(self.run.dir .. "/" .. socket.DIR)   -- only when empty
   end
   for c in pairs(self.conns) do
     if c.waiting then
@@ -654,88 +602,6 @@ function Server:close()
     end
     if not c.busy then c:finish() end    -- a busy one is answered first
   end
-end
-
--- --------------------------------------------------------------- client
-
--- connect(path) for a path of any length: a long one is reached from its
--- folder (connect() itself runs at once, so the folder change is brief; the
--- client commands have no other threads).
-local function connect(pipe, path, cb)
-  if #path <= control.MAX_PATH then return pcall(pipe.connect, pipe, path, cb) end
-  local dir, base = path:match("^(.*)/([^/]+)$")
-  local cwd = uv.cwd()
-  if not dir or not uv.chdir(dir) then return false, "cannot enter " .. tostring(dir) end
-  local ok, err = pcall(pipe.connect, pipe, base, cb)
-  uv.chdir(cwd)
-  return ok, err
-end
-
-function control.request(path, req, opts, cb)
-  opts = opts or {}
-  -- The folder and the socket must be this user's and owner-only.
-  local ok_dir, derr = control.check_private(path:match("^(.*)/[^/]*$") or ".", "directory")
-  local ok_sock, serr = true, nil
-  if ok_dir then ok_sock, serr = control.check_private(path, "socket") end
-  if not (ok_dir and ok_sock) then return cb(nil, derr or serr) end
-  local pipe = uv.new_pipe(false)
-  local timer
-  local buf, done = "", false
-  local function finish(reply, err)
-    if done then return end
-    done = true
-    if timer and not timer:is_closing() then timer:close() end
-    if not pipe:is_closing() then pipe:close() end
-    cb(reply, err)
-  end
-  if (opts.timeout_ms or 0) > 0 then
-    timer = uv.new_timer()
-    timer:start(opts.timeout_ms, 0, function()
-      finish(nil, "no reply in " .. (opts.timeout_ms / 1000) .. " s")
-    end)
-  end
-  local ok, err = connect(pipe, path, function(cerr)
-    if cerr then return finish(nil, cerr) end
-    pipe:write(json.encode(req) .. "\n")
-    pipe:read_start(function(rerr, data)
-      if rerr then return finish(nil, rerr) end
-      if not data then return finish(nil, "the run closed the connection without a reply") end
-      buf = buf .. data
-      local nl = buf:find("\n", 1, true)
-      if nl then
-        local reply, jerr = json.decode(buf:sub(1, nl - 1))
-        if type(reply) ~= "table" then return finish(nil, "unreadable reply: " .. tostring(jerr)) end
-        finish(reply)
-      end
-    end)
-  end)
-  if not ok then finish(nil, tostring(err)) end
-end
-
-function control.request_all(run_dirs, req, opts, cb)
-  local replies, left = {}, #run_dirs
-  if left == 0 then return cb(replies) end
-  for i, d in ipairs(run_dirs) do
-    control.request(control.socket_path(d), req, opts, function(reply, err)
-      replies[i] = { reply = reply, err = err }
-      left = left - 1
-      if left == 0 then cb(replies) end
-    end)
-  end
-end
-
--- Why a connect failed, in words.
-function control.explain(path, err)
-  err = tostring(err)
-  if err:find("^refusing the control ") then return err end
-  if err:find("ENOENT", 1, true) then
-    return "no control socket at " .. path .. ": no job is running there (finished, or never started)"
-  elseif err:find("ECONNREFUSED", 1, true) then
-    return "the control socket " .. path .. " does not answer: the job that made it is no longer running (a stale socket)"
-  elseif err:find("EACCES", 1, true) then
-    return "not allowed to connect to " .. path .. ": the job belongs to another user"
-  end
-  return path .. ": " .. err
 end
 
 return control
