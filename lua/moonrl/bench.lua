@@ -299,11 +299,91 @@ usage: moonrl bench [env|infer|train|all] [options]
                            (cuda: env 65536 envs, small and ref 192 x 128)
 ]]
 
-local parse_args
+-- The options of `moonrl bench`, for cmdline.parse (the CLI's one parser).
+local OPTIONS = {
+  device = { "value", "cpu|cuda|auto" }, net = { "value", "ref|small" }, envs = { "value", "N" },
+  rollout = { "value", "T" }, reps = { "value", "R" }, threads = { "value", "T" },
+  precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["peak-tflops"] = { "value", "X" },
+  json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
+  ["ref-layout"] = { "value", "L" }, ["ref-allocator"] = { "value", "A" }, out = { "value", "file.csv" },
+}
+
+local function one_of(name, v, accepted)
+  for _, n in ipairs(accepted) do if n == v then return v end end
+  error("--" .. name .. " = " .. v .. ": accepted " .. table.concat(accepted, ", "), 0)
+end
+
+local function int(p, name, lo)
+  local v = tonumber(p[name])
+  if not v or v % 1 ~= 0 or v < lo then
+    error(string.format("--%s = %s: accepted an integer >= %d", name, tostring(p[name]), lo), 0)
+  end
+  return v
+end
+
+-- argv -> options; raises the message of a bad command line.
+local function parse_args(args)
+  local cmdline = require("moonrl.cmdline")
+  local p, err = cmdline.parse("bench", args, OPTIONS, 1)
+  if not p then error({ usage = err }, 0) end
+  local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = p.json or false,
+              env_steps = 100, infer_samples = 8192, help = p.help, compile = p.compile, compare = p.compare,
+              out = p.out }
+  if p._pos[1] then
+    o.what = p._pos[1]
+    if not ({ env = true, infer = true, train = true, all = true })[o.what] then
+      error("unknown argument '" .. o.what .. "': accepted env, infer, train, all\n" .. bench.usage, 0)
+    end
+  end
+  if p.device then o.device = one_of("device", p.device, { "cpu", "cuda", "auto" }) end
+  if p.net then
+    o.net, o.net_given = p.net, true
+    if not NETS[o.net] then error("--net = " .. o.net .. ": accepted ref, small", 0) end
+  end
+  if p.envs then o.envs = int(p, "envs", 1) end
+  if p.rollout then o.rollout = int(p, "rollout", 1) end
+  if p.reps then o.reps = int(p, "reps", 1) end
+  if p.threads then o.threads = int(p, "threads", 0) end
+  if p.precision then
+    o.precision = p.precision
+    if not bench.PRECISIONS[o.precision] then error("--precision = " .. o.precision .. ": accepted fp32, bf16, fp16", 0) end
+  end
+  if p["peak-tflops"] then
+    o.peak_tflops = tonumber(p["peak-tflops"])
+    if not o.peak_tflops or o.peak_tflops <= 0 then
+      error("--peak-tflops = " .. p["peak-tflops"] .. ": accepted a positive number", 0)
+    end
+  end
+  if p.scaling then
+    o.scaling = {}
+    for n in p.scaling:gmatch("[^,]+") do
+      local v = tonumber(n)
+      if not v or v < 1 then error("--scaling: '" .. n .. "' is not a positive integer", 0) end
+      o.scaling[#o.scaling + 1] = v
+    end
+  end
+  if p.rows then
+    o.rows = {}
+    local rows = require("moonrl.bench_compare").ROWS
+    for r in p.rows:gmatch("[^,]+") do
+      if not rows[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
+      o.rows[#o.rows + 1] = r
+    end
+    if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
+  end
+  if p["ref-layout"] then
+    o.ref_layout = one_of("ref-layout", p["ref-layout"], require("moonrl.bench_compare").LAYOUTS)
+  end
+  if p["ref-allocator"] then
+    o.ref_allocator = one_of("ref-allocator", p["ref-allocator"], require("moonrl.bench_compare").ALLOCATORS)
+  end
+  return o
+end
 
 function bench.main(args)
   local ok, o = pcall(parse_args, args)
   if not ok then
+    if type(o) == "table" then io.stderr:write(o.usage, "\n") return 2 end   -- cmdline.parse's own message
     io.stderr:write("moonrl bench: ", tostring(o), "\n")
     return 2
   end
@@ -318,85 +398,6 @@ function bench.main(args)
     return 1
   end
   return rc
-end
-
-parse_args = function(args)
-  local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = false,
-              env_steps = 100, infer_samples = 8192 }
-  local i = 1
-  local function value(name)
-    i = i + 1
-    if args[i] == nil then error(name .. " needs a value", 0) end
-    return args[i]
-  end
-  local function int(name, lo)
-    local v = tonumber(value(name))
-    if not v or v % 1 ~= 0 or v < lo then
-      error(string.format("%s = %s: accepted an integer >= %d", name, tostring(args[i]), lo), 0)
-    end
-    return v
-  end
-  while i <= #args do
-    local a = args[i]
-    if a == "env" or a == "infer" or a == "train" or a == "all" then o.what = a
-    elseif a == "--device" then
-      o.device = value(a)
-      if o.device ~= "cpu" and o.device ~= "cuda" and o.device ~= "auto" then
-        error("--device = " .. o.device .. ": accepted cpu, cuda, auto", 0)
-      end
-    elseif a == "--net" then
-      o.net, o.net_given = value(a), true
-      if not NETS[o.net] then error("--net = " .. o.net .. ": accepted ref, small", 0) end
-    elseif a == "--envs" then o.envs = int(a, 1)
-    elseif a == "--rollout" then o.rollout = int(a, 1)
-    elseif a == "--reps" then o.reps = int(a, 1)
-    elseif a == "--threads" then o.threads = int(a, 0)
-    elseif a == "--precision" then
-      o.precision = value(a)
-      if not bench.PRECISIONS[o.precision] then error("--precision = " .. o.precision .. ": accepted fp32, bf16, fp16", 0) end
-    elseif a == "--compile" then o.compile = true
-    elseif a == "--peak-tflops" then
-      o.peak_tflops = tonumber(value(a))
-      if not o.peak_tflops or o.peak_tflops <= 0 then
-        error("--peak-tflops = " .. tostring(args[i]) .. ": accepted a positive number", 0)
-      end
-    elseif a == "--json" then o.json = true
-    elseif a == "--compare" then o.compare = true
-    elseif a == "--scaling" then
-      o.scaling = {}
-      for n in value(a):gmatch("[^,]+") do
-        local v = tonumber(n)
-        if not v or v < 1 then error("--scaling: '" .. n .. "' is not a positive integer", 0) end
-        o.scaling[#o.scaling + 1] = v
-      end
-    elseif a == "--rows" then
-      o.rows = {}
-      local rows = require("moonrl.bench_compare").ROWS
-      for r in value(a):gmatch("[^,]+") do
-        if not rows[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
-        o.rows[#o.rows + 1] = r
-      end
-      if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
-    elseif a == "--ref-layout" then
-      o.ref_layout = value(a)
-      local accepted = require("moonrl.bench_compare").LAYOUTS
-      local ok = false
-      for _, n in ipairs(accepted) do ok = ok or n == o.ref_layout end
-      if not ok then error("--ref-layout = " .. o.ref_layout .. ": accepted " .. table.concat(accepted, ", "), 0) end
-    elseif a == "--ref-allocator" then
-      o.ref_allocator = value(a)
-      local accepted = require("moonrl.bench_compare").ALLOCATORS
-      local ok = false
-      for _, n in ipairs(accepted) do ok = ok or n == o.ref_allocator end
-      if not ok then
-        error("--ref-allocator = " .. o.ref_allocator .. ": accepted " .. table.concat(accepted, ", "), 0)
-      end
-    elseif a == "--out" then o.out = value(a)
-    elseif a == "--help" or a == "-h" then o.help = true
-    else error("unknown argument '" .. a .. "'\n" .. bench.usage, 0) end
-    i = i + 1
-  end
-  return o
 end
 
 function bench.run(o)
