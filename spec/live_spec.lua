@@ -190,7 +190,7 @@ describe("moonrl.live", function()
       end)
     end
 
-    it("re-reads on live.reread(), what moonrl.signals' SIGHUP handler calls, while a file is watched", function()
+    it("re-reads on live.reread(), what moonrl.runtime.signals' SIGHUP handler calls, while a file is watched", function()
       -- (a real SIGHUP to a run is in the end-to-end case below, in the binary)
       local run = fake_run(dir)
       local path = dir .. "/tweaks.lua"

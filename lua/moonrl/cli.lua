@@ -1,6 +1,6 @@
 -- moonrl.cli - the `moonrl` command line. main.c runs this file with the
 -- process arguments (`...`); the command itself runs as the main coroutine on
--- the loop (moonrl._main), so a failure there is the process's failure.
+-- the loop (moonrl.runtime.tasks.main), so a failure there is the process's failure.
 --
 -- This file only dispatches. Each command is a module of its own,
 -- lua/moonrl/commands/<name>.lua, that describes itself (name, one-line
@@ -11,11 +11,11 @@
 -- Exit codes: 0 success; 1 a failure while working (a run that failed, an
 -- evaluation error, an error in a script); 2 a bad command line or config
 -- (the message names the argument and what is accepted); 128 + N stopped by
--- signal N (130 SIGINT, 143 SIGTERM: moonrl.signals). A command's run
+-- signal N (130 SIGINT, 143 SIGTERM: moonrl.runtime.signals). A command's run
 -- returns its exit code (nil: 0, unless it set one).
 
 local core = require("moonrl.core")
-local moonrl = require("moonrl")
+local tasks = require("moonrl.runtime.tasks")
 local cmdline = require("moonrl.cmdline")
 
 local args = { ... }
@@ -52,7 +52,7 @@ if not command then
 end
 local rest = {}
 for i = 2, #args do rest[#rest + 1] = args[i] end
-moonrl._main(function(argv)
+tasks.main(function(argv)
   local code = command.run(argv)
   if type(code) == "number" then core.set_exit_code(code) end
 end, rest)

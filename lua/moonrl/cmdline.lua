@@ -8,7 +8,7 @@
 --     help = "usage: moonrl train ..." | function() -> that text,
 --     order = 10,                              place in the list (then by name)
 --     run = function(argv) -> exit code | nil }
--- run works as the main coroutine on the loop (moonrl._main); it reports a
+-- run works as the main coroutine on the loop (moonrl.runtime.tasks.main); it reports a
 -- bad command line with cmdline.usage_error (exit code 2) and a failure while
 -- working with exit code 1. Adding the file is all it takes for the command
 -- to be dispatched, listed in `moonrl --help` and in the "unknown command"

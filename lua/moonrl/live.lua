@@ -30,7 +30,7 @@
 -- (uv.new_fs_poll, POLL_MS). A save whose text is what was read last is not
 -- read again; SIGHUP re-reads regardless.
 --
--- SIGHUP: moonrl.signals' handler calls live.reread().
+-- SIGHUP: moonrl.runtime.signals' handler calls live.reread().
 --
 --   live.watch(run, path[, opts]) -> watcher   opts.poll = true: poll, never fs_event
 --   watcher:reload([force]) -> true | nil, err  read, check, apply now

@@ -46,8 +46,8 @@ local COMMANDS = { status = 0, get = 1, set = math.huge, pause = 0, resume = 0, 
 local NAMES = { "status", "get", "set", "pause", "resume", "checkpoint", "stop" }
 
 local function request(path, req, timeout_ms)
-  local moonrl, control = require("moonrl"), require("moonrl.control.client")
-  return moonrl._await("moonrl ctl", function(wake)
+  local control = require("moonrl.control.client")
+  return require("moonrl.runtime.tasks").await("moonrl ctl", function(wake)
     control.request(path, req, { timeout_ms = timeout_ms }, wake)
   end)
 end

@@ -23,7 +23,7 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 -- Runs a program and returns its stdout, or nil, why (not found, failed, timed out).
 local function capture(cmd, argv, timeout_ms)
   local uv = require("luv")
-  return require("moonrl")._await("capture", function(done)
+  return require("moonrl.runtime.tasks").await("capture", function(done)
     local pipe = uv.new_pipe(false)
     local chunks, exited, eof, code = {}, false, false, nil
     local timer = uv.new_timer()

@@ -66,7 +66,7 @@ end
 local thousands = require("moonrl.number").thousands
 
 function ps.run(argv)
-  local moonrl, uv = require("moonrl"), require("luv")
+  local uv = require("luv")
   local control, json = require("moonrl.control.client"), require("moonrl.json")
   local o, e = cmdline.parse("ps", argv, { json = { "flag" }, timeout = { "value", "seconds" } }, 1)
   if not o then return usage_error(e) end
@@ -83,7 +83,7 @@ function ps.run(argv)
 
   -- Ask them all at once; each answers or times out on its own.
   local dirs, sweeps = candidates(dir)
-  local replies = moonrl._await("moonrl ps", function(wake)
+  local replies = require("moonrl.runtime.tasks").await("moonrl ps", function(wake)
     control.request_all(dirs, { cmd = "status" }, { timeout_ms = timeout * 1000 }, wake)
   end)
 

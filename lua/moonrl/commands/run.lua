@@ -30,7 +30,7 @@ options (before the script's name; everything after it is the script's):
 
 function run.run(argv)
   if argv[1] == "--verbose" then
-    require("moonrl")._verbose = true
+    require("moonrl.run.start").verbose = true
     argv = { unpack(argv, 2) }
   end
   local script = argv[1]

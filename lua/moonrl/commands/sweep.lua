@@ -36,7 +36,7 @@ options:
 local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function status(dir, o)
-  local moonrl, control, json = require("moonrl"), require("moonrl.control.client"), require("moonrl.json")
+  local control, json = require("moonrl.control.client"), require("moonrl.json")
   local results, plot = require("moonrl.sweep.results"), require("moonrl.sweep.plot")
   local list, info = plot.trials(dir)
   -- started without a result: running, or left by an interrupted sweep?
@@ -56,7 +56,7 @@ local function status(dir, o)
   if #ask > 0 then
     local dirs = {}
     for i, r in ipairs(ask) do dirs[i] = r.dir end
-    local replies = moonrl._await("moonrl sweep status", function(wake)
+    local replies = require("moonrl.runtime.tasks").await("moonrl sweep status", function(wake)
       control.request_all(dirs, { cmd = "status" }, { timeout_ms = 2000 }, wake)
     end)
     for i, r in ipairs(ask) do

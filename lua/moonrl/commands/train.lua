@@ -118,7 +118,7 @@ function train.run(argv)
         "changes; moonrl train --resume RUN_DIR [changes.lua] [--set k=v ...]")
     end
     local perr
-    plan, perr = moonrl._resume_plan(file, { resume = o.resume, sets = o.set, hardware = o.hardware, level = o.level })
+    plan, perr = require("moonrl.run.start").resume_plan(file, { resume = o.resume, sets = o.set, hardware = o.hardware, level = o.level })
     if not plan then return usage_error("moonrl train --resume: " .. perr) end
     cfg, notes = plan.cfg, plan.notes
     if plan.finished then   -- nothing to train: said, and the run left as it is
@@ -156,7 +156,7 @@ function train.run(argv)
     if not ok then return usage_error("moonrl train: --live: " .. lerr) end
   end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
-  local started, run = pcall(moonrl._start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose })
+  local started, run = pcall(require("moonrl.run.start").start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose })
   if not started then
     err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
     return 1
@@ -165,7 +165,7 @@ function train.run(argv)
   local s = run:wait()
   print_summary(s)
   if s.status == "error" then return 1 end
-  local stopped_by = require("moonrl.signals").exit_code()
+  local stopped_by = require("moonrl.runtime.signals").exit_code()
   if stopped_by then return stopped_by end   -- no evaluation: the user wants the process to end
   if o["no-eval"] or not s.checkpoint then return end
   out(string.format("\nevaluation (%d envs x %d steps x %d run%s):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs,

@@ -52,7 +52,7 @@ control.limits = {
   max_queue = 1024 * 1024,  -- reply bytes waiting for a client that does not read
 }
 
-local function moonrl() return require("moonrl") end
+local tasks = require("moonrl.runtime.tasks")
 
 -- --------------------------------------------------------------- values
 
@@ -195,7 +195,7 @@ handlers.resume = pause_resume("resume", "running")
 -- Answers later: reply(t) once the checkpoint is written.
 function handlers.checkpoint(self, req, reply)
   if not self.run:alive() then return { ok = false, error = "checkpoint: the run has finished" } end
-  moonrl().spawn(function()
+  tasks.spawn(function()
     local path, err = self.run:checkpoint()
     if path then reply({ ok = true, path = path }) else reply({ ok = false, error = "checkpoint: " .. tostring(err) }) end
   end)
@@ -210,7 +210,7 @@ function handlers.stop(self, req, reply)
   end
   self.run:stop({ checkpoint = req.checkpoint ~= false })
   if not req.wait then return { ok = true } end
-  moonrl().spawn(function()
+  tasks.spawn(function()
     local s = self.run:wait() or {}
     reply({ ok = true, status = s.status, updates = s.updates, checkpoint = s.checkpoint, error = s.error })
   end)

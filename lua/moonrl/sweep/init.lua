@@ -85,7 +85,8 @@ local sweep = {}
 local Sweep = {}
 Sweep.__index = Sweep
 
-local function moonrl() return require("moonrl") end
+local tasks = require("moonrl.runtime.tasks")
+local shutdown = require("moonrl.runtime.shutdown")
 local config = require("moonrl.config")
 
 local NOT_SWEPT = { dir = "each trial has its own directory", hardware = "a profile is a layer: sweep the keys it sets",
@@ -305,7 +306,7 @@ function sweep.start(spec)
   end
 
   -- the base, resolved as moonrl.train would
-  local base_cfg, notes = moonrl().resolve(spec.base, { sets = spec.sets, hardware = spec.hardware, level = spec.level })
+  local base_cfg, notes = require("moonrl.run.start").resolve(spec.base, { sets = spec.sets, hardware = spec.hardware, level = spec.level })
   if not base_cfg then error("moonrl.sweep: base config: " .. tostring(notes), 2) end
   self.base_cfg, self.notes = base_cfg, notes
   self.base_cfg.dir = nil
@@ -426,7 +427,7 @@ function sweep.start(spec)
   for _, n in ipairs(notes or {}) do
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end
-  moonrl()._track(self)
+  shutdown.track(self, { note = function(msg) self:say(msg) end, abort = function() self:_abort() end })
   self.starting = true
   self:_fill()
   self.starting = false
@@ -576,7 +577,7 @@ function Sweep:_fill_array()
       -- the first submission (a wrong partition, no Slurm here): an error for
       -- the script, not failed trials that a re-run would not try again
       self.filling = false
-      moonrl()._untrack(self)
+      shutdown.untrack(self)
       error("moonrl.sweep: the trials could not be submitted: " .. tostring(err), 0)
     end
     for i, b in ipairs(batch) do
@@ -880,7 +881,7 @@ function Sweep:_check_end()
   end
   local summary = { status = self.status, results = self:results(), best = self:best(), dir = self.dir }
   self._summary = summary
-  moonrl()._untrack(self)
+  shutdown.untrack(self)
   local waiters = self.waiters
   self.waiters = {}
   for _, w in ipairs(waiters) do w(summary) end
@@ -906,7 +907,7 @@ end
 
 function Sweep:wait()
   if self._summary then return self._summary end
-  return moonrl()._await("sweep:wait()", function(wake) self.waiters[#self.waiters + 1] = wake end)
+  return tasks.await("sweep:wait()", function(wake) self.waiters[#self.waiters + 1] = wake end)
 end
 
 function Sweep:results()
@@ -954,8 +955,7 @@ function Sweep:_abort()
   end
 end
 
--- what moonrl's signal handlers ask of what they stop (moonrl.signals)
-function Sweep:_note(msg) self:say(msg) end
+-- what moonrl's signal handlers ask of what they stop (moonrl.runtime.signals)
 function Sweep:checkpoint() return true end
 
 return sweep

@@ -84,7 +84,9 @@ local function traceback(e)
   return debug.traceback(tostring(e), 2)
 end
 
-local function moonrl() return require("moonrl") end
+local tasks = require("moonrl.runtime.tasks")
+local shutdown = require("moonrl.runtime.shutdown")
+local hardware = require("moonrl.runtime.hardware")
 
 -- --------------------------------------------------------------- train.log
 
@@ -143,8 +145,8 @@ local function prepare(cfg)
   local c, err = engine.config(cfg)
   if not c then return nil, err end
   local device = cfg.device
-  if device == "auto" then device = moonrl().detect().gpus > 0 and "cuda" or "cpu" end
-  if device == "cuda" and moonrl().detect().gpus == 0 then
+  if device == "auto" then device = hardware.detect().gpus > 0 and "cuda" or "cpu" end
+  if device == "cuda" and hardware.detect().gpus == 0 then
     return nil, "device = cuda (hardware = " .. tostring(cfg.hardware) .. "), but no usable GPU was found " ..
       "(or this build has no CUDA backend: see moonrl version); accepted here: device = cpu or auto, " ..
       "hardware = cpu, ci, debug or auto"
@@ -214,7 +216,7 @@ function Run.start(cfg, opts)
     hook_failures = {}, hook_streak = {}, hook_disabled = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
     bad_updates = 0, bad_streak = 0,
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
-    on_end = opts.on_end, warmup = warmup, resume_plan = rs,
+    warmup = warmup, resume_plan = rs,
   }, Run)
 
   local notes = { unpack(opts.notes or {}) }
@@ -316,6 +318,7 @@ function Run.start(cfg, opts)
   end
   local control, cerr = require("moonrl.control.server").start(self, { on_note = note })
   if control then self.control = control else note(cerr) end
+  shutdown.add_run(self, function(msg) self:_note(msg) end)   -- a stop signal stops it
   return self
 end
 
@@ -382,7 +385,7 @@ function Run:_hook(name, ...)
   end
 end
 
--- A line in train.log (signals, stop reasons: moonrl.signals writes here).
+-- A line in train.log (signals, stop reasons: moonrl.runtime.signals writes here).
 function Run:_note(msg)
   if self.log and not self._summary then self.log:line(msg) end
 end
@@ -570,7 +573,7 @@ function handlers.finished(self, reason, updates, last)
     self.log:close(function()
       self.lock:release()
       self:_hook("on_finish", self._summary, self)
-      if self.on_end then self.on_end(self) end
+      shutdown.run_ended(self)
       self._ended = true
       local waiters = self.waiters
       self.waiters = {}
@@ -600,7 +603,7 @@ function Run:summary() return self._summary end
 
 function Run:wait()
   if self._ended then return self._summary end
-  return moonrl()._await("run:wait()", function(wake)
+  return tasks.await("run:wait()", function(wake)
     self.waiters[#self.waiters + 1] = wake
   end)
 end
@@ -727,7 +730,7 @@ function Run:checkpoint(path)
     self.handle:checkpoint(path or "")
     return true
   end
-  return moonrl()._await("run:checkpoint()", function(wake)
+  return tasks.await("run:checkpoint()", function(wake)
     self.ckpt_waiters[#self.ckpt_waiters + 1] = wake
     self.handle:checkpoint(path or "")
   end)

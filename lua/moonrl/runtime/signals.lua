@@ -1,4 +1,4 @@
--- moonrl.signals - what a signal does to a moonrl process and its runs.
+-- moonrl.runtime.signals - what a signal does to a moonrl process and its runs.
 --
 -- Installed by the first run a process starts (moonrl.train, moonrl train),
 -- once; the handles are unreferenced, so they never keep the loop alive.
@@ -27,8 +27,9 @@
 -- Public
 --   signals.install(host)    host = { runs = fn() -> list of live runs,
 --                                     stop_all = fn(code, reason),
---                                     stopping = fn() -> true once stop_all ran }
---                            (moonrl's init.lua: stops every run, exits `code`
+--                                     stopping = fn() -> true once stop_all ran,
+--                                     note = fn(run, msg): a line in its log }
+--                            (moonrl.runtime.shutdown: stops every run, exits `code`
 --                            once their files are closed; called again, exits at once)
 --   signals.handlers[name](ctx)   what signal `name` ("sighup", ...) does; ctx =
 --                            { name =, code = 128 + its number, runs = list of live
@@ -102,7 +103,7 @@ local function context(name, host)
       end
       -- on a terminal, the note on a line of its own and the progress bar redrawn after it
       if not (console and pcall(console.aside, console, say)) then say() end
-      for _, r in ipairs(runs) do r:_note(msg) end
+      for _, r in ipairs(runs) do host.note(r, msg) end
     end,
   }
 end
