@@ -10,7 +10,7 @@
 
 local support = require("support")
 local trim = require("moonrl.sinks.trim")
-local tb = require("moonrl.tensorboard")
+local tb = require("moonrl.formats.tensorboard")
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
 local have_bin = io.open(BIN, "rb") ~= nil

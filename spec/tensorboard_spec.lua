@@ -1,7 +1,7 @@
 -- The TensorBoard writer checked by a reader written here from the format's
 -- description alone: a bitwise CRC32C (no table), its own varint and
 -- protobuf field parser, IEEE-754 decoding by arithmetic (no FFI).
-local tb = require("moonrl.tensorboard")
+local tb = require("moonrl.formats.tensorboard")
 local TbSink = require("moonrl.sinks.tensorboard")
 local support = require("support")
 local uv = support.uv

@@ -38,7 +38,7 @@
 --             callback = function(result, err) (then it returns at once),
 --             records = false (no result.records: saves their memory, but
 --             moonrl.eval_table needs them; by default every death and
---             survivor, engine.eval_records, which moonrl.evaltable summarises)
+--             survivor, engine.eval_records, which moonrl.eval.table summarises)
 --       result: mode, checkpoint, update (of update_NNNNNNN.mrck), describe,
 --               trained_mode, train_seed, eval = {num_envs, steps, runs, seed},
 --               records, and the engine's own aggregates (mr_eval_result, kept

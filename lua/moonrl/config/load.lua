@@ -14,11 +14,11 @@
 --   loader.sandbox() -> the environment config files run in (a fresh table)
 --   loader.file(path) -> table | nil, err         a config file on disk
 --   loader.resource(relpath) -> table | nil, err  a file moonrl ships, through
---       moonrl.resources ("configs/default.lua": embedded or the source tree)
+--       moonrl.runtime.resources ("configs/default.lua": embedded or the source tree)
 --   loader.text(text, origin) -> table | nil, err config source; origin names it
 --   loader.layer(kind, name[, dir]) -> table | nil, err
 --       kind "profile" (configs/hardware/<name>.lua) or "level"
---       (configs/levels/<name>.lua), through moonrl.resources; with dir, from
+--       (configs/levels/<name>.lua), through moonrl.runtime.resources; with dir, from
 --       dir/hardware or dir/levels on disk; a name ending in .lua is a path of
 --       its own. Checked as a partial config.
 --   loader.hint_global(msg) -> msg with "did you mean" for a misspelt constructor
@@ -33,14 +33,14 @@
 --       in the binary: found from any directory); neither: an error that lists
 --       the shipped names
 
-local resources = require("moonrl.resources")
+local resources = require("moonrl.runtime.resources")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
 
 local loader = {}
 
 -- The directory holding hardware/ and levels/ on disk: configs/ in the
--- source tree moonrl.resources reads when nothing is embedded.
+-- source tree moonrl.runtime.resources reads when nothing is embedded.
 function loader.config_dir()
   return resources.root() .. "configs"
 end

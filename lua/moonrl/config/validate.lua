@@ -1,4 +1,4 @@
--- moonrl.config.validate - checking configs against moonrl.schema: whole
+-- moonrl.config.validate - checking configs against moonrl.config.schema: whole
 -- tables (validate), single keys (get, set), --set key=value text
 -- (parse_set), with "did you mean" for unknown keys and the checks that
 -- involve more than one key.
@@ -10,10 +10,10 @@
 --   validate.unknown_key(path) -> "unknown key 'x' - did you mean 'y'?"
 --   validate.normalize_value(entry, v) -> the value as the resolved table holds it
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
-local warmup = require("moonrl.warmup")
+local warmup = require("moonrl.config.warmup")
 local keys = require("moonrl.config.keys")
 local loader = require("moonrl.config.load")
 

@@ -11,7 +11,7 @@
 --   client.socket_path(run_dir) -> path         (moonrl.control.socket's)
 
 local uv = require("luv")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local socket = require("moonrl.control.socket")
 
 local control = {}

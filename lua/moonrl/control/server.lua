@@ -37,7 +37,7 @@
 --   server.limits                                max_line, max_clients, wait_ms, max_waiting, idle_ms, max_queue
 
 local uv = require("luv")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
 local socket = require("moonrl.control.socket")
 
@@ -89,7 +89,7 @@ end
 local function hot_values(cfg)
   local config = require("moonrl.config")
   local out = {}
-  for _, k in ipairs(require("moonrl.schema").hot_keys()) do
+  for _, k in ipairs(require("moonrl.config.schema").hot_keys()) do
     out[k] = plain((config.get(cfg, k)))
   end
   return out

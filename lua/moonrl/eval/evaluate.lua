@@ -17,7 +17,7 @@ local function eval_args(target, on_skip)
   local path
   if type(target) == "string" then
     path = target
-    local rs = require("moonrl.resume")
+    local rs = require("moonrl.run.resume")
     local st = uv.fs_stat(target)
     local run_dir = st and st.type == "directory" and target or rs.run_dir_of(target)
     local defaults
@@ -96,7 +96,7 @@ function evaluate.evaluate(target, opts)
       local trained = engine.config_from_bytes(cfg_bytes)
       r.mode = opts.mode or engine.mode_name(trained.env.mode)
       r.checkpoint, r.describe = path, describe
-      r.update = require("moonrl.evaltable").update_of(path)
+      r.update = require("moonrl.eval.table").update_of(path)
       r.trained_mode, r.train_seed = engine.mode_name(trained.env.mode), tonumber(trained.seed)
       r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
       if rec_bytes then r.records = engine.eval_records(rec_bytes) end
@@ -111,13 +111,13 @@ function evaluate.evaluate(target, opts)
 end
 
 -- The evaluation table (docs/evaluation.md) of results of moonrl.evaluate:
--- the same computation as `moonrl eval` (moonrl.evaltable, from the
+-- the same computation as `moonrl eval` (moonrl.eval.table, from the
 -- records): what was evaluated, one column per result (its `label`, else its
 -- mode), every metric with its 95% interval, the definitions. opts: boot
 -- (resamples, default 1000), boot_seed (1), unit ("agents" | "runs").
 function evaluate.eval_table(results, opts)
   opts = opts or {}
-  local et = require("moonrl.evaltable")
+  local et = require("moonrl.eval.table")
   if type(results) ~= "table" or #results == 0 then
     error("moonrl.eval_table: expected a list of results of moonrl.evaluate, got " ..
       (type(results) == "table" and "an empty list" or type(results)), 2)

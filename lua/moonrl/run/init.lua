@@ -15,10 +15,10 @@
 --   run:set(key, value[, source])  true | nil, err: hot keys only (schema hot ~= false),
 --                              validated by config.set; an engine key applies
 --                              from the next update the thread starts. Every
---                              change is recorded (moonrl.changes: train.log,
+--                              change is recorded (moonrl.run.changes: train.log,
 --                              metrics.jsonl, changes.lua) with `source`, a label
 --                              saying who made it (default "run:set")
---   run.changes.list           the changes recorded so far (moonrl.changes)
+--   run.changes.list           the changes recorded so far (moonrl.run.changes)
 --   run.live                   the live tweak file's watcher (cfg.live; moonrl.live)
 --   run:set_many({key = value, ...}[, source])  true | nil, err: all or none, from the same update
 --   run:get(key)               the value in force
@@ -34,13 +34,13 @@
 -- force, written by run:set and a resume that changed anything: what a resume
 -- continues from), .config.as-written.lua (the last of the two as written:
 -- what moonrl.resume tells an edit from), train.log (a plain
--- log, one line per event), changes.lua (moonrl.changes), the sinks' files
+-- log, one line per event), changes.lua (moonrl.run.changes), the sinks' files
 -- (metrics.jsonl, metrics.csv, events.out.tfevents.*), checkpoints/ and, while
 -- the run goes, control/control.sock (moonrl.control.server: `moonrl ctl`, `moonrl ps`). The
 -- few files written at start are small and written synchronously;
 -- everything per update is asynchronous (the log here, the sinks' own writes).
 --
--- A new run never reuses a directory that holds a run (moonrl.rundir): it is
+-- A new run never reuses a directory that holds a run (moonrl.run.dir): it is
 -- refused, or with opts.force moved aside to DIR.old-<time>.
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
@@ -68,10 +68,10 @@
 local core = require("moonrl.core")
 local uv = require("luv")
 local config = require("moonrl.config")
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local engine = require("moonrl.engine")
 local util = require("moonrl.util")
-local rundir = require("moonrl.rundir")
+local rundir = require("moonrl.run.dir")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 
 local Run = {}
@@ -95,7 +95,7 @@ local Log = {}
 Log.__index = Log
 
 local function open_log(path, append)
-  local file = require("moonrl.asyncfile").open(uv, path, {
+  local file = require("moonrl.runtime.asyncfile").open(uv, path, {
     on_error = function(msg) core.report("train.log", tostring(msg)) end, append = append,
   })
   return setmetatable({ file = file }, Log)
@@ -151,7 +151,7 @@ local function prepare(cfg)
       "(or this build has no CUDA backend: see moonrl version); accepted here: device = cpu or auto, " ..
       "hardware = cpu, ci, debug or auto"
   end
-  local w, werr = require("moonrl.warmup").normalize(cfg.warmup, {
+  local w, werr = require("moonrl.config.warmup").normalize(cfg.warmup, {
     device = device, level = cfg.level, num_envs = cfg.env.num_envs })
   if not w then return nil, werr end
   -- What warm-up prepares is the engine's to do; it is told through the
@@ -181,7 +181,7 @@ end
 local function write_config_file(dir, name, text)
   local ok, err = write_file(dir .. "/" .. name, text)
   if not ok then return nil, err end
-  return write_file(dir .. "/" .. require("moonrl.resume").WRITTEN_FILE, text)
+  return write_file(dir .. "/" .. require("moonrl.run.resume").WRITTEN_FILE, text)
 end
 
 function Run:_write_config()
@@ -227,7 +227,7 @@ function Run.start(cfg, opts)
   if not ok then util.refuse(err, 3) end
   self.dir = dir
   -- One process at a time in a directory, before anything in it changes.
-  local dirlock = require("moonrl.dirlock")
+  local dirlock = require("moonrl.run.dirlock")
   self.lock, err = dirlock.take(dir)
   if not self.lock then util.refuse(err, 3) end
   local function fail(msg)
@@ -264,7 +264,7 @@ function Run.start(cfg, opts)
   end
   if log_only then self.log:line(log_only) end
 
-  self.changes = require("moonrl.changes").new(self)
+  self.changes = require("moonrl.run.changes").new(self)
 
   self.console = cfg.log.console and opts.console ~= false
   self.sinks = {}
@@ -309,7 +309,7 @@ function Run.start(cfg, opts)
   end
   self.status = "running"
   if cfg.live then
-    local okl, lerr = pcall(function() self.live = require("moonrl.live").watch(self, cfg.live) end)
+    local okl, lerr = pcall(function() self.live = require("moonrl.run.live").watch(self, cfg.live) end)
     if not okl then core.report("run " .. dir .. ": live tweaks", tostring(lerr)) end
   end
   local function note(msg)
@@ -349,7 +349,7 @@ end
 function Run:_hook(name, ...)
   local fn = self.cfg.hooks and self.cfg.hooks[name]
   if type(fn) ~= "function" or self.hook_disabled[name] == fn then return end
-  local live = package.loaded["moonrl.live"]
+  local live = package.loaded["moonrl.run.live"]
   local ok, err
   if live and live.from_file(fn) then
     ok, err = live.call(fn, ...)   -- from a live tweak file: under its limits
@@ -417,7 +417,7 @@ function Run:_metrics(m)
       fmt(m.lr), fmt(m.sps)))
   end
   local okm, alerts = pcall(function()
-    return require("moonrl.alerts").check(m, self.cfg.alerts, self.alert_state)
+    return require("moonrl.run.alerts").check(m, self.cfg.alerts, self.alert_state)
   end)
   if not okm then
     if not self.alerts_broken then

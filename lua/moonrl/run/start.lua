@@ -30,7 +30,7 @@ function start.resolve(cfg_or_path, opts)
   end
   if type(file) == "string" then
     local st = uv.fs_stat(file)
-    local rs = require("moonrl.resume")
+    local rs = require("moonrl.run.resume")
     if (st and st.type == "directory") or rs.is_checkpoint(file) then return nil, rs.hint(file) end
   end
   if opts.sets ~= nil and type(opts.sets) ~= "table" then
@@ -38,7 +38,7 @@ function start.resolve(cfg_or_path, opts)
   end
   local cfg, notes = config.resolve {
     file = file, sets = opts.sets, hardware = opts.hardware, level = opts.level, detect = hardware.detect,
-    default_experiment = true,   -- no file: configs/default.lua (moonrl.resources)
+    default_experiment = true,   -- no file: configs/default.lua (moonrl.runtime.resources)
   }
   if not cfg then return nil, notes end
   if opts.dir ~= nil then
@@ -61,10 +61,12 @@ function start.start(cfg, notes, opts)
   if stopping then
     util.refuse("not starting a run: moonrl is stopping (" .. stopping.reason .. ")", 3)
   end
-  return require("moonrl.run").start(cfg, {
+  -- not a tail call: the levels of Run.start's refusals count this frame
+  local run = require("moonrl.run").start(cfg, {
     notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume, force = opts.force,
     verbose = opts.verbose or start.verbose,
   })
+  return run
 end
 
 function start.resume_plan(cfg_or_path, opts)
@@ -81,7 +83,7 @@ function start.resume_plan(cfg_or_path, opts)
   if changes ~= nil and type(changes) ~= "string" and type(changes) ~= "table" then
     return nil, "expected a config table or the path of a config file, got " .. type(changes)
   end
-  return require("moonrl.resume").prepare(dir, {
+  return require("moonrl.run.resume").prepare(dir, {
     file = changes, sets = opts.sets, hardware = opts.hardware, level = opts.level, hooks = opts.hooks,
   })
 end

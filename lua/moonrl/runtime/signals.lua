@@ -74,7 +74,7 @@ end
 
 -- The place to re-read whatever a running job reads live.
 signals.handlers.sighup = function(ctx)
-  local n = package.loaded["moonrl.live"] and package.loaded["moonrl.live"].reread() or 0
+  local n = package.loaded["moonrl.run.live"] and package.loaded["moonrl.run.live"].reread() or 0
   if n > 0 then
     ctx.note("SIGHUP: re-read " .. n .. " live tweak file" .. (n == 1 and "" or "s") .. " (the run goes on)")
     return

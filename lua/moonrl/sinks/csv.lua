@@ -16,7 +16,7 @@
 --   sink:close([cb])
 --   sink.path, sink.columns (after the first update)
 
-local asyncfile = require("moonrl.asyncfile")
+local asyncfile = require("moonrl.runtime.asyncfile")
 local base = require("moonrl.sinks.base")
 local util = require("moonrl.util")
 

@@ -5,7 +5,7 @@
 -- fields of sinks.base.FIELDS (null when the engine did not report them).
 -- NaN and infinities are written as null. Writes are asynchronous (luv fs).
 --
--- Events (a change made while training: moonrl.changes) are lines of their
+-- Events (a change made while training: moonrl.run.changes) are lines of their
 -- own with an "event" field naming the kind, which no metrics line has: a
 -- reader of metrics skips lines that have it.
 --
@@ -19,9 +19,9 @@
 --   sink:close([cb])                          cb(err) once the file is flushed and closed
 --   sink.path
 
-local asyncfile = require("moonrl.asyncfile")
+local asyncfile = require("moonrl.runtime.asyncfile")
 local base = require("moonrl.sinks.base")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 
 local Jsonl = {}
 Jsonl.__index = Jsonl

@@ -5,7 +5,7 @@
 -- below, at step = agent_steps (falling back to update), so curves of runs
 -- with different batch sizes line up. Other numeric metrics are written under
 -- "metrics/<name>". Non-finite values are written as they are (TensorBoard
--- shows them). Encoding and CRCs: moonrl.tensorboard. Writes are asynchronous
+-- shows them). Encoding and CRCs: moonrl.formats.tensorboard. Writes are asynchronous
 -- (luv fs).
 --
 -- A resumed run (opts.resume_step) writes a new file whose second record is
@@ -21,9 +21,9 @@
 --   sink.path
 --   Tb.TAGS                              {metric name, tag} in write order
 
-local asyncfile = require("moonrl.asyncfile")
+local asyncfile = require("moonrl.runtime.asyncfile")
 local base = require("moonrl.sinks.base")
-local tb = require("moonrl.tensorboard")
+local tb = require("moonrl.formats.tensorboard")
 local util = require("moonrl.util")
 
 local Tb = {}

@@ -78,7 +78,7 @@ local util = require("moonrl.util")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 
 local sweep = {}
 
@@ -628,7 +628,7 @@ function Sweep:_prepare_trial(t)
   end
   local resume_ck
   if self.prev.starts[t.index] then
-    local ck = require("moonrl.resume").newest(t.dir)
+    local ck = require("moonrl.run.resume").newest(t.dir)
     if ck then resume_ck = ck end
   end
   local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps

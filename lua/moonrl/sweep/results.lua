@@ -30,7 +30,7 @@
 --   results.fmt(v) -> short text of a value
 --   results.thousands(n) -> "16,384"
 
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
 local uv = require("luv")
 

@@ -45,7 +45,7 @@
 
 local uv = require("luv")
 local config = require("moonrl.config")
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local util = require("moonrl.util")
 
 local resume = {}
@@ -306,7 +306,7 @@ local function edits(cfg, ref, name)
         differ = not same(e, a, b)
       end
       if differ then
-        local shown = require("moonrl.changes").display
+        local shown = require("moonrl.run.changes").display
         if changeable(e.key) then
           hot[#hot + 1] = e.key .. " = " .. shown(a) .. " (the run had " .. shown(b) .. ")"
         else

@@ -2,7 +2,7 @@
 -- Everything after the script's name is the script's own: no options of
 -- moonrl's are parsed there.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local run = {
   name = "run",

@@ -1,4 +1,4 @@
--- moonrl.json - JSON for metrics lines: a small, strict encoder (and a decoder
+-- moonrl.formats.json - JSON for metrics lines: a small, strict encoder (and a decoder
 -- for specs and tools).
 --
 -- encode: numbers in their shortest round-trip form (NaN and +-inf -> null,

@@ -1,4 +1,4 @@
--- moonrl.bench_compare - `moonrl bench --compare`: moonrl and the PyTorch
+-- moonrl.bench.compare - `moonrl bench --compare`: moonrl and the PyTorch
 -- reference (bench/reference) measured side by side on the same machine.
 --
 -- Each repetition runs moonrl, then the reference, each in a fresh process
@@ -16,7 +16,7 @@
 -- What this is not: a statistics package. Three to five alternating pairs on
 -- a shared machine give a median and its spread, nothing more.
 
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local uv = require("luv")
 
 local compare = {}

@@ -11,7 +11,7 @@
 -- Every result is the median of R timed repetitions after warm-up, with the
 -- spread (min .. max). Training is timed as docs/environment.md counts throughput: whole
 -- updates (rollout + GAE + update), after one discarded warm-up update.
--- --compare (moonrl.bench_compare) runs moonrl and the reference each in a
+-- --compare (moonrl.bench.compare) runs moonrl and the reference each in a
 -- fresh process per repetition, alternating, so both see the same machine
 -- state and each reports its own peak memory (peak RSS on the CPU, the
 -- allocator's peak on a GPU); it prints the ratio moonrl / reference per row.
@@ -20,7 +20,7 @@
 -- what a benchmark wants (nothing else runs).
 
 local engine = require("moonrl.engine")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local uv = require("luv")
 
 local ffi, C = engine.ffi, engine.C
@@ -244,8 +244,8 @@ end
 
 -- ---------------------------------------------------------------- compare
 
--- moonrl.bench_compare holds the side-by-side comparison and its table.
-function bench.compare(o) return require("moonrl.bench_compare").run(o) end
+-- moonrl.bench.compare holds the side-by-side comparison and its table.
+function bench.compare(o) return require("moonrl.bench.compare").run(o) end
 
 -- ---------------------------------------------------------------- scaling
 
@@ -323,7 +323,7 @@ end
 
 -- argv -> options; raises the message of a bad command line.
 local function parse_args(args)
-  local cmdline = require("moonrl.cmdline")
+  local cmdline = require("moonrl.cli.cmdline")
   local p, err = cmdline.parse("bench", args, OPTIONS, 1)
   if not p then error({ usage = err }, 0) end
   local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = p.json or false,
@@ -364,7 +364,7 @@ local function parse_args(args)
   end
   if p.rows then
     o.rows = {}
-    local rows = require("moonrl.bench_compare").ROWS
+    local rows = require("moonrl.bench.compare").ROWS
     for r in p.rows:gmatch("[^,]+") do
       if not rows[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
       o.rows[#o.rows + 1] = r
@@ -372,10 +372,10 @@ local function parse_args(args)
     if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
   end
   if p["ref-layout"] then
-    o.ref_layout = one_of("ref-layout", p["ref-layout"], require("moonrl.bench_compare").LAYOUTS)
+    o.ref_layout = one_of("ref-layout", p["ref-layout"], require("moonrl.bench.compare").LAYOUTS)
   end
   if p["ref-allocator"] then
-    o.ref_allocator = one_of("ref-allocator", p["ref-allocator"], require("moonrl.bench_compare").ALLOCATORS)
+    o.ref_allocator = one_of("ref-allocator", p["ref-allocator"], require("moonrl.bench.compare").ALLOCATORS)
   end
   return o
 end

@@ -16,7 +16,7 @@
 -- schema, keys whose value is what is in force already are dropped, and the
 -- rest is checked again as a whole config (cross-key rules). Only if all of
 -- it passes is anything applied, each key through run:set(key, value,
--- "live <file>") - so it is recorded like any change (moonrl.changes). A
+-- "live <file>") - so it is recorded like any change (moonrl.run.changes). A
 -- syntax error, a bad value, an unknown key or a changed cold key (it needs a
 -- restart) changes nothing; the message names the line (the key's line when
 -- the value was wrong) and the previous values stay. Removing a key from the
@@ -46,7 +46,7 @@
 --   live.call(f, ...) -> ok, res | false, err     f under the file's limits
 --   live.sample(f, u) -> {f(0/u), ..., f((u-1)/u)} | nil, err   the same, one budget
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
 local validate = require("moonrl.config.validate")

@@ -1,4 +1,4 @@
--- moonrl.svg - a few plots written as SVG text, for the evaluation's figures
+-- moonrl.formats.svg - a few plots written as SVG text, for the evaluation's figures
 -- (Kaplan-Meier curves, distributions) with no plotting dependency.
 --
 -- A document is a list of elements rendered in order; a panel maps data

@@ -1,4 +1,4 @@
--- moonrl.tensorboard - TensorBoard event files, written by hand.
+-- moonrl.formats.tensorboard - TensorBoard event files, written by hand.
 --
 -- An event file is a sequence of TFRecords:
 --   uint64 length (little-endian) | uint32 masked_crc32c(length bytes)

@@ -1,4 +1,4 @@
--- moonrl.dirlock - one process at a time in a run directory.
+-- moonrl.run.dirlock - one process at a time in a run directory.
 --
 -- A run takes RUN_DIR/.lock with flock(2) (exclusive, non-blocking) before it
 -- writes anything there, and holds it until its files are closed. A second

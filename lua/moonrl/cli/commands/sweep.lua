@@ -1,7 +1,7 @@
 -- `moonrl sweep status|plot DIR`: a sweep directory (moonrl.sweep) seen from
 -- outside - while it runs or after it ended.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local sweep = {
   name = "sweep",
@@ -36,7 +36,7 @@ options:
 local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local function status(dir, o)
-  local control, json = require("moonrl.control.client"), require("moonrl.json")
+  local control, json = require("moonrl.control.client"), require("moonrl.formats.json")
   local results, plot = require("moonrl.sweep.results"), require("moonrl.sweep.plot")
   local list, info = plot.trials(dir)
   -- started without a result: running, or left by an interrupted sweep?

@@ -1,4 +1,4 @@
--- moonrl.asyncfile - an append-only file written through luv's asynchronous
+-- moonrl.runtime.asyncfile - an append-only file written through luv's asynchronous
 -- fs API, for the sinks.
 --
 -- write() never blocks and never raises: data is queued and written in order

@@ -1,6 +1,6 @@
--- moonrl.resources - the files moonrl ships beside its Lua library: the
+-- moonrl.runtime.resources - the files moonrl ships beside its Lua library: the
 -- hardware profiles, optimisation levels and default experiment under
--- configs/ (and, for listing, the command modules under lua/moonrl/commands/).
+-- configs/ (and, for listing, the command modules under lua/moonrl/cli/commands/).
 --
 -- Files are named by their path relative to the source tree's root
 -- ("configs/hardware/ci.lua"). Where they come from:

@@ -1,4 +1,4 @@
--- moonrl.changes - the record of every change made to a running job, from
+-- moonrl.run.changes - the record of every change made to a running job, from
 -- any source (run:set in a script, a live tweak file, the control socket),
 -- with the update it is in force from and its old and new values.
 --

@@ -1,7 +1,7 @@
 -- `moonrl ctl RUN_DIR ...`: talk to a running job through its control socket
 -- (moonrl.control.client; the protocol is docs/control.md).
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local ctl = {
   name = "ctl",
@@ -60,7 +60,7 @@ end
 local thousands = require("moonrl.number").thousands
 
 local function value_text(v)
-  local json = require("moonrl.json")
+  local json = require("moonrl.formats.json")
   if type(v) == "table" and v ~= json.null then
     local s = require("moonrl.schedule").to_lua(v)
     if s then return s end
@@ -163,7 +163,7 @@ function ctl.run(argv)
     return 1
   end
   if o.json then
-    out(require("moonrl.json").encode(reply), "\n")
+    out(require("moonrl.formats.json").encode(reply), "\n")
     return reply.ok and 0 or 1
   end
   if not reply.ok then

@@ -3,8 +3,8 @@
 -- the loop (moonrl.runtime.tasks.main), so a failure there is the process's failure.
 --
 -- This file only dispatches. Each command is a module of its own,
--- lua/moonrl/commands/<name>.lua, that describes itself (name, one-line
--- usage, summary, help) and runs (see moonrl.cmdline for the form): the
+-- lua/moonrl/cli/commands/<name>.lua, that describes itself (name, one-line
+-- usage, summary, help) and runs (see moonrl.cli.cmdline for the form): the
 -- usage text, `moonrl help <command>` and the "unknown command" message are
 -- made from those modules, so adding a file adds a command everywhere.
 --
@@ -16,7 +16,7 @@
 
 local core = require("moonrl.core")
 local tasks = require("moonrl.runtime.tasks")
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local args = { ... }
 

@@ -1,7 +1,7 @@
 -- `moonrl train`: resolve a config (or resume a run: moonrl.resume), train it
 -- with a progress line, print the summary and evaluate the trained policy.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local train = {
   name = "train",
@@ -113,7 +113,7 @@ function train.run(argv)
   if o.resume then
     if o.dir then return usage_error("moonrl train: --resume continues in the run's own directory; drop --dir") end
     if o.force then return usage_error("moonrl train: --resume continues the run in its directory; --force is for a new run") end
-    if file and (require("moonrl.resume").is_checkpoint(file) or uv.fs_stat(file).type == "directory") then
+    if file and (require("moonrl.run.resume").is_checkpoint(file) or uv.fs_stat(file).type == "directory") then
       return usage_error("moonrl train --resume " .. o.resume .. ": '" .. file .. "' is not a file of config " ..
         "changes; moonrl train --resume RUN_DIR [changes.lua] [--set k=v ...]")
     end
@@ -130,23 +130,23 @@ function train.run(argv)
     cfg, notes = moonrl.resolve(file, { sets = o.set, hardware = o.hardware, level = o.level, dir = o.dir })
     if not cfg then return usage_error("moonrl train: " .. notes) end
     -- a run's own config.lua of an older moonrl names its directory: a copy is a new run
-    local from_run = file and require("moonrl.resume").run_dir_of(file:gsub("config%.lua$", "checkpoints/x"))
+    local from_run = file and require("moonrl.run.resume").run_dir_of(file:gsub("config%.lua$", "checkpoints/x"))
     if file and not o.dir and cfg.dir and from_run and cfg.dir:gsub("/+$", "") == from_run then
       cfg.dir = nil
       notes[#notes + 1] = file .. " names its own run's directory (dir = " .. from_run .. "): this new run gets " ..
         "a new one (--dir DIR to choose it)"
     end
     if cfg.dir then
-      local found = require("moonrl.rundir").occupied(cfg.dir)
+      local found = require("moonrl.run.dir").occupied(cfg.dir)
       if #found > 0 then
-        local lock, lerr = require("moonrl.dirlock").take(cfg.dir)
+        local lock, lerr = require("moonrl.run.dirlock").take(cfg.dir)
         if not lock then   -- a process runs there: that is the news
           err("moonrl train: ", lerr, "\n")
           return 1
         end
         lock:release()
         if not o.force then
-          return usage_error("moonrl train: " .. require("moonrl.rundir").occupied_message(cfg.dir, found, true))
+          return usage_error("moonrl train: " .. require("moonrl.run.dir").occupied_message(cfg.dir, found, true))
         end
       end
     end
@@ -172,7 +172,7 @@ function train.run(argv)
     cfg.eval.runs == 1 and "" or "s"))
   -- the same computation, table and files as `moonrl eval CHECKPOINT` (RUN_DIR/eval/update_NNNNNNN)
   local e = cfg.eval
-  if require("moonrl.commands.eval").evaluate({ s.checkpoint },
+  if require("moonrl.cli.commands.eval").evaluate({ s.checkpoint },
       { envs = e.num_envs, steps = e.steps, runs = e.runs, seed = e.seed },
       "moonrl train (its evaluation at the end, as moonrl eval " .. s.checkpoint .. ")") then
     err("moonrl train: evaluation failed (above)\n")

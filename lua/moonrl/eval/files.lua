@@ -1,4 +1,4 @@
--- moonrl.evalfiles - what `moonrl eval` writes beside its table, so every
+-- moonrl.eval.files - what `moonrl eval` writes beside its table, so every
 -- figure can be recomputed: the records (CSV or JSONL), eval.json (the
 -- settings, seeds and numbers), eval.md (the table) and eval.svg (the
 -- Kaplan-Meier curves and the efficiency distributions); and the records
@@ -26,8 +26,8 @@
 --   evalfiles.newest(dir) -> the folder in dir holding the newest checkpoint's
 --       eval.json (dir itself when it holds one; a run directory: its eval/) | nil, err
 
-local json = require("moonrl.json")
-local svg = require("moonrl.svg")
+local json = require("moonrl.formats.json")
+local svg = require("moonrl.formats.svg")
 
 local evalfiles = {}
 
@@ -123,7 +123,7 @@ function evalfiles.settings(results, summaries, extra)
     local seeds = {}
     for run = 0, r.eval.runs - 1 do seeds[#seeds + 1] = r.eval.seed + run * 1000003 end
     t.sources[k] = { label = r.label or r.mode, mode = r.mode, trained_mode = r.trained_mode,
-      checkpoint = r.checkpoint, update = require("moonrl.evaltable").update_of(r.checkpoint), train_seed = r.train_seed, engine = r.describe,
+      checkpoint = r.checkpoint, update = require("moonrl.eval.table").update_of(r.checkpoint), train_seed = r.train_seed, engine = r.describe,
       eval = { num_envs = r.eval.num_envs, steps = r.eval.steps, runs = r.eval.runs, seed = r.eval.seed,
                run_seeds = seeds },
       engine_table = r.energy_per_1k and { energy_per_1k = r.energy_per_1k, efficiency = r.efficiency,

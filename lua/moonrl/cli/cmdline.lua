@@ -1,7 +1,7 @@
--- moonrl.cmdline - what the `moonrl` command line is made of: the command
+-- moonrl.cli.cmdline - what the `moonrl` command line is made of: the command
 -- modules and the helpers they share (option parsing, messages, exit codes).
 --
--- A command is a module lua/moonrl/commands/<name>.lua returning
+-- A command is a module lua/moonrl/cli/commands/<name>.lua returning
 --   { name = "train",                          the word after `moonrl`
 --     usage = "train [config.lua] [--set k=v ...]",  one line for `moonrl --help`
 --     summary = "train; no file = ...",        what it does, on the same line
@@ -29,12 +29,12 @@
 --   cmdline.out(...), cmdline.err(...)          write and flush stdout / stderr
 --   cmdline.usage_error(msg)                    the message on stderr, exit code 2
 
-local resources = require("moonrl.resources")
+local resources = require("moonrl.runtime.resources")
 local util = require("moonrl.util")
 
 local cmdline = {}
 
-local PREFIX = "lua/moonrl/commands/"
+local PREFIX = "lua/moonrl/cli/commands/"
 
 function cmdline.out(...) io.stdout:write(...) io.stdout:flush() end
 function cmdline.err(...) io.stderr:write(...) io.stderr:flush() end
@@ -46,8 +46,8 @@ end
 
 -- ------------------------------------------------------------ the commands
 
--- The files under lua/moonrl/commands/ (on disk or embedded in the binary),
--- and modules the host preloaded under moonrl.commands.<name>.
+-- The files under lua/moonrl/cli/commands/ (on disk or embedded in the binary),
+-- and modules the host preloaded under moonrl.cli.commands.<name>.
 function cmdline.command_names()
   local seen, names = {}, {}
   local function add(name)
@@ -57,7 +57,7 @@ function cmdline.command_names()
     add(rel:sub(#PREFIX + 1):match("^([%w_]+)%.lua$"))
   end
   for mod in pairs(package.preload) do
-    add(type(mod) == "string" and mod:match("^moonrl%.commands%.([%w_]+)$") or nil)
+    add(type(mod) == "string" and mod:match("^moonrl%.cli%.commands%.([%w_]+)$") or nil)
   end
   table.sort(names)
   return names
@@ -66,7 +66,7 @@ end
 -- A command module in its table form; nil, nil when there is no such module.
 function cmdline.load(name)
   if type(name) ~= "string" or not name:match("^[%w_]+$") then return nil, nil end
-  local modname = "moonrl.commands." .. name
+  local modname = "moonrl.cli.commands." .. name
   local ok, m = pcall(require, modname)
   if not ok then
     if tostring(m):find("module '" .. modname .. "' not found", 1, true) then return nil, nil end

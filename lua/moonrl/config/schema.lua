@@ -1,4 +1,4 @@
--- moonrl.schema - the one description of every config key.
+-- moonrl.config.schema - the one description of every config key.
 --
 -- Everything that knows about config keys reads this file: defaults
 -- (config.defaults), validation (config.validate, config.set), the docs

@@ -1,7 +1,7 @@
 -- `moonrl ps [DIR]`: the jobs running under DIR (default runs/), found by
 -- their control sockets (moonrl.control.client) and asked for their status.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local ps = {
   name = "ps",
@@ -67,7 +67,7 @@ local thousands = require("moonrl.number").thousands
 
 function ps.run(argv)
   local uv = require("luv")
-  local control, json = require("moonrl.control.client"), require("moonrl.json")
+  local control, json = require("moonrl.control.client"), require("moonrl.formats.json")
   local o, e = cmdline.parse("ps", argv, { json = { "flag" }, timeout = { "value", "seconds" } }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(ps.help) end

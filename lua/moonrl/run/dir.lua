@@ -1,4 +1,4 @@
--- moonrl.rundir - whether a directory holds a run, and what a new run does
+-- moonrl.run.dir - whether a directory holds a run, and what a new run does
 -- about it: a directory that holds one is never reused silently (refused, or
 -- with --force / {force = true} moved aside, never deleted).
 --
@@ -52,7 +52,7 @@ function rundir.move_aside(dir)
     n = n + 1
     to = base .. "-" .. n
   end
-  local lock, lerr = require("moonrl.dirlock").take(dir)   -- not from under a process running there
+  local lock, lerr = require("moonrl.run.dirlock").take(dir)   -- not from under a process running there
   if not lock then return nil, lerr end
   local ok, err = uv.fs_rename(dir, to)
   lock:release()

@@ -1,7 +1,7 @@
 -- `moonrl doctor`: what this machine has (cores, memory, GPUs, CUDA and cuDNN
 -- versions) and, with --output, a hardware profile for it.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 local util = require("moonrl.util")
 
 local doctor = {

@@ -1,4 +1,4 @@
--- moonrl.evaltable - the evaluation as a research instrument: from the
+-- moonrl.eval.table - the evaluation as a research instrument: from the
 -- per-death and censored records of an evaluation (moonrl.evaluate with
 -- records = true) to the table with its definitions and 95% intervals, and
 -- to the comparison of two evaluations (docs/evaluation.md).
@@ -7,7 +7,7 @@
 -- back gives the same numbers. Intervals are percentile bootstraps over
 -- agents (an agent = one environment instance of one run; with unit = "runs",
 -- over runs), with a fixed seed; the Kaplan-Meier median's is
--- Brookmeyer-Crowley with the log-log Greenwood band (moonrl.stats).
+-- Brookmeyer-Crowley with the log-log Greenwood band (moonrl.eval.stats).
 --
 -- Public functions
 --   evaltable.METRICS                              {key, label, ...} in table order
@@ -22,7 +22,7 @@
 --   evaltable.compare_text(a, b) -> string
 --   evaltable.definitions(summary) -> string
 
-local stats = require("moonrl.stats")
+local stats = require("moonrl.eval.stats")
 
 local evaltable = {}
 local NAN = stats.NAN

@@ -1,4 +1,4 @@
--- moonrl.warmup - the warm-up strategy, from a table or a function.
+-- moonrl.config.warmup - the warm-up strategy, from a table or a function.
 --
 -- A config's `warmup` is either a table {updates=, restore=, prepare={...}}
 -- or a function(info) returning such a table, where info is
@@ -12,7 +12,7 @@
 --   warmup.normalize(v, info) -> {updates=, restore=, prepare={...}} | nil, err
 --   warmup.defaults() -> the schema defaults as a fresh table (addition)
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local util = require("moonrl.util")
 
 local warmup = {}

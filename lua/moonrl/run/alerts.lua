@@ -1,4 +1,4 @@
--- moonrl.alerts - turns one update's metrics into alerts, once per crossing.
+-- moonrl.run.alerts - turns one update's metrics into alerts, once per crossing.
 --
 -- The caller keeps `state` (start with {}) and calls check() after every
 -- update with the live cfg.alerts, so a changed threshold applies at once.

@@ -1,11 +1,11 @@
 -- `moonrl eval`: the evaluation table of a checkpoint or of a run directory's
 -- newest valid checkpoint (docs/environment.md protocol, docs/evaluation.md
 -- for the statistics), with progress on stderr; the records, settings, table
--- and figure go to a folder beside it (moonrl.evaltable, moonrl.evalfiles).
+-- and figure go to a folder beside it (moonrl.eval.table, moonrl.eval.files).
 -- --compare A B ... sets each against the first; --from DIR recomputes the
 -- table from what an earlier `moonrl eval` wrote.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local eval = {
   name = "eval",
@@ -94,7 +94,7 @@ local function basename(p) return (p:gsub("/+$", ""):match("([^/]+)$") or p) end
 -- The checkpoint of a path (a run directory: its newest valid one) and the
 -- run directory it belongs to, or nil, message.
 local function checkpoint_of(path)
-  local uv, rs = require("luv"), require("moonrl.resume")
+  local uv, rs = require("luv"), require("moonrl.run.resume")
   local st = uv.fs_stat(path)
   if not st then return nil, "checkpoint or run directory '" .. path .. "' not found" end
   if st.type == "directory" then
@@ -119,7 +119,7 @@ local function check_mode(m)
 end
 
 local function print_results(summaries, compare)
-  local et = require("moonrl.evaltable")
+  local et = require("moonrl.eval.table")
   local text = {}
   if compare then
     for k = 2, #summaries do
@@ -135,7 +135,7 @@ end
 
 -- --from DIR: the summaries again from the files an earlier run wrote.
 local function from_files(dir, o)
-  local json, ef, et = require("moonrl.json"), require("moonrl.evalfiles"), require("moonrl.evaltable")
+  local json, ef, et = require("moonrl.formats.json"), require("moonrl.eval.files"), require("moonrl.eval.table")
   local found, ferr = ef.newest(dir)
   if not found then
     err("moonrl eval: --from ", ferr, "\n")
@@ -251,7 +251,7 @@ function eval.evaluate(paths, o, command)
       results[#results + 1] = r
     end
   end
-  local et, ef = require("moonrl.evaltable"), require("moonrl.evalfiles")
+  local et, ef = require("moonrl.eval.table"), require("moonrl.eval.files")
   local summaries = {}
   local sopts = { boot = tonumber(o.boot) or 1000, boot_seed = tonumber(o["boot-seed"]) or 1, unit = o.ci or "agents" }
   for k, r in ipairs(results) do summaries[k] = et.summarise(r, sopts) end

@@ -1,6 +1,6 @@
 -- `moonrl version` (also `moonrl --version`): versions of moonrl and its parts.
 
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 
 local version = {
   name = "version",

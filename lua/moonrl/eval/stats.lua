@@ -1,4 +1,4 @@
--- moonrl.stats - the statistics of the evaluation table (docs/evaluation.md):
+-- moonrl.eval.stats - the statistics of the evaluation table (docs/evaluation.md):
 -- a seeded random stream, means and variances, Cohen's d, percentile
 -- bootstrap intervals, and the Kaplan-Meier survival estimate with its
 -- log-log Greenwood band and the Brookmeyer-Crowley interval of the median.
