@@ -36,6 +36,7 @@
 local resources = require("moonrl.runtime.resources")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
+local validate = require("moonrl.config.validate")
 
 local loader = {}
 
@@ -62,17 +63,9 @@ function loader.sandbox()
   return env
 end
 
-local SANDBOX_NAMES = { "linear", "cosine", "constant", "step" }
-
--- Adds "did you mean" to "attempt to call global 'linaer'" style errors.
-function loader.hint_global(msg)
-  local name = msg:match("global '([%w_]+)'")
-  if name then
-    local near = util.closest(name, SANDBOX_NAMES)
-    if near and near ~= name then msg = msg .. " - did you mean '" .. near .. "'?" end
-  end
-  return msg
-end
+-- Adds "did you mean" to "attempt to call global 'linaer'" style errors
+-- (written in validate, which reads --set values with the same constructors).
+loader.hint_global = validate.hint_global
 
 -- Runs config source `text` in a fresh sandbox; `origin` names it in
 -- messages (chunk name "@" .. origin, so errors read "origin:line: ...").
@@ -202,8 +195,7 @@ function loader.layer(kind, name, dir)
         " cannot set " .. forbidden .. " (it is chosen by the experiment)"
     end
   end
-  -- Required here, not at the top: validate needs hint_global from this module.
-  local ok, verr = require("moonrl.config.validate").validate(t, { partial = true })
+  local ok, verr = validate.validate(t, { partial = true })
   if not ok then return nil, origin .. ":\n" .. verr end
   return t
 end
