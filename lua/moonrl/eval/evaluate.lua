@@ -1,6 +1,6 @@
 -- moonrl.eval.evaluate - a checkpoint (or a run directory's newest valid
 -- one, or a finished run) evaluated off the loop thread, and the evaluation
--- table of the results: moonrl.evaluate and moonrl.eval_table (init.lua has
+-- table of the results: moonrl.evaluate and moonrl.eval_table (lua/moonrl/init.lua has
 -- their options and what a result holds).
 --
 --   evaluate.evaluate(checkpoint_or_run, opts) -> result | nil, err

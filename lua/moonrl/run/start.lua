@@ -8,7 +8,7 @@
 --   start.start(cfg, notes, opts) -> run       a run of an already resolved config (the CLI
 --                                              resolves first, to tell a config error from a
 --                                              failure to start); refused while moonrl is stopping
---   start.train(cfg_or_path, opts) -> run      moonrl.train (init.lua has its options)
+--   start.train(cfg_or_path, opts) -> run      moonrl.train (lua/moonrl/init.lua has its options)
 --   start.verbose                              true: every run's notes at --verbose
 --                                              (`moonrl run --verbose`)
 
