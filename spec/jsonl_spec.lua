@@ -1,4 +1,4 @@
-local Jsonl = require("moonrl.sinks.jsonl")
+local Jsonl = require("moonrl.run.sinks.jsonl")
 local json = require("moonrl.formats.json")
 local support = require("support")
 local uv = support.uv

@@ -42,7 +42,7 @@ local function library()
       n = n + 1
       local code = line:gsub("%-%-.*$", "")   -- a comment's example is no require
       for name in code:gmatch("require%s*%(?%s*[\"'](moonrl[%w_%.]*)[\"']") do
-        -- a partial name ("moonrl.sinks." .. kind) is a family, not one module
+        -- a partial name ("moonrl.run.sinks." .. kind) is a family, not one module
         if not name:match("%.$") and name ~= self_name then m.requires[name] = m.requires[name] or n end
       end
     end

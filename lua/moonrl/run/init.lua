@@ -44,7 +44,7 @@
 -- refused, or with opts.force moved aside to DIR.old-<time>.
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
--- metrics written after the checkpoint's update are cut (moonrl.sinks.trim),
+-- metrics written after the checkpoint's update are cut (moonrl.run.sinks.trim),
 -- the sinks and train.log append, and the thread loads the checkpoint before
 -- its first update and runs no warm-up.
 --
@@ -241,7 +241,7 @@ function Run.start(cfg, opts)
   end
   local trimmed, log_only
   if rs then
-    trimmed, err = require("moonrl.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
+    trimmed, err = require("moonrl.run.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
     if not trimmed then fail(err) end
     for _, l in ipairs(trimmed.lines) do
       if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
@@ -271,7 +271,7 @@ function Run.start(cfg, opts)
   for _, name in ipairs(SINKS) do
     if cfg.log[name] and (name ~= "console" or self.console) then
       local okr, sink = pcall(function()
-        local mod = require("moonrl.sinks." .. name)
+        local mod = require("moonrl.run.sinks." .. name)
         return mod.new(dir, cfg, {
           uv = uv, is_tty = uv.guess_handle(1) == "tty", total_updates = engine.total_updates,
           on_error = function(msg) self:_sink_error(name, msg) end,

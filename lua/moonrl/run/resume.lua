@@ -20,7 +20,7 @@
 --                   concerns output (log.*, eval.*, alerts.*); any other
 --                   change is refused with the key: it needs a new run.
 --   the files       metrics rows after the checkpoint's update are dropped
---                   (moonrl.sinks.trim) and the sinks append; train.log goes on.
+--                   (moonrl.run.sinks.trim) and the sinks append; train.log goes on.
 -- The trainer thread loads the checkpoint before its first update and runs
 -- no warm-up (src/host/trainer_thread.c): on the cpu the resumed run is bit
 -- for bit the uninterrupted one.

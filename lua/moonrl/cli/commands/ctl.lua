@@ -71,7 +71,7 @@ local function value_text(v)
 end
 
 local function print_status(r)
-  local eta = require("moonrl.sinks.console").eta_text
+  local eta = require("moonrl.run.sinks.console").eta_text
   out(string.format("%s (%s): %s, update %s%s, %s%% done, %s agent-steps, %s agent-steps/s, ETA %s\n",
     tostring(r.dir), tostring(r.name), tostring(r.status), thousands(r.update),
     r.total_updates and ("/" .. thousands(r.total_updates)) or "",

@@ -101,7 +101,7 @@ function ps.run(argv)
     return 0
   end
   local rows = { { "DIR", "NAME", "STATUS", "UPDATE", "PROGRESS", "SPS", "ETA" } }
-  local eta = require("moonrl.sinks.console").eta_text
+  local eta = require("moonrl.run.sinks.console").eta_text
   local shown_sweep = {}
   for i, d in ipairs(dirs) do
     local r = replies[i].reply

@@ -1,4 +1,4 @@
--- moonrl.sinks.console - the progress line.
+-- moonrl.run.sinks.console - the progress line.
 --
 --   [########------------]  40.0%  update 103/256  421,888 steps  ETA 1m32s  sps 4,711  return 2.31  eff 81.2%
 --

@@ -1,4 +1,4 @@
--- moonrl.sinks.base - what the metric sinks share: options, the clock, the
+-- moonrl.run.sinks.base - what the metric sinks share: options, the clock, the
 -- metric fields every file carries, and a guard so that a sink never raises
 -- into its caller (a failure goes to on_error instead).
 --

@@ -1,6 +1,6 @@
--- moonrl.sinks - opens the sinks a config asks for, as one (addition).
+-- moonrl.run.sinks - opens the sinks a config asks for, as one (addition).
 --
---   local sinks = require("moonrl.sinks")
+--   local sinks = require("moonrl.run.sinks")
 --   local out = sinks.open(run_dir, cfg, { uv = uv, on_error = report, is_tty = nil })
 --   out:update(metrics)       -- every update, on the loop thread
 --   out:message("...")        -- a line for the console (alerts, notes)
@@ -8,7 +8,7 @@
 --
 -- cfg.log.console / jsonl / csv / tensorboard choose the sinks (read once, at
 -- open). run_dir must exist. Each sink is also usable alone:
--- require("moonrl.sinks.<name>").new(run_dir, cfg, opts).
+-- require("moonrl.run.sinks.<name>").new(run_dir, cfg, opts).
 --
 -- Public
 --   sinks.open(run_dir, cfg, opts) -> group   group.sinks = {name = sink}
@@ -26,7 +26,7 @@ function sinks.open(run_dir, cfg, opts)
   local g = setmetatable({ sinks = {}, order = {} }, Group)
   for _, name in ipairs(sinks.NAMES) do
     if log[name] then
-      g.sinks[name] = require("moonrl.sinks." .. name).new(run_dir, cfg, opts)
+      g.sinks[name] = require("moonrl.run.sinks." .. name).new(run_dir, cfg, opts)
       g.order[#g.order + 1] = name
     end
   end

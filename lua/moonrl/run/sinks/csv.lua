@@ -1,4 +1,4 @@
--- moonrl.sinks.csv - metrics.csv: a header and one row per update.
+-- moonrl.run.sinks.csv - metrics.csv: a header and one row per update.
 --
 -- Columns are fixed by the first update: the fields of sinks.base.FIELDS in
 -- their order, then every other scalar of that first metrics table (sorted),
@@ -17,7 +17,7 @@
 --   sink.path, sink.columns (after the first update)
 
 local asyncfile = require("moonrl.runtime.asyncfile")
-local base = require("moonrl.sinks.base")
+local base = require("moonrl.run.sinks.base")
 local util = require("moonrl.util")
 
 local Csv = {}

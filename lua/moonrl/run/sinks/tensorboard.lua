@@ -1,4 +1,4 @@
--- moonrl.sinks.tensorboard - a TensorBoard event file in the run directory.
+-- moonrl.run.sinks.tensorboard - a TensorBoard event file in the run directory.
 --
 -- File: <run_dir>/events.out.tfevents.<unix time>.<host>. The first record is
 -- the file_version event; each update then adds one scalar Event per metric
@@ -9,7 +9,7 @@
 -- (luv fs).
 --
 -- A resumed run (opts.resume_step) writes a new file whose second record is
--- a SessionLog START at resume_step + 1, after moonrl.sinks.trim cut the older
+-- a SessionLog START at resume_step + 1, after moonrl.run.sinks.trim cut the older
 -- files back to resume_step; a name already taken gets a ".2", ".3"... suffix.
 --
 -- Public
@@ -22,7 +22,7 @@
 --   Tb.TAGS                              {metric name, tag} in write order
 
 local asyncfile = require("moonrl.runtime.asyncfile")
-local base = require("moonrl.sinks.base")
+local base = require("moonrl.run.sinks.base")
 local tb = require("moonrl.formats.tensorboard")
 local util = require("moonrl.util")
 

@@ -1,4 +1,4 @@
--- moonrl.sinks.jsonl - metrics.jsonl: one JSON object per update.
+-- moonrl.run.sinks.jsonl - metrics.jsonl: one JSON object per update.
 --
 -- Each line holds every scalar of the metrics table (keys are mr_metrics field
 -- names, sorted), `wall_time` (seconds since the epoch) and, always, the
@@ -20,7 +20,7 @@
 --   sink.path
 
 local asyncfile = require("moonrl.runtime.asyncfile")
-local base = require("moonrl.sinks.base")
+local base = require("moonrl.run.sinks.base")
 local json = require("moonrl.formats.json")
 
 local Jsonl = {}
