@@ -81,7 +81,7 @@ describe("moonrl commands", function()
   it("parses options and names what is wrong", function()
     local spec = { set = { "list", "key=value" }, dir = { "value", "a directory" }, quick = { "flag" } }
     local o = assert(cmdline.parse("x", { "a.lua", "--set", "k=1", "--set=j=2", "--dir", "d", "--quick" }, spec, 1))
-    assert.same({ "a.lua" }, o._pos)
+    assert.same({ "a.lua" }, o.positional)
     assert.same({ "k=1", "j=2" }, o.set)
     assert.equal("d", o.dir)
     assert.is_true(o.quick)

@@ -128,10 +128,11 @@ end
 
 -- ---------------------------------------------------------------- helpers
 
--- Returns a parsed table or nil, message. spec: option name -> "flag" |
+-- Returns a parsed table (each option by its name; o.positional: the other
+-- arguments, in order) or nil, message. spec: option name -> "flag" |
 -- "value" | "list" (repeatable), plus the value's description for messages.
 function cmdline.parse(cmd, argv, spec, max_pos)
-  local o = { _pos = {} }
+  local o = { positional = {} }
   local accepted = {}
   for name in pairs(spec) do accepted[#accepted + 1] = "--" .. name end
   table.sort(accepted)
@@ -172,12 +173,12 @@ function cmdline.parse(cmd, argv, spec, max_pos)
     elseif a:sub(1, 1) == "-" and #a > 1 and not tonumber(a) then
       return nil, "moonrl " .. cmd .. ": unknown option '" .. a .. "': accepted " .. table.concat(accepted, ", ")
     else
-      o._pos[#o._pos + 1] = a
+      o.positional[#o.positional + 1] = a
     end
     i = i + 1
   end
-  if #o._pos > max_pos and not o.help then
-    return nil, "moonrl " .. cmd .. ": unexpected argument '" .. o._pos[max_pos + 1] .. "'" ..
+  if #o.positional > max_pos and not o.help then
+    return nil, "moonrl " .. cmd .. ": unexpected argument '" .. o.positional[max_pos + 1] .. "'" ..
       (max_pos == 0 and ": this command takes no positional arguments" or
        ": accepted at most " .. max_pos .. " (see moonrl " .. cmd .. " --help)")
   end

@@ -84,8 +84,8 @@ local function parse_args(args)
   local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = p.json or false,
               env_steps = 100, infer_samples = 8192, help = p.help, compile = p.compile, compare = p.compare,
               out = p.out }
-  if p._pos[1] then
-    o.what = p._pos[1]
+  if p.positional[1] then
+    o.what = p.positional[1]
     if not ({ env = true, infer = true, train = true, all = true })[o.what] then
       error("unknown argument '" .. o.what .. "': accepted env, infer, train, all\n" .. USAGE, 0)
     end

@@ -101,7 +101,7 @@ function ctl.run(argv)
   }, math.huge)
   if not o then return usage_error(e) end
   if o.help then return out(ctl.help) end
-  local dir, cmd = o._pos[1], o._pos[2]
+  local dir, cmd = o.positional[1], o.positional[2]
   if not dir then return usage_error("moonrl ctl: missing RUN_DIR: moonrl ctl RUN_DIR <command> (moonrl ctl --help)") end
   if not cmd then
     return usage_error("moonrl ctl: missing the command after " .. dir .. ": accepted " .. table.concat(NAMES, ", "))
@@ -113,7 +113,7 @@ function ctl.run(argv)
       (near and (" - did you mean '" .. near .. "'?") or ""))
   end
   local args = {}
-  for i = 3, #o._pos do args[#args + 1] = o._pos[i] end
+  for i = 3, #o.positional do args[#args + 1] = o.positional[i] end
   if #args > nargs then
     return usage_error("moonrl ctl " .. cmd .. ": unexpected argument '" .. args[nargs + 1] .. "'")
   end

@@ -189,7 +189,7 @@ function eval.run(argv)
     return usage_error("moonrl eval: --records " .. o.records .. ": accepted csv, jsonl")
   end
   if o.from then return from_files(o.from, o) end
-  local paths = o._pos
+  local paths = o.positional
   if #paths == 0 then return usage_error("moonrl eval: missing the checkpoint: moonrl eval <checkpoint|run directory> [options]") end
   if not o.compare and #paths > 1 then
     return usage_error("moonrl eval: unexpected argument '" .. paths[2] .. "': one checkpoint, or --compare A B ...")

@@ -73,10 +73,10 @@ function ps.run(argv)
   if o.help then return out(ps.help) end
   local timeout = tonumber(o.timeout or 5)
   if not timeout or timeout <= 0 then return usage_error("moonrl ps: --timeout " .. tostring(o.timeout) .. ": expected seconds > 0") end
-  local dir = (o._pos[1] or "runs"):gsub("(.)/+$", "%1")
+  local dir = (o.positional[1] or "runs"):gsub("(.)/+$", "%1")
   local st = uv.fs_stat(dir)
   if not st or st.type ~= "directory" then
-    if o._pos[1] then return usage_error("moonrl ps: " .. dir .. " is not a directory") end
+    if o.positional[1] then return usage_error("moonrl ps: " .. dir .. " is not a directory") end
     out("no jobs: there is no runs/ folder here\n")
     return 0
   end

@@ -103,7 +103,7 @@ function sweep.run(argv)
   local o, e = cmdline.parse("sweep", argv, { json = { "flag" } }, 2)
   if not o then return usage_error(e) end
   if o.help then return out(sweep.help) end
-  local what, dir = o._pos[1], o._pos[2]
+  local what, dir = o.positional[1], o.positional[2]
   if what ~= "status" and what ~= "plot" then
     return usage_error("moonrl sweep: " .. (what and ("unknown subcommand '" .. what .. "'") or "missing the subcommand") ..
       ": accepted status, plot (moonrl sweep status|plot DIR)")

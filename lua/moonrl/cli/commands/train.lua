@@ -103,7 +103,7 @@ function train.run(argv)
   }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
-  local file = o._pos[1]
+  local file = o.positional[1]
   -- without --resume, a name that is no file may be a built-in experiment
   -- (configs/experiments/<name>.lua): moonrl.resolve finds it or lists them
   if file and o.resume and not uv.fs_stat(file) then
