@@ -67,6 +67,23 @@
 -- This module only re-exports: the loop and its coroutines are
 -- moonrl.runtime.tasks, the stop of everything moonrl.runtime.shutdown,
 -- starting a run moonrl.run.start, evaluating moonrl.eval.evaluate.
+--
+-- The library, by folder (spec/module_graph_spec.lua keeps it free of
+-- require cycles and of calls into another module's _-prefixed helpers):
+--   runtime/   the process: tasks (coroutines on the loop), shutdown (stop all),
+--              signals, hardware (detect), asyncfile, resources (embedded files)
+--   run/       a run (init), start, its directory (dir, dirlock), resume, changes,
+--              live tweaks, alerts, sinks/ (console, jsonl, csv, tensorboard, trim)
+--   control/   a run's control socket: socket (path, trust), server, client
+--   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs
+--   sweep/     sweeps: init (its life), definition, space, asha, results, plot, executors
+--   eval/      evaluate, table (the evaluation table), stats, files (eval.json, SVG)
+--   formats/   json, svg, tensorboard (event files)
+--   bench/     throughput measurements (init) and the PyTorch comparison (compare)
+--   cli/       the `moonrl` command line: init (dispatch), cmdline (the one argument
+--              parser), commands/ (one module a command)
+--   engine.lua (the C engine through the FFI), schedule.lua, util.lua, number.lua
+--   (finite, thousands), gen_docs.lua (writes docs/config.md)
 
 local core = require("moonrl.core")
 local tasks = require("moonrl.runtime.tasks")
