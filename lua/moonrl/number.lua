@@ -1,4 +1,4 @@
--- number.lua - the two small number helpers every part of moonrl uses,
+-- moonrl.number - the two small number helpers every part of moonrl uses,
 -- written once:
 --
 --   number.finite(x) -> bool          a number that is neither NaN nor +-inf

@@ -1,4 +1,4 @@
--- moonrl.live - live tweaks: a file watched while a run trains, whose hot
+-- moonrl.run.live - live tweaks: a file watched while a run trains, whose hot
 -- settings are applied at the next update boundary each time it is saved.
 --
 -- The file is a Lua chunk returning a table of config keys, nested or dotted:

@@ -1,4 +1,4 @@
--- moonrl.resume - continuing a run in its own directory from its newest
+-- moonrl.run.resume - continuing a run in its own directory from its newest
 -- valid checkpoint (`moonrl train --resume RUN_DIR`, moonrl.train{resume =
 -- RUN_DIR}), and finding a run's checkpoint for `moonrl eval RUN_DIR`.
 --
