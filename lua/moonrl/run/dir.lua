@@ -7,6 +7,7 @@
 --                                            another directory and --force (cli) or their
 --                                            moonrl.train forms
 --   rundir.move_aside(dir) -> to | nil, err  dir moved to dir.old-<YYYYmmdd-HHMMSS>[-N]
+--   rundir.new(cfg, force, notes) -> dir | nil, err   the directory of a new run of cfg
 
 local uv = require("luv")
 
@@ -58,6 +59,29 @@ function rundir.move_aside(dir)
   lock:release()
   if not ok then return nil, "cannot move the old run " .. dir .. " aside to " .. to .. ": " .. tostring(err) end
   return to
+end
+
+-- runs/<name>-<time>, or with -2, -3... when two runs start in the same second.
+-- A given dir that holds a run is refused, or with force moved aside (the
+-- note saying where is added to notes).
+function rundir.new(cfg, force, notes)
+  local base = require("moonrl.config").run_dir(cfg)
+  if cfg.dir then
+    local found = rundir.occupied(base)
+    if #found > 0 then
+      if not force then return nil, rundir.occupied_message(base, found, false) end
+      local to, err = rundir.move_aside(base)
+      if not to then return nil, err end
+      notes[#notes + 1] = "--force: the run that was in " .. base .. " moved to " .. to .. " (nothing deleted)"
+    end
+    return base
+  end
+  local dir, n = base, 1
+  while uv.fs_stat(dir) do
+    n = n + 1
+    dir = base .. "-" .. n
+  end
+  return dir
 end
 
 return rundir

@@ -109,33 +109,6 @@ function Log:close(cb)
   self.file:close(function() cb() end)
 end
 
--- --------------------------------------------------------------- files
-
-
-
--- runs/<name>-<time>, or with -2, -3... when two runs start in the same second.
--- A given dir that holds a run is refused, or with force moved aside (the
--- note saying where is added to notes).
-local function new_dir(cfg, force, notes)
-  local base = config.run_dir(cfg)
-  if cfg.dir then
-    local found = rundir.occupied(base)
-    if #found > 0 then
-      if not force then return nil, rundir.occupied_message(base, found, false) end
-      local to, err = rundir.move_aside(base)
-      if not to then return nil, err end
-      notes[#notes + 1] = "--force: the run that was in " .. base .. " moved to " .. to .. " (nothing deleted)"
-    end
-    return base
-  end
-  local dir, n = base, 1
-  while uv.fs_stat(dir) do
-    n = n + 1
-    dir = base .. "-" .. n
-  end
-  return dir
-end
-
 -- ------------------------------------------------------------------ start
 
 -- What the trainer thread gets: the mr_config, the warm-up plan and the
@@ -221,7 +194,7 @@ function Run.start(cfg, opts)
 
   local notes = { unpack(opts.notes or {}) }
   local dir, derr
-  if rs then dir = rs.dir else dir, derr = new_dir(cfg, opts.force, notes) end
+  if rs then dir = rs.dir else dir, derr = rundir.new(cfg, opts.force, notes) end
   if not dir then util.refuse(derr, 3) end
   local ok, err = mkdir_p(dir .. "/checkpoints")
   if not ok then util.refuse(err, 3) end
