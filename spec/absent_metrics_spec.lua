@@ -3,7 +3,7 @@
 -- Mode proxy with truncation off never ends an episode.
 
 local support = require("spec.support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
 local have_bin = io.open(BIN, "rb") ~= nil

@@ -1,4 +1,4 @@
-local alerts = require("moonrl.alerts")
+local alerts = require("moonrl.run.alerts")
 
 local cfg = { sps_min = 1000, memory_warning = 0.9, memory_critical = 0.95, nonfinite = true }
 

@@ -1,7 +1,7 @@
--- moonrl.asyncfile against a scripted fake of luv's fs API, so that what a
+-- moonrl.runtime.asyncfile against a scripted fake of luv's fs API, so that what a
 -- real disk rarely does (short writes, a failing write, a slow open) happens
 -- on cue. The real-luv path is covered by the sink specs.
-local asyncfile = require("moonrl.asyncfile")
+local asyncfile = require("moonrl.runtime.asyncfile")
 
 local function fake_uv()
   local uv = { pending = {}, writes = {}, data = "", closed = false }
@@ -31,7 +31,7 @@ local function fake_uv()
   return uv
 end
 
-describe("moonrl.asyncfile", function()
+describe("moonrl.runtime.asyncfile", function()
   it("queues writes until the file is open, then writes them in order and closes", function()
     local uv = fake_uv()
     local f = asyncfile.open(uv, "/x/metrics.jsonl")

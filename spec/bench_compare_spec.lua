@@ -6,7 +6,7 @@
 -- cases that run the reference are pending without PyTorch.
 
 local support = require("support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
 local have_bin = io.open(BIN, "rb") ~= nil

@@ -1,11 +1,11 @@
 -- The command line's parts that need no loop or engine: the command modules
 -- describe themselves and the dispatcher's texts are made from them.
-local cmdline = require("moonrl.cmdline")
+local cmdline = require("moonrl.cli.cmdline")
 local support = require("support")
 
 local function command_files()
   local out = {}
-  for _, name in ipairs(support.files("lua/moonrl/commands")) do
+  for _, name in ipairs(support.files("lua/moonrl/cli/commands")) do
     local n = name:match("^([%w_]+)%.lua$")
     if n then out[#out + 1] = n end
   end
@@ -13,7 +13,7 @@ local function command_files()
 end
 
 describe("moonrl commands", function()
-  it("finds one command per file in lua/moonrl/commands", function()
+  it("finds one command per file in lua/moonrl/cli/commands", function()
     local files = command_files()
     assert.same(files, cmdline.command_names())
     for _, want in ipairs({ "bench", "ctl", "doctor", "eval", "ps", "run", "train", "version" }) do
@@ -55,7 +55,7 @@ describe("moonrl commands", function()
   end)
 
   it("a new module is a new command, listed without touching the dispatcher", function()
-    package.preload["moonrl.commands.zz_probe"] = function()
+    package.preload["moonrl.cli.commands.zz_probe"] = function()
       return { name = "zz_probe", usage = "zz_probe [--x]", summary = "a probe", help = "usage: moonrl zz_probe\n",
                run = function() return 0 end }
     end
@@ -63,17 +63,17 @@ describe("moonrl commands", function()
       assert.truthy(cmdline.main_usage():find("\n  zz_probe [--x]", 1, true))
       assert.equal("usage: moonrl zz_probe\n", cmdline.help("zz_probe"))
     end)
-    package.preload["moonrl.commands.zz_probe"] = nil
-    package.loaded["moonrl.commands.zz_probe"] = nil
+    package.preload["moonrl.cli.commands.zz_probe"] = nil
+    package.loaded["moonrl.cli.commands.zz_probe"] = nil
     assert(ok, err)
   end)
 
   it("tells a missing command from a broken one", function()
     assert.same({}, { cmdline.load("no_such_command") })
     assert.same({}, { cmdline.load("../etc") })
-    package.preload["moonrl.commands.zz_broken"] = function() error("boom") end
+    package.preload["moonrl.cli.commands.zz_broken"] = function() error("boom") end
     local c, err = cmdline.load("zz_broken")
-    package.preload["moonrl.commands.zz_broken"] = nil
+    package.preload["moonrl.cli.commands.zz_broken"] = nil
     assert.is_nil(c)
     assert.matches("boom", err)
   end)
@@ -81,7 +81,7 @@ describe("moonrl commands", function()
   it("parses options and names what is wrong", function()
     local spec = { set = { "list", "key=value" }, dir = { "value", "a directory" }, quick = { "flag" } }
     local o = assert(cmdline.parse("x", { "a.lua", "--set", "k=1", "--set=j=2", "--dir", "d", "--quick" }, spec, 1))
-    assert.same({ "a.lua" }, o._pos)
+    assert.same({ "a.lua" }, o.positional)
     assert.same({ "k=1", "j=2" }, o.set)
     assert.equal("d", o.dir)
     assert.is_true(o.quick)

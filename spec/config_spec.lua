@@ -701,7 +701,7 @@ return {
 
   it("reference_markdown has a row for every key", function()
     local md = config.reference_markdown()
-    for _, e in ipairs(require("moonrl.schema").keys) do
+    for _, e in ipairs(require("moonrl.config.schema").keys) do
       assert.is_truthy(md:find("\n| `" .. e.key .. "` | ", 1, true), e.key)
     end
     assert.is_truthy(md:find('| `ppo.lr` | `linear(0.0003, 0.0001)` | number or schedule', 1, true))

@@ -1,4 +1,4 @@
-local Console = require("moonrl.sinks.console")
+local Console = require("moonrl.run.sinks.console")
 
 local cfg = { total_steps = 40960, env = { num_envs = 64 }, ppo = { rollout_steps = 64 }, log = { interval = 1 } }
 

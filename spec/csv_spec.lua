@@ -1,5 +1,5 @@
-local Csv = require("moonrl.sinks.csv")
-local sinks = require("moonrl.sinks")
+local Csv = require("moonrl.run.sinks.csv")
+local sinks = require("moonrl.run.sinks")
 local support = require("support")
 local uv = support.uv
 

@@ -8,8 +8,8 @@
 -- (or kills) its jobs itself.
 
 local support = require("support")
-local json = require("moonrl.json")
-local control = require("moonrl.control")
+local json = require("moonrl.formats.json")
+local control = require("moonrl.control.client")
 local uv = support.uv
 local bit = require("bit")
 
@@ -153,7 +153,7 @@ describe("moonrl ctl", function()
     assert.are.equal(10000000, st.total_updates)
     assert.are.equal(64 * 10000000, st.hot.total_steps)
     assert.are.same({ kind = "constant", from = 3e-4, to = 3e-4 }, st.hot["ppo.lr"])
-    for _, k in ipairs(require("moonrl.schema").hot_keys()) do
+    for _, k in ipairs(require("moonrl.config.schema").hot_keys()) do
       assert.is_not_nil(st.hot[k], k .. " missing from status.hot")
     end
     wait_for("the paused start", function() return ask(job.sock, { cmd = "status" }).status == "paused" end)
@@ -261,7 +261,7 @@ describe("moonrl ctl", function()
     rc, out = moonrl("ps " .. dir, dir)
     assert.are.equal("no jobs running under " .. dir .. "\n", out)
     local log = support.read_file(rd .. "/train.log")
-    -- moonrl.changes: in force from the first update after the pause (the
+    -- moonrl.run.changes: in force from the first update after the pause (the
     -- pause lands before update 1, or after it when update 1 had started)
     assert.truthy(log:find("update " .. (paused_at + 1) .. ": ppo.lr 0.0003 -> 0.00012345 (ctl)", 1, true), log)
   end)
@@ -495,9 +495,9 @@ describe("moonrl ctl", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rd = dir .. "/f"
     local job = start_job(dir, "f", rd,
-      [[require("moonrl.control").limits.idle_ms = 1500
-        require("moonrl.control").limits.max_clients = 32
-        require("moonrl.control").limits.wait_ms = 200]])
+      [[require("moonrl.control.server").limits.idle_ms = 1500
+        require("moonrl.control.server").limits.max_clients = 32
+        require("moonrl.control.server").limits.wait_ms = 200]])
     jobs[1] = job
     local before = request(job.sock, { cmd = "status" })
     assert.is_true(before.ok, tostring(before.error))

@@ -5,7 +5,7 @@
 
 local support = require("support")
 local config = require("moonrl.config")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"

@@ -6,7 +6,7 @@
 -- (build/moonrl, or $MOONRL_BIN) and the real engine on the ci profile.
 
 local support = require("support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 
 local BIN, have_bin = support.BIN, support.have_bin
 
@@ -135,7 +135,7 @@ print(e)
   end)
 
   it("finds the newest checkpoint's results under a run, its eval/ or a folder written before", function()
-    local evalfiles = require("moonrl.evalfiles")
+    local evalfiles = require("moonrl.eval.files")
     local util = require("moonrl.util")
     local root = support.tmpdir()
     local run = root .. "/run"

@@ -1,10 +1,10 @@
--- moonrl.evaltable and moonrl.evalfiles on records made here (shaped as
+-- moonrl.eval.table and moonrl.eval.files on records made here (shaped as
 -- engine.eval_records returns them): the table's numbers against values
 -- worked out by hand, the comparison's verdict, the records files read back
 -- to the same numbers, and the figure.
-local evaltable = require("moonrl.evaltable")
-local evalfiles = require("moonrl.evalfiles")
-local stats = require("moonrl.stats")
+local evaltable = require("moonrl.eval.table")
+local evalfiles = require("moonrl.eval.files")
+local stats = require("moonrl.eval.stats")
 local support = require("support")
 
 local function near(a, b, tol, what)
@@ -58,7 +58,7 @@ local function synthetic(n, steps, life, pf, pp, seed)
   return result(list, { num_envs = n, steps = steps, runs = 1, seed = 1 })
 end
 
-describe("moonrl.evaltable", function()
+describe("moonrl.eval.table", function()
   it("works out every metric of a small evaluation as by hand", function()
     local s = evaltable.summarise(result(SMALL, SMALL_EVAL), { boot = 0 })
     local p = s.point
@@ -141,7 +141,7 @@ describe("moonrl.evaltable", function()
   end)
 end)
 
-describe("moonrl.evalfiles", function()
+describe("moonrl.eval.files", function()
   local dir
   setup(function() dir = support.tmpdir() end)
   teardown(function() support.rm_rf(dir) end)

@@ -7,7 +7,7 @@
 -- `moonrl run` script) to see that they load and what their weights compute.
 
 local support = require("support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local uv = support.uv
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"

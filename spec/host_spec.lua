@@ -92,13 +92,13 @@ describe("moonrl host", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rc, out = moonrl("bench env --envs 256 --reps 2 --json --device cpu", dir)
     assert.are.equal(0, rc, out)
-    local row = require("moonrl.json").decode(out:match("{.-}\n"))
+    local row = require("moonrl.formats.json").decode(out:match("{.-}\n"))
     assert.are.equal("env", row.row)
     assert.is_true(row.rate.median > 0 and row.rate.min <= row.rate.median and row.rate.median <= row.rate.max)
     rc, out = moonrl("bench train --net small --envs 16 --rollout 16 --reps 1 --json --device cpu", dir)
     assert.are.equal(0, rc, out)
     assert.truthy(out:find('"time_update"', 1, true), out)
-    row = require("moonrl.json").decode(out:match("{.-}\n") or out)
+    row = require("moonrl.formats.json").decode(out:match("{.-}\n") or out)
     -- the small net's multiply-adds per sample, by hand from its layers:
     -- convs 121*9*2*16 + 121*9*16*32, fc 3872*128, actor 128*8, critic (128+2+242)*128 + 128
     assert.are.equal(34848 + 557568 + 495616 + 1024 + 47616 + 128, row.forward_macs)
@@ -117,7 +117,7 @@ describe("moonrl host", function()
     local bf16_args = "bench train --device cpu --precision bf16 --net small --envs 16 --rollout 16 --reps 1 --json"
     rc, out, errout = moonrl(bf16_args, dir)
     if rc == 0 then
-      row = require("moonrl.json").decode(out:match("{.-}\n") or out)
+      row = require("moonrl.formats.json").decode(out:match("{.-}\n") or out)
       assert.are.equal("bf16", row.precision)
     else
       assert.truthy(errout:find("bf16 needs a CPU with AVX512-BF16 or AMX", 1, true), errout)
@@ -141,7 +141,7 @@ describe("moonrl host", function()
     if not (ok == 0 or ok == true) then return pending("no PyTorch (make bench-deps installs it)") end
     local rc, out = moonrl("bench --compare --rows env --envs 256 --reps 1 --json --device cpu", dir)
     assert.are.equal(0, rc, out)
-    local row = require("moonrl.json").decode(out:match("{.-}\n") or out)
+    local row = require("moonrl.formats.json").decode(out:match("{.-}\n") or out)
     assert.are.equal("env", row.row)
     assert.is_true(row.moonrl.median > 0 and row.reference.median > 0, out)
     assert.is_true(math.abs(row.ratio - row.moonrl.median / row.reference.median) < 1e-9 * row.ratio, out)

@@ -1,7 +1,7 @@
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local ffi = require("ffi")
 
-describe("moonrl.json", function()
+describe("moonrl.formats.json", function()
   it("encodes scalars", function()
     assert.equal("1", json.encode(1))
     assert.equal("-3", json.encode(-3))

@@ -1,5 +1,5 @@
-local Jsonl = require("moonrl.sinks.jsonl")
-local json = require("moonrl.json")
+local Jsonl = require("moonrl.run.sinks.jsonl")
+local json = require("moonrl.formats.json")
 local support = require("support")
 local uv = support.uv
 

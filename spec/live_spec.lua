@@ -1,14 +1,14 @@
--- Live tweaks (moonrl.live), the record of changes (moonrl.changes) and a
+-- Live tweaks (moonrl.live), the record of changes (moonrl.run.changes) and a
 -- running job changed through a tweak file: first the modules alone on a
 -- real luv loop with a stand-in run, then the built binary (build/moonrl, or
 -- $MOONRL_BIN) training a network small enough that an update takes
 -- milliseconds while a script edits the file under it.
 
 local support = require("support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local config = require("moonrl.config")
-local live = require("moonrl.live")
-local Changes = require("moonrl.changes")
+local live = require("moonrl.run.live")
+local Changes = require("moonrl.run.changes")
 local uv = support.uv
 
 local BIN, have_bin = support.BIN, support.have_bin
@@ -43,7 +43,7 @@ local function fake_run(dir)
   return r
 end
 
-describe("moonrl.live", function()
+describe("moonrl.run.live", function()
   local dir
   before_each(function() dir = support.tmpdir() end)
   after_each(function() support.rm_rf(dir) end)
@@ -190,7 +190,7 @@ describe("moonrl.live", function()
       end)
     end
 
-    it("re-reads on live.reread(), what moonrl.signals' SIGHUP handler calls, while a file is watched", function()
+    it("re-reads on live.reread(), what moonrl.runtime.signals' SIGHUP handler calls, while a file is watched", function()
       -- (a real SIGHUP to a run is in the end-to-end case below, in the binary)
       local run = fake_run(dir)
       local path = dir .. "/tweaks.lua"
@@ -205,7 +205,7 @@ describe("moonrl.live", function()
   end)
 end)
 
-describe("moonrl.changes", function()
+describe("moonrl.run.changes", function()
   local dir
   before_each(function() dir = support.tmpdir() end)
   after_each(function() support.rm_rf(dir) end)

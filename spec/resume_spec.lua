@@ -1,4 +1,4 @@
--- Resuming a run (moonrl.resume, moonrl.sinks.trim, the trainer thread's
+-- Resuming a run (moonrl.resume, moonrl.run.sinks.trim, the trainer thread's
 -- load): `moonrl train --resume RUN_DIR` and moonrl.train{resume = ...} on
 -- the built binary (build/moonrl, or $MOONRL_BIN) with a network small
 -- enough that an update takes milliseconds, against an uninterrupted run of
@@ -9,8 +9,8 @@
 -- rows after the checkpoint it resumes from, as after a crash.
 
 local support = require("support")
-local trim = require("moonrl.sinks.trim")
-local tb = require("moonrl.tensorboard")
+local trim = require("moonrl.run.sinks.trim")
+local tb = require("moonrl.formats.tensorboard")
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
 local have_bin = io.open(BIN, "rb") ~= nil
@@ -419,7 +419,7 @@ describe("moonrl train --resume", function()
   end)
 end)
 
-describe("moonrl.sinks.trim", function()
+describe("moonrl.run.sinks.trim", function()
   local dir
   before_each(function() dir = support.tmpdir() end)
   after_each(function() support.rm_rf(dir) end)
@@ -472,7 +472,7 @@ describe("moonrl.sinks.trim", function()
                    columns = { "update", "agent_steps", "wall_time" }, resume_step = 64 }
     local sinks = {}
     for _, mod in ipairs({ "csv", "jsonl", "tensorboard" }) do
-      sinks[#sinks + 1] = require("moonrl.sinks." .. mod).new(dir, {}, opts)
+      sinks[#sinks + 1] = require("moonrl.run.sinks." .. mod).new(dir, {}, opts)
     end
     local open = #sinks
     for _, k in ipairs(sinks) do

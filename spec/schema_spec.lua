@@ -1,4 +1,4 @@
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local support = require("support")
 
 -- Reads the defaults written in moonrl.h's comments ("default 192") per
@@ -39,7 +39,7 @@ local function parse_default(text)
   return text
 end
 
-describe("moonrl.schema", function()
+describe("moonrl.config.schema", function()
   it("describes every key with a type, a description and a default that passes its own check", function()
     local types = { number = true, integer = true, boolean = true, string = true, enum = true,
       list = true, schedule = true, ["function"] = true }

@@ -12,7 +12,7 @@
 -- cannot produce quickly (TIMEOUT takes a minute or more) are covered too.
 
 local support = require("support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local slurm = require("moonrl.sweep.slurm_executor")
 local uv = support.uv
 

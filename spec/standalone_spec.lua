@@ -68,7 +68,7 @@ describe("a moonrl binary copied alone", function()
     local metrics = support.read_file(run .. "/metrics.jsonl") or ""
     local lines = support.lines(metrics)
     assert.are.equal(4, #lines, metrics)   -- 4096 steps of ci = 4 updates
-    assert.are.equal(4096, require("moonrl.json").decode(lines[4]).agent_steps)
+    assert.are.equal(4096, require("moonrl.formats.json").decode(lines[4]).agent_steps)
     local ckpts = support.files(run .. "/checkpoints")
     assert.are.equal(1, #ckpts, out .. err)
 

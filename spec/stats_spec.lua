@@ -1,14 +1,14 @@
--- moonrl.stats against hand-computed values and independent implementations
+-- moonrl.eval.stats against hand-computed values and independent implementations
 -- written here: Kaplan-Meier on a small censored sample, its log-log band and
 -- the Brookmeyer-Crowley median interval, Cohen's d on a known case, the
 -- percentile bootstrap's coverage in a simulation, and the random stream.
-local stats = require("moonrl.stats")
+local stats = require("moonrl.eval.stats")
 
 local function near(a, b, tol, what)
   assert.is_true(math.abs(a - b) <= (tol or 1e-12), (what or "") .. ": " .. tostring(a) .. " vs " .. tostring(b))
 end
 
-describe("moonrl.stats", function()
+describe("moonrl.eval.stats", function()
   it("means, variances and Cohen's d on a known case", function()
     near(stats.mean({ 1, 2, 3, 4 }), 2.5)
     near(stats.var({ 1, 2, 3, 4 }), 5 / 3)

@@ -80,7 +80,7 @@ end
 -- until it answers (at most loop_ms, default 90 s) -> reply, err.
 function support.control_request(sock, req, timeout_ms, loop_ms)
   local reply, err, done
-  require("moonrl.control").request(sock, req, { timeout_ms = timeout_ms or 20000 }, function(r, e)
+  require("moonrl.control.client").request(sock, req, { timeout_ms = timeout_ms or 20000 }, function(r, e)
     reply, err, done = r, e, true
   end)
   support.run_until(function() return done end, loop_ms or 90000)

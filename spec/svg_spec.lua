@@ -1,7 +1,7 @@
--- moonrl.svg.chart's geometry, read back from the SVG text: every data point
+-- moonrl.formats.svg.chart's geometry, read back from the SVG text: every data point
 -- inside the frame, at least 3 labelled ticks on a log axis spanning less
 -- than a decade, and the legend clear of every curve and point.
-local svg = require("moonrl.svg")
+local svg = require("moonrl.formats.svg")
 
 local function frame(text)
   local x, y, w, h = text:match('<rect x="([%d.%-]+)" y="([%d.%-]+)" width="([%d.%-]+)" height="([%d.%-]+)" fill="none"')

@@ -6,7 +6,7 @@
 -- starts; `moonrl sweep status|plot`.
 
 local support = require("support")
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local uv = support.uv
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
@@ -228,7 +228,7 @@ describe("moonrl.sweep (the binary)", function()
 
   it("re-run after the driver was SIGKILLed: a live trial is followed again, a dead one resumed, none failed", function()
     if not need_bin() then return end
-    local dirlock = require("moonrl.dirlock")
+    local dirlock = require("moonrl.run.dirlock")
     local p = spawn(dir, "run sweep.lua sw adopt")
     local function lock_pid(i)
       local text = support.read_file(string.format("%s/sw/trial-%03d/.lock", dir, i)) or ""

@@ -6,7 +6,7 @@
 local space = require("moonrl.sweep.space")
 local asha = require("moonrl.sweep.asha")
 local results = require("moonrl.sweep.results")
-local svg = require("moonrl.svg")
+local svg = require("moonrl.formats.svg")
 local support = require("support")
 
 local function key_of(p, keys)

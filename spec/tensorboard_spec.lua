@@ -1,8 +1,8 @@
 -- The TensorBoard writer checked by a reader written here from the format's
 -- description alone: a bitwise CRC32C (no table), its own varint and
 -- protobuf field parser, IEEE-754 decoding by arithmetic (no FFI).
-local tb = require("moonrl.tensorboard")
-local TbSink = require("moonrl.sinks.tensorboard")
+local tb = require("moonrl.formats.tensorboard")
+local TbSink = require("moonrl.run.sinks.tensorboard")
 local support = require("support")
 local uv = support.uv
 local bit = require("bit")

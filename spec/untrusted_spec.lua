@@ -7,9 +7,9 @@
 -- (build/moonrl, or $MOONRL_BIN) where it matters, a run training under it.
 
 local support = require("support")
-local json = require("moonrl.json")
-local control = require("moonrl.control")
-local live = require("moonrl.live")
+local json = require("moonrl.formats.json")
+local control = require("moonrl.control.client")
+local live = require("moonrl.run.live")
 local config = require("moonrl.config")
 local uv = support.uv
 

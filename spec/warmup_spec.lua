@@ -1,4 +1,4 @@
-local warmup = require("moonrl.warmup")
+local warmup = require("moonrl.config.warmup")
 
 describe("moonrl.warmup.normalize", function()
   it("fills a table's missing fields with the defaults and copies it", function()

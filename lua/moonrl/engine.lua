@@ -262,7 +262,7 @@ function engine.schedule_tables(cfg)
   local u = engine.total_updates(cfg)
   for _, key in ipairs({ "lr", "clip", "ent_coef" }) do
     local f = cfg.ppo and cfg.ppo[key]
-    local live = package.loaded["moonrl.live"]
+    local live = package.loaded["moonrl.run.live"]
     if type(f) == "function" and live and live.from_file(f) then
       -- from a live tweak file: sampled under its limits
       local t, err = live.sample(f, u)

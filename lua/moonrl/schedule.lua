@@ -51,9 +51,7 @@ local FIELDS = {
   step = { required = { "from", "gamma", "every" }, optional = { "to" } },
 }
 
-local function finite(x)
-  return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge
-end
+local finite = require("moonrl.number").finite
 
 local function check_arg(fname, argname, v)
   if not finite(v) then

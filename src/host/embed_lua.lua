@@ -13,7 +13,7 @@
 --
 -- Module names follow the path as require's ?.lua;?/init.lua would:
 -- lua/moonrl/init.lua is "moonrl", lua/moonrl/config/init.lua "moonrl.config",
--- lua/moonrl/commands/train.lua "moonrl.commands.train". When both x.lua and
+-- lua/moonrl/cli/commands/train.lua "moonrl.cli.commands.train". When both x.lua and
 -- x/init.lua exist, x.lua wins (as it would from disk) and a warning says so.
 
 local ROOT, MANIFEST, OUT = ...

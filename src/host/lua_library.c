@@ -77,7 +77,7 @@ void host_library_describe(const host_library *lib, char *out, size_t n) {
 
 /* ------------------------------------------------------------- modules */
 
-/* "moonrl.commands.train" -> "moonrl/commands/train"; 0 when every part is a
+/* "moonrl.cli.commands.train" -> "moonrl/cli/commands/train"; 0 when every part is a
  * plain name (so a module name can never climb out of lua/). */
 static int module_path(const char *name, char *out, size_t n) {
     size_t len = strlen(name);

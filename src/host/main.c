@@ -4,7 +4,7 @@
  * The loop is ours and handed to luv before luaopen_luv (as Neovim does), so a
  * script's `require "luv"` schedules on the same loop that delivers training
  * metrics. Every luv callback runs through host_pcall, which reports errors
- * with a traceback and never exits. lua/moonrl/cli.lua does the rest: it
+ * with a traceback and never exits. lua/moonrl/cli/init.lua does the rest: it
  * parses the command line and runs the work as a coroutine on the loop.
  *
  * The Lua library and configs are the copy embedded at build time, so the

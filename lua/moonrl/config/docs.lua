@@ -1,10 +1,10 @@
 -- moonrl.config.docs - docs/config.md, the configuration reference,
--- generated from moonrl.schema (lua/moonrl/gen_docs.lua writes it; a spec
+-- generated from moonrl.config.schema (lua/moonrl/gen_docs.lua writes it; a spec
 -- fails when the file and the schema differ).
 --
 --   docs.reference_markdown() -> string
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
 local serialize = require("moonrl.config.serialize")
@@ -28,7 +28,7 @@ function docs.reference_markdown()
   local function add(s) L[#L + 1] = s end
   add("# moonrl configuration reference")
   add("")
-  add("Generated from `lua/moonrl/schema.lua` by `luajit lua/moonrl/gen_docs.lua`: edit the schema, not")
+  add("Generated from `lua/moonrl/config/schema.lua` by `luajit lua/moonrl/gen_docs.lua`: edit the schema, not")
   add("this file (`spec/gen_docs_spec.lua` fails when the two differ).")
   add("")
   add("A config is a Lua table. The table a run uses is built from layers, each overriding the one")

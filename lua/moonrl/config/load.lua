@@ -14,11 +14,11 @@
 --   loader.sandbox() -> the environment config files run in (a fresh table)
 --   loader.file(path) -> table | nil, err         a config file on disk
 --   loader.resource(relpath) -> table | nil, err  a file moonrl ships, through
---       moonrl.resources ("configs/default.lua": embedded or the source tree)
+--       moonrl.runtime.resources ("configs/default.lua": embedded or the source tree)
 --   loader.text(text, origin) -> table | nil, err config source; origin names it
 --   loader.layer(kind, name[, dir]) -> table | nil, err
 --       kind "profile" (configs/hardware/<name>.lua) or "level"
---       (configs/levels/<name>.lua), through moonrl.resources; with dir, from
+--       (configs/levels/<name>.lua), through moonrl.runtime.resources; with dir, from
 --       dir/hardware or dir/levels on disk; a name ending in .lua is a path of
 --       its own. Checked as a partial config.
 --   loader.hint_global(msg) -> msg with "did you mean" for a misspelt constructor
@@ -33,14 +33,15 @@
 --       in the binary: found from any directory); neither: an error that lists
 --       the shipped names
 
-local resources = require("moonrl.resources")
+local resources = require("moonrl.runtime.resources")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
+local validate = require("moonrl.config.validate")
 
 local loader = {}
 
 -- The directory holding hardware/ and levels/ on disk: configs/ in the
--- source tree moonrl.resources reads when nothing is embedded.
+-- source tree moonrl.runtime.resources reads when nothing is embedded.
 function loader.config_dir()
   return resources.root() .. "configs"
 end
@@ -62,17 +63,9 @@ function loader.sandbox()
   return env
 end
 
-local SANDBOX_NAMES = { "linear", "cosine", "constant", "step" }
-
--- Adds "did you mean" to "attempt to call global 'linaer'" style errors.
-function loader.hint_global(msg)
-  local name = msg:match("global '([%w_]+)'")
-  if name then
-    local near = util.closest(name, SANDBOX_NAMES)
-    if near and near ~= name then msg = msg .. " - did you mean '" .. near .. "'?" end
-  end
-  return msg
-end
+-- Adds "did you mean" to "attempt to call global 'linaer'" style errors
+-- (written in validate, which reads --set values with the same constructors).
+loader.hint_global = validate.hint_global
 
 -- Runs config source `text` in a fresh sandbox; `origin` names it in
 -- messages (chunk name "@" .. origin, so errors read "origin:line: ...").
@@ -202,8 +195,7 @@ function loader.layer(kind, name, dir)
         " cannot set " .. forbidden .. " (it is chosen by the experiment)"
     end
   end
-  -- Required here, not at the top: validate needs hint_global from this module.
-  local ok, verr = require("moonrl.config.validate").validate(t, { partial = true })
+  local ok, verr = validate.validate(t, { partial = true })
   if not ok then return nil, origin .. ":\n" .. verr end
   return t
 end

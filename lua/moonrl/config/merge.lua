@@ -11,7 +11,7 @@
 --   merge.into(acc, over, prefix, label, prov) in place, recording prov[path] = label
 --   merge.fill_defaults(acc, prov)             puts back defaults a layer removed
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local util = require("moonrl.util")
 local keys = require("moonrl.config.keys")
 

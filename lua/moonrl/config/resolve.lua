@@ -25,9 +25,9 @@
 --   - A warmup function is called once with {device, level, num_envs} to check
 --     what it returns; the resolved table keeps the function.
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local util = require("moonrl.util")
-local warmup = require("moonrl.warmup")
+local warmup = require("moonrl.config.warmup")
 local keys = require("moonrl.config.keys")
 local loader = require("moonrl.config.load")
 local merge = require("moonrl.config.merge")
@@ -106,7 +106,7 @@ function resolve.resolve(opts)
   resolve.default_notes[notes] = defaults
   local function default_note(text) notes[#notes + 1] = text; defaults[text] = true end
   local function note(by_user, text) if by_user then notes[#notes + 1] = text else default_note(text) end end
-  -- nil: profiles, levels and the default experiment through moonrl.resources
+  -- nil: profiles, levels and the default experiment through moonrl.runtime.resources
   local dir = opts.config_dir
 
   -- the experiment's own layers

@@ -12,7 +12,7 @@
 --   serialize.lua_string(s) -> s as a Lua string literal
 --   serialize.value(v [, read]) -> Lua source | nil, why   (one value)
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
 local funcsource = require("moonrl.config.funcsource")

@@ -1,4 +1,4 @@
--- moonrl.config.validate - checking configs against moonrl.schema: whole
+-- moonrl.config.validate - checking configs against moonrl.config.schema: whole
 -- tables (validate), single keys (get, set), --set key=value text
 -- (parse_set), with "did you mean" for unknown keys and the checks that
 -- involve more than one key.
@@ -10,16 +10,27 @@
 --   validate.unknown_key(path) -> "unknown key 'x' - did you mean 'y'?"
 --   validate.normalize_value(entry, v) -> the value as the resolved table holds it
 
-local schema = require("moonrl.schema")
+local schema = require("moonrl.config.schema")
 local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
-local warmup = require("moonrl.warmup")
+local warmup = require("moonrl.config.warmup")
 local keys = require("moonrl.config.keys")
-local loader = require("moonrl.config.load")
 
 local validate = {}
 
 -- --set key=value ----------------------------------------------------------------
+
+local SANDBOX_NAMES = { "linear", "cosine", "constant", "step" }
+
+-- Adds "did you mean" to "attempt to call global 'linaer'" style errors.
+function validate.hint_global(msg)
+  local name = msg:match("global '([%w_]+)'")
+  if name then
+    local near = util.closest(name, SANDBOX_NAMES)
+    if near and near ~= name then msg = msg .. " - did you mean '" .. near .. "'?" end
+  end
+  return msg
+end
 
 function validate.parse_set(text)
   if type(text) ~= "string" then
@@ -59,7 +70,7 @@ function validate.parse_set(text)
     end
     if not chunk or not ok then
       err = tostring(err):gsub("^value:%d+: ", "")
-      return nil, "--set " .. k .. ": cannot read the value " .. util.fmt_value(v) .. ": " .. loader.hint_global(err)
+      return nil, "--set " .. k .. ": cannot read the value " .. util.fmt_value(v) .. ": " .. validate.hint_global(err)
     end
     if res == nil then
       return nil, "--set " .. k .. ": the value " .. util.fmt_value(v) .. " is nil"

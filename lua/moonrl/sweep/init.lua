@@ -78,14 +78,16 @@ local util = require("moonrl.util")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
-local json = require("moonrl.json")
+local definition = require("moonrl.sweep.definition")
+local json = require("moonrl.formats.json")
 
 local sweep = {}
 
 local Sweep = {}
 Sweep.__index = Sweep
 
-local function moonrl() return require("moonrl") end
+local tasks = require("moonrl.runtime.tasks")
+local shutdown = require("moonrl.runtime.shutdown")
 local config = require("moonrl.config")
 
 local NOT_SWEPT = { dir = "each trial has its own directory", hardware = "a profile is a layer: sweep the keys it sets",
@@ -128,131 +130,6 @@ local function point_text(params)
   return table.concat(parts, " ")
 end
 
--- ------------------------------------------------------------- definition
-
--- What decides the trials, as text that sweep.json keeps and a re-run
--- compares: the space, the method, the seed, the number of trials and the
--- resolved base config (key path -> value text).
-local function leaf_text(v)
-  if type(v) == "function" then return "<function>" end
-  if type(v) == "table" and v.kind then return results.fmt(v) end   -- a schedule
-  if type(v) == "number" then return util.fmt_number(v) end
-  return util.fmt_value(v, 200)
-end
-
-local function flatten(t, prefix, out)
-  for _, k in ipairs(util.sorted_keys(t)) do
-    local v = t[k]
-    local path = prefix .. tostring(k)
-    if type(v) == "table" and not v.kind and type(k) == "string" and next(v) ~= nil and #v == 0 then
-      flatten(v, path .. ".", out)
-    else
-      out[path] = leaf_text(v)
-    end
-  end
-  return out
-end
-
-local function definition(self)
-  local sp = {}
-  for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
-  return { space = sp, method = type(self.method) == "string" and self.method or "<function>",
-    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}) }
-end
-
--- The differences between an earlier run's definition and this one, as lines.
-local function definition_changes(old, new)
-  local lines = {}
-  for _, part in ipairs({ "space", "base" }) do
-    local a, b = old[part], new[part]
-    if type(a) == "table" then
-      local keys, seen = {}, {}
-      for k in pairs(a) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
-      for k in pairs(b) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
-      table.sort(keys)
-      for _, k in ipairs(keys) do
-        if a[k] == nil then lines[#lines + 1] = string.format("%s: added %s = %s", part, k, b[k])
-        elseif b[k] == nil then lines[#lines + 1] = string.format("%s: removed %s (was %s)", part, k, tostring(a[k]))
-        elseif a[k] ~= b[k] then lines[#lines + 1] = string.format("%s: changed %s: %s before, %s now", part, k, tostring(a[k]), b[k]) end
-      end
-    end
-  end
-  for _, k in ipairs({ "method", "seed", "trials" }) do
-    if old[k] ~= nil and old[k] ~= new[k] then
-      lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
-    end
-  end
-  return lines
-end
-
--- ------------------------------------------------------------- checking
-
-local function check_spec(spec)
-  if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
-  local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
-    metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1 }
-  for k in pairs(spec) do
-    if not known[k] then
-      local near = util.closest(tostring(k), util.sorted_keys(known))
-      error("moonrl.sweep: unknown option " .. util.fmt_value(k) .. (near and (" - did you mean " .. near .. "?") or ""), 3)
-    end
-  end
-  local function int_opt(name, min, default)
-    local v = spec[name]
-    if v == nil then return default end
-    if type(v) ~= "number" or v ~= math.floor(v) or v < min then
-      error("moonrl.sweep: " .. name .. " must be an integer >= " .. min .. ", got " .. util.fmt_value(v), 4)
-    end
-    return v
-  end
-  local function num_opt(name, min, default)
-    local v = spec[name]
-    if v == nil then return default end
-    if type(v) ~= "number" or v ~= v or v < min then
-      error("moonrl.sweep: " .. name .. " must be a number >= " .. min .. ", got " .. util.fmt_value(v), 4)
-    end
-    return v
-  end
-  local o = {
-    parallel = int_opt("parallel", 1, 1), trials = int_opt("trials", 1, nil), smooth = int_opt("smooth", 1, 1),
-    poll_ms = int_opt("poll_ms", 10, 500), time_limit = num_opt("time_limit", 0, 0),
-    kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil),
-    console = spec.console ~= false, hooks = spec.hooks or {},
-  }
-  local method = spec.method or (spec.trials and "random" or "grid")
-  if method ~= "grid" and method ~= "random" and type(method) ~= "function" then
-    error("moonrl.sweep: method must be \"grid\", \"random\" or a function(history, ctx) -> point, got " ..
-      util.fmt_value(method), 3)
-  end
-  o.method = method
-  o.metric = spec.metric or "efficiency"
-  if type(o.metric) ~= "string" and type(o.metric) ~= "function" then
-    error("moonrl.sweep: metric must be a metrics.jsonl field name (\"efficiency\") or a function(record), got " ..
-      util.fmt_value(o.metric), 3)
-  end
-  o.mode = spec.mode or "max"
-  if o.mode ~= "max" and o.mode ~= "min" then error("moonrl.sweep: mode must be \"max\" or \"min\", got " .. util.fmt_value(o.mode), 3) end
-  if type(o.hooks) ~= "table" then error("moonrl.sweep: hooks must be a table of functions", 3) end
-  for k, fn in pairs(o.hooks) do
-    if k ~= "on_trial_start" and k ~= "on_trial_result" and k ~= "on_trial_failed" then
-      error("moonrl.sweep: hooks." .. tostring(k) .. ": accepted on_trial_start, on_trial_result, on_trial_failed", 3)
-    end
-    if type(fn) ~= "function" then error("moonrl.sweep: hooks." .. k .. " must be a function", 3) end
-  end
-  if spec.extend ~= nil and type(spec.extend) ~= "boolean" then
-    error("moonrl.sweep: extend must be true or false, got " .. util.fmt_value(spec.extend), 3)
-  end
-  o.extend = spec.extend == true
-  if spec.dir ~= nil and (type(spec.dir) ~= "string" or spec.dir == "") then
-    error("moonrl.sweep: dir must be a directory path", 3)
-  end
-  if spec.scheduler ~= nil and (type(spec.scheduler) ~= "table" or type(spec.scheduler.decide) ~= "function") then
-    error("moonrl.sweep: scheduler must be moonrl.asha{...} or nil", 3)
-  end
-  return o
-end
-
 -- --------------------------------------------------------------- trials
 
 local function trial_config(self, index, params)
@@ -292,7 +169,7 @@ end
 -- ----------------------------------------------------------------- start
 
 function sweep.start(spec)
-  local o = check_spec(spec)
+  local o = definition.check(spec)
   local self = setmetatable(o, Sweep)
   self.space = spec.space or {}
   local keys, serr = space.check(self.space)
@@ -305,7 +182,7 @@ function sweep.start(spec)
   end
 
   -- the base, resolved as moonrl.train would
-  local base_cfg, notes = moonrl().resolve(spec.base, { sets = spec.sets, hardware = spec.hardware, level = spec.level })
+  local base_cfg, notes = require("moonrl.run.start").resolve(spec.base, { sets = spec.sets, hardware = spec.hardware, level = spec.level })
   if not base_cfg then error("moonrl.sweep: base config: " .. tostring(notes), 2) end
   self.base_cfg, self.notes = base_cfg, notes
   self.base_cfg.dir = nil
@@ -328,10 +205,10 @@ function sweep.start(spec)
   self.prev = prev
   -- an edited definition is refused (its trials would not be those of the
   -- results so far) unless the sweep is to be extended
-  self.definition = definition(self)
+  self.definition = definition.of(self)
   local old_def = prev.info and prev.info.definition
   if type(old_def) == "table" and (next(prev.starts) ~= nil or next(prev.results) ~= nil) then
-    local changes = definition_changes(old_def, self.definition)
+    local changes = definition.changes(old_def, self.definition)
     if #changes > 0 and not self.extend then
       util.refuse("moonrl.sweep: " .. self.dir .. " holds a sweep with another definition (its sweep.json); what changed:\n  " ..
         table.concat(changes, "\n  ") .. "\nNothing was started. To extend that sweep with this definition (its results " ..
@@ -426,7 +303,7 @@ function sweep.start(spec)
   for _, n in ipairs(notes or {}) do
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end
-  moonrl()._track(self)
+  shutdown.track(self, { note = function(msg) self:say(msg) end, abort = function() self:_abort() end })
   self.starting = true
   self:_fill()
   self.starting = false
@@ -576,7 +453,7 @@ function Sweep:_fill_array()
       -- the first submission (a wrong partition, no Slurm here): an error for
       -- the script, not failed trials that a re-run would not try again
       self.filling = false
-      moonrl()._untrack(self)
+      shutdown.untrack(self)
       error("moonrl.sweep: the trials could not be submitted: " .. tostring(err), 0)
     end
     for i, b in ipairs(batch) do
@@ -627,7 +504,7 @@ function Sweep:_prepare_trial(t)
   end
   local resume_ck
   if self.prev.starts[t.index] then
-    local ck = require("moonrl.resume").newest(t.dir)
+    local ck = require("moonrl.run.resume").newest(t.dir)
     if ck then resume_ck = ck end
   end
   local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps
@@ -880,7 +757,7 @@ function Sweep:_check_end()
   end
   local summary = { status = self.status, results = self:results(), best = self:best(), dir = self.dir }
   self._summary = summary
-  moonrl()._untrack(self)
+  shutdown.untrack(self)
   local waiters = self.waiters
   self.waiters = {}
   for _, w in ipairs(waiters) do w(summary) end
@@ -906,7 +783,7 @@ end
 
 function Sweep:wait()
   if self._summary then return self._summary end
-  return moonrl()._await("sweep:wait()", function(wake) self.waiters[#self.waiters + 1] = wake end)
+  return tasks.await("sweep:wait()", function(wake) self.waiters[#self.waiters + 1] = wake end)
 end
 
 function Sweep:results()
@@ -954,8 +831,7 @@ function Sweep:_abort()
   end
 end
 
--- what moonrl's signal handlers ask of what they stop (moonrl.signals)
-function Sweep:_note(msg) self:say(msg) end
+-- what moonrl's signal handlers ask of what they stop (moonrl.runtime.signals)
 function Sweep:checkpoint() return true end
 
 return sweep

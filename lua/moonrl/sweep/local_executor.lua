@@ -31,7 +31,7 @@
 --   job:alive() -> boolean
 --   executor:follow(spec) -> job | nil (local only): a trial an earlier sweep
 --       process started that still runs (it holds its run directory's lock,
---       moonrl.dirlock), followed again rather than started a second time.
+--       moonrl.run.dirlock), followed again rather than started a second time.
 --       It is not a child of this process: its end is seen when the lock is
 --       free again (polled), with exit = { adopted = true } (no exit status);
 --       stop/kill signal the pid the lock file names.
@@ -96,7 +96,7 @@ end
 -- A trial this process did not start: alive while its run directory's lock
 -- is held (the kernel drops it however the trial ends).
 function Local:follow(spec, poll_ms)
-  local dirlock = require("moonrl.dirlock")
+  local dirlock = require("moonrl.run.dirlock")
   local lock = dirlock.take(spec.dir)
   if lock then lock:release() return nil end   -- nobody runs there
   local text = io.open(spec.dir .. "/" .. dirlock.FILE, "rb")

@@ -1,4 +1,4 @@
--- moonrl.sweep.plot - a sweep directory's plots, as SVG files (moonrl.svg):
+-- moonrl.sweep.plot - a sweep directory's plots, as SVG files (moonrl.formats.svg):
 --   SWEEP_DIR/plots/curves.svg       each trial's metric against agent-steps
 --   SWEEP_DIR/plots/param_<key>.svg  each trial's final metric against a swept key
 --                                    (log axis for a loguniform key; a key whose
@@ -9,7 +9,7 @@
 --   plot.write(dir) -> list of files written | nil, err
 
 local results = require("moonrl.sweep.results")
-local svg = require("moonrl.svg")
+local svg = require("moonrl.formats.svg")
 
 local plot = {}
 

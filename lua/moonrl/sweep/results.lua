@@ -30,7 +30,7 @@
 --   results.fmt(v) -> short text of a value
 --   results.thousands(n) -> "16,384"
 
-local json = require("moonrl.json")
+local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
 local uv = require("luv")
 
@@ -196,11 +196,7 @@ function results.fmt(v)
   return util.fmt_value(v)
 end
 
-function results.thousands(n)
-  if type(n) ~= "number" then return "-" end
-  local s = string.format("%d", math.floor(n + 0.5))
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
-end
+results.thousands = require("moonrl.number").thousands
 
 -- list: results (and trials in progress, status "running" / "pending"), any order
 function results.table(list, opts)

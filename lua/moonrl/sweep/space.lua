@@ -69,7 +69,7 @@ end
 local Dist = {}
 Dist.__index = Dist
 
-local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+local finite = require("moonrl.number").finite
 
 local function dist(t) return setmetatable(t, Dist) end
 

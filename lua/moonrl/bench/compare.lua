@@ -1,0 +1,306 @@
+-- moonrl.bench.compare - `moonrl bench --compare`: moonrl and the PyTorch
+-- reference (bench/reference) measured side by side on the same machine.
+--
+-- Each repetition runs moonrl, then the reference, each in a fresh process
+-- (alternating, so both see the same machine state), and each reports its
+-- own rate and peak memory as one JSON line. The table gives the medians, the
+-- ratio of the medians and the ratio of every pair, with the machine, the
+-- threads, the precision of each side and the reference's setup (its malloc,
+-- oneDNN) on top, so a reader can tell what was compared.
+--
+-- Both sides run at one precision. Where moonrl's engine refuses the asked
+-- precision (bf16 on a CPU without AVX512-BF16 or AMX), moonrl runs fp32 instead and the
+-- table says so on the row and below it: the ratio then compares unequal
+-- precisions, and is marked.
+--
+-- What this is not: a statistics package. Three to five alternating pairs on
+-- a shared machine give a median and its spread, nothing more.
+
+local json = require("moonrl.formats.json")
+local uv = require("luv")
+
+local compare = {}
+
+-- The comparison rows and their default sizes: the environment alone at 4096
+-- instances; the small net at 64 x 64 (a CPU-sized batch); the reference net
+-- at the reference 192 x 128 (about 40 s an update per side on 2 cores, so
+-- only on request: --rows ref, make bench-full). --envs / --rollout override.
+compare.ROWS = {
+  env = { envs = 4096, gpu = { envs = 65536 } },
+  small = { envs = 64, rollout = 64, gpu = { envs = 192, rollout = 128 } },
+  ref = { envs = 192, rollout = 128 },
+}
+compare.ROW_ORDER = { "env", "small", "ref" }
+compare.DEFAULT_ROWS = { "env", "small" }
+-- bench/reference/launch.py's --allocator choices (auto: tcmalloc if installed, else glibc-tuned)
+compare.ALLOCATORS = { "auto", "tcmalloc", "jemalloc", "glibc-tuned", "system" }
+-- bench/reference/model.py's layouts for the convolutions' input (nchw: the default, the fastest measured)
+compare.LAYOUTS = { "nchw", "channels_last", "mixed" }
+
+local function home() return require("moonrl.core").home() end
+
+local function python()
+  for _, p in ipairs({ "/usr/bin/python3", "python3" }) do
+    local ok = os.execute(p .. " -c 'import torch' >/dev/null 2>&1")
+    if ok == 0 or ok == true then return p end
+  end
+  return nil
+end
+
+-- Runs cmd; returns its last JSON line decoded, or nil and the last line it
+-- printed that is not JSON (the refusal or the exception).
+local function run_json(cmd)
+  local f = io.popen(cmd .. " 2>&1")
+  local last, said
+  for line in f:lines() do
+    if line:match("^%s*{") then last = line
+    elseif line:match("%S") then said = line end
+  end
+  f:close()
+  if last then return json.decode(last) end
+  return nil, said or "(no output)"
+end
+
+local function threads_of(o)
+  return o.threads > 0 and o.threads or (uv.available_parallelism and uv.available_parallelism() or 2)
+end
+
+-- The precision both sides are asked for: fp32 on a cpu; on a GPU the
+-- original's fp16 with dynamic loss scaling, unless --precision says otherwise.
+function compare.precision(o)
+  return o.precision or (o.device == "cuda" and "fp16" or "fp32")
+end
+
+-- The two commands of a row (moonrl's at precision mprec, the reference's at
+-- precision rprec), each printing a JSON line with the row's rate.
+function compare.commands(o, row, py, mprec, rprec)
+  local dev = o.device == "cuda" and "cuda" or "cpu"
+  local d = compare.ROWS[row]
+  if dev == "cuda" and d.gpu then d = setmetatable(d.gpu, { __index = d }) end
+  local envs, rollout = o.envs or d.envs, o.rollout or d.rollout
+  local alloc = " --allocator " .. (o.ref_allocator or "auto")
+  if row == "env" then
+    return string.format("%s bench env --json --reps 3 --envs %d --threads %d --device %s",
+        uv.exepath(), envs, o.threads, o.device),
+      string.format("%s %s/bench/reference/bench_env.py --device %s --num-envs %d --reps 3 --threads %d%s",
+        py, home(), dev, envs, threads_of(o), alloc),
+      envs, nil
+  end
+  local n = require("moonrl.bench").NETS[row]
+  return string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s " ..
+      "--precision %s", uv.exepath(), row, envs, rollout, o.threads, o.device, mprec),
+    string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
+      "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision %s%s%s",
+      py, home(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
+      threads_of(o), rprec, o.compile and " --compile" or "",
+      alloc .. (o.ref_layout and " --layout " .. o.ref_layout or "")),
+    envs, rollout
+end
+
+-- One comparison row: R alternating fresh-process repetitions of each side.
+function compare.row(o, row, py)
+  local stats = require("moonrl.bench").stats
+  local prec = row ~= "env" and compare.precision(o) or nil
+  local mprec, refused = prec, nil
+  local mine, ref, envs, rollout = compare.commands(o, row, py, mprec, prec)
+  local a, b, ma, mb, pairs_, r1, r2 = {}, {}, {}, {}, {}, nil, nil
+  for rep = 1, o.reps do
+    local e1
+    r1, e1 = run_json(mine)
+    if not r1 and rep == 1 and prec and prec ~= "fp32" and e1:find("precision", 1, true) then
+      -- the engine refused the precision: moonrl runs fp32, and the table says so
+      refused, mprec = e1:gsub("^moonrl bench: ", ""):gsub("^trainer: ", ""), "fp32"
+      mine = compare.commands(o, row, py, mprec, prec)
+      io.stderr:write(string.format("  %s: moonrl refused %s (%s): moonrl runs fp32 against pytorch %s\n",
+        row, prec, e1, prec))
+      r1, e1 = run_json(mine)
+    end
+    if not r1 then error("moonrl: " .. e1 .. "\n  (command: " .. mine .. ")", 0) end
+    local e2
+    r2, e2 = run_json(ref)
+    if not r2 then error("reference: " .. e2 .. "\n  (command: " .. ref .. ")", 0) end
+    a[#a + 1], ma[#ma + 1] = r1.rate and r1.rate.median or r1.sps_median, r1.peak_memory_bytes
+    b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
+    pairs_[#pairs_ + 1] = a[#a] / b[#b]
+    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", row, rep, o.reps,
+      a[#a], b[#b]))
+  end
+  local sa, sb = stats(a), stats(b)
+  return {
+    row = row == "env" and "env" or "train", net = row ~= "env" and row or nil, num_envs = envs,
+    rollout = rollout, device = o.device, threads = threads_of(o),
+    precision = prec and { moonrl = mprec, reference = r2.precision or prec } or nil, moonrl_refused = refused,
+    moonrl = sa, reference = sb, ratio = sa.median / sb.median, pair_ratios = pairs_,
+    moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = mb[1] and stats(mb).max or nil,
+    describe = r1.describe, openblas_coretype = os.getenv("OPENBLAS_CORETYPE"),
+    commands = { moonrl = mine, reference = ref },
+    reference_setup = { torch = r2.torch, allocator = r2.allocator, mkldnn = r2.mkldnn, threads = r2.threads,
+                        layout = r2.layout },
+    work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sb.median) or nil,
+  }
+end
+
+-- What a training row's rates mean in arithmetic (cpu only): both sides do
+-- the same products per agent-step (the rollout's forward, then 4 epochs of
+-- forward and backward: bench.update_flops), so rate x work is each side's
+-- GFLOP/s, and this CPU's measured peak for the precision (mr_cpu_peak_gflops:
+-- FMAs for fp32, AVX512-BF16 dot products for bf16) bounds them both. The
+-- ceiling, peak / pytorch's GFLOP/s, is the highest ratio any implementation
+-- of the same arithmetic could reach over that pytorch on this machine.
+compare.EPOCHS = 4   -- docs/environment.md's, what bench train and bench/reference/train.py both run
+function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
+  if o.device == "cuda" then return nil end
+  local bench = require("moonrl.bench")
+  local net = bench.NETS[row]
+  local per_step = 2 * bench.forward_macs(net) + bench.update_flops(net, 1, compare.EPOCHS)
+  local function peak(prec)
+    local g = tonumber(require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o)))
+    return g and g > 0 and g or nil
+  end
+  local pm = peak(mprec)
+  local pr = rprec == mprec and pm or peak(rprec)
+  local gm, gr = moonrl_sps * per_step / 1e9, reference_sps * per_step / 1e9
+  return {
+    flops_per_agent_step = per_step, moonrl_gflops = gm, reference_gflops = gr,
+    moonrl_peak_gflops = pm, reference_peak_gflops = pr,
+    moonrl_fraction_of_peak = pm and gm / pm, reference_fraction_of_peak = pr and gr / pr,
+    ceiling_ratio = pr and pr / gr,
+  }
+end
+
+-- --------------------------------------------------------------- the table
+
+local function cpu_model()
+  local f = io.open("/proc/cpuinfo")
+  local name = f and f:read("*a"):match("model name%s*:%s*([^\n]+)")
+  if f then f:close() end
+  return name or "unknown cpu"
+end
+
+local function fmt_peak(b) return b and string.format("%.0f MiB", b / 2 ^ 20) or "-" end
+
+local function setup_line(s)
+  if not s then return "-" end
+  local parts = { "torch " .. tostring(s.torch) }
+  if s.mkldnn ~= nil then
+    parts[#parts + 1] = (s.mkldnn and "convolutions in oneDNN (torch.backends.mkldnn on)" or "oneDNN OFF") ..
+      (s.layout and ", layout " .. s.layout or "")
+  end
+  local al = s.allocator
+  if type(al) == "table" then
+    local env = {}
+    for k, v in pairs(al.env or {}) do env[#env + 1] = k .. "=" .. tostring(v) end
+    table.sort(env)
+    parts[#parts + 1] = string.format("malloc %s (%s%s)", tostring(al.name),
+      type(al.loaded) == "string" and ("mapped " .. al.loaded) or "glibc's own",
+      #env > 0 and "; " .. table.concat(env, " ") or "")
+  end
+  return table.concat(parts, ", ")
+end
+
+-- Prints the side-by-side table for the rows (text for a person; --json prints the rows instead).
+function compare.print(o, rows, load0, load1)
+  local fmt_rate = require("moonrl.bench").fmt_rate
+  local prec = compare.precision(o)
+  local w = io.write
+  w("moonrl bench --compare: moonrl against the PyTorch reference (bench/reference), side by side\n")
+  w(string.format("  machine    %s, %d cores; load average (1 min) %.1f at the start, %.1f at the end\n" ..
+    "             (the benchmark's own processes count: a side busy on %d threads adds about %d)\n",
+    cpu_model(), #uv.cpu_info(), load0, load1, threads_of(o), threads_of(o)))
+  w(string.format("  threads    %d on both sides\n", threads_of(o)))
+  local refused
+  for _, r in ipairs(rows) do refused = refused or r.moonrl_refused end
+  if refused then
+    w(string.format("  precision  %s asked; the reference ran %s, moonrl ran fp32: its engine refused %s (\"%s\")\n",
+      prec, prec, prec, refused))
+  else
+    w(string.format("  precision  %s on both sides%s\n", prec,
+      prec ~= "fp32" and (o.device == "cuda" and "" or ", fp32 master weights") or ""))
+  end
+  for _, r in ipairs(rows) do
+    if r.describe then w("  moonrl     " .. r.describe .. "\n") break end
+  end
+  local setup = rows[1] and rows[1].reference_setup
+  for _, r in ipairs(rows) do   -- a training row's setup says more (oneDNN, layout)
+    if r.reference_setup and r.reference_setup.mkldnn ~= nil then setup = r.reference_setup break end
+  end
+  w("  pytorch    " .. setup_line(setup) ..
+    (o.compile and ", torch.compile" or "") .. "\n")
+  w(string.format("  method     %d repetitions per side, each in a fresh process, alternating moonrl / pytorch\n\n",
+    o.reps))
+  local pw = math.max(10, 6 * o.reps)   -- the per-pair column: "1.23 " a pair
+  w(string.format("%-24s %10s %10s %8s  %-" .. pw .. "s %s\n", "row", "moonrl", "pytorch", "ratio", "per pair",
+    "peak memory moonrl / pytorch"))
+  for _, r in ipairs(rows) do
+    local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
+      or string.format("train %s, %d x %d", r.net, r.num_envs, r.rollout)
+    local unequal = r.precision and r.precision.moonrl ~= r.precision.reference
+    if unequal then what = what .. " *" end
+    local pr = {}
+    for i, x in ipairs(r.pair_ratios) do pr[i] = string.format("%.2f", x) end
+    w(string.format("%-24s %10s %10s %7.2fx  %-" .. pw .. "s %s / %s\n", what, fmt_rate(r.moonrl.median),
+      fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "), fmt_peak(r.moonrl_peak_bytes),
+      fmt_peak(r.reference_peak_bytes)))
+  end
+  local worked
+  for _, r in ipairs(rows) do
+    local k = r.work
+    if k and k.moonrl_peak_gflops and k.reference_peak_gflops then
+      if not worked then
+        w("\narithmetic (both sides do the same products; this CPU's peak measured now, on the same threads)\n")
+        worked = true
+      end
+      w(string.format("  train %-6s %.1f MFLOP per agent-step: moonrl %.0f GFLOP/s = %.0f%% of the %s peak %.0f, " ..
+        "pytorch %.0f = %.0f%% of %.0f; ceiling %.2fx\n", r.net, k.flops_per_agent_step / 1e6, k.moonrl_gflops,
+        100 * k.moonrl_fraction_of_peak, r.precision and r.precision.moonrl or "fp32", k.moonrl_peak_gflops,
+        k.reference_gflops, 100 * k.reference_fraction_of_peak, k.reference_peak_gflops, k.ceiling_ratio))
+    end
+  end
+  w("\n")
+  w("moonrl, pytorch  agent-steps per second, the median of the repetitions (higher is faster); training\n" ..
+    "                 rows time whole updates (rollout + GAE + learning) after one warm-up update\n")
+  w("ratio            moonrl's median / pytorch's median: above 1, moonrl is faster\n")
+  w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
+  if worked then
+    w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
+      "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32, AVX512-BF16\n" ..
+      "                 dot products for bf16, measured by a register-resident loop: mr_cpu_peak_gflops)\n")
+  end
+  w(o.device == "cuda"
+    and "peak memory      device memory: moonrl's allocator peak, torch.cuda.max_memory_allocated\n"
+    or "peak memory      each process's resident-set high-water mark (VmHWM, ru_maxrss), the largest of its reps\n")
+  if refused then
+    w(string.format("*                unequal precisions: moonrl fp32 against pytorch %s (moonrl refused %s)\n",
+      prec, prec))
+  end
+  if os.getenv("OPENBLAS_CORETYPE") then
+    w("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE") .. " is set: it applies to both sides (PyTorch's BLAS too)\n")
+  end
+end
+
+function compare.run(o)
+  -- The options first: a wrong one is wrong whether or not PyTorch is installed.
+  if o.device ~= "cuda" and compare.precision(o) == "fp16" then
+    error("--compare --precision fp16 on " .. o.device .. ": the reference's fp16 (autocast + GradScaler) " ..
+      "needs CUDA; accepted on a cpu: fp32, bf16", 0)
+  end
+  local py = python()
+  if not py then
+    error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
+  end
+  local names = o.rows or (o.net_given and { o.net }) or compare.DEFAULT_ROWS
+  local load0 = uv.loadavg()
+  local rows = {}
+  for _, name in ipairs(names) do rows[#rows + 1] = compare.row(o, name, py) end
+  local load1 = uv.loadavg()
+  if o.json then
+    for _, r in ipairs(rows) do
+      r.loadavg = { start = load0, ["end"] = load1 }
+      print(json.encode(r))
+    end
+    return
+  end
+  compare.print(o, rows, load0, load1)
+end
+
+return compare

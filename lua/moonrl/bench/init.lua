@@ -1,0 +1,249 @@
+-- moonrl.bench - `moonrl bench`: throughput of the environment alone, policy
+-- inference and whole training updates, and the side-by-side comparison with
+-- the PyTorch reference (bench/reference/train.py).
+--
+--   moonrl bench [env|infer|train|all] [--device cpu|cuda] [--net ref|small]
+--                [--envs N] [--reps R] [--threads T] [--json]
+--   moonrl bench --compare [--rows env,small,ref] [--reps R] [--envs N] [--rollout T]
+--                [--precision fp32|bf16] [--ref-allocator auto|tcmalloc|jemalloc|glibc-tuned|system]
+--   moonrl bench --scaling 16,64,256,1024 [--net small] [--out docs/scaling.csv]
+--
+-- Every result is the median of R timed repetitions after warm-up, with the
+-- spread (min .. max). Training is timed as docs/environment.md counts throughput: whole
+-- updates (rollout + GAE + update), after one discarded warm-up update.
+-- --compare (moonrl.bench.compare) runs moonrl and the reference each in a
+-- fresh process per repetition, alternating, so both see the same machine
+-- state and each reports its own peak memory (peak RSS on the CPU, the
+-- allocator's peak on a GPU); it prints the ratio moonrl / reference per row.
+--
+-- This is a command-line tool: it blocks the loop while it measures, which is
+-- what a benchmark wants (nothing else runs). The command line, its options
+-- and the printed rows are moonrl.cli.commands.bench.
+
+local engine = require("moonrl.engine")
+local uv = require("luv")
+
+local ffi, C = engine.ffi, engine.C
+local bench = {}
+
+local NETS = {
+  ref = { conv_channels = { 32, 64, 64 }, hidden = 512, critic_hidden = 512 },
+  small = { conv_channels = { 16, 32 }, hidden = 128, critic_hidden = 128 },
+}
+bench.NETS = NETS
+
+local function now() return uv.hrtime() / 1e9 end
+
+bench.PRECISIONS = { fp32 = C.MR_FP32, bf16 = C.MR_BF16, fp16 = C.MR_FP16 }
+
+-- Multiply-adds of one sample's forward pass through the network (the reference network's
+-- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic).
+function bench.forward_macs(net, view_range)
+  local V = 2 * (view_range or 5) + 1
+  local VV, macs, cin = V * V, 0, 2
+  for _, ch in ipairs(net.conv_channels) do
+    macs = macs + VV * 9 * cin * ch
+    cin = ch
+  end
+  local flat = VV * cin
+  macs = macs + flat * net.hidden + net.hidden * 8
+  local critic_in = net.hidden + 2 + 2 * VV
+  return macs + critic_in * net.critic_hidden + net.critic_hidden
+end
+
+-- FLOPs of one update's learning phase: epochs x samples x (forward + the
+-- backward's two products per layer, less the first conv's input gradient).
+function bench.update_flops(net, samples, epochs, view_range)
+  local V = 2 * (view_range or 5) + 1
+  local first = V * V * 9 * 2 * net.conv_channels[1]
+  return 2 * samples * epochs * (3 * bench.forward_macs(net, view_range) - first)
+end
+
+local function stats(xs)
+  local s = {}
+  for i, v in ipairs(xs) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  local med = n % 2 == 1 and s[(n + 1) / 2] or 0.5 * (s[n / 2] + s[n / 2 + 1])
+  return { median = med, min = s[1], max = s[n], n = n }
+end
+bench.stats = stats
+
+local function peak_rss_bytes()
+  local f = io.open("/proc/self/status")
+  if not f then return 0 end
+  local text = f:read("*a")
+  f:close()
+  local kb = text:match("VmHWM:%s*(%d+)")
+  return kb and tonumber(kb) * 1024 or 0
+end
+
+-- An mr_config for a benchmark row (defaults < net < options).
+local function make_config(o)
+  local c = ffi.new("mr_config")
+  C.mr_config_default(c)
+  local net = NETS[o.net]
+  c.policy.num_conv = #net.conv_channels
+  for i, ch in ipairs(net.conv_channels) do c.policy.conv_channels[i - 1] = ch end
+  c.policy.hidden, c.policy.critic_hidden = net.hidden, net.critic_hidden
+  c.env.num_envs = o.envs
+  c.ppo.rollout_steps = o.rollout
+  c.threads = o.threads
+  c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
+  c.precision = bench.PRECISIONS[o.precision or "fp32"]
+  c.total_steps = (o.reps + 4) * o.envs * o.rollout
+  return c
+end
+
+local function check(st, err, what)
+  if st ~= 0 then error(what .. ": " .. ffi.string(err.msg), 0) end
+end
+
+-- Environment alone: agent-steps/s with observations written.
+function bench.env(o)
+  local c = make_config(o)
+  local ec = c.env
+  local err = ffi.new("mr_error")
+  local env = ffi.new("mr_env*[1]")
+  check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
+  local n, steps = o.envs, o.env_steps
+  local actions = ffi.new("uint8_t[?]", n * 16)
+  for i = 0, n * 16 - 1 do actions[i] = math.random(0, 7) end
+  for k = 0, 9 do check(C.mr_env_step(env[0], actions + (k % 16) * n, err), err, "env step") end
+  -- On a GPU a step is only queued: each repetition ends by reading the
+  -- state back, which waits for every queued step.
+  local VV = (2 * ec.view_range + 1) ^ 2
+  -- (the buffers stay referenced here: a pointer stored in a struct does not
+  -- keep an FFI array alive)
+  local view = ffi.new("mr_env_view")
+  local bufs = { ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
+                 ffi.new("uint8_t[?]", n) }
+  view.obs, view.reward, view.terminated, view.truncated = bufs[1], bufs[2], bufs[3], bufs[4]
+  local rates = {}
+  for _ = 1, o.reps do
+    local t0 = now()
+    for k = 0, steps - 1 do C.mr_env_step(env[0], actions + (k % 16) * n, err) end
+    check(C.mr_env_read(env[0], view, err), err, "env read")
+    rates[#rates + 1] = n * steps / (now() - t0)
+  end
+  C.mr_env_free(env[0])
+  bufs = nil
+  return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
+           peak_memory_bytes = peak_rss_bytes() }
+end
+
+-- A trainer for a benchmark row: config, trainer, error buffer.
+local function new_trainer(o)
+  local c = make_config(o)
+  local err = ffi.new("mr_error")
+  local tp = ffi.new("mr_trainer*[1]")
+  check(C.mr_trainer_create(c, tp, err), err, "trainer")
+  return c, tp[0], err
+end
+
+-- Policy inference alone: samples/s through the network.
+function bench.infer(o)
+  if o.device == "cuda" then
+    return { row = "infer", net = o.net, batch = o.envs, skipped =
+      "on cuda, mr_trainer_infer runs on a cpu copy of the weights; the GPU's inference time is the " ..
+      "train row's rollout phase" }
+  end
+  local c, t, err = new_trainer(o)
+  local n = o.envs
+  local VV = (2 * c.env.view_range + 1) ^ 2
+  local obs = ffi.new("uint8_t[?]", n * VV)
+  for i = 0, n * VV - 1 do obs[i] = math.random(0, 15) < 1 and 1 or 0 end
+  local logits, value = ffi.new("float[?]", n * 8), ffi.new("float[?]", n)
+  check(C.mr_trainer_infer(t, obs, nil, n, logits, value, err), err, "infer")
+  local iters = math.max(1, math.floor(o.infer_samples / n))
+  local rates = {}
+  for _ = 1, o.reps do
+    local t0 = now()
+    for _ = 1, iters do C.mr_trainer_infer(t, obs, nil, n, logits, value, err) end
+    rates[#rates + 1] = n * iters / (now() - t0)
+  end
+  C.mr_trainer_free(t)
+  return { row = "infer", net = o.net, batch = n, rate = stats(rates), unit = "samples/s" }
+end
+
+-- Whole training updates: agent-steps/s, phases, memory.
+function bench.train(o)
+  local c, t, err = new_trainer(o)
+  local m = ffi.new("mr_metrics")
+  -- warm-up: on cuda two updates, the first queued kernel by kernel, the
+  -- second recording the CUDA graphs the timed ones replay
+  for _ = 1, o.device == "cuda" and 2 or 1 do check(C.mr_trainer_update(t, m, err), err, "warm-up update") end
+  local sps, roll, gae, upd, wall, envt, inft = {}, {}, {}, {}, {}, {}, {}
+  for _ = 1, o.reps do
+    local t0 = now()
+    check(C.mr_trainer_update(t, m, err), err, "update")
+    local dt = now() - t0
+    sps[#sps + 1] = o.envs * o.rollout / dt
+    roll[#roll + 1], gae[#gae + 1], upd[#upd + 1], wall[#wall + 1] = m.time_rollout, m.time_gae, m.time_update, dt
+    envt[#envt + 1], inft[#inft + 1] = m.time_env, m.time_inference
+  end
+  if o.device == "cuda" then
+    -- the rollout's split needs events around every step (and no graphs):
+    -- one more update, profiled, outside the timed ones
+    check(C.mr_trainer_set_profile(t, 1, err), err, "profile")
+    check(C.mr_trainer_update(t, m, err), err, "profiled update")
+    check(C.mr_trainer_set_profile(t, 0, err), err, "profile")
+    envt, inft = { m.time_env }, { m.time_inference }
+  end
+  local mem = ffi.new("mr_memory_stats")
+  C.mr_trainer_memory(t, mem, err)
+  local describe = ffi.string(C.mr_trainer_describe(t))
+  C.mr_trainer_free(t)
+  local dev_peak = tonumber(mem.device_peak_bytes)
+  local r = {
+    row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, precision = o.precision or "fp32",
+    rate = stats(sps), unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,
+    time_update = stats(upd).median, time_wall = stats(wall).median, planned_bytes = tonumber(mem.host_planned_bytes),
+    time_env = stats(envt).median, time_inference = stats(inft).median,
+    peak_memory_bytes = dev_peak > 0 and dev_peak or peak_rss_bytes(), describe = describe,
+  }
+  -- what the phases leave out of the wall clock: host work, waits, launch gaps
+  r.time_idle = math.max(0, r.time_wall - r.time_rollout - r.time_gae - r.time_update)
+  -- the update's achieved rate (the model FLOPs of its forward and backward passes)
+  local net, view_range = NETS[o.net], tonumber(c.env.view_range)
+  r.forward_macs = bench.forward_macs(net, view_range)
+  local flops = bench.update_flops(net, o.envs * o.rollout, tonumber(c.ppo.epochs), view_range)
+  r.update_tflops = r.time_update > 0 and flops / r.time_update / 1e12 or 0
+  if o.peak_tflops then r.mfu, r.peak_tflops = r.update_tflops / o.peak_tflops, o.peak_tflops end
+  return r
+end
+
+-- ------------------------------------------------------------------ output
+
+local function fmt_rate(x)
+  if x >= 1e9 then return string.format("%.2f G", x / 1e9) end
+  if x >= 1e6 then return string.format("%.2f M", x / 1e6) end
+  if x >= 1e3 then return string.format("%.1f k", x / 1e3) end
+  return string.format("%.0f", x)
+end
+bench.fmt_rate = fmt_rate
+
+-- ---------------------------------------------------------------- scaling
+
+function bench.scaling(o)
+  local out = {}
+  print(string.format("training throughput against num_envs, net %s, %s", o.net, o.device))
+  print(string.format("%10s %14s %12s", "num_envs", "agent-steps/s", "update s"))
+  for _, n in ipairs(o.scaling) do
+    local oo = {}
+    for k, v in pairs(o) do oo[k] = v end
+    oo.envs = n
+    local r = bench.train(oo)
+    out[#out + 1] = { n, r.rate.median, r.time_update }
+    print(string.format("%10d %14.0f %12.3f", n, r.rate.median, r.time_update))
+  end
+  if o.out then
+    local f = assert(io.open(o.out, "w"))
+    f:write("num_envs,agent_steps_per_s,update_s\n")
+    for _, row in ipairs(out) do f:write(string.format("%d,%.1f,%.4f\n", row[1], row[2], row[3])) end
+    f:close()
+    print("wrote " .. o.out)
+  end
+end
+
+return bench

@@ -1,0 +1,280 @@
+-- `moonrl eval`: the evaluation table of a checkpoint or of a run directory's
+-- newest valid checkpoint (docs/environment.md protocol, docs/evaluation.md
+-- for the statistics), with progress on stderr; the records, settings, table
+-- and figure go to a folder beside it (moonrl.eval.table, moonrl.eval.files).
+-- --compare A B ... sets each against the first; --from DIR recomputes the
+-- table from what an earlier `moonrl eval` wrote.
+
+local cmdline = require("moonrl.cli.cmdline")
+
+local eval = {
+  name = "eval",
+  order = 30,
+  usage = "eval checkpoint|run [--compare B]",
+  summary = "evaluation table of a checkpoint or a run directory, with intervals; --compare",
+  help = [[
+usage: moonrl eval CHECKPOINT|RUN_DIR [options]
+       moonrl eval --compare A B [C ...] [options]
+       moonrl eval --from DIR
+
+Evaluates a checkpoint (a .mrck file, or a run directory: its newest valid
+checkpoint, a damaged one reported and skipped) with the continuous-survival
+protocol of docs/environment.md. Every death and every agent alive at the
+end (right-censored) is recorded, and the table gives per mode: energy/1k,
+efficiency overall, per death and per environment, survival as the mean over
+deaths and as a Kaplan-Meier median, deaths/1k, food/1k and poison/1k, each
+with a 95% interval; its definitions follow it (docs/evaluation.md).
+Progress goes to stderr as it works.
+
+Beside the table, in the --out folder (by default one per checkpoint:
+RUN_DIR/eval/update_NNNNNNN, so evaluating an older checkpoint leaves the
+others' results alone): eval.md (the table), records.csv (or .jsonl: one
+line per death or survivor), eval.json (checkpoints, seeds, settings and the
+numbers) and eval.svg (Kaplan-Meier curves and efficiency distributions), so
+every figure can be recomputed (--from). `moonrl train` evaluates its final
+checkpoint this same way. The table's first line names the checkpoint and
+update evaluated.
+
+--compare evaluates A, B, ... (each in the mode it was trained in, unless
+--mode) and reports for each against A the difference in every metric with
+its interval and Cohen's d, and says whether it is measurably worse.
+
+The sizes default to the run's own evaluation settings (eval.* of its
+config.lua, for a run directory or a checkpoint in its checkpoints/), else
+to those below.
+
+options:
+  --mode M        ground_truth, ground_truth_blinded, proxy_mortal, proxy, or all
+                  (default: the mode it was trained in)
+  --envs N        environments per run (default: the run's eval.num_envs, else 1024)
+  --steps S       steps per run (default: the run's eval.steps, else 4096)
+  --runs R        independent runs, pooled (default: the run's eval.runs, else 1)
+  --seed X        evaluation seed; run r uses X + r x 1000003 (default: the run's
+                  eval.seed, else 12345)
+  --device D      auto, cpu or cuda (default: as trained)
+  --threads T     CPU threads, 0 = all cores
+  --compare       the checkpoints given are compared with the first
+  --out DIR       where the files go (default: RUN_DIR/eval/<checkpoint name>, e.g.
+                  eval/update_0000010, or RUN_DIR/eval-compare for --compare; for a
+                  checkpoint in no run, eval/<name> beside it); none = no files
+  --records F     csv or jsonl (default csv)
+  --boot B        bootstrap resamples for the intervals (default 1000; 0 = none)
+  --boot-seed X   the bootstrap's seed (default 1)
+  --ci U          bootstrap unit: agents (default) or runs (needs --runs >= 2)
+  --from DIR      recompute the table (and comparison) from DIR's eval.json and records;
+                  DIR may be RUN_DIR/eval or RUN_DIR: the newest checkpoint's folder
+  --help          this text
+]],
+}
+
+local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
+
+local MODES = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }
+
+-- A progress function for moonrl.evaluate: a line on stderr at the first
+-- 10% of the steps, then at each further 10% once a second has passed since
+-- the last line, and at the end, with the time taken; `label` names the row.
+function eval.progress(label)
+  local uv = require("luv")
+  local t0 = uv.hrtime()
+  local shown, last = -1, t0
+  return function(done, total)
+    local tenth = math.floor(10 * done / total)
+    if tenth == shown then return end
+    local now = uv.hrtime()
+    if shown >= 0 and tenth < 10 and now - last < 1e9 then return end
+    shown, last = tenth, now
+    err(string.format("moonrl eval: %s%d%% of %d steps, %.1f s\n", label and (label .. ": ") or "",
+      10 * tenth, total, (now - t0) / 1e9))
+  end
+end
+
+local function basename(p) return (p:gsub("/+$", ""):match("([^/]+)$") or p) end
+
+-- The checkpoint of a path (a run directory: its newest valid one) and the
+-- run directory it belongs to, or nil, message.
+local function checkpoint_of(path)
+  local uv, rs = require("luv"), require("moonrl.run.resume")
+  local st = uv.fs_stat(path)
+  if not st then return nil, "checkpoint or run directory '" .. path .. "' not found" end
+  if st.type == "directory" then
+    if path:match("%.mrck/*$") and not uv.fs_stat(path .. "/checkpoints") then
+      return nil, "checkpoint '" .. path .. "' is a directory, not a checkpoint file (nor a run directory: " ..
+        "it has no checkpoints/)"
+    end
+    local ck, ce = rs.newest(path)
+    if not ck then return nil, ce end
+    for _, d in ipairs(ck.damaged) do err("moonrl eval: skipped damaged checkpoint ", d.path, ": ", d.error, "\n") end
+    err("moonrl eval: ", path, ": checkpoint ", ck.path, " (update ", ck.update, ")\n")
+    return ck.path, path
+  end
+  return path, rs.run_dir_of(path)
+end
+
+local function check_mode(m)
+  for _, x in ipairs(MODES) do if x == m then return true end end
+  local near = require("moonrl.util").closest(m, MODES)
+  return nil, "moonrl eval: --mode " .. m .. ": accepted " .. table.concat(MODES, ", ") ..
+    ", all" .. (near and (" - did you mean " .. near .. "?") or "")
+end
+
+local function print_results(summaries, compare)
+  local et = require("moonrl.eval.table")
+  local text = {}
+  if compare then
+    for k = 2, #summaries do
+      text[#text + 1] = "comparison: " .. summaries[k].label .. " against " .. summaries[1].label .. "\n\n" ..
+        et.compare_text(summaries[1], summaries[k])
+    end
+  end
+  table.insert(text, 1, et.table(summaries))
+  local s = table.concat(text, "\n\n")
+  out(s, "\n")
+  return s
+end
+
+-- --from DIR: the summaries again from the files an earlier run wrote.
+local function from_files(dir, o)
+  local json, ef, et = require("moonrl.formats.json"), require("moonrl.eval.files"), require("moonrl.eval.table")
+  local found, ferr = ef.newest(dir)
+  if not found then
+    err("moonrl eval: --from ", ferr, "\n")
+    return 1
+  end
+  if found ~= dir:gsub("/+$", "") then err("moonrl eval: --from ", dir, ": the newest checkpoint's evaluation, ", found, "\n") end
+  dir = found
+  local text = require("moonrl.util").read_file(dir .. "/eval.json")
+  local meta = text and json.decode(text)
+  if type(meta) ~= "table" or type(meta.sources) ~= "table" then
+    err("moonrl eval: --from ", dir, ": no readable eval.json there (written by moonrl eval)\n")
+    return 1
+  end
+  local recs, rerr = ef.read_records(dir .. "/" .. meta.records.file, meta.records.format)
+  if not recs then
+    err("moonrl eval: --from ", dir, ": ", rerr, "\n")
+    return 1
+  end
+  local b = meta.bootstrap or {}
+  local summaries = {}
+  for k, src in ipairs(meta.sources) do
+    local res = { label = src.label, mode = src.mode, checkpoint = src.checkpoint, eval = src.eval,
+                  records = recs[k] or { n = 0, deaths = 0, rec = {} } }
+    summaries[k] = et.summarise(res, { boot = tonumber(o.boot) or b.resamples,
+      boot_seed = tonumber(o["boot-seed"]) or b.seed, unit = o.ci or b.unit })
+  end
+  print_results(summaries, meta.compare)
+end
+
+function eval.run(argv)
+  local o, e = cmdline.parse("eval", argv, {
+    mode = { "value", "a mode or all" }, envs = { "value", "an integer >= 1" },
+    steps = { "value", "an integer >= 1" }, runs = { "value", "an integer >= 1" },
+    seed = { "value", "an integer >= 0" }, device = { "value", "auto, cpu or cuda" },
+    threads = { "value", "an integer >= 0" }, compare = { "flag" }, out = { "value", "a folder or none" },
+    records = { "value", "csv or jsonl" }, boot = { "value", "an integer >= 0" },
+    ["boot-seed"] = { "value", "an integer >= 0" }, ci = { "value", "agents or runs" },
+    from = { "value", "a folder moonrl eval wrote" },
+  }, 64)
+  if not o then return usage_error(e) end
+  if o.help then return out(eval.help) end
+  for _, spec in ipairs({ { "envs", 1 }, { "steps", 1 }, { "runs", 1 }, { "seed", 0 }, { "threads", 0 },
+                          { "boot", 0 }, { "boot-seed", 0 } }) do
+    local ok, ie = cmdline.int_option("eval", o, spec[1], spec[2])
+    if not ok then return usage_error(ie) end
+  end
+  if o.ci and o.ci ~= "agents" and o.ci ~= "runs" then
+    return usage_error("moonrl eval: --ci " .. o.ci .. ": accepted agents, runs")
+  end
+  if o.records and o.records ~= "csv" and o.records ~= "jsonl" then
+    return usage_error("moonrl eval: --records " .. o.records .. ": accepted csv, jsonl")
+  end
+  if o.from then return from_files(o.from, o) end
+  local paths = o.positional
+  if #paths == 0 then return usage_error("moonrl eval: missing the checkpoint: moonrl eval <checkpoint|run directory> [options]") end
+  if not o.compare and #paths > 1 then
+    return usage_error("moonrl eval: unexpected argument '" .. paths[2] .. "': one checkpoint, or --compare A B ...")
+  end
+  if o.compare and #paths < 2 then
+    return usage_error("moonrl eval: --compare needs two or more checkpoints or run directories")
+  end
+  for _, p in ipairs(paths) do
+    if not require("luv").fs_stat(p) then
+      return usage_error("moonrl eval: checkpoint or run directory '" .. p .. "' not found")
+    end
+  end
+  if o.device and o.device ~= "auto" and o.device ~= "cpu" and o.device ~= "cuda" then
+    return usage_error("moonrl eval: --device " .. o.device .. ": accepted auto, cpu, cuda")
+  end
+  if o.mode == "all" then
+    if o.compare then return usage_error("moonrl eval: --compare takes one --mode (or none), not all") end
+  elseif o.mode ~= nil then
+    local ok, me = check_mode(o.mode)
+    if not ok then return usage_error(me) end
+  end
+  return eval.evaluate(paths, o, "moonrl eval " .. table.concat(argv, " "))
+end
+
+-- Evaluates the checkpoints (or run directories) of `paths` with the
+-- options o of `moonrl eval` (mode, envs, steps, runs, seed, device,
+-- threads, compare, out, records, boot, boot-seed, ci; absent: the defaults),
+-- prints the table and writes the files: the one computation behind
+-- `moonrl eval` and the evaluation at the end of `moonrl train`. `command`
+-- goes into eval.json. Returns nil, or 1 after saying what failed.
+function eval.evaluate(paths, o, command)
+  local moonrl = require("moonrl")
+  local modes = { o.mode or false }   -- false: the mode it was trained in
+  if o.mode == "all" then modes = MODES end
+  local results, first_run, first_ck = {}, nil, nil
+  for k, p in ipairs(paths) do
+    local ck, run_dir = checkpoint_of(p)
+    if not ck then
+      err("moonrl eval: ", run_dir, "\n")
+      return 1
+    end
+    if k == 1 then first_run, first_ck = run_dir, ck end
+    for _, mode in ipairs(modes) do
+      local r, ee = moonrl.evaluate(ck, {
+        mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed, records = true,
+        device = o.device, threads = o.threads, progress = eval.progress(o.compare and basename(p) or mode or nil),
+      })
+      if not r then
+        err("moonrl eval: ", ee, "\n")
+        return 1
+      end
+      r.label = r.mode
+      if o.compare then
+        r.label = basename(run_dir or ck) .. " (" .. r.mode .. ")"
+        for _, q in ipairs(results) do
+          if q.label == r.label then r.label = r.label .. " #" .. k end
+        end
+      end
+      results[#results + 1] = r
+    end
+  end
+  local et, ef = require("moonrl.eval.table"), require("moonrl.eval.files")
+  local summaries = {}
+  local sopts = { boot = tonumber(o.boot) or 1000, boot_seed = tonumber(o["boot-seed"]) or 1, unit = o.ci or "agents" }
+  for k, r in ipairs(results) do summaries[k] = et.summarise(r, sopts) end
+  local text = print_results(summaries, o.compare)
+  -- the files beside the table: one folder per checkpoint (RUN_DIR/eval/update_NNNNNNN)
+  local dir = o.out
+  if not dir then
+    if o.compare then
+      dir = (first_run or (first_ck:match("^(.*)/[^/]*$") or ".")) .. "/eval-compare"
+    else
+      dir = ef.dir_for(first_ck, first_run)
+    end
+  end
+  if dir == "none" then return end
+  local files, we = ef.save(dir, results, summaries, text, {
+    records = o.records or "csv", compare = o.compare or false, command = command,
+    bootstrap = { resamples = sopts.boot, seed = sopts.boot_seed, unit = sopts.unit },
+  })
+  if not files then
+    err("moonrl eval: ", we, "\n")
+    return 1
+  end
+  err("moonrl eval: wrote ", dir, "/{", table.concat(files, ", "), "}\n")
+end
+
+return eval

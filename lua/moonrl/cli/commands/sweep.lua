@@ -1,0 +1,128 @@
+-- `moonrl sweep status|plot DIR`: a sweep directory (moonrl.sweep) seen from
+-- outside - while it runs or after it ended.
+
+local cmdline = require("moonrl.cli.cmdline")
+
+local sweep = {
+  name = "sweep",
+  order = 25,
+  usage = "sweep status|plot DIR",
+  summary = "a hyperparameter sweep's table (status) or its SVG plots (plot); sweeps are scripts: moonrl.sweep{...}",
+  help = [[
+usage: moonrl sweep status DIR [--json]
+       moonrl sweep plot DIR
+
+A sweep is started from a script (moonrl run sweep.lua; see the README,
+"Hyperparameter sweeps") and keeps its state in its directory DIR:
+sweep.json, results.jsonl (a line per start, rung decision and result),
+best.lua (the best trial's config, runnable: moonrl train DIR/best.lua) and
+one run directory per trial (DIR/trial-NNN).
+
+  status   the trials sorted by the sweep's metric, with their settings,
+           status (done, failed, stopped early, running, interrupted,
+           pending), agent-steps, seed and run directory; a running trial
+           shows its latest value (its control socket is asked whether it runs;
+           for a Slurm sweep, squeue: queued or running)
+  plot     writes DIR/plots/curves.svg (each trial's metric against
+           agent-steps) and DIR/plots/param_<key>.svg (the metric against each
+           swept key); the sweep writes them itself when it ends
+
+options:
+  --json   status: one JSON line per trial
+  --help   this text
+]],
+}
+
+local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
+
+local function status(dir, o)
+  local control, json = require("moonrl.control.client"), require("moonrl.formats.json")
+  local results, plot = require("moonrl.sweep.results"), require("moonrl.sweep.plot")
+  local list, info = plot.trials(dir)
+  -- started without a result: running, or left by an interrupted sweep?
+  local ask = {}
+  for _, r in ipairs(list) do if r.status == "running" then ask[#ask + 1] = r end end
+  if #ask > 0 and info.executor == "slurm" then
+    -- a Slurm task's control socket is on its node: ask squeue instead
+    local ids = {}
+    for _, r in ipairs(ask) do ids[#ids + 1] = r.job end
+    local live = require("moonrl.sweep.slurm_executor").new({}):adopt(ids)
+    for _, r in ipairs(ask) do
+      local st = live[r.job]
+      r.status = (st == "PENDING" and "queued") or (st and "running") or "interrupted"
+    end
+    ask = {}
+  end
+  if #ask > 0 then
+    local dirs = {}
+    for i, r in ipairs(ask) do dirs[i] = r.dir end
+    local replies = require("moonrl.runtime.tasks").await("moonrl sweep status", function(wake)
+      control.request_all(dirs, { cmd = "status" }, { timeout_ms = 2000 }, wake)
+    end)
+    for i, r in ipairs(ask) do
+      if not (replies[i].reply and replies[i].reply.ok) then r.status = "interrupted" end
+    end
+  end
+  if o.json then
+    for _, r in ipairs(list) do
+      r.curve = nil
+      out(json.encode(r), "\n")
+    end
+    return 0
+  end
+  local c = {}
+  for _, r in ipairs(list) do c[r.status] = (c[r.status] or 0) + 1 end
+  local pending = math.max(0, (tonumber(info.trials) or #list) - #list)
+  local keys = {}
+  for k in pairs(info.space or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  out(string.format("sweep %s: %s over %s, metric %s (%s), %s; %d trial(s): %d done, %d failed, %d stopped early, " ..
+    "%d running, %s%d interrupted, %d pending\n", dir, tostring(info.method), #keys > 0 and table.concat(keys, ", ") or "nothing",
+    tostring(info.metric), tostring(info.mode or "max"), tostring(info.scheduler or "no early stopping"),
+    tonumber(info.trials) or #list, c.done or 0, c.failed or 0, c.stopped or 0, c.running or 0,
+    c.queued and (c.queued .. " queued in Slurm, ") or "", c.interrupted or 0, pending))
+  out(results.table(list, { metric = info.metric, mode = info.mode, keys = keys }), "\n")
+  local best = nil
+  for _, r in ipairs(results.sorted(list, info.mode)) do
+    if (r.status == "done" or r.status == "stopped") and r.value ~= nil then best = r break end
+  end
+  if best then
+    out(string.format("best: %s, %s %s (%s)", best.label, tostring(info.metric), results.fmt(best.value),
+      best.dir), require("luv").fs_stat(dir .. "/best.lua") and ("; its config: " .. dir .. "/best.lua") or "", "\n")
+  end
+  for _, r in ipairs(list) do
+    if r.status == "failed" then
+      out(string.format("%s failed: %s\n", r.label, tostring(r.error)))
+    end
+  end
+  return 0
+end
+
+function sweep.run(argv)
+  local uv = require("luv")
+  local o, e = cmdline.parse("sweep", argv, { json = { "flag" } }, 2)
+  if not o then return usage_error(e) end
+  if o.help then return out(sweep.help) end
+  local what, dir = o.positional[1], o.positional[2]
+  if what ~= "status" and what ~= "plot" then
+    return usage_error("moonrl sweep: " .. (what and ("unknown subcommand '" .. what .. "'") or "missing the subcommand") ..
+      ": accepted status, plot (moonrl sweep status|plot DIR)")
+  end
+  if not dir then return usage_error("moonrl sweep " .. what .. ": missing the sweep directory DIR") end
+  dir = dir:gsub("(.)/+$", "%1")
+  local st = uv.fs_stat(dir)
+  if not st or st.type ~= "directory" then return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is not a directory") end
+  if not uv.fs_stat(dir .. "/sweep.json") then
+    return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is not a sweep directory (no sweep.json)")
+  end
+  if what == "status" then return status(dir, o) end
+  local files, perr = require("moonrl.sweep.plot").write(dir)
+  if not files then
+    err("moonrl sweep plot: ", perr, "\n")
+    return 1
+  end
+  for _, f in ipairs(files) do out(f, "\n") end
+  return 0
+end
+
+return sweep

@@ -1,0 +1,138 @@
+-- moonrl.eval.evaluate - a checkpoint (or a run directory's newest valid
+-- one, or a finished run) evaluated off the loop thread, and the evaluation
+-- table of the results: moonrl.evaluate and moonrl.eval_table (lua/moonrl/init.lua has
+-- their options and what a result holds).
+--
+--   evaluate.evaluate(checkpoint_or_run, opts) -> result | nil, err
+--   evaluate.eval_table(results, opts) -> string
+
+local core = require("moonrl.core")
+local uv = require("luv")
+local tasks = require("moonrl.runtime.tasks")
+
+local evaluate = {}
+
+-- The checkpoint to evaluate and the eval settings of its run (or nil).
+local function eval_args(target, on_skip)
+  local path
+  if type(target) == "string" then
+    path = target
+    local rs = require("moonrl.run.resume")
+    local st = uv.fs_stat(target)
+    local run_dir = st and st.type == "directory" and target or rs.run_dir_of(target)
+    local defaults
+    if run_dir then
+      local now = run_dir .. "/" .. rs.NOW_FILE   -- the config in force after changes, else the one it started with
+      local t = require("moonrl.config").load_file(uv.fs_stat(now) and now or run_dir .. "/config.lua")
+      defaults = type(t) == "table" and type(t.eval) == "table" and t.eval or nil
+    end
+    if st and st.type == "directory" then
+      local ck, err = rs.newest(target)
+      if not ck then return nil, "moonrl.evaluate: " .. err end
+      for _, d in ipairs(ck.damaged) do
+        if on_skip then on_skip(d.path, d.error) end
+      end
+      path = ck.path
+    end
+    return path, defaults
+  elseif getmetatable(target) == require("moonrl.run") then
+    if target:alive() then
+      return nil, "moonrl.evaluate: the run is still training; wait for it (run:wait()) or pass a checkpoint path"
+    end
+    path = target.last_checkpoint
+    if not path then return nil, "moonrl.evaluate: the run wrote no checkpoint (it failed before its first one)" end
+  else
+    return nil, "moonrl.evaluate: expected a checkpoint path or a run, got " .. type(target)
+  end
+  return path
+end
+
+function evaluate.evaluate(target, opts)
+  opts = opts or {}
+  local engine = require("moonrl.engine")
+  local cb = opts.callback
+  local function finish(res, err)
+    if cb then cb(res, err) end
+    return res, err
+  end
+  local path, run_eval = eval_args(target, opts.on_skip)   -- run_eval: the error when no path
+  if not path then return finish(nil, run_eval) end
+  local eval = {}
+  local defaults = type(target) == "table" and target.cfg and target.cfg.eval or run_eval or {}
+  for _, k in ipairs({ "num_envs", "steps", "runs", "seed" }) do
+    local v = opts[k]
+    if v == nil then v = defaults[k] end
+    if v ~= nil then
+      if type(v) ~= "number" or v ~= math.floor(v) or v < (k == "seed" and 0 or 1) then
+        return finish(nil, "moonrl.evaluate: " .. k .. " must be an integer >= " .. (k == "seed" and 0 or 1) ..
+          ", got " .. tostring(v))
+      end
+      eval[k] = v
+    end
+  end
+  if opts.mode ~= nil and (type(opts.mode) ~= "string" or engine.mode_from_name(opts.mode) < 0) then
+    return finish(nil, "moonrl.evaluate: mode " .. tostring(opts.mode) ..
+      " is not a mode: accepted ground_truth, ground_truth_blinded, proxy_mortal, proxy")
+  end
+  local ec, eerr = engine.eval_config(eval, opts.mode)
+  if not ec then return finish(nil, "moonrl.evaluate: " .. eerr) end
+  local copts = {}
+  if opts.device ~= nil then
+    local d = ({ auto = 0, cpu = engine.C.MR_DEVICE_CPU, cuda = engine.C.MR_DEVICE_CUDA })[opts.device]
+    if not d then return finish(nil, "moonrl.evaluate: device " .. tostring(opts.device) .. ": accepted auto, cpu, cuda") end
+    copts.device = tonumber(d)
+  end
+  if opts.threads ~= nil then copts.threads = opts.threads end
+  if opts.records ~= false then copts.records = true end   -- the table's numbers come from them
+  if opts.progress ~= nil then
+    if type(opts.progress) ~= "function" then return finish(nil, "moonrl.evaluate: progress must be a function") end
+    copts.progress = opts.progress
+  end
+
+  local function start(done)
+    core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes, rec_bytes)
+      if not rbytes then return done(nil, err) end
+      local r = engine.eval_result(rbytes)
+      local trained = engine.config_from_bytes(cfg_bytes)
+      r.mode = opts.mode or engine.mode_name(trained.env.mode)
+      r.checkpoint, r.describe = path, describe
+      r.update = require("moonrl.eval.table").update_of(path)
+      r.trained_mode, r.train_seed = engine.mode_name(trained.env.mode), tonumber(trained.seed)
+      r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
+      if rec_bytes then r.records = engine.eval_records(rec_bytes) end
+      done(r)
+    end)
+  end
+  if cb then
+    start(cb)
+    return nil
+  end
+  return tasks.await("moonrl.evaluate (without opts.callback)", start)
+end
+
+-- The evaluation table (docs/evaluation.md) of results of moonrl.evaluate:
+-- the same computation as `moonrl eval` (moonrl.eval.table, from the
+-- records): what was evaluated, one column per result (its `label`, else its
+-- mode), every metric with its 95% interval, the definitions. opts: boot
+-- (resamples, default 1000), boot_seed (1), unit ("agents" | "runs").
+function evaluate.eval_table(results, opts)
+  opts = opts or {}
+  local et = require("moonrl.eval.table")
+  if type(results) ~= "table" or #results == 0 then
+    error("moonrl.eval_table: expected a list of results of moonrl.evaluate, got " ..
+      (type(results) == "table" and "an empty list" or type(results)), 2)
+  end
+  local summaries = {}
+  for k, r in ipairs(results) do
+    if type(r) ~= "table" or type(r.records) ~= "table" or type(r.eval) ~= "table" then
+      error("moonrl.eval_table: result " .. k .. " has no records: pass what moonrl.evaluate returns " ..
+        "(without records = false)", 2)
+    end
+    local s = et.summarise(r, { boot = opts.boot or 1000, boot_seed = opts.boot_seed or 1, unit = opts.unit })
+    if r.label ~= nil then s.label = tostring(r.label) end
+    summaries[k] = s
+  end
+  return et.table(summaries)
+end
+
+return evaluate

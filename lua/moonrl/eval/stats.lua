@@ -1,0 +1,227 @@
+-- moonrl.eval.stats - the statistics of the evaluation table (docs/evaluation.md):
+-- a seeded random stream, means and variances, Cohen's d, percentile
+-- bootstrap intervals, and the Kaplan-Meier survival estimate with its
+-- log-log Greenwood band and the Brookmeyer-Crowley interval of the median.
+--
+-- Plain Lua over arrays of numbers (1-based), nothing of moonrl's own: the
+-- spec checks every function against hand-computed values.
+--
+-- What it is not: a general statistics library. Only what the table needs,
+-- written to be read.
+--
+-- Public functions
+--   stats.Z95                                   the 0.975 normal quantile
+--   stats.rng(seed) -> r ; r:uniform() in (0, 1) ; r:below(n) in 1 .. n
+--   stats.mean(x), stats.var(x) (n - 1), stats.sd(x)        NaN when undefined
+--   stats.cohen_d(a, b) -> (mean b - mean a) / pooled sd | NaN
+--   stats.quantile(sorted, p) -> number          linear interpolation (type 7)
+--   stats.interval(values [, level]) -> lo, hi   percentile interval, NaNs dropped
+--   stats.bootstrap(n, B, seed, fn) -> reps      reps[k][b] = fn(idx)[k] for B
+--                                                resamples idx of 1 .. n
+--   stats.km(times, died) -> km                  Kaplan-Meier (see below)
+--   stats.km_at(km, t) -> S(t)
+--   stats.km_median(km) -> median, lo, hi        nil where not reached
+
+local stats = {}
+
+local floor, sqrt, log, exp, huge = math.floor, math.sqrt, math.log, math.exp, math.huge
+local NAN = 0 / 0
+
+stats.Z95 = 1.959963984540054
+
+-- --------------------------------------------------------------- random
+
+-- MRG32k3a (L'Ecuyer 1999): six state words, double arithmetic only, so it
+-- is exact and the same on every platform, with no global state (math.random
+-- belongs to user scripts). seed: an integer >= 0.
+local M1, M2 = 4294967087, 4294944443
+local RNG = {}
+RNG.__index = RNG
+
+function stats.rng(seed)
+  seed = floor(tonumber(seed) or 0) % 4294944000
+  local s = { seed + 12345, seed + 12345, seed + 12345, seed + 54321, seed + 54321, seed + 54321 }
+  local r = setmetatable({ s = s }, RNG)
+  for _ = 1, 10 do r:uniform() end   -- leave the nearby seeds' shared start behind
+  return r
+end
+
+function RNG:uniform()
+  local s = self.s
+  local p1 = (1403580 * s[2] - 810728 * s[1]) % M1
+  s[1], s[2], s[3] = s[2], s[3], p1
+  local p2 = (527612 * s[6] - 1370589 * s[4]) % M2
+  s[4], s[5], s[6] = s[5], s[6], p2
+  local d = p1 - p2
+  if d <= 0 then d = d + M1 end
+  return d / (M1 + 1)
+end
+
+function RNG:below(n) return floor(self:uniform() * n) + 1 end
+
+-- --------------------------------------------------------------- moments
+
+function stats.mean(x)
+  local n = #x
+  if n == 0 then return NAN end
+  local s = 0
+  for i = 1, n do s = s + x[i] end
+  return s / n
+end
+
+function stats.var(x)
+  local n = #x
+  if n < 2 then return NAN end
+  local m = stats.mean(x)
+  local s = 0
+  for i = 1, n do
+    local d = x[i] - m
+    s = s + d * d
+  end
+  return s / (n - 1)
+end
+
+function stats.sd(x) return sqrt(stats.var(x)) end
+
+-- Cohen's d of b against a: the difference of the means over the pooled
+-- standard deviation sqrt(((na - 1) va + (nb - 1) vb) / (na + nb - 2)).
+-- NaN when either sample has fewer than 2 values or both are constant.
+function stats.cohen_d(a, b)
+  local na, nb = #a, #b
+  if na < 2 or nb < 2 then return NAN end
+  local pooled = sqrt(((na - 1) * stats.var(a) + (nb - 1) * stats.var(b)) / (na + nb - 2))
+  if pooled == 0 then return NAN end
+  return (stats.mean(b) - stats.mean(a)) / pooled
+end
+
+-- ------------------------------------------------------------- intervals
+
+-- The p-quantile of an ascending array: R's type 7, x[h] + frac (x[h+1] - x[h])
+-- with h = 1 + (n - 1) p.
+function stats.quantile(sorted, p)
+  local n = #sorted
+  if n == 0 then return NAN end
+  local h = 1 + (n - 1) * p
+  local lo = floor(h)
+  if lo >= n then return sorted[n] end
+  return sorted[lo] + (h - lo) * (sorted[lo + 1] - sorted[lo])
+end
+
+-- The central `level` (default 0.95) percentile interval of values, NaNs
+-- (undefined replicates) left out.
+function stats.interval(values, level)
+  level = level or 0.95
+  local v = {}
+  for i = 1, #values do
+    local x = values[i]
+    if x == x then v[#v + 1] = x end
+  end
+  if #v == 0 then return NAN, NAN end
+  table.sort(v)
+  return stats.quantile(v, (1 - level) / 2), stats.quantile(v, 1 - (1 - level) / 2)
+end
+
+-- B bootstrap resamples of n units: each draws n indices of 1 .. n with
+-- replacement from stats.rng(seed) and calls fn(idx, n), which returns a
+-- number or an array of numbers (the statistics of that resample). Returns
+-- reps with reps[k][b] the k-th statistic of resample b (k = 1 for a number).
+function stats.bootstrap(n, B, seed, fn)
+  local r = stats.rng(seed)
+  local idx, reps = {}, {}
+  for b = 1, B do
+    for i = 1, n do idx[i] = r:below(n) end
+    local v = fn(idx, n)
+    if type(v) == "number" then v = { v } end
+    for k = 1, #v do
+      reps[k] = reps[k] or {}
+      reps[k][b] = v[k]
+    end
+  end
+  return reps
+end
+
+-- ----------------------------------------------------------- Kaplan-Meier
+
+-- Kaplan-Meier of survival times times[i] with died[i] (1 or true: a death at
+-- times[i]; 0 or false: alive then, right-censored). A censored time equal to
+-- a death time counts as at risk at that death. Returns km with, per
+-- distinct death time k (ascending): km.time[k], km.n_risk[k], km.n_event[k],
+-- km.surv[k] = S(t) = prod (1 - d / n), km.lower[k] / km.upper[k] its 95%
+-- log-log band: S ^ exp(+-z sqrt(v) / log S) with Greenwood's
+-- v = sum d / (n (n - d)); and km.n, km.deaths, km.max_time.
+function stats.km(times, died)
+  local d_at, c_at, ts = {}, {}, {}
+  local n, deaths, max_time = #times, 0, 0
+  for i = 1, n do
+    local t = times[i]
+    if t > max_time then max_time = t end
+    if not d_at[t] and not c_at[t] then ts[#ts + 1] = t end
+    if died[i] == true or died[i] == 1 then
+      d_at[t] = (d_at[t] or 0) + 1
+      deaths = deaths + 1
+    else
+      c_at[t] = (c_at[t] or 0) + 1
+    end
+  end
+  table.sort(ts)
+  local km = { time = {}, n_risk = {}, n_event = {}, surv = {}, lower = {}, upper = {},
+               n = n, deaths = deaths, max_time = max_time }
+  local at_risk, s, v = n, 1, 0
+  for _, t in ipairs(ts) do
+    local d = d_at[t] or 0
+    if d > 0 then
+      s = s * (1 - d / at_risk)
+      v = at_risk > d and v + d / (at_risk * (at_risk - d)) or huge
+      local lo, hi
+      if s <= 0 or v == huge then
+        lo, hi = 0, 0
+      else
+        local se = sqrt(v) / math.abs(log(s))
+        lo, hi = s ^ exp(stats.Z95 * se), s ^ exp(-stats.Z95 * se)
+      end
+      local k = #km.time + 1
+      km.time[k], km.n_risk[k], km.n_event[k], km.surv[k], km.lower[k], km.upper[k] = t, at_risk, d, s, lo, hi
+    end
+    at_risk = at_risk - d - (c_at[t] or 0)
+  end
+  return km
+end
+
+-- S(t): the estimate just after time t (1 before the first death).
+function stats.km_at(km, t)
+  local s = 1
+  for k = 1, #km.time do
+    if km.time[k] > t then break end
+    s = km.surv[k]
+  end
+  return s
+end
+
+-- The first time a curve reaches 0.5 or below; where it equals 0.5 exactly
+-- over an interval, the middle of that interval (as R's survfit). nil when
+-- the curve never reaches 0.5 (not reached within the evaluation).
+local function crossing(km, curve)
+  local eps = 1e-12
+  for k = 1, #km.time do
+    local c = curve[k]
+    if c <= 0.5 + eps then
+      if math.abs(c - 0.5) <= eps then
+        local nxt = km.time[k + 1]
+        return nxt and (km.time[k] + nxt) / 2 or km.time[k]
+      end
+      return km.time[k]
+    end
+  end
+  return nil
+end
+
+-- The median survival and its 95% interval (Brookmeyer-Crowley: the times
+-- whose log-log band contains 0.5: from where the lower band reaches 0.5 to
+-- where the upper one does). nil for what is not reached.
+function stats.km_median(km)
+  return crossing(km, km.surv), crossing(km, km.lower), crossing(km, km.upper)
+end
+
+stats.NAN = NAN
+
+return stats

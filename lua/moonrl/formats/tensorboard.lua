@@ -1,0 +1,149 @@
+-- moonrl.formats.tensorboard - TensorBoard event files, written by hand.
+--
+-- An event file is a sequence of TFRecords:
+--   uint64 length (little-endian) | uint32 masked_crc32c(length bytes)
+--   | data | uint32 masked_crc32c(data)
+-- with masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32) and
+-- CRC32C the Castagnoli CRC (reflected polynomial 0x82F63B78), table-driven
+-- here with LuaJIT's `bit` library. Each record's data is a protobuf Event:
+--   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
+--             Summary summary = 5; }
+--   Summary { repeated Value value = 1; }
+--   Value   { string tag = 1; float simple_value = 2; }
+-- The first record of a file is Event{wall_time, file_version =
+-- "brain.Event:2"}; the sink then writes one Event per scalar per update.
+-- This is the small subset TensorBoard needs for scalars; nothing else of
+-- protobuf is implemented. Doubles and floats are written little-endian via
+-- the FFI (byte-swapped on a big-endian host).
+--
+-- Public functions
+--   tb.crc32c(s [, crc]) -> unsigned 32-bit number (crc continues a running CRC)
+--   tb.masked_crc32c(s) -> unsigned 32-bit number
+--   tb.record(data) -> framed TFRecord bytes
+--   tb.varint(n) -> bytes (n a non-negative integer below 2^53, or negative:
+--                   10-byte two's complement as int64 demands)
+--   tb.encode_event{wall_time=, step=, file_version=, values={{tag=, simple_value=}, ...}}
+--                 -> Event bytes (fields left nil are left out)
+--   tb.file_version_event(wall_time) -> Event bytes
+--   tb.scalar_event(wall_time, step, tag, value) -> Event bytes
+--   tb.session_start_event(wall_time, step) -> Event bytes: SessionLog START
+--                   (Event field 7, SessionLog.status = 1): TensorBoard drops
+--                   the steps >= step it read before (a resumed run)
+--   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
+
+local bit = require("bit")
+local ffi = require("ffi")
+
+local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
+local rshift, lshift = bit.rshift, bit.lshift
+local char, byte, floor = string.char, string.byte, math.floor
+
+local tb = {}
+
+local CRC_TABLE = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do
+    if band(c, 1) ~= 0 then c = bxor(rshift(c, 1), 0x82F63B78) else c = rshift(c, 1) end
+  end
+  CRC_TABLE[i] = c
+end
+
+function tb.crc32c(s, crc)
+  local c = bnot(crc or 0)
+  for i = 1, #s do
+    c = bxor(rshift(c, 8), CRC_TABLE[band(bxor(c, byte(s, i)), 0xff)])
+  end
+  return bnot(c) % 4294967296
+end
+
+local function mask(crc)
+  return (bor(rshift(crc, 15), lshift(crc, 17)) % 4294967296 + 0xa282ead8) % 4294967296
+end
+
+function tb.masked_crc32c(s)
+  return mask(tb.crc32c(s))
+end
+
+local function u32le(n)
+  return char(n % 256, floor(n / 256) % 256, floor(n / 65536) % 256, floor(n / 16777216) % 256)
+end
+
+local function u64le(n)
+  return u32le(n % 4294967296) .. u32le(floor(n / 4294967296))
+end
+
+function tb.record(data)
+  local len = u64le(#data)
+  return len .. u32le(mask(tb.crc32c(len))) .. data .. u32le(mask(tb.crc32c(data)))
+end
+
+function tb.varint(n)
+  local out = {}
+  if n >= 0 and n < 9007199254740992 then
+    n = floor(n)
+    while n >= 128 do
+      out[#out + 1] = char(n % 128 + 128)
+      n = floor(n / 128)
+    end
+    out[#out + 1] = char(n)
+    return table.concat(out)
+  end
+  local x = ffi.cast("uint64_t", ffi.cast("int64_t", n))
+  while x >= 128ULL do
+    out[#out + 1] = char(tonumber(x % 128ULL) + 128)
+    x = x / 128ULL
+  end
+  out[#out + 1] = char(tonumber(x))
+  return table.concat(out)
+end
+
+local LITTLE = ffi.abi("le")
+local dbuf, fbuf = ffi.new("double[1]"), ffi.new("float[1]")
+
+local function le_bytes(buf, v, n)
+  buf[0] = v
+  local s = ffi.string(buf, n)
+  return LITTLE and s or s:reverse()
+end
+
+local function key(field, wire) return tb.varint(field * 8 + wire) end
+
+local function bytes_field(field, s)
+  return key(field, 2) .. tb.varint(#s) .. s
+end
+
+function tb.encode_event(ev)
+  local parts = {}
+  if ev.wall_time then parts[#parts + 1] = key(1, 1) .. le_bytes(dbuf, ev.wall_time, 8) end
+  if ev.step then parts[#parts + 1] = key(2, 0) .. tb.varint(ev.step) end
+  if ev.file_version then parts[#parts + 1] = bytes_field(3, ev.file_version) end
+  if ev.values then
+    local vals = {}
+    for i, v in ipairs(ev.values) do
+      vals[i] = bytes_field(1, bytes_field(1, v.tag) .. key(2, 5) .. le_bytes(fbuf, v.simple_value, 4))
+    end
+    parts[#parts + 1] = bytes_field(5, table.concat(vals))
+  end
+  return table.concat(parts)
+end
+
+function tb.file_version_event(wall_time)
+  return tb.encode_event { wall_time = wall_time, file_version = "brain.Event:2" }
+end
+
+function tb.scalar_event(wall_time, step, tag, value)
+  return tb.encode_event { wall_time = wall_time, step = step, values = { { tag = tag, simple_value = value } } }
+end
+
+function tb.session_start_event(wall_time, step)
+  return key(1, 1) .. le_bytes(dbuf, wall_time, 8) .. key(2, 0) .. tb.varint(step) ..
+    bytes_field(7, key(1, 0) .. tb.varint(1))
+end
+
+function tb.filename(time, host)
+  host = tostring(host or "localhost"):gsub("[^%w%.%-_]", "_")
+  return string.format("events.out.tfevents.%d.%s", floor(time), host)
+end
+
+return tb

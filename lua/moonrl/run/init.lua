@@ -1,0 +1,716 @@
+-- moonrl.run - one training run as Lua sees it (moonrl.train returns one).
+--
+-- The trainer works on its own thread (src/host/trainer_thread.c); this
+-- object lives on the loop thread and turns the thread's events into sinks,
+-- alerts, hooks, the plain log and the summary. Changes go the other way
+-- through the thread's mailbox and take effect at the next update boundary.
+--
+--   run.dir                    the run directory
+--   run.describe               the engine's backend description, once started
+--   run.last_checkpoint        path of the latest checkpoint written, or nil
+--   run.hot_from               the first update that ran with the latest
+--                              run:set() of an engine key (once the thread took it)
+--   run:metrics()              the last update's metrics (nil before the first)
+--   run:wait()                 yields until the end; returns the summary
+--   run:set(key, value[, source])  true | nil, err: hot keys only (schema hot ~= false),
+--                              validated by config.set; an engine key applies
+--                              from the next update the thread starts. Every
+--                              change is recorded (moonrl.run.changes: train.log,
+--                              metrics.jsonl, changes.lua) with `source`, a label
+--                              saying who made it (default "run:set")
+--   run.changes.list           the changes recorded so far (moonrl.run.changes)
+--   run.live                   the live tweak file's watcher (cfg.live; moonrl.live)
+--   run:set_many({key = value, ...}[, source])  true | nil, err: all or none, from the same update
+--   run:get(key)               the value in force
+--   run:pause() / run:resume() / run:stop([{checkpoint = false, reason = "..."}])
+--                              reason: logged, and in the summary (stop_reason)
+--   run:checkpoint([path])     from a coroutine: waits, returns the path written
+--                              (nil, err if the run ended first); elsewhere: returns true
+--   run:alive()                false once finished
+--   run:summary()              the summary (nil while running)
+--
+-- Run directory: config.lua (the resolved config the run started with,
+-- config.serialize, without dir; written once), config.now.lua (the config in
+-- force, written by run:set and a resume that changed anything: what a resume
+-- continues from), .config.as-written.lua (the last of the two as written:
+-- what moonrl.resume tells an edit from), train.log (a plain
+-- log, one line per event), changes.lua (moonrl.run.changes), the sinks' files
+-- (metrics.jsonl, metrics.csv, events.out.tfevents.*), checkpoints/ and, while
+-- the run goes, control/control.sock (moonrl.control.server: `moonrl ctl`, `moonrl ps`). The
+-- few files written at start are small and written synchronously;
+-- everything per update is asynchronous (the log here, the sinks' own writes).
+--
+-- A new run never reuses a directory that holds a run (moonrl.run.dir): it is
+-- refused, or with opts.force moved aside to DIR.old-<time>.
+--
+-- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
+-- metrics written after the checkpoint's update are cut (moonrl.run.sinks.trim),
+-- the sinks and train.log append, and the thread loads the checkpoint before
+-- its first update and runs no warm-up.
+--
+-- Warm-up updates (flagged `warmup = true`) reach train.log, the console and
+-- run.warmup_metrics only: they are not progress, so not in the metrics files,
+-- alerts or hooks.
+--
+-- Hooks (cfg.hooks) run on the loop thread right after the event and must not
+-- block (moonrl.spawn inside a hook for longer work). A failing hook is
+-- reported with its traceback the first time, then every HOOK_REPORT_EVERY
+-- failures; training goes on. After faults.max_hook_failures failures the
+-- hook is disabled for the rest of the run, said once (stderr and train.log).
+-- A hook can be changed while running (run:set("hooks.on_update", fn)); a new
+-- function starts with no failures, so setting it again enables it.
+--
+-- Non-finite updates: the thread's policy (src/host/trainer_thread.c) ends a
+-- run after faults.max_bad_updates of them in a row; here each one adds to the
+-- metrics (bad_updates: the run's total, bad_streak: in a row) and raises the
+-- nonfinite alert.
+
+local core = require("moonrl.core")
+local uv = require("luv")
+local config = require("moonrl.config")
+local schema = require("moonrl.config.schema")
+local engine = require("moonrl.engine")
+local util = require("moonrl.util")
+local rundir = require("moonrl.run.dir")
+local mkdir_p, write_file = util.mkdir_p, util.write_file
+
+local Run = {}
+Run.__index = Run
+
+local HOOK_REPORT_EVERY = 100
+local SINKS = { "console", "jsonl", "csv", "tensorboard" }
+
+local function traceback(e)
+  return debug.traceback(tostring(e), 2)
+end
+
+local tasks = require("moonrl.runtime.tasks")
+local shutdown = require("moonrl.runtime.shutdown")
+local hardware = require("moonrl.runtime.hardware")
+
+-- --------------------------------------------------------------- train.log
+
+-- One timestamped line per event, written asynchronously in order.
+local Log = {}
+Log.__index = Log
+
+local function open_log(path, append)
+  local file = require("moonrl.runtime.asyncfile").open(uv, path, {
+    on_error = function(msg) core.report("train.log", tostring(msg)) end, append = append,
+  })
+  return setmetatable({ file = file }, Log)
+end
+
+function Log:line(msg)
+  self.file:write(os.date("%Y-%m-%d %H:%M:%S ") .. msg .. "\n")
+end
+
+function Log:close(cb)
+  self.file:close(function() cb() end)
+end
+
+-- ------------------------------------------------------------------ start
+
+-- What the trainer thread gets: the mr_config, the warm-up plan and the
+-- per-update values of function schedules. Checked before anything is
+-- written, so a config the engine refuses leaves no run directory behind.
+local function prepare(cfg)
+  local c, err = engine.config(cfg)
+  if not c then return nil, err end
+  local device = cfg.device
+  if device == "auto" then device = hardware.detect().gpus > 0 and "cuda" or "cpu" end
+  if device == "cuda" and hardware.detect().gpus == 0 then
+    return nil, "device = cuda (hardware = " .. tostring(cfg.hardware) .. "), but no usable GPU was found " ..
+      "(or this build has no CUDA backend: see moonrl version); accepted here: device = cpu or auto, " ..
+      "hardware = cpu, ci, debug or auto"
+  end
+  local w, werr = require("moonrl.config.warmup").normalize(cfg.warmup, {
+    device = device, level = cfg.level, num_envs = cfg.env.num_envs })
+  if not w then return nil, werr end
+  -- What warm-up prepares is the engine's to do; it is told through the
+  -- switches that enable it.
+  local prep = {}
+  for _, p in ipairs(w.prepare or {}) do prep[p] = true end
+  if not prep.graphs then c.cuda.graphs = 0 end
+  local ok, verr = engine.validate(c)
+  if not ok then return nil, verr end
+  local tables, terr = engine.schedule_tables(cfg)
+  if terr then return nil, terr end
+  return c, w, tables
+end
+
+-- The config without its directory: a copy started as a new run gets a new one.
+local function without_dir(cfg)
+  local t = {}
+  for k, v in pairs(cfg) do t[k] = v end
+  t.dir = nil
+  return t
+end
+
+-- config.lua: the config the run started with, written once when it starts
+-- (not by a resume, not by changes).
+-- Each is also copied to .config.as-written.lua: what a resume tells an
+-- edit of the file from (moonrl.resume).
+local function write_config_file(dir, name, text)
+  local ok, err = write_file(dir .. "/" .. name, text)
+  if not ok then return nil, err end
+  return write_file(dir .. "/" .. require("moonrl.run.resume").WRITTEN_FILE, text)
+end
+
+function Run:_write_config()
+  return write_config_file(self.dir, "config.lua", config.serialize(without_dir(self.cfg), {
+    header = "moonrl " .. core.version() .. ": the resolved config the run in this directory started with,\n" ..
+      os.date("%Y-%m-%d %H:%M:%S") .. ". Changes made while it trained are in changes.lua and, once there are\n" ..
+      "any, the config in force after the last one is config.now.lua (what a resume continues from).\n" ..
+      "No dir: started as a config (moonrl train this-file.lua), this is a new run in a new directory",
+  }))
+end
+
+-- config.now.lua: the config in force now, after changes (run:set, ctl set,
+-- live tweaks, a resume's --set); a resume continues from it.
+function Run:_write_current()
+  local upd = self.updates or 0
+  return write_config_file(self.dir, "config.now.lua", config.serialize(without_dir(self.cfg), {
+    header = "moonrl " .. core.version() .. ": the config in force in the run in this directory after its last " ..
+      "change (" .. os.date("%Y-%m-%d %H:%M:%S") .. ", around update " .. upd .. ").\n" ..
+      "It reproduces the run from the state of that change on, not from its start: the values\n" ..
+      "before each change are in changes.lua, the config it started with is config.lua.\n" ..
+      "moonrl train --resume continues from this file; edit it (or use --set) to change hot keys then",
+  }))
+end
+
+function Run.start(cfg, opts)
+  opts = opts or {}
+  local c, warmup, tables = prepare(cfg)
+  if not c then util.refuse(warmup, 3) end
+  local rs = opts.resume
+  local self = setmetatable({
+    cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
+    hook_failures = {}, hook_streak = {}, hook_disabled = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
+    bad_updates = 0, bad_streak = 0,
+    alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
+    warmup = warmup, resume_plan = rs,
+  }, Run)
+
+  local notes = { unpack(opts.notes or {}) }
+  local dir, derr
+  if rs then dir = rs.dir else dir, derr = rundir.new(cfg, opts.force, notes) end
+  if not dir then util.refuse(derr, 3) end
+  local ok, err = mkdir_p(dir .. "/checkpoints")
+  if not ok then util.refuse(err, 3) end
+  self.dir = dir
+  -- One process at a time in a directory, before anything in it changes.
+  local dirlock = require("moonrl.run.dirlock")
+  self.lock, err = dirlock.take(dir)
+  if not self.lock then util.refuse(err, 3) end
+  local function fail(msg)
+    self.lock:release()
+    util.refuse(msg, 4)
+  end
+  local stale = dirlock.clean_temporaries(dir)
+  if #stale > 0 then
+    notes[#notes + 1] = "removed " .. table.concat(stale, ", ") .. " from " .. dir ..
+      "/checkpoints: a checkpoint an earlier process did not finish writing"
+  end
+  local trimmed, log_only
+  if rs then
+    trimmed, err = require("moonrl.run.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
+    if not trimmed then fail(err) end
+    for _, l in ipairs(trimmed.lines) do
+      if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
+    end
+  end
+  if rs then
+    if rs.changed then ok, err = self:_write_current() end
+  else
+    ok, err = self:_write_config()
+  end
+  if not ok then fail(err) end
+  self.log = open_log(dir .. "/train.log", rs ~= nil)
+  self.log:line("moonrl " .. core.version() .. (rs and " resuming run " or " run ") .. dir)
+  -- notes that only tell how a default was resolved (config/resolve.lua) reach
+  -- the terminal with verbose = true only; train.log gets them all
+  local info = opts.notes and require("moonrl.config.resolve").default_notes[opts.notes] or {}
+  for _, n in ipairs(notes) do
+    self.log:line("note: " .. n)
+    if not opts.quiet and (opts.verbose or not info[n]) then io.stderr:write("moonrl: note: ", n, "\n") end
+  end
+  if log_only then self.log:line(log_only) end
+
+  self.changes = require("moonrl.run.changes").new(self)
+
+  self.console = cfg.log.console and opts.console ~= false
+  self.sinks = {}
+  for _, name in ipairs(SINKS) do
+    if cfg.log[name] and (name ~= "console" or self.console) then
+      local okr, sink = pcall(function()
+        local mod = require("moonrl.run.sinks." .. name)
+        return mod.new(dir, cfg, {
+          uv = uv, is_tty = uv.guess_handle(1) == "tty", total_updates = engine.total_updates,
+          on_error = function(msg) self:_sink_error(name, msg) end,
+          append = rs ~= nil, columns = trimmed and trimmed.csv_columns,
+          resume_step = rs and rs.update * rs.batch or nil,
+        })
+      end)
+      if okr and sink then
+        self.sinks[#self.sinks + 1] = { name = name, sink = sink }
+        if name == "console" then self.console_sink = sink end
+      else
+        self:_sink_error(name, tostring(sink))
+      end
+    end
+  end
+
+  local started, handle = pcall(core.start, engine.bytes(c), {
+    run_dir = dir,
+    hot = engine.bytes(engine.hot_params(cfg)),
+    schedules = tables,
+    warmup_updates = self.warmup.updates,
+    warmup_restore = self.warmup.restore,
+    checkpoint_interval = cfg.log.checkpoint_interval,
+    checkpoint_keep = cfg.log.checkpoint_keep,
+    resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
+    max_bad_updates = cfg.faults.max_bad_updates,
+    inject_nan_at_update = cfg.debug.inject_nan_at_update,
+    sync_updates = type(cfg.hooks and cfg.hooks.on_update) == "function",   -- Run:_sync_hooks
+  }, function(kind, ...) return self:_event(kind, ...) end)
+  if not started then fail(handle) end
+  self.handle = handle
+  if cfg.debug.inject_nan_at_update > 0 then
+    self.log:line("debug: a NaN is injected into the weights before update " .. cfg.debug.inject_nan_at_update ..
+      " (debug.inject_nan_at_update)")
+  end
+  self.status = "running"
+  if cfg.live then
+    local okl, lerr = pcall(function() self.live = require("moonrl.run.live").watch(self, cfg.live) end)
+    if not okl then core.report("run " .. dir .. ": live tweaks", tostring(lerr)) end
+  end
+  local function note(msg)
+    self.log:line("control: " .. msg)
+    if not opts.quiet then io.stderr:write("moonrl: note: ", msg, "\n") end
+  end
+  local control, cerr = require("moonrl.control.server").start(self, { on_note = note })
+  if control then self.control = control else note(cerr) end
+  shutdown.add_run(self, function(msg) self:_note(msg) end)   -- a stop signal stops it
+  return self
+end
+
+-- ---------------------------------------------------------------- events
+
+function Run:_sink_error(name, msg)
+  if self.sink_failed[name] then return end
+  self.sink_failed[name] = true
+  core.report("sink " .. name .. " failed (disabled for this run)", tostring(msg))
+  self.log:line("sink " .. name .. " failed: " .. tostring(msg))
+  for i, s in ipairs(self.sinks or {}) do
+    if s.name == name then table.remove(self.sinks, i) break end
+  end
+end
+
+-- A line for the person watching, without breaking the progress bar.
+function Run:_say(text)
+  if not self.console then return end
+  local c = self.console_sink
+  if c and c.message then
+    local ok = pcall(c.message, c, text)
+    if ok then return end
+  end
+  io.stdout:write(text, "\n")
+  io.stdout:flush()
+end
+
+function Run:_hook(name, ...)
+  local fn = self.cfg.hooks and self.cfg.hooks[name]
+  if type(fn) ~= "function" or self.hook_disabled[name] == fn then return end
+  local live = package.loaded["moonrl.run.live"]
+  local ok, err
+  if live and live.from_file(fn) then
+    ok, err = live.call(fn, ...)   -- from a live tweak file: under its limits
+  else
+    ok, err = xpcall(fn, traceback, ...)
+  end
+  if ok then return end
+  local n = (self.hook_failures[name] or 0) + 1
+  self.hook_failures[name] = n
+  -- failures of the function in force: a new one starts again from 0
+  local streak = self.hook_streak[name]
+  if not streak or streak.fn ~= fn then
+    streak = { fn = fn, n = 0 }
+    self.hook_streak[name] = streak
+  end
+  streak.n = streak.n + 1
+  local max = self.cfg.faults.max_hook_failures or 0
+  local where = "hooks." .. name .. " failed (" .. self.dir .. ", update " .. self.updates .. ")"
+  if n == 1 then
+    core.report(where, tostring(err) .. "\n(training goes on; further failures of this hook are counted and " ..
+      (max > 0 and ("it is disabled after " .. max .. " (faults.max_hook_failures)")
+        or ("reported every " .. HOOK_REPORT_EVERY)) .. ")")
+  elseif n % HOOK_REPORT_EVERY == 0 then
+    core.report(where, n .. " failures so far; latest: " .. tostring(err):match("^[^\n]*"))
+  end
+  self.log:line("hooks." .. name .. " failed: " .. tostring(err):match("^[^\n]*"))
+  if max > 0 and streak.n >= max then
+    self.hook_disabled[name] = fn
+    local msg = "hooks." .. name .. " failed " .. streak.n .. " times: disabled for the rest of this run " ..
+      "(faults.max_hook_failures = " .. max .. "; setting the hook again enables it); training goes on"
+    self.log:line(msg)
+    core.report("run " .. self.dir, msg)
+  end
+end
+
+-- A line in train.log (signals, stop reasons: moonrl.runtime.signals writes here).
+function Run:_note(msg)
+  if self.log and not self._summary then self.log:line(msg) end
+end
+
+local function fmt(x)
+  if x == nil then return "-" end   -- absent: no episode ended in this update
+  if type(x) ~= "number" then return tostring(x) end
+  return util.fmt_number(tonumber(string.format("%.4g", x)))
+end
+
+function Run:_metrics(m)
+  if m.nonfinite and m.nonfinite ~= 0 then
+    self.bad_updates = self.bad_updates + 1
+    self.bad_streak = self.bad_streak + 1
+  else
+    self.bad_streak = 0
+  end
+  m.bad_updates, m.bad_streak = self.bad_updates, self.bad_streak
+  self.last = m
+  self.updates = m.update
+  if self.control then self.control:metrics(m) end
+  for _, s in ipairs({ unpack(self.sinks) }) do
+    local ok, err = pcall(s.sink.update, s.sink, m)
+    if not ok then self:_sink_error(s.name, err) end
+  end
+  if (m.update % (self.cfg.log.interval or 1)) == 0 then
+    self.log:line(string.format("update %d steps %d progress %.3f return %s efficiency %s entropy %s lr %s sps %s",
+      m.update, m.agent_steps, m.progress, fmt(m.episode_return_mean), fmt(m.efficiency), fmt(m.entropy),
+      fmt(m.lr), fmt(m.sps)))
+  end
+  local okm, alerts = pcall(function()
+    return require("moonrl.run.alerts").check(m, self.cfg.alerts, self.alert_state)
+  end)
+  if not okm then
+    if not self.alerts_broken then
+      self.alerts_broken = true
+      core.report("alerts failed (disabled for this run)", tostring(alerts))
+    end
+    alerts = nil
+  end
+  for _, a in ipairs(alerts or {}) do
+    if a.kind == "nonfinite" and m.bad_streak > 0 then
+      local max = self.cfg.faults.max_bad_updates
+      a.message = a.message .. "; its optimizer step was skipped (" .. m.bad_streak .. " in a row" ..
+        (max > 0 and ("; the run stops with its last good state at faults.max_bad_updates = " .. max) or "") .. ")"
+    end
+    self.alerts[#self.alerts + 1] = a
+    self.log:line("alert " .. tostring(a.level) .. " " .. tostring(a.kind) .. ": " .. tostring(a.message))
+    if self.console then
+      self:_say("moonrl: " .. tostring(a.level) .. ": " .. tostring(a.message))
+    else
+      io.stderr:write("moonrl: ", tostring(a.level), ": ", tostring(a.message), "\n")
+    end
+    self:_hook("on_alert", a, self)
+  end
+  self:_hook("on_update", m, self)
+  local crash = self.cfg.debug.crash_at_update
+  if crash and crash > 0 and m.update >= crash then
+    io.stderr:write("moonrl: debug.crash_at_update = ", crash, ": killing this process (SIGKILL) after update ",
+      m.update, "\n")
+    uv.kill(uv.os_getpid(), "sigkill")
+  end
+  if m.episodes and m.episodes > 0 then
+    self:_hook("on_episode_stats", {
+      update = m.update, episodes = m.episodes,
+      return_mean = m.episode_return_mean, return_min = m.episode_return_min,
+      return_max = m.episode_return_max, length_mean = m.episode_length_mean,
+      food = m.food_per_episode, poison = m.poison_per_episode,
+      efficiency = m.efficiency, deaths = m.deaths,
+    }, self)
+  end
+end
+
+local handlers = {}
+
+function handlers.started(self, describe)
+  self.describe = describe
+  self.log:line("engine: " .. describe)
+  self:_say(table.concat(util.engine_lines(describe, "moonrl: engine: ", "  "), "\n"))   -- train.log: one line
+  local rs = self.resume_plan
+  if rs then
+    local line = "resumed from update " .. rs.update .. " (checkpoint " .. rs.checkpoint .. ")"
+    self.log:line(line)
+    self:_say("moonrl: " .. line)
+  end
+end
+
+function handlers.metrics(self, bytes, warm)
+  local m = engine.metrics(bytes)
+  if warm then
+    m.warmup = true
+    self.warmup_metrics[#self.warmup_metrics + 1] = m
+    self.log:line(string.format("warm-up update %d: %.3f s", m.update, m.time_total))
+    self:_say(string.format("moonrl: warm-up update %d: %.3f s", m.update, m.time_total))
+    return
+  end
+  self:_metrics(m)
+end
+
+function handlers.warmup_done(self, n, restored)
+  self.log:line("warm-up done: " .. n .. " update(s)" .. (restored and ", weights restored" or ""))
+end
+
+function handlers.checkpoint(self, path, update, requested)
+  self.last_checkpoint = path
+  self.checkpoints[#self.checkpoints + 1] = path
+  self.log:line("checkpoint " .. path .. " (update " .. update .. ")")
+  self:_hook("on_checkpoint", path, self)
+  if requested then
+    local w = table.remove(self.ckpt_waiters, 1)
+    if w then w(path) end
+  end
+end
+
+function handlers.checkpoint_failed(self, msg)
+  core.report("run " .. self.dir, msg .. " (training goes on)")
+  self.log:line(msg)
+  local w = table.remove(self.ckpt_waiters, 1)
+  if w then w(nil, msg) end
+end
+
+function handlers.hot(self, from, refusal, seq)
+  self.changes:hot(from, refusal, seq)
+  if refusal then
+    core.report("run " .. self.dir, refusal .. " (the previous values stay)")
+    self.log:line(refusal)
+  else
+    self.hot_from = from + 1
+    self.log:line("hot parameters in force from update " .. (from + 1))
+  end
+end
+
+function handlers.paused(self, update)
+  self.status = "paused"
+  self.log:line("paused after update " .. update)
+  local c = self.console_sink
+  if c and c.paused then pcall(c.paused, c, true) end
+end
+
+function handlers.resumed(self, update)
+  self.status = "running"
+  self.log:line("resumed after update " .. update)
+  local c = self.console_sink
+  if c and c.paused then pcall(c.paused, c, false) end
+end
+
+function handlers.error(self, msg)
+  self.error = msg
+  core.report("run " .. self.dir .. " failed", msg)
+  self.log:line("error: " .. msg)
+end
+
+function handlers.finished(self, reason, updates, last)
+  self.status = reason
+  if self.control then self.control:close() end
+  local secs = (uv.hrtime() - self.started_at) / 1e9
+  local m = self.last or {}
+  local rs = self.resume_plan
+  local start_steps = m.agent_steps and rs and rs.update * rs.batch or 0
+  local hook_errors = {}
+  for k, v in pairs(self.hook_failures) do hook_errors[k] = v end
+  self._summary = {
+    status = reason, error = self.error, dir = self.dir, updates = updates,
+    agent_steps = m.agent_steps or 0, seconds = secs,
+    sps = ((m.agent_steps or 0) - start_steps) / math.max(secs, 1e-9),   -- of this session
+    resumed_from = rs and rs.update or nil,
+    checkpoint = last or self.last_checkpoint, checkpoints = self.checkpoints,
+    metrics = self.last, describe = self.describe, warmup_updates = #self.warmup_metrics,
+    hook_errors = hook_errors, alerts = #self.alerts, stop_reason = self.stop_reason,
+    bad_updates = self.bad_updates,
+  }
+  local why = self.error or (reason == "stopped" and self.stop_reason)
+  self.log:line(string.format("finished: %s after %d updates, %.1f s%s", reason, updates, secs,
+    why and (" (" .. why .. ")") or ""))
+  for _, w in ipairs(self.ckpt_waiters) do w(nil, "the run ended before the checkpoint (" .. reason .. ")") end
+  self.ckpt_waiters = {}
+  self.changes:finish()
+  if self.live then self.live:close() end
+
+  -- Files complete before anyone hears of the end: sinks, then the log.
+  local pending = #self.sinks + 1
+  local function closed()
+    pending = pending - 1
+    if pending > 0 then return end
+    self.log:close(function()
+      self.lock:release()
+      self:_hook("on_finish", self._summary, self)
+      shutdown.run_ended(self)
+      self._ended = true
+      local waiters = self.waiters
+      self.waiters = {}
+      for _, w in ipairs(waiters) do w(self._summary) end
+    end)
+  end
+  for _, s in ipairs(self.sinks) do
+    local ok, err = pcall(s.sink.close, s.sink, closed)
+    if not ok then
+      core.report("sink " .. s.name .. " failed to close", tostring(err))
+      closed()
+    end
+  end
+  closed()
+end
+
+function Run:_event(kind, ...)
+  local h = handlers[kind]
+  if h then return h(self, ...) end
+end
+
+-- ------------------------------------------------------------- user side
+
+function Run:alive() return self._summary == nil and self.handle:alive() end
+function Run:metrics() return self.last end
+function Run:summary() return self._summary end
+
+function Run:wait()
+  if self._ended then return self._summary end
+  return tasks.await("run:wait()", function(wake)
+    self.waiters[#self.waiters + 1] = wake
+  end)
+end
+
+function Run:get(key)
+  return config.get(self.cfg, key)
+end
+
+function Run:set(key, value, source)
+  if source ~= nil and type(source) ~= "string" then
+    error("run:set: source must be a string (who made the change), got " .. type(source), 2)
+  end
+  if not self:alive() then return nil, "run:set: the run has finished" end
+  local old = util.deepcopy(config.get(self.cfg, key))
+  local ok, err = config.set(self.cfg, key, value, { running = true })
+  if not ok then return nil, err end
+  local e = schema.by_key[key]
+  local seq
+  if e and e.hot == "engine" then
+    local okh, herr = pcall(function()
+      local tables, terr = engine.schedule_tables(self.cfg)
+      if terr then error(terr, 0) end
+      seq = self.handle:set_hot(engine.bytes(engine.hot_params(self.cfg)), tables)
+    end)
+    if not okh then
+      config.set(self.cfg, key, old, { running = true })
+      return nil, tostring(herr)
+    end
+  end
+  self.changes:set(key, old, config.get(self.cfg, key), source, seq)
+  if key == "hooks.on_update" then self:_sync_hooks() end
+  local okw, werr = self:_write_current()   -- what a resume starts from
+  if not okw then self.log:line(tostring(werr)) end
+  return true
+end
+
+function Run:set_many(values, source)
+  if type(values) ~= "table" then error("run:set_many: expected a table {key = value, ...}, got " .. type(values), 2) end
+  if source ~= nil and type(source) ~= "string" then
+    error("run:set_many: source must be a string (who made the change), got " .. type(source), 2)
+  end
+  if not self:alive() then return nil, "run:set: the run has finished" end
+  local keys = util.sorted_keys(values)
+  local trial = util.deepcopy(self.cfg)
+  local engine_hot = false
+  for _, k in ipairs(keys) do
+    local ok, err = config.set(trial, k, values[k], { running = true })
+    if not ok then return nil, err end
+    local e = schema.by_key[k]
+    engine_hot = engine_hot or (e and e.hot == "engine")
+  end
+  local seq
+  if engine_hot then
+    local okh, herr = pcall(function()
+      local tables, terr = engine.schedule_tables(trial)
+      if terr then error(terr, 0) end
+      seq = self.handle:set_hot(engine.bytes(engine.hot_params(trial)), tables)
+    end)
+    if not okh then return nil, tostring(herr) end
+  end
+  for _, k in ipairs(keys) do
+    local old = util.deepcopy(config.get(self.cfg, k))
+    config.set(self.cfg, k, values[k], { running = true })
+    local e = schema.by_key[k]
+    self.changes:set(k, old, config.get(self.cfg, k), source or "run:set_many", e and e.hot == "engine" and seq or nil)
+  end
+  if values["hooks.on_update"] ~= nil or type(values.hooks) == "table" then self:_sync_hooks() end
+  local okw, werr = self:_write_current()   -- what a resume starts from
+  if not okw then self.log:line(tostring(werr)) end
+  return true
+end
+
+-- The update hand-shake (src/host/host.h, mb_sync): while an on_update hook
+-- exists, the trainer starts update k+1 only after the loop has handled the
+-- metrics of update k and run its hooks, so a run:set in the on_update hook
+-- of update k is in force from update k+1 (without it the trainer would
+-- already be running k+1, and the change would start at k+2). Runs without
+-- an on_update hook keep the trainer running ahead of the loop.
+function Run:_sync_hooks()
+  if self.handle and self:alive() then
+    self.handle:sync(type(self.cfg.hooks and self.cfg.hooks.on_update) == "function")
+  end
+end
+
+function Run:pause()
+  if not self:alive() then return nil, "run:pause: the run has finished" end
+  self.handle:pause()
+  return true
+end
+
+function Run:resume()
+  if not self:alive() then return nil, "run:resume: the run has finished" end
+  self.handle:resume()
+  return true
+end
+
+function Run:stop(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), 2)
+  end
+  if opts and opts.reason ~= nil and type(opts.reason) ~= "string" then
+    error("run:stop: reason must be a string, got " .. type(opts.reason), 2)
+  end
+  if not self:alive() then return true end
+  local ckpt = not (opts and opts.checkpoint == false)
+  if opts and opts.reason and not self.stop_reason then
+    self.stop_reason = opts.reason
+    self.log:line("stop requested after update " .. self.updates .. ": " .. opts.reason ..
+      (ckpt and " (the update in progress ends, then the final checkpoint)" or " (no final checkpoint)"))
+  end
+  self.handle:stop(ckpt)
+  return true
+end
+
+function Run:checkpoint(path)
+  if path ~= nil and type(path) ~= "string" then
+    error("run:checkpoint: expected nil or a path, got " .. type(path), 2)
+  end
+  if not self:alive() then return nil, "run:checkpoint: the run has finished" end
+  local co, is_main = coroutine.running()
+  if co == nil or is_main then
+    -- In a callback nobody can wait: fire and let on_checkpoint tell.
+    self.ckpt_waiters[#self.ckpt_waiters + 1] = function() end
+    self.handle:checkpoint(path or "")
+    return true
+  end
+  return tasks.await("run:checkpoint()", function(wake)
+    self.ckpt_waiters[#self.ckpt_waiters + 1] = wake
+    self.handle:checkpoint(path or "")
+  end)
+end
+
+function Run:__tostring()
+  return "moonrl run " .. tostring(self.dir) .. " (" .. tostring(self.status) .. ")"
+end
+
+return Run

@@ -1,0 +1,113 @@
+-- moonrl.run.sinks.tensorboard - a TensorBoard event file in the run directory.
+--
+-- File: <run_dir>/events.out.tfevents.<unix time>.<host>. The first record is
+-- the file_version event; each update then adds one scalar Event per metric
+-- below, at step = agent_steps (falling back to update), so curves of runs
+-- with different batch sizes line up. Other numeric metrics are written under
+-- "metrics/<name>". Non-finite values are written as they are (TensorBoard
+-- shows them). Encoding and CRCs: moonrl.formats.tensorboard. Writes are asynchronous
+-- (luv fs).
+--
+-- A resumed run (opts.resume_step) writes a new file whose second record is
+-- a SessionLog START at resume_step + 1, after moonrl.run.sinks.trim cut the older
+-- files back to resume_step; a name already taken gets a ".2", ".3"... suffix.
+--
+-- Public
+--   Tb.new(run_dir, cfg, opts) -> sink   opts: uv, on_error(msg), clock() -> seconds,
+--                                        hostname (default uv.os_gethostname()),
+--                                        resume_step (a resumed run's last step)
+--   sink:update(metrics)
+--   sink:close([cb])
+--   sink.path
+--   Tb.TAGS                              {metric name, tag} in write order
+
+local asyncfile = require("moonrl.runtime.asyncfile")
+local base = require("moonrl.run.sinks.base")
+local tb = require("moonrl.formats.tensorboard")
+local util = require("moonrl.util")
+
+local Tb = {}
+Tb.__index = Tb
+
+Tb.TAGS = {
+  { "episode_return_mean", "episode/return_mean" },
+  { "episode_return_min", "episode/return_min" },
+  { "episode_return_max", "episode/return_max" },
+  { "episode_length_mean", "episode/length_mean" },
+  { "efficiency", "episode/efficiency" },
+  { "food_per_episode", "episode/food" },
+  { "poison_per_episode", "episode/poison" },
+  { "episodes", "episode/count" },
+  { "deaths", "episode/deaths" },
+  { "policy_loss", "loss/policy" },
+  { "value_loss", "loss/value" },
+  { "entropy", "loss/entropy" },
+  { "approx_kl", "train/approx_kl" },
+  { "clip_fraction", "train/clip_fraction" },
+  { "explained_variance", "train/explained_variance" },
+  { "grad_norm", "train/grad_norm" },
+  { "grad_norm_policy", "train/grad_norm_policy" },
+  { "grad_norm_value", "train/grad_norm_value" },
+  { "lr", "schedule/lr" },
+  { "clip", "schedule/clip" },
+  { "ent_coef", "schedule/ent_coef" },
+  { "popart_mean", "popart/mean" },
+  { "popart_std", "popart/std" },
+  { "loss_scale", "precision/loss_scale" },
+  { "skipped_steps", "precision/skipped_steps" },
+  { "sps", "perf/sps" },
+  { "time_rollout", "perf/time_rollout" },
+  { "time_env", "perf/time_env" },
+  { "time_inference", "perf/time_inference" },
+  { "time_gae", "perf/time_gae" },
+  { "time_update", "perf/time_update" },
+  { "time_total", "perf/time_total" },
+  { "memory_peak_bytes", "memory/peak_bytes" },
+  { "memory_planned_bytes", "memory/planned_bytes" },
+}
+
+local KNOWN = { update = true, agent_steps = true, progress = true, wall_time = true }
+for _, p in ipairs(Tb.TAGS) do KNOWN[p[1]] = true end
+
+function Tb.new(run_dir, cfg, opts)
+  opts = base.options(opts)
+  local self = setmetatable({ cfg = cfg, on_error = opts.on_error, clock = opts.clock }, Tb)
+  local host = opts.hostname
+  if not host and opts.uv.os_gethostname then host = opts.uv.os_gethostname() end
+  local now = self.clock()
+  local base = run_dir .. "/" .. tb.filename(now, host or "localhost")
+  self.path = base
+  for n = 2, 1000 do
+    if not (opts.uv.fs_stat and opts.uv.fs_stat(self.path)) then break end
+    self.path = base .. "." .. n
+  end
+  self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error })
+  self.file:write(tb.record(tb.file_version_event(now)))
+  if opts.resume_step then self.file:write(tb.record(tb.session_start_event(now, opts.resume_step + 1))) end
+  return self
+end
+
+function Tb:update(m)
+  base.guard(self, "tensorboard", function()
+    local rec = base.scalars(m)
+    local step = rec.agent_steps or rec.update or 0
+    local wall = self.clock()
+    local out = {}
+    for _, p in ipairs(Tb.TAGS) do
+      local v = rec[p[1]]
+      if type(v) == "number" then out[#out + 1] = tb.record(tb.scalar_event(wall, step, p[2], v)) end
+    end
+    for _, k in ipairs(util.sorted_keys(rec)) do
+      if not KNOWN[k] and type(rec[k]) == "number" then
+        out[#out + 1] = tb.record(tb.scalar_event(wall, step, "metrics/" .. k, rec[k]))
+      end
+    end
+    self.file:write(table.concat(out))
+  end)
+end
+
+function Tb:close(cb)
+  self.file:close(cb)
+end
+
+return Tb

@@ -1,0 +1,36 @@
+-- moonrl.runtime.hardware - what this machine has, as config's hardware =
+-- "auto" sees it (moonrl.detect).
+--
+--   hardware.detect() -> {gpus =, cores =, memory =, cpu_bf16 =,
+--                         gpu_memory_free =, gpu_memory =, fit_num_envs =}   (the GPU fields with a GPU)
+
+local uv = require("luv")
+
+local hardware = {}
+
+local function meminfo_bytes()
+  local f = io.open("/proc/meminfo", "r")
+  if not f then return nil end
+  local text = f:read("*a")
+  f:close()
+  local kb = text:match("MemTotal:%s*(%d+)")
+  return kb and tonumber(kb) * 1024 or nil
+end
+
+local detected
+function hardware.detect()
+  if not detected then
+    local engine = require("moonrl.engine")
+    local cores = uv.available_parallelism and uv.available_parallelism() or #(uv.cpu_info() or {})
+    detected = { gpus = engine.cuda_device_count(), cores = cores, memory = meminfo_bytes(),
+                 cpu_bf16 = engine.cpu_bf16() }
+    if detected.gpus > 0 then
+      -- for env.num_envs = "auto": the card's memory and the engine's plan
+      detected.gpu_memory_free, detected.gpu_memory = engine.cuda_device_memory(0)
+      detected.fit_num_envs = engine.fit_num_envs
+    end
+  end
+  return detected
+end
+
+return hardware

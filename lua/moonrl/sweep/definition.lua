@@ -1,0 +1,140 @@
+-- moonrl.sweep.definition - what decides a sweep's trials: the options of
+-- moonrl.sweep{...} checked, and the definition (space, method, seed, number
+-- of trials, resolved base config) that sweep.json keeps and a re-run
+-- compares.
+--
+--   definition.check(spec) -> options         raises the error of a bad option
+--                                             at moonrl.sweep's caller
+--   definition.of(sweep) -> definition        as text: key path -> value text
+--   definition.changes(old, new) -> lines     what differs, in words
+
+local util = require("moonrl.util")
+local space = require("moonrl.sweep.space")
+local results = require("moonrl.sweep.results")
+
+local definition = {}
+
+-- What decides the trials, as text that sweep.json keeps and a re-run
+-- compares: the space, the method, the seed, the number of trials and the
+-- resolved base config (key path -> value text).
+local function leaf_text(v)
+  if type(v) == "function" then return "<function>" end
+  if type(v) == "table" and v.kind then return results.fmt(v) end   -- a schedule
+  if type(v) == "number" then return util.fmt_number(v) end
+  return util.fmt_value(v, 200)
+end
+
+local function flatten(t, prefix, out)
+  for _, k in ipairs(util.sorted_keys(t)) do
+    local v = t[k]
+    local path = prefix .. tostring(k)
+    if type(v) == "table" and not v.kind and type(k) == "string" and next(v) ~= nil and #v == 0 then
+      flatten(v, path .. ".", out)
+    else
+      out[path] = leaf_text(v)
+    end
+  end
+  return out
+end
+
+function definition.of(self)
+  local sp = {}
+  for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
+  return { space = sp, method = type(self.method) == "string" and self.method or "<function>",
+    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}) }
+end
+
+-- The differences between an earlier run's definition and this one, as lines.
+function definition.changes(old, new)
+  local lines = {}
+  for _, part in ipairs({ "space", "base" }) do
+    local a, b = old[part], new[part]
+    if type(a) == "table" then
+      local keys, seen = {}, {}
+      for k in pairs(a) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      for k in pairs(b) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        if a[k] == nil then lines[#lines + 1] = string.format("%s: added %s = %s", part, k, b[k])
+        elseif b[k] == nil then lines[#lines + 1] = string.format("%s: removed %s (was %s)", part, k, tostring(a[k]))
+        elseif a[k] ~= b[k] then lines[#lines + 1] = string.format("%s: changed %s: %s before, %s now", part, k, tostring(a[k]), b[k]) end
+      end
+    end
+  end
+  for _, k in ipairs({ "method", "seed", "trials" }) do
+    if old[k] ~= nil and old[k] ~= new[k] then
+      lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
+    end
+  end
+  return lines
+end
+
+-- ------------------------------------------------------------- checking
+
+function definition.check(spec)
+  if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
+  local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
+    metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1 }
+  for k in pairs(spec) do
+    if not known[k] then
+      local near = util.closest(tostring(k), util.sorted_keys(known))
+      error("moonrl.sweep: unknown option " .. util.fmt_value(k) .. (near and (" - did you mean " .. near .. "?") or ""), 3)
+    end
+  end
+  local function int_opt(name, min, default)
+    local v = spec[name]
+    if v == nil then return default end
+    if type(v) ~= "number" or v ~= math.floor(v) or v < min then
+      error("moonrl.sweep: " .. name .. " must be an integer >= " .. min .. ", got " .. util.fmt_value(v), 4)
+    end
+    return v
+  end
+  local function num_opt(name, min, default)
+    local v = spec[name]
+    if v == nil then return default end
+    if type(v) ~= "number" or v ~= v or v < min then
+      error("moonrl.sweep: " .. name .. " must be a number >= " .. min .. ", got " .. util.fmt_value(v), 4)
+    end
+    return v
+  end
+  local o = {
+    parallel = int_opt("parallel", 1, 1), trials = int_opt("trials", 1, nil), smooth = int_opt("smooth", 1, 1),
+    poll_ms = int_opt("poll_ms", 10, 500), time_limit = num_opt("time_limit", 0, 0),
+    kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil),
+    console = spec.console ~= false, hooks = spec.hooks or {},
+  }
+  local method = spec.method or (spec.trials and "random" or "grid")
+  if method ~= "grid" and method ~= "random" and type(method) ~= "function" then
+    error("moonrl.sweep: method must be \"grid\", \"random\" or a function(history, ctx) -> point, got " ..
+      util.fmt_value(method), 3)
+  end
+  o.method = method
+  o.metric = spec.metric or "efficiency"
+  if type(o.metric) ~= "string" and type(o.metric) ~= "function" then
+    error("moonrl.sweep: metric must be a metrics.jsonl field name (\"efficiency\") or a function(record), got " ..
+      util.fmt_value(o.metric), 3)
+  end
+  o.mode = spec.mode or "max"
+  if o.mode ~= "max" and o.mode ~= "min" then error("moonrl.sweep: mode must be \"max\" or \"min\", got " .. util.fmt_value(o.mode), 3) end
+  if type(o.hooks) ~= "table" then error("moonrl.sweep: hooks must be a table of functions", 3) end
+  for k, fn in pairs(o.hooks) do
+    if k ~= "on_trial_start" and k ~= "on_trial_result" and k ~= "on_trial_failed" then
+      error("moonrl.sweep: hooks." .. tostring(k) .. ": accepted on_trial_start, on_trial_result, on_trial_failed", 3)
+    end
+    if type(fn) ~= "function" then error("moonrl.sweep: hooks." .. k .. " must be a function", 3) end
+  end
+  if spec.extend ~= nil and type(spec.extend) ~= "boolean" then
+    error("moonrl.sweep: extend must be true or false, got " .. util.fmt_value(spec.extend), 3)
+  end
+  o.extend = spec.extend == true
+  if spec.dir ~= nil and (type(spec.dir) ~= "string" or spec.dir == "") then
+    error("moonrl.sweep: dir must be a directory path", 3)
+  end
+  if spec.scheduler ~= nil and (type(spec.scheduler) ~= "table" or type(spec.scheduler.decide) ~= "function") then
+    error("moonrl.sweep: scheduler must be moonrl.asha{...} or nil", 3)
+  end
+  return o
+end
+
+return definition

@@ -1,0 +1,168 @@
+-- The shape of the Lua library (lua/moonrl): every module loads; what
+-- requires what has no cycle (a require inside a function counts: it only
+-- hides the cycle); every moonrl.* name required is a module; and no module
+-- reaches into another's private (_-prefixed) helpers, so the facade
+-- (init.lua) is a plain re-export of the runtime modules.
+
+local support = require("support")
+
+local LIB = "lua/moonrl"
+local HOST_MODULES = { ["moonrl.core"] = true, ["moonrl.embedded"] = true }   -- the host's, in C
+
+-- Every .lua file under dir, recursively, sorted: "lua/moonrl/run/init.lua", ...
+local function lua_files(dir, out)
+  out = out or {}
+  for _, name in ipairs(support.files(dir)) do
+    local path = dir .. "/" .. name
+    local st = require("luv").fs_stat(path)
+    if st and st.type == "directory" then
+      lua_files(path, out)
+    elseif name:match("%.lua$") and not name:match("^%.") then
+      out[#out + 1] = path
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+-- "lua/moonrl/run/init.lua" -> "moonrl.run" (as require and the embedded library name it)
+local function module_name(path)
+  return (path:match("^lua/(.+)%.lua$"):gsub("/init$", ""):gsub("/", "."))
+end
+
+-- The library: module name -> { path =, text =, requires = {name -> line} }.
+local function library()
+  local mods = {}
+  for _, path in ipairs(lua_files(LIB)) do
+    local text = support.read_file(path)
+    local self_name = module_name(path)
+    local m = { path = path, text = text, requires = {} }
+    local n = 0
+    for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+      n = n + 1
+      local code = line:gsub("%-%-.*$", "")   -- a comment's example is no require
+      for name in code:gmatch("require%s*%(?%s*[\"'](moonrl[%w_%.]*)[\"']") do
+        -- a partial name ("moonrl.run.sinks." .. kind) is a family, not one module
+        if not name:match("%.$") and name ~= self_name then m.requires[name] = m.requires[name] or n end
+      end
+    end
+    mods[self_name] = m
+  end
+  return mods
+end
+
+-- The cycles of a graph (name -> {dep -> anything}), each as "a -> b -> a".
+local function cycles(graph)
+  local state, stack, found = {}, {}, {}
+  local function visit(m)
+    state[m] = "open"
+    stack[#stack + 1] = m
+    local deps = {}
+    for d in pairs(graph[m] or {}) do deps[#deps + 1] = d end
+    table.sort(deps)
+    for _, d in ipairs(deps) do
+      if graph[d] then
+        if state[d] == "open" then
+          local c = { d }
+          for i = #stack, 1, -1 do
+            table.insert(c, 1, stack[i])
+            if stack[i] == d then break end
+          end
+          found[#found + 1] = table.concat(c, " -> ")
+        elseif not state[d] then
+          visit(d)
+        end
+      end
+    end
+    stack[#stack] = nil
+    state[m] = "done"
+  end
+  local names = {}
+  for m in pairs(graph) do names[#names + 1] = m end
+  table.sort(names)
+  for _, m in ipairs(names) do if not state[m] then visit(m) end end
+  return found
+end
+
+describe("the Lua library's modules", function()
+  local mods = library()
+
+  it("are found under lua/moonrl, in folders by concern", function()
+    for _, name in ipairs({ "moonrl", "moonrl.runtime.tasks", "moonrl.runtime.shutdown", "moonrl.run",
+      "moonrl.run.start", "moonrl.control.server", "moonrl.control.client", "moonrl.eval.evaluate",
+      "moonrl.formats.json", "moonrl.cli", "moonrl.cli.cmdline", "moonrl.config", "moonrl.sweep", "moonrl.number" }) do
+      assert.is_table(mods[name], name)
+    end
+  end)
+
+  it("require only modules that exist", function()
+    local missing = {}
+    for name, m in pairs(mods) do
+      for dep, line in pairs(m.requires) do
+        if not mods[dep] and not HOST_MODULES[dep] then
+          missing[#missing + 1] = m.path .. ":" .. line .. ": requires " .. dep .. ", which is no module"
+        end
+      end
+    end
+    table.sort(missing)
+    assert.same({}, missing)
+  end)
+
+  it("finds a cycle where there is one (the check itself)", function()
+    assert.same({ "a -> b -> c -> a" }, cycles({ a = { b = true }, b = { c = true }, c = { a = true }, d = { a = true } }))
+    assert.same({}, cycles({ a = { b = true }, b = { c = true }, c = {} }))
+  end)
+
+  it("require each other without a cycle, counting requires inside functions", function()
+    local graph = {}
+    for name, m in pairs(mods) do graph[name] = m.requires end
+    assert.same({}, cycles(graph))
+  end)
+
+  it("do not call another module's private (_-prefixed) helpers", function()
+    local bad = {}
+    for name, m in pairs(mods) do
+      local n = 0
+      for line in (m.text .. "\n"):gmatch("([^\n]*)\n") do
+        n = n + 1
+        local code = line:gsub("%-%-.*$", "")   -- comments may name them
+        -- locals bound to another module: local x = require("moonrl.y")
+        for var, dep in code:gmatch("local%s+([%w_]+)%s*=%s*require%s*%(?%s*[\"'](moonrl[%w_%.]*)[\"']") do
+          if dep ~= name then m.aliases = m.aliases or {}; m.aliases[var] = dep end
+        end
+        local function flag(what) bad[#bad + 1] = m.path .. ":" .. n .. ": " .. what end
+        for dep, field in code:gmatch("require%s*%(?%s*[\"'](moonrl[%w_%.]*)[\"']%)?%s*[.:](_[%w_]+)") do
+          if dep ~= name then flag(dep .. "." .. field) end
+        end
+        for var, field in code:gmatch("([%w_]+)%(?%)?[.:](_[%w_]+)") do
+          if m.aliases and m.aliases[var] then flag(m.aliases[var] .. "." .. field) end
+        end
+        if name ~= "moonrl" then
+          for field in code:gmatch("moonrl%(?%)?[.:](_[%w_]+)") do flag("moonrl." .. field) end
+        end
+      end
+    end
+    table.sort(bad)
+    assert.same({}, bad)
+  end)
+
+  it("each load in the binary (the CLI's entry and the docs generator, scripts, aside)", function()
+    if not support.have_bin then return pending("no binary at " .. support.BIN) end
+    local names = {}
+    for name in pairs(mods) do
+      if name ~= "moonrl.cli" and name ~= "moonrl.gen_docs" then names[#names + 1] = name end
+    end
+    table.sort(names)
+    local dir = support.tmpdir()
+    local lines = { "local failed = {}" }
+    for _, name in ipairs(names) do
+      lines[#lines + 1] = string.format("do local ok, e = pcall(require, %q) if not ok then failed[#failed + 1] = %q .. ': ' .. tostring(e) end end", name, name)
+    end
+    lines[#lines + 1] = "print(#failed == 0 and 'all loaded' or table.concat(failed, '\\n'))"
+    support.write_file(dir .. "/load_all.lua", table.concat(lines, "\n") .. "\n")
+    local rc, out, err = support.moonrl("run load_all.lua", dir)
+    support.rm_rf(dir)
+    assert.equal(0, rc, out .. err)
+    assert.equal("all loaded\n", out)
+  end)
+end)
