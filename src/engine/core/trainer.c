@@ -66,8 +66,6 @@ static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {
     mr_loss_hyper_set(&t->h.loss->h, &co);
 }
 
-static const char *prec_name(int p) { return p == MR_BF16 ? "bf16" : p == MR_FP16 ? "fp16" : "fp32"; }
-
 /* ------------------------------------------------------------ creation */
 
 static mr_status alloc_dev(mr_trainer *t, size_t bytes, const char *what, void **p, mr_error *err) {
@@ -185,13 +183,7 @@ mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const
     *out = NULL;
     if (!be) return mr_fail(err, MR_ERR_BACKEND, "mr_trainer_create: no backend table");
     if (be->unavailable) return mr_fail(err, MR_ERR_BACKEND, "%s", be->unavailable);
-    TRY(mr_config_validate(cfg, err));
-    if (!(be->precisions & (1 << cfg->precision)))
-        return mr_fail(err, MR_ERR_ARG, "precision = %s needs the cuda backend; the %s backend accepts %s",
-                       prec_name(cfg->precision), be->name,
-                       be->precisions & (1 << MR_BF16) ? "fp32 and bf16 (this CPU has bf16 instructions)"
-                                                       : "fp32 only (bf16 needs a CPU with AVX512-BF16 or AMX)");
-    mr_trainer_plan plan;
+    mr_trainer_plan plan;   /* the config is validated once, where it becomes a plan */
     TRY(mr_trainer_plan_make(cfg, be, &plan, err));
     mr_trainer *t = calloc(1, sizeof *t);
     if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the trainer");
@@ -239,7 +231,6 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     if (!out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: out is NULL");
     *out = NULL;
     if (!cfg) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: cfg is NULL");
-    TRY(mr_config_validate(cfg, err));
     const mr_backend *cuda = mr_backend_cuda();
     if (cfg->device == MR_DEVICE_CPU) return mr_trainer_create_on(cfg, mr_backend_cpu(), "", out, err);
     if (cfg->device == MR_DEVICE_CUDA) {

@@ -157,7 +157,14 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
 mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_trainer_plan *out, mr_error *err) {
     if (!out || !be) return mr_fail(err, MR_ERR_ARG, "mr_trainer_plan_make: NULL argument");
     memset(out, 0, sizeof *out);
+    /* the one place a trainer's config is validated (mr_trainer_create and
+     * _create_on come through here), then checked against the backend */
     TRY(mr_config_validate(cfg, err));
+    if (!(be->precisions & (1 << cfg->precision)))
+        return mr_fail(err, MR_ERR_ARG, "precision = %s needs the cuda backend; the %s backend accepts %s",
+                       cfg->precision == MR_BF16 ? "bf16" : cfg->precision == MR_FP16 ? "fp16" : "fp32", be->name,
+                       be->precisions & (1 << MR_BF16) ? "fp32 and bf16 (this CPU has bf16 instructions)"
+                                                       : "fp32 only (bf16 needs a CPU with AVX512-BF16 or AMX)");
     TRY(plan_device(cfg, be, out, err));
     mr_trainer *t = calloc(1, sizeof *t);
     if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory planning the trainer");
