@@ -69,6 +69,33 @@ describe("moonrl.runtime.asyncfile", function()
     assert.is_true(closed)
   end)
 
+  it("flushed(cb) calls back once the bytes written before it are in the file, not before", function()
+    local uv = fake_uv()
+    uv.short = 4
+    local f = asyncfile.open(uv, "p")
+    local seen = {}
+    f:flushed(function() seen[#seen + 1] = "empty:" .. uv.data end)   -- nothing queued: at once
+    assert.same({ "empty:" }, seen)
+    f:write("row 1\n")
+    f:flushed(function() seen[#seen + 1] = "1:" .. uv.data end)
+    f:write("row 2\n")
+    f:flushed(function() seen[#seen + 1] = "2:" .. uv.data end)
+    assert.equal(1, #seen)   -- still opening: nothing written
+    -- one loop callback at a time: each flushed() fires when its bytes are in, with short writes
+    while #uv.pending > 0 do table.remove(uv.pending, 1)() end
+    assert.equal("1:row 1\n", seen[2]:sub(1, 8))
+    assert.is_true(#seen[2] - 2 >= #"row 1\n")
+    assert.equal("2:row 1\nrow 2\n", seen[3])
+    -- a failed file calls back at once (nothing more will be written)
+    uv.write_errors = { "ENOSPC" }
+    f.on_error = function() end
+    f:write("row 3\n")
+    local late = false
+    f:flushed(function() late = true end)
+    uv.run()
+    assert.is_true(late)
+  end)
+
   it("reports the first write error once and drops what follows", function()
     local uv = fake_uv()
     uv.write_errors = { "ENOSPC: no space left on device" }

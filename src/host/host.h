@@ -26,6 +26,7 @@
 
 #define HOST_QUEUE_CAP 64      /* events in flight per run; a full queue makes the trainer wait */
 #define HOST_PATH 4096
+#define HOST_WRITTEN_WAIT_MS 10000   /* a checkpoint waits at most this for its update's rows (mb_written) */
 
 /* ------------------------------------------------------------ trainer thread */
 
@@ -109,6 +110,14 @@ typedef struct host_run {
      * so a change made in the hook of update k is in force from k+1. */
     int mb_sync;
     uint64_t mb_acked;
+    /* Rows before checkpoints: mb_written counts the real-update metrics
+     * events whose rows the loop's files hold (written to the kernel, so a
+     * SIGKILL cannot take them back). A checkpoint after update k waits (at
+     * most HOST_WRITTEN_WAIT_MS) until update k's rows are written, so a run
+     * killed right after a checkpoint never resumes with a row missing.
+     * mb_written_off: the loop no longer reports it (its events discarded). */
+    uint64_t mb_written;
+    int mb_written_off;
 
     uv_thread_t thread;
     int thread_started, thread_joined;
@@ -127,6 +136,7 @@ int host_run_post_checkpoint(host_run *r, const char *path);
 void host_run_post_stop(host_run *r, int checkpoint);
 void host_run_post_sync(host_run *r, int on);      /* the update hand-shake on/off */
 void host_run_post_ack(host_run *r);              /* the loop handled one update's metrics */
+void host_run_post_written(host_run *r);          /* the loop's files hold one more update's rows */
 
 host_hot *host_hot_new(void);
 void host_hot_free(host_hot *h);

@@ -471,6 +471,14 @@ static int run_sync(lua_State *L) {
     return 0;
 }
 
+/* handle:written(): the run's files hold one more update's rows (host.h,
+ * mb_written); after the end it is nothing (nobody waits). */
+static int run_written(lua_State *L) {
+    lrun *lr = check_run(L);
+    if (!lr->finished) host_run_post_written(lr->r);
+    return 0;
+}
+
 static int run_stop(lua_State *L) {
     lrun *lr = check_run(L);
     if (lr->finished) return 0;   /* stopping twice, or after the end, is harmless */
@@ -681,6 +689,7 @@ static const luaL_Reg run_methods[] = {
     {"checkpoint", run_checkpoint},
     {"stop", run_stop},
     {"sync", run_sync},
+    {"written", run_written},
     {"alive", run_alive},
     {NULL, NULL},
 };

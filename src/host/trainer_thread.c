@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 host_hot *host_hot_new(void) { return calloc(1, sizeof(host_hot)); }
@@ -133,6 +134,10 @@ void host_run_discard(host_run *r) {
     pthread_mutex_unlock(&r->q_mu);
     /* dropped events are never acknowledged: no hand-shake from here on */
     host_run_post_sync(r, 0);
+    pthread_mutex_lock(&r->mb_mu);
+    r->mb_written_off = 1;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
 }
 
 /* ----------------------------------------------------------------- mailbox */
@@ -176,6 +181,13 @@ void host_run_post_sync(host_run *r, int on) {
 void host_run_post_ack(host_run *r) {
     pthread_mutex_lock(&r->mb_mu);
     r->mb_acked++;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
+void host_run_post_written(host_run *r) {
+    pthread_mutex_lock(&r->mb_mu);
+    r->mb_written++;
     pthread_cond_signal(&r->mb_cv);
     pthread_mutex_unlock(&r->mb_mu);
 }
@@ -231,9 +243,23 @@ static int ckpt_dir(tstate *s, char *out, size_t n) {
  * rotate: only the last checkpoint_keep stay). `requested`: asked for through
  * the mailbox (the event says so, for whoever waits on it). Returns 0 or -1
  * (error event posted). */
+/* Waits (bounded) until the loop's files hold the rows of every update
+ * posted so far (host.h, mb_written): a checkpoint is never ahead of them. */
+static void wait_rows_written(tstate *s) {
+    host_run *r = s->r;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += HOST_WRITTEN_WAIT_MS / 1000;
+    pthread_mutex_lock(&r->mb_mu);
+    while (!r->mb_written_off && r->mb_written < s->posted)
+        if (pthread_cond_timedwait(&r->mb_cv, &r->mb_mu, &until) != 0) break;
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
 static int save(tstate *s, const char *path, int requested) {
     char auto_path[HOST_PATH];
     int periodic = path[0] == 0;
+    wait_rows_written(s);
     if (requested && s->bad > 0 && s->r->max_bad_updates > 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "checkpoint refused: update %llu had a non-finite loss or gradient, so the "

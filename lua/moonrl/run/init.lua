@@ -456,6 +456,27 @@ function handlers.metrics(self, bytes, warm)
     return
   end
   self:_metrics(m)
+  -- the update's rows are queued in the sinks' files: the trainer writes a
+  -- checkpoint after this update only once the files hold them (host.h,
+  -- mb_written), so a SIGKILL just after a checkpoint loses no row
+  self:_when_written(function() if self.handle then self.handle:written() end end)
+end
+
+-- cb() once every sink's file holds what it was given so far.
+function Run:_when_written(cb)
+  local left = 1
+  local function one()
+    left = left - 1
+    if left == 0 then cb() end
+  end
+  for _, s in ipairs(self.sinks) do
+    local f = s.sink.file
+    if type(f) == "table" and f.flushed then
+      left = left + 1
+      f:flushed(one)
+    end
+  end
+  one()
 end
 
 function handlers.warmup_done(self, n, restored)

@@ -15,12 +15,16 @@
 --                                    append: keep what the file holds and write after it
 --   file:write(data) -> true | false (false once the file has failed or is closing)
 --   file:close([cb])                 cb(err) after the last byte is written and the fd closed
+--   file:flushed(cb)                 cb() once every byte written so far is in the file (written to
+--                                    the kernel), or the file has failed or closed; at once if so now
 --   file.path, file.failed, file.closed, file.bytes_written
 
 local asyncfile = {}
 
 local File = {}
 File.__index = File
+
+local settle   -- below
 
 local function report(self, msg)
   if self.failed then return end
@@ -29,10 +33,25 @@ local function report(self, msg)
   self.queue = {}
   local ok = pcall(self.on_error, msg)
   if not ok then io.stderr:write("moonrl: ", msg, "\n") end
+  settle(self)
+end
+
+-- Calls the flushed() callbacks whose bytes are written (all of them once
+-- the file has failed or closed: nothing more will be).
+function settle(self)
+  local cbs = self.flush_cbs
+  if #cbs == 0 then return end
+  local keep, due = {}, {}
+  for _, w in ipairs(cbs) do
+    if self.failed or self.closed or self.bytes_written >= w.mark then due[#due + 1] = w.cb else keep[#keep + 1] = w end
+  end
+  self.flush_cbs = keep
+  for _, cb in ipairs(due) do pcall(cb) end
 end
 
 local function finish(self, err)
   self.closed = true
+  settle(self)
   local cbs = self.close_cbs
   self.close_cbs = {}
   for _, cb in ipairs(cbs) do cb(err) end
@@ -76,6 +95,7 @@ local function kick(self)
     else
       self.bytes_written = self.bytes_written + n
       if n < #data then table.insert(self.queue, 1, data:sub(n + 1)) end
+      settle(self)
     end
     kick(self)
   end)
@@ -90,7 +110,7 @@ function asyncfile.open(uv, path, opts)
   opts = opts or {}
   local self = setmetatable({
     uv = uv, path = path, queue = {}, busy = true, closing = false, closed = false,
-    failed = false, bytes_written = 0, close_cbs = {}, append = opts.append == true,
+    failed = false, bytes_written = 0, bytes_queued = 0, close_cbs = {}, flush_cbs = {}, append = opts.append == true,
     on_error = opts.on_error or function(msg) io.stderr:write("moonrl: ", msg, "\n") end,
   }, File)
   local ok, err = pcall(uv.fs_open, path, opts.append and "a" or "w", opts.mode or 420, function(oerr, fd)
@@ -112,8 +132,14 @@ end
 function File:write(data)
   if self.failed or self.closing or self.closed then return false end
   self.queue[#self.queue + 1] = data
+  self.bytes_queued = self.bytes_queued + #data
   kick(self)
   return true
+end
+
+function File:flushed(cb)
+  if self.failed or self.closed or self.bytes_written >= self.bytes_queued then return cb() end
+  self.flush_cbs[#self.flush_cbs + 1] = { mark = self.bytes_queued, cb = cb }
 end
 
 function File:close(cb)
