@@ -6,7 +6,7 @@
  * evaluation results) goes through LuaJIT's FFI in lua/moonrl/engine.lua,
  * declared from the header itself (core.cdef()). What lives here is what
  * needs threads or the loop: runs and evaluation off the loop thread
- * (lua_run.c), the exit code and error reporting. Its state is main()'s
+ * (lua_run.c, lua_eval.c), the exit code and error reporting. Its state is main()'s
  * host_core, reached from every function as upvalue 1 - no globals.
  */
 #include "host.h"
@@ -118,6 +118,7 @@ void host_core_open(lua_State *L, host_core *core) {
     core->runs.L = L;
     core->runs.loop = core->loop;
     host_run_open(L, &core->runs);
+    host_eval_open(L, &core->runs);
     lua_pushinteger(L, HOST_QUEUE_CAP);
     lua_setfield(L, -2, "queue_capacity");
 }

@@ -1,5 +1,5 @@
 /*
- * lua_run.c - Lua's handle on a training run, and evaluation off the loop.
+ * lua_run.c - Lua's handle on a training run.
  *
  *   core.start(cfg_bytes, opts, handler) -> run
  *       cfg_bytes  the bytes of an mr_config (engine.lua builds it with FFI)
@@ -29,20 +29,12 @@
  *   run:sync(on)  the update hand-shake (host.h, mb_sync; opts.sync_updates
  *       at the start): update k+1 starts after the handler ran for update k
  *   run:checkpoint([path])   run:stop([final_checkpoint=true])   run:alive()
- *
- *   core.evaluate(checkpoint_path, eval_cfg_bytes, opts, callback)
- *       runs on libuv's thread pool: reads the checkpoint's config, creates a
- *       trainer sized for evaluation (one rollout step; the cpu unless
- *       opts.device says otherwise; opts.threads), loads, evaluates;
- *       callback(result_bytes, nil, describe, cfg_bytes, records_bytes) or
- *       (nil, message); records_bytes (the mr_eval_record array) only with
- *       opts.records = true, else nil.
- *       opts.progress = function(done, total): steps taken of runs x steps,
- *       on the loop while it works (at most every 1% and at the end).
+ *   run:written()  the run's files hold one more update's rows (host.h,
+ *       mb_written): a checkpoint waits for the rows of its update
  *
  * State: main()'s host_runs (the main Lua state, the loop, the live runs) is
- * upvalue 1 of start and evaluate, and each run and evaluation keeps a pointer
- * to it for its callbacks - no globals.
+ * upvalue 1 of start, and each run keeps a pointer to it for its callbacks -
+ * no globals.
  *
  * Lifetime: the C state of a run outlives both the Lua object and the thread.
  * While the thread runs, the registry holds the Lua object (so the GC never
@@ -52,7 +44,6 @@
  */
 #include "host.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,10 +62,6 @@ typedef struct lrun {
     int userdata_gone;       /* __gc ran */
     struct lrun *prev, *next;
 } lrun;
-
-static host_runs *runs_of(lua_State *L) {
-    return lua_touserdata(L, lua_upvalueindex(1));
-}
 
 static void live_add(lrun *lr) {
     host_runs *runs = lr->runs;
@@ -204,40 +191,6 @@ static void on_async(uv_async_t *h) {
     }
 }
 
-/* ------------------------------------------------------------- arguments */
-
-static lua_Integer opt_int(lua_State *L, int t, const char *key, lua_Integer def,
-                           lua_Integer lo, lua_Integer hi) {
-    lua_getfield(L, t, key);
-    lua_Integer v = def;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            luaL_error(L, "bad option '%s' (expected an integer, got %s)", key, luaL_typename(L, -1));
-        lua_Number n = lua_tonumber(L, -1);
-        v = (lua_Integer)n;
-        if ((lua_Number)v != n || v < lo || v > hi)
-            luaL_error(L, "bad option '%s' = %f (expected an integer in %d .. %d)", key, n, (int)lo, (int)hi);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static int opt_bool(lua_State *L, int t, const char *key, int def) {
-    lua_getfield(L, t, key);
-    int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
-static void check_bytes(lua_State *L, int idx, size_t want, const char *what) {
-    size_t n;
-    luaL_checklstring(L, idx, &n);
-    if (n != want)
-        luaL_argerror(L, idx, lua_pushfstring(L,
-            "expected the %d bytes of an %s, got %d (engine.lua and the binary disagree on moonrl.h: rebuild)",
-            (int)want, what, (int)n));
-}
-
 /* Reads a {lr=, clip=, ent_coef=} table of per-update arrays into h. */
 static void read_schedules(lua_State *L, int idx, host_hot *h) {
     static const char *keys[HOST_SCHED_N] = {"lr", "clip", "ent_coef"};
@@ -292,8 +245,8 @@ static host_hot **push_hot_box(lua_State *L) {
 }
 
 static int core_start(lua_State *L) {
-    host_runs *runs = runs_of(L);
-    check_bytes(L, 1, sizeof(mr_config), "mr_config");
+    host_runs *runs = host_runs_of(L);
+    host_check_bytes(L, 1, sizeof(mr_config), "mr_config");
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TFUNCTION);
     mr_config cfg;
@@ -307,10 +260,10 @@ static int core_start(lua_State *L) {
     if (dlen == 0 || dlen > HOST_PATH - 64)
         return luaL_error(L, "bad option 'run_dir' (expected 1 .. %d characters, got %d)", HOST_PATH - 64, (int)dlen);
     lua_pop(L, 1);
-    int warm = (int)opt_int(L, 2, "warmup_updates", 0, 0, 1000000);
-    int restore = opt_bool(L, 2, "warmup_restore", 0);
-    int interval = (int)opt_int(L, 2, "checkpoint_interval", 0, 0, 1 << 30);
-    int keep = (int)opt_int(L, 2, "checkpoint_keep", 0, 0, 1 << 20);
+    int warm = (int)host_opt_int(L, 2, "warmup_updates", 0, 0, 1000000);
+    int restore = host_opt_bool(L, 2, "warmup_restore", 0);
+    int interval = (int)host_opt_int(L, 2, "checkpoint_interval", 0, 0, 1 << 30);
+    int keep = (int)host_opt_int(L, 2, "checkpoint_keep", 0, 0, 1 << 20);
     lua_getfield(L, 2, "resume_checkpoint");
     size_t rlen = 0;
     const char *rpath = "";
@@ -321,7 +274,7 @@ static int core_start(lua_State *L) {
         if (rlen >= HOST_PATH) return luaL_error(L, "bad option 'resume_checkpoint' (longer than %d)", HOST_PATH - 1);
     }
     lua_pop(L, 1);   /* the string stays alive: opts (argument 2) holds it */
-    uint64_t rupdate = (uint64_t)opt_int(L, 2, "resume_update", 0, 0, (lua_Integer)1 << 52);
+    uint64_t rupdate = (uint64_t)host_opt_int(L, 2, "resume_update", 0, 0, (lua_Integer)1 << 52);
     lua_getfield(L, 2, "resume_kept");
     int nkept = 0;
     if (!lua_isnil(L, -1)) {
@@ -336,16 +289,16 @@ static int core_start(lua_State *L) {
         }
     }
     lua_pop(L, 1);
-    int max_bad = (int)opt_int(L, 2, "max_bad_updates", 0, 0, 1 << 30);
-    lua_Integer inject = opt_int(L, 2, "inject_nan_at_update", 0, 0, 1 << 30);
-    int sync_updates = opt_bool(L, 2, "sync_updates", 0);
+    int max_bad = (int)host_opt_int(L, 2, "max_bad_updates", 0, 0, 1 << 30);
+    lua_Integer inject = host_opt_int(L, 2, "inject_nan_at_update", 0, 0, 1 << 30);
+    int sync_updates = host_opt_bool(L, 2, "sync_updates", 0);
 
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
     if (lua_isnil(L, -1)) {
         mr_config_hot_params(&cfg, &(*box)->hot);
     } else {
-        check_bytes(L, lua_gettop(L), sizeof(mr_hot_params), "mr_hot_params (option 'hot')");
+        host_check_bytes(L, lua_gettop(L), sizeof(mr_hot_params), "mr_hot_params (option 'hot')");
         memcpy(&(*box)->hot, lua_tostring(L, -1), sizeof(mr_hot_params));
     }
     lua_pop(L, 1);
@@ -436,7 +389,7 @@ static lrun *check_live(lua_State *L, const char *what) {
 
 static int run_set_hot(lua_State *L) {
     lrun *lr = check_live(L, "set hot parameters");
-    check_bytes(L, 2, sizeof(mr_hot_params), "mr_hot_params");
+    host_check_bytes(L, 2, sizeof(mr_hot_params), "mr_hot_params");
     host_hot **box = push_hot_box(L);
     memcpy(&(*box)->hot, lua_tostring(L, 2), sizeof(mr_hot_params));
     read_schedules(L, 3, *box);
@@ -523,165 +476,6 @@ void host_runs_shutdown(host_runs *runs) {
     }
 }
 
-/* ------------------------------------------------------------ evaluation */
-
-typedef struct eval_req {
-    uv_work_t work;
-    uv_async_t progress;          /* initialised when progress_ref is set */
-    int progress_ref;             /* opts.progress, or LUA_NOREF */
-    _Atomic uint64_t done, total; /* written by the work, read by the loop */
-    uint64_t told;                /* the last `done` given to opts.progress */
-    host_runs *runs;              /* the main state the callback runs on */
-    char path[HOST_PATH];
-    mr_eval_config ecfg;
-    int device, threads;          /* -1 = as in the checkpoint */
-    int cb_ref;
-    mr_status status;
-    mr_error err;
-    mr_config cfg;
-    mr_eval_result res;
-    int records;                  /* opts.records: also collect mr_eval_records */
-    mr_eval_records recs;
-    char describe[512];
-} eval_req;
-
-/* On the work thread: every 1% (and the end) wakes the loop. */
-static void eval_progress(void *user, uint64_t done, uint64_t total) {
-    eval_req *q = user;
-    uint64_t every = total >= 100 ? total / 100 : 1;
-    if (done % every != 0 && done != total) return;
-    atomic_store(&q->total, total);
-    atomic_store(&q->done, done);
-    uv_async_send(&q->progress);
-}
-
-/* On the loop: tells opts.progress what it has not been told yet. */
-static void eval_tell(eval_req *q) {
-    uint64_t done = atomic_load(&q->done), total = atomic_load(&q->total);
-    if (q->progress_ref == LUA_NOREF || done == q->told) return;
-    q->told = done;
-    lua_State *L = q->runs->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, q->progress_ref);
-    lua_pushnumber(L, (lua_Number)done);
-    lua_pushnumber(L, (lua_Number)total);
-    host_pcall(L, 2, 0, 0);
-}
-
-static void eval_on_progress(uv_async_t *h) { eval_tell(h->data); }
-
-static void eval_free(uv_handle_t *h) { free(h->data); }
-
-static void eval_work(uv_work_t *w) {
-    eval_req *q = w->data;
-    mr_trainer *t = NULL;
-    q->status = mr_checkpoint_read_config(q->path, &q->cfg, &q->err);
-    if (q->status != MR_OK) return;
-    /* Evaluation needs the weights, not the training buffers: the trainer is
-     * planned for one rollout step in one minibatch (a few MiB instead of the
-     * training batch's GiB), on the cpu unless asked otherwise - the CUDA
-     * trainer evaluates on a cpu copy of its weights anyway, so a cuda one
-     * would only take the card's memory from a run still training on it. */
-    q->cfg.device = q->device >= 0 ? q->device : MR_DEVICE_CPU;
-    if (q->cfg.device == MR_DEVICE_CPU) q->cfg.precision = MR_FP32;
-    q->cfg.ppo.rollout_steps = 1;
-    q->cfg.ppo.minibatches = 1;
-    if (q->threads >= 0) q->cfg.threads = q->threads;
-    q->status = mr_trainer_create(&q->cfg, &t, &q->err);
-    if (q->status == MR_OK) q->status = mr_trainer_load(t, q->path, &q->err);
-    if (q->status == MR_OK) {
-        snprintf(q->describe, sizeof q->describe, "%s", mr_trainer_describe(t));
-        q->status = mr_trainer_evaluate_records(t, &q->ecfg, &q->res, q->records ? &q->recs : NULL,
-                                                q->progress_ref != LUA_NOREF ? eval_progress : NULL, q, &q->err);
-    }
-    mr_trainer_free(t);
-}
-
-static void eval_done(uv_work_t *w, int status) {
-    eval_req *q = w->data;
-    lua_State *L = q->runs->L;
-    if (q->progress_ref != LUA_NOREF && status == 0 && q->status == MR_OK) eval_tell(q);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, q->cb_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
-    if (status == UV_ECANCELED) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "evaluation cancelled");
-        host_pcall(L, 2, 0, 0);
-    } else if (q->status != MR_OK) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "evaluating %s failed (%s): %s", q->path, mr_status_name(q->status), q->err.msg);
-        host_pcall(L, 2, 0, 0);
-    } else {
-        lua_pushlstring(L, (const char *)&q->res, sizeof q->res);
-        lua_pushnil(L);
-        lua_pushstring(L, q->describe);
-        lua_pushlstring(L, (const char *)&q->cfg, sizeof q->cfg);
-        if (q->records) lua_pushlstring(L, (const char *)q->recs.rec, sizeof(mr_eval_record) * q->recs.count);
-        else lua_pushnil(L);
-        host_pcall(L, 5, 0, 0);
-    }
-    mr_eval_records_free(&q->recs);
-    if (q->progress_ref != LUA_NOREF) {
-        luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
-        q->progress_ref = LUA_NOREF;
-        uv_close((uv_handle_t *)&q->progress, eval_free);   /* no callback after this */
-    } else {
-        free(q);
-    }
-}
-
-static int core_evaluate(lua_State *L) {
-    size_t plen;
-    const char *path = luaL_checklstring(L, 1, &plen);
-    luaL_argcheck(L, plen > 0 && plen < HOST_PATH, 1, "expected a checkpoint path");
-    check_bytes(L, 2, sizeof(mr_eval_config), "mr_eval_config");
-    luaL_checktype(L, 3, LUA_TTABLE);
-    luaL_checktype(L, 4, LUA_TFUNCTION);
-    int device = (int)opt_int(L, 3, "device", -1, -1, MR_DEVICE_CUDA);
-    int threads = (int)opt_int(L, 3, "threads", -1, -1, 1024);
-    eval_req *q = calloc(1, sizeof *q);
-    if (!q) return luaL_error(L, "out of memory");
-    q->runs = runs_of(L);
-    memcpy(q->path, path, plen + 1);
-    memcpy(&q->ecfg, lua_tostring(L, 2), sizeof q->ecfg);
-    q->device = device;
-    q->threads = threads;
-    lua_getfield(L, 3, "records");
-    q->records = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    q->work.data = q;
-    q->progress_ref = LUA_NOREF;
-    lua_getfield(L, 3, "progress");
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isfunction(L, -1)) {
-            free(q);
-            return luaL_error(L, "bad option 'progress' (expected a function, got %s)", luaL_typename(L, -1));
-        }
-        int rc = uv_async_init(q->runs->loop, &q->progress, eval_on_progress);
-        if (rc != 0) {
-            free(q);
-            return luaL_error(L, "cannot create the evaluation's progress handle: %s", uv_strerror(rc));
-        }
-        q->progress.data = q;
-        q->progress_ref = luaL_ref(L, LUA_REGISTRYINDEX);   /* pops it */
-    } else {
-        lua_pop(L, 1);
-    }
-    lua_pushvalue(L, 4);
-    q->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    int rc = uv_queue_work(q->runs->loop, &q->work, eval_work, eval_done);
-    if (rc != 0) {
-        luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
-        if (q->progress_ref != LUA_NOREF) {
-            luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
-            uv_close((uv_handle_t *)&q->progress, eval_free);
-        } else {
-            free(q);
-        }
-        return luaL_error(L, "cannot queue the evaluation: %s", uv_strerror(rc));
-    }
-    return 0;
-}
-
 static const luaL_Reg run_methods[] = {
     {"set_hot", run_set_hot},
     {"pause", run_pause},
@@ -707,7 +501,4 @@ void host_run_open(lua_State *L, host_runs *runs) {
     lua_pushlightuserdata(L, runs);
     lua_pushcclosure(L, core_start, 1);
     lua_setfield(L, -2, "start");
-    lua_pushlightuserdata(L, runs);
-    lua_pushcclosure(L, core_evaluate, 1);
-    lua_setfield(L, -2, "evaluate");
 }
