@@ -233,7 +233,6 @@ function util.require_text_only()
   end
 end
 
--- A whole file's bytes, or nil when it cannot be opened.
 -- Refusals are plain strings (a script's pcall sees what error() would give it);
 -- the set remembers which messages were refusals, for the reporter.
 local refusals, n_refusals = {}, 0
@@ -255,6 +254,7 @@ function util.is_refusal(err)
   return type(err) == "string" and refusals[err] == true
 end
 
+-- A whole file's bytes, or nil when it cannot be opened.
 function util.read_file(path)
   local fh = io.open(path, "rb")
   if not fh then return nil end

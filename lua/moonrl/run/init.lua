@@ -455,11 +455,13 @@ function handlers.metrics(self, bytes, warm)
     self:_say(string.format("moonrl: warm-up update %d: %.3f s", m.update, m.time_total))
     return
   end
-  self:_metrics(m)
+  local ok, err = xpcall(self._metrics, traceback, self, m)
   -- the update's rows are queued in the sinks' files: the trainer writes a
   -- checkpoint after this update only once the files hold them (host.h,
-  -- mb_written), so a SIGKILL just after a checkpoint loses no row
+  -- mb_written), so a SIGKILL just after a checkpoint loses no row; told
+  -- even when handling the metrics failed, or every checkpoint would wait
   self:_when_written(function() if self.handle then self.handle:written() end end)
+  if not ok then error(err, 0) end
 end
 
 -- cb() once every sink's file holds what it was given so far.

@@ -347,8 +347,7 @@ local function batch_script(self, specs, opts)
       -- requeue): the same task starts again; it resumes from its checkpoint,
       -- or, requeued before its first checkpoint, starts anew with --force (the
       -- first run's files are moved aside: a plain start refuses a used directory)
-      local fresh = {}
-      for i, a in ipairs(spec.argv) do fresh[i] = a end
+      local fresh = { unpack(spec.argv) }
       fresh[#fresh + 1] = "--force"
       lines[#lines + 1] = string.format("  %d) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then " ..
         "ls %s/checkpoints/*.mrck >/dev/null 2>&1 && exec %s; exec %s; fi", spec.index, quote(spec.resume_dir),
