@@ -11,6 +11,8 @@
  *   job    one grid-stride kernel per (job kind, storage type) running
  *          mr_pc_elem for each element; kind and type are template
  *          constants, so each kernel is that case's straight-line code;
+ *          im2col and col2im move 16-byte vectors of channels where the
+ *          channel count allows (im2col_vec_kernel, col2im_vec_kernel);
  *   copy   cudaMemcpyAsync device to device;
  * plus creation (plan, cuBLAS handle, memory from the devmem manager).
  *
@@ -50,6 +52,96 @@ static void launch_kind(const mr_pc_job *j, cudaStream_t s) {
     }
 }
 
+/* im2col and col2im on whole 16-byte vectors of channels (8 bf16 / fp16
+ * values, 4 fp32): where C is a multiple of the vector and the buffers are
+ * 16-byte aligned, one thread moves one vector, so the index arithmetic
+ * (five divisions by run-time values) is done once per vector instead of
+ * once per element and the loads and stores are 16 bytes wide. Measured on an
+ * H100 (ncu, 2026-11-25, reference net, bf16, batch 24,576): the element
+ * kernels were 58% of the update's GPU time (im2col 49%, col2im 9%).
+ * Bit for bit the element kernels' results: im2col is a copy; col2im does
+ * each element's float sums in the same order (mr_pc_elem's). */
+template <int DT> struct vec_of { static constexpr unsigned n = DT == MR_FP32 ? 4u : 8u; };
+
+template <int DT>
+__global__ void __launch_bounds__(JOB_THREADS) im2col_vec_kernel(const __grid_constant__ mr_pc_job j) {
+    constexpr unsigned V = vec_of<DT>::n;
+    const unsigned CV = (unsigned)j.C / V, KV = 9u * CV, W = (unsigned)j.W, HW = (unsigned)j.H * W;
+    const unsigned nv = j.n / V, stride = gridDim.x * blockDim.x;
+    const uint4 *x = (const uint4 *)j.x;
+    uint4 *y = (uint4 *)j.y;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += stride) {
+        const unsigned r = i / KV, t = i - r * KV, tap = t / CV, cv = t - tap * CV;
+        const unsigned b = r / HW, q = r - b * HW, py = q / W, px = q - py * W;
+        const int yy = (int)py + (int)(tap / 3u) - 1, xx = (int)px + (int)(tap % 3u) - 1;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (yy >= 0 && yy < j.H && xx >= 0 && xx < j.W)
+            v = x[((size_t)b * HW + (unsigned)yy * W + (unsigned)xx) * CV + cv];
+        y[i] = v;
+    }
+}
+
+template <int DT>
+__global__ void __launch_bounds__(JOB_THREADS) col2im_vec_kernel(const __grid_constant__ mr_pc_job j) {
+    constexpr unsigned V = vec_of<DT>::n;
+    const unsigned CV = (unsigned)j.C / V, W = (unsigned)j.W, HW = (unsigned)j.H * W;
+    const unsigned nv = j.n / V, stride = gridDim.x * blockDim.x;
+    const uint4 *x = (const uint4 *)j.x, *m = (const uint4 *)j.m;
+    uint4 *y = (uint4 *)j.y;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += stride) {
+        const unsigned pix = i / CV, cv = i - pix * CV, b = pix / HW, q = pix - b * HW, py = q / W, px = q - py * W;
+        float s[V];
+        if (m) {
+#pragma unroll
+            for (unsigned k = 0; k < V; k++) s[k] = 0.0f;
+        } else {
+            const uint4 u = y[i];
+#pragma unroll
+            for (unsigned k = 0; k < V; k++) s[k] = mr_pc_ld(&u, k, DT);
+        }
+        for (int ky = 0; ky < 3; ky++) {
+            const int oy = (int)py - ky + 1;
+            if (oy < 0 || oy >= j.H) continue;
+            for (int kx = 0; kx < 3; kx++) {
+                const int ox = (int)px - kx + 1;
+                if (ox < 0 || ox >= j.W) continue;
+                const uint4 u = x[(((size_t)b * HW + (unsigned)oy * W + (unsigned)ox) * 9u + (unsigned)(ky * 3 + kx)) * CV + cv];
+#pragma unroll
+                for (unsigned k = 0; k < V; k++) s[k] += mr_pc_ld(&u, k, DT);
+            }
+        }
+        if (m) {
+            const uint4 u = m[i];
+#pragma unroll
+            for (unsigned k = 0; k < V; k++)
+                if (!(mr_pc_ld(&u, k, DT) > 0.0f)) s[k] = 0.0f;
+        }
+        uint4 o;
+#pragma unroll
+        for (unsigned k = 0; k < V; k++) mr_pc_st(&o, k, DT, s[k]);
+        y[i] = o;
+    }
+}
+
+/* The vector kernels take the job where its channels and buffers allow. */
+static bool launch_vec(const mr_pc_job *j, cudaStream_t s) {
+    const unsigned V = j->dt == MR_FP32 ? 4u : 8u;
+    const uintptr_t al = (uintptr_t)j->x | (uintptr_t)j->y | (uintptr_t)j->m;
+    if (j->C <= 0 || (unsigned)j->C % V || j->n % V || (al & 15u)) return false;
+    const unsigned long long b = ((unsigned long long)(j->n / V) + JOB_THREADS - 1) / JOB_THREADS;
+    const unsigned blocks = (unsigned)(b < JOB_MAX_BLOCKS ? b : JOB_MAX_BLOCKS);
+#define MR_VEC_LAUNCH(K)                                                                      \
+    switch (j->dt) {                                                                          \
+    case MR_FP32: K<MR_FP32><<<blocks, JOB_THREADS, 0, s>>>(*j); break;                       \
+    case MR_BF16: K<MR_BF16><<<blocks, JOB_THREADS, 0, s>>>(*j); break;                       \
+    default: K<MR_FP16><<<blocks, JOB_THREADS, 0, s>>>(*j); break;                            \
+    }
+    if (j->kind == MR_PCJ_IM2COL) MR_VEC_LAUNCH(im2col_vec_kernel)
+    else MR_VEC_LAUNCH(col2im_vec_kernel)
+#undef MR_VEC_LAUNCH
+    return true;
+}
+
 static const char *job_name(int kind) {
     switch (kind) {
     case MR_PCJ_IM2COL: return "the im2col kernel";
@@ -77,12 +169,12 @@ static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
     if (j->dt != MR_FP32 && j->dt != MR_BF16 && j->dt != MR_FP16)
         return mr_fail(err, MR_ERR_ARG, "%s: storage type %d", job_name(j->kind), j->dt);
     switch (j->kind) {
-    case MR_PCJ_IM2COL: launch_kind<MR_PCJ_IM2COL>(j, s); break;
+    case MR_PCJ_IM2COL: if (!launch_vec(j, s)) launch_kind<MR_PCJ_IM2COL>(j, s); break;
     case MR_PCJ_IM2COL_CODES: launch_kind<MR_PCJ_IM2COL_CODES>(j, s); break;
     case MR_PCJ_BIAS_ACT: launch_kind<MR_PCJ_BIAS_ACT>(j, s); break;
     case MR_PCJ_CIN_FILL: launch_kind<MR_PCJ_CIN_FILL>(j, s); break;
     case MR_PCJ_RELU_BACK: launch_kind<MR_PCJ_RELU_BACK>(j, s); break;
-    case MR_PCJ_COL2IM: launch_kind<MR_PCJ_COL2IM>(j, s); break;
+    case MR_PCJ_COL2IM: if (!launch_vec(j, s)) launch_kind<MR_PCJ_COL2IM>(j, s); break;
     case MR_PCJ_CAST: launch_kind<MR_PCJ_CAST>(j, s); break;
     case MR_PCJ_BGRAD_PART: launch_kind<MR_PCJ_BGRAD_PART>(j, s); break;
     case MR_PCJ_BGRAD_PART_D: launch_kind<MR_PCJ_BGRAD_PART_D>(j, s); break;

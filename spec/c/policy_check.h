@@ -109,7 +109,13 @@ static inline const char *prec_name(int dt) { return dt == MR_FP32 ? "fp32" : dt
  * inputs, where only that layer's last-bit differences remain: tol_layer. */
 static inline double tol_fwd(int dt) { return dt == MR_FP32 ? 1e-4 : dt == MR_BF16 ? 3e-2 : 4e-3; }
 static inline double tol_grad(int dt) { return dt == MR_FP32 ? 1e-4 : dt == MR_BF16 ? 0.6 : 0.25; }
-static inline double tol_layer(int dt) { return dt == MR_FP32 ? 1e-4 : dt == MR_BF16 ? 1e-3 : 2e-4; }
+/* tol_layer: one unit in the last place of the layer's output type (bf16
+ * 2^-8, fp16 2^-11, as a 2-norm relative error): the GPU's fp32 sums run in
+ * another order than the emulation's, and a sum that differs in its last
+ * fp32 bits rounds to the neighbouring bf16 / fp16 value. Measured on an
+ * H100 (2026-11-25): fc forward 2.6e-3 (bf16), 3.2e-4 (fp16); 1e-3 / 2e-4,
+ * the bounds before a GPU ran, failed there. */
+static inline double tol_layer(int dt) { return dt == MR_FP32 ? 1e-4 : dt == MR_BF16 ? 4e-3 : 5e-4; }
 
 
 static inline void small_cfg(mr_policy_config *c) {

@@ -262,6 +262,7 @@ static void gpu_net(const char *name, const mr_policy_config *cfg, int view, int
     dinputs_make(&d, &in, view * view, &r);
     for (int proxy = 0; proxy < 2; proxy++) {
         ref_run(&r, &in, proxy);
+        up(d.g0, r.g0, sizeof(float) * r.p.n_params);   /* g0 is made by ref_run, per observation mode */
         for (int dt = 0; dt < 3; dt++) {
             mr_policy_cuda pc;
             mr_error e;
@@ -367,6 +368,25 @@ static void gpu_big(void) {
     double t0 = now();
     ref_run(&r, &in, 0);
     printf("  CPU reference forward + backward at batch %d: %.2f s\n", B, now() - t0);
+    /* The fp32 reference's own rounding at this batch: a gradient sums 24,576
+     * terms of both signs, so two fp32 summation orders differ by far more
+     * than at batch 300. Measured: the CPU policy again with another chunk
+     * (another order); the GPU (a third order) must stay within 4 times that
+     * spread, and within 1e-4 where the spread is smaller. */
+    double spread = 0;
+    {
+        ref_net r2;
+        if (ref_make(&r2, &cfg, V, B, 512)) {
+            memcpy(r2.p.params, r.p.params, sizeof(float) * r.p.n_params);
+            ref_run(&r2, &in, 0);
+            const net_view a = view_cpu(&r2), b = view_cpu(&r);
+            spread = net_compare("CPU policy, chunk 512 vs 64", &r.p, &a, &b, B, 0, 0, 0);
+            ref_free(&r2);
+        }
+    }
+    const double tol32 = spread * 4 > 1e-4 ? spread * 4 : 1e-4;
+    printf("  CPU policy at batch %d, chunk 512 against chunk 64: largest relative error %.2e (fp32 tolerance "
+           "for the GPU: %.2e)\n", B, spread, tol32);
     dinputs d;
     dinputs_make(&d, &in, V * V, &r);
     const double flop = 2.0 * 11.1e6 * B;   /* multiply-adds per sample (policy.c) */
@@ -384,7 +404,7 @@ static void gpu_big(void) {
             char label[96];
             snprintf(label, sizeof label, "GPU reference net at batch %d, %s", B, prec_name(dt));
             const net_out o = {h.ws, h.logits, h.value, h.grads};
-            const double w = cmp_cpu(label, &r, &pc.plan, &o, B, 1e-4, 1);
+            const double w = cmp_cpu(label, &r, &pc.plan, &o, B, tol32, 1);
             printf("  %s: largest relative error %.2e\n", label, w);
         }
         host_out_free(&h);

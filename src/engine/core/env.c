@@ -88,10 +88,22 @@ static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, m
     mr_status s = mr_devmem_alloc(&e->mem, total, "the environment state", &e->block, err);
     if (s != MR_OK) {
         if (err && s == MR_ERR_NOMEM) {
+            /* how many of these environments would fit now: the state grows
+             * with num_envs; the episode log is the fixed part */
+            const size_t fixed = mr_arena_round(sizeof(mr_forage_log));
+            const size_t per_env = (total - fixed) / (n ? n : 1) + 1;
+            const int fit = mr_devmem_largest_num_envs(per_env, fixed, mr_devmem_fits(&e->mem), cfg->num_envs, 1);
+            char need[32];
+            mr_devmem_format(total, need, sizeof need);
             const size_t len = strlen(err->msg);
-            snprintf(err->msg + len, sizeof err->msg - len,
-                     " (%d environments of %dx%d cells were asked for; lower env.num_envs or env.grid_size)",
-                     cfg->num_envs, cfg->grid_size, cfg->grid_size);
+            if (fit > 0)
+                snprintf(err->msg + len, sizeof err->msg - len,
+                         " At most %d environments of %dx%d cells fit now (env.num_envs = %d needs %s); lower "
+                         "env.num_envs or env.grid_size.", fit, cfg->grid_size, cfg->grid_size, cfg->num_envs, need);
+            else
+                snprintf(err->msg + len, sizeof err->msg - len,
+                         " Not even 1 environment of %dx%d cells fits now (env.num_envs = %d needs %s); lower "
+                         "env.grid_size.", cfg->grid_size, cfg->grid_size, cfg->num_envs, need);
         }
         return s;
     }
