@@ -185,6 +185,28 @@ describe("faults that lose nothing", function()
     stop_signal("sigterm", 143)
   end)
 
+  it("SIGTERM during the final evaluation: exit 143 with a message, no abort, the run's files complete", function()
+    if not need_bin() then return end
+    -- the evaluation's progress handle was still open when luv walked the
+    -- loop's handles at exit, and luv asserted on it (core dump, exit 134):
+    -- seen on the GPU machine, 2026-11-25
+    config(dir, { updates = 3, more = "eval = { num_envs = 64, steps = 200000 }," })
+    local run = dir .. "/run"
+    local p = spawn(dir, "train cfg.lua --dir run")
+    assert.truthy(wait_for(function() return has(p.err(), "moonrl eval: ") end, 60000), p.out() .. p.err())
+    p.kill("sigterm")
+    assert.are.equal(143, p.wait())
+    local err = p.err()
+    assert.falsy(has(err, "Assertion"), err)
+    assert.truthy(has(err, "SIGTERM: quitting: nothing is training"), err)
+    assert.truthy(has(err, "moonrl eval RUN_DIR"), err)
+    local log = log_of(run)
+    assert.truthy(has(log, "finished: done after 3 updates"), log)
+    local ckpt, n = newest(run)
+    assert.are.equal(3, n, log)
+    assert.are.equal(3, jsonl(run)[3].update)
+  end)
+
   it("a second SIGINT exits at once, the last complete checkpoint intact", function()
     if not need_bin() then return end
     config(dir, { slow = true, interval = 1 })

@@ -339,8 +339,33 @@ static void test_peak_kernels(void) {
     }
 }
 
+/* The rule that re-executes moonrl with OPENBLAS_CORETYPE (moonrl.h):
+ * OpenBLAS's core name and the CPU's features in, the kernels to ask for. */
+static void test_blas_pick(void) {
+    /* a VM hiding the model of an AVX-512 Xeon: OpenBLAS 0.3.21 said Prescott */
+    CHECK(strcmp(mr_blas_pick_kernels("Prescott", 1, 1), "SkylakeX") == 0);
+    CHECK(strcmp(mr_blas_pick_kernels("Prescott", 1, 0), "Haswell") == 0);
+    CHECK(strcmp(mr_blas_pick_kernels("Sandybridge", 1, 0), "Haswell") == 0);
+    CHECK(mr_blas_pick_kernels("Prescott", 0, 0) == NULL);          /* nothing better to ask for */
+    /* AVX-512 run with AVX2 kernels (0.3.21 knows no AMD core with AVX-512) */
+    CHECK(strcmp(mr_blas_pick_kernels("Zen", 1, 1), "SkylakeX") == 0);
+    CHECK(strcmp(mr_blas_pick_kernels("haswell", 1, 1), "SkylakeX") == 0);
+    /* the right kernels already */
+    CHECK(mr_blas_pick_kernels("Haswell", 1, 0) == NULL);
+    CHECK(mr_blas_pick_kernels("Zen", 1, 0) == NULL);
+    CHECK(mr_blas_pick_kernels("SkylakeX", 1, 1) == NULL);
+    CHECK(mr_blas_pick_kernels("Cooperlake", 1, 1) == NULL);
+    CHECK(mr_blas_pick_kernels("SapphireRapids", 1, 1) == NULL);
+    CHECK(mr_blas_pick_kernels(NULL, 1, 1) == NULL);
+    /* this machine: after moonrl's re-exec, the kernels in use need no better */
+    const char *k = mr_blas_kernels();
+    printf("  OpenBLAS kernels here: %s; moonrl would ask for: %s\n", k,
+           mr_blas_better_kernels() ? mr_blas_better_kernels() : "(nothing: these)");
+}
+
 int main(void) {
     check_seed(0x1234567887654321ULL);
+    test_blas_pick();
     test_obs_expand();
     /* fixed shapes incl. non-square and C, OC = 1 */
     test_conv(1, 3, 3, 1, 1);

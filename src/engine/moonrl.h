@@ -436,12 +436,21 @@ mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err);
 /* The OpenBLAS kernel set in use: "Cooperlake", "SkylakeX", "Haswell", ... */
 const char *mr_blas_kernels(void);
 /* The kernel set OpenBLAS should be told to load (OPENBLAS_CORETYPE) on this
- * CPU because its own detection chose a weaker one, or NULL: "SkylakeX" on
- * CPUs with AVX-512 (F, BW, DQ, VL, CD, with OS support) that OpenBLAS runs
- * with its AVX2 kernels ("Haswell", "Zen": 0.3.21 knows no AMD core with
- * AVX-512). NULL as well when OPENBLAS_CORETYPE is already set. OpenBLAS
- * reads the variable when it loads, so only a new process can act on the
- * answer: the moonrl executable re-executes itself (src/host/main.c). Both answer for the cpu backend's OpenBLAS. */
+ * CPU because its own detection chose a weaker one, or NULL (also when
+ * OPENBLAS_CORETYPE is already set). Two cases, both seen:
+ *  - a CPU with AVX-512 (F, BW, DQ, VL, CD, with OS support) that OpenBLAS
+ *    runs with its AVX2 kernels ("Haswell", "Zen": 0.3.21 knows no AMD core
+ *    with AVX-512): "SkylakeX";
+ *  - a virtual machine that hides the CPU's model: OpenBLAS 0.3.21 does not
+ *    recognise it and falls back to "Prescott" (SSE3 kernels, several times
+ *    slower), seen on the H100 machines' Xeon (AVX-512 with BF16 and FP16),
+ *    2026-11-25: "SkylakeX" there, "Haswell" where the CPU has AVX2 + FMA.
+ * OpenBLAS reads the variable when it loads, so only a new process can act on
+ * the answer: the moonrl executable re-executes itself (src/host/main.c).
+ * Both answer for the cpu backend's OpenBLAS; mr_blas_pick_kernels is the
+ * rule itself (OpenBLAS's core name and the CPU's features in, the core to
+ * ask for or NULL out). */
+const char *mr_blas_pick_kernels(const char *core, int cpu_avx2_fma, int cpu_avx512);
 const char *mr_blas_better_kernels(void);
 
 /* The bf16 instructions the cpu backend uses for precision = bf16

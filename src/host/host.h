@@ -159,10 +159,15 @@ typedef struct host_runs {
     lua_State *L;
     uv_loop_t *loop;
     struct lrun *live;             /* runs whose thread may still be going */
+    struct eval_req *evals;        /* evaluations with a progress handle open */
 } host_runs;
 void host_run_open(lua_State *L, host_runs *runs);   /* adds start to the table on top */
 /* lua_eval.c */
 void host_eval_open(lua_State *L, host_runs *runs);  /* adds evaluate to the table on top */
+/* Evaluations still working when the loop is left (a signal, core.shutdown):
+ * closes their progress handles (before luv's walk, which takes every handle
+ * for one of its own) and leaves them to end unheard. */
+void host_evals_shutdown(host_runs *runs);
 /* lua_args.c: upvalue 1 of start and evaluate; an option of table t
  * (integer in lo .. hi, boolean); the string at idx as the bytes of a struct */
 host_runs *host_runs_of(lua_State *L);

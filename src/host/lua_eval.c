@@ -26,6 +26,10 @@ typedef struct eval_req {
     uv_work_t work;
     uv_async_t progress;          /* initialised when progress_ref is set */
     int progress_ref;             /* opts.progress, or LUA_NOREF */
+    uv_mutex_t lock;              /* guards progress_open (with a progress handle) */
+    int progress_open;            /* the work may wake the loop through `progress` */
+    int abandoned;                /* host_evals_shutdown: nothing of Lua is touched again */
+    struct eval_req *next;        /* host_runs.evals */
     _Atomic uint64_t done, total; /* written by the work, read by the loop */
     uint64_t told;                /* the last `done` given to opts.progress */
     host_runs *runs;              /* the main state the callback runs on */
@@ -49,7 +53,37 @@ static void eval_progress(void *user, uint64_t done, uint64_t total) {
     if (done % every != 0 && done != total) return;
     atomic_store(&q->total, total);
     atomic_store(&q->done, done);
-    uv_async_send(&q->progress);
+    uv_mutex_lock(&q->lock);
+    if (q->progress_open) uv_async_send(&q->progress);
+    uv_mutex_unlock(&q->lock);
+}
+
+static void evals_unlink(eval_req *q) {
+    for (eval_req **p = &q->runs->evals; *p; p = &(*p)->next)
+        if (*p == q) {
+            *p = q->next;
+            return;
+        }
+}
+
+/* Closes q's progress handle; the work, if still running, no longer wakes the loop. */
+static void progress_close(eval_req *q, uv_close_cb cb) {
+    uv_mutex_lock(&q->lock);
+    q->progress_open = 0;
+    uv_mutex_unlock(&q->lock);
+    evals_unlink(q);
+    uv_close((uv_handle_t *)&q->progress, cb);
+}
+
+void host_evals_shutdown(host_runs *runs) {
+    lua_State *L = runs->L;
+    while (runs->evals) {
+        eval_req *q = runs->evals;
+        q->abandoned = 1;
+        luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
+        luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
+        progress_close(q, NULL);   /* q stays allocated: the work may still read it; the process is ending */
+    }
 }
 
 /* On the loop: tells opts.progress what it has not been told yet. */
@@ -66,7 +100,11 @@ static void eval_tell(eval_req *q) {
 
 static void eval_on_progress(uv_async_t *h) { eval_tell(h->data); }
 
-static void eval_free(uv_handle_t *h) { free(h->data); }
+static void eval_free(uv_handle_t *h) {
+    eval_req *q = h->data;
+    uv_mutex_destroy(&q->lock);
+    free(q);
+}
 
 static void eval_work(uv_work_t *w) {
     eval_req *q = w->data;
@@ -95,6 +133,7 @@ static void eval_work(uv_work_t *w) {
 
 static void eval_done(uv_work_t *w, int status) {
     eval_req *q = w->data;
+    if (q->abandoned) return;   /* host_evals_shutdown let it go (and keeps q) */
     lua_State *L = q->runs->L;
     if (q->progress_ref != LUA_NOREF && status == 0 && q->status == MR_OK) eval_tell(q);
     lua_rawgeti(L, LUA_REGISTRYINDEX, q->cb_ref);
@@ -120,7 +159,7 @@ static void eval_done(uv_work_t *w, int status) {
     if (q->progress_ref != LUA_NOREF) {
         luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
         q->progress_ref = LUA_NOREF;
-        uv_close((uv_handle_t *)&q->progress, eval_free);   /* no callback after this */
+        progress_close(q, eval_free);   /* no callback after this */
     } else {
         free(q);
     }
@@ -153,12 +192,19 @@ static int core_evaluate(lua_State *L) {
             free(q);
             return luaL_error(L, "bad option 'progress' (expected a function, got %s)", luaL_typename(L, -1));
         }
-        int rc = uv_async_init(q->runs->loop, &q->progress, eval_on_progress);
+        int rc = uv_mutex_init(&q->lock);
+        if (rc == 0) {
+            rc = uv_async_init(q->runs->loop, &q->progress, eval_on_progress);
+            if (rc != 0) uv_mutex_destroy(&q->lock);
+        }
         if (rc != 0) {
             free(q);
             return luaL_error(L, "cannot create the evaluation's progress handle: %s", uv_strerror(rc));
         }
         q->progress.data = q;
+        q->progress_open = 1;
+        q->next = q->runs->evals;
+        q->runs->evals = q;
         q->progress_ref = luaL_ref(L, LUA_REGISTRYINDEX);   /* pops it */
     } else {
         lua_pop(L, 1);
@@ -170,7 +216,7 @@ static int core_evaluate(lua_State *L) {
         luaL_unref(L, LUA_REGISTRYINDEX, q->cb_ref);
         if (q->progress_ref != LUA_NOREF) {
             luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
-            uv_close((uv_handle_t *)&q->progress, eval_free);
+            progress_close(q, eval_free);
         } else {
             free(q);
         }

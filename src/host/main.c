@@ -85,7 +85,8 @@ static void print_library(int nargs, char **args, const host_library *lib) {
 }
 
 /* OpenBLAS picks its kernels when it loads, before main; on CPUs whose
- * AVX-512 it does not know (moonrl.h: mr_blas_better_kernels) the process starts
+ * AVX-512 it does not know, or whose model a virtual machine hides
+ * (moonrl.h: mr_blas_better_kernels), the process starts
  * again once with OPENBLAS_CORETYPE set (1.3x training, 1.65x acting on the
  * reference net: BENCHMARKS.md). MOONRL_BLAS_AUTO=0 keeps OpenBLAS's own
  * choice; a failed exec just goes on with it. */
@@ -164,7 +165,8 @@ int main(int argc, char **argv) {
     /* Left early (core.shutdown) or finished: stop what still trains, close
      * what is still open, then let the close callbacks run. */
     host_runs_shutdown(&core.runs);
-    /* Our own handles (runs' async) must be gone before luv's walk, which
+    host_evals_shutdown(&core.runs);
+    /* Our own handles (runs' async, evaluations' progress) must be gone before luv's walk, which
      * takes every handle for one of its own. */
     uv_run(&loop, UV_RUN_NOWAIT);
     if (luaL_loadstring(L, "local uv = require 'luv'\n"

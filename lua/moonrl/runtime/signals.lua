@@ -7,7 +7,8 @@
 --   SIGQUIT, SIGXCPU,   checkpoint and closes its files (train.log, metrics,
 --   SIGPWR              TensorBoard), then the process exits with 128 + the
 --                       signal's number: 130, 143, 131, 152, 158. `moonrl
---                       train` skips its evaluation. A second stop signal
+--                       train` skips its evaluation; during one (no run
+--                       training) the process says so and quits at once. A second stop signal
 --                       exits at once: a checkpoint being written stays a
 --                       *.tmp beside the last complete one, which is untouched.
 --   SIGUSR1             every run writes a checkpoint and goes on
@@ -59,6 +60,11 @@ local function stop(ctx)
   if #ctx.runs > 0 and not ctx.host.stopping() then
     io.stderr:write("\nmoonrl: ", ctx.name:upper(), ": stopping after the update in progress (final checkpoint); ",
       ctx.name:upper(), " again to quit now\n")
+  elseif #ctx.runs == 0 then
+    -- nothing to checkpoint: what is left (an evaluation, say) is abandoned;
+    -- every run directory is already complete and closed
+    io.stderr:write("\nmoonrl: ", ctx.name:upper(), ": quitting: nothing is training (an evaluation in progress ",
+      "is abandoned; `moonrl eval RUN_DIR` evaluates a finished run)\n")
   end
   ctx.host.stop_all(ctx.code, ctx.name:upper())
 end
