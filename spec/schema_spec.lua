@@ -1,43 +1,56 @@
 local schema = require("moonrl.config.schema")
 local support = require("support")
 
--- Reads the defaults written in moonrl.h's comments ("default 192") per
--- struct, so a changed engine default cannot drift from the schema unseen.
-local function header_defaults()
-  local text = assert(support.read_file("src/engine/moonrl.h"), "run the specs from the repository root")
-  local sections = {
-    mr_env_config = "env", mr_policy_config = "policy", mr_ppo_config = "ppo",
-    mr_cuda_config = "cuda", mr_config = "", mr_eval_config = "eval",
-  }
-  local out = {}
-  for body, name in text:gmatch("typedef struct [%w_]+ {(.-)} ([%w_]+);") do
-    local section = sections[name]
-    if section then
-      for line in body:gmatch("[^\n]+") do
-        local field = line:match("^%s*[%w_ ]-%s([%w_]+)%s*[%[;]")
-        local value = line:match("default%s+(.-)%s*%*/")
-        if field and value then
-          value = value:match("^(.-);") or value:match("^(.-):") or value:match("^(.-)%s+%(") or value
-          out[#out + 1] = { key = (section == "" and "" or section .. ".") .. field, text = value }
-        end
-      end
-    end
-  end
-  return out
-end
+local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+local have_bin = io.open(BIN, "rb") ~= nil
+if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
 
-local function parse_default(text)
-  local a, b = text:match("^linear%s+(%S+)%s*%->%s*(%S+)$")
-  if a then return { kind = "linear", from = tonumber(a), to = tonumber(b) } end
-  if text:match("^{") then
-    local list = {}
-    for n in text:gmatch("%d+") do list[#list + 1] = tonumber(n) end
-    return list
-  end
-  local n = tonumber((text:gsub(",", "")))
-  if n then return n end
-  return text
+-- In the binary: every engine key's default as mr_config_default sets it, and
+-- what mr_config_validate says to each integer or number key just past its
+-- maximum ("key<TAB>default<TAB>message" lines).
+local ENGINE_PROBE = [[
+local engine = require("moonrl.engine")
+local schema = require("moonrl.config.schema")
+local ffi, C = engine.ffi, engine.C
+local function field(c, path)
+  local v = c
+  for part in path:gmatch("[^.]+") do v = v[part] end
+  return v
 end
+local function set(c, path, value)
+  local parent, last = c, nil
+  for part in path:gmatch("[^.]+") do
+    if last then parent = parent[last] end
+    last = part
+  end
+  parent[last] = value
+end
+for _, e in ipairs(schema.keys) do
+  if e.c then
+    local c = ffi.new("mr_config")
+    C.mr_config_default(c)
+    local v, shown = field(c, e.c), nil
+    if e.type == "schedule" then
+      shown = string.format("%d %.17g %.17g", tonumber(v.kind), v.start, v["end"])
+    elseif e.type == "list" then
+      local t = {}
+      for i = 0, tonumber(field(c, e.c_count)) - 1 do t[#t + 1] = tostring(tonumber(v[i])) end
+      shown = table.concat(t, ",")
+    else
+      shown = string.format("%.17g", tonumber(v))
+    end
+    local msg = ""
+    if (e.type == "integer" or e.type == "number") and not e.key:match("^env%.") and e.max < 2^53 then
+      set(c, e.c, e.type == "integer" and e.max + 1 or e.max * 2 + 1)
+      local err = ffi.new("mr_error")
+      msg = C.mr_config_validate(c, err) ~= 0 and ffi.string(err.msg) or "accepted"
+    end
+    print(e.key .. "\t" .. shown .. "\t" .. msg)
+  end
+end
+]]
+
+local SCHED = { constant = 0, linear = 1, cosine = 2, step = 3 }
 
 describe("moonrl.config.schema", function()
   it("describes every key with a type, a description and a default that passes its own check", function()
@@ -59,21 +72,43 @@ describe("moonrl.config.schema", function()
     end
   end)
 
-  it("has the defaults written in moonrl.h", function()
-    local fields = header_defaults()
-    assert.is_true(#fields >= 40, "parsed only " .. #fields .. " defaults from moonrl.h")
-    for _, f in ipairs(fields) do
-      local want = parse_default(f.text)
-      if f.key == "policy.num_conv" then
-        assert.equal(want, #schema.by_key["policy.conv_channels"].default)
+  it("is what the engine's defaults and ranges are made from (mr_config_default, mr_config_validate)", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/probe.lua", ENGINE_PROBE)
+    local p = io.popen(string.format("cd %q && %q run probe.lua 2>&1", dir, BIN))
+    local out = p:read("*a")
+    p:close()
+    support.rm_rf(dir)
+    local n = 0
+    for key, shown, msg in out:gmatch("([%w_.]+)\t([^\t]*)\t([^\n]*)") do
+      n = n + 1
+      local e = assert(schema.by_key[key], key)
+      local want
+      if e.type == "schedule" then
+        want = string.format("%d %.17g %.17g", SCHED[e.default.kind], e.default.from, e.default.to)
+      elseif e.type == "list" then
+        want = table.concat(e.default, ",")
+      elseif e.type == "enum" then
+        for i, c in ipairs(e.choices) do if c == e.default then want = string.format("%.17g", i - 1) end end
+      elseif e.type == "boolean" then
+        want = e.default and "1" or "0"
+      elseif key == "policy.popart_beta_min" then   -- a float field
+        want = string.format("%.17g", tonumber(string.format("%.9g", e.default)))
       else
-        local e = schema.by_key[f.key]
-        assert.is_table(e, "moonrl.h has " .. f.key .. " but the schema does not")
-        local have = e.default
-        if e.type == "boolean" then want = (want == 1) end
-        assert.same(want, have, f.key .. ": moonrl.h says " .. f.text)
+        want = string.format("%.17g", e.default)
+      end
+      if key == "policy.popart_beta_min" then
+        assert.is_true(math.abs(tonumber(shown) - e.default) < 1e-9, key .. ": engine default " .. shown)
+      else
+        assert.equal(want, shown, key .. ": the engine's default")
+      end
+      if msg ~= "" then
+        assert.truthy(msg:find(key, 1, true) and msg:find("out of range", 1, true),
+          key .. " just past its maximum: " .. msg)
       end
     end
+    assert.is_true(n >= 40, "the probe printed " .. n .. " engine keys:\n" .. out)
   end)
 
   it("marks exactly the engine's hot parameters (mr_hot_params) as engine-hot", function()

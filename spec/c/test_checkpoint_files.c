@@ -4,7 +4,11 @@
  * header, without reading or allocating its size), a FIFO (refused at once,
  * not waiting for a writer: an alarm fails the test if the load blocks), a
  * directory, a truncated and an oversized checkpoint (both sizes named), and
- * a real checkpoint that still loads.
+ * a real checkpoint that still loads. And the config as keyed records
+ * (format version 2): read back equal to what was saved, a setting missing
+ * from the records takes its default, one this build does not know is
+ * refused by name, and version 1 files (raw mr_config bytes: the bitcompat
+ * fixtures) still load.
  */
 #define _GNU_SOURCE
 #include "moonrl.h"
@@ -79,6 +83,120 @@ static void refuses(mr_trainer *t, const char *path, mr_status want, const char 
     CHECK_MSG(grown < 64 * 1024, "refusing %s raised the peak memory by %ld KiB", path, grown);
 }
 
+#ifndef FIXTURE_DIR
+#define FIXTURE_DIR "spec/c/fixtures"
+#endif
+
+static uint32_t crc32_of(const unsigned char *p, size_t n, uint32_t crc) {   /* zlib's, bit by bit */
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* A copy of checkpoint src in dst with `from` replaced by `to` (same length)
+ * inside the section "config.keys", its checksum and the file's made whole
+ * again: an edited but undamaged file. */
+static int edit_records(const char *src, const char *dst, const char *from, const char *to) {
+    FILE *f = fopen(src, "rb");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    size_t n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n);
+    int ok = fread(b, 1, n, f) == n;
+    fclose(f);
+    uint32_t count;
+    memcpy(&count, b + 12, 4);
+    size_t off = 24;
+    int done = 0;
+    for (uint32_t i = 0; ok && i < count; i++) {
+        uint64_t len;
+        memcpy(&len, b + off + 32, 8);
+        unsigned char *d = b + off + 48;
+        if (strcmp((char *)b + off, "config.keys") == 0) {
+            for (size_t k = 0; k + strlen(from) <= len; k++)
+                if (memcmp(d + k, from, strlen(from)) == 0) {
+                    memcpy(d + k, to, strlen(to));
+                    done = 1;
+                    break;
+                }
+            uint32_t c = crc32_of(d, (size_t)len, 0);
+            memcpy(b + off + 40, &c, 4);
+        }
+        off += 48 + (size_t)len;
+    }
+    uint32_t whole = crc32_of(b, n - 12, 0);
+    memcpy(b + n - 12, &whole, 4);
+    f = fopen(dst, "wb");
+    ok = ok && f && fwrite(b, 1, n, f) == n;
+    if (f) fclose(f);
+    free(b);
+    return ok && done;
+}
+
+static void config_records(mr_trainer *t, const char *good, const mr_config *saved) {
+    mr_error e;
+    mr_config rc;
+    /* read back: every setting equal, byte for byte (both start from
+     * mr_config_default's zeroed struct; a list keeps only its entries) */
+    CHECK_MSG(mr_checkpoint_read_config(good, &rc, &e) == MR_OK, "%s", e.msg);
+    mr_config want = *saved;
+    for (int i = want.policy.num_conv; i < MR_MAX_CONV; i++) want.policy.conv_channels[i] = 0;
+    CHECK_MSG(memcmp(&rc, &want, sizeof rc) == 0, "the config read back differs from the one saved");
+    /* a setting missing from the records (commented out) takes its default */
+    const char *edited = "test_ckfiles_missing_key.mrck";
+    CHECK(edit_records(good, edited, "ppo.rollout_steps = 8\n", "#po.rollout_steps = 8\n"));
+    CHECK_MSG(mr_checkpoint_read_config(edited, &rc, &e) == MR_OK, "%s", e.msg);
+    mr_config def;
+    mr_config_default(&def);
+    CHECK_MSG(rc.ppo.rollout_steps == def.ppo.rollout_steps && rc.env.num_envs == saved->env.num_envs,
+              "missing ppo.rollout_steps read as %d (default %d)", rc.ppo.rollout_steps, def.ppo.rollout_steps);
+    /* a setting this build does not know: refused by name, the trainer untouched */
+    const char *unknown = "test_ckfiles_unknown_key.mrck";
+    CHECK(edit_records(good, unknown, "ppo.epochs =", "ppo.epochz ="));
+    refuses(t, unknown, MR_ERR_FORMAT, "'ppo.epochz'", "does not know");
+    /* a value that does not parse */
+    const char *bad = "test_ckfiles_bad_value.mrck";
+    CHECK(edit_records(good, bad, "env.mode = ground_truth", "env.mode = ground_trutx"));
+    refuses(t, bad, MR_ERR_FORMAT, "env.mode = ground_trutx", "does not parse");
+    unlink(edited);
+    unlink(unknown);
+    unlink(bad);
+
+    /* version 1: a checkpoint the engine wrote before the records (commit
+     * 67898b7, `moonrl train`: proxy mode, 16 envs on a 16x16 grid, convs 4
+     * and 8, hidden 32, 2 epochs of 2 minibatches, lr 5e-4 constant, seed 3,
+     * after update 2) reads and loads */
+    const char *v1 = FIXTURE_DIR "/config_v1_proxy.mrck";
+    CHECK_MSG(mr_checkpoint_read_config(v1, &rc, &e) == MR_OK, "%s", e.msg);
+    CHECK(rc.env.mode == MR_MODE_PROXY && rc.env.num_envs == 16 && rc.env.grid_size == 16 &&
+          rc.policy.num_conv == 2 && rc.policy.conv_channels[0] == 4 && rc.policy.conv_channels[1] == 8 &&
+          rc.policy.hidden == 32 && rc.ppo.epochs == 2 && rc.ppo.minibatches == 2 &&
+          rc.ppo.lr.kind == MR_SCHED_CONSTANT && rc.ppo.lr.start == 5e-4 && rc.seed == 3);
+    mr_trainer *t1;
+    CHECK_MSG(mr_trainer_create(&rc, &t1, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(mr_trainer_load(t1, v1, &e) == MR_OK, "version 1 checkpoint: %s", e.msg);
+    /* and saved again, it is version 2 with the same config */
+    const char *again = "test_ckfiles_v1_again.mrck";
+    CHECK_MSG(mr_trainer_save(t1, again, &e) == MR_OK, "%s", e.msg);
+    mr_config rc2;
+    CHECK_MSG(mr_checkpoint_read_config(again, &rc2, &e) == MR_OK, "%s", e.msg);
+    CHECK(rc2.env.num_envs == 16 && rc2.policy.conv_channels[1] == 8 && rc2.seed == 3 &&
+          rc2.ppo.epochs == rc.ppo.epochs && rc2.ppo.lr.start == rc.ppo.lr.start);
+    FILE *f = fopen(again, "rb");
+    unsigned char h[12] = {0};
+    CHECK(f && fread(h, 1, 12, f) == 12);
+    if (f) fclose(f);
+    uint32_t version;
+    memcpy(&version, h + 8, 4);
+    CHECK_MSG(version == 2, "saved as version %u", version);
+    unlink(again);
+    mr_trainer_free(t1);
+}
+
 int main(void) {
     mr_config c;
     small_config(&c);
@@ -135,6 +253,7 @@ int main(void) {
     mr_config rc;
     CHECK_MSG(mr_checkpoint_read_config(good, &rc, &e) == MR_OK, "%s", e.msg);
     CHECK(mr_trainer_load(t, "test_ckfiles_missing.mrck", &e) == MR_ERR_IO);
+    config_records(t, good, &c);
 
     mr_trainer_free(t);
     unlink(good);

@@ -78,14 +78,14 @@ int mr_mode_from_name(const char *name);
 const char *mr_mode_name(int mode);
 
 typedef struct mr_env_config {
-    mr_mode mode;           /*                                  default ground_truth */
-    int num_envs;           /* instances stepped in lock-step   default 192 */
-    int grid_size;          /* H = W                            default 128 */
-    int view_range;         /* observation is (2r+1)^2          default 5 */
-    int density_min;        /* food/poison count drawn from     default 64 */
-    int density_max;        /*   [density_min, density_max]     default 256 */
-    int respawn_tries;      /* candidate cells for a respawn    default 50 */
-    int max_episode_steps;  /* truncation; 0 = never            default 512 */
+    mr_mode mode;
+    int num_envs;           /* instances stepped in lock-step */
+    int grid_size;          /* H = W */
+    int view_range;         /* observation is (2r+1)^2 */
+    int density_min;        /* food/poison count drawn from */
+    int density_max;        /*   [density_min, density_max] */
+    int respawn_tries;      /* candidate cells for a respawn */
+    int max_episode_steps;  /* truncation; 0 = never */
 } mr_env_config;
 
 /* How the update stores proxy observations (env.proxy_obs_storage). */
@@ -95,12 +95,12 @@ typedef enum mr_obs_storage {
 } mr_obs_storage;
 
 typedef struct mr_policy_config {
-    int num_conv;                      /* default 3 */
-    int conv_channels[MR_MAX_CONV];    /* default {32, 64, 64}; 3x3, pad 1 */
-    int hidden;                        /* trunk features, default 512 */
-    int critic_hidden;                 /* default 512 */
-    int popart;                        /* 1 = PopArt value head, default 1 */
-    float popart_beta_min;             /* default 0.001 */
+    int num_conv;
+    int conv_channels[MR_MAX_CONV];    /* 3x3, pad 1 */
+    int hidden;                        /* trunk features */
+    int critic_hidden;
+    int popart;                        /* 1 = PopArt value head */
+    float popart_beta_min;
     /* Lua's env.proxy_obs_storage; here, in what was mr_config's padding, so
      * checkpoints keep their size (old ones read as faithful). Changes only
      * what the training forward sees in the modes that observe the proxy. */
@@ -125,32 +125,32 @@ typedef struct mr_schedule {
 double mr_schedule_value(const mr_schedule *s, double progress);
 
 typedef struct mr_ppo_config {
-    int rollout_steps;       /* default 128 */
-    int epochs;              /* default 4 */
-    int minibatches;         /* default 1 (full batch) */
-    double gamma;            /* default 0.99 */
-    double gae_lambda;       /* default 0.95 */
-    mr_schedule lr;          /* default linear 3e-4 -> 1e-4 */
-    mr_schedule clip;        /* default linear 0.2 -> 0.1 */
-    mr_schedule ent_coef;    /* default linear 0.1 -> 0.001 */
-    double vf_coef;          /* default 0.5 */
-    double ent_floor;        /* entropy floor, default 0.5 */
-    double ent_floor_coef;   /* default 0.05: loss += c * relu(floor - H) */
-    double max_grad_norm;    /* per parameter group (policy, value), default 0.5 */
-    double adam_beta1;       /* default 0.9 */
-    double adam_beta2;       /* default 0.999 */
-    double adam_eps;         /* default 1e-8 */
-    int norm_adv;            /* default 1 */
-    double reward_clip;      /* rewards clamped to [-c, c], default 20 */
+    int rollout_steps;
+    int epochs;
+    int minibatches;
+    double gamma;
+    double gae_lambda;
+    mr_schedule lr;
+    mr_schedule clip;
+    mr_schedule ent_coef;
+    double vf_coef;
+    double ent_floor;        /* entropy floor */
+    double ent_floor_coef;   /* loss += c * relu(floor - H) */
+    double max_grad_norm;    /* per parameter group (policy, value) */
+    double adam_beta1;
+    double adam_beta2;
+    double adam_eps;
+    int norm_adv;
+    double reward_clip;      /* rewards clamped to [-c, c] */
 } mr_ppo_config;
 
 /* Settings that only mean something on a GPU; a CPU trainer reports them in
  * mr_trainer_describe() as not applying. */
 typedef struct mr_cuda_config {
-    int device_index;            /* default 0 */
-    int graphs;                  /* capture steady state as CUDA graphs, default 1 */
-    double memory_fraction;      /* limit as a fraction of the card, default 0.9 */
-    double release_threshold;    /* fraction of the limit above which the cache is released, default 0.8 */
+    int device_index;
+    int graphs;                  /* capture steady state as CUDA graphs */
+    double memory_fraction;      /* limit as a fraction of the card */
+    double release_threshold;    /* fraction of the limit above which the cache is released */
 } mr_cuda_config;
 
 /* How the CPU backend computes the trunk's 3x3 convolutions (cpu.conv).
@@ -178,23 +178,28 @@ typedef enum mr_cpu_activations {
  * mr_cpu_activations), so checkpoints keep their size (old ones read as
  * auto, auto). */
 typedef struct mr_cpu_config {
-    int16_t conv;                /* mr_cpu_conv, default auto */
-    int16_t activations;         /* mr_cpu_activations, default auto */
+    int16_t conv;                /* mr_cpu_conv */
+    int16_t activations;         /* mr_cpu_activations */
 } mr_cpu_config;
 
+/* The whole config. Checkpoints store it as keyed records (checkpoint.c),
+ * not as these bytes: a field may be added anywhere. */
 typedef struct mr_config {
     mr_env_config env;
     mr_policy_config policy;
     mr_ppo_config ppo;
     mr_cuda_config cuda;
-    mr_device device;            /* default auto */
-    mr_precision precision;      /* default fp32; the cpu backend takes bf16 where mr_cpu_bf16() says so */
-    int threads;                 /* CPU threads, 0 = all cores, default 0 */
+    mr_device device;
+    mr_precision precision;      /* the cpu backend takes bf16 where mr_cpu_bf16() says so */
+    int threads;                 /* CPU threads, 0 = all cores */
     mr_cpu_config cpu;           /* CPU-only settings */
-    uint64_t seed;               /* default 1 */
-    uint64_t total_steps;        /* agent-steps to train; default 50,331,648 */
+    uint64_t seed;
+    uint64_t total_steps;        /* agent-steps to train; */
 } mr_config;
 
+/* Every field's default, range and meaning: docs/config.md, generated, like
+ * mr_config_default and mr_config_validate's ranges, from the one
+ * description of every setting (lua/moonrl/config/schema.lua). */
 void mr_config_default(mr_config *cfg);
 /* Checks every field; on a bad one says which, its value and what is accepted. */
 mr_status mr_config_validate(const mr_config *cfg, mr_error *err);

@@ -28,6 +28,10 @@
 --   gpu_only   true: only applies on CUDA (precision: only non-fp32 values)
 --   desc       one line for the docs
 --   aliases    other names people use for the key (did-you-mean only)
+--   c          the field in the engine's mr_config this key sets (set below for
+--              the engine's sections; the build generates the engine's defaults,
+--              ranges and checkpoint records from these entries); c_count: the
+--              field holding a list's length
 -- A section (schema.sections[i], also schema.section_by_name[name]):
 --   name, desc, func_ok (true: the whole section may be a function(info),
 --   i.e. warmup)
@@ -113,13 +117,14 @@ key { key = "env.respawn_tries", type = "integer", default = 50, min = 0, max = 
 key { key = "env.max_episode_steps", type = "integer", default = 512, min = 0, max = 2147483647,
   desc = "episode truncation; 0 = never" }
 key { key = "env.proxy_obs_storage", type = "enum", default = "faithful", choices = { "faithful", "uint8" },
+  c = "policy.proxy_obs_storage",
   desc = "what the update sees of proxy observations: faithful = the values the acting policy saw; " ..
     "uint8 = as the original stored them (values in a uint8 buffer), poison's 0.5 read as 0 by the update " ..
     "while the acting policy saw 0.5; ground_truth is unaffected (docs/evaluation.md)" }
 
 -- policy --------------------------------------------------------------------
 key { key = "policy.conv_channels", type = "list", of = "integer", default = { 32, 64, 64 },
-  min_len = 1, max_len = 8, min = 1, max = 1024, aliases = { "channels", "conv", "convs" },
+  min_len = 1, max_len = 8, min = 1, max = 1024, aliases = { "channels", "conv", "convs" }, c_count = "policy.num_conv",
   desc = "output channels of each 3x3 conv layer of the trunk" }
 key { key = "policy.hidden", type = "integer", default = 512, min = 1, max = 65536,
   aliases = { "hidden_size", "features" },
@@ -262,13 +267,14 @@ key { key = "faults.max_hook_failures", type = "integer", default = 10, min = 0,
     "the hook again enables it); 0 = never disable" }
 
 -- eval ----------------------------------------------------------------------
-key { key = "eval.num_envs", type = "integer", default = 1024, min = 1, max = 1048576,
+-- `ce`: the field of the engine's mr_eval_config (generated like `c`, below)
+key { key = "eval.num_envs", type = "integer", default = 1024, min = 1, max = 1048576, ce = "num_envs",
   desc = "environments per evaluation run" }
-key { key = "eval.steps", type = "integer", default = 4096, min = 1, max = 2147483647,
+key { key = "eval.steps", type = "integer", default = 4096, min = 1, max = 268435456, ce = "steps",
   desc = "steps per evaluation run" }
-key { key = "eval.runs", type = "integer", default = 1, min = 1, max = 1000,
+key { key = "eval.runs", type = "integer", default = 1, min = 1, max = 1000, ce = "runs",
   desc = "evaluation runs (averaged)" }
-key { key = "eval.seed", type = "integer", default = 12345, min = 0, max = MAX_SAFE,
+key { key = "eval.seed", type = "integer", default = 12345, min = 0, max = MAX_SAFE, ce = "seed",
   desc = "evaluation seed (its own RNG stream)" }
 
 -- debug ---------------------------------------------------------------------
@@ -278,6 +284,17 @@ key { key = "debug.inject_nan_at_update", type = "integer", default = 0, min = 0
 key { key = "debug.crash_at_update", type = "integer", default = 0, min = 0, max = 1000000000,
   desc = "test aid: the process kills itself with SIGKILL (as the OOM killer would) once this update's " ..
     "metrics are in, without a final checkpoint, to see a crash handled (a sweep's failed trial); 0 = off" }
+
+-- The keys that reach the engine (mr_config): `c` is the field's path there,
+-- the key itself unless the entry names another. The build generates the
+-- engine's defaults, range checks and checkpoint records from these entries
+-- (src/engine/core/gen_config_keys.lua); enum values are their choice's index.
+local ENGINE_SECTIONS = { env = true, policy = true, ppo = true, cuda = true, cpu = true }
+local ENGINE_TOP = { device = true, precision = true, threads = true, seed = true, total_steps = true }
+for _, e in ipairs(K) do
+  local section = e.key:match("^([^.]+)%.")
+  if (section and ENGINE_SECTIONS[section]) or ENGINE_TOP[e.key] then e.c = e.c or e.key end
+end
 
 schema.keys = K
 schema.by_key = {}

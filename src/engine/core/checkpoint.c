@@ -1,11 +1,18 @@
 /*
  * checkpoint.c - saving and loading a trainer, atomically and checksummed.
  *
- * File layout (little-endian, version 1):
+ * File layout (little-endian, version 2):
  *   header   "MOONRLCK" | u32 version | u32 sections | u64 bytes of the file
  *   section  char name[32] | u64 bytes | u32 crc32 | u32 0  | data
  *   ...
  *   trailer  u32 crc32 of everything before it | "MRCKEND\0"
+ * The config is the section "config.keys": one text record per setting the
+ * engine holds, "key = value\n", written from the schema's table
+ * (config_keys.h): enums by name, schedules as "kind from to gamma every",
+ * lists comma-separated; '#' starts a comment line. Reading starts from the defaults, so a setting added
+ * after the file was written takes its default; a key this build does not
+ * know is refused, naming it. Version 1 (until 2026-11-25) held the raw
+ * mr_config bytes in "config" instead; those files still load.
  * A file is written to "<path>.tmp", fsync'ed and renamed over <path>, and
  * the directory is fsync'ed: a crash leaves the old checkpoint or the new
  * one, never a torn one. Loading checks magic, version, length, every CRC and
@@ -23,6 +30,7 @@
 #include "trainer.h"
 #include "errors.h"
 #include "config.h"
+#include "config_keys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +44,8 @@
 
 #define CK_MAGIC "MOONRLCK"
 #define CK_END "MRCKEND"
-#define CK_VERSION 1u
+#define CK_VERSION 2u        /* written; 1 is read too */
+#define CK_CONFIG_TEXT 16384 /* the config records, at most */
 #define CK_NAME 32
 #define CK_MAX_SECTIONS 32
 
@@ -76,12 +85,14 @@ static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
     return ~crc;
 }
 
-static int sections_of(mr_trainer *t, ck_progress *pg, ck_section *s) {
+/* The sections of a checkpoint of t; the first, the config records, is
+ * cfg_text (NULL when loading: the config is read on its own). */
+static int sections_of(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s) {
     mr_forage *e = &t->env;
     size_t n = (size_t)e->n, P = t->net.n_params;
     int k = 0;
 #define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
-    SEC("config", &t->cfg, sizeof t->cfg);
+    SEC("config.keys", cfg_text, cfg_len);
     SEC("progress", pg, sizeof *pg);
     SEC("params", t->pol.params, P * sizeof(float));
     SEC("adam_m", t->adam_m, P * sizeof(float));
@@ -115,6 +126,114 @@ static void progress_of(const mr_trainer *t, ck_progress *pg) {
     pg->hot = t->hot;
 }
 
+/* ------------------------------------------------ the config as records */
+
+/* Choice i of "a|b|c" into buf ("?" past the end). */
+static const char *choice_name(const char *names, int i, char *buf, size_t len) {
+    for (int k = 0; names && k < i; k++) {
+        names = strchr(names, '|');
+        if (names) names++;
+    }
+    if (!names || i < 0) return "?";
+    size_t n = strcspn(names, "|");
+    if (n >= len) n = len - 1;
+    memcpy(buf, names, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* The records of c into buf; the length, or (size_t)-1 when len is too small. */
+static size_t config_records(const mr_config *c, char *buf, size_t len) {
+    size_t o = 0;
+    char nb[64];
+#define PUT(...) do { int n_ = snprintf(buf + o, o < len ? len - o : 0, __VA_ARGS__); \
+                      o += n_ > 0 ? (size_t)n_ : 0; } while (0)
+#define W_INT(k, f, d, lo, hi) PUT("%s = %lld\n", k, (long long)c->f);
+#define W_REAL(k, f, d, lo, hi) PUT("%s = %.17g\n", k, (double)c->f);
+#define W_U64(k, f, d, lo, hi) PUT("%s = %llu\n", k, (unsigned long long)c->f);
+#define W_ENUM(k, f, d, n, names) PUT("%s = %s\n", k, choice_name(names, (int)c->f, nb, sizeof nb));
+#define W_SCHED(k, f, kd, a, b, lo, hi) \
+    PUT("%s = %d %.17g %.17g %.17g %.17g\n", k, (int)c->f.kind, c->f.start, c->f.end, c->f.gamma, c->f.every);
+#define W_LIST(k, f, count, lo, hi, mn, mx) \
+    PUT("%s = ", k); \
+    for (int i = 0; i < c->count; i++) PUT(i ? ",%d" : "%d", c->f[i]); \
+    PUT("\n");
+    MR_CONFIG_KEYS(W_INT, W_REAL, W_U64, W_ENUM, W_SCHED, W_LIST)
+#undef W_INT
+#undef W_REAL
+#undef W_U64
+#undef W_ENUM
+#undef W_SCHED
+#undef W_LIST
+#undef PUT
+    return o < len ? o : (size_t)-1;
+}
+
+/* One record "key = value" onto c: 0, 1 for a key this build does not know,
+ * -1 for a value that does not parse. */
+static int config_record(mr_config *c, const char *key, const char *val) {
+    int m = -1;
+    char nb[64];
+#define R_INT(k, f, d, lo, hi) \
+    if (!strcmp(key, k)) { long long v; if (sscanf(val, "%lld%n", &v, &m) != 1 || val[m]) return -1; \
+                           c->f = v; return 0; }
+#define R_REAL(k, f, d, lo, hi) \
+    if (!strcmp(key, k)) { double v; if (sscanf(val, "%lf%n", &v, &m) != 1 || val[m]) return -1; \
+                           c->f = v; return 0; }
+#define R_U64(k, f, d, lo, hi) \
+    if (!strcmp(key, k)) { unsigned long long v; if (sscanf(val, "%llu%n", &v, &m) != 1 || val[m]) return -1; \
+                           c->f = v; return 0; }
+#define R_ENUM(k, f, d, n, names) \
+    if (!strcmp(key, k)) { for (int i = 0; i < (n); i++) \
+                               if (!strcmp(val, choice_name(names, i, nb, sizeof nb))) { c->f = i; return 0; } \
+                           return -1; }
+#define R_SCHED(k, f, kd, a, b, lo, hi) \
+    if (!strcmp(key, k)) { int kind_; \
+                           if (sscanf(val, "%d %lf %lf %lf %lf%n", &kind_, &c->f.start, &c->f.end, &c->f.gamma, \
+                                      &c->f.every, &m) != 5 || val[m]) return -1; \
+                           c->f.kind = kind_; return 0; }
+#define R_LIST(k, f, count, lo, hi, mn, mx) \
+    if (!strcmp(key, k)) { int n_ = 0; const char *p_ = val; memset(c->f, 0, sizeof c->f); \
+                           while (*p_) { int v_; if (n_ >= (mx) || sscanf(p_, "%d%n", &v_, &m) != 1) return -1; \
+                                         c->f[n_++] = v_; p_ += m; if (*p_ == ',') p_++; else if (*p_) return -1; } \
+                           c->count = n_; return 0; }
+    MR_CONFIG_KEYS(R_INT, R_REAL, R_U64, R_ENUM, R_SCHED, R_LIST)
+#undef R_INT
+#undef R_REAL
+#undef R_U64
+#undef R_ENUM
+#undef R_SCHED
+#undef R_LIST
+    return 1;
+}
+
+static mr_status config_parse(const char *path, const uint8_t *d, size_t n, mr_config *c, mr_error *err) {
+    mr_config_default(c);
+    char line[512];
+    size_t i = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && d[e] != '\n') e++;
+        if (e - i >= sizeof line)
+            return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: a config record of %zu bytes", path, e - i);
+        memcpy(line, d + i, e - i);
+        line[e - i] = 0;
+        i = e + 1;
+        if (!line[0] || line[0] == '#') continue;   /* blank lines and comments */
+        char *eq = strstr(line, " = ");
+        if (!eq) return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s' is not 'key = value'", path, line);
+        *eq = 0;
+        const int r = config_record(c, line, eq + 3);
+        if (r > 0)
+            return mr_fail(err, MR_ERR_FORMAT, "'%s' holds the setting '%s', which this moonrl does not know (a "
+                           "checkpoint of a newer moonrl?); the settings it knows are in docs/config.md", path, line);
+        if (r < 0)
+            return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s = %s' does not parse", path, line,
+                           eq + 3);
+    }
+    return MR_OK;
+}
+
 static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc) {
     *crc = crc32_update(*crc, p, n);
     return fwrite(p, 1, n, f) == n ? 0 : -1;
@@ -127,8 +246,12 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
     crc_init();
     ck_progress pg;
     progress_of(t, &pg);
+    char cfg_text[CK_CONFIG_TEXT];
+    const size_t cfg_len = config_records(&t->cfg, cfg_text, sizeof cfg_text);
+    if (cfg_len == (size_t)-1)
+        return mr_fail(err, MR_ERR_STATE, "saving a checkpoint: the config's records pass %d bytes", CK_CONFIG_TEXT);
     ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, sec);
+    int ns = sections_of(t, &pg, cfg_text, cfg_len, sec);
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 8);
@@ -258,8 +381,8 @@ static mr_status open_checkpoint(const char *path, int *fd_out, uint64_t *len_ou
         memcpy(&version, h + 8, 4);
         memcpy(&count, h + 12, 4);
         memcpy(&total, h + 16, 8);
-        if (version != CK_VERSION)
-            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is checkpoint format version %u; this moonrl reads version %u",
+        if (version != 1u && version != CK_VERSION)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is checkpoint format version %u; this moonrl reads versions 1 .. %u",
                         path, version, CK_VERSION);
         else if (total != len)
             s = mr_fail(err, MR_ERR_FORMAT,
@@ -337,6 +460,7 @@ static mr_status read_file(const char *path, ck_file *out, mr_error *err) {
 }
 
 /* Finds a section; checks its size when want_bytes != (size_t)-1. */
+#define CK_OPTIONAL ((size_t)-2)   /* find_section's want_bytes: absent is not an error (*data = NULL) */
 static mr_status find_section(const ck_file *cf, const char *path, const char *name, size_t want_bytes,
                               const uint8_t **data, size_t *bytes, mr_error *err) {
     size_t off = 24, end = cf->len - 12;
@@ -354,7 +478,7 @@ static mr_status find_section(const ck_file *cf, const char *path, const char *n
         if (strcmp(nm, name) == 0) {
             if (crc32_update(0, cf->buf + off, b) != scrc)
                 return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path, name);
-            if (want_bytes != (size_t)-1 && b != want_bytes)
+            if (want_bytes != (size_t)-1 && want_bytes != CK_OPTIONAL && b != want_bytes)
                 return mr_fail(err, MR_ERR_FORMAT,
                                "'%s' does not fit this trainer: section '%s' has %llu bytes, expected %zu "
                                "(the checkpoint was written with other shapes or by another engine build)",
@@ -365,7 +489,23 @@ static mr_status find_section(const ck_file *cf, const char *path, const char *n
         }
         off += b;
     }
+    if (want_bytes == CK_OPTIONAL) {
+        *data = NULL;
+        *bytes = 0;
+        return MR_OK;
+    }
     return mr_fail(err, MR_ERR_FORMAT, "'%s' has no section '%s' (damaged, or from another version)", path, name);
+}
+
+/* The checkpoint's config: its records (version 2), or the raw bytes of version 1. */
+static mr_status read_config(const ck_file *cf, const char *path, mr_config *out, mr_error *err) {
+    const uint8_t *d;
+    size_t n;
+    mr_status s = find_section(cf, path, "config.keys", CK_OPTIONAL, &d, &n, err);
+    if (!s && d) return config_parse(path, d, n, out, err);
+    if (!s) s = find_section(cf, path, "config", sizeof(mr_config), &d, &n, err);
+    if (!s) memcpy(out, d, sizeof *out);
+    return s;
 }
 
 /* Shapes that must agree between the checkpoint and the trainer. */
@@ -394,10 +534,7 @@ mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *
     ck_file cf;
     mr_status s = read_file(path, &cf, err);
     if (s) return s;
-    const uint8_t *d;
-    size_t n;
-    s = find_section(&cf, path, "config", sizeof(mr_config), &d, &n, err);
-    if (!s) memcpy(out, d, sizeof *out);
+    s = read_config(&cf, path, out, err);
     free(cf.buf);
     if (!s) s = mr_config_validate(out, err);
     if (!s) mr_ok(err);
@@ -433,17 +570,13 @@ mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     t->extra_allocations++;
     ck_progress pg;
     ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, sec);
+    int ns = sections_of(t, &pg, NULL, 0, sec);
     const uint8_t *data[CK_MAX_SECTIONS];
     size_t bytes;
     /* Validate everything first: nothing is changed unless all of it fits. */
-    const uint8_t *cd;
     mr_config stored;
-    s = find_section(&cf, path, "config", sizeof(mr_config), &cd, &bytes, err);
-    if (!s) {
-        memcpy(&stored, cd, sizeof stored);
-        s = compatible(&stored, &t->cfg, path, err);
-    }
+    s = read_config(&cf, path, &stored, err);
+    if (!s) s = compatible(&stored, &t->cfg, path, err);
     for (int i = 1; i < ns && !s; i++) s = find_section(&cf, path, sec[i].name, sec[i].bytes, &data[i], &bytes, err);
     if (!s) {
         memcpy(&pg, data[1], sizeof pg);

@@ -8,6 +8,7 @@
 #include "moonrl.h"
 #include "errors.h"
 #include "config.h"
+#include "config_keys.h"
 #include "env.h"
 
 #include <math.h>
@@ -27,69 +28,49 @@ const char *mr_mode_name(int mode) {
     return (mode >= 0 && mode < 4) ? mode_names[mode] : NULL;
 }
 
-static mr_schedule linear(double a, double b) {
-    mr_schedule s = {MR_SCHED_LINEAR, a, b, 1.0, 1.0};
-    return s;
-}
-
+/* Every default is the schema's (config_keys.h, generated from
+ * lua/moonrl/config/schema.lua); enum values are their choice's index. */
 void mr_config_default(mr_config *c) {
     if (!c) return;
     memset(c, 0, sizeof *c);
-    c->env.mode = MR_MODE_GROUND_TRUTH;
-    c->env.num_envs = 192;
-    c->env.grid_size = 128;
-    c->env.view_range = 5;
-    c->env.density_min = 64;
-    c->env.density_max = 256;
-    c->env.respawn_tries = 50;
-    c->env.max_episode_steps = 512;
-
-    c->policy.num_conv = 3;
-    c->policy.conv_channels[0] = 32;
-    c->policy.conv_channels[1] = 64;
-    c->policy.conv_channels[2] = 64;
-    c->policy.hidden = 512;
-    c->policy.critic_hidden = 512;
-    c->policy.popart = 1;
-    c->policy.popart_beta_min = 0.001f;
-
-    c->ppo.rollout_steps = 128;
-    c->ppo.epochs = 4;
-    c->ppo.minibatches = 1;
-    c->ppo.gamma = 0.99;
-    c->ppo.gae_lambda = 0.95;
-    c->ppo.lr = linear(3e-4, 1e-4);
-    c->ppo.clip = linear(0.2, 0.1);
-    c->ppo.ent_coef = linear(0.1, 0.001);
-    c->ppo.vf_coef = 0.5;
-    c->ppo.ent_floor = 0.5;
-    c->ppo.ent_floor_coef = 0.05;
-    c->ppo.max_grad_norm = 0.5;
-    c->ppo.adam_beta1 = 0.9;
-    c->ppo.adam_beta2 = 0.999;
-    c->ppo.adam_eps = 1e-8;
-    c->ppo.norm_adv = 1;
-    c->ppo.reward_clip = 20.0;
-
-    c->cuda.device_index = 0;
-    c->cuda.graphs = 1;
-    c->cuda.memory_fraction = 0.9;
-    c->cuda.release_threshold = 0.8;
-
-    c->device = MR_DEVICE_AUTO;
-    c->precision = MR_FP32;
-    c->threads = 0;
-    c->seed = 1;
-    c->total_steps = 50331648ull;
+#define D_INT(k, f, d, lo, hi) c->f = (d);
+#define D_REAL(k, f, d, lo, hi) c->f = (d);
+#define D_U64(k, f, d, lo, hi) c->f = (d);
+#define D_ENUM(k, f, d, n, names) c->f = (d);
+#define D_SCHED(k, f, kind, a, b, lo, hi) c->f = (mr_schedule){(kind), (a), (b), 1.0, 1.0};
+#define D_LIST(k, f, count, lo, hi, min_len, max_len)
+    MR_CONFIG_KEYS(D_INT, D_REAL, D_U64, D_ENUM, D_SCHED, D_LIST)
+#define D_LIST_AT(f, count, i, v) c->f[i] = (v); c->count = (i) + 1;
+    MR_CONFIG_LIST_DEFAULTS(D_LIST_AT)
+#undef D_INT
+#undef D_REAL
+#undef D_U64
+#undef D_ENUM
+#undef D_SCHED
+#undef D_LIST
+#undef D_LIST_AT
 }
+
+static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || v > hi; }
 
 void mr_eval_config_default(mr_eval_config *c) {
     if (!c) return;
-    c->mode = -1;
-    c->num_envs = 1024;
-    c->steps = 4096;
-    c->runs = 1;
-    c->seed = 12345;
+    c->mode = -1;   /* the checkpoint's own mode: not a setting */
+#define D_EV(k, f, d, lo, hi) c->f = (d);
+    MR_EVAL_KEYS(D_EV, D_EV)
+#undef D_EV
+}
+
+mr_status mr_eval_config_validate(const mr_eval_config *c, mr_error *err) {
+    if (c->mode < -1 || c->mode > MR_MODE_PROXY)
+        return mr_fail(err, MR_ERR_ARG, "eval mode = %d: accepted -1 (the trainer's mode) or 0 .. 3", c->mode);
+#define V_EV(k, f, d, lo, hi) \
+    if (u64_outside((uint64_t)c->f, (lo), (hi))) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %lld is out of range: accepted %lld .. %lld", k, (long long)c->f, \
+                       (long long)(lo), (long long)(hi));
+    MR_EVAL_KEYS(V_EV, V_EV)
+#undef V_EV
+    return MR_OK;
 }
 
 #define CHECK_INT(field, lo, hi) do { if ((field) < (lo) || (field) > (hi)) \
@@ -116,16 +97,19 @@ static mr_status check_schedule(const char *name, const mr_schedule *s, double l
 
 mr_status mr_hot_validate(const mr_hot_params *h, mr_error *err) {
     mr_status s;
-    if ((s = check_schedule("ppo.lr", &h->lr, 0.0, 1.0, err))) return s;
-    if ((s = check_schedule("ppo.clip", &h->clip, 0.0, 10.0, err))) return s;
-    if ((s = check_schedule("ppo.ent_coef", &h->ent_coef, 0.0, 10.0, err))) return s;
+    if ((s = check_schedule("ppo.lr", &h->lr, MR_KEY_MIN_ppo_lr, MR_KEY_MAX_ppo_lr, err))) return s;
+    if ((s = check_schedule("ppo.clip", &h->clip, MR_KEY_MIN_ppo_clip, MR_KEY_MAX_ppo_clip, err))) return s;
+    if ((s = check_schedule("ppo.ent_coef", &h->ent_coef, MR_KEY_MIN_ppo_ent_coef, MR_KEY_MAX_ppo_ent_coef, err)))
+        return s;
     const mr_hot_params *c = h;
-    CHECK_REAL(c->max_grad_norm, 1e-8, 1e6);
-    CHECK_REAL(c->vf_coef, 0.0, 1e3);
-    CHECK_REAL(c->ent_floor, 0.0, 10.0);
-    CHECK_REAL(c->ent_floor_coef, 0.0, 1e3);
-    if (h->total_steps < 1)
-        return mr_fail(err, MR_ERR_ARG, "total_steps = 0: must be at least 1");
+    CHECK_REAL(c->max_grad_norm, MR_KEY_MIN_ppo_max_grad_norm, MR_KEY_MAX_ppo_max_grad_norm);
+    CHECK_REAL(c->vf_coef, MR_KEY_MIN_ppo_vf_coef, MR_KEY_MAX_ppo_vf_coef);
+    CHECK_REAL(c->ent_floor, MR_KEY_MIN_ppo_ent_floor, MR_KEY_MAX_ppo_ent_floor);
+    CHECK_REAL(c->ent_floor_coef, MR_KEY_MIN_ppo_ent_floor_coef, MR_KEY_MAX_ppo_ent_floor_coef);
+    if (h->total_steps < MR_KEY_MIN_total_steps || h->total_steps > MR_KEY_MAX_total_steps)
+        return mr_fail(err, MR_ERR_ARG, "total_steps = %llu: accepted %llu .. %llu",
+                       (unsigned long long)h->total_steps, (unsigned long long)MR_KEY_MIN_total_steps,
+                       (unsigned long long)MR_KEY_MAX_total_steps);
     return MR_OK;
 }
 
@@ -134,31 +118,38 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     mr_status s = mr_env_config_check(&c->env, err);
     if (s) return s;
 
-    const mr_policy_config *p = &c->policy;
-    if (p->num_conv < 1 || p->num_conv > MR_MAX_CONV)
-        return mr_fail(err, MR_ERR_ARG, "policy.conv_channels has %d layers: accepted 1 .. %d",
-                       p->num_conv, MR_MAX_CONV);
-    for (int i = 0; i < p->num_conv; i++)
-        if (p->conv_channels[i] < 1 || p->conv_channels[i] > 1024)
-            return mr_fail(err, MR_ERR_ARG, "policy.conv_channels[%d] = %d is out of range: accepted 1 .. 1024",
-                           i + 1, p->conv_channels[i]);
-    CHECK_INT(c->policy.hidden, 1, 65536);
-    CHECK_INT(c->policy.critic_hidden, 1, 65536);
-    CHECK_INT(c->policy.popart, 0, 1);
-    if (c->policy.proxy_obs_storage != MR_OBS_FAITHFUL && c->policy.proxy_obs_storage != MR_OBS_UINT8)
-        return mr_fail(err, MR_ERR_ARG, "env.proxy_obs_storage = %d: accepted 0 (faithful) or 1 (uint8)",
-                       (int)c->policy.proxy_obs_storage);
-    CHECK_REAL(c->policy.popart_beta_min, 0.0, 1.0);
-    if (c->cpu.conv != MR_CPU_CONV_AUTO && c->cpu.conv != MR_CPU_CONV_ONEDNN && c->cpu.conv != MR_CPU_CONV_IM2COL)
-        return mr_fail(err, MR_ERR_ARG, "cpu.conv = %d: accepted 0 (auto), 1 (onednn) or 2 (im2col)", (int)c->cpu.conv);
-    if (c->cpu.activations != MR_CPU_ACTIVATIONS_AUTO && c->cpu.activations != MR_CPU_ACTIVATIONS_STORE &&
-        c->cpu.activations != MR_CPU_ACTIVATIONS_RECOMPUTE)
-        return mr_fail(err, MR_ERR_ARG, "cpu.activations = %d: accepted 0 (auto), 1 (store) or 2 (recompute)",
-                       (int)c->cpu.activations);
-
-    CHECK_INT(c->ppo.rollout_steps, 1, 65536);
-    CHECK_INT(c->ppo.epochs, 1, 1000);
-    CHECK_INT(c->ppo.minibatches, 1, 65536);
+    /* every key's own range (the schema's, config_keys.h); the env's keys
+     * were checked above with their cross-key rules (mr_env_config_check) */
+#define V_INT(k, f, d, lo, hi) \
+    if (strncmp(k, "env.", 4) != 0 && (c->f < (lo) || c->f > (hi))) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %lld is out of range: accepted %lld .. %lld", k, (long long)c->f, \
+                       (long long)(lo), (long long)(hi));
+#define V_REAL(k, f, d, lo, hi) \
+    if (!(c->f >= (lo) && c->f <= (hi))) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %g is out of range: accepted %g .. %g", k, (double)c->f, \
+                       (double)(lo), (double)(hi));
+#define V_U64(k, f, d, lo, hi) \
+    if (u64_outside(c->f, (lo), (hi))) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %llu is out of range: accepted %llu .. %llu", k, \
+                       (unsigned long long)c->f, (unsigned long long)(lo), (unsigned long long)(hi));
+#define V_ENUM(k, f, d, n, names) \
+    if ((int)c->f < 0 || (int)c->f >= (n)) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %d: accepted 0 .. %d (%s, in that order)", k, (int)c->f, (n) - 1, names);
+#define V_SCHED(k, f, kind, a, b, lo, hi) /* mr_hot_validate, below */
+#define V_LIST(k, f, count, lo, hi, min_len, max_len) \
+    if (c->count < (min_len) || c->count > (max_len)) \
+        return mr_fail(err, MR_ERR_ARG, "%s has %d entries: accepted %d .. %d", k, c->count, (min_len), (max_len)); \
+    for (int i = 0; i < c->count; i++) \
+        if (c->f[i] < (lo) || c->f[i] > (hi)) \
+            return mr_fail(err, MR_ERR_ARG, "%s[%d] = %d is out of range: accepted %d .. %d", k, i + 1, c->f[i], \
+                           (lo), (hi));
+    MR_CONFIG_KEYS(V_INT, V_REAL, V_U64, V_ENUM, V_SCHED, V_LIST)
+#undef V_INT
+#undef V_REAL
+#undef V_U64
+#undef V_ENUM
+#undef V_SCHED
+#undef V_LIST
     long long batch = (long long)c->ppo.rollout_steps * c->env.num_envs;
     if (batch % c->ppo.minibatches != 0)
         return mr_fail(err, MR_ERR_ARG,
@@ -168,23 +159,10 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     if (batch > (1ll << 31))
         return mr_fail(err, MR_ERR_ARG, "rollout_steps x num_envs = %lld samples is too large: accepted up to 2^31",
                        batch);
-    CHECK_REAL(c->ppo.gamma, 0.0, 1.0);
-    CHECK_REAL(c->ppo.gae_lambda, 0.0, 1.0);
-    CHECK_REAL(c->ppo.adam_beta1, 0.0, 0.999999);
-    CHECK_REAL(c->ppo.adam_beta2, 0.0, 0.999999999);
-    CHECK_REAL(c->ppo.adam_eps, 1e-12, 1.0);
-    CHECK_INT(c->ppo.norm_adv, 0, 1);
-    CHECK_REAL(c->ppo.reward_clip, 1e-6, 1e6);
     mr_hot_params h;
     mr_config_hot_params(c, &h);
     if ((s = mr_hot_validate(&h, err))) return s;
 
-    CHECK_INT(c->device, MR_DEVICE_AUTO, MR_DEVICE_CUDA);
-    CHECK_INT(c->precision, MR_FP32, MR_FP16);
-    CHECK_INT(c->threads, 0, 1024);
-    CHECK_INT(c->cuda.device_index, 0, 64);
-    CHECK_REAL(c->cuda.memory_fraction, 0.01, 1.0);
-    CHECK_REAL(c->cuda.release_threshold, 0.0, 1.0);
     mr_ok(err);
     return MR_OK;
 }

@@ -12,6 +12,7 @@
 #include "env.h"
 #include "backend.h"
 #include "errors.h"
+#include "config_keys.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -24,10 +25,11 @@
         if (st_ != MR_OK) return st_; \
     } while (0)
 
-#define MR_ENV_MAX_NUM_ENVS 1048576
-#define MR_ENV_MAX_GRID 4096
-#define MR_ENV_MAX_VIEW 100
-#define MR_ENV_MAX_TRIES (1 << 20)
+/* the bounds are the schema's (config_keys.h, from lua/moonrl/config/schema.lua) */
+#define MR_ENV_MAX_NUM_ENVS MR_KEY_MAX_env_num_envs
+#define MR_ENV_MAX_GRID MR_KEY_MAX_env_grid_size
+#define MR_ENV_MAX_VIEW MR_KEY_MAX_env_view_range
+#define MR_ENV_MAX_TRIES MR_KEY_MAX_env_respawn_tries
 
 /* ------------------------------------------------------------ config check */
 

@@ -20,6 +20,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 #include "rng.h"
 
 #include <stdlib.h>
@@ -114,15 +115,8 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_evaluate: trainer or out is NULL");
     mr_eval_config c;
     if (ec) c = *ec; else mr_eval_config_default(&c);
-    if (c.mode < -1 || c.mode > MR_MODE_PROXY)
-        return mr_fail(err, MR_ERR_ARG, "eval mode = %d: accepted -1 (the trainer's mode) or 0 .. 3", c.mode);
-    if (c.num_envs < 1 || c.num_envs > (1 << 20))
-        return mr_fail(err, MR_ERR_ARG, "eval.num_envs = %d is out of range: accepted 1 .. 1048576", c.num_envs);
-    if (c.steps < 1 || c.steps > (1 << 28))
-        return mr_fail(err, MR_ERR_ARG, "eval.steps = %d is out of range: accepted 1 .. 268435456", c.steps);
-    if (c.runs < 1 || c.runs > 1000)
-        return mr_fail(err, MR_ERR_ARG, "eval.runs = %d is out of range: accepted 1 .. 1000", c.runs);
     mr_status ps;
+    if ((ps = mr_eval_config_validate(&c, err))) return ps;
     if ((ps = mr_trainer_pull(t, MR_SYNC_WEIGHTS, err))) return ps;   /* runs on the host copy of the weights */
     mr_trainer_use_threads(t);
 
