@@ -130,7 +130,7 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
     if (device < MR_DEVICE_AUTO || device > MR_DEVICE_CUDA)
         return mr_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
     /* backend selection */
-    const mr_backend *be = device == MR_DEVICE_CUDA ? mr_backend_cuda() : mr_backend_cpu();
+    const mr_backend *be = mr_backend_for(device);
     if (be->unavailable)
         return mr_fail(err, MR_ERR_BACKEND, "device = cuda: this build has no CUDA backend (it was built without "
                        "nvcc or with MOONRL_CUDA=OFF); use device = cpu (or auto)");

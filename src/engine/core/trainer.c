@@ -231,8 +231,8 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     if (!out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: out is NULL");
     *out = NULL;
     if (!cfg) return mr_fail(err, MR_ERR_ARG, "mr_trainer_create: cfg is NULL");
-    const mr_backend *cuda = mr_backend_cuda();
-    if (cfg->device == MR_DEVICE_CPU) return mr_trainer_create_on(cfg, mr_backend_cpu(), "", out, err);
+    const mr_backend *cuda = mr_backend_for(MR_DEVICE_CUDA);
+    if (cfg->device == MR_DEVICE_CPU) return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), "", out, err);
     if (cfg->device == MR_DEVICE_CUDA) {
         if (!cuda->unavailable && mr_cuda_device_count() <= 0)
             return mr_fail(err, MR_ERR_BACKEND,
@@ -253,7 +253,7 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
         snprintf(note, sizeof note, " (device = auto: the cuda backend did not start, using the cpu: %.240s)",
                  ce.msg);
     }
-    return mr_trainer_create_on(cfg, mr_backend_cpu(), note, out, err);
+    return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), note, out, err);
 }
 
 void mr_trainer_free(mr_trainer *t) {

@@ -27,7 +27,7 @@
 
 void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->cfg = *cfg;
-    t->host = mr_backend_cpu();   /* the host copy of the network, evaluation, inference */
+    t->host = mr_backend_host();   /* the host copy of the network, evaluation, inference */
     mr_config_hot_params(cfg, &t->hot);
     t->T = cfg->ppo.rollout_steps;
     t->N = cfg->env.num_envs;
@@ -298,7 +298,7 @@ mr_status mr_config_device_bytes(const mr_config *cfg, uint64_t *bytes, mr_error
     if (!cfg || !bytes) return mr_fail(err, MR_ERR_ARG, "mr_config_device_bytes: NULL argument");
     mr_trainer_plan plan;
     mr_status s = mr_config_validate(cfg, err);
-    if (s == MR_OK) s = plan_device(cfg, mr_backend_cuda(), &plan, err);
+    if (s == MR_OK) s = plan_device(cfg, mr_backend_for(MR_DEVICE_CUDA), &plan, err);
     *bytes = s == MR_OK ? (uint64_t)plan.device_bytes : 0;
     if (s == MR_OK) mr_ok(err);
     return s;

@@ -160,4 +160,10 @@ typedef struct mr_backend {
 const mr_backend *mr_backend_cpu(void);
 const mr_backend *mr_backend_cuda(void);
 
+/* What core calls (core/backend_select.c, the only caller of the two above):
+ * the table of MR_DEVICE_CPU or MR_DEVICE_CUDA (auto: the cpu's; choosing
+ * for auto is mr_trainer_create's), and the host's. */
+const mr_backend *mr_backend_for(int device);
+const mr_backend *mr_backend_host(void);
+
 #endif /* MR_BACKEND_H */
