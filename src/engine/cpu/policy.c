@@ -385,14 +385,20 @@ static void load_w16(mr_policy *p) {
     if (p->lin) mr_bf16_from_f32(p->w16, p->params + p->fc_w, (size_t)p->hidden * p->flat);
 }
 
-void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
-                   int proxy, float *logits, float *value) {
+/* Before a forward of B samples: the bf16 weights, and oneDNN's forward
+ * weights where a chunk of that size goes through oneDNN. */
+static void forward_weights(mr_policy *p, int B) {
     load_w16(p);
     if (p->dnnl && B >= p->chunk) {
         const float *w[MR_MAX_CONV];
         conv_weights(p, w);
         mr_conv_dnnl_load_forward(p->dnnl, w);
     }
+}
+
+void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
+                   int proxy, float *logits, float *value) {
+    forward_weights(p, B);
     for (int b0 = 0; b0 < B; b0 += p->block) {
         int nb = B - b0 < p->block ? B - b0 : p->block;
         forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
@@ -406,12 +412,7 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     if (B < 0 || B > p->max_batch) return -1;
     int L = p->num_conv;
     memcpy(p->codes, codes, (size_t)B * p->VV);
-    load_w16(p);
-    if (p->dnnl && B >= p->chunk) {
-        const float *w[MR_MAX_CONV];
-        conv_weights(p, w);
-        mr_conv_dnnl_load_forward(p->dnnl, w);
-    }
+    forward_weights(p, B);
     for (int b0 = 0; b0 < B; b0 += p->block) {
         int nb = B - b0 < p->block ? B - b0 : p->block;
         float *acts[MR_MAX_CONV];
