@@ -20,13 +20,15 @@ BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \
 # invoke-rc.d may start munge on /run/munge (a container's policy-rc.d stops
 # even that), and Debian's slurmctld/slurmd scripts start nothing without
 # /etc/slurm/slurm.conf.
-TEST_PACKAGES  := slurm-wlm munge
+TEST_PACKAGES  := slurm-wlm munge python3-venv
 
 BUILD ?= build
 PREFIX ?= /usr/local
 DESTDIR ?=
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# the test suite's Python packages (requirements.txt, pinned), by pip, here only
+PY_VENV := $(BUILD)/venv
 
 .PHONY: all deps bench-deps test-deps build run test bench bench-full gpu-carry install uninstall clean
 
@@ -50,6 +52,10 @@ bench-deps: deps
 
 test-deps: deps
 	$(call apt_install,$(TEST_PACKAGES))
+	@env -u PYTHONPATH $(PY_VENV)/bin/python -c 'import safetensors, numpy' 2>/dev/null || \
+	  { echo "moonrl: installing requirements.txt into $(PY_VENV)"; \
+	    env -u PYTHONPATH python3 -m venv $(PY_VENV) && env -u PYTHONPATH $(PY_VENV)/bin/pip install -q -r requirements.txt || \
+	    echo "moonrl: could not install requirements.txt into $(PY_VENV) (no network?): the specs that need it are skipped"; }
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null

@@ -393,4 +393,44 @@ function engine.fit_num_envs(cfg, budget)
   return tonumber(n[0])
 end
 
+-- The network of checkpoint `path`, read through a trainer made for it (on the
+-- cpu, fp32, sized for one step as an evaluation is): { config = mr_config,
+-- tensors = { {name =, shape = {..}, data = float32 bytes}, ... } in the
+-- engine's order, value_mean =, value_std = (PopArt: value = mean + std *
+-- the value head's output), updates = }, or nil, message.
+function engine.checkpoint_network(path)
+  local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
+  if C.mr_checkpoint_read_config(path, cfg, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local stored = ffi.new("mr_config", cfg)
+  cfg.device, cfg.precision, cfg.threads = C.MR_DEVICE_CPU, C.MR_FP32, 1
+  cfg.ppo.rollout_steps, cfg.ppo.minibatches = 1, 1
+  local tp = ffi.new("mr_trainer*[1]")
+  if C.mr_trainer_create(cfg, tp, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local t = ffi.gc(tp[0], C.mr_trainer_free)
+  if C.mr_trainer_load(t, path, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local n_tensors = tonumber(C.mr_trainer_tensor_count(t))
+  local info, total = {}, 0
+  local ti = ffi.new("mr_tensor")
+  for i = 0, n_tensors - 1 do
+    if C.mr_trainer_tensor(t, i, ti, err) ~= 0 then return nil, ffi.string(err.msg) end
+    local shape = {}
+    for k = 0, ti.ndim - 1 do shape[#shape + 1] = tonumber(ti.shape[k]) end
+    info[#info + 1] = { name = ffi.string(ti.name), shape = shape, offset = tonumber(ti.offset),
+                        count = tonumber(ti.count) }
+    total = total + tonumber(ti.count)
+  end
+  local params = ffi.new("float[?]", total)
+  if C.mr_trainer_read_params(t, params, total, err) ~= 0 then return nil, ffi.string(err.msg) end
+  for _, x in ipairs(info) do
+    x.data = ffi.string(params + x.offset, 4 * x.count)
+  end
+  local mean, std = ffi.new("double[1]"), ffi.new("double[1]")
+  if C.mr_trainer_value_scale(t, mean, std, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local updates = ffi.new("uint64_t[1]")
+  if C.mr_checkpoint_read_progress(path, updates, nil, nil, err) ~= 0 then return nil, ffi.string(err.msg) end
+  C.mr_trainer_free(ffi.gc(t, nil))
+  return { config = stored, tensors = info, value_mean = mean[0], value_std = std[0],
+           updates = tonumber(updates[0]) }
+end
+
 return engine

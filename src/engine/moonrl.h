@@ -321,6 +321,25 @@ mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *
 mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint64_t *agent_steps,
                                       mr_hot_params *hot, mr_error *err);
 
+/* The network's parameters, for export (moonrl export): tensor i of
+ * mr_trainer_tensor_count's, its name ("conv0.w", ..., "value.b"), shape and
+ * place in the flat fp32 array of mr_trainer_read_params. Shapes: a conv
+ * weight (OC, 3, 3, C) (channels last, as the engine computes), a linear
+ * weight (OUT, IN), a bias (OUT). */
+typedef struct mr_tensor {
+    char name[24];
+    int ndim;
+    int shape[4];
+    uint64_t offset, count;   /* in floats */
+} mr_tensor;
+int mr_trainer_tensor_count(const mr_trainer *t);
+mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error *err);
+/* The n = every tensor's count summed floats of the current weights. */
+mr_status mr_trainer_read_params(mr_trainer *t, float *out, uint64_t n, mr_error *err);
+/* The value head's output v is the value mean + std * v (PopArt's
+ * statistics; 0 and 1 without PopArt). */
+mr_status mr_trainer_value_scale(mr_trainer *t, double *mean, double *std, mr_error *err);
+
 /* Policy inference with the trainer's current weights, for any batch size:
  *   obs    (n, (2r+1)^2) cell codes as mr_env_read returns them
  *   extra  (n, 2) the critic's item-count inputs: (count - mid) / half with

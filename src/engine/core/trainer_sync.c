@@ -9,6 +9,7 @@
 #include "errors.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define TRY(call)                     \
@@ -239,4 +240,43 @@ mr_status mr_trainer_set_loss_scale(mr_trainer *t, float scale, mr_error *err) {
     t->h.opt->s.growth_tracker = 0;
     TRY(o->copy(t->d.opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, t->stream, err));
     return o->stream_sync(t->stream, err);
+}
+
+/* ------------------------------------------------ parameters, for export */
+
+int mr_trainer_tensor_count(const mr_trainer *t) { return t ? t->net.n_tensors : 0; }
+
+mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_tensor: trainer or out is NULL");
+    if (i < 0 || i >= t->net.n_tensors)
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_tensor: i = %d: accepted 0 .. %d", i, t->net.n_tensors - 1);
+    const mr_tensor_info *ti = &t->net.tensors[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", ti->name);
+    out->ndim = ti->ndim;
+    for (int k = 0; k < 4; k++) out->shape[k] = ti->shape[k];
+    out->offset = ti->offset;
+    out->count = ti->count;
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_read_params(mr_trainer *t, float *out, uint64_t n, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_params: trainer or out is NULL");
+    if (n != (uint64_t)t->net.n_params)
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_params: n = %llu: this network has %llu parameters",
+                       (unsigned long long)n, (unsigned long long)t->net.n_params);
+    TRY(mr_trainer_pull(t, MR_SYNC_WEIGHTS, err));
+    memcpy(out, t->pol.params, sizeof(float) * (size_t)n);
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_trainer_value_scale(mr_trainer *t, double *mean, double *std, mr_error *err) {
+    if (!t || !mean || !std) return mr_fail(err, MR_ERR_ARG, "mr_trainer_value_scale: NULL argument");
+    TRY(mr_trainer_pull(t, MR_SYNC_WEIGHTS, err));   /* parameters and PopArt */
+    *mean = t->popart.mean;
+    *std = t->popart.std;
+    mr_ok(err);
+    return MR_OK;
 }

@@ -1,0 +1,145 @@
+-- `moonrl export`: a checkpoint's policy as a file other programs read
+-- (safetensors), with the network and the observation encoding described in
+-- its metadata.
+
+local cmdline = require("moonrl.cli.cmdline")
+
+local export = {
+  name = "export",
+  order = 35,
+  usage = "export checkpoint|run [--out F]",
+  summary = "a checkpoint's network as safetensors, described in its metadata",
+  help = [[
+usage: moonrl export CHECKPOINT|RUN_DIR [--format safetensors] [--out FILE] [--force]
+
+Writes the network of a checkpoint (a .mrck file, or a run directory: its
+newest valid checkpoint) as a safetensors file: every parameter tensor by
+its engine name (conv0.w, conv0.b, ..., fc.w, fc.b, actor.w, actor.b,
+critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
+  moonrl.network      JSON: conv_channels, hidden, critic_hidden, view (the
+                      observation's side), actions, extra critic inputs,
+                      PopArt and the value's scale (value = mean + std x the
+                      value head's output), the tensors' layouts
+  moonrl.observation  how a (view x view) grid of cell codes (0 empty, 1 food,
+                      2 poison) becomes the network's two input channels in
+                      the checkpoint's mode
+  moonrl.checkpoint   the checkpoint, its update and mode; moonrl.version
+Shapes: a conv weight is (out, 3, 3, in), channels last, as the engine
+computes; a linear weight (out, in); a bias (out). docs/export.md has the
+forward pass written out.
+
+options:
+  --format F   safetensors (the only format so far)
+  --out FILE   where to write (default: the checkpoint's path with
+               .safetensors for .mrck); an existing file is kept unless --force
+  --force      replace an existing FILE
+]],
+}
+
+local MODES_EXPAND = {
+  ground_truth = "channel 0 = 1 where the cell holds food, channel 1 = 1 where it holds poison, else 0",
+  ground_truth_blinded = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
+  proxy_mortal = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
+  proxy = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
+}
+
+function export.run(argv)
+  local o, e = cmdline.parse("export", argv, {
+    format = { "value", "safetensors" }, out = { "value", "a file" }, force = { "flag" },
+  }, 1)
+  if not o then return cmdline.usage_error(e) end
+  if o.help then return cmdline.out(export.help) end
+  local path = o.positional[1]
+  if not path then return cmdline.usage_error("moonrl export: which checkpoint? (moonrl export CHECKPOINT|RUN_DIR)") end
+  local format = o.format or "safetensors"
+  if format ~= "safetensors" then
+    return cmdline.usage_error("moonrl export: --format " .. format .. ": accepted safetensors (ONNX is not " ..
+      "written yet)")
+  end
+  local uv, rs = require("luv"), require("moonrl.run.resume")
+  local st = uv.fs_stat(path)
+  if not st then
+    cmdline.err("moonrl export: checkpoint or run directory '", path, "' not found\n")
+    return 2
+  end
+  local ck = path
+  if st.type == "directory" then
+    local newest, ne = rs.newest(path)
+    if not newest then
+      cmdline.err("moonrl export: ", ne, "\n")
+      return 2
+    end
+    for _, d in ipairs(newest.damaged) do
+      cmdline.err("moonrl export: skipped damaged checkpoint ", d.path, ": ", d.error, "\n")
+    end
+    ck = newest.path
+  elseif not rs.is_checkpoint(path) then
+    cmdline.err("moonrl export: '", path, "' is not a moonrl checkpoint (a .mrck file or a run directory)\n")
+    return 2
+  end
+  local out = o.out or (ck:gsub("%.mrck$", "") .. ".safetensors")
+  if uv.fs_stat(out) and not o.force then
+    cmdline.err("moonrl export: ", out, " exists: kept (--force replaces it, --out names another file)\n")
+    return 2
+  end
+
+  local engine = require("moonrl.engine")
+  local json = require("moonrl.formats.json")
+  local net, ne = engine.checkpoint_network(ck)
+  if not net then
+    cmdline.err("moonrl export: ", ne, "\n")
+    return 1
+  end
+  local c = net.config
+  local mode = engine.mode_name(tonumber(c.env.mode))
+  local channels = {}
+  for i = 0, tonumber(c.policy.num_conv) - 1 do channels[#channels + 1] = tonumber(c.policy.conv_channels[i]) end
+  local view = 2 * tonumber(c.env.view_range) + 1
+  local description = {
+    conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
+    view = view, input_channels = 2, actions = 8, extra_critic_inputs = 2,
+    popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
+    layout = {
+      conv = "weight (out, 3, 3, in), channels last; 3x3, stride 1, zero padding 1; bias; ReLU",
+      linear = "weight (out, in); y = x W^T + b",
+      trunk = "convs over the (view, view, 2) input, flattened (view, view, channels) row by row -> fc -> ReLU = features",
+      actor = "logits = actor(features)",
+      critic = "value = value(ReLU(critic(features ++ extra ++ ground truth))), then mean + std x value",
+    },
+  }
+  local observation = {
+    codes = "a (view x view) grid around the agent of cell codes: 0 empty, 1 food, 2 poison",
+    channels = MODES_EXPAND[mode] or "see docs/environment.md",
+    extra = "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
+      "and half-width of [density_min, density_max] = [" .. tonumber(c.env.density_min) .. ", " ..
+      tonumber(c.env.density_max) .. "]",
+    ground_truth = "the critic also reads the ground-truth 2 channels of every cell (2 x view x view)",
+    mode = mode,
+  }
+  local metadata = {
+    ["moonrl.version"] = engine.version(),
+    ["moonrl.checkpoint"] = json.encode({ path = ck, update = net.updates, mode = mode }),
+    ["moonrl.network"] = json.encode(description),
+    ["moonrl.observation"] = json.encode(observation),
+  }
+  local bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
+  local tmp = out .. ".tmp"
+  local f, fe = io.open(tmp, "wb")
+  if not f then
+    cmdline.err("moonrl export: cannot write ", tmp, ": ", fe, "\n")
+    return 1
+  end
+  local ok, we = f:write(bytes)
+  local closed = f:close()
+  if not ok or not closed or not os.rename(tmp, out) then
+    os.remove(tmp)
+    cmdline.err("moonrl export: writing ", out, " failed", we and (": " .. tostring(we)) or "", "\n")
+    return 1
+  end
+  local params = 0
+  for _, t in ipairs(net.tensors) do params = params + #t.data / 4 end
+  cmdline.out("moonrl export: ", out, " (", #net.tensors, " tensors, ", params, " parameters, update ",
+    net.updates, ", ", mode, ")\n")
+end
+
+return export

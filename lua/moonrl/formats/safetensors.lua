@@ -1,0 +1,49 @@
+-- moonrl.formats.safetensors - the safetensors file format
+-- (https://github.com/huggingface/safetensors): an 8-byte little-endian
+-- header length, a JSON header naming every tensor's dtype, shape and byte
+-- range, then the tensors' bytes, one after another. Written here (it is a
+-- few lines); checked against the real library in spec/export_spec.lua.
+--
+--   safetensors.encode(tensors, metadata) -> string
+--       tensors: list of { name =, shape = {d1, ...}, data = string of
+--       little-endian float32 bytes (#data = 4 x the shape's product) };
+--       metadata: table of string -> string (the header's __metadata__).
+--       The header is padded with spaces to a multiple of 8 bytes, so every
+--       tensor starts 8-byte aligned, as the library writes it.
+
+local json = require("moonrl.formats.json")
+
+local safetensors = {}
+
+local function u64le(n)
+  local b = {}
+  for i = 1, 8 do
+    b[i] = string.char(n % 256)
+    n = math.floor(n / 256)
+  end
+  return table.concat(b)
+end
+
+function safetensors.encode(tensors, metadata)
+  local header, parts, offset = {}, {}, 0
+  if metadata then
+    for k, v in pairs(metadata) do
+      assert(type(k) == "string" and type(v) == "string", "safetensors: metadata must map strings to strings")
+    end
+    header.__metadata__ = metadata
+  end
+  for _, t in ipairs(tensors) do
+    local n = 1
+    for _, d in ipairs(t.shape) do n = n * d end
+    assert(#t.data == 4 * n, "safetensors: " .. t.name .. " has " .. #t.data .. " bytes for " .. n .. " floats")
+    assert(header[t.name] == nil and t.name ~= "__metadata__", "safetensors: tensor name " .. t.name .. " twice")
+    header[t.name] = { dtype = "F32", shape = t.shape, data_offsets = { offset, offset + #t.data } }
+    parts[#parts + 1] = t.data
+    offset = offset + #t.data
+  end
+  local text = json.encode(header)
+  text = text .. string.rep(" ", (8 - #text % 8) % 8)
+  return u64le(#text) .. text .. table.concat(parts)
+end
+
+return safetensors

@@ -1,0 +1,218 @@
+-- moonrl export: the safetensors file holds the checkpoint's parameters bit
+-- for bit, read two independent ways: by this spec's own reader of the
+-- checkpoint's "params" section and of the safetensors layout, and by the
+-- real safetensors library (requirements.txt, installed by `make test` into
+-- build/venv; the spec says so and is pending where it could not be).
+
+local support = require("support")
+local json = require("moonrl.formats.json")
+
+local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+local have_bin = io.open(BIN, "rb") ~= nil
+if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+local VENV_PY = (os.getenv("PWD") or ".") .. "/build/venv/bin/python"
+
+local function run(dir, cmd)
+  local p = io.popen(string.format("cd %q && %s 2>&1; echo \"rc=$?\"", dir, cmd))
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("rc=(%d+)%s*$")), out
+end
+
+local function u32(s, i) local a, b, c, d = s:byte(i, i + 3) return a + b * 256 + c * 65536 + d * 16777216 end
+local function u64(s, i) return u32(s, i) + u32(s, i + 4) * 4294967296 end
+
+-- The bytes of section `name` of a moonrl checkpoint (format: checkpoint.c's header comment).
+local function section(path, name)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  assert(s:sub(1, 8) == "MOONRLCK", path .. " is not a checkpoint")
+  local count, off = u32(s, 13), 25
+  for _ = 1, count do
+    local nm = s:sub(off, off + 31):gsub("%z.*$", "")
+    local bytes = u64(s, off + 32)
+    if nm == name then return s:sub(off + 48, off + 48 + bytes - 1) end
+    off = off + 48 + bytes
+  end
+  error(path .. " has no section " .. name)
+end
+
+describe("moonrl export", function()
+  local dir
+  before_each(function() dir = support.tmpdir() end)
+  after_each(function() support.rm_rf(dir) end)
+
+  local function trained()
+    support.write_file(dir .. "/cfg.lua", [[return {
+      name = "export", device = "cpu", threads = 1, seed = 5, total_steps = 16 * 8 * 3, warmup = { updates = 0 },
+      env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8, mode = "proxy" },
+      policy = { conv_channels = { 4, 8 }, hidden = 16, critic_hidden = 24 },
+      ppo = { rollout_steps = 8 },
+      log = { console = false, tensorboard = false }, eval = { num_envs = 4, steps = 4 } }]])
+    local rc, out = run(dir, string.format("%q train cfg.lua --dir run", BIN))
+    assert.are.equal(0, rc, out)
+    return dir .. "/run/checkpoints/update_0000003.mrck"
+  end
+
+  it("writes every parameter tensor, bit for bit, with the network described in the metadata", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local ck = trained()
+    local rc, out = run(dir, string.format("%q export run", BIN))
+    assert.are.equal(0, rc, out)
+    local file = dir .. "/run/checkpoints/update_0000003.safetensors"
+    assert.truthy(out:find(file:sub(#dir + 2), 1, true), out)
+    local s = assert(support.read_file(file))
+    local n = u64(s, 1)
+    assert.are.equal(0, (8 + n) % 8, "the data starts 8-byte aligned")
+    local header = assert(json.decode(s:sub(9, 8 + n)))
+    local data = s:sub(9 + n)
+    -- the tensors, in the order of their bytes, are the checkpoint's params section
+    local list = {}
+    for name, t in pairs(header) do
+      if name ~= "__metadata__" then list[#list + 1] = { name = name, t = t } end
+    end
+    table.sort(list, function(a, b) return a.t.data_offsets[1] < b.t.data_offsets[1] end)
+    local names, at = {}, 0
+    for _, x in ipairs(list) do
+      assert.are.equal("F32", x.t.dtype)
+      assert.are.equal(at, x.t.data_offsets[1], x.name .. " does not follow the one before")
+      local count = 1
+      for _, d in ipairs(x.t.shape) do count = count * d end
+      assert.are.equal(x.t.data_offsets[1] + 4 * count, x.t.data_offsets[2], x.name)
+      at = x.t.data_offsets[2]
+      names[#names + 1] = x.name
+    end
+    assert.are.equal(#data, at)
+    assert.are.same({ "conv0.w", "conv0.b", "conv1.w", "conv1.b", "fc.w", "fc.b", "actor.w", "actor.b",
+      "critic.w", "critic.b", "value.w", "value.b" }, names)
+    assert.is_true(data == section(ck, "params"), "the tensors' bytes are not the checkpoint's parameters")
+    assert.are.same({ 8, 3, 3, 4 }, header["conv1.w"].shape)
+    assert.are.same({ 16, 11 * 11 * 8 }, header["fc.w"].shape)
+    assert.are.same({ 24, 16 + 2 + 2 * 121 }, header["critic.w"].shape)
+    local meta = header.__metadata__
+    local net = json.decode(meta["moonrl.network"])
+    assert.are.same({ 4, 8 }, net.conv_channels)
+    assert.are.equal(11, net.view)
+    assert.are.equal(8, net.actions)
+    assert.is_true(net.value_std > 0)
+    local obs = json.decode(meta["moonrl.observation"])
+    assert.are.equal("proxy", obs.mode)
+    assert.truthy(obs.channels:find("0.5 for poison", 1, true))
+    assert.are.equal(3, json.decode(meta["moonrl.checkpoint"]).update)
+  end)
+
+  it("is read by the real safetensors library: names, shapes, values and metadata", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import safetensors, numpy' 2>&1; echo rc=$?",
+      VENV_PY))
+    local got = probe:read("*a")
+    probe:close()
+    if not got:match("rc=0") then
+      return pending("safetensors is not installed in build/venv (make test-deps installs requirements.txt; " ..
+        "it could not here: " .. got:gsub("%s+$", "") .. ")")
+    end
+    local ck = trained()
+    local rc, out = run(dir, string.format("%q export %q --out policy.safetensors", BIN, ck))
+    assert.are.equal(0, rc, out)
+    support.write_file(dir .. "/read.py", [[
+import json, sys
+from safetensors import safe_open
+with safe_open("policy.safetensors", framework="numpy") as f:
+    meta = f.metadata()
+    names = sorted(f.keys())
+    arrays = {k: f.get_tensor(k) for k in names}
+order = ["conv0.w", "conv0.b", "conv1.w", "conv1.b", "fc.w", "fc.b", "actor.w", "actor.b",
+         "critic.w", "critic.b", "value.w", "value.b"]
+assert names == sorted(order), names
+with open("params.bin", "wb") as out:
+    for k in order:
+        a = arrays[k]
+        assert str(a.dtype) == "float32", (k, a.dtype)
+        out.write(a.astype("<f4").tobytes())
+print(json.dumps({"shapes": {k: list(arrays[k].shape) for k in order},
+                  "network": json.loads(meta["moonrl.network"])}))
+]])
+    rc, out = run(dir, string.format("env -u PYTHONPATH %q read.py", VENV_PY))
+    assert.are.equal(0, rc, out)
+    local r = assert(json.decode(out:match("(%b{})")), out)
+    assert.are.same({ 8, 3, 3, 4 }, r.shapes["conv1.w"])
+    assert.are.same({ 1, 24 }, r.shapes["value.w"])
+    assert.are.same({ 4, 8 }, r.network.conv_channels)
+    assert.is_true(support.read_file(dir .. "/params.bin") == section(ck, "params"),
+      "the library's arrays are not the checkpoint's parameters")
+
+    -- docs/export.md's forward pass, in numpy from the file, against the
+    -- engine's own inference (mr_trainer_infer) on 64 random observations
+    support.write_file(dir .. "/infer.lua", string.format([[
+local engine = require("moonrl.engine")
+local ffi, C = engine.ffi, engine.C
+local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
+assert(C.mr_checkpoint_read_config(%q, cfg, err) == 0, ffi.string(err.msg))
+cfg.device, cfg.threads = C.MR_DEVICE_CPU, 1
+local tp = ffi.new("mr_trainer*[1]")
+assert(C.mr_trainer_create(cfg, tp, err) == 0, ffi.string(err.msg))
+assert(C.mr_trainer_load(tp[0], %q, err) == 0, ffi.string(err.msg))
+local n, VV = 64, 121
+local obs, logits = ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n * 8)
+local f = io.open("obs.bin", "wb")
+local seed = 12345
+for i = 0, n * VV - 1 do
+  seed = (seed * 1103515245 + 12345) %% 2147483648
+  obs[i] = seed %% 3
+end
+f:write(ffi.string(obs, n * VV))
+f:close()
+assert(C.mr_trainer_infer(tp[0], obs, nil, n, logits, nil, err) == 0, ffi.string(err.msg))
+f = io.open("engine_logits.bin", "wb")
+f:write(ffi.string(logits, 4 * n * 8))
+f:close()
+C.mr_trainer_free(tp[0])
+]], ck, ck))
+    rc, out = run(dir, string.format("%q run infer.lua", BIN))
+    assert.are.equal(0, rc, out)
+    local doc = assert(support.read_file((os.getenv("PWD") or ".") .. "/docs/export.md"))
+    local snippet = assert(doc:match("```python\n(.-)```"), "docs/export.md has no python block")
+    local before = #snippet
+    snippet = snippet:gsub("x = np%.zeros[^\n]*", "x = X", 1)   -- the observation: the test's
+    assert.is_true(#snippet < before, "docs/export.md's snippet no longer starts from x = np.zeros(...)")
+    support.write_file(dir .. "/doc_forward.py", table.concat({
+      "import numpy as np",
+      "codes = np.fromfile('obs.bin', np.uint8).reshape(64, 11, 11)",
+      "engine = np.fromfile('engine_logits.bin', np.float32).reshape(64, 8)",
+      "worst = 0.0",
+      "for k in range(64):",
+      "    c = codes[k]",
+      "    X = np.stack([np.where(c == 1, 1.0, np.where(c == 2, 0.5, 0.0))] * 2, -1).astype(np.float32)  # proxy",
+      "    exec(open('snippet.py').read().replace('policy.safetensors', 'policy.safetensors'))",
+      "    worst = max(worst, float(np.max(np.abs(logits - engine[k])) / (np.max(np.abs(engine[k])) + 1e-30)))",
+      "print('worst', worst)",
+    }, "\n") .. "\n")
+    support.write_file(dir .. "/snippet.py", snippet)
+    rc, out = run(dir, string.format("env -u PYTHONPATH %q doc_forward.py", VENV_PY))
+    assert.are.equal(0, rc, out)
+    local worst = tonumber(out:match("worst (%S+)"))
+    assert.truthy(worst and worst < 1e-4, "docs/export.md's forward pass against the engine: " .. out)
+  end)
+
+  it("keeps an existing file, refuses what is not a checkpoint or a format it does not write", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    trained()
+    local rc, out = run(dir, string.format("%q export run", BIN))
+    assert.are.equal(0, rc, out)
+    rc, out = run(dir, string.format("%q export run", BIN))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("exists: kept (--force replaces it", 1, true), out)
+    rc, out = run(dir, string.format("%q export run --force", BIN))
+    assert.are.equal(0, rc, out)
+    rc, out = run(dir, string.format("%q export cfg.lua", BIN))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("is not a moonrl checkpoint", 1, true), out)
+    rc, out = run(dir, string.format("%q export nowhere", BIN))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("'nowhere' not found", 1, true), out)
+    rc, out = run(dir, string.format("%q export run --format onnx", BIN))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("accepted safetensors", 1, true), out)
+  end)
+end)
