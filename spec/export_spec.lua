@@ -38,6 +38,49 @@ local function section(path, name)
   error(path .. " has no section " .. name)
 end
 
+-- The engine's own inference (mr_trainer_infer, extra = zeros) on 64 random
+-- observations of checkpoint ck, in dir: obs.bin (codes), engine_logits.bin,
+-- engine_value.bin.
+local function engine_outputs(dir, ck)
+  support.write_file(dir .. "/infer.lua", string.format([[
+local engine = require("moonrl.engine")
+local ffi, C = engine.ffi, engine.C
+local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
+assert(C.mr_checkpoint_read_config(%q, cfg, err) == 0, ffi.string(err.msg))
+cfg.device, cfg.threads = C.MR_DEVICE_CPU, 1
+local tp = ffi.new("mr_trainer*[1]")
+assert(C.mr_trainer_create(cfg, tp, err) == 0, ffi.string(err.msg))
+assert(C.mr_trainer_load(tp[0], %q, err) == 0, ffi.string(err.msg))
+local n, VV = 64, 121
+local obs, logits, value = ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n * 8), ffi.new("float[?]", n)
+local seed = 12345
+for i = 0, n * VV - 1 do
+  seed = (seed * 1103515245 + 12345) %% 2147483648
+  obs[i] = seed %% 3
+end
+assert(C.mr_trainer_infer(tp[0], obs, nil, n, logits, value, err) == 0, ffi.string(err.msg))
+for name, v in pairs({ ["obs.bin"] = ffi.string(obs, n * VV), ["engine_logits.bin"] = ffi.string(logits, 4 * n * 8),
+                       ["engine_value.bin"] = ffi.string(value, 4 * n) }) do
+  local f = io.open(name, "wb")
+  f:write(v)
+  f:close()
+end
+C.mr_trainer_free(tp[0])
+]], ck, ck))
+  local rc, out = run(dir, string.format("%q run infer.lua", BIN))
+  assert.are.equal(0, rc, out)
+end
+
+-- nil when build/venv's python imports the modules, else why not.
+local function venv_lacks(modules)
+  local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import %s' 2>&1; echo rc=$?", VENV_PY, modules))
+  local got = probe:read("*a")
+  probe:close()
+  if got:match("rc=0") then return nil end
+  return modules .. " not importable from build/venv (make test-deps installs requirements.txt; it could not " ..
+    "here: " .. got:gsub("%s+$", "") .. ")"
+end
+
 describe("moonrl export", function()
   local dir
   before_each(function() dir = support.tmpdir() end)
@@ -104,14 +147,8 @@ describe("moonrl export", function()
 
   it("is read by the real safetensors library: names, shapes, values and metadata", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
-    local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import safetensors, numpy' 2>&1; echo rc=$?",
-      VENV_PY))
-    local got = probe:read("*a")
-    probe:close()
-    if not got:match("rc=0") then
-      return pending("safetensors is not installed in build/venv (make test-deps installs requirements.txt; " ..
-        "it could not here: " .. got:gsub("%s+$", "") .. ")")
-    end
+    local missing = venv_lacks("safetensors, numpy")
+    if missing then return pending(missing) end
     local ck = trained()
     local rc, out = run(dir, string.format("%q export %q --out policy.safetensors", BIN, ck))
     assert.are.equal(0, rc, out)
@@ -144,33 +181,7 @@ print(json.dumps({"shapes": {k: list(arrays[k].shape) for k in order},
 
     -- docs/export.md's forward pass, in numpy from the file, against the
     -- engine's own inference (mr_trainer_infer) on 64 random observations
-    support.write_file(dir .. "/infer.lua", string.format([[
-local engine = require("moonrl.engine")
-local ffi, C = engine.ffi, engine.C
-local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
-assert(C.mr_checkpoint_read_config(%q, cfg, err) == 0, ffi.string(err.msg))
-cfg.device, cfg.threads = C.MR_DEVICE_CPU, 1
-local tp = ffi.new("mr_trainer*[1]")
-assert(C.mr_trainer_create(cfg, tp, err) == 0, ffi.string(err.msg))
-assert(C.mr_trainer_load(tp[0], %q, err) == 0, ffi.string(err.msg))
-local n, VV = 64, 121
-local obs, logits = ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n * 8)
-local f = io.open("obs.bin", "wb")
-local seed = 12345
-for i = 0, n * VV - 1 do
-  seed = (seed * 1103515245 + 12345) %% 2147483648
-  obs[i] = seed %% 3
-end
-f:write(ffi.string(obs, n * VV))
-f:close()
-assert(C.mr_trainer_infer(tp[0], obs, nil, n, logits, nil, err) == 0, ffi.string(err.msg))
-f = io.open("engine_logits.bin", "wb")
-f:write(ffi.string(logits, 4 * n * 8))
-f:close()
-C.mr_trainer_free(tp[0])
-]], ck, ck))
-    rc, out = run(dir, string.format("%q run infer.lua", BIN))
-    assert.are.equal(0, rc, out)
+    engine_outputs(dir, ck)
     local doc = assert(support.read_file((os.getenv("PWD") or ".") .. "/docs/export.md"))
     local snippet = assert(doc:match("```python\n(.-)```"), "docs/export.md has no python block")
     local before = #snippet
@@ -195,6 +206,39 @@ C.mr_trainer_free(tp[0])
     assert.truthy(worst and worst < 1e-4, "docs/export.md's forward pass against the engine: " .. out)
   end)
 
+  it("as ONNX: passes onnx's checker, and onnxruntime gives the engine's logits and values", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local missing = venv_lacks("onnx, onnxruntime, numpy")
+    if missing then return pending(missing) end
+    local ck = trained()
+    local rc, out = run(dir, string.format("%q export run --format onnx", BIN))
+    assert.are.equal(0, rc, out)
+    engine_outputs(dir, ck)
+    support.write_file(dir .. "/ort.py", [[
+import json, numpy as np, onnx, onnxruntime as ort
+path = "run/checkpoints/update_0000003.onnx"
+m = onnx.load(path)
+onnx.checker.check_model(m, full_check=True)
+meta = {p.key: p.value for p in m.metadata_props}
+codes = np.fromfile("obs.bin", np.uint8).reshape(64, 11, 11)
+proxy = np.where(codes == 1, 1.0, np.where(codes == 2, 0.5, 0.0)).astype(np.float32)   # the run's mode: proxy
+obs = np.stack([proxy, proxy], -1)
+truth = np.stack([(codes == 1), (codes == 2)], -1).astype(np.float32).reshape(64, -1)  # cell by cell: food, poison
+logits, value = ort.InferenceSession(path).run(None, {"observation": obs, "extra": np.zeros((64, 2), np.float32),
+                                                       "truth": truth})
+el = np.fromfile("engine_logits.bin", np.float32).reshape(64, 8)
+ev = np.fromfile("engine_value.bin", np.float32).reshape(64, 1)
+rel = lambda a, b: float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+print(json.dumps({"logits": rel(logits, el), "value": rel(value, ev), "mode": json.loads(meta["moonrl.checkpoint"])["mode"]}))
+]])
+    rc, out = run(dir, string.format("env -u PYTHONPATH %q ort.py", VENV_PY))
+    assert.are.equal(0, rc, out)
+    local r = assert(json.decode(out:match("(%b{})")), out)
+    assert.are.equal("proxy", r.mode)
+    assert.truthy(r.logits < 1e-5, "logits: onnxruntime against the engine: " .. out)
+    assert.truthy(r.value < 1e-5, "value: onnxruntime against the engine: " .. out)
+  end)
+
   it("keeps an existing file, refuses what is not a checkpoint or a format it does not write", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     trained()
@@ -211,8 +255,8 @@ C.mr_trainer_free(tp[0])
     rc, out = run(dir, string.format("%q export nowhere", BIN))
     assert.are.equal(2, rc, out)
     assert.truthy(out:find("'nowhere' not found", 1, true), out)
-    rc, out = run(dir, string.format("%q export run --format onnx", BIN))
+    rc, out = run(dir, string.format("%q export run --format tflite", BIN))
     assert.are.equal(2, rc, out)
-    assert.truthy(out:find("accepted safetensors", 1, true), out)
+    assert.truthy(out:find("accepted safetensors or onnx", 1, true), out)
   end)
 end)

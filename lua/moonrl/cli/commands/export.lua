@@ -7,13 +7,17 @@ local cmdline = require("moonrl.cli.cmdline")
 local export = {
   name = "export",
   order = 35,
-  usage = "export checkpoint|run [--out F]",
-  summary = "a checkpoint's network as safetensors, described in its metadata",
+  usage = "export checkpoint|run [--format F] [--out F]",
+  summary = "a checkpoint's network as safetensors or ONNX, described in its metadata",
   help = [[
-usage: moonrl export CHECKPOINT|RUN_DIR [--format safetensors] [--out FILE] [--force]
+usage: moonrl export CHECKPOINT|RUN_DIR [--format safetensors|onnx] [--out FILE] [--force]
 
 Writes the network of a checkpoint (a .mrck file, or a run directory: its
-newest valid checkpoint) as a safetensors file: every parameter tensor by
+newest valid checkpoint) as a safetensors file (the default), or as an ONNX
+model of the forward pass: inputs observation (batch, view, view, 2: the
+expanded grid, channels last), extra (batch, 2) and truth (batch, 2 x view x
+view: the critic's), outputs logits (batch, 8) and value (batch, 1), the
+value scaled back (PopArt). The safetensors file has every parameter tensor by
 its engine name (conv0.w, conv0.b, ..., fc.w, fc.b, actor.w, actor.b,
 critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
   moonrl.network      JSON: conv_channels, hidden, critic_hidden, view (the
@@ -29,9 +33,9 @@ computes; a linear weight (out, in); a bias (out). docs/export.md has the
 forward pass written out.
 
 options:
-  --format F   safetensors (the only format so far)
+  --format F   safetensors (default) or onnx
   --out FILE   where to write (default: the checkpoint's path with
-               .safetensors for .mrck); an existing file is kept unless --force
+               .safetensors or .onnx for .mrck); an existing file is kept unless --force
   --force      replace an existing FILE
 ]],
 }
@@ -43,6 +47,67 @@ local MODES_EXPAND = {
   proxy = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
 }
 
+-- (out, 3, 3, in) channels last -> ONNX Conv's (out, in, 3, 3)
+local function conv_weight_oihw(data, oc, ic)
+  local ffi = require("ffi")
+  local src, dst = ffi.cast("const float *", data), ffi.new("float[?]", oc * 9 * ic)
+  for o = 0, oc - 1 do
+    for k = 0, 8 do
+      for i = 0, ic - 1 do dst[(o * ic + i) * 9 + k] = src[(o * 9 + k) * ic + i] end
+    end
+  end
+  return ffi.string(dst, 4 * oc * 9 * ic)
+end
+
+local function float_bytes(x)
+  local ffi = require("ffi")
+  return ffi.string(ffi.new("float[1]", x), 4)
+end
+
+-- The forward pass as an ONNX graph (docs/export.md, "The forward pass").
+local function onnx_model(net, channels, view, metadata)
+  local by = {}
+  for _, t in ipairs(net.tensors) do by[t.name] = t end
+  local inits, nodes = {}, {}
+  local function init(name, dims, data) inits[#inits + 1] = { name = name, dims = dims, data = data } end
+  local function op(kind, inputs, output, attrs)
+    nodes[#nodes + 1] = { op = kind, inputs = inputs, outputs = { output }, attrs = attrs }
+    return output
+  end
+  local x = op("Transpose", { "observation" }, "x_nchw", { perm = { 0, 3, 1, 2 } })
+  local ic = 2
+  for l, oc in ipairs(channels) do
+    local w, b = by["conv" .. (l - 1) .. ".w"], by["conv" .. (l - 1) .. ".b"]
+    init(w.name, { oc, ic, 3, 3 }, conv_weight_oihw(w.data, oc, ic))
+    init(b.name, { oc }, b.data)
+    x = op("Conv", { x, w.name, b.name }, "conv" .. (l - 1), { kernel_shape = { 3, 3 }, pads = { 1, 1, 1, 1 } })
+    x = op("Relu", { x }, "conv" .. (l - 1) .. ".relu")
+    ic = oc
+  end
+  x = op("Transpose", { x }, "trunk_nhwc", { perm = { 0, 2, 3, 1 } })
+  x = op("Flatten", { x }, "trunk_flat", { axis = 1 })
+  for _, name in ipairs({ "fc", "actor", "critic", "value" }) do
+    local w, b = by[name .. ".w"], by[name .. ".b"]
+    init(w.name, w.shape, w.data)
+    init(b.name, b.shape, b.data)
+  end
+  local features = op("Relu", { op("Gemm", { x, "fc.w", "fc.b" }, "fc", { transB = 1 }) }, "features")
+  op("Gemm", { features, "actor.w", "actor.b" }, "logits", { transB = 1 })
+  local cin = op("Concat", { features, "extra", "truth" }, "critic_input", { axis = 1 })
+  local h = op("Relu", { op("Gemm", { cin, "critic.w", "critic.b" }, "critic", { transB = 1 }) }, "critic.relu")
+  local v = op("Gemm", { h, "value.w", "value.b" }, "value_raw", { transB = 1 })
+  init("value_std", { 1 }, float_bytes(net.value_std))
+  init("value_mean", { 1 }, float_bytes(net.value_mean))
+  op("Add", { op("Mul", { v, "value_std" }, "value_scaled"), "value_mean" }, "value")
+  return require("moonrl.formats.onnx").model({
+    name = "moonrl_policy", producer = "moonrl", version = metadata["moonrl.version"], metadata = metadata,
+    inputs = { { name = "observation", dims = { "batch", view, view, 2 } }, { name = "extra", dims = { "batch", 2 } },
+               { name = "truth", dims = { "batch", 2 * view * view } } },
+    outputs = { { name = "logits", dims = { "batch", 8 } }, { name = "value", dims = { "batch", 1 } } },
+    initializers = inits, nodes = nodes,
+  })
+end
+
 function export.run(argv)
   local o, e = cmdline.parse("export", argv, {
     format = { "value", "safetensors" }, out = { "value", "a file" }, force = { "flag" },
@@ -52,9 +117,8 @@ function export.run(argv)
   local path = o.positional[1]
   if not path then return cmdline.usage_error("moonrl export: which checkpoint? (moonrl export CHECKPOINT|RUN_DIR)") end
   local format = o.format or "safetensors"
-  if format ~= "safetensors" then
-    return cmdline.usage_error("moonrl export: --format " .. format .. ": accepted safetensors (ONNX is not " ..
-      "written yet)")
+  if format ~= "safetensors" and format ~= "onnx" then
+    return cmdline.usage_error("moonrl export: --format " .. format .. ": accepted safetensors or onnx")
   end
   local uv, rs = require("luv"), require("moonrl.run.resume")
   local st = uv.fs_stat(path)
@@ -77,7 +141,7 @@ function export.run(argv)
     cmdline.err("moonrl export: '", path, "' is not a moonrl checkpoint (a .mrck file or a run directory)\n")
     return 2
   end
-  local out = o.out or (ck:gsub("%.mrck$", "") .. ".safetensors")
+  local out = o.out or (ck:gsub("%.mrck$", "") .. "." .. format)
   if uv.fs_stat(out) and not o.force then
     cmdline.err("moonrl export: ", out, " exists: kept (--force replaces it, --out names another file)\n")
     return 2
@@ -122,7 +186,12 @@ function export.run(argv)
     ["moonrl.network"] = json.encode(description),
     ["moonrl.observation"] = json.encode(observation),
   }
-  local bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
+  local bytes
+  if format == "onnx" then
+    bytes = onnx_model(net, channels, view, metadata)
+  else
+    bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
+  end
   local tmp = out .. ".tmp"
   local f, fe = io.open(tmp, "wb")
   if not f then
