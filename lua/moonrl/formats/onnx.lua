@@ -17,25 +17,8 @@ local IR_VERSION, OPSET = 8, 17
 local FLOAT, INT, INTS = 1, 2, 7   -- AttributeProto.AttributeType
 local TENSOR_FLOAT = 1             -- TensorProto.DataType
 
-local function varint(n)
-  assert(n >= 0 and n == math.floor(n), "onnx: varint of " .. tostring(n))
-  local b = {}
-  repeat
-    local byte = n % 128
-    n = math.floor(n / 128)
-    b[#b + 1] = string.char(n > 0 and byte + 128 or byte)
-  until n == 0
-  return table.concat(b)
-end
-
-local function key(field, wire) return varint(field * 8 + wire) end
-local function int_field(field, n) return key(field, 0) .. varint(n) end
-local function bytes_field(field, s) return key(field, 2) .. varint(#s) .. s end
-local function float_field(field, x)
-  local ffi = require("ffi")
-  local f = ffi.new("float[1]", x)
-  return key(field, 5) .. ffi.string(f, 4)
-end
+local pb = require("moonrl.formats.protobuf")
+local int_field, bytes_field, float_field = pb.int_field, pb.bytes_field, pb.float_field
 
 local function shape(dims)
   local d = {}

@@ -13,8 +13,7 @@
 -- The first record of a file is Event{wall_time, file_version =
 -- "brain.Event:2"}; the sink then writes one Event per scalar per update.
 -- This is the small subset TensorBoard needs for scalars; nothing else of
--- protobuf is implemented. Doubles and floats are written little-endian via
--- the FFI (byte-swapped on a big-endian host).
+-- protobuf is implemented (moonrl.formats.protobuf: the wire format).
 --
 -- Public functions
 --   tb.crc32c(s [, crc]) -> unsigned 32-bit number (crc continues a running CRC)
@@ -32,7 +31,7 @@
 --   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
 
 local bit = require("bit")
-local ffi = require("ffi")
+local pb = require("moonrl.formats.protobuf")
 
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local rshift, lshift = bit.rshift, bit.lshift
@@ -78,50 +77,18 @@ function tb.record(data)
   return len .. u32le(mask(tb.crc32c(len))) .. data .. u32le(mask(tb.crc32c(data)))
 end
 
-function tb.varint(n)
-  local out = {}
-  if n >= 0 and n < 9007199254740992 then
-    n = floor(n)
-    while n >= 128 do
-      out[#out + 1] = char(n % 128 + 128)
-      n = floor(n / 128)
-    end
-    out[#out + 1] = char(n)
-    return table.concat(out)
-  end
-  local x = ffi.cast("uint64_t", ffi.cast("int64_t", n))
-  while x >= 128ULL do
-    out[#out + 1] = char(tonumber(x % 128ULL) + 128)
-    x = x / 128ULL
-  end
-  out[#out + 1] = char(tonumber(x))
-  return table.concat(out)
-end
-
-local LITTLE = ffi.abi("le")
-local dbuf, fbuf = ffi.new("double[1]"), ffi.new("float[1]")
-
-local function le_bytes(buf, v, n)
-  buf[0] = v
-  local s = ffi.string(buf, n)
-  return LITTLE and s or s:reverse()
-end
-
-local function key(field, wire) return tb.varint(field * 8 + wire) end
-
-local function bytes_field(field, s)
-  return key(field, 2) .. tb.varint(#s) .. s
-end
+tb.varint = pb.varint
+local key, bytes_field = pb.key, pb.bytes_field
 
 function tb.encode_event(ev)
   local parts = {}
-  if ev.wall_time then parts[#parts + 1] = key(1, 1) .. le_bytes(dbuf, ev.wall_time, 8) end
+  if ev.wall_time then parts[#parts + 1] = pb.double_field(1, ev.wall_time) end
   if ev.step then parts[#parts + 1] = key(2, 0) .. tb.varint(ev.step) end
   if ev.file_version then parts[#parts + 1] = bytes_field(3, ev.file_version) end
   if ev.values then
     local vals = {}
     for i, v in ipairs(ev.values) do
-      vals[i] = bytes_field(1, bytes_field(1, v.tag) .. key(2, 5) .. le_bytes(fbuf, v.simple_value, 4))
+      vals[i] = bytes_field(1, bytes_field(1, v.tag) .. pb.float_field(2, v.simple_value))
     end
     parts[#parts + 1] = bytes_field(5, table.concat(vals))
   end
@@ -137,7 +104,7 @@ function tb.scalar_event(wall_time, step, tag, value)
 end
 
 function tb.session_start_event(wall_time, step)
-  return key(1, 1) .. le_bytes(dbuf, wall_time, 8) .. key(2, 0) .. tb.varint(step) ..
+  return pb.double_field(1, wall_time) .. key(2, 0) .. tb.varint(step) ..
     bytes_field(7, key(1, 0) .. tb.varint(1))
 end
 

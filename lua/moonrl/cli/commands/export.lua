@@ -59,11 +59,6 @@ local function conv_weight_oihw(data, oc, ic)
   return ffi.string(dst, 4 * oc * 9 * ic)
 end
 
-local function float_bytes(x)
-  local ffi = require("ffi")
-  return ffi.string(ffi.new("float[1]", x), 4)
-end
-
 -- The forward pass as an ONNX graph (docs/export.md, "The forward pass").
 local function onnx_model(net, channels, view, metadata)
   local by = {}
@@ -96,8 +91,8 @@ local function onnx_model(net, channels, view, metadata)
   local cin = op("Concat", { features, "extra", "truth" }, "critic_input", { axis = 1 })
   local h = op("Relu", { op("Gemm", { cin, "critic.w", "critic.b" }, "critic", { transB = 1 }) }, "critic.relu")
   local v = op("Gemm", { h, "value.w", "value.b" }, "value_raw", { transB = 1 })
-  init("value_std", { 1 }, float_bytes(net.value_std))
-  init("value_mean", { 1 }, float_bytes(net.value_mean))
+  init("value_std", { 1 }, require("moonrl.formats.protobuf").float_le(net.value_std))
+  init("value_mean", { 1 }, require("moonrl.formats.protobuf").float_le(net.value_mean))
   op("Add", { op("Mul", { v, "value_std" }, "value_scaled"), "value_mean" }, "value")
   return require("moonrl.formats.onnx").model({
     name = "moonrl_policy", producer = "moonrl", version = metadata["moonrl.version"], metadata = metadata,
