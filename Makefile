@@ -52,10 +52,11 @@ bench-deps: deps
 
 test-deps: deps
 	$(call apt_install,$(TEST_PACKAGES))
-	@env -u PYTHONPATH $(PY_VENV)/bin/python -c 'import safetensors, numpy' 2>/dev/null || \
-	  { echo "moonrl: installing requirements.txt into $(PY_VENV)"; \
-	    env -u PYTHONPATH python3 -m venv $(PY_VENV) && env -u PYTHONPATH $(PY_VENV)/bin/pip install -q -r requirements.txt || \
-	    echo "moonrl: could not install requirements.txt into $(PY_VENV) (no network?): the specs that need it are skipped"; }
+	@[ -x $(PY_VENV)/bin/pip ] || env -u PYTHONPATH python3 -m venv $(PY_VENV) || \
+	  echo "moonrl: could not create the virtual environment $(PY_VENV): the specs that need requirements.txt are skipped"
+	@[ ! -x $(PY_VENV)/bin/pip ] || env -u PYTHONPATH $(PY_VENV)/bin/pip install -q --disable-pip-version-check \
+	  -r requirements.txt || \
+	  echo "moonrl: could not install requirements.txt into $(PY_VENV) (no network?): the specs that need it are skipped"
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null

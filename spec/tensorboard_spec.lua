@@ -4,6 +4,7 @@
 local tb = require("moonrl.formats.tensorboard")
 local TbSink = require("moonrl.run.sinks.tensorboard")
 local support = require("support")
+local json = require("moonrl.formats.json")
 local uv = support.uv
 local bit = require("bit")
 
@@ -229,4 +230,61 @@ describe("TensorBoard event files", function()
       assert.matches("^cannot open .*/missing/events.out.tfevents.%d+.h: ENOENT", errors[1])
     end)
   end)
+
+  -- The real TensorBoard (requirements.txt, installed by `make test` into
+  -- build/venv) reading a run's event file with its own reader.
+  it("a run's event file, read by TensorBoard's EventAccumulator: every update of every tag, the values of metrics.jsonl",
+    function()
+      local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+      if not io.open(BIN, "rb") then return pending("no binary at " .. BIN .. " (build it: make build)") end
+      if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+      local py = (os.getenv("PWD") or ".") .. "/build/venv/bin/python"
+      local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import tensorboard' 2>&1; echo rc=$?", py))
+      local got = probe:read("*a")
+      probe:close()
+      if not got:match("rc=0") then
+        return pending("tensorboard is not importable from build/venv (make test-deps installs requirements.txt; " ..
+          "it could not here: " .. got:gsub("%s+$", "") .. ")")
+      end
+      local dir = support.tmpdir()
+      support.write_file(dir .. "/cfg.lua", [[return {
+        name = "tb", device = "cpu", threads = 1, seed = 9, total_steps = 16 * 8 * 5, warmup = { updates = 0 },
+        env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
+        policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
+        log = { console = false, tensorboard = true }, eval = { num_envs = 4, steps = 4 } }]])
+      support.write_file(dir .. "/read.py", [[
+import json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0})
+acc.Reload()
+print(json.dumps({t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}))
+]])
+      local p = io.popen(string.format("cd %q && %q train cfg.lua --dir run 2>&1 && env -u PYTHONPATH %q read.py run 2>&1",
+        dir, BIN, py))
+      local out = p:read("*a")
+      p:close()
+      local scalars = json.decode(out:match("(%b{})%s*$") or "")
+      assert.is_table(scalars, out)
+      local rows = {}
+      for line in support.read_file(dir .. "/run/metrics.jsonl"):gmatch("[^\n]+") do rows[#rows + 1] = json.decode(line) end
+      support.rm_rf(dir)
+      assert.are.equal(5, #rows)
+      local n = 0
+      for tag, points in pairs(scalars) do
+        n = n + 1
+        assert.is_true(#points >= 1 and #points <= 5, tag)
+      end
+      assert.is_true(n >= 30, "TensorBoard read " .. n .. " tags")
+      -- the same numbers as metrics.jsonl, at the same steps (agent-steps), as float32
+      for _, pair in ipairs({ { "loss/entropy", "entropy" }, { "schedule/lr", "lr" }, { "loss/value", "value_loss" } }) do
+        local points = assert(scalars[pair[1]], pair[1] .. " missing: " .. out)
+        assert.are.equal(5, #points, pair[1])
+        for i, r in ipairs(rows) do
+          assert.are.equal(r.agent_steps, points[i][1], pair[1])
+          local want = r[pair[2]]
+          assert.is_true(math.abs(points[i][2] - want) <= 1e-6 * math.max(1, math.abs(want)),
+            pair[1] .. " at update " .. i .. ": " .. points[i][2] .. " against " .. tostring(want))
+        end
+      end
+    end)
 end)
