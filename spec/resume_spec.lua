@@ -68,16 +68,22 @@ local function seq(a, b)
   return t
 end
 
--- Every record of an event file as {step=, start=} (start: a SessionLog START).
+-- Every record of an event file as {step=, start=} (start: a SessionLog
+-- START), but the config's text and the hyperparameters (counted in
+-- out.plugins: each file of a run starts with them).
 local function records(path)
   local s = assert(support.read_file(path))
-  local out, pos = {}, 1
+  local out, pos = { plugins = 0 }, 1
   while pos <= #s do
     local len = 0
     for k = 7, 0, -1 do len = len * 256 + s:byte(pos + k) end
     local data = s:sub(pos + 12, pos + 12 + len - 1)
     assert(#data == len, path .. ": a torn record")
-    out[#out + 1] = { step = trim.event_step(data), start = data:find("\58\2\8\1", 1, true) ~= nil }
+    if data:find("run/config", 1, true) or data:find("_hparams_/session_start_info", 1, true) then
+      out.plugins = out.plugins + 1
+    else
+      out[#out + 1] = { step = trim.event_step(data), start = data:find("\58\2\8\1", 1, true) ~= nil }
+    end
     pos = pos + 12 + len + 4
   end
   return out
@@ -151,6 +157,7 @@ describe("moonrl train --resume", function()
     assert.equal(2, #files)
     local steps, starts = {}, {}
     for _, f in ipairs(files) do
+      assert.equal(2, records(f).plugins, f .. ": the config's text and the hyperparameters")
       for _, r in ipairs(records(f)) do
         if r.start then starts[#starts + 1] = r.step
         elseif r.step and steps[#steps] ~= r.step then steps[#steps + 1] = r.step end

@@ -93,7 +93,12 @@ local function read_event(data)
         assert.equal(1, v.field)
         local val = {}
         for _, x in ipairs(fields(v.value)) do
-          if x.field == 1 then val.tag = x.value elseif x.field == 2 then assert.equal(5, x.wire); val.simple_value = x.value end
+          if x.field == 1 then val.tag = x.value elseif x.field == 2 then assert.equal(5, x.wire); val.simple_value = x.value
+          elseif x.field == 9 then   -- SummaryMetadata: plugin_data.plugin_name
+            val.plugin = fields(fields(x.value)[1].value)[1].value
+          elseif x.field == 8 then   -- TensorProto: a string_val, if any
+            for _, t in ipairs(fields(x.value)) do if t.field == 8 then val.text = t.value end end
+          end
         end
         ev.values[#ev.values + 1] = val
       end
@@ -197,12 +202,22 @@ describe("TensorBoard event files", function()
       local first = read_event(datas[1])
       assert.equal("brain.Event:2", first.file_version)
       assert.equal(1700000000.5, first.wall_time)
-      local got = {}
+      local got, plugins = {}, {}
       for i = 2, #datas do
         local ev = read_event(datas[i])
         assert.equal(1, #ev.values)
-        got[#got + 1] = { ev.step, ev.values[1].tag, ev.values[1].simple_value, ev.wall_time }
+        if ev.values[1].plugin then
+          plugins[#plugins + 1] = ev.values[1]
+        else
+          got[#got + 1] = { ev.step, ev.values[1].tag, ev.values[1].simple_value, ev.wall_time }
+        end
       end
+      -- first the config as text and the hparams plugin's session start
+      assert.equal(2, #plugins)
+      assert.equal("run/config", plugins[1].tag)
+      assert.equal("text", plugins[1].plugin)
+      assert.equal("_hparams_/session_start_info", plugins[2].tag)
+      assert.equal("hparams", plugins[2].plugin)
       local function find(step, tag)
         for _, g in ipairs(got) do if g[1] == step and g[2] == tag then return g end end
       end
@@ -233,7 +248,8 @@ describe("TensorBoard event files", function()
 
   -- The real TensorBoard (requirements.txt, installed by `make test` into
   -- build/venv) reading a run's event file with its own reader.
-  it("a run's event file, read by TensorBoard's EventAccumulator: every update of every tag, the values of metrics.jsonl",
+  it("a run's event file, read by TensorBoard's own reader: every scalar as in metrics.jsonl, the config and " ..
+    "a live change as text, the hyperparameters for the HParams view",
     function()
       local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
       if not io.open(BIN, "rb") then return pending("no binary at " .. BIN .. " (build it: make build)") end
@@ -247,26 +263,59 @@ describe("TensorBoard event files", function()
           "it could not here: " .. got:gsub("%s+$", "") .. ")")
       end
       local dir = support.tmpdir()
-      support.write_file(dir .. "/cfg.lua", [[return {
-        name = "tb", device = "cpu", threads = 1, seed = 9, total_steps = 16 * 8 * 5, warmup = { updates = 0 },
-        env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
-        policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
-        log = { console = false, tensorboard = true }, eval = { num_envs = 4, steps = 4 } }]])
+      -- a run whose hook changes a hot key at update 2: in force from update 3
+      support.write_file(dir .. "/train.lua", [[
+local moonrl = require("moonrl")
+local run
+run = moonrl.train({
+  name = "tb", device = "cpu", threads = 1, seed = 9, total_steps = 16 * 8 * 5, warmup = { updates = 0 },
+  env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
+  log = { console = false, tensorboard = true }, eval = { num_envs = 4, steps = 4 },
+  hooks = { on_update = function(m) if m.update == 2 then assert(run:set("ppo.vf_coef", 0.25, "spec")) end end },
+}, { dir = "run" })
+run:wait()
+]])
       support.write_file(dir .. "/read.py", [[
 import json, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0})
+from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.util import tensor_util
+acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0})
 acc.Reload()
-print(json.dumps({t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}))
+texts = {t: [[e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode()] for e in acc.Tensors(t)]
+         for t in acc.Tags()["tensors"] if t.startswith("run/")}
+hp = plugin_data_pb2.HParamsPluginData.FromString(acc.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+hparams = {k: v.WhichOneof("kind") + ":" + str(getattr(v, v.WhichOneof("kind")))
+           for k, v in hp.session_start_info.hparams.items()}
+print(json.dumps({"scalars": {t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]},
+                  "texts": texts, "hparams": hparams,
+                  "text_plugin": sorted(acc.PluginTagToContent("text").keys())}))
 ]])
-      local p = io.popen(string.format("cd %q && %q train cfg.lua --dir run 2>&1 && env -u PYTHONPATH %q read.py run 2>&1",
+      local p = io.popen(string.format("cd %q && %q run train.lua 2>&1 && env -u PYTHONPATH %q read.py run 2>&1",
         dir, BIN, py))
       local out = p:read("*a")
       p:close()
-      local scalars = json.decode(out:match("(%b{})%s*$") or "")
-      assert.is_table(scalars, out)
+      local all = json.decode(out:match("(%b{})%s*$") or "")
+      assert.is_table(all, out)
+      local scalars = all.scalars
+      -- the config as text, the live change as a line at its update's step
+      assert.are.same({ "run/changes", "run/config" }, all.text_plugin)
+      assert.truthy(all.texts["run/config"][1][2]:find("vf_coef", 1, true), out)
+      local change = all.texts["run/changes"][1]
+      assert.are.equal(3 * 16 * 8, change[1], out)   -- set in update 2's hook: in force from update 3
+      assert.truthy(change[2]:find("update 3: `ppo.vf_coef` 0.5 -> 0.25 (spec)", 1, true), change[2])
+      -- the hyperparameters, by their dotted names
+      assert.are.equal("number_value:0.5", all.hparams["ppo.vf_coef"])
+      assert.are.equal("string_value:4", all.hparams["policy.conv_channels"])
+      assert.are.equal("string_value:ground_truth", all.hparams["env.mode"])
+      assert.are.equal("bool_value:True", all.hparams["policy.popart"])
+      assert.is_nil(all.hparams.dir)   -- where a run is written is no hyperparameter
       local rows = {}
-      for line in support.read_file(dir .. "/run/metrics.jsonl"):gmatch("[^\n]+") do rows[#rows + 1] = json.decode(line) end
+      for line in support.read_file(dir .. "/run/metrics.jsonl"):gmatch("[^\n]+") do
+        local r = json.decode(line)
+        if not r.event then rows[#rows + 1] = r end   -- the change's own line
+      end
       support.rm_rf(dir)
       assert.are.equal(5, #rows)
       local n = 0

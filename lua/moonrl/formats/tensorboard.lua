@@ -28,6 +28,9 @@
 --   tb.session_start_event(wall_time, step) -> Event bytes: SessionLog START
 --                   (Event field 7, SessionLog.status = 1): TensorBoard drops
 --                   the steps >= step it read before (a resumed run)
+--   tb.text_event(wall_time, step, tag, text) -> Event bytes: the text plugin
+--   tb.hparams_event(wall_time, hparams) -> Event bytes: the hparams plugin's
+--                   session start (name -> number | string | boolean)
 --   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
 
 local bit = require("bit")
@@ -93,6 +96,46 @@ function tb.encode_event(ev)
     parts[#parts + 1] = bytes_field(5, table.concat(vals))
   end
   return table.concat(parts)
+end
+
+-- A Summary.Value of a plugin's tensor: tag, SummaryMetadata{plugin_data{
+-- plugin_name, content}} (field 9) and a TensorProto (field 8).
+local function plugin_value(tag, plugin, content, tensor)
+  local plugin_data = bytes_field(1, plugin) .. (content and bytes_field(2, content) or "")
+  return bytes_field(1, tag) .. bytes_field(9, bytes_field(1, plugin_data)) .. bytes_field(8, tensor)
+end
+
+local function summary_event(wall_time, step, value)
+  return pb.double_field(1, wall_time) .. key(2, 0) .. tb.varint(step) .. bytes_field(5, bytes_field(1, value))
+end
+
+-- The text plugin: a scalar DT_STRING tensor (dtype 7) holding markdown.
+function tb.text_event(wall_time, step, tag, text)
+  return summary_event(wall_time, step, plugin_value(tag, "text", nil, pb.int_field(1, 7) ..
+    bytes_field(2, "") .. bytes_field(8, text)))
+end
+
+-- The hparams plugin's session start (HParamsPluginData{version 0,
+-- session_start_info{hparams map<string, google.protobuf.Value>,
+-- start_time_secs}}), tag "_hparams_/session_start_info": what TensorBoard's
+-- HParams view lists a run by. hparams: name -> number | string | boolean.
+function tb.hparams_event(wall_time, hparams)
+  local entries = {}
+  local names = {}
+  for k in pairs(hparams) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v, value = hparams[k], nil
+    if type(v) == "number" then value = pb.double_field(2, v)
+    elseif type(v) == "boolean" then value = pb.int_field(4, v and 1 or 0)
+    else value = bytes_field(3, tostring(v)) end
+    entries[#entries + 1] = bytes_field(1, bytes_field(1, k) .. bytes_field(2, value))
+  end
+  local start = bytes_field(3, table.concat(entries) .. pb.double_field(5, wall_time))
+  local content = pb.int_field(1, 0) .. start
+  -- a scalar DT_FLOAT tensor (dtype 1) of 0, as TensorBoard's own hparams summaries carry
+  return summary_event(wall_time, 0, plugin_value("_hparams_/session_start_info", "hparams", content,
+    pb.int_field(1, 1) .. bytes_field(2, "") .. pb.float_field(5, 0)))
 end
 
 function tb.file_version_event(wall_time)

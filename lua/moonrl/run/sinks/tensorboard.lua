@@ -17,7 +17,12 @@
 --                                        hostname (default uv.os_gethostname()),
 --                                        resume_step (a resumed run's last step)
 --   sink:update(metrics)
+--   sink:event(e)                        a live change: a line of the text run/changes
 --   sink:close([cb])
+--   Tb.hparams(cfg) -> {key = value}     the hyperparameters written for the HParams view
+-- Beside the scalars: the config as text ("run/config", markdown) and the
+-- hparams plugin's session start (every config key with one value), at the
+-- first step.
 --   sink.path
 --   Tb.TAGS                              {metric name, tag} in write order
 
@@ -25,6 +30,7 @@ local asyncfile = require("moonrl.runtime.asyncfile")
 local base = require("moonrl.run.sinks.base")
 local tb = require("moonrl.formats.tensorboard")
 local util = require("moonrl.util")
+local json = require("moonrl.formats.json")
 
 local Tb = {}
 Tb.__index = Tb
@@ -75,16 +81,63 @@ function Tb.new(run_dir, cfg, opts)
   local host = opts.hostname
   if not host and opts.uv.os_gethostname then host = opts.uv.os_gethostname() end
   local now = self.clock()
-  local base = run_dir .. "/" .. tb.filename(now, host or "localhost")
-  self.path = base
+  local first = run_dir .. "/" .. tb.filename(now, host or "localhost")
+  self.path = first
   for n = 2, 1000 do
     if not (opts.uv.fs_stat and opts.uv.fs_stat(self.path)) then break end
-    self.path = base .. "." .. n
+    self.path = first .. "." .. n
   end
   self.file = asyncfile.open(opts.uv, self.path, { on_error = opts.on_error })
   self.file:write(tb.record(tb.file_version_event(now)))
   if opts.resume_step then self.file:write(tb.record(tb.session_start_event(now, opts.resume_step + 1))) end
+  base.guard(self, "tensorboard", function()
+    local text = "```lua\n" .. require("moonrl.config.serialize").serialize(cfg) .. "\n```"
+    local step = opts.resume_step and opts.resume_step + 1 or 0
+    self.file:write(tb.record(tb.text_event(now, step, "run/config", text)) ..
+      tb.record(tb.hparams_event(now, Tb.hparams(cfg))))
+  end)
   return self
+end
+
+-- The run's hyperparameters for TensorBoard's HParams view: every key of the
+-- schema with one value (numbers, booleans, strings and enums as they are;
+-- schedules and lists as their Lua text), by its dotted name; not where the
+-- run is written or read live from.
+local NOT_HPARAMS = { dir = true, live = true }
+function Tb.hparams(cfg)
+  local schema = require("moonrl.config.schema")
+  local display = require("moonrl.run.changes").display
+  local out = {}
+  for _, e in ipairs(schema.keys) do
+    local v = not NOT_HPARAMS[e.key] and cfg or nil
+    for part in e.key:gmatch("[^.]+") do v = type(v) == "table" and v[part] or nil end
+    local t = type(v)
+    if t == "number" or t == "boolean" or t == "string" then
+      out[e.key] = v
+    elseif t == "table" and (e.type == "schedule" or e.type == "list") then
+      if e.type == "list" then
+        local items = {}
+        for i, x in ipairs(v) do items[i] = tostring(x) end
+        out[e.key] = table.concat(items, ",")
+      else
+        out[e.key] = display(v)
+      end
+    end
+  end
+  return out
+end
+
+-- A live change (moonrl.run.changes): a line of the text "run/changes" at its
+-- update's step, so it shows beside the curves.
+function Tb:event(e)
+  if e.event ~= "change" then return end
+  base.guard(self, "tensorboard", function()
+    local batch = (self.cfg.env and tonumber(self.cfg.env.num_envs) or 1) *
+      (self.cfg.ppo and tonumber(self.cfg.ppo.rollout_steps) or 1)
+    local text = string.format("update %d: `%s` %s -> %s (%s)", e.update, e.key, json.encode(e.old),
+      json.encode(e.new), tostring(e.source))
+    self.file:write(tb.record(tb.text_event(self.clock(), e.update * batch, "run/changes", text)))
+  end)
 end
 
 function Tb:update(m)
