@@ -239,6 +239,37 @@ print(json.dumps({"logits": rel(logits, el), "value": rel(value, ev), "mode": js
     assert.truthy(r.value < 1e-5, "value: onnxruntime against the engine: " .. out)
   end)
 
+  it("starts a new run from the exported weights (policy.init), and refuses a file of another network by name",
+    function()
+      if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+      local ck = trained()
+      local rc, out = run(dir, string.format("%q export run --out w.safetensors", BIN))
+      assert.are.equal(0, rc, out)
+      -- one update at lr 0 without PopArt (which rescales the value head): the weights stay the file's
+      local base = [[return {
+        name = "init", device = "cpu", threads = 1, seed = 77, total_steps = 16 * 8, warmup = { updates = 0 },
+        env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
+        policy = { conv_channels = { 4, %s }, hidden = 16, critic_hidden = 24, popart = false, init = "w.safetensors" },
+        ppo = { rollout_steps = 8, lr = 0 },
+        log = { console = false, tensorboard = false }, eval = { num_envs = 4, steps = 4 } }]]
+      support.write_file(dir .. "/init.lua", string.format(base, "8"))
+      rc, out = run(dir, string.format("%q train init.lua --dir b --no-eval", BIN))
+      assert.are.equal(0, rc, out)
+      assert.is_true(section(dir .. "/b/checkpoints/update_0000001.mrck", "params") == section(ck, "params"),
+        "the new run did not start from the file's weights")
+      -- another network: refused, naming the tensor and both shapes; no run directory is made
+      support.write_file(dir .. "/other.lua", string.format(base, "6"))
+      rc, out = run(dir, string.format("%q train other.lua --dir c", BIN))
+      assert.are_not.equal(0, rc, out)
+      assert.truthy(out:find("tensor conv1.w has the shape (8, 3, 3, 4), this network's is (6, 3, 3, 4)", 1, true), out)
+      assert.is_nil(support.read_file(dir .. "/c/config.lua"))
+      -- not a safetensors file
+      support.write_file(dir .. "/bad.lua", (string.format(base, "8"):gsub("w%.safetensors", "init.lua")))
+      rc, out = run(dir, string.format("%q train bad.lua --dir d", BIN))
+      assert.are_not.equal(0, rc, out)
+      assert.truthy(out:find("policy.init: init.lua is not a safetensors file", 1, true), out)
+    end)
+
   it("keeps an existing file, refuses what is not a checkpoint or a format it does not write", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     trained()

@@ -433,4 +433,42 @@ function engine.checkpoint_network(path)
            updates = tonumber(updates[0]) }
 end
 
+-- The weights in the safetensors file at path, as the float32 bytes of the
+-- network mr_config c describes (policy.init), or nil and a message naming
+-- what does not fit and what is accepted.
+function engine.init_params(c, path)
+  local text, rerr = require("moonrl.util").read_file(path)
+  if not text then return nil, "policy.init: cannot read " .. path .. ": " .. tostring(rerr) end
+  local file, derr = require("moonrl.formats.safetensors").decode(text)
+  if not file then return nil, "policy.init: " .. path .. " is " .. derr end
+  local err, ti = ffi.new("mr_error"), ffi.new("mr_tensor")
+  local parts, names, want = {}, {}, {}
+  local function shape_text(sh) return "(" .. table.concat(sh, ", ") .. ")" end
+  local accepted = "accepted: a file moonrl export wrote from a run of this network (policy.conv_channels, " ..
+    "policy.hidden, policy.critic_hidden and env.view_range as in this config)"
+  for i = 0, tonumber(C.mr_config_tensor_count(c)) - 1 do
+    if C.mr_config_tensor(c, i, ti, err) ~= 0 then return nil, ffi.string(err.msg) end
+    local name, shape = ffi.string(ti.name), {}
+    for k = 0, ti.ndim - 1 do shape[#shape + 1] = tonumber(ti.shape[k]) end
+    want[name] = true
+    local t = file.tensors[name]
+    if not t then return nil, "policy.init: " .. path .. " has no tensor " .. name .. " " .. shape_text(shape) .. "; " .. accepted end
+    if t.dtype ~= "F32" then
+      return nil, "policy.init: " .. path .. ": tensor " .. name .. " is " .. tostring(t.dtype) .. ", not F32; " .. accepted
+    end
+    if type(t.shape) ~= "table" or shape_text(t.shape) ~= shape_text(shape) then
+      return nil, "policy.init: " .. path .. ": tensor " .. name .. " has the shape " ..
+        shape_text(type(t.shape) == "table" and t.shape or {}) .. ", this network's is " .. shape_text(shape) .. "; " .. accepted
+    end
+    parts[#parts + 1] = t.data
+  end
+  for name in pairs(file.tensors) do if not want[name] then names[#names + 1] = name end end
+  if #names > 0 then
+    table.sort(names)
+    return nil, "policy.init: " .. path .. " holds tensors this network does not have (" .. table.concat(names, ", ") ..
+      "); " .. accepted
+  end
+  return table.concat(parts)
+end
+
 return engine

@@ -334,8 +334,14 @@ typedef struct mr_tensor {
 } mr_tensor;
 int mr_trainer_tensor_count(const mr_trainer *t);
 mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error *err);
+/* The same for the network a config describes, without a trainer. */
+int mr_config_tensor_count(const mr_config *cfg);
+mr_status mr_config_tensor(const mr_config *cfg, int i, mr_tensor *out, mr_error *err);
 /* The n = every tensor's count summed floats of the current weights. */
 mr_status mr_trainer_read_params(mr_trainer *t, float *out, uint64_t n, mr_error *err);
+/* Replaces the weights (a run started from exported ones: policy.init); the
+ * Adam moments and PopArt are left as they are. */
+mr_status mr_trainer_write_params(mr_trainer *t, const float *in, uint64_t n, mr_error *err);
 /* The value head's output v is the value mean + std * v (PopArt's
  * statistics; 0 and 1 without PopArt). */
 mr_status mr_trainer_value_scale(mr_trainer *t, double *mean, double *std, mr_error *err);

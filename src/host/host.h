@@ -90,6 +90,10 @@ typedef struct host_run {
     uint64_t resume_update;
     char (*resume_kept)[HOST_PATH];
     int resume_nkept;
+    /* A new run started from given weights (policy.init): written into the
+     * trainer right after creation (owned; NULL = its own initialisation). */
+    float *init_params;
+    uint64_t init_n;
 
     /* Events, trainer -> loop. */
     pthread_mutex_t q_mu;

@@ -9,7 +9,9 @@
  *                  checkpoint_keep; resuming: resume_checkpoint (loaded
  *                  before the first update), resume_update (the run's
  *                  updates it holds), resume_kept (the run's periodic
- *                  checkpoints up to it, oldest first); max_bad_updates
+ *                  checkpoints up to it, oldest first); init_params (the
+ *                  float32 bytes of weights a new run starts from:
+ *                  policy.init); max_bad_updates
  *                  (non-finite updates in a row that stop the run, 0 =
  *                  never), inject_nan_at_update
  *                  (a test aid: mr_trainer_debug_poison before that update)
@@ -325,6 +327,21 @@ static int core_start(lua_State *L) {
     memcpy(r->run_dir, dir, dlen + 1);
     memcpy(r->resume_path, rpath, rlen + 1);
     r->resume_update = rupdate;
+    lua_getfield(L, 2, "init_params");   /* a string of float32 (checked by the engine when written) */
+    if (!lua_isnil(L, -1)) {
+        size_t ilen = 0;
+        const char *ip = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &ilen) : NULL;
+        if (!ip || ilen == 0 || ilen % sizeof(float) != 0) {
+            host_run_free(r);
+            free(lr);
+            return luaL_error(L, "bad option 'init_params' (expected the float32 bytes of the weights)");
+        }
+        r->init_params = malloc(ilen);
+        if (!r->init_params) { host_run_free(r); free(lr); return luaL_error(L, "out of memory starting a run"); }
+        memcpy(r->init_params, ip, ilen);
+        r->init_n = ilen / sizeof(float);
+    }
+    lua_pop(L, 1);
     if (nkept > 0) {
         r->resume_kept = calloc((size_t)nkept, sizeof *r->resume_kept);
         if (!r->resume_kept) { host_run_free(r); free(lr); return luaL_error(L, "out of memory starting a run"); }

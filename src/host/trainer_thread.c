@@ -77,6 +77,7 @@ void host_run_free(host_run *r) {
     host_hot_free(r->initial_hot);
     host_hot_free(r->mb_hot);
     free(r->resume_kept);
+    free(r->init_params);
     for (host_ckpt_req *c = r->mb_ckpt_head, *n; c; c = n) { n = c->next; free(c); }
     pthread_mutex_destroy(&r->q_mu);
     pthread_cond_destroy(&r->q_not_full);
@@ -664,6 +665,12 @@ static void thread_main(void *arg) {
         goto out;
     }
     if (r->resume_path[0] && resume(&s) != 0) goto out;
+    if (r->init_params && mr_trainer_write_params(s.t, r->init_params, r->init_n, &err) != MR_OK) {
+        char msg[MR_ERROR_LEN + 64];
+        snprintf(msg, sizeof msg, "starting from the given weights (policy.init) failed: %s", err.msg);
+        fail(&s, msg);
+        goto out;
+    }
     post_simple(r, HEV_STARTED, 0, 0, mr_trainer_describe(s.t));
     reason = train(&s);
     if (reason != HOST_FAILED) {

@@ -29,7 +29,8 @@
 --   desc       one line for the docs
 --   aliases    other names people use for the key (did-you-mean only)
 --   c          the field in the engine's mr_config this key sets (set below for
---              the engine's sections; the build generates the engine's defaults,
+--              the engine's sections, false for a key of those sections that stays
+--              in Lua; the build generates the engine's defaults,
 --              ranges and checkpoint records from these entries); c_count: the
 --              field holding a list's length
 -- A section (schema.sections[i], also schema.section_by_name[name]):
@@ -135,6 +136,9 @@ key { key = "policy.popart", type = "boolean", default = true,
   desc = "PopArt-normalised value head" }
 key { key = "policy.popart_beta_min", type = "number", default = 0.001, min = 0, max = 1,
   desc = "PopArt: floor of the statistics' step size beta = max(1/count, beta_min)" }
+key { key = "policy.init", type = "string", optional = true, max_len = 4096, c = false,
+  desc = "a new run starts from the weights of this safetensors file (what `moonrl export` writes) instead of a " ..
+    "random initialisation; its tensors must have this network's names and shapes (docs/export.md)" }
 
 -- ppo -----------------------------------------------------------------------
 key { key = "ppo.rollout_steps", type = "integer", default = 128, min = 1, max = 65536,
@@ -293,7 +297,7 @@ local ENGINE_SECTIONS = { env = true, policy = true, ppo = true, cuda = true, cp
 local ENGINE_TOP = { device = true, precision = true, threads = true, seed = true, total_steps = true }
 for _, e in ipairs(K) do
   local section = e.key:match("^([^.]+)%.")
-  if (section and ENGINE_SECTIONS[section]) or ENGINE_TOP[e.key] then e.c = e.c or e.key end
+  if e.c == nil and ((section and ENGINE_SECTIONS[section]) or ENGINE_TOP[e.key]) then e.c = e.key end
 end
 
 schema.keys = K

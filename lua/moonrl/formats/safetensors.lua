@@ -10,6 +10,7 @@
 --       metadata: table of string -> string (the header's __metadata__).
 --       The header is padded with spaces to a multiple of 8 bytes, so every
 --       tensor starts 8-byte aligned, as the library writes it.
+--   safetensors.decode(bytes) -> {tensors = {name = {dtype, shape, data}}, metadata} | nil, why
 
 local json = require("moonrl.formats.json")
 
@@ -44,6 +45,34 @@ function safetensors.encode(tensors, metadata)
   local text = json.encode(header)
   text = text .. string.rep(" ", (8 - #text % 8) % 8)
   return u64le(#text) .. text .. table.concat(parts)
+end
+
+local function u64_at(s, i)
+  local n = 0
+  for k = 7, 0, -1 do n = n * 256 + s:byte(i + k) end
+  return n
+end
+
+-- safetensors.decode(bytes) -> { tensors = {name = {dtype =, shape =, data =}},
+-- metadata = {..} } | nil, why (a file that is not safetensors, or damaged).
+function safetensors.decode(s)
+  if #s < 8 then return nil, "not a safetensors file (" .. #s .. " bytes)" end
+  local n = u64_at(s, 1)
+  if n < 2 or 8 + n > #s then return nil, "not a safetensors file (its header length " .. n .. " does not fit)" end
+  local ok, header = pcall(json.decode, s:sub(9, 8 + n))
+  if not ok or type(header) ~= "table" then return nil, "not a safetensors file (its header is not JSON)" end
+  local data_at, size = 9 + n, #s - 8 - n
+  local out = { tensors = {}, metadata = header.__metadata__ or {} }
+  for name, t in pairs(header) do
+    if name ~= "__metadata__" then
+      local o = type(t) == "table" and t.data_offsets
+      if type(o) ~= "table" or type(o[1]) ~= "number" or type(o[2]) ~= "number" or o[1] > o[2] or o[2] > size then
+        return nil, "damaged: tensor " .. name .. "'s bytes lie outside the file"
+      end
+      out.tensors[name] = { dtype = t.dtype, shape = t.shape, data = s:sub(data_at + o[1], data_at + o[2] - 1) }
+    end
+  end
+  return out
 end
 
 return safetensors

@@ -192,6 +192,14 @@ function Run.start(cfg, opts)
     warmup = warmup, resume_plan = rs,
   }, Run)
 
+  -- a new run from given weights: checked before anything is written
+  local init_params
+  if not rs and cfg.policy and cfg.policy.init then
+    local ierr
+    init_params, ierr = engine.init_params(c, cfg.policy.init)
+    if not init_params then util.refuse(ierr, 3) end
+  end
+
   local notes = { unpack(opts.notes or {}) }
   local dir, derr
   if rs then dir = rs.dir else dir, derr = rundir.new(cfg, opts.force, notes) end
@@ -270,6 +278,7 @@ function Run.start(cfg, opts)
     checkpoint_interval = cfg.log.checkpoint_interval,
     checkpoint_keep = cfg.log.checkpoint_keep,
     resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
+    init_params = init_params,
     max_bad_updates = cfg.faults.max_bad_updates,
     inject_nan_at_update = cfg.debug.inject_nan_at_update,
     sync_updates = type(cfg.hooks and cfg.hooks.on_update) == "function",   -- Run:_sync_hooks

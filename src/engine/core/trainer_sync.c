@@ -244,13 +244,10 @@ mr_status mr_trainer_set_loss_scale(mr_trainer *t, float scale, mr_error *err) {
 
 /* ------------------------------------------------ parameters, for export */
 
-int mr_trainer_tensor_count(const mr_trainer *t) { return t ? t->net.n_tensors : 0; }
-
-mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error *err) {
-    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_tensor: trainer or out is NULL");
-    if (i < 0 || i >= t->net.n_tensors)
-        return mr_fail(err, MR_ERR_ARG, "mr_trainer_tensor: i = %d: accepted 0 .. %d", i, t->net.n_tensors - 1);
-    const mr_tensor_info *ti = &t->net.tensors[i];
+static mr_status layout_tensor(const mr_net_layout *net, int i, mr_tensor *out, mr_error *err) {
+    if (i < 0 || i >= net->n_tensors)
+        return mr_fail(err, MR_ERR_ARG, "tensor i = %d: accepted 0 .. %d", i, net->n_tensors - 1);
+    const mr_tensor_info *ti = &net->tensors[i];
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", ti->name);
     out->ndim = ti->ndim;
@@ -259,6 +256,27 @@ mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error
     out->count = ti->count;
     mr_ok(err);
     return MR_OK;
+}
+
+int mr_trainer_tensor_count(const mr_trainer *t) { return t ? t->net.n_tensors : 0; }
+
+mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_tensor: trainer or out is NULL");
+    return layout_tensor(&t->net, i, out, err);
+}
+
+int mr_config_tensor_count(const mr_config *cfg) {
+    if (!cfg) return 0;
+    mr_net_layout net;
+    mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
+    return net.n_tensors;
+}
+
+mr_status mr_config_tensor(const mr_config *cfg, int i, mr_tensor *out, mr_error *err) {
+    if (!cfg || !out) return mr_fail(err, MR_ERR_ARG, "mr_config_tensor: cfg or out is NULL");
+    mr_net_layout net;
+    mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
+    return layout_tensor(&net, i, out, err);
 }
 
 mr_status mr_trainer_read_params(mr_trainer *t, float *out, uint64_t n, mr_error *err) {
@@ -270,6 +288,20 @@ mr_status mr_trainer_read_params(mr_trainer *t, float *out, uint64_t n, mr_error
     memcpy(out, t->pol.params, sizeof(float) * (size_t)n);
     mr_ok(err);
     return MR_OK;
+}
+
+mr_status mr_trainer_write_params(mr_trainer *t, const float *in, uint64_t n, mr_error *err) {
+    if (!t || !in) return mr_fail(err, MR_ERR_ARG, "mr_trainer_write_params: trainer or in is NULL");
+    if (n != (uint64_t)t->net.n_params)
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_write_params: n = %llu: this network has %llu parameters",
+                       (unsigned long long)n, (unsigned long long)t->net.n_params);
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(in[i]))
+            return mr_fail(err, MR_ERR_ARG, "mr_trainer_write_params: parameter %llu is %g: accepted finite values",
+                           (unsigned long long)i, (double)in[i]);
+    TRY(mr_trainer_pull(t, MR_SYNC_WEIGHTS, err));   /* PopArt as it is, from the backend */
+    memcpy(t->pol.params, in, sizeof(float) * (size_t)n);
+    return mr_trainer_push(t, MR_SYNC_WEIGHTS, err);
 }
 
 mr_status mr_trainer_value_scale(mr_trainer *t, double *mean, double *std, mr_error *err) {
