@@ -7,7 +7,7 @@ local cmdline = require("moonrl.cli.cmdline")
 local export = {
   name = "export",
   order = 35,
-  usage = "export checkpoint|run [--format F] [--out F]",
+  usage = "export checkpoint|run [--format F]",
   summary = "a checkpoint's network as safetensors or ONNX, described in its metadata",
   help = [[
 usage: moonrl export CHECKPOINT|RUN_DIR [--format safetensors|onnx] [--out FILE] [--force]
