@@ -9,6 +9,9 @@
 --   pb.int_field(field, n), pb.bytes_field(field, s), pb.float_field(field, x),
 --   pb.double_field(field, x) -> bytes     one field, key included
 --   pb.float_le(x), pb.double_le(x) -> the 4 / 8 bytes of x
+--   pb.u32le(n), pb.u64le(n) -> bytes       unsigned little-endian integers (n < 2^53);
+--   pb.read_u64le(s, i) -> n                 read back from s at byte i (the files'
+--                                            framing: TensorBoard records, safetensors)
 
 local ffi = require("ffi")
 
@@ -46,6 +49,16 @@ local function le_bytes(buf, v, n)
 end
 
 function pb.float_le(x) return le_bytes(fbuf, x, 4) end
+
+function pb.u32le(n)
+  return char(n % 256, floor(n / 256) % 256, floor(n / 65536) % 256, floor(n / 16777216) % 256)
+end
+function pb.u64le(n) return pb.u32le(n % 4294967296) .. pb.u32le(floor(n / 4294967296)) end
+function pb.read_u64le(s, i)
+  local v = 0
+  for k = 7, 0, -1 do v = v * 256 + s:byte(i + k) end
+  return v
+end
 function pb.double_le(x) return le_bytes(dbuf, x, 8) end
 function pb.key(field, wire) return pb.varint(field * 8 + wire) end
 function pb.int_field(field, n) return pb.key(field, 0) .. pb.varint(n) end

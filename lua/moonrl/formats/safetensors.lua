@@ -16,14 +16,7 @@ local json = require("moonrl.formats.json")
 
 local safetensors = {}
 
-local function u64le(n)
-  local b = {}
-  for i = 1, 8 do
-    b[i] = string.char(n % 256)
-    n = math.floor(n / 256)
-  end
-  return table.concat(b)
-end
+local pb = require("moonrl.formats.protobuf")
 
 function safetensors.encode(tensors, metadata)
   local header, parts, offset = {}, {}, 0
@@ -44,20 +37,14 @@ function safetensors.encode(tensors, metadata)
   end
   local text = json.encode(header)
   text = text .. string.rep(" ", (8 - #text % 8) % 8)
-  return u64le(#text) .. text .. table.concat(parts)
-end
-
-local function u64_at(s, i)
-  local n = 0
-  for k = 7, 0, -1 do n = n * 256 + s:byte(i + k) end
-  return n
+  return pb.u64le(#text) .. text .. table.concat(parts)
 end
 
 -- safetensors.decode(bytes) -> { tensors = {name = {dtype =, shape =, data =}},
 -- metadata = {..} } | nil, why (a file that is not safetensors, or damaged).
 function safetensors.decode(s)
   if #s < 8 then return nil, "not a safetensors file (" .. #s .. " bytes)" end
-  local n = u64_at(s, 1)
+  local n = pb.read_u64le(s, 1)
   if n < 2 or 8 + n > #s then return nil, "not a safetensors file (its header length " .. n .. " does not fit)" end
   local ok, header = pcall(json.decode, s:sub(9, 8 + n))
   if not ok or type(header) ~= "table" then return nil, "not a safetensors file (its header is not JSON)" end

@@ -67,13 +67,7 @@ function tb.masked_crc32c(s)
   return mask(tb.crc32c(s))
 end
 
-local function u32le(n)
-  return char(n % 256, floor(n / 256) % 256, floor(n / 65536) % 256, floor(n / 16777216) % 256)
-end
-
-local function u64le(n)
-  return u32le(n % 4294967296) .. u32le(floor(n / 4294967296))
-end
+local u32le, u64le = pb.u32le, pb.u64le
 
 function tb.record(data)
   local len = u64le(#data)

@@ -127,11 +127,7 @@ end
 
 -- ---------------------------------------------------------------- tensorboard
 
-local function u64le(s, i)
-  local v = 0
-  for k = 7, 0, -1 do v = v * 256 + s:byte(i + k) end
-  return v
-end
+local u64le = require("moonrl.formats.protobuf").read_u64le
 
 local function varint(s, i)
   local v, mul = 0, 1
