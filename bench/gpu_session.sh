@@ -119,8 +119,10 @@ EOF
 learn)
     # A short run on the cuda profile that must learn: ground truth, the
     # built-in default's schedules, the evaluation table at the end.
+    # The evaluation runs on a cpu copy of the weights (docs/cuda.md): at the
+    # default 1024 x 4096 it took over 6 minutes on 16 cores, so a smaller one.
     step "train ground_truth on cuda" 420 "$MR" train --hardware cuda --dir /tmp/moonrl-gpu-run \
-        --set total_steps=4915200 --set env.mode=ground_truth
+        --set total_steps=4915200 --set env.mode=ground_truth --set eval.num_envs=256 --set eval.steps=1024
     ;;
 *)
     echo "usage: bench/gpu_session.sh [tests] [smoke] [bench] [learn]"; exit 2 ;;

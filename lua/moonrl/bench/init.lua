@@ -233,7 +233,12 @@ function bench.scaling(o)
     local oo = {}
     for k, v in pairs(o) do oo[k] = v end
     oo.envs = n
-    local r = bench.train(oo)
+    local ok, r = pcall(bench.train, oo)
+    if not ok then
+      -- where the sweep ends (memory, the engine's limits) is a result too; larger sizes would end the same way
+      print(string.format("%10d  refused: %s", n, (tostring(r):gsub("^[^\n]-%.lua:%d+: ", ""))))
+      break
+    end
     out[#out + 1] = { n, r.rate.median, r.time_update }
     print(string.format("%10d %14.0f %12.3f", n, r.rate.median, r.time_update))
   end
