@@ -284,27 +284,37 @@ from tensorboard.util import tensor_util
 acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0})
 acc.Reload()
 texts = {t: [[e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode()] for e in acc.Tensors(t)]
-         for t in acc.Tags()["tensors"] if t.startswith("run/")}
+         for t in acc.Tags()["tensors"] if t.startswith("run/") or t.startswith("eval/")}
 hp = plugin_data_pb2.HParamsPluginData.FromString(acc.PluginTagToContent("hparams")["_hparams_/session_start_info"])
 hparams = {k: v.WhichOneof("kind") + ":" + str(getattr(v, v.WhichOneof("kind")))
            for k, v in hp.session_start_info.hparams.items()}
-print(json.dumps({"scalars": {t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]},
-                  "texts": texts, "hparams": hparams,
-                  "text_plugin": sorted(acc.PluginTagToContent("text").keys())}))
+with open("read.json", "w") as f:
+    json.dump({"scalars": {t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]},
+               "texts": texts, "hparams": hparams, "text_plugin": sorted(acc.PluginTagToContent("text").keys())}, f)
 ]])
-      local p = io.popen(string.format("cd %q && %q run train.lua 2>&1 && env -u PYTHONPATH %q read.py run 2>&1",
-        dir, BIN, py))
+      local p = io.popen(string.format("cd %q && %q run train.lua 2>&1 && %q eval run --envs 8 --steps 16 2>&1 && " ..
+        "env -u PYTHONPATH %q read.py run 2>&1", dir, BIN, BIN, py))
       local out = p:read("*a")
       p:close()
-      local all = json.decode(out:match("(%b{})%s*$") or "")
+      local all = json.decode(support.read_file(dir .. "/read.json") or "")
       assert.is_table(all, out)
       local scalars = all.scalars
       -- the config as text, the live change as a line at its update's step
-      assert.are.same({ "run/changes", "run/config" }, all.text_plugin)
+      assert.are.same({ "eval/table", "run/changes", "run/config" }, all.text_plugin)
       assert.truthy(all.texts["run/config"][1][2]:find("vf_coef", 1, true), out)
       local change = all.texts["run/changes"][1]
       assert.are.equal(3 * 16 * 8, change[1], out)   -- set in update 2's hook: in force from update 3
       assert.truthy(change[2]:find("update 3: `ppo.vf_coef` 0.5 -> 0.25 (spec)", 1, true), change[2])
+      -- the evaluation (moonrl eval run): its numbers and table at the checkpoint's step
+      assert.are.equal(5 * 16 * 8, all.texts["eval/table"][1][1], out)
+      assert.truthy(all.texts["eval/table"][1][2]:find("energy/1k", 1, true), out)
+      local energy = assert(all.scalars["eval/ground_truth/energy_per_1k"], out)
+      assert.are.equal(5 * 16 * 8, energy[1][1])
+      local table_energy = all.texts["eval/table"][1][2]:match("energy/1k%s*|%s*([-+%d.]+)")
+      assert.is_true(math.abs(energy[1][2] - tonumber(table_energy)) < 0.051, table_energy)   -- the table rounds to 0.1
+      for tag in pairs(all.scalars) do
+        if tag:match("^eval/") then all.scalars[tag] = nil end   -- the training scalars are checked below
+      end
       -- the hyperparameters, by their dotted names
       assert.are.equal("number_value:0.5", all.hparams["ppo.vf_coef"])
       assert.are.equal("string_value:4", all.hparams["policy.conv_channels"])

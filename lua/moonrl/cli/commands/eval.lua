@@ -275,6 +275,48 @@ function eval.evaluate(paths, o, command)
     return 1
   end
   err("moonrl eval: wrote ", dir, "/{", table.concat(files, ", "), "}\n")
+  if first_run and not o.compare then
+    local tbe = eval.tensorboard(first_run, first_ck, summaries, text)
+    if tbe then err("moonrl eval: ", tbe, "\n") end
+  end
+end
+
+-- A run that writes TensorBoard files gets the evaluation there too, at its
+-- checkpoint's step: eval/<mode>/<metric> (the point estimates; none for a
+-- metric the evaluation could not define, n/a in the table) and the
+-- table as the text eval/table, in a file of its own per checkpoint
+-- (events.out.tfevents.0.eval.<checkpoint>), rewritten by a new evaluation
+-- of the same checkpoint. Returns nil, or what failed.
+function eval.tensorboard(run_dir, ck, summaries, text)
+  local util = require("moonrl.util")
+  local has_tb = false
+  local uv = require("luv")
+  local req = uv.fs_scandir(run_dir)
+  while req do
+    local name = uv.fs_scandir_next(req)
+    if not name then break end
+    if name:find("tfevents", 1, true) and not name:find("%.eval%.") then has_tb = true end
+  end
+  if not has_tb then return nil end
+  local engine = require("moonrl.engine")
+  local steps, e = engine.ffi.new("uint64_t[1]"), engine.ffi.new("mr_error")
+  if engine.C.mr_checkpoint_read_progress(ck, nil, steps, nil, e) ~= 0 then return engine.ffi.string(e.msg) end
+  local tb = require("moonrl.formats.tensorboard")
+  local now, step = os.time(), tonumber(steps[0])
+  local out = { tb.record(tb.file_version_event(now)) }
+  for _, s in ipairs(summaries) do
+    for _, m in ipairs(require("moonrl.eval.table").METRICS) do
+      local v = s.point and s.point[m.key]
+      if type(v) == "number" and v == v and v > -math.huge and v < math.huge then   -- "n/a" has no point
+        out[#out + 1] = tb.record(tb.scalar_event(now, step, "eval/" .. s.label .. "/" .. m.key, v))
+      end
+    end
+  end
+  out[#out + 1] = tb.record(tb.text_event(now, step, "eval/table", text))
+  local name = (ck:match("([^/]+)%.mrck$") or "checkpoint")
+  local ok, we = util.write_file(run_dir .. "/events.out.tfevents.0.eval." .. name, table.concat(out))
+  if not ok then return "TensorBoard: " .. tostring(we) end
+  return nil
 end
 
 return eval
