@@ -249,7 +249,7 @@ describe("TensorBoard event files", function()
   -- The real TensorBoard (requirements.txt, installed by `make test` into
   -- build/venv) reading a run's event file with its own reader.
   it("a run's event file, read by TensorBoard's own reader: every scalar as in metrics.jsonl, the config and " ..
-    "a live change as text, the hyperparameters for the HParams view",
+    "a live change as text, the hyperparameters, the evaluation, the weights' histograms",
     function()
       local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
       if not io.open(BIN, "rb") then return pending("no binary at " .. BIN .. " (build it: make build)") end
@@ -271,7 +271,7 @@ run = moonrl.train({
   name = "tb", device = "cpu", threads = 1, seed = 9, total_steps = 16 * 8 * 5, warmup = { updates = 0 },
   env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
   policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
-  log = { console = false, tensorboard = true }, eval = { num_envs = 4, steps = 4 },
+  log = { console = false, tensorboard = true, histograms = true, checkpoint_interval = 2 }, eval = { num_envs = 4, steps = 4 },
   hooks = { on_update = function(m) if m.update == 2 then assert(run:set("ppo.vf_coef", 0.25, "spec")) end end },
 }, { dir = "run" })
 run:wait()
@@ -281,7 +281,7 @@ import json, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
-acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0})
+acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
 acc.Reload()
 texts = {t: [[e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode()] for e in acc.Tensors(t)]
          for t in acc.Tags()["tensors"] if t.startswith("run/") or t.startswith("eval/")}
@@ -290,7 +290,9 @@ hparams = {k: v.WhichOneof("kind") + ":" + str(getattr(v, v.WhichOneof("kind")))
            for k, v in hp.session_start_info.hparams.items()}
 with open("read.json", "w") as f:
     json.dump({"scalars": {t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]},
-               "texts": texts, "hparams": hparams, "text_plugin": sorted(acc.PluginTagToContent("text").keys())}, f)
+               "texts": texts, "hparams": hparams, "text_plugin": sorted(acc.PluginTagToContent("text").keys()),
+               "histograms": {t: [[e.step, e.histogram_value.num, e.histogram_value.min, e.histogram_value.max]
+                                  for e in acc.Histograms(t)] for t in acc.Tags()["histograms"]}}, f)
 ]])
       local p = io.popen(string.format("cd %q && %q run train.lua 2>&1 && %q eval run --envs 8 --steps 16 2>&1 && " ..
         "env -u PYTHONPATH %q read.py run 2>&1", dir, BIN, BIN, py))
@@ -315,6 +317,16 @@ with open("read.json", "w") as f:
       for tag in pairs(all.scalars) do
         if tag:match("^eval/") then all.scalars[tag] = nil end   -- the training scalars are checked below
       end
+      -- log.histograms: every tensor's weights at each checkpoint (updates 2, 4 and the final 5)
+      local h = assert(all.histograms["weights/conv0.w"], out)
+      local hsteps = {}
+      for _, x in ipairs(h) do
+        hsteps[#hsteps + 1] = x[1]
+        assert.are.equal(4 * 3 * 3 * 2, x[2])
+        assert.is_true(x[3] < x[4])
+      end
+      assert.are.same({ 2 * 128, 4 * 128, 5 * 128 }, hsteps)
+      assert.is_table(all.histograms["weights/value.b"])
       -- the hyperparameters, by their dotted names
       assert.are.equal("number_value:0.5", all.hparams["ppo.vf_coef"])
       assert.are.equal("string_value:4", all.hparams["policy.conv_channels"])

@@ -31,6 +31,8 @@
 --   tb.text_event(wall_time, step, tag, text) -> Event bytes: the text plugin
 --   tb.hparams_event(wall_time, hparams) -> Event bytes: the hparams plugin's
 --                   session start (name -> number | string | boolean)
+--   tb.histogram_event(wall_time, step, tag, p, n [, buckets]) -> Event bytes: a histogram
+--                   of the n floats at FFI pointer p
 --   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
 
 local bit = require("bit")
@@ -130,6 +132,38 @@ function tb.hparams_event(wall_time, hparams)
   -- a scalar DT_FLOAT tensor (dtype 1) of 0, as TensorBoard's own hparams summaries carry
   return summary_event(wall_time, 0, plugin_value("_hparams_/session_start_info", "hparams", content,
     pb.int_field(1, 1) .. bytes_field(2, "") .. pb.float_field(5, 0)))
+end
+
+-- A histogram (Summary.Value.histo, field 5: HistogramProto{min, max, num,
+-- sum, sum_squares, bucket_limit (the buckets' right edges), bucket (their
+-- counts)}) of the n floats at p (an FFI float pointer), in `buckets` equal
+-- buckets from the smallest to the largest value.
+function tb.histogram_event(wall_time, step, tag, p, n, buckets)
+  buckets = buckets or 30
+  local lo, hi, sum, sq = math.huge, -math.huge, 0, 0
+  for i = 0, n - 1 do
+    local v = p[i]
+    if v < lo then lo = v end
+    if v > hi then hi = v end
+    sum, sq = sum + v, sq + v * v
+  end
+  if n == 0 then lo, hi = 0, 0 end
+  local width = (hi - lo) / buckets
+  local counts = {}
+  for b = 1, buckets do counts[b] = 0 end
+  for i = 0, n - 1 do
+    local b = width > 0 and math.floor((p[i] - lo) / width) + 1 or 1
+    if b > buckets then b = buckets end
+    counts[b] = counts[b] + 1
+  end
+  local limits, cs = {}, {}
+  for b = 1, buckets do
+    limits[b] = pb.double_le(b == buckets and hi or lo + b * width)
+    cs[b] = pb.double_le(counts[b])
+  end
+  local histo = pb.double_field(1, lo) .. pb.double_field(2, hi) .. pb.double_field(3, n) .. pb.double_field(4, sum) ..
+    pb.double_field(5, sq) .. bytes_field(6, table.concat(limits)) .. bytes_field(7, table.concat(cs))
+  return summary_event(wall_time, step, bytes_field(1, tag) .. bytes_field(5, histo))
 end
 
 function tb.file_version_event(wall_time)

@@ -498,6 +498,12 @@ function handlers.checkpoint(self, path, update, requested)
   self.last_checkpoint = path
   self.checkpoints[#self.checkpoints + 1] = path
   self.log:line("checkpoint " .. path .. " (update " .. update .. ")")
+  for _, s in ipairs(self.sinks) do
+    if s.sink.checkpoint then
+      local ok, err = pcall(s.sink.checkpoint, s.sink, path, update)
+      if not ok then self:_sink_error(s.name, err) end
+    end
+  end
   self:_hook("on_checkpoint", path, self)
   if requested then
     local w = table.remove(self.ckpt_waiters, 1)

@@ -18,6 +18,7 @@
 --                                        resume_step (a resumed run's last step)
 --   sink:update(metrics)
 --   sink:event(e)                        a live change: a line of the text run/changes
+--   sink:checkpoint(path, update)        log.histograms: the weights' histograms
 --   sink:close([cb])
 --   Tb.hparams(cfg) -> {key = value}     the hyperparameters written for the HParams view
 -- Beside the scalars: the config as text ("run/config", markdown) and the
@@ -125,6 +126,24 @@ function Tb.hparams(cfg)
     end
   end
   return out
+end
+
+-- A checkpoint: with log.histograms, a histogram of every parameter tensor
+-- at its step, read from the checkpoint (on the loop: the trainer goes on).
+function Tb:checkpoint(path, update)
+  if not (self.cfg.log and self.cfg.log.histograms) then return end
+  base.guard(self, "tensorboard", function()
+    local engine = require("moonrl.engine")
+    local net, err = engine.checkpoint_network(path)
+    if not net then error("histograms of " .. path .. ": " .. err, 0) end
+    local batch = tonumber(self.cfg.env.num_envs) * tonumber(self.cfg.ppo.rollout_steps)
+    local out, now = {}, self.clock()
+    for _, t in ipairs(net.tensors) do
+      local p = engine.ffi.cast("const float *", t.data)
+      out[#out + 1] = tb.record(tb.histogram_event(now, update * batch, "weights/" .. t.name, p, #t.data / 4))
+    end
+    self.file:write(table.concat(out))
+  end)
 end
 
 -- A live change (moonrl.run.changes): a line of the text "run/changes" at its
