@@ -10,7 +10,7 @@ local json = require("moonrl.formats.json")
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
 local have_bin = io.open(BIN, "rb") ~= nil
 if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
-local VENV_PY = (os.getenv("PWD") or ".") .. "/build/venv/bin/python"
+local VENV_PY = support.VENV_PY
 
 local function run(dir, cmd)
   local p = io.popen(string.format("cd %q && %s 2>&1; echo \"rc=$?\"", dir, cmd))
@@ -71,15 +71,7 @@ C.mr_trainer_free(tp[0])
   assert.are.equal(0, rc, out)
 end
 
--- nil when build/venv's python imports the modules, else why not.
-local function venv_lacks(modules)
-  local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import %s' 2>&1; echo rc=$?", VENV_PY, modules))
-  local got = probe:read("*a")
-  probe:close()
-  if got:match("rc=0") then return nil end
-  return modules .. " not importable from build/venv (make test-deps installs requirements.txt; it could not " ..
-    "here: " .. got:gsub("%s+$", "") .. ")"
-end
+local venv_lacks = support.venv_lacks
 
 describe("moonrl export", function()
   local dir

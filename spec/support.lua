@@ -149,6 +149,19 @@ end
 
 -- The binary the specs run: $MOONRL_BIN or build/moonrl, as an absolute path
 -- (specs run it from temporary directories); have_bin: whether it is there.
+-- build/venv's python (make test-deps installs requirements.txt there), and
+-- nil when it imports the modules ("safetensors, numpy"), else why not: the
+-- pending message of a spec that needs them.
+support.VENV_PY = (os.getenv("PWD") or ".") .. "/build/venv/bin/python"
+function support.venv_lacks(modules)
+  local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import %s' 2>&1; echo rc=$?", support.VENV_PY, modules))
+  local got = probe:read("*a")
+  probe:close()
+  if got:match("rc=0") then return nil end
+  return modules .. " not importable from build/venv (make test-deps installs requirements.txt; it could not " ..
+    "here: " .. got:gsub("%s+$", "") .. ")"
+end
+
 support.BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
 support.have_bin = io.open(support.BIN, "rb") ~= nil
 if support.BIN:sub(1, 1) ~= "/" then support.BIN = (os.getenv("PWD") or ".") .. "/" .. support.BIN end

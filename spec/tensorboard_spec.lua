@@ -254,14 +254,9 @@ describe("TensorBoard event files", function()
       local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
       if not io.open(BIN, "rb") then return pending("no binary at " .. BIN .. " (build it: make build)") end
       if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
-      local py = (os.getenv("PWD") or ".") .. "/build/venv/bin/python"
-      local probe = io.popen(string.format("env -u PYTHONPATH %q -c 'import tensorboard' 2>&1; echo rc=$?", py))
-      local got = probe:read("*a")
-      probe:close()
-      if not got:match("rc=0") then
-        return pending("tensorboard is not importable from build/venv (make test-deps installs requirements.txt; " ..
-          "it could not here: " .. got:gsub("%s+$", "") .. ")")
-      end
+      local py = support.VENV_PY
+      local missing = support.venv_lacks("tensorboard")
+      if missing then return pending(missing) end
       local dir = support.tmpdir()
       -- a run whose hook changes a hot key at update 2: in force from update 3
       support.write_file(dir .. "/train.lua", [[

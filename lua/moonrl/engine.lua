@@ -393,6 +393,21 @@ function engine.fit_num_envs(cfg, budget)
   return tonumber(n[0])
 end
 
+-- The tensors of a network as count(obj) and get(obj, i, mr_tensor, err)
+-- describe them (mr_trainer_tensor*, mr_config_tensor*): {{name, shape,
+-- offset, count}} in the engine's order, or nil, message.
+local function tensor_list(count, get, obj)
+  local out, ti, err = {}, ffi.new("mr_tensor"), ffi.new("mr_error")
+  for i = 0, tonumber(count(obj)) - 1 do
+    if get(obj, i, ti, err) ~= 0 then return nil, ffi.string(err.msg) end
+    local shape = {}
+    for k = 0, ti.ndim - 1 do shape[#shape + 1] = tonumber(ti.shape[k]) end
+    out[#out + 1] = { name = ffi.string(ti.name), shape = shape, offset = tonumber(ti.offset),
+                      count = tonumber(ti.count) }
+  end
+  return out
+end
+
 -- The network of checkpoint `path`, read through a trainer made for it (on the
 -- cpu, fp32, sized for one step as an evaluation is): { config = mr_config,
 -- tensors = { {name =, shape = {..}, data = float32 bytes}, ... } in the
@@ -408,17 +423,10 @@ function engine.checkpoint_network(path)
   if C.mr_trainer_create(cfg, tp, err) ~= 0 then return nil, ffi.string(err.msg) end
   local t = ffi.gc(tp[0], C.mr_trainer_free)
   if C.mr_trainer_load(t, path, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local n_tensors = tonumber(C.mr_trainer_tensor_count(t))
-  local info, total = {}, 0
-  local ti = ffi.new("mr_tensor")
-  for i = 0, n_tensors - 1 do
-    if C.mr_trainer_tensor(t, i, ti, err) ~= 0 then return nil, ffi.string(err.msg) end
-    local shape = {}
-    for k = 0, ti.ndim - 1 do shape[#shape + 1] = tonumber(ti.shape[k]) end
-    info[#info + 1] = { name = ffi.string(ti.name), shape = shape, offset = tonumber(ti.offset),
-                        count = tonumber(ti.count) }
-    total = total + tonumber(ti.count)
-  end
+  local info, terr = tensor_list(C.mr_trainer_tensor_count, C.mr_trainer_tensor, t)
+  if not info then return nil, terr end
+  local total = 0
+  for _, x in ipairs(info) do total = total + x.count end
   local params = ffi.new("float[?]", total)
   if C.mr_trainer_read_params(t, params, total, err) ~= 0 then return nil, ffi.string(err.msg) end
   for _, x in ipairs(info) do
@@ -441,15 +449,14 @@ function engine.init_params(c, path)
   if not text then return nil, "policy.init: cannot read " .. path .. ": " .. tostring(rerr) end
   local file, derr = require("moonrl.formats.safetensors").decode(text)
   if not file then return nil, "policy.init: " .. path .. " is " .. derr end
-  local err, ti = ffi.new("mr_error"), ffi.new("mr_tensor")
+  local list, lerr = tensor_list(C.mr_config_tensor_count, C.mr_config_tensor, c)
+  if not list then return nil, lerr end
   local parts, names, want = {}, {}, {}
   local function shape_text(sh) return "(" .. table.concat(sh, ", ") .. ")" end
   local accepted = "accepted: a file moonrl export wrote from a run of this network (policy.conv_channels, " ..
     "policy.hidden, policy.critic_hidden and env.view_range as in this config)"
-  for i = 0, tonumber(C.mr_config_tensor_count(c)) - 1 do
-    if C.mr_config_tensor(c, i, ti, err) ~= 0 then return nil, ffi.string(err.msg) end
-    local name, shape = ffi.string(ti.name), {}
-    for k = 0, ti.ndim - 1 do shape[#shape + 1] = tonumber(ti.shape[k]) end
+  for _, x in ipairs(list) do
+    local name, shape = x.name, x.shape
     want[name] = true
     local t = file.tensors[name]
     if not t then return nil, "policy.init: " .. path .. " has no tensor " .. name .. " " .. shape_text(shape) .. "; " .. accepted end

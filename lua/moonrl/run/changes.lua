@@ -152,12 +152,9 @@ function Changes:_record(c, update)
   if run._say then run:_say("moonrl: " .. line) end
   local ev = { event = "change", update = update, key = c.key, old = json_value(c.old), new = json_value(c.new),
     source = c.source }
-  for _, s in ipairs({ unpack(run.sinks or {}) }) do
-    if s.sink.event then
-      local ok, err = pcall(s.sink.event, s.sink, ev)
-      if not ok and run._sink_error then run:_sink_error(s.name, err) end
-    end
-  end
+  require("moonrl.run.sinks").each(run.sinks, "event", run._sink_error and function(name, err)
+    run:_sink_error(name, err)
+  end, ev)
   local ok, err = self:_write()
   if not ok then
     local okc, core = pcall(require, "moonrl.core")

@@ -7,6 +7,7 @@
 --                                            another directory and --force (cli) or their
 --                                            moonrl.train forms
 --   rundir.move_aside(dir) -> to | nil, err  dir moved to dir.old-<YYYYmmdd-HHMMSS>[-N]
+--   rundir.event_files(dir) -> {paths}      its TensorBoard event files, sorted
 --   rundir.new(cfg, force, notes) -> dir | nil, err   the directory of a new run of cfg
 
 local uv = require("luv")
@@ -25,13 +26,23 @@ function rundir.occupied(dir)
   end
   local req = uv.fs_scandir(dir .. "/checkpoints")
   if req and uv.fs_scandir_next(req) then found[#found + 1] = "checkpoints/" end
-  req = uv.fs_scandir(dir)
+  local events = rundir.event_files(dir)
+  if events[1] then found[#found + 1] = events[1]:match("[^/]+$") end
+  return found
+end
+
+-- The TensorBoard event files in dir, sorted paths ("dir/events.out.tfevents.*";
+-- not a write's *.tmp).
+function rundir.event_files(dir)
+  local out = {}
+  local req = uv.fs_scandir(dir)
   while req do
     local name = uv.fs_scandir_next(req)
     if not name then break end
-    if name:match("^events%.out%.tfevents%.") then found[#found + 1] = name break end
+    if name:match("^events%.out%.tfevents%.") and not name:match("%.tmp$") then out[#out + 1] = dir .. "/" .. name end
   end
-  return found
+  table.sort(out)
+  return out
 end
 
 -- The refusal to start a new run in a directory that holds one.

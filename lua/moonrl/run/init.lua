@@ -72,6 +72,7 @@ local schema = require("moonrl.config.schema")
 local engine = require("moonrl.engine")
 local util = require("moonrl.util")
 local rundir = require("moonrl.run.dir")
+local sinks = require("moonrl.run.sinks")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 
 local Run = {}
@@ -246,6 +247,7 @@ function Run.start(cfg, opts)
   if log_only then self.log:line(log_only) end
 
   self.changes = require("moonrl.run.changes").new(self)
+  self._sink_failed = function(name, err) self:_sink_error(name, err) end   -- sinks.each's on_error
 
   self.console = cfg.log.console and opts.console ~= false
   self.sinks = {}
@@ -389,10 +391,7 @@ function Run:_metrics(m)
   self.last = m
   self.updates = m.update
   if self.control then self.control:metrics(m) end
-  for _, s in ipairs({ unpack(self.sinks) }) do
-    local ok, err = pcall(s.sink.update, s.sink, m)
-    if not ok then self:_sink_error(s.name, err) end
-  end
+  sinks.each(self.sinks, "update", self._sink_failed, m)
   if (m.update % (self.cfg.log.interval or 1)) == 0 then
     self.log:line(string.format("update %d steps %d progress %.3f return %s efficiency %s entropy %s lr %s sps %s",
       m.update, m.agent_steps, m.progress, fmt(m.episode_return_mean), fmt(m.efficiency), fmt(m.entropy),
@@ -498,12 +497,7 @@ function handlers.checkpoint(self, path, update, requested)
   self.last_checkpoint = path
   self.checkpoints[#self.checkpoints + 1] = path
   self.log:line("checkpoint " .. path .. " (update " .. update .. ")")
-  for _, s in ipairs(self.sinks) do
-    if s.sink.checkpoint then
-      local ok, err = pcall(s.sink.checkpoint, s.sink, path, update)
-      if not ok then self:_sink_error(s.name, err) end
-    end
-  end
+  sinks.each(self.sinks, "checkpoint", self._sink_failed, path, update)
   self:_hook("on_checkpoint", path, self)
   if requested then
     local w = table.remove(self.ckpt_waiters, 1)

@@ -290,12 +290,8 @@ end
 function eval.tensorboard(run_dir, ck, summaries, text)
   local util = require("moonrl.util")
   local has_tb = false
-  local uv = require("luv")
-  local req = uv.fs_scandir(run_dir)
-  while req do
-    local name = uv.fs_scandir_next(req)
-    if not name then break end
-    if name:find("tfevents", 1, true) and not name:find("%.eval%.") then has_tb = true end
+  for _, path in ipairs(require("moonrl.run.dir").event_files(run_dir)) do
+    has_tb = has_tb or not path:find("%.eval%.[^/]*$")   -- the training's, not an earlier evaluation's
   end
   if not has_tb then return nil end
   local engine = require("moonrl.engine")

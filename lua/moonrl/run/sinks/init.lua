@@ -13,10 +13,23 @@
 -- Public
 --   sinks.open(run_dir, cfg, opts) -> group   group.sinks = {name = sink}
 --   sinks.NAMES = {"console", "jsonl", "csv", "tensorboard"}
+--   sinks.each(list, method, on_error, ...)   a run's sinks ({name =, sink =} entries):
+--       sink:method(...) for each one that has the method, over a copy of
+--       the list (on_error(name, err), called when one raises, may drop it)
 
 local sinks = {}
 
 sinks.NAMES = { "console", "jsonl", "csv", "tensorboard" }
+
+function sinks.each(list, method, on_error, ...)
+  for _, s in ipairs({ unpack(list or {}) }) do
+    local f = s.sink[method]
+    if f then
+      local ok, err = pcall(f, s.sink, ...)
+      if not ok and on_error then on_error(s.name, err) end
+    end
+  end
+end
 
 local Group = {}
 Group.__index = Group

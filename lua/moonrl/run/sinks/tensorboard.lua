@@ -128,6 +128,12 @@ function Tb.hparams(cfg)
   return out
 end
 
+-- The step of update k (its agent-steps), where the scalars put it.
+function Tb:_step(k)
+  return k * (self.cfg.env and tonumber(self.cfg.env.num_envs) or 1) *
+    (self.cfg.ppo and tonumber(self.cfg.ppo.rollout_steps) or 1)
+end
+
 -- A checkpoint: with log.histograms, a histogram of every parameter tensor
 -- at its step, read from the checkpoint (on the loop: the trainer goes on).
 function Tb:checkpoint(path, update)
@@ -136,11 +142,10 @@ function Tb:checkpoint(path, update)
     local engine = require("moonrl.engine")
     local net, err = engine.checkpoint_network(path)
     if not net then error("histograms of " .. path .. ": " .. err, 0) end
-    local batch = tonumber(self.cfg.env.num_envs) * tonumber(self.cfg.ppo.rollout_steps)
     local out, now = {}, self.clock()
     for _, t in ipairs(net.tensors) do
       local p = engine.ffi.cast("const float *", t.data)
-      out[#out + 1] = tb.record(tb.histogram_event(now, update * batch, "weights/" .. t.name, p, #t.data / 4))
+      out[#out + 1] = tb.record(tb.histogram_event(now, self:_step(update), "weights/" .. t.name, p, #t.data / 4))
     end
     self.file:write(table.concat(out))
   end)
@@ -151,11 +156,9 @@ end
 function Tb:event(e)
   if e.event ~= "change" then return end
   base.guard(self, "tensorboard", function()
-    local batch = (self.cfg.env and tonumber(self.cfg.env.num_envs) or 1) *
-      (self.cfg.ppo and tonumber(self.cfg.ppo.rollout_steps) or 1)
     local text = string.format("update %d: `%s` %s -> %s (%s)", e.update, e.key, json.encode(e.old),
       json.encode(e.new), tostring(e.source))
-    self.file:write(tb.record(tb.text_event(self.clock(), e.update * batch, "run/changes", text)))
+    self.file:write(tb.record(tb.text_event(self.clock(), self:_step(e.update), "run/changes", text)))
   end)
 end
 

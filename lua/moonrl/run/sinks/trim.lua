@@ -200,19 +200,6 @@ end
 
 -- ------------------------------------------------------------------ a run
 
-local function event_files(dir)
-  local uv = require("luv")
-  local out = {}
-  local req = uv.fs_scandir(dir)
-  while req do
-    local name = uv.fs_scandir_next(req)
-    if not name then break end
-    if name:find("tfevents", 1, true) and not name:match("%.tmp$") then out[#out + 1] = dir .. "/" .. name end
-  end
-  table.sort(out)
-  return out
-end
-
 function trim.run_dir(dir, update, step)
   local report = { jsonl = 0, csv = 0, tensorboard = 0, torn = {}, lines = {} }
   local n, torn = trim.jsonl(dir .. "/metrics.jsonl", update)
@@ -223,7 +210,7 @@ function trim.run_dir(dir, update, step)
   if not cn then return nil, ctorn end
   report.csv, report.csv_columns = cn, cols
   if ctorn then report.torn[#report.torn + 1] = "metrics.csv" end
-  for _, path in ipairs(event_files(dir)) do
+  for _, path in ipairs(require("moonrl.run.dir").event_files(dir)) do
     local tn, ttorn = trim.tensorboard(path, step)
     if not tn then return nil, ttorn end
     report.tensorboard = report.tensorboard + tn
