@@ -137,6 +137,14 @@ describe("moonrl.slurm parsers (output captured from a real cluster)", function(
     assert.equal(3, c["1_2"].code)
     assert.equal("COMPLETED", c["1_1"].state)
     assert.is_nil(c["1"])
+    -- a task listed twice, its ended record before or after its requeued one, is the one still to run
+    local failed = SCONTROL:match("(JobId=3 [^\n]+)")
+    local requeued = failed:gsub("JobId=3 ", "JobId=9 "):gsub("JobState=FAILED", "JobState=PENDING")
+    for _, text in ipairs({ failed .. "\n" .. requeued, requeued .. "\n" .. failed }) do
+      local t = slurm.parse_scontrol(text)["1_2"]
+      assert.equal("PENDING", t.state)
+      assert.equal("9", t.raw)
+    end
   end)
 
   it("a requeued task's script resumes from its checkpoint, or, requeued before one, starts anew with the first run moved aside", function()
@@ -438,7 +446,9 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
   end
 
   local function spawn(args)
-    local proc = support.spawn(BIN, dir, args, { env = "SLURM_CONF=" .. cluster.conf, wait = 120000 })
+    -- every Slurm command the sweep runs, and what it printed, for the message of a failure
+    local proc = support.spawn(BIN, dir, args, { env = "SLURM_CONF=" .. cluster.conf ..
+      " MOONRL_SLURM_TRACE=" .. dir .. "/slurm-trace.txt", wait = 120000 })
     spawned[#spawned + 1] = proc
     return proc
   end
@@ -617,7 +627,9 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
       select(2, sh(cluster.conf, "squeue -r")) .. select(2, sh(cluster.conf, "scontrol show job " .. job)) ..
       (support.read_file(dir .. "/sw/trial-002/output.log") or ""):sub(-3000))
     local rec = read_results(dir .. "/sw/results.jsonl")
-    assert.equal("done", rec.by[2].status, json.encode(rec.by[2]))
+    assert.equal("done", rec.by[2].status, json.encode(rec.by[2]) .. "\n" .. p.out() .. p.err() ..
+      select(2, sh(cluster.conf, "scontrol show job -o " .. job)) ..
+      (support.read_file(dir .. "/slurm-trace.txt") or ""):sub(-12000))
     assert.equal(64 * 3000, rec.by[2].steps)
     assert.equal(2, #rec.starts)   -- Slurm restarted it; the sweep did not submit it again
     -- and Slurm's own record says so: the task ran twice, the second time to completion

@@ -167,8 +167,27 @@ local function run_sync(argv)
   return rc, (out:gsub("__rc=%d+%s*$", ""))
 end
 
+-- MOONRL_SLURM_TRACE=FILE: every Slurm command the executor runs on the loop
+-- and what it printed, appended to FILE (for a cluster that behaves oddly).
+local TRACE = os.getenv("MOONRL_SLURM_TRACE")
+local function trace(text)
+  if not TRACE or TRACE == "" then return end
+  local f = io.open(TRACE, "ab")
+  if f then
+    f:write(string.format("%.3f %s\n", uv.hrtime() / 1e9, text))
+    f:close()
+  end
+end
+
 -- Runs argv on the loop; cb(code, stdout, stderr).
 local function run_async(argv, cb)
+  if TRACE then
+    local inner = cb
+    cb = function(code, o, e)
+      trace(table.concat(argv, " ") .. " -> " .. tostring(code) .. "\n" .. o .. e)
+      return inner(code, o, e)
+    end
+  end
   local out, err = uv.new_pipe(false), uv.new_pipe(false)
   local bufs = { {}, {} }
   local pending = 3
@@ -207,6 +226,11 @@ local function abs(path)
 end
 
 -- ---------------------------------------------------------------- parsing
+
+-- The states of a task that is still Slurm's to run.
+local ACTIVE = { PENDING = 1, RUNNING = 1, CONFIGURING = 1, COMPLETING = 1, SUSPENDED = 1, REQUEUED = 1,
+  REQUEUE_HOLD = 1, REQUEUE_FED = 1, RESIZING = 1, SIGNALING = 1, STAGE_OUT = 1, STOPPED = 1, RESV_DEL_HOLD = 1 }
+executor.ACTIVE = ACTIVE
 
 -- "1-4,7" from { 1, 2, 3, 4, 7 }
 function executor.ranges(list)
@@ -258,16 +282,16 @@ function executor.parse_scontrol(text)
     if f.JobId and f.JobState then
       local id = (f.ArrayJobId and f.ArrayTaskId and f.ArrayTaskId:match("^%d+$")) and (f.ArrayJobId .. "_" .. f.ArrayTaskId) or f.JobId
       local code, sig = (f.ExitCode or ""):match("^(%d+):(%d+)$")
-      out[id] = { state = f.JobState, raw = f.JobId, code = tonumber(code) or 0, signal = tonumber(sig) or 0,
-        reason = f.Reason, elapsed = f.RunTime, limit = f.TimeLimit }
+      -- a task listed twice (its ended record and its requeued one) is the one still to run
+      if not (out[id] and ACTIVE[out[id].state]) then
+        out[id] = { state = f.JobState, raw = f.JobId, code = tonumber(code) or 0, signal = tonumber(sig) or 0,
+          reason = f.Reason, elapsed = f.RunTime, limit = f.TimeLimit }
+      end
     end
   end
   return out
 end
 
-local ACTIVE = { PENDING = 1, RUNNING = 1, CONFIGURING = 1, COMPLETING = 1, SUSPENDED = 1, REQUEUED = 1,
-  REQUEUE_HOLD = 1, REQUEUE_FED = 1, RESIZING = 1, SIGNALING = 1, STAGE_OUT = 1, STOPPED = 1, RESV_DEL_HOLD = 1 }
-executor.ACTIVE = ACTIVE
 
 -- How long a task whose output says Slurm requeued it may take to be listed
 -- again before its final-looking state counts (seconds).
@@ -486,6 +510,11 @@ function Slurm:_poll()
     if not seen[job.array] then seen[job.array] = true arrays[#arrays + 1] = job.array end
   end
   if #arrays == 0 then return self:_disarm() end
+  -- a task seen ended once is asked for by its own id too (as `squeue -j 12_3`):
+  -- a requeued task must not be missed by the array's listing
+  for _, job in pairs(self.jobs) do
+    if job.ending and not seen[job.id] then seen[job.id] = true arrays[#arrays + 1] = job.id end
+  end
   self.polling = true
   run_async({ "squeue", "-h", "-r", "-j", table.concat(arrays, ","), "-o", "%i|%A|%T|%R" }, function(code, out, err)
     if code ~= 0 and not (out .. err):find("Invalid job id", 1, true) then
@@ -548,12 +577,17 @@ function Slurm:_final_states(gone, done)
         -- shows its run's exit (FAILED after SIGTERM) until slurmctld lists
         -- it PENDING again, which takes a moment
         local t = uv.now() / 1000
+        trace(string.format("%s: %s, seen ended %s, requeue pending %s", job.id, st.state,
+          job.ending and string.format("%.1f s ago", t - job.ending) or "first",
+          tostring(executor.requeue_pending(job.spec and job.spec.output))))
         if not job.ending then
           job.ending = t
         elseif st.state == "COMPLETED" or not (executor.requeue_pending(job.spec and job.spec.output) and
                                                t - job.ending < executor.REQUEUE_WAIT) then
           self:_ended(job, executor.describe_end(job.id, st, job))
         end
+      elseif st then
+        job.ending, job.unknown = nil, nil   -- the controller still has it (squeue missed it a moment)
       else
         job.unknown = (job.unknown or 0) + 1   -- accounting may lag a moment behind squeue
         if job.unknown >= 5 then
