@@ -48,7 +48,7 @@ static double cpu_now(void) {
 static double macs_per_sample(const mr_policy *p) {
     double m = 0;
     for (int l = 0; l < p->num_conv; l++) m += (double)p->VV * p->ch[l + 1] * 9 * p->ch[l];
-    m += (double)p->flat * p->hidden + (double)p->hidden * MR_NUM_ACTIONS;
+    m += (double)p->flat * p->hidden + (double)p->hidden * MR_MAX_ACTIONS;
     m += (double)p->cin_dim * p->critic_hidden + p->critic_hidden;
     return m;
 }
@@ -117,13 +117,13 @@ static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, 
     int maxB = train_B > 4096 ? train_B : 4096;
     uint8_t *codes = malloc((size_t)maxB * VV);
     float *extra = malloc(sizeof(float) * 2 * maxB),
-          *logits = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB),
+          *logits = malloc(sizeof(float) * MR_MAX_ACTIONS * maxB),
           *value = malloc(sizeof(float) * maxB),
-          *dl = malloc(sizeof(float) * MR_NUM_ACTIONS * maxB), *dv = malloc(sizeof(float) * maxB);
+          *dl = malloc(sizeof(float) * MR_MAX_ACTIONS * maxB), *dv = malloc(sizeof(float) * maxB);
     unsigned s = 12345;
     for (size_t i = 0; i < (size_t)maxB * VV; i++) { s = s * 1103515245u + 12345u; codes[i] = (s >> 16) % 3; }
     for (int i = 0; i < 2 * maxB; i++) extra[i] = 0.1f * (i % 7) - 0.3f;
-    for (int i = 0; i < MR_NUM_ACTIONS * maxB; i++) dl[i] = 1e-4f * ((i % 13) - 6);
+    for (int i = 0; i < MR_MAX_ACTIONS * maxB; i++) dl[i] = 1e-4f * ((i % 13) - 6);
     for (int i = 0; i < maxB; i++) dv[i] = 1e-4f * ((i % 11) - 5);
 
     int act_B[2] = {192, 4096};

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "foraging.h"   /* before the extern "C" block: MR_HD inline functions */
+#include "registry.h"   /* before the extern "C" block: MR_HD inline functions (every environment) */
 #include "cuda_check.h"
 extern "C" {
 #include "devmem.h"
@@ -41,12 +41,12 @@ extern "C" {
 
 __global__ void forage_reset_kernel(const __grid_constant__ mr_forage s) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < s.n) mr_forage_reset_full(&s, i);
+    if (i < s.n) mr_env_reset_one(&s, i);
 }
 
 __global__ void forage_step_kernel(const __grid_constant__ mr_forage s, const uint8_t *__restrict__ actions) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < s.n) mr_forage_step(&s, i, actions[i]);
+    if (i < s.n) mr_env_step_one(&s, i, actions[i]);
 }
 
 __global__ void forage_clear_logs_kernel(const __grid_constant__ mr_forage s) {

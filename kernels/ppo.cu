@@ -58,16 +58,16 @@ extern "C" mr_status mr_cuda_gae(int T, int N, const float *reward, const float 
 
 /* -------------------------------------------------------------- sampling */
 
-__global__ void sample_kernel(int N, const float *__restrict__ logits, const float *__restrict__ u,
+__global__ void sample_kernel(int N, int na, const float *__restrict__ logits, const float *__restrict__ u,
                               uint8_t *__restrict__ action, float *__restrict__ logp) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) mr_sample_row(logits + (size_t)i * MR_NUM_ACTIONS, u[i], &action[i], &logp[i]);
+    if (i < N) mr_sample_row(logits + (size_t)i * na, na, u[i], &action[i], &logp[i]);
 }
 
-extern "C" mr_status mr_cuda_sample_actions(int N, const float *logits, const float *u, uint8_t *action,
+extern "C" mr_status mr_cuda_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,
                                             float *logp, void *stream, mr_error *err) {
     if (N <= 0) { mr_ok(err); return MR_OK; }
-    sample_kernel<<<mr_cuda_blocks(N, 128), 128, 0, (cudaStream_t)stream>>>(N, logits, u, action, logp);
+    sample_kernel<<<mr_cuda_blocks(N, 128), 128, 0, (cudaStream_t)stream>>>(N, na, logits, u, action, logp);
     MR_CUDA_LAUNCHED("the action-sampling kernel", err);
     mr_ok(err);
     return MR_OK;

@@ -39,8 +39,8 @@ mr_status mr_cuda_gae(int T, int N, const float *reward, const float *value, con
                       const uint8_t *done, float gamma, float lambda, float *adv, float *ret, void *stream,
                       mr_error *err);
 
-/* logits (N,8), u (N) in [0,1) -> action (N), logp (N). As mr_sample_actions. */
-mr_status mr_cuda_sample_actions(int N, const float *logits, const float *u, uint8_t *action, float *logp,
+/* logits (N,na), u (N) in [0,1) -> action (N), logp (N). As mr_sample_actions. */
+mr_status mr_cuda_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action, float *logp,
                                  void *stream, mr_error *err);
 
 /* The control block: host <-> device copies (asynchronous; `host` should be

@@ -199,12 +199,12 @@ struct loss_inputs {
 };
 
 /* Sample i's terms; the row goes through registers. Returns its action. */
-__device__ __forceinline__ int sample_terms(const loss_inputs &in, int64_t i, double clip, mr_loss_terms *t) {
-    float z[MR_NUM_ACTIONS];
+__device__ __forceinline__ int sample_terms(const loss_inputs &in, int na, int64_t i, double clip, mr_loss_terms *t) {
+    float z[MR_MAX_ACTIONS];
 #pragma unroll
-    for (int j = 0; j < MR_NUM_ACTIONS; j++) z[j] = in.logits[i * MR_NUM_ACTIONS + j];
+    for (int j = 0; j < MR_MAX_ACTIONS; j++) z[j] = j < na ? in.logits[i * na + j] : 0.0f;
     const int a = in.action[i];
-    mr_loss_terms_at(z, a, in.old_logp[i], in.adv[i], in.value[i], in.old_value[i], in.target[i], clip, t);
+    mr_loss_terms_at(z, na, a, in.old_logp[i], in.adv[i], in.value[i], in.old_value[i], in.target[i], clip, t);
     return a;
 }
 
@@ -214,12 +214,13 @@ loss_stage1_kernel(int B, const __grid_constant__ loss_inputs in, const mr_lossc
     const int64_t lo = (int64_t)blockIdx.x * MR_LOSS_CHUNK;
     const int64_t hi = lo + MR_LOSS_CHUNK < B ? lo + MR_LOSS_CHUNK : B;
     const double clip = ctl->h.clip;
+    const int na = ctl->h.num_actions;
     double acc[MR_LOSS_NACC], s[MR_LOSS_NACC];
 #pragma unroll
     for (int k = 0; k < MR_LOSS_NACC; k++) acc[k] = 0.0;
     for (int64_t i = lo + threadIdx.x; i < hi; i += THREADS) {
         mr_loss_terms t;
-        sample_terms(in, i, clip, &t);
+        sample_terms(in, na, i, clip, &t);
         mr_loss_add(&t, clip, acc);
     }
     block_sums<MR_LOSS_NACC>(acc, s);
@@ -246,14 +247,15 @@ loss_grad_kernel(int B, const __grid_constant__ loss_inputs in, const mr_lossctl
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B) return;
     const double clip = ctl->h.clip, vf = ctl->h.vf_coef, dL_dH = ctl->s.dL_dH;
+    const int na = ctl->h.num_actions;
     const int batch_max = ctl->h.value_max_of_means != 0, unclipped_mean = ctl->s.unclipped_mean;
     const double scale = opt ? (double)opt->s.loss_scale : 1.0;
     mr_loss_terms t;
-    const int a = sample_terms(in, i, clip, &t);
-    float dz[MR_NUM_ACTIONS], dv;
-    mr_loss_grad_row(&t, a, dL_dH, vf, batch_max, unclipped_mean, 1.0 / (double)B, scale, dz, &dv);
+    const int a = sample_terms(in, na, i, clip, &t);
+    float dz[MR_MAX_ACTIONS], dv;
+    mr_loss_grad_row(&t, na, a, dL_dH, vf, batch_max, unclipped_mean, 1.0 / (double)B, scale, dz, &dv);
 #pragma unroll
-    for (int k = 0; k < MR_NUM_ACTIONS; k++) dlogits[i * MR_NUM_ACTIONS + k] = dz[k];
+    for (int k = 0; k < MR_MAX_ACTIONS; k++) if (k < na) dlogits[i * na + k] = dz[k];
     dvalue[i] = dv;
 }
 

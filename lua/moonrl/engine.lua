@@ -97,7 +97,7 @@ local SCALAR = { int = true, double = true, float = true, uint64_t = true, int64
 -- cpu.activations "recompute" -> MR_CPU_ACTIVATIONS_RECOMPUTE
 -- (schedule kinds: fill_schedule).
 local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_", conv = "MR_CPU_CONV_",
-                      activations = "MR_CPU_ACTIVATIONS_" }
+                      activations = "MR_CPU_ACTIVATIONS_", name = "MR_ENV_" }
 
 local function enum_value(prefix, s)
   local ok, v = pcall(function() return C[prefix .. s:upper()] end)
@@ -218,6 +218,8 @@ function engine.config(cfg)
   end
   local ok, err = fill_struct(c, "mr_config", cfg, "")
   if not ok then return nil, err end
+  -- the network's outputs follow the environment (not a setting of its own)
+  c.policy.num_actions = C.mr_env_num_actions(c.env.name)
   -- env.proxy_obs_storage lives in mr_policy_config (in what was padding, so
   -- checkpoints keep their layout): "faithful" -> MR_OBS_FAITHFUL, "uint8" -> MR_OBS_UINT8
   local st = cfg.env and cfg.env.proxy_obs_storage

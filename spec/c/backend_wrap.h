@@ -341,7 +341,7 @@ static mr_status bw_policy_act(mr_bpolicy *p, const uint8_t *codes, const float 
     bw_pol("policy_act", p);
     BW_DEV(policy_act, codes, B);
     BW_DEV(policy_act, extra, (size_t)B * 8);
-    BW_DEV(policy_act, logits, (size_t)B * MR_NUM_ACTIONS * 4);
+    BW_DEV(policy_act, logits, (size_t)B * MR_MAX_ACTIONS * 4);
     BW_DEV(policy_act, value, (size_t)B * 4);
     return BW.base->policy_act(p, codes, extra, B, proxy, logits, value, stream, err);
 }
@@ -351,7 +351,7 @@ static mr_status bw_policy_forward(mr_bpolicy *p, const uint8_t *codes, const fl
     bw_pol("policy_forward", p);
     BW_DEV(policy_forward, codes, B);
     BW_DEV(policy_forward, extra, (size_t)B * 8);
-    BW_DEV(policy_forward, logits, (size_t)B * MR_NUM_ACTIONS * 4);
+    BW_DEV(policy_forward, logits, (size_t)B * MR_MAX_ACTIONS * 4);
     BW_DEV(policy_forward, value, (size_t)B * 4);
     return BW.base->policy_forward(p, codes, extra, B, proxy, logits, value, stream, err);
 }
@@ -359,7 +359,7 @@ static mr_status bw_policy_backward(mr_bpolicy *p, const float *dlogits, const f
                                     mr_error *err) {
     BW_TRY(policy_backward, 0);
     bw_pol("policy_backward", p);
-    BW_DEV(policy_backward, dlogits, (size_t)B * MR_NUM_ACTIONS * 4);
+    BW_DEV(policy_backward, dlogits, (size_t)B * MR_MAX_ACTIONS * 4);
     BW_DEV(policy_backward, dvalue, (size_t)B * 4);
     return BW.base->policy_backward(p, dlogits, dvalue, B, stream, err);
 }
@@ -379,14 +379,14 @@ static mr_status bw_gae(int T, int N, const float *reward, const float *value, c
     BW_DEV(gae, ret, B * 4);
     return BW.base->gae(T, N, reward, value, last_value, done, gamma, lambda, adv, ret, stream, err);
 }
-static mr_status bw_sample(int N, const float *logits, const float *u, uint8_t *action, float *logp, void *stream,
-                           mr_error *err) {
+static mr_status bw_sample(int N, int na, const float *logits, const float *u, uint8_t *action, float *logp,
+                           void *stream, mr_error *err) {
     BW_TRY(sample, 0);
-    BW_DEV(sample, logits, (size_t)N * MR_NUM_ACTIONS * 4);
+    BW_DEV(sample, logits, (size_t)N * na * 4);
     BW_DEV(sample, u, (size_t)N * 4);
     BW_DEV(sample, action, (size_t)N);
     BW_DEV(sample, logp, (size_t)N * 4);
-    return BW.base->sample(N, logits, u, action, logp, stream, err);
+    return BW.base->sample(N, na, logits, u, action, logp, stream, err);
 }
 static mr_status bw_opt_begin(mr_optctl *ctl, void *stream, mr_error *err) {
     BW_TRY(opt_begin, 0);
@@ -424,7 +424,7 @@ static mr_status bw_ppo_loss(int B, const float *logits, const float *value, con
                              mr_lossctl *loss, mr_optctl *opt, double *partials, float *dlogits, float *dvalue,
                              void *stream, mr_error *err) {
     BW_TRY(ppo_loss, 0);
-    const size_t b4 = (size_t)B * 4, b32 = b4 * MR_NUM_ACTIONS;
+    const size_t b4 = (size_t)B * 4, b32 = b4 * MR_MAX_ACTIONS;
     BW_DEV(ppo_loss, logits, b32);
     BW_DEV(ppo_loss, value, b4);
     BW_DEV(ppo_loss, action, (size_t)B);

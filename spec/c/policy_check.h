@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#define NA MR_NUM_ACTIONS
+#define NA MR_MAX_ACTIONS
 
 static int verbose;   /* --verbose: every compared item's error */
 

@@ -205,8 +205,8 @@ static void test_sample_row(void) {
     u[3] = 0.25f;                                                         /* exactly on a boundary */
     uint8_t *a0 = malloc(N), *a1 = malloc(N);
     float *l0 = malloc(sizeof(float) * N), *l1 = malloc(sizeof(float) * N);
-    mr_sample_actions(N, z, u, a0, l0);
-    for (int i = 0; i < N; i++) mr_sample_row(z + (size_t)i * 8, u[i], &a1[i], &l1[i]);
+    mr_sample_actions(N, 8, z, u, a0, l0);
+    for (int i = 0; i < N; i++) mr_sample_row(z + (size_t)i * 8, 8, u[i], &a1[i], &l1[i]);
     CHECK(memcmp(a0, a1, N) == 0 && memcmp(l0, l1, sizeof(float) * N) == 0);
     CHECK(a1[2] == 3 && l1[2] == 0.0f);
     CHECK(a0[3] == 2 && a1[3] == 2);   /* first j with t < e_0 + .. + e_j: the boundary goes up */
@@ -258,12 +258,12 @@ static void gpu_sample(void) {
     for (int j = 0; j < 8; j++) z[8 + j] = j == 5 ? 0.0f : -1e30f;
     uint8_t *a0 = malloc(N), *a1 = malloc(N);
     float *l0 = malloc(4 * (size_t)N), *l1 = malloc(4 * (size_t)N);
-    mr_sample_actions(N, z, u, a0, l0);
+    mr_sample_actions(N, 8, z, u, a0, l0);
     float *dz = dalloc(32 * (size_t)N), *du = dalloc(4 * (size_t)N), *dl = dalloc(4 * (size_t)N);
     uint8_t *da = dalloc(N);
     up(dz, z, 32 * (size_t)N);
     up(du, u, 4 * (size_t)N);
-    OK(mr_cuda_sample_actions(N, dz, du, da, dl, stream, &e_));
+    OK(mr_cuda_sample_actions(N, 8, dz, du, da, dl, stream, &e_));
     down(a1, da, N);
     down(l1, dl, 4 * (size_t)N);
     if (sync_ok("sample")) {

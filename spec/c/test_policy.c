@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NA MR_NUM_ACTIONS
+#define NA MR_MAX_ACTIONS
 
 /* ------------------------------------------------------------ helpers */
 

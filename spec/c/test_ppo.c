@@ -467,7 +467,7 @@ static void test_ppo_loss(void) {
     float v[2] = {1, 0}, old[2] = {0.5f, 0.5f}, R[2] = {0, -1}, A[2] = {2, -1};
     float olp[2] = {(float)(-ln8 - log(1.5)), (float)(-ln8)};
     uint8_t a[2] = {3, 0};
-    mr_ppo_coefs c = {0.2, 0.01, 0.5, 0.5, 0.05, 0};
+    mr_ppo_coefs c = {0.2, 0.01, 0.5, 0.5, 0.05, 0, 8};
     float dz[16], dv[2];
     mr_ppo_stats st;
     mr_ppo_loss(2, z, v, a, olp, A, old, R, &c, dz, dv, &st);
@@ -509,7 +509,7 @@ static void test_ppo_loss(void) {
         CHECK(b.val_clipped_wins > 0);
         CHECK(b.val_unclipped_outside > 0);
         for (int mm = 0; mm < 2; mm++) {
-            mr_ppo_coefs k = {0.2, 0.05, 0.5, 0.5, 0.05, mm};
+            mr_ppo_coefs k = {0.2, 0.05, 0.5, 0.5, 0.05, mm, 8};
             mr_ppo_stats s;
             float dz2[BL * 8], dv2[BL];
             mr_ppo_loss(BL, b.z, b.v, b.a, b.olp, b.A, b.old, b.R, &k, dz2, dv2, &s);
@@ -556,7 +556,7 @@ static void test_sampling(void) {
     float *lg = malloc((size_t)M * 8 * sizeof *lg), *u = malloc(M * sizeof *u), *lp = malloc(M * sizeof *lp);
     uint8_t *act = malloc(M);
     for (int i = 0; i < M; i++) { memcpy(lg + (size_t)i * 8, row, sizeof row); u[i] = (float)((i + 0.5) / M); }
-    mr_sample_actions(M, lg, u, act, lp);
+    mr_sample_actions(M, 8, lg, u, act, lp);
     int cnt[8] = {0};
     double maxlp = 0.0;
     for (int i = 0; i < M; i++) {
@@ -572,7 +572,7 @@ static void test_sampling(void) {
 
     /* Random u: frequencies within 5 standard errors. */
     for (int i = 0; i < M; i++) u[i] = (float)urand();
-    mr_sample_actions(M, lg, u, act, lp);
+    mr_sample_actions(M, 8, lg, u, act, lp);
     memset(cnt, 0, sizeof cnt);
     for (int i = 0; i < M; i++) cnt[act[i]]++;
     for (int j = 0; j < 8; j++) CHECK_NEAR((double)cnt[j] / M, p[j], 5.0 * sqrt(p[j] * (1 - p[j]) / M), 0);
@@ -582,7 +582,7 @@ static void test_sampling(void) {
     float edge[16] = {0, 0, 0, 0, 0, 0, 0, 0,   0, 0, 0, 0, 0, 0, 0, -200.0f};
     float ue[2] = {0.0f, 0.99999994f}, le[2];
     uint8_t ae[2];
-    mr_sample_actions(2, edge, ue, ae, le);
+    mr_sample_actions(2, 8, edge, ue, ae, le);
     CHECK(ae[0] == 0);
     CHECK(ae[1] == 6);
     CHECK_NEAR(le[0], -log(8.0), 1e-6, 0);
@@ -591,7 +591,7 @@ static void test_sampling(void) {
      * u = 1 (outside the contract) still lands on a possible action. */
     float edge2[16] = {-200.0f, 0, 0, 0, 0, 0, 0, 0,   0, 0, 0, 0, 0, 0, 0, -200.0f};
     float ue2[2] = {0.0f, 1.0f};
-    mr_sample_actions(2, edge2, ue2, ae, le);
+    mr_sample_actions(2, 8, edge2, ue2, ae, le);
     CHECK(ae[0] == 1);
     CHECK(ae[1] == 6);
     CHECK_NEAR(le[1], -log(7.0), 1e-6, 0);

@@ -78,7 +78,7 @@ static void check_rollout(const char *label, const mr_config *c, const roll *r, 
         for (int n = 0; n < N; n++) {
             bad_obs += memcmp(obs + (size_t)n * VV, r->obs + (row + n) * VV, (size_t)VV) != 0;
             bad_extra += memcmp(extra + 2 * n, r->extra + 2 * (row + n), 8) != 0;
-            bad_act += r->act[row + n] >= MR_NUM_ACTIONS;
+            bad_act += r->act[row + n] >= MR_MAX_ACTIONS;
         }
         CHECK(mr_env_step(env, r->act + row, &e) == MR_OK);
         mr_env_view v2 = {NULL, rew, term, trunc, NULL, NULL, NULL, NULL};
@@ -97,15 +97,15 @@ static void check_rollout(const char *label, const mr_config *c, const roll *r, 
     CHECK_MSG(dones > 0, "%s: no episode ended in the rollout (the test needs done bits)", label);
     if (twin) {
         /* the policy's outputs: update 1 acts with the initial weights, the twin's */
-        float *logits = malloc(B * MR_NUM_ACTIONS * 4), *value = malloc(B * 4);
+        float *logits = malloc(B * MR_MAX_ACTIONS * 4), *value = malloc(B * 4);
         CHECK(mr_trainer_infer(twin, r->obs, r->extra, (int)B, logits, value, &e) == MR_OK);
         double e_logp = 0.0, e_val = 0.0, vmax = 1e-30;
         long bad_sample = 0, near_edge = 0;
         for (size_t k = 0; k < B; k++) {
-            const float *z = logits + k * MR_NUM_ACTIONS;
-            double m = z[0], s = 0.0, p[MR_NUM_ACTIONS];
-            for (int j = 1; j < MR_NUM_ACTIONS; j++) m = z[j] > m ? z[j] : m;
-            for (int j = 0; j < MR_NUM_ACTIONS; j++) s += p[j] = exp((double)z[j] - m);
+            const float *z = logits + k * MR_MAX_ACTIONS;
+            double m = z[0], s = 0.0, p[MR_MAX_ACTIONS];
+            for (int j = 1; j < MR_MAX_ACTIONS; j++) m = z[j] > m ? z[j] : m;
+            for (int j = 0; j < MR_MAX_ACTIONS; j++) s += p[j] = exp((double)z[j] - m);
             const int a = r->act[k] & 7;
             const double lp = (double)z[a] - m - log(s);
             if (fabs(lp - r->logp[k]) > e_logp) e_logp = fabs(lp - r->logp[k]);

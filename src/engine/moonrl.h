@@ -36,7 +36,7 @@ extern "C" {
 
 #define MR_VERSION_STRING "0.1.0"
 #define MR_MAX_CONV 8          /* at most this many conv layers in the trunk */
-#define MR_NUM_ACTIONS 8       /* the foraging moves (ENV_SPEC: 8, no "stay") */
+#define MR_MAX_ACTIONS 8       /* an environment has 2 .. this many actions (foraging: all 8) */
 #define MR_ERROR_LEN 512
 
 typedef enum mr_status {
@@ -77,6 +77,20 @@ typedef enum mr_precision { MR_FP32 = 0, MR_BF16 = 1, MR_FP16 = 2 } mr_precision
 int mr_mode_from_name(const char *name);
 const char *mr_mode_name(int mode);
 
+/* The environments the engine has (env.name; docs/environments.md says how
+ * to add one): each is a header under src/engine/envs/ and a line in
+ * envs/registry.h. */
+typedef enum mr_env_name { MR_ENV_FORAGING = 0, MR_ENV_REACH = 1 } mr_env_name;
+#define MR_ENV_COUNT 2
+
+/* An environment's shape, for hosts: its name, one line about it, its
+ * action count and the observation side for a view range. NULL / 0 when
+ * `name` is not one of mr_env_name. */
+const char *mr_env_name_of(int name);
+int mr_env_from_name(const char *name);
+const char *mr_env_summary(int name);
+int mr_env_num_actions(int name);
+
 typedef struct mr_env_config {
     mr_mode mode;
     int num_envs;           /* instances stepped in lock-step */
@@ -86,6 +100,7 @@ typedef struct mr_env_config {
     int density_max;        /*   [density_min, density_max] */
     int respawn_tries;      /* candidate cells for a respawn */
     int max_episode_steps;  /* truncation; 0 = never */
+    mr_env_name name;       /* which environment (env.name) */
 } mr_env_config;
 
 /* How the update stores proxy observations (env.proxy_obs_storage). */
@@ -105,6 +120,10 @@ typedef struct mr_policy_config {
      * checkpoints keep their size (old ones read as faithful). Changes only
      * what the training forward sees in the modes that observe the proxy. */
     mr_obs_storage proxy_obs_storage;  /* MR_OBS_FAITHFUL (0) unless env.proxy_obs_storage says */
+    /* The actor's outputs: the environment's action count, never a setting of
+     * its own (mr_config_default and the host set it from env.name,
+     * mr_config_validate checks that it agrees). */
+    int num_actions;
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {

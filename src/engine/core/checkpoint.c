@@ -231,6 +231,7 @@ static mr_status config_parse(const char *path, const uint8_t *d, size_t n, mr_c
             return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s = %s' does not parse", path, line,
                            eq + 3);
     }
+    c->policy.num_actions = mr_env_num_actions(c->env.name);   /* derived from env.name, not a record */
     return MR_OK;
 }
 
@@ -497,14 +498,69 @@ static mr_status find_section(const ck_file *cf, const char *path, const char *n
     return mr_fail(err, MR_ERR_FORMAT, "'%s' has no section '%s' (damaged, or from another version)", path, name);
 }
 
+/* Version 1's config section: the bytes of mr_config as it was then, frozen
+ * here (moonrl.h's structs have grown since: env.name, policy.num_actions;
+ * a later change to another section of mr_config freezes that one here too). */
+typedef struct {
+    mr_mode mode;
+    int num_envs, grid_size, view_range, density_min, density_max, respawn_tries, max_episode_steps;
+} ck_env_config_v1;
+typedef struct {
+    int num_conv, conv_channels[MR_MAX_CONV], hidden, critic_hidden, popart;
+    float popart_beta_min;
+    mr_obs_storage proxy_obs_storage;
+} ck_policy_config_v1;
+typedef struct {
+    ck_env_config_v1 env;
+    ck_policy_config_v1 policy;
+    mr_ppo_config ppo;
+    mr_cuda_config cuda;
+    mr_device device;
+    mr_precision precision;
+    int threads;
+    mr_cpu_config cpu;
+    uint64_t seed, total_steps;
+} ck_config_v1;
+
+static void config_from_v1(const ck_config_v1 *v, mr_config *c) {
+    mr_config_default(c);   /* env.name = foraging, the only environment then */
+    c->env.mode = v->env.mode;
+    c->env.num_envs = v->env.num_envs;
+    c->env.grid_size = v->env.grid_size;
+    c->env.view_range = v->env.view_range;
+    c->env.density_min = v->env.density_min;
+    c->env.density_max = v->env.density_max;
+    c->env.respawn_tries = v->env.respawn_tries;
+    c->env.max_episode_steps = v->env.max_episode_steps;
+    c->policy.num_conv = v->policy.num_conv;
+    memcpy(c->policy.conv_channels, v->policy.conv_channels, sizeof c->policy.conv_channels);
+    c->policy.hidden = v->policy.hidden;
+    c->policy.critic_hidden = v->policy.critic_hidden;
+    c->policy.popart = v->policy.popart;
+    c->policy.popart_beta_min = v->policy.popart_beta_min;
+    c->policy.proxy_obs_storage = v->policy.proxy_obs_storage;
+    c->ppo = v->ppo;
+    c->cuda = v->cuda;
+    c->device = v->device;
+    c->precision = v->precision;
+    c->threads = v->threads;
+    c->cpu = v->cpu;
+    c->seed = v->seed;
+    c->total_steps = v->total_steps;
+}
+
 /* The checkpoint's config: its records (version 2), or the raw bytes of version 1. */
 static mr_status read_config(const ck_file *cf, const char *path, mr_config *out, mr_error *err) {
     const uint8_t *d;
     size_t n;
     mr_status s = find_section(cf, path, "config.keys", CK_OPTIONAL, &d, &n, err);
     if (!s && d) return config_parse(path, d, n, out, err);
-    if (!s) s = find_section(cf, path, "config", sizeof(mr_config), &d, &n, err);
-    if (!s) memcpy(out, d, sizeof *out);
+    if (!s) s = find_section(cf, path, "config", sizeof(ck_config_v1), &d, &n, err);
+    if (!s) {
+        ck_config_v1 v;
+        memcpy(&v, d, sizeof v);
+        config_from_v1(&v, out);
+    }
     return s;
 }
 
@@ -517,6 +573,7 @@ static mr_status compatible(const mr_config *a, const mr_config *b, const char *
     SAME(num_envs, "env.num_envs");
     SAME(grid_size, "env.grid_size");
     SAME(view_range, "env.view_range");
+    SAME(name, "env.name (0 foraging, 1 reach)");
 #undef SAME
     const mr_policy_config *p = &a->policy, *q = &b->policy;
     int same = p->num_conv == q->num_conv && p->hidden == q->hidden && p->critic_hidden == q->critic_hidden;

@@ -49,6 +49,7 @@ void mr_config_default(mr_config *c) {
 #undef D_SCHED
 #undef D_LIST
 #undef D_LIST_AT
+    c->policy.num_actions = mr_env_num_actions(c->env.name);   /* derived, not a setting */
 }
 
 static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || v > hi; }
@@ -117,6 +118,10 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     if (!c) return mr_fail(err, MR_ERR_ARG, "config is NULL");
     mr_status s = mr_env_config_check(&c->env, err);
     if (s) return s;
+    if (c->policy.num_actions != mr_env_num_actions(c->env.name))
+        return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d but env.name = %s has %d actions (the network's "
+                       "outputs follow the environment: set it with mr_env_num_actions(env.name))",
+                       c->policy.num_actions, mr_env_name_of(c->env.name), mr_env_num_actions(c->env.name));
 
     /* every key's own range (the schema's, config_keys.h); the env's keys
      * were checked above with their cross-key rules (mr_env_config_check) */

@@ -35,6 +35,11 @@
 
 int mr_env_config_check(const mr_env_config *c, mr_error *err) {
     if (!c) return mr_fail(err, MR_ERR_ARG, "env config is NULL");
+    if (!mr_env_name_of(c->name))
+        return mr_fail(err, MR_ERR_ARG, "env.name = %d: accepted 0 foraging, 1 reach", (int)c->name);
+    if (c->name == MR_ENV_REACH && c->mode != MR_MODE_GROUND_TRUTH)
+        return mr_fail(err, MR_ERR_ARG, "env.mode = %s: env.name = reach has only ground_truth (the four modes are "
+                       "foraging's)", mr_mode_name(c->mode) ? mr_mode_name(c->mode) : "?");
     if (c->mode < 0 || c->mode > 3)
         return mr_fail(err, MR_ERR_ARG, "env.mode = %d: accepted 0 ground_truth, 1 ground_truth_blinded, "
                         "2 proxy_mortal, 3 proxy", c->mode);
@@ -54,14 +59,17 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
                         "2*view_range+1)", c->grid_size, V, MR_ENV_MAX_GRID);
     }
     const long long cells = (long long)c->grid_size * c->grid_size;
-    const long long dcap = (cells - 1) / 2;   /* food + poison + the agent must fit */
+    /* foraging: food + poison (up to density_max each) + the agent must fit;
+     * reach: the goal + the pits + the agent */
+    const long long dcap = c->name == MR_ENV_REACH ? cells - 2 : (cells - 1) / 2;
     if (c->density_min < 0 || c->density_min > dcap)
         return mr_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
                         c->density_min, dcap, c->grid_size, c->grid_size);
     if (c->density_max < c->density_min || c->density_max > dcap)
         return mr_fail(err, MR_ERR_ARG, "env.density_max = %d: must be in [density_min = %d, %lld] "
-                        "(2*density_max must stay below the %lld cells)", c->density_max,
-                        c->density_min, dcap, cells);
+                        "(%s must stay below the %lld cells)", c->density_max, c->density_min, dcap,
+                        c->name == MR_ENV_REACH ? "the goal, density_max pits and the agent" : "2*density_max",
+                        cells);
     if (c->respawn_tries < 0 || c->respawn_tries > MR_ENV_MAX_TRIES)
         return mr_fail(err, MR_ERR_ARG, "env.respawn_tries = %d: must be in [0, %d]", c->respawn_tries,
                         MR_ENV_MAX_TRIES);
@@ -172,14 +180,11 @@ mr_status mr_env_reset(mr_env *e, mr_error *err) {
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
     if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
-    unsigned bad = 0;
-    for (int i = 0; i < e->s.n; i++) bad |= actions[i];
-    if (bad >= MR_NUM_ACTIONS) {
-        for (int i = 0; i < e->s.n; i++)
-            if (actions[i] >= MR_NUM_ACTIONS)
-                return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. %d", i, actions[i],
-                               MR_NUM_ACTIONS - 1);
-    }
+    const int na = mr_env_num_actions(e->cfg.name);
+    for (int i = 0; i < e->s.n; i++)
+        if (actions[i] >= na)
+            return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. %d (%s has %d actions)", i,
+                           actions[i], na - 1, mr_env_name_of(e->cfg.name), na);
     const mr_backend *o = e->be;
     TRY(o->enter(0, e->threads, err));
     /* the cpu steps on the caller's actions directly; a device gets a copy */

@@ -38,7 +38,7 @@ static void eval_layout(eval_bufs *b, const mr_env_config *envc, uint64_t seed, 
     int N = envc->num_envs;
     mr_forage_layout(&b->env, envc, seed, a);
     b->extra = MR_TAKE(a, float, (size_t)N * 2);
-    b->logits = MR_TAKE(a, float, (size_t)N * 8);
+    b->logits = MR_TAKE(a, float, (size_t)N * MR_MAX_ACTIONS);
     b->value = MR_TAKE(a, float, N);
     b->u = MR_TAKE(a, float, N);
     b->logp = MR_TAKE(a, float, N);
@@ -168,7 +168,7 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
             EVAL_TRY(o->policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value, NULL, err));
             for (int i = 0; i < N; i++)
                 u[i] = mr_rng_uniform(env.seed, (uint32_t)i, env.tick[i], MR_RNG_ACTION, 0);
-            EVAL_TRY(o->sample(N, logits, u, act, logp, NULL, err));
+            EVAL_TRY(o->sample(N, t->NA, logits, u, act, logp, NULL, err));
             if (recs) memcpy(b.ret0, env.ep_return, sizeof(float) * (size_t)N);
             EVAL_TRY(o->env_step_all(&env, act, NULL, err));
             for (int i = 0; recs && i < N; i++) {

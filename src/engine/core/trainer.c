@@ -63,6 +63,7 @@ static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {
     co.ent_floor = t->hot.ent_floor;
     co.ent_floor_coef = t->hot.ent_floor_coef;
     co.value_max_of_means = 1;   /* ENV_SPEC: max(mse(v, R), mse(v_clipped, R)), the larger batch mean */
+    co.num_actions = t->net.num_actions;
     mr_loss_hyper_set(&t->h.loss->h, &co);
 }
 
@@ -122,7 +123,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->adam_v = d->adam_m + P;
     TRY(alloc_dev(t, t->plan.rollout_bytes, "the rollout buffers", &d->roll_block, err));
     dev = (mr_arena){(unsigned char *)d->roll_block, t->plan.rollout_bytes, 0, 0};
-    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->M, t->plan.partial_doubles, &dev);
+    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->NA, t->M, t->plan.partial_doubles, &dev);
     TRY(alloc_dev(t, t->plan.ctl_bytes, "the control blocks", &d->ctl_block, err));
     dev = (mr_arena){(unsigned char *)d->ctl_block, t->plan.ctl_bytes, 0, 0};
     mr_trainer_layout_ctl(d, &dev);
@@ -300,7 +301,7 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
         TRY(o->copy(obs, d->env.obs, (size_t)N * (size_t)VV, MR_COPY_D2D, st, err));
         TRY(o->step_in(&d->env, seed, extra, d->step_u, st, err));
         TRY(o->policy_act(&d->pol, obs, extra, N, proxy, d->step_logits, d->step_value, st, err));
-        TRY(o->sample(N, d->step_logits, d->step_u, d->act + off, d->logp + off, st, err));
+        TRY(o->sample(N, t->NA, d->step_logits, d->step_u, d->act + off, d->logp + off, st, err));
         TRY(profile_mark(t, 2 * step + 1, err));
         TRY(o->env_step_all(&d->env, d->act + off, st, err));
         TRY(o->step_out(&d->env, d->pa, d->step_value, d->val + off, d->rew + off, d->done + off, st, err));

@@ -92,7 +92,7 @@ struct mr_trainer {
     int device;                /* the backend's device index */
     int proxy_obs;             /* 1 when the mode observes the proxy: the acting expansion (obs_codes.h) */
     int obs_update;            /* the training forward's expansion: proxy_obs, or MR_EXPAND_PROXY_UINT8 */
-    int T, N, V, VV;           /* rollout steps, envs, view, view cells */
+    int T, N, V, VV, NA;       /* rollout steps, envs, view, view cells, actions */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
     int broken;                /* an update failed midway: the backend state is not trustworthy */
     char describe[640];
@@ -167,7 +167,8 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
 mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_trainer_plan *out, mr_error *err);
 /* Lays out the backend blocks (rollout, control blocks, staging) over
  * base pointers, or sizes them on a planning arena. */
-void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int M, size_t partial_doubles, mr_arena *a);
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int M, size_t partial_doubles,
+                               mr_arena *a);
 void mr_trainer_layout_ctl(mr_trainer_dev *d, mr_arena *a);
 void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a);
 /* The host arena: the environment first, so one copy moves its whole state. */

@@ -33,6 +33,7 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->N = cfg->env.num_envs;
     t->V = 2 * cfg->env.view_range + 1;
     t->VV = t->V * t->V;
+    t->NA = mr_net_actions(&cfg->policy);
     t->B = t->T * t->N;
     t->M = t->B / cfg->ppo.minibatches;
     t->proxy_obs = mr_obs_expand_act(cfg->env.mode);
@@ -42,7 +43,8 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->device = cfg->cuda.device_index;
 }
 
-void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int M, size_t partial_doubles, mr_arena *a) {
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int M, size_t partial_doubles,
+                               mr_arena *a) {
     const size_t B = (size_t)T * (size_t)N, n = (size_t)N, m = (size_t)M, vv = (size_t)VV;
     d->obs = MR_TAKE(a, uint8_t, B * vv);
     d->extra = MR_TAKE(a, float, B * 2);
@@ -55,7 +57,7 @@ void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int M, s
     d->ret = MR_TAKE(a, float, B);
     d->diff = MR_TAKE(a, float, B);
     d->last_value = MR_TAKE(a, float, n);
-    d->step_logits = MR_TAKE(a, float, n * MR_NUM_ACTIONS);
+    d->step_logits = MR_TAKE(a, float, n * (size_t)NA);
     d->step_value = MR_TAKE(a, float, n);
     d->step_u = MR_TAKE(a, float, n);
     d->step_extra = MR_TAKE(a, float, n * 2);
@@ -67,9 +69,9 @@ void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int M, s
     d->mb_adv = MR_TAKE(a, float, m);
     d->mb_oldv = MR_TAKE(a, float, m);
     d->mb_target = MR_TAKE(a, float, m);
-    d->mb_logits = MR_TAKE(a, float, m * MR_NUM_ACTIONS);
+    d->mb_logits = MR_TAKE(a, float, m * (size_t)NA);
     d->mb_value = MR_TAKE(a, float, m);
-    d->mb_dlogits = MR_TAKE(a, float, m * MR_NUM_ACTIONS);
+    d->mb_dlogits = MR_TAKE(a, float, m * (size_t)NA);
     d->mb_dvalue = MR_TAKE(a, float, m);
     d->partials = MR_TAKE(a, double, partial_doubles);
 }
@@ -141,7 +143,7 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     out->partial_doubles = pd;
     mr_trainer_dev d;
     a = (mr_arena){NULL, 0, 0, 0};
-    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.M, pd, &a);
+    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, t0.M, pd, &a);
     out->rollout_bytes = a.size;
     a = (mr_arena){NULL, 0, 0, 0};
     mr_trainer_layout_ctl(&d, &a);

@@ -300,10 +300,10 @@ static mr_status cpu_gae(int T, int N, const float *reward, const float *value, 
     return ok(err);
 }
 
-static mr_status cpu_sample(int N, const float *logits, const float *u, uint8_t *action, float *logp, void *stream,
-                            mr_error *err) {
+static mr_status cpu_sample(int N, int na, const float *logits, const float *u, uint8_t *action, float *logp,
+                            void *stream, mr_error *err) {
     (void)stream;
-    mr_sample_actions(N, logits, u, action, logp);
+    mr_sample_actions(N, na, logits, u, action, logp);
     return ok(err);
 }
 
@@ -367,6 +367,7 @@ static mr_status cpu_ppo_loss(int B, const float *logits, const float *value, co
     co.ent_floor = l->h.ent_floor;
     co.ent_floor_coef = l->h.ent_floor_coef;
     co.value_max_of_means = l->h.value_max_of_means;
+    co.num_actions = l->h.num_actions;
     mr_ppo_stats st;
     mr_ppo_loss(B, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
     l->s.loss = st.loss;

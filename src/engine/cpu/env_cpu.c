@@ -36,14 +36,14 @@ static int forage_threads(const mr_forage *s) {
 void mr_forage_cpu_reset_all(const mr_forage *s) {
     #pragma omp parallel for schedule(static) num_threads(forage_threads(s)) \
         if (s->n >= MR_FORAGE_PARALLEL_MIN_RESET)
-    for (int i = 0; i < s->n; i++) mr_forage_reset_full(s, i);
+    for (int i = 0; i < s->n; i++) mr_env_reset_one(s, i);
 }
 
 void mr_forage_cpu_step_all(const mr_forage *s, const uint8_t *actions) {
     const int n = s->n;
     #pragma omp parallel for schedule(static) num_threads(forage_threads(s)) \
         if (n >= MR_FORAGE_PARALLEL_MIN_STEP)
-    for (int i = 0; i < n; i++) mr_forage_step(s, i, actions[i]);
+    for (int i = 0; i < n; i++) mr_env_step_one(s, i, actions[i]);
 }
 
 void mr_forage_cpu_clear_logs(const mr_forage *s) {

@@ -6,7 +6,7 @@
 #ifndef MR_ENV_CPU_H
 #define MR_ENV_CPU_H
 #include <stdint.h>
-#include "foraging.h"
+#include "registry.h"   /* mr_forage, every environment's reset and step */
 
 /* Full reset of every instance (the logs are left alone). */
 void mr_forage_cpu_reset_all(const mr_forage *s);

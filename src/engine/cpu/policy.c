@@ -372,7 +372,7 @@ static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra
     if (p->lin) mr_bf16_from_f32(p->x16, aL, (size_t)nb * p->flat);
     if (!p->lin || mr_linear_bf16_forward(p->lin, feat, p->x16, p->w16, P + p->fc_b, nb, p->flat, p->hidden, 1))
         mr_linear_relu_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
-    mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, MR_NUM_ACTIONS);
+    mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, p->num_actions);
     build_cin(p, cin, feat, extra, codes, nb);
     mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
                            p->critic_hidden);
@@ -403,7 +403,7 @@ void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B
         int nb = B - b0 < p->block ? B - b0 : p->block;
         forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
                       proxy, NULL, p->b_aL, p->b_feat, p->b_cin, p->b_chid,
-                      logits + (size_t)b0 * MR_NUM_ACTIONS, value + b0);
+                      logits + (size_t)b0 * p->num_actions, value + b0);
     }
 }
 
@@ -421,7 +421,7 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
                       proxy, p->recompute ? NULL : acts, p->recompute ? p->b_aL : acts[L - 1],
                       p->feat + (size_t)b0 * p->hidden,
                       p->cin + (size_t)b0 * p->cin_dim, p->chid + (size_t)b0 * p->critic_hidden,
-                      logits + (size_t)b0 * MR_NUM_ACTIONS, value + b0);
+                      logits + (size_t)b0 * p->num_actions, value + b0);
     }
     p->fwd_B = B;
     p->fwd_proxy = proxy;
@@ -504,7 +504,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     for (int b = 0; b < B; b++)
         memcpy(p->dfeat + (size_t)b * H, p->dcin + (size_t)b * D, sizeof(float) * H);
     mr_linear_backward(p->dfeat, G + p->actor_w, G + p->actor_b, dlogits, p->feat,
-                       P + p->actor_w, B, H, MR_NUM_ACTIONS);
+                       P + p->actor_w, B, H, p->num_actions);
     mr_relu_backward(p->dfeat, p->dfeat, p->feat, (size_t)B * H);
     if (p->dnnl && B >= p->chunk) {
         const float *w[MR_MAX_CONV];

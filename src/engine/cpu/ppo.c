@@ -189,9 +189,9 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
     }
     /* Pass 1: the batch sums (the entropy-floor gradient needs mean H, the
      * max-of-means value loss needs both means), then the batch scalars. */
-    const mr_loss_ctx ctx = {logits, value, old_logp, adv, old_value, target, action, c->clip};
     mr_loss_hyper h;
     mr_loss_hyper_set(&h, c);
+    const mr_loss_ctx ctx = {logits, value, old_logp, adv, old_value, target, action, c->clip, h.num_actions};
     double acc[MR_LOSS_NACC];
     mr_loss_stats s;
     reduce_blocks((size_t)B, MR_LOSS_NACC, loss_fn, &ctx, acc);
@@ -209,11 +209,11 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
     for (int i = 0; i < B; i++) mr_loss_grad_at(&ctx, i, &h, &s, 1.0, dlogits, dvalue);
 }
 
-void mr_sample_actions(int N, const float *logits, const float *u, uint8_t *action,
+void mr_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,
                        float *logp) {
     #pragma omp parallel for schedule(static) if (N >= PAR_MIN)
     for (int i = 0; i < N; i++)
-        mr_sample_row(logits + (size_t)i * MR_NUM_ACTIONS, u[i], &action[i], &logp[i]);
+        mr_sample_row(logits + (size_t)i * na, na, u[i], &action[i], &logp[i]);
 }
 
 /* ------------------------------------------------------ gradients and Adam */

@@ -17,7 +17,7 @@
  * any OpenMP thread count. Per-sample loops use OpenMP where it pays.
  *
  * Layouts: (T,N) arrays are row-major, element (t,n) at t*N + n. Logits are
- * (B, MR_NUM_ACTIONS) row-major.
+ * (B, MR_MAX_ACTIONS) row-major.
  */
 #ifndef MR_PPO_H
 #define MR_PPO_H
@@ -107,8 +107,8 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
 /* Rollout sampling by inverse CDF: mr_sample_row (ppo_math.h, its exact
  * float order there) on each row, so the CUDA kernel makes the same choice
  * (up to the last bits of expf).
- * logits (N,8), u (N) uniform in [0,1); action, logp (N). */
-void mr_sample_actions(int N, const float *logits, const float *u, uint8_t *action,
+ * logits (N,na), u (N) uniform in [0,1); action, logp (N). */
+void mr_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,
                        float *logp);
 
 /* ------------------------------------------------------ gradients and Adam */

@@ -6,7 +6,7 @@
  * [0, n_policy), the value group (critic) the suffix [n_policy, n_params).
  * The network itself (ENV_SPEC.md "Policy", cpu/policy.h's drawing):
  * conv3x3 layers on the (V,V,2) expanded codes, fc to `hidden`, the actor
- * (8 logits), and the critic over feat ++ extra ++ ground truth.
+ * (num_actions logits, the environment's), and the critic over feat ++ extra ++ ground truth.
  *
  * A backend's network (cpu/policy.h's mr_policy, kernels' mr_pc_plan) holds
  * one of these, so a params array (a checkpoint's, the host copy's) copies
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include "moonrl.h"   /* mr_policy_config, MR_MAX_CONV, MR_NUM_ACTIONS */
+#include "moonrl.h"   /* mr_policy_config, MR_MAX_CONV, MR_MAX_ACTIONS */
 
 #define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
 #define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
@@ -42,6 +42,7 @@ typedef struct mr_tensor_info {
     int view, VV;              /* V and V*V */                                        \
     int flat;                  /* V*V*ch[num_conv] */                                 \
     int hidden, critic_hidden;                                                        \
+    int num_actions;           /* the actor's outputs (cfg->num_actions, 0 = 8) */   \
     int cin_dim;               /* hidden + 2 + 2*VV */                                \
     /* parameters */                                                                  \
     size_t n_params, n_policy; /* value group = [n_policy, n_params) */               \
@@ -68,6 +69,12 @@ static inline void mr_net_add_tensor_(mr_net_layout *p, size_t *off, const char 
     *off += n;
 }
 
+/* The actor's output count for cfg: its num_actions (the environment's),
+ * 0 or out of range read as MR_MAX_ACTIONS (mr_config_validate refuses those). */
+static inline int mr_net_actions(const mr_policy_config *cfg) {
+    return cfg->num_actions > 0 && cfg->num_actions <= MR_MAX_ACTIONS ? cfg->num_actions : MR_MAX_ACTIONS;
+}
+
 /* Every shape and offset from cfg (num_conv clamped to 1 .. MR_MAX_CONV);
  * view = V >= 1. */
 static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *cfg, int view) {
@@ -83,6 +90,7 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     p->flat = p->VV * p->ch[L];
     p->hidden = cfg->hidden;
     p->critic_hidden = cfg->critic_hidden;
+    p->num_actions = mr_net_actions(cfg);
     p->cin_dim = p->hidden + MR_POLICY_EXTRA + 2 * p->VV;
 
     /* parameter table: policy group first, value group last */
@@ -98,8 +106,8 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     }
     p->fc_w = off;     mr_net_add_tensor_(p, &off, "fc.w", 2, p->hidden, p->flat, 0, 0);
     p->fc_b = off;     mr_net_add_tensor_(p, &off, "fc.b", 1, p->hidden, 0, 0, 0);
-    p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, MR_NUM_ACTIONS, p->hidden, 0, 0);
-    p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, MR_NUM_ACTIONS, 0, 0, 0);
+    p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, p->num_actions, p->hidden, 0, 0);
+    p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, p->num_actions, 0, 0, 0);
     p->n_policy = off;
     p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
     p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);

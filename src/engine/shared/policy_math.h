@@ -101,7 +101,7 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
         if (p->ch[l] > cin_max) cin_max = p->ch[l];
     }
     int hmax = p->hidden > p->critic_hidden ? p->hidden : p->critic_hidden;
-    if (hmax < MR_NUM_ACTIONS) hmax = MR_NUM_ACTIONS;
+    if (hmax < p->num_actions) hmax = p->num_actions;
     const long long MB = max_batch, CR = (long long)pl->chunk * p->VV;
     const long long sizes[] = {MB * p->VV * cmax, MB * p->cin_dim, MB * hmax, CR * 9 * cin_max, CR * cmax,
                                (long long)p->n_params, (long long)p->hidden * p->flat,
@@ -132,7 +132,7 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     MR_PC_TAKE(o_part, pl->part_doubles * sizeof(double));
     if (precision != MR_FP32) {
         MR_PC_TAKE(o_wlp, p->n_params * es);
-        MR_PC_TAKE(o_dlog, (size_t)MB * MR_NUM_ACTIONS * es);
+        MR_PC_TAKE(o_dlog, (size_t)MB * p->num_actions * es);
         MR_PC_TAKE(o_dval, (size_t)MB * es);
     }
     MR_PC_TAKE(o_blas, MR_PC_BLAS_WS);
@@ -202,8 +202,8 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
     /* feat = relu(fc(aL)), written into cin's first H columns */
     MR_PC_TRY(mr_pc_linear_forward(o, "fc forward", dt, dt, bf->cin, D, bf->act[L - 1], F,
                                    mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b, B, F, H, 1, err));
-    MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, MR_NUM_ACTIONS, bf->cin, D,
-                                   mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, MR_NUM_ACTIONS,
+    MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, p->num_actions, bf->cin, D,
+                                   mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, p->num_actions,
                                    0, err));
     mr_pc_job_init(&j, MR_PCJ_CIN_FILL, dt, (long long)B * (MR_POLICY_EXTRA + 2 * VV));
     j.H = V; j.W = V; j.ld = D; j.c0 = H; j.f = extra; j.codes = bf->codes; j.y = bf->cin;
@@ -222,7 +222,7 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
                                        int proxy, float *grads, mr_error *err) {
     const mr_net_layout *p = &pl->net;
     const int dt = pl->dt, L = p->num_conv, V = p->view, VV = p->VV, H = p->hidden, D = p->cin_dim;
-    const int CH = p->critic_hidden, F = p->flat, NA = MR_NUM_ACTIONS;
+    const int CH = p->critic_hidden, F = p->flat, NA = p->num_actions;
     if (B <= 0) return MR_OK;
     mr_pc_job j;
     const void *dl = dlogits, *dv = dvalue;

@@ -12,7 +12,7 @@
  * reduction order. What is not: launches, memory, streams (ppo_loss.cu),
  * the CPU's batch reductions (ppo.c).
  *
- * Shapes: logits, dlogits (B,8) row-major; value, old_logp, adv, old_value,
+ * Shapes: logits, dlogits (B,na) row-major (na = the action count); value, old_logp, adv, old_value,
  * target, dvalue (B) fp32; action (B) u8 in [0, 8).
  *
  * The kernels' reductions, deterministic in two stages (no atomics; fixed
@@ -31,7 +31,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "ppo_math.h"   /* MR_HD, MR_NUM_ACTIONS, MR_OPT_THREADS, mr_finite_d */
+#include "ppo_math.h"   /* MR_HD, MR_MAX_ACTIONS, MR_OPT_THREADS, mr_finite_d */
 
 #define MR_RED_THREADS MR_OPT_THREADS              /* threads of every reduction block (256) */
 #define MR_STATS_CHUNK (MR_RED_THREADS * 16)       /* mean/std: elements per stage-1 block */
@@ -64,7 +64,7 @@ enum {
 typedef struct mr_loss_hyper {
     double clip, ent_coef, vf_coef, ent_floor, ent_floor_coef;
     int32_t value_max_of_means;   /* 0: mean of per-sample max; 1: max of the two batch MSEs */
-    int32_t pad_;
+    int32_t num_actions;          /* logits per row: the environment's action count */
 } mr_loss_hyper;
 
 /* Written by the device for every loss evaluation. */
@@ -94,44 +94,49 @@ typedef struct mr_popart_ctl {
 
 /* One sample's policy and value terms. */
 typedef struct mr_loss_terms {
-    double logp[MR_NUM_ACTIONS], p[MR_NUM_ACTIONS];
+    double logp[MR_MAX_ACTIONS], p[MR_MAX_ACTIONS];   /* [na, MR_MAX_ACTIONS) are 0 */
     double entropy, ratio, log_ratio;
     double pol, dpol_dr;        /* max(-A r, -A clip(r)) and its r-derivative */
     double e1, e2;              /* (v - R)^2, (v_clipped - R)^2 */
     double g1, g2;              /* their v-derivatives */
 } mr_loss_terms;
 
-/* log-softmax, softmax and entropy of one row, in double. */
-MR_HD double mr_loss_softmax(const float *z, double *logp, double *p) {
+/* log-softmax, softmax and entropy of one row of na logits, in double
+ * (entries from na on are 0; the loops run to the compile-time bound with
+ * j < na inside, so a GPU keeps the arrays in registers). */
+MR_HD double mr_loss_softmax(const float *z, int na, double *logp, double *p) {
     double m = z[0];
     MR_UNROLL
-    for (int j = 1; j < MR_NUM_ACTIONS; j++) if (z[j] > m) m = z[j];
+    for (int j = 1; j < MR_MAX_ACTIONS; j++) if (j < na && z[j] > m) m = z[j];
     double s = 0.0;
     MR_UNROLL
-    for (int j = 0; j < MR_NUM_ACTIONS; j++) s += exp((double)z[j] - m);
+    for (int j = 0; j < MR_MAX_ACTIONS; j++) if (j < na) s += exp((double)z[j] - m);
     const double ls = log(s);
     double h = 0.0;
     MR_UNROLL
-    for (int j = 0; j < MR_NUM_ACTIONS; j++) {
-        logp[j] = ((double)z[j] - m) - ls;
-        p[j] = exp(logp[j]);
-        h -= p[j] * logp[j];
+    for (int j = 0; j < MR_MAX_ACTIONS; j++) {
+        logp[j] = p[j] = 0.0;
+        if (j < na) {
+            logp[j] = ((double)z[j] - m) - ls;
+            p[j] = exp(logp[j]);
+            h -= p[j] * logp[j];
+        }
     }
     return h;
 }
 
-/* One sample's terms. z: the row's 8 logits; a: the action; A: advantage;
+/* One sample's terms. z: the row's na logits; a: the action; A: advantage;
  * v, old, R: value, old value, target; c: the clip. The action's
  * log-probability is picked by a compare loop, not logp[a], so the arrays
- * stay in registers on the GPU; an action outside [0, 8) gives NaN, so the
+ * stay in registers on the GPU; an action outside [0, na) gives NaN, so the
  * loss is NaN and the optimizer skips the step instead of learning from
  * garbage (or reading out of bounds). */
-MR_HD void mr_loss_terms_at(const float *z, int a, double old_logp, double A, double v, double old, double R,
+MR_HD void mr_loss_terms_at(const float *z, int na, int a, double old_logp, double A, double v, double old, double R,
                             double c, mr_loss_terms *o) {
-    o->entropy = mr_loss_softmax(z, o->logp, o->p);
+    o->entropy = mr_loss_softmax(z, na, o->logp, o->p);
     double la = (double)NAN;
     MR_UNROLL
-    for (int j = 0; j < MR_NUM_ACTIONS; j++) if (j == a) la = o->logp[j];
+    for (int j = 0; j < MR_MAX_ACTIONS; j++) if (j == a && j < na) la = o->logp[j];
     o->log_ratio = la - old_logp;
     const double r = exp(o->log_ratio);
     o->ratio = r;
@@ -197,13 +202,14 @@ MR_HD void mr_loss_finish(const double *acc, int B, const mr_loss_hyper *h, mr_l
 
 /* One sample's gradient of the scalar loss (the loss's second pass), times
  * `scale` (the fp16 loss scale, a power of two, so the result is the
- * unscaled one times scale exactly; 1 otherwise). dz: 8 floats. */
-MR_HD void mr_loss_grad_row(const mr_loss_terms *t, int a, double dL_dH, double vf_coef, int batch_max,
+ * unscaled one times scale exactly; 1 otherwise). dz: na floats. */
+MR_HD void mr_loss_grad_row(const mr_loss_terms *t, int na, int a, double dL_dH, double vf_coef, int batch_max,
                             int unclipped_mean, double invB, double scale, float *dz, float *dv) {
     /* d logp(a)/dz_k = [k==a] - p_k;  dH_i/dz_k = -p_k (logp_k + H_i). */
     const double gr = t->dpol_dr * t->ratio;
     MR_UNROLL
-    for (int k = 0; k < MR_NUM_ACTIONS; k++) {
+    for (int k = 0; k < MR_MAX_ACTIONS; k++) {
+        if (k >= na) continue;
         const double dlogp = (k == a ? 1.0 : 0.0) - t->p[k];
         const double dH = -t->p[k] * (t->logp[k] + t->entropy);
         dz[k] = (float)(((gr * dlogp + dL_dH * dH) * invB) * scale);
@@ -304,10 +310,11 @@ typedef struct mr_loss_ctx {
     const float *logits, *value, *old_logp, *adv, *old_value, *target;
     const uint8_t *action;
     double clip;
+    int na;                   /* logits per row: the environment's action count */
 } mr_loss_ctx;
 
 static inline void mr_loss_terms_of(const mr_loss_ctx *c, int64_t i, mr_loss_terms *t) {
-    mr_loss_terms_at(c->logits + i * MR_NUM_ACTIONS, c->action[i], c->old_logp[i], c->adv[i], c->value[i],
+    mr_loss_terms_at(c->logits + i * c->na, c->na, c->action[i], c->old_logp[i], c->adv[i], c->value[i],
                      c->old_value[i], c->target[i], c->clip, t);
 }
 static inline void mr_loss_add_fn(const void *cv, int64_t i, double *acc) {
@@ -316,14 +323,14 @@ static inline void mr_loss_add_fn(const void *cv, int64_t i, double *acc) {
     mr_loss_terms_of(c, i, &t);
     mr_loss_add(&t, c->clip, acc);
 }
-/* Sample i's gradient row into dlogits (B,8) and dvalue (B), times scale,
+/* Sample i's gradient row into dlogits (B,na) and dvalue (B), times scale,
  * from the batch scalars s (mr_loss_finish) for hyper-parameters h. */
 static inline void mr_loss_grad_at(const mr_loss_ctx *c, int64_t i, const mr_loss_hyper *h, const mr_loss_stats *s,
                                    double scale, float *dlogits, float *dvalue) {
     mr_loss_terms t;
     mr_loss_terms_of(c, i, &t);
-    mr_loss_grad_row(&t, c->action[i], s->dL_dH, h->vf_coef, h->value_max_of_means != 0, s->unclipped_mean,
-                     1.0 / (double)s->B, scale, dlogits + i * MR_NUM_ACTIONS, &dvalue[i]);
+    mr_loss_grad_row(&t, c->na, c->action[i], s->dL_dH, h->vf_coef, h->value_max_of_means != 0, s->unclipped_mean,
+                     1.0 / (double)s->B, scale, dlogits + i * c->na, &dvalue[i]);
 }
 
 /* ------------------------------------------- the reductions' exact order */
@@ -413,13 +420,13 @@ static inline void mr_popart_emulate(mr_popart_ctl *c, const float *returns, int
 }
 
 /* mr_cuda_ppo_loss on the CPU, in the kernels' order: the stats of ctl->s,
- * dlogits (B,8) and dvalue (B) times `scale`. partials: ceil(B /
+ * dlogits (B,na) and dvalue (B) times `scale`. partials: ceil(B /
  * MR_LOSS_CHUNK) * MR_LOSS_NACC doubles. */
 static inline void mr_loss_emulate(int B, const float *logits, const float *value, const uint8_t *action,
                                    const float *old_logp, const float *adv, const float *old_value,
                                    const float *target, mr_lossctl *ctl, double scale, double *partials,
                                    float *dlogits, float *dvalue) {
-    const mr_loss_ctx c = {logits, value, old_logp, adv, old_value, target, action, ctl->h.clip};
+    const mr_loss_ctx c = {logits, value, old_logp, adv, old_value, target, action, ctl->h.clip, ctl->h.num_actions};
     double acc[MR_LOSS_NACC] = {0};
     if (B > 0) mr_red_emulate(B, MR_LOSS_CHUNK, MR_LOSS_NACC, mr_loss_add_fn, &c, partials, acc);
     mr_loss_finish(acc, B, &ctl->h, &ctl->s);
@@ -473,6 +480,7 @@ typedef struct mr_ppo_coefs {
      *    torch.max(F.mse_loss(v, R), F.mse_loss(v_clipped, R))      (per batch)
      * with e1 = (v - R)^2, e2 = (v_clipped - R)^2. */
     int value_max_of_means;
+    int num_actions;        /* logits per row; 0 = MR_MAX_ACTIONS */
 } mr_ppo_coefs;
 
 typedef struct mr_ppo_stats {
@@ -493,7 +501,7 @@ static inline void mr_loss_hyper_set(mr_loss_hyper *h, const mr_ppo_coefs *c) {
     h->ent_floor = c->ent_floor;
     h->ent_floor_coef = c->ent_floor_coef;
     h->value_max_of_means = c->value_max_of_means != 0;
-    h->pad_ = 0;
+    h->num_actions = c->num_actions > 0 ? c->num_actions : MR_MAX_ACTIONS;
 }
 
 #endif /* MR_PPO_LOSS_MATH_H */

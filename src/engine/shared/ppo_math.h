@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include "rng.h"   /* MR_HD */
 
-#include "moonrl.h"   /* MR_NUM_ACTIONS */
+#include "moonrl.h"   /* MR_MAX_ACTIONS */
 #define MR_OPT_MAX_GROUPS 4
 #define MR_OPT_THREADS 256                       /* threads of every reduction block */
 #define MR_OPT_CHUNK (MR_OPT_THREADS * 16)       /* gradient elements per stage-1 block */
@@ -280,26 +280,32 @@ MR_HD void mr_gae_env(int T, int N, int n, const float *reward, const float *val
 /* --------------------------------------------------------------- sampling */
 
 /* One row of rollout sampling by inverse CDF, in float, in this order:
- *   m = max_j z_j;  e_j = expf(z_j - m);  S = e_0 + ... + e_7 (in order);
+ *   m = max_j z_j;  e_j = expf(z_j - m);  S = e_0 + ... + e_{na-1} (in order);
  *   t = u * S;  action = first j with t < e_0 + ... + e_j (in order), or, if
- *   rounding leaves none, the last j with e_j > 0 (7 if none);
+ *   rounding leaves none, the last j with e_j > 0 (na - 1 if none);
  *   logp = (z_a - m) - logf(S).
- * z: 8 logits; u uniform in [0,1). */
-MR_HD void mr_sample_row(const float *z, float u, uint8_t *action, float *logp) {
+ * z: na logits (2 <= na <= MR_MAX_ACTIONS); u uniform in [0,1). The loops run
+ * to the compile-time bound with j < na inside, so a GPU keeps e[] in
+ * registers. */
+MR_HD void mr_sample_row(const float *z, int na, float u, uint8_t *action, float *logp) {
     float m = z[0];
-    for (int j = 1; j < MR_NUM_ACTIONS; j++) if (z[j] > m) m = z[j];
-    float e[MR_NUM_ACTIONS], S = 0.0f;
-    for (int j = 0; j < MR_NUM_ACTIONS; j++) { e[j] = expf(z[j] - m); S += e[j]; }
+    for (int j = 1; j < MR_MAX_ACTIONS; j++) if (j < na && z[j] > m) m = z[j];
+    float e[MR_MAX_ACTIONS], S = 0.0f;
+    for (int j = 0; j < MR_MAX_ACTIONS; j++) {
+        e[j] = 0.0f;
+        if (j < na) { e[j] = expf(z[j] - m); S += e[j]; }
+    }
     const float t = u * S;
     float cum = 0.0f;
     int a = -1;
-    for (int j = 0; j < MR_NUM_ACTIONS; j++) {
+    for (int j = 0; j < MR_MAX_ACTIONS; j++) {
+        if (j >= na) continue;
         cum += e[j];
         if (a < 0 && t < cum) a = j;
     }
     if (a < 0) {              /* u * S rounded up to (or past) the total */
-        a = MR_NUM_ACTIONS - 1;
-        for (int j = MR_NUM_ACTIONS - 1; j >= 0; j--) if (e[j] > 0.0f) { a = j; break; }
+        a = na - 1;
+        for (int j = MR_MAX_ACTIONS - 1; j >= 0; j--) if (j < na && e[j] > 0.0f) { a = j; break; }
     }
     *action = (uint8_t)a;
     *logp = (z[a] - m) - logf(S);

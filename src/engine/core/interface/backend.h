@@ -118,8 +118,9 @@ typedef struct mr_backend {
     mr_status (*gae)(int T, int N, const float *reward, const float *value, const float *last_value,
                      const uint8_t *done, float gamma, float lambda, float *adv, float *ret, void *stream,
                      mr_error *err);
-    mr_status (*sample)(int N, const float *logits, const float *u, uint8_t *action, float *logp, void *stream,
-                        mr_error *err);
+    /* logits (N, na): na = the environment's action count */
+    mr_status (*sample)(int N, int na, const float *logits, const float *u, uint8_t *action, float *logp,
+                        void *stream, mr_error *err);
     mr_status (*opt_begin)(mr_optctl *ctl, void *stream, mr_error *err);
     /* Per group: norm, clip, Adam; skips every group when the step found a
      * non-finite loss or gradient (ctl->s.found_inf). */

@@ -90,6 +90,7 @@ typedef struct mr_forage {
     /* added beyond the original plan: */
     int32_t *energy_centi;          /* (n) energy in hundredths: the exact state */
     int threads;                    /* CPU threads for the *_all loops, 0 = OpenMP's default */
+    int kind;                       /* mr_env_name: whose rules step this state (registry.h) */
 } mr_forage;
 
 /* Moves, ENV_SPEC order: 0:(-1,-1) 1:(-1,0) 2:(-1,1) 3:(0,-1) 4:(0,1)

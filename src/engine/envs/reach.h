@@ -1,0 +1,137 @@
+/*
+ * reach.h - the `reach` environment: walk to the goal, keep out of the pits.
+ * The second environment of the engine, and the worked example of
+ * docs/environments.md: one header of MR_HD functions over the grid-world
+ * state every environment shares (mr_forage, foraging.h), registered in
+ * registry.h.
+ *
+ * Rules, per instance, on an H x W torus (env.grid_size):
+ *   - one goal (cell code 1) and P pits (code 2), P drawn from
+ *     [env.density_min, env.density_max] at each full reset;
+ *   - 4 actions: 0 up, 1 down, 2 left, 3 right (y is the row);
+ *   - a step costs -0.01; entering the goal pays +1 and the goal moves to a
+ *     random empty cell (not under the agent); entering a pit pays -1 and
+ *     ends the episode (terminated); env.max_episode_steps truncates;
+ *   - at an episode's end the agent alone restarts on a random empty cell
+ *     (goal and pits stay), as foraging does;
+ *   - the observation is the V x V cell codes around the agent (foraging.h's
+ *     mr_forage_write_obs), V = 2 * env.view_range + 1.
+ * The episode log counts goals as `food` and pit falls as `poison` (so
+ * efficiency = goals / (goals + pits)); deaths are pit falls. Energy is not
+ * used (it stays 1). Only env.mode = "ground_truth" exists here.
+ *
+ * Randomness as foraging's (rng.h's draw(seed, env, tick, purpose, index)):
+ * full reset c = resets[i]: pit count on (c, DENSITY, 0); cells on one PLACE
+ * stream (the goal, then each pit, then the agent); a step t = tick[i]: the
+ * goal's new cell on (t, RESPAWN_FOOD, k), the agent's restart on (t, AGENT).
+ */
+#ifndef MR_REACH_H
+#define MR_REACH_H
+#include "foraging.h"
+
+#define MR_REACH_ACTIONS 4
+
+/* Moves: 0 up (dy -1), 1 down (dy +1), 2 left (dx -1), 3 right (dx +1); an
+ * action outside [0, 4) reads as a & 3. */
+MR_HD int mr_reach_dx(int a) { a &= 3; return a == 2 ? -1 : a == 3 ? 1 : 0; }
+MR_HD int mr_reach_dy(int a) { a &= 3; return a == 0 ? -1 : a == 1 ? 1 : 0; }
+
+MR_HD void mr_reach_reset_full(const mr_forage *s, int i) {
+    const int W = s->W, cells = s->H * s->W;
+    uint8_t *g = s->grid + (size_t)i * cells;
+    const uint32_t c = s->resets[i], ui = (uint32_t)i;
+    for (int k = 0; k < cells; k++) g[k] = MR_CELL_EMPTY;
+    const uint32_t span = (uint32_t)(s->dmax - s->dmin + 1);
+    const int np = s->dmin + (int)mr_rng_below(s->seed, ui, c, MR_RNG_DENSITY, 0, span);
+    uint32_t d = 0;
+    g[mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells)] = MR_CELL_FOOD;
+    for (int k = 0; k < np; k++)
+        g[mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - 1 - k)] = MR_CELL_POISON;
+    const int at = mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - 1 - np);
+    s->x[i] = at % W;
+    s->y[i] = at / W;
+    s->energy_centi[i] = MR_ENERGY_START;
+    s->energy[i] = 1.0f;
+    s->steps[i] = 0;
+    s->resets[i] = c + 1;
+    s->food_count[i] = 1;
+    s->poison_count[i] = np;
+    s->reward[i] = 0.0f;
+    s->terminated[i] = 0;
+    s->truncated[i] = 0;
+    s->ep_return[i] = 0.0f;
+    s->ep_food[i] = 0;
+    s->ep_poison[i] = 0;
+    mr_forage_write_obs(s, i);
+}
+
+MR_HD void mr_reach_step(const mr_forage *s, int i, int action) {
+    const int H = s->H, W = s->W, cells = H * W;
+    const uint32_t t = s->tick[i];
+    uint8_t *g = s->grid + (size_t)i * cells;
+    mr_forage_log *log = &s->log[i];
+
+    int x = s->x[i] + mr_reach_dx(action), y = s->y[i] + mr_reach_dy(action);
+    x += (x < 0) ? W : 0;
+    x -= (x >= W) ? W : 0;
+    y += (y < 0) ? H : 0;
+    y -= (y >= H) ? H : 0;
+    const int at = y * W + x;
+
+    float r = -0.01f;
+    int terminated = 0;
+    if (g[at] == MR_CELL_FOOD) {   /* the goal: +1, and it moves */
+        r += 1.0f;
+        s->ep_food[i]++;
+        log->food_total++;
+        g[at] = MR_CELL_EMPTY;
+        uint32_t d = 0;
+        /* an empty cell other than the agent's: pick among the empties with the agent's cell taken */
+        g[at] = MR_CELL_POISON + 1;   /* a marker for the draw only */
+        const int c = mr_forage_pick_empty(s, g, i, t, MR_RNG_RESPAWN_FOOD, &d, cells - 1 - s->poison_count[i]);
+        g[at] = MR_CELL_EMPTY;
+        g[c] = MR_CELL_FOOD;
+    } else if (g[at] == MR_CELL_POISON) {   /* a pit: -1, the episode ends */
+        r += -1.0f;
+        s->ep_poison[i]++;
+        log->poison_total++;
+        terminated = 1;
+    }
+    const int steps = s->steps[i] + 1;
+    const int truncated = !terminated && s->max_steps > 0 && steps >= s->max_steps;
+    const float clip = s->reward_clip;
+    r = r > clip ? clip : r;
+    r = r < -clip ? -clip : r;
+    const float ret = s->ep_return[i] + r;
+    s->reward[i] = r;
+    s->terminated[i] = (uint8_t)terminated;
+    s->truncated[i] = (uint8_t)truncated;
+    log->steps_total++;
+    if (terminated | truncated) {
+        log->episodes++;
+        log->deaths += terminated;
+        log->length_sum += steps;
+        log->food += s->ep_food[i];
+        log->poison += s->ep_poison[i];
+        log->return_sum = log->return_sum + ret;
+        log->return_min = ret < log->return_min ? ret : log->return_min;
+        log->return_max = ret > log->return_max ? ret : log->return_max;
+        s->ep_return[i] = 0.0f;
+        s->ep_food[i] = 0;
+        s->ep_poison[i] = 0;
+        uint32_t d = 0;
+        const int a = mr_forage_pick_empty(s, g, i, t, MR_RNG_AGENT, &d, cells - 1 - s->poison_count[i]);
+        x = a % W;
+        y = a / W;
+        s->steps[i] = 0;
+    } else {
+        s->ep_return[i] = ret;
+        s->steps[i] = steps;
+    }
+    s->x[i] = x;
+    s->y[i] = y;
+    s->tick[i] = t + 1;
+    mr_forage_write_obs(s, i);
+}
+
+#endif /* MR_REACH_H */
