@@ -112,6 +112,25 @@ function engine.mode_name(i)
   return p ~= nil and ffi.string(p) or nil
 end
 
+-- The environments the engine has (registry.c): { name =, summary =, actions =, codes = { "empty", ... } },
+-- in env.name's order.
+function engine.env_name(i)
+  local p = C.mr_env_name_of(i)
+  return p ~= nil and ffi.string(p) or nil
+end
+
+function engine.environments()
+  local out = {}
+  for i = 0, 255 do
+    if C.mr_env_name_of(i) == nil then break end
+    local codes = {}
+    for w in ffi.string(C.mr_env_codes(i)):gmatch("%S+") do codes[#codes + 1] = w end
+    out[#out + 1] = { name = engine.env_name(i), summary = ffi.string(C.mr_env_summary(i)),
+                      actions = tonumber(C.mr_env_num_actions(i)), codes = codes }
+  end
+  return out
+end
+
 -- A moonrl schedule (number, {kind=, from=, to=, gamma=, every=}, function)
 -- into an mr_schedule. A function becomes the constant of its value at
 -- progress 0: the host replaces it per update (schedule_tables). A step

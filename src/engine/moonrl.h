@@ -83,12 +83,13 @@ const char *mr_mode_name(int mode);
 typedef enum mr_env_name { MR_ENV_FORAGING = 0, MR_ENV_REACH = 1 } mr_env_name;
 #define MR_ENV_COUNT 2
 
-/* An environment's shape, for hosts: its name, one line about it, its
- * action count and the observation side for a view range. NULL / 0 when
- * `name` is not one of mr_env_name. */
+/* An environment's shape, for hosts: its name, one line about it, what its
+ * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
+ * 0 when `name` is not one of mr_env_name. */
 const char *mr_env_name_of(int name);
 int mr_env_from_name(const char *name);
 const char *mr_env_summary(int name);
+const char *mr_env_codes(int name);
 int mr_env_num_actions(int name);
 
 typedef struct mr_env_config {

@@ -16,7 +16,8 @@ Writes the network of a checkpoint (a .mrck file, or a run directory: its
 newest valid checkpoint) as a safetensors file (the default), or as an ONNX
 model of the forward pass: inputs observation (batch, view, view, 2: the
 expanded grid, channels last), extra (batch, 2) and truth (batch, 2 x view x
-view: the critic's), outputs logits (batch, 8) and value (batch, 1), the
+view: the critic's), outputs logits (batch, actions: 8 for foraging, 4 for
+reach) and value (batch, 1), the
 value scaled back (PopArt). The safetensors file has every parameter tensor by
 its engine name (conv0.w, conv0.b, ..., fc.w, fc.b, actor.w, actor.b,
 critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
@@ -59,6 +60,21 @@ local function conv_weight_oihw(data, oc, ic)
   return ffi.string(dst, 4 * oc * 9 * ic)
 end
 
+-- { "empty", "food", "poison" }: what an environment's cell codes 0, 1, 2 are.
+local function env_codes(engine, env_name)
+  for _, env in ipairs(engine.environments()) do
+    if env.name == env_name then return env.codes end
+  end
+  return { "empty", "item 1", "item 2" }
+end
+
+-- "0 empty, 1 food, 2 poison"
+local function codes_text(engine, name)
+  local parts = {}
+  for i, w in ipairs(env_codes(engine, engine.env_name(name))) do parts[i] = (i - 1) .. " " .. w end
+  return table.concat(parts, ", ")
+end
+
 -- The forward pass as an ONNX graph (docs/export.md, "The forward pass").
 local function onnx_model(net, channels, view, metadata)
   local by = {}
@@ -98,7 +114,7 @@ local function onnx_model(net, channels, view, metadata)
     name = "moonrl_policy", producer = "moonrl", version = metadata["moonrl.version"], metadata = metadata,
     inputs = { { name = "observation", dims = { "batch", view, view, 2 } }, { name = "extra", dims = { "batch", 2 } },
                { name = "truth", dims = { "batch", 2 * view * view } } },
-    outputs = { { name = "logits", dims = { "batch", 8 } }, { name = "value", dims = { "batch", 1 } } },
+    outputs = { { name = "logits", dims = { "batch", by["actor.b"].shape[1] } }, { name = "value", dims = { "batch", 1 } } },
     initializers = inits, nodes = nodes,
   })
 end
@@ -151,12 +167,14 @@ function export.run(argv)
   end
   local c = net.config
   local mode = engine.mode_name(tonumber(c.env.mode))
+  local env_name = engine.env_name(tonumber(c.env.name))
   local channels = {}
   for i = 0, tonumber(c.policy.num_conv) - 1 do channels[#channels + 1] = tonumber(c.policy.conv_channels[i]) end
   local view = 2 * tonumber(c.env.view_range) + 1
   local description = {
     conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
-    view = view, input_channels = 2, actions = 8, extra_critic_inputs = 2,
+    view = view, input_channels = 2, actions = tonumber(c.policy.num_actions), extra_critic_inputs = 2,
+    environment = env_name,
     popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
     layout = {
       conv = "weight (out, 3, 3, in), channels last; 3x3, stride 1, zero padding 1; bias; ReLU",
@@ -167,8 +185,10 @@ function export.run(argv)
     },
   }
   local observation = {
-    codes = "a (view x view) grid around the agent of cell codes: 0 empty, 1 food, 2 poison",
-    channels = MODES_EXPAND[mode] or "see docs/environment.md",
+    codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(engine, tonumber(c.env.name)),
+    -- the expansion in the environment's words (foraging's items are food and poison)
+    channels = (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", env_codes(engine, env_name)[2])
+      :gsub("poison", env_codes(engine, env_name)[3]),
     extra = "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
       "and half-width of [density_min, density_max] = [" .. tonumber(c.env.density_min) .. ", " ..
       tonumber(c.env.density_max) .. "]",
@@ -177,7 +197,7 @@ function export.run(argv)
   }
   local metadata = {
     ["moonrl.version"] = engine.version(),
-    ["moonrl.checkpoint"] = json.encode({ path = ck, update = net.updates, mode = mode }),
+    ["moonrl.checkpoint"] = json.encode({ path = ck, update = net.updates, mode = mode, environment = env_name }),
     ["moonrl.network"] = json.encode(description),
     ["moonrl.observation"] = json.encode(observation),
   }
