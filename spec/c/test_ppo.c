@@ -494,6 +494,24 @@ static void test_ppo_loss(void) {
     CHECK_NEAR(st.value_loss, 1.09, 1e-7, 0);
     CHECK_NEAR(dv[0], 0.0, 0, 0);
     CHECK_NEAR(dv[1], 0.0, 0, 0);
+    /* Four actions (reach), rows of 4 logits, all 0: p = 1/4, H = ln 4 =
+     * 1.3862943611; the same two samples: policy_loss -0.7, approx_kl
+     * 0.04726744595, loss = -0.7 + 0.5*1.345 - 0.01*1.3862943611 =
+     * -0.0413629436; dlogits[1] = (onehot(0) - 1/4)/2 = {0.375, -0.125 x 3}. */
+    {
+        const double ln4 = log(4.0);
+        float z4[8] = {0}, olp4[2] = {(float)(-ln4 - log(1.5)), (float)(-ln4)}, dz4[8] = {0};
+        mr_ppo_coefs c4 = c;
+        c4.num_actions = 4;
+        mr_ppo_loss(2, z4, v, a, olp4, A, old, R, &c4, dz4, dv, &st);
+        CHECK_NEAR(st.policy_loss, -0.7, 1e-6, 0);
+        CHECK_NEAR(st.entropy, 1.3862943611, 1e-9, 0);
+        CHECK_NEAR(st.approx_kl, 0.04726744595, 1e-7, 0);
+        CHECK_NEAR(st.loss, -0.0413629436, 1e-6, 0);
+        for (int k = 0; k < 4; k++) CHECK_NEAR(dz4[k], 0.0, 1e-9, 0);
+        CHECK_NEAR(dz4[4], 0.375, 1e-6, 0);
+        for (int k = 1; k < 4; k++) CHECK_NEAR(dz4[4 + k], -0.125, 1e-6, 0);
+    }
     /* B == 0 */
     st.loss = 5;
     mr_ppo_loss(0, z, v, a, olp, A, old, R, &c, dz, dv, &st);
@@ -596,6 +614,27 @@ static void test_sampling(void) {
     CHECK(ae[1] == 6);
     CHECK_NEAR(le[1], -log(7.0), 1e-6, 0);
     free(lg); free(u); free(lp); free(act);
+
+    /* Four actions: rows of 4, stratified u, the counts are the softmax of
+     * the 4 (in double) to within 1/M, and no action outside [0, 4). */
+    const float row4[4] = {0.5f, -1.0f, 2.0f, 0.0f};
+    double p4[4], s4 = 0.0;
+    for (int j = 0; j < 4; j++) s4 += exp((double)row4[j]);
+    for (int j = 0; j < 4; j++) p4[j] = exp((double)row4[j]) / s4;
+    float *lg4 = malloc((size_t)M * 4 * sizeof *lg4), *u4 = malloc(M * sizeof *u4), *lp4 = malloc(M * sizeof *lp4);
+    uint8_t *act4 = malloc(M);
+    for (int i = 0; i < M; i++) { memcpy(lg4 + (size_t)i * 4, row4, sizeof row4); u4[i] = (float)((i + 0.5) / M); }
+    mr_sample_actions(M, 4, lg4, u4, act4, lp4);
+    int cnt4[8] = {0};
+    double maxlp4 = 0.0;
+    for (int i = 0; i < M; i++) {
+        cnt4[act4[i] & 7]++;
+        if (act4[i] < 4) maxlp4 = fmax(maxlp4, fabs(lp4[i] - log(p4[act4[i]])));
+    }
+    for (int j = 0; j < 4; j++) CHECK_NEAR((double)cnt4[j] / M, p4[j], 3e-5, 0);
+    CHECK(cnt4[4] + cnt4[5] + cnt4[6] + cnt4[7] == 0);
+    CHECK_MSG(maxlp4 < 1e-6, "logp error %g", maxlp4);
+    free(lg4); free(u4); free(lp4); free(act4);
 }
 
 /* ----------------------------------------------------------------- Adam */
