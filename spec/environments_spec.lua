@@ -7,15 +7,12 @@
 local support = require("support")
 local json = require("moonrl.formats.json")
 
-local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
-local have_bin = io.open(BIN, "rb") ~= nil
-if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+local have_bin = support.have_bin
 
-local function run(dir, cmd)
-  local p = io.popen(string.format("cd %q && %s 2>&1; echo \"rc=$?\"", dir, cmd))
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), out
+-- moonrl ARGS in dir: exit code, stdout and stderr together
+local function run(dir, args)
+  local rc, out, err = support.moonrl(args, dir)
+  return rc, out .. err
 end
 
 -- A small reach run: 8x8 torus, 5x5 view, 2-4 pits, 64-step episodes.
@@ -44,11 +41,11 @@ describe("environments (env.name)", function()
   it("moonrl envs lists each with its actions and observation", function()
     if not have_bin then return pending("build/moonrl is not built") end
     local d = support.tmpdir()
-    local rc, out = run(d, BIN .. " envs")
+    local rc, out = run(d, "envs")
     assert.equal(0, rc, out)
     assert.matches("foraging%s+8%s+11 x 11 x 2 codes", out)
     assert.matches("reach%s+4%s+11 x 11 x 2 codes", out)
-    rc, out = run(d, BIN .. " envs --json")
+    rc, out = run(d, "envs --json")
     assert.equal(0, rc, out)
     local by = {}
     for line in out:gmatch("{[^\n]+") do
@@ -58,7 +55,7 @@ describe("environments (env.name)", function()
     assert.equal(8, by.foraging.actions)
     assert.same({ "empty", "goal", "pit" }, by.reach.codes)
     assert.same({ 11, 11, 2 }, by.reach.observation)
-    rc, out = run(d, BIN .. " envs --bogus")
+    rc, out = run(d, "envs --bogus")
     assert.equal(2, rc, out)
     assert.matches("unknown option '%-%-bogus'", out)
   end)
@@ -68,11 +65,11 @@ describe("environments (env.name)", function()
     local d = support.tmpdir()
     -- the random policy: the initial network (nearly uniform over 4 actions), never updated
     support.write_file(d .. "/random.lua", reach_config({ lr = "0", total_steps = 64 * 32 * 30 }))
-    local rc, out = run(d, BIN .. " train random.lua --dir random --no-eval")
+    local rc, out = run(d, "train random.lua --dir random --no-eval")
     assert.equal(0, rc, out)
     local random_return = last_returns(d .. "/random/metrics.jsonl", 30)
     support.write_file(d .. "/reach.lua", reach_config({}))
-    rc, out = run(d, BIN .. " train reach.lua --dir trained --no-eval")
+    rc, out = run(d, "train reach.lua --dir trained --no-eval")
     assert.equal(0, rc, out)
     local trained, n = last_returns(d .. "/trained/metrics.jsonl", 10)
     assert.equal(100, n)
@@ -82,10 +79,10 @@ describe("environments (env.name)", function()
     assert.is_true(trained > 3.0, string.format("trained return %.3f (random %.3f)", trained, random_return))
 
     -- evaluated by moonrl eval, exported with 4 logits
-    rc, out = run(d, BIN .. " eval trained --envs 32 --steps 256")
+    rc, out = run(d, "eval trained --envs 32 --steps 256")
     assert.equal(0, rc, out)
     assert.matches("ground_truth", out)
-    rc, out = run(d, BIN .. " export trained --out policy.safetensors")
+    rc, out = run(d, "export trained --out policy.safetensors")
     assert.equal(0, rc, out)
     local bytes = support.read_file(d .. "/policy.safetensors")
     local hlen = bytes:byte(1) + bytes:byte(2) * 256 + bytes:byte(3) * 65536
@@ -98,7 +95,7 @@ describe("environments (env.name)", function()
     assert.matches("1 goal, 2 pit", header.__metadata__["moonrl.observation"])
 
     -- a checkpoint of reach does not resume as foraging
-    rc, out = run(d, BIN .. " train reach.lua --dir trained --resume trained --set env.name=foraging")
+    rc, out = run(d, "train reach.lua --dir trained --resume trained --set env.name=foraging")
     assert.is_true(rc ~= 0, out)
   end)
 
@@ -106,12 +103,12 @@ describe("environments (env.name)", function()
     if not have_bin then return pending("build/moonrl is not built") end
     local d = support.tmpdir()
     support.write_file(d .. "/proxy.lua", reach_config({ env = ", mode = 'proxy'" }))
-    local rc, out = run(d, BIN .. " train proxy.lua --dir p")
+    local rc, out = run(d, "train proxy.lua --dir p")
     assert.is_true(rc ~= 0, out)
     assert.matches("env.mode = proxy: env.name = reach has only ground_truth", out, 1, true)
     assert.is_nil(io.open(d .. "/p/metrics.jsonl"))
     support.write_file(d .. "/nope.lua", reach_config({}):gsub("name = 'reach', num_envs", "name = 'pong', num_envs"))
-    rc, out = run(d, BIN .. " train nope.lua --dir n")
+    rc, out = run(d, "train nope.lua --dir n")
     assert.is_true(rc ~= 0, out)
     assert.matches("env.name", out, 1, true)
     assert.matches("foraging", out, 1, true)

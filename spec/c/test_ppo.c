@@ -563,30 +563,43 @@ static void test_ppo_loss(void) {
 
 /* ------------------------------------------------------------- sampling */
 
-static void test_sampling(void) {
-    const float row[8] = {0.5f, -1.0f, 2.0f, 0.0f, 0.1f, -3.0f, 1.0f, 0.7f};
-    double p[8], se = 0.0;
-    for (int j = 0; j < 8; j++) se += exp((double)row[j]);
-    for (int j = 0; j < 8; j++) p[j] = exp((double)row[j]) / se;
-
-    /* Stratified u = (i + 0.5)/M: the counts are the CDF to within 1/M. */
-    enum { M = 100000 };
-    float *lg = malloc((size_t)M * 8 * sizeof *lg), *u = malloc(M * sizeof *u), *lp = malloc(M * sizeof *lp);
-    uint8_t *act = malloc(M);
-    for (int i = 0; i < M; i++) { memcpy(lg + (size_t)i * 8, row, sizeof row); u[i] = (float)((i + 0.5) / M); }
-    mr_sample_actions(M, 8, lg, u, act, lp);
-    int cnt[8] = {0};
+/* Stratified u = (i + 0.5)/M on M copies of a row of na logits (into lg, u,
+ * act, lp, each M long): the counts are the softmax of the row (in double)
+ * to within 1/M, logp is its log, no action is outside [0, na), and the
+ * actions do not decrease with u. Returns the softmax in p. */
+static void check_stratified(const float *row, int na, int M, float *lg, float *u, uint8_t *act, float *lp,
+                             double *p) {
+    double se = 0.0;
+    for (int j = 0; j < na; j++) se += exp((double)row[j]);
+    for (int j = 0; j < na; j++) p[j] = exp((double)row[j]) / se;
+    for (int i = 0; i < M; i++) {
+        memcpy(lg + (size_t)i * na, row, sizeof *row * (size_t)na);
+        u[i] = (float)((i + 0.5) / M);
+    }
+    mr_sample_actions(M, na, lg, u, act, lp);
+    int cnt[256] = {0}, mono = 1;
     double maxlp = 0.0;
     for (int i = 0; i < M; i++) {
         cnt[act[i]]++;
-        maxlp = fmax(maxlp, fabs(lp[i] - log(p[act[i]])));
+        if (act[i] < na) maxlp = fmax(maxlp, fabs(lp[i] - log(p[act[i]])));
+        if (i && act[i] < act[i - 1]) mono = 0;
     }
-    for (int j = 0; j < 8; j++) CHECK_NEAR((double)cnt[j] / M, p[j], 3e-5, 0);
+    int outside = 0;
+    for (int j = na; j < 256; j++) outside += cnt[j];
+    for (int j = 0; j < na; j++) CHECK_NEAR((double)cnt[j] / M, p[j], 3e-5, 0);
+    CHECK_MSG(outside == 0, "%d actions outside [0, %d)", outside, na);
     CHECK_MSG(maxlp < 1e-6, "logp error %g", maxlp);
-    /* Monotone in u: stratified u in order gives non-decreasing actions. */
-    int mono = 1;
-    for (int i = 1; i < M; i++) if (act[i] < act[i - 1]) mono = 0;
     CHECK(mono);
+}
+
+static void test_sampling(void) {
+    const float row[8] = {0.5f, -1.0f, 2.0f, 0.0f, 0.1f, -3.0f, 1.0f, 0.7f};
+    double p[8];
+    enum { M = 100000 };
+    float *lg = malloc((size_t)M * 8 * sizeof *lg), *u = malloc(M * sizeof *u), *lp = malloc(M * sizeof *lp);
+    uint8_t *act = malloc(M);
+    check_stratified(row, 8, M, lg, u, act, lp, p);
+    int cnt[8] = {0};
 
     /* Random u: frequencies within 5 standard errors. */
     for (int i = 0; i < M; i++) u[i] = (float)urand();
@@ -615,26 +628,12 @@ static void test_sampling(void) {
     CHECK_NEAR(le[1], -log(7.0), 1e-6, 0);
     free(lg); free(u); free(lp); free(act);
 
-    /* Four actions: rows of 4, stratified u, the counts are the softmax of
-     * the 4 (in double) to within 1/M, and no action outside [0, 4). */
+    /* Four actions (reach): rows of 4 logits */
     const float row4[4] = {0.5f, -1.0f, 2.0f, 0.0f};
-    double p4[4], s4 = 0.0;
-    for (int j = 0; j < 4; j++) s4 += exp((double)row4[j]);
-    for (int j = 0; j < 4; j++) p4[j] = exp((double)row4[j]) / s4;
-    float *lg4 = malloc((size_t)M * 4 * sizeof *lg4), *u4 = malloc(M * sizeof *u4), *lp4 = malloc(M * sizeof *lp4);
-    uint8_t *act4 = malloc(M);
-    for (int i = 0; i < M; i++) { memcpy(lg4 + (size_t)i * 4, row4, sizeof row4); u4[i] = (float)((i + 0.5) / M); }
-    mr_sample_actions(M, 4, lg4, u4, act4, lp4);
-    int cnt4[8] = {0};
-    double maxlp4 = 0.0;
-    for (int i = 0; i < M; i++) {
-        cnt4[act4[i] & 7]++;
-        if (act4[i] < 4) maxlp4 = fmax(maxlp4, fabs(lp4[i] - log(p4[act4[i]])));
-    }
-    for (int j = 0; j < 4; j++) CHECK_NEAR((double)cnt4[j] / M, p4[j], 3e-5, 0);
-    CHECK(cnt4[4] + cnt4[5] + cnt4[6] + cnt4[7] == 0);
-    CHECK_MSG(maxlp4 < 1e-6, "logp error %g", maxlp4);
-    free(lg4); free(u4); free(lp4); free(act4);
+    double p4[4];
+    lg = malloc((size_t)M * 4 * sizeof *lg), u = malloc(M * sizeof *u), lp = malloc(M * sizeof *lp), act = malloc(M);
+    check_stratified(row4, 4, M, lg, u, act, lp, p4);
+    free(lg); free(u); free(lp); free(act);
 }
 
 /* ----------------------------------------------------------------- Adam */

@@ -101,7 +101,7 @@ key { key = "live", type = "string", optional = true, max_len = 4096,
 -- env -----------------------------------------------------------------------
 key { key = "env.name", type = "enum", default = "foraging", choices = { "foraging", "reach" },
   aliases = { "environment", "env_name" },
-  desc = "which environment: foraging (ENV_SPEC's, four modes) or reach (goal and pits, 4 actions, " ..
+  desc = "which environment: foraging (docs/environment.md, four modes) or reach (goal and pits, 4 actions, " ..
     "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one" }
 key { key = "env.mode", type = "enum", default = "ground_truth",
   choices = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" },

@@ -231,6 +231,42 @@ MR_HD void mr_forage_reset_full(const mr_forage *s, int i) {
     mr_forage_write_obs(s, i);
 }
 
+/* The end of every environment's step of instance i, written once (foraging
+ * and reach call it): r clamped to [-reward_clip, reward_clip] into reward[i]
+ * with the end flags; the episode's return, length and items; on an end, the
+ * episode into the log (episodes, deaths = terminated, length, items, return
+ * sum/min/max) and the episode's counters cleared. Returns 1 when the episode
+ * ended: the caller then restarts the agent. */
+MR_HD int mr_forage_record_step(const mr_forage *s, int i, float r, int terminated, int truncated, int steps) {
+    mr_forage_log *log = &s->log[i];
+    const float clip = s->reward_clip;
+    r = r > clip ? clip : r;
+    r = r < -clip ? -clip : r;
+    const float ret = s->ep_return[i] + r;
+    s->reward[i] = r;
+    s->terminated[i] = (uint8_t)terminated;
+    s->truncated[i] = (uint8_t)truncated;
+    log->steps_total++;
+    if (!(terminated | truncated)) {
+        s->ep_return[i] = ret;
+        s->steps[i] = steps;
+        return 0;
+    }
+    log->episodes++;
+    log->deaths += terminated;
+    log->length_sum += steps;
+    log->food += s->ep_food[i];
+    log->poison += s->ep_poison[i];
+    log->return_sum = log->return_sum + ret;
+    log->return_min = ret < log->return_min ? ret : log->return_min;
+    log->return_max = ret > log->return_max ? ret : log->return_max;
+    s->ep_return[i] = 0.0f;
+    s->ep_food[i] = 0;
+    s->ep_poison[i] = 0;
+    s->steps[i] = 0;
+    return 1;
+}
+
 /* One ENV_SPEC step of instance i with action in [0, 8): move, energy decay,
  * eat, respawn, episode bookkeeping, auto-reset of the agent, observation.
  * reward/terminated/truncated describe this step (the final step of an
@@ -293,38 +329,15 @@ MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
     const int truncated = s->max_steps > 0 && steps >= s->max_steps;
     float r = mr_forage_reward_step(mode) + r_eat;
     if (terminated) r = r + mr_forage_reward_death(mode);
-    const float clip = s->reward_clip;
-    r = r > clip ? clip : r;
-    r = r < -clip ? -clip : r;
-    const float ret = s->ep_return[i] + r;
-    s->reward[i] = r;
-    s->terminated[i] = (uint8_t)terminated;
-    s->truncated[i] = (uint8_t)truncated;
-    log->steps_total++;
 
     /* 6. episode end: log it, then auto-reset the agent only (grid kept) */
-    if (terminated | truncated) {
-        log->episodes++;
-        log->deaths += terminated;
-        log->length_sum += steps;
-        log->food += s->ep_food[i];
-        log->poison += s->ep_poison[i];
-        log->return_sum = log->return_sum + ret;
-        log->return_min = ret < log->return_min ? ret : log->return_min;
-        log->return_max = ret > log->return_max ? ret : log->return_max;
-        s->ep_return[i] = 0.0f;
-        s->ep_food[i] = 0;
-        s->ep_poison[i] = 0;
+    if (mr_forage_record_step(s, i, r, terminated, truncated, steps)) {
         uint32_t d = 0;
         const int a = mr_forage_pick_empty(s, g, i, t, MR_RNG_AGENT, &d,
                                            cells - s->food_count[i] - s->poison_count[i]);
         x = a % W;
         y = a / W;
         e = MR_ENERGY_START;
-        s->steps[i] = 0;
-    } else {
-        s->ep_return[i] = ret;
-        s->steps[i] = steps;
     }
     s->x[i] = x;
     s->y[i] = y;

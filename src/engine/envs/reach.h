@@ -84,10 +84,9 @@ MR_HD void mr_reach_step(const mr_forage *s, int i, int action) {
         r += 1.0f;
         s->ep_food[i]++;
         log->food_total++;
-        g[at] = MR_CELL_EMPTY;
         uint32_t d = 0;
-        /* an empty cell other than the agent's: pick among the empties with the agent's cell taken */
-        g[at] = MR_CELL_POISON + 1;   /* a marker for the draw only */
+        /* an empty cell other than the agent's: the agent's cell is marked taken for the draw only */
+        g[at] = MR_CELL_POISON + 1;
         const int c = mr_forage_pick_empty(s, g, i, t, MR_RNG_RESPAWN_FOOD, &d, cells - 1 - s->poison_count[i]);
         g[at] = MR_CELL_EMPTY;
         g[c] = MR_CELL_FOOD;
@@ -99,34 +98,11 @@ MR_HD void mr_reach_step(const mr_forage *s, int i, int action) {
     }
     const int steps = s->steps[i] + 1;
     const int truncated = !terminated && s->max_steps > 0 && steps >= s->max_steps;
-    const float clip = s->reward_clip;
-    r = r > clip ? clip : r;
-    r = r < -clip ? -clip : r;
-    const float ret = s->ep_return[i] + r;
-    s->reward[i] = r;
-    s->terminated[i] = (uint8_t)terminated;
-    s->truncated[i] = (uint8_t)truncated;
-    log->steps_total++;
-    if (terminated | truncated) {
-        log->episodes++;
-        log->deaths += terminated;
-        log->length_sum += steps;
-        log->food += s->ep_food[i];
-        log->poison += s->ep_poison[i];
-        log->return_sum = log->return_sum + ret;
-        log->return_min = ret < log->return_min ? ret : log->return_min;
-        log->return_max = ret > log->return_max ? ret : log->return_max;
-        s->ep_return[i] = 0.0f;
-        s->ep_food[i] = 0;
-        s->ep_poison[i] = 0;
+    if (mr_forage_record_step(s, i, r, terminated, truncated, steps)) {   /* the agent alone restarts */
         uint32_t d = 0;
         const int a = mr_forage_pick_empty(s, g, i, t, MR_RNG_AGENT, &d, cells - 1 - s->poison_count[i]);
         x = a % W;
         y = a / W;
-        s->steps[i] = 0;
-    } else {
-        s->ep_return[i] = ret;
-        s->steps[i] = steps;
     }
     s->x[i] = x;
     s->y[i] = y;

@@ -11,7 +11,7 @@ static const struct {
     const char *name, *summary, *codes;
     int actions;
 } ENVS[MR_ENV_COUNT] = {
-    [MR_ENV_FORAGING] = {"foraging", "eat food, avoid poison, keep energy above 0 (ENV_SPEC.md; four modes)",
+    [MR_ENV_FORAGING] = {"foraging", "eat food, avoid poison, keep energy above 0 (docs/environment.md; four modes)",
                          "empty food poison", 8},
     [MR_ENV_REACH] = {"reach", "walk to the goal, keep out of the pits (envs/reach.h; ground_truth only)",
                       "empty goal pit", MR_REACH_ACTIONS},
