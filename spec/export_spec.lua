@@ -19,24 +19,9 @@ local function run(dir, cmd)
   return tonumber(out:match("rc=(%d+)%s*$")), out
 end
 
+local section = support.checkpoint_section
 local function u32(s, i) local a, b, c, d = s:byte(i, i + 3) return a + b * 256 + c * 65536 + d * 16777216 end
 local function u64(s, i) return u32(s, i) + u32(s, i + 4) * 4294967296 end
-
--- The bytes of section `name` of a moonrl checkpoint (format: checkpoint.c's header comment).
-local function section(path, name)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  assert(s:sub(1, 8) == "MOONRLCK", path .. " is not a checkpoint")
-  local count, off = u32(s, 13), 25
-  for _ = 1, count do
-    local nm = s:sub(off, off + 31):gsub("%z.*$", "")
-    local bytes = u64(s, off + 32)
-    if nm == name then return s:sub(off + 48, off + 48 + bytes - 1) end
-    off = off + 48 + bytes
-  end
-  error(path .. " has no section " .. name)
-end
 
 -- The engine's own inference (mr_trainer_infer, extra = zeros) on 64 random
 -- observations of checkpoint ck, in dir: obs.bin (codes), engine_logits.bin,

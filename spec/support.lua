@@ -177,6 +177,25 @@ function support.moonrl(args, dir, opts)
   return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
 end
 
+-- The bytes of section `name` of a moonrl checkpoint, read by this parser of
+-- the format (checkpoint.c's header comment), not the engine's.
+function support.checkpoint_section(path, name)
+  local function u32(s, i) local a, b, c, d = s:byte(i, i + 3) return a + b * 256 + c * 65536 + d * 16777216 end
+  local function u64(s, i) return u32(s, i) + u32(s, i + 4) * 4294967296 end
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  assert(s:sub(1, 8) == "MOONRLCK", path .. " is not a checkpoint")
+  local count, off = u32(s, 13), 25
+  for _ = 1, count do
+    local nm = s:sub(off, off + 31):gsub("%z.*$", "")
+    local bytes = u64(s, off + 32)
+    if nm == name then return s:sub(off + 48, off + 48 + bytes - 1) end
+    off = off + 48 + bytes
+  end
+  error(path .. " has no section " .. name)
+end
+
 function support.files(dir)
   local out = {}
   local req = uv.fs_scandir(dir)

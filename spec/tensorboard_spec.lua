@@ -322,6 +322,17 @@ with open("read.json", "w") as f:
       end
       assert.are.same({ 2 * 128, 4 * 128, 5 * 128 }, hsteps)
       assert.is_table(all.histograms["weights/value.b"])
+      -- and of each tensor's gradient at the same steps, the last optimizer step's as the checkpoint
+      -- holds it: the final one's "grads" section read here by its own parser (conv0.w is floats 0 .. 71)
+      local gh = assert(all.histograms["gradients/conv0.w"], out)
+      assert.are.equal(3, #gh)
+      local bytes = support.checkpoint_section(dir .. "/run/checkpoints/update_0000005.mrck", "grads")
+      local grads = require("ffi").cast("const float *", bytes)
+      local lo, hi = math.huge, -math.huge
+      for i = 0, 71 do lo, hi = math.min(lo, grads[i]), math.max(hi, grads[i]) end
+      assert.are.same({ 5 * 128, 72, lo, hi }, gh[3])
+      assert.is_true(lo < 0 and hi > 0, "a gradient has both signs: " .. lo .. " " .. hi)
+      assert.is_table(all.histograms["gradients/value.b"])
       -- the hyperparameters, by their dotted names
       assert.are.equal("number_value:0.5", all.hparams["ppo.vf_coef"])
       assert.are.equal("string_value:4", all.hparams["policy.conv_channels"])

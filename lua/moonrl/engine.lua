@@ -462,6 +462,18 @@ function engine.checkpoint_network(path)
            updates = tonumber(updates[0]) }
 end
 
+-- The gradients a checkpoint holds (log.histograms), cut like net.tensors
+-- (engine.checkpoint_network's): { [name] = float32 bytes }, or nil, message.
+function engine.checkpoint_gradients(path, net)
+  local total = 0
+  for _, x in ipairs(net.tensors) do total = total + x.count end
+  local g, err = ffi.new("float[?]", total), ffi.new("mr_error")
+  if C.mr_checkpoint_read_gradients(path, g, total, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local out = {}
+  for _, x in ipairs(net.tensors) do out[x.name] = ffi.string(g + x.offset, 4 * x.count) end
+  return out
+end
+
 -- The weights in the safetensors file at path, as the float32 bytes of the
 -- network mr_config c describes (policy.init), or nil and a message naming
 -- what does not fit and what is accepted.

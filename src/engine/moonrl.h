@@ -340,6 +340,16 @@ mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *
  * numbers a resumed run starts from; its file name is only a label). */
 mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint64_t *agent_steps,
                                       mr_hot_params *hot, mr_error *err);
+/* With on = 1, every checkpoint this trainer saves also holds the gradient of
+ * its last optimizer step (the last minibatch of the last update, as the
+ * backward computed it, before clipping; with fp16, divided by the loss
+ * scale in force when the checkpoint is saved): histograms of gradients
+ * (log.histograms), read back by mr_checkpoint_read_gradients into n =
+ * mr_trainer_read_params's count of floats. A checkpoint saved without it
+ * holds none, nor one saved before the trainer ran an update (MR_ERR_ARG,
+ * saying so). */
+void mr_trainer_keep_gradients(mr_trainer *t, int on);
+mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n, mr_error *err);
 
 /* The network's parameters, for export (moonrl export): tensor i of
  * mr_trainer_tensor_count's, its name ("conv0.w", ..., "value.b"), shape and

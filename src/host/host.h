@@ -81,6 +81,7 @@ typedef struct host_run {
     int checkpoint_interval;       /* updates between checkpoints, 0 = only at the end */
     int checkpoint_keep;           /* periodic checkpoints kept, 0 = all */
     int max_bad_updates;           /* non-finite updates in a row that stop the run; 0 = never */
+    int keep_gradients;            /* checkpoints hold the last step's gradient (log.histograms) */
     uint64_t inject_nan_at;        /* test aid: poison the weights before this update; 0 = never */
     char run_dir[HOST_PATH];       /* checkpoints go to run_dir/checkpoints/ */
     /* Resuming: the checkpoint loaded right after creation ("" = a new run),

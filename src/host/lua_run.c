@@ -6,7 +6,8 @@
  *       opts       run_dir, hot (bytes of mr_hot_params), schedules
  *                  ({lr=, clip=, ent_coef= arrays of per-update values}),
  *                  warmup_updates, warmup_restore, checkpoint_interval,
- *                  checkpoint_keep; resuming: resume_checkpoint (loaded
+ *                  checkpoint_keep, keep_gradients (checkpoints also hold
+ *                  the last optimizer step's gradient); resuming: resume_checkpoint (loaded
  *                  before the first update), resume_update (the run's
  *                  updates it holds), resume_kept (the run's periodic
  *                  checkpoints up to it, oldest first); init_params (the
@@ -266,6 +267,7 @@ static int core_start(lua_State *L) {
     int restore = host_opt_bool(L, 2, "warmup_restore", 0);
     int interval = (int)host_opt_int(L, 2, "checkpoint_interval", 0, 0, 1 << 30);
     int keep = (int)host_opt_int(L, 2, "checkpoint_keep", 0, 0, 1 << 20);
+    int keep_gradients = host_opt_bool(L, 2, "keep_gradients", 0);
     lua_getfield(L, 2, "resume_checkpoint");
     size_t rlen = 0;
     const char *rpath = "";
@@ -321,6 +323,7 @@ static int core_start(lua_State *L) {
     r->warmup_restore = restore;
     r->checkpoint_interval = interval;
     r->checkpoint_keep = keep;
+    r->keep_gradients = keep_gradients;
     r->max_bad_updates = max_bad;
     r->inject_nan_at = (uint64_t)inject;
     r->mb_sync = sync_updates;

@@ -664,6 +664,7 @@ static void thread_main(void *arg) {
         fail(&s, msg);
         goto out;
     }
+    mr_trainer_keep_gradients(s.t, r->keep_gradients);
     if (r->resume_path[0] && resume(&s) != 0) goto out;
     if (r->init_params && mr_trainer_write_params(s.t, r->init_params, r->init_n, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];

@@ -237,8 +237,8 @@ key { key = "log.csv", type = "boolean", default = false, desc = "metrics.csv in
 key { key = "log.tensorboard", type = "boolean", default = true,
   desc = "TensorBoard event file in the run directory" }
 key { key = "log.histograms", type = "boolean", default = false,
-  desc = "TensorBoard: at every checkpoint, a histogram of each parameter tensor (read from the checkpoint, " ..
-    "on the loop, not the trainer)" }
+  desc = "TensorBoard: at every checkpoint, a histogram of each parameter tensor and of its gradient (the last " ..
+    "optimizer step's, which checkpoints then also hold), read from the checkpoint on the loop, not the trainer" }
 key { key = "log.interval", type = "integer", default = 1, min = 1, max = 1000000000, hot = "lua",
   desc = "updates between console lines (a terminal redraws every update)" }
 key { key = "log.checkpoint_interval", type = "integer", default = 0, min = 0, max = 1000000000,

@@ -279,6 +279,7 @@ function Run.start(cfg, opts)
     warmup_restore = self.warmup.restore,
     checkpoint_interval = cfg.log.checkpoint_interval,
     checkpoint_keep = cfg.log.checkpoint_keep,
+    keep_gradients = cfg.log.histograms and true or false,   -- checkpoints hold the last step's gradient
     resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
     init_params = init_params,
     max_bad_updates = cfg.faults.max_bad_updates,

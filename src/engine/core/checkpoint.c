@@ -111,6 +111,7 @@ static int sections_of(mr_trainer *t, ck_progress *pg, const char *cfg_text, siz
     SEC("env.ep_return", e->ep_return, n * sizeof(float));
     SEC("env.ep_food", e->ep_food, n * sizeof(int32_t));
     SEC("env.ep_poison", e->ep_poison, n * sizeof(int32_t));
+    if (t->keep_grads && t->grads_ready) SEC("grads", t->pol.grads, P * sizeof(float));
 #undef SEC
     return k;
 }
@@ -235,6 +236,20 @@ static mr_status config_parse(const char *path, const uint8_t *d, size_t n, mr_c
     return MR_OK;
 }
 
+/* The backend's gradient of the last optimizer step into the host copy's
+ * grads (fp16: divided by the loss scale now in force). */
+static mr_status pull_gradients(mr_trainer *t, mr_error *err) {
+    const size_t P = t->net.n_params;
+    mr_status s = t->be->copy(t->pol.grads, t->d.pol.grads, P * sizeof(float), MR_COPY_D2H, t->stream, err);
+    if (!s) s = t->be->stream_sync(t->stream, err);
+    if (s) return s;
+    if (t->cfg.precision == MR_FP16 && t->h.opt->s.loss_scale > 0.0f) {
+        const float inv = 1.0f / t->h.opt->s.loss_scale;
+        for (size_t i = 0; i < P; i++) t->pol.grads[i] *= inv;
+    }
+    return MR_OK;
+}
+
 static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc) {
     *crc = crc32_update(*crc, p, n);
     return fwrite(p, 1, n, f) == n ? 0 : -1;
@@ -244,6 +259,7 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
     if (!t || !path || !*path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_save: trainer or path is missing");
     mr_status ps;
     if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;   /* the backend state to the host copies */
+    if (t->keep_grads && t->grads_ready && (ps = pull_gradients(t, err))) return ps;
     crc_init();
     ck_progress pg;
     progress_of(t, &pg);
@@ -595,6 +611,32 @@ mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *
     free(cf.buf);
     if (!s) s = mr_config_validate(out, err);
     if (!s) mr_ok(err);
+    return s;
+}
+
+void mr_trainer_keep_gradients(mr_trainer *t, int on) {
+    if (t) t->keep_grads = on != 0;
+}
+
+mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n, mr_error *err) {
+    if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_gradients: path or out is NULL");
+    ck_file cf;
+    mr_status s = read_file(path, &cf, err);
+    if (s) return s;
+    const uint8_t *d;
+    size_t bytes;
+    s = find_section(&cf, path, "grads", CK_OPTIONAL, &d, &bytes, err);
+    if (!s && !d)
+        s = mr_fail(err, MR_ERR_ARG, "'%s' holds no gradients: it was saved without log.histograms "
+                    "(mr_trainer_keep_gradients), or before this process ran an update", path);
+    else if (!s && bytes != n * sizeof(float))
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' holds %zu bytes of gradients, not the %llu floats asked for", path,
+                    bytes, (unsigned long long)n);
+    if (!s) {
+        memcpy(out, d, bytes);
+        mr_ok(err);
+    }
+    free(cf.buf);
     return s;
 }
 

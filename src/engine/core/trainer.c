@@ -553,6 +553,7 @@ mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
     read_timing(t);
     t->warm = 1;
     t->updates++;
+    t->grads_ready = 1;   /* the backend's grads hold a step's gradient (not a resumed run's: none) */
     t->agent_steps += (uint64_t)t->B;
     mr_metrics m;
     fill_metrics(t, t->h.met, lr, clip, ent, &m);

@@ -95,6 +95,8 @@ struct mr_trainer {
     int T, N, V, VV, NA;       /* rollout steps, envs, view, view cells, actions */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
     int broken;                /* an update failed midway: the backend state is not trustworthy */
+    int keep_grads;            /* checkpoints hold the last step's gradient (mr_trainer_keep_gradients) */
+    int grads_ready;           /* an update ran in this trainer: its grads are a real gradient */
     char describe[640];
 
     /* backend state */

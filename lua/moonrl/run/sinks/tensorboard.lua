@@ -135,7 +135,8 @@ function Tb:_step(k)
 end
 
 -- A checkpoint: with log.histograms, a histogram of every parameter tensor
--- at its step, read from the checkpoint (on the loop: the trainer goes on).
+-- and of its gradient (the checkpoint's last optimizer step) at its step,
+-- read from the checkpoint (on the loop: the trainer goes on).
 function Tb:checkpoint(path, update)
   if not (self.cfg.log and self.cfg.log.histograms) then return end
   base.guard(self, "tensorboard", function()
@@ -143,9 +144,16 @@ function Tb:checkpoint(path, update)
     local net, err = engine.checkpoint_network(path)
     if not net then error("histograms of " .. path .. ": " .. err, 0) end
     local out, now = {}, self.clock()
+    -- none in a checkpoint saved before this process ran an update (a resume stopped at once)
+    local grads = engine.checkpoint_gradients(path, net)
     for _, t in ipairs(net.tensors) do
       local p = engine.ffi.cast("const float *", t.data)
       out[#out + 1] = tb.record(tb.histogram_event(now, self:_step(update), "weights/" .. t.name, p, #t.data / 4))
+      if grads then
+        local g = engine.ffi.cast("const float *", grads[t.name])
+        out[#out + 1] = tb.record(tb.histogram_event(now, self:_step(update), "gradients/" .. t.name, g,
+          #t.data / 4))
+      end
     end
     self.file:write(table.concat(out))
   end)
