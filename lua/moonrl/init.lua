@@ -40,7 +40,7 @@
 --             moonrl.eval_table needs them; by default every death and
 --             survivor, engine.eval_records, which moonrl.eval.table summarises)
 --       result: mode, checkpoint, update (of update_NNNNNNN.mrck), describe,
---               trained_mode, train_seed, eval = {num_envs, steps, runs, seed},
+--               trained_mode, train_seed, environment (env.name), eval = {num_envs, steps, runs, seed},
 --               records, and the engine's own aggregates (mr_eval_result, kept
 --               in eval.json as engine_table): energy_per_1k, efficiency (per-env
 --               mean), survival (mean of all episodes, not censored),

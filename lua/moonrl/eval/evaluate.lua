@@ -98,6 +98,7 @@ function evaluate.evaluate(target, opts)
       r.checkpoint, r.describe = path, describe
       r.update = require("moonrl.eval.table").update_of(path)
       r.trained_mode, r.train_seed = engine.mode_name(trained.env.mode), tonumber(trained.seed)
+      r.environment = engine.env_name(tonumber(trained.env.name))
       r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
       if rec_bytes then r.records = engine.eval_records(rec_bytes) end
       done(r)

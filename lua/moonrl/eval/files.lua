@@ -122,7 +122,7 @@ function evalfiles.settings(results, summaries, extra)
   for k, r in ipairs(results) do
     local seeds = {}
     for run = 0, r.eval.runs - 1 do seeds[#seeds + 1] = r.eval.seed + run * 1000003 end
-    t.sources[k] = { label = r.label or r.mode, mode = r.mode, trained_mode = r.trained_mode,
+    t.sources[k] = { label = r.label or r.mode, mode = r.mode, trained_mode = r.trained_mode, environment = r.environment,
       checkpoint = r.checkpoint, update = require("moonrl.eval.table").update_of(r.checkpoint), train_seed = r.train_seed, engine = r.describe,
       eval = { num_envs = r.eval.num_envs, steps = r.eval.steps, runs = r.eval.runs, seed = r.eval.seed,
                run_seeds = seeds },

@@ -127,6 +127,7 @@ function evaltable.summarise(res, opts)
   local med, mlo, mhi = stats.km_median(km)
   local s = {
     label = res.label or res.mode, mode = res.mode, checkpoint = res.checkpoint, eval = res.eval,
+    environment = res.environment,
     boot = B, boot_seed = seed, unit = unit, units = n, agents = nagents,
     totals = totals, deaths = totals.D, censored = totals.E - totals.D,
     point = {}, ci = {}, reps = {}, values = {},
@@ -226,6 +227,16 @@ function evaltable.header(summaries)
     lines[1] = "evaluated: " .. (first or "nothing")
   else
     for _, s in ipairs(summaries) do lines[#lines + 1] = "evaluated: " .. s.label .. ": " .. what(s) end
+  end
+  -- the protocol is foraging's (docs/evaluation.md); another environment's items take food's and poison's rows
+  local env = summaries[1] and summaries[1].environment
+  if env and env ~= "foraging" then
+    local codes = { "empty", "item 1", "item 2" }
+    for _, e in ipairs(require("moonrl.engine").environments()) do
+      if e.name == env then codes = e.codes end
+    end
+    lines[#lines + 1] = string.format("environment: %s; the protocol is foraging's: food below is the %s, poison " ..
+      "the %s (cell codes 1 and 2), energy weighs them as foraging does", env, codes[2], codes[3])
   end
   return table.concat(lines, "\n")
 end
