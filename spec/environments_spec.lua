@@ -98,6 +98,23 @@ describe("environments (env.name)", function()
     assert.equal(4, net.actions)
     assert.matches("1 goal, 2 pit", header.__metadata__["moonrl.observation"])
 
+    -- and the ONNX model runs in onnxruntime with 4 logits out (where requirements.txt is installed)
+    rc, out = run(d, "export trained --format onnx --out policy.onnx")
+    assert.equal(0, rc, out)
+    if not support.venv_lacks("onnxruntime, numpy") then
+      support.write_file(d .. "/ort.py", [[
+import numpy as np, onnxruntime as ort
+s = ort.InferenceSession("policy.onnx")
+lg, v = s.run(None, {"observation": np.zeros((3, 5, 5, 2), np.float32), "extra": np.zeros((3, 2), np.float32),
+                     "truth": np.zeros((3, 50), np.float32)})
+print("shapes", lg.shape, v.shape)
+]])
+      local p = io.popen(string.format("cd %q && env -u PYTHONPATH %q ort.py 2>&1", d, support.VENV_PY))
+      local got = p:read("*a")
+      p:close()
+      assert.matches("shapes (3, 4) (3, 1)", got, 1, true)
+    end
+
     -- a checkpoint of reach does not resume as foraging
     rc, out = run(d, "train reach.lua --dir trained --resume trained --set env.name=foraging")
     assert.is_true(rc ~= 0, out)
