@@ -193,11 +193,33 @@ MR_HD int mr_forage_pick_empty(const mr_forage *s, const uint8_t *g, int i, uint
     return last;
 }
 
+/* The end of every environment's full reset of instance i, written once
+ * (foraging and reach call it): the agent at cell `at`, `food` and `poison`
+ * items on the grid, energy 1, a fresh episode, the reset counted, the
+ * observation written. */
+MR_HD void mr_forage_start_fresh(const mr_forage *s, int i, int at, int food, int poison) {
+    s->x[i] = at % s->W;
+    s->y[i] = at / s->W;
+    s->energy_centi[i] = MR_ENERGY_START;
+    s->energy[i] = 1.0f;
+    s->steps[i] = 0;
+    s->resets[i] += 1;
+    s->food_count[i] = food;
+    s->poison_count[i] = poison;
+    s->reward[i] = 0.0f;
+    s->terminated[i] = 0;
+    s->truncated[i] = 0;
+    s->ep_return[i] = 0.0f;
+    s->ep_food[i] = 0;
+    s->ep_poison[i] = 0;
+    mr_forage_write_obs(s, i);
+}
+
 /* ENV_SPEC "full reset" of instance i: new grid and densities, agent on a
  * random empty cell, energy 1, a fresh episode; then the observation. The log
  * is left alone (mr_forage_log_clear). */
 MR_HD void mr_forage_reset_full(const mr_forage *s, int i) {
-    const int W = s->W, cells = s->H * s->W;
+    const int cells = s->H * s->W;
     uint8_t *g = s->grid + (size_t)i * cells;
     const uint32_t c = s->resets[i], ui = (uint32_t)i;
 #if defined(__CUDA_ARCH__)
@@ -214,21 +236,7 @@ MR_HD void mr_forage_reset_full(const mr_forage *s, int i) {
     for (int k = 0; k < np; k++)
         g[mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - nf - k)] = MR_CELL_POISON;
     const int at = mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - nf - np);
-    s->x[i] = at % W;
-    s->y[i] = at / W;
-    s->energy_centi[i] = MR_ENERGY_START;
-    s->energy[i] = 1.0f;
-    s->steps[i] = 0;
-    s->resets[i] = c + 1;
-    s->food_count[i] = nf;
-    s->poison_count[i] = np;
-    s->reward[i] = 0.0f;
-    s->terminated[i] = 0;
-    s->truncated[i] = 0;
-    s->ep_return[i] = 0.0f;
-    s->ep_food[i] = 0;
-    s->ep_poison[i] = 0;
-    mr_forage_write_obs(s, i);
+    mr_forage_start_fresh(s, i, at, nf, np);
 }
 
 /* The end of every environment's step of instance i, written once (foraging

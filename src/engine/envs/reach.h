@@ -37,7 +37,7 @@ MR_HD int mr_reach_dx(int a) { a &= 3; return a == 2 ? -1 : a == 3 ? 1 : 0; }
 MR_HD int mr_reach_dy(int a) { a &= 3; return a == 0 ? -1 : a == 1 ? 1 : 0; }
 
 MR_HD void mr_reach_reset_full(const mr_forage *s, int i) {
-    const int W = s->W, cells = s->H * s->W;
+    const int cells = s->H * s->W;
     uint8_t *g = s->grid + (size_t)i * cells;
     const uint32_t c = s->resets[i], ui = (uint32_t)i;
     for (int k = 0; k < cells; k++) g[k] = MR_CELL_EMPTY;
@@ -48,21 +48,7 @@ MR_HD void mr_reach_reset_full(const mr_forage *s, int i) {
     for (int k = 0; k < np; k++)
         g[mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - 1 - k)] = MR_CELL_POISON;
     const int at = mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - 1 - np);
-    s->x[i] = at % W;
-    s->y[i] = at / W;
-    s->energy_centi[i] = MR_ENERGY_START;
-    s->energy[i] = 1.0f;
-    s->steps[i] = 0;
-    s->resets[i] = c + 1;
-    s->food_count[i] = 1;
-    s->poison_count[i] = np;
-    s->reward[i] = 0.0f;
-    s->terminated[i] = 0;
-    s->truncated[i] = 0;
-    s->ep_return[i] = 0.0f;
-    s->ep_food[i] = 0;
-    s->ep_poison[i] = 0;
-    mr_forage_write_obs(s, i);
+    mr_forage_start_fresh(s, i, at, 1, np);
 }
 
 MR_HD void mr_reach_step(const mr_forage *s, int i, int action) {
