@@ -381,7 +381,8 @@ mr_status mr_trainer_value_scale(mr_trainer *t, double *mean, double *std, mr_er
  *   extra  (n, 2) the critic's item-count inputs: (count - mid) / half with
  *          mid, half the centre and half-width of [density_min, density_max],
  *          food first; NULL = zeros
- *   logits (n, 8) out; value (n) out, denormalised (PopArt applied); either may be NULL
+ *   logits (n, policy.num_actions) out (8 for foraging, 4 for reach); value (n) out,
+ *          denormalised (PopArt applied); either may be NULL
  * Mode decides ground-truth or proxy expansion of obs (the trainer's mode). */
 mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra, int n,
                            float *logits, float *value, mr_error *err);
@@ -477,7 +478,7 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device,
 void mr_env_free(mr_env *e);
 /* Full reset of every instance (grid, agent, energy). */
 mr_status mr_env_reset(mr_env *e, mr_error *err);
-/* actions: num_envs bytes in [0, 8), host memory. */
+/* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory. */
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err);
 /* Copies of the current state into host memory (sizes in the comments). */
 typedef struct mr_env_view {

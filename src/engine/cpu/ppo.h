@@ -87,7 +87,7 @@ void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_
  *          + ent_floor_coef * relu(ent_floor - H)
  * for a minibatch of B samples.
  *   logits (B,8): current policy;  value (B): current raw value (normalised);
- *   action (B) in [0, 8);  old_logp (B): log pi_old(a);  adv (B): advantages,
+ *   action (B) in [0, na);  old_logp (B): log pi_old(a);  adv (B): advantages,
  *   already normalised;  old_value (B): the rollout's value in the CURRENT
  *   normalised space;  target (B): (R - mean) / std with current PopArt.
  * r = exp(logp(a) - old_logp). v_clipped = old + clamp(v - old, -c, c).
