@@ -8,8 +8,9 @@
 #               embedded) and the examples and docs under $(PREFIX)/share/moonrl;
 #               PREFIX=/usr/local by default, DESTDIR for staged installs
 
+# libopenmpi-dev, openmpi-bin: data-parallel runs across processes (docs/data-parallel.md)
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
-                  lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev
+                  lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin
 # the reference's malloc (bench/reference/launch.py): tcmalloc by default; jemalloc and the full
 # tcmalloc for bench/reference/measure_allocators.py, which compares them
 BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \

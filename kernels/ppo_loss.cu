@@ -374,12 +374,12 @@ extern "C" mr_status mr_cuda_popart_update(mr_popart_ctl *d_pa, const float *ret
     if (k < 1) return mr_fail(err, MR_ERR_ARG, "%s: k = %d: the last critic layer needs 1 or more inputs", who, k);
     MR_CUDA_NEED(d_pa, who, "d_pa");
     if (n == 0) { mr_ok(err); return MR_OK; }
-    MR_CUDA_NEED(returns, who, "returns");
     MR_CUDA_NEED(partials, who, "partials");
     MR_CUDA_NEED(w, who, "w");
     MR_CUDA_NEED(b, who, "b");
     cudaStream_t s = (cudaStream_t)stream;
-    if ((st = launch_mean_std(returns, n, partials, d_pa->batch, s, err)) != MR_OK) return st;
+    /* returns NULL: d_pa->batch already holds the statistics of n returns (data-parallel: every rank's) */
+    if (returns && (st = launch_mean_std(returns, n, partials, d_pa->batch, s, err)) != MR_OK) return st;
     popart_kernel<<<1, THREADS, 0, s>>>(d_pa, n, w, b, k, adam_m_w, adam_v_w, adam_m_b, adam_v_b);
     MR_CUDA_LAUNCHED("the PopArt kernel", err);
     mr_ok(err);

@@ -102,6 +102,12 @@ typedef struct mr_env_config {
     int respawn_tries;      /* candidate cells for a respawn */
     int max_episode_steps;  /* truncation; 0 = never */
     mr_env_name name;       /* which environment (env.name) */
+    /* Data-parallel: the global index of this process's first instance (rank x
+     * num_envs), so that R processes of num_envs instances step exactly the
+     * instances one process of R x num_envs would (every random draw is keyed
+     * by the global index). 0 in a single process; not a setting: the host
+     * sets it from the rank, checkpoints do not store it. */
+    int index0;
 } mr_env_config;
 
 /* How the update stores proxy observations (env.proxy_obs_storage). */
@@ -349,6 +355,24 @@ mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint6
  * holds none, nor one saved before the trainer ran an update (MR_ERR_ARG,
  * saying so). */
 void mr_trainer_keep_gradients(mr_trainer *t, int on);
+
+/* Data-parallel training: how this rank's trainer meets the others' (the
+ * host implements it on MPI; docs/data-parallel.md). With it set, every rank
+ * takes the same steps from the same start:
+ *   average  after every minibatch's backward, before the optimizer step:
+ *            replace the gradient (n floats: on the cpu backend host memory;
+ *            on cuda device memory, the trainer's stream's work queued
+ *            before it) by the ranks' average;
+ *   sum      replace n doubles (host memory) by their sum over the ranks:
+ *            PopArt's statistics of the update's returns, so the value
+ *            head is rescaled alike everywhere.
+ * NULL turns it off. CUDA graphs are not used while it is set. */
+typedef struct mr_reducer {
+    mr_status (*average)(void *ctx, float *grads, uint64_t n, void *stream, mr_error *err);
+    mr_status (*sum)(void *ctx, double *v, int n, mr_error *err);
+    void *ctx;
+} mr_reducer;
+void mr_trainer_set_reducer(mr_trainer *t, const mr_reducer *r);
 mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n, mr_error *err);
 
 /* The network's parameters, for export (moonrl export): tensor i of

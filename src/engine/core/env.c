@@ -35,6 +35,9 @@
 
 int mr_env_config_check(const mr_env_config *c, mr_error *err) {
     if (!c) return mr_fail(err, MR_ERR_ARG, "env config is NULL");
+    if (c->index0 < 0 || (long long)c->index0 + c->num_envs > 2147483647LL)
+        return mr_fail(err, MR_ERR_ARG, "env.index0 = %d: the instances' global indices must fit in [0, 2^31)",
+                       c->index0);
     if (!mr_env_name_of(c->name))
         return mr_fail(err, MR_ERR_ARG, "env.name = %d: accepted 0 foraging, 1 reach", (int)c->name);
     if (c->name == MR_ENV_REACH && c->mode != MR_MODE_GROUND_TRUTH)

@@ -167,7 +167,7 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
             mr_trainer_counts_extra(&env, extra);
             EVAL_TRY(o->policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value, NULL, err));
             for (int i = 0; i < N; i++)
-                u[i] = mr_rng_uniform(env.seed, (uint32_t)i, env.tick[i], MR_RNG_ACTION, 0);
+                u[i] = mr_rng_uniform(env.seed, mr_forage_key(&env, i), env.tick[i], MR_RNG_ACTION, 0);
             EVAL_TRY(o->sample(N, t->NA, logits, u, act, logp, NULL, err));
             if (recs) memcpy(b.ret0, env.ep_return, sizeof(float) * (size_t)N);
             EVAL_TRY(o->env_step_all(&env, act, NULL, err));

@@ -257,6 +257,12 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), note, out, err);
 }
 
+void mr_trainer_set_reducer(mr_trainer *t, const mr_reducer *r) {
+    if (!t) return;
+    if (r) t->reducer = *r;
+    else memset(&t->reducer, 0, sizeof t->reducer);
+}
+
 void mr_trainer_free(mr_trainer *t) {
     if (!t) return;
     const mr_backend *o = t->be;
@@ -313,6 +319,30 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
     return o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err);
 }
 
+/* Data-parallel PopArt: this rank's mean and (unbiased) std of its returns,
+ * summed over the ranks as (count, sum, sum of squares), the global mean and
+ * std into pa->batch on the device; *n the global count. */
+static mr_status global_return_stats(mr_trainer *t, int64_t *n, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    void *st = t->stream;
+    const int64_t B = t->B;
+    double ms[2];
+    TRY(o->mean_std(d->ret, B, d->partials, d->pa->batch, st, err));
+    TRY(o->copy(ms, d->pa->batch, sizeof ms, MR_COPY_D2H, st, err));
+    TRY(o->stream_sync(st, err));
+    const double nb = (double)B;
+    double v[3] = {nb, nb * ms[0], ms[1] * ms[1] * (nb - 1.0) + nb * ms[0] * ms[0]};
+    TRY(t->reducer.sum(t->reducer.ctx, v, 3, err));
+    const double mean = v[1] / v[0], m2 = v[2] - v[0] * mean * mean;
+    ms[0] = mean;
+    ms[1] = v[0] > 1.0 && m2 > 0.0 ? sqrt(m2 / (v[0] - 1.0)) : 0.0;
+    TRY(o->copy(d->pa->batch, ms, sizeof ms, MR_COPY_H2D, st, err));
+    TRY(o->stream_sync(st, err));   /* ms is on this stack */
+    *n = (int64_t)v[0];
+    return MR_OK;
+}
+
 static mr_status advantages(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
@@ -327,7 +357,13 @@ static mr_status advantages(mr_trainer *t, mr_error *err) {
     TRY(o->mean_std(d->diff, B, d->partials, &d->met->ev_stats[2], st, err));
     if (t->cfg.policy.popart) {
         const size_t w = t->net.value_w_offset, b = t->net.value_b_offset;
-        TRY(o->popart_update(d->pa, d->ret, B, d->partials, d->pol.params + w, d->pol.params + b,
+        const float *returns = d->ret;
+        int64_t n = B;
+        if (t->reducer.sum) {   /* data-parallel: the statistics of every rank's returns */
+            TRY(global_return_stats(t, &n, err));
+            returns = NULL;     /* pa->batch holds them */
+        }
+        TRY(o->popart_update(d->pa, returns, n, d->partials, d->pol.params + w, d->pol.params + b,
                              t->cfg.policy.critic_hidden, d->adam_m + w, d->adam_v + w, d->adam_m + b, d->adam_v + b,
                              st, err));
     }
@@ -361,6 +397,8 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
             TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target,
                             d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));
             TRY(o->policy_backward(&d->pol, d->mb_dlogits, d->mb_dvalue, M, st, err));
+            if (t->reducer.average)   /* data-parallel: the ranks' average, before anyone steps */
+                TRY(t->reducer.average(t->reducer.ctx, d->pol.grads, (uint64_t)t->net.n_params, st, err));
             TRY(o->opt_step(d->pol.params, d->pol.grads, d->adam_m, d->adam_v, &d->groups, d->partials, d->opt, st,
                             err));
             TRY(o->accumulate(d->met, d->loss, d->opt, MR_TRAINER_NGROUPS, st, err));
@@ -425,7 +463,8 @@ static mr_status record(mr_trainer *t, int i, mr_error *why) {
  * recording that fails is reported once in the description and the run
  * goes on unrecorded. */
 static int graphs_ready(mr_trainer *t) {
-    if (!t->cfg.cuda.graphs || t->graphs_failed || t->profile || !t->be->graph_begin || !t->warm) return 0;
+    if (!t->cfg.cuda.graphs || t->graphs_failed || t->profile || !t->be->graph_begin || !t->warm || t->reducer.average)
+        return 0;
     int have = 0;
     for (int i = 0; i < MR_TRAINER_PARTS; i++) have += t->graph[i] != NULL;
     if (have == MR_TRAINER_PARTS) return 1;

@@ -97,6 +97,7 @@ struct mr_trainer {
     int broken;                /* an update failed midway: the backend state is not trustworthy */
     int keep_grads;            /* checkpoints hold the last step's gradient (mr_trainer_keep_gradients) */
     int grads_ready;           /* an update ran in this trainer: its grads are a real gradient */
+    mr_reducer reducer;        /* data-parallel (mr_trainer_set_reducer); .average NULL: one process */
     char describe[640];
 
     /* backend state */

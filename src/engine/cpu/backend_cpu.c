@@ -387,7 +387,13 @@ static mr_status cpu_popart(mr_popart_ctl *pa, const float *returns, int64_t n, 
     (void)stream;
     mr_popart p = {pa->mean, pa->std, pa->count};
     const double std0 = p.std;
-    mr_popart_update(&p, returns, (size_t)n, pa->beta_min, w, b, k, mw, vw, mb, vb);
+    if (returns) {
+        mr_popart_update(&p, returns, (size_t)n, pa->beta_min, w, b, k, mw, vw, mb, vb);
+    } else if (n > 0) {   /* pa->batch holds the statistics of n returns (data-parallel: every rank's) */
+        mr_popart_rescale r;
+        mr_popart_step(&p.mean, &p.std, &p.count, pa->beta_min, pa->batch[0], pa->batch[1], n, &r);
+        mr_popart_rescale_layer(&r, w, b, k, mw, vw, mb, vb);
+    }
     pa->mean = p.mean;
     pa->std = p.std;
     pa->count = p.count;

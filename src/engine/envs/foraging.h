@@ -91,7 +91,12 @@ typedef struct mr_forage {
     int32_t *energy_centi;          /* (n) energy in hundredths: the exact state */
     int threads;                    /* CPU threads for the *_all loops, 0 = OpenMP's default */
     int kind;                       /* mr_env_name: whose rules step this state (registry.h) */
+    int index0;                     /* global index of instance 0 (data-parallel rank x n; else 0) */
 } mr_forage;
+
+/* Instance i's key in every random draw: its global index, so a rank's
+ * instances draw what the same instances of one bigger process would. */
+MR_HD uint32_t mr_forage_key(const mr_forage *s, int i) { return (uint32_t)(s->index0 + i); }
 
 /* Moves, ENV_SPEC order: 0:(-1,-1) 1:(-1,0) 2:(-1,1) 3:(0,-1) 4:(0,1)
  * 5:(1,-1) 6:(1,0) 7:(1,1). Two bits per action hold d+1; a & 7 keeps a bad
@@ -180,10 +185,10 @@ MR_HD int mr_forage_pick_empty(const mr_forage *s, const uint8_t *g, int i, uint
                                uint32_t purpose, uint32_t *d, int empties) {
     const uint32_t cells = (uint32_t)(s->H * s->W);
     for (int k = 0; k < MR_FORAGE_REJECT_DRAWS; k++) {
-        uint32_t c = mr_rng_below(s->seed, (uint32_t)i, ctr, purpose, (*d)++, cells);
+        uint32_t c = mr_rng_below(s->seed, mr_forage_key(s, i), ctr, purpose, (*d)++, cells);
         if (g[c] == MR_CELL_EMPTY) return (int)c;
     }
-    uint32_t r = mr_rng_below(s->seed, (uint32_t)i, ctr, purpose, (*d)++, (uint32_t)empties);
+    uint32_t r = mr_rng_below(s->seed, mr_forage_key(s, i), ctr, purpose, (*d)++, (uint32_t)empties);
     int last = 0;
     for (uint32_t c = 0; c < cells; c++) {
         if (g[c] != MR_CELL_EMPTY) continue;
@@ -221,7 +226,7 @@ MR_HD void mr_forage_start_fresh(const mr_forage *s, int i, int at, int food, in
 MR_HD void mr_forage_reset_full(const mr_forage *s, int i) {
     const int cells = s->H * s->W;
     uint8_t *g = s->grid + (size_t)i * cells;
-    const uint32_t c = s->resets[i], ui = (uint32_t)i;
+    const uint32_t c = s->resets[i], ui = mr_forage_key(s, i);
 #if defined(__CUDA_ARCH__)
     for (int k = 0; k < cells; k++) g[k] = MR_CELL_EMPTY;
 #else
@@ -283,7 +288,7 @@ MR_HD int mr_forage_record_step(const mr_forage *s, int i, float r, int terminat
 MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
     const int H = s->H, W = s->W, cells = s->H * s->W, mode = s->mode;
     const int frozen = s->energy_frozen;
-    const uint32_t t = s->tick[i], ui = (uint32_t)i;
+    const uint32_t t = s->tick[i], ui = mr_forage_key(s, i);
     uint8_t *g = s->grid + (size_t)i * cells;
     mr_forage_log *log = &s->log[i];
 

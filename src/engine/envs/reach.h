@@ -39,7 +39,7 @@ MR_HD int mr_reach_dy(int a) { a &= 3; return a == 0 ? -1 : a == 1 ? 1 : 0; }
 MR_HD void mr_reach_reset_full(const mr_forage *s, int i) {
     const int cells = s->H * s->W;
     uint8_t *g = s->grid + (size_t)i * cells;
-    const uint32_t c = s->resets[i], ui = (uint32_t)i;
+    const uint32_t c = s->resets[i], ui = mr_forage_key(s, i);
     for (int k = 0; k < cells; k++) g[k] = MR_CELL_EMPTY;
     const uint32_t span = (uint32_t)(s->dmax - s->dmin + 1);
     const int np = s->dmin + (int)mr_rng_below(s->seed, ui, c, MR_RNG_DENSITY, 0, span);

@@ -29,6 +29,7 @@ static inline void mr_forage_layout(mr_forage *s, const mr_env_config *cfg, uint
     s->max_steps = cfg->max_episode_steps;
     s->mode = cfg->mode;
     s->kind = cfg->name;
+    s->index0 = cfg->index0;
     s->energy_frozen = cfg->mode == MR_MODE_PROXY;
     s->seed = seed;
     s->reward_clip = 20.0f;

@@ -74,7 +74,7 @@ MR_HD void mr_tc_counts(const mr_forage *s, int i, float *extra) {
  * action uniform at this environment's tick (the CPU trainer's key). */
 MR_HD void mr_tc_step_in(const mr_forage *s, int i, uint64_t seed, float *extra, float *u) {
     mr_tc_counts(s, i, extra);
-    if (u) u[i] = mr_rng_uniform(seed, (uint32_t)i, s->tick[i], MR_RNG_ACTION, 0);
+    if (u) u[i] = mr_rng_uniform(seed, mr_forage_key(s, i), s->tick[i], MR_RNG_ACTION, 0);
 }
 
 /* PopArt's statistics as the CPU trainer rounds them: value = pm + ps * raw

@@ -133,6 +133,8 @@ typedef struct mr_backend {
                           const float *old_logp, const float *adv, const float *old_value, const float *target,
                           mr_lossctl *loss, mr_optctl *opt, double *partials, float *dlogits, float *dvalue,
                           void *stream, mr_error *err);
+    /* returns NULL: pa->batch already holds the mean and std of the n returns
+     * (data-parallel: every rank's; the trainer computed and reduced them) */
     mr_status (*popart_update)(mr_popart_ctl *pa, const float *returns, int64_t n, double *partials, float *w,
                                float *b, int k, float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b,
                                void *stream, mr_error *err);
