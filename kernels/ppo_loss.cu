@@ -181,10 +181,10 @@ extern "C" mr_status mr_cuda_normalize(float *x, int64_t n, double *partials, do
     if (st != MR_OK) return st;
     if (n == 0) { mr_ok(err); return MR_OK; }
     MR_CUDA_NEED(x, who, "x");
-    MR_CUDA_NEED(partials, who, "partials");
     MR_CUDA_NEED(out2, who, "out2");
     cudaStream_t s = (cudaStream_t)stream;
-    if ((st = launch_mean_std(x, n, partials, out2, s, err)) != MR_OK) return st;
+    /* partials NULL: out2 already holds the statistics (data-parallel: every rank's) */
+    if (partials && (st = launch_mean_std(x, n, partials, out2, s, err)) != MR_OK) return st;
     normalize_kernel<<<grid_for(n), THREADS, 0, s>>>(x, n, out2);
     MR_CUDA_LAUNCHED("the normalisation kernel", err);
     mr_ok(err);

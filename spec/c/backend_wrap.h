@@ -415,7 +415,7 @@ static mr_status bw_mean_std(const float *x, int64_t n, double *partials, double
 static mr_status bw_normalize(float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err) {
     BW_TRY(normalize, 0);
     BW_DEV(normalize, x, (size_t)n * 4);
-    BW_DEV(normalize, partials, 8);
+    if (partials) BW_DEV(normalize, partials, 8);   /* NULL: out2 given (data-parallel) */
     BW_DEV(normalize, out2, 16);
     return BW.base->normalize(x, n, partials, out2, stream, err);
 }
@@ -445,7 +445,7 @@ static mr_status bw_popart_update(mr_popart_ctl *pa, const float *returns, int64
                                   mr_error *err) {
     BW_TRY(popart_update, 0);
     BW_DEV(popart_update, pa, sizeof *pa);
-    BW_DEV(popart_update, returns, (size_t)n * 4);
+    if (returns) BW_DEV(popart_update, returns, (size_t)n * 4);   /* NULL: pa->batch given (data-parallel) */
     BW_DEV(popart_update, partials, 8);
     BW_DEV(popart_update, w, (size_t)k * 4);
     BW_DEV(popart_update, b, 4);

@@ -167,7 +167,7 @@ static void test_cuda_arg_checks(void) {
     mr_popart_ctl *pc = (mr_popart_ctl *)(uintptr_t)256;
     CHECK(mr_cuda_normalize(f, -1, d, d, NULL, &e) == MR_ERR_ARG && strstr(e.msg, "n = -1"));
     CHECK(mr_cuda_normalize(NULL, 10, d, d, NULL, &e) == MR_ERR_ARG && strstr(e.msg, "x is NULL"));
-    CHECK(mr_cuda_normalize(f, 10, NULL, d, NULL, &e) == MR_ERR_ARG && strstr(e.msg, "partials is NULL"));
+    CHECK(mr_cuda_normalize(f, 10, NULL, NULL, NULL, &e) == MR_ERR_ARG && strstr(e.msg, "out2 is NULL"));   /* partials NULL: out2 given */
     CHECK(mr_cuda_normalize(NULL, 0, NULL, NULL, NULL, &e) == MR_OK);   /* n == 0: nothing to do */
     CHECK(mr_cuda_mean_std(f, 10, d, NULL, NULL, &e) == MR_ERR_ARG);
     CHECK(mr_cuda_popart_update(pc, f, 10, d, f, f, 0, NULL, NULL, NULL, NULL, NULL, &e) == MR_ERR_ARG);

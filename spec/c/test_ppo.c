@@ -195,6 +195,10 @@ static void test_normalize(void) {
     mr_normalize(y, n, &m2, &s2);
     set_threads(2);
     CHECK(m == m2 && s == s2 && memcmp(x, y, n * sizeof *x) == 0);
+    /* with the statistics given (data-parallel: every rank's), the same bytes */
+    memcpy(y, orig, n * sizeof *y);
+    mr_normalize_with(y, n, m, s);
+    CHECK(memcmp(x, y, n * sizeof *x) == 0);
     CHECK_NEAR(m, rm, 0, 1e-12);
     CHECK_NEAR(s, rs, 0, 1e-12);
     double am = 0.0, av = 0.0, maxe = 0.0;

@@ -319,17 +319,18 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
     return o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err);
 }
 
-/* Data-parallel PopArt: this rank's mean and (unbiased) std of its returns,
- * summed over the ranks as (count, sum, sum of squares), the global mean and
- * std into pa->batch on the device; *n the global count. */
-static mr_status global_return_stats(mr_trainer *t, int64_t *n, mr_error *err) {
+/* Data-parallel statistics: this rank's mean and (unbiased) std of x (B
+ * values: returns for PopArt, advantages for their normalisation), summed
+ * over the ranks as (count, sum, sum of squares); the global mean and std
+ * into out2 (2 doubles on the device); *n the global count. */
+static mr_status global_stats(mr_trainer *t, const float *x, double *out2, int64_t *n, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
     const int64_t B = t->B;
     double ms[2];
-    TRY(o->mean_std(d->ret, B, d->partials, d->pa->batch, st, err));
-    TRY(o->copy(ms, d->pa->batch, sizeof ms, MR_COPY_D2H, st, err));
+    TRY(o->mean_std(x, B, d->partials, out2, st, err));
+    TRY(o->copy(ms, out2, sizeof ms, MR_COPY_D2H, st, err));
     TRY(o->stream_sync(st, err));
     const double nb = (double)B;
     double v[3] = {nb, nb * ms[0], ms[1] * ms[1] * (nb - 1.0) + nb * ms[0] * ms[0]};
@@ -337,7 +338,7 @@ static mr_status global_return_stats(mr_trainer *t, int64_t *n, mr_error *err) {
     const double mean = v[1] / v[0], m2 = v[2] - v[0] * mean * mean;
     ms[0] = mean;
     ms[1] = v[0] > 1.0 && m2 > 0.0 ? sqrt(m2 / (v[0] - 1.0)) : 0.0;
-    TRY(o->copy(d->pa->batch, ms, sizeof ms, MR_COPY_H2D, st, err));
+    TRY(o->copy(out2, ms, sizeof ms, MR_COPY_H2D, st, err));
     TRY(o->stream_sync(st, err));   /* ms is on this stack */
     *n = (int64_t)v[0];
     return MR_OK;
@@ -360,14 +361,22 @@ static mr_status advantages(mr_trainer *t, mr_error *err) {
         const float *returns = d->ret;
         int64_t n = B;
         if (t->reducer.sum) {   /* data-parallel: the statistics of every rank's returns */
-            TRY(global_return_stats(t, &n, err));
+            TRY(global_stats(t, d->ret, d->pa->batch, &n, err));
             returns = NULL;     /* pa->batch holds them */
         }
         TRY(o->popart_update(d->pa, returns, n, d->partials, d->pol.params + w, d->pol.params + b,
                              t->cfg.policy.critic_hidden, d->adam_m + w, d->adam_v + w, d->adam_m + b, d->adam_v + b,
                              st, err));
     }
-    if (pc->norm_adv) TRY(o->normalize(d->adv, B, d->partials, d->met->adv_stats, st, err));
+    if (pc->norm_adv) {
+        double *partials = d->partials;
+        if (t->reducer.sum) {   /* data-parallel: every rank's advantages' mean and std */
+            int64_t n;
+            TRY(global_stats(t, d->adv, d->met->adv_stats, &n, err));
+            partials = NULL;    /* adv_stats holds them */
+        }
+        TRY(o->normalize(d->adv, B, partials, d->met->adv_stats, st, err));
+    }
     return MR_OK;
 }
 

@@ -347,9 +347,9 @@ static mr_status cpu_mean_std(const float *x, int64_t n, double *partials, doubl
 }
 
 static mr_status cpu_normalize(float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err) {
-    (void)partials;
     (void)stream;
-    mr_normalize(x, (size_t)n, &out2[0], &out2[1]);
+    if (partials) mr_normalize(x, (size_t)n, &out2[0], &out2[1]);
+    else mr_normalize_with(x, (size_t)n, out2[0], out2[1]);   /* statistics given */
     return ok(err);
 }
 

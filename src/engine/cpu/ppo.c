@@ -151,11 +151,15 @@ void mr_gae(int T, int N, const float *reward, const float *value,
 
 /* ----------------------------------------------------------- normalisation */
 
+void mr_normalize_with(float *x, size_t n, double mean, double sd) {
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] = mr_norm_elem(x[i], mean, sd);
+}
+
 void mr_normalize(float *x, size_t n, double *mean_out, double *std_out) {
     double mean, sd;
     mr_mean_std(x, n, &mean, &sd);
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) x[i] = mr_norm_elem(x[i], mean, sd);
+    mr_normalize_with(x, n, mean, sd);
     if (mean_out) *mean_out = mean;
     if (std_out) *std_out = sd;
 }

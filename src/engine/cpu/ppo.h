@@ -56,6 +56,8 @@ void mr_gae(int T, int N, const float *reward, const float *value,
  * mean_out / std_out (either may be NULL) receive the statistics used.
  * n < 2: std is taken as 0 (torch would give NaN). n == 0 does nothing. */
 void mr_normalize(float *x, size_t n, double *mean_out, double *std_out);
+/* The same with the statistics given (data-parallel: every rank's). */
+void mr_normalize_with(float *x, size_t n, double mean, double sd);
 
 /* Mean and unbiased std (n < 2: std 0) of x, two-pass, deterministic. */
 void mr_mean_std(const float *x, size_t n, double *mean_out, double *std_out);

@@ -126,7 +126,8 @@ typedef struct mr_backend {
      * non-finite loss or gradient (ctl->s.found_inf). */
     mr_status (*opt_step)(float *param, const float *grad, float *m, float *v, const mr_opt_groups *G,
                           double *partials, mr_optctl *ctl, void *stream, mr_error *err);
-    /* out2 = mean, unbiased std of x (n); normalize also applies (x - mean) / (std + eps). */
+    /* out2 = mean, unbiased std of x (n); normalize also applies (x - mean) / (std + eps), and with
+     * partials NULL takes out2 as given (data-parallel: every rank's statistics, reduced by the trainer). */
     mr_status (*mean_std)(const float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err);
     mr_status (*normalize)(float *x, int64_t n, double *partials, double *out2, void *stream, mr_error *err);
     mr_status (*ppo_loss)(int B, const float *logits, const float *value, const uint8_t *action,
