@@ -22,6 +22,27 @@ describe("moonrl.eval.stats", function()
     assert.is_true(stats.cohen_d({ 1, 1 }, { 1, 1 }) ~= stats.cohen_d({ 1, 1 }, { 1, 1 }))
   end)
 
+  it("Student's t: quantiles as the published tables give them, the CDF by numerical integration", function()
+    -- two-sided 95% critical values (any statistics table: 12.706, 4.303, 2.776, 2.228, 2.042, 1.960 at df infinite)
+    for _, c in ipairs({ { 1, 12.706205 }, { 2, 4.302653 }, { 4, 2.776445 }, { 10, 2.228139 }, { 30, 2.042272 } }) do
+      assert.is_true(math.abs(stats.t_quantile(0.975, c[1]) - c[2]) < 1e-5, c[1] .. ": " .. stats.t_quantile(0.975, c[1]))
+    end
+    assert.is_true(math.abs(stats.t_quantile(0.975, 1e6) - 1.959966) < 1e-4)
+    assert.is_true(math.abs(stats.t_quantile(0.025, 4) + 2.776445) < 1e-5)
+    -- the CDF against Simpson's rule on the density, computed here from its formula (df = 3: 2 / (pi sqrt 3) (1 + t^2/3)^-2)
+    local function f(t) return 2 / (math.pi * math.sqrt(3)) * (1 + t * t / 3) ^ -2 end
+    local T, n = 1.7, 2000
+    local h, acc = T / n, f(0) + f(T)
+    for i = 1, n - 1 do acc = acc + (i % 2 == 1 and 4 or 2) * f(i * h) end
+    assert.is_true(math.abs(stats.t_cdf(T, 3) - (0.5 + acc * h / 3)) < 1e-9)
+    -- the mean's interval: mean +- t sd / sqrt(n); fewer than 2 values give no interval
+    local m, lo, hi = stats.mean_interval({ 1, 2, 3, 4 })
+    local half = 3.182446 * math.sqrt(5 / 3) / 2
+    assert.is_true(m == 2.5 and math.abs(lo - (2.5 - half)) < 1e-5 and math.abs(hi - (2.5 + half)) < 1e-5)
+    local _, l1 = stats.mean_interval({ 3 })
+    assert.is_true(l1 ~= l1)
+  end)
+
   it("quantiles (type 7) and percentile intervals leave NaNs out", function()
     near(stats.quantile({ 1, 2, 3, 4, 5 }, 0.5), 3)
     near(stats.quantile({ 1, 2, 3, 4 }, 0.5), 2.5)

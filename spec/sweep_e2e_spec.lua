@@ -89,6 +89,10 @@ elseif case == "function" then
     if ctx.index == 3 then return { ["ppo.lr"] = 5 } end
     return nil
   end
+elseif case == "repeats" then
+  -- two settings, each with 3 seeds; the metric is the (constant) learning rate, so the means are known
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } }
+  spec.method, spec.parallel, spec.metric, spec.smooth, spec.repeats = "grid", 2, "lr", 1, 3
 elseif case == "bad_point" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5 } }
 elseif case == "bad_base" then
@@ -99,6 +103,9 @@ local sweep = moonrl.sweep(spec)
 local s = sweep:wait()
 print("summary " .. s.status .. " " .. #s.results .. " best " .. (s.best and s.best.label or "-"))
 print(sweep:table())
+if s.settings then
+  for i, g in ipairs(s.settings) do print(string.format("setting %d %d %g %d", i, g.setting, g.mean, g.n)) end
+end
 ]==]
 
 local function read_results(path)
@@ -424,6 +431,43 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal("evaluated: t/checkpoints/update_0000004.mrck (update 4); 2 envs x 10 steps x 1 run, eval seed 7", lines[1])
     assert.truthy(lines[3]:match("^| metric +| +trial%-004 | +proxy |$"), lines[3])
     assert.truthy(out:find("efficiency, overall", 1, true), out)
+  end)
+
+  it("repeats: every setting runs with several seeds; the summary gives each setting's mean and interval", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw repeats")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(6, #rec.results)
+    local seeds, lr = {}, {}
+    for _, r in ipairs(rec.results) do
+      assert.is_nil(seeds[r.seed], "seed " .. tostring(r.seed) .. " twice")
+      seeds[r.seed] = true
+      lr[r.trial] = r.params["ppo.lr"]
+    end
+    assert.same({ 1e-3, 1e-3, 1e-3, 3e-4, 3e-4, 3e-4 }, lr)   -- trials 1-3 are setting 1, 4-6 setting 2
+    -- the means of constant metrics are the learning rates, each over 3 seeds, best first
+    assert.is_true(has(out, "setting 1 1 0.001 3"), out)
+    assert.is_true(has(out, "setting 2 2 0.0003 3"), out)
+    assert.is_true(has(out, "settings (lr: mean [95% interval] over their seeds, best first):"), out)
+    assert.is_true(has(out, "ppo.lr=0.0003  0.0003 [0.0003, 0.0003]  n = 3  worse than the best"), out)
+    -- sweep.json records the repeats; a re-run with another count is another definition
+    local info = json.decode(support.read_file(dir .. "/sw/sweep.json"))
+    assert.equal(3, info.repeats)
+    -- moonrl sweep status shows the settings too
+    code, out, err = moonrl(dir, "sweep status sw")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "  1. ppo.lr=0.001  0.001 [0.001, 0.001]  n = 3  best"), out)
+  end)
+
+  it("refuses repeats with a method function or a scheduler, naming what works", function()
+    if not need_bin() then return end
+    support.write_file(dir .. "/bad.lua", "local moonrl = require 'moonrl'\n" ..
+      "moonrl.sweep{ base = { total_steps = 64 }, space = { ['ppo.lr'] = moonrl.grid{ 1e-3 } }, repeats = 2, " ..
+      "scheduler = moonrl.asha{ grace_steps = 64 } }\n")
+    local code, out, err = moonrl(dir, "run bad.lua")
+    assert.is_true(code ~= 0, out .. err)
+    assert.is_true(has(out .. err, "repeats = 2 works with method = \"grid\" or \"random\" and no scheduler"), out .. err)
   end)
 
   it("reports a config error in a point or in the base before anything starts", function()

@@ -260,6 +260,35 @@ describe("moonrl.sweep.results", function()
     assert.matches("^| trial%-3 ", lines[3])
     assert.matches("^| trial%-2 +| failed ", lines[6])
   end)
+
+  it("groups repeated trials by setting: mean, 95% t interval, and which settings the best cannot be told from", function()
+    -- repeats = 3: trials 1-3 are setting 1, 4-6 setting 2, 7-9 setting 3; trial 9 failed
+    local list = {
+      { trial = 1, value = 1.0, status = "done" }, { trial = 2, value = 1.1, status = "done" },
+      { trial = 3, value = 0.9, status = "done" },
+      { trial = 4, value = 0.5, status = "done" }, { trial = 5, value = 0.6, status = "done" },
+      { trial = 6, value = 0.4, status = "done" },
+      { trial = 7, value = 0.95, status = "done" }, { trial = 8, value = 1.0, status = "stopped" },
+      { trial = 9, value = 7.0, status = "failed" },
+    }
+    local g = results.settings(list, "max", 3)
+    assert.same({ 1, 3, 2 }, { g[1].setting, g[2].setting, g[3].setting })
+    -- setting 1: mean 1.0, sd 0.1, t(0.975, 2) = 4.302653 (published tables): 1.0 +- 4.302653 * 0.1 / sqrt(3)
+    local h = 4.302653 * 0.1 / math.sqrt(3)
+    assert.is_true(math.abs(g[1].mean - 1.0) < 1e-12)
+    assert.is_true(math.abs(g[1].lo - (1.0 - h)) < 1e-6 and math.abs(g[1].hi - (1.0 + h)) < 1e-6)
+    -- setting 3: two values (the failed trial left out), mean 0.975, t(0.975, 1) = 12.706205
+    assert.equal(2, g[2].n)
+    local h3 = 12.706205 * math.sqrt(0.00125) / math.sqrt(2)
+    assert.is_true(math.abs(g[2].lo - (0.975 - h3)) < 1e-5)
+    assert.is_false(g[2].distinct)   -- overlaps the best's interval
+    assert.is_true(g[3].distinct)    -- 0.5 +- 0.248 is below 1.0 +- 0.248
+    local text = results.settings_text(g, { metric = "return", keys = {} })
+    assert.matches("not distinguishable from the best", text, 1, true)
+    assert.matches("worse than the best", text, 1, true)
+    -- mode min puts setting 2 first
+    assert.equal(2, results.settings(list, "min", 3)[1].setting)
+  end)
 end)
 
 describe("moonrl.svg chart (the sweeps' plots)", function()

@@ -41,7 +41,8 @@ function definition.of(self)
   local sp = {}
   for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
   return { space = sp, method = type(self.method) == "string" and self.method or "<function>",
-    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}) }
+    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}),
+    repeats = self.repeats > 1 and tostring(self.repeats) or nil }
 end
 
 -- The differences between an earlier run's definition and this one, as lines.
@@ -61,7 +62,7 @@ function definition.changes(old, new)
       end
     end
   end
-  for _, k in ipairs({ "method", "seed", "trials" }) do
+  for _, k in ipairs({ "method", "seed", "trials", "repeats" }) do
     if old[k] ~= nil and old[k] ~= new[k] then
       lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
     end
@@ -75,7 +76,7 @@ function definition.check(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -101,7 +102,7 @@ function definition.check(spec)
   local o = {
     parallel = int_opt("parallel", 1, 1), trials = int_opt("trials", 1, nil), smooth = int_opt("smooth", 1, 1),
     poll_ms = int_opt("poll_ms", 10, 500), time_limit = num_opt("time_limit", 0, 0),
-    kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil),
+    kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil), repeats = int_opt("repeats", 1, 1),
     console = spec.console ~= false, hooks = spec.hooks or {},
   }
   local method = spec.method or (spec.trials and "random" or "grid")
@@ -133,6 +134,10 @@ function definition.check(spec)
   end
   if spec.scheduler ~= nil and (type(spec.scheduler) ~= "table" or type(spec.scheduler.decide) ~= "function") then
     error("moonrl.sweep: scheduler must be moonrl.asha{...} or nil", 3)
+  end
+  if o.repeats > 1 and (type(method) == "function" or spec.scheduler ~= nil) then
+    error("moonrl.sweep: repeats = " .. o.repeats .. " works with method = \"grid\" or \"random\" and no " ..
+      "scheduler (repeats with a method function or ASHA is not built)", 3)
   end
   return o
 end

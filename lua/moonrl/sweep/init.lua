@@ -62,7 +62,9 @@
 -- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
 -- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on),
--- extend (true: a re-run may change the definition).
+-- extend (true: a re-run may change the definition), repeats (each point run
+-- with that many seeds, trial i running point setting_of(i); the summary's
+-- `settings` is results.settings of the results).
 --
 -- The sweep object
 --   sweep.dir, sweep.trials (list), sweep.status ("running" | "done" | "stopped")
@@ -155,6 +157,8 @@ local function trial_config(self, index, params)
 end
 
 function Sweep:label(index) return string.format("trial-%03d", index) end
+-- The point (setting) trial `index` runs: with repeats = k, trials 1 .. k run setting 1, and so on.
+function Sweep:setting_of(index) return math.floor((index - 1) / (self.repeats or 1)) + 1 end
 function Sweep:trial_dir(index) return self.dir .. "/" .. self:label(index) end
 
 local function new_trial(self, index, params)
@@ -196,6 +200,9 @@ function sweep.start(spec)
     self.grid_size = size
     if self.method == "grid" then self.trials = self.trials or size
     elseif not self.trials then error("moonrl.sweep: trials is missing: how many points to draw (method = \"random\")", 2) end
+    -- repeats: each point runs that many times with seeds of its own (trial i is point setting_of(i))
+    self.settings_n = self.trials
+    self.trials = self.trials * self.repeats
   elseif not self.trials then
     error("moonrl.sweep: trials is missing: the most trials the method function may propose", 2)
   end
@@ -223,7 +230,8 @@ function sweep.start(spec)
   local errs = {}
   if type(self.method) ~= "function" then
     for i = 1, self.trials do
-      local params = prev.starts[i] and prev.starts[i].params or space.point(self.space, self.method, self.seed, i)
+      local params = prev.starts[i] and prev.starts[i].params or
+        space.point(self.space, self.method, self.seed, self:setting_of(i))
       local t = new_trial(self, i, params)
       if t.config_error and not prev.results[i] then
         errs[#errs + 1] = t.label .. " (" .. point_text(params) .. "): " .. t.config_error:gsub("\n", "; ")
@@ -254,7 +262,7 @@ function sweep.start(spec)
     parallel = self.parallel, seed = self.seed, space = space_info, base = type(spec.base) == "string" and spec.base or json.null,
     scheduler = sched and sched.describe and sched:describe() or json.null,
     executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
-    smooth = self.smooth, moonrl = core.version(), definition = self.definition,
+    smooth = self.smooth, moonrl = core.version(), definition = self.definition, repeats = self.repeats,
   })
   for _, c in ipairs(self.extended or {}) do self:say("extended: " .. c) end
 
@@ -755,7 +763,11 @@ function Sweep:_check_end()
     self:say(string.format("%s %s after %.1f s: results in %s/results.jsonl%s", self.dir, self.status,
       (uv.hrtime() - self.started_at) / 1e9, self.dir, self:best() and (", best config " .. self.dir .. "/best.lua") or ""))
   end
-  local summary = { status = self.status, results = self:results(), best = self:best(), dir = self.dir }
+  local summary = { status = self.status, results = self:results(), best = self:best(), dir = self.dir,
+    settings = self.repeats > 1 and self:settings() or nil }
+  if self.console and summary.settings then
+    self:say(results.settings_text(summary.settings, { metric = self.metric, keys = self.keys }))
+  end
   self._summary = summary
   shutdown.untrack(self)
   local waiters = self.waiters
@@ -795,6 +807,13 @@ function Sweep:best()
     if r.status ~= "failed" and r.value ~= nil then return r end
   end
   return nil
+end
+
+-- With repeats: each setting's finished trials, their metric's mean and
+-- 95% interval, best first, and whether each is distinguishable from the
+-- best (results.settings).
+function Sweep:settings()
+  return results.settings(self.done_results, self.mode, self.repeats)
 end
 
 function Sweep:table()

@@ -22,7 +22,9 @@ one run directory per trial (DIR/trial-NNN).
            status (done, failed, stopped early, running, interrupted,
            pending), agent-steps, seed and run directory; a running trial
            shows its latest value (its control socket is asked whether it runs;
-           for a Slurm sweep, squeue: queued or running)
+           for a Slurm sweep, squeue: queued or running); a sweep with
+           repeats also lists each setting's mean and 95% interval over its
+           seeds, and which settings the best cannot be told from
   plot     writes DIR/plots/curves.svg (each trial's metric against
            agent-steps) and DIR/plots/param_<key>.svg (the metric against each
            swept key); the sweep writes them itself when it ends
@@ -94,6 +96,10 @@ local function status(dir, o)
     if r.status == "failed" then
       out(string.format("%s failed: %s\n", r.label, tostring(r.error)))
     end
+  end
+  local repeats = tonumber(info.repeats) or 1
+  if repeats > 1 then   -- each setting over its seeds
+    out(results.settings_text(results.settings(list, info.mode, repeats), { metric = info.metric, keys = keys }), "\n")
   end
   return 0
 end
