@@ -63,7 +63,7 @@
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
 -- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on),
 -- extend (true: a re-run may change the definition), repeats (each point run
--- with that many seeds, trial i running point setting_of(i); the summary's
+-- with that many seeds, trial i running point _setting_of(i); the summary's
 -- `settings` is results.settings of the results).
 --
 -- The sweep object
@@ -158,7 +158,7 @@ end
 
 function Sweep:label(index) return string.format("trial-%03d", index) end
 -- The point (setting) trial `index` runs: with repeats = k, trials 1 .. k run setting 1, and so on.
-function Sweep:setting_of(index) return math.floor((index - 1) / (self.repeats or 1)) + 1 end
+function Sweep:_setting_of(index) return math.floor((index - 1) / (self.repeats or 1)) + 1 end
 function Sweep:trial_dir(index) return self.dir .. "/" .. self:label(index) end
 
 local function new_trial(self, index, params)
@@ -231,7 +231,7 @@ function sweep.start(spec)
   if type(self.method) ~= "function" then
     for i = 1, self.trials do
       local params = prev.starts[i] and prev.starts[i].params or
-        space.point(self.space, self.method, self.seed, self:setting_of(i))
+        space.point(self.space, self.method, self.seed, self:_setting_of(i))
       local t = new_trial(self, i, params)
       if t.config_error and not prev.results[i] then
         errs[#errs + 1] = t.label .. " (" .. point_text(params) .. "): " .. t.config_error:gsub("\n", "; ")
