@@ -89,6 +89,11 @@ elseif case == "function" then
     if ctx.index == 3 then return { ["ppo.lr"] = 5 } end
     return nil
   end
+elseif case == "evalmetric" then
+  -- the metric is each trial's own evaluation at its end (the base's eval settings)
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } }
+  spec.method, spec.parallel, spec.metric = "grid", 2, "eval.energy_per_1k"
+  base.eval = { num_envs = 4, steps = 32 }
 elseif case == "repeats" then
   -- two settings, each with 3 seeds; the metric is the (constant) learning rate, so the means are known
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } }
@@ -458,6 +463,33 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     code, out, err = moonrl(dir, "sweep status sw")
     assert.equal(0, code, err .. out)
     assert.is_true(has(out, "  1. ppo.lr=0.001  0.001 [0.001, 0.001]  n = 3  best"), out)
+  end)
+
+  it("metric = \"eval.<key>\": each trial ends in its evaluation, whose number is the trial's value", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw evalmetric")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results)
+    for _, r in ipairs(rec.results) do
+      assert.equal("done", r.status)
+      assert.equal("eval.energy_per_1k", r.metric)
+      -- the value is the trial's eval.json, read here on its own
+      local doc = json.decode(support.read_file(r.dir:gsub("^sw/", dir .. "/sw/") .. "/eval/update_0000012/eval.json"))
+      assert.equal(doc.results[1].point.energy_per_1k, r.value)
+      assert.is_true(r.value ~= 0 and r.value == r.value, tostring(r.value))   -- a real number, not a default
+    end
+    -- ASHA needs values while trials run: refused, saying so
+    support.write_file(dir .. "/bad.lua", "local moonrl = require 'moonrl'\n" ..
+      "moonrl.sweep{ base = { total_steps = 64 }, space = { ['ppo.lr'] = moonrl.grid{ 1e-3 } }, " ..
+      "metric = 'eval.eff_overall', scheduler = moonrl.asha{ grace_steps = 64 } }\n")
+    code, out, err = moonrl(dir, "run bad.lua")
+    assert.is_true(code ~= 0, out .. err)
+    assert.is_true(has(out .. err, "is known only when a trial ends"), out .. err)
+    support.write_file(dir .. "/bad2.lua", "local moonrl = require 'moonrl'\n" ..
+      "moonrl.sweep{ base = { total_steps = 64 }, space = { ['ppo.lr'] = moonrl.grid{ 1e-3 } }, metric = 'eval.nope' }\n")
+    code, out, err = moonrl(dir, "run bad2.lua")
+    assert.is_true(code ~= 0 and has(out .. err, "accepted eval.energy_per_1k, eval.eff_overall"), out .. err)
   end)
 
   it("refuses repeats with a method function or a scheduler, naming what works", function()

@@ -113,8 +113,23 @@ function definition.check(spec)
   o.method = method
   o.metric = spec.metric or "efficiency"
   if type(o.metric) ~= "string" and type(o.metric) ~= "function" then
-    error("moonrl.sweep: metric must be a metrics.jsonl field name (\"efficiency\") or a function(record), got " ..
-      util.fmt_value(o.metric), 3)
+    error("moonrl.sweep: metric must be a metrics.jsonl field name (\"efficiency\"), \"eval.<key>\" (a number " ..
+      "of the trial's own evaluation) or a function(record), got " .. util.fmt_value(o.metric), 3)
+  end
+  -- "eval.<key>": what each trial's evaluation at its end (moonrl eval's protocol) reports
+  if type(o.metric) == "string" and o.metric:sub(1, 5) == "eval." then
+    local key, keys = o.metric:sub(6), {}
+    for _, m in ipairs(require("moonrl.eval.table").METRICS) do keys[#keys + 1] = m.key end
+    local known = false
+    for _, k in ipairs(keys) do known = known or k == key end
+    if not known then
+      error("moonrl.sweep: metric " .. util.fmt_value(o.metric) .. ": accepted eval." .. table.concat(keys, ", eval."), 3)
+    end
+    if spec.scheduler ~= nil then
+      error("moonrl.sweep: metric " .. o.metric .. " is known only when a trial ends; ASHA decides on values " ..
+        "while trials run: use a training metric with it", 3)
+    end
+    o.eval_key = key
   end
   o.mode = spec.mode or "max"
   if o.mode ~= "max" and o.mode ~= "min" then error("moonrl.sweep: mode must be \"max\" or \"min\", got " .. util.fmt_value(o.mode), 3) end

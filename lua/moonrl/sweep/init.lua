@@ -62,7 +62,9 @@
 -- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
 -- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on),
--- extend (true: a re-run may change the definition), repeats (each point run
+-- extend (true: a re-run may change the definition), metric = "eval.<key>"
+-- (each trial ends in its evaluation; its value is eval.json's point[key]),
+-- repeats (each point run
 -- with that many seeds, trial i running point _setting_of(i); the summary's
 -- `settings` is results.settings of the results).
 --
@@ -524,7 +526,7 @@ function Sweep:_prepare_trial(t)
       self:_read_metrics(t)
       return self:_finish_trial(t, { status = "done" })
     end
-    argv = { "train", "--resume", t.dir, "--no-eval" }
+    argv = self:_train_argv({ "train", "--resume", t.dir })
   else
     rm_rf(t.dir)   -- no checkpoint: nothing there is worth keeping
     local ok, err = mkdir_p(t.dir)
@@ -535,12 +537,12 @@ function Sweep:_prepare_trial(t)
       }))
     end
     if not ok then return self:_finish_trial(t, { status = "failed", error = err }) end
-    argv = { "train", t.cfg_path, "--dir", t.dir, "--no-eval" }
+    argv = self:_train_argv({ "train", t.cfg_path, "--dir", t.dir })
   end
   mkdir_p(t.dir)
   local spec = self:_exec_spec(t, argv)
   if not resume_ck then   -- what a task a queue restarts (Slurm's requeue) runs once it has a checkpoint
-    spec.resume_argv, spec.resume_dir = { "train", "--resume", t.dir, "--no-eval" }, t.dir
+    spec.resume_argv, spec.resume_dir = self:_train_argv({ "train", "--resume", t.dir }), t.dir
   end
   return spec, { resume_ck = resume_ck }
 end
@@ -705,9 +707,33 @@ function Sweep:_exited(t, exit)
   self:_finish_trial(t, r)
 end
 
+-- A trial's training ends in its evaluation only when the metric is one
+-- (metric = "eval.<key>"); else --no-eval spares the time.
+function Sweep:_train_argv(argv)
+  if not self.eval_key then argv[#argv + 1] = "--no-eval" end
+  return argv
+end
+
+-- metric = "eval.<key>": the value of a finished trial's own evaluation (the
+-- final one moonrl train runs, the run's eval settings), or nil, why.
+local function eval_value(dir, key)
+  local folder, ferr = require("moonrl.eval.files").newest(dir)
+  if not folder then return nil, ferr end
+  local doc = json.decode(util.read_file(folder .. "/eval.json") or "")
+  local r = type(doc) == "table" and type(doc.results) == "table" and doc.results[1]
+  local v = r and type(r.point) == "table" and r.point[key]
+  if type(v) ~= "number" then return nil, folder .. "/eval.json has no " .. key end
+  return v
+end
+
 function Sweep:_finish_trial(t, r)
   r.trial, r.label, r.params, r.seed, r.dir = t.index, t.label, t.params, t.seed, t.dir
   r.metric = type(self.metric) == "string" and self.metric or "<function>"
+  if self.eval_key and r.status == "done" then
+    local v, verr = eval_value(t.dir, self.eval_key)
+    t.value = v
+    if not v then r.note = "no evaluation to read: " .. tostring(verr) end
+  end
   r.value, r.steps, r.updates = t.value, t.steps, t.updates
   r.seconds = t.started_at and (uv.hrtime() - t.started_at) / 1e9 or 0
   t.status, t.result = r.status, r
