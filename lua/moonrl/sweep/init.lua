@@ -662,6 +662,14 @@ function Sweep:_exited(t, exit)
   self:_read_metrics(t)
   if not t.stop_why and not t.timed_out then self:_rungs(t) end
   local complete = t.steps ~= nil and t.cfg ~= nil and t.steps >= t.cfg.total_steps
+  if exit.requeue_lost and not complete and not (self.stopping or t.stop_why or t.timed_out) then
+    -- the cluster requeued the task, and its restart ended without a run starting (the executor's
+    -- error says how): not the trial's failure; it resumes from its last checkpoint, submitted anew
+    self:say(string.format("%s: %s; resuming it from its checkpoint", t.label, tostring(exit.error)))
+    t.status, t.job = "pending", nil
+    self:_start_trial(t)
+    return self:_check_end()
+  end
   if exit.adopted then
     -- a trial an earlier sweep process started ended (its exit status is not
     -- ours to see): complete, or resumed from its last checkpoint

@@ -296,6 +296,9 @@ end
 -- How long a task whose output says Slurm requeued it may take to be listed
 -- again before its final-looking state counts (seconds).
 executor.REQUEUE_WAIT = 60
+-- How long a requeued task waits for its first run to let go of the run
+-- directory before it resumes (seconds; the batch script's flock -w).
+executor.REQUEUE_LOCK_WAIT = 120
 
 -- True when the task's output (its trial's output.log) ends in a requeue:
 -- the last line slurmstepd wrote there says "DUE TO JOB REQUEUE" and no run
@@ -370,12 +373,18 @@ local function batch_script(self, specs, opts)
       -- requeued (a node failure, preemption with PreemptMode=REQUEUE, scontrol
       -- requeue): the same task starts again; it resumes from its checkpoint,
       -- or, requeued before its first checkpoint, starts anew with --force (the
-      -- first run's files are moved aside: a plain start refuses a used directory)
+      -- first run's files are moved aside: a plain start refuses a used directory).
+      -- First it waits (at most REQUEUE_LOCK_WAIT s) for the run directory's lock:
+      -- slurmctld may start the requeued task while the first run, stopped by
+      -- SIGTERM, still writes its final checkpoint there (seen on a loaded
+      -- machine: the restart was refused at once, "in use by another moonrl process").
       local fresh = { unpack(spec.argv) }
       fresh[#fresh + 1] = "--force"
+      local lock = quote(spec.resume_dir .. "/.lock")
       lines[#lines + 1] = string.format("  %d) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then " ..
-        "ls %s/checkpoints/*.mrck >/dev/null 2>&1 && exec %s; exec %s; fi", spec.index, quote(spec.resume_dir),
-        cmd(spec.resume_argv), cmd(fresh))
+        "[ -e %s ] && command -v flock >/dev/null 2>&1 && flock -w %d %s true; " ..
+        "ls %s/checkpoints/*.mrck >/dev/null 2>&1 && exec %s; exec %s; fi", spec.index, lock,
+        executor.REQUEUE_LOCK_WAIT, lock, quote(spec.resume_dir), cmd(spec.resume_argv), cmd(fresh))
       lines[#lines + 1] = string.format("     exec %s ;;", cmd(spec.argv))
     else
       lines[#lines + 1] = string.format("  %d) exec %s ;;", spec.index, cmd(spec.argv))
@@ -580,10 +589,19 @@ function Slurm:_final_states(gone, done)
         trace(string.format("%s: %s, seen ended %s, requeue pending %s", job.id, st.state,
           job.ending and string.format("%.1f s ago", t - job.ending) or "first",
           tostring(executor.requeue_pending(job.spec and job.spec.output))))
+        local requeued = executor.requeue_pending(job.spec and job.spec.output)
         if not job.ending then
           job.ending = t
-        elseif st.state == "COMPLETED" or not (executor.requeue_pending(job.spec and job.spec.output) and
-                                               t - job.ending < executor.REQUEUE_WAIT) then
+        elseif st.state ~= "COMPLETED" and requeued and t - job.ending >= executor.REQUEUE_WAIT then
+          -- requeued, and no run has started since: lost in the requeue (seen once on a loaded
+          -- machine: slurmctld restarted the task at once and that start ended at once, FAILED,
+          -- Restarts=1, nothing in its output); the sweep resumes it (Sweep:_exited)
+          local e = executor.describe_end(job.id, st, job)
+          e.requeue_lost = true
+          e.error = "Slurm requeued job " .. job.id .. " and no run of it started within " ..
+            executor.REQUEUE_WAIT .. " s (it is " .. tostring(st.state) .. ")"
+          self:_ended(job, e)
+        elseif st.state == "COMPLETED" or not (requeued and t - job.ending < executor.REQUEUE_WAIT) then
           self:_ended(job, executor.describe_end(job.id, st, job))
         end
       elseif st then
