@@ -486,7 +486,8 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     for _, s in ipairs(rec.starts) do assert.equal(array .. "_" .. s.trial, s.job) end
     assert.same({ "submit-001.sh" }, support.files(dir .. "/sw/slurm"))
     local script = support.read_file(dir .. "/sw/slurm/submit-001.sh")
-    assert.is_true(has(script, "  4) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then ls sw/trial-004/checkpoints/*.mrck " ..
+    assert.is_true(has(script, "  4) if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then [ -e sw/trial-004/.lock ] && " ..
+      "command -v flock >/dev/null 2>&1 && flock -w 120 sw/trial-004/.lock true; ls sw/trial-004/checkpoints/*.mrck " ..
       ">/dev/null 2>&1 && exec " .. BIN .. " train --resume sw/trial-004 --no-eval; exec " .. BIN ..
       " train sw/trial-004.lua --dir sw/trial-004 --no-eval --force; fi\n" ..
       "     exec " .. BIN .. " train sw/trial-004.lua --dir sw/trial-004 --no-eval ;;"), script)
