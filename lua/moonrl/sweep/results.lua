@@ -162,63 +162,7 @@ end
 
 function results.value_at(curve, steps, smooth)
   for i, e in ipairs(curve) do
-    if e.steps >= steps then -- A sweep run with repeats: its finished trials grouped by setting (trial
--- i runs setting floor((i - 1) / repeats) + 1), each with n, the values, the
--- mean and its 95% Student-t interval (stats.mean_interval), best first by
--- mode. A setting is `distinct` from the best when their intervals do not
--- overlap (a conservative reading: overlapping 95% intervals may still
--- differ), false when they do, nil when either has fewer than 2 values.
--- Failed trials and trials without a value are left out.
-function results.settings(list, mode, repeats)
-  local stats = require("moonrl.eval.stats")
-  repeats = repeats or 1
-  local by, order = {}, {}
-  for _, r in ipairs(list) do
-    if r.status ~= "failed" and type(r.value) == "number" and r.value == r.value then
-      local k = math.floor((r.trial - 1) / repeats) + 1
-      local g = by[k]
-      if not g then
-        g = { setting = k, params = r.params, values = {}, trials = {} }
-        by[k] = g
-        order[#order + 1] = g
-      end
-      g.values[#g.values + 1] = r.value
-      g.trials[#g.trials + 1] = r.trial
-    end
-  end
-  for _, g in ipairs(order) do
-    g.n = #g.values
-    g.mean, g.lo, g.hi = stats.mean_interval(g.values)
-  end
-  table.sort(order, function(a, b)
-    if a.mean ~= b.mean then if mode == "min" then return a.mean < b.mean end return a.mean > b.mean end
-    return a.setting < b.setting
-  end)
-  local best = order[1]
-  for i, g in ipairs(order) do
-    if i > 1 and g.lo == g.lo and best.lo == best.lo then g.distinct = g.hi < best.lo or g.lo > best.hi end
-  end
-  return order
-end
-
--- results.settings as text: one line per setting, best first.
-function results.settings_text(settings, opts)
-  opts = opts or {}
-  local metric = type(opts.metric) == "string" and opts.metric or "metric"
-  local lines = { string.format("settings (%s: mean [95%% interval] over their seeds, best first):", metric) }
-  for i, g in ipairs(settings) do
-    local parts = {}
-    for _, k in ipairs(opts.keys or {}) do parts[#parts + 1] = k .. "=" .. results.fmt((g.params or {})[k]) end
-    local iv = g.lo == g.lo and string.format("[%s, %s]", results.fmt(g.lo), results.fmt(g.hi)) or "[n < 2]"
-    local verdict = i == 1 and "best" or g.distinct == true and "worse than the best" or
-      g.distinct == false and "not distinguishable from the best" or "too few values to tell"
-    lines[#lines + 1] = string.format("  %d. %s  %s %s  n = %d  %s", i, table.concat(parts, " "),
-      results.fmt(g.mean), iv, g.n, verdict)
-  end
-  return table.concat(lines, "\n")
-end
-
-return results.curve_value(curve, smooth, i), true end
+    if e.steps >= steps then return results.curve_value(curve, smooth, i), true end
   end
   return nil, false
 end
