@@ -131,6 +131,15 @@ function engine.environments()
   return out
 end
 
+-- What environment `name`'s cell codes 0, 1, 2 are ({ "empty", "food", "poison" });
+-- for a name the engine does not know, { "empty", "item 1", "item 2" }.
+function engine.env_codes(name)
+  for _, env in ipairs(engine.environments()) do
+    if env.name == name then return env.codes end
+  end
+  return { "empty", "item 1", "item 2" }
+end
+
 -- A moonrl schedule (number, {kind=, from=, to=, gamma=, every=}, function)
 -- into an mr_schedule. A function becomes the constant of its value at
 -- progress 0: the host replaces it per update (schedule_tables). A step

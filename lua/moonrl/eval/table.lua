@@ -231,10 +231,7 @@ function evaltable.header(summaries)
   -- the protocol is foraging's (docs/evaluation.md); another environment's items take food's and poison's rows
   local env = summaries[1] and summaries[1].environment
   if env and env ~= "foraging" then
-    local codes = { "empty", "item 1", "item 2" }
-    for _, e in ipairs(require("moonrl.engine").environments()) do
-      if e.name == env then codes = e.codes end
-    end
+    local codes = require("moonrl.engine").env_codes(env)
     lines[#lines + 1] = string.format("environment: %s; the protocol is foraging's: food below is the %s, poison " ..
       "the %s (cell codes 1 and 2), energy weighs them as foraging does", env, codes[2], codes[3])
   end

@@ -65,7 +65,7 @@
 -- extend (true: a re-run may change the definition), metric = "eval.<key>"
 -- (each trial ends in its evaluation; its value is eval.json's point[key]),
 -- repeats (each point run
--- with that many seeds, trial i running point _setting_of(i); the summary's
+-- with that many seeds, trial i running point results.setting_of(i); the summary's
 -- `settings` is results.settings of the results).
 --
 -- The sweep object
@@ -159,8 +159,6 @@ local function trial_config(self, index, params)
 end
 
 function Sweep:label(index) return string.format("trial-%03d", index) end
--- The point (setting) trial `index` runs: with repeats = k, trials 1 .. k run setting 1, and so on.
-function Sweep:_setting_of(index) return math.floor((index - 1) / (self.repeats or 1)) + 1 end
 function Sweep:trial_dir(index) return self.dir .. "/" .. self:label(index) end
 
 local function new_trial(self, index, params)
@@ -202,8 +200,7 @@ function sweep.start(spec)
     self.grid_size = size
     if self.method == "grid" then self.trials = self.trials or size
     elseif not self.trials then error("moonrl.sweep: trials is missing: how many points to draw (method = \"random\")", 2) end
-    -- repeats: each point runs that many times with seeds of its own (trial i is point setting_of(i))
-    self.settings_n = self.trials
+    -- repeats: each point runs that many times with seeds of its own (results.setting_of)
     self.trials = self.trials * self.repeats
   elseif not self.trials then
     error("moonrl.sweep: trials is missing: the most trials the method function may propose", 2)
@@ -233,7 +230,7 @@ function sweep.start(spec)
   if type(self.method) ~= "function" then
     for i = 1, self.trials do
       local params = prev.starts[i] and prev.starts[i].params or
-        space.point(self.space, self.method, self.seed, self:_setting_of(i))
+        space.point(self.space, self.method, self.seed, results.setting_of(i, self.repeats))
       local t = new_trial(self, i, params)
       if t.config_error and not prev.results[i] then
         errs[#errs + 1] = t.label .. " (" .. point_text(params) .. "): " .. t.config_error:gsub("\n", "; ")

@@ -249,8 +249,14 @@ function results.table(list, opts)
   return table.concat(lines, "\n")
 end
 
--- A sweep run with repeats: its finished trials grouped by setting (trial
--- i runs setting floor((i - 1) / repeats) + 1), each with n, the values, the
+-- The point (setting) trial `trial` runs when each point runs `repeats`
+-- times: trials 1 .. repeats run setting 1, and so on.
+function results.setting_of(trial, repeats)
+  return math.floor((trial - 1) / (repeats or 1)) + 1
+end
+
+-- A sweep run with repeats: its finished trials grouped by setting
+-- (results.setting_of), each with n, the values, the
 -- mean and its 95% Student-t interval (stats.mean_interval), best first by
 -- mode. A setting is `distinct` from the best when their intervals do not
 -- overlap (a conservative reading: overlapping 95% intervals may still
@@ -258,11 +264,10 @@ end
 -- Failed trials and trials without a value are left out.
 function results.settings(list, mode, repeats)
   local stats = require("moonrl.eval.stats")
-  repeats = repeats or 1
   local by, order = {}, {}
   for _, r in ipairs(list) do
     if r.status ~= "failed" and type(r.value) == "number" and r.value == r.value then
-      local k = math.floor((r.trial - 1) / repeats) + 1
+      local k = results.setting_of(r.trial, repeats)
       local g = by[k]
       if not g then
         g = { setting = k, params = r.params, values = {}, trials = {} }

@@ -586,10 +586,9 @@ function Slurm:_final_states(gone, done)
         -- shows its run's exit (FAILED after SIGTERM) until slurmctld lists
         -- it PENDING again, which takes a moment
         local t = uv.now() / 1000
-        trace(string.format("%s: %s, seen ended %s, requeue pending %s", job.id, st.state,
-          job.ending and string.format("%.1f s ago", t - job.ending) or "first",
-          tostring(executor.requeue_pending(job.spec and job.spec.output))))
         local requeued = executor.requeue_pending(job.spec and job.spec.output)
+        trace(string.format("%s: %s, seen ended %s, requeue pending %s", job.id, st.state,
+          job.ending and string.format("%.1f s ago", t - job.ending) or "first", tostring(requeued)))
         if not job.ending then
           job.ending = t
         elseif st.state ~= "COMPLETED" and requeued and t - job.ending >= executor.REQUEUE_WAIT then
@@ -601,7 +600,7 @@ function Slurm:_final_states(gone, done)
           e.error = "Slurm requeued job " .. job.id .. " and no run of it started within " ..
             executor.REQUEUE_WAIT .. " s (it is " .. tostring(st.state) .. ")"
           self:_ended(job, e)
-        elseif st.state == "COMPLETED" or not (requeued and t - job.ending < executor.REQUEUE_WAIT) then
+        elseif st.state == "COMPLETED" or not requeued then   -- else: requeued, still within the wait
           self:_ended(job, executor.describe_end(job.id, st, job))
         end
       elseif st then

@@ -60,18 +60,10 @@ local function conv_weight_oihw(data, oc, ic)
   return ffi.string(dst, 4 * oc * 9 * ic)
 end
 
--- { "empty", "food", "poison" }: what an environment's cell codes 0, 1, 2 are.
-local function env_codes(engine, env_name)
-  for _, env in ipairs(engine.environments()) do
-    if env.name == env_name then return env.codes end
-  end
-  return { "empty", "item 1", "item 2" }
-end
-
--- "0 empty, 1 food, 2 poison"
-local function codes_text(engine, name)
+-- "0 empty, 1 food, 2 poison": an environment's cell codes (engine.env_codes)
+local function codes_text(codes)
   local parts = {}
-  for i, w in ipairs(env_codes(engine, engine.env_name(name))) do parts[i] = (i - 1) .. " " .. w end
+  for i, w in ipairs(codes) do parts[i] = (i - 1) .. " " .. w end
   return table.concat(parts, ", ")
 end
 
@@ -168,6 +160,7 @@ function export.run(argv)
   local c = net.config
   local mode = engine.mode_name(tonumber(c.env.mode))
   local env_name = engine.env_name(tonumber(c.env.name))
+  local codes = engine.env_codes(env_name)
   local channels = {}
   for i = 0, tonumber(c.policy.num_conv) - 1 do channels[#channels + 1] = tonumber(c.policy.conv_channels[i]) end
   local view = 2 * tonumber(c.env.view_range) + 1
@@ -185,10 +178,9 @@ function export.run(argv)
     },
   }
   local observation = {
-    codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(engine, tonumber(c.env.name)),
+    codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(codes),
     -- the expansion in the environment's words (foraging's items are food and poison)
-    channels = (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", env_codes(engine, env_name)[2])
-      :gsub("poison", env_codes(engine, env_name)[3]),
+    channels = (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", codes[2]):gsub("poison", codes[3]),
     extra = "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
       "and half-width of [density_min, density_max] = [" .. tonumber(c.env.density_min) .. ", " ..
       tonumber(c.env.density_max) .. "]",
