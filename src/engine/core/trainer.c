@@ -257,12 +257,6 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), note, out, err);
 }
 
-void mr_trainer_set_reducer(mr_trainer *t, const mr_reducer *r) {
-    if (!t) return;
-    if (r) t->reducer = *r;
-    else memset(&t->reducer, 0, sizeof t->reducer);
-}
-
 void mr_trainer_free(mr_trainer *t) {
     if (!t) return;
     const mr_backend *o = t->be;
@@ -319,31 +313,6 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
     return o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err);
 }
 
-/* Data-parallel statistics: this rank's mean and (unbiased) std of x (B
- * values: returns for PopArt, advantages for their normalisation), summed
- * over the ranks as (count, sum, sum of squares); the global mean and std
- * into out2 (2 doubles on the device); *n the global count. */
-static mr_status global_stats(mr_trainer *t, const float *x, double *out2, int64_t *n, mr_error *err) {
-    const mr_backend *o = t->be;
-    mr_trainer_dev *d = &t->d;
-    void *st = t->stream;
-    const int64_t B = t->B;
-    double ms[2];
-    TRY(o->mean_std(x, B, d->partials, out2, st, err));
-    TRY(o->copy(ms, out2, sizeof ms, MR_COPY_D2H, st, err));
-    TRY(o->stream_sync(st, err));
-    const double nb = (double)B;
-    double v[3] = {nb, nb * ms[0], ms[1] * ms[1] * (nb - 1.0) + nb * ms[0] * ms[0]};
-    TRY(t->reducer.sum(t->reducer.ctx, v, 3, err));
-    const double mean = v[1] / v[0], m2 = v[2] - v[0] * mean * mean;
-    ms[0] = mean;
-    ms[1] = v[0] > 1.0 && m2 > 0.0 ? sqrt(m2 / (v[0] - 1.0)) : 0.0;
-    TRY(o->copy(out2, ms, sizeof ms, MR_COPY_H2D, st, err));
-    TRY(o->stream_sync(st, err));   /* ms is on this stack */
-    *n = (int64_t)v[0];
-    return MR_OK;
-}
-
 static mr_status advantages(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
@@ -361,7 +330,7 @@ static mr_status advantages(mr_trainer *t, mr_error *err) {
         const float *returns = d->ret;
         int64_t n = B;
         if (t->reducer.sum) {   /* data-parallel: the statistics of every rank's returns */
-            TRY(global_stats(t, d->ret, d->pa->batch, &n, err));
+            TRY(mr_trainer_global_stats(t, d->ret, d->pa->batch, &n, err));
             returns = NULL;     /* pa->batch holds them */
         }
         TRY(o->popart_update(d->pa, returns, n, d->partials, d->pol.params + w, d->pol.params + b,
@@ -372,7 +341,7 @@ static mr_status advantages(mr_trainer *t, mr_error *err) {
         double *partials = d->partials;
         if (t->reducer.sum) {   /* data-parallel: every rank's advantages' mean and std */
             int64_t n;
-            TRY(global_stats(t, d->adv, d->met->adv_stats, &n, err));
+            TRY(mr_trainer_global_stats(t, d->adv, d->met->adv_stats, &n, err));
             partials = NULL;    /* adv_stats holds them */
         }
         TRY(o->normalize(d->adv, B, partials, d->met->adv_stats, st, err));

@@ -199,6 +199,10 @@ typedef struct mr_rollout_view {
     float *extra, *logp, *val, *rew, *adv, *ret, *last_value;
 } mr_rollout_view;
 mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *out, mr_error *err);
+/* Data-parallel (trainer_ranks.c): this rank's mean and unbiased std of x
+ * (t->B values), summed over the ranks by t->reducer.sum; the global mean
+ * and std into out2 (2 doubles, backend memory), *n the global count. */
+mr_status mr_trainer_global_stats(mr_trainer *t, const float *x, double *out2, int64_t *n, mr_error *err);
 mr_status mr_trainer_timing_get(const mr_trainer *t, mr_trainer_timing *out, mr_error *err);
 /* Whether the last update replayed recorded graphs; why not, when wanted. */
 int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not);

@@ -157,6 +157,18 @@ MR_HD void mr_forage_copy(uint8_t *dst, const uint8_t *src, int n) {
 #endif
 }
 
+/* Instance i's agent moved by (dx, dy), each in [-1, 1], on the H x W torus:
+ * the new column and row (the wrap is a compare, not a modulo). */
+MR_HD void mr_forage_move(const mr_forage *s, int i, int dx, int dy, int *xo, int *yo) {
+    int x = s->x[i] + dx, y = s->y[i] + dy;
+    x += (x < 0) ? s->W : 0;
+    x -= (x >= s->W) ? s->W : 0;
+    y += (y < 0) ? s->H : 0;
+    y -= (y >= s->H) ? s->H : 0;
+    *xo = x;
+    *yo = y;
+}
+
 /* obs[i][a][b] = grid[i][(y - view + a) mod H][(x - view + b) mod W].
  * Row-wise: each row is at most two contiguous runs (V <= W), and the wrap is
  * a compare, not a modulo. */
@@ -286,19 +298,15 @@ MR_HD int mr_forage_record_step(const mr_forage *s, int i, float r, int terminat
  * episode carries the death penalty); x, y, energy and obs already describe
  * the next episode's start when it ended. */
 MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
-    const int H = s->H, W = s->W, cells = s->H * s->W, mode = s->mode;
+    const int W = s->W, cells = s->H * s->W, mode = s->mode;
     const int frozen = s->energy_frozen;
     const uint32_t t = s->tick[i], ui = mr_forage_key(s, i);
     uint8_t *g = s->grid + (size_t)i * cells;
     mr_forage_log *log = &s->log[i];
 
     /* 1. move (toroidal) */
-    int x = s->x[i] + mr_forage_dx(action);
-    int y = s->y[i] + mr_forage_dy(action);
-    x += (x < 0) ? W : 0;
-    x -= (x >= W) ? W : 0;
-    y += (y < 0) ? H : 0;
-    y -= (y >= H) ? H : 0;
+    int x, y;
+    mr_forage_move(s, i, mr_forage_dx(action), mr_forage_dy(action), &x, &y);
 
     /* 2. energy decay, frozen => no change at all */
     int32_t e = s->energy_centi[i];

@@ -57,11 +57,8 @@ MR_HD void mr_reach_step(const mr_forage *s, int i, int action) {
     uint8_t *g = s->grid + (size_t)i * cells;
     mr_forage_log *log = &s->log[i];
 
-    int x = s->x[i] + mr_reach_dx(action), y = s->y[i] + mr_reach_dy(action);
-    x += (x < 0) ? W : 0;
-    x -= (x >= W) ? W : 0;
-    y += (y < 0) ? H : 0;
-    y -= (y >= H) ? H : 0;
+    int x, y;
+    mr_forage_move(s, i, mr_reach_dx(action), mr_reach_dy(action), &x, &y);
     const int at = y * W + x;
 
     float r = -0.01f;
