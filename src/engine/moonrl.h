@@ -375,6 +375,30 @@ typedef struct mr_reducer {
 void mr_trainer_set_reducer(mr_trainer *t, const mr_reducer *r);
 mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n, mr_error *err);
 
+/* Data-parallel checkpoints. A rank's environment state is
+ * mr_trainer_env_state_bytes of opaque bytes (mr_trainer_read_env_state);
+ * rank 0 saves with every rank's, in rank order, and the file then holds
+ * the environments of ranks x env.num_envs instances, as one process of that
+ * many would (instances are keyed by their global index, env.index0), plus
+ * a section "ranks" {ranks, the run's agent-steps}. mr_trainer_load_rank
+ * loads all of it into rank `rank` of `ranks`: its slice of the environments
+ * when the file holds as many instances as ranks x this trainer's
+ * env.num_envs (*env_carried = 1), else the environments stay as created
+ * (fresh from the seed; *env_carried = 0). mr_checkpoint_read_ranks: has =
+ * 0, ranks = 1 for a file without the section. */
+typedef struct mr_ranks_info {
+    int ranks;
+    int has;                     /* read: the file has the section */
+    uint64_t agent_steps;        /* the run's, over all ranks */
+} mr_ranks_info;
+uint64_t mr_trainer_env_state_bytes(mr_trainer *t);
+mr_status mr_trainer_read_env_state(mr_trainer *t, void *out, uint64_t bytes, mr_error *err);
+mr_status mr_trainer_save_ranks(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
+                                mr_error *err);
+mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int rank, int *env_carried,
+                               mr_error *err);
+mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err);
+
 /* The network's parameters, for export (moonrl export): tensor i of
  * mr_trainer_tensor_count's, its name ("conv0.w", ..., "value.b"), shape and
  * place in the flat fp32 array of mr_trainer_read_params. Shapes: a conv

@@ -126,6 +126,52 @@ int main(int argc, char **argv) {
         same &= memcmp(a.logp + ra, b.logp + rb, E * sizeof(float)) == 0;
     }
     CHECK_MSG(same, "rank %d: the first rollout is not the slice of one process's", rank);
+
+    /* (4) a data-parallel checkpoint: rank 0 saves with every rank's
+     * environments; it loads as one process of size x E (the environments of
+     * `big`, which stepped the same instances), as each rank's slice, and on
+     * another count of instances with fresh environments */
+    const uint64_t per = mr_trainer_env_state_bytes(t);
+    unsigned char *mine = malloc(per), *states = rank == 0 ? malloc(per * (size_t)size) : NULL;
+    CHECK(mr_trainer_read_env_state(t, mine, per, &err) == MR_OK);
+    MPI_Gather(mine, (int)per, MPI_BYTE, states, (int)per, MPI_BYTE, 0, MPI_COMM_WORLD);
+    const char *ck = "test_dp_mpi.mrck";
+    if (rank == 0) {
+        const mr_ranks_info info = {size, 1, 12345};
+        CHECK_MSG(mr_trainer_save_ranks(t, ck, &info, states, &err) == MR_OK, "%s", err.msg);
+        mr_ranks_info got;
+        CHECK(mr_checkpoint_read_ranks(ck, &got, &err) == MR_OK && got.has && got.ranks == size &&
+              got.agent_steps == 12345);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    int carried = -1;
+    mr_trainer *one = make(&cb);   /* one process of size x E */
+    CHECK_MSG(mr_trainer_load_rank(one, ck, 1, 0, &carried, &err) == MR_OK && carried == 1, "%s", err.msg);
+    CHECK(mr_trainer_pull(big, MR_SYNC_ALL, &err) == MR_OK && mr_trainer_pull(one, MR_SYNC_ALL, &err) == MR_OK);
+    CHECK(memcmp(one->env.grid, big->env.grid, (size_t)size * E * cells) == 0);
+    CHECK(memcmp(one->env.obs, big->env.obs, (size_t)size * E * VV) == 0);
+    CHECK(memcmp(one->env.tick, big->env.tick, (size_t)size * E * sizeof(uint32_t)) == 0);
+    mr_trainer_free(one);
+    mr_trainer *slice = make(&cr);  /* this rank again */
+    CHECK_MSG(mr_trainer_load_rank(slice, ck, size, rank, &carried, &err) == MR_OK && carried == 1, "%s", err.msg);
+    CHECK(mr_trainer_pull(slice, MR_SYNC_ALL, &err) == MR_OK);
+    CHECK(memcmp(slice->env.grid, t->env.grid, E * cells) == 0);
+    CHECK(memcmp(slice->env.ep_return, t->env.ep_return, E * sizeof(float)) == 0);
+    mr_trainer_free(slice);
+    mr_trainer *other = make(&cr), *fresh = make(&cr);   /* E instances as 1 rank: not the file's count */
+    CHECK_MSG(mr_trainer_load_rank(other, ck, 1, 0, &carried, &err) == MR_OK && carried == 0, "%s", err.msg);
+    CHECK(mr_trainer_pull(other, MR_SYNC_ALL, &err) == MR_OK && mr_trainer_pull(fresh, MR_SYNC_ALL, &err) == MR_OK);
+    CHECK(memcmp(other->env.grid, fresh->env.grid, E * cells) == 0);
+    if (rank == 0)   /* the weights are rank 0's (without a reducer here, the ranks' differ) */
+        CHECK(memcmp(other->pol.params, t->pol.params, (size_t)t->net.n_params * sizeof(float)) == 0);
+    /* a plain load (evaluation, export) takes it too, the environments fresh */
+    CHECK_MSG(mr_trainer_load(other, ck, &err) == MR_OK, "%s", err.msg);
+    mr_trainer_free(other);
+    mr_trainer_free(fresh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) remove(ck);
+    free(mine);
+    free(states);
     mr_trainer_free(big);
     mr_trainer_free(t);
 

@@ -255,7 +255,62 @@ static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc) {
     return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
+/* The environment's sections are the ones named "env.*": per instance, in
+ * instance order, so the state of R ranks of E instances, each rank's
+ * sections joined rank after rank, is the state of R x E instances. */
+static int is_env_section(const char *name) { return strncmp(name, "env.", 4) == 0; }
+
+uint64_t mr_trainer_env_state_bytes(mr_trainer *t) {
+    ck_progress pg;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = sections_of(t, &pg, NULL, 0, sec);
+    uint64_t n = 0;
+    for (int i = 0; i < ns; i++) if (is_env_section(sec[i].name)) n += sec[i].bytes;
+    return n;
+}
+
+mr_status mr_trainer_read_env_state(mr_trainer *t, void *out, uint64_t bytes, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_env_state: trainer or out is NULL");
+    if (bytes != mr_trainer_env_state_bytes(t))
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_env_state: %llu bytes given, the state has %llu",
+                       (unsigned long long)bytes, (unsigned long long)mr_trainer_env_state_bytes(t));
+    mr_status ps;
+    if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;
+    ck_progress pg;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = sections_of(t, &pg, NULL, 0, sec);
+    uint8_t *o = out;
+    for (int i = 0; i < ns; i++)
+        if (is_env_section(sec[i].name)) { memcpy(o, sec[i].data, sec[i].bytes); o += sec[i].bytes; }
+    mr_ok(err);
+    return MR_OK;
+}
+
+/* The section "ranks" of a data-parallel checkpoint (or of one a run wrote
+ * after resuming on another rank count): how many ranks wrote it and the
+ * run's agent-steps (each rank's trainer counts only its own). */
+typedef struct ck_ranks {
+    uint32_t ranks, pad;
+    uint64_t agent_steps;
+} ck_ranks;
+
+static mr_status save_impl(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
+                           mr_error *err);
+
 mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
+    return save_impl(t, path, NULL, NULL, err);
+}
+
+mr_status mr_trainer_save_ranks(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
+                                mr_error *err) {
+    if (!info || info->ranks < 1 || (info->ranks > 1 && !states))
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_save_ranks: info missing, ranks < 1, or no states for %d ranks",
+                       info ? info->ranks : 0);
+    return save_impl(t, path, info, states, err);
+}
+
+static mr_status save_impl(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
+                           mr_error *err) {
     if (!t || !path || !*path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_save: trainer or path is missing");
     mr_status ps;
     if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;   /* the backend state to the host copies */
@@ -269,10 +324,34 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
         return mr_fail(err, MR_ERR_STATE, "saving a checkpoint: the config's records pass %d bytes", CK_CONFIG_TEXT);
     ck_section sec[CK_MAX_SECTIONS];
     int ns = sections_of(t, &pg, cfg_text, cfg_len, sec);
+    /* Several ranks: each environment section becomes all ranks' (above). */
+    uint8_t *global = NULL;
+    ck_ranks rk = {0};
+    if (info) {
+        int R = info->ranks;
+        if (R > 1) {
+            uint64_t per = mr_trainer_env_state_bytes(t);
+            global = malloc((size_t)per * (size_t)R);
+            if (!global) return mr_fail(err, MR_ERR_NOMEM, "out of memory gathering %d ranks' environments", R);
+            size_t off = 0;   /* of section i within one rank's state */
+            for (int i = 0; i < ns; i++) {
+                if (!is_env_section(sec[i].name)) continue;
+                uint8_t *dst = global + off * (size_t)R;
+                for (int r = 0; r < R; r++)
+                    memcpy(dst + (size_t)r * sec[i].bytes, (const uint8_t *)states + (size_t)r * per + off, sec[i].bytes);
+                off += sec[i].bytes;
+                sec[i].data = dst;
+                sec[i].bytes *= (size_t)R;
+            }
+        }
+        rk.ranks = (uint32_t)R;
+        rk.agent_steps = info->agent_steps;
+        sec[ns++] = (ck_section){"ranks", &rk, sizeof rk};
+    }
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 8);
-    if (!tmp) return mr_fail(err, MR_ERR_NOMEM, "out of memory saving a checkpoint");
+    if (!tmp) { free(global); return mr_fail(err, MR_ERR_NOMEM, "out of memory saving a checkpoint"); }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     t->extra_allocations++;
@@ -281,6 +360,7 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
     if (!f) {
         mr_status s = mr_fail(err, MR_ERR_IO, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
         free(tmp);
+        free(global);
         return s;
     }
     uint64_t total = 8 + 4 + 4 + 8 + 4 + 8;
@@ -297,6 +377,7 @@ mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
                write_all(f, &scrc, 4, &crc) | write_all(f, &zero, 4, &crc) |
                write_all(f, sec[i].data, sec[i].bytes, &crc);
     }
+    free(global);
     uint32_t dummy = 0;
     if (!bad) bad |= write_all(f, &crc, 4, &dummy) | write_all(f, CK_END, 8, &dummy);
     if (!bad) bad |= fflush(f) != 0;
@@ -580,13 +661,15 @@ static mr_status read_config(const ck_file *cf, const char *path, mr_config *out
     return s;
 }
 
-/* Shapes that must agree between the checkpoint and the trainer. */
-static mr_status compatible(const mr_config *a, const mr_config *b, const char *path, mr_error *err) {
+/* Shapes that must agree between the checkpoint and the trainer (the
+ * number of environments only when `envs` is set: a data-parallel load
+ * re-seeds the environments it cannot carry). */
+static mr_status compatible(const mr_config *a, const mr_config *b, const char *path, int envs, mr_error *err) {
     const mr_env_config *x = &a->env, *y = &b->env;
 #define SAME(f, what) if (x->f != y->f) return mr_fail(err, MR_ERR_ARG, \
         "checkpoint '%s' has " what " = %d but this trainer has %d; create the trainer from the checkpoint's config", \
         path, (int)x->f, (int)y->f)
-    SAME(num_envs, "env.num_envs");
+    if (envs) SAME(num_envs, "env.num_envs");
     SAME(grid_size, "env.grid_size");
     SAME(view_range, "env.view_range");
     SAME(name, "env.name (0 foraging, 1 reach)");
@@ -661,8 +744,33 @@ mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint6
     return s;
 }
 
-mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
-    if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load: trainer or path is NULL");
+mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err) {
+    if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_ranks: path or out is NULL");
+    ck_file cf;
+    mr_status s = read_file(path, &cf, err);
+    if (s) return s;
+    const uint8_t *d;
+    size_t n;
+    s = find_section(&cf, path, "ranks", CK_OPTIONAL, &d, &n, err);
+    if (!s && d && n != sizeof(ck_ranks))
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section 'ranks' has %zu bytes, expected %zu", path, n,
+                    sizeof(ck_ranks));
+    if (!s) {
+        ck_ranks rk = {1, 0, 0};
+        if (d) memcpy(&rk, d, sizeof rk);
+        out->ranks = rk.ranks >= 1 ? (int)rk.ranks : 1;
+        out->agent_steps = d ? rk.agent_steps : 0;
+        out->has = d != NULL;
+        mr_ok(err);
+    }
+    free(cf.buf);
+    return s;
+}
+
+/* Loads everything; the environments as rank `rank` of `ranks` when the
+ * checkpoint holds as many instances as the ranks have (its own ranks x its
+ * env.num_envs), else (ranks given) they stay as created: re-seeded. */
+static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank, int *carried, mr_error *err) {
     ck_file cf;
     mr_status s = read_file(path, &cf, err);
     if (s) return s;
@@ -675,14 +783,41 @@ mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     /* Validate everything first: nothing is changed unless all of it fits. */
     mr_config stored;
     s = read_config(&cf, path, &stored, err);
-    if (!s) s = compatible(&stored, &t->cfg, path, err);
-    for (int i = 1; i < ns && !s; i++) s = find_section(&cf, path, sec[i].name, sec[i].bytes, &data[i], &bytes, err);
+    const uint8_t *rd = NULL;
+    ck_ranks rk = {1, 0, 0};
+    if (!s) s = find_section(&cf, path, "ranks", CK_OPTIONAL, &rd, &bytes, err);
+    if (!s && rd && bytes != sizeof rk)
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section 'ranks' has %zu bytes, expected %zu", path, bytes,
+                    sizeof rk);
+    if (!s && rd) memcpy(&rk, rd, sizeof rk);
+    if (!s && rk.ranks < 1) s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: it says 0 ranks wrote it", path);
+    /* A plain load (ranks 0) of a one-rank checkpoint wants the same
+     * environments, as always; else they are carried when the counts match. */
+    uint64_t stored_n = (uint64_t)rk.ranks * (uint64_t)stored.env.num_envs;
+    uint64_t mine_n = (uint64_t)(ranks > 0 ? ranks : 1) * (uint64_t)t->cfg.env.num_envs;
+    int strict = ranks <= 0 && rk.ranks == 1;
+    int carry = stored_n == mine_n;
+    if (!s) s = compatible(&stored, &t->cfg, path, strict, err);
+    for (int i = 1; i < ns && !s; i++) {
+        size_t want = sec[i].bytes;
+        if (is_env_section(sec[i].name)) want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
+        s = find_section(&cf, path, sec[i].name, want, &data[i], &bytes, err);
+    }
     if (!s) {
         memcpy(&pg, data[1], sizeof pg);
         s = mr_hot_validate(&pg.hot, err);
     }
     if (s) { free(cf.buf); return s; }
-    for (int i = 2; i < ns; i++) memcpy(sec[i].data, data[i], sec[i].bytes);
+    int r = ranks > 0 ? rank : 0;
+    /* Environments not carried stay as the backend holds them (as created:
+     * fresh from the run's seed, keyed by their global indices); the push
+     * below must not overwrite them with stale host copies. */
+    if (!carry && (s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { free(cf.buf); return s; }
+    for (int i = 2; i < ns; i++) {
+        if (!is_env_section(sec[i].name)) memcpy(sec[i].data, data[i], sec[i].bytes);
+        else if (carry) memcpy(sec[i].data, data[i] + (size_t)r * sec[i].bytes, sec[i].bytes);
+    }
+    if (carried) *carried = carry;
     t->updates = pg.updates;
     t->agent_steps = pg.agent_steps;
     t->adam_step = pg.adam_step;
@@ -696,4 +831,17 @@ mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     t->env.seed = stored.seed;
     free(cf.buf);
     return mr_trainer_push(t, MR_SYNC_ALL, err);   /* the host copies to the backend */
+}
+
+mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
+    if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load: trainer or path is NULL");
+    return load_impl(t, path, 0, 0, NULL, err);
+}
+
+mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int rank, int *env_carried,
+                               mr_error *err) {
+    if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_rank: trainer or path is NULL");
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_rank: rank %d of %d ranks", rank, ranks);
+    return load_impl(t, path, ranks, rank, env_carried, err);
 }
