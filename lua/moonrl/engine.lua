@@ -276,12 +276,32 @@ function engine.hot_params(cfg)
   return h
 end
 
+-- The processes this run spans (mpirun -n R, srun; docs/data-parallel.md):
+-- each steps env.num_envs environments, so an update is R times the agent-steps.
+function engine.ranks()
+  return core.ranks and core.ranks() or 1
+end
+
 -- Updates a run of cfg makes, as the trainer counts them
--- (mr_config_total_updates); progress for update k+1 is k / this.
-function engine.total_updates(cfg)
+-- (mr_config_total_updates over every rank's environments); progress for
+-- update k+1 is k / this. steps_base: agent-steps of a run resumed on
+-- another count of ranks that are not updates x batch (host.h).
+function engine.total_updates(cfg, steps_base)
   local c, err = engine.config(cfg)
   if not c then error(err, 2) end
+  c.env.num_envs = c.env.num_envs * engine.ranks()
+  if steps_base and steps_base ~= 0 then
+    c.total_steps = math.max(1, tonumber(c.total_steps) - steps_base)
+  end
   return tonumber(C.mr_config_total_updates(c))
+end
+
+-- A checkpoint's ranks: { ranks =, agent_steps = (nil when the file does not
+-- say: updates x batch) }, or nil, message.
+function engine.checkpoint_ranks(path)
+  local info, err = ffi.new("mr_ranks_info"), ffi.new("mr_error")
+  if C.mr_checkpoint_read_ranks(path, info, err) ~= 0 then return nil, ffi.string(err.msg) end
+  return { ranks = tonumber(info.ranks), agent_steps = info.has ~= 0 and tonumber(info.agent_steps) or nil }
 end
 
 -- Lua function schedules, evaluated at the progress of every update (value

@@ -96,4 +96,11 @@ target_link_libraries(moonrl PRIVATE
   "${MOONRL_LUV_LIB}" "${MOONRL_UV_LIB}"
   Threads::Threads ${CMAKE_DL_LIBS} m rt)
 target_link_options(moonrl PRIVATE -Wl,-E)
+# Data-parallel ranks (ranks.c) on Open MPI, when it is installed (make
+# installs libopenmpi-dev); without it a launch of several tasks is refused.
+find_package(MPI COMPONENTS C QUIET)
+if(MPI_C_FOUND)
+  target_link_libraries(moonrl PRIVATE MPI::MPI_C)
+  target_compile_definitions(moonrl PRIVATE MOONRL_HAVE_MPI=1)
+endif()
 set_target_properties(moonrl PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")

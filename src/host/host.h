@@ -12,6 +12,7 @@
  *   lua_args.c        reading those functions' arguments
  *   lua_pcall.c       the protected call every callback goes through
  *   trainer_thread.c  one trainer per thread; never touches Lua
+ *   ranks.c           that trainer's peers in other processes (Open MPI)
  * Of the engine's headers, main.c (like every file here) sees only moonrl.h,
  * through this one.
  */
@@ -95,6 +96,11 @@ typedef struct host_run {
      * trainer right after creation (owned; NULL = its own initialisation). */
     float *init_params;
     uint64_t init_n;
+    /* Agent-steps of the run not counted as real updates x agent-steps per
+     * update: a run resumed on another count of ranks (its batch changed)
+     * starts its count from the checkpoint's steps, steps_base = those -
+     * resume_update x this run's batch. 0 otherwise. */
+    int64_t steps_base;
 
     /* Events, trainer -> loop. */
     pthread_mutex_t q_mu;
@@ -147,6 +153,38 @@ void host_run_post_written(host_run *r);          /* the loop's files hold one m
 
 host_hot *host_hot_new(void);
 void host_hot_free(host_hot *h);
+
+/* ------------------------------------------------- data-parallel ranks */
+
+/* ranks.c: one run over several processes on Open MPI (its top comment;
+ * docs/data-parallel.md). Rank 0's trainer thread mirrors each engine call
+ * it makes to the followers (ranks 1..) as one of these. */
+enum host_rank_op {
+    HOST_OP_EXIT = 0, HOST_OP_START, HOST_OP_UPDATE, HOST_OP_SAVE, HOST_OP_SNAPSHOT, HOST_OP_RESTORE,
+    HOST_OP_KEEP, HOST_OP_RESTORE_KEPT, HOST_OP_POISON, HOST_OP_END
+};
+#define HOST_RANKS_CHECK 8   /* updates between checks that the ranks' parameters are identical */
+/* main(): finds the launcher's ranks and initialises MPI (size 1: nothing);
+ * 0, or -1 with err. */
+int host_ranks_init(int *argc, char ***argv, char *err, size_t n);
+int host_ranks_size(void);
+int host_ranks_rank(void);
+int host_ranks_follow(void);          /* ranks 1..: the whole life of the process; its exit code */
+void host_ranks_finish(int code);     /* rank 0 leaving: tells the followers, or aborts them (broken) */
+void host_ranks_broken(void);         /* a collective may be left half done: finish aborts */
+void host_ranks_threads(mr_config *c);   /* threads = 0 (all): this rank's share of the machine's cores */
+const char *host_ranks_describe(void);   /* "2 ranks (Open MPI v4.1.4), ..." or "" */
+/* Rank 0's trainer thread: START (followers create theirs; their errors come
+ * back in msg), the plain calls, UPDATE (metrics combined over the ranks,
+ * *st the worst of theirs; -1 with msg: rank 0's own failure, or the
+ * parameters' checksums differ), the environments of every rank for a
+ * checkpoint (*states: ranks x mr_trainer_env_state_bytes, to free), END. */
+int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n);
+int host_ranks_call(int op, char *msg, size_t n);
+int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trainer *t, mr_metrics *m,
+                      mr_status *st, char *msg, size_t n);
+int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n);
+void host_ranks_end(void);
 
 /* ---------------------------------------------------------------- Lua side */
 

@@ -47,6 +47,13 @@ static int core_version(lua_State *L) {
     return 1;
 }
 
+/* core.ranks(): the processes this run spans (mpirun/srun; ranks.c); Lua
+ * runs on rank 0 only. */
+static int core_ranks(lua_State *L) {
+    lua_pushinteger(L, host_ranks_size());
+    return 1;
+}
+
 static int core_home(lua_State *L) {
     lua_pushstring(L, core_of(L)->home);
     return 1;
@@ -98,6 +105,7 @@ static int core_exit_now(lua_State *L) {
 static const luaL_Reg core_functions[] = {
     {"version", core_version},
     {"home", core_home},
+    {"ranks", core_ranks},
     {"cdef", core_cdef},
     {"report", core_report},
     {"traceback", core_traceback},

@@ -10,7 +10,8 @@
  *                  the last optimizer step's gradient); resuming: resume_checkpoint (loaded
  *                  before the first update), resume_update (the run's
  *                  updates it holds), resume_kept (the run's periodic
- *                  checkpoints up to it, oldest first); init_params (the
+ *                  checkpoints up to it, oldest first; steps_base:
+ *                  host.h's); init_params (the
  *                  float32 bytes of weights a new run starts from:
  *                  policy.init); max_bad_updates
  *                  (non-finite updates in a row that stop the run, 0 =
@@ -254,6 +255,13 @@ static int core_start(lua_State *L) {
     luaL_checktype(L, 3, LUA_TFUNCTION);
     mr_config cfg;
     memcpy(&cfg, lua_tostring(L, 1), sizeof cfg);
+    /* The followers of a run of several ranks repeat one trainer's calls
+     * (ranks.c): one run at a time. */
+    for (lrun *l = runs->live; l && host_ranks_size() > 1; l = l->next)
+        if (!l->finished)
+            return luaL_error(L, "this process is one of %d ranks (mpirun or srun), which train one run at a "
+                              "time: wait for the run in %s to finish before starting another",
+                              host_ranks_size(), l->r->run_dir);
 
     lua_getfield(L, 2, "run_dir");
     size_t dlen;
@@ -330,6 +338,9 @@ static int core_start(lua_State *L) {
     memcpy(r->run_dir, dir, dlen + 1);
     memcpy(r->resume_path, rpath, rlen + 1);
     r->resume_update = rupdate;
+    lua_getfield(L, 2, "steps_base");
+    r->steps_base = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
+    lua_pop(L, 1);
     lua_getfield(L, 2, "init_params");   /* a string of float32 (checked by the engine when written) */
     if (!lua_isnil(L, -1)) {
         size_t ilen = 0;

@@ -102,10 +102,26 @@ static void reexec_for_blas(char **argv) {
     unsetenv("MOONRL_BLAS_AUTO");
 }
 
+static int run(int argc, char **argv);
+
+/* Under mpirun or srun with several tasks, rank 0 is the moonrl below and
+ * the others follow its trainer (ranks.c); one process otherwise. */
 int main(int argc, char **argv) {
     reexec_for_blas(argv);
     /* A closed pipe (moonrl ... | head) is an error return, not a kill. */
     signal(SIGPIPE, SIG_IGN);
+    char why[512];
+    if (host_ranks_init(&argc, &argv, why, sizeof why) != 0) {
+        fprintf(stderr, "moonrl: %s\n", why);
+        return 2;
+    }
+    if (host_ranks_rank() > 0) return host_ranks_follow();
+    int code = run(argc, argv);
+    host_ranks_finish(code);
+    return code;
+}
+
+static int run(int argc, char **argv) {
 
     const char *lua_path;
     int first = take_lua_path(argc, argv, &lua_path);
@@ -180,7 +196,10 @@ int main(int argc, char **argv) {
      * wait for evaluations still on the thread pool. */
     uv_run(&loop, code == 0 ? UV_RUN_DEFAULT : UV_RUN_NOWAIT);
     fflush(stdout);
-    if (uv_loop_alive(&loop)) _exit(code);   /* work still queued: do not run Lua after free */
+    if (uv_loop_alive(&loop)) {   /* work still queued: do not run Lua after free */
+        host_ranks_finish(code);
+        _exit(code);
+    }
     lua_close(L);
     uv_loop_close(&loop);
     return code;

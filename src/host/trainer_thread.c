@@ -227,7 +227,60 @@ typedef struct tstate {
     uint64_t first_bad;          /* the first of them */
     int have_good;               /* the engine keeps the last good state (mr_trainer_keep) */
     uint64_t good_update;        /* real_updates when it was kept */
+    /* data-parallel (ranks.c): batch counts every rank's agent-steps */
+    int ranks;
+    int begun;                   /* the followers have their trainers (END owed) */
+    mr_hot_params applied;       /* the set last given to the engine: what every rank's update uses */
 } tstate;
+
+/* The run's agent-steps after n real updates (host.h, steps_base). */
+static uint64_t steps_after(const tstate *s, uint64_t n) {
+    return (uint64_t)(s->r->steps_base + (int64_t)(n * s->batch));
+}
+
+/* An engine call that every rank makes (ranks.c), here and, broadcast, on
+ * the followers. */
+static mr_status call(tstate *s, int op, mr_error *err) {
+    char msg[64];
+    if (s->ranks > 1) host_ranks_call(op, msg, sizeof msg);
+    switch (op) {
+    case HOST_OP_SNAPSHOT: return mr_trainer_snapshot(s->t, err);
+    case HOST_OP_RESTORE: return mr_trainer_restore(s->t, err);
+    case HOST_OP_KEEP: return mr_trainer_keep(s->t, err);
+    case HOST_OP_RESTORE_KEPT: return mr_trainer_restore_kept(s->t, err);
+    case HOST_OP_POISON: return mr_trainer_debug_poison(s->t, err);
+    default: return MR_OK;
+    }
+}
+
+/* One update of every rank, with the hot set last applied; the metrics are
+ * the run's (ranks.c combines them). `update`: the real update it makes
+ * (0 for warm-up). */
+static mr_status update(tstate *s, int warm, uint64_t upd, mr_metrics *m, mr_error *err) {
+    if (s->ranks <= 1) return mr_trainer_update(s->t, m, err);
+    mr_status st = MR_OK;
+    if (host_ranks_update(&s->applied, warm, upd, s->t, m, &st, err->msg, sizeof err->msg) != 0) {
+        err->status = MR_ERR_BACKEND;
+        return MR_ERR_BACKEND;
+    }
+    if (st == MR_ERR_NUMERIC) err->status = st;
+    return st;
+}
+
+/* mr_trainer_save, with every rank's environments and the run's agent-steps
+ * when the run has ranks or its steps are not updates x batch. */
+static mr_status save_file(tstate *s, const char *path, mr_error *err) {
+    if (s->ranks <= 1 && s->r->steps_base == 0) return mr_trainer_save(s->t, path, err);
+    void *states = NULL;
+    if (host_ranks_gather_envs(s->t, &states, err->msg, sizeof err->msg) != 0) {
+        err->status = MR_ERR_BACKEND;
+        return MR_ERR_BACKEND;
+    }
+    const mr_ranks_info info = {s->ranks, 1, steps_after(s, s->real_updates)};
+    mr_status st = mr_trainer_save_ranks(s->t, path, &info, states, err);
+    free(states);
+    return st;
+}
 
 static void fail(tstate *s, const char *msg) {
     post_simple(s->r, HEV_ERROR, 0, s->real_updates, msg);
@@ -288,7 +341,7 @@ static int save(tstate *s, const char *path, int requested) {
         path = auto_path;
     }
     mr_error err = {0};
-    if (mr_trainer_save(s->t, path, &err) != MR_OK) {
+    if (save_file(s, path, &err) != MR_OK) {
         char msg[HOST_PATH + MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "checkpoint %s failed: %s", path, err.msg);
         /* A path someone asked for may just be wrong: say so and train on.
@@ -344,6 +397,7 @@ static int try_apply_hot(tstate *s, char *msg, size_t n) {
         snprintf(msg, n, "hot parameters refused: %s", err.msg);
         return -1;
     }
+    s->applied = h;
     return 0;
 }
 
@@ -359,7 +413,7 @@ static int apply_hot(tstate *s) {
 static int keep_good(tstate *s) {
     if (s->r->max_bad_updates <= 0) return 0;
     mr_error err = {0};
-    if (mr_trainer_keep(s->t, &err) != MR_OK) {
+    if (call(s, HOST_OP_KEEP, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "keeping the last good state failed: %s", err.msg);
         fail(s, msg);
@@ -374,7 +428,7 @@ static int keep_good(tstate *s) {
  * environments keep theirs). */
 static int restore_good(tstate *s) {
     mr_error err = {0};
-    if (!s->have_good || mr_trainer_restore_kept(s->t, &err) != MR_OK) {
+    if (!s->have_good || call(s, HOST_OP_RESTORE_KEPT, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 128];
         snprintf(msg, sizeof msg, "restoring the last good state (after update %llu) failed: %s",
                  (unsigned long long)s->good_update, s->have_good ? err.msg : "none was kept");
@@ -417,10 +471,17 @@ static host_finish_reason give_up(tstate *s) {
 static void take_hot(tstate *s, host_hot *h) {
     s->cur = h;
     mr_config c = s->r->cfg;
-    c.total_steps = h->hot.total_steps;
+    /* The run's updates: every rank's agent-steps count, and those before a
+     * resume on another count of ranks (steps_base) are not updates. */
+    int64_t left = (int64_t)h->hot.total_steps - s->r->steps_base;
+    c.total_steps = left > 0 ? (uint64_t)left : 1;
+    c.env.num_envs *= s->ranks;
     s->total_updates = mr_config_total_updates(&c);
     for (int i = 0; i < HOST_SCHED_N; i++)
         if (h->table[i]) s->override = 1;
+    /* The engine counts only this rank's steps: the host evaluates the
+     * schedules at the run's progress. */
+    if (s->ranks > 1 || s->r->steps_base != 0) s->override = 1;
 }
 
 /* A new hot set from the mailbox. The engine may still refuse a value the
@@ -516,7 +577,7 @@ static int warmup(tstate *s) {
         s->warm_steps = (uint64_t)r->warmup_updates * s->batch;
         return 0;
     }
-    if (r->warmup_restore && mr_trainer_snapshot(s->t, &err) != MR_OK) {
+    if (r->warmup_restore && call(s, HOST_OP_SNAPSHOT, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "warm-up snapshot failed: %s", err.msg);
         fail(s, msg);
@@ -527,7 +588,7 @@ static int warmup(tstate *s) {
     for (; done < r->warmup_updates && !stop_requested(r); done++) {
         host_event ev;
         memset(&ev, 0, offsetof(host_event, text));
-        if (mr_trainer_update(s->t, &ev.metrics, &err) != MR_OK) {
+        if (update(s, 1, 0, &ev.metrics, &err) != MR_OK) {
             char msg[MR_ERROR_LEN + 64];
             snprintf(msg, sizeof msg, "warm-up update %d failed: %s", done + 1, err.msg);
             fail(s, msg);
@@ -541,7 +602,7 @@ static int warmup(tstate *s) {
         ev.text[0] = 0;
         post(r, &ev);
     }
-    if (r->warmup_restore && mr_trainer_restore(s->t, &err) != MR_OK) {
+    if (r->warmup_restore && call(s, HOST_OP_RESTORE, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "restoring the weights after warm-up failed: %s", err.msg);
         fail(s, msg);
@@ -561,7 +622,7 @@ static host_finish_reason train(tstate *s) {
     if (keep_good(s) != 0) return HOST_FAILED;
     for (;;) {
         int b = boundary(s);
-        uint64_t real_steps = s->real_updates * s->batch;
+        uint64_t real_steps = steps_after(s, s->real_updates);
         /* complete (total_steps as it stands after the boundary's hot swap):
          * done, even when a stop arrived in the same round - nothing is left
          * for the stop to cut short, and a sweep records the trial "done" */
@@ -570,7 +631,7 @@ static host_finish_reason train(tstate *s) {
         if (s->override && apply_hot(s) != 0) return HOST_FAILED;
 
         if (r->inject_nan_at && s->real_updates + 1 == r->inject_nan_at &&
-            mr_trainer_debug_poison(s->t, &err) != MR_OK) {
+            call(s, HOST_OP_POISON, &err) != MR_OK) {
             char msg[MR_ERROR_LEN + 64];
             snprintf(msg, sizeof msg, "debug.inject_nan_at_update failed: %s", err.msg);
             fail(s, msg);
@@ -578,7 +639,7 @@ static host_finish_reason train(tstate *s) {
         }
         host_event ev;
         memset(&ev, 0, offsetof(host_event, text));
-        mr_status st = mr_trainer_update(s->t, &ev.metrics, &err);
+        mr_status st = update(s, 0, s->real_updates + 1, &ev.metrics, &err);
         int bad = st == MR_ERR_NUMERIC;   /* the update ran; its optimizer steps were skipped */
         if (st != MR_OK && !bad) {
             char msg[MR_ERROR_LEN + 64];
@@ -598,6 +659,9 @@ static host_finish_reason train(tstate *s) {
         s->updates_run++;
         ev.metrics.update -= s->engine_off_updates;
         ev.metrics.agent_steps -= s->engine_off_steps;
+        /* each rank's engine counts its own steps, and none before a resume
+         * on another count of ranks */
+        if (s->ranks > 1 || r->steps_base != 0) ev.metrics.agent_steps = steps_after(s, s->real_updates);
         ev.metrics.progress = (double)s->real_updates / (double)s->total_updates;
         if (ev.metrics.progress > 1) ev.metrics.progress = 1;
         ev.kind = HEV_METRICS;
@@ -624,7 +688,8 @@ static host_finish_reason train(tstate *s) {
 static int resume(tstate *s) {
     host_run *r = s->r;
     mr_error err = {0};
-    if (mr_trainer_load(s->t, r->resume_path, &err) != MR_OK) {
+    int carried = 0;
+    if (mr_trainer_load_rank(s->t, r->resume_path, s->ranks, 0, &carried, &err) != MR_OK) {
         char msg[HOST_PATH + MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "resuming from %s failed (%s): %s", r->resume_path,
                  mr_status_name(err.status), err.msg);
@@ -647,7 +712,8 @@ static void thread_main(void *arg) {
     memset(&s, 0, sizeof s);
     s.r = r;
     s.last_ckpt_update = UINT64_MAX;
-    s.batch = (uint64_t)r->cfg.env.num_envs * (uint64_t)r->cfg.ppo.rollout_steps;
+    s.ranks = host_ranks_size();
+    s.batch = (uint64_t)r->cfg.env.num_envs * (uint64_t)r->cfg.ppo.rollout_steps * (uint64_t)s.ranks;
     s.cur = r->initial_hot;
     r->initial_hot = NULL;
     take_hot(&s, s.cur);
@@ -658,13 +724,20 @@ static void thread_main(void *arg) {
     }
 
     mr_error err = {0};
-    if (mr_trainer_create(&r->cfg, &s.t, &err) != MR_OK) {
+    mr_config cfg = r->cfg;
+    host_ranks_threads(&cfg);
+    if (mr_trainer_create(&cfg, &s.t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "creating the trainer failed (%s): %s", mr_status_name(err.status), err.msg);
         fail(&s, msg);
         goto out;
     }
     mr_trainer_keep_gradients(s.t, r->keep_gradients);
+    if (s.ranks > 1) {
+        char msg[1024];
+        s.begun = 1;
+        if (host_ranks_begin(r, s.t, msg, sizeof msg) != 0) { fail(&s, msg); goto out; }
+    }
     if (r->resume_path[0] && resume(&s) != 0) goto out;
     if (r->init_params && mr_trainer_write_params(s.t, r->init_params, r->init_n, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
@@ -672,7 +745,10 @@ static void thread_main(void *arg) {
         fail(&s, msg);
         goto out;
     }
-    post_simple(r, HEV_STARTED, 0, 0, mr_trainer_describe(s.t));
+    char started[1024];
+    snprintf(started, sizeof started, "%s%s%s", mr_trainer_describe(s.t), s.ranks > 1 ? "; " : "",
+             host_ranks_describe());
+    post_simple(r, HEV_STARTED, 0, 0, started);
     reason = train(&s);
     if (reason != HOST_FAILED) {
         int final_ckpt = 1;
@@ -684,6 +760,7 @@ static void thread_main(void *arg) {
         if (final_ckpt && save_final(&s) != 0) reason = HOST_FAILED;
     }
 out:
+    if (s.begun) host_ranks_end();
     /* Freed before FINISHED so the loop's join returns at once. */
     if (s.t) mr_trainer_free(s.t);
     post_simple(r, HEV_FINISHED, reason, s.updates_run, s.last_ckpt);

@@ -223,7 +223,7 @@ function Run.start(cfg, opts)
   end
   local trimmed, log_only
   if rs then
-    trimmed, err = require("moonrl.run.sinks.trim").run_dir(dir, rs.update, rs.update * rs.batch)
+    trimmed, err = require("moonrl.run.sinks.trim").run_dir(dir, rs.update, rs.steps)
     if not trimmed then fail(err) end
     for _, l in ipairs(trimmed.lines) do
       if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
@@ -256,10 +256,11 @@ function Run.start(cfg, opts)
       local okr, sink = pcall(function()
         local mod = require("moonrl.run.sinks." .. name)
         return mod.new(dir, cfg, {
-          uv = uv, is_tty = uv.guess_handle(1) == "tty", total_updates = engine.total_updates,
+          uv = uv, is_tty = uv.guess_handle(1) == "tty",
+          total_updates = function(c) return engine.total_updates(c, rs and rs.steps_base) end,
           on_error = function(msg) self:_sink_error(name, msg) end,
           append = rs ~= nil, columns = trimmed and trimmed.csv_columns,
-          resume_step = rs and rs.update * rs.batch or nil,
+          resume_step = rs and rs.steps or nil,
         })
       end)
       if okr and sink then
@@ -281,6 +282,7 @@ function Run.start(cfg, opts)
     checkpoint_keep = cfg.log.checkpoint_keep,
     keep_gradients = cfg.log.histograms and true or false,   -- checkpoints hold the last step's gradient
     resume_checkpoint = rs and rs.checkpoint, resume_update = rs and rs.update, resume_kept = rs and rs.kept,
+    steps_base = rs and rs.steps_base or 0,
     init_params = init_params,
     max_bad_updates = cfg.faults.max_bad_updates,
     inject_nan_at_update = cfg.debug.inject_nan_at_update,
@@ -550,7 +552,7 @@ function handlers.finished(self, reason, updates, last)
   local secs = (uv.hrtime() - self.started_at) / 1e9
   local m = self.last or {}
   local rs = self.resume_plan
-  local start_steps = m.agent_steps and rs and rs.update * rs.batch or 0
+  local start_steps = m.agent_steps and rs and rs.steps or 0
   local hook_errors = {}
   for k, v in pairs(self.hook_failures) do hook_errors[k] = v end
   self._summary = {

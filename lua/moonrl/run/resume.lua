@@ -41,6 +41,9 @@
 --                hardware =, level =, hooks = {name = fn}
 --       plan: dir, cfg (the config to run), notes (one line per applied change
 --             and skipped checkpoint), checkpoint, update, damaged, kept, batch
+--             (agent-steps per update, every rank's), steps (the checkpoint's
+--             agent-steps), steps_base (steps - update x batch: not 0 after
+--             a change of the count of ranks)
 --   resume.hint(path) -> a line saying how to resume or evaluate a checkpoint or run
 
 local uv = require("luv")
@@ -483,14 +486,28 @@ function resume.prepare(run_dir, changes)
   for _, key in ipairs({ "ppo.lr", "ppo.clip", "ppo.ent_coef" }) do before[key] = util.deepcopy(config.get(cfg, key)) end
   local ok, err = apply_changes(cfg, changes, notes, missing)
   if not ok then return nil, "cannot resume " .. run_dir .. ":\n" .. err end
-  do
-    local batch = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
-    stretch_schedules(cfg, before, old_total, math.max(ck.update - 1, 0), batch, notes)
+  -- Ranks (docs/data-parallel.md): the checkpoint's and this process's. An
+  -- update is every rank's agent-steps; a file that does not say its steps
+  -- (one rank, never resumed on another count) holds updates x batch.
+  local engine = require("moonrl.engine")
+  local rk, rkerr = engine.checkpoint_ranks(ck.path)
+  if not rk then return nil, "cannot resume " .. run_dir .. ": " .. rkerr end
+  local per_rank = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
+  local ranks = engine.ranks()
+  local batch = per_rank * ranks
+  local steps = rk.agent_steps or ck.update * per_rank * rk.ranks
+  local steps_base = steps - ck.update * batch
+  if rk.ranks ~= ranks then
+    notes[#notes + 1] = ck.path .. " was written by " .. rk.ranks .. " rank" .. (rk.ranks == 1 and "" or "s") ..
+      " of " .. tonumber(ck.config.env.num_envs) .. " environments, this run has " .. ranks .. ": the weights, " ..
+      "optimizer and statistics continue, the environments start afresh from the seed (their state is carried " ..
+      "only to as many ranks), and an update is now " .. util.fmt_number(batch) .. " agent-steps (was " ..
+      util.fmt_number(per_rank * rk.ranks) .. ")"
   end
+  stretch_schedules(cfg, before, old_total, math.max(ck.update - 1, 0), batch, notes)
   ok, err = config.validate(cfg)
   if not ok then return nil, cfg_path .. ": " .. err end
 
-  local engine = require("moonrl.engine")
   local c, eerr = engine.config(cfg)
   if not c then return nil, cfg_path .. ": " .. eerr end
   local diff = differences(c, ck.config)
@@ -501,17 +518,17 @@ function resume.prepare(run_dir, changes)
       "are not hot (they shape the network, the environments or the algorithm): a resume refuses to change " ..
       "them; put them back, or start a new run with them (moonrl train CONFIG --dir NEW_DIR)"
   end
-  local batch = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
   local finished
-  if ck.update * batch >= cfg.total_steps then
+  if steps >= cfg.total_steps then
     finished = "run " .. run_dir .. " is finished: its checkpoint " .. ck.path .. " is at update " .. ck.update ..
-      " (" .. util.fmt_number(ck.update * batch) .. " agent-steps), total_steps = " .. util.fmt_number(cfg.total_steps) ..
+      " (" .. util.fmt_number(steps) .. " agent-steps), total_steps = " .. util.fmt_number(cfg.total_steps) ..
       ": nothing left to train. To train it further: moonrl train --resume " .. run_dir ..
-      " --set total_steps=N with N larger than " .. util.fmt_number(ck.update * batch)
+      " --set total_steps=N with N larger than " .. util.fmt_number(steps)
   end
   return {
     dir = run_dir, cfg = cfg, notes = notes, checkpoint = ck.path, update = ck.update,
-    damaged = ck.damaged, kept = ck.older, batch = batch, finished = finished,
+    damaged = ck.damaged, kept = ck.older, batch = batch, steps = steps, steps_base = steps_base,
+    finished = finished,
     changed = #notes > n_notes or #edited > 0 or now_st ~= nil,
   }
 end
