@@ -499,6 +499,14 @@ int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trai
     }
     for (int i = 1; i < g_size && rc == 0; i++) {
         if (all[i].status == MR_ERR_NUMERIC) *st = MR_ERR_NUMERIC;   /* any rank's: skipped alike */
+        const mr_metrics *x = &all[i].m, *z = &mine.m;
+        if (x->lr != z->lr || x->clip != z->clip || x->ent_coef != z->ent_coef) {
+            snprintf(msg, n, "rank %d trained update %llu with lr %g, clip %g, ent_coef %g, rank 0 with %g, %g, %g: "
+                     "the ranks no longer apply the same hot parameters (a bug of moonrl: please report it)", i,
+                     (unsigned long long)update, x->lr, x->clip, x->ent_coef, z->lr, z->clip, z->ent_coef);
+            rc = -1;
+            break;
+        }
         if (all[i].has_hash && mine.has_hash && all[i].hash != mine.hash) {
             snprintf(msg, n, "the ranks' parameters differ after update %llu (rank %d's checksum %016llx, rank 0's "
                      "%016llx): the ranks no longer train one model; this is a bug of moonrl or of the MPI library, "

@@ -260,8 +260,8 @@ static mr_status update(tstate *s, int warm, uint64_t upd, mr_metrics *m, mr_err
     if (s->ranks <= 1) return mr_trainer_update(s->t, m, err);
     mr_status st = MR_OK;
     if (host_ranks_update(&s->applied, warm, upd, s->t, m, &st, err->msg, sizeof err->msg) != 0) {
-        err->status = MR_ERR_BACKEND;
-        return MR_ERR_BACKEND;
+        err->status = MR_ERR_STATE;
+        return MR_ERR_STATE;
     }
     if (st == MR_ERR_NUMERIC) err->status = st;
     return st;

@@ -1,0 +1,253 @@
+-- One run over several processes (docs/data-parallel.md): the built binary
+-- under a real `mpirun -n 2` (Open MPI; --oversubscribe on a 2-core machine,
+-- the ALLOW variables as root), with a network small enough that an update
+-- takes milliseconds. Checked: one run directory; the steps of both ranks
+-- counted; the same bits twice; the first update's episodes pooled as one
+-- process of 2 x E environments has them; a `moonrl ctl set` in force on
+-- both ranks from the same update; resuming on 1 rank from 2 and on 2 from
+-- 1 (the environments re-seeded, said) and on 2 from 2 bit for bit; a rank
+-- killed: the job ends naming it, and resumes from its newest checkpoint.
+
+local support = require("support")
+local json = require("moonrl.formats.json")
+local uv = support.uv
+
+local BIN = support.BIN
+local MPI_ENV = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1"
+
+local function have_mpirun()
+  local p = io.popen("command -v mpirun 2>/dev/null")
+  local got = p:read("*a")
+  p:close()
+  return got ~= ""
+end
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+-- `[mpirun -n ranks] moonrl ARGS` in dir; exit code, stdout, stderr.
+local function run(ranks, args, dir)
+  local out, err, rc = dir .. "/stdout", dir .. "/stderr", dir .. "/rc"
+  local launch = ranks > 1 and string.format("env %s mpirun -n %d ", MPI_ENV, ranks) or ""
+  sh(string.format("cd %q && timeout 180 %s%q %s >%q 2>%q; echo $? >%q", dir, launch, BIN, args, out, err, rc))
+  return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
+end
+
+local E, T, UPDATES = 8, 8, 8
+local BATCH = E * T                 -- one rank's agent-steps per update
+
+local EXPERIMENT = [[
+return {
+  name = "ranks", device = "cpu", threads = 1, seed = 11, hardware = "ci", level = "basic",
+  total_steps = ]] .. UPDATES * 2 * BATCH .. [[,
+  warmup = { updates = 1, restore = true },
+  env = { num_envs = ]] .. E .. [[, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+  ppo = { rollout_steps = ]] .. T .. [[, epochs = 2 },
+  log = { console = false, tensorboard = false, checkpoint_interval = 1, checkpoint_keep = 0 },
+}
+]]
+
+local function ckpt(dir, n) return string.format("%s/checkpoints/update_%07d.mrck", dir, n) end
+
+local function copy(from, to) assert(sh(string.format("cp -r %q %q", from, to))) end
+-- As if the run had stopped after update k: its later checkpoints gone.
+local function interrupt(run_dir, k, last)
+  for n = k + 1, last do assert(os.remove(ckpt(run_dir, n))) end
+end
+
+local function rows(run_dir)   -- metric rows; event lines (changes) apart
+  local out, events = {}, {}
+  for _, line in ipairs(support.lines(support.read_file(run_dir .. "/metrics.jsonl") or "")) do
+    local r = json.decode(line)
+    if r.event == nil then out[#out + 1] = r else events[#events + 1] = r end
+  end
+  return out, events
+end
+
+local function column(rs, key)
+  local out = {}
+  for _, r in ipairs(rs) do out[#out + 1] = r[key] end
+  return out
+end
+
+local function entries(dir)
+  local out = {}
+  for _, n in ipairs(support.files(dir)) do out[n] = true end
+  return out
+end
+
+describe("moonrl train under mpirun -n 2", function()
+  local dir, two
+  setup(function()
+    if not support.have_bin or not have_mpirun() then return end
+    dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    local rc, out, err = run(2, "train exp.lua --dir two --no-eval", dir)
+    assert(rc == 0, out .. err)
+    two = dir .. "/two"
+  end)
+  teardown(function()
+    if dir then support.rm_rf(dir) end
+  end)
+
+  local function ready()
+    if not support.have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return false end
+    if not have_mpirun() then pending("mpirun not found (make installs openmpi-bin)") return false end
+    return true
+  end
+
+  it("is one run: one directory, every rank's steps, the same bits twice", function()
+    if not ready() then return end
+    local rs = rows(two)
+    assert.equal(UPDATES, #rs)
+    for i, r in ipairs(rs) do assert.equal(i * 2 * BATCH, r.agent_steps) end
+    -- the ranks wrote nothing of their own: the run directory is the only new entry
+    local seen = entries(dir)
+    for _, n in ipairs({ "exp.lua", "two", "stdout", "stderr", "rc" }) do seen[n] = nil end
+    assert.same({}, seen)
+    assert.truthy(support.read_file(two .. "/train.log"):find("2 ranks (Open MPI", 1, true))
+    -- a second run of the same seed: the same checkpoint, byte for byte
+    local rc, out, err = run(2, "train exp.lua --dir again --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    assert.equal(support.read_file(ckpt(two, UPDATES)), support.read_file(ckpt(dir .. "/again", UPDATES)))
+    support.rm_rf(dir .. "/again")
+  end)
+
+  it("pools the first update's episodes as one process of 2 x E environments has them", function()
+    if not ready() then return end
+    -- the first rollout runs the same instances (keyed by their global
+    -- index) with the same weights: the same episodes, counted once
+    local rc, out, err = run(1, "train exp.lua --dir one --no-eval --set env.num_envs=" .. 2 * E, dir)
+    assert.equal(0, rc, out .. err)
+    local a, b = rows(two)[1], rows(dir .. "/one")[1]
+    assert.is_true(a.episodes > 0)
+    for _, k in ipairs({ "episodes", "deaths", "episode_return_min", "episode_return_max", "agent_steps" }) do
+      assert.equal(b[k], a[k], k)
+    end
+    -- means: the engine sums in float32, the ranks' are pooled in float64
+    for _, k in ipairs({ "episode_return_mean", "episode_length_mean", "food_per_episode", "poison_per_episode",
+                         "efficiency" }) do
+      assert.near(b[k], a[k], 1e-6 * math.max(1, math.abs(b[k])), k)
+    end
+    support.rm_rf(dir .. "/one")
+  end)
+
+  it("resumes on 1 rank from 2, on 2 from 1 (the environments afresh, said), and on 2 from 2 bit for bit", function()
+    if not ready() then return end
+    -- 2 -> 2: the uninterrupted run's bytes
+    copy(two, dir .. "/r22")
+    interrupt(dir .. "/r22", 4, UPDATES)
+    local rc, out, err = run(2, "train --resume r22 --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    assert.falsy((out .. err):find("start afresh", 1, true), out .. err)
+    assert.equal(support.read_file(ckpt(two, UPDATES)), support.read_file(ckpt(dir .. "/r22", UPDATES)))
+
+    -- 2 -> 1: 4 updates of 2 x BATCH done, the rest at BATCH per update
+    copy(two, dir .. "/r21")
+    interrupt(dir .. "/r21", 4, UPDATES)
+    rc, out, err = run(1, "train --resume r21 --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    assert.truthy(err:find("was written by 2 ranks of 8 environments, this run has 1", 1, true), err)
+    assert.truthy(err:find("the environments start afresh from the seed", 1, true), err)
+    local rs = rows(dir .. "/r21")
+    assert.same({ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, column(rs, "update"))
+    assert.equal(4 * 2 * BATCH + BATCH, rs[5].agent_steps)
+    assert.equal(UPDATES * 2 * BATCH, rs[12].agent_steps)
+
+    -- 1 -> 2: a one-process run, resumed on two ranks
+    rc, out, err = run(1, "train exp.lua --dir r12 --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    assert.equal(2 * UPDATES, #rows(dir .. "/r12"))   -- one rank: BATCH per update
+    interrupt(dir .. "/r12", 4, 2 * UPDATES)
+    rc, out, err = run(2, "train --resume r12 --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    assert.truthy(err:find("was written by 1 rank of 8 environments, this run has 2", 1, true), err)
+    rs = rows(dir .. "/r12")
+    -- 4 x BATCH done, 12 x BATCH left at 2 x BATCH per update
+    assert.same({ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, column(rs, "update"))
+    assert.equal(4 * BATCH + 2 * BATCH, rs[5].agent_steps)
+    assert.equal(UPDATES * 2 * BATCH, rs[10].agent_steps)
+  end)
+end)
+
+describe("a run of 2 ranks in the background", function()
+  local dir, proc
+  before_each(function() dir = support.have_bin and have_mpirun() and support.tmpdir() or nil end)
+  after_each(function()
+    if proc and not proc.done then proc.kill("sigkill") end
+    if dir then support.rm_rf(dir) end
+  end)
+
+  local function ready()
+    if not support.have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return false end
+    if not have_mpirun() then pending("mpirun not found (make installs openmpi-bin)") return false end
+    return true
+  end
+
+  -- A long run (a total it does not reach in the test), checkpoints every 4.
+  local function start(name)
+    support.write_file(dir .. "/long.lua", EXPERIMENT:gsub("total_steps = %d+", "total_steps = 100000000")
+      :gsub("checkpoint_interval = 1", "checkpoint_interval = 4"))
+    proc = support.spawn("mpirun", dir, string.format("-n 2 %q train long.lua --dir %s --no-eval", BIN, name),
+      { env = MPI_ENV, wait = 60000 })
+    return dir .. "/" .. name
+  end
+
+  local function wait_rows(run_dir, n)
+    assert(support.wait_for(function() return #rows(run_dir) >= n end, 60000),
+      "fewer than " .. n .. " updates:\n" .. proc.out() .. proc.err())
+  end
+
+  it("takes a moonrl ctl set on both ranks from the same update", function()
+    if not ready() then return end
+    local rd = start("live")
+    wait_rows(rd, 3)
+    local rc, out, err = support.moonrl("ctl live set ppo.lr=0.00012345", dir)
+    assert.equal(0, rc, out .. err)
+    local _, events = rows(rd)
+    assert(support.wait_for(function()
+      _, events = rows(rd)
+      return #events > 0
+    end, 20000), "no change event in metrics.jsonl")
+    local from = events[1].update   -- the update it is in force from (moonrl.run.changes)
+    assert.equal("ppo.lr", events[1].key)
+    -- past the next check of the ranks' parameters (every 8 updates)
+    wait_rows(rd, from + 10)
+    rc, out, err = support.moonrl("ctl live stop", dir)
+    assert.equal(0, rc, out .. err)
+    assert.equal(0, proc.wait(), proc.out() .. proc.err())
+    local rs = rows(rd)
+    for _, r in ipairs(rs) do
+      -- the ranks' metrics disagreeing on lr, or their parameters, would have failed the run
+      if r.update >= from then assert.equal(0.00012345, r.lr, "update " .. r.update) else
+        assert.are_not.equal(0.00012345, r.lr) end
+    end
+    assert.truthy(support.read_file(rd .. "/train.log"):find("stopped", 1, true))
+  end)
+
+  it("ends the job when a rank is killed, naming it, and resumes from its newest checkpoint", function()
+    if not ready() then return end
+    local rd = start("killed")
+    wait_rows(rd, 9)
+    -- rank 1: the process whose launcher variables say so
+    local p = io.popen("for p in $(pgrep -f 'moonrl.*train long.lua'); do " ..
+      "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo $p; done")
+    local pid = tonumber(p:read("*l") or "")
+    p:close()
+    assert(pid, "rank 1's process not found")
+    local t0 = uv.hrtime()
+    uv.kill(pid, "sigkill")
+    local code = proc.wait(30000)
+    assert.are_not.equal(0, code)
+    assert.is_true((uv.hrtime() - t0) / 1e9 < 20, "the job took more than 20 s to end")
+    assert.truthy((proc.out() .. proc.err()):find("rank 1", 1, true), proc.out() .. proc.err())
+    -- its newest checkpoint is whole: the run resumes from it
+    local rc, out, err = run(2, "train --resume killed --no-eval --set total_steps=" ..
+      (#rows(rd) + 2) * 2 * BATCH, dir)
+    assert.equal(0, rc, out .. err)
+    assert.truthy(out:find("since resuming from update", 1, true), out)
+  end)
+end)
