@@ -228,6 +228,19 @@ describe("a run of 2 ranks in the background", function()
     assert.truthy(support.read_file(rd .. "/train.log"):find("stopped", 1, true))
   end)
 
+  it("stops on SIGTERM to mpirun as one process does: the update in progress, a final checkpoint", function()
+    if not ready() then return end
+    local rd = start("term")
+    wait_rows(rd, 3)
+    proc.kill("sigterm")
+    proc.wait(30000)
+    local rs = rows(rd)
+    local last = rs[#rs].update
+    assert.truthy(support.read_file(rd .. "/train.log"):find("finished: stopped", 1, true),
+      support.read_file(rd .. "/train.log"))
+    assert.truthy(uv.fs_stat(ckpt(rd, last)), "no final checkpoint at update " .. last)
+  end)
+
   it("ends the job when a rank is killed, naming it, and resumes from its newest checkpoint", function()
     if not ready() then return end
     local rd = start("killed")
@@ -249,5 +262,33 @@ describe("a run of 2 ranks in the background", function()
       (#rows(rd) + 2) * 2 * BATCH, dir)
     assert.equal(0, rc, out .. err)
     assert.truthy(out:find("since resuming from update", 1, true), out)
+  end)
+end)
+
+describe("a sweep whose trials have 2 ranks", function()
+  it("starts each trial with mpirun on the local executor: one run of 2 ranks per trial", function()
+    if not support.have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    if not have_mpirun() then return pending("mpirun not found (make installs openmpi-bin)") end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    support.write_file(dir .. "/sweep.lua", [[
+      local moonrl = require "moonrl"
+      local s = moonrl.sweep{ base = "exp.lua", dir = "sw", ranks = 2, parallel = 1, poll_ms = 50, console = false,
+        space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } } }
+      local r = s:wait()
+      for _, t in ipairs(r.results) do print(t.label .. " " .. t.status) end
+    ]])
+    local rc, out, err = support.moonrl("run sweep.lua", dir, { env = MPI_ENV })
+    assert.equal(0, rc, out .. err)
+    assert.truthy(out:find("trial-001 done", 1, true), out .. err)
+    assert.truthy(out:find("trial-002 done", 1, true), out .. err)
+    for _, t in ipairs({ "trial-001", "trial-002" }) do
+      local td = dir .. "/sw/" .. t
+      assert.truthy(support.read_file(td .. "/train.log"):find("2 ranks (Open MPI", 1, true), t)
+      local rs = rows(td)
+      assert.equal(UPDATES, #rs, t)
+      assert.equal(UPDATES * 2 * BATCH, rs[#rs].agent_steps, t)
+    end
+    support.rm_rf(dir)
   end)
 end)

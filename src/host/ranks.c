@@ -42,6 +42,7 @@
  */
 #include "host.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,12 @@ static void follower_die(const char *what, const char *why) {
 }
 
 int host_ranks_follow(void) {
+    /* A stop is rank 0's to make (a final checkpoint needs every rank):
+     * mpirun and srun pass SIGTERM/SIGINT to every task, and the followers
+     * go on until rank 0 says END and EXIT, or the launcher kills them. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     mr_trainer *t = NULL;
     uint64_t per = 0;
     void *env = NULL;

@@ -76,7 +76,7 @@ function definition.check(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -103,6 +103,7 @@ function definition.check(spec)
     parallel = int_opt("parallel", 1, 1), trials = int_opt("trials", 1, nil), smooth = int_opt("smooth", 1, 1),
     poll_ms = int_opt("poll_ms", 10, 500), time_limit = num_opt("time_limit", 0, 0),
     kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil), repeats = int_opt("repeats", 1, 1),
+    ranks = int_opt("ranks", 1, 1),   -- processes per trial (docs/data-parallel.md)
     console = spec.console ~= false, hooks = spec.hooks or {},
   }
   local method = spec.method or (spec.trials and "random" or "grid")

@@ -454,7 +454,7 @@ function Sweep:_fill_array()
   if #batch > 0 then
     local specs = {}
     for i, b in ipairs(batch) do specs[i] = b.spec end
-    local jobs, err = self.executor:start_array(specs, { parallel = self.parallel, dir = self.dir,
+    local jobs, err = self.executor:start_array(specs, { parallel = self.parallel, dir = self.dir, ranks = self.ranks,
       output = self.dir .. "/trial-%3a/output.log", name = "moonrl-" .. (self.base_cfg.name or "sweep") })
     if not jobs and self.starting then
       -- the first submission (a wrong partition, no Slurm here): an error for
@@ -497,7 +497,7 @@ end
 
 function Sweep:_exec_spec(t, argv)
   return {
-    argv = argv, dir = t.dir, output = t.dir .. "/output.log", name = t.label, index = t.index,
+    argv = argv, dir = t.dir, output = t.dir .. "/output.log", name = t.label, index = t.index, ranks = self.ranks,
     on_exit = function(exit) self:_exited(t, exit) end,
     on_running = function() self:_running(t) end,
   }
@@ -514,10 +514,11 @@ function Sweep:_prepare_trial(t)
     local ck = require("moonrl.run.resume").newest(t.dir)
     if ck then resume_ck = ck end
   end
-  local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps
+  local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps * self.ranks
   local argv
   if resume_ck then
-    t.resumed_steps = resume_ck.update * batch
+    local rk = require("moonrl.engine").checkpoint_ranks(resume_ck.path)
+    t.resumed_steps = rk and rk.agent_steps or resume_ck.update * batch
     if t.resumed_steps >= t.cfg.total_steps then
       -- it had finished; only its result was not recorded
       self:_read_metrics(t)

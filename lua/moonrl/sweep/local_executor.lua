@@ -58,6 +58,12 @@ function executor.binary()
   return uv.exepath()
 end
 
+-- The launcher of a trial of several ranks: $MOONRL_MPIRUN, else mpirun on PATH.
+function executor.mpirun()
+  local env = os.getenv("MOONRL_MPIRUN")
+  return env and env ~= "" and env or "mpirun"
+end
+
 function executor.new(opts)
   opts = opts or {}
   return setmetatable({ name = "local", bin = opts.bin or executor.binary() }, Local)
@@ -78,8 +84,14 @@ function Local:start(spec)
   local fd, ferr = uv.fs_open(spec.output, "a", tonumber("644", 8))
   if not fd then return nil, "cannot open " .. spec.output .. ": " .. tostring(ferr) end
   local job = setmetatable({ alive_ = true }, Job)
-  local handle, pid = uv.spawn(self.bin, {
-    args = spec.argv, stdio = { nil, fd, fd }, detached = true,
+  -- a trial of several ranks: mpirun starts them (docs/data-parallel.md);
+  -- a stop (SIGTERM) reaches rank 0 through it, the others ignore it
+  local file, args = self.bin, spec.argv
+  if (spec.ranks or 1) > 1 then
+    file, args = executor.mpirun(), { "-n", tostring(spec.ranks), self.bin, unpack(spec.argv) }
+  end
+  local handle, pid = uv.spawn(file, {
+    args = args, stdio = { nil, fd, fd }, detached = true,
   }, function(code, signal)
     job.alive_ = false
     if job.handle and not job.handle:is_closing() then job.handle:close() end
@@ -87,6 +99,10 @@ function Local:start(spec)
   end)
   uv.fs_close(fd)
   if not handle then
+    if file ~= self.bin then
+      return nil, "cannot start " .. file .. " for a trial of " .. spec.ranks .. " ranks: " .. tostring(pid) ..
+        " (ranks > 1 needs Open MPI's mpirun: apt install openmpi-bin, or set MOONRL_MPIRUN)"
+    end
     return nil, "cannot start " .. self.bin .. ": " .. tostring(pid)
   end
   job.handle, job.pid, job.id = handle, pid, "pid " .. pid

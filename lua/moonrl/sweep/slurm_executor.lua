@@ -65,7 +65,8 @@ local KNOWN = { partition = "string", time = "\"HH:MM:SS\", \"D-HH:MM:SS\", \"MM
   gpus = "an integer >= 0", cpus_per_task = "an integer >= 1", mem = "\"16G\", \"4000M\" or megabytes (a number)",
   account = "string", qos = "string", job_name = "string", sbatch_args = "a list of strings (extra sbatch arguments)",
   setup = "a list of shell lines run before moonrl in each task (\"module load cuda\")",
-  poll = "seconds between squeue polls, a number >= 0.2", bin = "the moonrl binary's path on the nodes" }
+  poll = "seconds between squeue polls, a number >= 0.2", bin = "the moonrl binary's path on the nodes",
+  mpi = "srun's --mpi plugin for trials of several ranks (default \"pmix\", what Open MPI needs)" }
 
 local function bad(key, value, accepted)
   error("moonrl.slurm: " .. key .. " = " .. util.fmt_value(value) .. " is not accepted: expected " .. accepted, 4)
@@ -83,7 +84,7 @@ local function check(opts)
         "; accepted: " .. table.concat(util.sorted_keys(KNOWN), ", "), 3)
     end
   end
-  for _, k in ipairs({ "partition", "account", "qos", "job_name", "bin" }) do
+  for _, k in ipairs({ "partition", "account", "qos", "job_name", "bin", "mpi" }) do
     local v = opts[k]
     if v ~= nil and (type(v) ~= "string" or v == "" or v:find("[%s'\"]")) then
       bad(k, v, "a non-empty string without spaces or quotes")
@@ -132,7 +133,7 @@ local function check(opts)
   return {
     partition = opts.partition, time = time, gpus = int("gpus", 0), cpus_per_task = int("cpus_per_task", 1), mem = mem,
     account = opts.account, qos = opts.qos, job_name = opts.job_name, sbatch_args = opts.sbatch_args or {},
-    setup = opts.setup or {}, poll = poll or 10, bin = opts.bin,
+    setup = opts.setup or {}, poll = poll or 10, bin = opts.bin, mpi = opts.mpi or "pmix",
   }
 end
 
@@ -363,8 +364,13 @@ local function batch_script(self, specs, opts)
   }
   for _, l in ipairs(self.setup) do lines[#lines + 1] = l end
   lines[#lines + 1] = 'case "$SLURM_ARRAY_TASK_ID" in'
+  -- a trial of several ranks: one job step of that many tasks (Open MPI
+  -- wires them up over PMIx); a rank that dies ends the step
   local function cmd(list)
     local argv = { quote(self.bin) }
+    if (opts.ranks or 1) > 1 then
+      argv = { "srun", "--ntasks=" .. opts.ranks, "--kill-on-bad-exit=1", "--mpi=" .. self.mpi, quote(self.bin) }
+    end
     for _, a in ipairs(list) do argv[#argv + 1] = quote(a) end
     return table.concat(argv, " ")
   end
@@ -405,6 +411,7 @@ function Slurm:sbatch_argv(script, indices, opts)
   add("--partition", self.partition)
   add("--time", self.time)
   if self.gpus and self.gpus > 0 then add("--gpus", self.gpus) end
+  if (opts.ranks or 1) > 1 then add("--ntasks", opts.ranks) end
   add("--cpus-per-task", self.cpus_per_task)
   add("--mem", self.mem)
   add("--account", self.account)
