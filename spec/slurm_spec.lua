@@ -387,6 +387,10 @@ elseif case == "timeout" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
   spec.executor = moonrl.slurm{ partition = "ci", time = 1, poll = 1, setup = { "renice -n 19 $$ >/dev/null" } }
   base.total_steps = 64 * 100000000
+elseif case == "ranks" then
+  -- one trial of two ranks: srun --ntasks=2 in an sbatch --ntasks=2 job (docs/data-parallel.md)
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }
+  spec.method, spec.parallel, spec.ranks = "grid", 1, 2
 elseif case == "bad_partition" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }
   spec.executor = moonrl.slurm{ partition = "nosuch" }
@@ -514,6 +518,22 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     assert.is_true(has(out, "summary done 4 best trial-00"), out)
     local json_info = json.decode(support.read_file(dir .. "/sw/sweep.json"))
     assert.equal("slurm", json_info.executor)
+  end)
+
+  it("runs a trial of 2 ranks as srun --ntasks=2 in its job: one run, every rank's steps", function()
+    if not need_cluster() then return end
+    local code, out, err = moonrl("run sweep.lua sw ranks")
+    assert.equal(0, code, err .. out .. "\n" .. (support.read_file(dir .. "/slurm-trace.txt") or ""))
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    local r = rec.by[1]
+    assert.equal("done", r.status, json.encode(r) .. (support.read_file(dir .. "/sw/trial-001/output.log") or ""))
+    assert.equal(768, r.steps)   -- total_steps: every rank's; 6 updates of 2 x 64
+    local script = support.read_file(dir .. "/sw/slurm/submit-001.sh")
+    assert.is_true(has(script, "exec srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix " .. BIN ..
+      " train sw/trial-001.lua --dir sw/trial-001 --no-eval ;;"), script)
+    local log = support.read_file(dir .. "/sw/trial-001/train.log")
+    assert.is_true(has(log, "2 ranks (Open MPI"), log)
+    assert.is_true(has(log, "update 6 steps 768"), log)
   end)
 
   it("stops the trial ASHA drops with scancel --signal=INT: it leaves its final checkpoint", function()
