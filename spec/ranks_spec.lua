@@ -108,7 +108,11 @@ describe("moonrl train under mpirun -n 2", function()
     local seen = entries(dir)
     for _, n in ipairs({ "exp.lua", "two", "stdout", "stderr", "rc" }) do seen[n] = nil end
     assert.same({}, seen)
-    assert.truthy(support.read_file(two .. "/train.log"):find("2 ranks (Open MPI", 1, true))
+    local log = support.read_file(two .. "/train.log")
+    assert.truthy(log:find("2 ranks (Open MPI", 1, true), log)
+    assert.truthy(log:find("budget: total_steps = 1024 (8 updates of 2 ranks x 8 envs x 8 steps)", 1, true), log)
+    -- the allreduce's share, at the end: one per optimizer step, 1 minibatch x 2 epochs x (8 + 1 warm-up) updates
+    assert.truthy(log:find("note: 2 ranks: 18 allreduces of the gradient took", 1, true), log)
     -- a second run of the same seed: the same checkpoint, byte for byte
     local rc, out, err = run(2, "train exp.lua --dir again --no-eval", dir)
     assert.equal(0, rc, out .. err)

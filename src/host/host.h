@@ -45,6 +45,7 @@ typedef enum host_event_kind {
     HEV_PAUSED,          /* update: updates done */
     HEV_RESUMED,
     HEV_ERROR,           /* text: the engine's (or the host's) message; the run then finishes */
+    HEV_NOTE,            /* text: a line for the run's log (the ranks' allreduce share) */
     HEV_FINISHED         /* flag: host_finish_reason; update: updates done; text: last checkpoint or "" */
 } host_event_kind;
 
@@ -184,7 +185,7 @@ int host_ranks_call(int op, char *msg, size_t n);
 int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trainer *t, mr_metrics *m,
                       mr_status *st, char *msg, size_t n);
 int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n);
-void host_ranks_end(void);
+void host_ranks_end(char *line, size_t n);   /* line: the allreduce's share of the updates, or "" */
 
 /* ---------------------------------------------------------------- Lua side */
 

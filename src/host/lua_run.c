@@ -26,6 +26,7 @@
  *                    "hot", from_update, refusal_or_nil, seq (the set_hot it answers)
  *                    "paused", update / "resumed", update
  *                    "error", message
+ *                    "note", line   (for the run's log)
  *                    "finished", reason ("done"|"stopped"|"error"), updates, last_checkpoint_or_nil
  *   run:set_hot(hot_bytes[, schedules]) -> seq (1, 2, ...: each "hot" event names
  *       the one it applied; the mailbox keeps only the latest)
@@ -154,6 +155,10 @@ static int push_event(lua_State *L, lrun *lr, const host_event *ev) {
         return 2;
     case HEV_ERROR:
         lua_pushliteral(L, "error");
+        lua_pushstring(L, ev->text);
+        return 2;
+    case HEV_NOTE:
+        lua_pushliteral(L, "note");
         lua_pushstring(L, ev->text);
         return 2;
     case HEV_FINISHED:

@@ -110,7 +110,7 @@ int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n) {
     *states = NULL;
     return 0;
 }
-void host_ranks_end(void) {}
+void host_ranks_end(char *line, size_t n) { (void)n; line[0] = 0; }
 const char *host_ranks_describe(void) { return ""; }
 
 #else
@@ -224,8 +224,20 @@ static uint64_t params_hash(mr_trainer *t, char *msg, size_t n, int *ok) {
 
 /* ------------------------------------------------------------ the reducer */
 
+/* Seconds rank 0 spent in the gradient's allreduce and in updates, told at
+ * the run's end (host_ranks_end): the share of communication. */
+static double g_reduce_s, g_update_s;
+static uint64_t g_reduces;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static mr_status reduce_average(void *ctx, float *g, uint64_t n, void *stream, mr_error *err) {
     (void)ctx; (void)stream;
+    const double t0 = now_s();
     for (uint64_t off = 0; off < n;) {   /* MPI counts are int */
         int c = n - off > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - off);
         if (MPI_Allreduce(MPI_IN_PLACE, g + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
@@ -234,6 +246,8 @@ static mr_status reduce_average(void *ctx, float *g, uint64_t n, void *stream, m
     }
     const float inv = 1.0f / (float)g_size;
     for (uint64_t i = 0; i < n; i++) g[i] *= inv;
+    g_reduce_s += now_s() - t0;
+    g_reduces++;
     return MR_OK;
 }
 
@@ -494,7 +508,9 @@ int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trai
     o.hot = *h;
     send_block(&o);
     rank_reply mine, *all = calloc((size_t)g_size, sizeof *all);
+    const double t0 = now_s();
     run_update(t, &o, &mine);
+    g_update_s += now_s() - t0;
     if (!all) { host_ranks_broken(); snprintf(msg, n, "out of memory for the ranks' replies"); return -1; }
     MPI_Gather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
     *st = (mr_status)mine.status;
@@ -551,8 +567,14 @@ int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n) {
     return 0;
 }
 
-void host_ranks_end(void) {
-    if (g_size > 1) send_op(HOST_OP_END, 0, 0, NULL);
+void host_ranks_end(char *line, size_t n) {
+    if (g_size <= 1) return;
+    send_op(HOST_OP_END, 0, 0, NULL);
+    snprintf(line, n, "%d ranks: %llu allreduces of the gradient took %.3f s of rank 0's %.3f s of updates (%.1f%%)",
+             g_size, (unsigned long long)g_reduces, g_reduce_s, g_update_s,
+             g_update_s > 0 ? 100.0 * g_reduce_s / g_update_s : 0.0);
+    g_reduce_s = g_update_s = 0;
+    g_reduces = 0;
 }
 
 void host_ranks_finish(int code) {

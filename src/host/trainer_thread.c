@@ -760,7 +760,11 @@ static void thread_main(void *arg) {
         if (final_ckpt && save_final(&s) != 0) reason = HOST_FAILED;
     }
 out:
-    if (s.begun) host_ranks_end();
+    if (s.begun) {
+        char line[256];
+        host_ranks_end(line, sizeof line);
+        if (line[0]) post_simple(r, HEV_NOTE, 0, s.updates_run, line);
+    }
     /* Freed before FINISHED so the loop's join returns at once. */
     if (s.t) mr_trainer_free(s.t);
     post_simple(r, HEV_FINISHED, reason, s.updates_run, s.last_ckpt);

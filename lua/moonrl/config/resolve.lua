@@ -252,11 +252,13 @@ function resolve.resolve(opts)
   end
 
   -- where the step budget came from: a profile's budget is what picking it gives
-  local per = acc.env.num_envs * acc.ppo.rollout_steps
+  -- (every rank's steps count: docs/data-parallel.md)
+  local ranks = info.ranks or 1
+  local per = acc.env.num_envs * acc.ppo.rollout_steps * ranks
   local updates = math.max(1, math.ceil(acc.total_steps / per))
-  default_note(string.format("budget: total_steps = %d (%d update%s of %d envs x %d steps) from %s",
-    acc.total_steps, updates, updates == 1 and "" or "s", acc.env.num_envs, acc.ppo.rollout_steps,
-    prov.total_steps or "defaults"))
+  default_note(string.format("budget: total_steps = %d (%d update%s of %s%d envs x %d steps) from %s",
+    acc.total_steps, updates, updates == 1 and "" or "s", ranks > 1 and (ranks .. " ranks x ") or "",
+    acc.env.num_envs, acc.ppo.rollout_steps, prov.total_steps or "defaults"))
 
   if type(acc.warmup) == "function" then
     local w, werr = warmup.normalize(acc.warmup, { device = device, level = level, num_envs = acc.env.num_envs })

@@ -540,6 +540,11 @@ function handlers.resumed(self, update)
   if c and c.paused then pcall(c.paused, c, false) end
 end
 
+function handlers.note(self, line)
+  self.log:line("note: " .. line)
+  if self.console then io.stderr:write("moonrl: note: ", line, "\n") end
+end
+
 function handlers.error(self, msg)
   self.error = msg
   core.report("run " .. self.dir .. " failed", msg)

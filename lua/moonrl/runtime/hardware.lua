@@ -2,7 +2,8 @@
 -- "auto" sees it (moonrl.detect).
 --
 --   hardware.detect() -> {gpus =, cores =, memory =, cpu_bf16 =,
---                         gpu_memory_free =, gpu_memory =, fit_num_envs =}   (the GPU fields with a GPU)
+--                         gpu_memory_free =, gpu_memory =, fit_num_envs =,   (the GPU fields with a GPU)
+--                         ranks =}   (the processes of this run: mpirun -n, srun; 1 alone)
 
 local uv = require("luv")
 
@@ -23,7 +24,7 @@ function hardware.detect()
     local engine = require("moonrl.engine")
     local cores = uv.available_parallelism and uv.available_parallelism() or #(uv.cpu_info() or {})
     detected = { gpus = engine.cuda_device_count(), cores = cores, memory = meminfo_bytes(),
-                 cpu_bf16 = engine.cpu_bf16() }
+                 cpu_bf16 = engine.cpu_bf16(), ranks = engine.ranks() }
     if detected.gpus > 0 then
       -- for env.num_envs = "auto": the card's memory and the engine's plan
       detected.gpu_memory_free, detected.gpu_memory = engine.cuda_device_memory(0)
