@@ -77,14 +77,15 @@ bench-full: bench-deps build
 	./$(BUILD)/moonrl bench --compare --rows env,small,ref --reps 3
 
 # What a lent GPU machine needs beside the working tree (bench/gpu_session.sh):
-# the binaries and the shared libraries it lacks (OpenBLAS, oneDNN and their runtimes),
+# the binaries and the shared libraries it lacks (OpenBLAS, oneDNN, Open MPI and their runtimes:
+# moonrl links libmpi, whose plugins it loads only when started by mpirun or srun),
 # packed into $(GPU_CARRY).tar.xz (carry that; bench/gpu_session.sh unpacks it).
 GPU_CARRY := .carry/gpu
 gpu-carry: build
 	@mkdir -p $(GPU_CARRY)
 	@for b in $(BUILD)/moonrl $(BUILD)/test_devmem $(BUILD)/test_cuda_* $(BUILD)/test_bitcompat $(BUILD)/test_trainer*; do \
 	  [ -x $$b ] && strip --strip-unneeded -o $(GPU_CARRY)/$$(basename $$b) $$b; done; true
-	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp|dnnl|OpenCL|stdc++/ {print $$3}'); do \
+	@for l in $$(ldd $(BUILD)/moonrl | awk '/openblas|gfortran|quadmath|gomp|dnnl|OpenCL|stdc++|libmpi|open-rte|open-pal|hwloc|libevent|libudev|libz\./ {print $$3}'); do \
 	  strip --strip-unneeded -o $(GPU_CARRY)/$$(basename $$l) $$l 2>/dev/null || cp -L $$l $(GPU_CARRY)/; done
 	@# the device tool carries 64 MiB at most: the folder is ~100 MiB, xz makes it ~16
 	@tar cJf $(GPU_CARRY).tar.xz -C $(GPU_CARRY) .
