@@ -85,6 +85,7 @@ add_custom_command(
   VERBATIM)
 
 file(GLOB MOONRL_HOST_SOURCES CONFIGURE_DEPENDS "${MOONRL_ROOT}/src/host/*.c")
+list(FILTER MOONRL_HOST_SOURCES EXCLUDE REGEX "ranks_nccl\\.c$")   # below, where NCCL is
 add_executable(moonrl ${MOONRL_HOST_SOURCES} "${MOONRL_CDEF_C}" "${MOONRL_EMBED_C}")
 target_include_directories(moonrl PRIVATE
   "${MOONRL_ROOT}/src/host" "${MOONRL_LUAJIT_INCLUDE}" "${MOONRL_LUV_INCLUDE}")
@@ -102,5 +103,20 @@ find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
   target_link_libraries(moonrl PRIVATE MPI::MPI_C)
   target_compile_definitions(moonrl PRIVATE MOONRL_HAVE_MPI=1)
+  # GPU ranks average their gradient on NCCL (ranks_nccl.c), where the CUDA
+  # toolkit has it: compiled in CI, run on a lent GPU (bench/gpu_session.sh).
+  if(CUDAToolkit_FOUND)
+    # Its header at build time; the library is dlopen'ed when GPU ranks start.
+    find_path(MOONRL_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(MOONRL_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
+    if(MOONRL_NCCL_INCLUDE AND MOONRL_NCCL_LIB)
+      get_filename_component(MOONRL_NCCL_LIBDIR "${MOONRL_NCCL_LIB}" DIRECTORY)
+      target_sources(moonrl PRIVATE "${MOONRL_ROOT}/src/host/ranks_nccl.c")
+      target_include_directories(moonrl PRIVATE "${MOONRL_NCCL_INCLUDE}" ${CUDAToolkit_INCLUDE_DIRS})
+      target_compile_definitions(moonrl PRIVATE MOONRL_HAVE_NCCL=1 MR_NCCL_LIBDIR="${MOONRL_NCCL_LIBDIR}")
+    else()
+      message(STATUS "moonrl host: NCCL not found beside the CUDA toolkit: GPU ranks are refused")
+    endif()
+  endif()
 endif()
 set_target_properties(moonrl PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")

@@ -186,6 +186,10 @@ int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trai
                       mr_status *st, char *msg, size_t n);
 int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n);
 void host_ranks_end(char *line, size_t n);   /* line: the allreduce's share of the updates, or "" */
+/* ranks_nccl.c (MOONRL_HAVE_NCCL): the gradient's average of GPU ranks. */
+int host_nccl_open(int rank, int size, char *msg, size_t n);
+mr_status host_nccl_average(void *ctx, float *g, uint64_t n, void *stream, mr_error *err);
+void host_nccl_close(void);
 
 /* ---------------------------------------------------------------- Lua side */
 

@@ -79,11 +79,31 @@ static int local_size(void) {
     return n > 0 ? n : g_size;
 }
 
+/* This rank's place among the ranks on its machine. */
+static int local_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v) return atoi(v);
+    }
+    return g_rank;
+}
+
 void host_ranks_threads(mr_config *c) {
-    if (g_size <= 1 || c->threads != 0) return;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long per = cores / local_size();
-    c->threads = per >= 1 ? (int)per : 1;
+    if (g_size <= 1) return;
+    if (c->threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long per = cores / local_size();
+        c->threads = per >= 1 ? (int)per : 1;
+    }
+#ifdef MOONRL_HAVE_NCCL
+    /* one GPU per rank: the ranks of a machine take its devices in turn */
+    int devices = mr_cuda_device_count();
+    if (c->device != MR_DEVICE_CPU && c->cuda.device_index == 0 && devices > 1)
+        c->cuda.device_index = local_rank() % devices;
+#else
+    (void)local_rank;
+#endif
 }
 
 #ifndef MOONRL_HAVE_MPI
@@ -260,6 +280,34 @@ static mr_status reduce_sum(void *ctx, double *v, int n, mr_error *err) {
 
 static const mr_reducer g_reducer = {reduce_average, reduce_sum, NULL};
 
+/* The reducer of a run whose trainers are where `t`'s is, after every rank
+ * has said where (a collective: NCCL's communicator is made by all or none).
+ * 0, or -1 with msg. */
+static int use_reducer(mr_trainer *t, char *msg, size_t n) {
+    int cuda = t && mr_trainer_config(t)->device == MR_DEVICE_CUDA, any = 0;
+    MPI_Allreduce(&cuda, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) {
+        if (t) mr_trainer_set_reducer(t, &g_reducer);
+        return 0;
+    }
+#ifdef MOONRL_HAVE_NCCL
+    if (host_nccl_open(g_rank, g_size, msg, n) != 0) return -1;
+    static const mr_reducer nccl = {host_nccl_average, reduce_sum, NULL};
+    if (t) mr_trainer_set_reducer(t, &nccl);
+    return 0;
+#else
+    snprintf(msg, n, "the ranks train on GPUs, but this moonrl was built without NCCL (the CUDA toolkit's "
+             "nccl.h and libnccl): rebuild where it is installed");
+    return -1;
+#endif
+}
+
+static void drop_reducer(void) {
+#ifdef MOONRL_HAVE_NCCL
+    host_nccl_close();
+#endif
+}
+
 /* --------------------------------------------------------- both sides */
 
 /* One rank's trainer as START describes it; 0 or -1 with msg. */
@@ -272,7 +320,6 @@ static int setup(const rank_start *st, const float *init, mr_trainer **out, char
         snprintf(msg, n, "creating the trainer failed (%s): %.400s", mr_status_name(err.status), err.msg);
         return -1;
     }
-    mr_trainer_set_reducer(t, &g_reducer);
     int carried = 0;
     if (st->has_resume && mr_trainer_load_rank(t, st->resume_path, g_size, g_rank, &carried, &err) != MR_OK) {
         snprintf(msg, n, "resuming from %.200s failed (%s): %.200s", st->resume_path, mr_status_name(err.status), err.msg);
@@ -359,6 +406,11 @@ int host_ranks_follow(void) {
             memset(&rep, 0, sizeof rep);
             if (setup(&st, init, &t, rep.msg, sizeof rep.msg) != 0) rep.status = MR_ERR_BACKEND;
             free(init);
+            char rmsg[512] = "";
+            if (use_reducer(t, rmsg, sizeof rmsg) != 0 && rep.status == MR_OK) {
+                rep.status = MR_ERR_BACKEND;
+                snprintf(rep.msg, sizeof rep.msg, "%s", rmsg);
+            }
             MPI_Gather(&rep, sizeof rep, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD);
             if (rep.status != MR_OK) t = NULL;   /* rank 0 ends the run: END follows */
             if (t) {
@@ -372,6 +424,7 @@ int host_ranks_follow(void) {
         if (o.op == HOST_OP_END) {
             if (t) mr_trainer_free(t);
             t = NULL;
+            drop_reducer();
             continue;
         }
         if (!t) follower_die(op_name(o.op), "no trainer (the start failed on this rank)");
@@ -426,12 +479,16 @@ int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n) {
     send_op(HOST_OP_START, 0, 0, NULL);
     MPI_Bcast(&st, sizeof st, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (st.init_n) MPI_Bcast(r->init_params, (int)st.init_n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    mr_trainer_set_reducer(t, &g_reducer);
     rank_reply mine, *all = calloc((size_t)g_size, sizeof *all);
     memset(&mine, 0, sizeof mine);
+    if (use_reducer(t, mine.msg, sizeof mine.msg) != 0) mine.status = MR_ERR_BACKEND;
     if (!all) { snprintf(msg, n, "out of memory for the ranks' replies"); host_ranks_broken(); return -1; }
     MPI_Gather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
     int rc = 0;
+    if (mine.status != MR_OK) {
+        snprintf(msg, n, "rank 0 of %d: %s", g_size, mine.msg);
+        rc = -1;
+    }
     for (int i = 1; i < g_size && rc == 0; i++)
         if (all[i].status != MR_OK) {
             snprintf(msg, n, "rank %d of %d: %s", i, g_size, all[i].msg);
@@ -570,6 +627,7 @@ int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n) {
 void host_ranks_end(char *line, size_t n) {
     if (g_size <= 1) return;
     send_op(HOST_OP_END, 0, 0, NULL);
+    drop_reducer();
     snprintf(line, n, "%d ranks: %llu allreduces of the gradient took %.3f s of rank 0's %.3f s of updates (%.1f%%)",
              g_size, (unsigned long long)g_reduces, g_reduce_s, g_update_s,
              g_update_s > 0 ? 100.0 * g_reduce_s / g_update_s : 0.0);
