@@ -35,6 +35,14 @@ local function run(ranks, args, dir)
   return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
 end
 
+-- A case runs where the binary is built and Open MPI is installed (make
+-- installs openmpi-bin, so CI runs every case).
+local function ready()
+  if not support.have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return false end
+  if not have_mpirun() then pending("mpirun not found (make installs openmpi-bin)") return false end
+  return true
+end
+
 local E, T, UPDATES = 8, 8, 8
 local BATCH = E * T                 -- one rank's agent-steps per update
 
@@ -92,12 +100,6 @@ describe("moonrl train under mpirun -n 2", function()
   teardown(function()
     if dir then support.rm_rf(dir) end
   end)
-
-  local function ready()
-    if not support.have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return false end
-    if not have_mpirun() then pending("mpirun not found (make installs openmpi-bin)") return false end
-    return true
-  end
 
   it("is one run: one directory, every rank's steps, the same bits twice", function()
     if not ready() then return end
@@ -185,12 +187,6 @@ describe("a run of 2 ranks in the background", function()
     if dir then support.rm_rf(dir) end
   end)
 
-  local function ready()
-    if not support.have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return false end
-    if not have_mpirun() then pending("mpirun not found (make installs openmpi-bin)") return false end
-    return true
-  end
-
   -- A long run (a total it does not reach in the test), checkpoints every 4.
   local function start(name)
     support.write_file(dir .. "/long.lua", EXPERIMENT:gsub("total_steps = %d+", "total_steps = 100000000")
@@ -271,8 +267,7 @@ end)
 
 describe("a sweep whose trials have 2 ranks", function()
   it("starts each trial with mpirun on the local executor: one run of 2 ranks per trial", function()
-    if not support.have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
-    if not have_mpirun() then return pending("mpirun not found (make installs openmpi-bin)") end
+    if not ready() then return end
     local dir = support.tmpdir()
     support.write_file(dir .. "/exp.lua", EXPERIMENT)
     support.write_file(dir .. "/sweep.lua", [[

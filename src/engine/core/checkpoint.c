@@ -744,23 +744,33 @@ mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint6
     return s;
 }
 
+/* The section "ranks", or {1, 0, 0} with *has = 0 for a file without it. */
+static mr_status read_ranks(const ck_file *cf, const char *path, ck_ranks *rk, int *has, mr_error *err) {
+    const uint8_t *d;
+    size_t n;
+    *rk = (ck_ranks){1, 0, 0};
+    mr_status s = find_section(cf, path, "ranks", CK_OPTIONAL, &d, &n, err);
+    if (!s && d && n != sizeof *rk)
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section 'ranks' has %zu bytes, expected %zu", path, n,
+                    sizeof *rk);
+    if (!s && d) memcpy(rk, d, sizeof *rk);
+    if (!s && rk->ranks < 1) s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: it says 0 ranks wrote it", path);
+    *has = d != NULL;
+    return s;
+}
+
 mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err) {
     if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_ranks: path or out is NULL");
     ck_file cf;
     mr_status s = read_file(path, &cf, err);
     if (s) return s;
-    const uint8_t *d;
-    size_t n;
-    s = find_section(&cf, path, "ranks", CK_OPTIONAL, &d, &n, err);
-    if (!s && d && n != sizeof(ck_ranks))
-        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section 'ranks' has %zu bytes, expected %zu", path, n,
-                    sizeof(ck_ranks));
+    ck_ranks rk;
+    int has = 0;
+    s = read_ranks(&cf, path, &rk, &has, err);
     if (!s) {
-        ck_ranks rk = {1, 0, 0};
-        if (d) memcpy(&rk, d, sizeof rk);
-        out->ranks = rk.ranks >= 1 ? (int)rk.ranks : 1;
-        out->agent_steps = d ? rk.agent_steps : 0;
-        out->has = d != NULL;
+        out->ranks = (int)rk.ranks;
+        out->agent_steps = has ? rk.agent_steps : 0;
+        out->has = has;
         mr_ok(err);
     }
     free(cf.buf);
@@ -783,14 +793,9 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     /* Validate everything first: nothing is changed unless all of it fits. */
     mr_config stored;
     s = read_config(&cf, path, &stored, err);
-    const uint8_t *rd = NULL;
     ck_ranks rk = {1, 0, 0};
-    if (!s) s = find_section(&cf, path, "ranks", CK_OPTIONAL, &rd, &bytes, err);
-    if (!s && rd && bytes != sizeof rk)
-        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section 'ranks' has %zu bytes, expected %zu", path, bytes,
-                    sizeof rk);
-    if (!s && rd) memcpy(&rk, rd, sizeof rk);
-    if (!s && rk.ranks < 1) s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: it says 0 ranks wrote it", path);
+    int has_ranks = 0;
+    if (!s) s = read_ranks(&cf, path, &rk, &has_ranks, err);
     /* A plain load (ranks 0) of a one-rank checkpoint wants the same
      * environments, as always; else they are carried when the counts match. */
     uint64_t stored_n = (uint64_t)rk.ranks * (uint64_t)stored.env.num_envs;
