@@ -37,6 +37,12 @@ A finished run (total_steps reached) is said to be, and left as it is
 (exit 0): --set total_steps=N with a larger N trains it further. On the
 cpu a resumed run is bit for bit the run that was not interrupted.
 
+Started by `mpirun -n R` or `srun --ntasks=R`, it is one run of R ranks
+(processes), each stepping env.num_envs environments of its own and all
+averaging their gradients (Open MPI); rank 0 writes the one run directory
+and answers moonrl ctl. total_steps counts every rank's steps. A run resumes
+on any count of ranks (docs/data-parallel.md).
+
 options:
   --resume RUN_DIR    continue that run (see above)
   --set key=value     override a config key (repeatable), e.g. --set ppo.lr=1e-4
