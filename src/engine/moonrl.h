@@ -384,7 +384,7 @@ mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n,
  * loads all of it into rank `rank` of `ranks`: its slice of the environments
  * when the file holds as many instances as ranks x this trainer's
  * env.num_envs (*env_carried = 1), else the environments stay as created
- * (fresh from the seed; *env_carried = 0). mr_checkpoint_read_ranks: has =
+ * (fresh from the seed; *env_carried = 0); env_carried may be NULL. mr_checkpoint_read_ranks: has =
  * 0, ranks = 1 for a file without the section. */
 typedef struct mr_ranks_info {
     int ranks;

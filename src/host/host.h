@@ -181,7 +181,7 @@ const char *host_ranks_describe(void);   /* "2 ranks (Open MPI v4.1.4), ..." or 
  * parameters' checksums differ), the environments of every rank for a
  * checkpoint (*states: ranks x mr_trainer_env_state_bytes, to free), END. */
 int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n);
-int host_ranks_call(int op, char *msg, size_t n);
+mr_status host_ranks_call(int op, mr_trainer *t, mr_error *err);   /* on every rank (HOST_OP_SNAPSHOT ..) */
 int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trainer *t, mr_metrics *m,
                       mr_status *st, char *msg, size_t n);
 int host_ranks_gather_envs(mr_trainer *t, void **states, char *msg, size_t n);

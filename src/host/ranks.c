@@ -79,6 +79,7 @@ static int local_size(void) {
     return n > 0 ? n : g_size;
 }
 
+#ifdef MOONRL_HAVE_NCCL
 /* This rank's place among the ranks on its machine. */
 static int local_rank(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
@@ -88,6 +89,7 @@ static int local_rank(void) {
     }
     return g_rank;
 }
+#endif
 
 void host_ranks_threads(mr_config *c) {
     if (g_size <= 1) return;
@@ -101,9 +103,19 @@ void host_ranks_threads(mr_config *c) {
     int devices = mr_cuda_device_count();
     if (c->device != MR_DEVICE_CPU && c->cuda.device_index == 0 && devices > 1)
         c->cuda.device_index = local_rank() % devices;
-#else
-    (void)local_rank;
 #endif
+}
+
+/* The engine calls without arguments that every rank makes alike. */
+static mr_status plain_call(mr_trainer *t, int op, mr_error *err) {
+    switch (op) {
+    case HOST_OP_SNAPSHOT: return mr_trainer_snapshot(t, err);
+    case HOST_OP_RESTORE: return mr_trainer_restore(t, err);
+    case HOST_OP_KEEP: return mr_trainer_keep(t, err);
+    case HOST_OP_RESTORE_KEPT: return mr_trainer_restore_kept(t, err);
+    case HOST_OP_POISON: return mr_trainer_debug_poison(t, err);
+    default: return MR_OK;
+    }
 }
 
 #ifndef MOONRL_HAVE_MPI
@@ -119,7 +131,7 @@ int host_ranks_init(int *argc, char ***argv, char *err, size_t n) {
 int host_ranks_follow(void) { return 0; }
 void host_ranks_finish(int code) { (void)code; }
 int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n) { (void)r; (void)t; (void)msg; (void)n; return 0; }
-int host_ranks_call(int op, char *msg, size_t n) { (void)op; (void)msg; (void)n; return 0; }
+mr_status host_ranks_call(int op, mr_trainer *t, mr_error *err) { return plain_call(t, op, err); }
 int host_ranks_update(const mr_hot_params *h, int warm, uint64_t update, mr_trainer *t, mr_metrics *m,
                       mr_status *st, char *msg, size_t n) {
     (void)h; (void)warm; (void)update; (void)t; (void)m; (void)st; (void)msg; (void)n;
@@ -155,7 +167,7 @@ typedef struct rank_reply {
 
 typedef struct rank_start {
     mr_config cfg;               /* rank 0's; each rank sets its env.index0 and threads */
-    int32_t warmup_restore, has_resume;
+    int32_t has_resume;
     uint64_t init_n;             /* floats of given weights that follow (policy.init) */
     char resume_path[HOST_PATH];
 } rank_start;
@@ -320,8 +332,7 @@ static int setup(const rank_start *st, const float *init, mr_trainer **out, char
         snprintf(msg, n, "creating the trainer failed (%s): %.400s", mr_status_name(err.status), err.msg);
         return -1;
     }
-    int carried = 0;
-    if (st->has_resume && mr_trainer_load_rank(t, st->resume_path, g_size, g_rank, &carried, &err) != MR_OK) {
+    if (st->has_resume && mr_trainer_load_rank(t, st->resume_path, g_size, g_rank, NULL, &err) != MR_OK) {
         snprintf(msg, n, "resuming from %.200s failed (%s): %.200s", st->resume_path, mr_status_name(err.status), err.msg);
         mr_trainer_free(t);
         return -1;
@@ -333,18 +344,6 @@ static int setup(const rank_start *st, const float *init, mr_trainer **out, char
     }
     *out = t;
     return 0;
-}
-
-/* The calls without arguments. */
-static mr_status plain_call(mr_trainer *t, int op, mr_error *err) {
-    switch (op) {
-    case HOST_OP_SNAPSHOT: return mr_trainer_snapshot(t, err);
-    case HOST_OP_RESTORE: return mr_trainer_restore(t, err);
-    case HOST_OP_KEEP: return mr_trainer_keep(t, err);
-    case HOST_OP_RESTORE_KEPT: return mr_trainer_restore_kept(t, err);
-    case HOST_OP_POISON: return mr_trainer_debug_poison(t, err);
-    default: return MR_OK;
-    }
 }
 
 static const char *op_name(int op) {
@@ -412,7 +411,10 @@ int host_ranks_follow(void) {
                 snprintf(rep.msg, sizeof rep.msg, "%s", rmsg);
             }
             MPI_Gather(&rep, sizeof rep, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD);
-            if (rep.status != MR_OK) t = NULL;   /* rank 0 ends the run: END follows */
+            if (rep.status != MR_OK && t) {   /* rank 0 ends the run: END follows */
+                mr_trainer_free(t);
+                t = NULL;
+            }
             if (t) {
                 per = mr_trainer_env_state_bytes(t);
                 free(env);
@@ -472,7 +474,6 @@ int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n) {
     rank_start st;
     memset(&st, 0, sizeof st);
     st.cfg = r->cfg;
-    st.warmup_restore = r->warmup_restore;
     st.has_resume = r->resume_path[0] != 0;
     snprintf(st.resume_path, sizeof st.resume_path, "%s", r->resume_path);
     st.init_n = r->init_params ? r->init_n : 0;
@@ -498,10 +499,9 @@ int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n) {
     return rc;
 }
 
-int host_ranks_call(int op, char *msg, size_t n) {
-    (void)msg; (void)n;
+mr_status host_ranks_call(int op, mr_trainer *t, mr_error *err) {
     if (g_size > 1) send_op(op, 0, 0, NULL);
-    return 0;
+    return plain_call(t, op, err);
 }
 
 /* The ranks' metrics as one run's: sums, pooled episodes, means of the

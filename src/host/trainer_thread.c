@@ -213,7 +213,7 @@ typedef struct tstate {
     uint64_t updates_run;        /* real updates run: real_updates, unless a restore went back */
     uint64_t posted;             /* real-update metrics events posted (the hand-shake's count) */
     uint64_t warm_steps;         /* agent-steps the warm-up took */
-    uint64_t engine_off_updates, engine_off_steps;   /* engine counters at the start of the real run */
+    uint64_t engine_off_updates;   /* the engine's update count at the start of the real run */
     int off_known;
     int override;                /* the host evaluates schedules (see the top comment) */
     int stopping;
@@ -236,21 +236,6 @@ typedef struct tstate {
 /* The run's agent-steps after n real updates (host.h, steps_base). */
 static uint64_t steps_after(const tstate *s, uint64_t n) {
     return (uint64_t)(s->r->steps_base + (int64_t)(n * s->batch));
-}
-
-/* An engine call that every rank makes (ranks.c), here and, broadcast, on
- * the followers. */
-static mr_status call(tstate *s, int op, mr_error *err) {
-    char msg[64];
-    if (s->ranks > 1) host_ranks_call(op, msg, sizeof msg);
-    switch (op) {
-    case HOST_OP_SNAPSHOT: return mr_trainer_snapshot(s->t, err);
-    case HOST_OP_RESTORE: return mr_trainer_restore(s->t, err);
-    case HOST_OP_KEEP: return mr_trainer_keep(s->t, err);
-    case HOST_OP_RESTORE_KEPT: return mr_trainer_restore_kept(s->t, err);
-    case HOST_OP_POISON: return mr_trainer_debug_poison(s->t, err);
-    default: return MR_OK;
-    }
 }
 
 /* One update of every rank, with the hot set last applied; the metrics are
@@ -413,7 +398,7 @@ static int apply_hot(tstate *s) {
 static int keep_good(tstate *s) {
     if (s->r->max_bad_updates <= 0) return 0;
     mr_error err = {0};
-    if (call(s, HOST_OP_KEEP, &err) != MR_OK) {
+    if (host_ranks_call(HOST_OP_KEEP, s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "keeping the last good state failed: %s", err.msg);
         fail(s, msg);
@@ -428,7 +413,7 @@ static int keep_good(tstate *s) {
  * environments keep theirs). */
 static int restore_good(tstate *s) {
     mr_error err = {0};
-    if (!s->have_good || call(s, HOST_OP_RESTORE_KEPT, &err) != MR_OK) {
+    if (!s->have_good || host_ranks_call(HOST_OP_RESTORE_KEPT, s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 128];
         snprintf(msg, sizeof msg, "restoring the last good state (after update %llu) failed: %s",
                  (unsigned long long)s->good_update, s->have_good ? err.msg : "none was kept");
@@ -577,7 +562,7 @@ static int warmup(tstate *s) {
         s->warm_steps = (uint64_t)r->warmup_updates * s->batch;
         return 0;
     }
-    if (r->warmup_restore && call(s, HOST_OP_SNAPSHOT, &err) != MR_OK) {
+    if (r->warmup_restore && host_ranks_call(HOST_OP_SNAPSHOT, s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "warm-up snapshot failed: %s", err.msg);
         fail(s, msg);
@@ -602,7 +587,7 @@ static int warmup(tstate *s) {
         ev.text[0] = 0;
         post(r, &ev);
     }
-    if (r->warmup_restore && call(s, HOST_OP_RESTORE, &err) != MR_OK) {
+    if (r->warmup_restore && host_ranks_call(HOST_OP_RESTORE, s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "restoring the weights after warm-up failed: %s", err.msg);
         fail(s, msg);
@@ -631,7 +616,7 @@ static host_finish_reason train(tstate *s) {
         if (s->override && apply_hot(s) != 0) return HOST_FAILED;
 
         if (r->inject_nan_at && s->real_updates + 1 == r->inject_nan_at &&
-            call(s, HOST_OP_POISON, &err) != MR_OK) {
+            host_ranks_call(HOST_OP_POISON, s->t, &err) != MR_OK) {
             char msg[MR_ERROR_LEN + 64];
             snprintf(msg, sizeof msg, "debug.inject_nan_at_update failed: %s", err.msg);
             fail(s, msg);
@@ -652,16 +637,15 @@ static host_finish_reason train(tstate *s) {
             /* Whatever the engine counted beside the real updates (warm-up
              * that was not restored, in this run or the one resumed). */
             s->engine_off_updates = ev.metrics.update - (s->real_updates + 1);
-            s->engine_off_steps = ev.metrics.agent_steps - (s->real_updates + 1) * s->batch;
             s->off_known = 1;
         }
         s->real_updates++;
         s->updates_run++;
         ev.metrics.update -= s->engine_off_updates;
-        ev.metrics.agent_steps -= s->engine_off_steps;
-        /* each rank's engine counts its own steps, and none before a resume
-         * on another count of ranks */
-        if (s->ranks > 1 || r->steps_base != 0) ev.metrics.agent_steps = steps_after(s, s->real_updates);
+        /* the run's count, not the engine's: each rank's engine counts its
+         * own steps (and warm-up ones), none before a resume on another
+         * count of ranks */
+        ev.metrics.agent_steps = steps_after(s, s->real_updates);
         ev.metrics.progress = (double)s->real_updates / (double)s->total_updates;
         if (ev.metrics.progress > 1) ev.metrics.progress = 1;
         ev.kind = HEV_METRICS;
@@ -688,8 +672,7 @@ static host_finish_reason train(tstate *s) {
 static int resume(tstate *s) {
     host_run *r = s->r;
     mr_error err = {0};
-    int carried = 0;
-    if (mr_trainer_load_rank(s->t, r->resume_path, s->ranks, 0, &carried, &err) != MR_OK) {
+    if (mr_trainer_load_rank(s->t, r->resume_path, s->ranks, 0, NULL, &err) != MR_OK) {
         char msg[HOST_PATH + MR_ERROR_LEN + 64];
         snprintf(msg, sizeof msg, "resuming from %s failed (%s): %s", r->resume_path,
                  mr_status_name(err.status), err.msg);
