@@ -1,0 +1,179 @@
+/*
+ * checkpoint_config.c - a checkpoint's config section: the config as keyed
+ * text records (version 2: enums by name, schedules as "kind from to gamma
+ * every", lists comma-separated; '#' starts a comment line; reading starts
+ * from the defaults, so a setting added later takes its default) and the
+ * raw mr_config bytes of version 1, frozen here. checkpoint.c holds the
+ * rest of the format.
+ */
+#include "checkpoint_config.h"
+#include "errors.h"
+#include "config.h"
+#include "config_keys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Choice i of "a|b|c" into buf ("?" past the end). */
+static const char *choice_name(const char *names, int i, char *buf, size_t len) {
+    for (int k = 0; names && k < i; k++) {
+        names = strchr(names, '|');
+        if (names) names++;
+    }
+    if (!names || i < 0) return "?";
+    size_t n = strcspn(names, "|");
+    if (n >= len) n = len - 1;
+    memcpy(buf, names, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* The records of c into buf; the length, or (size_t)-1 when len is too small. */
+size_t mr_ck_config_records(const mr_config *c, char *buf, size_t len) {
+    size_t o = 0;
+    char nb[64];
+#define PUT(...) do { int n_ = snprintf(buf + o, o < len ? len - o : 0, __VA_ARGS__); \
+                      o += n_ > 0 ? (size_t)n_ : 0; } while (0)
+#define W_INT(k, f, d, lo, hi) PUT("%s = %lld\n", k, (long long)c->f);
+#define W_REAL(k, f, d, lo, hi) PUT("%s = %.17g\n", k, (double)c->f);
+#define W_U64(k, f, d, lo, hi) PUT("%s = %llu\n", k, (unsigned long long)c->f);
+#define W_ENUM(k, f, d, n, names) PUT("%s = %s\n", k, choice_name(names, (int)c->f, nb, sizeof nb));
+#define W_SCHED(k, f, kd, a, b, lo, hi) \
+    PUT("%s = %d %.17g %.17g %.17g %.17g\n", k, (int)c->f.kind, c->f.start, c->f.end, c->f.gamma, c->f.every);
+#define W_LIST(k, f, count, lo, hi, mn, mx) \
+    PUT("%s = ", k); \
+    for (int i = 0; i < c->count; i++) PUT(i ? ",%d" : "%d", c->f[i]); \
+    PUT("\n");
+    MR_CONFIG_KEYS(W_INT, W_REAL, W_U64, W_ENUM, W_SCHED, W_LIST)
+#undef W_INT
+#undef W_REAL
+#undef W_U64
+#undef W_ENUM
+#undef W_SCHED
+#undef W_LIST
+#undef PUT
+    return o < len ? o : (size_t)-1;
+}
+
+/* One record "key = value" onto c: 0, 1 for a key this build does not know,
+ * -1 for a value that does not parse. */
+static int config_record(mr_config *c, const char *key, const char *val) {
+    int m = -1;
+    char nb[64];
+#define R_INT(k, f, d, lo, hi) \
+    if (!strcmp(key, k)) { long long v; if (sscanf(val, "%lld%n", &v, &m) != 1 || val[m]) return -1; \
+                           c->f = v; return 0; }
+#define R_REAL(k, f, d, lo, hi) \
+    if (!strcmp(key, k)) { double v; if (sscanf(val, "%lf%n", &v, &m) != 1 || val[m]) return -1; \
+                           c->f = v; return 0; }
+#define R_U64(k, f, d, lo, hi) \
+    if (!strcmp(key, k)) { unsigned long long v; if (sscanf(val, "%llu%n", &v, &m) != 1 || val[m]) return -1; \
+                           c->f = v; return 0; }
+#define R_ENUM(k, f, d, n, names) \
+    if (!strcmp(key, k)) { for (int i = 0; i < (n); i++) \
+                               if (!strcmp(val, choice_name(names, i, nb, sizeof nb))) { c->f = i; return 0; } \
+                           return -1; }
+#define R_SCHED(k, f, kd, a, b, lo, hi) \
+    if (!strcmp(key, k)) { int kind_; \
+                           if (sscanf(val, "%d %lf %lf %lf %lf%n", &kind_, &c->f.start, &c->f.end, &c->f.gamma, \
+                                      &c->f.every, &m) != 5 || val[m]) return -1; \
+                           c->f.kind = kind_; return 0; }
+#define R_LIST(k, f, count, lo, hi, mn, mx) \
+    if (!strcmp(key, k)) { int n_ = 0; const char *p_ = val; memset(c->f, 0, sizeof c->f); \
+                           while (*p_) { int v_; if (n_ >= (mx) || sscanf(p_, "%d%n", &v_, &m) != 1) return -1; \
+                                         c->f[n_++] = v_; p_ += m; if (*p_ == ',') p_++; else if (*p_) return -1; } \
+                           c->count = n_; return 0; }
+    MR_CONFIG_KEYS(R_INT, R_REAL, R_U64, R_ENUM, R_SCHED, R_LIST)
+#undef R_INT
+#undef R_REAL
+#undef R_U64
+#undef R_ENUM
+#undef R_SCHED
+#undef R_LIST
+    return 1;
+}
+
+mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_config *c, mr_error *err) {
+    mr_config_default(c);
+    char line[512];
+    size_t i = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && d[e] != '\n') e++;
+        if (e - i >= sizeof line)
+            return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: a config record of %zu bytes", path, e - i);
+        memcpy(line, d + i, e - i);
+        line[e - i] = 0;
+        i = e + 1;
+        if (!line[0] || line[0] == '#') continue;   /* blank lines and comments */
+        char *eq = strstr(line, " = ");
+        if (!eq) return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s' is not 'key = value'", path, line);
+        *eq = 0;
+        const int r = config_record(c, line, eq + 3);
+        if (r > 0)
+            return mr_fail(err, MR_ERR_FORMAT, "'%s' holds the setting '%s', which this moonrl does not know (a "
+                           "checkpoint of a newer moonrl?); the settings it knows are in docs/config.md", path, line);
+        if (r < 0)
+            return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s = %s' does not parse", path, line,
+                           eq + 3);
+    }
+    c->policy.num_actions = mr_env_num_actions(c->env.name);   /* derived from env.name, not a record */
+    return MR_OK;
+}
+
+/* Version 1's config section: the bytes of mr_config as it was then, frozen
+ * here (moonrl.h's structs have grown since: env.name, policy.num_actions;
+ * a later change to another section of mr_config freezes that one here too). */
+typedef struct {
+    mr_mode mode;
+    int num_envs, grid_size, view_range, density_min, density_max, respawn_tries, max_episode_steps;
+} ck_env_config_v1;
+typedef struct {
+    int num_conv, conv_channels[MR_MAX_CONV], hidden, critic_hidden, popart;
+    float popart_beta_min;
+    mr_obs_storage proxy_obs_storage;
+} ck_policy_config_v1;
+typedef struct {
+    ck_env_config_v1 env;
+    ck_policy_config_v1 policy;
+    mr_ppo_config ppo;
+    mr_cuda_config cuda;
+    mr_device device;
+    mr_precision precision;
+    int threads;
+    mr_cpu_config cpu;
+    uint64_t seed, total_steps;
+} ck_config_v1;
+
+size_t mr_ck_config_v1_bytes(void) { return sizeof(ck_config_v1); }
+
+void mr_ck_config_from_v1(const void *bytes, mr_config *c) {
+    ck_config_v1 vv;
+    memcpy(&vv, bytes, sizeof vv);   /* the file's bytes need not be aligned */
+    const ck_config_v1 *v = &vv;
+    mr_config_default(c);   /* env.name = foraging, the only environment then */
+    c->env.mode = v->env.mode;
+    c->env.num_envs = v->env.num_envs;
+    c->env.grid_size = v->env.grid_size;
+    c->env.view_range = v->env.view_range;
+    c->env.density_min = v->env.density_min;
+    c->env.density_max = v->env.density_max;
+    c->env.respawn_tries = v->env.respawn_tries;
+    c->env.max_episode_steps = v->env.max_episode_steps;
+    c->policy.num_conv = v->policy.num_conv;
+    memcpy(c->policy.conv_channels, v->policy.conv_channels, sizeof c->policy.conv_channels);
+    c->policy.hidden = v->policy.hidden;
+    c->policy.critic_hidden = v->policy.critic_hidden;
+    c->policy.popart = v->policy.popart;
+    c->policy.popart_beta_min = v->policy.popart_beta_min;
+    c->policy.proxy_obs_storage = v->policy.proxy_obs_storage;
+    c->ppo = v->ppo;
+    c->cuda = v->cuda;
+    c->device = v->device;
+    c->precision = v->precision;
+    c->threads = v->threads;
+    c->cpu = v->cpu;
+    c->seed = v->seed;
+    c->total_steps = v->total_steps;
+}
+
