@@ -34,7 +34,8 @@
 --   resume.run_dir_of(checkpoint_path) -> the run directory holding it, or nil
 --   resume.checkpoints(run_dir) -> {{path=, update=}, ...} newest first
 --   resume.read_config(path) -> mr_config cdata | nil, the engine's message
---   resume.newest(run_dir) -> {path=, update=, config=, damaged={{path=, error=}}, older={paths}}
+--   resume.newest(run_dir) -> {path=, update=, config=, damaged={{path=, error=}}, older={paths},
+--                               ranks= (that wrote it), steps= (the run's agent-steps at it)}
 --                             | nil, err
 --   resume.prepare(run_dir, changes) -> plan | nil, err
 --       changes: file = path | table (config keys to change), sets = {"k=v"},
@@ -134,7 +135,10 @@ function resume.read_progress(path)
   if engine.C.mr_checkpoint_read_progress(path, u, a, hot, err) ~= 0 then
     return nil, engine.ffi.string(err.msg)
   end
-  return { updates = tonumber(u[0]), agent_steps = tonumber(a[0]), hot = hot }
+  local rk, rerr = engine.checkpoint_ranks(path)
+  if not rk then return nil, rerr end
+  return { updates = tonumber(u[0]), agent_steps = tonumber(a[0]), hot = hot, ranks = rk.ranks,
+           run_steps = rk.agent_steps }
 end
 
 function resume.newest(run_dir)
@@ -161,8 +165,12 @@ function resume.newest(run_dir)
     if c and pg then
       local older = {}
       for j = #list, i, -1 do older[#older + 1] = list[j].path end   -- oldest first, this one last
+      -- the run's agent-steps: what the file says (ranks, or a resume on
+      -- another count of them), else updates x every rank's batch
+      local steps = pg.run_steps or
+        pg.updates * tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps) * pg.ranks
       return { path = ck.path, update = pg.updates, named = ck.update, agent_steps = pg.agent_steps, hot = pg.hot,
-               config = c, damaged = damaged, older = older }
+               config = c, damaged = damaged, older = older, ranks = pg.ranks, steps = steps }
     end
     damaged[#damaged + 1] = { path = ck.path, error = err }
   end
@@ -490,19 +498,17 @@ function resume.prepare(run_dir, changes)
   -- update is every rank's agent-steps; a file that does not say its steps
   -- (one rank, never resumed on another count) holds updates x batch.
   local engine = require("moonrl.engine")
-  local rk, rkerr = engine.checkpoint_ranks(ck.path)
-  if not rk then return nil, "cannot resume " .. run_dir .. ": " .. rkerr end
   local per_rank = tonumber(ck.config.env.num_envs) * tonumber(ck.config.ppo.rollout_steps)
   local ranks = engine.ranks()
   local batch = per_rank * ranks
-  local steps = rk.agent_steps or ck.update * per_rank * rk.ranks
+  local steps = ck.steps
   local steps_base = steps - ck.update * batch
-  if rk.ranks ~= ranks then
-    notes[#notes + 1] = ck.path .. " was written by " .. rk.ranks .. " rank" .. (rk.ranks == 1 and "" or "s") ..
+  if ck.ranks ~= ranks then
+    notes[#notes + 1] = ck.path .. " was written by " .. ck.ranks .. " rank" .. (ck.ranks == 1 and "" or "s") ..
       " of " .. tonumber(ck.config.env.num_envs) .. " environments, this run has " .. ranks .. ": the weights, " ..
       "optimizer and statistics continue, the environments start afresh from the seed (their state is carried " ..
       "only to as many ranks), and an update is now " .. util.fmt_number(batch) .. " agent-steps (was " ..
-      util.fmt_number(per_rank * rk.ranks) .. ")"
+      util.fmt_number(per_rank * ck.ranks) .. ")"
   end
   stretch_schedules(cfg, before, old_total, math.max(ck.update - 1, 0), batch, notes)
   ok, err = config.validate(cfg)

@@ -514,11 +514,9 @@ function Sweep:_prepare_trial(t)
     local ck = require("moonrl.run.resume").newest(t.dir)
     if ck then resume_ck = ck end
   end
-  local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps * self.ranks
   local argv
   if resume_ck then
-    local rk = require("moonrl.engine").checkpoint_ranks(resume_ck.path)
-    t.resumed_steps = rk and rk.agent_steps or resume_ck.update * batch
+    t.resumed_steps = resume_ck.steps
     if t.resumed_steps >= t.cfg.total_steps then
       -- it had finished; only its result was not recorded
       self:_read_metrics(t)
