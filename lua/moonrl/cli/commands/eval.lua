@@ -298,7 +298,10 @@ function eval.tensorboard(run_dir, ck, summaries, text)
   local steps, e = engine.ffi.new("uint64_t[1]"), engine.ffi.new("mr_error")
   if engine.C.mr_checkpoint_read_progress(ck, nil, steps, nil, e) ~= 0 then return engine.ffi.string(e.msg) end
   local tb = require("moonrl.formats.tensorboard")
-  local now, step = os.time(), tonumber(steps[0])
+  -- the run's agent-steps where the file says them (a run of several ranks,
+  -- whose engine counted only rank 0's), else the engine's count
+  local rk = engine.checkpoint_ranks(ck)
+  local now, step = os.time(), rk and rk.agent_steps or tonumber(steps[0])
   local out = { tb.record(tb.file_version_event(now)) }
   for _, s in ipairs(summaries) do
     for _, m in ipairs(require("moonrl.eval.table").METRICS) do
