@@ -368,6 +368,19 @@ return {
       assert.matches("hardware detection failed %(.*no driver%): assuming no GPU", notes[1])
     end)
 
+    it("says nothing of gpu_only settings a file sets to what the level gives (a run's config.lua run again)", function()
+      local r = config.resolve { hardware = "cpu", detect = no_gpu }
+      local path = support.write_file(tmp .. "/again.lua", config.serialize(r))
+      local _, notes = config.resolve { file = path, hardware = "cpu", detect = no_gpu }
+      for _, n in ipairs(notes) do assert.is_nil(n:find("(from file", 1, true), n) end
+      -- a file that sets one to another value is told
+      support.write_file(path, "return { cuda = { device_index = 1 } }")
+      _, notes = config.resolve { file = path, hardware = "cpu", detect = no_gpu }
+      local told = false
+      for _, n in ipairs(notes) do told = told or (n:find("cuda.device_index = 1 (from", 1, true) ~= nil) end
+      assert.is_true(told, table.concat(notes, "\n"))
+    end)
+
     it("reports gpu_only settings from a level as not applying on cpu", function()
       local r, notes = config.resolve { hardware = "cpu", detect = no_gpu }
       assert.equal("fp32", r.precision)

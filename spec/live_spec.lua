@@ -244,6 +244,40 @@ describe("moonrl.run.changes", function()
     assert.truthy(json.encode(events[2]))
   end)
 
+  it("keeps, on a resume from update k, the changes in force by k as written and drops the later ones", function()
+    local run = fake_run(dir)
+    local rec = Changes.new(run)
+    local path = support.write_file(dir .. "/t.lua", "return {\n  f = function(p) return 1e-3 * (1 - p) end,\n}\n")
+    local f = assert(config.load_file(path)).f
+    rec:set("ppo.lr", { kind = "constant", from = 1e-4, to = 1e-4 }, f, "live t.lua", nil)   -- update 1
+    run.updates = 6
+    rec:set("log.interval", 1, 10, "ctl", nil)                                                -- update 7
+    run.updates = 9
+    rec:set("hooks.on_update", nil, function() return run end, "run:set", nil)                -- update 10, a note
+    assert.equal(3, #assert(Changes.load(dir .. "/changes.lua")))
+    os.remove(path)                                            -- the source is in changes.lua, not needed again
+    Changes.new(fake_run(dir), 20)                             -- all kept, the note's entry (two lines) whole
+    local all = assert(Changes.load(dir .. "/changes.lua"))
+    assert.equal(3, #all)
+    assert.matches("^the function at .* is not saved", all[3].note)
+    local run2 = fake_run(dir)
+    run2.updates = 9
+    local rec2 = Changes.new(run2, 9)                          -- resumed from update 9's checkpoint
+    local back = assert(Changes.load(dir .. "/changes.lua"))
+    assert.equal(2, #back)
+    assert.equal(f(0.5), back[1].value(0.5))
+    assert.equal(10, back[2].value)
+    rec2:set("ppo.clip", 0.2, 0.1, "ctl", nil)                 -- update 10 of the resumed run
+    back = assert(Changes.load(dir .. "/changes.lua"))
+    assert.same({ 1, 7, 10 }, { back[1].update, back[2].update, back[3].update })
+    assert.equal("ppo.clip", back[3].key)
+    support.write_file(dir .. "/changes.lua", "return { broken")
+    local run4 = fake_run(dir)
+    Changes.new(run4, 20)                                      -- not as moonrl writes it: kept aside, a new one
+    assert.same({}, assert(Changes.load(dir .. "/changes.lua")))
+    assert.matches("^changes.lua was not as moonrl writes it: kept as .*changes.lua.old%-", run4.lines[1])
+  end)
+
   it("writes a function by its source, or a note that it is not saved", function()
     local run = fake_run(dir)
     local rec = Changes.new(run)

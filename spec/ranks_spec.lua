@@ -291,3 +291,112 @@ describe("a sweep whose trials have 2 ranks", function()
     support.rm_rf(dir)
   end)
 end)
+
+describe("moonrl.train{ranks = 2} from a script", function()
+  it("is one run of 2 ranks through mpirun, awaited, steered and hooked like a run in the script's process", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    local rc0, out0, err0 = run(2, "train exp.lua --dir cli --no-eval", dir)
+    assert(rc0 == 0, out0 .. err0)
+    support.write_file(dir .. "/script.lua", [[
+      local moonrl = require "moonrl"
+      local seen, ckpts, finished = {}, {}, nil
+      local run = moonrl.train("exp.lua", { ranks = 2, dir = "lua2", hooks = {
+        on_update = function(m, r) seen[#seen + 1] = m.update .. ":" .. m.agent_steps end,
+        on_checkpoint = function(path) ckpts[#ckpts + 1] = path end,
+        on_finish = function(s) finished = s.status end,
+      } })
+      local s = run:wait()
+      print("summary " .. s.status .. " " .. s.updates .. " " .. s.agent_steps .. " " .. s.ranks .. " " .. s.exit_code)
+      print("hooks " .. table.concat(seen, ",") .. " checkpoints " .. #ckpts .. " finish " .. tostring(finished))
+
+      -- steered: set from a coroutine (the answer awaited), pause, checkpoint, stop with a reason
+      local r = moonrl.train("exp.lua", { ranks = 2, dir = "steer", sets = { "total_steps=1000000" } })
+      while not r:metrics() do moonrl.wait(0.02) end
+      print("set " .. tostring(r:set("ppo.lr", 1e-3, "script")))
+      local ok, err = r:set("ppo.lr", "fast")
+      print("bad set " .. tostring(ok) .. " " .. err)
+      print("pause " .. tostring(r:pause()) .. " " .. r.status)
+      print("checkpoint " .. tostring(r:checkpoint()))
+      print("resume " .. tostring(r:resume()) .. " " .. r.status)
+      r:stop({ reason = "seen enough" })
+      local s2 = r:wait()
+      print("stopped " .. s2.status .. " " .. tostring(s2.stop_reason) .. " " .. s2.ranks .. " lr " .. s2.metrics.lr)
+
+      -- resumed on 2 ranks, to its end
+      local r3 = moonrl.train({ resume = "steer", total_steps = (s2.updates + 2) * 2 * ]] .. BATCH .. [[ }, { ranks = 2 })
+      local s3 = r3:wait()
+      print("resumed " .. s3.status .. " " .. tostring(s3.resumed_from) .. " " .. s3.updates)
+    ]])
+    local rc, out, err = support.moonrl("run script.lua", dir, { env = MPI_ENV })
+    assert.equal(0, rc, out .. err)
+    local hooks = {}
+    for u = 1, UPDATES do hooks[#hooks + 1] = u .. ":" .. u * 2 * BATCH end
+    assert.truthy(out:find("summary done " .. UPDATES .. " " .. UPDATES * 2 * BATCH .. " 2 0", 1, true), out .. err)
+    assert.truthy(out:find("hooks " .. table.concat(hooks, ",") .. " checkpoints " .. UPDATES .. " finish done", 1, true),
+      out .. err)   -- checkpoint_interval = 1
+    -- the same run as `mpirun -n 2 moonrl train`: the same bits
+    local a, b = rows(dir .. "/cli"), rows(dir .. "/lua2")
+    assert.same(column(a, "loss_policy"), column(b, "loss_policy"))
+    assert.same(column(a, "episode_return_mean"), column(b, "episode_return_mean"))
+    assert.truthy(support.read_file(dir .. "/lua2/train.log"):find("2 ranks (Open MPI", 1, true))
+    assert.is_nil(entries(dir .. "/lua2")[".launch.lua"])
+    assert.truthy(entries(dir .. "/lua2")["summary.json"])
+
+    assert.truthy(out:find("set true", 1, true), out .. err)
+    assert.truthy(out:find('bad set nil ppo.lr: expected a number or schedule, got string "fast"', 1, true), out .. err)
+    assert.truthy(out:find("pause true paused", 1, true), out .. err)
+    assert.truthy(out:find("checkpoint " .. "steer/checkpoints/update_", 1, true), out .. err)
+    assert.truthy(out:find("resume true running", 1, true), out .. err)
+    assert.truthy(out:find("stopped stopped seen enough 2 lr 0.001", 1, true), out .. err)
+    local changes = support.read_file(dir .. "/steer/changes.lua")
+    assert.truthy(changes:find('key = "ppo.lr", value = 0.001', 1, true), changes)
+    assert.truthy(changes:find('source = "script"', 1, true), changes)
+    local resumed_from, updates = out:match("resumed done (%d+) (%d+)")
+    assert.truthy(resumed_from, out .. err)
+    assert.equal(tonumber(resumed_from) + 2, tonumber(updates))
+    support.rm_rf(dir)
+  end)
+
+  it("ends with status failed and says how to resume when a rank dies", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    support.write_file(dir .. "/script.lua", [[
+      local moonrl = require "moonrl"
+      local r = moonrl.train("exp.lua", { ranks = 2, dir = "dies", console = false, sets = { "debug.crash_at_update=3" } })
+      local s = r:wait()
+      print("ended " .. s.status .. " | " .. s.error .. " | " .. tostring(s.checkpoint))
+    ]])
+    local rc, out, err = support.moonrl("run script.lua", dir, { env = MPI_ENV })
+    assert.equal(0, rc, out .. err)
+    assert.truthy(out:find("ended failed | the run's 2 ranks ended (mpirun: ", 1, true), out .. err)
+    assert.truthy(out:find('moonrl.train{resume = "dies", ranks = 2} continues from its newest checkpoint', 1, true), out .. err)
+    -- debug.crash_at_update kills rank 0 once update 3's metrics are handled, before its checkpoint
+    assert.truthy(out:find("dies/checkpoints/update_0000002.mrck", 1, true), out .. err)
+    assert.truthy(support.read_file(dir .. "/dies/output.log"):find("crash_at_update", 1, true))
+    support.rm_rf(dir)
+  end)
+
+  it("refuses a count of ranks that is no whole number >= 1, and ranks given twice", function()
+    if not support.have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/script.lua", [[
+      local moonrl = require "moonrl"
+      for _, bad in ipairs({ 0, 1.5, "2", -1 }) do
+        local ok, err = pcall(moonrl.train, { ranks = bad, total_steps = 64 })
+        print(tostring(ok) .. " " .. err)
+      end
+      print(select(2, pcall(moonrl.train, { ranks = 2 }, { ranks = 2 })))
+    ]])
+    local rc, out, err = support.moonrl("run script.lua", dir)
+    assert.equal(0, rc, out .. err)
+    for _, got in ipairs({ "got 0", "got 1.5", 'got "2" (a string)', "got -1" }) do
+      assert.truthy(out:find("false moonrl.train: ranks: expected a whole number of processes, 1 or more (mpirun -n), " .. got,
+        1, true), got .. "\n" .. out .. err)
+    end
+    assert.truthy(out:find("ranks is given twice (in the config table and in opts)", 1, true), out .. err)
+    support.rm_rf(dir)
+  end)
+end)

@@ -24,7 +24,10 @@
 --             cfg_or_path and sets then hold changes: hot keys only, see moonrl.resume)
 --             force = true (a dir that holds a run: move that run aside to
 --             <dir>.old-<time> and start anew; without it such a dir is refused)
+--             ranks = R (R >= 2: one run of R processes through mpirun; the
+--             run object is moonrl.run.launched's, hooks run here)
 --   moonrl.train{resume = RUN_DIR, <config keys to change>...}   the same, in one table
+--   moonrl.train{ranks = R, <config keys>...}       ranks likewise, taken out of the table
 --   moonrl.resolve(cfg_or_path, opts) -> cfg, notes | nil, err   what train() would run
 --   moonrl.evaluate(checkpoint_or_run, opts) -> result | nil, err
 --       checkpoint_or_run: a checkpoint file, a run directory (its newest valid
@@ -73,7 +76,8 @@
 --   runtime/   the process: tasks (coroutines on the loop), shutdown (stop all),
 --              signals, hardware (detect), asyncfile, resources (embedded files)
 --   run/       a run (init), start, its directory (dir, dirlock), resume, changes,
---              live tweaks, alerts, sinks/ (console, jsonl, csv, tensorboard, trim)
+--              live tweaks, alerts, hooks (calling cfg.hooks), launched (a run of
+--              several ranks through mpirun), sinks/ (console, jsonl, csv, tensorboard, trim)
 --   control/   a run's control socket: socket (path, trust), server, client
 --   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs
 --   sweep/     sweeps: init (its life), definition, space, asha, results, plot, executors

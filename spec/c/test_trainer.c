@@ -2,11 +2,13 @@
  * test_trainer.c - the public trainer API end to end on the CPU backend:
  * bad input, steady-state allocation, hot parameters, snapshot/restore
  * (and the NaN test aid, mr_trainer_debug_poison),
- * checkpoint round trip (bit for bit) and damaged checkpoints, evaluation,
+ * checkpoint round trip (bit for bit) and damaged checkpoints, adopting
+ * another run's learned state (mr_trainer_load_learned), evaluation,
  * and a small run that must visibly learn.
  */
 #include "moonrl.h"
 #include "check.h"
+#include "ckfile.h"
 #include "conv_dnnl.h"
 
 #include <stdio.h>
@@ -185,6 +187,102 @@ static void test_checkpoint_round_trip(void) {
     unlink("test_trainer_trunc.mrck");
     unlink("test_trainer_flip.mrck");
     unlink("test_trainer_junk.mrck");
+}
+
+/* Section name's bytes equal in two files read by ckfile.h. */
+static int same_section(const ckfile *a, const ckfile *b, const char *name) {
+    const section *x = find(a, name), *y = find(b, name);
+    return x && y && x->bytes == y->bytes && memcmp(x->data, y->data, x->bytes) == 0;
+}
+
+/* Population-based training's exploit: a run adopts another's weights, Adam
+ * moments and PopArt, and keeps its own environments, progress and hot
+ * parameters. Checked on the files with the test's own reader (ckfile.h). */
+static void test_load_learned(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *a, *b;
+    mr_metrics m;
+    CHECK(mr_trainer_create(&c, &a, &e) == MR_OK);
+    for (int i = 0; i < 2; i++) CHECK(mr_trainer_update(a, &m, &e) == MR_OK);
+    CHECK(mr_trainer_save(a, "test_learned_a.mrck", &e) == MR_OK);
+    /* b: other seed, other count of environments, one update more, another lr */
+    mr_config cb = c;
+    cb.seed = 7;
+    cb.env.num_envs = 8;
+    CHECK(mr_trainer_create(&cb, &b, &e) == MR_OK);
+    for (int i = 0; i < 3; i++) CHECK(mr_trainer_update(b, &m, &e) == MR_OK);
+    mr_hot_params hot;
+    CHECK(mr_trainer_get_hot(b, &hot, &e) == MR_OK);
+    hot.lr.kind = MR_SCHED_CONSTANT;
+    hot.lr.start = hot.lr.end = 5e-4;
+    CHECK(mr_trainer_set_hot(b, &hot, &e) == MR_OK);
+    CHECK(mr_trainer_save(b, "test_learned_b.mrck", &e) == MR_OK);
+
+    CHECK_MSG(mr_trainer_load_learned(b, "test_learned_a.mrck", &e) == MR_OK, "%s", e.msg);
+    CHECK(mr_trainer_save(b, "test_learned_b2.mrck", &e) == MR_OK);
+    ckfile fa, fb, fb2;
+    CHECK(read_ck("test_learned_a.mrck", &fa) == 0);
+    CHECK(read_ck("test_learned_b.mrck", &fb) == 0);
+    CHECK(read_ck("test_learned_b2.mrck", &fb2) == 0);
+    const char *learned[] = {"params", "adam_m", "adam_v"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(same_section(&fa, &fb2, learned[i]), "%s: not a's", learned[i]);
+        CHECK_MSG(!same_section(&fb, &fb2, learned[i]), "%s: still b's", learned[i]);
+    }
+    int envs = 0;
+    for (int i = 0; i < fb.n; i++) {
+        if (strncmp(fb.s[i].name, "env.", 4) != 0) continue;
+        envs++;
+        CHECK_MSG(same_section(&fb, &fb2, fb.s[i].name), "%s: b's environments changed", fb.s[i].name);
+    }
+    CHECK(envs > 5);
+    uint64_t pu = 0, pa = 0;
+    mr_hot_params ph;
+    CHECK(mr_checkpoint_read_progress("test_learned_b2.mrck", &pu, &pa, &ph, &e) == MR_OK);
+    CHECK_MSG(pu == 3 && pa == 3 * 8ull * (uint64_t)c.ppo.rollout_steps, "progress %llu, %llu",
+              (unsigned long long)pu, (unsigned long long)pa);
+    CHECK(ph.lr.kind == MR_SCHED_CONSTANT && ph.lr.start == 5e-4);
+    /* the weights in force are a's: the engine's own copy agrees with the file */
+    uint64_t n = 0;
+    for (int i = 0; i < mr_trainer_tensor_count(b); i++) {
+        mr_tensor tn;
+        CHECK(mr_trainer_tensor(b, i, &tn, &e) == MR_OK);
+        n += tn.count;
+    }
+    float *w = malloc(n * sizeof *w);
+    CHECK(mr_trainer_read_params(b, w, n, &e) == MR_OK);
+    const section *pa_sec = find(&fa, "params");
+    CHECK(pa_sec && pa_sec->bytes == n * sizeof *w && memcmp(w, pa_sec->data, pa_sec->bytes) == 0);
+    free(w);
+    CHECK(mr_trainer_update(b, &m, &e) == MR_OK);   /* and it trains on */
+    CHECK(m.agent_steps == 4 * 8ull * (uint64_t)c.ppo.rollout_steps);
+
+    /* another network's checkpoint, or a damaged one: refused, b untouched */
+    mr_config cc = c;
+    cc.policy.hidden = 48;
+    mr_trainer *d;
+    CHECK(mr_trainer_create(&cc, &d, &e) == MR_OK);
+    CHECK(mr_trainer_save(d, "test_learned_other.mrck", &e) == MR_OK);
+    CHECK(mr_trainer_save(b, "test_learned_b3.mrck", &e) == MR_OK);
+    CHECK(mr_trainer_load_learned(b, "test_learned_other.mrck", &e) != MR_OK);
+    CHECK_MSG(strstr(e.msg, "shapes") != NULL, "%s", e.msg);
+    CHECK(mr_trainer_load_learned(b, "does/not/exist.mrck", &e) == MR_ERR_IO);
+    CHECK(mr_trainer_save(b, "test_learned_b4.mrck", &e) == MR_OK);
+    ckfile f3, f4;
+    CHECK(read_ck("test_learned_b3.mrck", &f3) == 0 && read_ck("test_learned_b4.mrck", &f4) == 0);
+    for (int i = 0; i < f3.n; i++) CHECK_MSG(same_section(&f3, &f4, f3.s[i].name), "%s changed", f3.s[i].name);
+    free_ck(&fa), free_ck(&fb), free_ck(&fb2), free_ck(&f3), free_ck(&f4);
+    mr_trainer_free(d);
+    mr_trainer_free(a);
+    mr_trainer_free(b);
+    const char *files[] = {"a", "b", "b2", "b3", "b4", "other"};
+    for (int i = 0; i < 6; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "test_learned_%s.mrck", files[i]);
+        unlink(p);
+    }
 }
 
 static void test_hot_and_snapshot(void) {
@@ -409,6 +507,7 @@ int main(void) {
     test_hot_and_snapshot();
     test_debug_poison();
     test_checkpoint_round_trip();
+    test_load_learned();
     test_evaluate_bad_input();
     test_evaluate_progress();
     test_learns(MR_FP32);

@@ -339,6 +339,13 @@ mr_status mr_trainer_debug_poison(mr_trainer *t, mr_error *err);
 mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err);
 /* Loads into a trainer created with a compatible config (same shapes). */
 mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err);
+/* Adopts what another run has learned (population-based training's exploit):
+ * the weights, the Adam moments and step and PopArt's statistics of the
+ * checkpoint at path, from a run of the same network shapes and environment
+ * (env.num_envs may differ). This trainer keeps its environments, progress
+ * counters, seed and hot parameters, so its run goes on at its own update.
+ * Nothing changes unless all of it loads. */
+mr_status mr_trainer_load_learned(mr_trainer *t, const char *path, mr_error *err);
 /* Reads just the config stored in a checkpoint, to create a matching trainer. */
 mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err);
 /* Reads a checkpoint's progress: the updates and agent-steps it was written

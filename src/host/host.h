@@ -46,6 +46,8 @@ typedef enum host_event_kind {
     HEV_RESUMED,
     HEV_ERROR,           /* text: the engine's (or the host's) message; the run then finishes */
     HEV_NOTE,            /* text: a line for the run's log (the ranks' allreduce share) */
+    HEV_ADOPTED,         /* text: the checkpoint whose learned state the run took (update: after
+                            which update; in force from the next); flag 1 = refused, text says why */
     HEV_FINISHED         /* flag: host_finish_reason; update: updates done; text: last checkpoint or "" */
 } host_event_kind;
 
@@ -72,6 +74,8 @@ typedef struct host_hot {
 
 typedef struct host_ckpt_req {
     struct host_ckpt_req *next;
+    int adopt;                     /* 1: take the learned state of the checkpoint at path
+                                      (mr_trainer_load_learned) instead of writing one */
     char path[];                   /* "" = the run's next checkpoint name */
 } host_ckpt_req;
 
@@ -147,6 +151,7 @@ void host_run_discard(host_run *r);
 void host_run_post_hot(host_run *r, host_hot *h); /* takes ownership */
 void host_run_post_pause(host_run *r, int paused);
 int host_run_post_checkpoint(host_run *r, const char *path);
+int host_run_post_adopt(host_run *r, const char *path);   /* population-based training's exploit */
 void host_run_post_stop(host_run *r, int checkpoint);
 void host_run_post_sync(host_run *r, int on);      /* the update hand-shake on/off */
 void host_run_post_ack(host_run *r);              /* the loop handled one update's metrics */

@@ -27,6 +27,7 @@
  *                    "paused", update / "resumed", update
  *                    "error", message
  *                    "note", line   (for the run's log)
+ *                    "adopted", update, path_or_nil, refusal_or_nil   (run:adopt)
  *                    "finished", reason ("done"|"stopped"|"error"), updates, last_checkpoint_or_nil
  *   run:set_hot(hot_bytes[, schedules]) -> seq (1, 2, ...: each "hot" event names
  *       the one it applied; the mailbox keeps only the latest)
@@ -34,6 +35,8 @@
  *   run:sync(on)  the update hand-shake (host.h, mb_sync; opts.sync_updates
  *       at the start): update k+1 starts after the handler ran for update k
  *   run:checkpoint([path])   run:stop([final_checkpoint=true])   run:alive()
+ *   run:adopt(path)  the learned state of that checkpoint from the next update
+ *       (mr_trainer_load_learned; population-based training's exploit)
  *   run:written()  the run's files hold one more update's rows (host.h,
  *       mb_written): a checkpoint waits for the rows of its update
  *
@@ -161,6 +164,12 @@ static int push_event(lua_State *L, lrun *lr, const host_event *ev) {
         lua_pushliteral(L, "note");
         lua_pushstring(L, ev->text);
         return 2;
+    case HEV_ADOPTED:
+        lua_pushliteral(L, "adopted");
+        lua_pushnumber(L, (lua_Number)ev->update);
+        if (ev->flag) lua_pushnil(L); else lua_pushstring(L, ev->text);
+        if (ev->flag) lua_pushstring(L, ev->text); else lua_pushnil(L);
+        return 4;
     case HEV_FINISHED:
     default:
         lua_pushliteral(L, "finished");
@@ -455,6 +464,15 @@ static int run_checkpoint(lua_State *L) {
     return 0;
 }
 
+static int run_adopt(lua_State *L) {
+    lrun *lr = check_live(L, "adopt");
+    size_t n = 0;
+    const char *path = luaL_checklstring(L, 2, &n);
+    luaL_argcheck(L, n > 0 && n < HOST_PATH, 2, "empty or too long a path");
+    if (host_run_post_adopt(lr->r, path) != 0) return luaL_error(L, "out of memory");
+    return 0;
+}
+
 static int run_sync(lua_State *L) {
     host_run_post_sync(check_live(L, "change the update hand-shake")->r, lua_toboolean(L, 2));
     return 0;
@@ -517,6 +535,7 @@ static const luaL_Reg run_methods[] = {
     {"pause", run_pause},
     {"resume", run_resume},
     {"checkpoint", run_checkpoint},
+    {"adopt", run_adopt},
     {"stop", run_stop},
     {"sync", run_sync},
     {"written", run_written},

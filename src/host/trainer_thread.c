@@ -158,11 +158,12 @@ void host_run_post_pause(host_run *r, int paused) {
     pthread_mutex_unlock(&r->mb_mu);
 }
 
-int host_run_post_checkpoint(host_run *r, const char *path) {
+static int post_request(host_run *r, const char *path, int adopt) {
     size_t n = strlen(path);
     host_ckpt_req *c = malloc(sizeof *c + n + 1);
     if (!c) return -1;
     c->next = NULL;
+    c->adopt = adopt;
     memcpy(c->path, path, n + 1);
     pthread_mutex_lock(&r->mb_mu);
     if (r->mb_ckpt_tail) r->mb_ckpt_tail->next = c; else r->mb_ckpt_head = c;
@@ -171,6 +172,9 @@ int host_run_post_checkpoint(host_run *r, const char *path) {
     pthread_mutex_unlock(&r->mb_mu);
     return 0;
 }
+
+int host_run_post_checkpoint(host_run *r, const char *path) { return post_request(r, path, 0); }
+int host_run_post_adopt(host_run *r, const char *path) { return post_request(r, path, 1); }
 
 void host_run_post_sync(host_run *r, int on) {
     pthread_mutex_lock(&r->mb_mu);
@@ -500,8 +504,29 @@ static void swap_hot(tstate *s, host_hot *h) {
     post_hot(s, 0, seq, "");
 }
 
+/* Takes the learned state of the checkpoint at path (host.h, HEV_ADOPTED):
+ * in force from the next update; the state kept for non-finite updates is
+ * this one from now on. */
+static void adopt(tstate *s, const char *path) {
+    char msg[HOST_PATH];
+    mr_error err = {0};
+    if (s->ranks > 1) {
+        snprintf(msg, sizeof msg, "adopting another run's weights is not built for a run of %d ranks", s->ranks);
+        post_simple(s->r, HEV_ADOPTED, 1, s->real_updates, msg);
+        return;
+    }
+    if (mr_trainer_load_learned(s->t, path, &err) != MR_OK) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
+        post_simple(s->r, HEV_ADOPTED, 1, s->real_updates, msg);
+        return;
+    }
+    s->bad = 0;
+    if (keep_good(s) != 0) return;
+    post_simple(s->r, HEV_ADOPTED, 0, s->real_updates, path);
+}
+
 /* Reads the mailbox at an update boundary: applies a new hot set, writes
- * requested checkpoints, and waits while paused. Returns 0 to go on, 1 to
+ * requested checkpoints (and adopts requested ones), and waits while paused. Returns 0 to go on, 1 to
  * stop. */
 static int boundary(tstate *s) {
     host_run *r = s->r;
@@ -524,7 +549,7 @@ static int boundary(tstate *s) {
         if (h) swap_hot(s, h);
         for (host_ckpt_req *c = reqs, *n; c; c = n) {
             n = c->next;
-            save(s, c->path, 1);
+            if (c->adopt) adopt(s, c->path); else save(s, c->path, 1);
             free(c);
         }
         if (stop) return 1;

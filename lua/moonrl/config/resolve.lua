@@ -177,6 +177,16 @@ function resolve.resolve(opts)
   for _, e in ipairs(schema.keys) do prov[e.key] = "defaults" end
   merge.into(acc, profile_layer, nil, "profile " .. profile, prov)
   merge.into(acc, level_layer, nil, "level " .. level, prov)
+  -- the GPU-only values before the file: one the file sets to the same value
+  -- changes nothing (a run's own config.lua run again), so no note; a --set
+  -- always gets one
+  local gpu_before = {}
+  for _, e in ipairs(schema.keys) do
+    if e.gpu_only then
+      local holder = keys.holder_of(acc, e)
+      if type(holder) == "table" then gpu_before[e.key] = util.deepcopy(holder[e.name]) end
+    end
+  end
   merge.into(acc, file_layer, nil, file_label or "file", prov)
   merge.into(acc, set_layer, nil, "--set", prov)
   merge.fill_defaults(acc, prov)
@@ -219,7 +229,8 @@ function resolve.resolve(opts)
         local holder = keys.holder_of(acc, e)
         local v = nil
         if type(holder) == "table" then v = holder[e.name] end
-        if v ~= nil and not inert(v) then
+        local same_as_below = prov[e.key] == (file_label or "file") and util.deep_equal(v, gpu_before[e.key])
+        if v ~= nil and not inert(v) and not same_as_below then
           local src = prov[e.key]
           if not by_source[src] then by_source[src] = {}; order[#order + 1] = src end
           table.insert(by_source[src], e.key .. " = " .. note_value(v))

@@ -12,10 +12,14 @@
 -- line gets exactly one reply line, in order:
 --   {"cmd": "status"}                       -> {"ok": true, "status": "running", "update": ..., "hot": {...}, ...}
 --   {"cmd": "get", "key": "ppo.lr"}         -> {"ok": true, "key": "ppo.lr", "value": ..., "text": "linear(...)"}
---   {"cmd": "set", "values": {"ppo.lr": 1e-4}}   (or "key" + "value")    -> {"ok": true, "values": {...}}
+--   {"cmd": "set", "values": {"ppo.lr": 1e-4}}   (or "key" + "value"; "source": who, default "ctl")
+--                                           -> {"ok": true, "values": {...}}
 --   {"cmd": "pause"} / {"cmd": "resume"}    -> {"ok": true, "status": "paused", "update": N} once in force
 --   {"cmd": "checkpoint"}                   -> {"ok": true, "path": "..."} once written
---   {"cmd": "stop", "checkpoint": false?, "wait": true?} -> {"ok": true} (with wait: once the run ended)
+--   {"cmd": "adopt", "path": "...", "source": "..."?} -> {"ok": true, "update": N} once the run
+--                                           has taken that checkpoint's weights (in force from N)
+--   {"cmd": "stop", "checkpoint": false?, "wait": true?, "reason": "..."?} -> {"ok": true}
+--                                           (with wait: once the run ended; reason: logged, in the summary)
 --   {"cmd": "help"}                         -> {"ok": true, "commands": [...]}
 -- A failure is {"ok": false, "error": "message"} and changes nothing. An "id"
 -- (string or number) in a request is copied into its reply.
@@ -100,7 +104,7 @@ end
 local Server = {}
 Server.__index = Server
 
-local COMMANDS = { "status", "get", "set", "pause", "resume", "checkpoint", "stop", "help" }
+local COMMANDS = { "status", "get", "set", "pause", "resume", "checkpoint", "adopt", "stop", "help" }
 local handlers = {}
 
 local finite_value = require("moonrl.number").finite_value
@@ -155,7 +159,10 @@ function handlers.set(self, req)
       return { ok = false, error = "set: " .. tostring(k) .. ": null is not a value (nothing was changed)" }
     end
   end
-  local ok, err = self.run:set_many(values, "ctl")
+  if req.source ~= nil and (type(req.source) ~= "string" or #req.source > 200 or req.source:find("[%c]")) then
+    return { ok = false, error = "set: \"source\" (who makes the change) must be a one-line string of at most 200 bytes" }
+  end
+  local ok, err = self.run:set_many(values, req.source or "ctl")
   if not ok then return { ok = false, error = "set: " .. tostring(err) .. " (nothing was changed)" } end
   local out = {}
   for k in pairs(values) do out[k] = plain((require("moonrl.config").get(self.run.cfg, k))) end
@@ -201,6 +208,21 @@ function handlers.checkpoint(self, req, reply)
   end)
 end
 
+function handlers.adopt(self, req, reply)
+  if type(req.path) ~= "string" or req.path == "" or #req.path > 4000 then
+    return { ok = false, error = "adopt: expected \"path\": the checkpoint file whose weights the run takes" }
+  end
+  if req.source ~= nil and (type(req.source) ~= "string" or #req.source > 200 or req.source:find("[%c]")) then
+    return { ok = false, error = "adopt: \"source\" (who makes the change) must be a one-line string of at most 200 bytes" }
+  end
+  if not self.run:alive() then return { ok = false, error = "adopt: the run has finished" } end
+  if not self.run.adopt then return { ok = false, error = "adopt: not for this run" } end
+  tasks.spawn(function()
+    local from, err = self.run:adopt(req.path, req.source or "ctl")
+    if from then reply({ ok = true, update = from }) else reply({ ok = false, error = "adopt: " .. tostring(err) }) end
+  end)
+end
+
 function handlers.stop(self, req, reply)
   if req.checkpoint ~= nil and type(req.checkpoint) ~= "boolean" then
     return { ok = false, error = "stop: \"checkpoint\" must be true or false" }
@@ -208,7 +230,10 @@ function handlers.stop(self, req, reply)
   if req.wait ~= nil and type(req.wait) ~= "boolean" then
     return { ok = false, error = "stop: \"wait\" must be true or false" }
   end
-  self.run:stop({ checkpoint = req.checkpoint ~= false })
+  if req.reason ~= nil and (type(req.reason) ~= "string" or #req.reason > 200 or req.reason:find("[%c]")) then
+    return { ok = false, error = "stop: \"reason\" must be a one-line string of at most 200 bytes" }
+  end
+  self.run:stop({ checkpoint = req.checkpoint ~= false, reason = req.reason })
   if not req.wait then return { ok = true } end
   tasks.spawn(function()
     local s = self.run:wait() or {}

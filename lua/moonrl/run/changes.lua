@@ -29,7 +29,9 @@
 -- changes.lua is rewritten whole at each change (small, rare: written
 -- synchronously, through a temporary file and a rename).
 --
---   Changes.new(run) -> rec          run: dir, log (a line() method), sinks, _say, updates
+--   Changes.new(run[, resume_update]) -> rec   run: dir, log (a line() method), sinks, _say, updates;
+--                                    resumed from a checkpoint of resume_update: the
+--                                    file's changes up to that update stay
 --   rec:set(key, old, new, source, seq)  after config.set took it; seq from set_hot
 --                                        (engine keys) or nil (in force from the next update)
 --   rec:hot(from, refusal, seq)      the trainer's "hot" event
@@ -70,9 +72,49 @@ local function json_value(v)
   return v
 end
 
-function Changes.new(run)
+-- The entries of an earlier session's changes.lua in force from update
+-- `upto` or before, as written (their values' source text included); nil
+-- when the file is there but not as this module writes it.
+local function earlier(path, upto)
+  local fh = io.open(path, "rb")
+  if not fh then return {} end
+  local text = fh:read("*a")
+  fh:close()
+  if not Changes.load(path) then return nil end
+  local out, cur = {}, nil
+  for line in text:gmatch("[^\n]+") do
+    local u = line:match("^  { update = (%d+),")
+    if u then
+      cur = { update = tonumber(u), lines = { line } }
+      out[#out + 1] = cur
+    elseif cur and line:match("^    ") then
+      cur.lines[#cur.lines + 1] = line
+    else
+      cur = nil
+    end
+  end
+  local kept = {}
+  for _, e in ipairs(out) do
+    if e.update <= upto then kept[#kept + 1] = { update = e.update, raw = table.concat(e.lines, "\n") } end
+  end
+  return kept
+end
+
+function Changes.new(run, resume_update)
   local self = setmetatable({ run = run, list = {}, pending = {}, texts = {} }, Changes)
   self.path = run.dir .. "/" .. FILE
+  if resume_update then
+    -- a resumed run: the changes up to its checkpoint stay (later ones were
+    -- undone with the updates after it, as metrics.jsonl's are cut)
+    local kept = earlier(self.path, resume_update)
+    if kept then
+      self.list = kept
+    else
+      local to = self.path .. ".old-" .. os.date("%Y%m%d-%H%M%S")
+      os.rename(self.path, to)
+      run.log:line("changes.lua was not as moonrl writes it: kept as " .. to .. "; a new one starts")
+    end
+  end
   local okc, core = pcall(require, "moonrl.core")
   local version = okc and core.version and core.version() or "?"
   self.header = "-- moonrl " .. version .. ": the changes made to the run in this directory while it trained,\n" ..
@@ -164,6 +206,7 @@ function Changes:_record(c, update)
 end
 
 local function entry(c)
+  if c.raw then return c.raw end   -- an earlier session's, as it wrote it
   local ls = serialize.lua_string
   local parts = { "update = " .. c.update, "key = " .. ls(c.key) }
   if c.value_src then parts[#parts + 1] = "value = " .. c.value_src end

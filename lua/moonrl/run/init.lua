@@ -26,6 +26,9 @@
 --                              reason: logged, and in the summary (stop_reason)
 --   run:checkpoint([path])     from a coroutine: waits, returns the path written
 --                              (nil, err if the run ended first); elsewhere: returns true
+--   run:adopt(path[, source])  the weights, Adam moments and PopArt of that checkpoint
+--                              from the next update (population-based training's
+--                              exploit); from a coroutine: waits, returns that update
 --   run:alive()                false once finished
 --   run:summary()              the summary (nil while running)
 --
@@ -53,12 +56,9 @@
 -- alerts or hooks.
 --
 -- Hooks (cfg.hooks) run on the loop thread right after the event and must not
--- block (moonrl.spawn inside a hook for longer work). A failing hook is
--- reported with its traceback the first time, then every HOOK_REPORT_EVERY
--- failures; training goes on. After faults.max_hook_failures failures the
--- hook is disabled for the rest of the run, said once (stderr and train.log).
--- A hook can be changed while running (run:set("hooks.on_update", fn)); a new
--- function starts with no failures, so setting it again enables it.
+-- block (moonrl.spawn inside a hook for longer work); how a failing one is
+-- reported, counted and disabled is moonrl.run.hooks. A hook can be changed
+-- while running (run:set("hooks.on_update", fn)).
 --
 -- Non-finite updates: the thread's policy (src/host/trainer_thread.c) ends a
 -- run after faults.max_bad_updates of them in a row; here each one adds to the
@@ -73,13 +73,15 @@ local engine = require("moonrl.engine")
 local util = require("moonrl.util")
 local rundir = require("moonrl.run.dir")
 local sinks = require("moonrl.run.sinks")
+local hooks = require("moonrl.run.hooks")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 
 local Run = {}
 Run.__index = Run
 
-local HOOK_REPORT_EVERY = 100
 local SINKS = { "console", "jsonl", "csv", "tensorboard" }
+local SUMMARY_FILE = "summary.json"
+Run.SUMMARY_FILE = SUMMARY_FILE
 
 local function traceback(e)
   return debug.traceback(tostring(e), 2)
@@ -187,7 +189,7 @@ function Run.start(cfg, opts)
   local rs = opts.resume
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
-    hook_failures = {}, hook_streak = {}, hook_disabled = {}, sink_failed = {}, waiters = {}, ckpt_waiters = {},
+    hook_state = hooks.state(), sink_failed = {}, waiters = {}, ckpt_waiters = {}, adopt_waiters = {},
     bad_updates = 0, bad_streak = 0,
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
     warmup = warmup, resume_plan = rs,
@@ -216,6 +218,7 @@ function Run.start(cfg, opts)
     self.lock:release()
     util.refuse(msg, 4)
   end
+  os.remove(dir .. "/" .. SUMMARY_FILE)   -- an earlier session's: this one has none until it ends
   local stale = dirlock.clean_temporaries(dir)
   if #stale > 0 then
     notes[#notes + 1] = "removed " .. table.concat(stale, ", ") .. " from " .. dir ..
@@ -246,7 +249,7 @@ function Run.start(cfg, opts)
   end
   if log_only then self.log:line(log_only) end
 
-  self.changes = require("moonrl.run.changes").new(self)
+  self.changes = require("moonrl.run.changes").new(self, rs and rs.update)
   self._sink_failed = function(name, err) self:_sink_error(name, err) end   -- sinks.each's on_error
 
   self.console = cfg.log.console and opts.console ~= false
@@ -334,42 +337,8 @@ function Run:_say(text)
 end
 
 function Run:_hook(name, ...)
-  local fn = self.cfg.hooks and self.cfg.hooks[name]
-  if type(fn) ~= "function" or self.hook_disabled[name] == fn then return end
-  local live = package.loaded["moonrl.run.live"]
-  local ok, err
-  if live and live.from_file(fn) then
-    ok, err = live.call(fn, ...)   -- from a live tweak file: under its limits
-  else
-    ok, err = xpcall(fn, traceback, ...)
-  end
-  if ok then return end
-  local n = (self.hook_failures[name] or 0) + 1
-  self.hook_failures[name] = n
-  -- failures of the function in force: a new one starts again from 0
-  local streak = self.hook_streak[name]
-  if not streak or streak.fn ~= fn then
-    streak = { fn = fn, n = 0 }
-    self.hook_streak[name] = streak
-  end
-  streak.n = streak.n + 1
-  local max = self.cfg.faults.max_hook_failures or 0
-  local where = "hooks." .. name .. " failed (" .. self.dir .. ", update " .. self.updates .. ")"
-  if n == 1 then
-    core.report(where, tostring(err) .. "\n(training goes on; further failures of this hook are counted and " ..
-      (max > 0 and ("it is disabled after " .. max .. " (faults.max_hook_failures)")
-        or ("reported every " .. HOOK_REPORT_EVERY)) .. ")")
-  elseif n % HOOK_REPORT_EVERY == 0 then
-    core.report(where, n .. " failures so far; latest: " .. tostring(err):match("^[^\n]*"))
-  end
-  self.log:line("hooks." .. name .. " failed: " .. tostring(err):match("^[^\n]*"))
-  if max > 0 and streak.n >= max then
-    self.hook_disabled[name] = fn
-    local msg = "hooks." .. name .. " failed " .. streak.n .. " times: disabled for the rest of this run " ..
-      "(faults.max_hook_failures = " .. max .. "; setting the hook again enables it); training goes on"
-    self.log:line(msg)
-    core.report("run " .. self.dir, msg)
-  end
+  hooks.call(self.hook_state, { cfg = self.cfg, dir = self.dir, update = self.updates,
+    log = function(line) self.log:line(line) end }, name, ...)
 end
 
 -- A line in train.log (signals, stop reasons: moonrl.runtime.signals writes here).
@@ -432,15 +401,8 @@ function Run:_metrics(m)
       m.update, "\n")
     uv.kill(uv.os_getpid(), "sigkill")
   end
-  if m.episodes and m.episodes > 0 then
-    self:_hook("on_episode_stats", {
-      update = m.update, episodes = m.episodes,
-      return_mean = m.episode_return_mean, return_min = m.episode_return_min,
-      return_max = m.episode_return_max, length_mean = m.episode_length_mean,
-      food = m.food_per_episode, poison = m.poison_per_episode,
-      efficiency = m.efficiency, deaths = m.deaths,
-    }, self)
-  end
+  local stats = hooks.episode_stats(m)
+  if stats then self:_hook("on_episode_stats", stats, self) end
 end
 
 local handlers = {}
@@ -508,6 +470,21 @@ function handlers.checkpoint(self, path, update, requested)
   end
 end
 
+function handlers.adopted(self, update, path, refusal)
+  local w = table.remove(self.adopt_waiters, 1)
+  if refusal then
+    local msg = "adopting " .. tostring(w and w.path or "a checkpoint") .. " refused: " .. refusal .. " (training goes on)"
+    self.log:line(msg)
+    if w then w.wake(nil, msg) else core.report("run " .. self.dir, msg) end
+    return
+  end
+  local source = w and w.source or "run:adopt"
+  self.log:line("update " .. (update + 1) .. ": the weights, Adam moments and PopArt of " .. path ..
+    " (" .. source .. ")")
+  sinks.each(self.sinks, "event", self._sink_failed, { event = "adopt", update = update + 1, path = path, source = source })
+  if w then w.wake(update + 1) end
+end
+
 function handlers.checkpoint_failed(self, msg)
   core.report("run " .. self.dir, msg .. " (training goes on)")
   self.log:line(msg)
@@ -558,8 +535,7 @@ function handlers.finished(self, reason, updates, last)
   local m = self.last or {}
   local rs = self.resume_plan
   local start_steps = m.agent_steps and rs and rs.steps or 0
-  local hook_errors = {}
-  for k, v in pairs(self.hook_failures) do hook_errors[k] = v end
+  local hook_errors = hooks.failures(self.hook_state)
   self._summary = {
     status = reason, error = self.error, dir = self.dir, updates = updates,
     agent_steps = m.agent_steps or 0, seconds = secs,
@@ -570,11 +546,14 @@ function handlers.finished(self, reason, updates, last)
     hook_errors = hook_errors, alerts = #self.alerts, stop_reason = self.stop_reason,
     bad_updates = self.bad_updates,
   }
+  self:_write_summary()
   local why = self.error or (reason == "stopped" and self.stop_reason)
   self.log:line(string.format("finished: %s after %d updates, %.1f s%s", reason, updates, secs,
     why and (" (" .. why .. ")") or ""))
   for _, w in ipairs(self.ckpt_waiters) do w(nil, "the run ended before the checkpoint (" .. reason .. ")") end
   self.ckpt_waiters = {}
+  for _, w in ipairs(self.adopt_waiters) do w.wake(nil, "the run ended before it adopted " .. w.path .. " (" .. reason .. ")") end
+  self.adopt_waiters = {}
   self.changes:finish()
   if self.live then self.live:close() end
 
@@ -601,6 +580,22 @@ function handlers.finished(self, reason, updates, last)
     end
   end
   closed()
+end
+
+-- summary.json: the summary, for whoever did not start the run in this
+-- process (a run of several ranks launched by moonrl.train{ranks =}, a
+-- script reading a finished run). Written whole (a temporary file renamed);
+-- a run that starts removes an earlier one, so one there is this session's.
+function Run:_write_summary()
+  local path = self.dir .. "/" .. SUMMARY_FILE
+  local ok, err = pcall(function()
+    local text = require("moonrl.formats.json").encode(self._summary) .. "\n"
+    local okw, werr = write_file(path .. ".tmp", text)
+    if not okw then error(werr, 0) end
+    local okr, rerr = os.rename(path .. ".tmp", path)
+    if not okr then error("cannot rename " .. path .. ".tmp: " .. tostring(rerr), 0) end
+  end)
+  if not ok then self.log:line("cannot write " .. SUMMARY_FILE .. ": " .. tostring(err)) end
 end
 
 function Run:_event(kind, ...)
@@ -746,6 +741,30 @@ function Run:checkpoint(path)
   return tasks.await("run:checkpoint()", function(wake)
     self.ckpt_waiters[#self.ckpt_waiters + 1] = wake
     self.handle:checkpoint(path or "")
+  end)
+end
+
+-- Takes the learned state of another run's checkpoint (weights, Adam, PopArt;
+-- this run keeps its environments, progress and hot keys) from the next
+-- update: population-based training's exploit. From a coroutine: waits and
+-- returns the update it is in force from (nil, err when refused).
+function Run:adopt(path, source)
+  if type(path) ~= "string" or path == "" then error("run:adopt: expected the path of a checkpoint, got " .. type(path), 2) end
+  if source ~= nil and type(source) ~= "string" then
+    error("run:adopt: source must be a string (who made the change), got " .. type(source), 2)
+  end
+  if not self:alive() then return nil, "run:adopt: the run has finished" end
+  local st = uv.fs_stat(path)
+  if not st or st.type ~= "file" then return nil, "run:adopt: no checkpoint file at " .. path end
+  local co, is_main = coroutine.running()
+  if co == nil or is_main then
+    self.adopt_waiters[#self.adopt_waiters + 1] = { path = path, source = source, wake = function() end }
+    self.handle:adopt(path)
+    return true
+  end
+  return tasks.await("run:adopt()", function(wake)
+    self.adopt_waiters[#self.adopt_waiters + 1] = { path = path, source = source, wake = wake }
+    self.handle:adopt(path)
   end)
 end
 

@@ -8,7 +8,8 @@
 --   start.start(cfg, notes, opts) -> run       a run of an already resolved config (the CLI
 --                                              resolves first, to tell a config error from a
 --                                              failure to start); refused while moonrl is stopping
---   start.train(cfg_or_path, opts) -> run      moonrl.train (lua/moonrl/init.lua has its options)
+--   start.train(cfg_or_path, opts) -> run      moonrl.train (lua/moonrl/init.lua has its options);
+--                                              ranks > 1: a moonrl.run.launched run
 --   start.verbose                              true: every run's notes at --verbose
 --                                              (`moonrl run --verbose`)
 
@@ -88,9 +89,34 @@ function start.resume_plan(cfg_or_path, opts)
   })
 end
 
+-- ranks: opts.ranks, or in the one-table form cfg.ranks (taken out: no config key).
+local function take_ranks(cfg_or_path, opts)
+  local ranks = opts.ranks
+  if type(cfg_or_path) == "table" and cfg_or_path.ranks ~= nil then
+    if ranks ~= nil then util.refuse("moonrl.train: ranks is given twice (in the config table and in opts)", 3) end
+    ranks = cfg_or_path.ranks
+    local rest = {}
+    for k, v in pairs(cfg_or_path) do if k ~= "ranks" then rest[k] = v end end
+    cfg_or_path = rest
+  end
+  local n, err = require("moonrl.run.launched").check_ranks(ranks)
+  if not n then util.refuse("moonrl.train: " .. err, 3) end
+  return cfg_or_path, n
+end
+
+-- A run of several ranks: other processes (moonrl.run.launched).
+local function launch(cfg, notes, opts, ranks)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.ranks = ranks
+  return require("moonrl.run.launched").start(cfg, notes, o)
+end
+
 function start.train(cfg_or_path, opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
+  local ranks
+  cfg_or_path, ranks = take_ranks(cfg_or_path, opts)
   if opts.resume ~= nil or (type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil) then
     local plan, err = start.resume_plan(cfg_or_path, opts)
     if not plan then util.refuse("moonrl.train: " .. err, 2) end
@@ -99,10 +125,19 @@ function start.train(cfg_or_path, opts)
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
     o.resume = plan
+    if ranks > 1 then
+      o.changes = cfg_or_path
+      if type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil then
+        o.changes = {}
+        for k, v in pairs(cfg_or_path) do if k ~= "resume" then o.changes[k] = v end end
+      end
+      return launch(plan.cfg, plan.notes, o, ranks)
+    end
     return start.start(plan.cfg, plan.notes, o)
   end
   local cfg, notes = start.resolve(cfg_or_path, opts)
   if not cfg then util.refuse(notes, 2) end
+  if ranks > 1 then return launch(cfg, notes, opts, ranks) end
   return start.start(cfg, notes, opts)
 end
 

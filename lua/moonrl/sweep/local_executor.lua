@@ -8,7 +8,8 @@
 --   executor:start(spec) -> job | nil, err
 --       spec.argv       moonrl's arguments: { "train", cfg, "--dir", dir, ... }
 --       spec.dir        the trial's run directory (exists; shared with the sweep)
---       spec.output     file that gets the trial's stdout and stderr (appended)
+--       spec.output     file that gets the trial's stdout and stderr (appended);
+--                       nil (local only): this process's own (moonrl.run.launched)
 --       spec.index      the trial's number
 --       spec.on_exit    function(exit) called once, on the loop, when the trial has
 --                       ended: exit = { code = n, signal = n, signal_name = "sigkill" | nil }
@@ -81,8 +82,11 @@ local Job = {}
 Job.__index = Job
 
 function Local:start(spec)
-  local fd, ferr = uv.fs_open(spec.output, "a", tonumber("644", 8))
-  if not fd then return nil, "cannot open " .. spec.output .. ": " .. tostring(ferr) end
+  local fd, ferr = 1, nil
+  if spec.output then
+    fd, ferr = uv.fs_open(spec.output, "a", tonumber("644", 8))
+    if not fd then return nil, "cannot open " .. spec.output .. ": " .. tostring(ferr) end
+  end
   local job = setmetatable({ alive_ = true }, Job)
   -- a trial of several ranks: mpirun starts them (docs/data-parallel.md);
   -- a stop (SIGTERM) reaches rank 0 through it, the others ignore it
@@ -91,13 +95,13 @@ function Local:start(spec)
     file, args = executor.mpirun(), { "-n", tostring(spec.ranks), self.bin, unpack(spec.argv) }
   end
   local handle, pid = uv.spawn(file, {
-    args = args, stdio = { nil, fd, fd }, detached = true,
+    args = args, stdio = { nil, fd, spec.output and fd or 2 }, detached = true,
   }, function(code, signal)
     job.alive_ = false
     if job.handle and not job.handle:is_closing() then job.handle:close() end
     spec.on_exit({ code = code, signal = signal, signal_name = signal ~= 0 and SIGNAL_NAMES[signal] or nil })
   end)
-  uv.fs_close(fd)
+  if spec.output then uv.fs_close(fd) end
   if not handle then
     if file ~= self.bin then
       return nil, "cannot start " .. file .. " for a trial of " .. spec.ranks .. " ranks: " .. tostring(pid) ..

@@ -680,6 +680,40 @@ mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     return load_impl(t, path, 0, 0, NULL, err);
 }
 
+mr_status mr_trainer_load_learned(mr_trainer *t, const char *path, mr_error *err) {
+    if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_learned: trainer or path is NULL");
+    ck_file cf;
+    mr_status s = read_file(path, &cf, err);
+    if (s) return s;
+    t->extra_allocations++;
+    ck_progress pg, theirs;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = sections_of(t, &pg, NULL, 0, sec);
+    const uint8_t *data[CK_MAX_SECTIONS] = {0};
+    size_t bytes;
+    mr_config stored;
+    s = read_config(&cf, path, &stored, err);
+    if (!s) s = compatible(&stored, &t->cfg, path, 0, err);
+    /* progress (for Adam's step and PopArt) and the learned sections only */
+    for (int i = 1; i < ns && !s; i++) {
+        if (is_env_section(sec[i].name) || strcmp(sec[i].name, "grads") == 0) continue;
+        s = find_section(&cf, path, sec[i].name, sec[i].bytes, &data[i], &bytes, err);
+    }
+    if (s) { free(cf.buf); return s; }
+    memcpy(&theirs, data[1], sizeof theirs);
+    /* The host copies first, so the push below carries this trainer's own
+     * environments and progress back unchanged. */
+    if ((s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { free(cf.buf); return s; }
+    for (int i = 2; i < ns; i++)
+        if (data[i]) memcpy(sec[i].data, data[i], sec[i].bytes);
+    t->adam_step = theirs.adam_step;
+    t->popart.mean = theirs.popart_mean;
+    t->popart.std = theirs.popart_std;
+    t->popart.count = theirs.popart_count;
+    free(cf.buf);
+    return mr_trainer_push(t, MR_SYNC_ALL, err);
+}
+
 mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int rank, int *env_carried,
                                mr_error *err) {
     if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_rank: trainer or path is NULL");
