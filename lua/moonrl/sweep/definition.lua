@@ -76,7 +76,7 @@ function definition.check(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -107,17 +107,42 @@ function definition.check(spec)
     console = spec.console ~= false, hooks = spec.hooks or {},
   }
   local method = spec.method or (spec.trials and "random" or "grid")
-  if method ~= "grid" and method ~= "random" and type(method) ~= "function" then
-    error("moonrl.sweep: method must be \"grid\", \"random\" or a function(history, ctx) -> point, got " ..
+  if spec.population ~= nil and spec.method == nil then method = "pbt" end
+  if method ~= "grid" and method ~= "random" and method ~= "pbt" and type(method) ~= "function" then
+    error("moonrl.sweep: method must be \"grid\", \"random\", \"pbt\" or a function(history, ctx) -> point, got " ..
       util.fmt_value(method), 3)
   end
   o.method = method
+  if method == "pbt" then
+    -- population-based training (moonrl.sweep.pbt): the whole population trains at once
+    o.population = int_opt("population", 2, nil)
+    if not o.population then error("moonrl.sweep: method = \"pbt\" needs population = N (2 or more members)", 3) end
+    if spec.trials ~= nil and spec.trials ~= o.population then
+      error("moonrl.sweep: method = \"pbt\" runs population = " .. o.population .. " members; trials cannot be given", 3)
+    end
+    if spec.parallel ~= nil and spec.parallel ~= o.population then
+      error("moonrl.sweep: method = \"pbt\" trains all " .. o.population .. " members at once; parallel cannot be " ..
+        util.fmt_value(spec.parallel), 3)
+    end
+    o.trials, o.parallel = o.population, o.population
+    for _, k in ipairs({ "scheduler", "repeats" }) do
+      if spec[k] ~= nil then error("moonrl.sweep: method = \"pbt\" takes no " .. k .. " (its exploit is its early stopping)", 3) end
+    end
+    if o.ranks > 1 then error("moonrl.sweep: method = \"pbt\" with ranks > 1 is not built (a member of several ranks cannot adopt weights while it runs)", 3) end
+    o.pbt = require("moonrl.sweep.pbt").check(spec.pbt, spec)
+  elseif spec.pbt ~= nil or spec.population ~= nil then
+    error("moonrl.sweep: pbt and population are options of method = \"pbt\"", 3)
+  end
   o.metric = spec.metric or "efficiency"
   if type(o.metric) ~= "string" and type(o.metric) ~= "function" then
     error("moonrl.sweep: metric must be a metrics.jsonl field name (\"efficiency\"), \"eval.<key>\" (a number " ..
       "of the trial's own evaluation) or a function(record), got " .. util.fmt_value(o.metric), 3)
   end
   -- "eval.<key>": what each trial's evaluation at its end (moonrl eval's protocol) reports
+  if type(o.metric) == "string" and o.metric:sub(1, 5) == "eval." and method == "pbt" then
+    error("moonrl.sweep: metric " .. o.metric .. " is known only when a member ends; PBT ranks members while they " ..
+      "train: use a training metric (or a function(record) of one)", 3)
+  end
   if type(o.metric) == "string" and o.metric:sub(1, 5) == "eval." then
     local key, keys = o.metric:sub(6), {}
     for _, m in ipairs(require("moonrl.eval.table").METRICS) do keys[#keys + 1] = m.key end

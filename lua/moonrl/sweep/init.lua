@@ -195,8 +195,8 @@ function sweep.start(spec)
   self.scheduler = spec.scheduler
   if self.scheduler then self.scheduler.mode = self.mode end
 
-  if self.method == "grid" or self.method == "random" then
-    local size = space.grid_size(self.space, self.method)
+  if self.method == "grid" or self.method == "random" or self.method == "pbt" then
+    local size = space.grid_size(self.space, self.method == "pbt" and "random" or self.method)
     self.grid_size = size
     if self.method == "grid" then self.trials = self.trials or size
     elseif not self.trials then error("moonrl.sweep: trials is missing: how many points to draw (method = \"random\")", 2) end
@@ -230,7 +230,8 @@ function sweep.start(spec)
   if type(self.method) ~= "function" then
     for i = 1, self.trials do
       local params = prev.starts[i] and prev.starts[i].params or
-        space.point(self.space, self.method, self.seed, results.setting_of(i, self.repeats))
+        space.point(self.space, self.method == "pbt" and "random" or self.method, self.seed,
+          results.setting_of(i, self.repeats))
       local t = new_trial(self, i, params)
       if t.config_error and not prev.results[i] then
         errs[#errs + 1] = t.label .. " (" .. point_text(params) .. "): " .. t.config_error:gsub("\n", "; ")
@@ -290,6 +291,7 @@ function sweep.start(spec)
     end
   end
 
+  if self.method == "pbt" then self.pbt_ctl = require("moonrl.sweep.pbt").new(self, self.pbt) end
   self.status, self.running, self.waiters, self.started_at = "running", {}, {}, uv.hrtime()
   self.done_results = {}
   -- results of the earlier run stand; its rung decisions too
@@ -616,6 +618,9 @@ function Sweep:_poll()
   for _, t in ipairs({ unpack(self.running) }) do
     self:_read_metrics(t)
     self:_rungs(t)
+  end
+  if self.pbt_ctl then
+    for _, t in ipairs({ unpack(self.running) }) do self.pbt_ctl:poll(t) end
   end
 end
 

@@ -71,7 +71,7 @@ local function clean(o)
 end
 
 function results.read(dir)
-  local out = { results = {}, starts = {}, rungs = {}, info = results.read_info(dir) }
+  local out = { results = {}, starts = {}, rungs = {}, exploits = {}, info = results.read_info(dir) }
   local text = util.read_file(dir .. "/results.jsonl")
   if not text then return out end
   for line in text:gmatch("[^\n]+") do
@@ -80,6 +80,7 @@ function results.read(dir)
       clean(o)
       if o.event == "start" then out.starts[o.trial] = o
       elseif o.event == "rung" then out.rungs[#out.rungs + 1] = o
+      elseif o.event == "exploit" then out.exploits[#out.exploits + 1] = o
       elseif o.event == nil then out.results[o.trial] = o
       end
     end

@@ -7,7 +7,7 @@ local ctl = {
   name = "ctl",
   order = 60,
   usage = "ctl RUN_DIR <command> [args]",
-  summary = "status, get, set, pause, resume, checkpoint, stop a running job",
+  summary = "status, get, set, pause, resume, checkpoint, adopt, stop a running job",
   help = [[
 usage: moonrl ctl RUN_DIR <command> [args] [options]
 
@@ -21,6 +21,9 @@ commands:
                               values as --set reads them: 1e-4, true, "text", linear(1e-3, 1e-4)
   pause | resume              at the end of the update in progress; waits until then
   checkpoint                  write a checkpoint now; prints its path once written
+  adopt CHECKPOINT            take that checkpoint's weights, Adam moments and PopArt (a run of
+                              the same network) from the next update; the job keeps its own
+                              environments, progress and hot keys (population-based training)
   stop                        stop with a final checkpoint; waits until the job has ended
 
 options:
@@ -42,8 +45,8 @@ local out, err = cmdline.out, cmdline.err
 local function printable(s) return require("moonrl.util").escape_bytes(s, true) end
 local function usage_error(msg) return cmdline.usage_error(printable(msg)) end
 
-local COMMANDS = { status = 0, get = 1, set = math.huge, pause = 0, resume = 0, checkpoint = 0, stop = 0 }
-local NAMES = { "status", "get", "set", "pause", "resume", "checkpoint", "stop" }
+local COMMANDS = { status = 0, get = 1, set = math.huge, pause = 0, resume = 0, checkpoint = 0, adopt = 1, stop = 0 }
+local NAMES = { "status", "get", "set", "pause", "resume", "checkpoint", "adopt", "stop" }
 
 local function request(path, req, timeout_ms)
   local control = require("moonrl.control.client")
@@ -117,7 +120,7 @@ function ctl.run(argv)
   if #args > nargs then
     return usage_error("moonrl ctl " .. cmd .. ": unexpected argument '" .. args[nargs + 1] .. "'")
   end
-  local waits = { pause = true, resume = true, checkpoint = true, stop = not o["no-wait"] }
+  local waits = { pause = true, resume = true, checkpoint = true, adopt = true, stop = not o["no-wait"] }
   local timeout = waits[cmd] and 0 or 30
   if o.timeout then
     local t = tonumber(o.timeout)
@@ -143,6 +146,13 @@ function ctl.run(argv)
       end
       req.values[k] = v
     end
+  elseif cmd == "adopt" then
+    if not args[1] then return usage_error("moonrl ctl adopt: missing the checkpoint, e.g. moonrl ctl " .. dir ..
+      " adopt runs/other/checkpoints/update_0000100.mrck") end
+    local uv = require("luv")
+    local st = uv.fs_stat(args[1])
+    if not st or st.type ~= "file" then return usage_error("moonrl ctl adopt: " .. args[1] .. ": no such checkpoint file") end
+    req.path = args[1]:sub(1, 1) == "/" and args[1] or (uv.cwd() .. "/" .. args[1])   -- the job's working directory may differ
   elseif cmd == "stop" then
     if o["no-checkpoint"] then req.checkpoint = false end
     req.wait = not o["no-wait"]
@@ -183,6 +193,8 @@ function ctl.run(argv)
     out(cmd == "pause" and "paused" or "running", " after update ", tostring(reply.update), "\n")
   elseif cmd == "checkpoint" then
     out("checkpoint ", tostring(reply.path), "\n")
+  elseif cmd == "adopt" then
+    out("adopted ", req.path, ": in force from update ", tostring(reply.update), "\n")
   elseif cmd == "stop" then
     if reply.status then
       out(string.format("stopped: %s after %s updates%s\n", tostring(reply.status), tostring(reply.updates),

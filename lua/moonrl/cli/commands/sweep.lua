@@ -1,4 +1,4 @@
--- `moonrl sweep status|plot DIR`: a sweep directory (moonrl.sweep) seen from
+-- `moonrl sweep status|plot|lineage DIR`: a sweep directory (moonrl.sweep) seen from
 -- outside - while it runs or after it ended.
 
 local cmdline = require("moonrl.cli.cmdline")
@@ -6,11 +6,12 @@ local cmdline = require("moonrl.cli.cmdline")
 local sweep = {
   name = "sweep",
   order = 25,
-  usage = "sweep status|plot DIR",
-  summary = "a hyperparameter sweep's table (status) or its SVG plots (plot); sweeps are scripts: moonrl.sweep{...}",
+  usage = "sweep status|plot|lineage DIR",
+  summary = "a hyperparameter sweep's table (status), its SVG plots (plot) or a PBT winner's history (lineage); sweeps are scripts: moonrl.sweep{...}",
   help = [[
 usage: moonrl sweep status DIR [--json]
        moonrl sweep plot DIR
+       moonrl sweep lineage DIR
 
 A sweep is started from a script (moonrl run sweep.lua; see the README,
 "Hyperparameter sweeps") and keeps its state in its directory DIR:
@@ -28,6 +29,11 @@ one run directory per trial (DIR/trial-NNN).
   plot     writes DIR/plots/curves.svg (each trial's metric against
            agent-steps) and DIR/plots/param_<key>.svg (the metric against each
            swept key); the sweep writes them itself when it ends
+  lineage  population-based training (method = "pbt"): the best member's
+           history - whose weights it trained on, from which update to
+           which, with which values of the explored keys - and
+           DIR/lineage.lua, one plain run with those values at those
+           updates (moonrl train DIR/lineage.lua)
 
 options:
   --json   status: one JSON line per trial
@@ -104,15 +110,47 @@ local function status(dir, o)
   return 0
 end
 
+local function lineage(dir)
+  local pbt, results = require("moonrl.sweep.pbt"), require("moonrl.sweep.results")
+  local lin, lerr = pbt.lineage(dir)
+  if not lin then
+    err("moonrl sweep lineage: ", lerr, "\n")
+    return 1
+  end
+  out(string.format("%s: the best member is %s (%s %s); its weights were trained by:\n", dir,
+    string.format("trial-%03d", lin.best), tostring(lin.metric), results.fmt(lin.value)))
+  local at = 0
+  for _, s in ipairs(lin.segments) do
+    local len = s.to - s.from
+    local keys = {}
+    for _, k in ipairs(require("moonrl.util").sorted_keys(s.params)) do keys[#keys + 1] = k .. "=" .. results.fmt(s.params[k]) end
+    out(string.format("  updates %5d-%-5d trial-%03d (its updates %d-%d)  %s\n", at, at + len, s.trial, s.from, s.to,
+      table.concat(keys, " ")))
+    at = at + len
+  end
+  local text, terr = pbt.replay_config(dir, lin)
+  if not text then
+    err("moonrl sweep lineage: ", terr, "\n")
+    return 1
+  end
+  local ok, werr = require("moonrl.util").write_file(dir .. "/lineage.lua", text)
+  if not ok then
+    err("moonrl sweep lineage: ", werr, "\n")
+    return 1
+  end
+  out("replay as one plain run: moonrl train ", dir, "/lineage.lua\n")
+  return 0
+end
+
 function sweep.run(argv)
   local uv = require("luv")
   local o, e = cmdline.parse("sweep", argv, { json = { "flag" } }, 2)
   if not o then return usage_error(e) end
   if o.help then return out(sweep.help) end
   local what, dir = o.positional[1], o.positional[2]
-  if what ~= "status" and what ~= "plot" then
+  if what ~= "status" and what ~= "plot" and what ~= "lineage" then
     return usage_error("moonrl sweep: " .. (what and ("unknown subcommand '" .. what .. "'") or "missing the subcommand") ..
-      ": accepted status, plot (moonrl sweep status|plot DIR)")
+      ": accepted status, plot, lineage (moonrl sweep status|plot|lineage DIR)")
   end
   if not dir then return usage_error("moonrl sweep " .. what .. ": missing the sweep directory DIR") end
   dir = dir:gsub("(.)/+$", "%1")
@@ -122,6 +160,7 @@ function sweep.run(argv)
     return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is not a sweep directory (no sweep.json)")
   end
   if what == "status" then return status(dir, o) end
+  if what == "lineage" then return lineage(dir) end
   local files, perr = require("moonrl.sweep.plot").write(dir)
   if not files then
     err("moonrl sweep plot: ", perr, "\n")

@@ -1,0 +1,347 @@
+-- moonrl.sweep.pbt - population-based training (Jaderberg et al. 2017) on a
+-- sweep's trials: moonrl.sweep{ method = "pbt", population = N, pbt = {...} }.
+--
+-- The N trials (members) train at once. Each time a member has run another
+-- `interval` updates, the driver ranks the members by the sweep's metric (the
+-- mean of its last `smooth` values); a member in the bottom `fraction`
+-- copies a member of the top `fraction` (exploit) and changes the keys of
+-- `explore` (explore), without restarting: through the member's control
+-- socket, as `moonrl ctl` would,
+--   1. the donor writes a checkpoint (ctl checkpoint), kept in DIR/pbt/;
+--   2. the member takes its weights, Adam moments and PopArt (ctl adopt;
+--      mr_trainer_load_learned: it keeps its own environments and progress);
+--   3. the member's explored keys change (ctl set, source "pbt");
+--   4. the member writes a checkpoint, so a resume continues from the new state.
+-- Each exploit is an event in DIR/results.jsonl: {event = "exploit", trial,
+-- from, update (the member's, from which the new state is in force),
+-- donor_update, checkpoint, old, new, value, donor_value}. `moonrl sweep
+-- lineage DIR` reads them back (pbt.lineage).
+--
+-- Options (pbt = {...}):
+--   interval   updates between a member's decisions (default 10)
+--   fraction   the bottom and top share of the ranking (default 0.25; at least one member each)
+--   explore    { [key] = "perturb" | "resample" | function(value, rng) -> value }: hot keys
+--              (schema hot; ppo.lr, ppo.ent_coef, ppo.clip, ...); "perturb" multiplies by
+--              one of `factors` (a schedule: its from and to), kept inside the key's space range
+--              when it has one; "resample" draws from the sweep's space; a function gets the
+--              value and rng() (uniform in [0, 1), seeded from the sweep's seed)
+--   factors    default { 0.8, 1.2 }
+--
+--   pbt.check(spec_pbt, sweep_options) -> options | raises (at moonrl.sweep's caller)
+--   pbt.new(sweep, options) -> controller;  controller:poll(trial)   after its metrics were read
+--   pbt.lineage(dir) -> lineage | nil, err  the best member's history (see there)
+--   pbt.replay_config(dir, lineage) -> Lua source of a plain run with that schedule
+
+local uv = require("luv")
+local util = require("moonrl.util")
+local config = require("moonrl.config")
+local schema = require("moonrl.config.schema")
+local space = require("moonrl.sweep.space")
+local results = require("moonrl.sweep.results")
+local tasks = require("moonrl.runtime.tasks")
+
+local pbt = {}
+
+local Controller = {}
+Controller.__index = Controller
+
+function pbt.check(o, sweep_spec)
+  if o == nil then o = {} end
+  if type(o) ~= "table" then error("moonrl.sweep: pbt must be a table {interval =, fraction =, explore =, factors =}", 4) end
+  local known = { interval = true, fraction = true, explore = true, factors = true }
+  for k in pairs(o) do
+    if not known[k] then error("moonrl.sweep: pbt." .. tostring(k) .. ": accepted interval, fraction, explore, factors", 4) end
+  end
+  local out = { interval = o.interval or 10, fraction = o.fraction or 0.25, factors = o.factors or { 0.8, 1.2 }, explore = {} }
+  if type(out.interval) ~= "number" or out.interval ~= math.floor(out.interval) or out.interval < 1 then
+    error("moonrl.sweep: pbt.interval must be a whole number of updates >= 1, got " .. util.fmt_value(o.interval), 4)
+  end
+  if type(out.fraction) ~= "number" or not (out.fraction > 0 and out.fraction <= 0.5) then
+    error("moonrl.sweep: pbt.fraction must be a number in (0, 0.5], got " .. util.fmt_value(o.fraction), 4)
+  end
+  if type(out.factors) ~= "table" or #out.factors == 0 then
+    error("moonrl.sweep: pbt.factors must be a list of positive numbers, got " .. util.fmt_value(o.factors), 4)
+  end
+  for _, f in ipairs(out.factors) do
+    if type(f) ~= "number" or not (f > 0) or f == math.huge then
+      error("moonrl.sweep: pbt.factors must be a list of positive numbers, got " .. util.fmt_value(o.factors), 4)
+    end
+  end
+  local explore = o.explore or {}
+  if type(explore) ~= "table" or next(explore) == nil then
+    error("moonrl.sweep: pbt.explore must name the hot keys to explore, e.g. { [\"ppo.lr\"] = \"perturb\" }", 4)
+  end
+  for k, how in pairs(explore) do
+    local e = schema.by_key[k]
+    if not e then
+      local _, err = config.get({}, tostring(k))
+      error("moonrl.sweep: pbt.explore: " .. tostring(err or ("unknown key " .. tostring(k))), 4)
+    end
+    if not e.hot or e.hot == false or k:match("^hooks%.") or k == "total_steps" then
+      error("moonrl.sweep: pbt.explore: " .. k .. " is not a key a running member can change (the hot keys: docs/config.md)", 4)
+    end
+    if how ~= "perturb" and how ~= "resample" and type(how) ~= "function" then
+      error("moonrl.sweep: pbt.explore[\"" .. k .. "\"]: accepted \"perturb\", \"resample\" or a function(value, rng), got " ..
+        util.fmt_value(how), 4)
+    end
+    if how == "resample" and not (sweep_spec.space and sweep_spec.space[k] ~= nil) then
+      error("moonrl.sweep: pbt.explore[\"" .. k .. "\"] = \"resample\" draws from the space, which has no " .. k, 4)
+    end
+    out.explore[k] = how
+  end
+  return out
+end
+
+function pbt.new(sweep, o)
+  local self = setmetatable({ sweep = sweep, o = o, rng = space.rng(sweep.seed or 0, 0, "pbt") }, Controller)
+  -- what an earlier run of this sweep did: every member's keys as they are now
+  for _, ev in ipairs(sweep.prev.exploits or {}) do
+    local t = sweep.trials_list[ev.trial]
+    if t and type(ev.new) == "table" then
+      for k, v in pairs(ev.new) do t.params[k] = v end
+      t.pbt_next = math.max(t.pbt_next or 0, (ev.update or 0) + o.interval)
+    end
+  end
+  return self
+end
+
+-- The value of key that member t has now (its point, else its config's).
+local function current(t, key)
+  if t.params[key] ~= nil then return t.params[key] end
+  return util.deepcopy((config.get(t.cfg, key)))
+end
+
+local function clamp_to_space(d, v)
+  if space.is_dist(d) and d.lo and d.hi then return math.min(d.hi, math.max(d.lo, v)) end
+  return v
+end
+
+function Controller:_explore(t)
+  local old, new = {}, {}
+  for _, k in ipairs(util.sorted_keys(self.o.explore)) do
+    local how, v = self.o.explore[k], current(t, k)
+    old[k] = v
+    local d = self.sweep.space[k]
+    if how == "perturb" then
+      local f = self.o.factors[1 + math.floor(self.rng() * #self.o.factors)]
+      if type(v) == "number" then
+        new[k] = clamp_to_space(d, v * f)
+        local e = schema.by_key[k]
+        if e and e.type == "integer" then new[k] = math.max(1, math.floor(new[k] + 0.5)) end
+      elseif type(v) == "table" and v.kind then
+        local s = util.deepcopy(v)
+        s.from = s.from and clamp_to_space(d, s.from * f)
+        s.to = s.to and s.to * f
+        new[k] = s
+      else
+        new[k] = v
+      end
+    elseif how == "resample" then
+      new[k] = space.point({ [k] = d }, "random", self.sweep.seed or 0, math.floor(self.rng() * 2 ^ 31))[k]
+    else
+      new[k] = how(util.deepcopy(v), self.rng)
+    end
+  end
+  return old, new
+end
+
+-- One request to member t's control socket, from a coroutine: reply | nil, err.
+local function ask(t, req)
+  local client = require("moonrl.control.client")
+  local path = client.socket_path(t.dir)
+  return tasks.await("pbt", function(wake)
+    client.request(path, req, { timeout_ms = 120000 }, function(reply, err)
+      if not reply then return wake(nil, client.explain(path, err)) end
+      if reply.ok ~= true then return wake(nil, tostring(reply.error)) end
+      wake(reply)
+    end)
+  end)
+end
+
+local function json_value(v)
+  if type(v) == "table" and v.kind == "constant" then return v.from end
+  if type(v) == "table" and v.kind then return { kind = v.kind, from = v.from, to = v.to, gamma = v.gamma, every = v.every } end
+  return v
+end
+
+function Controller:_exploit(t, d)
+  local sweep = self.sweep
+  local t_value, d_value = t.value, d.value   -- the ranking's (they move on while this goes)
+  t.pbt_busy = true
+  tasks.spawn(function()
+    local function failed(err)
+      sweep:say(string.format("%s: pbt: copying %s failed: %s (it trains on as it was)", t.label, d.label, tostring(err)))
+      results.append(sweep.dir, { event = "exploit_failed", trial = t.index, from = d.index, error = tostring(err) })
+      t.pbt_busy = false
+    end
+    local got, err = ask(d, { cmd = "checkpoint" })
+    if not got then return failed(err) end
+    local donor_update = tonumber(tostring(got.path):match("update_(%d+)%.mrck$")) or d.updates
+    local kept_dir = sweep.dir .. "/pbt"
+    util.mkdir_p(kept_dir)
+    local kept = string.format("%s/%s-from-%s-update_%07d.mrck", kept_dir, t.label, d.label, donor_update)
+    local okc, cerr = uv.fs_copyfile(got.path, kept)
+    if not okc then return failed("cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr)) end
+    local abs = kept:sub(1, 1) == "/" and kept or (uv.cwd() .. "/" .. kept)
+    local adopted
+    adopted, err = ask(t, { cmd = "adopt", path = abs, source = "pbt: exploit " .. d.label })
+    if not adopted then return failed(err) end
+    local old, new = self:_explore(t)
+    local values = {}
+    for k, v in pairs(new) do values[k] = json_value(v) end
+    local set, explore_error
+    set, err = ask(t, { cmd = "set", values = values, source = "pbt: explore" })
+    if not set then
+      sweep:say(string.format("%s: pbt: explore refused: %s (it keeps its keys)", t.label, tostring(err)))
+      new, explore_error = old, tostring(err)
+    end
+    ask(t, { cmd = "checkpoint" })   -- a resume continues from the new state
+    local ev = { event = "exploit", trial = t.index, from = d.index, update = adopted.update, donor_update = donor_update,
+      checkpoint = kept, old = {}, new = {}, value = t_value, donor_value = d_value, explore_error = explore_error }
+    for k, v in pairs(old) do ev.old[k] = json_value(v) end
+    for k, v in pairs(new) do ev.new[k] = json_value(v); t.params[k] = v end
+    results.append(sweep.dir, ev)
+    local parts = {}
+    for _, k in ipairs(util.sorted_keys(new)) do
+      parts[#parts + 1] = k .. " " .. results.fmt(old[k]) .. " -> " .. results.fmt(new[k])
+    end
+    sweep:say(string.format("%s: pbt: copied %s (update %d, %s %s against %s) from update %d; %s", t.label, d.label,
+      donor_update, type(sweep.metric) == "string" and sweep.metric or "metric", results.fmt(d_value), results.fmt(t_value), adopted.update,
+      table.concat(parts, ", ")))
+    t.pbt_busy = false
+  end)
+end
+
+-- After member t's metrics were read: decide when it has run another interval.
+function Controller:poll(t)
+  if t.pbt_busy or not t.updates or t.status ~= "running" then return end
+  t.pbt_next = t.pbt_next or self.o.interval
+  if t.updates < t.pbt_next then return end
+  t.pbt_next = (math.floor(t.updates / self.o.interval) + 1) * self.o.interval
+  -- in its last interval a copy would hardly train (and races the member's end)
+  local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps
+  if (t.updates + self.o.interval) * batch >= t.cfg.total_steps then return end
+  local ranked = {}
+  for _, m in ipairs(self.sweep.running) do
+    if m.value ~= nil and m.value == m.value and m.status == "running" then ranked[#ranked + 1] = m end
+  end
+  if #ranked < 2 then return end
+  local sign = self.sweep.mode == "min" and -1 or 1
+  table.sort(ranked, function(a, b)
+    if a.value ~= b.value then return sign * a.value > sign * b.value end
+    return a.index < b.index
+  end)
+  local q = math.max(1, math.floor(#ranked * self.o.fraction + 0.5))
+  if 2 * q > #ranked then q = math.floor(#ranked / 2) end
+  if q < 1 then return end
+  local pos
+  for i, m in ipairs(ranked) do if m == t then pos = i end end
+  if not pos or pos <= #ranked - q then return end   -- not in the bottom
+  local d = ranked[1 + math.floor(self.rng() * q)]
+  if d == t or d.pbt_busy then return end
+  self:_exploit(t, d)
+end
+
+-- ------------------------------------------------------------- lineage
+
+-- The best member's history, from DIR/results.jsonl: lineage = {
+--   best = trial index, value =, segments = { {trial =, from =, to =, params =}, ... } }
+-- in training order: the weights the best member ended with were trained
+-- by segments[1]'s member from its update `from` to `to`, then by the next
+-- one, ...; each segment's params are the explored keys in force then.
+function pbt.lineage(dir)
+  local prev = results.read(dir)
+  if not prev.info then return nil, dir .. " holds no sweep (no sweep.json)" end
+  if prev.info.method ~= "pbt" then return nil, dir .. " is a " .. tostring(prev.info.method) .. " sweep, not pbt: no lineage" end
+  local list = {}
+  for _, r in pairs(prev.results) do if r.value ~= nil then list[#list + 1] = r end end
+  if #list == 0 then return nil, dir .. ": no member has a result yet" end
+  local best = results.sorted(list, prev.info.mode)[1]
+  local by_trial = {}
+  for _, ev in ipairs(prev.exploits) do
+    by_trial[ev.trial] = by_trial[ev.trial] or {}
+    table.insert(by_trial[ev.trial], ev)
+  end
+  -- a member's keys at update u: its start's point, then each exploit's new values up to u
+  local function params_at(trial, u)
+    local p = util.deepcopy(prev.starts[trial] and prev.starts[trial].params or {})
+    for _, ev in ipairs(by_trial[trial] or {}) do
+      if ev.update <= u then for k, v in pairs(ev.new or {}) do p[k] = v end end
+    end
+    return p
+  end
+  local segs = {}
+  local trial, upto = best.trial, best.updates or math.huge
+  while true do
+    local last
+    for _, ev in ipairs(by_trial[trial] or {}) do
+      if ev.update <= upto and (not last or ev.update > last.update) then last = ev end
+    end
+    local from = last and last.update or 0
+    table.insert(segs, 1, { trial = trial, from = from, to = upto, params = params_at(trial, from) })
+    if not last then break end
+    trial, upto = last.from, last.donor_update
+    if #segs > 10000 then break end
+  end
+  return { best = best.trial, value = best.value, mode = prev.info.mode, metric = prev.info.metric, segments = segs,
+    label = best.label }
+end
+
+function pbt.replay_config(dir, lin)
+  local root = lin.segments[1]
+  local label = string.format("trial-%03d", root.trial)
+  local text = util.read_file(dir .. "/" .. label .. ".lua")
+  if not text then return nil, "cannot read " .. dir .. "/" .. label .. ".lua (the root member's config)" end
+  local serialize = require("moonrl.config.serialize")
+  local at, total = {}, 0
+  for i, s in ipairs(lin.segments) do
+    local len = (s.to == math.huge and 0 or s.to) - s.from
+    if i > 1 then
+      local vals = {}
+      for _, k in ipairs(util.sorted_keys(s.params)) do
+        local v = s.params[k]
+        if type(v) == "table" and v.kind then v = setmetatable(v, nil) end
+        vals[#vals + 1] = "[" .. serialize.lua_string(k) .. "] = " .. assert(serialize.value(v))
+      end
+      at[#at + 1] = string.format("  [%d] = { %s },", total, table.concat(vals, ", "))
+    end
+    total = total + len
+  end
+  local first = {}
+  for _, k in ipairs(util.sorted_keys(root.params)) do
+    first[#first + 1] = string.format("cfg = set(cfg, %s, %s)", serialize.lua_string(k), assert(serialize.value(root.params[k])))
+  end
+  return table.concat({
+    "-- moonrl sweep lineage " .. dir .. ": the hyperparameters the best member (" .. (lin.label or "") ..
+      ") saw along its lineage, as one plain run: `moonrl train` this file.",
+    "-- Its weights came from " .. #lin.segments .. " segment(s) of the population; this run trains one network",
+    "-- from the root member's config with the same keys at the same updates (" .. total .. " updates).",
+    "local cfg = (function()",
+    text,
+    "end)()",
+    "local function set(c, key, v)",
+    "  local t = c",
+    "  local parts = {}",
+    "  for p in key:gmatch(\"[^.]+\") do parts[#parts + 1] = p end",
+    "  for i = 1, #parts - 1 do t[parts[i]] = t[parts[i]] or {}; t = t[parts[i]] end",
+    "  t[parts[#parts]] = v",
+    "  return c",
+    "end",
+    table.concat(first, "\n"),
+    "cfg.dir = nil",
+    "cfg.total_steps = " .. total .. " * cfg.env.num_envs * cfg.ppo.rollout_steps",
+    "-- after update k, these keys change (in force from update k + 1: the on_update hand-shake)",
+    "local CHANGES = {",
+    table.concat(at, "\n"),
+    "}",
+    "cfg.hooks = cfg.hooks or {}",
+    "cfg.hooks.on_update = function(m, run)",
+    "  local c = CHANGES[m.update]",
+    "  if c then assert(run:set_many(c, \"lineage\")) end",
+    "end",
+    "return cfg",
+    "",
+  }, "\n")
+end
+
+return pbt

@@ -1,0 +1,164 @@
+-- Population-based training (moonrl.sweep.pbt) with the binary: a real
+-- population of 3 members on a tiny network, each a `moonrl train` child
+-- process steered through its control socket. Checked: members in the
+-- bottom copy a member of the top while they run (ctl adopt: their train.log
+-- names the copied checkpoint, kept in DIR/pbt/) and change their explored
+-- keys by one of the factors (changes.lua, source "pbt: explore"); every
+-- exploit is in results.jsonl; `moonrl sweep lineage` prints the winner's
+-- history and writes lineage.lua, which trains as one plain run with the
+-- same keys at the same updates; bad options are refused before anything
+-- starts.
+
+local support = require("support")
+local json = require("moonrl.formats.json")
+
+local EXPERIMENT = [[
+return {
+  name = "pbt", device = "cpu", threads = 1, seed = 11, hardware = "ci", level = "basic",
+  total_steps = 300 * 8 * 8, warmup = { updates = 0 },
+  env = { num_envs = 8, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+  ppo = { rollout_steps = 8, epochs = 2, lr = 3e-4 },
+  log = { console = false, tensorboard = false, checkpoint_interval = 50, checkpoint_keep = 2 },
+}
+]]
+
+local function ready()
+  if not support.have_bin then pending("no binary at " .. support.BIN .. " (build it: make build)") return false end
+  return true
+end
+
+local function events(dir)
+  local out = {}
+  for _, line in ipairs(support.lines(support.read_file(dir .. "/results.jsonl") or "")) do
+    local o = json.decode(line)
+    if type(o) == "table" then out[#out + 1] = o end
+  end
+  return out
+end
+
+describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
+  it("exploits and explores members while they train, records it, and replays the winner's lineage as one run", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    support.write_file(dir .. "/pbt.lua", [[
+      local moonrl = require "moonrl"
+      local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 3, poll_ms = 20,
+        metric = "episode_return_mean", smooth = 4, console = true,
+        space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
+        pbt = { interval = 25, fraction = 0.34, explore = { ["ppo.lr"] = "perturb", ["ppo.vf_coef"] = "perturb" } } }
+      local r = s:wait()
+      for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status) end
+    ]])
+    local rc, out, err = support.moonrl("run pbt.lua", dir)
+    assert.equal(0, rc, out .. err)
+    for i = 1, 3 do assert.truthy(out:find(string.format("result trial-%03d done", i), 1, true), out .. err) end
+    local sw = dir .. "/sw"
+    local exploits, starts = {}, {}
+    for _, e in ipairs(events(sw)) do
+      if e.event == "exploit" then exploits[#exploits + 1] = e end
+      if e.event == "start" then starts[e.trial] = e end
+    end
+    assert.is_true(#exploits >= 1, "no exploit happened:\n" .. out .. err)
+    local base_vf, explored = 0.5, 0
+    for _, e in ipairs(exploits) do
+      explored = explored + (e.explore_error and 0 or 1)
+      local label = string.format("trial-%03d", e.trial)
+      assert.are_not.equal(e.trial, e.from)
+      -- the copied checkpoint is kept, and the member took it while running
+      assert.truthy(support.read_file(dir .. "/" .. e.checkpoint), e.checkpoint)
+      local log = support.read_file(sw .. "/" .. label .. "/train.log")
+      assert.truthy(log:find("update " .. e.update .. ": the weights, Adam moments and PopArt of ", 1, true), log)
+      assert.truthy(log:find(e.checkpoint:match("[^/]+$"), 1, true), log)
+      -- explore: each key times one of the factors (lr kept in its space's range)
+      for _, k in ipairs(e.explore_error and {} or { "ppo.lr", "ppo.vf_coef" }) do
+        local old, new = e.old[k], e.new[k]
+        assert.is_number(old, k)
+        local r = new / old
+        local in_range = k == "ppo.lr" and (math.abs(new - 1e-4) < 1e-12 or math.abs(new - 3e-3) < 1e-12)
+        assert.is_true(math.abs(r - 0.8) < 1e-9 or math.abs(r - 1.2) < 1e-9 or in_range, k .. ": " .. old .. " -> " .. new)
+      end
+      if not e.explore_error then
+        local changes = support.read_file(sw .. "/" .. label .. "/changes.lua")
+        assert.truthy(changes:find('key = "ppo.vf_coef", value = ' .. require("moonrl.util").fmt_number(e.new["ppo.vf_coef"]),
+          1, true), changes)
+        assert.truthy(changes:find('source = "pbt: explore"', 1, true), changes)
+      end
+    end
+    assert.is_true(explored >= 1, "no exploit changed its keys:\n" .. out .. err)
+    -- the first exploit of a member starts from its own point (vf_coef the base's)
+    local firsts = {}
+    for _, e in ipairs(exploits) do if not firsts[e.trial] then firsts[e.trial] = e end end
+    for trial, e in pairs(firsts) do
+      assert.equal(base_vf, e.old["ppo.vf_coef"])
+      assert.equal(starts[trial].params["ppo.lr"], e.old["ppo.lr"])
+    end
+
+    -- the lineage: printed, and as one plain run
+    local lrc, lout, lerr = support.moonrl("sweep lineage sw", dir)
+    assert.equal(0, lrc, lout .. lerr)
+    assert.truthy(lout:find("the best member is trial%-00%d"), lout)
+    assert.truthy(lout:find("replay as one plain run: moonrl train sw/lineage.lua", 1, true), lout)
+    local segs = {}
+    for a, b, trial in lout:gmatch("updates%s+(%d+)%-(%d+)%s+trial%-(%d+)") do
+      segs[#segs + 1] = { a = tonumber(a), b = tonumber(b), trial = tonumber(trial) }
+    end
+    assert.is_true(#segs >= 1, lout)
+    assert.equal(0, segs[1].a)
+    for i = 2, #segs do assert.equal(segs[i - 1].b, segs[i].a, lout) end
+    local prc, pout, perr = support.moonrl("train sw/lineage.lua --dir replay --no-eval", dir)
+    assert.equal(0, prc, pout .. perr)
+    local rows = 0
+    for _, line in ipairs(support.lines(support.read_file(dir .. "/replay/metrics.jsonl"))) do
+      if not line:find('"event"', 1, true) then rows = rows + 1 end
+    end
+    assert.equal(segs[#segs].b, rows)
+    local rchanges = support.read_file(dir .. "/replay/changes.lua")
+    for i = 2, #segs do
+      assert.truthy(rchanges:find("update = " .. (segs[i].a + 1) .. ', key = "ppo.lr"', 1, true), rchanges)
+    end
+    support.rm_rf(dir)
+  end)
+
+  it("refuses bad PBT options before anything starts, naming what is accepted", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    support.write_file(dir .. "/bad.lua", [[
+      local moonrl = require "moonrl"
+      local cases = {
+        { method = "pbt" },
+        { method = "pbt", population = 3, pbt = { explore = { ["env.grid_size"] = "perturb" } } },
+        { method = "pbt", population = 3, pbt = { explore = { ["ppo.lr"] = "resample" } } },
+        { method = "pbt", population = 3, pbt = { explore = { ["ppo.lr"] = "double" } } },
+        { method = "pbt", population = 3, parallel = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, pbt = { interval = 0, explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "random", trials = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 2, metric = "eval.efficiency", pbt = { explore = { ["ppo.lr"] = "perturb" } } },
+      }
+      for _, c in ipairs(cases) do
+        c.base, c.dir = "exp.lua", "never"
+        local ok, e = pcall(moonrl.sweep, c)
+        print("refused " .. tostring(not ok) .. ": " .. tostring(e))
+      end
+    ]])
+    local rc, out, err = support.moonrl("run bad.lua", dir)
+    assert.equal(0, rc, out .. err)
+    for _, want in ipairs({
+      'method = "pbt" needs population = N',
+      "pbt.explore: env.grid_size is not a key a running member can change",
+      'pbt.explore["ppo.lr"] = "resample" draws from the space, which has no ppo.lr',
+      'accepted "perturb", "resample" or a function(value, rng), got "double"',
+      "trains all 3 members at once; parallel cannot be 2",
+      "pbt.interval must be a whole number of updates >= 1, got 0",
+      'pbt and population are options of method = "pbt"',
+      "PBT ranks members while they train: use a training metric",
+    }) do
+      assert.truthy(out:find(want, 1, true), want .. "\n" .. out .. err)
+    end
+    assert.is_nil(out:find("refused false", 1, true), out)
+    assert.is_nil(support.uv.fs_stat(dir .. "/never"))
+    support.rm_rf(dir)
+  end)
+end)
