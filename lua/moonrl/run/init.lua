@@ -708,18 +708,13 @@ function Run:resume()
   return true
 end
 
--- run:stop's argument, checked (level: the caller's level, as error's).
-function Run.check_stop_opts(opts, level)
+function Run:stop(opts)
   if opts ~= nil and type(opts) ~= "table" then
-    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), level + 1)
+    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), 2)
   end
   if opts and opts.reason ~= nil and type(opts.reason) ~= "string" then
-    error("run:stop: reason must be a string, got " .. type(opts.reason), level + 1)
+    error("run:stop: reason must be a string, got " .. type(opts.reason), 2)
   end
-end
-
-function Run:stop(opts)
-  Run.check_stop_opts(opts, 2)
   if not self:alive() then return true end
   local ckpt = not (opts and opts.checkpoint == false)
   if opts and opts.reason and not self.stop_reason then

@@ -344,7 +344,12 @@ end
 -- Rank 0's own stop (the update in progress, then the final checkpoint);
 -- before its socket is there, SIGTERM to mpirun, which rank 0 takes the same way.
 function Launched:stop(opts)
-  require("moonrl.run").check_stop_opts(opts, 2)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), 2)
+  end
+  if opts and opts.reason ~= nil and type(opts.reason) ~= "string" then
+    error("run:stop: reason must be a string, got " .. type(opts.reason), 2)
+  end
   if not self:alive() then return true end
   local req = { cmd = "stop", checkpoint = not (opts and opts.checkpoint == false), reason = opts and opts.reason }
   local client = require("moonrl.control.client")
