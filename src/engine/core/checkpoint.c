@@ -616,8 +616,12 @@ mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_erro
 
 /* Loads everything; the environments as rank `rank` of `ranks` when the
  * checkpoint holds as many instances as the ranks have (its own ranks x its
- * env.num_envs), else (ranks given) they stay as created: re-seeded. */
-static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank, int *carried, mr_error *err) {
+ * env.num_envs), else (ranks given) they stay as created: re-seeded.
+ * learned_only (population-based training's exploit): the weights, Adam's
+ * moments and step and PopArt only; the environments, progress counters,
+ * hot parameters and seed stay this trainer's, and env.num_envs may differ. */
+static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank, int *carried, int learned_only,
+                           mr_error *err) {
     ck_file cf;
     mr_status s = read_file(path, &cf, err);
     if (s) return s;
@@ -625,7 +629,7 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     ck_progress pg;
     ck_section sec[CK_MAX_SECTIONS];
     int ns = sections_of(t, &pg, NULL, 0, sec);
-    const uint8_t *data[CK_MAX_SECTIONS];
+    const uint8_t *data[CK_MAX_SECTIONS] = {0};
     size_t bytes;
     /* Validate everything first: nothing is changed unless all of it fits. */
     mr_config stored;
@@ -637,12 +641,16 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
      * environments, as always; else they are carried when the counts match. */
     uint64_t stored_n = (uint64_t)rk.ranks * (uint64_t)stored.env.num_envs;
     uint64_t mine_n = (uint64_t)(ranks > 0 ? ranks : 1) * (uint64_t)t->cfg.env.num_envs;
-    int strict = ranks <= 0 && rk.ranks == 1;
-    int carry = stored_n == mine_n;
+    int strict = ranks <= 0 && rk.ranks == 1 && !learned_only;
+    int carry = stored_n == mine_n && !learned_only;
     if (!s) s = compatible(&stored, &t->cfg, path, strict, err);
     for (int i = 1; i < ns && !s; i++) {
         size_t want = sec[i].bytes;
-        if (is_env_section(sec[i].name)) want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
+        if (learned_only && strcmp(sec[i].name, "grads") == 0) continue;   /* the donor's last gradient: not learned state */
+        if (is_env_section(sec[i].name)) {
+            if (learned_only) continue;
+            want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
+        }
         s = find_section(&cf, path, sec[i].name, want, &data[i], &bytes, err);
     }
     if (!s) {
@@ -652,66 +660,41 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     if (s) { free(cf.buf); return s; }
     int r = ranks > 0 ? rank : 0;
     /* Environments not carried stay as the backend holds them (as created:
-     * fresh from the run's seed, keyed by their global indices); the push
-     * below must not overwrite them with stale host copies. */
+     * fresh from the run's seed, keyed by their global indices; or, learned
+     * only, as this run left them); the push below must not overwrite them
+     * with stale host copies. */
     if (!carry && (s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { free(cf.buf); return s; }
     for (int i = 2; i < ns; i++) {
+        if (!data[i]) continue;   /* not read (learned only) */
         if (!is_env_section(sec[i].name)) memcpy(sec[i].data, data[i], sec[i].bytes);
         else if (carry) memcpy(sec[i].data, data[i] + (size_t)r * sec[i].bytes, sec[i].bytes);
     }
     if (carried) *carried = carry;
-    t->updates = pg.updates;
-    t->agent_steps = pg.agent_steps;
     t->adam_step = pg.adam_step;
     t->popart.mean = pg.popart_mean;
     t->popart.std = pg.popart_std;
     t->popart.count = pg.popart_count;
-    t->hot = pg.hot;
-    mr_config_apply_hot(&t->cfg, &pg.hot);
-    /* The run's random streams continue: the seed is part of the saved state. */
-    t->cfg.seed = stored.seed;
-    t->env.seed = stored.seed;
+    if (!learned_only) {
+        t->updates = pg.updates;
+        t->agent_steps = pg.agent_steps;
+        t->hot = pg.hot;
+        mr_config_apply_hot(&t->cfg, &pg.hot);
+        /* The run's random streams continue: the seed is part of the saved state. */
+        t->cfg.seed = stored.seed;
+        t->env.seed = stored.seed;
+    }
     free(cf.buf);
     return mr_trainer_push(t, MR_SYNC_ALL, err);   /* the host copies to the backend */
 }
 
 mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err) {
     if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load: trainer or path is NULL");
-    return load_impl(t, path, 0, 0, NULL, err);
+    return load_impl(t, path, 0, 0, NULL, 0, err);
 }
 
 mr_status mr_trainer_load_learned(mr_trainer *t, const char *path, mr_error *err) {
     if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_learned: trainer or path is NULL");
-    ck_file cf;
-    mr_status s = read_file(path, &cf, err);
-    if (s) return s;
-    t->extra_allocations++;
-    ck_progress pg, theirs;
-    ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, NULL, 0, sec);
-    const uint8_t *data[CK_MAX_SECTIONS] = {0};
-    size_t bytes;
-    mr_config stored;
-    s = read_config(&cf, path, &stored, err);
-    if (!s) s = compatible(&stored, &t->cfg, path, 0, err);
-    /* progress (for Adam's step and PopArt) and the learned sections only */
-    for (int i = 1; i < ns && !s; i++) {
-        if (is_env_section(sec[i].name) || strcmp(sec[i].name, "grads") == 0) continue;
-        s = find_section(&cf, path, sec[i].name, sec[i].bytes, &data[i], &bytes, err);
-    }
-    if (s) { free(cf.buf); return s; }
-    memcpy(&theirs, data[1], sizeof theirs);
-    /* The host copies first, so the push below carries this trainer's own
-     * environments and progress back unchanged. */
-    if ((s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { free(cf.buf); return s; }
-    for (int i = 2; i < ns; i++)
-        if (data[i]) memcpy(sec[i].data, data[i], sec[i].bytes);
-    t->adam_step = theirs.adam_step;
-    t->popart.mean = theirs.popart_mean;
-    t->popart.std = theirs.popart_std;
-    t->popart.count = theirs.popart_count;
-    free(cf.buf);
-    return mr_trainer_push(t, MR_SYNC_ALL, err);
+    return load_impl(t, path, 0, 0, NULL, 1, err);
 }
 
 mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int rank, int *env_carried,
@@ -719,5 +702,5 @@ mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int r
     if (!t || !path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_rank: trainer or path is NULL");
     if (ranks < 1 || rank < 0 || rank >= ranks)
         return mr_fail(err, MR_ERR_ARG, "mr_trainer_load_rank: rank %d of %d ranks", rank, ranks);
-    return load_impl(t, path, ranks, rank, env_carried, err);
+    return load_impl(t, path, ranks, rank, env_carried, 0, err);
 }
