@@ -7,6 +7,9 @@
 --       opts: timeout_ms (0 = none)
 --   client.request_all(run_dirs, req, opts, cb) the same request to every run directory's socket at
 --       once; cb(replies) when each has answered or failed: replies[i] = {reply =, err =}
+--   client.call(path, req, opts, cb)            the same, for a caller that wants the answer:
+--       cb(reply) when the job said "ok": true, else cb(nil, err): the job's error or,
+--       the request not answered, client.explain's words
 --   client.explain(path, err) -> text           why a connect failed, in words
 --   client.socket_path(run_dir) -> path         (moonrl.control.socket's)
 
@@ -70,6 +73,14 @@ function control.request(path, req, opts, cb)
     end)
   end)
   if not ok then finish(nil, tostring(err)) end
+end
+
+function control.call(path, req, opts, cb)
+  control.request(path, req, opts, function(reply, err)
+    if not reply then return cb(nil, control.explain(path, err)) end
+    if reply.ok ~= true then return cb(nil, tostring(reply.error)) end
+    cb(reply)
+  end)
 end
 
 function control.request_all(run_dirs, req, opts, cb)

@@ -144,6 +144,11 @@ function handlers.get(self, req)
   return { ok = true, key = req.key, value = plain(v), text = value_text(v) }
 end
 
+-- "source" and "reason": optional, one line of at most 200 bytes.
+local function bad_line(v)
+  return v ~= nil and (type(v) ~= "string" or #v > 200 or v:find("[%c]") ~= nil)
+end
+
 function handlers.set(self, req)
   local values = req.values
   if values == nil and req.key ~= nil then
@@ -159,7 +164,7 @@ function handlers.set(self, req)
       return { ok = false, error = "set: " .. tostring(k) .. ": null is not a value (nothing was changed)" }
     end
   end
-  if req.source ~= nil and (type(req.source) ~= "string" or #req.source > 200 or req.source:find("[%c]")) then
+  if bad_line(req.source) then
     return { ok = false, error = "set: \"source\" (who makes the change) must be a one-line string of at most 200 bytes" }
   end
   local ok, err = self.run:set_many(values, req.source or "ctl")
@@ -212,7 +217,7 @@ function handlers.adopt(self, req, reply)
   if type(req.path) ~= "string" or req.path == "" or #req.path > 4000 then
     return { ok = false, error = "adopt: expected \"path\": the checkpoint file whose weights the run takes" }
   end
-  if req.source ~= nil and (type(req.source) ~= "string" or #req.source > 200 or req.source:find("[%c]")) then
+  if bad_line(req.source) then
     return { ok = false, error = "adopt: \"source\" (who makes the change) must be a one-line string of at most 200 bytes" }
   end
   if not self.run:alive() then return { ok = false, error = "adopt: the run has finished" } end
@@ -230,7 +235,7 @@ function handlers.stop(self, req, reply)
   if req.wait ~= nil and type(req.wait) ~= "boolean" then
     return { ok = false, error = "stop: \"wait\" must be true or false" }
   end
-  if req.reason ~= nil and (type(req.reason) ~= "string" or #req.reason > 200 or req.reason:find("[%c]")) then
+  if bad_line(req.reason) then
     return { ok = false, error = "stop: \"reason\" must be a one-line string of at most 200 bytes" }
   end
   self.run:stop({ checkpoint = req.checkpoint ~= false, reason = req.reason })

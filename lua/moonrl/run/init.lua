@@ -756,16 +756,16 @@ function Run:adopt(path, source)
   if not self:alive() then return nil, "run:adopt: the run has finished" end
   local st = uv.fs_stat(path)
   if not st or st.type ~= "file" then return nil, "run:adopt: no checkpoint file at " .. path end
-  local co, is_main = coroutine.running()
-  if co == nil or is_main then
-    self.adopt_waiters[#self.adopt_waiters + 1] = { path = path, source = source, wake = function() end }
-    self.handle:adopt(path)
-    return true
-  end
-  return tasks.await("run:adopt()", function(wake)
+  local function post(wake)
     self.adopt_waiters[#self.adopt_waiters + 1] = { path = path, source = source, wake = wake }
     self.handle:adopt(path)
-  end)
+  end
+  local co, is_main = coroutine.running()
+  if co == nil or is_main then   -- nobody can wait: train.log and metrics.jsonl tell
+    post(function() end)
+    return true
+  end
+  return tasks.await("run:adopt()", post)
 end
 
 function Run:__tostring()

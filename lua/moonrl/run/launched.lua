@@ -246,11 +246,7 @@ function Launched:_request(req, cb)
       local t = uv.new_timer()
       return t:start(100, 0, function() t:close() try() end)
     end
-    client.request(path, req, { timeout_ms = REQUEST_TIMEOUT_MS }, function(reply, err)
-      if not reply then return cb(nil, client.explain(path, err)) end
-      if reply.ok ~= true then return cb(nil, tostring(reply.error)) end
-      cb(reply)
-    end)
+    client.call(path, req, { timeout_ms = REQUEST_TIMEOUT_MS }, cb)
   end
   try()
 end
@@ -353,8 +349,8 @@ function Launched:stop(opts)
   if not self:alive() then return true end
   local req = { cmd = "stop", checkpoint = not (opts and opts.checkpoint == false), reason = opts and opts.reason }
   local client = require("moonrl.control.client")
-  client.request(client.socket_path(self.dir), req, { timeout_ms = REQUEST_TIMEOUT_MS }, function(reply)
-    if not (reply and reply.ok) and self:alive() and self.job.pid then uv.kill(self.job.pid, "sigterm") end
+  client.call(client.socket_path(self.dir), req, { timeout_ms = REQUEST_TIMEOUT_MS }, function(reply)
+    if not reply and self:alive() and self.job.pid then uv.kill(self.job.pid, "sigterm") end
   end)
   return true
 end

@@ -149,13 +149,7 @@ end
 local function ask(t, req)
   local client = require("moonrl.control.client")
   local path = client.socket_path(t.dir)
-  return tasks.await("pbt", function(wake)
-    client.request(path, req, { timeout_ms = 120000 }, function(reply, err)
-      if not reply then return wake(nil, client.explain(path, err)) end
-      if reply.ok ~= true then return wake(nil, tostring(reply.error)) end
-      wake(reply)
-    end)
-  end)
+  return tasks.await("pbt", function(wake) client.call(path, req, { timeout_ms = 120000 }, wake) end)
 end
 
 local function json_value(v)
