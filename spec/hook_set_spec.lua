@@ -1,5 +1,5 @@
--- run:set inside an on_update hook (moonrl.run, src/host/trainer_thread.c's
--- update hand-shake): a hot change made in the hook of update k is in force
+-- run:set inside an on_update hook (moonrl.run, the update hand-shake of
+-- src/host/run_channel.c's mailbox): a hot change made in the hook of update k is in force
 -- from update k + 1 - not k, and not k + 2 (the trainer would otherwise have
 -- started update k + 1 before the loop ran the hook of update k). Runs the
 -- built binary (build/moonrl, or $MOONRL_BIN) on a tiny network.

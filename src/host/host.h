@@ -12,6 +12,7 @@
  *   lua_args.c        reading those functions' arguments
  *   lua_pcall.c       the protected call every callback goes through
  *   trainer_thread.c  one trainer per thread; never touches Lua
+ *   run_channel.c     between the two: the events ring and the mailbox
  *   ranks.c           that trainer's peers in other processes (Open MPI)
  * Of the engine's headers, main.c (like every file here) sees only moonrl.h,
  * through this one.
@@ -147,6 +148,9 @@ int host_run_start(host_run *r);             /* 0 or a libuv error code */
 void host_run_join(host_run *r);
 /* Loop side. */
 int host_run_pop(host_run *r, host_event *out);   /* 1 when an event was taken */
+/* Thread side (run_channel.c's events ring): waits while the ring is full. */
+void host_run_post_event(host_run *r, const host_event *ev);
+void host_run_post_simple(host_run *r, int kind, int flag, uint64_t update, const char *text);
 void host_run_discard(host_run *r);
 void host_run_post_hot(host_run *r, host_hot *h); /* takes ownership */
 void host_run_post_pause(host_run *r, int paused);

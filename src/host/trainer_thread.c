@@ -1,20 +1,10 @@
 /*
  * trainer_thread.c - one trainer on its own thread, talking to the loop
- * through two small structures and nothing else. No Lua here, by design: the
- * thread could be driven by any C program.
- *
- *   events   trainer -> loop: a bounded ring (HOST_QUEUE_CAP). Each push is
- *            followed by uv_async_send; the loop drains the ring in its async
- *            callback. A full ring makes the trainer wait (back-pressure):
- *            metrics are never dropped, and a stalled loop stalls training
- *            instead of growing memory.
- *   mailbox  loop -> trainer: flags and a latest-wins hot-parameter set,
- *            read only between updates, so an update always runs with one
- *            consistent set of parameters. With mb_sync (an on_update hook
- *            exists) the boundary first waits until the loop has handled
- *            the metrics of the update just posted (mb_acked), so what its
- *            hooks posted applies to the next update; otherwise the trainer
- *            runs ahead of the loop and mail applies where it lands.
+ * through two small structures and nothing else (run_channel.c: the events
+ * ring, trainer -> loop, and the mailbox, loop -> trainer). No Lua here, by
+ * design: the thread could be driven by any C program. The thread reads its
+ * mailbox only between updates (boundary()), so an update always runs with
+ * one consistent set of parameters.
  *
  * Progress belongs to the host here. Warm-up updates (flagged, not counted)
  * may or may not advance the engine's own counters, so the thread counts real
@@ -50,160 +40,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-host_hot *host_hot_new(void) { return calloc(1, sizeof(host_hot)); }
-
-void host_hot_free(host_hot *h) {
-    if (!h) return;
-    for (int i = 0; i < HOST_SCHED_N; i++) free(h->table[i]);
-    free(h);
-}
-
-host_run *host_run_new(void) {
-    host_run *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->q = calloc(HOST_QUEUE_CAP, sizeof *r->q);
-    if (!r->q) { free(r); return NULL; }
-    pthread_mutex_init(&r->q_mu, NULL);
-    pthread_cond_init(&r->q_not_full, NULL);
-    pthread_mutex_init(&r->mb_mu, NULL);
-    pthread_cond_init(&r->mb_cv, NULL);
-    r->mb_stop_checkpoint = 1;
-    return r;
-}
-
-void host_run_free(host_run *r) {
-    if (!r) return;
-    host_hot_free(r->initial_hot);
-    host_hot_free(r->mb_hot);
-    free(r->resume_kept);
-    free(r->init_params);
-    for (host_ckpt_req *c = r->mb_ckpt_head, *n; c; c = n) { n = c->next; free(c); }
-    pthread_mutex_destroy(&r->q_mu);
-    pthread_cond_destroy(&r->q_not_full);
-    pthread_mutex_destroy(&r->mb_mu);
-    pthread_cond_destroy(&r->mb_cv);
-    free(r->q);
-    free(r);
-}
-
-/* ------------------------------------------------------------------ events */
-
-static void post(host_run *r, const host_event *ev) {
-    pthread_mutex_lock(&r->q_mu);
-    while (r->q_count == HOST_QUEUE_CAP && !r->discard)
-        pthread_cond_wait(&r->q_not_full, &r->q_mu);
-    if (!r->discard) {
-        r->q[(r->q_head + r->q_count) % HOST_QUEUE_CAP] = *ev;
-        r->q_count++;
-    }
-    pthread_mutex_unlock(&r->q_mu);
-    /* Outside the lock; the loop coalesces sends and drains everything. */
-    uv_async_send(r->async);
-}
-
-static void post_simple(host_run *r, int kind, int flag, uint64_t update, const char *text) {
-    /* host_event is large; a static per-thread buffer would do, but the
-     * stack (8 MiB default) holds it easily and keeps this reentrant. */
-    host_event ev;
-    memset(&ev, 0, offsetof(host_event, text));
-    ev.kind = kind;
-    ev.flag = flag;
-    ev.update = update;
-    snprintf(ev.text, sizeof ev.text, "%s", text ? text : "");
-    post(r, &ev);
-}
-
-int host_run_pop(host_run *r, host_event *out) {
-    pthread_mutex_lock(&r->q_mu);
-    int got = r->q_count > 0;
-    if (got) {
-        *out = r->q[r->q_head];
-        r->q_head = (r->q_head + 1) % HOST_QUEUE_CAP;
-        r->q_count--;
-        pthread_cond_signal(&r->q_not_full);
-    }
-    pthread_mutex_unlock(&r->q_mu);
-    return got;
-}
-
-void host_run_discard(host_run *r) {
-    pthread_mutex_lock(&r->q_mu);
-    r->discard = 1;
-    r->q_count = 0;
-    pthread_cond_broadcast(&r->q_not_full);
-    pthread_mutex_unlock(&r->q_mu);
-    /* dropped events are never acknowledged: no hand-shake from here on */
-    host_run_post_sync(r, 0);
-    pthread_mutex_lock(&r->mb_mu);
-    r->mb_written_off = 1;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
-
-/* ----------------------------------------------------------------- mailbox */
-
-void host_run_post_hot(host_run *r, host_hot *h) {
-    pthread_mutex_lock(&r->mb_mu);
-    host_hot_free(r->mb_hot);
-    r->mb_hot = h;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
-
-void host_run_post_pause(host_run *r, int paused) {
-    pthread_mutex_lock(&r->mb_mu);
-    r->mb_pause = paused;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
-
-static int post_request(host_run *r, const char *path, int adopt) {
-    size_t n = strlen(path);
-    host_ckpt_req *c = malloc(sizeof *c + n + 1);
-    if (!c) return -1;
-    c->next = NULL;
-    c->adopt = adopt;
-    memcpy(c->path, path, n + 1);
-    pthread_mutex_lock(&r->mb_mu);
-    if (r->mb_ckpt_tail) r->mb_ckpt_tail->next = c; else r->mb_ckpt_head = c;
-    r->mb_ckpt_tail = c;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-    return 0;
-}
-
-int host_run_post_checkpoint(host_run *r, const char *path) { return post_request(r, path, 0); }
-int host_run_post_adopt(host_run *r, const char *path) { return post_request(r, path, 1); }
-
-void host_run_post_sync(host_run *r, int on) {
-    pthread_mutex_lock(&r->mb_mu);
-    r->mb_sync = on != 0;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
-
-void host_run_post_ack(host_run *r) {
-    pthread_mutex_lock(&r->mb_mu);
-    r->mb_acked++;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
-
-void host_run_post_written(host_run *r) {
-    pthread_mutex_lock(&r->mb_mu);
-    r->mb_written++;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
-
-void host_run_post_stop(host_run *r, int checkpoint) {
-    pthread_mutex_lock(&r->mb_mu);
-    if (!r->mb_stop) r->mb_stop_checkpoint = checkpoint;
-    r->mb_stop = 1;
-    pthread_cond_signal(&r->mb_cv);
-    pthread_mutex_unlock(&r->mb_mu);
-}
 
 /* ------------------------------------------------------------------ thread */
 
@@ -272,7 +108,7 @@ static mr_status save_file(tstate *s, const char *path, mr_error *err) {
 }
 
 static void fail(tstate *s, const char *msg) {
-    post_simple(s->r, HEV_ERROR, 0, s->real_updates, msg);
+    host_run_post_simple(s->r, HEV_ERROR, 0, s->real_updates, msg);
 }
 
 static int ckpt_dir(tstate *s, char *out, size_t n) {
@@ -309,7 +145,7 @@ static int save(tstate *s, const char *path, int requested) {
                  "state is not one to keep (the last good one, after update %llu, is written when the run "
                  "ends; a good update lifts this)", (unsigned long long)s->real_updates,
                  (unsigned long long)s->good_update);
-        post_simple(s->r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
+        host_run_post_simple(s->r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
         return -1;
     }
     if (periodic) {
@@ -335,7 +171,7 @@ static int save(tstate *s, const char *path, int requested) {
         snprintf(msg, sizeof msg, "checkpoint %s failed: %s", path, err.msg);
         /* A path someone asked for may just be wrong: say so and train on.
          * The run's own checkpoints failing means the disk is: stop. */
-        if (requested) post_simple(s->r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
+        if (requested) host_run_post_simple(s->r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
         else fail(s, msg);
         return -1;
     }
@@ -352,7 +188,7 @@ static int save(tstate *s, const char *path, int requested) {
         s->last_ckpt_update = s->real_updates;
     }
     snprintf(s->last_ckpt, sizeof s->last_ckpt, "%s", path);
-    post_simple(s->r, HEV_CHECKPOINT, requested, s->real_updates, path);
+    host_run_post_simple(s->r, HEV_CHECKPOINT, requested, s->real_updates, path);
     return 0;
 }
 
@@ -484,7 +320,7 @@ static void post_hot(tstate *s, int refused, uint64_t seq, const char *msg) {
     ev.update = s->real_updates;
     ev.seq = seq;
     snprintf(ev.text, sizeof ev.text, "%s", msg);
-    post(s->r, &ev);
+    host_run_post_event(s->r, &ev);
 }
 
 static void swap_hot(tstate *s, host_hot *h) {
@@ -512,17 +348,17 @@ static void adopt(tstate *s, const char *path) {
     mr_error err = {0};
     if (s->ranks > 1) {
         snprintf(msg, sizeof msg, "adopting another run's weights is not built for a run of %d ranks", s->ranks);
-        post_simple(s->r, HEV_ADOPTED, 1, s->real_updates, msg);
+        host_run_post_simple(s->r, HEV_ADOPTED, 1, s->real_updates, msg);
         return;
     }
     if (mr_trainer_load_learned(s->t, path, &err) != MR_OK) {
         snprintf(msg, sizeof msg, "%s", err.msg);
-        post_simple(s->r, HEV_ADOPTED, 1, s->real_updates, msg);
+        host_run_post_simple(s->r, HEV_ADOPTED, 1, s->real_updates, msg);
         return;
     }
     s->bad = 0;
     if (keep_good(s) != 0) return;
-    post_simple(s->r, HEV_ADOPTED, 0, s->real_updates, path);
+    host_run_post_simple(s->r, HEV_ADOPTED, 0, s->real_updates, path);
 }
 
 /* Reads the mailbox at an update boundary: applies a new hot set, writes
@@ -554,11 +390,11 @@ static int boundary(tstate *s) {
         }
         if (stop) return 1;
         if (!paused) {
-            if (announced_pause) post_simple(r, HEV_RESUMED, 0, s->real_updates, "");
+            if (announced_pause) host_run_post_simple(r, HEV_RESUMED, 0, s->real_updates, "");
             return 0;
         }
         if (!announced_pause) {
-            post_simple(r, HEV_PAUSED, 0, s->real_updates, "");
+            host_run_post_simple(r, HEV_PAUSED, 0, s->real_updates, "");
             announced_pause = 1;
         }
         pthread_mutex_lock(&r->mb_mu);
@@ -610,7 +446,7 @@ static int warmup(tstate *s) {
         ev.metrics.update = (uint64_t)done + 1;
         ev.metrics.progress = 0;
         ev.text[0] = 0;
-        post(r, &ev);
+        host_run_post_event(r, &ev);
     }
     if (r->warmup_restore && host_ranks_call(HOST_OP_RESTORE, s->t, &err) != MR_OK) {
         char msg[MR_ERROR_LEN + 64];
@@ -620,7 +456,7 @@ static int warmup(tstate *s) {
     }
     /* From here on the host owns progress and schedules (top comment). */
     s->override = 1;
-    post_simple(r, HEV_WARMUP_DONE, r->warmup_restore, (uint64_t)done, "");
+    host_run_post_simple(r, HEV_WARMUP_DONE, r->warmup_restore, (uint64_t)done, "");
     return 0;
 }
 
@@ -676,7 +512,7 @@ static host_finish_reason train(tstate *s) {
         ev.kind = HEV_METRICS;
         ev.flag = 0;
         ev.text[0] = 0;
-        post(r, &ev);
+        host_run_post_event(r, &ev);
         s->posted++;
 
         if (bad) {
@@ -756,7 +592,7 @@ static void thread_main(void *arg) {
     char started[1024];
     snprintf(started, sizeof started, "%s%s%s", mr_trainer_describe(s.t), s.ranks > 1 ? "; " : "",
              host_ranks_describe());
-    post_simple(r, HEV_STARTED, 0, 0, started);
+    host_run_post_simple(r, HEV_STARTED, 0, 0, started);
     reason = train(&s);
     if (reason != HOST_FAILED) {
         int final_ckpt = 1;
@@ -771,11 +607,11 @@ out:
     if (s.begun) {
         char line[256];
         host_ranks_end(line, sizeof line);
-        if (line[0]) post_simple(r, HEV_NOTE, 0, s.updates_run, line);
+        if (line[0]) host_run_post_simple(r, HEV_NOTE, 0, s.updates_run, line);
     }
     /* Freed before FINISHED so the loop's join returns at once. */
     if (s.t) mr_trainer_free(s.t);
-    post_simple(r, HEV_FINISHED, reason, s.updates_run, s.last_ckpt);
+    host_run_post_simple(r, HEV_FINISHED, reason, s.updates_run, s.last_ckpt);
     host_hot_free(s.cur);
     free(s.kept);
 }

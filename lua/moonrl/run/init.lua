@@ -3,7 +3,8 @@
 -- The trainer works on its own thread (src/host/trainer_thread.c); this
 -- object lives on the loop thread and turns the thread's events into sinks,
 -- alerts, hooks, the plain log and the summary. Changes go the other way
--- through the thread's mailbox and take effect at the next update boundary.
+-- through the thread's mailbox (src/host/run_channel.c) and take effect at the
+-- next update boundary.
 --
 --   run.dir                    the run directory
 --   run.describe               the engine's backend description, once started
