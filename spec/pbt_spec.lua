@@ -3,8 +3,10 @@
 -- process steered through its control socket. Checked: members in the
 -- bottom copy a member of the top while they run (ctl adopt: their train.log
 -- names the copied checkpoint, kept in DIR/pbt/) and change their explored
--- keys by one of the factors (changes.lua, source "pbt: explore"); every
--- exploit is in results.jsonl; `moonrl sweep lineage` prints the winner's
+-- keys to the donor's times one of the factors (changes.lua, source "pbt:
+-- explore"); every exploit is in results.jsonl; a member SIGKILLed is resumed
+-- from its checkpoint and a driver SIGKILLed and run again follows the
+-- members and finishes with the records it had; `moonrl sweep lineage` prints the winner's
 -- history and writes lineage.lua, which trains as one plain run with the
 -- same keys at the same updates; bad options are refused before anything
 -- starts.
@@ -71,9 +73,9 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local log = support.read_file(sw .. "/" .. label .. "/train.log")
       assert.truthy(log:find("update " .. e.update .. ": the weights, Adam moments and PopArt of ", 1, true), log)
       assert.truthy(log:find(e.checkpoint:match("[^/]+$"), 1, true), log)
-      -- explore: each key times one of the factors (lr kept in its space's range)
+      -- explore: each key the donor's times one of the factors (lr kept in its space's range)
       for _, k in ipairs(e.explore_error and {} or { "ppo.lr", "ppo.vf_coef" }) do
-        local old, new = e.old[k], e.new[k]
+        local old, new = e.donor[k], e.new[k]
         assert.is_number(old, k)
         local r = new / old
         local in_range = k == "ppo.lr" and (math.abs(new - 1e-4) < 1e-12 or math.abs(new - 3e-3) < 1e-12)
@@ -87,6 +89,16 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       end
     end
     assert.is_true(explored >= 1, "no exploit changed its keys:\n" .. out .. err)
+    -- the donor's keys each exploit started from: its point, then what its own exploits set, in order
+    local now = {}
+    for trial, st in pairs(starts) do now[trial] = { ["ppo.lr"] = st.params["ppo.lr"], ["ppo.vf_coef"] = base_vf } end
+    for _, e in ipairs(exploits) do
+      for _, k in ipairs({ "ppo.lr", "ppo.vf_coef" }) do
+        assert.is_true(math.abs(now[e.from][k] - e.donor[k]) <= 1e-12 * math.abs(e.donor[k]), k .. " of the donor")
+        assert.is_true(math.abs(now[e.trial][k] - e.old[k]) <= 1e-12 * math.abs(e.old[k]), k .. " of the member")
+      end
+      for k, v in pairs(e.new) do now[e.trial][k] = v end
+    end
     -- the first exploit of a member starts from its own point (vf_coef the base's)
     local firsts = {}
     for _, e in ipairs(exploits) do if not firsts[e.trial] then firsts[e.trial] = e end end
@@ -118,6 +130,96 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     for i = 2, #segs do
       assert.truthy(rchanges:find("update = " .. (segs[i].a + 1) .. ', key = "ppo.lr"', 1, true), rchanges)
     end
+    support.rm_rf(dir)
+  end)
+
+  it("survives a SIGKILL of a member (resumed from its checkpoint) and of the driver (a re-run follows the members and goes on)",
+    function()
+    if not ready() then return end
+    local uv = support.uv
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", (EXPERIMENT:gsub("total_steps = 300", "total_steps = 1500")))
+    support.write_file(dir .. "/pbt.lua", [[
+      local moonrl = require "moonrl"
+      local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 4, poll_ms = 20,
+        metric = "episode_return_mean", smooth = 4, console = true,
+        space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
+        pbt = { interval = 25, explore = { ["ppo.lr"] = "perturb" } } }
+      local r = s:wait()
+      for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status .. " " .. t.steps) end
+    ]])
+    local sw = dir .. "/sw"
+    local function lock_pid(i)
+      return tonumber((support.read_file(string.format("%s/trial-%03d/.lock", sw, i)) or ""):match("^(%d+)"))
+    end
+    local function count(kind)
+      local n = 0
+      for _, e in ipairs(events(sw)) do if e.event == kind then n = n + 1 end end
+      return n
+    end
+    local p = support.spawn(support.BIN, dir, "run pbt.lua", { wait = 120000 })
+    -- a member killed as the OOM killer would, after the population has exploited once
+    assert.is_true(support.wait_for(function()
+      return p.done or (count("exploit") >= 1 and lock_pid(2) ~= nil and
+        (table.concat(support.files(sw .. "/trial-002/checkpoints"), "\n") .. "\n"):find("%.mrck\n") ~= nil)
+    end, 60000) and not p.done, "no exploit before the members ended:\n" .. p.out() .. p.err())
+    local victim = lock_pid(2)
+    uv.kill(victim, "sigkill")
+    assert.is_true(support.wait_for(function() return p.done or count("restart") >= 1 end, 30000) and not p.done,
+      p.out() .. p.err())
+    assert.truthy(p.out():find("trial-002: pbt: the member died (killed by signal 9 (SIGKILL))", 1, true), p.out())
+    -- the driver killed, with every member held still so that they surely run at the re-run
+    assert.is_true(support.wait_for(function()
+      return p.done or (lock_pid(1) and lock_pid(2) and lock_pid(3) and lock_pid(4) and lock_pid(2) ~= victim)
+    end, 30000) and not p.done, p.out() .. p.err())
+    local pids = {}
+    for i = 1, 4 do pids[i] = lock_pid(i) uv.kill(pids[i], "sigstop") end
+    p.kill("sigkill")
+    p.wait()
+    local before = support.read_file(sw .. "/results.jsonl")
+    before = before:sub(1, #before - #(before:match("[^\n]*$")))   -- a line cut short by the kill is not a record
+
+    local q = support.spawn(support.BIN, dir, "run pbt.lua", { wait = 180000 })
+    local followed = support.wait_for(function()
+      if q.done then return true end
+      for i = 1, 4 do
+        if not q.out():find(string.format("trial-%03d: following pid %d again", i, pids[i]), 1, true) then return false end
+      end
+      return true
+    end, 60000)
+    for i = 1, 4 do uv.kill(pids[i], "sigcont") end
+    assert.is_true(followed and not q.done, q.out() .. q.err())
+    assert.equal(0, q.wait(), q.out() .. q.err())
+    local out = q.out()
+    for i = 1, 4 do
+      assert.truthy(out:find(string.format("result trial-%03d done %d", i, 1500 * 64), 1, true), out .. q.err())
+    end
+    -- the records: the first run's, kept as they were, then the re-run's
+    local after = support.read_file(sw .. "/results.jsonl")
+    assert.equal(before, after:sub(1, #before))
+    local restarts, per_trial = {}, {}
+    for _, e in ipairs(events(sw)) do
+      if e.event == "restart" then restarts[#restarts + 1] = e end
+      if e.event == nil then per_trial[e.trial] = (per_trial[e.trial] or 0) + 1 end
+    end
+    assert.equal(1, #restarts)
+    assert.equal(2, restarts[1].trial)
+    assert.equal("killed by signal 9 (SIGKILL)", restarts[1].error)
+    for i = 1, 4 do assert.equal(1, per_trial[i], "trial " .. i .. " has one result") end
+    -- every member trained each update once, to its budget
+    for i = 1, 4 do
+      local seen, n = {}, 0
+      for _, line in ipairs(support.lines(support.read_file(string.format("%s/trial-%03d/metrics.jsonl", sw, i)))) do
+        local m = json.decode(line)
+        if m and m.event == nil then
+          assert.is_nil(seen[m.update], "trial " .. i .. ": update " .. tostring(m.update) .. " twice")
+          seen[m.update], n = true, n + 1
+        end
+      end
+      assert.is_true(seen[1500], "trial " .. i)
+    end
+    local lrc, lout, lerr = support.moonrl("sweep lineage sw", dir)
+    assert.equal(0, lrc, lout .. lerr)
     support.rm_rf(dir)
   end)
 

@@ -512,7 +512,7 @@ function Sweep:_prepare_trial(t)
     return self:_finish_trial(t, { status = "failed", error = "config error: " .. t.config_error })
   end
   local resume_ck
-  if self.prev.starts[t.index] then
+  if self.prev.starts[t.index] or t.restarting then
     local ck = require("moonrl.run.resume").newest(t.dir)
     if ck then resume_ck = ck end
   end
@@ -684,6 +684,7 @@ function Sweep:_exited(t, exit)
       return self:_check_end()
     end
   end
+  if self.pbt_ctl and self.pbt_ctl:revive(t, exit, complete) then return self:_check_end() end
   local clean = exit.code == 0 and exit.signal == 0
   local r = { exit_code = exit.code, signal = exit.signal ~= 0 and exit.signal or nil }
   if self.stopping and not clean and not t.stop_why and not t.timed_out then

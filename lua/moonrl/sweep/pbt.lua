@@ -4,18 +4,23 @@
 -- The N trials (members) train at once. Each time a member has run another
 -- `interval` updates, the driver ranks the members by the sweep's metric (the
 -- mean of its last `smooth` values); a member in the bottom `fraction`
--- copies a member of the top `fraction` (exploit) and changes the keys of
--- `explore` (explore), without restarting: through the member's control
--- socket, as `moonrl ctl` would,
+-- copies a member of the top `fraction` (exploit: its weights and its
+-- explored keys) and changes those keys (explore), without restarting:
+-- through the member's control socket, as `moonrl ctl` would,
 --   1. the donor writes a checkpoint (ctl checkpoint), kept in DIR/pbt/;
 --   2. the member takes its weights, Adam moments and PopArt (ctl adopt;
 --      mr_trainer_load_learned: it keeps its own environments and progress);
---   3. the member's explored keys change (ctl set, source "pbt");
+--   3. the member's explored keys become the donor's, explored (ctl set,
+--      source "pbt: explore");
 --   4. the member writes a checkpoint, so a resume continues from the new state.
--- Each exploit is an event in DIR/results.jsonl: {event = "exploit", trial,
--- from, update (the member's, from which the new state is in force),
--- donor_update, checkpoint, old, new, value, donor_value}. `moonrl sweep
--- lineage DIR` reads them back (pbt.lineage).
+-- Each exploit is an event in DIR/results.jsonl, written as soon as the member
+-- has the weights: {event = "exploit", trial, from, update (the member's, from
+-- which the new state is in force), donor_update, checkpoint, old (the
+-- member's keys before), donor (the donor's), new, value, donor_value}; a set
+-- the member refused adds {event = "explore_refused"} (it kept its keys).
+-- `moonrl sweep lineage DIR` reads them back (pbt.lineage). A driver killed
+-- (SIGKILL) and run again follows the members that still run, knows every
+-- recorded exploit, and goes on; a member that dies is resumed (`restarts`).
 --
 -- Options (pbt = {...}):
 --   interval   updates between a member's decisions (default 10)
@@ -26,6 +31,8 @@
 --              when it has one; "resample" draws from the sweep's space; a function gets the
 --              value and rng() (uniform in [0, 1), seeded from the sweep's seed)
 --   factors    default { 0.8, 1.2 }
+--   restarts   how often a member that died (a crash, SIGKILL, the OOM killer) is resumed from its
+--              newest checkpoint over the sweep's life (default 2; 0: it is a failed trial)
 --
 --   pbt.check(spec_pbt, sweep_options) -> options | raises (at moonrl.sweep's caller)
 --   pbt.new(sweep, options) -> controller;  controller:poll(trial)   after its metrics were read
@@ -48,11 +55,16 @@ Controller.__index = Controller
 function pbt.check(o, sweep_spec)
   if o == nil then o = {} end
   if type(o) ~= "table" then error("moonrl.sweep: pbt must be a table {interval =, fraction =, explore =, factors =}", 4) end
-  local known = { interval = true, fraction = true, explore = true, factors = true }
+  local known = { interval = true, fraction = true, explore = true, factors = true, restarts = true }
   for k in pairs(o) do
-    if not known[k] then error("moonrl.sweep: pbt." .. tostring(k) .. ": accepted interval, fraction, explore, factors", 4) end
+    if not known[k] then error("moonrl.sweep: pbt." .. tostring(k) .. ": accepted interval, fraction, explore, factors, restarts", 4) end
   end
-  local out = { interval = o.interval or 10, fraction = o.fraction or 0.25, factors = o.factors or { 0.8, 1.2 }, explore = {} }
+  local out = { interval = o.interval or 10, fraction = o.fraction or 0.25, factors = o.factors or { 0.8, 1.2 }, explore = {},
+    restarts = o.restarts or 2 }
+  if type(out.restarts) ~= "number" or out.restarts ~= math.floor(out.restarts) or out.restarts < 0 then
+    error("moonrl.sweep: pbt.restarts must be a whole number >= 0 (how often a member that died is resumed), got " ..
+      util.fmt_value(o.restarts), 4)
+  end
   if type(out.interval) ~= "number" or out.interval ~= math.floor(out.interval) or out.interval < 1 then
     error("moonrl.sweep: pbt.interval must be a whole number of updates >= 1, got " .. util.fmt_value(o.interval), 4)
   end
@@ -93,7 +105,8 @@ function pbt.check(o, sweep_spec)
 end
 
 function pbt.new(sweep, o)
-  local self = setmetatable({ sweep = sweep, o = o, rng = space.rng(sweep.seed or 0, 0, "pbt") }, Controller)
+  local self = setmetatable({ sweep = sweep, o = o, rng = space.rng(sweep.seed or 0, 0, "pbt"),
+    restarts = util.deepcopy(sweep.prev.restarts or {}) }, Controller)
   -- what an earlier run of this sweep did: every member's keys as they are now
   for _, ev in ipairs(sweep.prev.exploits or {}) do
     local t = sweep.trials_list[ev.trial]
@@ -116,11 +129,13 @@ local function clamp_to_space(d, v)
   return v
 end
 
-function Controller:_explore(t)
+-- Member t's explored keys now (old) and after copying donor d: the donor's
+-- values, explored (new).
+function Controller:_explore(t, d)
   local old, new = {}, {}
   for _, k in ipairs(util.sorted_keys(self.o.explore)) do
-    local how, v = self.o.explore[k], current(t, k)
-    old[k] = v
+    local how, v = self.o.explore[k], current(d, k)
+    old[k] = current(t, k)
     local d = self.sweep.space[k]
     if how == "perturb" then
       local f = self.o.factors[1 + math.floor(self.rng() * #self.o.factors)]
@@ -177,24 +192,27 @@ function Controller:_exploit(t, d)
     local okc, cerr = uv.fs_copyfile(got.path, kept)
     if not okc then return failed("cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr)) end
     local abs = kept:sub(1, 1) == "/" and kept or (uv.cwd() .. "/" .. kept)
+    local old, new = self:_explore(t, d)   -- the donor's keys as they are now, explored
     local adopted
     adopted, err = ask(t, { cmd = "adopt", path = abs, source = "pbt: exploit " .. d.label })
     if not adopted then return failed(err) end
-    local old, new = self:_explore(t)
-    local values = {}
-    for k, v in pairs(new) do values[k] = json_value(v) end
-    local set, explore_error
-    set, err = ask(t, { cmd = "set", values = values, source = "pbt: explore" })
+    -- recorded at once: a driver killed from here on leaves the exploit in
+    -- the records (results.read applies a later explore_refused to it)
+    local ev = { event = "exploit", trial = t.index, from = d.index, update = adopted.update, donor_update = donor_update,
+      checkpoint = kept, old = {}, new = {}, donor = {}, value = t_value, donor_value = d_value }
+    for k, v in pairs(old) do ev.old[k] = json_value(v) end
+    for k, v in pairs(new) do ev.new[k] = json_value(v) end
+    for k in pairs(new) do ev.donor[k] = json_value(current(d, k)) end
+    results.append(sweep.dir, ev)
+    local set
+    set, err = ask(t, { cmd = "set", values = ev.new, source = "pbt: explore" })
     if not set then
       sweep:say(string.format("%s: pbt: explore refused: %s (it keeps its keys)", t.label, tostring(err)))
-      new, explore_error = old, tostring(err)
+      results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = tostring(err) })
+      new = old
     end
+    for k, v in pairs(new) do t.params[k] = v end
     ask(t, { cmd = "checkpoint" })   -- a resume continues from the new state
-    local ev = { event = "exploit", trial = t.index, from = d.index, update = adopted.update, donor_update = donor_update,
-      checkpoint = kept, old = {}, new = {}, value = t_value, donor_value = d_value, explore_error = explore_error }
-    for k, v in pairs(old) do ev.old[k] = json_value(v) end
-    for k, v in pairs(new) do ev.new[k] = json_value(v); t.params[k] = v end
-    results.append(sweep.dir, ev)
     local parts = {}
     for _, k in ipairs(util.sorted_keys(new)) do
       parts[#parts + 1] = k .. " " .. results.fmt(old[k]) .. " -> " .. results.fmt(new[k])
@@ -204,6 +222,30 @@ function Controller:_exploit(t, d)
       table.concat(parts, ", ")))
     t.pbt_busy = false
   end)
+end
+
+-- Member t's process ended before its budget, not stopped by the sweep (a
+-- crash, SIGKILL, the OOM killer): resumed from its newest checkpoint, at
+-- most `restarts` times over the sweep's life (its re-runs too), so the
+-- population keeps its size. -> true when resumed (else the sweep records
+-- the failure as for any trial).
+function Controller:revive(t, exit, complete)
+  local sweep = self.sweep
+  if complete or sweep.stopping or t.stop_why or t.timed_out then return false end
+  if exit.code == 0 and exit.signal == 0 then return false end
+  local n = self.restarts[t.index] or 0
+  if n >= self.o.restarts then return false end
+  local ck = require("moonrl.run.resume").newest(t.dir)
+  if not ck then return false end
+  local why = exit.signal ~= 0 and ("killed by signal " .. exit.signal .. " (" .. (exit.signal_name or "?"):upper() .. ")")
+    or ("exit code " .. exit.code)
+  self.restarts[t.index] = n + 1
+  results.append(sweep.dir, { event = "restart", trial = t.index, error = why, update = ck.update, restart = n + 1 })
+  sweep:say(string.format("%s: pbt: the member died (%s) after %s agent-steps; resuming it from its checkpoint at update %d " ..
+    "(restart %d of pbt.restarts = %d)", t.label, why, results.thousands(t.steps or 0), ck.update, n + 1, self.o.restarts))
+  t.status, t.job, t.pbt_busy, t.restarting = "pending", nil, false, true
+  sweep:_start_trial(t)
+  return true
 end
 
 -- After member t's metrics were read: decide when it has run another interval.

@@ -4,6 +4,10 @@
 -- SWEEP_DIR/results.jsonl  one JSON object per line, appended as things happen:
 --   {"event": "start", "trial": i, "label", "params", "seed", "dir", "resume": bool}
 --   {"event": "rung", "trial": i, "rung": k, "steps", "value", "decision", "why"}
+--   population-based training (moonrl.sweep.pbt): {"event": "exploit", ...},
+--   {"event": "explore_refused", "trial", "update", "error"} (that exploit's
+--   member kept its keys), {"event": "restart", "trial", "error", "update"}
+--   (a member that died, resumed from its checkpoint)
 --   a result (no "event" field): "trial", "label", "status" ("done" | "failed"
 --   | "stopped"), "metric", "value", "steps", "updates", "params", "seed",
 --   "dir", "seconds", and for a failure "exit_code", "signal", "error",
@@ -14,7 +18,8 @@
 --
 --   results.append(dir, obj)                 one line, written at once (small, rare)
 --   results.read(dir) -> { results = {[i] = r}, starts = {[i] = last start},
---                          rungs = { events in order }, info = sweep.json | nil }
+--                          rungs = { events in order }, exploits = { in order },
+--                          restarts = {[i] = count}, info = sweep.json | nil }
 --   results.write_info(dir, info), results.read_info(dir)
 --   results.tail(path) -> reader; reader:read() -> new complete JSON lines
 --                          (decoded), reader.reset = true when the file was
@@ -71,7 +76,7 @@ local function clean(o)
 end
 
 function results.read(dir)
-  local out = { results = {}, starts = {}, rungs = {}, exploits = {}, info = results.read_info(dir) }
+  local out = { results = {}, starts = {}, rungs = {}, exploits = {}, restarts = {}, info = results.read_info(dir) }
   local text = util.read_file(dir .. "/results.jsonl")
   if not text then return out end
   for line in text:gmatch("[^\n]+") do
@@ -81,6 +86,12 @@ function results.read(dir)
       if o.event == "start" then out.starts[o.trial] = o
       elseif o.event == "rung" then out.rungs[#out.rungs + 1] = o
       elseif o.event == "exploit" then out.exploits[#out.exploits + 1] = o
+      elseif o.event == "explore_refused" then   -- the member kept its keys at that exploit
+        for i = #out.exploits, 1, -1 do
+          local e = out.exploits[i]
+          if e.trial == o.trial and e.update == o.update then e.new, e.explore_error = e.old, o.error break end
+        end
+      elseif o.event == "restart" then out.restarts[o.trial] = (out.restarts[o.trial] or 0) + 1
       elseif o.event == nil then out.results[o.trial] = o
       end
     end
