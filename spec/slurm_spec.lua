@@ -394,6 +394,12 @@ elseif case == "ranks" then
 elseif case == "bad_partition" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }
   spec.executor = moonrl.slurm{ partition = "nosuch" }
+elseif case == "pbt" then
+  -- two members (the timeout test holds the third CPU), exploiting every 25 updates through their control sockets
+  spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) }
+  spec.method, spec.population, spec.poll_ms = "pbt", 2, 50
+  spec.pbt = { interval = 25, fraction = 0.5, explore = { ["ppo.lr"] = "perturb" } }
+  base.total_steps = 64 * 600
 elseif case == "function" then
   spec.trials, spec.parallel = 3, 2
   spec.method = function(history, ctx)
@@ -702,6 +708,30 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
       "invalid partition specified: nosuch"), err)
     assert.is_true(has(err, "command: sbatch --parsable --array=1-2%1 "), err)
     assert.is_nil(support.read_file(dir .. "/sw/results.jsonl"))
+  end)
+
+  it("trains a PBT population as one array: members exploit and explore through their control sockets", function()
+    if not need_cluster() then return end
+    local code, out, err = moonrl("run sweep.lua sw pbt")
+    assert.equal(0, code, err .. out .. "\n" .. (support.read_file(dir .. "/slurm-trace.txt") or ""))
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results)
+    for _, r in ipairs(rec.results) do
+      assert.equal("done", r.status, json.encode(r))
+      assert.equal("COMPLETED", r.slurm_state)
+      assert.equal(64 * 600, r.steps)
+    end
+    assert.equal(rec.starts[1].job:match("^(%d+)_"), rec.starts[2].job:match("^(%d+)_"))   -- one array
+    local exploits = {}
+    for line in support.read_file(dir .. "/sw/results.jsonl"):gmatch("[^\n]+") do
+      local o = json.decode(line)
+      if o.event == "exploit" then exploits[#exploits + 1] = o end
+    end
+    assert.is_true(#exploits >= 1, out)
+    local e = exploits[1]
+    local log = support.read_file(string.format("%s/sw/trial-%03d/train.log", dir, e.trial))
+    assert.is_true(has(log, "update " .. e.update .. ": the weights, Adam moments and PopArt of "), log)
+    assert.is_true(has(support.read_file(string.format("%s/sw/trial-%03d/changes.lua", dir, e.trial)), 'source = "pbt: explore"'))
   end)
 
   it("a method function proposes as places free up; each proposal goes to Slurm as it comes", function()
