@@ -223,6 +223,57 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     support.rm_rf(dir)
   end)
 
+  it("ranks members by an evaluation (metric = \"eval.<key>\"): each decision evaluates a checkpoint of the member", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", (EXPERIMENT:gsub("total_steps = 300", "total_steps = 600")
+      :gsub("level = \"basic\",", "level = \"basic\", eval = { num_envs = 8, steps = 64 },")))
+    support.write_file(dir .. "/pbt.lua", [[
+      local moonrl = require "moonrl"
+      local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 2, poll_ms = 20,
+        metric = "eval.energy_per_1k", console = true,
+        space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
+        pbt = { interval = 100, fraction = 0.5, explore = { ["ppo.lr"] = "perturb" } } }
+      local r = s:wait()
+      for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status .. " " .. tostring(t.value)) end
+    ]])
+    local rc, out, err = support.moonrl("run pbt.lua", dir)
+    assert.equal(0, rc, out .. err)
+    local sw = dir .. "/sw"
+    local evals, exploits = {}, {}
+    for _, e in ipairs(events(sw)) do
+      if e.event == "pbt_eval" then
+        evals[#evals + 1] = e
+        -- the value is that checkpoint's evaluation, as moonrl eval wrote it
+        local name = e.checkpoint:match("([^/]+)%.mrck$")
+        local doc = json.decode(support.read_file(string.format("%s/pbt/eval/trial-%03d-%s/eval.json", sw, e.trial, name)))
+        assert.equal(doc.results[1].point.energy_per_1k, e.value)
+        assert.equal(64, doc.results[1].agent_steps / 8)
+      elseif e.event == "exploit" then
+        exploits[#exploits + 1] = e
+      end
+    end
+    assert.is_true(#evals >= 2, out .. err)
+    assert.is_true(#exploits >= 1, out .. err)
+    -- the exploit's values are evaluations it was decided on: one of the donor's
+    -- (or the value it carried from a copy of its own)
+    local had = { {}, {} }
+    for _, e in ipairs(events(sw)) do
+      if e.event == "pbt_eval" then had[e.trial][e.value] = true end
+      if e.event == "exploit" then
+        assert.is_true(had[e.from][e.donor_value], "donor value " .. tostring(e.donor_value))
+        assert.is_true(had[e.trial][e.value], "member value " .. tostring(e.value))
+        assert.is_true(e.donor_value >= e.value)
+        had[e.trial][e.donor_value] = true
+      end
+    end
+    -- the results: each member's own final evaluation
+    for i = 1, 2 do
+      assert.truthy(out:find(string.format("result trial%%-%03d done %%-?%%d", i)), out)
+    end
+    support.rm_rf(dir)
+  end)
+
   it("refuses bad PBT options before anything starts, naming what is accepted", function()
     if not ready() then return end
     local dir = support.tmpdir()
@@ -237,7 +288,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
         { method = "pbt", population = 3, parallel = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
         { method = "pbt", population = 3, pbt = { interval = 0, explore = { ["ppo.lr"] = "perturb" } } },
         { method = "random", trials = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
-        { method = "pbt", population = 2, metric = "eval.efficiency", pbt = { explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, pbt = { restarts = -1, explore = { ["ppo.lr"] = "perturb" } } },
       }
       for _, c in ipairs(cases) do
         c.base, c.dir = "exp.lua", "never"
@@ -255,7 +306,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       "trains all 3 members at once; parallel cannot be 2",
       "pbt.interval must be a whole number of updates >= 1, got 0",
       'pbt and population are options of method = "pbt"',
-      "PBT ranks members while they train: use a training metric",
+      "pbt.restarts must be a whole number >= 0 (how often a member that died is resumed), got -1",
     }) do
       assert.truthy(out:find(want, 1, true), want .. "\n" .. out .. err)
     end

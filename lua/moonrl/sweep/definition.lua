@@ -139,10 +139,6 @@ function definition.check(spec)
       "of the trial's own evaluation) or a function(record), got " .. util.fmt_value(o.metric), 3)
   end
   -- "eval.<key>": what each trial's evaluation at its end (moonrl eval's protocol) reports
-  if type(o.metric) == "string" and o.metric:sub(1, 5) == "eval." and method == "pbt" then
-    error("moonrl.sweep: metric " .. o.metric .. " is known only when a member ends; PBT ranks members while they " ..
-      "train: use a training metric (or a function(record) of one)", 3)
-  end
   if type(o.metric) == "string" and o.metric:sub(1, 5) == "eval." then
     local key, keys = o.metric:sub(6), {}
     for _, m in ipairs(require("moonrl.eval.table").METRICS) do keys[#keys + 1] = m.key end

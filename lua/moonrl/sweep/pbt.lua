@@ -22,6 +22,13 @@
 -- (SIGKILL) and run again follows the members that still run, knows every
 -- recorded exploit, and goes on; a member that dies is resumed (`restarts`).
 --
+-- With metric = "eval.<key>", each decision first evaluates the member: it
+-- writes a checkpoint, `moonrl eval` evaluates it in a child process (the
+-- protocol of `moonrl eval`, the base's eval.* sizes and seed, files in
+-- DIR/pbt/eval/; a "pbt_eval" event), and members are ranked by their latest
+-- evaluation. Make the base's eval.num_envs and eval.steps small: every
+-- member is evaluated every interval.
+--
 -- Options (pbt = {...}):
 --   interval   updates between a member's decisions (default 10)
 --   fraction   the bottom and top share of the ranking (default 0.25; at least one member each)
@@ -175,7 +182,7 @@ end
 
 function Controller:_exploit(t, d)
   local sweep = self.sweep
-  local t_value, d_value = t.value, d.value   -- the ranking's (they move on while this goes)
+  local t_value, d_value = self:_value(t), self:_value(d)   -- the ranking's (they move on while this goes)
   t.pbt_busy = true
   tasks.spawn(function()
     local function failed(err)
@@ -196,6 +203,7 @@ function Controller:_exploit(t, d)
     local adopted
     adopted, err = ask(t, { cmd = "adopt", path = abs, source = "pbt: exploit " .. d.label })
     if not adopted then return failed(err) end
+    if sweep.eval_key then t.pbt_value = d_value end   -- its weights are the donor's until it is evaluated again
     -- recorded at once: a driver killed from here on leaves the exploit in
     -- the records (results.read applies a later explore_refused to it)
     local ev = { event = "exploit", trial = t.index, from = d.index, update = adopted.update, donor_update = donor_update,
@@ -257,14 +265,75 @@ function Controller:poll(t)
   -- in its last interval a copy would hardly train (and races the member's end)
   local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps
   if (t.updates + self.o.interval) * batch >= t.cfg.total_steps then return end
+  if self.sweep.eval_key then return self:_evaluate(t) end
+  self:_rank(t)
+end
+
+-- metric = "eval.<key>": member t writes a checkpoint, which `moonrl eval`
+-- evaluates in a child process (the base's eval settings, no bootstrap; files
+-- in DIR/pbt/eval/); its value ranks t from then on, and t is ranked.
+function Controller:_evaluate(t)
+  local sweep = self.sweep
+  t.pbt_busy = true
+  tasks.spawn(function()
+    local got, err = ask(t, { cmd = "checkpoint" })
+    local value
+    if got then
+      local out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, tostring(got.path):match("([^/]+)%.mrck$") or "now")
+      util.mkdir_p(out)
+      -- a copy: the member's own checkpoints rotate (log.checkpoint_keep) while it is evaluated
+      local copy = out .. "/checkpoint.mrck"
+      local okc, cerr = uv.fs_copyfile(got.path, copy)
+      local e = t.cfg.eval
+      local argv = { "eval", copy, "--out", out, "--boot", "0", "--threads", tostring(t.cfg.threads or 1),
+        "--envs", tostring(e.num_envs), "--steps", tostring(e.steps), "--runs", tostring(e.runs), "--seed", tostring(e.seed) }
+      local code = not okc and -1 or tasks.await("pbt eval", function(wake)
+        local log = uv.fs_open(out .. "/output.log", "w", tonumber("644", 8))
+        local handle
+        handle = uv.spawn(require("moonrl.sweep.local_executor").binary(), { args = argv, stdio = { nil, log, log } },
+          function(c) handle:close() if log then uv.fs_close(log) end wake(c) end)
+        if not handle then if log then uv.fs_close(log) end wake(-1) end
+      end)
+      local doc = code == 0 and require("moonrl.formats.json").decode(util.read_file(out .. "/eval.json") or "")
+      local r = type(doc) == "table" and type(doc.results) == "table" and doc.results[1]
+      value = r and type(r.point) == "table" and r.point[sweep.eval_key]
+      if type(value) ~= "number" then
+        err = okc and ("moonrl eval exited " .. tostring(code) .. " (" .. out .. "/output.log)") or
+          ("cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr))
+        value = nil
+      end
+      uv.fs_unlink(copy)   -- the figures stay (eval.json names the checkpoint by its path in the member's run)
+    end
+    t.pbt_busy = false
+    if value == nil then
+      sweep:say(string.format("%s: pbt: no evaluation at update %s: %s (not ranked this time)", t.label,
+        tostring(t.updates), tostring(err)))
+      return
+    end
+    t.pbt_value = value
+    results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = got.path, value = value })
+    if t.status == "running" then self:_rank(t) end
+  end)
+end
+
+-- The value members are ranked by: the sweep's metric, or their last evaluation.
+function Controller:_value(m)
+  if self.sweep.eval_key then return m.pbt_value end
+  return m.value
+end
+
+-- Member t at a decision: in the bottom, it copies one of the top.
+function Controller:_rank(t)
   local ranked = {}
   for _, m in ipairs(self.sweep.running) do
-    if m.value ~= nil and m.value == m.value and m.status == "running" then ranked[#ranked + 1] = m end
+    local v = self:_value(m)
+    if v ~= nil and v == v and m.status == "running" then ranked[#ranked + 1] = m end
   end
   if #ranked < 2 then return end
   local sign = self.sweep.mode == "min" and -1 or 1
   table.sort(ranked, function(a, b)
-    if a.value ~= b.value then return sign * a.value > sign * b.value end
+    local va, vb = self:_value(a), self:_value(b)
+    if va ~= vb then return sign * va > sign * vb end
     return a.index < b.index
   end)
   local q = math.max(1, math.floor(#ranked * self.o.fraction + 0.5))
