@@ -184,11 +184,16 @@ describe("moonrl.sweep.front", function()
     assert.is_true(#rows >= 3 and #rows <= 8, #rows .. " rows")
     for i, r in ipairs(rows) do
       local m = r.budget / 10 ^ math.floor(math.log10(r.budget) + 1e-9)
-      assert.is_true(math.abs(m - 1) < 1e-9 or math.abs(m - 2) < 1e-9 or math.abs(m - 5) < 1e-9, "budget " .. r.budget)
+      assert.is_true(math.abs(m - 1) < 1e-9 or math.abs(m - 3) < 1e-9, "budget " .. r.budget)   -- 1-2-5 gives 14 rows
       assert.equal(front.best_within(f, "steps", r.budget), r.point)
       if i > 1 then assert.is_true(r.budget > rows[i - 1].budget and r.point.value > rows[i - 1].point.value) end
     end
     assert.equal(f[40], rows[#rows].point)
+    -- 1300 .. 3.6e7: 1-2-5 x 10^k gives 14 rows, 1-3 x 10^k 10, 10^k 5: the best within 10^k is
+    -- point floor(log(10^k / 1000) / log(1.3))
+    got = {}
+    for i, r in ipairs(rows) do got[i] = { r.budget, r.point.update } end
+    assert.same({ { 1e4, 8 }, { 1e5, 17 }, { 1e6, 26 }, { 1e7, 35 }, { 1e8, 40 } }, got)
     -- fewer rows asked for than any grid gives: evenly spaced, the best of all last
     rows = front.rows(f, "steps", 2)
     assert.equal(2, #rows)

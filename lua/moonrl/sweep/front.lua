@@ -31,9 +31,11 @@
 --   front.pareto(points, mode, cost) -> front   cost: "steps" | "seconds"; sorted by cost
 --   front.best_within(front, cost, budget) -> point | nil
 --   front.rows(front, cost [, max_rows = 8]) -> { {budget =, point =}, ... }: budgets
---       at round numbers (1, 2, 5 x 10^k when the front spans more than a decade,
---       else even steps), each row a point of the front that is the best within its
---       budget and not within the row before; thinned to at most max_rows
+--       at round numbers (when the front spans more than a decade 1, 2, 5 x 10^k, or,
+--       where those give more than max_rows rows, 1, 3 x 10^k, then 10^k; within a
+--       decade even steps of 1, 2 or 5 x 10^k), each row a point of the front that is
+--       the best within its budget and not within the row before; thinned to at most
+--       max_rows (evenly, the last row kept) when no grid gives so few
 --   front.of_sweep(list, info) -> summary { metric, mode, smooth, points,
 --       steps = { front =, rows = }, seconds = { front =, rows = } }
 --   front.text(summary, keys) -> text   the two budget tables (keys: params to show)
@@ -147,7 +149,7 @@ function front.rows(f, cost, max_rows)
   local lo, hi = f[1][cost], f[#f][cost]
   local grids = {}
   if lo > 0 and hi / lo > 10 then
-    grids = { { ms = { 1, 2, 5 } }, { ms = { 1 } } }
+    grids = { { ms = { 1, 2, 5 } }, { ms = { 1, 3 } }, { ms = { 1 } } }
   elseif hi > 0 then
     for _, n in ipairs({ 8, 4, 2, 1 }) do grids[#grids + 1] = { step = nice_step(hi / n) } end
   else
@@ -156,10 +158,11 @@ function front.rows(f, cost, max_rows)
   local rows
   for _, grid in ipairs(grids) do
     rows = {}
+    local j = 1   -- budgets rise with the points: the best within one is found walking on
     for _, p in ipairs(f) do
       local b = round_up(p[cost], grid)
-      local best = front.best_within(f, cost, b)
-      if #rows == 0 or rows[#rows].point ~= best then rows[#rows + 1] = { budget = b, point = best } end
+      while j < #f and f[j + 1][cost] <= b do j = j + 1 end
+      if #rows == 0 or rows[#rows].point ~= f[j] then rows[#rows + 1] = { budget = b, point = f[j] } end
     end
     if #rows <= max_rows then return rows end
   end
