@@ -1,6 +1,7 @@
 -- moonrl.formats.svg.chart's geometry, read back from the SVG text: every data point
 -- inside the frame, at least 3 labelled ticks on a log axis spanning less
--- than a decade, and the legend clear of every curve and point.
+-- than a decade, the legend clear of every curve and point, and a faint
+-- series with labels beside its points.
 local svg = require("moonrl.formats.svg")
 
 local function frame(text)
@@ -60,6 +61,33 @@ describe("svg.chart", function()
       end
     end)
   end
+
+  it("draws a series faint (opacity, width) and writes its labels beside their points, inside the frame", function()
+    local text = svg.chart { title = "t", xlabel = "x", ylabel = "y", series = {
+      { points = { { 1, 1 }, { 2, 2 }, { 3, 1.5 } }, opacity = 0.3, width = 1, color = "#123456" },
+      { kind = "points", points = { { 1, 1 }, { 0 / 0, 5 }, { 2, 2 }, { 3, 3 } }, labels = { "first", "nan", nil, "last" },
+        opacity = 0.5, color = "#654321" },
+    } }
+    assert.truthy(text:find('<polyline points="[^"]+" fill="none" stroke="#123456" stroke%-opacity="0.3" stroke%-width="1"/>'))
+    assert.equal(3, select(2, text:gsub('<circle [^>]*fill="#654321" fill%-opacity="0.5"', "")))
+    local x, y, w, h = frame(text)
+    local circles = {}
+    for cx, cy in text:gmatch('<circle cx="([%d.%-]+)" cy="([%d.%-]+)" r="4"') do circles[#circles + 1] = { tonumber(cx), tonumber(cy) } end
+    local labels = {}
+    for tx, ty, anchor, s in text:gmatch('<text x="([%d.%-]+)" y="([%d.%-]+)" fill="#654321" font%-size="10" text%-anchor="(%a+)">([^<]*)</text>') do
+      labels[#labels + 1] = { x = tonumber(tx), y = tonumber(ty), anchor = anchor, s = s }
+    end
+    -- the NaN point has no label; "first" beside point 1 (its text going right), "last" beside
+    -- point 4 at the frame's right edge (its text going left, and below it: the point is at the top)
+    assert.same({ "first", "last" }, { labels[1] and labels[1].s, labels[2] and labels[2].s })
+    assert.equal("start", labels[1].anchor)
+    assert.equal("end", labels[2].anchor)
+    assert.is_true(math.abs(labels[1].x - (circles[1][1] + 6)) < 0.01 and math.abs(labels[1].y - (circles[1][2] - 7)) < 0.01)
+    assert.is_true(math.abs(labels[2].x - (circles[3][1] - 6)) < 0.01 and math.abs(labels[2].y - (circles[3][2] + 15)) < 0.01)
+    for _, l in ipairs(labels) do
+      assert.is_true(l.x >= x and l.x <= x + w and l.y >= y and l.y <= y + h, l.s .. " outside the frame")
+    end
+  end)
 
   it("labels at least 3 ticks on a log axis spanning less than a decade", function()
     local text = chart(true)

@@ -177,7 +177,7 @@ describe("moonrl.sweep (the binary)", function()
     local best_trial = out:match("summary done 3 best (trial%-%d+)")
     assert.equal(by[tonumber(best_trial:match("%d+"))].seed, best.seed)
     -- plots
-    for _, f in ipairs({ "curves.svg", "param_ppo.lr.svg", "param_debug.crash_at_update.svg" }) do
+    for _, f in ipairs({ "curves.svg", "param_ppo.lr.svg", "param_debug.crash_at_update.svg", "front.svg", "front_seconds.svg" }) do
       local svg = support.read_file(dir .. "/sw/plots/" .. f)
       assert.is_string(svg, f)
       assert.matches("^<svg ", svg)
@@ -227,15 +227,19 @@ describe("moonrl.sweep (the binary)", function()
     assert.is_true(has(out, "resuming: 1 result(s) read back"))
     assert.is_false(has(out, "hook start trial-001"))
     -- every update once in the resumed trial's metrics
-    local seen, n = {}, 0
+    local seen, n, time = {}, 0, 0
     for line in support.read_file(metrics):gmatch("[^\n]+") do
       local m = json.decode(line)
       if m.event == nil then
         assert.is_nil(seen[m.update], "update " .. tostring(m.update) .. " twice")
         seen[m.update], n = true, n + 1
+        time = time + m.time_total
       end
     end
     assert.equal(1500, n)
+    -- its seconds of training are both processes' (every update's time_total), not the last one's
+    assert.is_true(math.abs(rec.results[2].train_seconds - time) <= 1e-9 * time, rec.results[2].train_seconds .. " s, " ..
+      time .. " s in its metrics.jsonl")
   end)
 
   it("re-run after the driver was SIGKILLed: a live trial is followed again, a dead one resumed, none failed", function()

@@ -23,8 +23,11 @@
 --   svg.chart{ title =, xlabel =, ylabel =, xlog = false, width = 720, height = 420,
 --              xcategories = { "a", "b" } (x values are then 1 .. n, shown by name),
 --              series = { { name =, points = { {x, y}, ... }, kind = "line" | "points",
---                           color = } ... } } -> text: one panel fitted to the data
---              (non-finite points, and x <= 0 on a log axis, left out), a legend
+--                           color =, opacity = (0..1: a faint series; default 1 for a
+--                           line, 0.8 for points), width = (a line's, default 1.5),
+--                           labels = { [i] = text } (written beside points[i]) } ... } }
+--              -> text: one panel fitted to the data (non-finite points, and
+--              x <= 0 on a log axis, left out), a legend of the named series
 
 local number = require("moonrl.number")
 
@@ -244,11 +247,20 @@ function svg.chart(c)
     for _, p in ipairs(s.points) do if usable(p) then pts[#pts + 1] = p end end
     if s.kind == "points" then
       for _, p in ipairs(pts) do
-        doc:add(string.format('<circle cx="%s" cy="%s" r="4" fill="%s" fill-opacity="0.8"><title>%s</title></circle>',
-          num(panel:px(p[1])), num(panel:py(p[2])), svg.escape(color), svg.escape(s.name or "")))
+        doc:add(string.format('<circle cx="%s" cy="%s" r="4" fill="%s" fill-opacity="%s"><title>%s</title></circle>',
+          num(panel:px(p[1])), num(panel:py(p[2])), svg.escape(color), svg.escape(s.opacity or 0.8), svg.escape(s.name or "")))
       end
     else
-      panel:curve(pts, { stroke = color, stroke_width = 1.5 })
+      panel:curve(pts, { stroke = color, stroke_width = s.width or 1.5, stroke_opacity = s.opacity })
+    end
+    for i, p in ipairs(s.labels and s.points or {}) do
+      if s.labels[i] and usable(p) then
+        -- beside the point, above it (below it at the frame's top), towards the frame's middle
+        local X, Y = panel:px(p[1]), panel:py(p[2])
+        local left = X > panel.x + panel.w * 0.75
+        doc:text(left and X - 6 or X + 6, Y - 7 < panel.y + 10 and Y + 15 or Y - 7, s.labels[i],
+          { text_anchor = left and "end" or "start", font_size = 10, fill = color })
+      end
     end
     if s.name and #legend < 24 then legend[#legend + 1] = { label = s.name, color = color, marker = s.kind == "points" } end
   end

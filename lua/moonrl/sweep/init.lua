@@ -39,7 +39,8 @@
 --   - Appends every start, rung decision and result to DIR/results.jsonl
 --     (moonrl.sweep.results) and rewrites DIR/best.lua, the best trial's
 --     resolved config as a runnable file, whenever the best changes; at the
---     end writes DIR/plots/*.svg (moonrl.sweep.plot).
+--     end writes DIR/plots/*.svg (moonrl.sweep.plot; front.svg: the best
+--     result within each budget, moonrl.sweep.front).
 --   - Re-running the same script resumes: trials with a result are not run
 --     again; trials that were running resume from their newest checkpoint
 --     (`moonrl train --resume DIR/trial-NNN`), or start again without one; a
@@ -746,6 +747,7 @@ function Sweep:_finish_trial(t, r)
   end
   r.value, r.steps, r.updates = t.value, t.steps, t.updates
   r.seconds = t.started_at and (uv.hrtime() - t.started_at) / 1e9 or 0
+  r.train_seconds = t.curve[#t.curve] and t.curve[#t.curve].seconds   -- every process's (results.lua)
   t.status, t.result = r.status, r
   local ok, err = results.append(self.dir, r)
   if not ok then core.report("sweep " .. self.dir, err) end

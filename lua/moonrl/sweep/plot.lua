@@ -3,12 +3,23 @@
 --   SWEEP_DIR/plots/param_<key>.svg  each trial's final metric against a swept key
 --                                    (log axis for a loguniform key; a key whose
 --                                    values are not numbers gets one column per value)
+--   SWEEP_DIR/plots/front.svg        the best metric within each budget of agent-steps
+--                                    (moonrl.sweep.front: a step line, each point labelled
+--                                    with its trial where the front passes to it) over every
+--                                    trial's curve (faint, smoothed as the front sees it);
+--                                    a log x axis when the steps span more than a decade
+--   SWEEP_DIR/plots/front_seconds.svg  the same against the seconds of training
 -- Read from sweep.json, results.jsonl and each trial's metrics.jsonl, so
 -- `moonrl sweep plot DIR` draws a running sweep too (its trials' latest values).
 --
+--   plot.trials(dir [, info]) -> list, info, records   every trial the directory knows,
+--                                    each with its curve (results.curve_add), steps and
+--                                    train_seconds (the curve's when its result has none)
+--   plot.front_chart(dir, summary, cost) -> SVG text   summary: front.of_sweep's
 --   plot.write(dir) -> list of files written | nil, err
 
 local results = require("moonrl.sweep.results")
+local front = require("moonrl.sweep.front")
 local svg = require("moonrl.formats.svg")
 
 local plot = {}
@@ -34,15 +45,62 @@ function plot.trials(dir, info)
     if r.dir then
       local recs = results.tail(r.dir .. "/metrics.jsonl"):read()
       for _, m in ipairs(recs) do results.curve_add(r.curve, m, metric) end
+      local last = r.curve[#r.curve]
       if r.status == "running" then
         r.value = results.curve_value(r.curve, info.smooth or 1)
-        local last = r.curve[#r.curve]
         r.steps = last and last.steps
       end
+      -- a result recorded before results had train_seconds, or a trial still running
+      if r.train_seconds == nil and last then r.train_seconds = last.seconds end
     end
   end
   table.sort(list, function(a, b) return a.trial < b.trial end)
   return list, info, rec
+end
+
+local AXIS = { steps = "agent-steps", seconds = "seconds of training (the sum of the updates' time_total)" }
+
+function plot.front_chart(dir, s, cost)
+  local metric = type(s.metric) == "string" and s.metric or "metric"
+  local by, order = {}, {}
+  local xmin, xmax = math.huge, -math.huge
+  for _, p in ipairs(s.points) do
+    if not by[p.trial] then by[p.trial] = {}; order[#order + 1] = p.trial end
+    local c = p[cost]
+    if type(c) == "number" and c == c then
+      table.insert(by[p.trial], { c, p.value })
+      if c > 0 then xmin = math.min(xmin, c) end
+      xmax = math.max(xmax, c)
+    end
+  end
+  table.sort(order)
+  local series, label_of = {}, {}
+  for _, p in ipairs(s.points) do label_of[p.trial] = p.label end
+  for i, trial in ipairs(order) do   -- each trial faint; named in the legend while there are few
+    if #by[trial] > 0 then
+      series[#series + 1] = { points = by[trial], opacity = 0.35, width = 1,
+        color = svg.colors[(i - 1) % #svg.colors + 1], name = #order <= 12 and label_of[trial] or nil }
+    end
+  end
+  local f = s[cost].front
+  if #f > 0 then
+    -- the step line: level from each point of the front to the next, then up (or down) to it
+    local steps, marks, labels = {}, {}, {}
+    for i, p in ipairs(f) do
+      if i > 1 then steps[#steps + 1] = { p[cost], f[i - 1].value } end
+      steps[#steps + 1] = { p[cost], p.value }
+      marks[i] = { p[cost], p.value }
+      if i == 1 or f[i - 1].trial ~= p.trial then labels[i] = p.label end
+    end
+    if xmax > f[#f][cost] then steps[#steps + 1] = { xmax, f[#f].value } end
+    series[#series + 1] = { name = "best within budget", points = steps, color = "#000000", width = 2 }
+    series[#series + 1] = { kind = "points", points = marks, labels = labels, color = "#000000" }
+  end
+  local xlog = xmin > 0 and xmax / xmin > 10
+  return svg.chart({
+    title = dir .. ": best " .. metric .. " (" .. tostring(s.mode) .. ") within a budget" ..
+      (s.smooth > 1 and (" (mean of last " .. s.smooth .. ")") or ""),
+    xlabel = AXIS[cost] .. (xlog and " (log scale)" or ""), ylabel = metric, xlog = xlog, series = series })
 end
 
 local function safe(key) return (key:gsub("[^%w_.-]", "_")) end
@@ -70,6 +128,9 @@ function plot.write(dir)
   end
   write("curves.svg", svg.chart({ title = dir .. ": " .. metric .. " of each trial", xlabel = "agent-steps",
     ylabel = metric, series = series }))
+  local summary = front.of_sweep(list, info)
+  write("front.svg", plot.front_chart(dir, summary, "steps"))
+  write("front_seconds.svg", plot.front_chart(dir, summary, "seconds"))
 
   for key, sp in pairs(info.space or {}) do
     local numeric = true

@@ -10,8 +10,22 @@
 --   (a member that died, resumed from its checkpoint)
 --   a result (no "event" field): "trial", "label", "status" ("done" | "failed"
 --   | "stopped"), "metric", "value", "steps", "updates", "params", "seed",
---   "dir", "seconds", and for a failure "exit_code", "signal", "error",
---   "log_tail" (the trial's last output lines); "stopped" adds "why".
+--   "dir", "seconds", "train_seconds", and for a failure "exit_code",
+--   "signal", "error", "log_tail" (the trial's last output lines); "stopped"
+--   adds "why".
+--   Costs: "steps" is the trial's agent-steps (its last metrics.jsonl line's
+--   agent_steps: every process that trained it, a resume continuing the
+--   count). "train_seconds" is its training's wall-seconds, also over every
+--   process: the sum of time_total (one update's seconds, as the engine
+--   measures it) over the updates in its metrics.jsonl. A resumed run cuts
+--   that file back to its checkpoint and continues it, so each update counts
+--   once and the time the trial was not running counts not at all (the file
+--   marks no process boundary, so differences of wall_time would count it);
+--   left out are a process's start-up, the time between updates (a
+--   checkpoint's write) and updates done twice across an interruption.
+--   "seconds" is the wall-seconds of the last process only, as this sweep
+--   process saw it: from its start (or, for a task queued in Slurm, its
+--   start on a node; or when a re-run followed it again) to its end.
 -- A reader of results skips lines with an "event" field, as with metrics.jsonl.
 -- A trial with a start but no result was running when the sweep was
 -- interrupted: a re-run resumes it.
@@ -24,7 +38,11 @@
 --   results.tail(path) -> reader; reader:read() -> new complete JSON lines
 --                          (decoded), reader.reset = true when the file was
 --                          cut or replaced since (a resumed trial trims its own)
---   results.curve_add(curve, record, metric)  record: a metrics.jsonl line
+--   results.curve_add(curve, record, metric)  record: a metrics.jsonl line; an
+--                          entry { update, steps (agent_steps), value (the
+--                          metric, nil when absent or NaN), seconds (the sum
+--                          of time_total up to it: train_seconds so far; nil
+--                          from a line without time_total on) }
 --   results.curve_value(curve, smooth [, upto]) -> mean of the last `smooth`
 --                          values of the metric among entries 1..upto
 --   results.value_at(curve, steps, smooth) -> value at the first entry with
@@ -32,11 +50,14 @@
 --   results.sorted(list, mode) -> list by value (best first; failed trials, then
 --                          trials without a value, last)
 --   results.table(list, opts) -> text       opts: metric, keys (params to show)
+--   results.text_table(rows, right) -> text  rows of strings, rows[1] the header;
+--                          right[c]: column c aligned right (below the header)
 --   results.fmt(v) -> short text of a value
 --   results.thousands(n) -> "16,384"
 
 local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
+local number = require("moonrl.number")
 local uv = require("luv")
 
 local results = {}
@@ -155,8 +176,11 @@ function results.curve_add(curve, rec, metric)
   if rec.event ~= nil or type(rec.update) ~= "number" then return end
   -- a record for an update seen already: the file was rewritten from there (resume)
   while #curve > 0 and curve[#curve].update >= rec.update do curve[#curve] = nil end
+  local prev = curve[#curve]
+  -- a line without time_total leaves this entry and the ones after it without seconds
+  local dt, before = number.finite_value(null_to_nil(rec.time_total)), (prev == nil) and 0 or prev.seconds
   curve[#curve + 1] = { update = rec.update, steps = tonumber(rec.agent_steps) or 0,
-    value = results.metric_of(rec, metric) }
+    value = results.metric_of(rec, metric), seconds = dt and before and before + math.max(0, dt) or nil }
 end
 
 function results.curve_value(curve, smooth, upto)
@@ -208,7 +232,7 @@ function results.fmt(v)
   return util.fmt_value(v)
 end
 
-results.thousands = require("moonrl.number").thousands
+results.thousands = number.thousands
 
 -- list: results (and trials in progress, status "running" / "pending"), any order
 function results.table(list, opts)
@@ -240,6 +264,10 @@ function results.table(list, opts)
     row[#row + 1] = r.dir or "-"
     rows[#rows + 1] = row
   end
+  return results.text_table(rows, right)
+end
+
+function results.text_table(rows, right)
   local width = {}
   for _, row in ipairs(rows) do
     for c, cell in ipairs(row) do width[c] = math.max(width[c] or 0, #cell) end

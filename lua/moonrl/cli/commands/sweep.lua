@@ -25,10 +25,19 @@ one run directory per trial (DIR/trial-NNN).
            shows its latest value (its control socket is asked whether it runs;
            for a Slurm sweep, squeue: queued or running); a sweep with
            repeats also lists each setting's mean and 95% interval over its
-           seeds, and which settings the best cannot be told from
+           seeds, and which settings the best cannot be told from; then
+           the best result within a budget: for a few round budgets of
+           agent-steps, then of seconds of training, the best value any
+           trial reached at no more cost (the Pareto front of cost against
+           the metric: every update of every trial counts, at the mean of
+           its last `smooth` values; failed trials do not), with the trial,
+           the update, its cost and its settings
   plot     writes DIR/plots/curves.svg (each trial's metric against
-           agent-steps) and DIR/plots/param_<key>.svg (the metric against each
-           swept key); the sweep writes them itself when it ends
+           agent-steps), DIR/plots/param_<key>.svg (the metric against each
+           swept key), DIR/plots/front.svg and front_seconds.svg (the best
+           within each budget of agent-steps, of seconds, as a step line
+           over every trial's curve); the sweep writes them itself when it
+           ends
   lineage  population-based training (method = "pbt"): the best member's
            history - whose weights it trained on, from which update to
            which, with which values of the explored keys - and
@@ -36,7 +45,10 @@ one run directory per trial (DIR/trial-NNN).
            updates (moonrl train DIR/lineage.lua)
 
 options:
-  --json   status: one JSON line per trial
+  --json   status: one JSON line per trial (its costs: steps, the
+           agent-steps; train_seconds, the seconds of training over every
+           process that trained it), then one line {"event": "front", ...}:
+           for "steps" and "seconds", the front's points and the budget rows
   --help   this text
 ]],
 }
@@ -71,11 +83,14 @@ local function status(dir, o)
       if not (replies[i].reply and replies[i].reply.ok) then r.status = "interrupted" end
     end
   end
+  local front = require("moonrl.sweep.front")
+  local summary = front.of_sweep(list, info)
   if o.json then
     for _, r in ipairs(list) do
       r.curve = nil
       out(json.encode(r), "\n")
     end
+    out(json.encode(front.json(summary)), "\n")
     return 0
   end
   local c = {}
@@ -107,6 +122,8 @@ local function status(dir, o)
   if repeats > 1 then   -- each setting over its seeds
     out(results.settings_text(results.settings(list, info.mode, repeats), { metric = info.metric, keys = keys }), "\n")
   end
+  local text = front.text(summary, keys)
+  if text ~= "" then out(text, "\n") end
   return 0
 end
 
