@@ -50,7 +50,7 @@ end
 
 -- `moonrl eval DIR` in its mode, once (eval/ is kept: a re-run reads it back)
 local function evaluate(dir)
-  local bin = uv.exepath()
+  local bin = require("moonrl.sweep.local_executor").binary()
   local found = io.popen("ls -d " .. dir .. "/eval/update_* 2>/dev/null | tail -1"):read("*l")
   if not found or found == "" then
     assert(os.execute(string.format("%q eval %q --envs 256 --steps 1024 --threads 2 > %q/eval.out 2>&1", bin, dir, dir)) == 0,
