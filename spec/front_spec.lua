@@ -78,6 +78,22 @@ local function reversed(t)
   return out
 end
 
+-- the budget tables of trials() at smooth = 1, worked out by hand
+local BUDGET_TABLES = table.concat({
+  "best efficiency (max) within a budget of agent-steps (the front: every update of every trial; failed trials left out):",
+  "| <= steps | efficiency | trial     | update | steps | train s | lr    |",
+  "|----------|------------|-----------|--------|-------|---------|-------|",
+  "|      100 |        0.1 | trial-001 |      1 |   100 |       1 | 0.003 |",
+  "|      200 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
+  "|      500 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
+  "|    2,000 |        0.7 | trial-005 |      2 | 2,000 |       - | 0.002 |",
+  "best efficiency (max) within a budget of training seconds (the front: every update of every trial; failed trials left out):",
+  "| <= seconds | efficiency | trial     | update | steps | train s | lr    |",
+  "|------------|------------|-----------|--------|-------|---------|-------|",
+  "|        0.5 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
+  "|          4 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
+}, "\n")
+
 describe("moonrl.sweep.front", function()
   it("sums time_total into each curve entry's seconds; a line without it leaves no seconds from there on", function()
     local list = trials()
@@ -202,20 +218,7 @@ describe("moonrl.sweep.front", function()
 
   it("writes both budget tables", function()
     local s = front.of_sweep(trials(), { metric = "efficiency", mode = "max", smooth = 1 })
-    local want = table.concat({
-      "best efficiency (max) within a budget of agent-steps (the front: every update of every trial; failed trials left out):",
-      "| <= steps | efficiency | trial     | update | steps | train s | lr    |",
-      "|----------|------------|-----------|--------|-------|---------|-------|",
-      "|      100 |        0.1 | trial-001 |      1 |   100 |       1 | 0.003 |",
-      "|      200 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
-      "|      500 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
-      "|    2,000 |        0.7 | trial-005 |      2 | 2,000 |       - | 0.002 |",
-      "best efficiency (max) within a budget of training seconds (the front: every update of every trial; failed trials left out):",
-      "| <= seconds | efficiency | trial     | update | steps | train s | lr    |",
-      "|------------|------------|-----------|--------|-------|---------|-------|",
-      "|        0.5 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
-      "|          4 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
-    }, "\n")
+    local want = BUDGET_TABLES
     assert.equal(want, front.text(s, { "lr" }))
     assert.matches("at the mean of its last 3 values", front.text(front.of_sweep(trials(), { smooth = 3 }), {}), 1, true)
     assert.equal("", front.text(front.of_sweep({}, {}), {}))
@@ -355,20 +358,7 @@ describe("a sweep directory's front", function()
     local code, out, err = support.moonrl("sweep status sw", root)
     assert.equal(0, code, err)
     assert.matches("5 trial(s): 2 done, 1 failed, 1 stopped early, 0 running, 1 interrupted, 0 pending", out, 1, true)
-    local want = table.concat({
-      "best efficiency (max) within a budget of agent-steps (the front: every update of every trial; failed trials left out):",
-      "| <= steps | efficiency | trial     | update | steps | train s | lr    |",
-      "|----------|------------|-----------|--------|-------|---------|-------|",
-      "|      100 |        0.1 | trial-001 |      1 |   100 |       1 | 0.003 |",
-      "|      200 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
-      "|      500 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
-      "|    2,000 |        0.7 | trial-005 |      2 | 2,000 |       - | 0.002 |",
-      "best efficiency (max) within a budget of training seconds (the front: every update of every trial; failed trials left out):",
-      "| <= seconds | efficiency | trial     | update | steps | train s | lr    |",
-      "|------------|------------|-----------|--------|-------|---------|-------|",
-      "|        0.5 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
-      "|          4 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
-    }, "\n")
+    local want = BUDGET_TABLES
     local at = out:find(want, 1, true)
     assert.truthy(at, "no budget tables in:\n" .. out)
     assert.truthy(at > out:find("| trial-001 |", 1, true), "the budget tables come after the trials table")
