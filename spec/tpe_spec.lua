@@ -88,7 +88,10 @@ describe("moonrl.sweep.tpe against random search", function()
     assert.is_true(t < 0.45 * r, string.format("TPE %.4f, random %.4f", t, r))
   end)
 
-  it("is deterministic for a seed, differs between seeds, and mode max of -f is mode min of f", function()
+end)
+
+describe("moonrl.sweep.tpe's proposals", function()
+  it("are deterministic for a seed, differ between seeds, and mode max of -f is mode min of f", function()
     local _, a = run_tpe(QUAD, 3, 25, "max")
     local _, b = run_tpe(QUAD, 3, 25, "max")
     assert.same(a, b)
@@ -102,7 +105,28 @@ describe("moonrl.sweep.tpe against random search", function()
     assert.are_not.same(space.point(QUAD.space, "random", 3, 11), a[11])
   end)
 
-  it("steers away from the region where trials failed", function()
+  it("count the points of unfinished trials as bad (a constant liar), so parallel proposals spread", function()
+    -- the best two of 12 are x = 0.375 and 0.458: alone, TPE proposes around 0.4; with six trials
+    -- running there, elsewhere
+    local sp = { x = space.uniform(0, 1) }
+    local history = {}
+    for i = 1, 12 do
+      local x = (i - 0.5) / 12
+      history[i] = { params = { x = x }, value = -(x - 0.45) ^ 2, status = "done", trial = i }
+    end
+    local running = {}
+    for i = 1, 6 do running[i] = { x = 0.4 + i / 600 } end
+    local near, near_liar = 0, 0
+    for i = 1, 50 do
+      if math.abs(tpe.suggest(sp, history, "max", space.rng(1, i, "tpe")).x - 0.4) < 0.06 then near = near + 1 end
+      local p = tpe.suggest(sp, history, "max", space.rng(1, i, "tpe"), { running = running })
+      if math.abs(p.x - 0.4) < 0.06 then near_liar = near_liar + 1 end
+    end
+    assert.is_true(near >= 40 and near_liar <= 5, near_liar .. " of 50 near 0.4 with the running points, " ..
+      near .. " without")
+  end)
+
+  it("steer away from the region where trials failed", function()
     -- x < 0: failed (a crash, no value); x >= 0: done, the value flat
     local sp = { x = space.uniform(-1, 1) }
     local history = {}
@@ -172,7 +196,7 @@ describe("moonrl.sweep.tpe's points", function()
     end
   end)
 
-  it("matches choice values that went through JSON (results.jsonl) back to the space's", function()
+  it("match choice values that went through JSON (results.jsonl) back to the space's", function()
     local sp = { lr = space.choice{ 1 / 3, 2 / 3, 0.1 } }
     local history = {}
     for i = 1, 30 do
@@ -268,6 +292,7 @@ local spec = {
   method = "tpe", trials = 5, parallel = 1, tpe = { startup = 2, candidates = 8 },
 }
 if case == "candidates" then spec.tpe.candidates = 9 end
+if case == "parallel" then spec.trials, spec.parallel = 8, 3 end
 if case == "random" then spec.method, spec.tpe = "random", nil end
 local s = moonrl.sweep(spec):wait()
 print("summary " .. s.status .. " " .. #s.results)
@@ -325,5 +350,42 @@ describe("moonrl.sweep{ method = \"tpe\" } (the binary)", function()
     assert.equal(1, code, err .. out)
     assert.is_true(err:find("method: tpe before, random now", 1, true) ~= nil, err)
     assert.equal(before, support.read_file(dir .. "/sw/results.jsonl"))
+  end)
+
+  it("proposes as places free up with parallel > 1, the unfinished trials in its model", function()
+    if not support.have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return end
+    local code, out, err = support.moonrl("run sweep.lua sw parallel", dir)
+    assert.equal(0, code, err .. out)
+    assert.is_true(out:find("summary done 8", 1, true) ~= nil, out)
+    -- replayed from results.jsonl: when trial i started, the results before its start line were the
+    -- history, and the trials started before it without a result were running; TPE proposed from those
+    local sp = { ["ppo.lr"] = space.loguniform(1e-4, 1e-3), ["ppo.gamma"] = space.uniform(0.9, 0.999),
+      ["ppo.epochs"] = space.randint(1, 3), ["ppo.ent_coef"] = space.choice{ 0.01, 0.05 } }
+    local history, started, finished, n, with_running = {}, {}, {}, 0, 0
+    for line in support.read_file(dir .. "/sw/results.jsonl"):gmatch("[^\n]+") do
+      local r = json.decode(line)
+      if r.event == "start" then
+        local i = r.trial
+        local sorted = {}
+        for _, h in ipairs(history) do sorted[#sorted + 1] = h end
+        table.sort(sorted, function(a, b) return a.trial < b.trial end)
+        local running = {}
+        for j = 1, i - 1 do
+          if started[j] and not finished[j] then running[#running + 1] = started[j] end
+        end
+        if #sorted >= 2 and #running > 0 then with_running = with_running + 1 end
+        local want = tpe.suggest(sp, sorted, "max", space.rng(7, i, "tpe"), { startup = 2, candidates = 8,
+          running = running, sample = function() return space.point(sp, "random", 7, i) end })
+        assert.same(want, r.params, "trial " .. i)
+        started[i] = r.params
+      elseif r.event == nil then
+        n = n + 1
+        assert.equal("done", r.status)
+        finished[r.trial] = true
+        history[#history + 1] = r
+      end
+    end
+    assert.equal(8, n)
+    assert.is_true(with_running > 0, "no proposal was made while others ran")
   end)
 end)
