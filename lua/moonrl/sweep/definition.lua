@@ -15,8 +15,8 @@ local results = require("moonrl.sweep.results")
 local definition = {}
 
 -- What decides the trials, as text that sweep.json keeps and a re-run
--- compares: the space, the method, the seed, the number of trials and the
--- resolved base config (key path -> value text).
+-- compares: the space, the method (and TPE's options), the seed, the number
+-- of trials and the resolved base config (key path -> value text).
 local function leaf_text(v)
   if type(v) == "function" then return "<function>" end
   if type(v) == "table" and v.kind then return results.fmt(v) end   -- a schedule
@@ -40,7 +40,8 @@ end
 function definition.of(self)
   local sp = {}
   for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
-  return { space = sp, method = type(self.method) == "string" and self.method or "<function>",
+  return { space = sp, method = self.method_name or (type(self.method) == "string" and self.method or "<function>"),
+    tpe = self.method_name == "tpe" and require("moonrl.sweep.tpe").describe(self.tpe) or nil,
     seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}),
     repeats = self.repeats > 1 and tostring(self.repeats) or nil }
 end
@@ -62,8 +63,8 @@ function definition.changes(old, new)
       end
     end
   end
-  for _, k in ipairs({ "method", "seed", "trials", "repeats" }) do
-    if old[k] ~= nil and old[k] ~= new[k] then
+  for _, k in ipairs({ "method", "tpe", "seed", "trials", "repeats" }) do
+    if old[k] ~= nil and old[k] ~= new[k] and (k ~= "tpe" or new[k] ~= nil) then   -- tpe: when both are TPE
       lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
     end
   end
@@ -76,7 +77,7 @@ function definition.check(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1, tpe = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -108,8 +109,8 @@ function definition.check(spec)
   }
   local method = spec.method or (spec.trials and "random" or "grid")
   if spec.population ~= nil and spec.method == nil then method = "pbt" end
-  if method ~= "grid" and method ~= "random" and method ~= "pbt" and type(method) ~= "function" then
-    error("moonrl.sweep: method must be \"grid\", \"random\", \"pbt\" or a function(history, ctx) -> point, got " ..
+  if method ~= "grid" and method ~= "random" and method ~= "pbt" and method ~= "tpe" and type(method) ~= "function" then
+    error("moonrl.sweep: method must be \"grid\", \"random\", \"pbt\", \"tpe\" or a function(history, ctx) -> point, got " ..
       util.fmt_value(method), 3)
   end
   o.method = method
@@ -132,6 +133,13 @@ function definition.check(spec)
     o.pbt = require("moonrl.sweep.pbt").check(spec.pbt, spec)
   elseif spec.pbt ~= nil or spec.population ~= nil then
     error("moonrl.sweep: pbt and population are options of method = \"pbt\"", 3)
+  end
+  if method == "tpe" then
+    -- the Tree-structured Parzen Estimator (moonrl.sweep.tpe), through the method-function path
+    if not o.trials then error("moonrl.sweep: method = \"tpe\" needs trials = N (how many points it proposes)", 3) end
+    o.tpe = require("moonrl.sweep.tpe").check(spec.tpe)
+  elseif spec.tpe ~= nil then
+    error("moonrl.sweep: tpe is an option of method = \"tpe\" (its startup, gamma, candidates)", 3)
   end
   o.metric = spec.metric or "efficiency"
   if type(o.metric) ~= "string" and type(o.metric) ~= "function" then
@@ -172,9 +180,9 @@ function definition.check(spec)
   if spec.scheduler ~= nil and (type(spec.scheduler) ~= "table" or type(spec.scheduler.decide) ~= "function") then
     error("moonrl.sweep: scheduler must be moonrl.asha{...} or nil", 3)
   end
-  if o.repeats > 1 and (type(method) == "function" or spec.scheduler ~= nil) then
+  if o.repeats > 1 and (type(method) == "function" or method == "tpe" or spec.scheduler ~= nil) then
     error("moonrl.sweep: repeats = " .. o.repeats .. " works with method = \"grid\" or \"random\" and no " ..
-      "scheduler (repeats with a method function or ASHA is not built)", 3)
+      "scheduler (repeats with a method function, TPE or ASHA is not built)", 3)
   end
   return o
 end

@@ -6,7 +6,7 @@
 --     base = "my_experiment.lua",              -- a config file or table (layered as moonrl.train does)
 --     sets = { "total_steps=1e6" },            -- optional --set strings over the base
 --     space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3), ["env.num_envs"] = moonrl.grid{ 64, 128 } },
---     method = "random",     -- "grid" | "random" | function(history, ctx) -> point | nil
+--     method = "random",     -- "grid" | "random" | "tpe" | function(history, ctx) -> point | nil
 --     trials = 16, parallel = 2, metric = "efficiency", mode = "max",
 --     scheduler = moonrl.asha{ grace_steps = 2e5, reduction = 3 },   -- optional
 --     dir = "runs/lr_sweep",
@@ -67,7 +67,9 @@
 -- (each trial ends in its evaluation; its value is eval.json's point[key]),
 -- repeats (each point run
 -- with that many seeds, trial i running point results.setting_of(i); the summary's
--- `settings` is results.settings of the results).
+-- `settings` is results.settings of the results), method = "tpe" with tpe =
+-- {startup =, gamma =, candidates =} (a Tree-structured Parzen Estimator
+-- proposes each trial from the results so far: moonrl.sweep.tpe).
 --
 -- The sweep object
 --   sweep.dir, sweep.trials (list), sweep.status ("running" | "done" | "stopped")
@@ -196,6 +198,19 @@ function sweep.start(spec)
   self.scheduler = spec.scheduler
   if self.scheduler then self.scheduler.mode = self.mode end
 
+  if self.method == "tpe" then
+    -- TPE (moonrl.sweep.tpe) proposes through the method-function path; sweep.json names it "tpe".
+    -- Trials proposed and not finished yet count as bad points (its constant liar).
+    self.method_name = "tpe"
+    self.method = require("moonrl.sweep.tpe").method(self.tpe, function(index)
+      local busy = {}
+      for i = 1, index - 1 do
+        local t = self.trials_list[i]
+        if t and not t.result then busy[#busy + 1] = t.params end
+      end
+      return busy
+    end)
+  end
   if self.method == "grid" or self.method == "random" or self.method == "pbt" then
     local size = space.grid_size(self.space, self.method == "pbt" and "random" or self.method)
     self.grid_size = size
@@ -259,7 +274,7 @@ function sweep.start(spec)
   local sched = self.scheduler
   results.write_info(self.dir, {
     metric = type(self.metric) == "string" and self.metric or "<function>", mode = self.mode,
-    method = type(self.method) == "string" and self.method or "<function>", trials = self.trials,
+    method = self.definition.method, trials = self.trials,
     parallel = self.parallel, seed = self.seed, space = space_info, base = type(spec.base) == "string" and spec.base or json.null,
     scheduler = sched and sched.describe and sched:describe() or json.null,
     executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
@@ -307,7 +322,7 @@ function sweep.start(spec)
   end
   local n_prev = #self.done_results
   self:say(string.format("%s: %d trial(s), %d at once, %s over %s, %s executor, %s%s", self.dir, self.trials, self.parallel,
-    type(self.method) == "string" and self.method or "method function", #keys > 0 and table.concat(keys, ", ") or "nothing",
+    self.method_name or (type(self.method) == "string" and self.method or "method function"), #keys > 0 and table.concat(keys, ", ") or "nothing",
     self.executor.name or "executor", sched and sched.describe and sched:describe() or "no early stopping",
     n_prev > 0 and string.format("; resuming: %d result(s) read back from results.jsonl", n_prev) or ""))
   for _, n in ipairs(notes or {}) do

@@ -23,6 +23,7 @@
 --       A key whose value is not a distribution is that constant.
 --   space.trial_seed(seed, index) -> the config seed of trial `index` (0 .. 2^31-1)
 --   space.rng(seed, index, purpose) -> function() -> uniform [0, 1)
+--   space.draw(dist, u) -> the value of dist at u, uniform in [0, 1) (what a random point draws)
 --   space.describe(dist) -> "loguniform(0.0001, 0.001)", ...
 
 local ffi = require("ffi")
@@ -160,7 +161,7 @@ function space.grid_size(sp, method)
   return n
 end
 
-local function draw(d, u)
+function space.draw(d, u)
   if d.kind == "uniform" then return d.lo + (d.hi - d.lo) * u
   elseif d.kind == "loguniform" then
     return 10 ^ (math.log10(d.lo) + (math.log10(d.hi) - math.log10(d.lo)) * u)
@@ -186,7 +187,7 @@ function space.point(sp, method, seed, index)
     if not set[k] then
       local d = sp[k]
       if space.is_dist(d) then
-        point[k] = draw(d, space.rng(seed, index, "space " .. k)())
+        point[k] = space.draw(d, space.rng(seed, index, "space " .. k)())
       else
         point[k] = util.deepcopy(d)
       end
