@@ -130,6 +130,13 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     for i = 2, #segs do
       assert.truthy(rchanges:find("update = " .. (segs[i].a + 1) .. ', key = "ppo.lr"', 1, true), rchanges)
     end
+
+    -- the same sweep again with another interval: refused, the difference shown
+    support.write_file(dir .. "/pbt.lua", (support.read_file(dir .. "/pbt.lua"):gsub("interval = 25", "interval = 30")))
+    local xrc, xout, xerr = support.moonrl("run pbt.lua", dir)
+    assert.are_not.equal(0, xrc)
+    assert.truthy((xout .. xerr):find("pbt: interval=25 fraction=0.34 factors=0.8,1.2 explore=ppo.lr:perturb,ppo.vf_coef:perturb " ..
+      "before, interval=30 fraction=0.34", 1, true), xout .. xerr)
     support.rm_rf(dir)
   end)
 

@@ -42,6 +42,7 @@ function definition.of(self)
   for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
   return { space = sp, method = self.method_name or (type(self.method) == "string" and self.method or "<function>"),
     tpe = self.method_name == "tpe" and require("moonrl.sweep.tpe").describe(self.tpe) or nil,
+    pbt = self.method == "pbt" and require("moonrl.sweep.pbt").describe(self.pbt) or nil,
     seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}),
     repeats = self.repeats > 1 and tostring(self.repeats) or nil }
 end
@@ -63,8 +64,9 @@ function definition.changes(old, new)
       end
     end
   end
-  for _, k in ipairs({ "method", "tpe", "seed", "trials", "repeats" }) do
-    if old[k] ~= nil and old[k] ~= new[k] and (k ~= "tpe" or new[k] ~= nil) then   -- tpe: when both are TPE
+  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats" }) do
+    -- tpe, pbt: when both are of that method (else the method's line says it)
+    if old[k] ~= nil and old[k] ~= new[k] and ((k ~= "tpe" and k ~= "pbt") or new[k] ~= nil) then
       lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
     end
   end

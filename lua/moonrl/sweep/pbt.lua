@@ -111,6 +111,20 @@ function pbt.check(o, sweep_spec)
   return out
 end
 
+-- The options that decide what the population does, as text for sweep.json's
+-- definition (a re-run with other ones is refused unless extend = true);
+-- restarts is not among them: a re-run may allow more.
+function pbt.describe(o)
+  local fac, ex = {}, {}
+  for i, f in ipairs(o.factors) do fac[i] = util.fmt_number(f) end
+  for _, k in ipairs(util.sorted_keys(o.explore)) do
+    local how = o.explore[k]
+    ex[#ex + 1] = k .. ":" .. (type(how) == "function" and "<function>" or how)
+  end
+  return string.format("interval=%d fraction=%s factors=%s explore=%s", o.interval, util.fmt_number(o.fraction),
+    table.concat(fac, ","), table.concat(ex, ","))
+end
+
 function pbt.new(sweep, o)
   local self = setmetatable({ sweep = sweep, o = o, rng = space.rng(sweep.seed or 0, 0, "pbt"),
     restarts = util.deepcopy(sweep.prev.restarts or {}) }, Controller)
