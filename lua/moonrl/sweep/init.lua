@@ -47,8 +47,8 @@
 --     trial still running (a killed sweep process leaves them: its run
 --     directory's lock is held) is followed again (local executor: follow),
 --     its end seen when the lock is free (finished: done; else resumed).
---   - sweep.json keeps the definition (space, method, seed, trials, resolved
---     base); a re-run with another one is refused with the differences,
+--   - sweep.json keeps the definition (space, method and its tpe/pbt options,
+--     seed, trials, resolved base); a re-run with another one is refused with the differences,
 --     unless `extend = true`.
 --   - SIGINT / SIGTERM to this process stop every trial with its final
 --     checkpoint (they are not results: a re-run resumes them), then exit
