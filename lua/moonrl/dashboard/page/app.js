@@ -23,6 +23,8 @@
     });
   }
   function q(id) { return document.getElementById(id); }
+  // moonrl's JSON writes an empty list as {}: every list read goes through this
+  function arr(x) { return Array.isArray(x) ? x : []; }
   function el(tag, text, cls) {
     const e = document.createElement(tag);
     if (text !== undefined && text !== null) e.textContent = String(text);
@@ -37,7 +39,7 @@
   function say(text, ok) {
     const m = q("message");
     m.textContent = text;
-    m.className = ok ? "ok" : "err";
+    m.className = ok === null ? "pending" : ok ? "ok" : "err";
   }
 
   // ---------------------------------------------------------------- the lists
@@ -65,7 +67,7 @@
     const sl = q("sweeps");
     sl.replaceChildren();
     for (const s of state.sweeps) {
-      const li = el("li", s.id + " (" + s.trials.length + " trials)");
+      const li = el("li", s.id + " (" + arr(s.trials).length + " trials)");
       li.dataset.id = s.id;
       li.addEventListener("click", function () { showSweep(s.id); });
       sl.append(li);
@@ -77,8 +79,8 @@
       if (!j.ok) throw new Error(j.error);
       q("conn").textContent = "live";
       q("conn").className = "";
-      state.runs = j.runs;
-      state.sweeps = j.sweeps;
+      state.runs = arr(j.runs);
+      state.sweeps = arr(j.sweeps);
       if (!state.selected && j.runs.length) {
         const live = j.runs.find(function (r) { return r.live; });
         select((live || j.runs[0]).id);
@@ -102,11 +104,11 @@
       (r.sps ? ", " + Math.round(r.sps) + " agent-steps/s" : "") +
       (typeof r.eta_seconds === "number" ? ", ETA " + Math.round(r.eta_seconds) + " s" : "");
     q("controls").hidden = !r.live;
-    const sel = q("set-key");
+    const list = q("hot-keys");   // the hot keys, offered as the key is typed
     const keys = Object.keys(r.hot || {}).sort();
-    if (sel.options.length !== keys.length) {
-      sel.replaceChildren();
-      for (const k of keys) sel.append(el("option", k));
+    if (list.options.length !== keys.length) {
+      list.replaceChildren();
+      for (const k of keys) { const o = el("option"); o.value = k; list.append(o); }
     }
   }
 
@@ -128,9 +130,9 @@
       return api("api/metrics?run=" + encodeURIComponent(id) + "&from=" + have).then(function (j) {
         if (!j.ok) return;
         if (j.reset || !state.rows[id]) state.rows[id] = [];
-        for (const row of j.rows) state.rows[id].push(row);
-        state.changes[id] = j.changes || [];
-        return j.rows.length > 0 || j.reset;
+        for (const row of arr(j.rows)) state.rows[id].push(row);
+        state.changes[id] = arr(j.changes);
+        return arr(j.rows).length > 0 || j.reset;
       });
     })).then(function (grew) {
       if (grew.some(Boolean)) redrawCharts();
@@ -221,11 +223,11 @@
       q("config").textContent = j.config || "(no config.lua)";
       const al = q("alerts");
       al.replaceChildren();
-      for (const a of j.alerts || []) al.append(el("li", a));
-      if (!(j.alerts || []).length) al.append(el("li", "none"));
+      for (const a of arr(j.alerts)) al.append(el("li", a));
+      if (!arr(j.alerts).length) al.append(el("li", "none"));
       const ev = q("evals");
       ev.replaceChildren();
-      for (const e of j.evals || []) {
+      for (const e of arr(j.evals)) {
         ev.append(el("h4", e.name + (e.command ? "  (" + e.command + ")" : "")));
         const t = el("table");
         const keys = ["eff_overall", "eff_per_env", "deaths_per_1k", "food_per_1k", "poison_per_1k", "survival_mean"];
@@ -233,7 +235,7 @@
         head.append(el("th", "mode"));
         for (const k of keys) head.append(el("th", k + " [95% interval]"));
         t.append(head);
-        for (const r of e.results) {
+        for (const r of arr(e.results)) {
           const tr = el("tr");
           tr.append(el("td", r.label));
           for (const k of keys) {
@@ -244,7 +246,7 @@
         }
         ev.append(t);
       }
-      if (!(j.evals || []).length) ev.append(el("p", "none yet (moonrl eval RUN_DIR writes them)"));
+      if (!arr(j.evals).length) ev.append(el("p", "none yet (moonrl eval RUN_DIR writes them)"));
     });
   }
 
@@ -259,7 +261,7 @@
       const head = el("tr");
       for (const h of ["trial", "state", "value", "steps", "params"]) head.append(el("th", h));
       t.append(head);
-      for (const r of j.trials) {
+      for (const r of arr(j.trials)) {
         const tr = el("tr");
         tr.append(el("td", r.label || r.trial), el("td", r.state + (r.error ? ": " + r.error : "")),
           el("td", fmt(r.value)), el("td", fmt(r.steps)), el("td", JSON.stringify(r.params || {})));
@@ -272,7 +274,7 @@
   // ---------------------------------------------------------------- actions
   function act(body) {
     body.run = state.selected;
-    say("sending " + body.action + "...", true);
+    say("sending " + body.action + "...", null);
     return api("api/action", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     }).then(function (j) {
