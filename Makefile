@@ -10,7 +10,7 @@
 
 # libopenmpi-dev, openmpi-bin: data-parallel runs across processes (docs/data-parallel.md)
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
-                  lua-luv-dev lua-busted libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin
+                  lua-luv-dev lua-busted libhttp-parser-dev libjs-dygraphs libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin
 # the reference's malloc (bench/reference/launch.py): tcmalloc by default; jemalloc and the full
 # tcmalloc for bench/reference/measure_allocators.py, which compares them
 BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \
@@ -21,7 +21,7 @@ BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \
 # invoke-rc.d may start munge on /run/munge (a container's policy-rc.d stops
 # even that), and Debian's slurmctld/slurmd scripts start nothing without
 # /etc/slurm/slurm.conf.
-TEST_PACKAGES  := slurm-wlm munge python3-venv
+TEST_PACKAGES  := slurm-wlm munge python3-venv chromium chromium-driver
 
 BUILD ?= build
 PREFIX ?= /usr/local

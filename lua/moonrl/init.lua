@@ -64,6 +64,8 @@
 --   moonrl.asha{grace_steps =, reduction = 3}      early stopping for a sweep
 --   moonrl.slurm{partition =, time =, gpus =, ...}  a sweep's executor: trials as Slurm
 --       array tasks (lua/moonrl/sweep/slurm_executor.lua)
+--   moonrl.dashboard{dirs =, port =, host =, token_file =} -> d | nil, err   the live
+--       dashboard in the browser, on this loop (moonrl.dashboard's header, docs/dashboard.md)
 --   moonrl.schedule, moonrl.config                 re-exports
 --   moonrl.version, moonrl.home
 --
@@ -81,6 +83,7 @@
 --   control/   a run's control socket: socket (path, trust), server, client
 --   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs
 --   sweep/     sweeps: init (its life), definition, space, asha, results, plot, executors
+--   dashboard/ the live dashboard: init (routes, token, checks), http (the server), data (the files read), page/
 --   eval/      evaluate, table (the evaluation table), stats, files (eval.json, SVG)
 --   formats/   json, svg, tensorboard (event files)
 --   bench/     throughput measurements (init) and the PyTorch comparison (compare)
@@ -108,6 +111,7 @@ for _, name in ipairs({ "uniform", "loguniform", "randint", "choice", "grid" }) 
 function moonrl.asha(opts) return require("moonrl.sweep.asha").new(opts) end
 function moonrl.sweep(spec) return require("moonrl.sweep").start(spec) end
 function moonrl.slurm(opts) return require("moonrl.sweep.slurm_executor").new(opts) end
+function moonrl.dashboard(opts) return require("moonrl.dashboard").serve(opts) end
 
 moonrl.resume = tasks.resume
 moonrl.spawn = tasks.spawn

@@ -5,7 +5,9 @@
 --   luajit embed_lua.lua ROOT MANIFEST OUT
 --
 -- MANIFEST lists paths relative to ROOT, one a line (host.cmake writes it from
--- its globs, so an added or removed file changes it). lua/moonrl/**.lua become
+-- its globs, so an added or removed file changes it); a line "REL<tab>SOURCE"
+-- embeds the file at SOURCE (an absolute path: a system file such as
+-- Debian's dygraph.min.js for the dashboard) under the name REL. lua/moonrl/**.lua become
 -- LuaJIT bytecode with debug info whose chunk name is the path in the tree
 -- ("@lua/moonrl/config/init.lua"), so tracebacks read file:line as they do
 -- from the sources; every other file (configs/**.lua) is embedded as text.
@@ -66,13 +68,17 @@ end
 
 -- ---------------------------------------------------------------- entries
 
-local rels = {}
-for line in read(MANIFEST):gmatch("[^\n]+") do rels[#rels + 1] = line end
+local rels, sources = {}, {}
+for line in read(MANIFEST):gmatch("[^\n]+") do
+  local rel, src = line:match("^([^\t]+)\t(.+)$")
+  if rel then sources[rel] = src else rel = line end
+  rels[#rels + 1] = rel
+end
 table.sort(rels)
 
 local entries, by_module = {}, {}
 for _, rel in ipairs(rels) do
-  local text = read(ROOT .. "/" .. rel)
+  local text = read(sources[rel] or (ROOT .. "/" .. rel))
   local name, is_init = module_name(rel)
   local e = { rel = rel, module = name }
   if name then

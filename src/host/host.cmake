@@ -15,9 +15,11 @@ set(MOONRL_LUAJIT_LIB /usr/lib/x86_64-linux-gnu/libluajit-5.1.a CACHE FILEPATH "
 set(MOONRL_LUV_INCLUDE /usr/include/lua5.1/luv CACHE PATH "luv headers")
 set(MOONRL_LUV_LIB /usr/lib/x86_64-linux-gnu/liblua5.1-luv.a CACHE FILEPATH "luv static library (Lua 5.1 ABI = LuaJIT's)")
 find_library(MOONRL_UV_LIB NAMES libuv_a.a libuv.a uv_a PATHS /usr/lib/x86_64-linux-gnu)
-foreach(dep MOONRL_LUAJIT_LIB MOONRL_LUV_LIB MOONRL_UV_LIB)
+# the dashboard's HTTP request parser (lua_http.c), linked statically like libuv
+set(MOONRL_HTTP_PARSER_LIB /usr/lib/x86_64-linux-gnu/libhttp_parser.a CACHE FILEPATH "http_parser static library")
+foreach(dep MOONRL_LUAJIT_LIB MOONRL_LUV_LIB MOONRL_UV_LIB MOONRL_HTTP_PARSER_LIB)
   if(NOT EXISTS "${${dep}}")
-    message(FATAL_ERROR "moonrl host: ${dep} not found (${${dep}}): install libluajit-5.1-dev, lua-luv-dev and libuv1-dev (make deps does)")
+    message(FATAL_ERROR "moonrl host: ${dep} not found (${${dep}}): install libluajit-5.1-dev, lua-luv-dev, libuv1-dev and libhttp-parser-dev (make deps does)")
   endif()
 endforeach()
 if(NOT EXISTS "${MOONRL_LUAJIT_INCLUDE}/luajit.h" OR NOT EXISTS "${MOONRL_LUV_INCLUDE}/luv.h")
@@ -71,10 +73,26 @@ list(SORT MOONRL_EMBED_FILES)
 if(NOT "lua/moonrl/init.lua" IN_LIST MOONRL_EMBED_FILES)
   message(FATAL_ERROR "moonrl host: ${MOONRL_ROOT}/lua/moonrl/init.lua is missing: nothing to embed")
 endif()
+# The dashboard's page (lua/moonrl/dashboard/page/: HTML, JS, CSS, as text) and
+# Debian's dygraphs chart library (libjs-dygraphs) under the same folder's name,
+# so a copied binary serves the whole page without a network fetch.
+file(GLOB MOONRL_PAGE_FILES CONFIGURE_DEPENDS RELATIVE "${MOONRL_ROOT}"
+  "${MOONRL_ROOT}/lua/moonrl/dashboard/page/*.html" "${MOONRL_ROOT}/lua/moonrl/dashboard/page/*.js"
+  "${MOONRL_ROOT}/lua/moonrl/dashboard/page/*.css")
+list(SORT MOONRL_PAGE_FILES)
+set(MOONRL_DYGRAPHS_DIR /usr/share/javascript/dygraphs CACHE PATH "libjs-dygraphs (the dashboard's charts)")
+if(NOT EXISTS "${MOONRL_DYGRAPHS_DIR}/dygraph.min.js")
+  message(FATAL_ERROR "moonrl host: ${MOONRL_DYGRAPHS_DIR}/dygraph.min.js not found: install libjs-dygraphs (make deps does)")
+endif()
+list(APPEND MOONRL_EMBED_FILES ${MOONRL_PAGE_FILES})
+list(TRANSFORM MOONRL_EMBED_FILES PREPEND "${MOONRL_ROOT}/" OUTPUT_VARIABLE MOONRL_EMBED_DEPENDS)
+list(APPEND MOONRL_EMBED_DEPENDS "${MOONRL_DYGRAPHS_DIR}/dygraph.min.js" "${MOONRL_DYGRAPHS_DIR}/dygraph.min.css")
+list(APPEND MOONRL_EMBED_FILES
+  "lua/moonrl/dashboard/page/dygraph.min.js\t${MOONRL_DYGRAPHS_DIR}/dygraph.min.js"
+  "lua/moonrl/dashboard/page/dygraph.min.css\t${MOONRL_DYGRAPHS_DIR}/dygraph.min.css")
 string(REPLACE ";" "\n" MOONRL_EMBED_LIST "${MOONRL_EMBED_FILES}")
 set(MOONRL_EMBED_MANIFEST "${CMAKE_CURRENT_BINARY_DIR}/embedded_files.txt")
 file(CONFIGURE OUTPUT "${MOONRL_EMBED_MANIFEST}" CONTENT "${MOONRL_EMBED_LIST}\n" @ONLY)
-list(TRANSFORM MOONRL_EMBED_FILES PREPEND "${MOONRL_ROOT}/" OUTPUT_VARIABLE MOONRL_EMBED_DEPENDS)
 set(MOONRL_EMBED_C "${CMAKE_CURRENT_BINARY_DIR}/embedded_lua.c")
 add_custom_command(
   OUTPUT "${MOONRL_EMBED_C}"
@@ -94,7 +112,7 @@ target_compile_definitions(moonrl PRIVATE MOONRL_SOURCE_DIR="${MOONRL_ROOT}" _GN
 target_compile_options(moonrl PRIVATE -Wno-strict-prototypes)
 target_link_libraries(moonrl PRIVATE
   -Wl,--whole-archive moonrl_engine "${MOONRL_LUAJIT_LIB}" -Wl,--no-whole-archive
-  "${MOONRL_LUV_LIB}" "${MOONRL_UV_LIB}"
+  "${MOONRL_LUV_LIB}" "${MOONRL_UV_LIB}" "${MOONRL_HTTP_PARSER_LIB}"
   Threads::Threads ${CMAKE_DL_LIBS} m rt)
 target_link_options(moonrl PRIVATE -Wl,-E)
 # Data-parallel ranks (ranks.c) on Open MPI, when it is installed (make

@@ -221,6 +221,7 @@ typedef struct host_runs {
 void host_run_open(lua_State *L, host_runs *runs);   /* adds start to the table on top */
 /* lua_eval.c */
 void host_eval_open(lua_State *L, host_runs *runs);  /* adds evaluate to the table on top */
+void host_http_open(lua_State *L);   /* adds http_parser to the table on top (lua_http.c) */
 /* Evaluations still working when the loop is left (a signal, core.shutdown):
  * closes their progress handles (before luv's walk, which takes every handle
  * for one of its own) and leaves them to end unheard. */

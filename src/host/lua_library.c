@@ -15,6 +15,10 @@
  *       nil for a path that is not a .lua file under configs/
  *   moonrl.embedded.list([prefix]) -> sorted array of the relpaths embedded
  *       (configs/... and lua/moonrl/...) that start with prefix
+ *   moonrl.embedded.page(name) -> text | nil    a file of the dashboard's page,
+ *       lua/moonrl/dashboard/page/NAME (NAME: letters, digits, '.', '-', '_'; no
+ *       leading '.'); with a source tree, DIR's copy when there is one (the
+ *       chart library comes from the system at build time: the embedded copy)
  *   moonrl.embedded.source_dir -> DIR when loading from disk, else nil
  * With a source tree, get and list read DIR on disk, so both answer for the
  * library actually in use.
@@ -284,6 +288,37 @@ static int embedded_list(lua_State *L) {
     return 1;
 }
 
+#define PAGE_ROOT "lua/moonrl/dashboard/page/"
+
+static int embedded_page(lua_State *L) {
+    const host_library *lib = lua_touserdata(L, lua_upvalueindex(1));
+    const char *name = luaL_checkstring(L, 1);
+    int ok = name[0] != '\0' && name[0] != '.' && strlen(name) < 128;
+    for (const char *c = name; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+             *c == '.' || *c == '-' || *c == '_';
+    if (!ok) {
+        lua_pushnil(L);
+        return 1;
+    }
+    char rel[256];
+    snprintf(rel, sizeof rel, PAGE_ROOT "%s", name);
+    if (lib->dir[0]) {
+        char path[2 * HOST_PATH];
+        snprintf(path, sizeof path, "%s/%s", lib->dir, rel);
+        if (access(path, R_OK) == 0) return push_file(L, path);
+    }
+    for (size_t i = 0; i < host_embedded_count; i++) {
+        const host_embedded_file *f = &host_embedded_files[i];
+        if (!f->module && strcmp(f->relpath, rel) == 0) {
+            lua_pushlstring(L, (const char *)f->data, f->size);
+            return 1;
+        }
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
 static int open_embedded(lua_State *L) {
     const host_library *lib = lua_touserdata(L, lua_upvalueindex(1));
     lua_createtable(L, 0, 3);
@@ -293,6 +328,9 @@ static int open_embedded(lua_State *L) {
     lua_pushlightuserdata(L, (void *)lib);
     lua_pushcclosure(L, embedded_list, 1);
     lua_setfield(L, -2, "list");
+    lua_pushlightuserdata(L, (void *)lib);
+    lua_pushcclosure(L, embedded_page, 1);
+    lua_setfield(L, -2, "page");
     if (lib->dir[0]) {
         lua_pushstring(L, lib->dir);
         lua_setfield(L, -2, "source_dir");

@@ -1,0 +1,222 @@
+-- moonrl.dashboard.data - what the dashboard shows, read from the files runs
+-- and sweeps write, never from the runs themselves (a run's training is not
+-- touched; the live status and every action go through its control socket).
+--
+-- A served directory is walked like `moonrl ps` walks one: the directory
+-- itself, its subdirectories and theirs (3 levels), and every sweep
+-- directory's (one with sweep.json) trial directories. A run directory is one
+-- with a config.lua and a metrics.jsonl or a control/ folder. Links are not
+-- followed (a link to a directory is not walked into, a run file that is a
+-- link is not read), and every directory listed lies under a served root, so
+-- nothing outside the served runs can be read: the page names a run by its id,
+-- an entry of this list, never by a path.
+--
+--   data.new(roots) -> d                   roots: directories (refused when missing)
+--   d:scan() -> runs, sweeps               (re)walk; runs[i] = {id, dir, name, sweep},
+--                                          sweeps[i] = {id, dir, trials = {ids}}
+--   d:run(id) -> run | nil                 a run of the last scan
+--   d:sweep(id) -> sweep | nil
+--   d:metrics(id, from) -> {rows, changes, total, reset}   rows from[+1] on (0-based count
+--                                          the page has); the file is tailed (results.tail),
+--                                          each byte read once; reset when it was cut
+--   d:details(id) -> {config, summary, changes_lua, alerts, evals}
+--   d:sweep_table(id) -> {info, trials = {...}}
+--   data.CURVES                            the metrics.jsonl fields the page draws
+
+local uv = require("luv")
+local json = require("moonrl.formats.json")
+local results = require("moonrl.sweep.results")
+
+local data = {}
+
+data.CURVES = {
+  "episode_return_mean", "efficiency", "deaths", "policy_loss", "value_loss", "entropy", "lr",
+  "sps", "memory_peak_bytes", "approx_kl", "clip_fraction", "explained_variance", "grad_norm",
+}
+
+local MAX_TEXT = 256 * 1024    -- config.lua, changes.lua, train.log's tail: at most this much is sent
+local DEPTH = 3
+
+local D = {}
+D.__index = D
+
+local function lstat(p) return uv.fs_lstat(p) end
+local function is_file(p) local st = lstat(p) return st and st.type == "file" end
+local function is_dir(p) local st = lstat(p) return st and st.type == "directory" end
+
+local function subdirs(d)
+  local out = {}
+  local req = uv.fs_scandir(d)
+  while req do
+    local name, kind = uv.fs_scandir_next(req)
+    if not name then break end
+    if kind == "directory" and name:sub(1, 1) ~= "." then out[#out + 1] = (d == "." and "" or (d .. "/")) .. name end
+  end
+  table.sort(out)
+  return out
+end
+
+function data.new(roots)
+  local d = setmetatable({ roots = {}, runs = {}, by_id = {}, sweeps = {}, sweep_by_id = {}, tails = {} }, D)
+  for _, r in ipairs(roots) do
+    r = r:gsub("(.)/+$", "%1")
+    local st = uv.fs_stat(r)
+    if not st or st.type ~= "directory" then
+      return nil, r .. " is not a directory (moonrl dashboard serves the runs under directories)"
+    end
+    d.roots[#d.roots + 1] = r
+  end
+  return d
+end
+
+local function is_run(dir)
+  return is_file(dir .. "/config.lua") and (is_file(dir .. "/metrics.jsonl") or is_dir(dir .. "/control"))
+end
+
+function D:scan()
+  local runs, sweeps, seen = {}, {}, {}
+  local function add_run(dir, sweep)
+    if seen[dir] then return end
+    seen[dir] = true
+    local name = dir:match("([^/]+)$")
+    runs[#runs + 1] = { id = dir, dir = dir, name = name, sweep = sweep }
+  end
+  local function visit(dir, depth)
+    if is_run(dir) then add_run(dir) end
+    if is_file(dir .. "/sweep.json") then
+      local sw = { id = dir, dir = dir, trials = {} }
+      sweeps[#sweeps + 1] = sw
+      for _, t in ipairs(subdirs(dir)) do
+        if is_run(t) then add_run(t, dir) sw.trials[#sw.trials + 1] = t end
+      end
+    elseif depth < DEPTH then
+      for _, sub in ipairs(subdirs(dir)) do visit(sub, depth + 1) end
+    end
+  end
+  for _, r in ipairs(self.roots) do visit(r, 0) end
+  self.runs, self.sweeps, self.by_id, self.sweep_by_id = runs, sweeps, {}, {}
+  for _, r in ipairs(runs) do self.by_id[r.id] = r end
+  for _, s in ipairs(sweeps) do self.sweep_by_id[s.id] = s end
+  return runs, sweeps
+end
+
+function D:run(id) return self.by_id[id] end
+function D:sweep(id) return self.sweep_by_id[id] end
+
+local function keep_curves(rec)
+  local row = { update = rec.update, agent_steps = rec.agent_steps, wall_time = rec.wall_time }
+  for _, k in ipairs(data.CURVES) do
+    local v = rec[k]
+    if type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge then row[k] = v end
+  end
+  return row
+end
+
+-- Reads what was appended since the last call (nothing when the file is a link).
+function D:_tail(run)
+  local t = self.tails[run.id]
+  if not t then
+    t = { reader = results.tail(run.dir .. "/metrics.jsonl"), rows = {}, changes = {} }
+    self.tails[run.id] = t
+  end
+  if not is_file(run.dir .. "/metrics.jsonl") then return t, false end
+  local new = t.reader:read()
+  local reset = t.reader.reset
+  if reset then t.rows, t.changes = {}, {} end
+  for _, rec in ipairs(new) do
+    if rec.event == "change" or rec.event == "adopt" then
+      t.changes[#t.changes + 1] = rec
+    elseif rec.event == nil and type(rec.update) == "number" then
+      t.rows[#t.rows + 1] = keep_curves(rec)
+    end
+  end
+  return t, reset
+end
+
+function D:metrics(id, from)
+  local run = self.by_id[id]
+  if not run then return nil end
+  local t, reset = self:_tail(run)
+  from = math.max(0, math.floor(tonumber(from) or 0))
+  if reset or from > #t.rows then from = 0 reset = true end
+  local rows = {}
+  for i = from + 1, #t.rows do rows[#rows + 1] = t.rows[i] end
+  return { from = from, rows = rows, total = #t.rows, changes = t.changes, reset = reset or false }
+end
+
+-- A file of the run (a regular file, not a link), its last `max` bytes.
+local function read_tail(path, max)
+  if not is_file(path) then return nil end
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local size = f:seek("end")
+  f:seek("set", math.max(0, size - max))
+  local text = f:read("*a")
+  f:close()
+  return text, size > max
+end
+
+local function decode_file(path)
+  local text = read_tail(path, 4 * MAX_TEXT)
+  if not text then return nil end
+  local v = json.decode(text)
+  return type(v) == "table" and v or nil
+end
+
+function D:details(id)
+  local run = self.by_id[id]
+  if not run then return nil end
+  local out = { id = run.id, dir = run.dir, name = run.name, sweep = run.sweep }
+  out.config = read_tail(run.dir .. "/config.lua", MAX_TEXT)
+  out.config_now = read_tail(run.dir .. "/config.now.lua", MAX_TEXT)
+  out.changes_lua = read_tail(run.dir .. "/changes.lua", MAX_TEXT)
+  out.summary = decode_file(run.dir .. "/summary.json")
+  local log = read_tail(run.dir .. "/train.log", MAX_TEXT) or ""
+  out.alerts = {}
+  for line in log:gmatch("[^\n]+") do
+    if line:find("alert ", 1, true) then out.alerts[#out.alerts + 1] = line end
+  end
+  out.evals = {}
+  if is_dir(run.dir .. "/eval") then
+    for _, e in ipairs(subdirs(run.dir .. "/eval")) do
+      local ev = decode_file(e .. "/eval.json")
+      if ev then
+        local rows = {}
+        for _, r in ipairs(type(ev.results) == "table" and ev.results or {}) do
+          rows[#rows + 1] = { label = r.label, agent_steps = r.agent_steps, point = r.point, ci = r.ci,
+            deaths = r.deaths, food = r.food, poison = r.poison }
+        end
+        out.evals[#out.evals + 1] = { name = e:match("([^/]+)$"), command = ev.command, results = rows }
+      end
+    end
+  end
+  return out
+end
+
+function D:sweep_table(id)
+  local sw = self.sweep_by_id[id]
+  if not sw then return nil end
+  local rec = results.read(sw.dir)
+  local info = rec.info or {}
+  local trials = {}
+  local n = 0
+  for i in pairs(rec.starts) do n = math.max(n, i) end
+  for i in pairs(rec.results) do n = math.max(n, i) end
+  for i = 1, n do
+    local s, r = rec.starts[i], rec.results[i]
+    if s or r then
+      local dir = (r and r.dir) or (s and s.dir)
+      local base = type(dir) == "string" and dir:match("([^/]+)/*$")
+      local run_id = base and self.by_id[sw.dir .. "/" .. base] and (sw.dir .. "/" .. base) or nil
+      trials[#trials + 1] = {
+        run = run_id,
+        trial = i, label = (r and r.label) or (s and s.label), params = (r and r.params) or (s and s.params),
+        state = r and r.status or "running", value = r and r.value, steps = r and r.steps,
+        error = r and r.error,
+      }
+    end
+  end
+  return { id = sw.id, dir = sw.dir, metric = info.metric, mode = info.mode, method = info.method, trials = trials }
+end
+
+return data

@@ -1,0 +1,308 @@
+-- moonrl.dashboard - a live dashboard in the browser for the runs and sweeps
+-- under some directories, served by this process's own loop
+-- (`moonrl dashboard`, moonrl.dashboard(); docs/dashboard.md).
+--
+-- What it reads: the files runs and sweeps write (moonrl.dashboard.data),
+-- tailed, so a run's training never waits on it. What it sends: a run's live
+-- status and every action (pause, resume, checkpoint, stop, set a hot key) go
+-- through the run's control socket exactly as `moonrl ctl` sends them, with
+-- source "dashboard" (the run's change log records it like any other change).
+--
+-- Private by default:
+--   - it listens on 127.0.0.1 (another address only when asked, with a warning);
+--   - every request needs the token (128 random bits from /dev/urandom, in the
+--     URL printed at start and in a 0600 file): `?token=` or the X-Moonrl-Token
+--     header; without it 401;
+--   - the Host header must name a loopback address (localhost, 127.0.0.1, [::1],
+--     any port: ssh -L forwards another) or the address asked for: a DNS
+--     rebinding page's requests are refused (403);
+--   - an Origin header, when sent, must be this server's own; every action is
+--     a POST of application/json that must carry it (403 otherwise), so no
+--     other site's page can act, nor read an answer;
+--   - the page names a run by its id, an entry of the scanned list: no path
+--     from a request is ever opened; the page's own files are a fixed list;
+--   - requests are bounded (moonrl.dashboard.http.limits).
+--
+--   dashboard.serve(opts) -> d | nil, err
+--     opts: dirs = {DIR, ...} (default {"."}), host = "127.0.0.1", port = 0 (any free),
+--           token_file = path (default DIR/.dashboard-token of the first DIR), quiet = bool
+--     d.url (with the token), d.token, d.port, d.host, d.token_file, d:close(), d:closed()
+--   dashboard.LOOPBACK   the hosts accepted without asking
+
+local uv = require("luv")
+local json = require("moonrl.formats.json")
+local http = require("moonrl.dashboard.http")
+local data = require("moonrl.dashboard.data")
+local control = require("moonrl.control.client")
+
+local dashboard = {}
+
+dashboard.LOOPBACK = { ["127.0.0.1"] = true, ["localhost"] = true, ["[::1]"] = true, ["::1"] = true }
+
+local PAGE = {   -- the only files served: name -> content type
+  ["app.js"] = "text/javascript; charset=utf-8",
+  ["app.css"] = "text/css; charset=utf-8",
+  ["dygraph.min.js"] = "text/javascript; charset=utf-8",
+  ["dygraph.min.css"] = "text/css; charset=utf-8",
+}
+
+local ACTIONS = { "pause", "resume", "checkpoint", "stop", "set" }
+
+local function random_token()
+  local f = io.open("/dev/urandom", "rb")
+  local bytes = f and f:read(16)
+  if f then f:close() end
+  if not bytes or #bytes ~= 16 then
+    local ok, r = pcall(uv.random, 16, 0)
+    bytes = ok and r or nil
+  end
+  assert(type(bytes) == "string" and #bytes == 16, "moonrl dashboard: no random bytes (/dev/urandom, uv.random)")
+  return (bytes:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+-- The token in a file only its owner can read (replaced, never reused).
+local function write_token(path, token)
+  uv.fs_unlink(path)
+  local fd, err = uv.fs_open(path, "wx", tonumber("600", 8))
+  if not fd then return nil, "cannot write the token file " .. path .. ": " .. tostring(err) end
+  uv.fs_write(fd, token .. "\n", -1)
+  uv.fs_fchmod(fd, tonumber("600", 8))
+  uv.fs_close(fd)
+  return true
+end
+
+local function same(a, b)   -- in time independent of where they differ
+  if type(a) ~= "string" or #a ~= #b then return false end
+  local diff = 0
+  for i = 1, #a do diff = bit.bor(diff, bit.bxor(a:byte(i), b:byte(i))) end
+  return diff == 0
+end
+
+local function host_name(h)   -- "localhost:8080" -> "localhost"; "[::1]:80" -> "[::1]"
+  if not h then return nil end
+  return h:match("^(%[[^%]]*%])") or h:match("^([^:]*)")
+end
+
+local function send_json(reply, status, obj)
+  reply(status, { ["Content-Type"] = "application/json" }, json.encode(obj) .. "\n")
+end
+local function refuse(reply, status, msg) send_json(reply, status, { ok = false, error = msg }) end
+
+function dashboard.serve(opts)
+  opts = opts or {}
+  local dirs = opts.dirs or { "." }
+  if #dirs == 0 then dirs = { "." } end
+  local d, derr = data.new(dirs)
+  if not d then return nil, derr end
+  local host = opts.host or "127.0.0.1"
+  local allowed = {}
+  for h in pairs(dashboard.LOOPBACK) do allowed[h] = true end
+  if not dashboard.LOOPBACK[host] then
+    allowed[host:find(":", 1, true) and ("[" .. host .. "]") or host] = true
+    for _, h in ipairs(opts.allow_hosts or {}) do allowed[h] = true end
+    if not opts.quiet then
+      io.stderr:write("moonrl dashboard: warning: listening on ", host, ", not only on this machine's loopback: ",
+        "anyone who can reach it and has the token can steer the runs (see docs/dashboard.md: ssh -L is the ",
+        "private way to reach it from elsewhere)\n")
+    end
+  end
+  local token = random_token()
+  local token_file = opts.token_file or (d.roots[1] .. "/.dashboard-token")
+  local tok, terr = write_token(token_file, token)
+  if not tok then return nil, terr end
+
+  local embedded = require("moonrl.embedded")
+  local last_scan = -math.huge
+  local function rescan()
+    if uv.now() - last_scan >= 1000 then
+      d:scan()
+      last_scan = uv.now()
+    end
+  end
+  rescan()
+
+  -- ------------------------------------------------------------ actions
+  local function act(req, reply)
+    if not (req.headers["content-type"] or ""):lower():find("^application/json") then
+      return refuse(reply, 415, "an action is a POST of Content-Type: application/json " ..
+        "(got " .. tostring(req.headers["content-type"] or "none") .. ")")
+    end
+    local body, jerr = json.decode(req.body)
+    if type(body) ~= "table" or body == json.null or body[1] ~= nil then
+      return refuse(reply, 400, "the body must be a JSON object {\"run\": ID, \"action\": ...}: " ..
+        (jerr and ("malformed JSON: " .. tostring(jerr)) or "got " .. type(body)))
+    end
+    local run = type(body.run) == "string" and d:run(body.run)
+    if not run then
+      return refuse(reply, 404, "no run " .. json.encode(body.run) .. " among the served runs (GET /api/runs lists them)")
+    end
+    local what = body.action
+    local req_ = nil
+    if what == "pause" or what == "resume" or what == "checkpoint" then
+      req_ = { cmd = what }
+    elseif what == "stop" then
+      req_ = { cmd = "stop", wait = false, reason = "stopped from the dashboard" }
+    elseif what == "set" then
+      -- as `moonrl ctl set KEY=VALUE` reads it, with the same messages
+      if type(body.key) ~= "string" or body.key == "" then
+        return refuse(reply, 400, "set: \"key\" must be a config key such as \"ppo.lr\"")
+      end
+      local v = body.value
+      if type(v) == "number" then v = string.format("%.17g", v) elseif type(v) == "boolean" then v = tostring(v) end
+      if type(v) ~= "string" then
+        return refuse(reply, 400, "set: \"value\" must be text as --set reads it (1e-4, true, \"text\", linear(1e-3, 1e-4))")
+      end
+      local k, val = require("moonrl.config").parse_set(body.key .. "=" .. v)
+      if not k then return refuse(reply, 422, "set: " .. tostring(val):gsub("^%-%-set ", "")) end
+      if type(val) == "function" then
+        return refuse(reply, 422, "set: " .. k .. ": a Lua function cannot travel over the socket (set it from the script)")
+      end
+      req_ = { cmd = "set", values = { [k] = val }, source = "dashboard" }
+    else
+      return refuse(reply, 400, "unknown action " .. json.encode(what) .. ": accepted " .. table.concat(ACTIONS, ", "))
+    end
+    local path = control.socket_path(run.dir)
+    control.request(path, req_, { timeout_ms = 60000 }, function(r, err)
+      if not r then return refuse(reply, 502, control.explain(path, err)) end
+      if r.ok ~= true then return refuse(reply, 422, tostring(r.error)) end
+      send_json(reply, 200, r)
+    end)
+  end
+
+  -- ------------------------------------------------------------ the list, with live status
+  local function list(reply)
+    rescan()
+    local live = {}
+    for _, r in ipairs(d.runs) do
+      if uv.fs_lstat(control.socket_path(r.dir)) then live[#live + 1] = r end
+    end
+    local dirs_live = {}
+    for i, r in ipairs(live) do dirs_live[i] = r.dir end
+    control.request_all(dirs_live, { cmd = "status" }, { timeout_ms = 1500 }, function(replies)
+      local status = {}
+      for i, r in ipairs(live) do
+        local rep = replies[i].reply
+        if rep and rep.ok then status[r.id] = rep end
+      end
+      local runs = {}
+      for _, r in ipairs(d.runs) do
+        local st = status[r.id]
+        local entry = { id = r.id, dir = r.dir, name = r.name, sweep = r.sweep, live = st ~= nil }
+        if st then
+          entry.status, entry.update, entry.total_updates, entry.progress, entry.sps, entry.eta_seconds, entry.hot =
+            st.status, st.update, st.total_updates, st.progress, st.sps, st.eta_seconds, st.hot
+          entry.name = st.name or r.name
+        else
+          local sum = json.decode(require("moonrl.util").read_file(r.dir .. "/summary.json") or "")
+          entry.status = type(sum) == "table" and sum.status or "not running"
+          if type(sum) == "table" then entry.update = sum.updates end
+        end
+        runs[#runs + 1] = entry
+      end
+      local sweeps = {}
+      for _, s in ipairs(d.sweeps) do sweeps[#sweeps + 1] = { id = s.id, dir = s.dir, trials = s.trials } end
+      send_json(reply, 200, { ok = true, runs = runs, sweeps = sweeps })
+    end)
+  end
+
+  -- ------------------------------------------------------------ the guard, then the routes
+  local server
+  local function handle(req, reply)
+    local h = req.headers
+    local hn = host_name(h.host)
+    if not hn or not allowed[hn:lower()] then
+      return refuse(reply, 403, "refused: the Host header " .. json.encode(h.host or "(none)") ..
+        " is not this dashboard's (accepted: localhost, 127.0.0.1, [::1]" ..
+        (dashboard.LOOPBACK[host] and "" or (", " .. host)) .. ", any port)")
+    end
+    local origin = h.origin
+    if origin and origin ~= ("http://" .. h.host) then
+      return refuse(reply, 403, "refused: a request from another origin (" .. origin .. "); accepted only http://" .. h.host)
+    end
+    if (h["sec-fetch-site"] or "") == "cross-site" then
+      return refuse(reply, 403, "refused: a cross-site request")
+    end
+    local given = req.query.token or h["x-moonrl-token"]
+    if not same(given, token) then
+      return refuse(reply, 401, given and "refused: wrong token (the URL printed at start has it; so does " .. token_file .. ")"
+        or "refused: no token: open the URL moonrl dashboard printed (?token=...), or send X-Moonrl-Token")
+    end
+    local p = req.path
+    if req.method == "POST" then
+      if p ~= "/api/action" then return refuse(reply, 404, "no such action endpoint: POST /api/action") end
+      if not origin then
+        return refuse(reply, 403, "refused: an action must carry an Origin header naming this server (http://" .. h.host .. ")")
+      end
+      return act(req, reply)
+    end
+    if req.method ~= "GET" and req.method ~= "HEAD" then
+      return reply(405, { Allow = "GET, POST" }, "method " .. tostring(req.method) .. " not allowed: GET, or POST /api/action\n")
+    end
+    if p == "/" or p == "/index.html" then
+      local page = embedded.page("index.html") or "index.html missing from this build"
+      return reply(200, {
+        ["Content-Type"] = "text/html; charset=utf-8",
+        ["Content-Security-Policy"] = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " ..
+          "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ["Referrer-Policy"] = "no-referrer", ["X-Frame-Options"] = "DENY",
+      }, (page:gsub("{{TOKEN}}", token)))
+    end
+    local name = p:match("^/static/(.+)$")
+    if name then
+      local text = PAGE[name] and embedded.page(name)
+      if not text then return refuse(reply, 404, "no such page file " .. json.encode(name)) end
+      return reply(200, { ["Content-Type"] = PAGE[name], ["Cache-Control"] = "private, max-age=300" }, text)
+    end
+    if p == "/api/runs" then return list(reply) end
+    if p == "/api/metrics" or p == "/api/run" then
+      rescan()
+      local id = req.query.run
+      local run = id and d:run(id)
+      if not run then
+        return refuse(reply, 404, "no run " .. json.encode(id or "(none)") .. " among the served runs (GET /api/runs lists them)")
+      end
+      if p == "/api/metrics" then
+        local m = d:metrics(id, req.query.from)
+        m.ok = true
+        return send_json(reply, 200, m)
+      end
+      local det = d:details(id)
+      det.ok = true
+      return send_json(reply, 200, det)
+    end
+    if p == "/api/sweep" then
+      rescan()
+      local t = req.query.sweep and d:sweep_table(req.query.sweep)
+      if not t then return refuse(reply, 404, "no sweep " .. json.encode(req.query.sweep or "(none)") .. " among the served directories") end
+      t.ok = true
+      return send_json(reply, 200, t)
+    end
+    return refuse(reply, 404, "not found: " .. json.encode(p))
+  end
+
+  server, derr = http.listen({ host = host, port = opts.port or 0, handler = handle })
+  if not server then
+    uv.fs_unlink(token_file)
+    return nil, derr
+  end
+  local shown = host:find(":", 1, true) and ("[" .. host .. "]") or host
+  local dash = {
+    dir = d.roots[1], host = host, port = server.port, token = token, token_file = token_file,
+    url = "http://" .. shown .. ":" .. server.port .. "/?token=" .. token, data = d,
+  }
+  local closed, waiters = false, {}
+  function dash:close()
+    if closed then return end
+    closed = true
+    server:close()
+    uv.fs_unlink(token_file)
+    for _, w in ipairs(waiters) do w() end
+  end
+  function dash:closed() return closed end
+  function dash:on_close(fn) if closed then fn() else waiters[#waiters + 1] = fn end end
+  function dash:stop() self:close() end   -- a stop signal (moonrl.runtime.shutdown) closes it
+  function dash:checkpoint() end
+  return dash
+end
+
+return dashboard

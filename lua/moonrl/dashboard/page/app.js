@@ -1,0 +1,313 @@
+// moonrl dashboard page: polls the JSON API of the server that served it
+// (lua/moonrl/dashboard/init.lua) and draws with dygraphs. Every request
+// carries the token (X-Moonrl-Token); every text from the server goes into
+// the page as text (textContent), never as HTML.
+"use strict";
+(function () {
+  const TOKEN = new URLSearchParams(location.search).get("token") || "";
+  const CURVES = [
+    ["episode_return_mean", "return (mean)"], ["efficiency", "efficiency"], ["deaths", "deaths"],
+    ["policy_loss", "policy loss"], ["value_loss", "value loss"], ["entropy", "entropy"],
+    ["lr", "learning rate"], ["sps", "agent-steps/s"], ["memory_peak_bytes", "memory peak (bytes)"],
+  ];
+  const state = {
+    runs: [], sweeps: [], selected: null, sweep: null, overlay: new Set(),
+    rows: {}, changes: {}, charts: {}, details: null,
+  };
+
+  function api(path, opts) {
+    opts = opts || {};
+    opts.headers = Object.assign({ "X-Moonrl-Token": TOKEN }, opts.headers || {});
+    return fetch(path, opts).then(function (r) {
+      return r.json().then(function (j) { j.httpStatus = r.status; return j; });
+    });
+  }
+  function q(id) { return document.getElementById(id); }
+  // moonrl's JSON writes an empty list as {}: every list read goes through this
+  function arr(x) { return Array.isArray(x) ? x : []; }
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function fmt(v) {
+    if (typeof v !== "number") return v === undefined || v === null ? "-" : String(v);
+    if (Number.isInteger(v)) return String(v);
+    return Number(v.toPrecision(4)).toString();
+  }
+  function say(text, ok) {
+    const m = q("message");
+    m.textContent = text;
+    m.className = ok === null ? "pending" : ok ? "ok" : "err";
+  }
+
+  // ---------------------------------------------------------------- the lists
+  function drawRuns() {
+    const ul = q("runs");
+    ul.replaceChildren();
+    for (const r of state.runs) {
+      const li = el("li");
+      li.dataset.id = r.id;
+      if (r.id === state.selected) li.className = "sel";
+      const box = el("input");
+      box.type = "checkbox";
+      box.title = "overlay this run's curves";
+      box.checked = state.overlay.has(r.id);
+      box.addEventListener("click", function (ev) {
+        ev.stopPropagation();
+        if (box.checked) state.overlay.add(r.id); else state.overlay.delete(r.id);
+        redrawCharts();
+      });
+      li.append(box, el("span", " " + r.id + " "), el("span", r.status + (r.update !== undefined ? " @" + r.update : ""), "st"));
+      li.addEventListener("click", function () { select(r.id); });
+      ul.append(li);
+    }
+    if (state.runs.length === 0) ul.append(el("li", "no runs here yet"));
+    const sl = q("sweeps");
+    sl.replaceChildren();
+    for (const s of state.sweeps) {
+      const li = el("li", s.id + " (" + arr(s.trials).length + " trials)");
+      li.dataset.id = s.id;
+      li.addEventListener("click", function () { showSweep(s.id); });
+      sl.append(li);
+    }
+  }
+
+  function refreshRuns() {
+    return api("api/runs").then(function (j) {
+      if (!j.ok) throw new Error(j.error);
+      q("conn").textContent = "live";
+      q("conn").className = "";
+      state.runs = arr(j.runs);
+      state.sweeps = arr(j.sweeps);
+      if (!state.selected && j.runs.length) {
+        const live = j.runs.find(function (r) { return r.live; });
+        select((live || j.runs[0]).id);
+      }
+      drawRuns();
+      drawStatus();
+    }).catch(function (e) {
+      q("conn").textContent = "not connected: " + e.message;
+      q("conn").className = "bad";
+    });
+  }
+
+  function current() { return state.runs.find(function (r) { return r.id === state.selected; }); }
+
+  function drawStatus() {
+    const r = current();
+    if (!r) return;
+    q("run-title").textContent = r.name + " (" + r.id + ")";
+    q("run-status").textContent = r.status +
+      (r.update !== undefined ? ", update " + r.update + (r.total_updates ? "/" + r.total_updates : "") : "") +
+      (r.sps ? ", " + Math.round(r.sps) + " agent-steps/s" : "") +
+      (typeof r.eta_seconds === "number" ? ", ETA " + Math.round(r.eta_seconds) + " s" : "");
+    q("controls").hidden = !r.live;
+    const list = q("hot-keys");   // the hot keys, offered as the key is typed
+    const keys = Object.keys(r.hot || {}).sort();
+    if (list.options.length !== keys.length) {
+      list.replaceChildren();
+      for (const k of keys) { const o = el("option"); o.value = k; list.append(o); }
+    }
+  }
+
+  function select(id) {
+    state.selected = id;
+    state.overlay.add(id);
+    q("sweep-view").hidden = true;
+    drawRuns();
+    drawStatus();
+    refreshDetails();
+    pollMetrics();
+  }
+
+  // ---------------------------------------------------------------- curves
+  function pollMetrics() {
+    const ids = Array.from(state.overlay);
+    return Promise.all(ids.map(function (id) {
+      const have = (state.rows[id] || []).length;
+      return api("api/metrics?run=" + encodeURIComponent(id) + "&from=" + have).then(function (j) {
+        if (!j.ok) return;
+        if (j.reset || !state.rows[id]) state.rows[id] = [];
+        for (const row of arr(j.rows)) state.rows[id].push(row);
+        state.changes[id] = arr(j.changes);
+        return arr(j.rows).length > 0 || j.reset;
+      });
+    })).then(function (grew) {
+      if (grew.some(Boolean)) redrawCharts();
+      drawChanges();
+    });
+  }
+
+  function stepsAt(id, update) {
+    const rows = state.rows[id] || [];
+    for (const r of rows) if (r.update >= update) return r.agent_steps;
+    return rows.length ? rows[rows.length - 1].agent_steps : 0;
+  }
+
+  function redrawCharts() {
+    const ids = Array.from(state.overlay).filter(function (id) { return (state.rows[id] || []).length; });
+    const box = q("charts");
+    for (const [key, title] of CURVES) {
+      // one table: x = agent-steps, a column per run (null where a run has no row there)
+      const xs = new Map();
+      ids.forEach(function (id, c) {
+        for (const row of state.rows[id]) {
+          if (typeof row[key] !== "number") continue;
+          let line = xs.get(row.agent_steps);
+          if (!line) { line = new Array(ids.length + 1).fill(null); line[0] = row.agent_steps; xs.set(row.agent_steps, line); }
+          line[c + 1] = row[key];
+        }
+      });
+      const table = Array.from(xs.values()).sort(function (a, b) { return a[0] - b[0]; });
+      let c = state.charts[key];
+      if (!table.length) { if (c) { c.g.destroy(); c.box.remove(); delete state.charts[key]; } continue; }
+      const marks = [];
+      if (state.selected) for (const ch of state.changes[state.selected] || []) {
+        marks.push({ x: stepsAt(state.selected, ch.update), text: ch.key + " = " + JSON.stringify(ch.new) + " (" + ch.source + ")" });
+      }
+      const opts = {
+        labels: ["agent-steps"].concat(ids), connectSeparatedPoints: true, legend: "follow",
+        xlabel: "agent-steps", title: null, labelsKMB: true,
+        underlayCallback: function (ctx, area, g) {   // every live change: a vertical line
+          ctx.save();
+          ctx.strokeStyle = "rgba(200, 80, 0, 0.7)";
+          ctx.setLineDash([4, 3]);
+          for (const m of marks) {
+            const x = g.toDomXCoord(m.x);
+            ctx.beginPath(); ctx.moveTo(x, area.y); ctx.lineTo(x, area.y + area.h); ctx.stroke();
+          }
+          ctx.restore();
+        },
+      };
+      if (!c) {
+        const wrap = el("div", null, "chart-box");
+        wrap.append(el("h4", title));
+        const div = el("div", null, "chart");
+        div.id = "chart-" + key;
+        wrap.append(div);
+        box.append(wrap);
+        c = state.charts[key] = { box: wrap, g: new Dygraph(div, table, opts), marks: marks };
+      } else {
+        c.g.updateOptions(Object.assign({ file: table }, opts));
+      }
+      c.rows = table.length;
+    }
+  }
+
+  function drawChanges() {
+    const t = q("changes");
+    t.replaceChildren();
+    const list = state.changes[state.selected] || [];
+    if (!list.length) return;
+    const head = el("tr");
+    for (const h of ["update", "key", "old", "new", "source"]) head.append(el("th", h));
+    t.append(head);
+    for (const ch of list) {
+      const tr = el("tr");
+      for (const v of [ch.update, ch.key || ch.event, JSON.stringify(ch.old), JSON.stringify(ch.new === undefined ? ch.path : ch.new), ch.source]) {
+        tr.append(el("td", v === undefined ? "" : v));
+      }
+      t.append(tr);
+    }
+  }
+
+  // ---------------------------------------------------------------- details
+  function refreshDetails() {
+    if (!state.selected) return Promise.resolve();
+    const id = state.selected;
+    return api("api/run?run=" + encodeURIComponent(id)).then(function (j) {
+      if (!j.ok || id !== state.selected) return;
+      state.details = j;
+      q("config").textContent = j.config || "(no config.lua)";
+      const al = q("alerts");
+      al.replaceChildren();
+      for (const a of arr(j.alerts)) al.append(el("li", a));
+      if (!arr(j.alerts).length) al.append(el("li", "none"));
+      const ev = q("evals");
+      ev.replaceChildren();
+      for (const e of arr(j.evals)) {
+        ev.append(el("h4", e.name + (e.command ? "  (" + e.command + ")" : "")));
+        const t = el("table");
+        const keys = ["eff_overall", "eff_per_env", "deaths_per_1k", "food_per_1k", "poison_per_1k", "survival_mean"];
+        const head = el("tr");
+        head.append(el("th", "mode"));
+        for (const k of keys) head.append(el("th", k + " [95% interval]"));
+        t.append(head);
+        for (const r of arr(e.results)) {
+          const tr = el("tr");
+          tr.append(el("td", r.label));
+          for (const k of keys) {
+            const p = r.point && r.point[k], ci = r.ci && r.ci[k];
+            tr.append(el("td", fmt(p) + (ci ? " [" + fmt(ci[0]) + ", " + fmt(ci[1]) + "]" : "")));
+          }
+          t.append(tr);
+        }
+        ev.append(t);
+      }
+      if (!arr(j.evals).length) ev.append(el("p", "none yet (moonrl eval RUN_DIR writes them)"));
+    });
+  }
+
+  function showSweep(id) {
+    state.sweep = id;
+    return api("api/sweep?sweep=" + encodeURIComponent(id)).then(function (j) {
+      if (!j.ok) return say(j.error, false);
+      q("sweep-view").hidden = false;
+      q("sweep-title").textContent = "sweep " + j.dir + " (" + (j.method || "?") + ", " + (j.mode || "") + " " + (j.metric || "") + ")";
+      const t = q("sweep-table");
+      t.replaceChildren();
+      const head = el("tr");
+      for (const h of ["trial", "state", "value", "steps", "params"]) head.append(el("th", h));
+      t.append(head);
+      for (const r of arr(j.trials)) {
+        const tr = el("tr");
+        tr.append(el("td", r.label || r.trial), el("td", r.state + (r.error ? ": " + r.error : "")),
+          el("td", fmt(r.value)), el("td", fmt(r.steps)), el("td", JSON.stringify(r.params || {})));
+        if (r.run) { tr.style.cursor = "pointer"; tr.addEventListener("click", function () { select(r.run); }); }
+        t.append(tr);
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- actions
+  function act(body) {
+    body.run = state.selected;
+    say("sending " + body.action + "...", null);
+    return api("api/action", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    }).then(function (j) {
+      if (!j.ok) return say(j.error, false);
+      if (body.action === "set") {
+        const parts = [];
+        for (const k in j.values) parts.push("set " + k + " = " + JSON.stringify(j.values[k]));
+        say(parts.join("; "), true);
+      } else {
+        say(body.action + ": done" + (j.path ? " (" + j.path + ")" : "") + (j.status ? " (" + j.status + ")" : ""), true);
+      }
+      refreshRuns();
+    }).catch(function (e) { say(String(e), false); });
+  }
+  for (const b of document.querySelectorAll("#controls button[data-action]")) {
+    b.addEventListener("click", function () {
+      if (b.dataset.action === "stop" && !confirm("Stop " + state.selected + "? (it writes a final checkpoint)")) return;
+      act({ action: b.dataset.action });
+    });
+  }
+  q("set-button").addEventListener("click", function () {
+    act({ action: "set", key: q("set-key").value, value: q("set-value").value });
+  });
+
+  // for tests and the curious: what the page holds
+  window.moonrlDashboard = {
+    state: state,
+    points: function (key) { const c = state.charts[key]; return c ? c.g.numRows() : 0; },
+    select: select,
+  };
+
+  refreshRuns();
+  setInterval(pollMetrics, 1000);
+  setInterval(refreshRuns, 2000);
+  setInterval(refreshDetails, 5000);
+})();

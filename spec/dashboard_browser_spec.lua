@@ -1,0 +1,170 @@
+-- The dashboard in a real browser: headless Chromium driven by chromedriver
+-- through the WebDriver HTTP protocol (curl as the client). A CI-profile run
+-- trains; the page shows its curves growing, sets ppo.lr from the page (the
+-- change lands in the run's changes.lua with source "dashboard"), and is
+-- refused without the token and from another origin. Skipped, saying so, only
+-- where chromium and chromedriver are not installed (make test installs them).
+local support = require("support")
+local json = require("moonrl.formats.json")
+local uv = support.uv
+
+local EXPERIMENT = [[
+return {
+  name = "browser", device = "cpu", threads = 1, seed = 5, hardware = "ci", level = "basic",
+  total_steps = 100000 * 8 * 8, warmup = { updates = 0 },
+  env = { num_envs = 8, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+  ppo = { rollout_steps = 8, epochs = 1, lr = 3e-4 },
+  log = { console = false, tensorboard = false, checkpoint_interval = 0 },
+}
+]]
+
+local function which(name)
+  local p = io.popen("command -v " .. name .. " 2>/dev/null")
+  local out = p:read("*l")
+  p:close()
+  return out
+end
+
+local CHROMEDRIVER = which("chromedriver")
+local CHROMIUM = which("chromium") or which("chromium-browser")
+
+-- One WebDriver command: method, path under the session, body table -> value, the whole reply.
+local function wd(base, method, path, body, tmp)
+  local args = { "curl", "-s", "-m", "60", "-X", method, "-H", "'Content-Type: application/json'" }
+  if body then
+    support.write_file(tmp .. "/wd.json", type(body) == "string" and body or json.encode(body))
+    args[#args + 1] = "--data-binary @" .. tmp .. "/wd.json"
+  end
+  args[#args + 1] = "'" .. base .. path .. "'"
+  local p = io.popen(table.concat(args, " "))
+  local text = p:read("*a")
+  p:close()
+  local reply = json.decode(text)
+  assert(type(reply) == "table", "WebDriver " .. method .. " " .. path .. ": " .. text)
+  return reply.value, reply
+end
+
+describe("moonrl dashboard in headless Chromium (WebDriver)", function()
+  if not support.have_bin then
+    it("needs the binary", function() pending("no binary at " .. support.BIN .. " (build it: make build)") end)
+    return
+  end
+  if not (CHROMEDRIVER and CHROMIUM) then
+    it("needs Chromium", function()
+      pending("chromium and chromium-driver are not installed (make test installs them; apt-get install " ..
+        "chromium chromium-driver): the browser test of the dashboard is skipped")
+    end)
+    return
+  end
+  local dir, live, dash, driver, port, token, base, session
+
+  setup(function()
+    dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+    uv.fs_mkdir(dir .. "/runs", 493)
+    live = support.spawn(support.BIN, dir, "train exp.lua --dir runs/live")
+    support.wait_until("the live run's first metrics", function()
+      return uv.fs_stat(dir .. "/runs/live/control/control.sock") ~= nil
+        and (support.read_file(dir .. "/runs/live/metrics.jsonl") or ""):find("\n") ~= nil
+    end, 120000)
+    dash = support.spawn(support.BIN, dir, "dashboard runs")
+    support.wait_until("the dashboard's URL", function() return dash.out():find("token=%x+") ~= nil end, 30000)
+    port, token = dash.out():match("http://127%.0%.0%.1:(%d+)/%?token=(%x+)")
+    local wport = 20000 + (uv.os_getpid() % 20000)
+    uv.fs_mkdir(dir .. "/wd", 448)
+    driver = support.spawn(CHROMEDRIVER, dir .. "/wd", "--port=" .. wport)
+    base = "http://127.0.0.1:" .. wport
+    support.wait_until("chromedriver", function()
+      local p = io.popen("curl -s -m 2 " .. base .. "/status")
+      local t = p:read("*a")
+      p:close()
+      return t:find('"ready"%s*:%s*true') ~= nil
+    end, 30000)
+    local value = wd(base, "POST", "/session", { capabilities = { alwaysMatch = { ["goog:chromeOptions"] = {
+      binary = CHROMIUM,
+      args = { "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--user-data-dir=" .. dir .. "/profile" } } } } }, dir)
+    session = assert(value.sessionId, "no WebDriver session: " .. json.encode(value))
+  end)
+
+  teardown(function()
+    if session then pcall(wd, base, "DELETE", "/session/" .. session, nil, dir) end
+    if driver and not driver.done then driver.kill("sigterm") driver.wait(20000) end
+    if dash and not dash.done then dash.kill("sigterm") dash.wait(20000) end
+    if live and not live.done then live.kill("sigterm") live.wait(60000) end
+    support.rm_rf(dir)
+  end)
+
+  local function s(path, body, method) return wd(base, method or "POST", "/session/" .. session .. path, body, dir) end
+  local function js(script)
+    -- moonrl's JSON writes an empty table as {}: WebDriver wants "args": []
+    local v = s("/execute/sync", '{"script":' .. json.encode(script) .. ',"args":[]}')
+    if type(v) == "table" and v.error then error("WebDriver: " .. json.encode(v), 2) end
+    return v
+  end
+  local function element(css)
+    local v = s("/element", { using = "css selector", value = css })
+    return v["element-6066-11e4-a52e-4f735466cecf"]
+  end
+  local function wait_js(what, script, limit)
+    support.wait_until(what, function() return js(script) == true end, limit or 30000)
+  end
+
+  it("refuses the page without the token", function()
+    s("/url", { url = "http://127.0.0.1:" .. port .. "/" })
+    local text = js("return document.body.textContent")
+    assert.truthy(text:find("no token", 1, true), text)
+  end)
+
+  it("shows the run's curves growing, live", function()
+    s("/url", { url = "http://127.0.0.1:" .. port .. "/?token=" .. token })
+    wait_js("the return curve", "return !!window.moonrlDashboard && window.moonrlDashboard.points('episode_return_mean') > 0")
+    local first = js("return window.moonrlDashboard.points('episode_return_mean')")
+    wait_js("more points", "return window.moonrlDashboard.points('episode_return_mean') > " .. first, 60000)
+    assert.truthy(js("return document.querySelectorAll('#charts canvas').length") > 0)
+    assert.truthy(js("return document.getElementById('run-title').textContent"):find("runs/live", 1, true))
+  end)
+
+  it("sets ppo.lr from the page: the change is in the run's changes.lua, source \"dashboard\"", function()
+    wait_js("the controls", "return !document.getElementById('controls').hidden && " ..
+      "Array.from(document.getElementById('hot-keys').options).some(o => o.value === 'ppo.lr')")
+    local key, input = element("#set-key"), element("#set-value")
+    s("/element/" .. key .. "/clear", {})
+    s("/element/" .. key .. "/value", { text = "ppo.lr" })
+    s("/element/" .. input .. "/clear", {})
+    s("/element/" .. input .. "/value", { text = "2.5e-4" })
+    s("/element/" .. element("#set-button") .. "/click", {})
+    wait_js("the page's answer", "return document.getElementById('message').className === 'ok'")
+    assert.truthy(js("return document.getElementById('message').textContent"):find("ppo.lr", 1, true))
+    support.wait_until("the change in changes.lua", function()
+      local t = support.read_file(dir .. "/runs/live/changes.lua") or ""
+      return t:find('source = "dashboard"', 1, true) ~= nil and t:find("0.00025", 1, true) ~= nil
+    end, 60000)
+    -- a key that is not hot: the run's refusal, shown on the page
+    s("/element/" .. key .. "/clear", {})
+    s("/element/" .. key .. "/value", { text = "seed" })
+    s("/element/" .. input .. "/clear", {})
+    s("/element/" .. input .. "/value", { text = "3" })
+    s("/element/" .. element("#set-button") .. "/click", {})
+    wait_js("the refusal", "return document.getElementById('message').className === 'err'")
+    assert.truthy(js("return document.getElementById('message').textContent"):find("seed is not hot", 1, true))
+  end)
+
+  it("refuses an action from another origin", function()
+    -- localhost:PORT is another origin than 127.0.0.1:PORT: a page there cannot act
+    s("/url", { url = "http://127.0.0.1:" .. port .. "/?token=" .. token })
+    local before = support.read_file(dir .. "/runs/live/changes.lua") or ""
+    local r = s("/execute/async", { args = { "http://localhost:" .. port .. "/api/action?token=" .. token }, script = [[
+      const done = arguments[arguments.length - 1];
+      fetch(arguments[0], { method: "POST", mode: "no-cors", headers: { "Content-Type": "text/plain" },
+        body: JSON.stringify({ run: "runs/live", action: "set", key: "ppo.lr", value: "9e-4" }) })
+        .then(r => done("sent " + r.type)).catch(e => done("failed " + e));
+    ]] })
+    assert.truthy(type(r) == "string", json.encode(r))
+    uv.sleep(1500)
+    local after = support.read_file(dir .. "/runs/live/changes.lua") or ""
+    assert.falsy(after:find("0.0009", 1, true), after)
+    assert.equal(select(2, before:gsub("source", "")), select(2, after:gsub("source", "")))
+  end)
+end)
