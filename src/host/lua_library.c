@@ -204,6 +204,19 @@ static int push_file(lua_State *L, const char *path) {
     return 1;
 }
 
+/* Pushes the embedded resource (not a module) at rel, or nil. */
+static int push_embedded(lua_State *L, const char *rel) {
+    for (size_t i = 0; i < host_embedded_count; i++) {
+        const host_embedded_file *f = &host_embedded_files[i];
+        if (!f->module && strcmp(f->relpath, rel) == 0) {
+            lua_pushlstring(L, (const char *)f->data, f->size);
+            return 1;
+        }
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
 static int embedded_get(lua_State *L) {
     const host_library *lib = lua_touserdata(L, lua_upvalueindex(1));
     const char *rel = luaL_checkstring(L, 1);
@@ -216,15 +229,7 @@ static int embedded_get(lua_State *L) {
         snprintf(path, sizeof path, "%s/%s", lib->dir, rel);
         return push_file(L, path);
     }
-    for (size_t i = 0; i < host_embedded_count; i++) {
-        const host_embedded_file *f = &host_embedded_files[i];
-        if (!f->module && strcmp(f->relpath, rel) == 0) {
-            lua_pushlstring(L, (const char *)f->data, f->size);
-            return 1;
-        }
-    }
-    lua_pushnil(L);
-    return 1;
+    return push_embedded(L, rel);
 }
 
 /* Appends (to the array on top) the .lua files under dir/rel, as relpaths. */
@@ -308,15 +313,7 @@ static int embedded_page(lua_State *L) {
         snprintf(path, sizeof path, "%s/%s", lib->dir, rel);
         if (access(path, R_OK) == 0) return push_file(L, path);
     }
-    for (size_t i = 0; i < host_embedded_count; i++) {
-        const host_embedded_file *f = &host_embedded_files[i];
-        if (!f->module && strcmp(f->relpath, rel) == 0) {
-            lua_pushlstring(L, (const char *)f->data, f->size);
-            return 1;
-        }
-    }
-    lua_pushnil(L);
-    return 1;
+    return push_embedded(L, rel);
 }
 
 static int open_embedded(lua_State *L) {
