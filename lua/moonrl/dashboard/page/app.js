@@ -169,7 +169,11 @@
       }
       const opts = {
         labels: ["agent-steps"].concat(ids), connectSeparatedPoints: true, legend: "follow",
-        xlabel: "agent-steps", title: null, labelsKMB: true,
+        xlabel: "agent-steps", title: null,
+        // 20k agent-steps; values as short plain numbers (not 500m for 0.5, nor -5.00e-3 for -0.005)
+        axes: { x: { labelsKMB: true }, y: { axisLabelFormatter: function (v) {
+          return v === 0 || Math.abs(v) >= 1e-3 ? String(+v.toPrecision(3)) : v.toExponential(1);
+        } } },
         underlayCallback: function (ctx, area, g) {   // every live change: a vertical line
           ctx.save();
           ctx.strokeStyle = "rgba(200, 80, 0, 0.7)";
