@@ -25,9 +25,12 @@
 --       (update_NNNNNNN for a run's), or beside the checkpoint when in no run
 --   evalfiles.newest(dir) -> the folder in dir holding the newest checkpoint's
 --       eval.json (dir itself when it holds one; a run directory: its eval/) | nil, err
+--   evalfiles.point(folder, key) -> the number eval.json in folder has for key
+--       in its first result's point (eval.energy_per_1k, ...) | nil, err
 
 local json = require("moonrl.formats.json")
 local svg = require("moonrl.formats.svg")
+local util = require("moonrl.util")
 
 local evalfiles = {}
 
@@ -280,6 +283,14 @@ function evalfiles.figure(summaries)
       end)()), { fill = "#555" })
   end
   return doc:render()
+end
+
+function evalfiles.point(folder, key)
+  local doc = json.decode(util.read_file(folder .. "/eval.json") or "")
+  local r = type(doc) == "table" and type(doc.results) == "table" and doc.results[1]
+  local v = r and type(r.point) == "table" and r.point[key]
+  if type(v) ~= "number" then return nil, folder .. "/eval.json has no " .. key end
+  return v
 end
 
 return evalfiles

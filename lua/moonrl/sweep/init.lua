@@ -743,13 +743,10 @@ end
 -- metric = "eval.<key>": the value of a finished trial's own evaluation (the
 -- final one moonrl train runs, the run's eval settings), or nil, why.
 local function eval_value(dir, key)
-  local folder, ferr = require("moonrl.eval.files").newest(dir)
+  local evalfiles = require("moonrl.eval.files")
+  local folder, ferr = evalfiles.newest(dir)
   if not folder then return nil, ferr end
-  local doc = json.decode(util.read_file(folder .. "/eval.json") or "")
-  local r = type(doc) == "table" and type(doc.results) == "table" and doc.results[1]
-  local v = r and type(r.point) == "table" and r.point[key]
-  if type(v) ~= "number" then return nil, folder .. "/eval.json has no " .. key end
-  return v
+  return evalfiles.point(folder, key)
 end
 
 function Sweep:_finish_trial(t, r)

@@ -188,6 +188,19 @@ local function ask(t, req)
   return tasks.await("pbt", function(wake) client.call(path, req, { timeout_ms = 120000 }, wake) end)
 end
 
+-- Member m writes a checkpoint (ctl checkpoint), copied to dest(its path):
+-- the member's own checkpoints rotate (log.checkpoint_keep) while the copy is
+-- used. -> the copy's path, the checkpoint's path | nil, err
+local function snapshot(m, dest)
+  local got, err = ask(m, { cmd = "checkpoint" })
+  if not got then return nil, err end
+  local to = dest(tostring(got.path))
+  util.mkdir_p(to:match("^(.*)/[^/]+$"))
+  local ok, cerr = uv.fs_copyfile(got.path, to)
+  if not ok then return nil, "cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr) end
+  return to, got.path
+end
+
 local function json_value(v)
   if type(v) == "table" and v.kind == "constant" then return v.from end
   if type(v) == "table" and v.kind then return { kind = v.kind, from = v.from, to = v.to, gamma = v.gamma, every = v.every } end
@@ -204,14 +217,12 @@ function Controller:_exploit(t, d)
       results.append(sweep.dir, { event = "exploit_failed", trial = t.index, from = d.index, error = tostring(err) })
       t.pbt_busy = false
     end
-    local got, err = ask(d, { cmd = "checkpoint" })
-    if not got then return failed(err) end
-    local donor_update = tonumber(tostring(got.path):match("update_(%d+)%.mrck$")) or d.updates
-    local kept_dir = sweep.dir .. "/pbt"
-    util.mkdir_p(kept_dir)
-    local kept = string.format("%s/%s-from-%s-update_%07d.mrck", kept_dir, t.label, d.label, donor_update)
-    local okc, cerr = uv.fs_copyfile(got.path, kept)
-    if not okc then return failed("cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr)) end
+    local donor_update
+    local kept, err = snapshot(d, function(path)
+      donor_update = tonumber(path:match("update_(%d+)%.mrck$")) or d.updates
+      return string.format("%s/pbt/%s-from-%s-update_%07d.mrck", sweep.dir, t.label, d.label, donor_update)
+    end)
+    if not kept then return failed(err) end
     local abs = kept:sub(1, 1) == "/" and kept or (uv.cwd() .. "/" .. kept)
     local old, new = self:_explore(t, d)   -- the donor's keys as they are now, explored
     local adopted
@@ -290,32 +301,23 @@ function Controller:_evaluate(t)
   local sweep = self.sweep
   t.pbt_busy = true
   tasks.spawn(function()
-    local got, err = ask(t, { cmd = "checkpoint" })
-    local value
-    if got then
-      local out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, tostring(got.path):match("([^/]+)%.mrck$") or "now")
-      util.mkdir_p(out)
-      -- a copy: the member's own checkpoints rotate (log.checkpoint_keep) while it is evaluated
-      local copy = out .. "/checkpoint.mrck"
-      local okc, cerr = uv.fs_copyfile(got.path, copy)
+    local out
+    local copy, checkpoint = snapshot(t, function(path)
+      out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, path:match("([^/]+)%.mrck$") or "now")
+      return out .. "/checkpoint.mrck"
+    end)
+    local value, err
+    if not copy then err = checkpoint else
       local e = t.cfg.eval
       local argv = { "eval", copy, "--out", out, "--boot", "0", "--threads", tostring(t.cfg.threads or 1),
         "--envs", tostring(e.num_envs), "--steps", tostring(e.steps), "--runs", tostring(e.runs), "--seed", tostring(e.seed) }
-      local code = not okc and -1 or tasks.await("pbt eval", function(wake)
-        local log = uv.fs_open(out .. "/output.log", "w", tonumber("644", 8))
-        local handle
-        handle = uv.spawn(require("moonrl.sweep.local_executor").binary(), { args = argv, stdio = { nil, log, log } },
-          function(c) handle:close() if log then uv.fs_close(log) end wake(c) end)
-        if not handle then if log then uv.fs_close(log) end wake(-1) end
+      local exit = tasks.await("pbt eval", function(wake)
+        local job, jerr = require("moonrl.sweep.local_executor").new():start({ argv = argv, output = out .. "/output.log",
+          on_exit = wake })
+        if not job then wake({ code = -1, signal = 0, error = jerr }) end
       end)
-      local doc = code == 0 and require("moonrl.formats.json").decode(util.read_file(out .. "/eval.json") or "")
-      local r = type(doc) == "table" and type(doc.results) == "table" and doc.results[1]
-      value = r and type(r.point) == "table" and r.point[sweep.eval_key]
-      if type(value) ~= "number" then
-        err = okc and ("moonrl eval exited " .. tostring(code) .. " (" .. out .. "/output.log)") or
-          ("cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr))
-        value = nil
-      end
+      if exit.code == 0 and exit.signal == 0 then value, err = require("moonrl.eval.files").point(out, sweep.eval_key) end
+      if value == nil then err = "moonrl eval exited " .. tostring(exit.code) .. " (" .. (exit.error or (out .. "/output.log")) .. ")" end
       uv.fs_unlink(copy)   -- the figures stay (eval.json names the checkpoint by its path in the member's run)
     end
     t.pbt_busy = false
@@ -325,7 +327,7 @@ function Controller:_evaluate(t)
       return
     end
     t.pbt_value = value
-    results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = got.path, value = value })
+    results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = checkpoint, value = value })
     if t.status == "running" then self:_rank(t) end
   end)
 end
