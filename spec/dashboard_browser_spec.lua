@@ -68,6 +68,25 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
       return uv.fs_stat(dir .. "/runs/live/control/control.sock") ~= nil
         and (support.read_file(dir .. "/runs/live/metrics.jsonl") or ""):find("\n") ~= nil
     end, 120000)
+    -- a finished run beside it, with an evaluation, and a sweep, written as moonrl writes them
+    uv.fs_mkdir(dir .. "/runs/old", 493)
+    support.write_file(dir .. "/runs/old/config.lua", "return { name = 'old' }\n")
+    local rows = {}
+    for u = 1, 6 do rows[u] = json.encode({ update = u, agent_steps = 64 * u, episode_return_mean = -u, efficiency = 0.1 * u }) end
+    support.write_file(dir .. "/runs/old/metrics.jsonl", table.concat(rows, "\n") .. "\n")
+    uv.fs_mkdir(dir .. "/runs/old/eval", 493)
+    uv.fs_mkdir(dir .. "/runs/old/eval/final", 493)
+    support.write_file(dir .. "/runs/old/eval/final/eval.json", json.encode({ command = "moonrl eval runs/old",
+      results = { { label = "ground_truth", point = { eff_overall = 0.875, deaths_per_1k = 1.5 },
+        ci = { eff_overall = { 0.75, 0.9375 }, deaths_per_1k = { 0.5, 2.5 } } } } }) .. "\n")
+    uv.fs_mkdir(dir .. "/runs/sw", 493)
+    support.write_file(dir .. "/runs/sw/sweep.json", json.encode({ metric = "efficiency", mode = "max", method = "random" }) .. "\n")
+    uv.fs_mkdir(dir .. "/runs/sw/trial-001", 493)
+    support.write_file(dir .. "/runs/sw/trial-001/config.lua", "return {}\n")
+    support.write_file(dir .. "/runs/sw/trial-001/metrics.jsonl", table.concat(rows, "\n") .. "\n")
+    support.write_file(dir .. "/runs/sw/results.jsonl", json.encode({ event = "start", trial = 1, label = "trial-001",
+      params = { ["ppo.lr"] = 1e-3 }, dir = "runs/sw/trial-001" }) .. "\n" .. json.encode({ trial = 1, label = "trial-001",
+      status = "done", value = 0.6, steps = 384, updates = 6, params = { ["ppo.lr"] = 1e-3 }, dir = "runs/sw/trial-001" }) .. "\n")
     dash = support.spawn(support.BIN, dir, "dashboard runs")
     support.wait_until("the dashboard's URL", function() return dash.out():find("token=%x+") ~= nil end, 30000)
     port, token = dash.out():match("http://127%.0%.0%.1:(%d+)/%?token=(%x+)")
@@ -149,6 +168,45 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     s("/element/" .. element("#set-button") .. "/click", {})
     wait_js("the refusal", "return document.getElementById('message').className === 'err'")
     assert.truthy(js("return document.getElementById('message').textContent"):find("seed is not hot", 1, true))
+  end)
+
+  it("marks the change on the curves and lists it, with who made it", function()
+    wait_js("the change in the page", "return window.moonrlDashboard.marks('episode_return_mean')" ..
+      ".some(t => t.startsWith('ppo.lr = 0.00025') && t.includes('(dashboard)'))", 60000)
+    local row = js("return Array.from(document.querySelectorAll('#changes tr')).map(r => r.textContent)" ..
+      ".find(t => t.includes('ppo.lr') && t.includes('dashboard')) || ''")
+    assert.truthy(row:find("0.00025", 1, true), row)
+  end)
+
+  it("overlays a ticked run's curves on the selected run's", function()
+    assert.same({ "runs/live" }, js("return window.moonrlDashboard.series('efficiency')"))
+    js("document.querySelector('#runs li[data-id=\"runs/old\"] input').click()")
+    wait_js("both runs on the chart", "return window.moonrlDashboard.series('efficiency').length === 2")
+    local labels = js("return window.moonrlDashboard.series('efficiency')")
+    table.sort(labels)
+    assert.same({ "runs/live", "runs/old" }, labels)
+  end)
+
+  it("shows a run's evaluation table with its intervals", function()
+    js("document.querySelector('#runs li[data-id=\"runs/old\"]').click()")
+    wait_js("the evaluation table", "return document.querySelectorAll('#evals table tr').length === 2")
+    local text = js("return document.querySelector('#evals').textContent")
+    assert.truthy(text:find("moonrl eval runs/old", 1, true), text)
+    assert.truthy(text:find("ground_truth", 1, true), text)
+    assert.truthy(text:find("0.875 [0.75, 0.9375]", 1, true), text)
+    assert.truthy(text:find("1.5 [0.5, 2.5]", 1, true), text)
+  end)
+
+  it("shows a sweep's trials and front; a trial's row opens its run", function()
+    js("document.querySelector('#sweeps li[data-id=\"runs/sw\"]').click()")
+    wait_js("the sweep table", "return !document.getElementById('sweep-view').hidden && " ..
+      "document.querySelectorAll('#sweep-table tr').length === 2")
+    local row = js("return document.querySelectorAll('#sweep-table tr')[1].textContent")
+    assert.truthy(row:find("trial-001", 1, true) and row:find("done", 1, true) and row:find("0.6", 1, true), row)
+    wait_js("the front", "return !!document.getElementById('front-steps')")
+    assert.truthy(js("return document.getElementById('front-steps').textContent"):find("trial-001", 1, true))
+    js("document.querySelectorAll('#sweep-table tr')[1].click()")
+    wait_js("the trial's run", "return document.getElementById('run-title').textContent.includes('runs/sw/trial-001')")
   end)
 
   it("refuses an action from another origin", function()

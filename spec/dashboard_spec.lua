@@ -21,7 +21,7 @@ local function raw(port, bytes, opts)
   opts = opts or {}
   local tcp = uv.new_tcp()
   local got, done = {}, false
-  tcp:connect("127.0.0.1", port, function(err)
+  tcp:connect(opts.addr or "127.0.0.1", port, function(err)
     if err then got[#got + 1] = "CONNECT " .. err done = true return end
     tcp:read_start(function(rerr, data)
       if rerr or not data then done = true return end
@@ -31,19 +31,21 @@ local function raw(port, bytes, opts)
   end)
   support.run_until(function() return done end, opts.limit or 30000)
   if not tcp:is_closing() then tcp:close() end
+  -- the close completes now: luv 1.44 crashes at exit on a handle whose close is still pending
+  uv.run("nowait")
   local text = table.concat(got)
   local status = tonumber(text:match("^HTTP/1%.1 (%d+)"))
   local body = text:match("\r\n\r\n(.*)$") or ""
   return status, body, text
 end
 
-local function request(port, method, path, headers, body)
+local function request(port, method, path, headers, body, addr)
   local lines = { method .. " " .. path .. " HTTP/1.1" }
   headers = headers or {}
-  if headers.Host == nil then headers.Host = "127.0.0.1:" .. port end
+  if headers.Host == nil then headers.Host = (addr or "127.0.0.1") .. ":" .. port end
   for k, v in pairs(headers) do if v ~= false then lines[#lines + 1] = k .. ": " .. v end end
   if body then lines[#lines + 1] = "Content-Length: " .. #body end
-  local status, rbody, text = raw(port, table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or ""))
+  local status, rbody, text = raw(port, table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or ""), { addr = addr })
   return status, json.decode(rbody) or rbody, text
 end
 
@@ -74,6 +76,44 @@ describe("moonrl dashboard (the HTTP layer, the binary)", function()
     support.write_file(dir .. "/served/leak/config.lua", "return {}\n")
     uv.fs_symlink(outside .. "/run/metrics.jsonl", dir .. "/served/leak/metrics.jsonl")
     uv.fs_mkdir(dir .. "/served/leak/control", 448)
+    -- a random-search sweep with an ASHA rung, and a PBT sweep with an exploit, written by hand
+    -- as moonrl.sweep writes them (results.lua's header), their fronts and lineage worked out below
+    local function sweep_fixture(name, info, records, trials)
+      local sd = dir .. "/served/" .. name
+      uv.fs_mkdir(sd, 493)
+      support.write_file(sd .. "/sweep.json", json.encode(info) .. "\n")
+      local lines = {}
+      for _, r in ipairs(records) do lines[#lines + 1] = json.encode(r) end
+      support.write_file(sd .. "/results.jsonl", table.concat(lines, "\n") .. "\n")
+      for i, curve in ipairs(trials) do
+        local td = string.format("%s/trial-%03d", sd, i)
+        uv.fs_mkdir(td, 493)
+        support.write_file(td .. "/config.lua", "return {}\n")
+        local m = {}
+        for u, e in ipairs(curve) do
+          m[u] = json.encode({ update = u, agent_steps = 64 * u, efficiency = e[1], time_total = e[2] })
+        end
+        support.write_file(td .. "/metrics.jsonl", table.concat(m, "\n") .. "\n")
+      end
+    end
+    -- recorded from elsewhere: the trial paths are the sweep process's, not the dashboard's
+    local function start(i, params) return { event = "start", trial = i, label = string.format("trial-%03d", i),
+      params = params, dir = "elsewhere/sweep/" .. string.format("trial-%03d", i) } end
+    sweep_fixture("search", { metric = "efficiency", mode = "max", method = "random", smooth = 1 }, {
+      start(1, { ["ppo.lr"] = 1e-3 }), start(2, { ["ppo.lr"] = 3e-4 }),
+      { event = "rung", trial = 2, rung = 1, steps = 128, value = 0.25, decision = "stop", why = "bottom" },
+      { trial = 1, label = "trial-001", status = "done", value = 0.2, steps = 192, updates = 3, params = { ["ppo.lr"] = 1e-3 },
+        dir = "elsewhere/sweep/trial-001" },
+      { trial = 2, label = "trial-002", status = "stopped", value = 0.25, steps = 128, updates = 2, params = { ["ppo.lr"] = 3e-4 },
+        dir = "elsewhere/sweep/trial-002" },
+    }, { { { 0.1, 1 }, { 0.3, 1 }, { 0.2, 1 } }, { { 0.2, 0.5 }, { 0.25, 0.5 } } })
+    sweep_fixture("pbt", { metric = "efficiency", mode = "max", method = "pbt", smooth = 1 }, {
+      start(1, { ["ppo.lr"] = 1e-3 }), start(2, { ["ppo.lr"] = 3e-4 }),
+      { event = "exploit", trial = 2, from = 1, update = 4, donor_update = 4, old = { ["ppo.lr"] = 3e-4 },
+        new = { ["ppo.lr"] = 1.2e-3 } },
+      { trial = 1, label = "trial-001", status = "done", value = 0.5, steps = 512, updates = 8, params = { ["ppo.lr"] = 1e-3 } },
+      { trial = 2, label = "trial-002", status = "done", value = 0.7, steps = 512, updates = 8, params = { ["ppo.lr"] = 3e-4 } },
+    }, { { { 0.5, 1 } }, { { 0.7, 1 } } })
     support.write_file(dir .. "/exp.lua", EXPERIMENT)
     live = support.spawn(support.BIN, dir, "train exp.lua --dir served/live")
     support.wait_until("the live run's control socket", function()
@@ -164,6 +204,55 @@ describe("moonrl dashboard (the HTTP layer, the binary)", function()
     status, body = get("/api/run?token=" .. token .. "&run=served/old")
     assert.equal(200, status)
     assert.equal("return { name = 'old' }\n", body.config)
+  end)
+
+  it("answers HEAD with the headers of GET and no body", function()
+    local _, _, got = get("/api/run?token=" .. token .. "&run=served/old")
+    local _, _, head = request(port, "HEAD", "/api/run?token=" .. token .. "&run=served/old")
+    assert.truthy(head:find("^HTTP/1%.1 200"), head)
+    assert.equal(got:match("Content%-Length: (%d+)"), head:match("Content%-Length: (%d+)"))
+    assert.equal("", head:match("\r\n\r\n(.*)$"))
+  end)
+
+  it("writes an empty list as [] (no alerts, no evaluations)", function()
+    local _, body, text = get("/api/run?token=" .. token .. "&run=served/old")
+    assert.equal(0, #body.alerts)
+    assert.truthy(text:find('"alerts":[]', 1, true), text)
+    assert.truthy(text:find('"evals":[]', 1, true), text)
+  end)
+
+  it("shows a sweep: its trials, its ASHA rungs and its front, worked out by hand", function()
+    local status, body = get("/api/sweep?token=" .. token .. "&sweep=served/search")
+    assert.equal(200, status, json.encode(body))
+    assert.equal("random", body.method)
+    assert.equal(2, #body.trials)
+    assert.equal("served/search/trial-001", body.trials[1].run)
+    assert.equal("stopped", body.trials[2].state)
+    assert.same({ { trial = 2, rung = 1, steps = 128, value = 0.25, decision = "stop", why = "bottom" } }, body.rungs)
+    -- steps: at 64, trial 2's 0.2 beats trial 1's 0.1; at 128 trial 1's 0.3; nothing later beats it
+    local function pts(list, cost)
+      local out = {}
+      for i, p in ipairs(list) do out[i] = { p.trial, p[cost], p.value } end
+      return out
+    end
+    assert.same({ { 2, 64, 0.2 }, { 1, 128, 0.3 } }, pts(body.front.steps.front, "steps"))
+    -- seconds (the sum of time_total): trial 2 at 0.5 s (0.2) and 1 s (0.25), trial 1 at 2 s (0.3)
+    assert.same({ { 2, 0.5, 0.2 }, { 2, 1, 0.25 }, { 1, 2, 0.3 } }, pts(body.front.seconds.front, "seconds"))
+    assert.truthy(#body.front.steps.rows >= 1)
+    assert.equal(0, #body.exploits)
+    assert.is_nil(body.lineage)
+  end)
+
+  it("shows a PBT sweep's exploits and the best member's lineage", function()
+    local status, body = get("/api/sweep?token=" .. token .. "&sweep=served/pbt")
+    assert.equal(200, status, json.encode(body))
+    assert.equal(1, #body.exploits)
+    assert.same({ trial = 2, from = 1, update = 4, donor_update = 4, old = { ["ppo.lr"] = 3e-4 }, new = { ["ppo.lr"] = 1.2e-3 } },
+      body.exploits[1])
+    -- the best (trial 2, 0.7) trained on trial 1's weights up to update 4, then its own from there
+    assert.equal(2, body.lineage.best)
+    assert.same({ { trial = 1, from = 0, to = 4, params = { ["ppo.lr"] = 1e-3 } },
+      { trial = 2, from = 4, to = 8, params = { ["ppo.lr"] = 1.2e-3 } } }, body.lineage.segments)
   end)
 
   it("reads nothing outside the served runs (../, %2e%2e, absolute paths, links)", function()
@@ -258,5 +347,96 @@ describe("moonrl dashboard (the HTTP layer, the binary)", function()
     status, body = post('{"run":"served/old","action":"pause"}')
     assert.equal(502, status)
     assert.truthy(body.error:find("no job is running there", 1, true))
+  end)
+end)
+
+describe("moonrl dashboard --host, and dashboard = true", function()
+  if not support.have_bin then
+    it("needs the binary", function() pending("no binary at " .. support.BIN .. " (build it: make build)") end)
+    return
+  end
+  local dir
+  setup(function()
+    dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", EXPERIMENT)
+  end)
+  teardown(function() support.rm_rf(dir) end)
+
+  it("--host listens on another address with a warning, and accepts that Host header there", function()
+    uv.fs_mkdir(dir .. "/empty", 493)
+    local dash = support.spawn(support.BIN, dir, "dashboard empty --host 127.0.0.2")
+    support.wait_until("the dashboard's URL", function() return dash.out():find("token=%x+") ~= nil end, 30000)
+    local port, token = dash.out():match("http://127%.0%.0%.2:(%d+)/%?token=(%x+)")
+    port = tonumber(port)
+    assert.truthy(port, dash.out())
+    assert.truthy(dash.err():find("warning: listening on 127.0.0.2", 1, true), dash.err())
+    assert.truthy(dash.err():find("ssh -L", 1, true), dash.err())
+    local status, body, text = request(port, "GET", "/api/runs?token=" .. token, nil, nil, "127.0.0.2")
+    assert.equal(200, status, text)
+    assert.truthy(text:find('"runs":[]', 1, true), text)
+    status = request(port, "GET", "/api/runs?token=" .. token, { Host = "attacker.example:" .. port }, nil, "127.0.0.2")
+    assert.equal(403, status)
+    -- not on the loopback address it was not asked for
+    status, body = raw(port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", { limit = 5000 })
+    assert.is_nil(status)
+    assert.equal("", body)
+    dash.kill("sigterm")
+    assert.truthy(dash.wait(20000))
+    assert.is_nil(uv.fs_stat(dir .. "/empty/.dashboard-token"))
+  end)
+
+  it("dashboard = true serves the run from its own process while it trains, and stops with it", function()
+    local run = support.spawn(support.BIN, dir, "train exp.lua --dir runs/served --set dashboard=true --set total_steps=" ..
+      (40 * 64))
+    support.wait_until("the run's dashboard URL", function() return run.err():find("token=%x+") ~= nil end, 120000)
+    local port, token = run.err():match("moonrl: dashboard of the run runs/served: http://127%.0%.0%.1:(%d+)/%?token=(%x+)")
+    port = tonumber(port)
+    assert.truthy(port, run.err())
+    local st = uv.fs_stat(dir .. "/runs/served/.dashboard-token")
+    assert.equal(tonumber("600", 8), bit.band(st.mode, 511))
+    local status, body = request(port, "GET", "/api/runs?token=" .. token)
+    assert.equal(200, status, json.encode(body))
+    assert.equal(1, #body.runs)
+    assert.equal("runs/served", body.runs[1].id)
+    assert.truthy(run.wait(180000))
+    assert.equal(0, run.code)
+    assert.is_nil(uv.fs_stat(dir .. "/runs/served/.dashboard-token"))
+    assert.is_nil((request(port, "GET", "/api/runs?token=" .. token)))   -- closed with the run
+  end)
+
+  it("a sweep with dashboard = true serves all its trials; its trials serve none of their own", function()
+    local sdir = dir .. "/sweep"   -- a directory of its own: support.spawn writes stdout and stderr there
+    uv.fs_mkdir(sdir, 493)
+    support.write_file(sdir .. "/exp.lua", EXPERIMENT)
+    support.write_file(sdir .. "/sweep.lua", [=[
+      local moonrl = require("moonrl")
+      local ok, err = pcall(moonrl.sweep, { base = "exp.lua", space = {}, dashboard = "yes" })
+      print("refused: " .. tostring(err))
+      local s = moonrl.sweep{ base = "exp.lua", sets = { "dashboard=true" },
+        space = { ["ppo.lr"] = moonrl.grid{ 1e-3 } }, dir = "sw", dashboard = true }
+      print("status: " .. s:wait().status)
+    ]=])
+    local sw = support.spawn(support.BIN, sdir, "run sweep.lua")
+    support.wait_until("the sweep's dashboard URL", function() return sw.err():find("token=%x+") ~= nil end, 120000)
+    local port, token = sw.err():match("moonrl: dashboard of the sweep sw: http://127%.0%.0%.1:(%d+)/%?token=(%x+)")
+    port = tonumber(port)
+    assert.truthy(port, sw.err())
+    local status, body = request(port, "GET", "/api/runs?token=" .. token)
+    assert.equal(200, status, json.encode(body))
+    assert.equal("sw", body.sweeps[1].id)
+    support.wait_until("the trial's first metrics", function()
+      return (support.read_file(sdir .. "/sw/trial-001/metrics.jsonl") or ""):find("\n") ~= nil
+    end, 120000)
+    support.wait_until("the trial in the list, live (the list is walked again at most once a second)", function()
+      status, body = request(port, "GET", "/api/runs?token=" .. token)
+      return body.runs[1] ~= nil and body.runs[1].live == true
+    end, 30000)
+    assert.equal("sw/trial-001", body.runs[1].id)
+    sw.kill("sigint")   -- the sweep stops its trial (a final checkpoint) and its dashboard
+    assert.equal(130, sw.wait(120000), sw.out() .. sw.err())
+    assert.truthy(sw.out():find("refused: moonrl.sweep: dashboard must be true or false, got \"yes\"", 1, true), sw.out())
+    assert.truthy(support.read_file(sdir .. "/sw/trial-001.lua"):find("dashboard = false", 1, true))
+    assert.falsy((support.read_file(sdir .. "/sw/trial-001/output.log") or ""):find("dashboard of the run", 1, true))
+    assert.is_nil(uv.fs_stat(sdir .. "/sw/.dashboard-token"))
   end)
 end)

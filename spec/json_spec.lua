@@ -34,6 +34,12 @@ describe("moonrl.formats.json", function()
     assert.equal('{"1":"a","3":"c"}', json.encode({ [1] = "a", [3] = "c" }))
   end)
 
+  it("writes a list marked by json.array as [] when it is empty, an unmarked empty table as {}", function()
+    assert.are.equal("[]", json.encode(json.array()))
+    assert.are.equal('{"a":[],"b":{}}', json.encode({ a = json.array({}), b = {} }))
+    assert.are.equal("[1,2]", json.encode(json.array({ 1, 2 })))
+  end)
+
   it("takes 64-bit FFI integers as numbers", function()
     assert.equal("123456789", json.encode(ffi.new("uint64_t", 123456789)))
     assert.equal('{"n":42}', json.encode({ n = 42ULL }))

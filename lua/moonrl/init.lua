@@ -111,7 +111,7 @@ for _, name in ipairs({ "uniform", "loguniform", "randint", "choice", "grid" }) 
 function moonrl.asha(opts) return require("moonrl.sweep.asha").new(opts) end
 function moonrl.sweep(spec) return require("moonrl.sweep").start(spec) end
 function moonrl.slurm(opts) return require("moonrl.sweep.slurm_executor").new(opts) end
-function moonrl.dashboard(opts) return require("moonrl.dashboard").serve(opts) end
+moonrl.dashboard = require("moonrl.dashboard").serve   -- loaded here: it serves the runs started with dashboard = true
 
 moonrl.resume = tasks.resume
 moonrl.spawn = tasks.spawn

@@ -20,12 +20,16 @@
 --                                          the page has); the file is tailed (results.tail),
 --                                          each byte read once; reset when it was cut
 --   d:details(id) -> {config, summary, changes_lua, alerts, evals}
---   d:sweep_table(id) -> {info, trials = {...}}
+--   d:sweep_table(id) -> {metric, mode, method, trials = {...}, rungs = {...}, exploits = {...},
+--                          lineage = {best, segments} | nil (PBT), front = front.json's}
 --   data.CURVES                            the metrics.jsonl fields the page draws
 
 local uv = require("luv")
 local json = require("moonrl.formats.json")
 local results = require("moonrl.sweep.results")
+local front = require("moonrl.sweep.front")
+local plot = require("moonrl.sweep.plot")
+local pbt = require("moonrl.sweep.pbt")
 
 local data = {}
 
@@ -57,7 +61,7 @@ local function subdirs(d)
 end
 
 function data.new(roots)
-  local d = setmetatable({ roots = {}, runs = {}, by_id = {}, sweeps = {}, sweep_by_id = {}, tails = {} }, D)
+  local d = setmetatable({ roots = {}, runs = {}, by_id = {}, sweeps = {}, sweep_by_id = {}, tails = {}, fronts = {} }, D)
   for _, r in ipairs(roots) do
     r = r:gsub("(.)/+$", "%1")
     local st = uv.fs_stat(r)
@@ -84,7 +88,7 @@ function D:scan()
   local function visit(dir, depth)
     if is_run(dir) then add_run(dir) end
     if is_file(dir .. "/sweep.json") then
-      local sw = { id = dir, dir = dir, trials = {} }
+      local sw = { id = dir, dir = dir, trials = json.array() }
       sweeps[#sweeps + 1] = sw
       for _, t in ipairs(subdirs(dir)) do
         if is_run(t) then add_run(t, dir) sw.trials[#sw.trials + 1] = t end
@@ -116,13 +120,13 @@ end
 function D:_tail(run)
   local t = self.tails[run.id]
   if not t then
-    t = { reader = results.tail(run.dir .. "/metrics.jsonl"), rows = {}, changes = {} }
+    t = { reader = results.tail(run.dir .. "/metrics.jsonl"), rows = {}, changes = json.array() }
     self.tails[run.id] = t
   end
   if not is_file(run.dir .. "/metrics.jsonl") then return t, false end
   local new = t.reader:read()
   local reset = t.reader.reset
-  if reset then t.rows, t.changes = {}, {} end
+  if reset then t.rows, t.changes = {}, json.array() end
   for _, rec in ipairs(new) do
     if rec.event == "change" or rec.event == "adopt" then
       t.changes[#t.changes + 1] = rec
@@ -139,7 +143,7 @@ function D:metrics(id, from)
   local t, reset = self:_tail(run)
   from = math.max(0, math.floor(tonumber(from) or 0))
   if reset or from > #t.rows then from = 0 reset = true end
-  local rows = {}
+  local rows = json.array()
   for i = from + 1, #t.rows do rows[#rows + 1] = t.rows[i] end
   return { from = from, rows = rows, total = #t.rows, changes = t.changes, reset = reset or false }
 end
@@ -172,16 +176,16 @@ function D:details(id)
   out.changes_lua = read_tail(run.dir .. "/changes.lua", MAX_TEXT)
   out.summary = decode_file(run.dir .. "/summary.json")
   local log = read_tail(run.dir .. "/train.log", MAX_TEXT) or ""
-  out.alerts = {}
+  out.alerts = json.array()
   for line in log:gmatch("[^\n]+") do
     if line:find("alert ", 1, true) then out.alerts[#out.alerts + 1] = line end
   end
-  out.evals = {}
+  out.evals = json.array()
   if is_dir(run.dir .. "/eval") then
     for _, e in ipairs(subdirs(run.dir .. "/eval")) do
       local ev = decode_file(e .. "/eval.json")
       if ev then
-        local rows = {}
+        local rows = json.array()
         for _, r in ipairs(type(ev.results) == "table" and ev.results or {}) do
           rows[#rows + 1] = { label = r.label, agent_steps = r.agent_steps, point = r.point, ci = r.ci,
             deaths = r.deaths, food = r.food, poison = r.poison }
@@ -193,12 +197,33 @@ function D:details(id)
   return out
 end
 
+-- A sweep: its trials, its scheduler's rung decisions (ASHA), PBT's exploits
+-- and the best member's lineage, and the cost-aware front (the best value
+-- within each budget of agent-steps and of training seconds, as `moonrl
+-- sweep status` prints it). Reading every trial's curve for the front costs
+-- a pass over their metrics.jsonl: done at most once per FRONT_MS per sweep.
+local FRONT_MS = 5000
+
+local function finite_or_nil(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge and v or nil end
+
+function D:_front(sw, info)
+  local c = self.fronts[sw.id]
+  if c and uv.now() - c.at < FRONT_MS then return c.front end
+  local ok, f = pcall(function()
+    local list = plot.trials(sw.dir, info)
+    return front.json(front.of_sweep(list, info))
+  end)
+  f = ok and f or { error = tostring(f) }
+  self.fronts[sw.id] = { at = uv.now(), front = f }
+  return f
+end
+
 function D:sweep_table(id)
   local sw = self.sweep_by_id[id]
   if not sw then return nil end
   local rec = results.read(sw.dir)
   local info = rec.info or {}
-  local trials = {}
+  local trials = json.array()
   local n = 0
   for i in pairs(rec.starts) do n = math.max(n, i) end
   for i in pairs(rec.results) do n = math.max(n, i) end
@@ -216,7 +241,27 @@ function D:sweep_table(id)
       }
     end
   end
-  return { id = sw.id, dir = sw.dir, metric = info.metric, mode = info.mode, method = info.method, trials = trials }
+  local rungs, exploits = json.array(), json.array()
+  for _, ev in ipairs(rec.rungs) do
+    rungs[#rungs + 1] = { trial = ev.trial, rung = ev.rung, steps = ev.steps, value = finite_or_nil(ev.value),
+      decision = ev.decision, why = ev.why }
+  end
+  for _, ev in ipairs(rec.exploits) do
+    exploits[#exploits + 1] = { trial = ev.trial, from = ev.from, update = ev.update, donor_update = ev.donor_update,
+      old = ev.old, new = ev.new }
+  end
+  local lineage
+  if info.method == "pbt" then
+    local lin = pbt.lineage(sw.dir)
+    if lin then
+      lineage = { best = lin.best, label = lin.label, value = finite_or_nil(lin.value), segments = json.array() }
+      for i, s in ipairs(lin.segments) do
+        lineage.segments[i] = { trial = s.trial, from = s.from, to = finite_or_nil(s.to), params = s.params }
+      end
+    end
+  end
+  return { id = sw.id, dir = sw.dir, metric = info.metric, mode = info.mode, method = info.method, trials = trials,
+    rungs = rungs, exploits = exploits, lineage = lineage, front = self:_front(sw, info) }
 end
 
 return data

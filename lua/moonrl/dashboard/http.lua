@@ -57,7 +57,9 @@ function http.parse_query(q)
 end
 
 -- The text of one answer.
-local function answer(status, headers, body)
+-- head_only: the answer to a HEAD request, its headers (Content-Length the
+-- GET's) without the body (RFC 9110 9.3.2).
+local function answer(status, headers, body, head_only)
   body = body or ""
   local lines = { string.format("HTTP/1.1 %d %s", status, REASON[status] or "Status") }
   local have = {}
@@ -70,7 +72,7 @@ local function answer(status, headers, body)
   lines[#lines + 1] = "X-Content-Type-Options: nosniff"
   lines[#lines + 1] = "Content-Length: " .. #body
   lines[#lines + 1] = "Connection: close"
-  return table.concat(lines, "\r\n") .. "\r\n\r\n" .. body
+  return table.concat(lines, "\r\n") .. "\r\n\r\n" .. (head_only and "" or body)
 end
 http.answer = answer
 
@@ -91,7 +93,7 @@ function http.listen(opts)
   local function serve(client)
     open = open + 1
     clients[client] = true
-    local done, timer = false, uv.new_timer()
+    local done, timer, head_only = false, uv.new_timer(), false
     local function close()
       if timer and not timer:is_closing() then timer:close() end
       if not client:is_closing() then
@@ -106,7 +108,7 @@ function http.listen(opts)
       client:read_stop()
       if timer and not timer:is_closing() then timer:stop() end
       if client:is_closing() then return end
-      client:write(answer(status, headers, body), function() client:shutdown(function() close() end) end)
+      client:write(answer(status, headers, body, head_only), function() client:shutdown(function() close() end) end)
     end
     if open > limits.max_connections then
       return send(503, nil, "too many connections (" .. limits.max_connections .. " at once): try again shortly\n")
@@ -129,6 +131,7 @@ function http.listen(opts)
       end
       if not req then return end
       client:read_stop()
+      head_only = req.method == "HEAD"
       timer:stop()   -- complete: the handler answers (an action may wait for its run)
       local raw_path, query = req.url:match("^([^?#]*)%??([^#]*)")
       req.raw_path = raw_path or req.url

@@ -28,6 +28,12 @@
 --           token_file = path (default DIR/.dashboard-token of the first DIR), quiet = bool
 --     d.url (with the token), d.token, d.port, d.host, d.token_file, d:close(), d:closed()
 --   dashboard.LOOPBACK   the hosts accepted without asking
+--
+-- A run with `dashboard = true` (a config key) is served from its own process
+-- while it trains: its directory only, on 127.0.0.1, the URL printed at start,
+-- closed as it ends. The run layer lies below and knows nothing of this; it
+-- announces its runs through moonrl.runtime.shutdown.on_run, where this module
+-- watches once loaded (the facade, moonrl, loads it).
 
 local uv = require("luv")
 local json = require("moonrl.formats.json")
@@ -184,7 +190,7 @@ function dashboard.serve(opts)
         local rep = replies[i].reply
         if rep and rep.ok then status[r.id] = rep end
       end
-      local runs = {}
+      local runs = json.array()
       for _, r in ipairs(d.runs) do
         local st = status[r.id]
         local entry = { id = r.id, dir = r.dir, name = r.name, sweep = r.sweep, live = st ~= nil }
@@ -199,7 +205,7 @@ function dashboard.serve(opts)
         end
         runs[#runs + 1] = entry
       end
-      local sweeps = {}
+      local sweeps = json.array()
       for _, s in ipairs(d.sweeps) do sweeps[#sweeps + 1] = { id = s.id, dir = s.dir, trials = s.trials } end
       send_json(reply, 200, { ok = true, runs = runs, sweeps = sweeps })
     end)
@@ -304,5 +310,23 @@ function dashboard.serve(opts)
   function dash:checkpoint() end
   return dash
 end
+
+-- Serves `dir` for an owner (a run, a sweep) until it ends: prints the URL on
+-- stderr, or why it could not (the owner goes on without it).
+function dashboard.serve_for(what, dir)
+  local d, err = dashboard.serve({ dirs = { dir }, quiet = true })
+  if not d then
+    io.stderr:write("moonrl: dashboard: ", what, " ", dir, " goes on without one: ", tostring(err), "\n")
+    return nil
+  end
+  io.stderr:write("moonrl: dashboard of ", what, " ", dir, ": ", d.url, "\n")
+  return d
+end
+
+require("moonrl.runtime.shutdown").on_run(function(run)
+  if not (type(run.cfg) == "table" and run.cfg.dashboard == true and run.control) then return nil end
+  local d = dashboard.serve_for("the run", run.dir)
+  return d and function() d:close() end
+end)
 
 return dashboard

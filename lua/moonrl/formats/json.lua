@@ -5,7 +5,8 @@
 -- as JSON has no spelling for them), 64-bit FFI integers (uint64_t metrics)
 -- via tonumber, strings escaped (control characters as \uXXXX; bytes >= 0x80
 -- passed through, so UTF-8 stays UTF-8), tables whose keys are exactly 1..n
--- as arrays, other tables as objects with sorted keys (an empty table is {}).
+-- as arrays, other tables as objects with sorted keys (an empty table is {},
+-- unless marked by json.array: a list that may be empty, written [] then).
 -- Functions, userdata and cycles are errors that name the path.
 -- decode: the whole of RFC 8259 except that numbers become Lua numbers; null
 -- becomes json.null (a unique sentinel), so arrays keep their length.
@@ -14,6 +15,7 @@
 --   json.encode(value) -> string          raises on values JSON cannot hold
 --   json.decode(text) -> value | nil, err
 --   json.null                             the decoded null
+--   json.array([t]) -> t                  marks t (default {}) as a list: [] when empty
 
 local util = require("moonrl.util")
 
@@ -37,13 +39,16 @@ end
 
 local encode_value
 
+local ARRAY = { __name = "moonrl.formats.json.array" }   -- the mark of json.array's tables
+function json.array(t) return setmetatable(t or {}, ARRAY) end
+
 local function encode_table(t, path, seen)
   if seen[t] then error("json.encode: circular reference at " .. path, 0) end
   seen[t] = true
   local out = {}
   local n = 0
   for _ in pairs(t) do n = n + 1 end
-  local is_array = n > 0
+  local is_array = n > 0 or getmetatable(t) == ARRAY
   for i = 1, n do
     if t[i] == nil then is_array = false; break end
   end

@@ -18,6 +18,11 @@
 --                                       how = {note = fn(msg), abort = fn()}: the second signal)
 --   shutdown.untrack(obj)               ... once it has ended
 --   shutdown.runs() -> list of the runs still going
+--   shutdown.on_run(fn)                 fn(run) as each run starts from now on, once registered;
+--                                       it may return a function, called as that run ends. For
+--                                       what serves a run from above the run layer (the
+--                                       dashboard of a run with dashboard = true), which
+--                                       announces its runs only here
 
 local core = require("moonrl.core")
 
@@ -68,14 +73,31 @@ local function watch_signals()
   })
 end
 
+local watchers = {}   -- shutdown.on_run's functions
+local enders = setmetatable({}, { __mode = "k" })   -- run -> what its watchers want called at its end
+
+function shutdown.on_run(fn) watchers[#watchers + 1] = fn end
+
+local function report(what, err) core.report(what, tostring(err)) end
+
 function shutdown.add_run(run, note)
   live[run] = true
   notes[run] = note
   watch_signals()
+  for _, fn in ipairs(watchers) do
+    local ok, ender = pcall(fn, run)
+    if not ok then report("a watcher of the run " .. tostring(run.dir) .. " failed", ender)
+    elseif type(ender) == "function" then enders[run] = enders[run] or {} table.insert(enders[run], ender) end
+  end
 end
 
 function shutdown.run_ended(run)
   live[run] = nil
+  for _, fn in ipairs(enders[run] or {}) do
+    local ok, err = pcall(fn)
+    if not ok then report("a watcher of the run " .. tostring(run.dir) .. " failed at its end", err) end
+  end
+  enders[run] = nil
   exit_when_idle()
 end
 

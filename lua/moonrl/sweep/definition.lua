@@ -38,12 +38,14 @@ local function flatten(t, prefix, out)
 end
 
 function definition.of(self)
+  local base = flatten(self.base_cfg, "", {})
+  base.dashboard = nil   -- whether a page is served decides nothing of the trials (and older sweep.json lack it)
   local sp = {}
   for _, k in ipairs(self.keys) do sp[k] = space.describe(self.space[k]) end
   return { space = sp, method = self.method_name or (type(self.method) == "string" and self.method or "<function>"),
     tpe = self.method_name == "tpe" and require("moonrl.sweep.tpe").describe(self.tpe) or nil,
     pbt = self.method == "pbt" and require("moonrl.sweep.pbt").describe(self.pbt) or nil,
-    seed = tostring(self.seed), trials = tostring(self.trials), base = flatten(self.base_cfg, "", {}),
+    seed = tostring(self.seed), trials = tostring(self.trials), base = base,
     repeats = self.repeats > 1 and tostring(self.repeats) or nil }
 end
 
@@ -79,7 +81,8 @@ function definition.check(spec)
   if type(spec) ~= "table" then error("moonrl.sweep: expected a table { base =, space =, ... }, got " .. type(spec), 3) end
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
-    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1, tpe = 1 }
+    smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1, tpe = 1,
+    dashboard = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -108,7 +111,11 @@ function definition.check(spec)
     kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil), repeats = int_opt("repeats", 1, 1),
     ranks = int_opt("ranks", 1, 1),   -- processes per trial (docs/data-parallel.md)
     console = spec.console ~= false, hooks = spec.hooks or {},
+    dashboard = spec.dashboard == true,   -- the sweep's directory served live (moonrl.dashboard)
   }
+  if spec.dashboard ~= nil and type(spec.dashboard) ~= "boolean" then
+    error("moonrl.sweep: dashboard must be true or false, got " .. util.fmt_value(spec.dashboard), 3)
+  end
   local method = spec.method or (spec.trials and "random" or "grid")
   if spec.population ~= nil and spec.method == nil then method = "pbt" end
   if method ~= "grid" and method ~= "random" and method ~= "pbt" and method ~= "tpe" and type(method) ~= "function" then

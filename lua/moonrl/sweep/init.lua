@@ -63,7 +63,8 @@
 -- ("local", "slurm", moonrl.slurm{...} or an executor object), hooks = { on_trial_start = fn(trial),
 -- on_trial_result = fn(result, trial) (done or stopped), on_trial_failed =
 -- fn(result, trial) }, run on the loop (errors are reported, the sweep goes on),
--- extend (true: a re-run may change the definition), metric = "eval.<key>"
+-- extend (true: a re-run may change the definition), dashboard (true: the
+-- sweep's directory served live while it goes, moonrl.dashboard), metric = "eval.<key>"
 -- (each trial ends in its evaluation; its value is eval.json's point[key]),
 -- repeats (each point run
 -- with that many seeds, trial i running point results.setting_of(i); the summary's
@@ -193,6 +194,8 @@ function sweep.start(spec)
   if not base_cfg then error("moonrl.sweep: base config: " .. tostring(notes), 2) end
   self.base_cfg, self.notes = base_cfg, notes
   self.base_cfg.dir = nil
+  -- trials serve no dashboard of their own: the sweep's (dashboard = true) shows them all
+  self.base_dashboard, self.base_cfg.dashboard = self.base_cfg.dashboard, false
   self.seed = self.seed or base_cfg.seed
   self.dir = (spec.dir or ("runs/" .. base_cfg.name .. "-sweep")):gsub("(.)/+$", "%1")
   self.scheduler = spec.scheduler
@@ -328,6 +331,10 @@ function sweep.start(spec)
   for _, n in ipairs(notes or {}) do
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end
+  if self.base_dashboard and not self.dashboard then
+    self:say("note: the base's dashboard = true is not the trials': give the sweep dashboard = true to serve them all")
+  end
+  if self.dashboard then self.dashboard_server = require("moonrl.dashboard").serve_for("the sweep", self.dir) end
   shutdown.track(self, { note = function(msg) self:say(msg) end, abort = function() self:_abort() end })
   self.starting = true
   self:_fill()
@@ -478,6 +485,7 @@ function Sweep:_fill_array()
       -- the first submission (a wrong partition, no Slurm here): an error for
       -- the script, not failed trials that a re-run would not try again
       self.filling = false
+      self:_close_dashboard()
       shutdown.untrack(self)
       error("moonrl.sweep: the trials could not be submitted: " .. tostring(err), 0)
     end
@@ -819,10 +827,15 @@ function Sweep:_check_end()
     self:say(results.settings_text(summary.settings, { metric = self.metric, keys = self.keys }))
   end
   self._summary = summary
+  self:_close_dashboard()
   shutdown.untrack(self)
   local waiters = self.waiters
   self.waiters = {}
   for _, w in ipairs(waiters) do w(summary) end
+end
+
+function Sweep:_close_dashboard()
+  if self.dashboard_server then self.dashboard_server:close() end
 end
 
 -- whether a trial could still start (without proposing one)

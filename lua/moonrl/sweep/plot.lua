@@ -43,7 +43,9 @@ function plot.trials(dir, info)
   for _, r in ipairs(list) do
     r.curve = {}
     if r.dir then
-      local recs = results.tail(r.dir .. "/metrics.jsonl"):read()
+      -- a trial's directory is DIR/trial-NNN; its record has the path from the
+      -- sweep process's directory, which need not be this one's
+      local recs = results.tail(dir .. "/" .. r.dir:match("([^/]+)/*$") .. "/metrics.jsonl"):read()
       for _, m in ipairs(recs) do results.curve_add(r.curve, m, metric) end
       local last = r.curve[#r.curve]
       if r.status == "running" then

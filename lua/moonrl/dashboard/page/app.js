@@ -23,7 +23,7 @@
     });
   }
   function q(id) { return document.getElementById(id); }
-  // moonrl's JSON writes an empty list as {}: every list read goes through this
+  // a list the server sent, or [] where a field is absent
   function arr(x) { return Array.isArray(x) ? x : []; }
   function el(tag, text, cls) {
     const e = document.createElement(tag);
@@ -69,7 +69,8 @@
     for (const s of state.sweeps) {
       const li = el("li", s.id + " (" + arr(s.trials).length + " trials)");
       li.dataset.id = s.id;
-      li.addEventListener("click", function () { showSweep(s.id); });
+      if (s.id === state.sweep) li.className = "sel";
+      li.addEventListener("click", function () { showSweep(s.id); drawRuns(); });
       sl.append(li);
     }
   }
@@ -115,7 +116,6 @@
   function select(id) {
     state.selected = id;
     state.overlay.add(id);
-    q("sweep-view").hidden = true;
     drawRuns();
     drawStatus();
     refreshDetails();
@@ -195,6 +195,7 @@
         c = state.charts[key] = { box: wrap, g: new Dygraph(div, table, opts), marks: marks };
       } else {
         c.g.updateOptions(Object.assign({ file: table }, opts));
+        c.marks = marks;
       }
       c.rows = table.length;
     }
@@ -254,11 +255,104 @@
     });
   }
 
+  // a table of rows (arrays of cell values) under a title, into box
+  function table(box, title, head, rows) {
+    if (!rows.length) return;
+    box.append(el("h3", title));
+    const t = el("table");
+    const tr = el("tr");
+    for (const h of head) tr.append(el("th", h));
+    t.append(tr);
+    for (const r of rows) {
+      const row = el("tr");
+      for (const v of r) row.append(el("td", v === undefined || v === null ? "" : v));
+      t.append(row);
+    }
+    box.append(t);
+    return t;
+  }
+  function params(p) {
+    const parts = [];
+    for (const k of Object.keys(p || {}).sort()) parts.push(k + "=" + (typeof p[k] === "number" ? fmt(p[k]) : JSON.stringify(p[k])));
+    return parts.join(" ");
+  }
+
+  // ASHA: a row per trial, a column per rung (its value there, and stopped where it was)
+  function drawRungs(j) {
+    const box = q("sweep-rungs");
+    box.replaceChildren();
+    const rungs = arr(j.rungs);
+    if (!rungs.length) return;
+    let top = 0;
+    const by = new Map();
+    for (const r of rungs) {
+      top = Math.max(top, r.rung);
+      if (!by.has(r.trial)) by.set(r.trial, {});
+      by.get(r.trial)[r.rung] = r;
+    }
+    const head = ["trial"], steps = {};
+    for (const r of rungs) steps[r.rung] = r.steps;
+    for (let k = 1; k <= top; k++) head.push("rung " + k + " (" + fmt(steps[k]) + " steps)");
+    const rows = [];
+    for (const trial of Array.from(by.keys()).sort(function (a, b) { return a - b; })) {
+      const row = ["trial-" + String(trial).padStart(3, "0")];
+      for (let k = 1; k <= top; k++) {
+        const r = by.get(trial)[k];
+        row.push(r ? fmt(r.value) + (r.decision === "stop" ? " stopped" : "") : "");
+      }
+      rows.push(row);
+    }
+    table(box, "ASHA rungs (the metric at each rung; stopped: the scheduler ended the trial there)", head, rows)
+      .id = "rungs-table";
+  }
+
+  // PBT: every exploit, and the best member's lineage
+  function drawPbt(j) {
+    const box = q("sweep-pbt");
+    box.replaceChildren();
+    const ex = arr(j.exploits).map(function (e) {
+      return ["trial-" + String(e.trial).padStart(3, "0"), e.update, "trial-" + String(e.from).padStart(3, "0"),
+        e.donor_update, params(e.old), params(e.new)];
+    });
+    const t = table(box, "PBT exploits (a member took a donor's weights and keys, then explored)",
+      ["member", "at update", "donor", "donor's update", "keys before", "keys after"], ex);
+    if (t) t.id = "exploits-table";
+    const lin = j.lineage;
+    if (lin && arr(lin.segments).length) {
+      const segs = arr(lin.segments).map(function (s) {
+        return ["trial-" + String(s.trial).padStart(3, "0"), s.from, s.to === undefined || s.to === null ? "end" : s.to, params(s.params)];
+      });
+      const lt = table(box, "lineage of the best member (" + (lin.label || lin.best) + ", " + fmt(lin.value) +
+        "): whose weights, over which updates, with which keys", ["member", "from update", "to update", "keys"], segs);
+      if (lt) lt.id = "lineage-table";
+    }
+  }
+
+  // the cost-aware front: the best value within each budget
+  function drawFront(j) {
+    const box = q("sweep-front");
+    box.replaceChildren();
+    const f = j.front || {};
+    if (f.error) { box.append(el("p", "front: " + f.error)); return; }
+    for (const [cost, name] of [["steps", "agent-steps"], ["seconds", "training seconds"]]) {
+      const rows = arr((f[cost] || {}).rows).map(function (r) {
+        return [fmt(r.budget), r.label, fmt(r.value), r.update, fmt(r[cost]), params(r.params)];
+      });
+      const t = table(box, "best " + (j.metric || "metric") + " within a budget of " + name + " (the front)",
+        ["<= " + cost, "trial", "value", "at update", cost, "params"], rows);
+      if (t) t.id = "front-" + cost;
+    }
+  }
+
   function showSweep(id) {
     state.sweep = id;
     return api("api/sweep?sweep=" + encodeURIComponent(id)).then(function (j) {
       if (!j.ok) return say(j.error, false);
+      if (state.sweep !== id) return;
       q("sweep-view").hidden = false;
+      drawRungs(j);
+      drawPbt(j);
+      drawFront(j);
       q("sweep-title").textContent = "sweep " + j.dir + " (" + (j.method || "?") + ", " + (j.mode || "") + " " + (j.metric || "") + ")";
       const t = q("sweep-table");
       t.replaceChildren();
@@ -299,6 +393,11 @@
       act({ action: b.dataset.action });
     });
   }
+  q("sweep-close").addEventListener("click", function () {
+    state.sweep = null;
+    q("sweep-view").hidden = true;
+    drawRuns();
+  });
   q("set-button").addEventListener("click", function () {
     act({ action: "set", key: q("set-key").value, value: q("set-value").value });
   });
@@ -307,6 +406,8 @@
   window.moonrlDashboard = {
     state: state,
     points: function (key) { const c = state.charts[key]; return c ? c.g.numRows() : 0; },
+    series: function (key) { const c = state.charts[key]; return c ? c.g.getLabels().slice(1) : []; },
+    marks: function (key) { const c = state.charts[key]; return c ? c.marks.map(function (m) { return m.text; }) : []; },
     select: select,
   };
 
@@ -314,4 +415,5 @@
   setInterval(pollMetrics, 1000);
   setInterval(refreshRuns, 2000);
   setInterval(refreshDetails, 5000);
+  setInterval(function () { if (state.sweep) showSweep(state.sweep); }, 5000);
 })();
