@@ -127,7 +127,7 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     return v["element-6066-11e4-a52e-4f735466cecf"]
   end
   local function wait_js(what, script, limit)
-    support.wait_until(what, function() return js(script) == true end, limit or 30000)
+    support.wait_until(what, function() return js(script) == true end, limit or 60000)
   end
 
   it("refuses the page without the token", function()
@@ -207,6 +207,16 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     assert.truthy(js("return document.getElementById('front-steps').textContent"):find("trial-001", 1, true))
     js("document.querySelectorAll('#sweep-table tr')[1].click()")
     wait_js("the trial's run", "return document.getElementById('run-title').textContent.includes('runs/sw/trial-001')")
+  end)
+
+  it("keeps the view in the URL's fragment, and opens the view a fragment names", function()
+    local url = js("return location.href")
+    assert.truthy(url:find("#run=runs%2Fsw%2Ftrial-001", 1, true), url)
+    assert.truthy(url:find("sweep=runs%2Fsw", 1, true), url)
+    s("/url", { url = "http://127.0.0.1:" .. port .. "/?token=" .. token .. "#run=runs/old&overlay=runs/live" })
+    wait_js("the named view", "return document.getElementById('run-title').textContent.includes('runs/old') && " ..
+      "window.moonrlDashboard.series('efficiency').length === 2")
+    assert.truthy(js("return document.getElementById('sweep-view').hidden"))
   end)
 
   it("refuses an action from another origin", function()

@@ -57,6 +57,8 @@
       box.addEventListener("click", function (ev) {
         ev.stopPropagation();
         if (box.checked) state.overlay.add(r.id); else state.overlay.delete(r.id);
+        toHash();
+        pollMetrics();
         redrawCharts();
       });
       li.append(box, el("span", " " + r.id + " "), el("span", r.status + (r.update !== undefined ? " @" + r.update : ""), "st"));
@@ -82,16 +84,49 @@
       q("conn").className = "";
       state.runs = arr(j.runs);
       state.sweeps = arr(j.sweeps);
-      if (!state.selected && j.runs.length) {
-        const live = j.runs.find(function (r) { return r.live; });
-        select((live || j.runs[0]).id);
-      }
+      if (!state.selected && state.runs.length) applyHash();
       drawRuns();
       drawStatus();
     }).catch(function (e) {
       q("conn").textContent = "not connected: " + e.message;
       q("conn").className = "bad";
     });
+  }
+
+  // The view in the URL's fragment (#run=ID&overlay=ID,ID&sweep=ID), kept as it changes, so a
+  // view can be bookmarked or sent (with the token, which stays in the query)
+  function fromHash() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    return { run: h.get("run"), sweep: h.get("sweep"), overlay: (h.get("overlay") || "").split(",").filter(Boolean) };
+  }
+  // the view a fragment names (at load, and when a link changes it): what it names that is not
+  // served is left out
+  function applyHash() {
+    const wanted = fromHash();
+    const known = function (id) { return state.runs.some(function (r) { return r.id === id; }); };
+    state.overlay = new Set(wanted.overlay.filter(known));
+    const live = state.runs.find(function (r) { return r.live; });
+    const first = known(wanted.run) ? wanted.run : (live || state.runs[0] || {}).id;
+    if (first) select(first);
+    if (wanted.sweep && state.sweeps.some(function (s) { return s.id === wanted.sweep; })) {
+      showSweep(wanted.sweep);
+    } else {
+      state.sweep = null;
+      q("sweep-view").hidden = true;
+      toHash();
+    }
+    pollMetrics();
+    redrawCharts();
+  }
+  window.addEventListener("hashchange", applyHash);
+
+  function toHash() {
+    const h = new URLSearchParams();
+    if (state.selected) h.set("run", state.selected);
+    const others = Array.from(state.overlay).filter(function (id) { return id !== state.selected; });
+    if (others.length) h.set("overlay", others.join(","));
+    if (state.sweep) h.set("sweep", state.sweep);
+    history.replaceState(null, "", location.pathname + location.search + "#" + h.toString());
   }
 
   function current() { return state.runs.find(function (r) { return r.id === state.selected; }); }
@@ -116,6 +151,7 @@
   function select(id) {
     state.selected = id;
     state.overlay.add(id);
+    toHash();
     drawRuns();
     drawStatus();
     refreshDetails();
@@ -345,7 +381,9 @@
   }
 
   function showSweep(id) {
+    const fresh = state.sweep !== id;
     state.sweep = id;
+    if (fresh) toHash();
     return api("api/sweep?sweep=" + encodeURIComponent(id)).then(function (j) {
       if (!j.ok) return say(j.error, false);
       if (state.sweep !== id) return;
@@ -395,6 +433,7 @@
   }
   q("sweep-close").addEventListener("click", function () {
     state.sweep = null;
+    toHash();
     q("sweep-view").hidden = true;
     drawRuns();
   });
