@@ -8,7 +8,7 @@
   const CURVES = [
     ["episode_return_mean", "return (mean)"], ["efficiency", "efficiency"], ["deaths", "deaths"],
     ["policy_loss", "policy loss"], ["value_loss", "value loss"], ["entropy", "entropy"],
-    ["lr", "learning rate"], ["sps", "agent-steps/s"], ["memory_peak_bytes", "memory peak (bytes)"],
+    ["lr", "learning rate"], ["sps", "agent-steps/s"], ["memory_peak_bytes", "memory peak"],
   ];
   const state = {
     runs: [], sweeps: [], selected: null, sweep: null, overlay: new Set(),
@@ -182,8 +182,42 @@
     return rows.length ? rows[rows.length - 1].agent_steps : 0;
   }
 
+  // a run keeps its colour on every chart and in the legend: by its place in the list of runs
+  const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22"];
+  function colour(id) {
+    const i = state.runs.findIndex(function (r) { return r.id === id; });
+    return PALETTE[(i < 0 ? 0 : i) % PALETTE.length];
+  }
+  function drawLegend(ids) {
+    const box = q("legend");
+    box.replaceChildren();
+    for (const id of ids) {
+      const sw = el("i");
+      sw.style.background = colour(id);
+      const item = el("span");
+      item.append(sw, el("b", id === state.selected ? id : null), id === state.selected ? "" : id);
+      box.append(item);
+    }
+  }
+  // y-axis labels: bytes in KiB / MiB / GiB, rates as 12k, the rest as short plain numbers
+  function yLabel(key) {
+    if (key === "memory_peak_bytes") return function (v) {
+      const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+      let u = 0;
+      while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+      return String(+v.toPrecision(3)) + " " + units[u];
+    };
+    if (key === "sps") return function (v) { return Math.abs(v) >= 1000 ? String(+(v / 1000).toPrecision(3)) + "k" : String(+v.toPrecision(3)); };
+    return function (v) { return v === 0 || Math.abs(v) >= 1e-3 ? String(+v.toPrecision(3)) : v.toExponential(1); };
+  }
+
   function redrawCharts() {
-    const ids = Array.from(state.overlay).filter(function (id) { return (state.rows[id] || []).length; });
+    // the selected run first, the others in the list's order
+    const place = function (id) { return id === state.selected ? -1 : state.runs.findIndex(function (r) { return r.id === id; }); };
+    const ids = Array.from(state.overlay).filter(function (id) { return (state.rows[id] || []).length; })
+      .sort(function (a, b) { return place(a) - place(b); });
+    drawLegend(ids);
     const box = q("charts");
     for (const [key, title] of CURVES) {
       // one table: x = agent-steps, a column per run (null where a run has no row there)
@@ -204,12 +238,10 @@
         marks.push({ x: stepsAt(state.selected, ch.update), text: ch.key + " = " + JSON.stringify(ch.new) + " (" + ch.source + ")" });
       }
       const opts = {
-        labels: ["agent-steps"].concat(ids), connectSeparatedPoints: true, legend: "follow",
-        xlabel: "agent-steps", title: null,
+        labels: ["agent-steps"].concat(ids), colors: ids.map(colour), connectSeparatedPoints: true, legend: "follow",
+        xlabel: "agent-steps", title: null, yLabelWidth: 60,
         // 20k agent-steps; values as short plain numbers (not 500m for 0.5, nor -5.00e-3 for -0.005)
-        axes: { x: { labelsKMB: true }, y: { axisLabelFormatter: function (v) {
-          return v === 0 || Math.abs(v) >= 1e-3 ? String(+v.toPrecision(3)) : v.toExponential(1);
-        } } },
+        axes: { x: { labelsKMB: true }, y: { axisLabelFormatter: yLabel(key), axisLabelWidth: 60 } },
         underlayCallback: function (ctx, area, g) {   // every live change: a vertical line
           ctx.save();
           ctx.strokeStyle = "rgba(200, 80, 0, 0.7)";
