@@ -87,7 +87,7 @@ function http.listen(opts)
     return nil, "cannot listen on " .. tostring(opts.host) .. ":" .. tostring(opts.port) .. ": " .. tostring(err)
   end
   local open = 0
-  local server = { host = opts.host or "127.0.0.1" }
+  local server = { host = opts.host or "127.0.0.1", requests = 0 }   -- requests: complete ones, answered or not
   local clients = {}
 
   local function serve(client)
@@ -131,6 +131,7 @@ function http.listen(opts)
       end
       if not req then return end
       client:read_stop()
+      server.requests = server.requests + 1
       head_only = req.method == "HEAD"
       timer:stop()   -- complete: the handler answers (an action may wait for its run)
       local raw_path, query = req.url:match("^([^?#]*)%??([^#]*)")

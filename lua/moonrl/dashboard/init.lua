@@ -26,7 +26,8 @@
 --   dashboard.serve(opts) -> d | nil, err
 --     opts: dirs = {DIR, ...} (default {"."}), host = "127.0.0.1", port = 0 (any free),
 --           token_file = path (default DIR/.dashboard-token of the first DIR), quiet = bool
---     d.url (with the token), d.token, d.port, d.host, d.token_file, d:close(), d:closed()
+--     d.url (with the token), d.token, d.port, d.host, d.token_file, d:close(), d:closed(),
+--     d:requests() (how many requests it has served)
 --   dashboard.LOOPBACK   the hosts accepted without asking
 --
 -- A run with `dashboard = true` (a config key) is served from its own process
@@ -305,6 +306,7 @@ function dashboard.serve(opts)
     for _, w in ipairs(waiters) do w() end
   end
   function dash:closed() return closed end
+  function dash:requests() return server.requests end   -- how many it has served
   function dash:on_close(fn) if closed then fn() else waiters[#waiters + 1] = fn end end
   function dash:stop() self:close() end   -- a stop signal (moonrl.runtime.shutdown) closes it
   function dash:checkpoint() end
