@@ -21,34 +21,8 @@ local PAIRS = tonumber(args[1]) or 3
 local STEPS = tonumber(args[2]) or 131072
 local THREADS = tonumber(args[3]) or 0
 
-local function which(name)
-  local p = io.popen("command -v " .. name .. " 2>/dev/null")
-  local out = p:read("*l")
-  p:close()
-  return out
-end
-local CHROMIUM = not no_browser and (which("chromium") or which("chromium-browser"))
-if not no_browser and not CHROMIUM then
-  error("bench/dashboard_overhead.lua: no chromium here (make test installs it); --no-browser measures the server alone", 0)
-end
-
+local CHROMIUM = not no_browser and "chromium"
 local tmp = assert(uv.fs_mkdtemp("/tmp/moonrl-dashboard-overhead-XXXXXX"))
-local function rm_rf(path)
-  local st = uv.fs_lstat(path)
-  if not st then return end
-  if st.type == "directory" then
-    local req = uv.fs_scandir(path)
-    while req do
-      local name = uv.fs_scandir_next(req)
-      if not name then break end
-      rm_rf(path .. "/" .. name)
-    end
-    uv.fs_rmdir(path)
-  else
-    uv.fs_unlink(path)
-  end
-end
-
 -- The page's requests without a browser: GETs at the page's rates over plain TCP.
 local function poll_like_the_page(d, id)
   local timers = {}
@@ -78,9 +52,14 @@ local function one(label, i, with_page)
   if with_page then
     d = assert(moonrl.dashboard({ dirs = { dir }, quiet = true }))
     if CHROMIUM then
-      browser = uv.spawn(CHROMIUM, { args = { "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+      local err
+      browser, err = uv.spawn(CHROMIUM, { args = { "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
         "--remote-debugging-port=0", "--user-data-dir=" .. dir .. ".profile", d.url .. "#run=" .. dir },
         stdio = { nil, nil, nil } }, function() end)
+      if not browser then
+        error("bench/dashboard_overhead.lua: cannot start chromium (" .. tostring(err) .. "): make test installs it; " ..
+          "--no-browser measures the server alone", 0)
+      end
     else
       stop = poll_like_the_page(d, dir)
     end
@@ -113,4 +92,4 @@ end
 table.sort(ratios)
 print(string.format("median ratio (with the page / without): %.3f over %d pairs (agent-steps/s, the runs' summaries)",
   ratios[math.floor((#ratios + 1) / 2)], #ratios))
-rm_rf(tmp)
+require("moonrl.util").rm_rf(tmp)

@@ -12,21 +12,7 @@ function support.tmpdir()
   return dir
 end
 
-function support.rm_rf(path)
-  local st = uv.fs_lstat(path)
-  if not st then return end
-  if st.type == "directory" then
-    local req = uv.fs_scandir(path)
-    while req do
-      local name = uv.fs_scandir_next(req)
-      if not name then break end
-      support.rm_rf(path .. "/" .. name)
-    end
-    uv.fs_rmdir(path)
-  else
-    uv.fs_unlink(path)
-  end
-end
+support.rm_rf = require("moonrl.util").rm_rf
 
 function support.write_file(path, text)
   local f = assert(io.open(path, "wb"))

@@ -28,6 +28,7 @@
 --                                       occupied directory, a bad key): reported as its message,
 --                                       without a stack traceback, when nothing catches it
 --   util.is_refusal(err) -> boolean     err was raised by util.refuse
+--   util.read_file(path), util.write_file(path, text), util.mkdir_p(path), util.rm_rf(path)
 
 local util = {}
 
@@ -288,6 +289,25 @@ function util.mkdir_p(path)
     acc = acc .. "/"
   end
   return true
+end
+
+-- rm -rf: a file, or a directory and everything under it; links are removed,
+-- never followed. Nothing there is fine.
+function util.rm_rf(path)
+  local uv = require("luv")
+  local st = uv.fs_lstat(path)
+  if not st then return end
+  if st.type == "directory" then
+    local req = uv.fs_scandir(path)
+    while req do
+      local name = uv.fs_scandir_next(req)
+      if not name then break end
+      util.rm_rf(path .. "/" .. name)
+    end
+    uv.fs_rmdir(path)
+  else
+    uv.fs_unlink(path)
+  end
 end
 
 -- s with every byte that is not part of valid UTF-8 written as \xNN (and,

@@ -83,7 +83,7 @@
 local core = require("moonrl.core")
 local uv = require("luv")
 local util = require("moonrl.util")
-local mkdir_p, write_file = util.mkdir_p, util.write_file
+local mkdir_p, write_file, rm_rf = util.mkdir_p, util.write_file, util.rm_rf
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
 local definition = require("moonrl.sweep.definition")
@@ -104,21 +104,6 @@ local NOT_SWEPT = { dir = "each trial has its own directory", hardware = "a prof
 -- ------------------------------------------------------------------ files
 
 
-local function rm_rf(path)
-  local st = uv.fs_lstat(path)
-  if not st then return end
-  if st.type == "directory" then
-    local req = uv.fs_scandir(path)
-    while req do
-      local name = uv.fs_scandir_next(req)
-      if not name then break end
-      rm_rf(path .. "/" .. name)
-    end
-    uv.fs_rmdir(path)
-  else
-    uv.fs_unlink(path)
-  end
-end
 
 
 local function tail_lines(path, n)
