@@ -482,9 +482,13 @@
     select: select,
   };
 
+  // polling stops while the page is not seen (another tab, a minimised window): nothing is asked
+  // of the runs' machine for a page nobody looks at; it catches up when shown again
+  function whenSeen(fn) { return function () { if (!document.hidden) fn(); }; }
+  document.addEventListener("visibilitychange", function () { if (!document.hidden) { refreshRuns(); pollMetrics(); } });
   refreshRuns();
-  setInterval(pollMetrics, 1000);
-  setInterval(refreshRuns, 2000);
-  setInterval(refreshDetails, 5000);
-  setInterval(function () { if (state.sweep) showSweep(state.sweep); }, 5000);
+  setInterval(whenSeen(pollMetrics), 1000);
+  setInterval(whenSeen(refreshRuns), 2000);
+  setInterval(whenSeen(refreshDetails), 5000);
+  setInterval(whenSeen(function () { if (state.sweep) showSweep(state.sweep); }), 5000);
 })();
