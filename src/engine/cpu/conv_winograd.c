@@ -73,6 +73,100 @@ static void apply(float *restrict y, size_t sy, const float *restrict x, size_t 
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
+/* The tiles' transforms for channel counts that are multiples of 8: one
+ * tile's whole alpha x alpha patch of 8 channels in vector registers (GCC
+ * vector extensions; AVX2 under the build's x86-64-v3), the matrices
+ * unrolled at compile time (m is a constant at every call site of these
+ * always-inline functions, so the zero entries vanish and +-1 adds no
+ * multiply). Other channel counts go through apply(). */
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+typedef int v8i __attribute__((vector_size(32), aligned(4)));
+#define VL 8
+#define AI static inline __attribute__((always_inline))
+
+/* The transposes of AT2 and AT4 (alpha x m): dM = A dY AT. */
+static const float A2x[8] = {1, 0, 1, 1, 1, -1, 0, -1};
+static const float A4x[24] = {1, 0, 0, 0, 1, 1, 1, 1, 1, -1, 1, -1, 1, 2, 4, 8, 1, -2, 4, -8, 0, 0, 0, 1};
+
+/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols) */
+AI void tr(v8 *y, int ys, const v8 *x, int xs, const float *T, int rows, int cols) {
+#pragma GCC unroll 6
+    for (int i = 0; i < rows; i++) {
+        v8 acc = {0};
+#pragma GCC unroll 6
+        for (int k = 0; k < cols; k++) {
+            const float t = T[i * cols + k];
+            if (t == 1.0f) acc += x[k * xs];
+            else if (t == -1.0f) acc -= x[k * xs];
+            else if (t != 0.0f) acc += t * x[k * xs];
+        }
+        y[i * ys] = acc;
+    }
+}
+
+/* V[e*es + c] = (BT d B)[e] for the patch whose pixels are src[k*a+l]
+ * (NULL: outside the map, zero), every channel c < C */
+AI void in_tile_v(float *V, size_t es, const float *const *src, int C, const int m) {
+    const int a = m + 2;
+    const float *BT = m == 2 ? BT2 : BT4;
+    for (int c = 0; c < C; c += VL) {
+        v8 d[36], t[36], v[6];
+#pragma GCC unroll 36
+        for (int i = 0; i < a * a; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
+#pragma GCC unroll 6
+        for (int j = 0; j < a; j++) tr(t + j, a, d + j, a, BT, a, a);
+#pragma GCC unroll 6
+        for (int i = 0; i < a; i++) {
+            tr(v, 1, t + i * a, 1, BT, a, a);
+#pragma GCC unroll 6
+            for (int j = 0; j < a; j++) *(v8 *)(V + (size_t)(i * a + j) * es + c) = v[j];
+        }
+    }
+}
+
+/* Y = AT M A for one tile (M[e*es + c]), + b, ReLU, into dst[p*m+q]
+ * (NULL: cropped) */
+AI void out_tile_v(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, const int m) {
+    const int a = m + 2;
+    const float *AT = m == 2 ? AT2 : AT4;
+    for (int c = 0; c < OC; c += VL) {
+        v8 x[36], r[24], y[16];
+#pragma GCC unroll 36
+        for (int e = 0; e < a * a; e++) x[e] = *(const v8 *)(M + (size_t)e * es + c);
+#pragma GCC unroll 6
+        for (int j = 0; j < a; j++) tr(r + j, a, x + j, a, AT, m, a);
+#pragma GCC unroll 4
+        for (int p = 0; p < m; p++) tr(y + p * m, 1, r + p * a, 1, AT, m, a);
+        const v8 bv = b ? *(const v8 *)(b + c) : (v8){0}, z = {0};
+#pragma GCC unroll 16
+        for (int i = 0; i < m * m; i++) {
+            if (!dst[i]) continue;
+            v8 o = b ? y[i] + bv : y[i];
+            if (relu) o = (v8)((v8i)(o > z) & (v8i)o);   /* max(o, 0); NaN -> 0 as the scalar path */
+            *(v8 *)(dst[i] + c) = o;
+        }
+    }
+}
+
+/* dM = A dY AT for one tile, dY's pixels at src[p*m+q] (NULL: past the map) */
+AI void grad_tile_v(float *M, size_t es, const float *const *src, int OC, const int m) {
+    const int a = m + 2;
+    const float *A = m == 2 ? A2x : A4x;
+    for (int c = 0; c < OC; c += VL) {
+        v8 d[16], r[24], v[6];
+#pragma GCC unroll 16
+        for (int i = 0; i < m * m; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
+#pragma GCC unroll 4
+        for (int q = 0; q < m; q++) tr(r + q, m, d + q, m, A, a, m);
+#pragma GCC unroll 6
+        for (int i = 0; i < a; i++) {
+            tr(v, 1, r + i * m, 1, A, a, m);
+#pragma GCC unroll 6
+            for (int j = 0; j < a; j++) *(v8 *)(M + (size_t)(i * a + j) * es + c) = v[j];
+        }
+    }
+}
+
 /* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
  * its half-transformed copy), V and M (alpha^2 * TB * Cm each: the block's
  * transformed inputs and products), dU (alpha^2 * Cm^2: the weight
@@ -137,6 +231,18 @@ static void input_transform(float *V, size_t es, const float *inp, int tile, con
     const int a = x->a, m = x->m, per = g->th * g->tw;
     const int s = tile / per, ty = tile % per / g->tw, tx = tile % g->tw;
     const float *base = inp + (size_t)s * g->H * g->W * C;
+    if (C % VL == 0) {
+        const float *src[36];
+        for (int k = 0; k < a; k++)
+            for (int j = 0; j < a; j++) {
+                const int yy = ty * m - 1 + k, xx = tx * m - 1 + j;
+                src[k * a + j] = yy < 0 || yy >= g->H || xx < 0 || xx >= g->W ? NULL
+                                                                             : base + ((size_t)yy * g->W + xx) * C;
+            }
+        if (m == 2) in_tile_v(V, es, src, C, 2);
+        else in_tile_v(V, es, src, C, 4);
+        return;
+    }
     for (int k = 0; k < a; k++) {
         const int yy = ty * m - 1 + k;
         for (int j = 0; j < a; j++) {
@@ -168,14 +274,24 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, OC, C, 1.0f, V + e * TB * C, C,
                         U + e * (size_t)OC * C, C, 0.0f, M + e * TB * OC, OC);
         for (int tt = 0; tt < nb; tt++) {
+            const int tile = t0 + tt, per = g.th * g.tw;
+            const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
+            if (OC % VL == 0) {
+                float *dst[16];
+                for (int p = 0; p < m; p++)
+                    for (int q = 0; q < m; q++)
+                        dst[p * m + q] = ty * m + p < H && tx * m + q < W
+                                             ? out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
+                if (m == 2) out_tile_v(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 2);
+                else out_tile_v(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 4);
+                continue;
+            }
             /* R (m, a, OC) = AT M into Q, then Y (m, m, OC) = R A into P */
             for (int j = 0; j < a; j++)
                 apply(Q + (size_t)j * OC, (size_t)a * OC, M + ((size_t)j * TB + tt) * OC, (size_t)a * TB * OC, x.AT, a,
                       1, m, a, OC);
             for (int p = 0; p < m; p++)
                 apply(P + (size_t)p * m * OC, OC, Q + (size_t)p * a * OC, OC, x.AT, a, 1, m, a, OC);
-            const int tile = t0 + tt, per = g.th * g.tw;
-            const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
             for (int p = 0; p < m && ty * m + p < H; p++)
                 for (int q = 0; q < m && tx * m + q < W; q++) {
                     const float *y = P + ((size_t)p * m + q) * OC;
@@ -210,6 +326,16 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
             const int tile = t0 + tt, per = g.th * g.tw;
             const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
             input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, tile, &g, C, &x, P, Q);
+            if (OC % VL == 0) {
+                const float *src[16];
+                for (int p = 0; p < m; p++)
+                    for (int q = 0; q < m; q++)
+                        src[p * m + q] = ty * m + p < H && tx * m + q < W
+                                             ? dout + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
+                if (m == 2) grad_tile_v(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 2);
+                else grad_tile_v(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 4);
+                continue;
+            }
             /* dY (m, m, OC), zeros past the map, into P; dM = A dY AT */
             for (int p = 0; p < m; p++)
                 for (int q = 0; q < m; q++) {

@@ -59,7 +59,7 @@
 #include "arena.h"
 #include "moonrl.h"   /* MR_MAX_CONV */
 
-#define MR_WINO_TILE_BLOCK 64   /* tiles per block of the transformed products */
+#define MR_WINO_TILE_BLOCK 128   /* tiles per block of the transformed products */
 
 /* ------------------------------------------------ one layer, one chunk */
 
