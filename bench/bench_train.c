@@ -8,7 +8,7 @@
  *
  *   bench_train [--net ref|small] [--conv 32,64,64] [--hidden 512] [--critic 512]
  *               [--envs 192] [--rollout 128] [--epochs 4] [--updates 3]
- *               [--threads 0] [--cpu-conv auto|onednn|im2col]
+ *               [--threads 0] [--cpu-conv auto|onednn|im2col|winograd]
  *               [--cpu-activations auto|store|recompute] [--precision fp32|bf16] [--json]
  *
  * --cpu-conv is the config's cpu.conv (the convolutions' implementation) and
@@ -117,8 +117,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) c.threads = atoi(v);
         else if (!strcmp(a, "--cpu-conv")) {
             c.cpu.conv = !strcmp(v, "auto") ? MR_CPU_CONV_AUTO : !strcmp(v, "onednn") ? MR_CPU_CONV_ONEDNN
-                       : !strcmp(v, "im2col") ? MR_CPU_CONV_IM2COL : (mr_cpu_conv)-1;
-            if ((int)c.cpu.conv < 0) { fprintf(stderr, "bench_train: --cpu-conv accepts auto, onednn or im2col\n"); return 2; }
+                       : !strcmp(v, "im2col") ? MR_CPU_CONV_IM2COL
+                       : !strcmp(v, "winograd") ? MR_CPU_CONV_WINOGRAD : (mr_cpu_conv)-1;
+            if ((int)c.cpu.conv < 0) {
+                fprintf(stderr, "bench_train: --cpu-conv accepts auto, onednn, im2col or winograd\n");
+                return 2;
+            }
         }
         else if (!strcmp(a, "--cpu-activations")) {
             c.cpu.activations = !strcmp(v, "auto") ? MR_CPU_ACTIVATIONS_AUTO : !strcmp(v, "store") ? MR_CPU_ACTIVATIONS_STORE
