@@ -584,6 +584,14 @@ const char *mr_blas_better_kernels(void);
  * process) can lower the answer. */
 const char *mr_cpu_bf16(void);
 
+/* Multiply-adds per sample of one pass (forward, or either product of the
+ * backward) of a 3x3 pad-1 convolution C -> OC on H x W maps as cpu.conv
+ * `conv` (an mr_cpu_conv) computes it: H*W*9*C*OC for the direct paths
+ * (onednn, im2col); for winograd the transformed-domain products plus the
+ * tiles' input and output transforms (conv_winograd.h). The trunk's first
+ * layer is computed from the codes whatever the choice. */
+double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC);
+
 /* This CPU's arithmetic peak in GFLOP/s on `threads` threads (< 1: OpenMP's
  * default), measured (about 0.2 s) by a register-resident loop of 512-bit
  * FMAs (bf16 = 0) or AVX512-BF16 dot products (bf16 = 1); 256-bit FMAs on a

@@ -408,6 +408,13 @@ void mr_conv_wino_macs(int H, int W, int C, int OC, int m, double *products, dou
         *transforms = g.T * (2.0 * a * nnz(x.BT, x.a * x.a) * C + (a + x.m) * nnz(x.AT, x.m * x.a) * (double)OC);
 }
 
+double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC) {
+    if (conv != MR_CPU_CONV_WINOGRAD) return (double)H * W * 9.0 * C * OC;
+    double p, t;
+    mr_conv_wino_macs(H, W, C, OC, 4, &p, &t);
+    return p + t;
+}
+
 /* ------------------------------------------------------------ layers */
 
 void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m, mr_arena *a) {
