@@ -8,7 +8,7 @@
  *
  *   bench_train [--net ref|small] [--conv 32,64,64] [--hidden 512] [--critic 512]
  *               [--envs 192] [--rollout 128] [--epochs 4] [--updates 3]
- *               [--threads 0] [--cpu-conv auto|onednn|im2col]
+ *               [--threads 0] [--cpu-conv auto|onednn|im2col|winograd]
  *               [--cpu-activations auto|store|recompute] [--precision fp32|bf16] [--json]
  *
  * --cpu-conv is the config's cpu.conv (the convolutions' implementation) and
@@ -60,13 +60,16 @@ static double sgemm_rate(int n) {
     return best;
 }
 
-/* Forward FLOPs per sample of the policy (2 per multiply-add). */
-static double forward_flops(const mr_config *c) {
+/* Forward FLOPs per sample of the policy (2 per multiply-add). conv: the
+ * convolutions as cpu.conv computes them (mr_cpu_conv_macs: Winograd's are
+ * fewer); MR_CPU_CONV_ONEDNN gives the direct count every GFLOP/s here uses. */
+static double forward_flops(const mr_config *c, int conv) {
     int V = 2 * c->env.view_range + 1, VV = V * V;
     double macs = 0;
     int cin = 2;
     for (int i = 0; i < c->policy.num_conv; i++) {
-        macs += (double)VV * c->policy.conv_channels[i] * 9.0 * cin;
+        macs += i == 0 ? (double)VV * c->policy.conv_channels[i] * 9.0 * cin
+                       : mr_cpu_conv_macs(conv, V, V, cin, c->policy.conv_channels[i]);
         cin = c->policy.conv_channels[i];
     }
     macs += (double)VV * cin * c->policy.hidden;                      /* flatten -> hidden */
@@ -117,8 +120,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) c.threads = atoi(v);
         else if (!strcmp(a, "--cpu-conv")) {
             c.cpu.conv = !strcmp(v, "auto") ? MR_CPU_CONV_AUTO : !strcmp(v, "onednn") ? MR_CPU_CONV_ONEDNN
-                       : !strcmp(v, "im2col") ? MR_CPU_CONV_IM2COL : (mr_cpu_conv)-1;
-            if ((int)c.cpu.conv < 0) { fprintf(stderr, "bench_train: --cpu-conv accepts auto, onednn or im2col\n"); return 2; }
+                       : !strcmp(v, "im2col") ? MR_CPU_CONV_IM2COL
+                       : !strcmp(v, "winograd") ? MR_CPU_CONV_WINOGRAD : (mr_cpu_conv)-1;
+            if ((int)c.cpu.conv < 0) {
+                fprintf(stderr, "bench_train: --cpu-conv accepts auto, onednn, im2col or winograd\n");
+                return 2;
+            }
         }
         else if (!strcmp(a, "--cpu-activations")) {
             c.cpu.activations = !strcmp(v, "auto") ? MR_CPU_ACTIVATIONS_AUTO : !strcmp(v, "store") ? MR_CPU_ACTIVATIONS_STORE
@@ -160,7 +167,8 @@ int main(int argc, char **argv) {
     }
     double s_med = median(sps, updates), r_med = median(tr, updates), g_med = median(tg, updates),
            u_med = median(tu, updates);
-    double B = (double)c.env.num_envs * c.ppo.rollout_steps, F = forward_flops(&c);
+    double B = (double)c.env.num_envs * c.ppo.rollout_steps, F = forward_flops(&c, MR_CPU_CONV_ONEDNN);
+    double F_own = forward_flops(&c, c.cpu.conv);   /* what this cpu.conv computes (Winograd: fewer) */
     double upd_flops = 3.0 * F * B * c.ppo.epochs, roll_flops = F * (B + c.env.num_envs);
     double upd_gf = upd_flops / u_med / 1e9, roll_gf = roll_flops / r_med / 1e9;
     /* end to end: every product of an update (rollout forward + epochs of forward and backward)
@@ -173,14 +181,17 @@ int main(int argc, char **argv) {
                "\"updates\":%d,\"sps_median\":%.1f,\"time_rollout\":%.4f,\"time_gae\":%.4f,\"time_update\":%.4f,"
                "\"update_gflops\":%.2f,\"rollout_gflops\":%.2f,\"train_gflops\":%.2f,\"sgemm_gflops\":%.2f,"
                "\"update_fraction_of_sgemm\":%.3f,\"cpu_peak_gflops\":%.2f,\"update_fraction_of_peak\":%.3f,"
-               "\"peak_memory_bytes\":%llu,\"precision\":\"%s\"}\n",
+               "\"peak_memory_bytes\":%llu,\"precision\":\"%s\",\"forward_mflop\":%.3f,\"forward_mflop_computed\":%.3f}\n",
                net, threads, c.env.num_envs, c.ppo.rollout_steps, updates, s_med, r_med, g_med, u_med, upd_gf,
                roll_gf, all_gf, peak, upd_gf / peak, hw, hw > 0 ? upd_gf / hw : 0.0,
                (unsigned long long)ms.host_peak_bytes,
-               c.precision == MR_BF16 ? "bf16" : "fp32");
+               c.precision == MR_BF16 ? "bf16" : "fp32", F / 1e6, F_own / 1e6);
     } else {
         printf("moonrl training, cpu, %d threads, net %s (%.2f MFLOP/sample forward), %d envs x %d steps\n",
                threads, net, F / 1e6, c.env.num_envs, c.ppo.rollout_steps);
+        if (F_own != F)   /* every GFLOP/s below counts the direct convolutions' work */
+            printf("  this cpu.conv computes %.2f MFLOP/sample forward (Winograd); GFLOP/s below are of the "
+                   "direct %.2f\n", F_own / 1e6, F / 1e6);
         printf("  %s\n", mr_trainer_describe(t));
         printf("  agent-steps/s (median of %d)   %10.0f\n", updates, s_med);
         printf("  rollout / gae / update (s)     %.3f / %.4f / %.3f\n", r_med, g_med, u_med);

@@ -50,9 +50,12 @@ static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *c
     if (activations == MR_CPU_ACTIVATIONS_STORE) ok &= planned == mr_policy_bytes(cfg, view, max_batch, chunk, g_conv);
     if (mr_arena_commit(a) != 0) return 0;
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
-    /* the oneDNN path has its primitives for layers 1..; im2col has none */
+    /* the oneDNN path has its primitives for layers 1..; im2col has none;
+     * Winograd its transformed weights */
     ok &= g_conv == MR_CPU_CONV_IM2COL ? p->dnnl == NULL && p->conv == MR_CPU_CONV_IM2COL
-                                       : (p->dnnl != NULL) == (p->num_conv > 1) && p->conv == MR_CPU_CONV_ONEDNN;
+        : g_conv == MR_CPU_CONV_WINOGRAD ? p->dnnl == NULL && p->conv == MR_CPU_CONV_WINOGRAD &&
+                                               (p->wino.uf[1] != NULL) == (p->num_conv > 1)
+                                         : (p->dnnl != NULL) == (p->num_conv > 1) && p->conv == MR_CPU_CONV_ONEDNN;
     ok &= a->used <= a->size && a->used == planned;
     ok &= p->params && p->grads && p->work && p->x && p->col && p->b_aL && p->b_chid;
     for (int l = 0; l < p->num_conv; l++) ok &= p->act[l] != NULL || max_batch == 0;
@@ -614,8 +617,11 @@ int main(void) {
     omp_set_num_threads(2);
     test_table();
     test_init();
-    for (int k = 0; k < 2; k++) {   /* im2col, then oneDNN + the first layer from the codes */
-        g_conv = k ? MR_CPU_CONV_ONEDNN : MR_CPU_CONV_IM2COL;
+    /* im2col, then oneDNN + the first layer from the codes, then Winograd + the first from the codes */
+    const int convs[3] = {MR_CPU_CONV_IM2COL, MR_CPU_CONV_ONEDNN, MR_CPU_CONV_WINOGRAD};
+    const char *names[3] = {"im2col", "onednn", "winograd"};
+    for (int k = 0; k < 3; k++) {
+        g_conv = convs[k];
         int before = check_failed;
         for (int proxy = 0; proxy < 2; proxy++) {
             test_gradient(proxy, MR_CPU_ACTIVATIONS_STORE);
@@ -624,7 +630,7 @@ int main(void) {
         test_consistency();
         test_recompute();
         test_permute();
-        if (check_failed != before) printf("  (those failures: cpu.conv = %s)\n", k ? "onednn" : "im2col");
+        if (check_failed != before) printf("  (those failures: cpu.conv = %s)\n", names[k]);
     }
     return check_report("test_policy");
 }

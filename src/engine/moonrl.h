@@ -183,10 +183,18 @@ typedef struct mr_cuda_config {
  * onednn: the first layer straight from the observation codes (nn.c), the
  * others through oneDNN (conv_dnnl.h); im2col: every layer as im2col +
  * OpenBLAS sgemm (the engine before oneDNN; spec/c/test_bitcompat.c pins it,
- * its fixtures were written by it); auto: the measured-faster choice, now
- * onednn (BENCHMARKS.md). Results differ between the two in the last bits;
- * each is bit-identical for any thread count. The CUDA backend ignores it. */
-typedef enum mr_cpu_conv { MR_CPU_CONV_AUTO = 0, MR_CPU_CONV_ONEDNN = 1, MR_CPU_CONV_IM2COL = 2 } mr_cpu_conv;
+ * its fixtures were written by it); winograd: the first layer from the
+ * codes, the others by Winograd F(4x4,3x3) (conv_winograd.h: 3.4x fewer
+ * multiply-adds at 11 x 11, fp32 only, rounding error up to ~50x direct
+ * summation's bound); auto: the measured-faster choice, now onednn
+ * (BENCHMARKS.md). Results differ between them in the last bits; each is
+ * bit-identical for any thread count. The CUDA backend ignores it. */
+typedef enum mr_cpu_conv {
+    MR_CPU_CONV_AUTO = 0,
+    MR_CPU_CONV_ONEDNN = 1,
+    MR_CPU_CONV_IM2COL = 2,
+    MR_CPU_CONV_WINOGRAD = 3
+} mr_cpu_conv;
 
 /* What the CPU network's training forward keeps for the backward
  * (cpu.activations): auto = store while keeping the conv activations takes
@@ -575,6 +583,14 @@ const char *mr_blas_better_kernels(void);
  * backend accepts fp32 only. ONEDNN_MAX_CPU_ISA (read by oneDNN once per
  * process) can lower the answer. */
 const char *mr_cpu_bf16(void);
+
+/* Multiply-adds per sample of one pass (forward, or either product of the
+ * backward) of a 3x3 pad-1 convolution C -> OC on H x W maps as cpu.conv
+ * `conv` (an mr_cpu_conv) computes it: H*W*9*C*OC for the direct paths
+ * (onednn, im2col); for winograd the transformed-domain products plus the
+ * tiles' input and output transforms (conv_winograd.h). The trunk's first
+ * layer is computed from the codes whatever the choice. */
+double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC);
 
 /* This CPU's arithmetic peak in GFLOP/s on `threads` threads (< 1: OpenMP's
  * default), measured (about 0.2 s) by a register-resident loop of 512-bit

@@ -37,12 +37,16 @@ local function now() return uv.hrtime() / 1e9 end
 bench.PRECISIONS = { fp32 = C.MR_FP32, bf16 = C.MR_BF16, fp16 = C.MR_FP16 }
 
 -- Multiply-adds of one sample's forward pass through the network (the reference network's
--- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic).
-function bench.forward_macs(net, view_range)
+-- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic). conv: a cpu.conv
+-- choice; "winograd" counts what that path computes for the convs after the first
+-- (mr_cpu_conv_macs: fewer products plus the tiles' transforms); any other, the direct
+-- count both sides of a comparison share.
+function bench.forward_macs(net, view_range, conv)
   local V = 2 * (view_range or 5) + 1
   local VV, macs, cin = V * V, 0, 2
-  for _, ch in ipairs(net.conv_channels) do
-    macs = macs + VV * 9 * cin * ch
+  local own = conv == "winograd" and tonumber(C.MR_CPU_CONV_WINOGRAD)
+  for i, ch in ipairs(net.conv_channels) do
+    macs = macs + ((own and i > 1) and tonumber(C.mr_cpu_conv_macs(own, V, V, cin, ch)) or VV * 9 * cin * ch)
     cin = ch
   end
   local flat = VV * cin

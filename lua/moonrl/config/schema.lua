@@ -207,12 +207,14 @@ key { key = "cuda.release_threshold", type = "number", default = 0.8, min = 0, m
   gpu_only = true, desc = "fraction of the limit above which cached blocks are released" }
 
 -- cpu -----------------------------------------------------------------------
-key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "onednn", "im2col" },
+key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "onednn", "im2col", "winograd" },
   aliases = { "conv_impl", "convolution" },
   desc = "CPU backend only: how the trunk's 3x3 convolutions are computed; onednn = the first layer straight " ..
     "from the observation codes and the others through oneDNN; im2col = im2col + OpenBLAS sgemm for every " ..
-    "layer (the engine before oneDNN, bit for bit); auto = the measured-faster one, onednn (BENCHMARKS.md). " ..
-    "The two differ in the last bits; each is bit-identical for any thread count" }
+    "layer (the engine before oneDNN, bit for bit); winograd = the first layer from the codes and the others " ..
+    "by Winograd F(4x4,3x3) (3.4x fewer multiply-adds at 11 x 11, fp32 only, up to ~50x direct summation's " ..
+    "rounding error); auto = the measured-faster one, onednn (BENCHMARKS.md). " ..
+    "They differ in the last bits; each is bit-identical for any thread count" }
 key { key = "cpu.activations", type = "enum", default = "auto", choices = { "auto", "store", "recompute" },
   aliases = { "activation_memory", "recompute", "checkpointing" },
   desc = "CPU backend only: what the training forward keeps for the backward; store = every conv layer's " ..

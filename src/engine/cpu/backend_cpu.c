@@ -105,6 +105,9 @@ static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, 
                  precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
     } else if (np->num_conv < 2) {
         snprintf(conv, sizeof conv, "the first (and only) from the codes");
+    } else if (np->conv == MR_CPU_CONV_WINOGRAD) {
+        snprintf(conv, sizeof conv, "the first from the codes, the others Winograd F(4x4,3x3) + sgemm in fp32%s%s%s",
+                 np->conv_note[0] ? " (" : "", np->conv_note, np->conv_note[0] ? ")" : "");
     } else if (np->dnnl) {
         int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
                          np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"

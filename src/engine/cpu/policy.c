@@ -12,7 +12,9 @@
  * through oneDNN (conv_dnnl.c), whose weights are reordered into its formats
  * once per act / forward / backward call; a tail chunk shorter than `chunk`
  * takes the im2col path for layers 1.. (oneDNN's primitives exist for the
- * chunk shape only).
+ * chunk shape only). cpu.conv = winograd is the same but for layers 1..,
+ * computed by Winograd F(4x4,3x3) (conv_winograd.c) for every chunk, the
+ * tail too, its weights transformed once per act / forward / backward.
  *
  * In bf16 (mr_policy.bf16, and oneDNN's matmul started: p->lin) fc's three
  * products run in bf16 too (linear_dnnl.c, 2x OpenBLAS's fp32 rate here):
@@ -144,7 +146,11 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     }
     /* the convs' implementation: oneDNN's share of the arena comes last, so
      * everything above keeps its place whichever is chosen */
-    p->conv = conv == MR_CPU_CONV_IM2COL ? MR_CPU_CONV_IM2COL : MR_CPU_CONV_ONEDNN;
+    p->conv = conv == MR_CPU_CONV_IM2COL || conv == MR_CPU_CONV_WINOGRAD ? conv : MR_CPU_CONV_ONEDNN;
+    if (p->conv == MR_CPU_CONV_WINOGRAD) {
+        mr_conv_wino_layout(&p->wino, p->ch, L, view, view, p->nthreads, 4, a);
+        if (o->bf16) snprintf(p->conv_note, sizeof p->conv_note, "Winograd runs in fp32 only");
+    }
     /* oneDNN took the convs in bf16: from the layout's answer, so the same on
      * a planning arena (where p->dnnl stays NULL) as on the committed one */
     int bf16_taken = p->conv == MR_CPU_CONV_ONEDNN && o->bf16 && L > 1;
@@ -301,6 +307,8 @@ static chunk_ws thread_ws(const mr_policy *p, int t) {
 
 /* oneDNN runs whole chunks only: a tail's size changes with every batch */
 static int use_dnnl(const mr_policy *p, int n) { return p->dnnl && n == p->chunk; }
+/* Winograd takes any chunk, the tail too */
+static int use_wino(const mr_policy *p) { return p->conv == MR_CPU_CONV_WINOGRAD && p->num_conv > 1; }
 
 /* The weight pointers of every conv layer (conv_dnnl's loads). */
 static void conv_weights(const mr_policy *p, const float **w) {
@@ -321,7 +329,7 @@ static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *
     const float *in = w->x;
     const float *P = p->params;
     int l = 0;
-    if (p->conv == MR_CPU_CONV_ONEDNN) {   /* layer 0 straight from the codes */
+    if (p->conv != MR_CPU_CONV_IM2COL) {   /* layer 0 straight from the codes */
         float *out = outs[0] ? outs[0] : w->bufA;
         mr_conv3x3_codes_relu_forward(out, w->col, codes, P + p->conv_w[0], P + p->conv_b[0], n, p->view,
                                       p->view, p->ch[1], proxy);
@@ -332,7 +340,9 @@ static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *
     }
     for (; l < p->num_conv; l++) {
         float *out = outs[l] ? outs[l] : (l & 1) ? w->bufB : w->bufA;
-        if (use_dnnl(p, n))
+        if (use_wino(p))
+            mr_conv_wino_forward(&p->wino, w->t, l, out, in, P + p->conv_b[l], n);
+        else if (use_dnnl(p, n))
             mr_conv_dnnl_forward(p->dnnl, w->t, l, out, in, P + p->conv_b[l]);
         else
             mr_conv3x3_relu_forward(out, w->col, in, P + p->conv_w[l], P + p->conv_b[l], n, p->view,
@@ -389,11 +399,10 @@ static void load_w16(mr_policy *p) {
  * weights where a chunk of that size goes through oneDNN. */
 static void forward_weights(mr_policy *p, int B) {
     load_w16(p);
-    if (p->dnnl && B >= p->chunk) {
-        const float *w[MR_MAX_CONV];
-        conv_weights(p, w);
-        mr_conv_dnnl_load_forward(p->dnnl, w);
-    }
+    const float *w[MR_MAX_CONV];
+    conv_weights(p, w);
+    if (p->dnnl && B >= p->chunk) mr_conv_dnnl_load_forward(p->dnnl, w);
+    if (use_wino(p) && B > 0) mr_conv_wino_load_forward(&p->wino, w);
 }
 
 void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
@@ -442,7 +451,7 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0,
     const int L = p->num_conv, H = p->hidden;
     const size_t CF = p->conv_floats, CFr = round_f(CF);
     const int nchunks = (nb + p->chunk - 1) / p->chunk;
-    const int codes0 = p->conv == MR_CPU_CONV_ONEDNN;   /* layer 0 from the codes */
+    const int codes0 = p->conv != MR_CPU_CONV_IM2COL;   /* layer 0 from the codes */
     memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
     /* bf16: d16 holds the rblock's output gradient (its row 0 is sample d0) */
     if (!p->lin || mr_linear_bf16_dinp(p->lin, dL, p->d16 + (size_t)(b0 - d0) * H, p->w16, nb, p->flat, H))
@@ -466,7 +475,9 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0,
             const float *in = l > 0 ? p->act[l - 1] + (size_t)(c0 - a0) * p->VV * p->ch[l] : w.x;
             float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
             size_t szp = (size_t)n * p->VV * p->ch[l];
-            if (use_dnnl(p, n)) {   /* writes dprev, dw and db (part is fresh) */
+            if (use_wino(p)) {   /* writes dprev, dw and db (part is fresh) */
+                mr_conv_wino_backward(&p->wino, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in, n);
+            } else if (use_dnnl(p, n)) {   /* writes dprev, dw and db (part is fresh) */
                 mr_conv_dnnl_backward(p->dnnl, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in);
             } else {
                 if (dprev) memset(dprev, 0, sizeof(float) * szp);
@@ -511,6 +522,12 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         conv_weights(p, w);
         mr_conv_dnnl_load_backward(p->dnnl, w);
         if (p->recompute) mr_conv_dnnl_load_forward(p->dnnl, w);
+    }
+    if (use_wino(p)) {
+        const float *w[MR_MAX_CONV];
+        conv_weights(p, w);
+        mr_conv_wino_load_backward(&p->wino, w);
+        if (p->recompute) mr_conv_wino_load_forward(&p->wino, w);
     }
     float *dL = p->b_aL;
     if (p->lin) {

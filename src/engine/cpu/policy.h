@@ -52,6 +52,7 @@
 #include "moonrl.h"
 #include "arena.h"
 #include "net_layout.h"   /* mr_net_layout, mr_tensor_info, MR_POLICY_EXTRA */
+#include "conv_winograd.h"
 
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
 
@@ -102,8 +103,11 @@ typedef struct mr_policy {
     /* how the convs run (cpu.conv, moonrl.h): MR_CPU_CONV_IM2COL = nn.c's
      * im2col + sgemm for every layer; MR_CPU_CONV_ONEDNN = layer 0 from the
      * codes (nn.c) and layers 1.. through oneDNN for whole chunks (a
-     * shorter tail chunk through im2col + sgemm). auto is resolved at layout. */
+     * shorter tail chunk through im2col + sgemm); MR_CPU_CONV_WINOGRAD =
+     * layer 0 from the codes and layers 1.. by Winograd F(4x4,3x3) (wino,
+     * any chunk size, fp32). auto is resolved at layout. */
     int conv;
+    mr_conv_wino wino;           /* winograd: layers 1..'s transformed weights and workspaces */
     struct mr_conv_dnnl *dnnl;   /* NULL: no oneDNN layers (im2col, one conv layer, or oneDNN refused) */
     int bf16;                    /* 1: dnnl's layers run in bf16 (mr_policy_options.bf16 and oneDNN took it) */
     /* bf16: fc's three products through oneDNN matmul (linear_dnnl.h) on

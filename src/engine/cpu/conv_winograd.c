@@ -1,0 +1,460 @@
+/*
+ * conv_winograd.c - Winograd F(m x m, 3 x 3) convolutions (see
+ * conv_winograd.h for the contract, the error bound and why it is shaped
+ * this way).
+ *
+ * Every transform is a pair of one-sided products with a small matrix
+ * (apply below), each run over a whole vector of channels at once (NHWC
+ * keeps them contiguous), skipping the matrices' zeros, so the compiler's
+ * vector loops do the work; the matrices' other entries are small integers
+ * (BT, AT: exact in float) or, for G, applied in double once per pass.
+ * The products in the transformed domain are OpenBLAS sgemm calls on one
+ * thread.
+ */
+#include "conv_winograd.h"
+#include <cblas.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+/* F(2x2, 3x3) and F(4x4, 3x3), Lavin & Gray 2016: out = AT [(G g GT) . (BT d B)] A. */
+static const float BT2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+static const double G2[12] = {1, 0, 0, .5, .5, .5, .5, -.5, .5, 0, 0, 1};
+static const float AT2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
+static const float BT4[36] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1,  1, 0, 0, 4, -4, -1, 1, 0,
+                              0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0,  -5, 0, 1};
+static const double G4[18] = {1 / 4.,  0,        0,       -1 / 6., -1 / 6., -1 / 6., -1 / 6., 1 / 6., -1 / 6.,
+                              1 / 24., 1 / 12., 1 / 6.,  1 / 24., -1 / 12., 1 / 6.,  0,       0,      1};
+static const float AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+
+typedef struct { int m, a; const float *BT, *AT; const double *G; } mats;
+
+static mats mats_of(int m) {
+    mats x = {2, 4, BT2, AT2, G2};
+    if (m == 4) {
+        x.m = 4, x.a = 6, x.BT = BT4, x.AT = AT4, x.G = G4;
+    }
+    return x;
+}
+
+/* sgemm on the calling thread only (as nn.c's sgemm1): outside a parallel
+ * region the OpenMP thread count is 1 for the call. */
+static int one_thread_begin(void) {
+    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (n > 1) omp_set_num_threads(1);
+    return n;
+}
+static void one_thread_end(int n) {
+    if (n > 1) omp_set_num_threads(n);
+}
+
+/* y_i = sum_k T(i,k) x_k over vectors of n floats: y_i at y + i*sy, x_k at
+ * x + k*sx, T(i,k) = T[i*ti + k*tk], i < rows, k < cols. Zeros skipped; the
+ * terms are added in k order. */
+static void apply(float *restrict y, size_t sy, const float *restrict x, size_t sx, const float *T, int ti, int tk,
+                  int rows, int cols, int n) {
+    for (int i = 0; i < rows; i++) {
+        float *restrict yi = y + (size_t)i * sy;
+        int first = 1;
+        for (int k = 0; k < cols; k++) {
+            const float t = T[i * ti + k * tk];
+            if (t == 0.0f) continue;
+            const float *restrict xk = x + (size_t)k * sx;
+            if (first) {
+                for (int c = 0; c < n; c++) yi[c] = t * xk[c];
+                first = 0;
+            } else {
+                for (int c = 0; c < n; c++) yi[c] += t * xk[c];
+            }
+        }
+        if (first) memset(yi, 0, sizeof(float) * (size_t)n);
+    }
+}
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* The tiles' transforms for channel counts that are multiples of 8: one
+ * tile's whole alpha x alpha patch of 8 channels in vector registers (GCC
+ * vector extensions; AVX2 under the build's x86-64-v3), the matrices
+ * unrolled at compile time (m is a constant at every call site of these
+ * always-inline functions, so the zero entries vanish and +-1 adds no
+ * multiply). Other channel counts go through apply(). */
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+typedef int v8i __attribute__((vector_size(32), aligned(4)));
+#define VL 8
+#define AI static inline __attribute__((always_inline))
+
+/* The transposes of AT2 and AT4 (alpha x m): dM = A dY AT. */
+static const float A2x[8] = {1, 0, 1, 1, 1, -1, 0, -1};
+static const float A4x[24] = {1, 0, 0, 0, 1, 1, 1, 1, 1, -1, 1, -1, 1, 2, 4, 8, 1, -2, 4, -8, 0, 0, 0, 1};
+
+/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols) */
+AI void tr(v8 *y, int ys, const v8 *x, int xs, const float *T, int rows, int cols) {
+#pragma GCC unroll 6
+    for (int i = 0; i < rows; i++) {
+        v8 acc = {0};
+#pragma GCC unroll 6
+        for (int k = 0; k < cols; k++) {
+            const float t = T[i * cols + k];
+            if (t == 1.0f) acc += x[k * xs];
+            else if (t == -1.0f) acc -= x[k * xs];
+            else if (t != 0.0f) acc += t * x[k * xs];
+        }
+        y[i * ys] = acc;
+    }
+}
+
+/* V[e*es + c] = (BT d B)[e] for the patch whose pixels are src[k*a+l]
+ * (NULL: outside the map, zero), every channel c < C */
+AI void in_tile_v(float *V, size_t es, const float *const *src, int C, const int m) {
+    const int a = m + 2;
+    const float *BT = m == 2 ? BT2 : BT4;
+    for (int c = 0; c < C; c += VL) {
+        v8 d[36], t[36], v[6];
+#pragma GCC unroll 36
+        for (int i = 0; i < a * a; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
+#pragma GCC unroll 6
+        for (int j = 0; j < a; j++) tr(t + j, a, d + j, a, BT, a, a);
+#pragma GCC unroll 6
+        for (int i = 0; i < a; i++) {
+            tr(v, 1, t + i * a, 1, BT, a, a);
+#pragma GCC unroll 6
+            for (int j = 0; j < a; j++) *(v8 *)(V + (size_t)(i * a + j) * es + c) = v[j];
+        }
+    }
+}
+
+/* Y = AT M A for one tile (M[e*es + c]), + b, ReLU, into dst[p*m+q]
+ * (NULL: cropped) */
+AI void out_tile_v(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, const int m) {
+    const int a = m + 2;
+    const float *AT = m == 2 ? AT2 : AT4;
+    for (int c = 0; c < OC; c += VL) {
+        v8 x[36], r[24], y[16];
+#pragma GCC unroll 36
+        for (int e = 0; e < a * a; e++) x[e] = *(const v8 *)(M + (size_t)e * es + c);
+#pragma GCC unroll 6
+        for (int j = 0; j < a; j++) tr(r + j, a, x + j, a, AT, m, a);
+#pragma GCC unroll 4
+        for (int p = 0; p < m; p++) tr(y + p * m, 1, r + p * a, 1, AT, m, a);
+        const v8 bv = b ? *(const v8 *)(b + c) : (v8){0}, z = {0};
+#pragma GCC unroll 16
+        for (int i = 0; i < m * m; i++) {
+            if (!dst[i]) continue;
+            v8 o = b ? y[i] + bv : y[i];
+            if (relu) o = (v8)((v8i)(o > z) & (v8i)o);   /* max(o, 0); NaN -> 0 as the scalar path */
+            *(v8 *)(dst[i] + c) = o;
+        }
+    }
+}
+
+/* dM = A dY AT for one tile, dY's pixels at src[p*m+q] (NULL: past the map) */
+AI void grad_tile_v(float *M, size_t es, const float *const *src, int OC, const int m) {
+    const int a = m + 2;
+    const float *A = m == 2 ? A2x : A4x;
+    for (int c = 0; c < OC; c += VL) {
+        v8 d[16], r[24], v[6];
+#pragma GCC unroll 16
+        for (int i = 0; i < m * m; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
+#pragma GCC unroll 4
+        for (int q = 0; q < m; q++) tr(r + q, m, d + q, m, A, a, m);
+#pragma GCC unroll 6
+        for (int i = 0; i < a; i++) {
+            tr(v, 1, r + i * m, 1, A, a, m);
+#pragma GCC unroll 6
+            for (int j = 0; j < a; j++) *(v8 *)(M + (size_t)(i * a + j) * es + c) = v[j];
+        }
+    }
+}
+
+/* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
+ * its half-transformed copy), V and M (alpha^2 * TB * Cm each: the block's
+ * transformed inputs and products), dU (alpha^2 * Cm^2: the weight
+ * gradient in the transformed domain), and a double scratch. */
+size_t mr_wino_work_floats(int m, int C, int OC) {
+    const size_t a = (size_t)m + 2, A2 = a * a, Cm = (size_t)imax(C, OC), TB = MR_WINO_TILE_BLOCK;
+    return 2 * A2 * Cm + 2 * A2 * TB * Cm + A2 * Cm * Cm + 2 * (a * 3 * Cm + Cm) + 64;
+}
+
+/* ------------------------------------------------------------ weights */
+
+#define WSLAB 64   /* channels per slab of the weight transforms' double scratch */
+
+void mr_wino_weights(float *U, const float *w, int C, int OC, int m, int backward) {
+    const mats x = mats_of(m);
+    const int a = x.a;
+    const size_t A2 = (size_t)a * a;
+    double t[6][3][WSLAB];
+    for (int o = 0; o < OC; o++)
+        for (int c0 = 0; c0 < C; c0 += WSLAB) {
+            const int cn = C - c0 < WSLAB ? C - c0 : WSLAB;
+            /* backward data: the kernel rotated by 180 degrees, G's columns reversed */
+            for (int i = 0; i < a; i++)
+                for (int l = 0; l < 3; l++) {
+                    for (int c = 0; c < cn; c++) t[i][l][c] = 0.0;
+                    for (int k = 0; k < 3; k++) {
+                        const double g = x.G[i * 3 + (backward ? 2 - k : k)];
+                        const float *wk = w + (((size_t)o * 3 + k) * 3 + (backward ? 2 - l : l)) * C + c0;
+                        for (int c = 0; c < cn; c++) t[i][l][c] += g * wk[c];
+                    }
+                }
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < a; j++) {
+                    const size_t e = (size_t)i * a + j;
+                    for (int c = 0; c < cn; c++) {
+                        double u = 0.0;
+                        for (int l = 0; l < 3; l++) u += t[i][l][c] * x.G[j * 3 + l];
+                        if (backward)
+                            U[(e * C + (size_t)(c0 + c)) * OC + o] = (float)u;
+                        else
+                            U[(e * OC + o) * C + (size_t)(c0 + c)] = (float)u;
+                    }
+                }
+        }
+    (void)A2;
+}
+
+/* ------------------------------------------------------------ tiles */
+
+typedef struct { int n, H, W, th, tw, T; } grid;
+
+static grid grid_of(int n, int H, int W, int m) {
+    grid g = {n, H, W, (H + m - 1) / m, (W + m - 1) / m, 0};
+    g.T = n * g.th * g.tw;
+    return g;
+}
+
+/* Tile `tile`'s input patch (alpha x alpha x C, zeros outside the map) into
+ * P, its transform BT d B into V[e] + 0 (e-th at V + e*es), Q scratch. */
+static void input_transform(float *V, size_t es, const float *inp, int tile, const grid *g, int C, const mats *x,
+                            float *P, float *Q) {
+    const int a = x->a, m = x->m, per = g->th * g->tw;
+    const int s = tile / per, ty = tile % per / g->tw, tx = tile % g->tw;
+    const float *base = inp + (size_t)s * g->H * g->W * C;
+    if (C % VL == 0) {
+        const float *src[36];
+        for (int k = 0; k < a; k++)
+            for (int j = 0; j < a; j++) {
+                const int yy = ty * m - 1 + k, xx = tx * m - 1 + j;
+                src[k * a + j] = yy < 0 || yy >= g->H || xx < 0 || xx >= g->W ? NULL
+                                                                             : base + ((size_t)yy * g->W + xx) * C;
+            }
+        if (m == 2) in_tile_v(V, es, src, C, 2);
+        else in_tile_v(V, es, src, C, 4);
+        return;
+    }
+    for (int k = 0; k < a; k++) {
+        const int yy = ty * m - 1 + k;
+        for (int j = 0; j < a; j++) {
+            const int xx = tx * m - 1 + j;
+            float *p = P + ((size_t)k * a + j) * C;
+            if (yy < 0 || yy >= g->H || xx < 0 || xx >= g->W)
+                memset(p, 0, sizeof(float) * C);
+            else
+                memcpy(p, base + ((size_t)yy * g->W + xx) * C, sizeof(float) * C);
+        }
+    }
+    apply(Q, (size_t)a * C, P, (size_t)a * C, x->BT, a, 1, a, a, a * C);          /* Q = BT P */
+    for (int i = 0; i < a; i++)                                                     /* V = Q B */
+        apply(V + (size_t)i * a * es, es, Q + (size_t)i * a * C, C, x->BT, a, 1, a, a, C);
+}
+
+void mr_wino_forward(float *out, const float *inp, const float *U, const float *b, int relu, int n, int H, int W,
+                     int C, int OC, int m, float *work) {
+    const mats x = mats_of(m);
+    const int a = x.a, TB = MR_WINO_TILE_BLOCK;
+    const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
+    const grid g = grid_of(n, H, W, m);
+    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * TB * Cm;
+    const int nt = one_thread_begin();
+    for (int t0 = 0; t0 < g.T; t0 += TB) {
+        const int nb = g.T - t0 < TB ? g.T - t0 : TB;
+        for (int tt = 0; tt < nb; tt++) input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, t0 + tt, &g, C, &x, P, Q);
+        for (size_t e = 0; e < A2; e++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, OC, C, 1.0f, V + e * TB * C, C,
+                        U + e * (size_t)OC * C, C, 0.0f, M + e * TB * OC, OC);
+        for (int tt = 0; tt < nb; tt++) {
+            const int tile = t0 + tt, per = g.th * g.tw;
+            const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
+            if (OC % VL == 0) {
+                float *dst[16];
+                for (int p = 0; p < m; p++)
+                    for (int q = 0; q < m; q++)
+                        dst[p * m + q] = ty * m + p < H && tx * m + q < W
+                                             ? out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
+                if (m == 2) out_tile_v(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 2);
+                else out_tile_v(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 4);
+                continue;
+            }
+            /* R (m, a, OC) = AT M into Q, then Y (m, m, OC) = R A into P */
+            for (int j = 0; j < a; j++)
+                apply(Q + (size_t)j * OC, (size_t)a * OC, M + ((size_t)j * TB + tt) * OC, (size_t)a * TB * OC, x.AT, a,
+                      1, m, a, OC);
+            for (int p = 0; p < m; p++)
+                apply(P + (size_t)p * m * OC, OC, Q + (size_t)p * a * OC, OC, x.AT, a, 1, m, a, OC);
+            for (int p = 0; p < m && ty * m + p < H; p++)
+                for (int q = 0; q < m && tx * m + q < W; q++) {
+                    const float *y = P + ((size_t)p * m + q) * OC;
+                    float *o = out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC;
+                    if (b && relu)
+                        for (int c = 0; c < OC; c++) o[c] = y[c] + b[c] > 0.0f ? y[c] + b[c] : 0.0f;
+                    else if (b)
+                        for (int c = 0; c < OC; c++) o[c] = y[c] + b[c];
+                    else if (relu)
+                        for (int c = 0; c < OC; c++) o[c] = y[c] > 0.0f ? y[c] : 0.0f;
+                    else
+                        memcpy(o, y, sizeof(float) * OC);
+                }
+        }
+    }
+    one_thread_end(nt);
+}
+
+void mr_wino_backward_weights(float *dw, float *db, const float *dout, const float *inp, int n, int H, int W, int C,
+                              int OC, int m, float *work) {
+    const mats x = mats_of(m);
+    const int a = x.a, TB = MR_WINO_TILE_BLOCK;
+    const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
+    const grid g = grid_of(n, H, W, m);
+    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * TB * Cm, *dU = M + A2 * TB * Cm;
+    double *D = (double *)(((uintptr_t)(dU + A2 * Cm * Cm) + 7) & ~(uintptr_t)7);
+    const int nt = one_thread_begin();
+    if (g.T == 0) memset(dU, 0, sizeof(float) * A2 * OC * C);
+    for (int t0 = 0; t0 < g.T; t0 += TB) {
+        const int nb = g.T - t0 < TB ? g.T - t0 : TB;
+        for (int tt = 0; tt < nb; tt++) {
+            const int tile = t0 + tt, per = g.th * g.tw;
+            const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
+            input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, tile, &g, C, &x, P, Q);
+            if (OC % VL == 0) {
+                const float *src[16];
+                for (int p = 0; p < m; p++)
+                    for (int q = 0; q < m; q++)
+                        src[p * m + q] = ty * m + p < H && tx * m + q < W
+                                             ? dout + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
+                if (m == 2) grad_tile_v(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 2);
+                else grad_tile_v(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 4);
+                continue;
+            }
+            /* dY (m, m, OC), zeros past the map, into P; dM = A dY AT */
+            for (int p = 0; p < m; p++)
+                for (int q = 0; q < m; q++) {
+                    float *d = P + ((size_t)p * m + q) * OC;
+                    const int yy = ty * m + p, xx = tx * m + q;
+                    if (yy >= H || xx >= W)
+                        memset(d, 0, sizeof(float) * OC);
+                    else
+                        memcpy(d, dout + (((size_t)s * H + yy) * W + xx) * OC, sizeof(float) * OC);
+                }
+            apply(Q, (size_t)m * OC, P, (size_t)m * OC, x.AT, 1, a, a, m, m * OC);   /* (a, m, OC) = A dY */
+            for (int i = 0; i < a; i++)                                                   /* dM = (A dY) AT */
+                apply(M + ((size_t)i * a * TB + tt) * OC, (size_t)TB * OC, Q + (size_t)i * m * OC, OC, x.AT, 1, a, a,
+                      m, OC);
+        }
+        for (size_t e = 0; e < A2; e++)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, nb, 1.0f, M + e * TB * OC, OC, V + e * TB * C,
+                        C, t0 ? 1.0f : 0.0f, dU + e * (size_t)OC * C, C);
+    }
+    /* dg = GT dU G per (o, c), in double: R (a, 3, C) = dU G, then GT R */
+    double *R = D;
+    for (int o = 0; o < OC; o++) {
+        for (int i = 0; i < a; i++)
+            for (int l = 0; l < 3; l++) {
+                double *r = R + ((size_t)i * 3 + l) * C;
+                for (int c = 0; c < C; c++) r[c] = 0.0;
+                for (int j = 0; j < a; j++) {
+                    const double gj = x.G[j * 3 + l];
+                    if (gj == 0.0) continue;
+                    const float *u = dU + (((size_t)i * a + j) * OC + o) * C;
+                    for (int c = 0; c < C; c++) r[c] += gj * u[c];
+                }
+            }
+        for (int k = 0; k < 3; k++)
+            for (int l = 0; l < 3; l++) {
+                float *dk = dw + (((size_t)o * 3 + k) * 3 + l) * C;
+                for (int c = 0; c < C; c++) {
+                    double s = 0.0;
+                    for (int i = 0; i < a; i++) s += x.G[i * 3 + k] * R[((size_t)i * 3 + l) * C + c];
+                    dk[c] = (float)s;
+                }
+            }
+    }
+    if (db) {   /* column sums of dout in pixel order, in double, rounded once */
+        double *acc = D;
+        for (int o = 0; o < OC; o++) acc[o] = 0.0;
+        const size_t px = (size_t)n * H * W;
+        for (size_t r = 0; r < px; r++)
+            for (int o = 0; o < OC; o++) acc[o] += dout[r * OC + o];
+        for (int o = 0; o < OC; o++) db[o] = (float)acc[o];
+    }
+    one_thread_end(nt);
+}
+
+/* nonzero entries of a rows x cols matrix */
+static int nnz(const float *T, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += T[i] != 0.0f;
+    return k;
+}
+
+void mr_conv_wino_macs(int H, int W, int C, int OC, int m, double *products, double *transforms) {
+    const mats x = mats_of(m);
+    const grid g = grid_of(1, H, W, m);
+    const double a = x.a;
+    if (products) *products = a * a * g.T * (double)C * OC;
+    /* input: BT from both sides (2 a nnz(BT) per channel); output: AT from
+     * the left over a columns and from the right over m rows */
+    if (transforms)
+        *transforms = g.T * (2.0 * a * nnz(x.BT, x.a * x.a) * C + (a + x.m) * nnz(x.AT, x.m * x.a) * (double)OC);
+}
+
+double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC) {
+    if (conv != MR_CPU_CONV_WINOGRAD) return (double)H * W * 9.0 * C * OC;
+    double p, t;
+    mr_conv_wino_macs(H, W, C, OC, 4, &p, &t);
+    return p + t;
+}
+
+/* ------------------------------------------------------------ layers */
+
+void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m, mr_arena *a) {
+    memset(d, 0, sizeof *d);
+    if (L < 2) return;
+    d->m = m == 4 ? 4 : 2;
+    d->L = L;
+    d->H = H;
+    d->W = W;
+    d->nthreads = nthreads < 1 ? 1 : nthreads;
+    const size_t A2 = (size_t)(d->m + 2) * (d->m + 2);
+    size_t wf = 0;
+    for (int l = 1; l < L; l++) {
+        d->C[l] = ch[l];
+        d->OC[l] = ch[l + 1];
+        d->uf[l] = MR_TAKE(a, float, A2 * ch[l] * ch[l + 1]);
+        d->ub[l] = MR_TAKE(a, float, A2 * ch[l] * ch[l + 1]);
+        size_t f = mr_wino_work_floats(d->m, ch[l], ch[l + 1]);
+        if (f > wf) wf = f;
+    }
+    d->work_floats = mr_arena_round(wf * sizeof(float)) / sizeof(float);
+    d->work = MR_TAKE(a, float, d->work_floats * (size_t)d->nthreads);
+}
+
+void mr_conv_wino_load_forward(mr_conv_wino *d, const float *const *w_of) {
+    for (int l = 1; l < d->L; l++) mr_wino_weights(d->uf[l], w_of[l], d->C[l], d->OC[l], d->m, 0);
+}
+
+void mr_conv_wino_load_backward(mr_conv_wino *d, const float *const *w_of) {
+    for (int l = 1; l < d->L; l++) mr_wino_weights(d->ub[l], w_of[l], d->C[l], d->OC[l], d->m, 1);
+}
+
+void mr_conv_wino_forward(const mr_conv_wino *d, int t, int l, float *out, const float *inp, const float *b, int n) {
+    mr_wino_forward(out, inp, d->uf[l], b, 1, n, d->H, d->W, d->C[l], d->OC[l], d->m,
+                    d->work + (size_t)t * d->work_floats);
+}
+
+void mr_conv_wino_backward(const mr_conv_wino *d, int t, int l, float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, int n) {
+    float *work = d->work + (size_t)t * d->work_floats;
+    if (dw) mr_wino_backward_weights(dw, db, dout, inp, n, d->H, d->W, d->C[l], d->OC[l], d->m, work);
+    if (dinp) mr_wino_forward(dinp, dout, d->ub[l], NULL, 0, n, d->H, d->W, d->OC[l], d->C[l], d->m, work);
+}
