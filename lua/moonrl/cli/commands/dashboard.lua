@@ -15,7 +15,8 @@ Serves a web page, from this process's own loop, of every run and sweep under
 the directories given (default: the current directory; walked as moonrl ps
 walks, 3 levels down and into sweeps): each run's curves growing as it
 trains, with its live changes as markers; its config, change log, alerts and
-evaluation tables; a sweep's trials; and the controls (pause, resume,
+evaluation tables; a sweep's trials, ASHA rungs, PBT lineage and its best
+result within each budget; and the controls (pause, resume,
 checkpoint, stop, set a hot key), sent through the run's control socket as
 moonrl ctl sends them (source "dashboard"). It only reads the files the runs
 write: training never waits on it.
@@ -31,7 +32,8 @@ options:
   --token-file F    where the token is written (default DIR/.dashboard-token, first DIR)
   --help            this text
 
-Ctrl-C (or SIGTERM) stops it; the runs go on.
+Ctrl-C (or SIGTERM) stops it; the runs go on. A run or a sweep can serve its
+own while it goes: dashboard = true (moonrl train --set dashboard=true).
 ]],
 }
 
