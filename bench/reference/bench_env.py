@@ -5,7 +5,7 @@ uniformly random actions (drawn before timing, cycled through 16 batches, as
 moonrl does), observations written, after 10 warm-up steps. Prints one JSON
 line with the median, min and max agent-steps/s over the repetitions.
 
-    /usr/bin/python3 bench/reference/bench_env.py --num-envs 4096 --threads 2
+    build/venv-bench/bin/python bench/reference/bench_env.py --num-envs 4096 --threads 2
 """
 import argparse
 import json

@@ -2,7 +2,7 @@
 """PyTorch reference trainer for the foraging workload (ENV_SPEC.md).
 
 Example:
-  /usr/bin/python3 bench/reference/train.py --device cpu --num-envs 192 \
+  build/venv-bench/bin/python bench/reference/train.py --device cpu --num-envs 192 \
       --rollout 128 --updates 2 --conv 32,64,64 --hidden 512 \
       --critic-hidden 512 --threads 2 --mode ground_truth --precision fp32 --json
 
