@@ -1,7 +1,8 @@
 # moonrl - thin wrapper over CMake. Every dependency is named here, once.
 #   make run    install what is missing, build, train the built-in default
 #   make test   install what is missing (also the test packages), build, run every test (ctest + busted)
-#   make bench  install what is missing (also PyTorch), build, benchmark side by side
+#   make bench  install what is missing (also PyTorch: PyPI's, pinned in requirements-bench.txt, into
+#               build/venv-bench), build, benchmark side by side
 #               (env and small-network rows, a few minutes on 2 cores)
 #   make bench-full  the same with the reference-network row (192 x 128): add ~12 minutes on a quiet 2-core machine
 #   make install     after `make`: install $(PREFIX)/bin/moonrl (self-contained: Lua and configs are
@@ -12,9 +13,12 @@
 APT_PACKAGES   := build-essential cmake pkg-config luajit libluajit-5.1-dev libuv1-dev \
                   lua-luv-dev lua-busted libhttp-parser-dev libjs-dygraphs libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin
 # the reference's malloc (bench/reference/launch.py): tcmalloc by default; jemalloc and the full
-# tcmalloc for bench/reference/measure_allocators.py, which compares them
-BENCH_PACKAGES := python3-torch python3-numpy gnuplot-nox \
+# tcmalloc for bench/reference/measure_allocators.py, which compares them. python3-venv and
+# python3-dev: build/venv-bench, and the headers torch.compile's C++ kernels build against.
+BENCH_PACKAGES := python3-venv python3-dev gnuplot-nox \
                   libtcmalloc-minimal4 libjemalloc2 libgoogle-perftools4
+# the peer where PyPI cannot be reached: Debian's PyTorch (1.13, no torch.compile)
+BENCH_FALLBACK := python3-torch python3-numpy
 # spec/slurm_spec.lua runs a single-node Slurm cluster of its own: munged,
 # slurmctld and slurmd started by the spec with its own key, socket, ports and
 # slurm.conf. Installing does not get in its way: without systemd, postinst's
@@ -30,8 +34,11 @@ JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # the test suite's Python packages (requirements.txt, pinned), by pip, here only
 PY_VENV := $(BUILD)/venv
+# the benchmark peer, PyTorch from PyPI (requirements-bench.txt, pinned), by pip, here only: make bench
+# installs it, make test never does (its specs use it where it is there and are pending where not)
+BENCH_VENV := $(BUILD)/venv-bench
 
-.PHONY: all deps bench-deps test-deps build run test bench bench-full gpu-carry install uninstall clean
+.PHONY: all deps bench-deps bench-fallback test-deps build run test bench bench-full gpu-carry install uninstall clean
 
 all: build
 
@@ -48,8 +55,24 @@ endef
 deps:
 	$(call apt_install,$(APT_PACKAGES))
 
+# The venv is (re)filled only when requirements-bench.txt differs from the copy the last
+# successful install left in it. Without PyPI: Debian's torch 1.13, said so.
 bench-deps: deps
 	$(call apt_install,$(BENCH_PACKAGES))
+	@if cmp -s requirements-bench.txt $(BENCH_VENV)/requirements-bench.txt 2>/dev/null; then :; \
+	elif { [ -x $(BENCH_VENV)/bin/pip ] || env -u PYTHONPATH python3 -m venv $(BENCH_VENV); } && \
+	  echo "moonrl: installing requirements-bench.txt (PyTorch from PyPI, about 5 GiB) into $(BENCH_VENV)" && \
+	  env -u PYTHONPATH $(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --retries 2 --timeout 30 \
+	    -r requirements-bench.txt; then \
+	  cp requirements-bench.txt $(BENCH_VENV)/requirements-bench.txt; \
+	else \
+	  echo "moonrl: could not install requirements-bench.txt into $(BENCH_VENV) (PyPI unreachable?):" \
+	    "falling back to Debian's python3-torch (torch 1.13, no torch.compile column)"; \
+	  $(MAKE) --no-print-directory bench-fallback; \
+	fi
+
+bench-fallback:
+	$(call apt_install,$(BENCH_FALLBACK))
 
 test-deps: deps
 	$(call apt_install,$(TEST_PACKAGES))

@@ -113,8 +113,8 @@ EOF
         step "train ref 192x128 $prec" 60 "$MR" bench train --device cuda --net ref --envs 192 --precision $prec --reps 3 $P --json
     done
     step "scaling ref bf16" 120 "$MR" bench --scaling 192,1024,4096,16384 --device cuda --net ref --precision bf16 --reps 1 $P --out "$OUT/scaling_gpu_ref.csv"
-    step "compare env,ref bf16" 150 "$MR" bench --compare --device cuda --rows env,ref --precision bf16 --reps 1
-    step "compare ref bf16, reference compiled" 170 "$MR" bench --compare --device cuda --rows ref --precision bf16 --reps 1 --compile
+    # the ref row measures the reference eager and with torch.compile (both columns; the ratio against the faster)
+    step "compare env,ref bf16, reference eager and compiled" 320 "$MR" bench --compare --device cuda --rows env,ref --precision bf16 --reps 1 --compile
     ;;
 learn)
     # A short run on the cuda profile that must learn: ground truth, the

@@ -22,10 +22,8 @@ local function moonrl(args, dir, env)
   return tonumber(support.read_file(rc)), support.read_file(out) or "", support.read_file(err) or ""
 end
 
-local function have_torch()
-  local ok = os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1")
-  return ok == 0 or ok == true
-end
+-- the reference's python (build/venv-bench's, else the system's), or nil and why not
+local bench_py, no_torch = support.bench_python()
 
 local function installed(soname)
   local ok = os.execute("ldconfig -p | grep -q " .. soname)
@@ -56,6 +54,7 @@ describe("moonrl bench --compare", function()
       { "--compare --rows ,", 2, "--rows needs at least one of env, small, ref" },
       { "--compare --ref-layout nhwc", 2, "--ref-layout = nhwc: accepted nchw, channels_last, mixed" },
       { "--compare --device cpu --precision fp16", 1, "needs CUDA; accepted on a cpu: fp32, bf16" },
+      { "--compare --compile --no-compile", 2, "--compile and --no-compile: choose one" },
     }
     -- As this machine is, and as a machine without PyTorch is (the options are
     -- checked before the reference is looked for).
@@ -73,13 +72,14 @@ describe("moonrl bench --compare", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     local rc, out, err = moonrl("bench --compare --rows env", dir, support.without_optional_env())
     assert.are.equal(1, rc, out .. err)
-    assert.truthy(err:find("--compare needs PyTorch for the reference: `make bench` installs", 1, true), err)
+    assert.truthy(err:find("--compare needs PyTorch for the reference: `make bench` installs it (build/venv-bench, " ..
+      "requirements-bench.txt)", 1, true), err)
     assert.falsy(err:find("traceback", 1, true), err)
   end)
 
   it("starts the reference on the malloc asked for, which the reference process reports", function()
     if not have_bin then return pending("no binary at " .. BIN) end
-    if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
+    if not bench_py then return pending(no_torch) end
     local function setup(alloc)
       local rc, out, err = moonrl("bench --compare --rows env --envs 64 --reps 1 --json --device cpu" ..
         (alloc and " --ref-allocator " .. alloc or ""), dir)
@@ -112,7 +112,7 @@ describe("moonrl bench --compare", function()
 
   it("asks both sides for bf16 and marks the row when moonrl's engine runs fp32 instead", function()
     if not have_bin then return pending("no binary at " .. BIN) end
-    if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
+    if not bench_py then return pending(no_torch) end
     local args = "bench --compare --rows small --envs 8 --rollout 8 --reps 1 --device cpu --precision bf16"
     local rc, out, err = moonrl(args .. " --json", dir)
     assert.are.equal(0, rc, out .. err)
@@ -120,6 +120,26 @@ describe("moonrl bench --compare", function()
     assert.are.equal("bf16", r.precision.reference)
     assert.truthy(r.commands.reference:find("--precision bf16", 1, true), r.commands.reference)
     assert.is_true(r.moonrl.median > 0 and r.reference.median > 0, out)
+    -- the versions, and the compiled column where the peer's torch has torch.compile: the ratio is
+    -- against the faster of eager and compiled
+    assert.truthy(r.versions.torch:match("^%d+%.%d+"), out)
+    assert.truthy(r.versions.python:match("^3%.%d+%.%d+$"), out)
+    assert.are.equal(r.versions.compile_available, r.versions.compile, out)
+    assert.is_true(r.reference_eager.median > 0, out)
+    if r.versions.compile then
+      assert.truthy(r.commands.reference_compiled:find("--compile", 1, true), r.commands.reference_compiled)
+      assert.falsy(r.commands.reference:find("--compile", 1, true), r.commands.reference)
+      assert.is_true(r.reference_compiled.median > 0, out)
+      assert.are.equal(r.reference_compiled.median > r.reference_eager.median and "compiled" or "eager",
+        r.reference_best)
+      assert.is_true(math.abs(r.ratio_compiled - r.moonrl.median / r.reference_compiled.median) < 1e-9, out)
+    else
+      assert.are.equal("eager", r.reference_best)
+      assert.is_nil(r.reference_compiled)
+    end
+    assert.are.equal(r.reference_best == "compiled" and r.reference_compiled.median or r.reference_eager.median,
+      r.reference.median)
+    assert.is_true(math.abs(r.ratio - r.moonrl.median / r.reference.median) < 1e-9, out)
     if r.moonrl_refused then
       assert.are.equal("fp32", r.precision.moonrl)
       assert.truthy(r.moonrl_refused:find("bf16", 1, true), r.moonrl_refused)
@@ -145,8 +165,17 @@ describe("moonrl bench --compare", function()
       assert.truthy(out:find("train small  29.3 MFLOP per agent-step: moonrl ", 1, true), out)
       assert.truthy(out:find("ceiling          this CPU's peak / pytorch's GFLOP/s", 1, true), out)
     end
-    -- a training row: the reference's setup line names oneDNN and the layout
+    -- a training row: the reference's setup line names oneDNN and the layout, and the versions
     assert.truthy(out:find("convolutions in oneDNN (torch.backends.mkldnn on), layout nchw", 1, true), out)
+    assert.truthy(out:find("  pytorch    torch " .. r.versions.torch .. " (python " .. r.versions.python, 1, true), out)
+    local line = out:match("\n(train small, 8 x 8[^\n]*)")
+    if r.versions.compile then
+      assert.truthy(out:find("  compile    training rows: the reference eager and with torch.compile", 1, true), out)
+      assert.truthy(line:match("x (%a+)%s"), line)
+    else
+      assert.truthy(out:find("  compile    not measured: torch ", 1, true), out)
+      assert.truthy(line:find(" - ", 1, true), line)
+    end
     if r.moonrl_refused then
       assert.truthy(out:find("moonrl ran fp32: its engine refused bf16", 1, true), out)
       assert.truthy(out:find("train small, 8 x 8 *", 1, true), out)
@@ -158,10 +187,10 @@ describe("moonrl bench --compare", function()
 
   it("prints a table a newcomer can read: setup on top, one row per case, what each column means", function()
     if not have_bin then return pending("no binary at " .. BIN) end
-    if not have_torch() then return pending("no PyTorch (make bench-deps installs it)") end
+    if not bench_py then return pending(no_torch) end
     local rc, out, err = moonrl("bench --compare --rows env --envs 64 --reps 2 --device cpu", dir)
     assert.are.equal(0, rc, out .. err)
-    for _, want in ipairs({ "  machine    ", "  precision  fp32 on both sides",
+    for _, want in ipairs({ "  machine    ", "  precision  fp32 on both sides", " (python 3.",
                             "  pytorch    torch ", "malloc ", "  method     2 repetitions per side",
                             "ratio            moonrl's median / pytorch's median", "per pair   ",
                             "peak memory      each process's resident-set high-water mark" }) do
@@ -170,9 +199,11 @@ describe("moonrl bench --compare", function()
     assert.truthy(out:match("\n  threads    %d+ on both sides\n"), out)
     local line = out:match("\n(env, 64 envs[^\n]*)")
     assert.truthy(line, out)
-    -- moonrl, pytorch, ratio, two per-pair ratios, both peaks
-    local ratio, p1, p2, m1, m2 = line:match("(%d+%.%d%d)x%s+(%d+%.%d%d) (%d+%.%d%d)%s+(%d+) MiB / (%d+) MiB")
+    -- moonrl, pytorch eager, no compiled column (the env row runs eager), ratio, the setting it is
+    -- against, two per-pair ratios, both peaks
+    local ratio, vs, p1, p2, m1, m2 = line:match(" %- +(%d+%.%d%d)x (%a+)%s+(%d+%.%d%d) (%d+%.%d%d)%s+(%d+) MiB / (%d+) MiB")
     assert.truthy(ratio, line)
+    assert.are.equal("eager", vs)
     assert.is_true(tonumber(m1) > 0 and tonumber(m2) > 0, line)
     local lo, hi = math.min(tonumber(p1), tonumber(p2)), math.max(tonumber(p1), tonumber(p2))
     -- the ratio of the medians lies between the pairs' ratios (rounding aside)

@@ -137,8 +137,8 @@ describe("moonrl host", function()
 
   it("bench --compare runs moonrl and the PyTorch reference side by side", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
-    local ok = os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1")
-    if not (ok == 0 or ok == true) then return pending("no PyTorch (make bench-deps installs it)") end
+    local py, why = support.bench_python()
+    if not py then return pending(why) end
     local rc, out = moonrl("bench --compare --rows env --envs 256 --reps 1 --json --device cpu", dir)
     assert.are.equal(0, rc, out)
     local row = require("moonrl.formats.json").decode(out:match("{.-}\n") or out)

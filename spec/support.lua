@@ -133,6 +133,20 @@ function support.without_optional_env()
   return string.format("PYTHONPATH=%q", root .. "/spec/without_optional")
 end
 
+-- The benchmark peer's python, as moonrl bench --compare picks it: build/venv-bench's (make bench
+-- installs requirements-bench.txt there, make test never does), else the system's python3 with
+-- torch; nil and why not (the pending message) where none imports torch. PYTHONPATH is kept, so
+-- spec/without_optional hides torch from both.
+function support.bench_python()
+  local root = os.getenv("PWD") or "."
+  for _, p in ipairs({ root .. "/build/venv-bench/bin/python", "/usr/bin/python3" }) do
+    local ok = io.open(p, "rb") and os.execute(string.format("%q -c 'import torch' >/dev/null 2>&1", p))
+    if ok == 0 or ok == true then return p end
+  end
+  return nil, "no PyTorch: neither build/venv-bench nor the system's python3 imports torch (make bench " ..
+    "installs it into build/venv-bench)"
+end
+
 -- The binary the specs run: $MOONRL_BIN or build/moonrl, as an absolute path
 -- (specs run it from temporary directories); have_bin: whether it is there.
 -- build/venv's python (make test-deps installs requirements.txt there), and

@@ -5,11 +5,12 @@ uniformly random actions (drawn before timing, cycled through 16 batches, as
 moonrl does), observations written, after 10 warm-up steps. Prints one JSON
 line with the median, min and max agent-steps/s over the repetitions.
 
-    /usr/bin/python3 bench/reference/bench_env.py --num-envs 4096 --threads 2
+    build/venv-bench/bin/python bench/reference/bench_env.py --num-envs 4096 --threads 2
 """
 import argparse
 import json
 import os
+import platform
 import resource
 import statistics
 import sys
@@ -64,7 +65,8 @@ def main(argv=None):
         sync()
         rates.append(n * args.steps / (time.perf_counter() - t0))
     print(json.dumps({
-        "impl": "pytorch", "row": "env", "torch": torch.__version__, "device": str(dev),
+        "impl": "pytorch", "row": "env", "torch": torch.__version__,
+        "python": platform.python_version(), "compile": False, "device": str(dev),
         "num_envs": n, "steps_per_rep": args.steps, "threads": torch.get_num_threads(),
         "allocator": launch.report(),
         "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

@@ -7,8 +7,8 @@ median whole-update rate, the median learning-phase ("update") time, the
 rollout time and the peak RSS of each, with the load average seen. This is
 what chose launch.py's default; rerun it on another machine:
 
-  /usr/bin/python3 bench/reference/measure_allocators.py --rounds 3          # small net, ~5 min
-  /usr/bin/python3 bench/reference/measure_allocators.py --only system,tcmalloc --net ref --rounds 1
+  build/venv-bench/bin/python bench/reference/measure_allocators.py --rounds 3          # small net, ~5 min
+  build/venv-bench/bin/python bench/reference/measure_allocators.py --only system,tcmalloc --net ref --rounds 1
 """
 import argparse
 import json

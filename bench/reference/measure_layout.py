@@ -10,7 +10,7 @@ update does it, for three layouts, in fp32 and under bf16 autocast:
 and prints the convolution operators the profiler saw (aten::mkldnn_convolution = oneDNN).
 Run it under the reference's own setup (the launcher picks the malloc):
 
-  /usr/bin/python3 bench/reference/measure_layout.py --net small --batch 4096 --threads 2
+  build/venv-bench/bin/python bench/reference/measure_layout.py --net small --batch 4096 --threads 2
 """
 import argparse
 import os

@@ -75,7 +75,7 @@ class PPO:
     def __init__(self, env, model, device, rollout=128, epochs=4, minibatches=1,
                  gamma=0.99, lam=0.95, clip=(0.2, 0.1), lr=(3e-4, 1e-4),
                  ent=(0.1, 0.001), vf_coef=0.5, max_grad_norm=0.5,
-                 precision="fp32", compile=False, compile_mode="default"):
+                 precision="fp32", compile=False, compile_mode="default", compile_scope="loss"):
         self.env, self.model, self.device = env, model, device
         self.T, self.N = rollout, env.n
         self.B = self.T * self.N
@@ -86,7 +86,13 @@ class PPO:
         self.autocast = make_autocast(device, precision)
         self.scaler = make_scaler(device, precision)
         self.opt, self.fused = make_adam(model.parameters(), lr[0], device)
+        # torch.compile: the network's forward (the rollout's and evaluation's), and for the update either
+        # the network alone (compile_scope "model") or the network with the PPO loss in one graph ("loss")
         self.fwd, self.compiled = maybe_compile(model, compile, compile_mode)
+        self.loss_fn = self.loss
+        if self.compiled and compile_scope == "loss":
+            self.loss_fn = maybe_compile(self.loss, True, compile_mode)[0]
+        self.compile_scope = compile_scope if self.compiled else None
         self.policy_params = model.policy_parameters()
         self.value_params = model.value_parameters()
 
@@ -158,6 +164,21 @@ class PPO:
         self.returns = self.adv + self.values
 
     # ----------------------------------------------------------------- update
+    def loss(self, obs, dens, act, old_logp, adv, old_v, ret, clip, ent_coef):
+        """The minibatch's losses (pg, v, entropy, total): the network's forward and the PPO loss."""
+        with self.autocast():
+            logits, raw = (self.fwd if self.compile_scope == "model" else self.model)(obs, dens)
+        logp_all = F.log_softmax(logits.float(), dim=-1)
+        new_logp = logp_all.gather(1, act.unsqueeze(1)).squeeze(1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        ratio = torch.exp(new_logp - old_logp)
+        pg_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+        v = raw.float()
+        v_clip = old_v + (v - old_v).clamp(-clip, clip)
+        v_loss = torch.max(F.mse_loss(v, ret), F.mse_loss(v_clip, ret))
+        loss = pg_loss + self.vf_coef * v_loss - ent_coef * entropy + 0.05 * torch.relu(0.5 - entropy)
+        return pg_loss, v_loss, entropy, loss
+
     def update(self, progress):
         clip = linear(*self.clip_s, progress)
         lr = linear(*self.lr_s, progress)
@@ -178,26 +199,17 @@ class PPO:
             b_ret_n = m.normalise(self.returns.view(B))     # targets, new stats
             b_old_n = m.normalise(self.values.view(B))      # old values, new stats
 
+        # the schedules' values as tensors: a compiled loss keeps one graph for every update
+        clip_t = torch.tensor(clip, device=self.device)
+        ent_t = torch.tensor(ent_coef, device=self.device)
         mb = B // self.minibatches
         for _ in range(self.epochs):
             perm = torch.randperm(B, device=self.device)
             for k in range(self.minibatches):
                 idx = perm[k * mb:(k + 1) * mb]
-                with self.autocast():
-                    logits, raw = self.fwd(b_obs[idx], b_dens[idx])
-                logp_all = F.log_softmax(logits.float(), dim=-1)
-                new_logp = logp_all.gather(1, b_act[idx].unsqueeze(1)).squeeze(1)
-                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-                ratio = torch.exp(new_logp - b_logp[idx])
-                a_ = b_adv[idx]
-                pg_loss = -torch.min(ratio * a_,
-                                     ratio.clamp(1 - clip, 1 + clip) * a_).mean()
-                v = raw.float()
-                old, ret = b_old_n[idx], b_ret_n[idx]
-                v_clip = old + (v - old).clamp(-clip, clip)
-                v_loss = torch.max(F.mse_loss(v, ret), F.mse_loss(v_clip, ret))
-                loss = (pg_loss + self.vf_coef * v_loss - ent_coef * entropy
-                        + 0.05 * torch.relu(0.5 - entropy))
+                pg_loss, v_loss, entropy, loss = self.loss_fn(
+                    b_obs[idx], b_dens[idx], b_act[idx], b_logp[idx], b_adv[idx], b_old_n[idx], b_ret_n[idx],
+                    clip_t, ent_t)
                 self.opt.zero_grad(set_to_none=True)
                 self.scaler.scale(loss).backward()
                 self.scaler.unscale_(self.opt)

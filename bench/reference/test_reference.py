@@ -1,6 +1,6 @@
 """Self-checks of the PyTorch reference against ENV_SPEC.md.
 
-  /usr/bin/python3 bench/reference/test_reference.py
+  build/venv-bench/bin/python bench/reference/test_reference.py
 """
 import json
 import os
@@ -133,6 +133,32 @@ def test_bf16_autocast_fp32_master_weights():
     print("bf16 autocast ok: bf16 logits, fp32 weights and Adam moments, weights moved")
 
 
+def test_compiled_matches_eager():
+    """torch.compile (torch 2.x; what bench --compare's compiled column runs) trains as eager does."""
+    if not hasattr(torch, "compile"):
+        print("compile: torch %s has no torch.compile (skipped)" % torch.__version__)
+        return
+    out = []
+    for compiled in (False, True):
+        torch.manual_seed(5)
+        env = ForagingEnv(8, "ground_truth", seed=5)
+        m = ActorCritic("ground_truth", conv=(4,), hidden=16, critic_hidden=16)
+        algo = PPO(env, m, torch.device("cpu"), rollout=8, compile=compiled)
+        infos = []
+        for u in range(2):
+            algo.collect()
+            algo.gae()
+            infos.append(algo.update(u / 2))
+        out.append((infos, [p.detach().clone() for p in m.parameters()]))
+        assert algo.compiled == compiled and algo.compile_scope == ("loss" if compiled else None)
+    (ie, pe), (ic, pc) = out
+    for a, b in zip(ie, ic):
+        for k in ("pg_loss", "v_loss", "entropy"):
+            assert torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-5), (k, a[k], b[k])
+    assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-5) for a, b in zip(pe, pc))
+    print("compile ok: torch.compile (network + PPO loss) trains as eager (losses and weights after 2 updates)")
+
+
 def test_launch_allocators():
     """launch.py re-executes the process on the malloc asked for (a real child process each)."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -174,5 +200,6 @@ if __name__ == "__main__":
     test_env_proxy_frozen()
     test_model_and_popart()
     test_bf16_autocast_fp32_master_weights()
+    test_compiled_matches_eager()
     test_launch_allocators()
     print("all reference checks passed")

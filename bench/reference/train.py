@@ -2,7 +2,7 @@
 """PyTorch reference trainer for the foraging workload (ENV_SPEC.md).
 
 Example:
-  /usr/bin/python3 bench/reference/train.py --device cpu --num-envs 192 \
+  build/venv-bench/bin/python bench/reference/train.py --device cpu --num-envs 192 \
       --rollout 128 --updates 2 --conv 32,64,64 --hidden 512 \
       --critic-hidden 512 --threads 2 --mode ground_truth --precision fp32 --json
 
@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import resource
 import statistics
 import sys
@@ -55,6 +56,9 @@ def parse_args(argv=None):
                    help="default: fp16 (autocast + GradScaler) on CUDA, fp32 on CPU")
     p.add_argument("--compile", action="store_true", help="torch.compile the network (torch 2.x)")
     p.add_argument("--compile-mode", default="default")
+    p.add_argument("--compile-scope", default="loss", choices=["loss", "model"],
+                   help="with --compile, what the update compiles: the network and the PPO loss as one graph "
+                   "(loss, the default) or the network alone (model); the rollout compiles the network")
     p.add_argument("--no-popart", action="store_true")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--minibatches", type=int, default=1)
@@ -99,7 +103,7 @@ def main(argv=None):
     n_params = sum(p.numel() for p in model.parameters())
     algo = PPO(env, model, device, rollout=args.rollout, epochs=args.epochs,
                minibatches=args.minibatches, precision=precision,
-               compile=args.compile, compile_mode=args.compile_mode)
+               compile=args.compile, compile_mode=args.compile_mode, compile_scope=args.compile_scope)
     B = algo.B
     print("# pytorch %s device=%s mode=%s envs=%d rollout=%d batch=%d conv=%s hidden=%d "
           "critic_hidden=%d params=%d precision=%s fused_adam=%s compile=%s threads=%d layout=%s malloc=%s"
@@ -162,6 +166,7 @@ def main(argv=None):
     result = {
         "impl": "pytorch",
         "torch": torch.__version__,
+        "python": platform.python_version(),
         "device": str(device) if device.type == "cpu" else
         "cuda:" + torch.cuda.get_device_name(device),
         "mode": args.mode,
@@ -174,6 +179,7 @@ def main(argv=None):
         "params": n_params,
         "precision": precision,
         "compile": algo.compiled,
+        "compile_scope": algo.compile_scope,
         "fused_adam": algo.fused,
         "threads": torch.get_num_threads(),
         "allocator": launch.report(),

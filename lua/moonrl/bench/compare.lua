@@ -13,6 +13,16 @@
 -- table says so on the row and below it: the ratio then compares unequal
 -- precisions, and is marked.
 --
+-- The reference's PyTorch is build/venv-bench's (`make bench` installs the
+-- pinned PyPI release of requirements-bench.txt there), else the system's
+-- python3 with torch (Debian's python3-torch, 1.13: `make bench`'s fallback
+-- where PyPI cannot be reached). Where that torch has torch.compile (2.x),
+-- every training row measures the reference twice per repetition, eager and
+-- compiled (the network and the PPO loss, dynamic=False; the compilation is
+-- in the untimed warm-up update), and the ratio compares moonrl with the
+-- faster of the two: the peer's best setting. The table and the JSON name
+-- the torch and Python versions and whether compile ran.
+--
 -- What this is not: a statistics package. Three to five alternating pairs on
 -- a shared machine give a median and its spread, nothing more.
 
@@ -39,10 +49,35 @@ compare.LAYOUTS = { "nchw", "channels_last", "mixed" }
 
 local function home() return require("moonrl.core").home() end
 
-local function python()
-  for _, p in ipairs({ "/usr/bin/python3", "python3" }) do
-    local ok = os.execute(p .. " -c 'import torch' >/dev/null 2>&1")
-    if ok == 0 or ok == true then return p end
+-- The interpreters tried for the reference, in order: build/venv-bench's
+-- (beside the binary, then in the source tree), then the system's.
+function compare.pythons()
+  local list = {}
+  local exe_dir = (uv.exepath() or ""):match("^(.*)/[^/]*$")
+  if exe_dir then list[#list + 1] = exe_dir .. "/venv-bench/bin/python" end
+  local ok, h = pcall(home)
+  if ok and h then list[#list + 1] = h .. "/build/venv-bench/bin/python" end
+  list[#list + 1] = "/usr/bin/python3"
+  list[#list + 1] = "python3"
+  return list
+end
+
+-- The first interpreter that imports torch, and what it has: { path, torch, python, compile }
+-- (compile: torch.compile exists); nil where none does. PYTHONPATH is left as it is, so
+-- spec/without_optional hides torch from every one of them.
+local PROBE = [[import sys, torch; print("moonrl-probe", torch.__version__, "%d.%d.%d" % sys.version_info[:3], ]] ..
+  [[int(hasattr(torch, "compile")))]]
+function compare.python()
+  local seen = {}
+  for _, p in ipairs(compare.pythons()) do
+    if not seen[p] and (not p:find("/", 1, true) or io.open(p, "rb")) then
+      seen[p] = true
+      local f = io.popen(string.format("%q -c %q 2>/dev/null", p, PROBE))
+      local out = f and f:read("*a") or ""
+      if f then f:close() end
+      local tv, pv, c = out:match("moonrl%-probe (%S+) (%S+) (%d)")
+      if tv then return { path = p, torch = tv, python = pv, compile = c == "1" } end
+    end
   end
   return nil
 end
@@ -72,8 +107,8 @@ function compare.precision(o)
 end
 
 -- The two commands of a row (moonrl's at precision mprec, the reference's at
--- precision rprec), each printing a JSON line with the row's rate.
-function compare.commands(o, row, py, mprec, rprec)
+-- precision rprec, compiled or eager), each printing a JSON line with the row's rate.
+function compare.commands(o, row, py, mprec, rprec, compiled)
   local dev = o.device == "cuda" and "cuda" or "cpu"
   local d = compare.ROWS[row]
   if dev == "cuda" and d.gpu then d = setmetatable(d.gpu, { __index = d }) end
@@ -92,18 +127,29 @@ function compare.commands(o, row, py, mprec, rprec)
     string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
       "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision %s%s%s",
       py, home(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
-      threads_of(o), rprec, o.compile and " --compile" or "",
+      threads_of(o), rprec, compiled and " --compile" or "",
       alloc .. (o.ref_layout and " --layout " .. o.ref_layout or "")),
     envs, rollout
 end
 
--- One comparison row: R alternating fresh-process repetitions of each side.
-function compare.row(o, row, py)
+-- Whether a row measures the reference compiled too: a training row, where the peer's torch has
+-- torch.compile, unless --no-compile.
+function compare.compiles(o, row, peer)
+  return row ~= "env" and peer.compile and not o.no_compile
+end
+
+-- One comparison row: R alternating fresh-process repetitions of each side
+-- (moonrl, the reference eager, and the reference compiled where it runs).
+function compare.row(o, row, peer)
   local stats = require("moonrl.bench").stats
+  local py = peer.path
   local prec = row ~= "env" and compare.precision(o) or nil
   local mprec, refused = prec, nil
   local mine, ref, envs, rollout = compare.commands(o, row, py, mprec, prec)
-  local a, b, ma, mb, pairs_, r1, r2 = {}, {}, {}, {}, {}, nil, nil
+  local with_compile = compare.compiles(o, row, peer)
+  local _, refc = compare.commands(o, row, py, mprec, prec, true)
+  local a, b, c, ma, mb, mc, r1, r2, r3 = {}, {}, {}, {}, {}, {}, nil, nil, nil
+  local compile_error
   for rep = 1, o.reps do
     local e1
     r1, e1 = run_json(mine)
@@ -121,22 +167,50 @@ function compare.row(o, row, py)
     if not r2 then error("reference: " .. e2 .. "\n  (command: " .. ref .. ")", 0) end
     a[#a + 1], ma[#ma + 1] = r1.rate and r1.rate.median or r1.sps_median, r1.peak_memory_bytes
     b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
-    pairs_[#pairs_ + 1] = a[#a] / b[#b]
-    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f agent-steps/s\n", row, rep, o.reps,
-      a[#a], b[#b]))
+    local said = ""
+    if with_compile then
+      local r, e3 = run_json(refc)
+      if r then
+        r3, c[#c + 1], mc[#mc + 1] = r, r.sps_median, r.peak_memory_bytes
+        said = string.format(", compiled %.0f", c[#c])
+      else
+        -- torch.compile did not run here: the row goes on eager only, and says why
+        if o.compile then error("reference, compiled: " .. e3 .. "\n  (command: " .. refc .. ")", 0) end
+        compile_error, with_compile = e3, false
+        c, mc = {}, {}
+        io.stderr:write(string.format("  %s: the compiled reference failed (%s): eager only\n", row, e3))
+      end
+    end
+    io.stderr:write(string.format("  %s rep %d/%d: moonrl %.0f, pytorch %.0f%s agent-steps/s\n", row, rep, o.reps,
+      a[#a], b[#b], said))
   end
   local sa, sb = stats(a), stats(b)
+  local sc = with_compile and #c > 0 and stats(c) or nil
+  -- the peer's best setting: the faster median of eager and compiled
+  local best = sc and sc.median > sb.median and "compiled" or "eager"
+  local bv, bm, sbest, rbest = b, mb, sb, r2
+  if best == "compiled" then bv, bm, sbest, rbest = c, mc, sc, r3 end
+  local pairs_ = {}
+  for i = 1, #a do pairs_[i] = a[i] / bv[i] end
   return {
     row = row == "env" and "env" or "train", net = row ~= "env" and row or nil, num_envs = envs,
     rollout = rollout, device = o.device, threads = threads_of(o),
-    precision = prec and { moonrl = mprec, reference = r2.precision or prec } or nil, moonrl_refused = refused,
-    moonrl = sa, reference = sb, ratio = sa.median / sb.median, pair_ratios = pairs_,
-    moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = mb[1] and stats(mb).max or nil,
+    precision = prec and { moonrl = mprec, reference = rbest.precision or prec } or nil, moonrl_refused = refused,
+    moonrl = sa, reference = sbest, ratio = sa.median / sbest.median, pair_ratios = pairs_,
+    reference_best = best, reference_eager = sb, reference_compiled = sc,
+    ratio_eager = sa.median / sb.median, ratio_compiled = sc and sa.median / sc.median or nil,
+    compile_error = compile_error,
+    versions = { torch = peer.torch, python = peer.python, python_path = py, compile = sc ~= nil,
+                 compile_available = peer.compile },
+    moonrl_peak_bytes = ma[1] and stats(ma).max or nil, reference_peak_bytes = bm[1] and stats(bm).max or nil,
+    reference_eager_peak_bytes = mb[1] and stats(mb).max or nil,
+    reference_compiled_peak_bytes = mc[1] and stats(mc).max or nil,
     describe = r1.describe, openblas_coretype = os.getenv("OPENBLAS_CORETYPE"),
-    commands = { moonrl = mine, reference = ref },
-    reference_setup = { torch = r2.torch, allocator = r2.allocator, mkldnn = r2.mkldnn, threads = r2.threads,
-                        layout = r2.layout },
-    work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sb.median) or nil,
+    commands = { moonrl = mine, reference = ref, reference_compiled = sc and refc or nil },
+    reference_setup = { torch = r2.torch, python = r2.python, allocator = r2.allocator, mkldnn = r2.mkldnn,
+                        threads = r2.threads, layout = r2.layout,
+                        compile_scope = r3 and r3.compile_scope or nil },
+    work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sbest.median) or nil,
   }
 end
 
@@ -179,9 +253,10 @@ end
 
 local function fmt_peak(b) return b and string.format("%.0f MiB", b / 2 ^ 20) or "-" end
 
-local function setup_line(s)
+local function setup_line(s, v)
   if not s then return "-" end
-  local parts = { "torch " .. tostring(s.torch) }
+  local parts = { "torch " .. tostring(v and v.torch or s.torch) ..
+    (v and string.format(" (python %s, %s)", tostring(v.python), tostring(v.python_path)) or "") }
   if s.mkldnn ~= nil then
     parts[#parts + 1] = (s.mkldnn and "convolutions in oneDNN (torch.backends.mkldnn on)" or "oneDNN OFF") ..
       (s.layout and ", layout " .. s.layout or "")
@@ -224,13 +299,34 @@ function compare.print(o, rows, load0, load1)
   for _, r in ipairs(rows) do   -- a training row's setup says more (oneDNN, layout)
     if r.reference_setup and r.reference_setup.mkldnn ~= nil then setup = r.reference_setup break end
   end
-  w("  pytorch    " .. setup_line(setup) ..
-    (o.compile and ", torch.compile" or "") .. "\n")
+  local v = rows[1] and rows[1].versions
+  w("  pytorch    " .. setup_line(setup, v) .. "\n")
+  local compiled, compile_error, scope
+  for _, r in ipairs(rows) do
+    compiled = compiled or r.reference_compiled ~= nil
+    compile_error = compile_error or r.compile_error
+    scope = scope or r.reference_setup and r.reference_setup.compile_scope
+  end
+  if compiled then
+    w("  compile    training rows: the reference eager and with torch.compile (" ..
+      (scope == "model" and "the network" or "the network and the PPO loss") ..
+      ", dynamic=False; compiled in the untimed warm-up update); the ratio is against the faster\n")
+  elseif compile_error then
+    w("  compile    torch.compile failed here, eager only: " .. compile_error .. "\n")
+  elseif o.no_compile then
+    w("  compile    not measured (--no-compile): the reference runs eager\n")
+  elseif v and not v.compile_available then
+    w("  compile    not measured: torch " .. tostring(v.torch) .. " has no torch.compile (make bench installs " ..
+      "torch 2.x into build/venv-bench)\n")
+  elseif v and v.compile_available then
+    w("  compile    the env row runs eager only: the step draws from its torch.Generator, where torch.compile\n" ..
+      "             breaks the graph, and it was no faster (bench/reference/README.md)\n")
+  end
   w(string.format("  method     %d repetitions per side, each in a fresh process, alternating moonrl / pytorch\n\n",
     o.reps))
   local pw = math.max(10, 6 * o.reps)   -- the per-pair column: "1.23 " a pair
-  w(string.format("%-24s %10s %10s %8s  %-" .. pw .. "s %s\n", "row", "moonrl", "pytorch", "ratio", "per pair",
-    "peak memory moonrl / pytorch"))
+  w(string.format("%-24s %10s %10s %10s %8s %-8s %-" .. pw .. "s %s\n", "row", "moonrl", "pt eager",
+    "pt compile", "ratio", "vs", "per pair", "peak memory moonrl / pytorch"))
   for _, r in ipairs(rows) do
     local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
       or string.format("train %s, %d x %d", r.net, r.num_envs, r.rollout)
@@ -238,8 +334,10 @@ function compare.print(o, rows, load0, load1)
     if unequal then what = what .. " *" end
     local pr = {}
     for i, x in ipairs(r.pair_ratios) do pr[i] = string.format("%.2f", x) end
-    w(string.format("%-24s %10s %10s %7.2fx  %-" .. pw .. "s %s / %s\n", what, fmt_rate(r.moonrl.median),
-      fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "), fmt_peak(r.moonrl_peak_bytes),
+    local eager = r.reference_eager or r.reference
+    w(string.format("%-24s %10s %10s %10s %7.2fx %-8s %-" .. pw .. "s %s / %s\n", what, fmt_rate(r.moonrl.median),
+      fmt_rate(eager.median), r.reference_compiled and fmt_rate(r.reference_compiled.median) or "-", r.ratio,
+      r.reference_best or "eager", table.concat(pr, " "), fmt_peak(r.moonrl_peak_bytes),
       fmt_peak(r.reference_peak_bytes)))
   end
   local worked
@@ -257,9 +355,12 @@ function compare.print(o, rows, load0, load1)
     end
   end
   w("\n")
-  w("moonrl, pytorch  agent-steps per second, the median of the repetitions (higher is faster); training\n" ..
+  w("moonrl, pt eager, pt compile\n" ..
+    "                 agent-steps per second, the median of the repetitions (higher is faster) of moonrl and\n" ..
+    "                 of the PyTorch reference eager and with torch.compile (- where not measured); training\n" ..
     "                 rows time whole updates (rollout + GAE + learning) after one warm-up update\n")
-  w("ratio            moonrl's median / pytorch's median: above 1, moonrl is faster\n")
+  w("ratio            moonrl's median / pytorch's median in its best setting (vs: the faster of eager and\n" ..
+    "                 compile): above 1, moonrl is faster\n")
   w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
   if worked then
     w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
@@ -268,7 +369,8 @@ function compare.print(o, rows, load0, load1)
   end
   w(o.device == "cuda"
     and "peak memory      device memory: moonrl's allocator peak, torch.cuda.max_memory_allocated\n"
-    or "peak memory      each process's resident-set high-water mark (VmHWM, ru_maxrss), the largest of its reps\n")
+    or "peak memory      each process's resident-set high-water mark (VmHWM, ru_maxrss), the largest of its reps\n" ..
+       "                 (pytorch's: in its best setting)\n")
   if refused then
     w(string.format("*                unequal precisions: moonrl fp32 against pytorch %s (moonrl refused %s)\n",
       prec, prec))
@@ -284,14 +386,19 @@ function compare.run(o)
     error("--compare --precision fp16 on " .. o.device .. ": the reference's fp16 (autocast + GradScaler) " ..
       "needs CUDA; accepted on a cpu: fp32, bf16", 0)
   end
-  local py = python()
-  if not py then
-    error("--compare needs PyTorch for the reference: `make bench` installs python3-torch", 0)
+  local peer = compare.python()
+  if not peer then
+    error("--compare needs PyTorch for the reference: `make bench` installs it (build/venv-bench, " ..
+      "requirements-bench.txt)", 0)
+  end
+  if o.compile and not peer.compile then
+    error("--compile: the reference's torch " .. peer.torch .. " (" .. peer.path .. ") has no torch.compile " ..
+      "(2.x has: make bench installs it)", 0)
   end
   local names = o.rows or (o.net_given and { o.net }) or compare.DEFAULT_ROWS
   local load0 = uv.loadavg()
   local rows = {}
-  for _, name in ipairs(names) do rows[#rows + 1] = compare.row(o, name, py) end
+  for _, name in ipairs(names) do rows[#rows + 1] = compare.row(o, name, peer) end
   local load1 = uv.loadavg()
   if o.json then
     for _, r in ipairs(rows) do

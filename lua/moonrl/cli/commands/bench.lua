@@ -40,7 +40,10 @@ usage: moonrl bench [env|infer|train|all] [options]
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
                            moonrl's engine refuses it (bf16 on the cpu backend today)
-  --compile                --compare: the reference runs with torch.compile (torch 2.x, cuda)
+  --compile                --compare: insist on the reference's torch.compile column (an error where its torch has
+                           none); measured by default where it has (torch 2.x): eager and compiled, the ratio
+                           against the faster
+  --no-compile             --compare: the reference eager only
   --ref-allocator A        --compare: the reference's malloc (bench/reference/launch.py): auto (default:
                            tcmalloc if installed, else glibc-tuned), tcmalloc, jemalloc, glibc-tuned, system
   --ref-layout L           --compare: the reference's convolution layout: nchw (default), channels_last,
@@ -58,7 +61,7 @@ usage: moonrl bench [env|infer|train|all] [options]
 local OPTIONS = {
   device = { "value", "cpu|cuda|auto" }, net = { "value", "ref|small" }, envs = { "value", "N" },
   rollout = { "value", "T" }, reps = { "value", "R" }, threads = { "value", "T" },
-  precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["peak-tflops"] = { "value", "X" },
+  precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["no-compile"] = { "flag" }, ["peak-tflops"] = { "value", "X" },
   json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
   ["ref-layout"] = { "value", "L" }, ["ref-allocator"] = { "value", "A" }, out = { "value", "file.csv" },
 }
@@ -83,6 +86,7 @@ local function parse_args(args)
   if not p then error({ usage = err }, 0) end
   local o = { what = "all", device = "auto", net = "ref", reps = nil, threads = 0, json = p.json or false,
               env_steps = 100, infer_samples = 8192, help = p.help, compile = p.compile, compare = p.compare,
+              no_compile = p["no-compile"],
               out = p.out }
   if p.positional[1] then
     o.what = p.positional[1]
@@ -126,6 +130,7 @@ local function parse_args(args)
     end
     if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
   end
+  if o.compile and o.no_compile then error("--compile and --no-compile: choose one", 0) end
   if p["ref-layout"] then
     o.ref_layout = one_of("ref-layout", p["ref-layout"], compare().LAYOUTS)
   end
