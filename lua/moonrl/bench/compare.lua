@@ -123,7 +123,8 @@ function compare.commands(o, row, py, mprec, rprec, compiled)
   end
   local n = require("moonrl.bench").NETS[row]
   return string.format("%s bench train --json --reps 1 --net %s --envs %d --rollout %d --threads %d --device %s " ..
-      "--precision %s", uv.exepath(), row, envs, rollout, o.threads, o.device, mprec),
+      "--precision %s%s", uv.exepath(), row, envs, rollout, o.threads, o.device, mprec,
+      o.cpu_conv and (" --cpu-conv " .. o.cpu_conv) or ""),
     string.format("%s %s/bench/reference/train.py --json --device %s --num-envs %d --rollout %d " ..
       "--updates 2 --conv %s --hidden %d --critic-hidden %d --threads %d --precision %s%s%s",
       py, home(), dev, envs, rollout, table.concat(n.conv_channels, ","), n.hidden, n.critic_hidden,
@@ -227,6 +228,10 @@ function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
   local bench = require("moonrl.bench")
   local net = bench.NETS[row]
   local per_step = 2 * bench.forward_macs(net) + bench.update_flops(net, 1, compare.EPOCHS)
+  -- what each side computes per agent-step: the model's multiply-adds (pytorch's direct
+  -- convolutions), and moonrl's path's (fewer with Winograd: beyond the same-arithmetic ceiling)
+  local macs_model = bench.macs_per_agent_step(net, compare.EPOCHS)
+  local macs_moonrl = bench.macs_per_agent_step(net, compare.EPOCHS, o.cpu_conv)
   local function peak(prec)
     local g = tonumber(require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o)))
     return g and g > 0 and g or nil
@@ -236,6 +241,7 @@ function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
   local gm, gr = moonrl_sps * per_step / 1e9, reference_sps * per_step / 1e9
   return {
     flops_per_agent_step = per_step, moonrl_gflops = gm, reference_gflops = gr,
+    moonrl_macs_per_agent_step = macs_moonrl, reference_macs_per_agent_step = macs_model, cpu_conv = o.cpu_conv,
     moonrl_peak_gflops = pm, reference_peak_gflops = pr,
     moonrl_fraction_of_peak = pm and gm / pm, reference_fraction_of_peak = pr and gr / pr,
     ceiling_ratio = pr and pr / gr,
@@ -345,13 +351,19 @@ function compare.print(o, rows, load0, load1)
     local k = r.work
     if k and k.moonrl_peak_gflops and k.reference_peak_gflops then
       if not worked then
-        w("\narithmetic (both sides do the same products; this CPU's peak measured now, on the same threads)\n")
+        w("\narithmetic (GFLOP/s of the model's products, whatever each side computes; this CPU's peak measured " ..
+          "now, on the same threads)\n")
         worked = true
       end
       w(string.format("  train %-6s %.1f MFLOP per agent-step: moonrl %.0f GFLOP/s = %.0f%% of the %s peak %.0f, " ..
         "pytorch %.0f = %.0f%% of %.0f; ceiling %.2fx\n", r.net, k.flops_per_agent_step / 1e6, k.moonrl_gflops,
         100 * k.moonrl_fraction_of_peak, r.precision and r.precision.moonrl or "fp32", k.moonrl_peak_gflops,
         k.reference_gflops, 100 * k.reference_fraction_of_peak, k.reference_peak_gflops, k.ceiling_ratio))
+      w(string.format("  %-12s multiply-adds per agent-step: moonrl %.2f M (cpu.conv %s), pytorch %.2f M (direct)%s\n",
+        "", k.moonrl_macs_per_agent_step / 1e6, k.cpu_conv or "default", k.reference_macs_per_agent_step / 1e6,
+        k.moonrl_macs_per_agent_step < k.reference_macs_per_agent_step and string.format(
+          ": %.2fx fewer, so the ceiling above is %.2fx for moonrl's path", k.reference_macs_per_agent_step /
+          k.moonrl_macs_per_agent_step, k.ceiling_ratio * k.reference_macs_per_agent_step / k.moonrl_macs_per_agent_step) or ""))
     end
   end
   w("\n")
@@ -363,6 +375,8 @@ function compare.print(o, rows, load0, load1)
     "                 compile): above 1, moonrl is faster\n")
   w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
   if worked then
+    w("multiply-adds    per agent-step, what each side computes (rollout forward, 4 epochs of forward and\n" ..
+      "                 backward): pytorch the model's (direct convolutions); moonrl fewer with cpu.conv winograd\n")
     w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
       "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32, AVX512-BF16\n" ..
       "                 dot products for bf16, measured by a register-resident loop: mr_cpu_peak_gflops)\n")

@@ -35,6 +35,9 @@ bench.NETS = NETS
 local function now() return uv.hrtime() / 1e9 end
 
 bench.PRECISIONS = { fp32 = C.MR_FP32, bf16 = C.MR_BF16, fp16 = C.MR_FP16 }
+-- --cpu-conv: the config's cpu.conv, so the implementations can be timed in turn with one binary
+bench.CONVS = { auto = C.MR_CPU_CONV_AUTO, onednn = C.MR_CPU_CONV_ONEDNN, im2col = C.MR_CPU_CONV_IM2COL,
+  winograd = C.MR_CPU_CONV_WINOGRAD }
 
 -- Multiply-adds of one sample's forward pass through the network (the reference network's
 -- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic). conv: a cpu.conv
@@ -53,6 +56,17 @@ function bench.forward_macs(net, view_range, conv)
   macs = macs + flat * net.hidden + net.hidden * 8
   local critic_in = net.hidden + 2 + 2 * VV
   return macs + critic_in * net.critic_hidden + net.critic_hidden
+end
+
+-- Multiply-adds one agent-step costs in training: its forward in the rollout,
+-- then per epoch its forward and the backward's two products per layer (less
+-- the first conv's input gradient). conv: as forward_macs (a Winograd path's
+-- backward passes are Winograd too, the same count as its forward).
+function bench.macs_per_agent_step(net, epochs, conv, view_range)
+  local V = 2 * (view_range or 5) + 1
+  local first = V * V * 9 * 2 * net.conv_channels[1]
+  local f = bench.forward_macs(net, view_range, conv)
+  return f + epochs * (3 * f - first)
 end
 
 -- FLOPs of one update's learning phase: epochs x samples x (forward + the
@@ -95,6 +109,7 @@ local function make_config(o)
   c.threads = o.threads
   c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
   c.precision = bench.PRECISIONS[o.precision or "fp32"]
+  if o.cpu_conv then c.cpu.conv = bench.CONVS[o.cpu_conv] end
   c.total_steps = (o.reps + 4) * o.envs * o.rollout
   return c
 end
@@ -211,6 +226,10 @@ function bench.train(o)
   -- the update's achieved rate (the model FLOPs of its forward and backward passes)
   local net, view_range = NETS[o.net], tonumber(c.env.view_range)
   r.forward_macs = bench.forward_macs(net, view_range)
+  -- what this path computes per agent-step (fewer than the model's with Winograd)
+  r.cpu_conv = o.device ~= "cuda" and (o.cpu_conv or "default") or nil
+  r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), o.cpu_conv, view_range)
+  r.model_macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), nil, view_range)
   local flops = bench.update_flops(net, o.envs * o.rollout, tonumber(c.ppo.epochs), view_range)
   r.update_tflops = r.time_update > 0 and flops / r.time_update / 1e12 or 0
   if o.peak_tflops then r.mfu, r.peak_tflops = r.update_tflops / o.peak_tflops, o.peak_tflops end

@@ -37,6 +37,8 @@ usage: moonrl bench [env|infer|train|all] [options]
   --rollout T              rollout steps per update (default 128; compare 64)
   --reps R                 timed repetitions (default 5; compare: 5 fresh-process pairs)
   --threads T              CPU threads, 0 = all (default 0)
+  --cpu-conv C             the cpu backend's convolutions (cpu.conv): auto, onednn, im2col, winograd
+                           (default: the engine's); --compare runs moonrl's side with it
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
                            moonrl's engine refuses it (bf16 on the cpu backend today)
@@ -64,6 +66,7 @@ local OPTIONS = {
   precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["no-compile"] = { "flag" }, ["peak-tflops"] = { "value", "X" },
   json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
   ["ref-layout"] = { "value", "L" }, ["ref-allocator"] = { "value", "A" }, out = { "value", "file.csv" },
+  ["cpu-conv"] = { "value", "C" },
 }
 
 local function one_of(name, v, accepted)
@@ -107,6 +110,7 @@ local function parse_args(args)
     o.precision = p.precision
     if not bench.PRECISIONS[o.precision] then error("--precision = " .. o.precision .. ": accepted fp32, bf16, fp16", 0) end
   end
+  if p["cpu-conv"] then o.cpu_conv = one_of("cpu-conv", p["cpu-conv"], { "auto", "onednn", "im2col", "winograd" }) end
   if p["peak-tflops"] then
     o.peak_tflops = tonumber(p["peak-tflops"])
     if not o.peak_tflops or o.peak_tflops <= 0 then
