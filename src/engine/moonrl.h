@@ -599,11 +599,15 @@ const char *mr_cpu_bf16(void);
  * layer is computed from the codes whatever the choice. */
 double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC);
 
+/* Samples per conv chunk of the cpu network (what mr_cpu_conv_time's chunk
+ * should be to time its layers as it runs them). */
+int mr_cpu_conv_chunk(void);
+
 /* Times the implementations convs[0..n-1] (mr_cpu_conv: onednn, im2col or
  * winograd) of one 3x3 pad-1 convolution C -> OC on H x W maps as the cpu
  * network runs a layer l >= 1 of its trunk: `threads` chunks of `chunk`
- * samples at once, one per thread (< 1: OpenMP's default), each a forward
- * (bias + ReLU) then a backward (input, weight and bias gradients); bf16 = 1
+ * samples at once, one per thread (< 1: every core, as threads = 0), a few in
+ * turn per round, each a forward (bias + ReLU) then a backward (input, weight and bias gradients); bf16 = 1
  * runs oneDNN in bf16 as precision = bf16 does (Winograd and im2col stay
  * fp32). reps rounds, each timing every candidate once in turn (interleaved,
  * so a change in the machine's load falls on all alike), after one untimed

@@ -215,6 +215,8 @@ static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *st
 
 /* ------------------------------------------------------------------ policy */
 
+int mr_cpu_conv_chunk(void) { return POLICY_CHUNK; }
+
 /* The network's options from the config: cpu.conv, cpu.activations (auto
  * is resolved by the layout, policy.h) and bf16 for the oneDNN layers. */
 static mr_policy_options cpu_policy_options(int precision, const mr_cpu_config *cpu) {

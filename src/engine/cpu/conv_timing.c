@@ -5,7 +5,7 @@
  * step, lua/moonrl/run/conv_algorithms.lua, which also caches the answer).
  *
  * It runs what policy.c runs for a layer l >= 1: `threads` chunks at once,
- * one per thread on its own workspace, each a forward (bias + ReLU) and a
+ * one per thread on its own workspace (a few in turn per round), each a forward (bias + ReLU) and a
  * backward (input, weight and bias gradients), through the same calls
  * (conv_dnnl.h, conv_winograd.h, nn.c's im2col), with the weights loaded
  * once before (a pass loads them once for many chunks). The numbers are not
@@ -82,10 +82,15 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One round of candidate `conv`: every thread a forward and a backward of its chunk. */
+/* Chunks per thread in one round: a few, as a block of the trunk gives each
+ * thread, so one late thread start weighs less in a round's time. */
+#define ROUND_CHUNKS 4
+
+/* One round of candidate `conv`: every thread ROUND_CHUNKS times a forward
+ * and a backward of its chunk. */
 static void run_once(bench *s, int conv) {
     #pragma omp parallel num_threads(s->threads)
-    {
+    for (int k = 0; k < ROUND_CHUNKS; k++) {
         const int t = omp_get_thread_num();
         const size_t T = (size_t)t;
         float *inp = s->inp + T * s->in_f, *dinp = s->dinp + T * s->in_f;
@@ -124,7 +129,7 @@ mr_status mr_cpu_conv_time(const int *convs, int n, int H, int W, int C, int OC,
     bench s;
     memset(&s, 0, sizeof s);
     s.H = H, s.W = W, s.C = C, s.OC = OC, s.chunk = chunk, s.bf16 = bf16 != 0;
-    s.threads = threads < 1 ? omp_get_max_threads() : threads;
+    s.threads = threads < 1 ? omp_get_num_procs() : threads;   /* as the trainer reads threads = 0 */
     for (int i = 0; i < n; i++) {
         if (convs[i] != MR_CPU_CONV_ONEDNN && convs[i] != MR_CPU_CONV_WINOGRAD && convs[i] != MR_CPU_CONV_IM2COL)
             return mr_fail(err, MR_ERR_ARG, "mr_cpu_conv_time: candidate %d = %d: accepted %d (onednn), %d (im2col) "
