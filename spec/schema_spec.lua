@@ -172,10 +172,12 @@ describe("moonrl.config.schema", function()
       assert.matches("got 0 elements", err)
       err = select(2, check("policy.conv_channels", { a = 1 }))
       assert.matches("expected a list", err)
-      assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "graphs" - did you mean "graphs"?' },
+      assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "graphs", "algorithms" - did you mean "graphs"?' },
         { check("warmup.prepare", { "graph" }) })
-      assert.same({ nil, 'warmup.prepare: expected a list of 0 .. 1 of "graphs", got 2 elements {"graphs", "graphs"}' },
+      assert.same({ nil, 'warmup.prepare[2] = "graphs" is listed twice' },
         { check("warmup.prepare", { "graphs", "graphs" }) })
+      assert.same({ nil, 'warmup.prepare: expected a list of 0 .. 2 of "graphs", "algorithms", got 3 elements ' ..
+        '{"graphs", "algorithms", "graphs"}' }, { check("warmup.prepare", { "graphs", "algorithms", "graphs" }) })
     end)
 
     it("enums, with a did-you-mean and .lua paths where allowed", function()

@@ -27,11 +27,11 @@ describe("moonrl.warmup.normalize", function()
   it("names bad values", function()
     assert.same({ nil, "warmup.updates = -1 is out of range: accepted 0 .. 1000" }, { warmup.normalize({ updates = -1 }) })
     assert.same({ nil, 'warmup.restore: expected true or false, got string "yes"' }, { warmup.normalize({ restore = "yes" }) })
-    assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "graphs" - did you mean "graphs"?' },
+    assert.same({ nil, 'warmup.prepare[1] = "graph": accepted "graphs", "algorithms" - did you mean "graphs"?' },
       { warmup.normalize({ prepare = { "graph" } }) })
-    -- the cuDNN algorithm search was never done, and the choice is gone
-    assert.same({ nil, 'warmup.prepare[1] = "algorithms": accepted "graphs"' },
-      { warmup.normalize({ prepare = { "algorithms" } }) })
+    -- "algorithms": the CPU's per-layer conv search (cpu.conv = auto)
+    assert.same({ updates = 1, restore = true, prepare = { "algorithms", "graphs" } },
+      warmup.normalize({ prepare = { "algorithms", "graphs" } }))
     assert.same({ nil, "unknown key 'warmup.update' - did you mean 'warmup.updates'?" }, { warmup.normalize({ update = 2 }) })
     assert.same({ nil, 'warmup: expected a table or function(info), got string "fast"' }, { warmup.normalize("fast") })
   end)

@@ -29,6 +29,7 @@
 --                                       without a stack traceback, when nothing catches it
 --   util.is_refusal(err) -> boolean     err was raised by util.refuse
 --   util.read_file(path), util.write_file(path, text), util.mkdir_p(path), util.rm_rf(path)
+--   util.write_file_atomic(path, text)  through a temporary file and a rename
 
 local util = {}
 
@@ -270,6 +271,21 @@ function util.write_file(path, text)
   if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
   f:write(text)
   f:close()
+  return true
+end
+
+-- Writes text to path through path .. ".tmp." .. pid and a rename, so a
+-- reader (another process too) sees the old file or the new one, never half
+-- of one; true, or nil and a message.
+function util.write_file_atomic(path, text)
+  local tmp = path .. ".tmp." .. tostring(require("luv").os_getpid())
+  local ok, err = util.write_file(tmp, text)
+  if not ok then return nil, err end
+  local okr, rerr = os.rename(tmp, path)
+  if not okr then
+    os.remove(tmp)
+    return nil, "cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(rerr)
+  end
   return true
 end
 

@@ -41,7 +41,7 @@ static int g_conv = MR_CPU_CONV_IM2COL;
 /* plan, commit, lay out again: what the trainer does */
 static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
                             int max_batch, int chunk, int activations) {
-    const mr_policy_options o = {chunk, g_conv, activations, 0};
+    const mr_policy_options o = {chunk, g_conv, activations, 0, {0}};
     memset(a, 0, sizeof *a);
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
     size_t planned = a->size;
@@ -558,13 +558,13 @@ static void test_recompute(void) {
     /* ENV_SPEC: 192 envs x 128 steps in one minibatch */
     mr_policy_config ref;
     ref_cfg(&ref);
-    const mr_policy_options so = {32, g_conv, MR_CPU_ACTIVATIONS_STORE, 0}, ro = {32, g_conv, MR_CPU_ACTIVATIONS_RECOMPUTE, 0};
+    const mr_policy_options so = {32, g_conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}}, ro = {32, g_conv, MR_CPU_ACTIVATIONS_RECOMPUTE, 0, {0}};
     size_t store = mr_policy_bytes_with(&ref, 11, 192 * 128, &so), rec = mr_policy_bytes_with(&ref, 11, 192 * 128, &ro);
     printf("  ENV_SPEC network, 24,576 samples: store %.0f MiB, recompute %.0f MiB\n", store / 1048576.0,
            rec / 1048576.0);
     CHECK_MSG(store > ((size_t)2 << 30) && rec < ((size_t)600 << 20), "store %zu, recompute %zu bytes", store, rec);
     /* auto: recompute there; keep for the small net at 64 x 64 and for a batch below one rblock */
-    const mr_policy_options ao = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0};
+    const mr_policy_options ao = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0, {0}};
     mr_arena plan = {0};
     mr_policy pa;
     mr_policy_layout_with(&pa, &ref, 11, 192 * 128, &ao, &plan);

@@ -207,13 +207,20 @@ typedef enum mr_cpu_activations {
     MR_CPU_ACTIVATIONS_RECOMPUTE = 2
 } mr_cpu_activations;
 
-/* CPU-only settings: here, in what was mr_config's padding after `threads`
- * (4 bytes, now full: two 16-bit fields holding an mr_cpu_conv and an
- * mr_cpu_activations), so checkpoints keep their size (old ones read as
- * auto, auto). */
+/* CPU-only settings (version 1 checkpoints hold the first two fields as
+ * raw bytes: checkpoint_config.c keeps that layout frozen).
+ * conv_layers[l] (l = 1 .. num_conv-1; [0] is unused: the first layer is
+ * computed from the codes) is layer l's own implementation, an mr_cpu_conv:
+ * MR_CPU_CONV_ONEDNN or MR_CPU_CONV_WINOGRAD; 0 (auto) = what `conv` says.
+ * It is how cpu.conv = "auto" with warm-up's "algorithms" step hands its
+ * per-layer choice to the engine (lua/moonrl/run/conv_algorithms.lua); with
+ * conv = im2col it must be all 0 (im2col is a whole-network choice). It is
+ * not a config key and checkpoints do not keep it: it belongs to the machine,
+ * not the run (a resume chooses again). */
 typedef struct mr_cpu_config {
     int16_t conv;                /* mr_cpu_conv */
     int16_t activations;         /* mr_cpu_activations */
+    int8_t conv_layers[MR_MAX_CONV];   /* mr_cpu_conv per conv layer, 0 = conv's */
 } mr_cpu_config;
 
 /* The whole config. Checkpoints store it as keyed records (checkpoint.c),
@@ -591,6 +598,26 @@ const char *mr_cpu_bf16(void);
  * tiles' input and output transforms (conv_winograd.h). The trunk's first
  * layer is computed from the codes whatever the choice. */
 double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC);
+
+/* Samples per conv chunk of the cpu network (what mr_cpu_conv_time's chunk
+ * should be to time its layers as it runs them). */
+int mr_cpu_conv_chunk(void);
+
+/* Times the implementations convs[0..n-1] (mr_cpu_conv: onednn, im2col or
+ * winograd) of one 3x3 pad-1 convolution C -> OC on H x W maps as the cpu
+ * network runs a layer l >= 1 of its trunk: `threads` chunks of `chunk`
+ * samples at once, one per thread (< 1: every core, as threads = 0), a few in
+ * turn per round, each a forward (bias + ReLU) then a backward (input, weight and bias gradients); bf16 = 1
+ * runs oneDNN in bf16 as precision = bf16 does (Winograd and im2col stay
+ * fp32). reps rounds, each timing every candidate once in turn (interleaved,
+ * so a change in the machine's load falls on all alike), after one untimed
+ * round; seconds[i] = the median of candidate i's rounds, or -1 where it
+ * cannot run here (oneDNN refused the shape: why in err->msg, the call still
+ * returns MR_OK). The warm-up's "algorithms" step (cpu.conv = auto) picks
+ * each layer's implementation from these. MR_ERR_NOMEM or MR_ERR_ARG (a
+ * bad argument) with a message otherwise. */
+mr_status mr_cpu_conv_time(const int *convs, int n, int H, int W, int C, int OC, int chunk, int threads, int bf16,
+                           int reps, double *seconds, mr_error *err);
 
 /* This CPU's arithmetic peak in GFLOP/s on `threads` threads (< 1: OpenMP's
  * default), measured (about 0.2 s) by a register-resident loop of 512-bit

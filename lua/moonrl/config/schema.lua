@@ -213,7 +213,8 @@ key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "on
     "from the observation codes and the others through oneDNN; im2col = im2col + OpenBLAS sgemm for every " ..
     "layer (the engine before oneDNN, bit for bit); winograd = the first layer from the codes and the others " ..
     "by Winograd F(4x4,3x3) (3.4x fewer multiply-adds at 11 x 11, fp32 only, up to ~50x direct summation's " ..
-    "rounding error); auto = the measured-faster one, onednn (BENCHMARKS.md). " ..
+    "rounding error); auto = each layer 1.. its own of onednn and winograd, the faster as measured by warm-up's " ..
+    "\"algorithms\" step (warmup.prepare) or cached by an earlier search on this machine, else onednn. " ..
     "They differ in the last bits; each is bit-identical for any thread count" }
 key { key = "cpu.activations", type = "enum", default = "auto", choices = { "auto", "store", "recompute" },
   aliases = { "activation_memory", "recompute", "checkpointing" },
@@ -228,12 +229,17 @@ key { key = "warmup.updates", type = "integer", default = 1, min = 0, max = 1000
   desc = "updates run before timing starts; 0 = none" }
 key { key = "warmup.restore", type = "boolean", default = true,
   desc = "restore the weights and optimizer after warm-up (warm-up does not train)" }
--- (No "algorithms" choice, cuda.cudnn_benchmark or cuda.algo_cache: nothing
--- searches convolution algorithms yet - they are im2col + cuBLAS - so no
--- setting pretends to; they come back with the code that honours them.)
+-- "algorithms" searches the CPU's conv implementations per layer
+-- (run/conv_algorithms.lua); the GPU's convolutions (im2col + cuBLAS) have
+-- nothing to search yet, so cuda.cudnn_benchmark and cuda.algo_cache stay
+-- gone until the code that honours them comes.
 key { key = "warmup.prepare", type = "list", of = "enum", default = { "graphs" },
-  choices = { "graphs" }, min_len = 0, max_len = 1, unique = true, gpu_only = true,
-  desc = "what warm-up prepares: \"graphs\" = capture the CUDA graphs (with cuda.graphs); {} = nothing" }
+  choices = { "graphs", "algorithms" }, min_len = 0, max_len = 2, unique = true,
+  desc = "what warm-up prepares: \"graphs\" = capture the CUDA graphs (with cuda.graphs; CUDA only); " ..
+    "\"algorithms\" = with cpu.conv = auto on the cpu, time each conv layer's implementations (onednn, " ..
+    "winograd) before the trainer starts and keep the fastest, cached per machine and layer shape in " ..
+    "conv_algorithms.json under $MOONRL_CACHE_DIR, else $XDG_CACHE_HOME/moonrl, else ~/.cache/moonrl " ..
+    "(docs/engine.md); {} = nothing" }
 
 -- log -----------------------------------------------------------------------
 key { key = "log.console", type = "boolean", default = true, desc = "progress line on the console" }

@@ -140,7 +140,12 @@ local function prepare(cfg)
   if not ok then return nil, verr end
   local tables, terr = engine.schedule_tables(cfg)
   if terr then return nil, terr end
-  return c, w, tables
+  -- cpu.conv = "auto": each conv layer's implementation, searched by the
+  -- "algorithms" step or read from the cache (after the checks above, so a
+  -- refused config searches nothing)
+  local conv_notes = {}
+  if device == "cpu" then conv_notes = require("moonrl.run.conv_algorithms").resolve(cfg, c, prep.algorithms) end
+  return c, w, tables, conv_notes
 end
 
 -- The config without its directory: a copy started as a new run gets a new one.
@@ -185,7 +190,7 @@ end
 
 function Run.start(cfg, opts)
   opts = opts or {}
-  local c, warmup, tables = prepare(cfg)
+  local c, warmup, tables, conv_notes = prepare(cfg)
   if not c then util.refuse(warmup, 3) end
   local rs = opts.resume
   local self = setmetatable({
@@ -249,6 +254,10 @@ function Run.start(cfg, opts)
     if not opts.quiet and (opts.verbose or not info[n]) then io.stderr:write("moonrl: note: ", n, "\n") end
   end
   if log_only then self.log:line(log_only) end
+  for _, n in ipairs(conv_notes) do
+    self.log:line("conv algorithms (cpu.conv = auto): " .. n)
+    if n:find("is damaged", 1, true) and not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
+  end
 
   self.changes = require("moonrl.run.changes").new(self, rs and rs.update)
   self._sink_failed = function(name, err) self:_sink_error(name, err) end   -- sinks.each's on_error
@@ -591,10 +600,8 @@ function Run:_write_summary()
   local path = self.dir .. "/" .. SUMMARY_FILE
   local ok, err = pcall(function()
     local text = require("moonrl.formats.json").encode(self._summary) .. "\n"
-    local okw, werr = write_file(path .. ".tmp", text)
+    local okw, werr = util.write_file_atomic(path, text)
     if not okw then error(werr, 0) end
-    local okr, rerr = os.rename(path .. ".tmp", path)
-    if not okr then error("cannot rename " .. path .. ".tmp: " .. tostring(rerr), 0) end
   end)
   if not ok then self.log:line("cannot write " .. SUMMARY_FILE .. ": " .. tostring(err)) end
 end

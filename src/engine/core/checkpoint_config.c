@@ -141,7 +141,7 @@ typedef struct {
     mr_device device;
     mr_precision precision;
     int threads;
-    mr_cpu_config cpu;
+    struct { int16_t conv, activations; } cpu;   /* mr_cpu_config then (conv_layers came later) */
     uint64_t seed, total_steps;
 } ck_config_v1;
 
@@ -172,7 +172,8 @@ void mr_ck_config_from_v1(const void *bytes, mr_config *c) {
     c->device = v->device;
     c->precision = v->precision;
     c->threads = v->threads;
-    c->cpu = v->cpu;
+    c->cpu.conv = v->cpu.conv;
+    c->cpu.activations = v->cpu.activations;
     c->seed = v->seed;
     c->total_steps = v->total_steps;
 }

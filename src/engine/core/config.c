@@ -155,6 +155,19 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
 #undef V_ENUM
 #undef V_SCHED
 #undef V_LIST
+    /* the per-layer choice (not a key: the warm-up's algorithm step sets it) */
+    for (int l = 0; l < MR_MAX_CONV; l++) {
+        const int v = c->cpu.conv_layers[l];
+        if (v == 0) continue;
+        if (l == 0 || l >= c->policy.num_conv || (v != MR_CPU_CONV_ONEDNN && v != MR_CPU_CONV_WINOGRAD))
+            return mr_fail(err, MR_ERR_ARG,
+                           "cpu.conv_layers[%d] = %d: accepted 0 (cpu.conv's choice), %d (onednn) or %d (winograd) "
+                           "for layers 1 .. num_conv-1 = %d, 0 elsewhere",
+                           l, v, MR_CPU_CONV_ONEDNN, MR_CPU_CONV_WINOGRAD, c->policy.num_conv - 1);
+        if (c->cpu.conv == MR_CPU_CONV_IM2COL)
+            return mr_fail(err, MR_ERR_ARG, "cpu.conv_layers[%d] = %d with cpu.conv = im2col: im2col is a choice for "
+                           "the whole network; accepted all 0 there", l, v);
+    }
     long long batch = (long long)c->ppo.rollout_steps * c->env.num_envs;
     if (batch % c->ppo.minibatches != 0)
         return mr_fail(err, MR_ERR_ARG,

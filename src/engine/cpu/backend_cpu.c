@@ -97,15 +97,36 @@ static mr_status cpu_enter(int device, int threads, mr_error *err) {
 
 /* The trainer's description of the network: which convolutions (cpu.conv)
  * and what the training forward keeps (cpu.activations). */
+/* A trunk whose layers 1.. do not all run alike: "the first from the codes,
+ * layer 1 winograd, layer 2 onednn" (+ how oneDNN's run and the note). */
+static void mixed_describe(const mr_policy *np, char *conv, size_t len) {
+    size_t o = (size_t)snprintf(conv, len, "the first from the codes");
+    for (int l = 1; l < np->num_conv && o < len; l++)
+        o += (size_t)snprintf(conv + o, len - o, ", layer %d %s", l,
+                              np->lconv[l] == MR_CPU_CONV_WINOGRAD ? "winograd" : "onednn");
+    const char *how = np->dnnl ? (np->bf16 ? "oneDNN in bf16, Winograd F(4x4,3x3) in fp32" : "fp32")
+                               : "oneDNN not set up: its layers im2col + sgemm";
+    if (o < len)
+        snprintf(conv + o, len - o, " (%s%s%s)", how, np->conv_note[0] ? "; " : "", np->conv_note);
+}
+
+static int layers_mixed(const mr_policy *np) {
+    for (int l = 2; l < np->num_conv; l++)
+        if (np->lconv[l] != np->lconv[1]) return 1;
+    return 0;
+}
+
 static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, size_t len) {
     const mr_policy *np = bp ? bp->impl : NULL;
     char conv[256];
-    if (!np || np->conv == MR_CPU_CONV_IM2COL) {
+    if (np && np->conv != MR_CPU_CONV_IM2COL && layers_mixed(np)) {
+        mixed_describe(np, conv, sizeof conv);
+    } else if (!np || np->conv == MR_CPU_CONV_IM2COL) {
         snprintf(conv, sizeof conv, "im2col + sgemm%s",
                  precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
     } else if (np->num_conv < 2) {
         snprintf(conv, sizeof conv, "the first (and only) from the codes");
-    } else if (np->conv == MR_CPU_CONV_WINOGRAD) {
+    } else if (np->lconv[1] == MR_CPU_CONV_WINOGRAD) {
         snprintf(conv, sizeof conv, "the first from the codes, the others Winograd F(4x4,3x3) + sgemm in fp32%s%s%s",
                  np->conv_note[0] ? " (" : "", np->conv_note, np->conv_note[0] ? ")" : "");
     } else if (np->dnnl) {
@@ -194,10 +215,13 @@ static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *st
 
 /* ------------------------------------------------------------------ policy */
 
+int mr_cpu_conv_chunk(void) { return POLICY_CHUNK; }
+
 /* The network's options from the config: cpu.conv, cpu.activations (auto
  * is resolved by the layout, policy.h) and bf16 for the oneDNN layers. */
 static mr_policy_options cpu_policy_options(int precision, const mr_cpu_config *cpu) {
-    const mr_policy_options o = {POLICY_CHUNK, cpu->conv, cpu->activations, precision == MR_BF16};
+    mr_policy_options o = {POLICY_CHUNK, cpu->conv, cpu->activations, precision == MR_BF16, {0}};
+    memcpy(o.layers, cpu->conv_layers, sizeof o.layers);
     return o;
 }
 

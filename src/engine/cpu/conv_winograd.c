@@ -417,7 +417,8 @@ double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC) {
 
 /* ------------------------------------------------------------ layers */
 
-void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m, mr_arena *a) {
+void mr_conv_wino_layout_layers(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m,
+                                const int *use, mr_arena *a) {
     memset(d, 0, sizeof *d);
     if (L < 2) return;
     d->m = m == 4 ? 4 : 2;
@@ -428,6 +429,7 @@ void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, in
     const size_t A2 = (size_t)(d->m + 2) * (d->m + 2);
     size_t wf = 0;
     for (int l = 1; l < L; l++) {
+        if (use && !use[l]) continue;   /* C[l] = 0 marks a layer this object does not run */
         d->C[l] = ch[l];
         d->OC[l] = ch[l + 1];
         d->uf[l] = MR_TAKE(a, float, A2 * ch[l] * ch[l + 1]);
@@ -439,12 +441,18 @@ void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, in
     d->work = MR_TAKE(a, float, d->work_floats * (size_t)d->nthreads);
 }
 
+void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m, mr_arena *a) {
+    mr_conv_wino_layout_layers(d, ch, L, H, W, nthreads, m, NULL, a);
+}
+
 void mr_conv_wino_load_forward(mr_conv_wino *d, const float *const *w_of) {
-    for (int l = 1; l < d->L; l++) mr_wino_weights(d->uf[l], w_of[l], d->C[l], d->OC[l], d->m, 0);
+    for (int l = 1; l < d->L; l++)
+        if (d->C[l]) mr_wino_weights(d->uf[l], w_of[l], d->C[l], d->OC[l], d->m, 0);
 }
 
 void mr_conv_wino_load_backward(mr_conv_wino *d, const float *const *w_of) {
-    for (int l = 1; l < d->L; l++) mr_wino_weights(d->ub[l], w_of[l], d->C[l], d->OC[l], d->m, 1);
+    for (int l = 1; l < d->L; l++)
+        if (d->C[l]) mr_wino_weights(d->ub[l], w_of[l], d->C[l], d->OC[l], d->m, 1);
 }
 
 void mr_conv_wino_forward(const mr_conv_wino *d, int t, int l, float *out, const float *inp, const float *b, int n) {

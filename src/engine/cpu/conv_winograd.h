@@ -92,7 +92,7 @@ void mr_conv_wino_macs(int H, int W, int C, int OC, int m, double *products, dou
 
 typedef struct mr_conv_wino {
     int m, L, H, W, nthreads;
-    int C[MR_MAX_CONV], OC[MR_MAX_CONV];
+    int C[MR_MAX_CONV], OC[MR_MAX_CONV];        /* C[l] = 0: layer l not laid out here */
     float *uf[MR_MAX_CONV], *ub[MR_MAX_CONV];   /* transformed weights, forward / backward data */
     float *work;                                /* nthreads workspaces of work_floats */
     size_t work_floats;
@@ -102,6 +102,11 @@ typedef struct mr_conv_wino {
  * one workspace per thread from the arena (a planning arena leaves the
  * pointers NULL). m = 2 or 4. L < 2 takes nothing. */
 void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m, mr_arena *a);
+/* The same for the layers l with use[l] != 0 only (NULL: every layer), for a
+ * trunk whose other layers run otherwise (policy.c's per-layer choice): the
+ * others take nothing and keep C[l] = 0, which the loads skip. */
+void mr_conv_wino_layout_layers(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m,
+                                const int *use, mr_arena *a);
 
 /* Weights of every layer l >= 1 (w_of[l] = (OC,3,3,C)) transformed for the
  * forward (backward data), once per pass. Not inside a parallel region

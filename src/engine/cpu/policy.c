@@ -15,6 +15,9 @@
  * chunk shape only). cpu.conv = winograd is the same but for layers 1..,
  * computed by Winograd F(4x4,3x3) (conv_winograd.c) for every chunk, the
  * tail too, its weights transformed once per act / forward / backward.
+ * Each layer 1.. may also take its own of those two (mr_policy_options.
+ * layers, from cpu.conv = auto's per-layer search): lconv[l] says which,
+ * and a oneDNN layer's tail chunk still goes through im2col.
  *
  * In bf16 (mr_policy.bf16, and oneDNN's matmul started: p->lin) fc's three
  * products run in bf16 too (linear_dnnl.c, 2x OpenBLAS's fp32 rate here):
@@ -144,17 +147,27 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         p->b_cin = p->work + o_cin;
         p->b_chid = p->work + o_chid;
     }
-    /* the convs' implementation: oneDNN's share of the arena comes last, so
-     * everything above keeps its place whichever is chosen */
+    /* the convs' implementation, whole-net then per layer: oneDNN's share of
+     * the arena comes last, so everything above keeps its place whichever
+     * is chosen */
     p->conv = conv == MR_CPU_CONV_IM2COL || conv == MR_CPU_CONV_WINOGRAD ? conv : MR_CPU_CONV_ONEDNN;
-    if (p->conv == MR_CPU_CONV_WINOGRAD) {
-        mr_conv_wino_layout(&p->wino, p->ch, L, view, view, p->nthreads, 4, a);
+    int wino_use[MR_MAX_CONV] = {0}, n_wino = 0, n_dnnl = 0;
+    for (int l = 1; l < L; l++) {
+        int c = p->conv, own = o->layers[l];
+        if (c != MR_CPU_CONV_IM2COL && (own == MR_CPU_CONV_ONEDNN || own == MR_CPU_CONV_WINOGRAD)) c = own;
+        p->lconv[l] = (int8_t)c;
+        wino_use[l] = c == MR_CPU_CONV_WINOGRAD;
+        n_wino += c == MR_CPU_CONV_WINOGRAD;
+        n_dnnl += c == MR_CPU_CONV_ONEDNN;
+    }
+    if (n_wino) {
+        mr_conv_wino_layout_layers(&p->wino, p->ch, L, view, view, p->nthreads, 4, wino_use, a);
         if (o->bf16) snprintf(p->conv_note, sizeof p->conv_note, "Winograd runs in fp32 only");
     }
     /* oneDNN took the convs in bf16: from the layout's answer, so the same on
      * a planning arena (where p->dnnl stays NULL) as on the committed one */
-    int bf16_taken = p->conv == MR_CPU_CONV_ONEDNN && o->bf16 && L > 1;
-    if (p->conv == MR_CPU_CONV_ONEDNN &&
+    int bf16_taken = n_dnnl > 0 && o->bf16;
+    if (n_dnnl > 0 &&
         mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, o->bf16, a, p->conv_note,
                             sizeof p->conv_note) != 0) {
         bf16_taken = 0;
@@ -185,7 +198,7 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
                       int max_batch, int chunk, int conv, mr_arena *a) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}};
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
 }
 
@@ -197,7 +210,7 @@ size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch
 }
 
 size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}};
     return mr_policy_bytes_with(cfg, view, max_batch, &o);
 }
 
@@ -305,10 +318,15 @@ static chunk_ws thread_ws(const mr_policy *p, int t) {
     return w;
 }
 
-/* oneDNN runs whole chunks only: a tail's size changes with every batch */
-static int use_dnnl(const mr_policy *p, int n) { return p->dnnl && n == p->chunk; }
-/* Winograd takes any chunk, the tail too */
-static int use_wino(const mr_policy *p) { return p->conv == MR_CPU_CONV_WINOGRAD && p->num_conv > 1; }
+/* Layer l >= 1 through oneDNN: whole chunks only (a tail's size changes
+ * with every batch) */
+static int use_dnnl(const mr_policy *p, int l, int n) {
+    return p->dnnl && p->lconv[l] == MR_CPU_CONV_ONEDNN && n == p->chunk;
+}
+/* Layer l >= 1 by Winograd: any chunk, the tail too */
+static int use_wino(const mr_policy *p, int l) { return p->lconv[l] == MR_CPU_CONV_WINOGRAD; }
+/* Some layer by Winograd (its weights are transformed once per pass) */
+static int any_wino(const mr_policy *p) { return p->wino.L > 1; }
 
 /* The weight pointers of every conv layer (conv_dnnl's loads). */
 static void conv_weights(const mr_policy *p, const float **w) {
@@ -340,9 +358,9 @@ static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *
     }
     for (; l < p->num_conv; l++) {
         float *out = outs[l] ? outs[l] : (l & 1) ? w->bufB : w->bufA;
-        if (use_wino(p))
+        if (use_wino(p, l))
             mr_conv_wino_forward(&p->wino, w->t, l, out, in, P + p->conv_b[l], n);
-        else if (use_dnnl(p, n))
+        else if (use_dnnl(p, l, n))
             mr_conv_dnnl_forward(p->dnnl, w->t, l, out, in, P + p->conv_b[l]);
         else
             mr_conv3x3_relu_forward(out, w->col, in, P + p->conv_w[l], P + p->conv_b[l], n, p->view,
@@ -402,7 +420,7 @@ static void forward_weights(mr_policy *p, int B) {
     const float *w[MR_MAX_CONV];
     conv_weights(p, w);
     if (p->dnnl && B >= p->chunk) mr_conv_dnnl_load_forward(p->dnnl, w);
-    if (use_wino(p) && B > 0) mr_conv_wino_load_forward(&p->wino, w);
+    if (any_wino(p) && B > 0) mr_conv_wino_load_forward(&p->wino, w);
 }
 
 void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
@@ -475,9 +493,9 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0,
             const float *in = l > 0 ? p->act[l - 1] + (size_t)(c0 - a0) * p->VV * p->ch[l] : w.x;
             float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
             size_t szp = (size_t)n * p->VV * p->ch[l];
-            if (use_wino(p)) {   /* writes dprev, dw and db (part is fresh) */
+            if (use_wino(p, l)) {   /* writes dprev, dw and db (part is fresh) */
                 mr_conv_wino_backward(&p->wino, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in, n);
-            } else if (use_dnnl(p, n)) {   /* writes dprev, dw and db (part is fresh) */
+            } else if (use_dnnl(p, l, n)) {   /* writes dprev, dw and db (part is fresh) */
                 mr_conv_dnnl_backward(p->dnnl, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in);
             } else {
                 if (dprev) memset(dprev, 0, sizeof(float) * szp);
@@ -523,7 +541,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         mr_conv_dnnl_load_backward(p->dnnl, w);
         if (p->recompute) mr_conv_dnnl_load_forward(p->dnnl, w);
     }
-    if (use_wino(p)) {
+    if (any_wino(p)) {
         const float *w[MR_MAX_CONV];
         conv_weights(p, w);
         mr_conv_wino_load_backward(&p->wino, w);

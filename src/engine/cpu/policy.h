@@ -105,8 +105,12 @@ typedef struct mr_policy {
      * codes (nn.c) and layers 1.. through oneDNN for whole chunks (a
      * shorter tail chunk through im2col + sgemm); MR_CPU_CONV_WINOGRAD =
      * layer 0 from the codes and layers 1.. by Winograd F(4x4,3x3) (wino,
-     * any chunk size, fp32). auto is resolved at layout. */
+     * any chunk size, fp32). auto is resolved at layout. lconv[l] (l >=
+     * 1) is what layer l runs: conv, or mr_policy_options.layers[l] where
+     * that names onednn or winograd (not with im2col); a trunk may mix
+     * them, each layer keeping its own implementation's guarantees. */
     int conv;
+    int8_t lconv[MR_MAX_CONV];
     mr_conv_wino wino;           /* winograd: layers 1..'s transformed weights and workspaces */
     struct mr_conv_dnnl *dnnl;   /* NULL: no oneDNN layers (im2col, one conv layer, or oneDNN refused) */
     int bf16;                    /* 1: dnnl's layers run in bf16 (mr_policy_options.bf16 and oneDNN took it) */
@@ -145,6 +149,8 @@ typedef struct mr_policy_options {
     int conv;          /* an mr_cpu_conv (auto = onednn) */
     int activations;   /* an mr_cpu_activations */
     int bf16;          /* 1: the oneDNN layers in bf16 (conv_dnnl.h); the rest stays fp32 */
+    int8_t layers[MR_MAX_CONV];   /* layer l >= 1's own mr_cpu_conv (onednn or winograd), 0 = conv's
+                                   * (mr_cpu_config.conv_layers); ignored with conv = im2col */
 } mr_policy_options;
 
 /* Computes every size from cfg and takes params, grads, activations (for
