@@ -150,12 +150,20 @@ local function clamp_to_space(d, v)
   return v
 end
 
--- Member t's explored keys now (old) and after copying donor d: the donor's
+-- The explored keys member m has now.
+function Controller:_keys(m)
+  local out = {}
+  for k in pairs(self.o.explore) do out[k] = current(m, k) end
+  return out
+end
+
+-- Member t's explored keys now (old) and after copying a donor whose keys
+-- were donor_keys (Controller:_keys) when its weights were taken: those
 -- values, explored (new).
-function Controller:_explore(t, d)
+function Controller:_explore(t, donor_keys)
   local old, new = {}, {}
   for _, k in ipairs(util.sorted_keys(self.o.explore)) do
-    local how, v = self.o.explore[k], current(d, k)
+    local how, v = self.o.explore[k], donor_keys[k]
     old[k] = current(t, k)
     local d = self.sweep.space[k]
     if how == "perturb" then
@@ -217,14 +225,19 @@ function Controller:_exploit(t, d)
       results.append(sweep.dir, { event = "exploit_failed", trial = t.index, from = d.index, error = tostring(err) })
       t.pbt_busy = false
     end
+    -- the donor's keys with the weights its checkpoint holds: read now, and the donor is
+    -- not exploited itself (Controller:poll) until its checkpoint is written
+    local donor_keys = self:_keys(d)
+    d.pbt_lending = (d.pbt_lending or 0) + 1
     local donor_update
     local kept, err = snapshot(d, function(path)
       donor_update = tonumber(path:match("update_(%d+)%.mrck$")) or d.updates
       return string.format("%s/pbt/%s-from-%s-update_%07d.mrck", sweep.dir, t.label, d.label, donor_update)
     end)
+    d.pbt_lending = d.pbt_lending - 1
     if not kept then return failed(err) end
     local abs = kept:sub(1, 1) == "/" and kept or (uv.cwd() .. "/" .. kept)
-    local old, new = self:_explore(t, d)   -- the donor's keys as they are now, explored
+    local old, new = self:_explore(t, donor_keys)
     local adopted
     adopted, err = ask(t, { cmd = "adopt", path = abs, source = "pbt: exploit " .. d.label })
     if not adopted then return failed(err) end
@@ -235,7 +248,7 @@ function Controller:_exploit(t, d)
       checkpoint = kept, old = {}, new = {}, donor = {}, value = t_value, donor_value = d_value }
     for k, v in pairs(old) do ev.old[k] = json_value(v) end
     for k, v in pairs(new) do ev.new[k] = json_value(v) end
-    for k in pairs(new) do ev.donor[k] = json_value(current(d, k)) end
+    for k in pairs(new) do ev.donor[k] = json_value(donor_keys[k]) end
     results.append(sweep.dir, ev)
     local set
     set, err = ask(t, { cmd = "set", values = ev.new, source = "pbt: explore" })
@@ -283,7 +296,8 @@ end
 
 -- After member t's metrics were read: decide when it has run another interval.
 function Controller:poll(t)
-  if t.pbt_busy or not t.updates or t.status ~= "running" then return end
+  -- (a member lending its weights is not exploited until its checkpoint is written: it is looked at again next time)
+  if t.pbt_busy or (t.pbt_lending or 0) > 0 or not t.updates or t.status ~= "running" then return end
   t.pbt_next = t.pbt_next or self.o.interval
   if t.updates < t.pbt_next then return end
   t.pbt_next = (math.floor(t.updates / self.o.interval) + 1) * self.o.interval
