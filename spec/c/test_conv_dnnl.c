@@ -25,6 +25,7 @@
  * path in test_policy.c.
  */
 #include "check.h"
+#include "conv_ref.h"
 #include "conv_dnnl.h"
 #include "nn.h"
 #include "obs_codes.h"
@@ -39,65 +40,6 @@
 
 static float sym(void) { return (float)(2.0 * urand() - 1.0); }
 
-
-/* float64 3x3 pad-1 conv of inp (n,H,W,C) with w (OC,3,3,C): pre (n,H,W,OC)
- * = conv + b, abs = sum of |terms|. mirror: taps flipped (a wrong kernel). */
-static void ref_forward(double *pre, double *abs_, const float *inp, const float *w, const float *b, int n, int H,
-                        int W, int C, int OC, int mirror) {
-    for (int s = 0; s < n; s++)
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < W; x++)
-                for (int o = 0; o < OC; o++) {
-                    double acc = b[o], ab = fabs(b[o]);
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int yy = y + ky - 1, xx = x + kx - 1;
-                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-                            int tap = mirror ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
-                            for (int c = 0; c < C; c++) {
-                                double t = (double)w[((size_t)o * 9 + tap) * C + c] *
-                                           inp[(((size_t)s * H + yy) * W + xx) * C + c];
-                                acc += t;
-                                ab += fabs(t);
-                            }
-                        }
-                    size_t i = (((size_t)s * H + y) * W + x) * OC + o;
-                    pre[i] = acc;
-                    abs_[i] = ab;
-                }
-}
-
-/* float64 gradients: dinp (n,H,W,C), dw (OC,9C), db (OC), and their sums of |terms|. */
-static void ref_backward(double *dinp, double *adinp, double *dw, double *adw, double *db, double *adb,
-                         const float *dout, const float *inp, const float *w, int n, int H, int W, int C, int OC,
-                         int mirror) {
-    size_t ni = (size_t)n * H * W * C, nw = (size_t)OC * 9 * C;
-    memset(dinp, 0, sizeof(double) * ni); memset(adinp, 0, sizeof(double) * ni);
-    memset(dw, 0, sizeof(double) * nw); memset(adw, 0, sizeof(double) * nw);
-    memset(db, 0, sizeof(double) * OC); memset(adb, 0, sizeof(double) * OC);
-    for (int s = 0; s < n; s++)
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < W; x++)
-                for (int o = 0; o < OC; o++) {
-                    double g = dout[(((size_t)s * H + y) * W + x) * OC + o];
-                    db[o] += g;
-                    adb[o] += fabs(g);
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int yy = y + ky - 1, xx = x + kx - 1;
-                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-                            int tap = mirror ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
-                            for (int c = 0; c < C; c++) {
-                                size_t ii = (((size_t)s * H + yy) * W + xx) * C + c, wi = ((size_t)o * 9 + tap) * C + c;
-                                double tw = g * inp[ii], ti = g * w[wi];
-                                dw[wi] += tw;
-                                adw[wi] += fabs(tw);
-                                dinp[ii] += ti;
-                                adinp[ii] += fabs(ti);
-                            }
-                        }
-                }
-}
 
 static int g_bf16;   /* the layer under test runs in bf16: the bound adds 2B + B^2 per term */
 

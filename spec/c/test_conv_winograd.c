@@ -26,6 +26,7 @@
  * test_policy.c's, run with cpu.conv = winograd too.
  */
 #include "check.h"
+#include "conv_ref.h"
 #include "conv_winograd.h"
 #include <math.h>
 #include <omp.h>
@@ -36,54 +37,7 @@
 
 static float sym(void) { return (float)(2.0 * urand() - 1.0); }
 
-/* ------------------------------------------------ float64 direct references (as test_conv_dnnl.c) */
-
-static void ref_forward(double *pre, const float *inp, const float *w, const float *b, int n, int H, int W, int C,
-                        int OC, int mirror) {
-    for (int s = 0; s < n; s++)
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < W; x++)
-                for (int o = 0; o < OC; o++) {
-                    double acc = b ? b[o] : 0.0;
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int yy = y + ky - 1, xx = x + kx - 1;
-                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-                            int tap = mirror ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
-                            for (int c = 0; c < C; c++)
-                                acc += (double)w[((size_t)o * 9 + tap) * C + c] * inp[(((size_t)s * H + yy) * W + xx) * C + c];
-                        }
-                    pre[(((size_t)s * H + y) * W + x) * OC + o] = acc;
-                }
-}
-
-static void ref_backward(double *dinp, double *dw, double *db, double *adb, const float *dout, const float *inp,
-                         const float *w, int n, int H, int W, int C, int OC, int mirror) {
-    size_t ni = (size_t)n * H * W * C, nw = (size_t)OC * 9 * C;
-    memset(dinp, 0, sizeof(double) * ni);
-    memset(dw, 0, sizeof(double) * nw);
-    memset(db, 0, sizeof(double) * OC);
-    memset(adb, 0, sizeof(double) * OC);
-    for (int s = 0; s < n; s++)
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < W; x++)
-                for (int o = 0; o < OC; o++) {
-                    double g = dout[(((size_t)s * H + y) * W + x) * OC + o];
-                    db[o] += g;
-                    adb[o] += fabs(g);
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int yy = y + ky - 1, xx = x + kx - 1;
-                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-                            int tap = mirror ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
-                            for (int c = 0; c < C; c++) {
-                                size_t ii = (((size_t)s * H + yy) * W + xx) * C + c, wi = ((size_t)o * 9 + tap) * C + c;
-                                dw[wi] += g * inp[ii];
-                                dinp[ii] += g * w[wi];
-                            }
-                        }
-                }
-}
+/* float64 direct references: conv_ref.h */
 
 /* ------------------------------------------------ S: the Winograd computation on absolute values */
 
@@ -265,9 +219,9 @@ static void test_layer(int m, int n, int H, int W, int C, int OC) {
     bound_forward(Si, dout, wr, NULL, n, H, W, OC, C, m);
     bound_dw(Sw, dout, inp, n, H, W, C, OC, m);
     for (int mirror = 0; mirror < 2; mirror++) {
-        ref_forward(pre, inp, w, b, n, H, W, C, OC, mirror);
+        ref_forward(pre, NULL, inp, w, b, n, H, W, C, OC, mirror);
         for (size_t i = 0; i < no; i++) pre[i] = pre[i] > 0 ? pre[i] : 0;   /* ReLU: 1-Lipschitz, same bound */
-        ref_backward(rdi, rdw, rdb, adb, dout, inp, w, n, H, W, C, OC, mirror);
+        ref_backward(rdi, NULL, rdw, NULL, rdb, adb, dout, inp, w, n, H, W, C, OC, mirror);
         double ef = worst(out, pre, Sf, no, (C + 4.0 * a + 2) * U);
         double ei = worst(dinp, rdi, Si, ni, (OC + 4.0 * a + 2) * U);
         double ew = worst(dw, rdw, Sw, nw, (T + 4.0 * a + 2) * U);

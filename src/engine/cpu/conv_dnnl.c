@@ -13,6 +13,7 @@
  */
 #include "conv_dnnl.h"
 #include "bf16.h"
+#include "one_thread.h"
 #include "moonrl.h"   /* MR_MAX_CONV */
 #include <dnnl.h>
 #include <omp.h>
@@ -56,16 +57,8 @@ struct mr_conv_dnnl {
 
 /* oneDNN picks its kernels and its work split by the thread count it sees
  * when a primitive is created, and runs parallel sections of that many
- * threads when called outside a parallel region. Both happen with one
- * thread: outside a parallel region the count is set to 1 for the call. */
-static int one_thread_begin(void) {
-    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (n > 1) omp_set_num_threads(1);
-    return n;
-}
-static void one_thread_end(int n) {
-    if (n > 1) omp_set_num_threads(n);
-}
+ * threads when called outside a parallel region: both happen with one
+ * (mr_one_thread_begin, one_thread.h). */
 
 #define OK(call) ((call) == dnnl_success)
 
@@ -205,7 +198,7 @@ int mr_conv_dnnl_layout(mr_conv_dnnl **out, const int *ch, int L, int H, int W, 
     if (L < 2) return 0;
     if (nthreads < 1) nthreads = 1;
     const int planning = a->base == NULL;
-    const int nt = one_thread_begin();
+    const int nt = mr_one_thread_begin();
     int rc = -1;
     mr_conv_dnnl *d = calloc(1, sizeof *d);
     dnnl_primitive_desc_t pd[MR_MAX_CONV][3];
@@ -290,16 +283,16 @@ done:
         for (int i = 0; i < 3; i++)
             if (pd[l][i]) dnnl_primitive_desc_destroy(pd[l][i]);
     mr_conv_dnnl_free(d);
-    one_thread_end(nt);
+    mr_one_thread_end(nt);
     return rc;
 }
 
 /* One primitive on workspace t's stream, single-threaded. */
 static void run(mr_conv_dnnl *d, int t, dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args) {
-    const int nt = one_thread_begin();
+    const int nt = mr_one_thread_begin();
     dnnl_primitive_execute(p, d->stream[t], n, args);
     dnnl_stream_wait(d->stream[t]);
-    one_thread_end(nt);
+    mr_one_thread_end(nt);
 }
 
 static void load(mr_conv_dnnl *d, const float *const *w_of, int bwd) {

@@ -12,6 +12,7 @@
  * thread.
  */
 #include "conv_winograd.h"
+#include "one_thread.h"
 #include <cblas.h>
 #include <omp.h>
 #include <stdint.h>
@@ -35,17 +36,6 @@ static mats mats_of(int m) {
         x.m = 4, x.a = 6, x.BT = BT4, x.AT = AT4, x.G = G4;
     }
     return x;
-}
-
-/* sgemm on the calling thread only (as nn.c's sgemm1): outside a parallel
- * region the OpenMP thread count is 1 for the call. */
-static int one_thread_begin(void) {
-    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (n > 1) omp_set_num_threads(1);
-    return n;
-}
-static void one_thread_end(int n) {
-    if (n > 1) omp_set_num_threads(n);
 }
 
 /* y_i = sum_k T(i,k) x_k over vectors of n floats: y_i at y + i*sy, x_k at
@@ -266,7 +256,7 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
     const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
     const grid g = grid_of(n, H, W, m);
     float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * TB * Cm;
-    const int nt = one_thread_begin();
+    const int nt = mr_one_thread_begin();
     for (int t0 = 0; t0 < g.T; t0 += TB) {
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
         for (int tt = 0; tt < nb; tt++) input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, t0 + tt, &g, C, &x, P, Q);
@@ -307,7 +297,7 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
                 }
         }
     }
-    one_thread_end(nt);
+    mr_one_thread_end(nt);
 }
 
 void mr_wino_backward_weights(float *dw, float *db, const float *dout, const float *inp, int n, int H, int W, int C,
@@ -318,7 +308,7 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
     const grid g = grid_of(n, H, W, m);
     float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * TB * Cm, *dU = M + A2 * TB * Cm;
     double *D = (double *)(((uintptr_t)(dU + A2 * Cm * Cm) + 7) & ~(uintptr_t)7);
-    const int nt = one_thread_begin();
+    const int nt = mr_one_thread_begin();
     if (g.T == 0) memset(dU, 0, sizeof(float) * A2 * OC * C);
     for (int t0 = 0; t0 < g.T; t0 += TB) {
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
@@ -387,7 +377,7 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
             for (int o = 0; o < OC; o++) acc[o] += dout[r * OC + o];
         for (int o = 0; o < OC; o++) db[o] = (float)acc[o];
     }
-    one_thread_end(nt);
+    mr_one_thread_end(nt);
 }
 
 /* nonzero entries of a rows x cols matrix */

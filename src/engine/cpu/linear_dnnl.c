@@ -5,6 +5,7 @@
 #include "linear_dnnl.h"
 #include "bf16.h"
 #include "nn.h"
+#include "one_thread.h"
 #include <dnnl.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -164,12 +165,10 @@ static int block(mr_linear_dnnl *d, int mode, int M, int N, int K, const uint16_
         int na = 3;
         if (ms) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, ms};
         if (mbias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mbias};
-        /* outside a parallel region the call's own OpenMP team is one thread */
-        int n = omp_in_parallel() ? 1 : omp_get_max_threads();
-        if (n > 1) omp_set_num_threads(1);
+        int n = mr_one_thread_begin();   /* the call's own OpenMP team is one thread */
         ok = dnnl_primitive_execute(s->prim, th->stream, na, args) == dnnl_success &&
              dnnl_stream_wait(th->stream) == dnnl_success;
-        if (n > 1) omp_set_num_threads(n);
+        mr_one_thread_end(n);
     }
     if (ma) dnnl_memory_destroy(ma);
     if (mb) dnnl_memory_destroy(mb);

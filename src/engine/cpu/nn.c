@@ -9,6 +9,7 @@
  */
 #include "nn.h"
 #include "obs_codes.h"
+#include "one_thread.h"
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -121,8 +122,7 @@ int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs) {
 static void sgemm1(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc) {
-    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (n > 1) omp_set_num_threads(1);
+    int n = mr_one_thread_begin();
 #ifdef MR_NN_PROFILE
     double t0 = thread_cpu();
 #endif
@@ -134,7 +134,7 @@ static void sgemm1(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int 
     #pragma omp atomic
     nn_sgemm_calls++;
 #endif
-    if (n > 1) omp_set_num_threads(n);
+    mr_one_thread_end(n);
 }
 
 static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
