@@ -257,8 +257,17 @@ function Controller:_exploit(t, d)
       results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = tostring(err) })
       new = old
     end
+    -- a resume continues from the new state. A set is in force from the member's
+    -- next update: a member that ends first (an exploit decided near its end, on a
+    -- loaded machine) never trained with the keys, so the record says so
+    local ck, cerr = ask(t, { cmd = "checkpoint" })
+    if set and not ck then
+      local why = "the member ended before its explored keys took effect (" .. tostring(cerr) .. ")"
+      sweep:say(string.format("%s: pbt: %s", t.label, why))
+      results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = why })
+      new = old
+    end
     for k, v in pairs(new) do t.params[k] = v end
-    ask(t, { cmd = "checkpoint" })   -- a resume continues from the new state
     local parts = {}
     for _, k in ipairs(util.sorted_keys(new)) do
       parts[#parts + 1] = k .. " " .. results.fmt(old[k]) .. " -> " .. results.fmt(new[k])
