@@ -215,10 +215,11 @@ function compare.row(o, row, peer)
   }
 end
 
--- What a training row's rates mean in arithmetic (cpu only): both sides do
--- the same products per agent-step (the rollout's forward, then 4 epochs of
--- forward and backward: bench.update_flops), so rate x work is each side's
--- GFLOP/s, and this CPU's measured peak for the precision (mr_cpu_peak_gflops:
+-- What a training row's rates mean in arithmetic (cpu only): the model's
+-- products per agent-step (the rollout's forward, then 4 epochs of forward
+-- and backward: bench.macs_per_agent_step), so rate x work is each side's
+-- GFLOP/s counted in the model's FLOPs (moonrl's Winograd path computes
+-- fewer, printed beside), and this CPU's measured peak for the precision (mr_cpu_peak_gflops:
 -- FMAs for fp32, AVX512-BF16 dot products for bf16) bounds them both. The
 -- ceiling, peak / pytorch's GFLOP/s, is the highest ratio any implementation
 -- of the same arithmetic could reach over that pytorch on this machine.
@@ -227,11 +228,11 @@ function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
   if o.device == "cuda" then return nil end
   local bench = require("moonrl.bench")
   local net = bench.NETS[row]
-  local per_step = 2 * bench.forward_macs(net) + bench.update_flops(net, 1, compare.EPOCHS)
   -- what each side computes per agent-step: the model's multiply-adds (pytorch's direct
   -- convolutions), and moonrl's path's (fewer with Winograd: beyond the same-arithmetic ceiling)
   local macs_model = bench.macs_per_agent_step(net, compare.EPOCHS)
   local macs_moonrl = bench.macs_per_agent_step(net, compare.EPOCHS, o.cpu_conv)
+  local per_step = 2 * macs_model   -- the model's FLOPs, both sides' rates are counted in
   local function peak(prec)
     local g = tonumber(require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o)))
     return g and g > 0 and g or nil

@@ -58,23 +58,25 @@ function bench.forward_macs(net, view_range, conv)
   return macs + critic_in * net.critic_hidden + net.critic_hidden
 end
 
--- Multiply-adds one agent-step costs in training: its forward in the rollout,
--- then per epoch its forward and the backward's two products per layer (less
--- the first conv's input gradient). conv: as forward_macs (a Winograd path's
--- backward passes are Winograd too, the same count as its forward).
-function bench.macs_per_agent_step(net, epochs, conv, view_range)
+-- Multiply-adds of one sample in one epoch of the learning phase: its
+-- forward and the backward's two products per layer, less the first conv's
+-- input gradient (nothing needs it). conv: as forward_macs (a Winograd
+-- path's backward passes are Winograd too, the same count as its forward).
+local function learn_macs(net, view_range, conv)
   local V = 2 * (view_range or 5) + 1
   local first = V * V * 9 * 2 * net.conv_channels[1]
-  local f = bench.forward_macs(net, view_range, conv)
-  return f + epochs * (3 * f - first)
+  return 3 * bench.forward_macs(net, view_range, conv) - first
 end
 
--- FLOPs of one update's learning phase: epochs x samples x (forward + the
--- backward's two products per layer, less the first conv's input gradient).
+-- Multiply-adds one agent-step costs in training: its forward in the
+-- rollout, then each epoch's learn_macs.
+function bench.macs_per_agent_step(net, epochs, conv, view_range)
+  return bench.forward_macs(net, view_range, conv) + epochs * learn_macs(net, view_range, conv)
+end
+
+-- FLOPs (2 per multiply-add) of one update's learning phase over `samples`.
 function bench.update_flops(net, samples, epochs, view_range)
-  local V = 2 * (view_range or 5) + 1
-  local first = V * V * 9 * 2 * net.conv_channels[1]
-  return 2 * samples * epochs * (3 * bench.forward_macs(net, view_range) - first)
+  return 2 * samples * epochs * learn_macs(net, view_range)
 end
 
 local function stats(xs)
