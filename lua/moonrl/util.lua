@@ -265,22 +265,28 @@ function util.read_file(path)
   return text
 end
 
--- Writes text to path (replacing it); true, or nil and a message.
+-- Writes text to path (replacing it); true, or nil and a message (a full
+-- disk too: the write's and the close's answers are checked).
 function util.write_file(path, text)
-  local f, err = io.open(path, "w")
+  local f, err = io.open(path, "wb")
   if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
-  f:write(text)
-  f:close()
+  local ok, werr = f:write(text)
+  local cok, cerr = f:close()
+  if not (ok and cok) then return nil, "cannot write " .. path .. ": " .. tostring(werr or cerr) end
   return true
 end
 
--- Writes text to path through path .. ".tmp." .. pid and a rename, so a
--- reader (another process too) sees the old file or the new one, never half
--- of one; true, or nil and a message.
+-- Writes text to path through path .. "." .. pid .. ".tmp" and a rename, so
+-- a reader (another process too) sees the old file or the new one, never
+-- half of one; true, or nil and a message. (The ".tmp" ending is what the
+-- readers of run directories skip: run/dir.lua's TensorBoard files.)
 function util.write_file_atomic(path, text)
-  local tmp = path .. ".tmp." .. tostring(require("luv").os_getpid())
+  local tmp = path .. "." .. tostring(require("luv").os_getpid()) .. ".tmp"
   local ok, err = util.write_file(tmp, text)
-  if not ok then return nil, err end
+  if not ok then
+    os.remove(tmp)
+    return nil, err
+  end
   local okr, rerr = os.rename(tmp, path)
   if not okr then
     os.remove(tmp)

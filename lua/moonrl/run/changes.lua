@@ -225,14 +225,7 @@ function Changes:_write()
   local out = { self.header, "return {" }
   for _, c in ipairs(self.list) do out[#out + 1] = entry(c) end
   out[#out + 1] = "}\n"
-  local tmp = self.path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, "cannot write " .. self.path .. ": " .. tostring(err) end
-  f:write(table.concat(out, "\n"))
-  f:close()
-  local ok, rerr = os.rename(tmp, self.path)
-  if not ok then return nil, "cannot write " .. self.path .. ": " .. tostring(rerr) end
-  return true
+  return util.write_file_atomic(self.path, table.concat(out, "\n"))
 end
 
 function Changes.load(path)

@@ -32,24 +32,7 @@ local util = require("moonrl.util")
 
 local trim = {}
 
-
-local function replace(path, text)
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, "cannot write " .. tmp .. ": " .. tostring(err) end
-  local ok, werr = f:write(text)
-  f:close()
-  if not ok then
-    os.remove(tmp)
-    return nil, "cannot write " .. tmp .. ": " .. tostring(werr)
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    return nil, "cannot replace " .. path .. ": " .. tostring(rerr)
-  end
-  return true
-end
+local replace = util.write_file_atomic   -- the file whole, old or new, never half of one
 
 -- Keeps the complete lines `keep(line)` accepts; a last line without its
 -- newline is torn. Returns dropped, torn, kept lines, or nil when no file.
