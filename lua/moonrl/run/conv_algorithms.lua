@@ -94,7 +94,7 @@ local function read_cache(path)
   return {}, "the conv algorithm cache " .. path .. " is damaged (" .. why .. ")"
 end
 
-local function fmt_ms(s) return s < 0 and "refused" or string.format("%.3g ms", s * 1e3) end
+local function fmt_ms(ms) return ms < 0 and "refused" or string.format("%.3g ms", ms) end
 
 function M.resolve(cfg, c, search)
   local C = engine.C
@@ -105,7 +105,7 @@ function M.resolve(cfg, c, search)
   local V = 2 * tonumber(c.env.view_range) + 1
   local chunk = tonumber(C.mr_cpu_conv_chunk())
   local threads = tonumber(c.threads)
-  if threads < 1 then threads = uv.available_parallelism and uv.available_parallelism() or #(uv.cpu_info() or {}) end
+  if threads < 1 then threads = require("moonrl.runtime.hardware").detect().cores end
   local bf16 = tonumber(c.precision) == tonumber(C.MR_BF16)
   local base = string.format("%s|%dx%d|chunk %d|%s|%d threads|moonrl %s|kernels %d", machine(), V, V, chunk,
     bf16 and "bf16" or "fp32", threads, engine.version(), M.KERNELS)
@@ -144,14 +144,14 @@ function M.resolve(cfg, c, search)
         how = "searched: the median of " .. M.REPS .. " rounds"
       end
     elseif not e then
-      how = search and how or "no cached choice and no \"algorithms\" in warmup.prepare: the default"
+      how = "no cached choice and no \"algorithms\" in warmup.prepare: the default"
     end
     local choice = e and e.choice or "onednn"
     c.cpu.conv_layers[l] = C[ENUM[choice]]
     local times = {}
     for _, name in ipairs(M.CANDIDATES) do
       local ms = e and e.ms and tonumber(e.ms[name])
-      if ms then times[#times + 1] = name .. " " .. fmt_ms(ms < 0 and -1 or ms / 1e3) end
+      if ms then times[#times + 1] = name .. " " .. fmt_ms(ms) end
     end
     notes[#notes + 1] = string.format("layer %d %s on %dx%d (chunk %d, %d threads, %s): %s%s (%s)", l, shape, V, V,
       chunk, threads, bf16 and "bf16" or "fp32", choice, #times > 0 and " [" .. table.concat(times, ", ") .. "]" or "",
