@@ -339,6 +339,8 @@
     box.append(t);
     return t;
   }
+  // a trial's directory name, as moonrl.sweep names it (trial-007)
+  function trialLabel(i) { return "trial-" + String(i).padStart(3, "0"); }
   function params(p) {
     const parts = [];
     for (const k of Object.keys(p || {}).sort()) parts.push(k + "=" + (typeof p[k] === "number" ? fmt(p[k]) : JSON.stringify(p[k])));
@@ -363,7 +365,7 @@
     for (let k = 1; k <= top; k++) head.push("rung " + k + " (" + fmt(steps[k]) + " steps)");
     const rows = [];
     for (const trial of Array.from(by.keys()).sort(function (a, b) { return a - b; })) {
-      const row = ["trial-" + String(trial).padStart(3, "0")];
+      const row = [trialLabel(trial)];
       for (let k = 1; k <= top; k++) {
         const r = by.get(trial)[k];
         row.push(r ? fmt(r.value) + (r.decision === "stop" ? " stopped" : "") : "");
@@ -379,7 +381,7 @@
     const box = q("sweep-pbt");
     box.replaceChildren();
     const ex = arr(j.exploits).map(function (e) {
-      return ["trial-" + String(e.trial).padStart(3, "0"), e.update, "trial-" + String(e.from).padStart(3, "0"),
+      return [trialLabel(e.trial), e.update, trialLabel(e.from),
         e.donor_update, params(e.old), params(e.new)];
     });
     const t = table(box, "PBT exploits (a member took a donor's weights and keys, then explored)",
@@ -388,7 +390,7 @@
     const lin = j.lineage;
     if (lin && arr(lin.segments).length) {
       const segs = arr(lin.segments).map(function (s) {
-        return ["trial-" + String(s.trial).padStart(3, "0"), s.from, s.to === undefined || s.to === null ? "end" : s.to, params(s.params)];
+        return [trialLabel(s.trial), s.from, s.to === undefined || s.to === null ? "end" : s.to, params(s.params)];
       });
       const lt = table(box, "lineage of the best member (" + (lin.label || lin.best) + ", " + fmt(lin.value) +
         "): whose weights, over which updates, with which keys", ["member", "from update", "to update", "keys"], segs);
