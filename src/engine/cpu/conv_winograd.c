@@ -94,24 +94,31 @@ AI void tr(v8 *y, int ys, const v8 *x, int xs, const float *T, int rows, int col
     }
 }
 
-/* V[e*es + c] = (BT d B)[e] for the patch whose pixels are src[k*a+l]
- * (NULL: outside the map, zero), every channel c < C */
-AI void in_tile_v(float *V, size_t es, const float *const *src, int C, const int m) {
-    const int a = m + 2;
-    const float *BT = m == 2 ? BT2 : BT4;
+/* out[(i*rows + j)*es + c] = (T X T')[i][j] for a tile X (cols x cols, its
+ * pixels at src[k*cols + l], NULL: zero) and T (rows x cols), every channel
+ * c < C: the inputs' transform (T = BT, alpha x alpha) and the output
+ * gradient's (T = A, alpha x m) */
+AI void sandwich_v(float *out, size_t es, const float *const *src, int C, const float *T, const int rows,
+                   const int cols) {
     for (int c = 0; c < C; c += VL) {
         v8 d[36], t[36], v[6];
 #pragma GCC unroll 36
-        for (int i = 0; i < a * a; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
+        for (int i = 0; i < cols * cols; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
 #pragma GCC unroll 6
-        for (int j = 0; j < a; j++) tr(t + j, a, d + j, a, BT, a, a);
+        for (int j = 0; j < cols; j++) tr(t + j, cols, d + j, cols, T, rows, cols);
 #pragma GCC unroll 6
-        for (int i = 0; i < a; i++) {
-            tr(v, 1, t + i * a, 1, BT, a, a);
+        for (int i = 0; i < rows; i++) {
+            tr(v, 1, t + i * cols, 1, T, rows, cols);
 #pragma GCC unroll 6
-            for (int j = 0; j < a; j++) *(v8 *)(V + (size_t)(i * a + j) * es + c) = v[j];
+            for (int j = 0; j < rows; j++) *(v8 *)(out + (size_t)(i * rows + j) * es + c) = v[j];
         }
     }
+}
+
+/* V[e*es + c] = (BT d B)[e] for the patch whose pixels are src[k*a+l]
+ * (NULL: outside the map, zero), every channel c < C */
+AI void in_tile_v(float *V, size_t es, const float *const *src, int C, const int m) {
+    sandwich_v(V, es, src, C, m == 2 ? BT2 : BT4, m + 2, m + 2);
 }
 
 /* Y = AT M A for one tile (M[e*es + c]), + b, ReLU, into dst[p*m+q]
@@ -140,21 +147,7 @@ AI void out_tile_v(float *const *dst, const float *M, size_t es, const float *b,
 
 /* dM = A dY AT for one tile, dY's pixels at src[p*m+q] (NULL: past the map) */
 AI void grad_tile_v(float *M, size_t es, const float *const *src, int OC, const int m) {
-    const int a = m + 2;
-    const float *A = m == 2 ? A2x : A4x;
-    for (int c = 0; c < OC; c += VL) {
-        v8 d[16], r[24], v[6];
-#pragma GCC unroll 16
-        for (int i = 0; i < m * m; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
-#pragma GCC unroll 4
-        for (int q = 0; q < m; q++) tr(r + q, m, d + q, m, A, a, m);
-#pragma GCC unroll 6
-        for (int i = 0; i < a; i++) {
-            tr(v, 1, r + i * m, 1, A, a, m);
-#pragma GCC unroll 6
-            for (int j = 0; j < a; j++) *(v8 *)(M + (size_t)(i * a + j) * es + c) = v[j];
-        }
-    }
+    sandwich_v(M, es, src, OC, m == 2 ? A2x : A4x, m + 2, m);
 }
 
 /* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
