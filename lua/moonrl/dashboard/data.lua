@@ -20,6 +20,7 @@
 --                                          the page has); the file is tailed (results.tail),
 --                                          each byte read once; reset when it was cut
 --   d:details(id) -> {config, summary, changes_lua, alerts, evals}
+--   d:summary(id) -> summary.json decoded | nil
 --   d:sweep_table(id) -> {metric, mode, method, trials = {...}, rungs = {...}, exploits = {...},
 --                          lineage = {best, segments} | nil (PBT), front = front.json's}
 --   data.CURVES                            the metrics.jsonl fields the page draws
@@ -167,6 +168,12 @@ local function decode_file(path)
   return type(v) == "table" and v or nil
 end
 
+-- The run's summary.json (a regular file, not a link), decoded, or nil.
+function D:summary(id)
+  local run = self.by_id[id]
+  return run and decode_file(run.dir .. "/summary.json")
+end
+
 function D:details(id)
   local run = self.by_id[id]
   if not run then return nil end
@@ -174,7 +181,7 @@ function D:details(id)
   out.config = read_tail(run.dir .. "/config.lua", MAX_TEXT)
   out.config_now = read_tail(run.dir .. "/config.now.lua", MAX_TEXT)
   out.changes_lua = read_tail(run.dir .. "/changes.lua", MAX_TEXT)
-  out.summary = decode_file(run.dir .. "/summary.json")
+  out.summary = self:summary(id)
   local log = read_tail(run.dir .. "/train.log", MAX_TEXT) or ""
   out.alerts = json.array()
   for line in log:gmatch("[^\n]+") do

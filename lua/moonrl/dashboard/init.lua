@@ -200,9 +200,9 @@ function dashboard.serve(opts)
             st.status, st.update, st.total_updates, st.progress, st.sps, st.eta_seconds, st.hot
           entry.name = st.name or r.name
         else
-          local sum = json.decode(require("moonrl.util").read_file(r.dir .. "/summary.json") or "")
-          entry.status = type(sum) == "table" and sum.status or "not running"
-          if type(sum) == "table" then entry.update = sum.updates end
+          local sum = d:summary(r.id)   -- decode_file: a table or nil
+          entry.status = sum and sum.status or "not running"
+          if sum then entry.update = sum.updates end
         end
         runs[#runs + 1] = entry
       end
