@@ -107,6 +107,13 @@ describe("moonrl host", function()
     -- the rollout's split: both parts measured, together within the rollout
     assert.is_true(row.time_env > 0 and row.time_inference > 0, out)
     assert.is_true(row.time_env + row.time_inference <= row.time_rollout * 1.0001, out)
+    -- the update's split: each part measured, together within the update
+    local upd = 0
+    for _, k in ipairs({ "time_gather", "time_forward", "time_loss", "time_backward", "time_optimizer" }) do
+      assert.is_true(row[k] > 0, k .. ": " .. out)
+      upd = upd + row[k]
+    end
+    assert.is_true(upd <= row.time_update * 1.0001, out)
     local errout
     rc, out, errout = moonrl("bench train --precision fp64", dir)
     assert.are.equal(2, rc)

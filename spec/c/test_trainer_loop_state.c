@@ -132,6 +132,12 @@ static void test_steady_state(void) {
     CHECK_MSG(tm.env + tm.inference <= tm.rollout * 1.001 + 1e-6, "env %.3g + inference %.3g > rollout %.3g", tm.env,
               tm.inference, tm.rollout);
     CHECK(m.time_rollout == tm.rollout && m.time_env == tm.env);
+    /* the update's split: every part measured, their sum within the update */
+    CHECK(tm.gather > 0.0 && tm.forward > 0.0 && tm.loss > 0.0 && tm.backward > 0.0 && tm.optimizer > 0.0);
+    const double parts = tm.gather + tm.forward + tm.loss + tm.backward + tm.optimizer;
+    CHECK_MSG(parts <= tm.update * 1.001 + 1e-6 && parts >= 0.5 * tm.update,
+              "the update's parts sum to %.3g s, the update took %.3g s", parts, tm.update);
+    CHECK(m.time_forward == tm.forward && m.time_optimizer == tm.optimizer);
     CHECK_MSG(BW.violations == 0, "%ld bad arguments, the first: %s", BW.violations, BW.first_violation);
     mr_trainer_free(t);
     CHECK(bw_nothing_live());

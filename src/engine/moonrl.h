@@ -275,6 +275,13 @@ typedef struct mr_metrics {
      * bookkeeping), and the policy acting (forward, sampling); cuda: only
      * with mr_trainer_set_profile on, else 0 */
     double time_env, time_inference;
+    /* parts of time_update, summed over its minibatches: gathering the
+     * minibatch (with zeroing the gradients), the network's forward, the PPO
+     * loss with its gradient, the network's backward (with data-parallel's
+     * allreduce), the optimizer step (with the metrics' accumulation); the
+     * rest of time_update is the epochs' permutations and the metrics'
+     * reductions. When they are measured: as time_env. */
+    double time_gather, time_forward, time_loss, time_backward, time_optimizer;
     double sps;                  /* agent-steps / time_total for this update */
     /* memory, bytes */
     uint64_t memory_planned_bytes;
@@ -289,9 +296,11 @@ typedef struct mr_trainer mr_trainer;
 mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *err);
 void mr_trainer_free(mr_trainer *t);
 
-/* Per-step timing of the rollout (metrics time_env, time_inference). The cpu
- * backend always measures it; on cuda it puts timing events around every
- * rollout step, which also stops CUDA-graph replay while it is on. */
+/* Per-step timing of the rollout (metrics time_env, time_inference) and
+ * per-minibatch timing of the update (time_gather .. time_optimizer). The
+ * cpu backend always measures them; on cuda it puts timing events around
+ * every rollout step and every minibatch's phases, which also stops
+ * CUDA-graph replay while it is on. */
 mr_status mr_trainer_set_profile(mr_trainer *t, int on, mr_error *err);
 
 /* One update: rollout of rollout_steps x num_envs, GAE, PPO epochs. */

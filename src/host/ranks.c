@@ -532,6 +532,8 @@ static void combine(const rank_reply *all, mr_metrics *m) {
         if (x->time_total > c.time_total) {
             c.time_total = x->time_total; c.time_rollout = x->time_rollout; c.time_gae = x->time_gae;
             c.time_update = x->time_update; c.time_env = x->time_env; c.time_inference = x->time_inference;
+            c.time_gather = x->time_gather; c.time_forward = x->time_forward; c.time_loss = x->time_loss;
+            c.time_backward = x->time_backward; c.time_optimizer = x->time_optimizer;
         }
         if (x->memory_peak_bytes > c.memory_peak_bytes) c.memory_peak_bytes = x->memory_peak_bytes;
         if (x->memory_planned_bytes > c.memory_planned_bytes) c.memory_planned_bytes = x->memory_planned_bytes;

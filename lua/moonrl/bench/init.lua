@@ -187,6 +187,11 @@ function bench.infer(o)
   return { row = "infer", net = o.net, batch = n, rate = stats(rates), unit = "samples/s" }
 end
 
+-- The parts of an update the engine times (mr_metrics): the rollout's
+-- (environment, inference) and the update's, per minibatch.
+bench.PARTS = { "time_env", "time_inference", "time_gather", "time_forward", "time_loss", "time_backward",
+  "time_optimizer" }
+
 -- Whole training updates: agent-steps/s, phases, memory.
 function bench.train(o)
   local c, t, err = new_trainer(o)
@@ -194,22 +199,28 @@ function bench.train(o)
   -- warm-up: on cuda two updates, the first queued kernel by kernel, the
   -- second recording the CUDA graphs the timed ones replay
   for _ = 1, o.device == "cuda" and 2 or 1 do check(C.mr_trainer_update(t, m, err), err, "warm-up update") end
-  local sps, roll, gae, upd, wall, envt, inft = {}, {}, {}, {}, {}, {}, {}
+  local sps, roll, gae, upd, wall = {}, {}, {}, {}, {}
+  local parts = {}   -- the rollout's and the update's parts (bench.PARTS), per update
+  for _, k in ipairs(bench.PARTS) do parts[k] = {} end
+  local function keep_parts()
+    for _, k in ipairs(bench.PARTS) do table.insert(parts[k], m[k]) end
+  end
   for _ = 1, o.reps do
     local t0 = now()
     check(C.mr_trainer_update(t, m, err), err, "update")
     local dt = now() - t0
     sps[#sps + 1] = o.envs * o.rollout / dt
     roll[#roll + 1], gae[#gae + 1], upd[#upd + 1], wall[#wall + 1] = m.time_rollout, m.time_gae, m.time_update, dt
-    envt[#envt + 1], inft[#inft + 1] = m.time_env, m.time_inference
+    keep_parts()
   end
   if o.device == "cuda" then
-    -- the rollout's split needs events around every step (and no graphs):
-    -- one more update, profiled, outside the timed ones
+    -- the split needs events around every step and minibatch phase (and no
+    -- graphs): one more update, profiled, outside the timed ones
     check(C.mr_trainer_set_profile(t, 1, err), err, "profile")
     check(C.mr_trainer_update(t, m, err), err, "profiled update")
     check(C.mr_trainer_set_profile(t, 0, err), err, "profile")
-    envt, inft = { m.time_env }, { m.time_inference }
+    for _, k in ipairs(bench.PARTS) do parts[k] = {} end
+    keep_parts()
   end
   local mem = ffi.new("mr_memory_stats")
   C.mr_trainer_memory(t, mem, err)
@@ -220,9 +231,9 @@ function bench.train(o)
     row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, precision = o.precision or "fp32",
     rate = stats(sps), unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,
     time_update = stats(upd).median, time_wall = stats(wall).median, planned_bytes = tonumber(mem.host_planned_bytes),
-    time_env = stats(envt).median, time_inference = stats(inft).median,
     peak_memory_bytes = dev_peak > 0 and dev_peak or peak_rss_bytes(), describe = describe,
   }
+  for _, k in ipairs(bench.PARTS) do r[k] = stats(parts[k]).median end
   -- what the phases leave out of the wall clock: host work, waits, launch gaps
   r.time_idle = math.max(0, r.time_wall - r.time_rollout - r.time_gae - r.time_update)
   -- the update's achieved rate (the model FLOPs of its forward and backward passes)

@@ -287,6 +287,17 @@ static mr_status profile_mark(mr_trainer *t, int k, mr_error *err) {
     return t->be->event_record(t->pev[k], t->stream, err);
 }
 
+/* The update's marks per minibatch: before the gather, after it (and the
+ * zeroed gradients), the forward, the loss, the backward, the step. */
+enum { MR_UPDATE_MARKS = 6 };
+
+static int rollout_marks(const mr_trainer *t) { return 2 * t->T + 1; }
+
+static mr_status update_mark(mr_trainer *t, int epoch, int mb, int phase, mr_error *err) {
+    const int k = (epoch * t->cfg.ppo.minibatches + mb) * MR_UPDATE_MARKS + phase;
+    return profile_mark(t, rollout_marks(t) + k, err);
+}
+
 static mr_status rollout(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
@@ -367,19 +378,25 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
         TRY(o->copy(d->perm, t->h.perm + (size_t)e * (size_t)B, (size_t)B * sizeof(int32_t), MR_COPY_H2D, st, err));
         for (int mb = 0; mb < pc->minibatches; mb++) {
             g.idx = d->perm + (size_t)mb * (size_t)M;
+            TRY(update_mark(t, e, mb, 0, err));
             TRY(o->gather(&g, d->pa, st, err));
             TRY(o->opt_begin(d->opt, st, err));
             TRY(o->policy_zero_grad(&d->pol, st, err));
+            TRY(update_mark(t, e, mb, 1, err));
             TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->obs_update, d->mb_logits, d->mb_value, st,
                                   err));
+            TRY(update_mark(t, e, mb, 2, err));
             TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target,
                             d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));
+            TRY(update_mark(t, e, mb, 3, err));
             TRY(o->policy_backward(&d->pol, d->mb_dlogits, d->mb_dvalue, M, st, err));
             if (t->reducer.average)   /* data-parallel: the ranks' average, before anyone steps */
                 TRY(t->reducer.average(t->reducer.ctx, d->pol.grads, (uint64_t)t->net.n_params, st, err));
+            TRY(update_mark(t, e, mb, 4, err));
             TRY(o->opt_step(d->pol.params, d->pol.grads, d->adam_m, d->adam_v, &d->groups, d->partials, d->opt, st,
                             err));
             TRY(o->accumulate(d->met, d->loss, d->opt, MR_TRAINER_NGROUPS, st, err));
+            TRY(update_mark(t, e, mb, 5, err));
         }
     }
     return MR_OK;
@@ -487,11 +504,15 @@ static void read_timing(mr_trainer *t) {
     tm->rollout = elapsed_s(t, t->ev[MR_EV_START], t->ev[MR_EV_ROLLOUT]);
     tm->gae = elapsed_s(t, t->ev[MR_EV_ROLLOUT], t->ev[MR_EV_GAE]);
     tm->update = elapsed_s(t, t->ev[MR_EV_GAE], t->ev[MR_EV_END]);
-    if (t->profile)
-        for (int k = 0; k + 2 < t->npev; k += 2) {
-            tm->inference += elapsed_s(t, t->pev[k], t->pev[k + 1]);
-            tm->env += elapsed_s(t, t->pev[k + 1], t->pev[k + 2]);
-        }
+    if (!t->profile) return;
+    const int R = rollout_marks(t);
+    for (int k = 0; k + 2 < R && k + 2 < t->npev; k += 2) {
+        tm->inference += elapsed_s(t, t->pev[k], t->pev[k + 1]);
+        tm->env += elapsed_s(t, t->pev[k + 1], t->pev[k + 2]);
+    }
+    double *phase[MR_UPDATE_MARKS - 1] = {&tm->gather, &tm->forward, &tm->loss, &tm->backward, &tm->optimizer};
+    for (int k = R; k + MR_UPDATE_MARKS <= t->npev; k += MR_UPDATE_MARKS)
+        for (int p = 0; p + 1 < MR_UPDATE_MARKS; p++) *phase[p] += elapsed_s(t, t->pev[k + p], t->pev[k + p + 1]);
 }
 
 static void fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
@@ -538,6 +559,11 @@ static void fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr,
     out->time_update = t->timing.update;
     out->time_env = t->timing.env;
     out->time_inference = t->timing.inference;
+    out->time_gather = t->timing.gather;
+    out->time_forward = t->timing.forward;
+    out->time_loss = t->timing.loss;
+    out->time_backward = t->timing.backward;
+    out->time_optimizer = t->timing.optimizer;
     mr_devmem_stats ds;
     mr_devmem_stats_get(&t->mem, &ds);
     out->memory_planned_bytes = t->plan.device_bytes;
@@ -642,8 +668,8 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
 mr_status mr_trainer_set_profile(mr_trainer *t, int on, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_profile: trainer is NULL");
     if (t->be->cheap_events) on = 1;   /* free here: always on */
-    if (on && !t->pev) {   /* outside the steady state: events for every rollout step, once */
-        const int n = 2 * t->T + 1;
+    if (on && !t->pev) {   /* outside the steady state: events for every rollout step and minibatch, once */
+        const int n = rollout_marks(t) + t->cfg.ppo.epochs * t->cfg.ppo.minibatches * MR_UPDATE_MARKS;
         t->pev = calloc((size_t)n, sizeof *t->pev);
         if (!t->pev) return mr_fail(err, MR_ERR_NOMEM, "out of host memory for %d profiling events", n);
         t->extra_allocations++;

@@ -76,11 +76,13 @@ typedef struct mr_trainer_stage {
 } mr_trainer_stage;
 
 /* Per-phase times of the last update, seconds (backend events). env and
- * inference come from per-step events (always on the cpu; with
- * mr_trainer_set_profile on cuda, else 0). */
+ * inference come from per-step events, gather .. optimizer from
+ * per-minibatch ones (always on the cpu; with mr_trainer_set_profile on
+ * cuda, else 0). */
 typedef struct mr_trainer_timing {
     double rollout, gae, update;
     double env, inference;
+    double gather, forward, loss, backward, optimizer;
 } mr_trainer_timing;
 
 struct mr_trainer {
@@ -114,7 +116,8 @@ struct mr_trainer {
     int graphs_failed;
     char graphs_why[200];
     int profile;
-    void **pev;                /* per-step events: 2T+1 around the rollout steps */
+    void **pev;                /* profiling events: 2T+1 around the rollout steps, then
+                                * MR_UPDATE_MARKS per minibatch of the update */
     int npev;
     mr_trainer_timing timing;
 

@@ -22,6 +22,10 @@ local function print_row(r)
     io.write(string.format("%-34s %s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
       "other %.4f s; planned %.1f MiB, peak %.1f MiB\n", "", r.precision, r.time_rollout, r.time_env,
       r.time_inference, r.time_gae, r.time_update, r.time_idle, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
+    local rest = r.time_update - r.time_gather - r.time_forward - r.time_loss - r.time_backward - r.time_optimizer
+    io.write(string.format("%-34s update: gather %.4f s, forward %.4f, loss %.4f, backward %.4f, optimizer %.4f, " ..
+      "rest %.4f\n", "", r.time_gather, r.time_forward, r.time_loss, r.time_backward, r.time_optimizer,
+      math.max(0, rest)))
     io.write(string.format("%-34s update at %.2f TFLOP/s%s\n", "", r.update_tflops,
       r.mfu and string.format(" = %.1f%% of %.0f TFLOP/s (--peak-tflops)", 100 * r.mfu, r.peak_tflops or 0) or ""))
   end
