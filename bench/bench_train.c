@@ -3,7 +3,7 @@
  * split into rollout, GAE and update, and the update's achieved GFLOP/s as a
  * fraction of this machine's measured sgemm rate (OpenBLAS, large square
  * matrices, same thread count) and of the CPU's arithmetic peak for the
- * precision used (mr_cpu_peak_gflops: FMAs for fp32, AVX512-BF16 dot products
+ * precision used (mr_cpu_peak_gflops: FMAs for fp32, AMX or AVX512-BF16 dot products
  * for bf16), all measured in the same run.
  *
  *   bench_train [--net ref|small] [--conv 32,64,64] [--hidden 512] [--critic 512]
@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
         if (hw > 0)
             printf("  this CPU's %s peak             %10.1f GFLOP/s (%s, %d threads): update at %.0f%%, "
                    "training end to end at %.1f GFLOP/s = %.0f%%\n", bf16 ? "bf16" : "fp32", hw,
-                   bf16 ? "AVX512-BF16 dot products" : "FMAs", threads, 100.0 * upd_gf / hw, all_gf,
+                   mr_cpu_peak_what(bf16), threads, 100.0 * upd_gf / hw, all_gf,
                    100.0 * all_gf / hw);
         printf("  host memory planned            %10.1f MiB\n", ms.host_planned_bytes / 1048576.0);
     }

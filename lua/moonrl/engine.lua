@@ -414,11 +414,12 @@ function engine.cpu_bf16()
 end
 
 -- This CPU's measured arithmetic peak in GFLOP/s on `threads` threads (bf16:
--- AVX512-BF16 dot products, else FMAs), or nil where it has no such
--- instructions. About 0.2 s (src/engine/cpu/peak.c).
+-- AMX tile or AVX512-BF16 dot products, else FMAs), or nil where it has no
+-- such instructions, and what it counts ("AMX tile dot products", ...).
+-- About 0.2 s (src/engine/cpu/peak.c).
 function engine.cpu_peak_gflops(bf16, threads)
   local g = tonumber(C.mr_cpu_peak_gflops(bf16 and 1 or 0, threads or 0))
-  return g > 0 and g or nil
+  return g > 0 and g or nil, ffi.string(C.mr_cpu_peak_what(bf16 and 1 or 0))
 end
 
 -- Free and total bytes of CUDA device i, or nil and a message.

@@ -630,13 +630,16 @@ mr_status mr_cpu_conv_time(const int *convs, int n, int H, int W, int C, int OC,
 
 /* This CPU's arithmetic peak in GFLOP/s on `threads` threads (< 1: OpenMP's
  * default), measured (about 0.2 s) by a register-resident loop of 512-bit
- * FMAs (bf16 = 0) or AVX512-BF16 dot products (bf16 = 1); 256-bit FMAs on a
- * CPU with AVX2 only. 0: unknown here (no such instructions). The ceiling of
- * every CPU GFLOP/s figure, ours and PyTorch's (moonrl bench, bench_train).
- * mr_cpu_peak_kernel runs the loop once on the calling thread and returns
- * 66 + 12 * iters / 4096 for iters a multiple of 4096 (-1: not on this CPU),
- * so a test can tell that the loop really ran. */
+ * FMAs (bf16 = 0) or, for bf16 = 1, AMX tile dot products where the CPU has
+ * AMX, else AVX512-BF16 dot products; 256-bit FMAs on a CPU with AVX2 only.
+ * 0: unknown here (no such instructions). The ceiling of every CPU GFLOP/s
+ * figure, ours and PyTorch's (moonrl bench, bench_train); mr_cpu_peak_what
+ * names the instructions it counts. mr_cpu_peak_kernel runs the loop once
+ * on the calling thread and returns 66 + 12 * iters / 4096 for iters a
+ * multiple of 4096 (-1: not on this CPU), so a test can tell that the loop
+ * really ran. */
 double mr_cpu_peak_gflops(int bf16, int threads);
+const char *mr_cpu_peak_what(int bf16);
 float mr_cpu_peak_kernel(int bf16, long iters);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */

@@ -234,16 +234,17 @@ function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
   local macs_moonrl = bench.macs_per_agent_step(net, compare.EPOCHS, o.cpu_conv)
   local per_step = 2 * macs_model   -- the model's FLOPs, both sides' rates are counted in
   local function peak(prec)
-    local g = tonumber(require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o)))
-    return g and g > 0 and g or nil
+    local g, what = require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o))
+    return g and g > 0 and g or nil, what
   end
-  local pm = peak(mprec)
-  local pr = rprec == mprec and pm or peak(rprec)
+  local pm, what = peak(mprec)
+  local pr = pm
+  if rprec ~= mprec then pr = peak(rprec) end
   local gm, gr = moonrl_sps * per_step / 1e9, reference_sps * per_step / 1e9
   return {
     flops_per_agent_step = per_step, moonrl_gflops = gm, reference_gflops = gr,
     moonrl_macs_per_agent_step = macs_moonrl, reference_macs_per_agent_step = macs_model, cpu_conv = o.cpu_conv,
-    moonrl_peak_gflops = pm, reference_peak_gflops = pr,
+    moonrl_peak_gflops = pm, reference_peak_gflops = pr, moonrl_peak_counts = what,
     moonrl_fraction_of_peak = pm and gm / pm, reference_fraction_of_peak = pr and gr / pr,
     ceiling_ratio = pr and pr / gr,
   }
@@ -356,9 +357,10 @@ function compare.print(o, rows, load0, load1)
           "now, on the same threads)\n")
         worked = true
       end
-      w(string.format("  train %-6s %.1f MFLOP per agent-step: moonrl %.0f GFLOP/s = %.0f%% of the %s peak %.0f, " ..
-        "pytorch %.0f = %.0f%% of %.0f; ceiling %.2fx\n", r.net, k.flops_per_agent_step / 1e6, k.moonrl_gflops,
+      w(string.format("  train %-6s %.1f MFLOP per agent-step: moonrl %.0f GFLOP/s = %.0f%% of the %s peak %.0f " ..
+        "(%s), pytorch %.0f = %.0f%% of %.0f; ceiling %.2fx\n", r.net, k.flops_per_agent_step / 1e6, k.moonrl_gflops,
         100 * k.moonrl_fraction_of_peak, r.precision and r.precision.moonrl or "fp32", k.moonrl_peak_gflops,
+        k.moonrl_peak_counts or "?",
         k.reference_gflops, 100 * k.reference_fraction_of_peak, k.reference_peak_gflops, k.ceiling_ratio))
       w(string.format("  %-12s multiply-adds per agent-step: moonrl %.2f M (cpu.conv %s), pytorch %.2f M (direct)%s\n",
         "", k.moonrl_macs_per_agent_step / 1e6, k.cpu_conv or "default", k.reference_macs_per_agent_step / 1e6,
@@ -379,8 +381,9 @@ function compare.print(o, rows, load0, load1)
     w("multiply-adds    per agent-step, what each side computes (rollout forward, 4 epochs of forward and\n" ..
       "                 backward): pytorch the model's (direct convolutions); moonrl fewer with cpu.conv winograd\n")
     w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
-      "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32, AVX512-BF16\n" ..
-      "                 dot products for bf16, measured by a register-resident loop: mr_cpu_peak_gflops)\n")
+      "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32; for bf16 AMX\n" ..
+      "                 tile dot products where the CPU has AMX, else AVX512-BF16 dot products; measured by a\n" ..
+      "                 register-resident loop: mr_cpu_peak_gflops)\n")
   end
   w(o.device == "cuda"
     and "peak memory      device memory: moonrl's allocator peak, torch.cuda.max_memory_allocated\n"
