@@ -266,14 +266,20 @@ static int expect_update(const mr_config *c, int *out) {
     for (int ep = 0; ep < c->ppo.epochs; ep++) {
         COPY(H2D);                       /* this epoch's permutation */
         for (int mb = 0; mb < c->ppo.minibatches; mb++) {
+            OP(event_record);            /* per-minibatch timing: always on on the cpu */
             OP(gather);
             OP(opt_begin);
             OP(policy_zero_grad);
+            OP(event_record);
             OP(policy_forward);
+            OP(event_record);
             OP(ppo_loss);
+            OP(event_record);
             OP(policy_backward);
+            OP(event_record);
             OP(opt_step);
             OP(accumulate);
+            OP(event_record);
         }
     }
     OP(env_log_reduce);
@@ -281,7 +287,8 @@ static int expect_update(const mr_config *c, int *out) {
     COPY(D2H);                           /* the metrics to staging */
     OP(event_record);
     OP(event_sync);                      /* the update's one wait */
-    for (int k = 0; k < 3 + 2 * c->ppo.rollout_steps; k++) OP(event_elapsed);   /* 3 parts, 2 per step */
+    /* 3 parts, 2 per step, 5 per minibatch */
+    for (int k = 0; k < 3 + 2 * c->ppo.rollout_steps + 5 * c->ppo.epochs * c->ppo.minibatches; k++) OP(event_elapsed);
 #undef OP
 #undef COPY
     return n;

@@ -8,12 +8,19 @@
  * keeps them contiguous), skipping the matrices' zeros, so the compiler's
  * vector loops do the work; the matrices' other entries are small integers
  * (BT, AT: exact in float) or, for G, applied in double once per pass.
- * The products in the transformed domain are OpenBLAS sgemm calls on one
- * thread.
+ * The products in the transformed domain: on a CPU with AVX-512, moonrl's
+ * own register-blocked kernels (below: R rows x up to 64 columns of
+ * accumulators, the transformed weights read in place, nothing packed) for
+ * channel counts that are multiples of 16; otherwise OpenBLAS sgemm calls on
+ * one thread. Both sum each output over k in order, from zero. Measured on
+ * a 2-core AVX-512 Xeon (bench_conv_winograd, one thread, chunk 32, F4):
+ * OpenBLAS spent as long packing these small products (K = 16..64) as
+ * multiplying.
  */
 #include "conv_winograd.h"
 #include "one_thread.h"
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
@@ -78,77 +85,53 @@ typedef int v8i __attribute__((vector_size(32), aligned(4)));
 static const float A2x[8] = {1, 0, 1, 1, 1, -1, 0, -1};
 static const float A4x[24] = {1, 0, 0, 0, 1, 1, 1, 1, 1, -1, 1, -1, 1, 2, 4, 8, 1, -2, 4, -8, 0, 0, 0, 1};
 
-/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols) */
-AI void tr(v8 *y, int ys, const v8 *x, int xs, const float *T, int rows, int cols) {
-#pragma GCC unroll 6
-    for (int i = 0; i < rows; i++) {
-        v8 acc = {0};
-#pragma GCC unroll 6
-        for (int k = 0; k < cols; k++) {
-            const float t = T[i * cols + k];
-            if (t == 1.0f) acc += x[k * xs];
-            else if (t == -1.0f) acc -= x[k * xs];
-            else if (t != 0.0f) acc += t * x[k * xs];
-        }
-        y[i * ys] = acc;
+/* The 8-lane transforms (AVX2 under the build's x86-64-v3) and the 16-lane
+ * ones (AVX-512, called from the wrappers below only). */
+#define VT v8
+#define VTI v8i
+#define VW 8
+#define NAME(x) x##_v8
+#include "conv_winograd_tiles.h"
+#undef VT
+#undef VTI
+#undef VW
+#undef NAME
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+typedef int v16i __attribute__((vector_size(64), aligned(4)));
+#define VT v16
+#define VTI v16i
+#define VW 16
+#define NAME(x) x##_v16
+#include "conv_winograd_tiles.h"
+#undef VT
+#undef VTI
+#undef VW
+#undef NAME
+
+/* Whether this CPU runs the AVX-512 code below (the 16-lane transforms, the products' kernels). */
+static int has_avx512(void) {
+    static int yes = -1;
+    if (yes < 0) {
+        __builtin_cpu_init();
+        yes = __builtin_cpu_supports("avx512f") != 0;
     }
+    return yes;
 }
 
-/* out[(i*rows + j)*es + c] = (T X T')[i][j] for a tile X (cols x cols, its
- * pixels at src[k*cols + l], NULL: zero) and T (rows x cols), every channel
- * c < C: the inputs' transform (T = BT, alpha x alpha) and the output
- * gradient's (T = A, alpha x m) */
-AI void sandwich_v(float *out, size_t es, const float *const *src, int C, const float *T, const int rows,
-                   const int cols) {
-    for (int c = 0; c < C; c += VL) {
-        v8 d[36], t[36], v[6];
-#pragma GCC unroll 36
-        for (int i = 0; i < cols * cols; i++) d[i] = src[i] ? *(const v8 *)(src[i] + c) : (v8){0};
-#pragma GCC unroll 6
-        for (int j = 0; j < cols; j++) tr(t + j, cols, d + j, cols, T, rows, cols);
-#pragma GCC unroll 6
-        for (int i = 0; i < rows; i++) {
-            tr(v, 1, t + i * cols, 1, T, rows, cols);
-#pragma GCC unroll 6
-            for (int j = 0; j < rows; j++) *(v8 *)(out + (size_t)(i * rows + j) * es + c) = v[j];
-        }
-    }
+#define T512 __attribute__((target("avx512f")))
+T512 static void in_tile16(float *V, size_t es, const float *const *src, int C, int m) {
+    if (m == 2) in_tile_v16(V, es, src, C, 2);
+    else in_tile_v16(V, es, src, C, 4);
+}
+T512 static void out_tile16(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, int m) {
+    if (m == 2) out_tile_v16(dst, M, es, b, relu, OC, 2);
+    else out_tile_v16(dst, M, es, b, relu, OC, 4);
+}
+T512 static void grad_tile16(float *M, size_t es, const float *const *src, int OC, int m) {
+    if (m == 2) grad_tile_v16(M, es, src, OC, 2);
+    else grad_tile_v16(M, es, src, OC, 4);
 }
 
-/* V[e*es + c] = (BT d B)[e] for the patch whose pixels are src[k*a+l]
- * (NULL: outside the map, zero), every channel c < C */
-AI void in_tile_v(float *V, size_t es, const float *const *src, int C, const int m) {
-    sandwich_v(V, es, src, C, m == 2 ? BT2 : BT4, m + 2, m + 2);
-}
-
-/* Y = AT M A for one tile (M[e*es + c]), + b, ReLU, into dst[p*m+q]
- * (NULL: cropped) */
-AI void out_tile_v(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, const int m) {
-    const int a = m + 2;
-    const float *AT = m == 2 ? AT2 : AT4;
-    for (int c = 0; c < OC; c += VL) {
-        v8 x[36], r[24], y[16];
-#pragma GCC unroll 36
-        for (int e = 0; e < a * a; e++) x[e] = *(const v8 *)(M + (size_t)e * es + c);
-#pragma GCC unroll 6
-        for (int j = 0; j < a; j++) tr(r + j, a, x + j, a, AT, m, a);
-#pragma GCC unroll 4
-        for (int p = 0; p < m; p++) tr(y + p * m, 1, r + p * a, 1, AT, m, a);
-        const v8 bv = b ? *(const v8 *)(b + c) : (v8){0}, z = {0};
-#pragma GCC unroll 16
-        for (int i = 0; i < m * m; i++) {
-            if (!dst[i]) continue;
-            v8 o = b ? y[i] + bv : y[i];
-            if (relu) o = (v8)((v8i)(o > z) & (v8i)o);   /* max(o, 0); NaN -> 0 as the scalar path */
-            *(v8 *)(dst[i] + c) = o;
-        }
-    }
-}
-
-/* dM = A dY AT for one tile, dY's pixels at src[p*m+q] (NULL: past the map) */
-AI void grad_tile_v(float *M, size_t es, const float *const *src, int OC, const int m) {
-    sandwich_v(M, es, src, OC, m == 2 ? A2x : A4x, m + 2, m);
-}
 
 /* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
  * its half-transformed copy), V and M (alpha^2 * TB * Cm each: the block's
@@ -187,15 +170,81 @@ void mr_wino_weights(float *U, const float *w, int C, int OC, int m, int backwar
                     for (int c = 0; c < cn; c++) {
                         double u = 0.0;
                         for (int l = 0; l < 3; l++) u += t[i][l][c] * x.G[j * 3 + l];
+                        /* (in, out) of the product that uses it: forward (C, OC), backward (OC, C) */
                         if (backward)
-                            U[(e * C + (size_t)(c0 + c)) * OC + o] = (float)u;
-                        else
                             U[(e * OC + o) * C + (size_t)(c0 + c)] = (float)u;
+                        else
+                            U[(e * C + (size_t)(c0 + c)) * OC + o] = (float)u;
                     }
                 }
         }
     (void)A2;
 }
+
+/* ------------------------------------------------------------ products */
+
+/* C (rows, N) [+]= A (rows, K) . B (K, N), A's element (r, k) at
+ * A[r * sar + k * sak], B row-major (ldb), C row-major (ldc); each element
+ * summed over k in order from zero, then stored (acc = 0) or added to C
+ * (acc = 1). AVX-512, N a multiple of 16: R rows x NV vectors of 16 columns
+ * of accumulators per step (R * NV <= 24 of the 32 registers), B's NV
+ * vectors loaded once per k and reused by the R rows. */
+#define MK __attribute__((target("avx512f"))) static inline __attribute__((always_inline))
+
+MK void mk_block(float *Cp, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int K, int acc,
+                 const int R, const int NV) {
+    __m512 c[16][4];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m512 b[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(B + (size_t)k * ldb + 16 * v);
+        const float *ak = A + k * sak;
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const __m512 a = _mm512_set1_ps(ak[r * sar]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            float *o = Cp + (size_t)r * ldc + 16 * v;
+            _mm512_storeu_ps(o, acc ? _mm512_add_ps(_mm512_loadu_ps(o), c[r][v]) : c[r][v]);
+        }
+}
+
+/* All rows for one panel of NV vectors: blocks of R rows, the rest one row at a time. */
+MK void mk_panel(float *Cp, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int rows, int K,
+                 int acc, const int R, const int NV) {
+    int r0 = 0;
+    for (; r0 + R <= rows; r0 += R) mk_block(Cp + (size_t)r0 * ldc, ldc, A + r0 * sar, sar, sak, B, ldb, K, acc, R, NV);
+    for (; r0 < rows; r0++) mk_block(Cp + (size_t)r0 * ldc, ldc, A + r0 * sar, sar, sak, B, ldb, K, acc, 1, NV);
+}
+
+__attribute__((target("avx512f")))
+static void mk_gemm(float *Cp, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int rows, int N,
+                    int K, int acc) {
+    for (int n0 = 0; n0 < N; n0 += 64) {
+        const int nv = (N - n0) / 16 < 4 ? (N - n0) / 16 : 4;
+        float *c = Cp + n0;
+        const float *b = B + n0;
+        switch (nv) {
+        case 4: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 6, 4); break;
+        case 3: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 8, 3); break;
+        case 2: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 12, 2); break;
+        default: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 16, 1); break;
+        }
+    }
+}
+
+/* Whether the AVX-512 kernels take a product with N output columns. */
+static int mk_takes(int N) { return N % 16 == 0 && has_avx512(); }
 
 /* ------------------------------------------------------------ tiles */
 
@@ -222,8 +271,9 @@ static void input_transform(float *V, size_t es, const float *inp, int tile, con
                 src[k * a + j] = yy < 0 || yy >= g->H || xx < 0 || xx >= g->W ? NULL
                                                                              : base + ((size_t)yy * g->W + xx) * C;
             }
-        if (m == 2) in_tile_v(V, es, src, C, 2);
-        else in_tile_v(V, es, src, C, 4);
+        if (C % 16 == 0 && has_avx512()) in_tile16(V, es, src, C, m);
+        else if (m == 2) in_tile_v8(V, es, src, C, 2);
+        else in_tile_v8(V, es, src, C, 4);
         return;
     }
     for (int k = 0; k < a; k++) {
@@ -253,9 +303,15 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
     for (int t0 = 0; t0 < g.T; t0 += TB) {
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
         for (int tt = 0; tt < nb; tt++) input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, t0 + tt, &g, C, &x, P, Q);
-        for (size_t e = 0; e < A2; e++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, OC, C, 1.0f, V + e * TB * C, C,
-                        U + e * (size_t)OC * C, C, 0.0f, M + e * TB * OC, OC);
+        /* M[e] (tiles, OC) = V[e] (tiles, C) . U[e] (C, OC) */
+        for (size_t e = 0; e < A2; e++) {
+            const float *Ve = V + e * TB * C, *Ue = U + e * (size_t)C * OC;
+            float *Me = M + e * TB * OC;
+            if (mk_takes(OC))
+                mk_gemm(Me, OC, Ve, C, 1, Ue, OC, nb, OC, C, 0);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, OC, C, 1.0f, Ve, C, Ue, OC, 0.0f, Me, OC);
+        }
         for (int tt = 0; tt < nb; tt++) {
             const int tile = t0 + tt, per = g.th * g.tw;
             const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
@@ -265,8 +321,9 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
                     for (int q = 0; q < m; q++)
                         dst[p * m + q] = ty * m + p < H && tx * m + q < W
                                              ? out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
-                if (m == 2) out_tile_v(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 2);
-                else out_tile_v(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 4);
+                if (OC % 16 == 0 && has_avx512()) out_tile16(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, m);
+                else if (m == 2) out_tile_v8(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 2);
+                else out_tile_v8(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 4);
                 continue;
             }
             /* R (m, a, OC) = AT M into Q, then Y (m, m, OC) = R A into P */
@@ -315,8 +372,9 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
                     for (int q = 0; q < m; q++)
                         src[p * m + q] = ty * m + p < H && tx * m + q < W
                                              ? dout + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
-                if (m == 2) grad_tile_v(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 2);
-                else grad_tile_v(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 4);
+                if (OC % 16 == 0 && has_avx512()) grad_tile16(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, m);
+                else if (m == 2) grad_tile_v8(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 2);
+                else grad_tile_v8(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 4);
                 continue;
             }
             /* dY (m, m, OC), zeros past the map, into P; dM = A dY AT */
@@ -334,9 +392,16 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
                 apply(M + ((size_t)i * a * TB + tt) * OC, (size_t)TB * OC, Q + (size_t)i * m * OC, OC, x.AT, 1, a, a,
                       m, OC);
         }
-        for (size_t e = 0; e < A2; e++)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, nb, 1.0f, M + e * TB * OC, OC, V + e * TB * C,
-                        C, t0 ? 1.0f : 0.0f, dU + e * (size_t)OC * C, C);
+        /* dU[e] (OC, C) [+]= dM[e]^T (OC, tiles) . V[e] (tiles, C) */
+        for (size_t e = 0; e < A2; e++) {
+            const float *Me = M + e * TB * OC, *Ve = V + e * TB * C;
+            float *dUe = dU + e * (size_t)OC * C;
+            if (mk_takes(C))
+                mk_gemm(dUe, C, Me, 1, OC, Ve, C, OC, C, nb, t0 != 0);
+            else
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, nb, 1.0f, Me, OC, Ve, C, t0 ? 1.0f : 0.0f,
+                            dUe, C);
+        }
     }
     /* dg = GT dU G per (o, c), in double: R (a, 3, C) = dU G, then GT R */
     double *R = D;

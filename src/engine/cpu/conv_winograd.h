@@ -16,9 +16,10 @@
  * (alpha = m + 2, zeros outside the map). Per tile V = BT d B (per input
  * channel), per weight U = G g GT (once per pass, in double, rounded once);
  * for each of the alpha^2 transformed positions e the tiles' products are one
- * sgemm M[e] (tiles, OC) = V[e] (tiles, C) . U[e]^T; out = AT M A. The weight
+ * matrix product M[e] (tiles, OC) = V[e] (tiles, C) . U[e] (C, OC) (own
+ * AVX-512 kernels or sgemm, conv_winograd.c); out = AT M A. The weight
  * gradient is the exact gradient of that computation: dM = A dY AT per tile,
- * dU[e] (OC, C) = dM[e]^T . V[e] summed over the tiles (one sgemm with
+ * dU[e] (OC, C) = dM[e]^T . V[e] summed over the tiles (one product with
  * K = tiles per block of tiles, blocks added in order), dg = GT dU G. Tiles
  * go through in blocks of MR_WINO_TILE_BLOCK (V and M stay in L2).
  *
@@ -66,9 +67,10 @@
 /* Floats of one call's workspace for a layer (C -> OC), either pass. */
 size_t mr_wino_work_floats(int m, int C, int OC);
 
-/* The transformed weights: forward U (alpha^2, OC, C) from w (OC,3,3,C);
- * backward = 1: the backward-data weights (alpha^2, C, OC), of the kernel
- * rotated by 180 degrees with in and out channels swapped. */
+/* The transformed weights: forward U (alpha^2, C, OC) from w (OC,3,3,C);
+ * backward = 1: the backward-data weights (alpha^2, OC, C), of the kernel
+ * rotated by 180 degrees with in and out channels swapped (each (alpha^2,
+ * in, out) of the product that uses it). */
 void mr_wino_weights(float *U, const float *w, int C, int OC, int m, int backward);
 
 /* out (n,H,W,OC) = [relu](conv3x3_pad1(inp (n,H,W,C)) + b), U from
