@@ -156,6 +156,11 @@ end
 -- A trainer for a benchmark row: config, trainer, error buffer.
 local function new_trainer(o)
   local c = make_config(o)
+  -- --cpu-conv auto: each conv layer's implementation as `moonrl train` picks it with warm-up's
+  -- "algorithms" step (measured once on this machine, then read from the cache)
+  if o.cpu_conv == "auto" and o.device ~= "cuda" then
+    o.conv_notes = require("moonrl.run.conv_algorithms").resolve({ cpu = { conv = "auto" } }, c, true)
+  end
   local err = ffi.new("mr_error")
   local tp = ffi.new("mr_trainer*[1]")
   check(C.mr_trainer_create(c, tp, err), err, "trainer")

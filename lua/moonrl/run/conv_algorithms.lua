@@ -45,7 +45,7 @@ local uv = require("luv")
 local M = {}
 
 M.FORMAT = "moonrl conv algorithms 1"
-M.KERNELS = 1
+M.KERNELS = 2   -- 2: conv_winograd.c's AVX-512 kernels and transforms
 M.REPS = 5
 M.CANDIDATES = { "onednn", "winograd" }
 local FILE = "conv_algorithms.json"

@@ -503,6 +503,16 @@ void mr_conv_wino_load_backward(mr_conv_wino *d, const float *const *w_of) {
         if (d->C[l]) mr_wino_weights(d->ub[l], w_of[l], d->C[l], d->OC[l], d->m, 1);
 }
 
+const char *mr_conv_wino_products(const mr_conv_wino *d) {
+    int own = 0, blas = 0;
+    for (int l = 1; l < d->L; l++)
+        if (d->C[l]) {
+            own += mk_takes(d->C[l]) && mk_takes(d->OC[l]);
+            blas += !(mk_takes(d->C[l]) && mk_takes(d->OC[l]));
+        }
+    return own && blas ? "products: AVX-512 kernels and sgemm" : own ? "products: AVX-512 kernels" : "products: sgemm";
+}
+
 void mr_conv_wino_forward(const mr_conv_wino *d, int t, int l, float *out, const float *inp, const float *b, int n) {
     mr_wino_forward(out, inp, d->uf[l], b, 1, n, d->H, d->W, d->C[l], d->OC[l], d->m,
                     d->work + (size_t)t * d->work_floats);

@@ -100,6 +100,11 @@ typedef struct mr_conv_wino {
     size_t work_floats;
 } mr_conv_wino;
 
+/* How the laid-out layers' transformed-domain products run: "products:
+ * AVX-512 kernels" (this CPU has AVX-512 and the channels are multiples of
+ * 16), "products: sgemm", or both. */
+const char *mr_conv_wino_products(const mr_conv_wino *d);
+
 /* Takes the transformed weights of layers 1 .. L-1 (channels ch[0..L]) and
  * one workspace per thread from the arena (a planning arena leaves the
  * pointers NULL). m = 2 or 4. L < 2 takes nothing. */
