@@ -116,6 +116,40 @@ describe("cpu.conv = auto and warm-up's algorithm search", function()
     assert.truthy(by["8->16"] and by["16->16"])
   end)
 
+  it("a run records its choice, and its resume runs the same one whatever the cache says now", function()
+    os.remove(cache)
+    local log = train(SEARCH)
+    local run = dir .. "/run" .. n
+    local rec = assert(json.decode(assert(support.read_file(run .. "/conv_algorithms.json"), "no record")))
+    assert.are.equal("moonrl run conv algorithms 1", rec.format)
+    local _, by = read_cache()
+    assert.same({ ["1"] = by["8->16"].choice, ["2"] = by["16->16"].choice }, rec.layers)
+    -- the cache now says the opposite of what the run chose, and a search could time otherwise:
+    -- the resume takes the run's record, searches nothing, writes nothing
+    local t = read_cache()
+    for _, e in pairs(t.entries) do e.choice = e.choice == "winograd" and "onednn" or "winograd" end
+    support.write_file(cache, json.encode(t))
+    local flipped = support.read_file(cache)
+    local rc, out, err = support.moonrl("train --resume " .. run .. " --set total_steps=2048" .. SEARCH .. " --no-eval",
+      dir, { env = string.format("MOONRL_CACHE_DIR=%q", dir .. "/cache"), timeout = 240 })
+    assert.are.equal(0, rc, out .. err)
+    log = assert(support.read_file(run .. "/train.log"))
+    local resumed = log:sub((select(2, log:find("resuming run", 1, true))))
+    assert.truthy(resumed:find("layer 1: " .. rec.layers["1"] .. " (the run's choice at its start", 1, true), resumed)
+    assert.truthy(resumed:find("layer 2: " .. rec.layers["2"] .. " (the run's choice at its start", 1, true), resumed)
+    assert.falsy(resumed:find("searched", 1, true), resumed)
+    assert.are.equal(flipped, support.read_file(cache))
+    local got, line = described(resumed)
+    if rec.layers["1"] ~= rec.layers["2"] then assert.same({ rec.layers["1"], rec.layers["2"] }, got, line) end
+    -- a damaged record is named and the choice made again
+    support.write_file(run .. "/conv_algorithms.json", "{\"layers\": ")
+    rc, out, err = support.moonrl("train --resume " .. run .. " --set total_steps=3072 --no-eval", dir,
+      { env = string.format("MOONRL_CACHE_DIR=%q", dir .. "/cache"), timeout = 240 })
+    assert.are.equal(0, rc, out .. err)
+    log = assert(support.read_file(run .. "/train.log"))
+    assert.truthy(log:find(run .. "/conv_algorithms.json is damaged", 1, true), log)
+  end)
+
   it("without a cache or the step: onednn, and nothing written", function()
     os.remove(cache)
     local log = train()

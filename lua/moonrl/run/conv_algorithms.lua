@@ -29,13 +29,24 @@
 -- Without the "algorithms" step, "auto" takes the cached choice where there
 -- is one, else onednn (the measured-faster whole-network choice).
 --
+-- The run's own record: a run keeps the choice it started with in
+-- RUN_DIR/conv_algorithms.json ({"format": RUN_FORMAT, "layers": {"1":
+-- "winograd", ...}}), and a resume takes it from there, never from the cache
+-- or a new search: the implementations differ in the last bits, so a resumed
+-- run continues bit for bit only with the same ones (on another machine, or
+-- after the cache was deleted or a search timed otherwise, too).
+--
 -- Public functions
 --   conv_algorithms.cache_path() -> path
---   conv_algorithms.resolve(cfg, c, search) -> notes   fills c.cpu.conv_layers
---                                   (cfg: the resolved config table; c: its mr_config;
---                                   search: warmup.prepare has "algorithms");
---                                   notes: lines for train.log
---   conv_algorithms.FORMAT, .KERNELS, .REPS, .CANDIDATES
+--   conv_algorithms.resolve(cfg, c, search, recorded) -> notes, layers
+--                                   fills c.cpu.conv_layers (cfg: the resolved config
+--                                   table; c: its mr_config; search: warmup.prepare has
+--                                   "algorithms"; recorded: a run's record, read_record's);
+--                                   notes: lines for train.log; layers: {[l] = name}, or
+--                                   nil where cpu.conv is not auto (nothing to record)
+--   conv_algorithms.read_record(run_dir) -> layers | nil, note   (nil, nil: no record)
+--   conv_algorithms.write_record(run_dir, layers) -> true | nil, err
+--   conv_algorithms.FORMAT, .RUN_FORMAT, .RUN_FILE, .KERNELS, .REPS, .CANDIDATES
 
 local engine = require("moonrl.engine")
 local json = require("moonrl.formats.json")
@@ -45,6 +56,8 @@ local uv = require("luv")
 local M = {}
 
 M.FORMAT = "moonrl conv algorithms 1"
+M.RUN_FORMAT = "moonrl run conv algorithms 1"
+M.RUN_FILE = "conv_algorithms.json"
 M.KERNELS = 2   -- 2: conv_winograd.c's AVX-512 kernels and transforms
 M.REPS = 5
 M.CANDIDATES = { "onednn", "winograd" }
@@ -96,12 +109,53 @@ end
 
 local function fmt_ms(ms) return ms < 0 and "refused" or string.format("%.3g ms", ms) end
 
-function M.resolve(cfg, c, search)
+-- A run's record of its choice: {[l] = name}, or nil and a note (nil, nil: none).
+function M.read_record(run_dir)
+  local path = run_dir .. "/" .. M.RUN_FILE
+  local text = util.read_file(path)
+  if not text then return nil end
+  local ok, t = pcall(json.decode, text)
+  if not ok or type(t) ~= "table" or t.format ~= M.RUN_FORMAT or type(t.layers) ~= "table" then
+    return nil, path .. " is damaged (expected {\"format\": \"" .. M.RUN_FORMAT .. "\", \"layers\": {...}})"
+  end
+  local layers = {}
+  for k, v in pairs(t.layers) do
+    local l = tonumber(k)
+    if not l or not ENUM[v] then
+      return nil, path .. ": layer " .. util.fmt_value(k) .. " = " .. util.fmt_value(v) .. " (accepted: " ..
+        table.concat(M.CANDIDATES, ", ") .. ")"
+    end
+    layers[l] = v
+  end
+  return layers
+end
+
+function M.write_record(run_dir, layers)
+  local t = {}
+  for l, v in pairs(layers) do t[tostring(l)] = v end
+  return util.write_file_atomic(run_dir .. "/" .. M.RUN_FILE, json.encode({ format = M.RUN_FORMAT, layers = t }) .. "\n")
+end
+
+function M.resolve(cfg, c, search, recorded)
   local C = engine.C
   local notes = {}
   if (cfg.cpu and cfg.cpu.conv or "auto") ~= "auto" then return notes end
   local L = tonumber(c.policy.num_conv)
-  if L < 2 then return notes end
+  if L < 2 then return notes, {} end
+  if recorded then   -- a resume: the run's own choice, whatever the cache says now
+    local layers = {}
+    for l = 1, L - 1 do layers[l] = recorded[l] end
+    if #layers == L - 1 then
+      for l = 1, L - 1 do
+        c.cpu.conv_layers[l] = C[ENUM[layers[l]]]
+        notes[#notes + 1] = string.format("layer %d: %s (the run's choice at its start, %s)", l, layers[l], M.RUN_FILE)
+      end
+      return notes, layers
+    end
+    notes[#notes + 1] = M.RUN_FILE .. " names " .. #layers .. " of the " .. (L - 1) ..
+      " layers: chosen again (the results may differ from the uninterrupted run's in the last bits)"
+  end
+  local chosen = {}
   local V = 2 * tonumber(c.env.view_range) + 1
   local chunk = tonumber(C.mr_cpu_conv_chunk())
   local threads = tonumber(c.threads)
@@ -148,6 +202,7 @@ function M.resolve(cfg, c, search)
     end
     local choice = e and e.choice or "onednn"
     c.cpu.conv_layers[l] = C[ENUM[choice]]
+    chosen[l] = choice
     local times = {}
     for _, name in ipairs(M.CANDIDATES) do
       local ms = e and e.ms and tonumber(e.ms[name])
@@ -166,7 +221,7 @@ function M.resolve(cfg, c, search)
     end
     notes[#notes + 1] = ok and ("wrote the choice to " .. path) or ("could not write the cache: " .. tostring(err))
   end
-  return notes
+  return notes, chosen
 end
 
 return M

@@ -118,7 +118,7 @@ end
 -- What the trainer thread gets: the mr_config, the warm-up plan and the
 -- per-update values of function schedules. Checked before anything is
 -- written, so a config the engine refuses leaves no run directory behind.
-local function prepare(cfg)
+local function prepare(cfg, resume_dir)
   local c, err = engine.config(cfg)
   if not c then return nil, err end
   local device = cfg.device
@@ -143,9 +143,15 @@ local function prepare(cfg)
   -- cpu.conv = "auto": each conv layer's implementation, searched by the
   -- "algorithms" step or read from the cache (after the checks above, so a
   -- refused config searches nothing)
-  local conv_notes = {}
-  if device == "cpu" then conv_notes = require("moonrl.run.conv_algorithms").resolve(cfg, c, prep.algorithms) end
-  return c, w, tables, conv_notes
+  local conv_notes, conv_layers = {}, nil
+  if device == "cpu" then
+    local ca = require("moonrl.run.conv_algorithms")
+    local recorded, rnote
+    if resume_dir then recorded, rnote = ca.read_record(resume_dir) end
+    conv_notes, conv_layers = ca.resolve(cfg, c, prep.algorithms, recorded)
+    if rnote then table.insert(conv_notes, 1, rnote .. ": chosen again") end
+  end
+  return c, w, tables, conv_notes, conv_layers
 end
 
 -- The config without its directory: a copy started as a new run gets a new one.
@@ -190,9 +196,9 @@ end
 
 function Run.start(cfg, opts)
   opts = opts or {}
-  local c, warmup, tables, conv_notes = prepare(cfg)
-  if not c then util.refuse(warmup, 3) end
   local rs = opts.resume
+  local c, warmup, tables, conv_notes, conv_layers = prepare(cfg, rs and rs.dir)
+  if not c then util.refuse(warmup, 3) end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
     hook_state = hooks.state(), sink_failed = {}, waiters = {}, ckpt_waiters = {}, adopt_waiters = {},
@@ -257,6 +263,12 @@ function Run.start(cfg, opts)
   for _, n in ipairs(conv_notes) do
     self.log:line("conv algorithms (cpu.conv = auto): " .. n)
     if n:find("is damaged", 1, true) and not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
+  end
+  -- the run's own record of the choice, so a resume runs the same implementations
+  local ca_file = dir .. "/" .. require("moonrl.run.conv_algorithms").RUN_FILE
+  if conv_layers and next(conv_layers) and not (rs and uv.fs_stat(ca_file)) then
+    local cok, cerr = require("moonrl.run.conv_algorithms").write_record(dir, conv_layers)
+    if not cok then fail("cannot write " .. ca_file .. ": " .. tostring(cerr)) end
   end
 
   self.changes = require("moonrl.run.changes").new(self, rs and rs.update)
