@@ -89,9 +89,11 @@ build: deps
 run: build
 	./$(BUILD)/moonrl train
 
+# The specs' runs search conv algorithms into a cache of their own (not the user's ~/.cache/moonrl).
 test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure
-	busted --lua=luajit spec
+	d=$$(mktemp -d /tmp/moonrl-test-cache-XXXXXX) && MOONRL_CACHE_DIR=$$d busted --lua=luajit spec; \
+	  rc=$$?; rm -rf "$$d"; exit $$rc
 
 bench: bench-deps build
 	./$(BUILD)/moonrl bench --compare

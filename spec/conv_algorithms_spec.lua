@@ -12,6 +12,7 @@ local json = require("moonrl.formats.json")
 local ARGS = "train --hardware ci --set total_steps=1024 --set 'policy.conv_channels={8,16,16}' " ..
   "--set eval.num_envs=16 --set eval.steps=64"
 local SEARCH = " --set 'warmup.prepare={\"algorithms\"}'"
+local NO_STEP = " --set 'warmup.prepare={}'"   -- (the advanced level, the default, has the step)
 
 describe("cpu.conv = auto and warm-up's algorithm search", function()
   if not support.have_bin then
@@ -92,7 +93,7 @@ describe("cpu.conv = auto and warm-up's algorithm search", function()
     for _, e in pairs(t.entries) do e.choice = "winograd" end
     by["8->16"].choice = "onednn"
     support.write_file(cache, json.encode(t))
-    local log = train()
+    local log = train(NO_STEP)
     assert.falsy(log:find("searched", 1, true), log)
     assert.truthy(log:find("from the cache", 1, true), log)
     local got, line = described(log)
@@ -150,9 +151,16 @@ describe("cpu.conv = auto and warm-up's algorithm search", function()
     assert.truthy(log:find(run .. "/conv_algorithms.json is damaged", 1, true), log)
   end)
 
-  it("without a cache or the step: onednn, and nothing written", function()
+  it("the default level searches", function()
     os.remove(cache)
     local log = train()
+    assert.truthy(log:find("layer 1 8->16 on 11x11", 1, true) and log:find("searched: the median of", 1, true), log)
+    assert.truthy(read_cache())
+  end)
+
+  it("without a cache or the step: onednn, and nothing written", function()
+    os.remove(cache)
+    local log = train(NO_STEP)
     assert.truthy(log:find("no cached choice and no \"algorithms\" in warmup.prepare: the default", 1, true), log)
     local _, line = described(log)
     assert.truthy(line:find("the first from the codes, the others oneDNN", 1, true), line)

@@ -464,8 +464,7 @@ function Sweep:_fill_array()
   if #batch > 0 then
     local specs = {}
     for i, b in ipairs(batch) do specs[i] = b.spec end
-    local jobs, err = self.executor:start_array(specs, { parallel = self.parallel, dir = self.dir, ranks = self.ranks,
-      output = self.dir .. "/trial-%3a/output.log", name = "moonrl-" .. (self.base_cfg.name or "sweep") })
+    local jobs, err = self.executor:start_array(specs, self:_array_opts())
     if not jobs and self.starting then
       -- the first submission (a wrong partition, no Slurm here): an error for
       -- the script, not failed trials that a re-run would not try again
@@ -488,6 +487,12 @@ function Sweep:_fill_array()
   self:_check_end()
 end
 
+-- What an array submission of trials is told (start_array's opts).
+function Sweep:_array_opts()
+  return { parallel = self.parallel, dir = self.dir, ranks = self.ranks, output = self.dir .. "/trial-%3a/output.log",
+    name = "moonrl-" .. (self.base_cfg.name or "sweep") }
+end
+
 function Sweep:_start_trial(t)
   -- started by an earlier sweep process (killed) and still running: followed
   -- again, not started a second time (a resume would be refused by its lock)
@@ -498,7 +503,14 @@ function Sweep:_start_trial(t)
   end
   local spec, info = self:_prepare_trial(t)
   if not spec then return end
-  local job, jerr = self.executor:start(spec)
+  local job, jerr
+  if self.executor.start then
+    job, jerr = self.executor:start(spec)
+  else   -- an executor with a queue of its own (Slurm): an array of this one trial
+    local jobs
+    jobs, jerr = self.executor:start_array({ spec }, self:_array_opts())
+    job = jobs and jobs[1]
+  end
   if not job then
     t.status = "pending"
     return self:_finish_trial(t, { status = "failed", error = jerr })
