@@ -3,7 +3,8 @@
  * in double written here: forward values, and backward (dinp, dw, db) against
  * central finite differences of the double implementation's scalar loss
  * L = sum(g .* out) for random g. Also: gradients accumulate (+=), NULL skips,
- * the observation expansion table, and thread-count independence.
+ * the observation expansion table, thread-count independence, and the fc
+ * layer's products (mr_fc_*) against the linear ones.
  */
 #include "check.h"
 #include "nn.h"
@@ -327,6 +328,73 @@ static void test_threads(void) {
     free(in); free(w); free(b); free(g); free(lw); free(lb); free(lg); free(col);
 }
 
+/* fc's products (mr_fc_*, mr_nn_fc_plan): the plan's blocks for the
+ * networks' shapes; the forward in segments makes the calls of one
+ * mr_fc_relu_forward per segment (bit for bit) and agrees with
+ * mr_linear_relu_forward; the backward writes dinp and adds to dw, db, as
+ * mr_linear_backward computes them; 1 and 2 threads bit-identical. */
+static void test_fc(void) {
+    struct { int M, N, K, rows, nb, bs; } pl[] = {
+        {512, 512, 7744, 1, 2, 256},    /* the reference net's forward, one 512-sample segment */
+        {64, 512, 7744, 0, 2, 256},     /* act on 64 samples */
+        {88, 512, 7744, 0, 2, 256},     /* a short segment */
+        {512, 7744, 512, 0, 4, 1936},   /* its input gradient */
+        {512, 7744, 4096, 0, 4, 1936},  /* its weight gradient */
+        {512, 128, 3872, 1, 2, 256},    /* the small net's forward */
+        {64, 128, 3872, 0, 2, 64},      /* ... act on 64 samples: still two blocks */
+        {512, 3872, 128, 0, 4, 976},    /* ... its input gradient */
+        {3, 7, 5, 0, 1, 16},            /* tiny: one block */
+    };
+    for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++) {
+        int nb = 0, bs = 0, rows = mr_nn_fc_plan(pl[i].M, pl[i].N, pl[i].K, &nb, &bs);
+        CHECK_MSG(rows == pl[i].rows && nb == pl[i].nb && bs == pl[i].bs,
+                  "fc plan (%d,%d,%d): rows %d, %d blocks of %d; want %d, %d of %d", pl[i].M, pl[i].N, pl[i].K,
+                  rows, nb, bs, pl[i].rows, pl[i].nb, pl[i].bs);
+    }
+
+    const int B = 700, C = 1200, OC = 600, seg = 256;
+    size_t ni = (size_t)B * C, nw = (size_t)OC * C, no = (size_t)B * OC;
+    float *in = frand(ni, -1, 1), *w = frand(nw, -0.1, 0.1), *b = frand(OC, -0.5, 0.5), *g = frand(no, -1, 1);
+    float *out = frand(no, -9, 9), *part = frand(no, -9, 9), *lin = malloc(sizeof(float) * no);
+    mr_fc_relu_forward(out, in, w, b, B, C, OC, seg);
+    for (int s0 = 0; s0 < B; s0 += seg)
+        mr_fc_relu_forward(part + (size_t)s0 * OC, in + (size_t)s0 * C, w, b, B - s0 < seg ? B - s0 : seg, C, OC, 0);
+    CHECK_MSG(memcmp(out, part, sizeof(float) * no) == 0, "fc forward in segments differs from one call per segment");
+    mr_linear_relu_forward(lin, in, w, b, B, C, OC);
+    double *ld = todouble(lin, no);
+    double e = relerr(out, ld, no, 1e-3);
+    CHECK_MSG(e < 1e-5, "fc forward vs linear forward: rel err %g", e);
+
+    float *dinp = frand(ni, -9, 9), *dw = frand(nw, -1, 1), *db = frand(OC, -1, 1);
+    float *ldinp = calloc(ni, sizeof(float)), *ldw = malloc(sizeof(float) * nw), *ldb = malloc(sizeof(float) * OC);
+    memcpy(ldw, dw, sizeof(float) * nw);
+    memcpy(ldb, db, sizeof(float) * OC);
+    mr_fc_backward(dinp, dw, db, g, in, w, B, C, OC);        /* dinp's old contents ignored */
+    mr_linear_backward(ldinp, ldw, ldb, g, in, w, B, C, OC);  /* onto zeros, and onto the same dw, db */
+    double *fi = todouble(ldinp, ni), *fw = todouble(ldw, nw), *fb = todouble(ldb, OC);
+    double ei = relerr(dinp, fi, ni, 1e-3), ew = relerr(dw, fw, nw, 1e-3), eb = relerr(db, fb, OC, 1e-3);
+    CHECK_MSG(ei < 1e-5 && ew < 1e-5 && eb < 1e-6, "fc backward vs linear backward: dinp %g, dw %g, db %g", ei, ew, eb);
+
+    /* 1 vs 2 threads */
+    float *o1 = malloc(sizeof(float) * no), *i1 = malloc(sizeof(float) * ni), *w1 = calloc(nw, sizeof(float)),
+          *w2 = calloc(nw, sizeof(float));
+    omp_set_num_threads(1);
+    openblas_set_num_threads(1);
+    mr_fc_relu_forward(o1, in, w, b, B, C, OC, seg);
+    mr_fc_backward(i1, w1, NULL, g, in, w, B, C, OC);
+    omp_set_num_threads(2);
+    openblas_set_num_threads(2);
+    mr_fc_backward(NULL, w2, NULL, g, in, w, B, C, OC);
+    mr_fc_backward(dinp, NULL, NULL, g, NULL, w, B, C, OC);
+    CHECK_MSG(memcmp(o1, out, sizeof(float) * no) == 0, "fc forward differs between 1 and 2 threads");
+    CHECK_MSG(memcmp(i1, dinp, sizeof(float) * ni) == 0, "fc dinp differs between 1 and 2 threads");
+    CHECK_MSG(memcmp(w1, w2, sizeof(float) * nw) == 0, "fc dw differs between 1 and 2 threads");
+
+    free(in); free(w); free(b); free(g); free(out); free(part); free(lin); free(ld);
+    free(dinp); free(dw); free(db); free(ldinp); free(ldw); free(ldb); free(fi); free(fw); free(fb);
+    free(o1); free(i1); free(w1); free(w2);
+}
+
 /* The peak loops (src/engine/cpu/peak.c) really run: each returns its closed
  * form, which an elided or merged loop would not. The rate itself is not
  * checked here (timing); bench_train prints it beside the sgemm rate. */
@@ -386,6 +454,7 @@ int main(void) {
     test_relu(37);
     test_relu(300000);  /* the threaded path */
     test_threads();
+    test_fc();
     test_peak_kernels();
     return check_report("test_nn");
 }

@@ -81,8 +81,9 @@ const char *mr_blas_better_kernels(void) {
  * product by the thread count, and its kernels round an element differently
  * depending on where a split puts it, so results would change with the number
  * of threads. Instead the output is cut into blocks by a rule that depends on
- * the shape only (mr_nn_gemm_plan), each block is one single-threaded sgemm over the
- * full K, and the blocks run as an OpenMP loop. The same call therefore gives
+ * the shape only (mr_nn_gemm_plan; mr_nn_fc_plan for the fc layer's
+ * products), each block is one single-threaded sgemm over the full K, and
+ * the blocks run as an OpenMP loop. The same call therefore gives
  * the same bits on any number of threads. Inside an active parallel region
  * OpenBLAS runs single-threaded (OpenMP build). A product of one block is
  * called directly, without an OpenMP fork (forks are what cost most when
@@ -101,21 +102,59 @@ const char *mr_blas_better_kernels(void) {
 #define MR_NN_GEMM_MIND 64          /* rows / columns per block, at least */
 #endif
 
-/* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks
- * of *bs (nn.h: linear_dnnl.c's bf16 products cut theirs the same way). */
-int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs) {
+#ifndef MR_NN_FC_MAXB
+#define MR_NN_FC_MAXB 4             /* fc's products (mr_nn_fc_plan): blocks, at most */
+#endif
+#ifndef MR_NN_FC_MIND
+#define MR_NN_FC_MIND 256           /* ... and rows / columns per block, at least */
+#endif
+
+/* The rule of both plans: n blocks along the longer side of the output, at
+ * most maxb, each of at least MR_NN_GEMM_WORK multiply-adds and mind rows /
+ * columns; pow2: n rounded down to a power of two. */
+static int gemm_plan(int M, int N, int K, int maxb, int mind, int pow2, int *nb, int *bs) {
     double work = (double)M * N * K;
     int rows = M >= N, D = rows ? M : N;
     int n = (int)(work / MR_NN_GEMM_WORK);
-    int nmax = (D + MR_NN_GEMM_MIND - 1) / MR_NN_GEMM_MIND;
-    if (n > MR_NN_GEMM_MAXB) n = MR_NN_GEMM_MAXB;
+    int nmax = (D + mind - 1) / mind;
+    if (n > maxb) n = maxb;
     if (n > nmax) n = nmax;
     if (n < 1) n = 1;
+    if (pow2)
+        while (n & (n - 1)) n &= n - 1;
     int b = (D + n - 1) / n;
     b = (b + 15) / 16 * 16;             /* whole 64-byte lines per block */
     *bs = b;
     *nb = (D + b - 1) / b;
     return rows;
+}
+
+/* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks
+ * of *bs (nn.h: linear_dnnl.c's bf16 products cut theirs the same way). */
+int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs) {
+    return gemm_plan(M, N, K, MR_NN_GEMM_MAXB, MR_NN_GEMM_MIND, 0, nb, bs);
+}
+
+/* fc's products (mr_fc_*; policy.c also runs the critic through them): the
+ * same rule with fewer, larger blocks: at most MR_NN_FC_MAXB, a power of
+ * two, of at least MR_NN_FC_MIND rows / columns (MR_NN_GEMM_MIND where the
+ * longer side is under twice that, so a small output, act's on a few dozen
+ * samples of the small net, still splits in two). OpenBLAS packs the whole
+ * of the operand that is not split on every call (fc.w, 4 M floats, for a
+ * row split; the input for a column split), so thin blocks pay for packing
+ * what thick ones spend on arithmetic. Measured with a standalone sgemm loop
+ * on the 2-core AVX-512 Xeon (OpenBLAS 0.3.21, SkylakeX kernels, two
+ * threads, 4096 samples of the reference net), GFLOP/s, old plan -> this
+ * one: fc's forward 190 (blocks of 256 samples x 64 columns) -> 240-270
+ * (512-sample segments, 256 x 512); its input gradient 205-220 (256 x 256)
+ * -> 235-255 (512 x 1936); its weight gradient 225 (256-column blocks) ->
+ * 260 (1936); act's forward on 64 samples 145-155 (64 columns) -> 190
+ * (256); the critic's three products 185-250 -> 240-290. Four blocks keep
+ * two to four threads busy; threads beyond four idle in these products. */
+int mr_nn_fc_plan(int M, int N, int K, int *nb, int *bs) {
+    int D = M >= N ? M : N;
+    return gemm_plan(M, N, K, MR_NN_FC_MAXB, D >= 2 * MR_NN_FC_MIND ? MR_NN_FC_MIND : MR_NN_GEMM_MIND, 1,
+                     nb, bs);
 }
 
 /* One cblas_sgemm, single-threaded whatever the caller's OpenMP state. */
@@ -137,9 +176,10 @@ static void sgemm1(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int 
     mr_one_thread_end(n);
 }
 
-static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
-                  const float *A, int lda, const float *B, int ldb, float beta,
-                  float *C, int ldc) {
+/* fc: mr_nn_fc_plan's blocks, else mr_nn_gemm_plan's */
+static void sgemm_plan(int fc, int transa, int transb, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {   /* nothing to add; honour beta */
         for (int i = 0; i < M; i++)
@@ -147,7 +187,7 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    int nb, bs, rows = mr_nn_gemm_plan(M, N, K, &nb, &bs);
+    int nb, bs, rows = fc ? mr_nn_fc_plan(M, N, K, &nb, &bs) : mr_nn_gemm_plan(M, N, K, &nb, &bs);
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
     if (nb == 1) sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -162,6 +202,12 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
             sgemm1(ta, tb, M, n, K, alpha, A, lda, transb ? B + (size_t)o * ldb : B + o, ldb,
                    beta, C + o, ldc);
     }
+}
+
+static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc) {
+    sgemm_plan(0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ observation */
@@ -241,24 +287,42 @@ static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, i
 }
 
 /* The forward product of conv and linear layers, in one OpenMP loop over the
- * blocks of mr_nn_gemm_plan:  out (M,N) = [relu] (A . w^T + b),  w (N,K), b (N) or
- * NULL. A (M,K) is given, or (conv, src != NULL) A = col (M,K) is written
- * block by block by im2col of src, so a block's im2col is still in cache for
- * its sgemm. Each task fills its block with the bias, runs one single-threaded
- * sgemm onto it and applies the ReLU while the block is hot: one fork per
- * layer. The sgemm calls are those sgemm() would make for the same shape. */
+ * blocks of mr_nn_gemm_plan (fc: mr_nn_fc_plan):  out (M,N) = [relu] (A . w^T + b),
+ * w (N,K), b (N) or NULL. A (M,K) is given, or (conv, src != NULL) A = col
+ * (M,K) is written block by block by im2col of src, so a block's im2col is
+ * still in cache for its sgemm. Each task fills its block with the bias, runs
+ * one single-threaded sgemm onto it and applies the ReLU while the block is
+ * hot: one fork per layer. The sgemm calls are those sgemm() would make for
+ * the same shape. seg > 0 (A given): the rows are taken seg at a time (the
+ * last segment may be shorter), each segment planned as a product of its
+ * own, so the calls are those of one forward_gemm per segment, all in the
+ * one loop. */
 typedef struct { const float *inp; int H, W, C; } im2col_src;
 
+static int plan_of(int fc, int M, int N, int K, int *nb, int *bs) {
+    return fc ? mr_nn_fc_plan(M, N, K, nb, bs) : mr_nn_gemm_plan(M, N, K, nb, bs);
+}
+
 static void forward_gemm(float *out, const float *A, float *col, const im2col_src *src,
-                         const float *w, const float *b, int M, int N, int K, int relu) {
+                         const float *w, const float *b, int M, int N, int K, int relu, int fc, int seg) {
     if (M <= 0 || N <= 0) return;
-    if (src) A = col;
-    int nb, bs, rows = mr_nn_gemm_plan(M, N, K > 0 ? K : 1, &nb, &bs);
-    if (src && !rows) mr_im2col3x3(col, src->inp, M / (src->H * src->W), src->H, src->W, src->C);
-    #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
-    for (int i = 0; i < nb; i++) {
-        int o = i * bs, D = rows ? M : N, n = D - o < bs ? D - o : bs;
-        int r0 = rows ? o : 0, nr = rows ? n : M, c0 = rows ? 0 : o, nc = rows ? N : n;
+    if (src) {
+        A = col;
+        seg = M;
+    }
+    if (seg <= 0 || seg > M) seg = M;
+    const int nseg = (M + seg - 1) / seg, last = M - (nseg - 1) * seg;
+    int nbf, bsf, nbl, bsl;
+    const int rowsf = plan_of(fc, seg, N, K > 0 ? K : 1, &nbf, &bsf);   /* a full segment */
+    const int rowsl = plan_of(fc, last, N, K > 0 ? K : 1, &nbl, &bsl);  /* the last one */
+    if (src && !rowsl) mr_im2col3x3(col, src->inp, M / (src->H * src->W), src->H, src->W, src->C);
+    const int nfull = (nseg - 1) * nbf, ntask = nfull + nbl;
+    #pragma omp parallel for schedule(dynamic, 1) if (ntask > 1)
+    for (int t = 0; t < ntask; t++) {
+        const int s = t < nfull ? t / nbf : nseg - 1, i = t < nfull ? t % nbf : t - nfull;
+        const int m = t < nfull ? seg : last, rows = t < nfull ? rowsf : rowsl, bs = t < nfull ? bsf : bsl;
+        int o = i * bs, D = rows ? m : N, n = D - o < bs ? D - o : bs;
+        int r0 = s * seg + (rows ? o : 0), nr = rows ? n : m, c0 = rows ? 0 : o, nc = rows ? N : n;
         if (src && rows) im2col_rows(col, src->inp, (size_t)o, (size_t)n, src->H, src->W, src->C);
         for (int r = r0; r < r0 + nr; r++) {
             float *row = out + (size_t)r * N + c0;
@@ -279,13 +343,13 @@ static void forward_gemm(float *out, const float *A, float *col, const im2col_sr
 void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,
                         const float *b, int B, int H, int W, int C, int OC) {
     im2col_src src = {inp, H, W, C};
-    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 0);
+    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 0, 0, 0);
 }
 
 void mr_conv3x3_relu_forward(float *out, float *col, const float *inp, const float *w,
                              const float *b, int B, int H, int W, int C, int OC) {
     im2col_src src = {inp, H, W, C};
-    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 1);
+    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 1, 0, 0);
 }
 
 void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
@@ -374,18 +438,31 @@ void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *d
 /* ------------------------------------------------------------ linear */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
                        int B, int C, int OC) {
-    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 0);
+    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 0, 0, 0);
 }
 
 void mr_linear_relu_forward(float *out, const float *inp, const float *w, const float *b,
                             int B, int C, int OC) {
-    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 1);
+    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 1, 0, 0);
 }
 
 void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int B, int C, int OC) {
     if (dinp) sgemm(0, 0, B, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
     if (dw) sgemm(1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (db) mr_bias_backward(db, dout, (size_t)B, OC);
+}
+
+/* fc (policy.c): mr_nn_fc_plan's blocks, the rows seg at a time */
+void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *b,
+                        int B, int C, int OC, int seg) {
+    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 1, 1, seg);
+}
+
+void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
+                    const float *inp, const float *w, int B, int C, int OC) {
+    if (dinp) sgemm_plan(1, 0, 0, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    if (dw) sgemm_plan(1, 1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db) mr_bias_backward(db, dout, (size_t)B, OC);
 }
 

@@ -92,6 +92,23 @@ void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
  * of *bs columns (the last block may be shorter). The fp32 products here
  * and the bf16 ones of linear_dnnl.c both follow it. */
 int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs);
+/* The same for the fc layer's products (mr_fc_*): the same rule, but at most
+ * 4 blocks, a power of two, each of at least 256 rows / columns where the
+ * output's longer side has 512 or more: fewer, larger blocks, which OpenBLAS
+ * runs faster (nn.c has the rates). The shape alone decides, as above. */
+int mr_nn_fc_plan(int M, int N, int K, int *nb, int *bs);
+
+/* The fc layer (policy.c) through mr_nn_fc_plan's blocks. Forward: out =
+ * relu(inp . w^T + b) as mr_linear_relu_forward, but the B rows are taken
+ * seg at a time (seg <= 0: all at once; the last segment may be shorter),
+ * each segment planned as a product of its own, all of them in one OpenMP
+ * loop: the same calls as one mr_fc_relu_forward per segment. Backward as
+ * mr_linear_backward except that dinp (B,C) = dout . w is WRITTEN, not added
+ * to; dw and db are added to. Each of dinp, dw, db may be NULL. */
+void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *b,
+                        int B, int C, int OC, int seg);
+void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
+                    const float *inp, const float *w, int B, int C, int OC);
 
 /* ReLU over n floats: out = max(inp, 0); out may equal inp.
  * Backward uses the forward's OUTPUT: dinp = out > 0 ? dout : 0 (written,

@@ -28,13 +28,35 @@
  * Zen 4): the reference net 796 -> 1,103 agent-steps/s, the small one
  * 7.2 k -> 9.3 k. The critic (3.5% of the work) and the heads stay fp32.
  *
- * Forward (act and training alike), block by block: the convs chunk by chunk
- * (im2col of one chunk in one workspace), then the linear layers over the
- * block (M = block in one sgemm each). Training writes every post-ReLU output
- * into the max_batch buffers; act keeps them in chunk/block buffers.
- * Backward: the heads and fc.w's gradient over the whole batch (one sgemm
- * with K = B each), then per block fc's input gradient (into act's block
- * buffer) and per chunk the convs, recomputing im2col.
+ * Forward (act and training alike): the convs chunk by chunk (im2col of one
+ * chunk in one workspace), fc segment by segment (fc_rows samples, policy.h)
+ * and the heads and critic block by block (M = block). Training with stored
+ * activations runs the trunk over the whole batch into the max_batch
+ * buffers, then fc over it, every segment in one OpenMP loop; act, and the
+ * training forward that recomputes, run the trunk one segment at a time into
+ * act's segment buffer (b_aL) and fc on it. Both cut fc at the same segment
+ * starts, so they make the same calls (bit-identical outputs).
+ * Backward: the heads, the critic and fc.w's gradient over the whole batch
+ * (one product with K = B each; per rblock when recomputing), then per
+ * segment fc's input gradient (into b_aL) and per block, chunk by chunk,
+ * the convs (im2col recomputed).
+ *
+ * fp32 fc (every cpu.conv but im2col, without bf16's p->lin): its three
+ * products and the critic's go through nn.c's mr_nn_fc_plan, at most four
+ * blocks of at least 256 rows or columns (OpenBLAS repacks the operand that
+ * is not split on every call), on segments of MR_POLICY_FC_ROWS = 512
+ * samples: the forward in two 256-sample blocks per segment, the input
+ * gradient in four column blocks of 1936 (the reference net), the weight
+ * gradient likewise. Before, the reference net's fc ran per block of 256
+ * samples in 64-column (forward) and 256-column (both gradients) blocks.
+ * nn.c has the products' rates. Measured on the 2-core AVX-512 Xeon
+ * (moonrl bench train, 64 envs x 64 steps, cpu.conv = onednn, fresh
+ * processes alternating, three pairs): the reference net 835-899 -> 935-964
+ * agent-steps/s (forward 1.38-1.49 -> 1.22-1.26 s an update, backward
+ * 2.73-2.93 -> 2.60-2.70 s), the small one 6.3-6.6 k -> 6.9-7.3 k, for
+ * 8.1 MiB (reference) / 3.9 MiB (small) more in the plan at 4096 samples
+ * (b_aL and b_feat hold a segment, not a block). With cpu.conv = im2col every call is
+ * the engine's old one (fc_rows = block, mr_nn_gemm_plan), bit for bit.
  */
 #include "policy.h"
 #include "nn.h"
@@ -83,11 +105,33 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     size_t MB = (size_t)p->max_batch;
     p->codes = MR_TAKE(a, uint8_t, MB * p->VV);
     p->nthreads = imax(1, omp_get_max_threads());
-    {   /* the block (below) and the rblock, a multiple of it */
+    /* the convs' implementation, whole-net then per layer (the arena's
+     * oneDNN and Winograd shares are taken below) */
+    p->conv = conv == MR_CPU_CONV_IM2COL || conv == MR_CPU_CONV_WINOGRAD ? conv : MR_CPU_CONV_ONEDNN;
+    int wino_use[MR_MAX_CONV] = {0}, n_wino = 0, n_dnnl = 0;
+    for (int l = 1; l < L; l++) {
+        int c = p->conv, own = o->layers[l];
+        if (c != MR_CPU_CONV_IM2COL && (own == MR_CPU_CONV_ONEDNN || own == MR_CPU_CONV_WINOGRAD)) c = own;
+        p->lconv[l] = (int8_t)c;
+        wino_use[l] = c == MR_CPU_CONV_WINOGRAD;
+        n_wino += c == MR_CPU_CONV_WINOGRAD;
+        n_dnnl += c == MR_CPU_CONV_ONEDNN;
+    }
+    {   /* the block (below), fc's segment and the rblock, multiples of it */
         size_t blk = (size_t)imax(MR_POLICY_BLOCK, p->chunk * p->nthreads);
-        p->block = (int)((blk + (size_t)p->chunk - 1) / (size_t)p->chunk * (size_t)p->chunk);
-        size_t rb = ((size_t)MR_POLICY_RBLOCK + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
-        size_t mb_blocks = (MB + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
+        size_t B1 = (size_t)((blk + (size_t)p->chunk - 1) / (size_t)p->chunk * (size_t)p->chunk);
+        p->block = (int)B1;
+        size_t mb_blocks = (MB + B1 - 1) / B1 * B1;
+        /* fc's segment: im2col keeps the engine's old calls (one block), and
+         * so does bf16 where asked (linear_dnnl.c's products); else
+         * MR_POLICY_FC_ROWS, no more than the batch needs */
+        size_t S = B1;
+        if (p->conv != MR_CPU_CONV_IM2COL && !(o->bf16 && n_dnnl > 0)) {
+            S = ((size_t)MR_POLICY_FC_ROWS + B1 - 1) / B1 * B1;
+            if (S > mb_blocks) S = mb_blocks > B1 ? mb_blocks : B1;
+        }
+        p->fc_rows = (int)S;
+        size_t rb = ((size_t)MR_POLICY_RBLOCK + S - 1) / S * S;
         p->rblock = (int)(rb < mb_blocks ? rb : mb_blocks);
     }
     size_t per_sample = 0;   /* the conv activations of one sample */
@@ -105,7 +149,8 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     p->dchid = MR_TAKE(a, float, MB * p->critic_hidden);
 
     /* workspace: per-thread chunk-sized conv buffers, the per-chunk conv
-     * gradients, then act's block buffers; init reuses the whole region for
+     * gradients, then act's buffers (aL and feat: one fc segment, cin and
+     * chid: one block); init reuses the whole region for
      * the QR scratch of every weight at once */
     size_t C = (size_t)p->chunk;
     size_t K = (size_t)p->block;
@@ -125,8 +170,9 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     p->conv_floats = p->fc_w;
     size_t o_part = p->thread_floats * (size_t)p->nthreads;
     size_t o_aL = o_part + round_f(p->conv_floats) * (K / C);
-    size_t o_feat = o_aL + round_f(K * p->flat);
-    size_t o_cin = o_feat + round_f(K * p->hidden);
+    size_t S = (size_t)p->fc_rows;   /* act's fc input and output: one segment */
+    size_t o_feat = o_aL + round_f(S * p->flat);
+    size_t o_cin = o_feat + round_f(S * p->hidden);
     size_t o_chid = o_cin + round_f(K * p->cin_dim);
     size_t need = o_chid + round_f(K * p->critic_hidden);
     size_t qr = 0;
@@ -147,19 +193,8 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         p->b_cin = p->work + o_cin;
         p->b_chid = p->work + o_chid;
     }
-    /* the convs' implementation, whole-net then per layer: oneDNN's share of
-     * the arena comes last, so everything above keeps its place whichever
-     * is chosen */
-    p->conv = conv == MR_CPU_CONV_IM2COL || conv == MR_CPU_CONV_WINOGRAD ? conv : MR_CPU_CONV_ONEDNN;
-    int wino_use[MR_MAX_CONV] = {0}, n_wino = 0, n_dnnl = 0;
-    for (int l = 1; l < L; l++) {
-        int c = p->conv, own = o->layers[l];
-        if (c != MR_CPU_CONV_IM2COL && (own == MR_CPU_CONV_ONEDNN || own == MR_CPU_CONV_WINOGRAD)) c = own;
-        p->lconv[l] = (int8_t)c;
-        wino_use[l] = c == MR_CPU_CONV_WINOGRAD;
-        n_wino += c == MR_CPU_CONV_WINOGRAD;
-        n_dnnl += c == MR_CPU_CONV_ONEDNN;
-    }
+    /* the convs' arena shares: oneDNN's comes last, so everything above
+     * keeps its place whichever is chosen */
     if (n_wino) {
         mr_conv_wino_layout_layers(&p->wino, p->ch, L, view, view, p->nthreads, 4, wino_use, a);
         if (o->bf16) snprintf(p->conv_note, sizeof p->conv_note, "Winograd runs in fp32 only");
@@ -388,22 +423,43 @@ static void trunk_block(const mr_policy *p, const uint8_t *codes, int nb, int pr
     }
 }
 
-/* One block of nb <= block samples, the same calls for act and forward.
- * acts: where each conv layer's output goes for the block (training), or NULL
- * to keep all but the last in the chunk ping-pong buffers (act). aL is the
- * last conv layer's output for the block (acts[L-1] when acts is given). */
-static void forward_block(mr_policy *p, const uint8_t *codes, const float *extra, int nb,
-                          int proxy, float *const *acts, float *aL, float *feat, float *cin,
-                          float *chid, float *logits, float *value) {
+/* fc's products through mr_nn_fc_plan's large blocks: every fp32 path but
+ * im2col's (the engine's old calls, bit for bit) */
+static int fc_wide(const mr_policy *p) { return p->conv != MR_CPU_CONV_IM2COL && !p->lin; }
+
+/* feat (n,hidden) = relu(fc(x)) for n rows of x, the first at a segment
+ * start, segment by segment (fc_rows rows): the same calls for act and the
+ * training forward. im2col and bf16 have one block a segment and make the
+ * old per-block calls. */
+static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     const float *P = p->params;
-    trunk_block(p, codes, nb, proxy, acts, aL);
-    if (p->lin) mr_bf16_from_f32(p->x16, aL, (size_t)nb * p->flat);
-    if (!p->lin || mr_linear_bf16_forward(p->lin, feat, p->x16, p->w16, P + p->fc_b, nb, p->flat, p->hidden, 1))
-        mr_linear_relu_forward(feat, aL, P + p->fc_w, P + p->fc_b, nb, p->flat, p->hidden);
+    const int F = p->flat, H = p->hidden;
+    if (fc_wide(p)) {   /* every segment in one OpenMP loop */
+        mr_fc_relu_forward(feat, x, P + p->fc_w, P + p->fc_b, n, F, H, p->fc_rows);
+        return;
+    }
+    for (int s0 = 0; s0 < n; s0 += p->fc_rows) {
+        int ns = n - s0 < p->fc_rows ? n - s0 : p->fc_rows;
+        const float *xs = x + (size_t)s0 * F;
+        float *fs = feat + (size_t)s0 * H;
+        if (p->lin) mr_bf16_from_f32(p->x16, xs, (size_t)ns * F);
+        if (!p->lin || mr_linear_bf16_forward(p->lin, fs, p->x16, p->w16, P + p->fc_b, ns, F, H, 1))
+            mr_linear_relu_forward(fs, xs, P + p->fc_w, P + p->fc_b, ns, F, H);
+    }
+}
+
+/* The heads for one block of nb <= block samples (feat given), the same
+ * calls for act and forward. */
+static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, int nb, const float *feat,
+                        float *cin, float *chid, float *logits, float *value) {
+    const float *P = p->params;
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, p->num_actions);
     build_cin(p, cin, feat, extra, codes, nb);
-    mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
-                           p->critic_hidden);
+    if (fc_wide(p))
+        mr_fc_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim, p->critic_hidden, 0);
+    else
+        mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
+                               p->critic_hidden);
     mr_linear_forward(value, chid, P + p->value_w_offset, P + p->value_b_offset, nb,
                       p->critic_hidden, 1);
 }
@@ -426,11 +482,17 @@ static void forward_weights(mr_policy *p, int B) {
 void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                    int proxy, float *logits, float *value) {
     forward_weights(p, B);
-    for (int b0 = 0; b0 < B; b0 += p->block) {
-        int nb = B - b0 < p->block ? B - b0 : p->block;
-        forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
-                      proxy, NULL, p->b_aL, p->b_feat, p->b_cin, p->b_chid,
-                      logits + (size_t)b0 * p->num_actions, value + b0);
+    for (int s0 = 0; s0 < B; s0 += p->fc_rows) {   /* one fc segment at a time */
+        int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
+        const uint8_t *cs = codes + (size_t)s0 * p->VV;
+        trunk_block(p, cs, ns, proxy, NULL, p->b_aL);
+        fc_forward(p, p->b_feat, p->b_aL, ns);
+        for (int b0 = 0; b0 < ns; b0 += p->block) {
+            int nb = ns - b0 < p->block ? ns - b0 : p->block, i = s0 + b0;
+            heads_block(p, cs + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)i : NULL, nb,
+                        p->b_feat + (size_t)b0 * p->hidden, p->b_cin, p->b_chid,
+                        logits + (size_t)i * p->num_actions, value + i);
+        }
     }
 }
 
@@ -440,15 +502,22 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     int L = p->num_conv;
     memcpy(p->codes, codes, (size_t)B * p->VV);
     forward_weights(p, B);
-    for (int b0 = 0; b0 < B; b0 += p->block) {
-        int nb = B - b0 < p->block ? B - b0 : p->block;
-        float *acts[MR_MAX_CONV];
-        for (int l = 0; l < L; l++) acts[l] = p->act[l] + (size_t)b0 * p->VV * p->ch[l + 1];
-        forward_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
-                      proxy, p->recompute ? NULL : acts, p->recompute ? p->b_aL : acts[L - 1],
-                      p->feat + (size_t)b0 * p->hidden,
-                      p->cin + (size_t)b0 * p->cin_dim, p->chid + (size_t)b0 * p->critic_hidden,
-                      logits + (size_t)b0 * p->num_actions, value + b0);
+    if (!p->recompute) {   /* the trunk for the whole batch, then fc over it */
+        trunk_block(p, codes, B, proxy, p->act, p->act[L - 1]);
+        fc_forward(p, p->feat, p->act[L - 1], B);
+    }
+    for (int s0 = 0; s0 < B; s0 += p->fc_rows) {
+        int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
+        if (p->recompute) {   /* act's calls: nothing of the trunk is kept */
+            trunk_block(p, codes + (size_t)s0 * p->VV, ns, proxy, NULL, p->b_aL);
+            fc_forward(p, p->feat + (size_t)s0 * p->hidden, p->b_aL, ns);
+        }
+        for (int i = s0; i < s0 + ns; i += p->block) {
+            int nb = s0 + ns - i < p->block ? s0 + ns - i : p->block;
+            heads_block(p, codes + (size_t)i * p->VV, extra ? extra + 2 * (size_t)i : NULL, nb,
+                        p->feat + (size_t)i * p->hidden, p->cin + (size_t)i * p->cin_dim,
+                        p->chid + (size_t)i * p->critic_hidden, logits + (size_t)i * p->num_actions, value + i);
+        }
     }
     p->fwd_B = B;
     p->fwd_proxy = proxy;
@@ -457,23 +526,19 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
 
 /* ------------------------------------------------------------ backward */
 
-/* Samples [b0, b0 + nb), one block: fc's input gradient into dL (M = nb),
- * then the convs, one chunk per task, each into its own partial gradient;
+/* Samples [b0, b0 + nb), one block, given fc's input gradient for them in
+ * dL: the convs, one chunk per task, each into its own partial gradient;
  * the partials are added to grads in chunk order. The layer outputs of
  * sample c are p->act[l] + (c - a0) * VV * ch[l+1] (a0: the first sample
  * the act buffers hold: 0, or the recomputed rblock's). The oneDNN
  * backward weights are loaded. */
-static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0, int d0) {
+static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0) {
     const float *P = p->params;
     float *G = p->grads;
-    const int L = p->num_conv, H = p->hidden;
+    const int L = p->num_conv;
     const size_t CF = p->conv_floats, CFr = round_f(CF);
     const int nchunks = (nb + p->chunk - 1) / p->chunk;
     const int codes0 = p->conv != MR_CPU_CONV_IM2COL;   /* layer 0 from the codes */
-    memset(dL, 0, sizeof(float) * (size_t)nb * p->flat);
-    /* bf16: d16 holds the rblock's output gradient (its row 0 is sample d0) */
-    if (!p->lin || mr_linear_bf16_dinp(p->lin, dL, p->d16 + (size_t)(b0 - d0) * H, p->w16, nb, p->flat, H))
-        mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w, nb, p->flat, H);
     #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
     for (int k = 0; k < nchunks; k++) {
         int c0 = b0 + k * p->chunk, n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
@@ -514,6 +579,34 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0,
     }
 }
 
+/* fc's input gradient, then the convs, for samples [r0, r0 + nr) (r0 a
+ * segment's start; a0 as in conv_backward_block; d0: the sample in d16's
+ * row 0). fc_wide: one product per segment (fc_rows rows) into b_aL, then
+ * its blocks; else one block at a time, the old calls (bf16: from d16). */
+static void trunk_backward(mr_policy *p, int r0, int nr, int a0, int d0) {
+    const float *P = p->params;
+    const int H = p->hidden, F = p->flat;
+    float *dL = p->b_aL;
+    if (fc_wide(p)) {
+        for (int s0 = r0; s0 < r0 + nr; s0 += p->fc_rows) {
+            int ns = r0 + nr - s0 < p->fc_rows ? r0 + nr - s0 : p->fc_rows;
+            mr_fc_backward(dL, NULL, NULL, p->dfeat + (size_t)s0 * H, NULL, P + p->fc_w, ns, F, H);
+            for (int b0 = s0; b0 < s0 + ns; b0 += p->block) {
+                int nb = s0 + ns - b0 < p->block ? s0 + ns - b0 : p->block;
+                conv_backward_block(p, b0, nb, dL + (size_t)(b0 - s0) * F, a0);
+            }
+        }
+        return;
+    }
+    for (int b0 = r0; b0 < r0 + nr; b0 += p->block) {
+        int nb = r0 + nr - b0 < p->block ? r0 + nr - b0 : p->block;
+        memset(dL, 0, sizeof(float) * (size_t)nb * F);
+        if (!p->lin || mr_linear_bf16_dinp(p->lin, dL, p->d16 + (size_t)(b0 - d0) * H, p->w16, nb, F, H))
+            mr_linear_backward(dL, NULL, NULL, p->dfeat + (size_t)b0 * H, NULL, P + p->fc_w, nb, F, H);
+        conv_backward_block(p, b0, nb, dL, a0);
+    }
+}
+
 int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B) {
     if (B != p->fwd_B || B <= 0) return B == 0 && p->fwd_B == 0 ? 0 : -1;
     const float *P = p->params;
@@ -525,9 +618,13 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_linear_backward(p->dchid, G + p->value_w_offset, G + p->value_b_offset, dvalue, p->chid,
                        P + p->value_w_offset, B, CH, 1);
     mr_relu_backward(p->dchid, p->dchid, p->chid, (size_t)B * CH);
-    memset(p->dcin, 0, sizeof(float) * (size_t)B * D);
-    mr_linear_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin,
-                       P + p->critic_w, B, D, CH);
+    if (fc_wide(p)) {   /* dcin written */
+        mr_fc_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, B, D, CH);
+    } else {
+        memset(p->dcin, 0, sizeof(float) * (size_t)B * D);
+        mr_linear_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin,
+                           P + p->critic_w, B, D, CH);
+    }
     /* features: the critic's share (first H columns of dcin) plus the actor's */
     #pragma omp parallel for schedule(static) if ((size_t)B * H >= MR_POLICY_PAR_MIN)
     for (int b = 0; b < B; b++)
@@ -547,7 +644,6 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         mr_conv_wino_load_backward(&p->wino, w);
         if (p->recompute) mr_conv_wino_load_forward(&p->wino, w);
     }
-    float *dL = p->b_aL;
     if (p->lin) {
         /* bf16: rblock by rblock (kept or recomputed), so the bf16 copies of
          * fc's input and output gradient are one rblock each */
@@ -564,20 +660,18 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
                 mr_linear_backward(NULL, G + p->fc_w, NULL, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr,
                                    p->flat, H);
             mr_bias_backward(G + p->fc_b, p->dfeat + (size_t)r0 * H, (size_t)nr, H);
-            for (int b0 = r0; b0 < r0 + nr; b0 += p->block) {
-                int nb = r0 + nr - b0 < p->block ? r0 + nr - b0 : p->block;
-                conv_backward_block(p, b0, nb, dL, a0, r0);
-            }
+            trunk_backward(p, r0, nr, a0, r0);
         }
         return 0;
     }
     if (!p->recompute) {
-        /* fc weights over the whole batch (K = B); its input gradient per block */
-        mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
-        for (int b0 = 0; b0 < B; b0 += p->block) {
-            int nb = B - b0 < p->block ? B - b0 : p->block;
-            conv_backward_block(p, b0, nb, dL, 0, 0);
-        }
+        /* fc weights over the whole batch (K = B); its input gradient per
+         * segment (trunk_backward) */
+        if (fc_wide(p))
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
+        else
+            mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
+        trunk_backward(p, 0, B, 0, 0);
         return 0;
     }
     /* recompute: the trunk again, one rblock at a time (the forward's chunk
@@ -585,12 +679,13 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     for (int r0 = 0; r0 < B; r0 += p->rblock) {
         int nr = B - r0 < p->rblock ? B - r0 : p->rblock;
         trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, p->act, p->act[L - 1]);
-        mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, p->act[L - 1],
+        if (fc_wide(p))
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, p->act[L - 1],
                            P + p->fc_w, nr, p->flat, H);
-        for (int b0 = r0; b0 < r0 + nr; b0 += p->block) {
-            int nb = r0 + nr - b0 < p->block ? r0 + nr - b0 : p->block;
-            conv_backward_block(p, b0, nb, dL, r0, r0);
-        }
+        else
+            mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, p->act[L - 1],
+                               P + p->fc_w, nr, p->flat, H);
+        trunk_backward(p, r0, nr, r0, r0);
     }
     return 0;
 }

@@ -31,9 +31,11 @@
  * (through oneDNN or nn.c's im2col: `conv` below) in one workspace per
  * thread (chunk-sized, so it stays near the cache); the linear layers run in blocks of `block` samples (block = the smallest
  * multiple of chunk >= MR_POLICY_BLOCK), large enough that an sgemm over the
- * 7744 x 512 fc weight is efficient. For the same batch mr_policy_act and
+ * 7744 x 512 fc weight is efficient, fc itself in segments of fc_rows
+ * samples (a multiple of block: MR_POLICY_FC_ROWS, or one block with
+ * cpu.conv = im2col). For the same batch mr_policy_act and
  * mr_policy_forward make exactly the same sgemm calls on the same data, so
- * their outputs are bit-identical; act keeps nothing beyond one block.
+ * their outputs are bit-identical; act keeps nothing beyond one fc segment.
  * A sample's last bits can depend on where it sits in a batch (OpenBLAS
  * computes the edge tiles of a product with other kernels), so the rollout's
  * act on N envs and a forward over a shuffled minibatch agree to a few ulps
@@ -55,6 +57,7 @@
 #include "conv_winograd.h"
 
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
+#define MR_POLICY_FC_ROWS 512        /* fp32 but im2col: samples per fc segment, at most (see fc_rows) */
 
 typedef struct mr_policy {
     /* shapes and parameter layout (shared/net_layout.h): p->hidden and
@@ -64,6 +67,13 @@ typedef struct mr_policy {
         struct { MR_NET_LAYOUT_FIELDS };
     };
     int max_batch, chunk, block;
+    /* fc's segment: the rows of one group of fc products (forward and input
+     * gradient), a multiple of block. With cpu.conv = im2col, and in bf16
+     * where asked, one block (the old calls); else MR_POLICY_FC_ROWS
+     * rounded up to whole blocks, or the batch's blocks when fewer. act and
+     * the training forward both cut fc's rows at its multiples, so they
+     * make the same calls. */
+    int fc_rows;
     /* 1: the training forward keeps no conv activation; the backward
      * recomputes the trunk one rblock at a time (see mr_policy_options) */
     int recompute, rblock;
@@ -97,8 +107,9 @@ typedef struct mr_policy {
      * block, summed into grads in chunk order (thread-count independent) */
     float *conv_part;
     size_t conv_floats;        /* = fc_w: the conv tensors are the first in the array */
-    float *b_aL, *b_feat, *b_cin, *b_chid;   /* one block: act's aL, feat, cin, chid;
-                                             * backward: b_aL holds fc's input gradient */
+    float *b_aL, *b_feat, *b_cin, *b_chid;   /* act's aL and feat (one fc segment), cin and chid
+                                             * (one block); backward: b_aL holds fc's input
+                                             * gradient for one segment */
 
     /* how the convs run (cpu.conv, moonrl.h): MR_CPU_CONV_IM2COL = nn.c's
      * im2col + sgemm for every layer; MR_CPU_CONV_ONEDNN = layer 0 from the
