@@ -73,14 +73,9 @@ local function one(label, i, with_page)
   return s.sps, requests
 end
 
-local cpu = io.open("/proc/cpuinfo"):read("*a")
-local flags = {}
-for _, f in ipairs({ "avx2", "avx512f", "avx512_bf16", "amx_bf16" }) do
-  if cpu:find("%f[%w_]" .. f .. "%f[^%w_]") then flags[#flags + 1] = f end
-end
-print(string.format("dashboard overhead: %d pairs of %d agent-steps, cpu profile, threads %s; %s; %s (%s)",
+print(string.format("dashboard overhead: %d pairs of %d agent-steps, cpu profile, threads %s; %s; %s",
   PAIRS, STEPS, THREADS == 0 and "all" or THREADS, CHROMIUM and "the page open in headless Chromium" or
-  "the page's requests sent without a browser", cpu:match("model name%s*:%s*([^\n]+)") or "?", table.concat(flags, " ")))
+  "the page's requests sent without a browser", require("moonrl.runtime.hardware").cpu_description()))
 print(string.format("%-6s %12s %12s %8s %10s", "pair", "without", "with page", "ratio", "requests"))
 local ratios = {}
 for i = 1, PAIRS do

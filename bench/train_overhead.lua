@@ -64,14 +64,9 @@ local function with_host(i)
   return (b.agent_steps - a.agent_steps) / (b.wall_time - a.wall_time), require("moonrl.bench").stats(sps).median
 end
 
-local cpu = io.open("/proc/cpuinfo"):read("*a")
-local flags = {}
-for _, f in ipairs({ "avx2", "avx512f", "avx512_bf16", "amx_bf16" }) do
-  if cpu:find("%f[%w_]" .. f .. "%f[^%w_]") then flags[#flags + 1] = f end
-end
 print(string.format("moonrl train against the engine alone: %d pairs of %d updates, net %s, %d x %d, %s, " ..
-  "cpu.conv onednn, all cores; %s (%s)", PAIRS, UPDATES, NET, ENVS, ROLLOUT, PRECISION,
-  cpu:match("model name%s*:%s*([^\n]+)") or "?", table.concat(flags, " ")))
+  "cpu.conv onednn, all cores; %s", PAIRS, UPDATES, NET, ENVS, ROLLOUT, PRECISION,
+  require("moonrl.runtime.hardware").cpu_description()))
 print(string.format("%-6s %14s %14s %8s %16s", "pair", "bench_train", "moonrl train", "ratio", "its engine alone"))
 local ratios = {}
 for i = 1, PAIRS do

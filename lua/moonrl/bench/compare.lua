@@ -211,7 +211,7 @@ function compare.row(o, row, peer)
     reference_setup = { torch = r2.torch, python = r2.python, allocator = r2.allocator, mkldnn = r2.mkldnn,
                         threads = r2.threads, layout = r2.layout,
                         compile_scope = r3 and r3.compile_scope or nil },
-    work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sbest.median) or nil,
+    work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sbest.median, r1) or nil,
   }
 end
 
@@ -224,14 +224,17 @@ end
 -- ceiling, peak / pytorch's GFLOP/s, is the highest ratio any implementation
 -- of the same arithmetic could reach over that pytorch on this machine.
 compare.EPOCHS = 4   -- docs/environment.md's, what bench train and bench/reference/train.py both run
-function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
+function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps, moonrl_row)
   if o.device == "cuda" then return nil end
   local bench = require("moonrl.bench")
   local net = bench.NETS[row]
   -- what each side computes per agent-step: the model's multiply-adds (pytorch's direct
   -- convolutions), and moonrl's path's (fewer with Winograd: beyond the same-arithmetic ceiling)
   local macs_model = bench.macs_per_agent_step(net, compare.EPOCHS)
-  local macs_moonrl = bench.macs_per_agent_step(net, compare.EPOCHS, o.cpu_conv)
+  -- (moonrl's row counts what its process ran: with --cpu-conv auto, each layer's choice)
+  local layers = moonrl_row and moonrl_row.conv_layers
+  local macs_moonrl = moonrl_row and moonrl_row.macs_per_agent_step or
+    bench.macs_per_agent_step(net, compare.EPOCHS, o.cpu_conv)
   local per_step = 2 * macs_model   -- the model's FLOPs, both sides' rates are counted in
   local function peak(prec)
     local g, what = require("moonrl.engine").cpu_peak_gflops(prec == "bf16", threads_of(o))
@@ -243,7 +246,8 @@ function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
   local gm, gr = moonrl_sps * per_step / 1e9, reference_sps * per_step / 1e9
   return {
     flops_per_agent_step = per_step, moonrl_gflops = gm, reference_gflops = gr,
-    moonrl_macs_per_agent_step = macs_moonrl, reference_macs_per_agent_step = macs_model, cpu_conv = o.cpu_conv,
+    moonrl_macs_per_agent_step = macs_moonrl, reference_macs_per_agent_step = macs_model,
+    cpu_conv = layers and next(layers) and (o.cpu_conv or "auto") .. ": " .. bench.layers_text(layers) or o.cpu_conv,
     moonrl_peak_gflops = pm, reference_peak_gflops = pr, moonrl_peak_counts = what,
     moonrl_fraction_of_peak = pm and gm / pm, reference_fraction_of_peak = pr and gr / pr,
     ceiling_ratio = pr and pr / gr,
@@ -251,13 +255,6 @@ function compare.work(o, row, mprec, rprec, moonrl_sps, reference_sps)
 end
 
 -- --------------------------------------------------------------- the table
-
-local function cpu_model()
-  local f = io.open("/proc/cpuinfo")
-  local name = f and f:read("*a"):match("model name%s*:%s*([^\n]+)")
-  if f then f:close() end
-  return name or "unknown cpu"
-end
 
 local function fmt_peak(b) return b and string.format("%.0f MiB", b / 2 ^ 20) or "-" end
 
@@ -289,7 +286,7 @@ function compare.print(o, rows, load0, load1)
   w("moonrl bench --compare: moonrl against the PyTorch reference (bench/reference), side by side\n")
   w(string.format("  machine    %s, %d cores; load average (1 min) %.1f at the start, %.1f at the end\n" ..
     "             (the benchmark's own processes count: a side busy on %d threads adds about %d)\n",
-    cpu_model(), #uv.cpu_info(), load0, load1, threads_of(o), threads_of(o)))
+    require("moonrl.runtime.hardware").cpu_description(), #uv.cpu_info(), load0, load1, threads_of(o), threads_of(o)))
   w(string.format("  threads    %d on both sides\n", threads_of(o)))
   local refused
   for _, r in ipairs(rows) do refused = refused or r.moonrl_refused end

@@ -41,15 +41,17 @@ bench.CONVS = { auto = C.MR_CPU_CONV_AUTO, onednn = C.MR_CPU_CONV_ONEDNN, im2col
 
 -- Multiply-adds of one sample's forward pass through the network (the reference network's
 -- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic). conv: a cpu.conv
--- choice; "winograd" counts what that path computes for the convs after the first
--- (mr_cpu_conv_macs: fewer products plus the tiles' transforms); any other, the direct
--- count both sides of a comparison share.
+-- choice, or each layer's ({[l] = name}, cpu.conv = auto's); "winograd" counts what that
+-- path computes for the convs after the first (mr_cpu_conv_macs: fewer products plus the
+-- tiles' transforms); any other, the direct count both sides of a comparison share.
 function bench.forward_macs(net, view_range, conv)
   local V = 2 * (view_range or 5) + 1
   local VV, macs, cin = V * V, 0, 2
-  local own = conv == "winograd" and tonumber(C.MR_CPU_CONV_WINOGRAD)
+  local wino = tonumber(C.MR_CPU_CONV_WINOGRAD)
   for i, ch in ipairs(net.conv_channels) do
-    macs = macs + ((own and i > 1) and tonumber(C.mr_cpu_conv_macs(own, V, V, cin, ch)) or VV * 9 * cin * ch)
+    -- conv: one choice for layers 1.., or a table of each layer's ({[1] = "winograd", ...})
+    local own = i > 1 and (type(conv) == "table" and conv[i - 1] or conv) == "winograd"
+    macs = macs + (own and tonumber(C.mr_cpu_conv_macs(wino, V, V, cin, ch)) or VV * 9 * cin * ch)
     cin = ch
   end
   local flat = VV * cin
@@ -77,6 +79,13 @@ end
 -- FLOPs (2 per multiply-add) of one update's learning phase over `samples`.
 function bench.update_flops(net, samples, epochs, view_range)
   return 2 * samples * epochs * learn_macs(net, view_range)
+end
+
+-- "layer 1 winograd, layer 2 onednn" of a per-layer choice {[l] = name}.
+function bench.layers_text(layers)
+  local t = {}
+  for l = 1, #layers do t[#t + 1] = "layer " .. l .. " " .. tostring(layers[l]) end
+  return table.concat(t, ", ")
 end
 
 local function stats(xs)
@@ -159,7 +168,7 @@ local function new_trainer(o)
   -- --cpu-conv auto: each conv layer's implementation as `moonrl train` picks it with warm-up's
   -- "algorithms" step (measured once on this machine, then read from the cache)
   if o.cpu_conv == "auto" and o.device ~= "cuda" then
-    o.conv_notes = require("moonrl.run.conv_algorithms").resolve({ cpu = { conv = "auto" } }, c, true)
+    o.conv_notes, o.conv_layers = require("moonrl.run.conv_algorithms").resolve({ cpu = { conv = "auto" } }, c, true)
   end
   local err = ffi.new("mr_error")
   local tp = ffi.new("mr_trainer*[1]")
@@ -246,7 +255,9 @@ function bench.train(o)
   r.forward_macs = bench.forward_macs(net, view_range)
   -- what this path computes per agent-step (fewer than the model's with Winograd)
   r.cpu_conv = o.device ~= "cuda" and (o.cpu_conv or "default") or nil
-  r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), o.cpu_conv, view_range)
+  r.conv_layers = o.conv_layers and next(o.conv_layers) and o.conv_layers or nil
+  r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), r.conv_layers or o.cpu_conv,
+    view_range)
   r.model_macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), nil, view_range)
   local flops = bench.update_flops(net, o.envs * o.rollout, tonumber(c.ppo.epochs), view_range)
   r.update_tflops = r.time_update > 0 and flops / r.time_update / 1e12 or 0

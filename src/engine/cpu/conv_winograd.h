@@ -46,8 +46,9 @@
  * (K' + 4 alpha + 2) u S bound against float64 direct convolutions.
  *
  * Bits independent of the thread count: each call is one chunk on the
- * calling thread (sgemm forced to one thread, as nn.c's), tiles and tile
- * blocks in a fixed order; the caller reduces per-chunk weight gradients in
+ * calling thread (the products on moonrl's own kernels, or sgemm forced to
+ * one thread as nn.c's; each sums over k in order), tiles and tile blocks in
+ * a fixed order; the caller reduces per-chunk weight gradients in
  * chunk order (policy.c). Any n works (the tail chunk too): no shape is
  * baked in beyond the layer's channels.
  *
