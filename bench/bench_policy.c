@@ -89,7 +89,7 @@ static void report(const char *what, int B, timing t, double flop) {
 
 static void bench_net(const char *name, const mr_policy_config *cfg, int chunk, int train_B,
                       int reps, int conv, int bf16) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, bf16, {0}};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, bf16, {0}, 0};
     const int V = 11, VV = V * V;
     mr_arena a = {0};
     mr_policy p;

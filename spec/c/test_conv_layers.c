@@ -41,7 +41,7 @@ typedef struct { mr_policy p; mr_arena a; } net;
 static int make(net *n, int conv, int l1, int l2) {
     mr_policy_config cfg;
     cfg3(&cfg);
-    mr_policy_options o = {32, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}};
+    mr_policy_options o = {32, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}, 0};
     o.layers[1] = (int8_t)l1;
     o.layers[2] = (int8_t)l2;
     memset(&n->a, 0, sizeof n->a);

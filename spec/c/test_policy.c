@@ -41,7 +41,7 @@ static int g_conv = MR_CPU_CONV_IM2COL;
 /* plan, commit, lay out again: what the trainer does */
 static int make_policy_with(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int view,
                             int max_batch, int chunk, int activations) {
-    const mr_policy_options o = {chunk, g_conv, activations, 0, {0}};
+    const mr_policy_options o = {chunk, g_conv, activations, 0, {0}, 0};
     memset(a, 0, sizeof *a);
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
     size_t planned = a->size;
@@ -549,6 +549,41 @@ static void test_recompute(void) {
                   "proxy=%d: recompute's gradients differ between 1 and 2 threads", proxy);
         run_free(&s); run_free(&r); run_free(&r1);
     }
+    /* auto recomputing with an allowance of one rblock: the first rblock's
+     * activations kept and read, the rest recomputed; recompute's bits */
+    {
+        size_t per_sample = 0;
+        for (int l = 0; l < pr.num_conv; l++) per_sample += ((size_t)VV * pr.ch[l + 1] + 15) / 16 * 16 * sizeof(float);
+        mr_policy_options ko = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0, {0}, 0};
+        ko.keep_bytes = (size_t)pr.rblock * per_sample + 1;
+        mr_arena ak = {0};
+        mr_policy pk;
+        mr_policy_layout_with(&pk, &cfg, V, B, &ko, &ak);
+        const size_t planned = ak.size;
+        CHECK(mr_arena_commit(&ak) == 0);
+        mr_policy_layout_with(&pk, &cfg, V, B, &ko, &ak);
+        CHECK_MSG(pk.recompute && pk.kept == pr.rblock && ak.used == planned,
+                  "auto with an allowance of one rblock: recompute %d, kept %d (rblock %d)", pk.recompute, pk.kept,
+                  pr.rblock);
+        size_t exact = 0;   /* the kept rows of every layer, unrounded; the arena aligns each buffer */
+        for (int l = 0; l < pk.num_conv; l++) exact += (size_t)pk.kept * VV * pk.ch[l + 1] * sizeof(float);
+        const size_t more = planned - mr_policy_bytes_with(&cfg, V, B, &(mr_policy_options){32, g_conv,
+                                                          MR_CPU_ACTIVATIONS_RECOMPUTE, 0, {0}, 0});
+        CHECK_MSG(more >= exact && more <= exact + (size_t)pk.num_conv * 4096,
+                  "the kept rblock costs %zu bytes more than recomputing, its activations %zu", more, exact);
+        memcpy(pk.params, ps.params, sizeof(float) * ps.n_params);
+        for (int proxy = 0; proxy < 2; proxy++) {
+            run_out r, k;
+            run(&pr, codes, extra, B, proxy, ga, gc, &r);
+            run(&pk, codes, extra, B, proxy, ga, gc, &k);
+            CHECK_MSG(memcmp(r.logits, k.logits, sizeof(float) * B * NA) == 0 &&
+                      memcmp(r.grads, k.grads, sizeof(float) * pk.n_params) == 0,
+                      "proxy=%d: keeping the first rblock changed recompute's forward or gradients", proxy);
+            run_free(&r); run_free(&k);
+        }
+        mr_policy_free(&pk);
+        mr_arena_release(&ak);
+    }
     free(codes); free(extra); free(ga); free(gc);
     mr_policy_free(&ps);
     mr_policy_free(&pr);
@@ -558,13 +593,13 @@ static void test_recompute(void) {
     /* ENV_SPEC: 192 envs x 128 steps in one minibatch */
     mr_policy_config ref;
     ref_cfg(&ref);
-    const mr_policy_options so = {32, g_conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}}, ro = {32, g_conv, MR_CPU_ACTIVATIONS_RECOMPUTE, 0, {0}};
+    const mr_policy_options so = {32, g_conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}, 0}, ro = {32, g_conv, MR_CPU_ACTIVATIONS_RECOMPUTE, 0, {0}, 0};
     size_t store = mr_policy_bytes_with(&ref, 11, 192 * 128, &so), rec = mr_policy_bytes_with(&ref, 11, 192 * 128, &ro);
     printf("  ENV_SPEC network, 24,576 samples: store %.0f MiB, recompute %.0f MiB\n", store / 1048576.0,
            rec / 1048576.0);
     CHECK_MSG(store > ((size_t)2 << 30) && rec < ((size_t)600 << 20), "store %zu, recompute %zu bytes", store, rec);
     /* auto: recompute there; keep for the small net at 64 x 64 and for a batch below one rblock */
-    const mr_policy_options ao = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0, {0}};
+    const mr_policy_options ao = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0, {0}, 0};
     mr_arena plan = {0};
     mr_policy pa;
     mr_policy_layout_with(&pa, &ref, 11, 192 * 128, &ao, &plan);

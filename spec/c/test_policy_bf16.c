@@ -40,7 +40,7 @@
 #define TOL_GRAD 0.25
 
 static int make(mr_policy *p, mr_arena *a, const mr_policy_config *cfg, int V, int B, int bf16) {
-    const mr_policy_options o = {32, MR_CPU_CONV_ONEDNN, MR_CPU_ACTIVATIONS_STORE, bf16, {0}};
+    const mr_policy_options o = {32, MR_CPU_CONV_ONEDNN, MR_CPU_ACTIVATIONS_STORE, bf16, {0}, 0};
     memset(a, 0, sizeof *a);
     mr_policy_layout_with(p, cfg, V, B, &o, a);
     const size_t planned = a->size;

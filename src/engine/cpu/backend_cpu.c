@@ -141,8 +141,13 @@ static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, 
         snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
                  np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
     }
-    snprintf(buf, len, "convolutions (cpu.conv): %s; conv activations (cpu.activations): %s", conv,
-             np && np->recompute ? "recomputed in the backward" : "kept for the backward");
+    char acts[96];
+    if (np && np->recompute && np->kept > 0)
+        snprintf(acts, sizeof acts, "kept for a batch's first %d samples, the rest recomputed in the backward",
+                 np->kept);
+    else
+        snprintf(acts, sizeof acts, "%s", np && np->recompute ? "recomputed in the backward" : "kept for the backward");
+    snprintf(buf, len, "convolutions (cpu.conv): %s; conv activations (cpu.activations): %s", conv, acts);
 }
 
 static void cpu_describe(int device, int threads, int precision, char *buf, size_t len) {
@@ -221,7 +226,7 @@ int mr_cpu_conv_chunk(void) { return POLICY_CHUNK; }
 /* The network's options from the config: cpu.conv, cpu.activations (auto
  * is resolved by the layout, policy.h) and bf16 for the oneDNN layers. */
 static mr_policy_options cpu_policy_options(int precision, const mr_cpu_config *cpu) {
-    mr_policy_options o = {POLICY_CHUNK, cpu->conv, cpu->activations, precision == MR_BF16, {0}};
+    mr_policy_options o = {POLICY_CHUNK, cpu->conv, cpu->activations, precision == MR_BF16, {0}, 0};
     memcpy(o.layers, cpu->conv_layers, sizeof o.layers);
     return o;
 }

@@ -136,10 +136,14 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     }
     size_t per_sample = 0;   /* the conv activations of one sample */
     for (int l = 0; l < L; l++) per_sample += round_f((size_t)p->VV * p->ch[l + 1]) * sizeof(float);
+    const size_t allow = o->keep_bytes ? o->keep_bytes : MR_POLICY_KEEP_MAX;
     p->recompute = o->activations == MR_CPU_ACTIVATIONS_RECOMPUTE ||
                    (o->activations == MR_CPU_ACTIVATIONS_AUTO &&
-                    MB > (size_t)p->rblock && (MB - (size_t)p->rblock) * per_sample > MR_POLICY_KEEP_MAX);
-    size_t AB = p->recompute ? (size_t)p->rblock : MB;
+                    MB > (size_t)p->rblock && (MB - (size_t)p->rblock) * per_sample > allow);
+    /* auto's recompute keeps what the allowance holds, whole rblocks (fewer than the batch's) */
+    if (p->recompute && o->activations == MR_CPU_ACTIVATIONS_AUTO && per_sample > 0)
+        p->kept = (int)(allow / per_sample / (size_t)p->rblock * (size_t)p->rblock);
+    size_t AB = p->recompute ? (size_t)p->kept + (size_t)p->rblock : MB;
     for (int l = 0; l < L; l++) p->act[l] = MR_TAKE(a, float, AB * p->VV * p->ch[l + 1]);
     p->feat = MR_TAKE(a, float, MB * p->hidden);
     p->cin = MR_TAKE(a, float, MB * p->cin_dim);
@@ -233,7 +237,7 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
                       int max_batch, int chunk, int conv, mr_arena *a) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}, 0};
     mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
 }
 
@@ -245,7 +249,7 @@ size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch
 }
 
 size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}};
+    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}, 0};
     return mr_policy_bytes_with(cfg, view, max_batch, &o);
 }
 
@@ -502,13 +506,16 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     int L = p->num_conv;
     memcpy(p->codes, codes, (size_t)B * p->VV);
     forward_weights(p, B);
-    if (!p->recompute) {   /* the trunk for the whole batch, then fc over it */
-        trunk_block(p, codes, B, proxy, p->act, p->act[L - 1]);
-        fc_forward(p, p->feat, p->act[L - 1], B);
+    /* the trunk for the samples whose activations are kept (all, or the
+     * kept rblocks), then fc over them */
+    const int K = !p->recompute ? B : p->kept < B ? p->kept : B;
+    if (K > 0) {
+        trunk_block(p, codes, K, proxy, p->act, p->act[L - 1]);
+        fc_forward(p, p->feat, p->act[L - 1], K);
     }
     for (int s0 = 0; s0 < B; s0 += p->fc_rows) {
         int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
-        if (p->recompute) {   /* act's calls: nothing of the trunk is kept */
+        if (s0 >= K) {   /* act's calls: nothing of the trunk is kept */
             trunk_block(p, codes + (size_t)s0 * p->VV, ns, proxy, NULL, p->b_aL);
             fc_forward(p, p->feat + (size_t)s0 * p->hidden, p->b_aL, ns);
         }
@@ -607,6 +614,14 @@ static void trunk_backward(mr_policy *p, int r0, int nr, int a0, int d0) {
     }
 }
 
+/* The trunk of samples [r0, r0 + nr) again, into the act buffers' rows
+ * after the kept ones (the backward then reads them with a0 = r0 - kept). */
+static void recompute_rblock(mr_policy *p, int r0, int nr) {
+    float *acts[MR_MAX_CONV];
+    for (int l = 0; l < p->num_conv; l++) acts[l] = p->act[l] + (size_t)p->kept * p->VV * p->ch[l + 1];
+    trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, acts, acts[p->num_conv - 1]);
+}
+
 int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B) {
     if (B != p->fwd_B || B <= 0) return B == 0 && p->fwd_B == 0 ? 0 : -1;
     const float *P = p->params;
@@ -650,9 +665,9 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         load_w16(p);
         for (int r0 = 0; r0 < B; r0 += p->rblock) {
             int nr = B - r0 < p->rblock ? B - r0 : p->rblock;
-            int a0 = p->recompute ? r0 : 0;
-            if (p->recompute)
-                trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, p->act, p->act[L - 1]);
+            const int again = p->recompute && r0 >= p->kept;
+            int a0 = again ? r0 - p->kept : 0;
+            if (again) recompute_rblock(p, r0, nr);
             const float *x = p->act[L - 1] + (size_t)(r0 - a0) * p->flat;
             mr_bf16_from_f32(p->x16, x, (size_t)nr * p->flat);
             mr_bf16_from_f32(p->d16, p->dfeat + (size_t)r0 * H, (size_t)nr * H);
@@ -675,17 +690,19 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         return 0;
     }
     /* recompute: the trunk again, one rblock at a time (the forward's chunk
-     * calls, so the forward's bits), fc's weight gradient rblock by rblock */
+     * calls, so the forward's bits), past the kept rblocks, which are read;
+     * fc's weight gradient rblock by rblock either way */
     for (int r0 = 0; r0 < B; r0 += p->rblock) {
         int nr = B - r0 < p->rblock ? B - r0 : p->rblock;
-        trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, p->act, p->act[L - 1]);
+        const int again = r0 >= p->kept, a0 = again ? r0 - p->kept : 0;
+        if (again) recompute_rblock(p, r0, nr);
+        const float *x = p->act[L - 1] + (size_t)(r0 - a0) * p->flat;
         if (fc_wide(p))
-            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, p->act[L - 1],
-                           P + p->fc_w, nr, p->flat, H);
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr, p->flat, H);
         else
-            mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, p->act[L - 1],
-                               P + p->fc_w, nr, p->flat, H);
-        trunk_backward(p, r0, nr, r0, r0);
+            mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr,
+                               p->flat, H);
+        trunk_backward(p, r0, nr, a0, r0);
     }
     return 0;
 }

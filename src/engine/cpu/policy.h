@@ -77,6 +77,8 @@ typedef struct mr_policy {
     /* 1: the training forward keeps no conv activation; the backward
      * recomputes the trunk one rblock at a time (see mr_policy_options) */
     int recompute, rblock;
+    int kept;                  /* recompute: samples [0, kept) of a batch (whole rblocks) keep their
+                                * activations, act[l]'s first rows; the recomputed rblock follows them */
 
     float *params, *grads;                              /* n_params each */
 
@@ -150,10 +152,13 @@ typedef struct mr_policy {
  *     to float rounding.
  *   MR_CPU_ACTIVATIONS_AUTO: store while keeping takes at most
  *     MR_POLICY_KEEP_MAX bytes more than recomputing would (ENV_SPEC's small
- *     net at 64 x 64: 95 MiB, kept), else recompute (ENV_SPEC's network at
- *     192 x 128: 2.2 GiB kept against 0.5 GiB). */
+ *     net at 64 x 64: 95 MiB, kept), else recompute, keeping the activations
+ *     of as many whole rblocks at the batch's start as that allowance holds
+ *     (mr_policy.kept): those are read, only the rest recomputed (ENV_SPEC's
+ *     network at 192 x 128: 2.2 GiB to keep it all; 10,240 of 24,576 samples
+ *     kept in 0.75 GiB). The bits are recompute's either way. */
 #define MR_POLICY_RBLOCK 1024                    /* samples per recomputed block, at least */
-#define MR_POLICY_KEEP_MAX ((size_t)256 << 20)   /* auto: the most keeping may take beyond recomputing */
+#define MR_POLICY_KEEP_MAX ((size_t)768 << 20)   /* auto: the most keeping may take beyond recomputing */
 
 typedef struct mr_policy_options {
     int chunk;         /* samples per conv chunk; < 1 reads as 1 */
@@ -162,6 +167,7 @@ typedef struct mr_policy_options {
     int bf16;          /* 1: the oneDNN layers in bf16 (conv_dnnl.h); the rest stays fp32 */
     int8_t layers[MR_MAX_CONV];   /* layer l >= 1's own mr_cpu_conv (onednn or winograd), 0 = conv's
                                    * (mr_cpu_config.conv_layers); ignored with conv = im2col */
+    size_t keep_bytes; /* auto's allowance for keeping activations; 0 = MR_POLICY_KEEP_MAX (tests set less) */
 } mr_policy_options;
 
 /* Computes every size from cfg and takes params, grads, activations (for
