@@ -221,8 +221,8 @@ key { key = "cpu.activations", type = "enum", default = "auto", choices = { "aut
   desc = "CPU backend only: what the training forward keeps for the backward; store = every conv layer's " ..
     "output for the whole minibatch (fastest; 2.2 GiB for the reference network at 192 x 128, docs/environment.md); recompute = only " ..
     "the linear layers' (0.5 GiB there), the backward runs the conv trunk again 1,024 samples at a time (one " ..
-    "more trunk forward per update step); auto = store while that takes at most 768 MiB more than recompute, else recompute but keep the " ..
-    "activations of as many of a batch's first samples as 768 MiB holds (10,240 of 24,576 there; recompute's bits). " ..
+    "more trunk forward per update step); auto = store while that takes at most 256 MiB more than recompute, else recompute but keep the " ..
+    "activations of as many of a batch's first samples as 256 MiB holds (3,072 of 24,576 there; recompute's bits). " ..
     "The conv gradients are bit-identical either way; fc's weight gradient differs in the last bits" }
 
 -- warmup --------------------------------------------------------------------

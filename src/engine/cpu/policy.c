@@ -35,7 +35,11 @@
  * buffers, then fc over it, every segment in one OpenMP loop; act, and the
  * training forward that recomputes, run the trunk one segment at a time into
  * act's segment buffer (b_aL) and fc on it. Both cut fc at the same segment
- * starts, so they make the same calls (bit-identical outputs).
+ * starts, so they make the same calls (bit-identical outputs). Recomputing
+ * with p->kept > 0 (cpu.activations = auto over its allowance): the first
+ * kept samples go as stored ones do, the rest as recomputed ones; the
+ * backward reads the kept rblocks and recomputes the others into the act
+ * rows after them (recompute_rblock), so the bits are recompute's.
  * Backward: the heads, the critic and fc.w's gradient over the whole batch
  * (one product with K = B each; per rblock when recomputing), then per
  * segment fc's input gradient (into b_aL) and per block, chunk by chunk,

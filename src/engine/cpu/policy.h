@@ -155,10 +155,13 @@ typedef struct mr_policy {
  *     net at 64 x 64: 95 MiB, kept), else recompute, keeping the activations
  *     of as many whole rblocks at the batch's start as that allowance holds
  *     (mr_policy.kept): those are read, only the rest recomputed (ENV_SPEC's
- *     network at 192 x 128: 2.2 GiB to keep it all; 10,240 of 24,576 samples
- *     kept in 0.75 GiB). The bits are recompute's either way. */
+ *     network at 192 x 128: 2.2 GiB to keep it all; 3,072 of 24,576 samples
+ *     kept in 0.23 GiB). The bits are recompute's either way. An allowance
+ *     of 768 MiB (10,240 kept) was measured: 1.24x -> 1.29x of PyTorch
+ *     there, but moonrl's peak memory 728 -> 1,484 MiB, over a quarter of
+ *     torch.compile's 4,351; the allowance stays 256 MiB. */
 #define MR_POLICY_RBLOCK 1024                    /* samples per recomputed block, at least */
-#define MR_POLICY_KEEP_MAX ((size_t)768 << 20)   /* auto: the most keeping may take beyond recomputing */
+#define MR_POLICY_KEEP_MAX ((size_t)256 << 20)   /* auto: the most keeping may take beyond recomputing */
 
 typedef struct mr_policy_options {
     int chunk;         /* samples per conv chunk; < 1 reads as 1 */
