@@ -149,6 +149,10 @@ describe("cpu.conv = auto and warm-up's algorithm search", function()
     assert.are.equal(0, rc, out .. err)
     log = assert(support.read_file(run .. "/train.log"))
     assert.truthy(log:find(run .. "/conv_algorithms.json is damaged", 1, true), log)
+    -- and replaced by the choice the resumed run made, which its next resume takes
+    rec = assert(json.decode(assert(support.read_file(run .. "/conv_algorithms.json"))))
+    assert.are.equal("moonrl run conv algorithms 1", rec.format)
+    assert.truthy(rec.layers["1"] and rec.layers["2"], json.encode(rec))
   end)
 
   it("the default level searches", function()

@@ -38,12 +38,13 @@
 --
 -- Public functions
 --   conv_algorithms.cache_path() -> path
---   conv_algorithms.resolve(cfg, c, search, recorded) -> notes, layers
+--   conv_algorithms.resolve(cfg, c, search, recorded) -> notes, layers, from_record
 --                                   fills c.cpu.conv_layers (cfg: the resolved config
 --                                   table; c: its mr_config; search: warmup.prepare has
 --                                   "algorithms"; recorded: a run's record, read_record's);
 --                                   notes: lines for train.log; layers: {[l] = name}, or
---                                   nil where cpu.conv is not auto (nothing to record)
+--                                   nil where cpu.conv is not auto (nothing to record);
+--                                   from_record: true where the layers are `recorded`'s
 --   conv_algorithms.read_record(run_dir) -> layers | nil, note   (nil, nil: no record)
 --   conv_algorithms.write_record(run_dir, layers) -> true | nil, err
 --   conv_algorithms.FORMAT, .RUN_FORMAT, .RUN_FILE, .KERNELS, .REPS, .CANDIDATES
@@ -150,7 +151,7 @@ function M.resolve(cfg, c, search, recorded)
         c.cpu.conv_layers[l] = C[ENUM[layers[l]]]
         notes[#notes + 1] = string.format("layer %d: %s (the run's choice at its start, %s)", l, layers[l], M.RUN_FILE)
       end
-      return notes, layers
+      return notes, layers, true
     end
     notes[#notes + 1] = M.RUN_FILE .. " names " .. #layers .. " of the " .. (L - 1) ..
       " layers: chosen again (the results may differ from the uninterrupted run's in the last bits)"

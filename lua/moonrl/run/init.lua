@@ -143,15 +143,16 @@ local function prepare(cfg, resume_dir)
   -- cpu.conv = "auto": each conv layer's implementation, searched by the
   -- "algorithms" step or read from the cache (after the checks above, so a
   -- refused config searches nothing)
-  local conv_notes, conv_layers = {}, nil
+  -- conv: {notes, layers, from_record} (conv_algorithms.resolve's answers)
+  local conv = { notes = {} }
   if device == "cpu" then
     local ca = require("moonrl.run.conv_algorithms")
     local recorded, rnote
     if resume_dir then recorded, rnote = ca.read_record(resume_dir) end
-    conv_notes, conv_layers = ca.resolve(cfg, c, prep.algorithms, recorded)
-    if rnote then table.insert(conv_notes, 1, rnote .. ": chosen again") end
+    conv.notes, conv.layers, conv.from_record = ca.resolve(cfg, c, prep.algorithms, recorded)
+    if rnote then table.insert(conv.notes, 1, rnote .. ": chosen again") end
   end
-  return c, w, tables, conv_notes, conv_layers
+  return c, w, tables, conv
 end
 
 -- The config without its directory: a copy started as a new run gets a new one.
@@ -197,7 +198,7 @@ end
 function Run.start(cfg, opts)
   opts = opts or {}
   local rs = opts.resume
-  local c, warmup, tables, conv_notes, conv_layers = prepare(cfg, rs and rs.dir)
+  local c, warmup, tables, conv = prepare(cfg, rs and rs.dir)
   if not c then util.refuse(warmup, 3) end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
@@ -260,15 +261,16 @@ function Run.start(cfg, opts)
     if not opts.quiet and (opts.verbose or not info[n]) then io.stderr:write("moonrl: note: ", n, "\n") end
   end
   if log_only then self.log:line(log_only) end
-  for _, n in ipairs(conv_notes) do
+  for _, n in ipairs(conv.notes) do
     self.log:line("conv algorithms (cpu.conv = auto): " .. n)
     if n:find("is damaged", 1, true) and not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
   end
   -- the run's own record of the choice, so a resume runs the same implementations
-  local ca_file = dir .. "/" .. require("moonrl.run.conv_algorithms").RUN_FILE
-  if conv_layers and next(conv_layers) and not (rs and uv.fs_stat(ca_file)) then
-    local cok, cerr = require("moonrl.run.conv_algorithms").write_record(dir, conv_layers)
-    if not cok then fail("cannot write " .. ca_file .. ": " .. tostring(cerr)) end
+  -- (written where the choice was made now: a new run, or a resume without a usable record)
+  if conv.layers and next(conv.layers) and not conv.from_record then
+    local ca = require("moonrl.run.conv_algorithms")
+    local cok, cerr = ca.write_record(dir, conv.layers)
+    if not cok then fail("cannot write " .. dir .. "/" .. ca.RUN_FILE .. ": " .. tostring(cerr)) end
   end
 
   self.changes = require("moonrl.run.changes").new(self, rs and rs.update)

@@ -108,16 +108,12 @@ typedef int v16i __attribute__((vector_size(64), aligned(4)));
 #undef VW
 #undef NAME
 
-/* Whether this CPU runs the AVX-512 code below (the 16-lane transforms, the products' kernels). */
-static int has_avx512(void) {
-    static int yes = -1;
-    if (yes < 0) {
-        __builtin_cpu_init();
-        yes = __builtin_cpu_supports("avx512f") != 0;
-    }
-    return yes;
-}
+/* Whether the AVX-512 code below (the 16-lane transforms, the products'
+ * kernels) takes n channels: this CPU has AVX-512 and n is a multiple of 16. */
+static int wide(int n) { return n % 16 == 0 && __builtin_cpu_supports("avx512f"); }
 
+/* The tiles' transforms for channel counts that are multiples of 8, m a
+ * constant inside (the width's code chosen by wide(channels)). */
 #define T512 __attribute__((target("avx512f")))
 T512 static void in_tile16(float *V, size_t es, const float *const *src, int C, int m) {
     if (m == 2) in_tile_v16(V, es, src, C, 2);
@@ -131,7 +127,21 @@ T512 static void grad_tile16(float *M, size_t es, const float *const *src, int O
     if (m == 2) grad_tile_v16(M, es, src, OC, 2);
     else grad_tile_v16(M, es, src, OC, 4);
 }
-
+static void in_tile(float *V, size_t es, const float *const *src, int C, int m) {
+    if (wide(C)) in_tile16(V, es, src, C, m);
+    else if (m == 2) in_tile_v8(V, es, src, C, 2);
+    else in_tile_v8(V, es, src, C, 4);
+}
+static void out_tile(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, int m) {
+    if (wide(OC)) out_tile16(dst, M, es, b, relu, OC, m);
+    else if (m == 2) out_tile_v8(dst, M, es, b, relu, OC, 2);
+    else out_tile_v8(dst, M, es, b, relu, OC, 4);
+}
+static void grad_tile(float *M, size_t es, const float *const *src, int OC, int m) {
+    if (wide(OC)) grad_tile16(M, es, src, OC, m);
+    else if (m == 2) grad_tile_v8(M, es, src, OC, 2);
+    else grad_tile_v8(M, es, src, OC, 4);
+}
 
 /* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
  * its half-transformed copy), V and M (alpha^2 * TB * Cm each: the block's
@@ -243,9 +253,6 @@ static void mk_gemm(float *Cp, int ldc, const float *A, long sar, long sak, cons
     }
 }
 
-/* Whether the AVX-512 kernels take a product with N output columns. */
-static int mk_takes(int N) { return N % 16 == 0 && has_avx512(); }
-
 /* ------------------------------------------------------------ tiles */
 
 typedef struct { int n, H, W, th, tw, T; } grid;
@@ -271,9 +278,7 @@ static void input_transform(float *V, size_t es, const float *inp, int tile, con
                 src[k * a + j] = yy < 0 || yy >= g->H || xx < 0 || xx >= g->W ? NULL
                                                                              : base + ((size_t)yy * g->W + xx) * C;
             }
-        if (C % 16 == 0 && has_avx512()) in_tile16(V, es, src, C, m);
-        else if (m == 2) in_tile_v8(V, es, src, C, 2);
-        else in_tile_v8(V, es, src, C, 4);
+        in_tile(V, es, src, C, m);
         return;
     }
     for (int k = 0; k < a; k++) {
@@ -307,7 +312,7 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
         for (size_t e = 0; e < A2; e++) {
             const float *Ve = V + e * TB * C, *Ue = U + e * (size_t)C * OC;
             float *Me = M + e * TB * OC;
-            if (mk_takes(OC))
+            if (wide(OC))
                 mk_gemm(Me, OC, Ve, C, 1, Ue, OC, nb, OC, C, 0);
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, OC, C, 1.0f, Ve, C, Ue, OC, 0.0f, Me, OC);
@@ -321,9 +326,7 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
                     for (int q = 0; q < m; q++)
                         dst[p * m + q] = ty * m + p < H && tx * m + q < W
                                              ? out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
-                if (OC % 16 == 0 && has_avx512()) out_tile16(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, m);
-                else if (m == 2) out_tile_v8(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 2);
-                else out_tile_v8(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, 4);
+                out_tile(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, m);
                 continue;
             }
             /* R (m, a, OC) = AT M into Q, then Y (m, m, OC) = R A into P */
@@ -372,9 +375,7 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
                     for (int q = 0; q < m; q++)
                         src[p * m + q] = ty * m + p < H && tx * m + q < W
                                              ? dout + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
-                if (OC % 16 == 0 && has_avx512()) grad_tile16(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, m);
-                else if (m == 2) grad_tile_v8(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 2);
-                else grad_tile_v8(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, 4);
+                grad_tile(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, m);
                 continue;
             }
             /* dY (m, m, OC), zeros past the map, into P; dM = A dY AT */
@@ -396,7 +397,7 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
         for (size_t e = 0; e < A2; e++) {
             const float *Me = M + e * TB * OC, *Ve = V + e * TB * C;
             float *dUe = dU + e * (size_t)OC * C;
-            if (mk_takes(C))
+            if (wide(C))
                 mk_gemm(dUe, C, Me, 1, OC, Ve, C, OC, C, nb, t0 != 0);
             else
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, nb, 1.0f, Me, OC, Ve, C, t0 ? 1.0f : 0.0f,
@@ -507,8 +508,9 @@ const char *mr_conv_wino_products(const mr_conv_wino *d) {
     int own = 0, blas = 0;
     for (int l = 1; l < d->L; l++)
         if (d->C[l]) {
-            own += mk_takes(d->C[l]) && mk_takes(d->OC[l]);
-            blas += !(mk_takes(d->C[l]) && mk_takes(d->OC[l]));
+            const int both = wide(d->C[l]) && wide(d->OC[l]);   /* forward and backward products */
+            own += both;
+            blas += !both;
         }
     return own && blas ? "products: AVX-512 kernels and sgemm" : own ? "products: AVX-512 kernels" : "products: sgemm";
 }
