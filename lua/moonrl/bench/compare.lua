@@ -220,7 +220,7 @@ end
 -- and backward: bench.macs_per_agent_step), so rate x work is each side's
 -- GFLOP/s counted in the model's FLOPs (moonrl's Winograd path computes
 -- fewer, printed beside), and this CPU's measured peak for the precision (mr_cpu_peak_gflops:
--- FMAs for fp32, AVX512-BF16 dot products for bf16) bounds them both. The
+-- FMAs for fp32; AMX or AVX512-BF16 dot products for bf16) bounds them both. The
 -- ceiling, peak / pytorch's GFLOP/s, is the highest ratio any implementation
 -- of the same arithmetic could reach over that pytorch on this machine.
 compare.EPOCHS = 4   -- docs/environment.md's, what bench train and bench/reference/train.py both run
@@ -376,7 +376,7 @@ function compare.print(o, rows, load0, load1)
   w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
   if worked then
     w("multiply-adds    per agent-step, what each side computes (rollout forward, 4 epochs of forward and\n" ..
-      "                 backward): pytorch the model's (direct convolutions); moonrl fewer with cpu.conv winograd\n")
+      "                 backward): pytorch the model's (direct convolutions); moonrl fewer where Winograd runs\n")
     w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
       "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32; for bf16 AMX\n" ..
       "                 tile dot products where the CPU has AMX, else AVX512-BF16 dot products; measured by a\n" ..

@@ -202,6 +202,9 @@ void mr_policy_free(mr_policy *p);
  * sgeqrf/sorgqr in float) runs single-threaded, tensors in parallel. Uses the
  * workspace as QR scratch (the workspace is sized for it); grads untouched. */
 void mr_policy_init(mr_policy *p, uint64_t seed);
+/* The workspace floats mr_policy_init needs (every weight's QR at once),
+ * from the tensors' shapes: the layout takes at least this (policy_params.c). */
+size_t mr_policy_init_floats(const mr_policy *p);
 
 void mr_policy_zero_grad(mr_policy *p);
 
