@@ -177,6 +177,10 @@ static void sgemm1(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int 
 }
 
 /* fc: mr_nn_fc_plan's blocks, else mr_nn_gemm_plan's */
+static int plan_of(int fc, int M, int N, int K, int *nb, int *bs) {
+    return fc ? mr_nn_fc_plan(M, N, K, nb, bs) : mr_nn_gemm_plan(M, N, K, nb, bs);
+}
+
 static void sgemm_plan(int fc, int transa, int transb, int M, int N, int K, float alpha,
                        const float *A, int lda, const float *B, int ldb, float beta,
                        float *C, int ldc) {
@@ -187,7 +191,7 @@ static void sgemm_plan(int fc, int transa, int transb, int M, int N, int K, floa
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    int nb, bs, rows = fc ? mr_nn_fc_plan(M, N, K, &nb, &bs) : mr_nn_gemm_plan(M, N, K, &nb, &bs);
+    int nb, bs, rows = plan_of(fc, M, N, K, &nb, &bs);
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
     if (nb == 1) sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -298,10 +302,6 @@ static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, i
  * own, so the calls are those of one forward_gemm per segment, all in the
  * one loop. */
 typedef struct { const float *inp; int H, W, C; } im2col_src;
-
-static int plan_of(int fc, int M, int N, int K, int *nb, int *bs) {
-    return fc ? mr_nn_fc_plan(M, N, K, nb, bs) : mr_nn_gemm_plan(M, N, K, nb, bs);
-}
 
 static void forward_gemm(float *out, const float *A, float *col, const im2col_src *src,
                          const float *w, const float *b, int M, int N, int K, int relu, int fc, int seg) {
