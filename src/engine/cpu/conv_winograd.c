@@ -9,7 +9,7 @@
  * vector loops do the work; the matrices' other entries are small integers
  * (BT, AT: exact in float) or, for G, applied in double once per pass.
  * The products in the transformed domain: on a CPU with AVX-512, moonrl's
- * own register-blocked kernels (below: R rows x up to 64 columns of
+ * own register-blocked kernels (gemm.c: R rows x up to 64 columns of
  * accumulators, the transformed weights read in place, nothing packed) for
  * channel counts that are multiples of 16; otherwise OpenBLAS sgemm calls on
  * one thread. Both sum each output over k in order, from zero. Measured on
@@ -18,6 +18,7 @@
  * multiplying.
  */
 #include "conv_winograd.h"
+#include "gemm.h"
 #include "one_thread.h"
 #include <cblas.h>
 #include <immintrin.h>
@@ -110,7 +111,7 @@ typedef int v16i __attribute__((vector_size(64), aligned(4)));
 
 /* Whether the AVX-512 code below (the 16-lane transforms, the products'
  * kernels) takes n channels: this CPU has AVX-512 and n is a multiple of 16. */
-static int wide(int n) { return n % 16 == 0 && __builtin_cpu_supports("avx512f"); }
+static int wide(int n) { return mr_gemm_wide(n); }
 
 /* The tiles' transforms for channel counts that are multiples of 8, m a
  * constant inside (the width's code chosen by wide(channels)). */
@@ -143,13 +144,19 @@ static void grad_tile(float *M, size_t es, const float *const *src, int OC, int 
     else grad_tile_v8(M, es, src, OC, 4);
 }
 
+/* The distance between V's (or M's) planes e for ch channels: a block of
+ * tiles and one cache line more. Without the line, the planes lie a
+ * multiple of 4 KiB apart (128 tiles x 16 channels x 4 bytes = 8 KiB) and
+ * a tile's 36 stores, one per plane, all fall into the same few L1 sets. */
+static size_t es_of(int ch) { return (size_t)MR_WINO_TILE_BLOCK * ch + 16; }
+
 /* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
  * its half-transformed copy), V and M (alpha^2 * TB * Cm each: the block's
  * transformed inputs and products), dU (alpha^2 * Cm^2: the weight
  * gradient in the transformed domain), and a double scratch. */
 size_t mr_wino_work_floats(int m, int C, int OC) {
-    const size_t a = (size_t)m + 2, A2 = a * a, Cm = (size_t)imax(C, OC), TB = MR_WINO_TILE_BLOCK;
-    return 2 * A2 * Cm + 2 * A2 * TB * Cm + A2 * Cm * Cm + 2 * (a * 3 * Cm + Cm) + 64;
+    const size_t a = (size_t)m + 2, A2 = a * a, Cm = (size_t)imax(C, OC);
+    return 2 * A2 * Cm + 2 * A2 * es_of(imax(C, OC)) + A2 * Cm * Cm + 2 * (a * 3 * Cm + Cm) + 64;
 }
 
 /* ------------------------------------------------------------ weights */
@@ -192,66 +199,6 @@ void mr_wino_weights(float *U, const float *w, int C, int OC, int m, int backwar
 }
 
 /* ------------------------------------------------------------ products */
-
-/* C (rows, N) [+]= A (rows, K) . B (K, N), A's element (r, k) at
- * A[r * sar + k * sak], B row-major (ldb), C row-major (ldc); each element
- * summed over k in order from zero, then stored (acc = 0) or added to C
- * (acc = 1). AVX-512, N a multiple of 16: R rows x NV vectors of 16 columns
- * of accumulators per step (R * NV <= 24 of the 32 registers), B's NV
- * vectors loaded once per k and reused by the R rows. */
-#define MK __attribute__((target("avx512f"))) static inline __attribute__((always_inline))
-
-MK void mk_block(float *Cp, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int K, int acc,
-                 const int R, const int NV) {
-    __m512 c[16][4];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();
-    for (int k = 0; k < K; k++) {
-        __m512 b[4];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(B + (size_t)k * ldb + 16 * v);
-        const float *ak = A + k * sak;
-#pragma GCC unroll 16
-        for (int r = 0; r < R; r++) {
-            const __m512 a = _mm512_set1_ps(ak[r * sar]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            float *o = Cp + (size_t)r * ldc + 16 * v;
-            _mm512_storeu_ps(o, acc ? _mm512_add_ps(_mm512_loadu_ps(o), c[r][v]) : c[r][v]);
-        }
-}
-
-/* All rows for one panel of NV vectors: blocks of R rows, the rest one row at a time. */
-MK void mk_panel(float *Cp, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int rows, int K,
-                 int acc, const int R, const int NV) {
-    int r0 = 0;
-    for (; r0 + R <= rows; r0 += R) mk_block(Cp + (size_t)r0 * ldc, ldc, A + r0 * sar, sar, sak, B, ldb, K, acc, R, NV);
-    for (; r0 < rows; r0++) mk_block(Cp + (size_t)r0 * ldc, ldc, A + r0 * sar, sar, sak, B, ldb, K, acc, 1, NV);
-}
-
-__attribute__((target("avx512f")))
-static void mk_gemm(float *Cp, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int rows, int N,
-                    int K, int acc) {
-    for (int n0 = 0; n0 < N; n0 += 64) {
-        const int nv = (N - n0) / 16 < 4 ? (N - n0) / 16 : 4;
-        float *c = Cp + n0;
-        const float *b = B + n0;
-        switch (nv) {
-        case 4: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 6, 4); break;
-        case 3: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 8, 3); break;
-        case 2: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 12, 2); break;
-        default: mk_panel(c, ldc, A, sar, sak, b, ldb, rows, K, acc, 16, 1); break;
-        }
-    }
-}
 
 /* ------------------------------------------------------------ tiles */
 
@@ -303,17 +250,18 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
     const int a = x.a, TB = MR_WINO_TILE_BLOCK;
     const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
     const grid g = grid_of(n, H, W, m);
-    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * TB * Cm;
+    const size_t esV = es_of(C), esM = es_of(OC);
+    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * es_of((int)Cm);
     const int nt = mr_one_thread_begin();
     for (int t0 = 0; t0 < g.T; t0 += TB) {
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
-        for (int tt = 0; tt < nb; tt++) input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, t0 + tt, &g, C, &x, P, Q);
+        for (int tt = 0; tt < nb; tt++) input_transform(V + (size_t)tt * C, esV, inp, t0 + tt, &g, C, &x, P, Q);
         /* M[e] (tiles, OC) = V[e] (tiles, C) . U[e] (C, OC) */
         for (size_t e = 0; e < A2; e++) {
-            const float *Ve = V + e * TB * C, *Ue = U + e * (size_t)C * OC;
-            float *Me = M + e * TB * OC;
+            const float *Ve = V + e * esV, *Ue = U + e * (size_t)C * OC;
+            float *Me = M + e * esM;
             if (wide(OC))
-                mk_gemm(Me, OC, Ve, C, 1, Ue, OC, nb, OC, C, 0);
+                mr_gemm(Me, OC, Ve, C, 1, Ue, OC, nb, OC, C, 0);
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, OC, C, 1.0f, Ve, C, Ue, OC, 0.0f, Me, OC);
         }
@@ -326,13 +274,13 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
                     for (int q = 0; q < m; q++)
                         dst[p * m + q] = ty * m + p < H && tx * m + q < W
                                              ? out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
-                out_tile(dst, M + (size_t)tt * OC, (size_t)TB * OC, b, relu, OC, m);
+                out_tile(dst, M + (size_t)tt * OC, esM, b, relu, OC, m);
                 continue;
             }
             /* R (m, a, OC) = AT M into Q, then Y (m, m, OC) = R A into P */
             for (int j = 0; j < a; j++)
-                apply(Q + (size_t)j * OC, (size_t)a * OC, M + ((size_t)j * TB + tt) * OC, (size_t)a * TB * OC, x.AT, a,
-                      1, m, a, OC);
+                apply(Q + (size_t)j * OC, (size_t)a * OC, M + (size_t)j * esM + (size_t)tt * OC, (size_t)a * esM, x.AT,
+                      a, 1, m, a, OC);
             for (int p = 0; p < m; p++)
                 apply(P + (size_t)p * m * OC, OC, Q + (size_t)p * a * OC, OC, x.AT, a, 1, m, a, OC);
             for (int p = 0; p < m && ty * m + p < H; p++)
@@ -359,7 +307,8 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
     const int a = x.a, TB = MR_WINO_TILE_BLOCK;
     const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
     const grid g = grid_of(n, H, W, m);
-    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * TB * Cm, *dU = M + A2 * TB * Cm;
+    const size_t esV = es_of(C), esM = es_of(OC);
+    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * es_of((int)Cm), *dU = M + A2 * es_of((int)Cm);
     double *D = (double *)(((uintptr_t)(dU + A2 * Cm * Cm) + 7) & ~(uintptr_t)7);
     const int nt = mr_one_thread_begin();
     if (g.T == 0) memset(dU, 0, sizeof(float) * A2 * OC * C);
@@ -368,14 +317,14 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
         for (int tt = 0; tt < nb; tt++) {
             const int tile = t0 + tt, per = g.th * g.tw;
             const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
-            input_transform(V + (size_t)tt * C, (size_t)TB * C, inp, tile, &g, C, &x, P, Q);
+            input_transform(V + (size_t)tt * C, esV, inp, tile, &g, C, &x, P, Q);
             if (OC % VL == 0) {
                 const float *src[16];
                 for (int p = 0; p < m; p++)
                     for (int q = 0; q < m; q++)
                         src[p * m + q] = ty * m + p < H && tx * m + q < W
                                              ? dout + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
-                grad_tile(M + (size_t)tt * OC, (size_t)TB * OC, src, OC, m);
+                grad_tile(M + (size_t)tt * OC, esM, src, OC, m);
                 continue;
             }
             /* dY (m, m, OC), zeros past the map, into P; dM = A dY AT */
@@ -390,15 +339,15 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
                 }
             apply(Q, (size_t)m * OC, P, (size_t)m * OC, x.AT, 1, a, a, m, m * OC);   /* (a, m, OC) = A dY */
             for (int i = 0; i < a; i++)                                                   /* dM = (A dY) AT */
-                apply(M + ((size_t)i * a * TB + tt) * OC, (size_t)TB * OC, Q + (size_t)i * m * OC, OC, x.AT, 1, a, a,
-                      m, OC);
+                apply(M + (size_t)i * a * esM + (size_t)tt * OC, esM, Q + (size_t)i * m * OC, OC, x.AT, 1, a, a, m,
+                      OC);
         }
         /* dU[e] (OC, C) [+]= dM[e]^T (OC, tiles) . V[e] (tiles, C) */
         for (size_t e = 0; e < A2; e++) {
-            const float *Me = M + e * TB * OC, *Ve = V + e * TB * C;
+            const float *Me = M + e * esM, *Ve = V + e * esV;
             float *dUe = dU + e * (size_t)OC * C;
             if (wide(C))
-                mk_gemm(dUe, C, Me, 1, OC, Ve, C, OC, C, nb, t0 != 0);
+                mr_gemm(dUe, C, Me, 1, OC, Ve, C, OC, C, nb, t0 != 0);
             else
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, nb, 1.0f, Me, OC, Ve, C, t0 ? 1.0f : 0.0f,
                             dUe, C);

@@ -61,7 +61,9 @@
 #include "arena.h"
 #include "moonrl.h"   /* MR_MAX_CONV */
 
+#ifndef MR_WINO_TILE_BLOCK
 #define MR_WINO_TILE_BLOCK 128   /* tiles per block of the transformed products */
+#endif
 
 /* ------------------------------------------------ one layer, one chunk */
 
