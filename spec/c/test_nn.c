@@ -328,6 +328,85 @@ static void test_threads(void) {
     free(in); free(w); free(b); free(g); free(lw); free(lb); free(lg); free(col);
 }
 
+/* mr_nn_transpose: every element in its place, for shapes with and
+ * without whole 16 x 16 blocks (AVX-512's path and the edges). */
+static void test_transpose(void) {
+    const int shapes[][2] = {{16, 16}, {32, 48}, {37, 53}, {128, 3872}, {5, 3}, {512, 100}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int R = shapes[i][0], Cn = shapes[i][1];
+        float *s = frand((size_t)R * Cn, -1, 1), *d = frand((size_t)R * Cn, -1, 1);
+        mr_nn_transpose(d, s, R, Cn);
+        int bad = 0;
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < Cn; c++) bad += d[(size_t)c * R + r] != s[(size_t)r * Cn + c];
+        CHECK_MSG(bad == 0, "transpose %d x %d: %d elements misplaced", R, Cn, bad);
+        free(s); free(d);
+    }
+}
+
+/* One shape of test_fc: wt given (w transposed: gemm.c's kernels where OC
+ * is a multiple of 16 on AVX-512) or not (OpenBLAS's forward). The
+ * references are OpenBLAS's mr_linear_* and, for wt, float64. */
+static void test_fc_shape(int B, int C, int OC, int transposed) {
+    const int seg = 256;
+    size_t ni = (size_t)B * C, nw = (size_t)OC * C, no = (size_t)B * OC;
+    float *in = frand(ni, -1, 1), *w = frand(nw, -0.1, 0.1), *wt = transposed ? malloc(sizeof(float) * nw) : NULL, *b = frand(OC, -0.5, 0.5), *g = frand(no, -1, 1);
+    float *out = frand(no, -9, 9), *part = frand(no, -9, 9), *lin = malloc(sizeof(float) * no);
+    if (wt) mr_nn_transpose(wt, w, OC, C);
+    mr_fc_relu_forward(out, in, w, wt, b, B, C, OC, seg);
+    for (int s0 = 0; s0 < B; s0 += seg)
+        mr_fc_relu_forward(part + (size_t)s0 * OC, in + (size_t)s0 * C, w, wt, b, B - s0 < seg ? B - s0 : seg, C, OC, 0);
+    CHECK_MSG(memcmp(out, part, sizeof(float) * no) == 0, "fc (%d,%d,%d) forward in segments differs from one call per segment", B, C, OC);
+    {   /* float64: every output within (C + 2) u S of relu(b + in . w^T), S the sum on absolute values */
+        double worst = 0.0;
+        for (int r = 0; r < B; r++)
+            for (int o = 0; o < OC; o++) {
+                double x = b[o], S = fabs(b[o]);
+                for (int k = 0; k < C; k++) {
+                    double t = (double)in[(size_t)r * C + k] * w[(size_t)o * C + k];
+                    x += t;
+                    S += fabs(t);
+                }
+                double e = fabs(out[(size_t)r * OC + o] - (x > 0 ? x : 0)), q = e / ((C + 2) * ldexp(1.0, -24) * S);
+                if (!(q <= worst)) worst = q;
+            }
+        CHECK_MSG(worst <= 1.0, "fc (%d,%d,%d) forward vs float64: %.3g of the bound", B, C, OC, worst);
+    }
+    mr_linear_relu_forward(lin, in, w, b, B, C, OC);
+    double *ld = todouble(lin, no);
+    double e = relerr(out, ld, no, 1e-3);
+    CHECK_MSG(e < 1e-5, "fc forward vs linear forward: rel err %g", e);
+
+    float *dinp = frand(ni, -9, 9), *dw = frand(nw, -1, 1), *db = frand(OC, -1, 1);
+    float *ldinp = calloc(ni, sizeof(float)), *ldw = malloc(sizeof(float) * nw), *ldb = malloc(sizeof(float) * OC);
+    memcpy(ldw, dw, sizeof(float) * nw);
+    memcpy(ldb, db, sizeof(float) * OC);
+    mr_fc_backward(dinp, dw, db, g, in, w, transposed, B, C, OC);        /* dinp's old contents ignored */
+    mr_linear_backward(ldinp, ldw, ldb, g, in, w, B, C, OC);  /* onto zeros, and onto the same dw, db */
+    double *fi = todouble(ldinp, ni), *fw = todouble(ldw, nw), *fb = todouble(ldb, OC);
+    double ei = relerr(dinp, fi, ni, 1e-3), ew = relerr(dw, fw, nw, 1e-3), eb = relerr(db, fb, OC, 1e-3);
+    CHECK_MSG(ei < 1e-5 && ew < 1e-5 && eb < 1e-6, "fc backward vs linear backward: dinp %g, dw %g, db %g", ei, ew, eb);
+
+    /* 1 vs 2 threads */
+    float *o1 = malloc(sizeof(float) * no), *i1 = malloc(sizeof(float) * ni), *w1 = calloc(nw, sizeof(float)),
+          *w2 = calloc(nw, sizeof(float));
+    omp_set_num_threads(1);
+    openblas_set_num_threads(1);
+    mr_fc_relu_forward(o1, in, w, wt, b, B, C, OC, seg);
+    mr_fc_backward(i1, w1, NULL, g, in, w, transposed, B, C, OC);
+    omp_set_num_threads(2);
+    openblas_set_num_threads(2);
+    mr_fc_backward(NULL, w2, NULL, g, in, w, transposed, B, C, OC);
+    mr_fc_backward(dinp, NULL, NULL, g, NULL, w, transposed, B, C, OC);
+    CHECK_MSG(memcmp(o1, out, sizeof(float) * no) == 0, "fc forward differs between 1 and 2 threads");
+    CHECK_MSG(memcmp(i1, dinp, sizeof(float) * ni) == 0, "fc dinp differs between 1 and 2 threads");
+    CHECK_MSG(memcmp(w1, w2, sizeof(float) * nw) == 0, "fc dw differs between 1 and 2 threads");
+
+    free(in); free(w); free(wt); free(b); free(g); free(out); free(part); free(lin); free(ld);
+    free(dinp); free(dw); free(db); free(ldinp); free(ldw); free(ldb); free(fi); free(fw); free(fb);
+    free(o1); free(i1); free(w1); free(w2);
+}
+
 /* fc's products (mr_fc_*, mr_nn_fc_plan): the plan's blocks for the
  * networks' shapes; the forward in segments makes the calls of one
  * mr_fc_relu_forward per segment (bit for bit) and agrees with
@@ -352,48 +431,11 @@ static void test_fc(void) {
                   rows, nb, bs, pl[i].rows, pl[i].nb, pl[i].bs);
     }
 
-    const int B = 700, C = 1200, OC = 600, seg = 256;
-    size_t ni = (size_t)B * C, nw = (size_t)OC * C, no = (size_t)B * OC;
-    float *in = frand(ni, -1, 1), *w = frand(nw, -0.1, 0.1), *b = frand(OC, -0.5, 0.5), *g = frand(no, -1, 1);
-    float *out = frand(no, -9, 9), *part = frand(no, -9, 9), *lin = malloc(sizeof(float) * no);
-    mr_fc_relu_forward(out, in, w, b, B, C, OC, seg);
-    for (int s0 = 0; s0 < B; s0 += seg)
-        mr_fc_relu_forward(part + (size_t)s0 * OC, in + (size_t)s0 * C, w, b, B - s0 < seg ? B - s0 : seg, C, OC, 0);
-    CHECK_MSG(memcmp(out, part, sizeof(float) * no) == 0, "fc forward in segments differs from one call per segment");
-    mr_linear_relu_forward(lin, in, w, b, B, C, OC);
-    double *ld = todouble(lin, no);
-    double e = relerr(out, ld, no, 1e-3);
-    CHECK_MSG(e < 1e-5, "fc forward vs linear forward: rel err %g", e);
-
-    float *dinp = frand(ni, -9, 9), *dw = frand(nw, -1, 1), *db = frand(OC, -1, 1);
-    float *ldinp = calloc(ni, sizeof(float)), *ldw = malloc(sizeof(float) * nw), *ldb = malloc(sizeof(float) * OC);
-    memcpy(ldw, dw, sizeof(float) * nw);
-    memcpy(ldb, db, sizeof(float) * OC);
-    mr_fc_backward(dinp, dw, db, g, in, w, B, C, OC);        /* dinp's old contents ignored */
-    mr_linear_backward(ldinp, ldw, ldb, g, in, w, B, C, OC);  /* onto zeros, and onto the same dw, db */
-    double *fi = todouble(ldinp, ni), *fw = todouble(ldw, nw), *fb = todouble(ldb, OC);
-    double ei = relerr(dinp, fi, ni, 1e-3), ew = relerr(dw, fw, nw, 1e-3), eb = relerr(db, fb, OC, 1e-3);
-    CHECK_MSG(ei < 1e-5 && ew < 1e-5 && eb < 1e-6, "fc backward vs linear backward: dinp %g, dw %g, db %g", ei, ew, eb);
-
-    /* 1 vs 2 threads */
-    float *o1 = malloc(sizeof(float) * no), *i1 = malloc(sizeof(float) * ni), *w1 = calloc(nw, sizeof(float)),
-          *w2 = calloc(nw, sizeof(float));
-    omp_set_num_threads(1);
-    openblas_set_num_threads(1);
-    mr_fc_relu_forward(o1, in, w, b, B, C, OC, seg);
-    mr_fc_backward(i1, w1, NULL, g, in, w, B, C, OC);
-    omp_set_num_threads(2);
-    openblas_set_num_threads(2);
-    mr_fc_backward(NULL, w2, NULL, g, in, w, B, C, OC);
-    mr_fc_backward(dinp, NULL, NULL, g, NULL, w, B, C, OC);
-    CHECK_MSG(memcmp(o1, out, sizeof(float) * no) == 0, "fc forward differs between 1 and 2 threads");
-    CHECK_MSG(memcmp(i1, dinp, sizeof(float) * ni) == 0, "fc dinp differs between 1 and 2 threads");
-    CHECK_MSG(memcmp(w1, w2, sizeof(float) * nw) == 0, "fc dw differs between 1 and 2 threads");
-
-    free(in); free(w); free(b); free(g); free(out); free(part); free(lin); free(ld);
-    free(dinp); free(dw); free(db); free(ldinp); free(ldw); free(ldb); free(fi); free(fw); free(fb);
-    free(o1); free(i1); free(w1); free(w2);
+    test_fc_shape(700, 1200, 600, 0);   /* forward on OpenBLAS, both gradients 1200 wide */
+    test_fc_shape(700, 1200, 608, 1);   /* every product on gemm.c's kernels where the CPU has AVX-512 */
+    test_fc_shape(130, 208, 48, 1);     /* short of a block: one row at a time at the ends */
 }
+
 
 /* The peak loops (src/engine/cpu/peak.c) really run: each returns its closed
  * form, which an elided or merged loop would not. The rate itself is not
@@ -454,6 +496,7 @@ int main(void) {
     test_relu(37);
     test_relu(300000);  /* the threaded path */
     test_threads();
+    test_transpose();
     test_fc();
     test_peak_kernels();
     return check_report("test_nn");

@@ -1,16 +1,19 @@
 /*
  * nn.c - the CPU layers of the actor-critic (see nn.h for the conventions).
  *
- * Nearly all the arithmetic is in cblas_sgemm; what is here besides is
+ * Nearly all the arithmetic is in cblas_sgemm (the fc layer's products on
+ * AVX-512: gemm.c's own kernels); what is here besides is
  * memory movement (im2col / col2im gathers, bias fills) and ReLU, written as
  * plain OpenMP loops whose result does not depend on the thread count. The
  * forward products run im2col, bias, sgemm and ReLU block by block inside
  * one OpenMP loop (forward_gemm): one fork per layer, data hot in cache.
  */
 #include "nn.h"
+#include "gemm.h"
 #include "obs_codes.h"
 #include "one_thread.h"
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,7 +184,7 @@ static int plan_of(int fc, int M, int N, int K, int *nb, int *bs) {
     return fc ? mr_nn_fc_plan(M, N, K, nb, bs) : mr_nn_gemm_plan(M, N, K, nb, bs);
 }
 
-static void sgemm_plan(int fc, int transa, int transb, int M, int N, int K, float alpha,
+static void sgemm_plan(int fc, int own, int transa, int transb, int M, int N, int K, float alpha,
                        const float *A, int lda, const float *B, int ldb, float beta,
                        float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
@@ -192,6 +195,19 @@ static void sgemm_plan(int fc, int transa, int transb, int M, int N, int K, floa
         return;
     }
     int nb, bs, rows = plan_of(fc, M, N, K, &nb, &bs);
+    if (own && !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && mr_gemm_wide(N)) {
+        /* gemm.c: the same blocks, each element's bits whatever the block */
+        const long sar = transa ? 1 : lda, sak = transa ? lda : 1;
+        #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+        for (int i = 0; i < nb; i++) {
+            int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
+            if (rows)
+                mr_gemm(C + (size_t)o * ldc, ldc, A + o * sar, sar, sak, B, ldb, n, N, K, beta != 0.0f);
+            else
+                mr_gemm(C + o, ldc, A, sar, sak, B + o, ldb, M, n, K, beta != 0.0f);
+        }
+        return;
+    }
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
     if (nb == 1) sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -211,7 +227,7 @@ static void sgemm_plan(int fc, int transa, int transb, int M, int N, int K, floa
 static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,
                   float *C, int ldc) {
-    sgemm_plan(0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_plan(0, 0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ observation */
@@ -304,7 +320,8 @@ static void col2im3x3_add(float *dinp, const float *dcol, int B, int H, int W, i
 typedef struct { const float *inp; int H, W, C; } im2col_src;
 
 static void forward_gemm(float *out, const float *A, float *col, const im2col_src *src,
-                         const float *w, const float *b, int M, int N, int K, int relu, int fc, int seg) {
+                         const float *w, const float *wt, const float *b, int M, int N, int K, int relu, int fc,
+                         int seg) {
     if (M <= 0 || N <= 0) return;
     if (src) {
         A = col;
@@ -329,7 +346,9 @@ static void forward_gemm(float *out, const float *A, float *col, const im2col_sr
             if (b) memcpy(row, b + c0, sizeof(float) * nc);
             else memset(row, 0, sizeof(float) * nc);
         }
-        if (K > 0)
+        if (K > 0 && wt)   /* gemm.c's kernels on w transposed */
+            mr_gemm(out + (size_t)r0 * N + c0, N, A + (size_t)r0 * K, K, 1, wt + c0, N, nr, nc, K, 1);
+        else if (K > 0)
             sgemm1(CblasNoTrans, CblasTrans, nr, nc, K, 1.0f, A + (size_t)r0 * K, K,
                    w + (size_t)c0 * K, K, 1.0f, out + (size_t)r0 * N + c0, N);
         if (relu)
@@ -343,13 +362,13 @@ static void forward_gemm(float *out, const float *A, float *col, const im2col_sr
 void mr_conv3x3_forward(float *out, float *col, const float *inp, const float *w,
                         const float *b, int B, int H, int W, int C, int OC) {
     im2col_src src = {inp, H, W, C};
-    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 0, 0, 0);
+    forward_gemm(out, NULL, col, &src, w, NULL, b, B * H * W, OC, 9 * C, 0, 0, 0);
 }
 
 void mr_conv3x3_relu_forward(float *out, float *col, const float *inp, const float *w,
                              const float *b, int B, int H, int W, int C, int OC) {
     im2col_src src = {inp, H, W, C};
-    forward_gemm(out, NULL, col, &src, w, b, B * H * W, OC, 9 * C, 1, 0, 0);
+    forward_gemm(out, NULL, col, &src, w, NULL, b, B * H * W, OC, 9 * C, 1, 0, 0);
 }
 
 void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
@@ -438,12 +457,12 @@ void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *d
 /* ------------------------------------------------------------ linear */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,
                        int B, int C, int OC) {
-    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 0, 0, 0);
+    forward_gemm(out, inp, NULL, NULL, w, NULL, b, B, OC, C, 0, 0, 0);
 }
 
 void mr_linear_relu_forward(float *out, const float *inp, const float *w, const float *b,
                             int B, int C, int OC) {
-    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 1, 0, 0);
+    forward_gemm(out, inp, NULL, NULL, w, NULL, b, B, OC, C, 1, 0, 0);
 }
 
 void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
@@ -454,16 +473,59 @@ void mr_linear_backward(float *dinp, float *dw, float *db, const float *dout,
 }
 
 /* fc (policy.c): mr_nn_fc_plan's blocks, the rows seg at a time */
-void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *b,
+void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *wt, const float *b,
                         int B, int C, int OC, int seg) {
-    forward_gemm(out, inp, NULL, NULL, w, b, B, OC, C, 1, 1, seg);
+    forward_gemm(out, inp, NULL, NULL, w, wt && mr_gemm_wide(OC) ? wt : NULL, b, B, OC, C, 1, 1, seg);
 }
 
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
-                    const float *inp, const float *w, int B, int C, int OC) {
-    if (dinp) sgemm_plan(1, 0, 0, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
-    if (dw) sgemm_plan(1, 1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+                    const float *inp, const float *w, int own, int B, int C, int OC) {
+    if (dinp) sgemm_plan(1, own, 0, 0, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    if (dw) sgemm_plan(1, own, 1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db) mr_bias_backward(db, dout, (size_t)B, OC);
+}
+
+/* dst (cols, rows) = src (rows, cols)^T. AVX-512: 16 x 16 blocks in
+ * registers (unpack, then 128-bit lane shuffles), 16 columns of src (one
+ * row of blocks of dst) per task; the edges and other CPUs one element at a
+ * time. Pure data movement: the same bits either way. */
+__attribute__((target("avx512f"))) static void t16(float *dst, long ldd, const float *src, long lds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
+
+void mr_nn_transpose(float *dst, const float *src, int rows, int cols) {
+    const int wide = __builtin_cpu_supports("avx512f"), R16 = rows / 16 * 16, nt = (cols + 15) / 16;
+    #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= MR_NN_PAR_MIN)
+    for (int t = 0; t < nt; t++) {
+        const int c0 = t * 16, c1 = c0 + 16 < cols ? c0 + 16 : cols;
+        int r = 0;
+        if (wide && c1 - c0 == 16)
+            for (; r < R16; r += 16) t16(dst + (size_t)c0 * rows + r, rows, src + (size_t)r * cols + c0, cols);
+        for (int c = c0; c < c1; c++)
+            for (int q = r; q < rows; q++) dst[(size_t)c * rows + q] = src[(size_t)q * cols + c];
+    }
 }
 
 /* ------------------------------------------------------------ relu */

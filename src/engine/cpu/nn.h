@@ -104,11 +104,20 @@ int mr_nn_fc_plan(int M, int N, int K, int *nb, int *bs);
  * each segment planned as a product of its own, all of them in one OpenMP
  * loop: the same calls as one mr_fc_relu_forward per segment. Backward as
  * mr_linear_backward except that dinp (B,C) = dout . w is WRITTEN, not added
- * to; dw and db are added to. Each of dinp, dw, db may be NULL. */
-void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *b,
+ * to; dw and db are added to. Each of dinp, dw, db may be NULL.
+ * gemm.c's kernels instead of OpenBLAS (whose bits they do not match): the
+ * forward where wt, w transposed (C, OC) (mr_nn_transpose, once per pass),
+ * is given, the gradients where own is 1; each product only where the CPU
+ * has AVX-512 and the output's width (OC forward, C for both gradients) is
+ * a multiple of 16 (gemm.h's mr_gemm_wide). Either way the bits do not
+ * depend on the thread count. */
+void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *wt, const float *b,
                         int B, int C, int OC, int seg);
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
-                    const float *inp, const float *w, int B, int C, int OC);
+                    const float *inp, const float *w, int own, int B, int C, int OC);
+
+/* dst (cols, rows) = src (rows, cols) transposed. */
+void mr_nn_transpose(float *dst, const float *src, int rows, int cols);
 
 /* ReLU over n floats: out = max(inp, 0); out may equal inp.
  * Backward uses the forward's OUTPUT: dinp = out > 0 ? dout : 0 (written,

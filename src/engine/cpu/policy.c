@@ -64,6 +64,7 @@
  */
 #include "policy.h"
 #include "nn.h"
+#include "gemm.h"
 #include "conv_dnnl.h"
 #include "linear_dnnl.h"
 #include <omp.h>
@@ -218,6 +219,14 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         p->d16 = MR_TAKE(a, uint16_t, (size_t)p->rblock * p->hidden);
         if (p->w16 && p->x16 && p->d16) p->lin = mr_linear_dnnl_create(p->nthreads);
     }
+    /* fp32 fc and critic on gemm.c's kernels where their weights are small
+     * enough to transpose at every act (MR_POLICY_OWN_MAX) */
+    if (p->conv != MR_CPU_CONV_IM2COL && !bf16_taken) {
+        const size_t nfc = (size_t)p->hidden * p->flat, ncr = (size_t)p->critic_hidden * p->cin_dim;
+        if (mr_gemm_wide(p->hidden) && nfc * sizeof(float) <= MR_POLICY_OWN_MAX) p->fc_wt = MR_TAKE(a, float, nfc);
+        if (mr_gemm_wide(p->critic_hidden) && ncr * sizeof(float) <= MR_POLICY_OWN_MAX)
+            p->critic_wt = MR_TAKE(a, float, ncr);
+    }
 }
 
 void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
@@ -359,7 +368,7 @@ static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     const float *P = p->params;
     const int F = p->flat, H = p->hidden;
     if (fc_wide(p)) {   /* every segment in one OpenMP loop */
-        mr_fc_relu_forward(feat, x, P + p->fc_w, P + p->fc_b, n, F, H, p->fc_rows);
+        mr_fc_relu_forward(feat, x, P + p->fc_w, p->fc_wt, P + p->fc_b, n, F, H, p->fc_rows);
         return;
     }
     for (int s0 = 0; s0 < n; s0 += p->fc_rows) {
@@ -380,7 +389,8 @@ static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, 
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, p->num_actions);
     build_cin(p, cin, feat, extra, codes, nb);
     if (fc_wide(p))
-        mr_fc_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim, p->critic_hidden, 0);
+        mr_fc_relu_forward(chid, cin, P + p->critic_w, p->critic_wt, P + p->critic_b, nb, p->cin_dim,
+                           p->critic_hidden, 0);
     else
         mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
                                p->critic_hidden);
@@ -397,6 +407,9 @@ static void load_w16(mr_policy *p) {
  * weights where a chunk of that size goes through oneDNN. */
 static void forward_weights(mr_policy *p, int B) {
     load_w16(p);
+    if (fc_wide(p) && p->fc_wt) mr_nn_transpose(p->fc_wt, p->params + p->fc_w, p->hidden, p->flat);
+    if (fc_wide(p) && p->critic_wt)
+        mr_nn_transpose(p->critic_wt, p->params + p->critic_w, p->critic_hidden, p->cin_dim);
     const float *w[MR_MAX_CONV];
     conv_weights(p, w);
     if (p->dnnl && B >= p->chunk) mr_conv_dnnl_load_forward(p->dnnl, w);
@@ -517,7 +530,7 @@ static void trunk_backward(mr_policy *p, int r0, int nr, int a0, int d0) {
     if (fc_wide(p)) {
         for (int s0 = r0; s0 < r0 + nr; s0 += p->fc_rows) {
             int ns = r0 + nr - s0 < p->fc_rows ? r0 + nr - s0 : p->fc_rows;
-            mr_fc_backward(dL, NULL, NULL, p->dfeat + (size_t)s0 * H, NULL, P + p->fc_w, ns, F, H);
+            mr_fc_backward(dL, NULL, NULL, p->dfeat + (size_t)s0 * H, NULL, P + p->fc_w, p->fc_wt != NULL, ns, F, H);
             for (int b0 = s0; b0 < s0 + ns; b0 += p->block) {
                 int nb = s0 + ns - b0 < p->block ? s0 + ns - b0 : p->block;
                 conv_backward_block(p, b0, nb, dL + (size_t)(b0 - s0) * F, a0);
@@ -554,7 +567,8 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
                        P + p->value_w_offset, B, CH, 1);
     mr_relu_backward(p->dchid, p->dchid, p->chid, (size_t)B * CH);
     if (fc_wide(p)) {   /* dcin written */
-        mr_fc_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, B, D, CH);
+        mr_fc_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, p->critic_wt != NULL,
+                       B, D, CH);
     } else {
         memset(p->dcin, 0, sizeof(float) * (size_t)B * D);
         mr_linear_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin,
@@ -603,7 +617,8 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         /* fc weights over the whole batch (K = B); its input gradient per
          * segment (trunk_backward) */
         if (fc_wide(p))
-            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, p->fc_wt != NULL, B,
+                           p->flat, H);
         else
             mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
         trunk_backward(p, 0, B, 0, 0);
@@ -618,7 +633,8 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         if (again) recompute_rblock(p, r0, nr);
         const float *x = p->act[L - 1] + (size_t)(r0 - a0) * p->flat;
         if (fc_wide(p))
-            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr, p->flat, H);
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, p->fc_wt != NULL,
+                           nr, p->flat, H);
         else
             mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr,
                                p->flat, H);

@@ -58,6 +58,15 @@
 
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
 #define MR_POLICY_FC_ROWS 512        /* fp32 but im2col: samples per fc segment, at most (see fc_rows) */
+/* fp32 fc / critic on gemm.c's kernels (not OpenBLAS) where the layer's
+ * weights take at most this: they are transposed at the start of every act
+ * and forward (fc_wt, critic_wt), which costs what the kernels gain where
+ * the weights do not stay in cache. Measured on the 2-core Zen 4
+ * (bench_train, 64 x 64, fresh processes alternating): the small net's fc
+ * (2 MiB) 6.4-6.6 k -> 6.8-7.2 k agent-steps/s; the reference net's (16
+ * MiB) rollout 0.40-0.45 -> 0.55-0.60 s an update, for no gain in the
+ * update: it stays on OpenBLAS. */
+#define MR_POLICY_OWN_MAX ((size_t)4 << 20)
 
 typedef struct mr_policy {
     /* shapes and parameter layout (shared/net_layout.h): p->hidden and
@@ -135,6 +144,12 @@ typedef struct mr_policy {
     uint16_t *w16;               /* (hidden, flat): fc.w */
     uint16_t *x16;               /* (max(block, rblock), flat): fc's input */
     uint16_t *d16;               /* (rblock, hidden): fc's output gradient */
+    /* fp32 fc on AVX-512 (nn.h's mr_fc_*, gemm.c's kernels): fc.w and
+     * critic.w transposed at the start of every act / forward, for the
+     * forward's products; NULL where those run on OpenBLAS (im2col, bf16's
+     * matmul, no AVX-512, a width not a multiple of 16). */
+    float *fc_wt;                /* (flat, hidden) */
+    float *critic_wt;            /* (cin_dim, critic_hidden) */
     char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
 
