@@ -42,7 +42,9 @@ usage: moonrl bench [env|infer|train|all] [options]
   --reps R                 timed repetitions (default 5; compare: 5 fresh-process pairs)
   --threads T              CPU threads, 0 = all (default 0)
   --cpu-conv C             the cpu backend's convolutions (cpu.conv): auto, onednn, im2col, winograd
-                           (default: the engine's); --compare runs moonrl's side with it
+                           (default auto, each layer's implementation chosen as a run at the default
+                           level chooses it: measured once per machine, then cached); --compare runs
+                           moonrl's side with it
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
                            moonrl's engine refuses it (bf16 on the cpu backend today)
@@ -152,6 +154,8 @@ local function run(o)
   local engine, json = require("moonrl.engine"), require("moonrl.formats.json")
   local bench = require("moonrl.bench")
   if o.device == "auto" then o.device = engine.cuda_device_count() > 0 and "cuda" or "cpu" end
+  -- the default level's warm-up has "algorithms": a default run's convolutions are auto's choice, so the bench's are
+  if not o.cpu_conv and o.device ~= "cuda" then o.cpu_conv = "auto" end
   if o.compare then
     o.reps = o.reps or 5
     compare().run(o)
