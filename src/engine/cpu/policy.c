@@ -61,6 +61,11 @@
  * 8.1 MiB (reference) / 3.9 MiB (small) more in the plan at 4096 samples
  * (b_aL and b_feat hold a segment, not a block). With cpu.conv = im2col every call is
  * the engine's old one (fc_rows = block, mr_nn_gemm_plan), bit for bit.
+ * On AVX-512, fc and the critic's hidden layer run on gemm.c's kernels in
+ * those same blocks where their weights take at most MR_POLICY_OWN_MAX
+ * (policy.h: the small net's fc, both nets' critic): the forward on the
+ * weights transposed at the start of every act / forward (fc_wt,
+ * critic_wt), the gradients on the weights and inputs where they lie.
  */
 #include "policy.h"
 #include "nn.h"
