@@ -63,7 +63,7 @@
  * and forward (fc_wt, critic_wt), which costs what the kernels gain where
  * the weights do not stay in cache. Measured on the 2-core Zen 4
  * (bench_train, 64 x 64, fresh processes alternating): the small net's fc
- * (2 MiB) 6.4-6.6 k -> 6.8-7.2 k agent-steps/s; the reference net's (16
+ * (2 MiB) 6.4-6.6 k -> 6.5-7.0 k agent-steps/s; the reference net's (16
  * MiB) rollout 0.40-0.45 -> 0.55-0.60 s an update, for no gain in the
  * update: it stays on OpenBLAS. */
 #define MR_POLICY_OWN_MAX ((size_t)4 << 20)
