@@ -11,8 +11,57 @@
  * Not a header to include anywhere else: it has no guard, by design.
  */
 
-/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols) */
+/* F(4x4)'s three one-sided transforms with their common terms shared (12,
+ * 10 and 9 operations against 22, 18 and 18 for the rows one by one); each
+ * output still goes through at most 3 roundings, within the bound's
+ * alpha - 1 = 5 per side. y = BT x (6 from 6): */
+AI void NAME(bt4)(VT *y, int ys, const VT *x, int xs) {
+    const VT x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs], x4 = x[4 * xs], x5 = x[5 * xs];
+    const VT a = x4 - 4.0f * x2, b = x3 - 4.0f * x1, c = x4 - x2, e = x3 - x1;
+    y[0] = 4.0f * x0 + (x4 - 5.0f * x2);
+    y[ys] = a + b;
+    y[2 * ys] = a - b;
+    y[3 * ys] = c + 2.0f * e;
+    y[4 * ys] = c - 2.0f * e;
+    y[5 * ys] = 4.0f * x1 + (x5 - 5.0f * x3);
+}
+/* y = AT x (4 from 6) */
+AI void NAME(at4)(VT *y, int ys, const VT *x, int xs) {
+    const VT x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs], x4 = x[4 * xs];
+    const VT s1 = x1 + x2, d1 = x1 - x2, s2 = x3 + x4, d2 = x3 - x4;
+    y[0] = x[0] + s1 + s2;
+    y[ys] = d1 + 2.0f * d2;
+    y[2 * ys] = s1 + 4.0f * s2;
+    y[3 * ys] = (d1 + 8.0f * d2) + x[5 * xs];
+}
+/* y = A x (6 from 4), A = AT's transpose */
+AI void NAME(a4)(VT *y, int ys, const VT *x, int xs) {
+    const VT x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs];
+    const VT p = x0 + x2, q = x1 + x3, r = x0 + 4.0f * x2, s = 2.0f * x1 + 8.0f * x3;
+    y[0] = x0;
+    y[ys] = p + q;
+    y[2 * ys] = p - q;
+    y[3 * ys] = r + s;
+    y[4 * ys] = r - s;
+    y[5 * ys] = x3;
+}
+
+/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols); F(4x4)'s matrices by
+ * their shared-term forms above (T is a constant at every inlined call, so
+ * the choice is made at compile time) */
 AI void NAME(tr)(VT *y, int ys, const VT *x, int xs, const float *T, int rows, int cols) {
+    if (T == BT4) {
+        NAME(bt4)(y, ys, x, xs);
+        return;
+    }
+    if (T == AT4) {
+        NAME(at4)(y, ys, x, xs);
+        return;
+    }
+    if (T == A4x) {
+        NAME(a4)(y, ys, x, xs);
+        return;
+    }
 #pragma GCC unroll 6
     for (int i = 0; i < rows; i++) {
         VT acc = {0};
