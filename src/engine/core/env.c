@@ -19,12 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                     \
-    do {                              \
-        mr_status st_ = (call);       \
-        if (st_ != MR_OK) return st_; \
-    } while (0)
-
 /* the bounds are the schema's (config_keys.h, from lua/moonrl/config/schema.lua) */
 #define MR_ENV_MAX_NUM_ENVS MR_KEY_MAX_env_num_envs
 #define MR_ENV_MAX_GRID MR_KEY_MAX_env_grid_size

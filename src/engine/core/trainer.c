@@ -1,7 +1,7 @@
 /*
  * trainer.c - the one PPO update loop, over a backend table (backend.h):
- * creation, one update (rollout, advantages, epochs, metrics), hot
- * parameters, snapshot/restore, profiling. It runs unchanged on the cpu
+ * creation, one update (rollout, advantages, epochs), hot parameters,
+ * snapshot/restore (what an update reports: trainer_metrics.c). It runs unchanged on the cpu
  * backend (host memory, C loops) and the cuda backend (kernels);
  * docs/engine.md draws one update's path through the table, operation by
  * operation, and spec/c/test_trainer_loop_order.c holds the loop to it.
@@ -25,12 +25,6 @@
 #include <time.h>
 
 #define FP16_INITIAL_SCALE 65536.0f   /* torch's GradScaler */
-
-#define TRY(call)                     \
-    do {                              \
-        mr_status st_ = (call);       \
-        if (st_ != MR_OK) return st_; \
-    } while (0)
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -282,22 +276,6 @@ const char *mr_trainer_describe(const mr_trainer *t) { return t ? t->describe : 
 
 /* ------------------------------------------------------------------ update */
 
-static mr_status profile_mark(mr_trainer *t, int k, mr_error *err) {
-    if (!t->profile || k >= t->npev) return MR_OK;
-    return t->be->event_record(t->pev[k], t->stream, err);
-}
-
-/* The update's marks per minibatch: before the gather, after it (and the
- * zeroed gradients), the forward, the loss, the backward, the step. */
-enum { MR_UPDATE_MARKS = 6 };
-
-static int rollout_marks(const mr_trainer *t) { return 2 * t->T + 1; }
-
-static mr_status update_mark(mr_trainer *t, int epoch, int mb, int phase, mr_error *err) {
-    const int k = (epoch * t->cfg.ppo.minibatches + mb) * MR_UPDATE_MARKS + phase;
-    return profile_mark(t, rollout_marks(t) + k, err);
-}
-
 static mr_status rollout(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
@@ -308,16 +286,16 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
         const size_t off = (size_t)step * (size_t)N;
         uint8_t *obs = d->obs + off * (size_t)VV;
         float *extra = d->extra + off * 2;
-        TRY(profile_mark(t, 2 * step, err));
+        TRY(mr_trainer_mark(t, 2 * step, err));
         TRY(o->copy(obs, d->env.obs, (size_t)N * (size_t)VV, MR_COPY_D2D, st, err));
         TRY(o->step_in(&d->env, seed, extra, d->step_u, st, err));
         TRY(o->policy_act(&d->pol, obs, extra, N, proxy, d->step_logits, d->step_value, st, err));
         TRY(o->sample(N, t->NA, d->step_logits, d->step_u, d->act + off, d->logp + off, st, err));
-        TRY(profile_mark(t, 2 * step + 1, err));
+        TRY(mr_trainer_mark(t, 2 * step + 1, err));
         TRY(o->env_step_all(&d->env, d->act + off, st, err));
         TRY(o->step_out(&d->env, d->pa, d->step_value, d->val + off, d->rew + off, d->done + off, st, err));
     }
-    TRY(profile_mark(t, 2 * t->T, err));
+    TRY(mr_trainer_mark(t, 2 * t->T, err));
     /* the bootstrap value of the state after the last step */
     TRY(o->step_in(&d->env, seed, d->step_extra, NULL, st, err));
     TRY(o->policy_act(&d->pol, d->env.obs, d->step_extra, N, proxy, d->step_logits, d->step_value, st, err));
@@ -378,25 +356,25 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
         TRY(o->copy(d->perm, t->h.perm + (size_t)e * (size_t)B, (size_t)B * sizeof(int32_t), MR_COPY_H2D, st, err));
         for (int mb = 0; mb < pc->minibatches; mb++) {
             g.idx = d->perm + (size_t)mb * (size_t)M;
-            TRY(update_mark(t, e, mb, 0, err));
+            TRY(mr_trainer_update_mark(t, e, mb, 0, err));
             TRY(o->gather(&g, d->pa, st, err));
             TRY(o->opt_begin(d->opt, st, err));
             TRY(o->policy_zero_grad(&d->pol, st, err));
-            TRY(update_mark(t, e, mb, 1, err));
+            TRY(mr_trainer_update_mark(t, e, mb, 1, err));
             TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->obs_update, d->mb_logits, d->mb_value, st,
                                   err));
-            TRY(update_mark(t, e, mb, 2, err));
+            TRY(mr_trainer_update_mark(t, e, mb, 2, err));
             TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target,
                             d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));
-            TRY(update_mark(t, e, mb, 3, err));
+            TRY(mr_trainer_update_mark(t, e, mb, 3, err));
             TRY(o->policy_backward(&d->pol, d->mb_dlogits, d->mb_dvalue, M, st, err));
             if (t->reducer.average)   /* data-parallel: the ranks' average, before anyone steps */
                 TRY(t->reducer.average(t->reducer.ctx, d->pol.grads, (uint64_t)t->net.n_params, st, err));
-            TRY(update_mark(t, e, mb, 4, err));
+            TRY(mr_trainer_update_mark(t, e, mb, 4, err));
             TRY(o->opt_step(d->pol.params, d->pol.grads, d->adam_m, d->adam_v, &d->groups, d->partials, d->opt, st,
                             err));
             TRY(o->accumulate(d->met, d->loss, d->opt, MR_TRAINER_NGROUPS, st, err));
-            TRY(update_mark(t, e, mb, 5, err));
+            TRY(mr_trainer_update_mark(t, e, mb, 5, err));
         }
     }
     return MR_OK;
@@ -492,85 +470,6 @@ static mr_status enqueue_update(mr_trainer *t, double lr, double clip, double en
     return MR_OK;
 }
 
-static double elapsed_s(const mr_trainer *t, void *a, void *b) {
-    float ms = 0.0f;
-    if (t->be->event_elapsed(a, b, &ms, NULL) != MR_OK) return 0.0;
-    return 1e-3 * (double)ms;
-}
-
-static void read_timing(mr_trainer *t) {
-    mr_trainer_timing *tm = &t->timing;
-    memset(tm, 0, sizeof *tm);
-    tm->rollout = elapsed_s(t, t->ev[MR_EV_START], t->ev[MR_EV_ROLLOUT]);
-    tm->gae = elapsed_s(t, t->ev[MR_EV_ROLLOUT], t->ev[MR_EV_GAE]);
-    tm->update = elapsed_s(t, t->ev[MR_EV_GAE], t->ev[MR_EV_END]);
-    if (!t->profile) return;
-    const int R = rollout_marks(t);
-    for (int k = 0; k + 2 < R && k + 2 < t->npev; k += 2) {
-        tm->inference += elapsed_s(t, t->pev[k], t->pev[k + 1]);
-        tm->env += elapsed_s(t, t->pev[k + 1], t->pev[k + 2]);
-    }
-    double *phase[MR_UPDATE_MARKS - 1] = {&tm->gather, &tm->forward, &tm->loss, &tm->backward, &tm->optimizer};
-    for (int k = R; k + MR_UPDATE_MARKS <= t->npev; k += MR_UPDATE_MARKS)
-        for (int p = 0; p + 1 < MR_UPDATE_MARKS; p++) *phase[p] += elapsed_s(t, t->pev[k + p], t->pev[k + p + 1]);
-}
-
-static void fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
-                         mr_metrics *out) {
-    memset(out, 0, sizeof *out);
-    const mr_forage_log *l = &h->log;
-    out->update = t->updates;
-    out->agent_steps = t->agent_steps;
-    const double pr = (double)t->updates / (double)mr_config_total_updates(&t->cfg);
-    out->progress = pr > 1.0 ? 1.0 : pr;
-    out->episodes = l->episodes;
-    out->deaths = l->deaths;
-    if (l->episodes > 0) {
-        const double ne = l->episodes;
-        out->episode_return_mean = l->return_sum / ne;
-        out->episode_return_min = l->return_min;
-        out->episode_return_max = l->return_max;
-        out->episode_length_mean = l->length_sum / ne;
-        out->food_per_episode = l->food / ne;
-        out->poison_per_episode = l->poison / ne;
-    }
-    out->efficiency = (l->food + l->poison) > 0 ? (double)l->food / (double)(l->food + l->poison) : 0.0;
-    out->policy_loss = h->mean[MR_TC_POLICY_LOSS];
-    out->value_loss = h->mean[MR_TC_VALUE_LOSS];
-    out->entropy = h->mean[MR_TC_ENTROPY];
-    out->approx_kl = h->mean[MR_TC_APPROX_KL];
-    out->clip_fraction = h->mean[MR_TC_CLIP_FRACTION];
-    out->explained_variance = h->explained_variance;
-    out->grad_norm_policy = h->mean[MR_TC_GNORM_POLICY];
-    out->grad_norm_value = h->mean[MR_TC_GNORM_VALUE];
-    out->grad_norm = h->mean[MR_TC_GNORM];
-    out->lr = lr;
-    out->clip = clip;
-    out->ent_coef = ent;
-    out->popart_mean = h->popart_mean;
-    out->popart_std = h->popart_std;
-    out->loss_scale = h->loss_scale;
-    out->skipped_steps = (uint64_t)h->skipped_total;
-    /* fp16: a skipped step is the scaler's overflow handling; only a
-     * non-finite loss is an error. fp32 / bf16: any skip is. */
-    out->nonfinite = t->cfg.precision == MR_FP16 ? h->loss_nonfinite != 0 : (h->skipped > 0 || h->loss_nonfinite);
-    out->time_rollout = t->timing.rollout;
-    out->time_gae = t->timing.gae;
-    out->time_update = t->timing.update;
-    out->time_env = t->timing.env;
-    out->time_inference = t->timing.inference;
-    out->time_gather = t->timing.gather;
-    out->time_forward = t->timing.forward;
-    out->time_loss = t->timing.loss;
-    out->time_backward = t->timing.backward;
-    out->time_optimizer = t->timing.optimizer;
-    mr_devmem_stats ds;
-    mr_devmem_stats_get(&t->mem, &ds);
-    out->memory_planned_bytes = t->plan.device_bytes;
-    out->memory_peak_bytes = ds.peak_allocated_bytes;
-    out->memory_limit_bytes = ds.limit_bytes;
-}
-
 mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
     if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_update: trainer is NULL");
     if (t->broken) return mr_trainer_broken_msg(err);
@@ -593,13 +492,13 @@ mr_status mr_trainer_update(mr_trainer *t, mr_metrics *out, mr_error *err) {
         }
         return s;
     }
-    read_timing(t);
+    mr_trainer_read_timing(t);
     t->warm = 1;
     t->updates++;
     t->grads_ready = 1;   /* the backend's grads hold a step's gradient (not a resumed run's: none) */
     t->agent_steps += (uint64_t)t->B;
     mr_metrics m;
-    fill_metrics(t, t->h.met, lr, clip, ent, &m);
+    mr_trainer_fill_metrics(t, t->h.met, lr, clip, ent, &m);
     m.time_total = now_seconds() - t0;
     m.sps = m.time_total > 0 ? (double)t->B / m.time_total : 0.0;
     if (out) *out = m;
@@ -661,48 +560,4 @@ mr_status mr_trainer_restore(mr_trainer *t, mr_error *err) {
     t->updates = t->snap_updates;
     t->agent_steps = t->snap_agent_steps;
     return mr_trainer_push(t, MR_SYNC_LEARNABLE, err);
-}
-
-/* ------------------------------------------------------- profiling, memory */
-
-mr_status mr_trainer_set_profile(mr_trainer *t, int on, mr_error *err) {
-    if (!t) return mr_fail(err, MR_ERR_ARG, "mr_trainer_set_profile: trainer is NULL");
-    if (t->be->cheap_events) on = 1;   /* free here: always on */
-    if (on && !t->pev) {   /* outside the steady state: events for every rollout step and minibatch, once */
-        const int n = rollout_marks(t) + t->cfg.ppo.epochs * t->cfg.ppo.minibatches * MR_UPDATE_MARKS;
-        t->pev = calloc((size_t)n, sizeof *t->pev);
-        if (!t->pev) return mr_fail(err, MR_ERR_NOMEM, "out of host memory for %d profiling events", n);
-        t->extra_allocations++;
-        for (int i = 0; i < n; i++) {
-            TRY(t->be->event_create(&t->pev[i], err));
-            t->npev = i + 1;
-        }
-    }
-    t->profile = on != 0;
-    mr_ok(err);
-    return MR_OK;
-}
-
-mr_status mr_trainer_memory(const mr_trainer *t, mr_memory_stats *out, mr_error *err) {
-    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_memory: NULL argument");
-    mr_devmem_stats d, p;
-    mr_devmem_stats_get(&t->mem, &d);
-    mr_devmem_stats_get(&t->staging, &p);
-    memset(out, 0, sizeof *out);
-    out->host_planned_bytes = t->arena.size + t->plan.staging_bytes;
-    out->host_peak_bytes = t->arena.size + p.peak_allocated_bytes;
-    out->host_allocations = t->arena.allocations + t->extra_allocations + p.raw_allocations + p.meta_allocations;
-    if (t->be->host_memory) {   /* the backend's memory is host memory too */
-        out->host_planned_bytes += t->plan.device_bytes;
-        out->host_peak_bytes += d.peak_allocated_bytes;
-        out->host_allocations += d.raw_allocations + d.meta_allocations;
-    } else {
-        out->device_allocated_bytes = d.allocated_bytes;
-        out->device_reserved_bytes = d.reserved_bytes;
-        out->device_peak_bytes = d.peak_allocated_bytes;
-        out->device_allocations = d.allocations;
-        out->device_cache_hits = d.cache_hits;
-    }
-    mr_ok(err);
-    return MR_OK;
 }

@@ -207,6 +207,19 @@ mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *out, mr_error 
  * and std into out2 (2 doubles, backend memory), *n the global count. */
 mr_status mr_trainer_global_stats(mr_trainer *t, const float *x, double *out2, int64_t *n, mr_error *err);
 mr_status mr_trainer_timing_get(const mr_trainer *t, mr_trainer_timing *out, mr_error *err);
+
+/* trainer_metrics.c: what an update reports. The profiling marks: k-th
+ * event (2 around each rollout step, then MR_UPDATE_MARKS per minibatch:
+ * before the gather, after it and the zeroed gradients, the forward, the
+ * loss, the backward, the step); recorded only while profiling is on. */
+enum { MR_UPDATE_MARKS = 6 };
+int mr_trainer_rollout_marks(const mr_trainer *t);
+mr_status mr_trainer_mark(mr_trainer *t, int k, mr_error *err);
+mr_status mr_trainer_update_mark(mr_trainer *t, int epoch, int mb, int phase, mr_error *err);
+/* t->timing from the update's events; the metrics row of the update just run */
+void mr_trainer_read_timing(mr_trainer *t);
+void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
+                             mr_metrics *out);
 /* Whether the last update replayed recorded graphs; why not, when wanted. */
 int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not);
 mr_status mr_trainer_devmem(const mr_trainer *t, mr_devmem_stats *out, mr_error *err);

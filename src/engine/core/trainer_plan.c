@@ -19,12 +19,6 @@
 
 #define HOST_POLICY_CHUNK 32   /* the host copy's network: evaluation and inference */
 
-#define TRY(call)                     \
-    do {                              \
-        mr_status st_ = (call);       \
-        if (st_ != MR_OK) return st_; \
-    } while (0)
-
 void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->cfg = *cfg;
     t->host = mr_backend_host();   /* the host copy of the network, evaluation, inference */

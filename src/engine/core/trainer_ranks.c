@@ -6,15 +6,10 @@
  * the host, NCCL later).
  */
 #include "trainer.h"
+#include "errors.h"
 
 #include <math.h>
 #include <string.h>
-
-#define TRY(call)                     \
-    do {                              \
-        mr_status st_ = (call);       \
-        if (st_ != MR_OK) return st_; \
-    } while (0)
 
 void mr_trainer_set_reducer(mr_trainer *t, const mr_reducer *r) {
     if (!t) return;

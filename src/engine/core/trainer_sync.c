@@ -12,12 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TRY(call)                     \
-    do {                              \
-        mr_status st_ = (call);       \
-        if (st_ != MR_OK) return st_; \
-    } while (0)
-
 mr_status mr_trainer_broken_msg(mr_error *err) {
     return mr_fail(err, MR_ERR_STATE, "the trainer stopped after a failed update (its backend state is not "
                    "trustworthy); create it again, or load a checkpoint into it");
@@ -211,20 +205,6 @@ int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not) {
     }
     if (why_not) *why_not = t->graphs_why;
     return t->graphs_used;
-}
-
-mr_status mr_trainer_timing_get(const mr_trainer *t, mr_trainer_timing *out, mr_error *err) {
-    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_timing_get: NULL argument");
-    *out = t->timing;
-    mr_ok(err);
-    return MR_OK;
-}
-
-mr_status mr_trainer_devmem(const mr_trainer *t, mr_devmem_stats *out, mr_error *err) {
-    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_devmem: NULL argument");
-    mr_devmem_stats_get(&t->mem, out);
-    mr_ok(err);
-    return MR_OK;
 }
 
 mr_status mr_trainer_set_loss_scale(mr_trainer *t, float scale, mr_error *err) {
