@@ -19,8 +19,11 @@ local function print_row(r)
   io.write(string.format("%-34s %12s %-14s (%s .. %s, n=%d)\n", what, fmt_rate(r.rate.median), r.unit,
     fmt_rate(r.rate.min), fmt_rate(r.rate.max), r.rate.n))
   if r.row == "train" then
-    io.write(string.format("%-34s %s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
-      "other %.4f s; planned %.1f MiB, peak %.1f MiB\n", "", r.precision, r.time_rollout, r.time_env,
+    local bench = require("moonrl.bench")
+    local conv = r.cpu_conv and ("; cpu.conv " .. r.cpu_conv ..
+      (r.conv_layers and (" (" .. bench.layers_text(r.conv_layers) .. ")") or "")) or ""
+    io.write(string.format("%-34s %s%s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
+      "other %.4f s; planned %.1f MiB, peak %.1f MiB\n", "", r.precision, conv, r.time_rollout, r.time_env,
       r.time_inference, r.time_gae, r.time_update, r.time_idle, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
     local rest = r.time_update - r.time_gather - r.time_forward - r.time_loss - r.time_backward - r.time_optimizer
     io.write(string.format("%-34s update: gather %.4f s, forward %.4f, loss %.4f, backward %.4f, optimizer %.4f, " ..
