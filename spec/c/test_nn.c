@@ -8,6 +8,7 @@
  */
 #include "check.h"
 #include "nn.h"
+#include "gemm.h"
 #include "moonrl.h"
 #include <cblas.h>
 #include <omp.h>
@@ -371,6 +372,18 @@ static void test_fc_shape(int B, int C, int OC, int transposed) {
                 if (!(q <= worst)) worst = q;
             }
         CHECK_MSG(worst <= 1.0, "fc (%d,%d,%d) forward vs float64: %.3g of the bound", B, C, OC, worst);
+    }
+    if (wt && mr_gemm_wide(16)) {   /* through the inputs' transpose: the same bits, for a multiple of 16 rows */
+        const int nx = B / 16 * 16 < 64 ? B / 16 * 16 : 64;
+        float *xt = malloc(sizeof(float) * (size_t)C * (nx ? nx : 1)), *ct = malloc(sizeof(float) * (size_t)OC * (nx ? nx : 1));
+        float *ox = frand((size_t)nx * OC + 1, -9, 9), *ow = frand((size_t)nx * OC + 1, -9, 9);
+        mr_nn_transpose(xt, in, nx, C);
+        mr_fc_relu_forward_xt(ox, xt, w, b, ct, nx, C, OC);
+        mr_fc_relu_forward(ow, in, w, wt, b, nx, C, OC, 0);
+        CHECK_MSG(nx > 0 && memcmp(ox, ow, sizeof(float) * (size_t)nx * OC) == 0,
+                  "fc (%d,%d,%d): the forward through the inputs' transpose differs from the weights' (%d rows)", B, C,
+                  OC, nx);
+        free(xt); free(ct); free(ox); free(ow);
     }
     mr_linear_relu_forward(lin, in, w, b, B, C, OC);
     double *ld = todouble(lin, no);

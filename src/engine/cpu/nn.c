@@ -528,6 +528,29 @@ void mr_nn_transpose(float *dst, const float *src, int rows, int cols) {
     }
 }
 
+/* fc's forward through the inputs' transpose (nn.h): ct (OC, B) = b per
+ * row, then w . xt added on gemm.c's kernels in blocks of ct's rows, then
+ * out = relu(ct^T). */
+void mr_fc_relu_forward_xt(float *out, const float *xt, const float *w, const float *b, float *ct, int B, int C,
+                           int OC) {
+    if (B <= 0 || OC <= 0) return;
+    const int R = 64, nb = (OC + R - 1) / R;
+    #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (int i = 0; i < nb; i++) {
+        const int r0 = i * R, nr = OC - r0 < R ? OC - r0 : R;
+        for (int r = r0; r < r0 + nr; r++) {
+            float *row = ct + (size_t)r * B;
+            const float v = b ? b[r] : 0.0f;
+            for (int j = 0; j < B; j++) row[j] = v;
+        }
+        mr_gemm(ct + (size_t)r0 * B, B, w + (size_t)r0 * C, C, 1, xt, B, nr, B, C, 1);
+    }
+    mr_nn_transpose(out, ct, OC, B);
+    const size_t n = (size_t)B * OC;
+    #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
+    for (size_t k = 0; k < n; k++) out[k] = out[k] > 0.0f ? out[k] : 0.0f;
+}
+
 /* ------------------------------------------------------------ relu */
 void mr_relu_forward(float *out, const float *inp, size_t n) {
     #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)

@@ -116,6 +116,16 @@ void mr_fc_relu_forward(float *out, const float *inp, const float *w, const floa
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
                     const float *inp, const float *w, int own, int B, int C, int OC);
 
+/* The same as mr_fc_relu_forward with wt, bit for bit, from the inputs
+ * transposed instead of the weights: xt = inp^T (C, B) given (mr_nn_transpose),
+ * ct (OC, B) scratch. ct = b + w . xt (each element the same multiply-adds
+ * in the same order as out = b + inp . wt: the products commute), then out
+ * (B, OC) = relu(ct^T). For few rows (act's) against many weights: the
+ * transpose moves B * C floats instead of OC * C. B a multiple of 16, and
+ * the CPU has AVX-512 (mr_gemm_wide(B)). */
+void mr_fc_relu_forward_xt(float *out, const float *xt, const float *w, const float *b, float *ct, int B, int C,
+                           int OC);
+
 /* dst (cols, rows) = src (rows, cols) transposed. */
 void mr_nn_transpose(float *dst, const float *src, int rows, int cols);
 

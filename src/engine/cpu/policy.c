@@ -62,10 +62,9 @@
  * (b_aL and b_feat hold a segment, not a block). With cpu.conv = im2col every call is
  * the engine's old one (fc_rows = block, mr_nn_gemm_plan), bit for bit.
  * On AVX-512, fc and the critic's hidden layer run on gemm.c's kernels in
- * those same blocks where their weights take at most MR_POLICY_OWN_MAX
- * (policy.h: the small net's fc, both nets' critic): the forward on the
- * weights transposed at the start of every act / forward (fc_wt,
- * critic_wt), the gradients on the weights and inputs where they lie.
+ * those same blocks (policy.h: fc_own): the forward on one operand
+ * transposed (act's few rows, or the weights once per pass), the
+ * gradients on the weights and inputs where they lie.
  */
 #include "policy.h"
 #include "nn.h"
@@ -224,13 +223,17 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         p->d16 = MR_TAKE(a, uint16_t, (size_t)p->rblock * p->hidden);
         if (p->w16 && p->x16 && p->d16) p->lin = mr_linear_dnnl_create(p->nthreads);
     }
-    /* fp32 fc and critic on gemm.c's kernels where their weights are small
-     * enough to transpose at every act (MR_POLICY_OWN_MAX) */
+    /* fp32 fc and critic on gemm.c's kernels (policy.h: fc_own) */
     if (p->conv != MR_CPU_CONV_IM2COL && !bf16_taken) {
-        const size_t nfc = (size_t)p->hidden * p->flat, ncr = (size_t)p->critic_hidden * p->cin_dim;
-        if (mr_gemm_wide(p->hidden) && nfc * sizeof(float) <= MR_POLICY_OWN_MAX) p->fc_wt = MR_TAKE(a, float, nfc);
-        if (mr_gemm_wide(p->critic_hidden) && ncr * sizeof(float) <= MR_POLICY_OWN_MAX)
-            p->critic_wt = MR_TAKE(a, float, ncr);
+        p->fc_own = mr_gemm_wide(p->hidden);
+        p->critic_own = mr_gemm_wide(p->critic_hidden);
+        if (p->fc_own) {
+            p->fc_xrows = p->fc_rows < p->hidden ? p->fc_rows : p->hidden;
+            p->fc_wt = MR_TAKE(a, float, (size_t)p->hidden * p->flat);
+            p->fc_xt = MR_TAKE(a, float, (size_t)p->flat * p->fc_xrows);
+            p->fc_ct = MR_TAKE(a, float, (size_t)p->hidden * p->fc_xrows);
+        }
+        if (p->critic_own) p->critic_wt = MR_TAKE(a, float, (size_t)p->critic_hidden * p->cin_dim);
     }
 }
 
@@ -372,8 +375,18 @@ static int fc_wide(const mr_policy *p) { return p->conv != MR_CPU_CONV_IM2COL &&
 static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     const float *P = p->params;
     const int F = p->flat, H = p->hidden;
+    if (fc_wide(p) && p->fc_own && p->fc_xt && n < H && n <= p->fc_xrows && n % 16 == 0) {
+        /* few rows: their transpose (F * n floats) instead of fc.w's */
+        mr_nn_transpose(p->fc_xt, x, n, F);
+        mr_fc_relu_forward_xt(feat, p->fc_xt, P + p->fc_w, P + p->fc_b, p->fc_ct, n, F, H);
+        return;
+    }
     if (fc_wide(p)) {   /* every segment in one OpenMP loop */
-        mr_fc_relu_forward(feat, x, P + p->fc_w, p->fc_wt, P + p->fc_b, n, F, H, p->fc_rows);
+        if (p->fc_own && p->fc_wt && !p->fc_wt_fresh) {
+            mr_nn_transpose(p->fc_wt, P + p->fc_w, H, F);
+            p->fc_wt_fresh = 1;
+        }
+        mr_fc_relu_forward(feat, x, P + p->fc_w, p->fc_own ? p->fc_wt : NULL, P + p->fc_b, n, F, H, p->fc_rows);
         return;
     }
     for (int s0 = 0; s0 < n; s0 += p->fc_rows) {
@@ -394,7 +407,8 @@ static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, 
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, p->num_actions);
     build_cin(p, cin, feat, extra, codes, nb);
     if (fc_wide(p))
-        mr_fc_relu_forward(chid, cin, P + p->critic_w, p->critic_wt, P + p->critic_b, nb, p->cin_dim,
+        mr_fc_relu_forward(chid, cin, P + p->critic_w, p->critic_own ? p->critic_wt : NULL, P + p->critic_b, nb,
+                           p->cin_dim,
                            p->critic_hidden, 0);
     else
         mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
@@ -412,8 +426,8 @@ static void load_w16(mr_policy *p) {
  * weights where a chunk of that size goes through oneDNN. */
 static void forward_weights(mr_policy *p, int B) {
     load_w16(p);
-    if (fc_wide(p) && p->fc_wt) mr_nn_transpose(p->fc_wt, p->params + p->fc_w, p->hidden, p->flat);
-    if (fc_wide(p) && p->critic_wt)
+    p->fc_wt_fresh = 0;   /* fc.w transposed where a call first needs it (fc_forward) */
+    if (fc_wide(p) && p->critic_own && p->critic_wt)
         mr_nn_transpose(p->critic_wt, p->params + p->critic_w, p->critic_hidden, p->cin_dim);
     const float *w[MR_MAX_CONV];
     conv_weights(p, w);
@@ -535,7 +549,7 @@ static void trunk_backward(mr_policy *p, int r0, int nr, int a0, int d0) {
     if (fc_wide(p)) {
         for (int s0 = r0; s0 < r0 + nr; s0 += p->fc_rows) {
             int ns = r0 + nr - s0 < p->fc_rows ? r0 + nr - s0 : p->fc_rows;
-            mr_fc_backward(dL, NULL, NULL, p->dfeat + (size_t)s0 * H, NULL, P + p->fc_w, p->fc_wt != NULL, ns, F, H);
+            mr_fc_backward(dL, NULL, NULL, p->dfeat + (size_t)s0 * H, NULL, P + p->fc_w, p->fc_own, ns, F, H);
             for (int b0 = s0; b0 < s0 + ns; b0 += p->block) {
                 int nb = s0 + ns - b0 < p->block ? s0 + ns - b0 : p->block;
                 conv_backward_block(p, b0, nb, dL + (size_t)(b0 - s0) * F, a0);
@@ -572,7 +586,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
                        P + p->value_w_offset, B, CH, 1);
     mr_relu_backward(p->dchid, p->dchid, p->chid, (size_t)B * CH);
     if (fc_wide(p)) {   /* dcin written */
-        mr_fc_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, p->critic_wt != NULL,
+        mr_fc_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, p->critic_own,
                        B, D, CH);
     } else {
         memset(p->dcin, 0, sizeof(float) * (size_t)B * D);
@@ -622,7 +636,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         /* fc weights over the whole batch (K = B); its input gradient per
          * segment (trunk_backward) */
         if (fc_wide(p))
-            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, p->fc_wt != NULL, B,
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, p->fc_own, B,
                            p->flat, H);
         else
             mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat, p->act[L - 1], P + p->fc_w, B, p->flat, H);
@@ -638,7 +652,7 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
         if (again) recompute_rblock(p, r0, nr);
         const float *x = p->act[L - 1] + (size_t)(r0 - a0) * p->flat;
         if (fc_wide(p))
-            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, p->fc_wt != NULL,
+            mr_fc_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, p->fc_own,
                            nr, p->flat, H);
         else
             mr_linear_backward(NULL, G + p->fc_w, G + p->fc_b, p->dfeat + (size_t)r0 * H, x, P + p->fc_w, nr,

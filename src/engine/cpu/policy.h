@@ -58,15 +58,7 @@
 
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
 #define MR_POLICY_FC_ROWS 512        /* fp32 but im2col: samples per fc segment, at most (see fc_rows) */
-/* fp32 fc / critic on gemm.c's kernels (not OpenBLAS) where the layer's
- * weights take at most this: they are transposed at the start of every act
- * and forward (fc_wt, critic_wt), which costs what the kernels gain where
- * the weights do not stay in cache. Measured on the 2-core Zen 4
- * (bench_train, 64 x 64, fresh processes alternating): the small net's fc
- * (2 MiB) 6.4-6.6 k -> 6.5-7.0 k agent-steps/s; the reference net's (16
- * MiB) rollout 0.40-0.45 -> 0.55-0.60 s an update, for no gain in the
- * update: it stays on OpenBLAS. */
-#define MR_POLICY_OWN_MAX ((size_t)4 << 20)
+
 
 typedef struct mr_policy {
     /* shapes and parameter layout (shared/net_layout.h): p->hidden and
@@ -144,11 +136,21 @@ typedef struct mr_policy {
     uint16_t *w16;               /* (hidden, flat): fc.w */
     uint16_t *x16;               /* (max(block, rblock), flat): fc's input */
     uint16_t *d16;               /* (rblock, hidden): fc's output gradient */
-    /* fp32 fc on AVX-512 (nn.h's mr_fc_*, gemm.c's kernels): fc.w and
-     * critic.w transposed at the start of every act / forward, for the
-     * forward's products; NULL where those run on OpenBLAS (im2col, bf16's
-     * matmul, no AVX-512, a width not a multiple of 16). */
+    /* fp32 fc and the critic's hidden layer on AVX-512 (nn.h's mr_fc_*,
+     * gemm.c's kernels; fc_own / critic_own 0 where they run on OpenBLAS:
+     * im2col, bf16's matmul, no AVX-512, a width not a multiple of 16).
+     * The forward needs one operand transposed. fc: a call on fewer rows
+     * than fc has outputs (act's) transposes its inputs into fc_xt (and
+     * its products go through fc_ct); a larger one (training's segments)
+     * transposes fc.w into fc_wt, once per act / forward (fc_wt_fresh).
+     * Both give the same bits. The critic (its weights 1.5 MiB at most in
+     * the reference net) transposes critic.w at every act / forward. */
+    int fc_own, critic_own;
+    int fc_xrows;                /* rows fc_xt holds: min(fc_rows, hidden) */
+    int fc_wt_fresh;             /* fc_wt holds this pass's fc.w */
     float *fc_wt;                /* (flat, hidden) */
+    float *fc_xt;                /* (flat, fc_xrows) */
+    float *fc_ct;                /* (hidden, fc_xrows) */
     float *critic_wt;            /* (cin_dim, critic_hidden) */
     char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
