@@ -50,7 +50,7 @@ usage: moonrl bench [env|infer|train|all] [options]
                            moonrl's side with it
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
-                           moonrl's engine refuses it (bf16 on the cpu backend today)
+                           moonrl's engine refuses it (bf16 on a cpu without AVX512-BF16 or AMX)
   --compile                --compare: insist on the reference's torch.compile column (an error where its torch has
                            none); measured by default where it has (torch 2.x): eager and compiled, the ratio
                            against the faster
