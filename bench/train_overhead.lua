@@ -9,10 +9,13 @@
 --
 -- Both sides: 64 envs x 64 steps, 2 threads (all cores: threads 0 here),
 -- cpu.conv onednn. bench_train's rate is the median of its timed updates
--- (after one warm-up update); the run's is its steady state by the wall
--- clock: agent-steps over the time from its third update's metrics row to its
--- last (wall_time in metrics.jsonl), so the warm-up and start-up are out and
--- everything the host does between updates is in.
+-- (after one warm-up update); the run's is the median of its updates' rates by
+-- the wall clock from its fourth update on: each update's agent-steps over the
+-- time from the previous update's metrics row to its own (wall_time in
+-- metrics.jsonl), so the warm-up and start-up are out and everything the host
+-- does between updates is in. Median against median: a mean would count a
+-- noisy machine's slow updates against one side only. The mean over the same
+-- span is printed beside it.
 local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
 local uv = require("luv")
@@ -57,23 +60,30 @@ local function with_host(i)
   for line in io.lines(dir .. "/metrics.jsonl") do rows[#rows + 1] = json.decode(line) end
   assert(#rows >= 4, dir .. ": fewer than 4 updates")
   local a, b = rows[3], rows[#rows]
-  local sps = {}
-  for k = 4, #rows do sps[#sps + 1] = rows[k].sps end
-  -- the engine's own rate in that process (mr_metrics.sps: the update's call alone), to tell the
-  -- host's gaps between updates from a slower engine
-  return (b.agent_steps - a.agent_steps) / (b.wall_time - a.wall_time), require("moonrl.bench").stats(sps).median
+  local sps, wall = {}, {}
+  for k = 4, #rows do
+    sps[#sps + 1] = rows[k].sps
+    -- one update's end to the next's: its call and everything the host did before it
+    wall[#wall + 1] = (rows[k].agent_steps - rows[k - 1].agent_steps) / (rows[k].wall_time - rows[k - 1].wall_time)
+  end
+  local stats = require("moonrl.bench").stats
+  -- the median by the wall clock (compared with bench_train's median), the mean over the same
+  -- span, and the engine's own rate in that process (mr_metrics.sps: the update's call alone), to
+  -- tell the host's gaps between updates from a slower engine
+  return stats(wall).median, (b.agent_steps - a.agent_steps) / (b.wall_time - a.wall_time), stats(sps).median
 end
 
 print(string.format("moonrl train against the engine alone: %d pairs of %d updates, net %s, %d x %d, %s, " ..
   "cpu.conv onednn, all cores; %s", PAIRS, UPDATES, NET, ENVS, ROLLOUT, PRECISION,
   require("moonrl.runtime.hardware").cpu_description()))
-print(string.format("%-6s %14s %14s %8s %16s", "pair", "bench_train", "moonrl train", "ratio", "its engine alone"))
+print(string.format("%-6s %14s %14s %8s %14s %16s", "pair", "bench_train", "moonrl train", "ratio", "(its mean)",
+  "its engine alone"))
 local ratios = {}
 for i = 1, PAIRS do
   local a = engine_alone()
-  local b, e = with_host(i)
+  local b, mean, e = with_host(i)
   ratios[i] = b / a
-  print(string.format("%-6d %14.0f %14.0f %8.3f %16.0f", i, a, b, b / a, e))
+  print(string.format("%-6d %14.0f %14.0f %8.3f %14.0f %16.0f", i, a, b, b / a, mean, e))
 end
 table.sort(ratios)
 print(string.format("median ratio (moonrl train / bench_train): %.3f over %d pairs (agent-steps/s)",
