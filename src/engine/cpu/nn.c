@@ -195,32 +195,23 @@ static void sgemm_plan(int fc, int own, int transa, int transb, int M, int N, in
         return;
     }
     int nb, bs, rows = plan_of(fc, M, N, K, &nb, &bs);
-    if (own && !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && mr_gemm_wide(N)) {
-        /* gemm.c: the same blocks, each element's bits whatever the block */
-        const long sar = transa ? 1 : lda, sak = transa ? lda : 1;
-        #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
-        for (int i = 0; i < nb; i++) {
-            int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
-            if (rows)
-                mr_gemm(C + (size_t)o * ldc, ldc, A + o * sar, sar, sak, B, ldb, n, N, K, beta != 0.0f);
-            else
-                mr_gemm(C + o, ldc, A, sar, sak, B + o, ldb, M, n, K, beta != 0.0f);
-        }
-        return;
-    }
+    /* gemm.c's kernels where asked and they take the product: the same
+     * blocks, each element's bits whatever the block */
+    const int mine = own && !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && mr_gemm_wide(N);
+    const long sar = transa ? 1 : lda, sak = transa ? lda : 1;   /* op(A)'s (row, k) strides */
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
-    if (nb == 1) sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else
-    #pragma omp parallel for schedule(dynamic, 1)
+    /* one block without an OpenMP fork */
+    #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
     for (int i = 0; i < nb; i++) {
-        int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
-        if (rows)   /* rows o.. of op(A) and C */
-            sgemm1(ta, tb, n, N, K, alpha, transa ? A + o : A + (size_t)o * lda, lda, B, ldb,
-                   beta, C + (size_t)o * ldc, ldc);
-        else        /* columns o.. of op(B) and C */
-            sgemm1(ta, tb, M, n, K, alpha, A, lda, transb ? B + (size_t)o * ldb : B + o, ldb,
-                   beta, C + o, ldc);
+        const int o = i * bs, n = (rows ? M : N) - o < bs ? (rows ? M : N) - o : bs;
+        const int m = rows ? n : M, nc = rows ? N : n;
+        /* rows o.. of op(A) and C, or columns o.. of op(B) and C */
+        const float *Ab = rows ? A + o * sar : A;
+        const float *Bb = rows ? B : transb ? B + (size_t)o * ldb : B + o;
+        float *Cb = rows ? C + (size_t)o * ldc : C + o;
+        if (mine) mr_gemm(Cb, ldc, Ab, sar, sak, Bb, ldb, m, nc, K, beta != 0.0f);
+        else sgemm1(ta, tb, m, nc, K, alpha, Ab, lda, Bb, ldb, beta, Cb, ldc);
     }
 }
 
@@ -546,9 +537,7 @@ void mr_fc_relu_forward_xt(float *out, const float *xt, const float *w, const fl
         mr_gemm(ct + (size_t)r0 * B, B, w + (size_t)r0 * C, C, 1, xt, B, nr, B, C, 1);
     }
     mr_nn_transpose(out, ct, OC, B);
-    const size_t n = (size_t)B * OC;
-    #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
-    for (size_t k = 0; k < n; k++) out[k] = out[k] > 0.0f ? out[k] : 0.0f;
+    mr_relu_forward(out, out, (size_t)B * OC);
 }
 
 /* ------------------------------------------------------------ relu */

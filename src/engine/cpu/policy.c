@@ -375,18 +375,18 @@ static int fc_wide(const mr_policy *p) { return p->conv != MR_CPU_CONV_IM2COL &&
 static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     const float *P = p->params;
     const int F = p->flat, H = p->hidden;
-    if (fc_wide(p) && p->fc_own && p->fc_xt && n < H && n <= p->fc_xrows && n % 16 == 0) {
+    if (p->fc_own && n < H && n <= p->fc_xrows && n % 16 == 0) {
         /* few rows: their transpose (F * n floats) instead of fc.w's */
         mr_nn_transpose(p->fc_xt, x, n, F);
         mr_fc_relu_forward_xt(feat, p->fc_xt, P + p->fc_w, P + p->fc_b, p->fc_ct, n, F, H);
         return;
     }
     if (fc_wide(p)) {   /* every segment in one OpenMP loop */
-        if (p->fc_own && p->fc_wt && !p->fc_wt_fresh) {
+        if (p->fc_own && !p->fc_wt_fresh) {
             mr_nn_transpose(p->fc_wt, P + p->fc_w, H, F);
             p->fc_wt_fresh = 1;
         }
-        mr_fc_relu_forward(feat, x, P + p->fc_w, p->fc_own ? p->fc_wt : NULL, P + p->fc_b, n, F, H, p->fc_rows);
+        mr_fc_relu_forward(feat, x, P + p->fc_w, p->fc_wt, P + p->fc_b, n, F, H, p->fc_rows);
         return;
     }
     for (int s0 = 0; s0 < n; s0 += p->fc_rows) {
@@ -407,8 +407,7 @@ static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, 
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, p->num_actions);
     build_cin(p, cin, feat, extra, codes, nb);
     if (fc_wide(p))
-        mr_fc_relu_forward(chid, cin, P + p->critic_w, p->critic_own ? p->critic_wt : NULL, P + p->critic_b, nb,
-                           p->cin_dim,
+        mr_fc_relu_forward(chid, cin, P + p->critic_w, p->critic_wt, P + p->critic_b, nb, p->cin_dim,
                            p->critic_hidden, 0);
     else
         mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
@@ -427,7 +426,7 @@ static void load_w16(mr_policy *p) {
 static void forward_weights(mr_policy *p, int B) {
     load_w16(p);
     p->fc_wt_fresh = 0;   /* fc.w transposed where a call first needs it (fc_forward) */
-    if (fc_wide(p) && p->critic_own && p->critic_wt)
+    if (p->critic_own)
         mr_nn_transpose(p->critic_wt, p->params + p->critic_w, p->critic_hidden, p->cin_dim);
     const float *w[MR_MAX_CONV];
     conv_weights(p, w);
