@@ -59,7 +59,6 @@
 #define MR_POLICY_BLOCK 256          /* samples per linear-layer block, at least */
 #define MR_POLICY_FC_ROWS 512        /* fp32 but im2col: samples per fc segment, at most (see fc_rows) */
 
-
 typedef struct mr_policy {
     /* shapes and parameter layout (shared/net_layout.h): p->hidden and
      * p->net.hidden are the same field */

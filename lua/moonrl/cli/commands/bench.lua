@@ -8,7 +8,8 @@ local cmdline = require("moonrl.cli.cmdline")
 local function compare() return require("moonrl.bench.compare") end
 
 local function print_row(r)
-  local fmt_rate = require("moonrl.bench").fmt_rate
+  local bench = require("moonrl.bench")
+  local fmt_rate = bench.fmt_rate
   local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
     or r.row == "infer" and string.format("infer, net %s, batch %d", r.net, r.batch)
     or string.format("train, net %s, %d envs x %d", r.net, r.num_envs, r.rollout)
@@ -19,7 +20,6 @@ local function print_row(r)
   io.write(string.format("%-34s %12s %-14s (%s .. %s, n=%d)\n", what, fmt_rate(r.rate.median), r.unit,
     fmt_rate(r.rate.min), fmt_rate(r.rate.max), r.rate.n))
   if r.row == "train" then
-    local bench = require("moonrl.bench")
     local conv = r.cpu_conv and ("; cpu.conv " .. r.cpu_conv ..
       (r.conv_layers and (" (" .. bench.layers_text(r.conv_layers) .. ")") or "")) or ""
     io.write(string.format("%-34s %s%s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
