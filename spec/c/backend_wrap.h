@@ -35,7 +35,7 @@
     X(policy_plan) X(enter) X(device_memory) X(staging_memory) X(copy) X(memset) X(stream_create) X(stream_sync)  \
     X(event_create) X(event_record) X(event_sync) X(event_elapsed) X(env_reset_all) X(env_step_all)               \
     X(env_clear_logs) X(env_log_reduce) X(policy_create) X(policy_zero_grad) X(policy_act) X(policy_forward)      \
-    X(policy_backward) X(gae) X(sample) X(opt_begin) X(opt_step) X(mean_std) X(normalize) X(ppo_loss)             \
+    X(policy_backward) X(policy_act_keep) X(policy_forward_kept) X(gae) X(sample) X(opt_begin) X(opt_step) X(mean_std) X(normalize) X(ppo_loss)             \
     X(popart_update) X(step_in) X(step_out) X(gather) X(diff) X(accumulate) X(finish) X(raw_alloc)
 #define BW_ENUM(n) BW_##n,
 enum { BW_OPS(BW_ENUM) BW_NOPS };
@@ -364,6 +364,23 @@ static mr_status bw_policy_backward(mr_bpolicy *p, const float *dlogits, const f
     return BW.base->policy_backward(p, dlogits, dvalue, B, stream, err);
 }
 
+static mr_status bw_policy_act_keep(mr_bpolicy *p, const uint8_t *codes, const float *extra, int B, int proxy,
+                                    float *logits, float *value, int row0, void *stream, mr_error *err) {
+    BW_TRY(policy_act_keep, 0);
+    bw_pol("policy_act_keep", p);
+    BW_DEV(policy_act_keep, codes, B);
+    BW_DEV(policy_act_keep, extra, (size_t)B * 8);
+    BW_DEV(policy_act_keep, logits, (size_t)B * MR_MAX_ACTIONS * 4);
+    BW_DEV(policy_act_keep, value, (size_t)B * 4);
+    return BW.base->policy_act_keep(p, codes, extra, B, proxy, logits, value, row0, stream, err);
+}
+static mr_status bw_policy_forward_kept(mr_bpolicy *p, int B, int proxy, float *value, void *stream, mr_error *err) {
+    BW_TRY(policy_forward_kept, 0);
+    bw_pol("policy_forward_kept", p);
+    BW_DEV(policy_forward_kept, value, (size_t)B * 4);
+    return BW.base->policy_forward_kept(p, B, proxy, value, stream, err);
+}
+
 /* ------------------------------------------------------------------- PPO */
 
 static mr_status bw_gae(int T, int N, const float *reward, const float *value, const float *last_value,
@@ -559,6 +576,9 @@ static inline const mr_backend *bw_init(const mr_backend *base, const char *name
     w->policy_act = bw_policy_act;
     w->policy_forward = bw_policy_forward;
     w->policy_backward = bw_policy_backward;
+    /* optional: wrapped where the base offers them */
+    w->policy_act_keep = base->policy_act_keep ? bw_policy_act_keep : NULL;
+    w->policy_forward_kept = base->policy_forward_kept ? bw_policy_forward_kept : NULL;
     w->gae = bw_gae;
     w->sample = bw_sample;
     w->opt_begin = bw_opt_begin;

@@ -130,6 +130,11 @@ int main(void) {
     W = *BASE;
     W.policy_act = w_act;
     W.policy_forward = w_forward;
+    /* every epoch through policy_forward, so the two storages' first
+     * training forwards see the same samples in the same order (faithful
+     * would otherwise take its first epoch from the rollout's acts) */
+    W.policy_act_keep = NULL;
+    W.policy_forward_kept = NULL;
     static float xf[sizeof fwd_codes * 2], xu[sizeof fwd_codes * 2];
     static float pf[200000], pu[200000];
     static uint8_t codes_f[sizeof fwd_codes];

@@ -634,6 +634,104 @@ static void test_recompute(void) {
     CHECK_MSG(!pa.recompute, "auto recomputes a batch smaller than one rblock");
 }
 
+/* ------------------------------------------------------------ act keeping the update's forward */
+/* mr_policy_act_keep over a batch in rollout-sized pieces, then
+ * mr_policy_forward_kept and the backward, against mr_policy_forward +
+ * backward on the same batch (itself checked against float64 above): the
+ * outputs act's (bit for bit but where a piece straddles the kept rows'
+ * end), and the forward's within float rounding (a
+ * sample's last bits may depend on its place in a batch); the gradients
+ * within rounding; the value head taken again after it changed (PopArt);
+ * with store, recompute, and auto keeping one rblock (pieces straddle the
+ * kept rows' end); and the misuses refused. */
+static void test_act_keep(void) {
+    mr_policy_config cfg;
+    small_cfg(&cfg);
+    const int V = 11, VV = V * V, B = 2 * MR_POLICY_RBLOCK + 300, N = 100;
+    uint8_t *codes = malloc((size_t)B * VV);
+    float *extra = malloc(sizeof(float) * 2 * B), *ga = malloc(sizeof(float) * B * NA),
+          *gc = malloc(sizeof(float) * B), *kl = malloc(sizeof(float) * B * NA), *kv = malloc(sizeof(float) * B),
+          *al = malloc(sizeof(float) * N * NA), *av = malloc(sizeof(float) * N), *fv = malloc(sizeof(float) * B),
+          *kg = NULL, *P0 = NULL;
+    random_inputs(codes, extra, B, VV);
+    for (int i = 0; i < B * NA; i++) ga[i] = (float)(2 * urand() - 1) / B;
+    for (int i = 0; i < B; i++) gc[i] = (float)(2 * urand() - 1) / B;
+    for (int mode = 0; mode < 3; mode++) {
+        mr_arena a;
+        mr_policy p;
+        if (mode < 2) {
+            CHECK(make_policy_with(&p, &a, &cfg, V, B, 32,
+                                   mode == 0 ? MR_CPU_ACTIVATIONS_STORE : MR_CPU_ACTIVATIONS_RECOMPUTE));
+        } else {   /* auto keeping the first rblock only */
+            size_t per_sample = 0;
+            for (int l = 0; l < cfg.num_conv; l++)
+                per_sample += ((size_t)VV * cfg.conv_channels[l] + 15) / 16 * 16 * sizeof(float);
+            mr_policy_options ko = {32, g_conv, MR_CPU_ACTIVATIONS_AUTO, 0, {0}, 0};
+            ko.keep_bytes = (size_t)MR_POLICY_RBLOCK * per_sample + 1;
+            memset(&a, 0, sizeof a);
+            mr_policy_layout_with(&p, &cfg, V, B, &ko, &a);
+            CHECK(mr_arena_commit(&a) == 0);
+            mr_policy_layout_with(&p, &cfg, V, B, &ko, &a);
+            CHECK_MSG(p.recompute && p.kept > 0 && p.kept % N != 0, "auto keeps %d rows", p.kept);
+        }
+        if (!P0) {
+            random_params(&p);
+            P0 = malloc(sizeof(float) * p.n_params);
+            kg = malloc(sizeof(float) * p.n_params);
+            memcpy(P0, p.params, sizeof(float) * p.n_params);
+        }
+        memcpy(p.params, P0, sizeof(float) * p.n_params);
+        const mr_tensor_info *vw = mr_policy_tensor(&p, "value.w"), *vb = mr_policy_tensor(&p, "value.b");
+        for (int proxy = 0; proxy < 2; proxy++) {
+            memcpy(p.params, P0, sizeof(float) * p.n_params);
+            for (int r0 = 0; r0 < B; r0 += N) {
+                const int n = B - r0 < N ? B - r0 : N;
+                CHECK(mr_policy_act_keep(&p, codes + (size_t)r0 * VV, extra + 2 * r0, n, proxy,
+                                         kl + (size_t)r0 * NA, kv + r0, r0) == 0);
+                mr_policy_act(&p, codes + (size_t)r0 * VV, extra + 2 * r0, n, proxy, al, av);
+                /* a piece across the kept rows' end runs as two (im2col's
+                 * sgemm shapes then differ in the last bits) */
+                if (p.recompute && r0 < p.kept && r0 + n > p.kept)
+                    CHECK_MSG(check_relerr(al, kl + (size_t)r0 * NA, (size_t)n * NA, 1e-3) < 1e-5,
+                              "mode %d proxy=%d rows %d..: act_keep's outputs are not act's", mode, proxy, r0);
+                else
+                    CHECK_MSG(memcmp(al, kl + (size_t)r0 * NA, sizeof(float) * n * NA) == 0 &&
+                              memcmp(av, kv + r0, sizeof(float) * n) == 0,
+                              "mode %d proxy=%d rows %d..: act_keep's outputs are not act's", mode, proxy, r0);
+            }
+            CHECK_MSG(mr_policy_backward(&p, ga, gc, B) == -1, "a backward after act_keep, before forward_kept");
+            CHECK(mr_policy_forward_kept(&p, B, 1 - proxy, fv) == -1);   /* kept with the other expansion */
+            CHECK(mr_policy_forward_kept(&p, B - 1, proxy, fv) == -1);   /* rows not all covered */
+            /* the value head rescaled after the rollout, as PopArt does */
+            for (size_t k = 0; k < vw->count; k++) p.params[vw->offset + k] *= 0.75f;
+            p.params[vb->offset] += 0.125f;
+            CHECK(mr_policy_forward_kept(&p, B, proxy, fv) == 0);
+            mr_policy_zero_grad(&p);
+            CHECK(mr_policy_backward(&p, ga, gc, B) == 0);
+            memcpy(kg, p.grads, sizeof(float) * p.n_params);
+
+            run_out f;
+            run(&p, codes, extra, B, proxy, ga, gc, &f);
+            double el = check_relerr(kl, f.logits, (size_t)B * NA, 1e-3);
+            double ev = check_relerr(fv, f.value, B, 1e-3);
+            double eg = check_relerr(kg, f.grads, p.n_params, 1e-9);
+            CHECK_MSG(el < 1e-5 && ev < 1e-5, "mode %d proxy=%d: kept outputs vs the forward's: %g %g", mode, proxy,
+                      el, ev);
+            CHECK_MSG(eg < 1e-4, "mode %d proxy=%d: gradients from the kept rows vs the forward's: %g", mode, proxy,
+                      eg);
+            /* the value head was taken again: its old outputs are far */
+            CHECK_MSG(check_relerr(kv, f.value, B, 1e-3) > 1e-2, "mode %d: the value is the rollout's", mode);
+            run_free(&f);
+        }
+        CHECK(mr_policy_act_keep(&p, codes, extra, N, 0, kl, kv, B - N + 1) == -1);   /* past the batch */
+        CHECK(mr_policy_act_keep(&p, codes, extra, N, 0, kl, kv, -1) == -1);
+        mr_policy_free(&p);
+        mr_arena_release(&a);
+    }
+    free(codes); free(extra); free(ga); free(gc); free(kl); free(kv); free(al); free(av); free(fv); free(kg);
+    free(P0);
+}
+
 /* fc's forward on gemm.c's kernels (AVX-512): act's few rows through their
  * transpose, more rows through the weights'; the same bits for the same
  * samples either way, and the double reference's values. */
@@ -720,6 +818,7 @@ int main(void) {
         }
         test_consistency();
         test_recompute();
+        test_act_keep();
         test_permute();
         test_fc_transposes();
         if (check_failed != before) printf("  (those failures: cpu.conv = %s)\n", names[k]);

@@ -7,7 +7,9 @@
  *      and the injected message come back, *out stays NULL, and nothing the
  *      wrapper saw created (streams, events, networks, memory segments) is
  *      left alive;
- *   2. an update with every call failing in turn: the update returns the
+ *   2. an update with every call failing in turn (with two minibatches, and
+ *      with one, where the rollout's acts keep the first epoch's forward):
+ *      the update returns the
  *      status and says which update failed; then updates, saves, snapshots,
  *      evaluation and inference are refused (MR_ERR_STATE, no file written),
  *      a restore does not revive it, and loading a checkpoint saved before
@@ -170,10 +172,11 @@ static int metrics_same(const mr_metrics *a, const mr_metrics *b) {
            a->skipped_steps == b->skipped_steps && a->nonfinite == b->nonfinite;
 }
 
-static void test_update_faults(void) {
+static void update_faults(int minibatches) {
     mr_config c;
     bw_config(&c);
     c.ppo.rollout_steps = 4;   /* every operation of an update, in fewer calls */
+    c.ppo.minibatches = minibatches;   /* 1: the rollout's acts keep the first epoch's forward */
     mr_error e;
     char ck[160], bad[160];
     tmp_path(ck, sizeof ck, "after1.mrck");
@@ -289,8 +292,17 @@ static void test_update_faults(void) {
     CHECK(bw_nothing_live());
     state_free(&want);
     unlink(ck);
-    printf("  update: %ld calls, each failed in turn: %d refused until a load, %d lost the timing only; "
-           "%d recovered bit for bit\n", n, refused, timing_only, recovered);
+    if (minibatches == 1)
+        CHECK_MSG(in_update[BW_policy_act_keep] == c.ppo.rollout_steps && in_update[BW_policy_forward_kept] == 1,
+                  "one minibatch: %ld act_keep, %ld forward_kept calls", in_update[BW_policy_act_keep],
+                  in_update[BW_policy_forward_kept]);
+    printf("  update, %d minibatch%s: %ld calls, each failed in turn: %d refused until a load, %d lost the timing "
+           "only; %d recovered bit for bit\n", minibatches, minibatches == 1 ? "" : "es", n, refused, timing_only,
+           recovered);
+}
+static void test_update_faults(void) {
+    update_faults(2);
+    update_faults(1);
 }
 
 /* ================================================================ 3. out of memory */

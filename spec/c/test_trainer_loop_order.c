@@ -14,7 +14,8 @@
  *      other gamma / lambda), and the explained variance;
  *   3. the sequence of operations of an update, recorded by the wrapper
  *      table (backend_wrap.h), against the order docs/engine.md
- *      documents (per rollout step: copy, step_in, policy_act, sample,
+ *      documents (per rollout step: copy, step_in, policy_act (or
+ *      policy_act_keep with one minibatch), sample,
  *      env_step_all, step_out; then GAE, statistics, PopArt, normalisation;
  *      per minibatch: gather, opt_begin, zero_grad, forward, ppo_loss,
  *      backward, opt_step, accumulate; ...), with PopArt and advantage
@@ -239,11 +240,13 @@ static int expect_update(const mr_config *c, int *out) {
     COPY(H2D);
     OP(memset);
     OP(env_clear_logs);
+    /* one minibatch: the rollout's acts keep the first epoch's forward */
+    const int reuse = c->ppo.minibatches == 1;
     for (int t = 0; t < c->ppo.rollout_steps; t++) {
         OP(event_record);                /* per-step timing: always on on the cpu */
         COPY(D2D);                       /* obs codes -> the rollout row */
         OP(step_in);
-        OP(policy_act);
+        if (reuse) OP(policy_act_keep); else OP(policy_act);
         OP(sample);
         OP(event_record);
         OP(env_step_all);
@@ -271,7 +274,7 @@ static int expect_update(const mr_config *c, int *out) {
             OP(opt_begin);
             OP(policy_zero_grad);
             OP(event_record);
-            OP(policy_forward);
+            if (reuse && ep == 0) OP(policy_forward_kept); else OP(policy_forward);
             OP(event_record);
             OP(ppo_loss);
             OP(event_record);
@@ -347,6 +350,9 @@ static void test_sequence(void) {
     c.ppo.minibatches = 4;
     c.ppo.rollout_steps = 8;
     sequence_for("no PopArt, raw advantages, 3 epochs of 4 minibatches, 8 steps", &c);
+    c.policy.popart = 1;
+    c.ppo.minibatches = 1;
+    sequence_for("PopArt, 3 epochs of one minibatch (the first from the rollout's acts)", &c);
 }
 
 int main(void) {

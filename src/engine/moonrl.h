@@ -310,6 +310,10 @@ int mr_trainer_done(const mr_trainer *t);
 const mr_config *mr_trainer_config(const mr_trainer *t);
 /* Which backend runs and what applies, e.g. "cpu (2 threads, OpenBLAS); cuda.graphs does not apply". */
 const char *mr_trainer_describe(const mr_trainer *t);
+/* Forward passes an update runs per sample beyond the rollout's: epochs, or
+ * one fewer where the rollout's acts keep the first epoch's forward (one
+ * minibatch, on a backend that offers it: docs/engine.md). */
+int mr_trainer_update_forwards(const mr_trainer *t);
 
 /* Hot parameters: changeable between updates without restarting. */
 typedef struct mr_hot_params {

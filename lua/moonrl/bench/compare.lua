@@ -376,7 +376,8 @@ function compare.print(o, rows, load0, load1)
   w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
   if worked then
     w("multiply-adds    per agent-step, what each side computes (rollout forward, 4 epochs of forward and\n" ..
-      "                 backward): pytorch the model's (direct convolutions); moonrl fewer where Winograd runs\n")
+      "                 backward): pytorch the model's (direct convolutions); moonrl fewer where Winograd runs,\n" ..
+      "                 and one forward fewer where the rollout's acts keep the first epoch's (one minibatch)\n")
     w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
       "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32; for bf16 AMX\n" ..
       "                 tile dot products where the CPU has AMX, else AVX512-BF16 dot products; measured by a\n" ..

@@ -71,9 +71,12 @@ local function learn_macs(net, view_range, conv)
 end
 
 -- Multiply-adds one agent-step costs in training: its forward in the
--- rollout, then each epoch's learn_macs.
-function bench.macs_per_agent_step(net, epochs, conv, view_range)
-  return bench.forward_macs(net, view_range, conv) + epochs * learn_macs(net, view_range, conv)
+-- rollout, then each epoch's learn_macs; forwards (default epochs): the
+-- update's forward passes, one fewer where the rollout's acts keep the first
+-- epoch's (mr_trainer_update_forwards).
+function bench.macs_per_agent_step(net, epochs, conv, view_range, forwards)
+  local fwd = bench.forward_macs(net, view_range, conv)
+  return fwd + epochs * learn_macs(net, view_range, conv) - (epochs - (forwards or epochs)) * fwd
 end
 
 -- FLOPs (2 per multiply-add) of one update's learning phase over `samples`.
@@ -239,6 +242,7 @@ function bench.train(o)
   local mem = ffi.new("mr_memory_stats")
   C.mr_trainer_memory(t, mem, err)
   local describe = ffi.string(C.mr_trainer_describe(t))
+  local forwards = tonumber(C.mr_trainer_update_forwards(t))
   C.mr_trainer_free(t)
   local dev_peak = tonumber(mem.device_peak_bytes)
   local r = {
@@ -257,7 +261,7 @@ function bench.train(o)
   r.cpu_conv = o.device ~= "cuda" and (o.cpu_conv or "default") or nil
   r.conv_layers = o.conv_layers and next(o.conv_layers) and o.conv_layers or nil
   r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), r.conv_layers or o.cpu_conv,
-    view_range)
+    view_range, forwards)
   r.model_macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), nil, view_range)
   local flops = bench.update_flops(net, o.envs * o.rollout, tonumber(c.ppo.epochs), view_range)
   r.update_tflops = r.time_update > 0 and flops / r.time_update / 1e12 or 0

@@ -102,6 +102,9 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &cfg->cpu, &t->mem,
                                                 err), err));
     d->pol_ready = 1;
+    /* the first epoch's forward from the rollout: one minibatch, and the
+     * update expands the observations as acting does */
+    t->reuse = o->policy_act_keep && o->policy_forward_kept && t->M == t->B && t->obs_update == t->proxy_obs;
     const mr_net_layout *dp = d->pol.net;
     if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->net.value_w_offset ||
         dp->value_b_offset != t->net.value_b_offset)
@@ -169,6 +172,10 @@ static void describe(mr_trainer *t, const char *note) {
                  o->name, line, t->threads, t->threads == 1 ? "" : "s",
                  t->graphs_why[0] ? t->graphs_why : "each update after the first replays three recorded CUDA graphs",
                  note);
+    }
+    if (t->reuse) {
+        const size_t n = strlen(t->describe);
+        snprintf(t->describe + n, sizeof t->describe - n, "; the first epoch's forward is the rollout's");
     }
 }
 
@@ -273,6 +280,7 @@ void mr_trainer_free(mr_trainer *t) {
 int mr_trainer_done(const mr_trainer *t) { return t ? t->agent_steps >= t->hot.total_steps : 1; }
 const mr_config *mr_trainer_config(const mr_trainer *t) { return t ? &t->cfg : NULL; }
 const char *mr_trainer_describe(const mr_trainer *t) { return t ? t->describe : ""; }
+int mr_trainer_update_forwards(const mr_trainer *t) { return t ? t->cfg.ppo.epochs - t->reuse : 0; }
 
 /* ------------------------------------------------------------------ update */
 
@@ -289,8 +297,13 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
         TRY(mr_trainer_mark(t, 2 * step, err));
         TRY(o->copy(obs, d->env.obs, (size_t)N * (size_t)VV, MR_COPY_D2D, st, err));
         TRY(o->step_in(&d->env, seed, extra, d->step_u, st, err));
-        TRY(o->policy_act(&d->pol, obs, extra, N, proxy, d->step_logits, d->step_value, st, err));
-        TRY(o->sample(N, t->NA, d->step_logits, d->step_u, d->act + off, d->logp + off, st, err));
+        /* reuse: the logits straight into the first epoch's (the batch's order) */
+        float *logits = t->reuse ? d->mb_logits + off * (size_t)t->NA : d->step_logits;
+        if (t->reuse)
+            TRY(o->policy_act_keep(&d->pol, obs, extra, N, proxy, logits, d->step_value, (int)off, st, err));
+        else
+            TRY(o->policy_act(&d->pol, obs, extra, N, proxy, logits, d->step_value, st, err));
+        TRY(o->sample(N, t->NA, logits, d->step_u, d->act + off, d->logp + off, st, err));
         TRY(mr_trainer_mark(t, 2 * step + 1, err));
         TRY(o->env_step_all(&d->env, d->act + off, st, err));
         TRY(o->step_out(&d->env, d->pa, d->step_value, d->val + off, d->rew + off, d->done + off, st, err));
@@ -361,8 +374,11 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
             TRY(o->opt_begin(d->opt, st, err));
             TRY(o->policy_zero_grad(&d->pol, st, err));
             TRY(mr_trainer_update_mark(t, e, mb, 1, err));
-            TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->obs_update, d->mb_logits, d->mb_value, st,
-                                  err));
+            if (e == 0 && t->reuse)   /* the rollout's acts computed it (mb_logits are theirs) */
+                TRY(o->policy_forward_kept(&d->pol, M, t->obs_update, d->mb_value, st, err));
+            else
+                TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->obs_update, d->mb_logits, d->mb_value,
+                                      st, err));
             TRY(mr_trainer_update_mark(t, e, mb, 2, err));
             TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target,
                             d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));
@@ -382,12 +398,18 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
 
 /* The epochs' permutations into staging: Fisher-Yates keyed by
  * (seed, updates * epochs + epoch), sequential by nature, so made on the
- * host while the backend runs the rollout queued before it. */
+ * host while the backend runs the rollout queued before it. With reuse the
+ * first epoch keeps the rollout's order, where its activations lie (one
+ * minibatch: the same sums, only their order differs). */
 static void make_permutations(mr_trainer *t) {
     const int B = t->B, E = t->cfg.ppo.epochs;
-    for (int e = 0; e < E; e++)
-        mr_tc_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e),
-                          t->h.perm + (size_t)e * (size_t)B, B);
+    for (int e = 0; e < E; e++) {
+        int32_t *perm = t->h.perm + (size_t)e * (size_t)B;
+        if (e == 0 && t->reuse)
+            for (int i = 0; i < B; i++) perm[i] = i;
+        else
+            mr_tc_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e), perm, B);
+    }
 }
 
 /* The first part: the hyper-parameters (from staging, filled before) and the rollout. */

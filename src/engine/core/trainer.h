@@ -96,6 +96,9 @@ struct mr_trainer {
     int obs_update;            /* the training forward's expansion: proxy_obs, or MR_EXPAND_PROXY_UINT8 */
     int T, N, V, VV, NA;       /* rollout steps, envs, view, view cells, actions */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
+    int reuse;                 /* one minibatch: the rollout's acts keep the first epoch's forward
+                                * (policy_act_keep / policy_forward_kept; the epoch's order is the
+                                * rollout's, since a whole-batch sum needs no shuffle) */
     int broken;                /* an update failed midway: the backend state is not trustworthy */
     int keep_grads;            /* checkpoints hold the last step's gradient (mr_trainer_keep_gradients) */
     int grads_ready;           /* an update ran in this trainer: its grads are a real gradient */

@@ -315,6 +315,23 @@ static mr_status cpu_forward(mr_bpolicy *bp, const uint8_t *codes, const float *
     return ok(err);
 }
 
+static mr_status cpu_act_keep(mr_bpolicy *bp, const uint8_t *codes, const float *extra, int B, int proxy,
+                              float *logits, float *value, int row0, void *stream, mr_error *err) {
+    (void)stream;
+    if (mr_policy_act_keep(bp->impl, codes, extra, B, proxy, logits, value, row0) != 0)
+        return mr_fail(err, MR_ERR_ARG, "the network's act: rows %d..%d are outside the training batch", row0,
+                       row0 + B);
+    return ok(err);
+}
+
+static mr_status cpu_forward_kept(mr_bpolicy *bp, int B, int proxy, float *value, void *stream, mr_error *err) {
+    (void)stream;
+    if (mr_policy_forward_kept(bp->impl, B, proxy, value) != 0)
+        return mr_fail(err, MR_ERR_STATE, "the network's forward from the rollout: the rollout's acts did not keep "
+                       "rows 0..%d with this observation expansion; this is a bug", B);
+    return ok(err);
+}
+
 static mr_status cpu_backward(mr_bpolicy *bp, const float *dlogits, const float *dvalue, int B, void *stream,
                               mr_error *err) {
     (void)stream;
@@ -520,6 +537,8 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .policy_act = cpu_act,                               \
         .policy_forward = cpu_forward,                       \
         .policy_backward = cpu_backward,                     \
+        .policy_act_keep = cpu_act_keep,                     \
+        .policy_forward_kept = cpu_forward_kept,             \
         .host_policy_layout = cpu_host_policy_layout,        \
         .host_policy_init = cpu_host_policy_init,            \
         .host_policy_free = cpu_host_policy_free,            \

@@ -451,9 +451,59 @@ void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B
     }
 }
 
+int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
+                       float *value, int row0) {
+    if (B < 0 || row0 < 0 || row0 > p->max_batch - B) return -1;
+    const int L = p->num_conv, VV = p->VV;
+    if (row0 == 0) p->keep_rows = 0;   /* a new batch */
+    p->keep_rows += B;
+    p->keep_proxy = proxy;
+    p->fwd_B = 0;   /* the rows are the next forward's, not the last one's */
+    memcpy(p->codes + (size_t)row0 * VV, codes, (size_t)B * VV);
+    forward_weights(p, B);
+    /* rows below K keep their conv activations (the training forward's rule) */
+    const int K = p->recompute ? p->kept : p->max_batch;
+    for (int s0 = 0; s0 < B;) {   /* act's segments, cut where the kept rows end */
+        const int r = row0 + s0;
+        int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
+        if (r < K && r + ns > K) ns = K - r;
+        float *acts[MR_MAX_CONV];
+        for (int l = 0; l < L; l++) acts[l] = p->act[l] + (size_t)r * VV * p->ch[l + 1];
+        const int keep = r < K;
+        float *aL = keep ? acts[L - 1] : p->b_aL, *feat = p->feat + (size_t)r * p->hidden;
+        const uint8_t *cs = codes + (size_t)s0 * VV;
+        trunk_block(p, cs, ns, proxy, keep ? acts : NULL, aL);
+        fc_forward(p, feat, aL, ns);
+        for (int b0 = 0; b0 < ns; b0 += p->block) {
+            int nb = ns - b0 < p->block ? ns - b0 : p->block, i = s0 + b0;
+            heads_block(p, cs + (size_t)b0 * VV, extra ? extra + 2 * (size_t)i : NULL, nb,
+                        feat + (size_t)b0 * p->hidden, p->cin + (size_t)(r + b0) * p->cin_dim,
+                        p->chid + (size_t)(r + b0) * p->critic_hidden, logits + (size_t)i * p->num_actions,
+                        value + i);
+        }
+        s0 += ns;
+    }
+    return 0;
+}
+
+int mr_policy_forward_kept(mr_policy *p, int B, int proxy, float *value) {
+    if (B <= 0 || B > p->max_batch || p->keep_rows != B || p->keep_proxy != proxy) return -1;
+    const float *P = p->params;
+    for (int b0 = 0; b0 < B; b0 += p->block) {   /* heads_block's call for the value */
+        int nb = B - b0 < p->block ? B - b0 : p->block;
+        mr_linear_forward(value + b0, p->chid + (size_t)b0 * p->critic_hidden, P + p->value_w_offset,
+                          P + p->value_b_offset, nb, p->critic_hidden, 1);
+    }
+    p->keep_rows = 0;
+    p->fwd_B = B;
+    p->fwd_proxy = proxy;
+    return 0;
+}
+
 int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                       int proxy, float *logits, float *value) {
     if (B < 0 || B > p->max_batch) return -1;
+    p->keep_rows = 0;
     int L = p->num_conv;
     memcpy(p->codes, codes, (size_t)B * p->VV);
     forward_weights(p, B);

@@ -85,6 +85,7 @@ typedef struct mr_policy {
     /* training activations, max_batch samples, kept from forward to backward */
     int fwd_B;                 /* batch of the last mr_policy_forward, 0 = none */
     int fwd_proxy;
+    int keep_rows, keep_proxy; /* rows mr_policy_act_keep kept since the last forward, and their proxy */
     uint8_t *codes;            /* (max_batch, VV) copy of the input */
     float *act[MR_MAX_CONV];   /* (max_batch, VV, ch[l+1]) post-ReLU; with recompute,
                                 * (rblock, VV, ch[l+1]): the backward's recomputed rblock */
@@ -234,6 +235,26 @@ void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B
  * range (nothing done). */
 int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                       int proxy, float *logits, float *value);
+
+/* The rollout's inference that also serves the update's first forward.
+ * With one minibatch (the whole batch) the first epoch's forward runs the
+ * rollout's parameters on the rollout's samples: what act computed. So act
+ * for the B samples that will be rows [row0, row0 + B) of the next
+ * training batch (row0 + B <= max_batch): mr_policy_act's outputs, and it
+ * keeps at those rows what mr_policy_backward reads (the codes, feat, cin,
+ * chid, and the conv activations where the training forward would keep
+ * them: all rows, or with recompute the kept rows [0, kept)). Returns 0, or
+ * -1 when the rows are out of range (nothing done). */
+int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
+                       float *value, int row0);
+
+/* Stands for mr_policy_forward over rows [0, B) kept by mr_policy_act_keep
+ * (which must have covered them, with this proxy, since the last forward):
+ * the value head again (value (B) raw, from the kept chid: PopArt may have
+ * rescaled the head since the rollout), and the rows become the forward
+ * mr_policy_backward reads. The logits are act's. Returns 0, or -1 when the
+ * kept rows do not cover [0, B) or were kept with another proxy. */
+int mr_policy_forward_kept(mr_policy *p, int B, int proxy, float *value);
 
 /* dlogits (B,8), dvalue (B): gradients of the loss w.r.t. the outputs of the
  * last mr_policy_forward (same B). ACCUMULATES into p->grads (zero them with

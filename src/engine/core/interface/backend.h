@@ -97,6 +97,18 @@ typedef struct mr_backend {
                                 float *logits, float *value, void *stream, mr_error *err);
     mr_status (*policy_backward)(mr_bpolicy *p, const float *dlogits, const float *dvalue, int B, void *stream,
                                  mr_error *err);
+    /* Optional (NULL where not offered; the trainer then runs policy_act
+     * and policy_forward). With one minibatch the first epoch's forward
+     * would recompute what the rollout's acts computed (the same parameters,
+     * the same samples), so the rollout acts through policy_act_keep, which
+     * is policy_act that also keeps at rows [row0, row0 + B) of the training
+     * batch what policy_backward reads, and the first epoch calls
+     * policy_forward_kept: the value head again over the kept rows (PopArt
+     * may have rescaled it) into value (B) raw, the logits being act's, and
+     * the kept rows become the forward policy_backward differentiates. */
+    mr_status (*policy_act_keep)(mr_bpolicy *p, const uint8_t *codes, const float *extra, int B, int proxy,
+                                 float *logits, float *value, int row0, void *stream, mr_error *err);
+    mr_status (*policy_forward_kept)(mr_bpolicy *p, int B, int proxy, float *value, void *stream, mr_error *err);
 
     /* ---- the host copy of the network: NULL unless host_memory. The
      * trainer keeps its weights (checkpoints, initialisation) and runs
