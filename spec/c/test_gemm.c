@@ -5,7 +5,9 @@
  * each rounding once, in blocks of MR_GEMM_KC added to C in order: at most
  * K + 1 roundings on any path); A as given and transposed (its strides);
  * stored (acc = 0) and added (acc = 1); K across block boundaries and K =
- * 0; rows and columns short of a register block; the bits of an element
+ * 0; rows and columns short of a register block, and widths not a
+ * multiple of 16 (a masked last vector: nothing written past column N);
+ * the bits of an element
  * the same whatever rows and columns it is computed with (gemm.h's order of
  * the sums). Skipped where the CPU has no AVX-512 (mr_gemm_wide is 0: the
  * callers take OpenBLAS there), and that skip is checked to be the CPU's.
@@ -53,6 +55,15 @@ static void one(int rows, int N, int K, int trans, int acc) {
                   "mr_gemm rows %d N %d K %d: the last row's last panel differs when computed alone", rows, N, K);
         free(D);
     }
+    /* and a masked last vector's columns alone, as the last columns of a wider call */
+    if (N % 16 && N > 16) {
+        const int r = rows - 1, j0 = N - N % 16, w = N % 16;
+        float D[16];
+        for (int j = 0; j < w; j++) D[j] = C0[(size_t)r * ldc + j0 + j];
+        mr_gemm(D, 16, A + r * sar, sar, sak, B + j0, (int)ldb, 1, w, K, acc);
+        CHECK_MSG(memcmp(D, C + (size_t)r * ldc + j0, sizeof(float) * (size_t)w) == 0,
+                  "mr_gemm rows %d N %d K %d: the masked columns differ when computed alone", rows, N, K);
+    }
     free(A); free(B); free(C); free(C0);
 }
 
@@ -63,10 +74,13 @@ int main(void) {
         printf("test_gemm: no AVX-512 on this CPU: gemm.c's kernels are not used here (skipped)\n");
         return check_report("test_gemm");
     }
-    CHECK(!mr_gemm_wide(24) && !mr_gemm_wide(8) && mr_gemm_wide(64));
+    CHECK(!mr_gemm_wide(24) && !mr_gemm_wide(8) && mr_gemm_wide(64) && mr_gemm_any());
     const int shapes[][3] = {
         {1, 16, 1},     {5, 16, 7},      {6, 64, 16},   {13, 48, 33},  {7, 32, 100},   {25, 80, 256},
         {19, 128, 257}, {64, 128, 600},  {3, 208, 513}, {40, 16, 0},   {130, 112, 300},
+        /* widths not a multiple of 16: a masked last vector (the critic's 372 and 756) */
+        {3, 1, 5},      {7, 5, 17},      {13, 21, 33},  {6, 50, 300},  {9, 372, 128},  {17, 756, 40},
+        {8, 15, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int trans = 0; trans < 2; trans++)

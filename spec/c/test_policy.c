@@ -558,7 +558,13 @@ static void test_recompute(void) {
         double ew = check_relerr(s.grads + fw->offset, r.grads + fw->offset, fw->count, 1e-9);
         double eb = check_relerr(s.grads + fb->offset, r.grads + fb->offset, fb->count, 1e-9);
         CHECK_MSG(ew < 1e-5 && eb < 1e-5, "proxy=%d: fc grads store vs recompute: %g %g", proxy, ew, eb);
-        CHECK_MSG(ew > 0, "proxy=%d: fc.w's gradient is bit-identical: the rblock split did not happen", proxy);
+        /* gemm.c's kernels (fc_own) sum K in blocks of MR_GEMM_KC from k = 0,
+         * and rblocks are whole blocks: the split sums are the same sums.
+         * OpenBLAS's (im2col) differ in the last bits: the split happened. */
+        if (pr.fc_own && pr.rblock % MR_GEMM_KC == 0)
+            CHECK_MSG(ew == 0, "proxy=%d: fc.w's gradient differs between store and recompute on gemm.c", proxy);
+        else
+            CHECK_MSG(ew > 0, "proxy=%d: fc.w's gradient is bit-identical: the rblock split did not happen", proxy);
         omp_set_num_threads(1);
         run(&pr, codes, extra, B, proxy, ga, gc, &r1);
         omp_set_num_threads(2);

@@ -9,8 +9,11 @@
  *   C (rows, N) [+]= A (rows, K) . B (K, N)
  *
  * A's element (r, k) at A[r * sar + k * sak] (so A or its transpose, any
- * row stride), B row-major (ldb), C row-major (ldc). N must be a multiple of
- * 16 and the CPU must have AVX-512F: mr_gemm_wide(N) says both.
+ * row stride), B row-major (ldb), C row-major (ldc). Any N >= 1 on a CPU
+ * with AVX-512F (mr_gemm_any): a last vector of N % 16 columns is masked,
+ * nothing read or written past column N. mr_gemm_wide(N) says N is also a
+ * multiple of 16 (no masked vector: what Winograd's 16-lane transforms and
+ * fc's transposed forward need).
  *
  * Order of the sums (what the bits depend on): K is cut into blocks of
  * MR_GEMM_KC from k = 0; within a block each element is summed over k in
@@ -27,6 +30,8 @@
 
 /* this CPU has AVX-512F and n is a multiple of 16 */
 int mr_gemm_wide(int n);
+/* this CPU has AVX-512F: mr_gemm takes any N */
+int mr_gemm_any(void);
 
 void mr_gemm(float *C, int ldc, const float *A, long sar, long sak, const float *B, int ldb, int rows, int N,
              int K, int acc);

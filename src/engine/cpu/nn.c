@@ -197,7 +197,7 @@ static void sgemm_plan(int fc, int own, int transa, int transb, int M, int N, in
     int nb, bs, rows = plan_of(fc, M, N, K, &nb, &bs);
     /* gemm.c's kernels where asked and they take the product: the same
      * blocks, each element's bits whatever the block */
-    const int mine = own && !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && mr_gemm_wide(N);
+    const int mine = own && !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && mr_gemm_any();
     const long sar = transa ? 1 : lda, sak = transa ? lda : 1;   /* op(A)'s (row, k) strides */
     enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;

@@ -108,9 +108,9 @@ int mr_nn_fc_plan(int M, int N, int K, int *nb, int *bs);
  * gemm.c's kernels instead of OpenBLAS (whose bits they do not match): the
  * forward where wt, w transposed (C, OC) (mr_nn_transpose, once per pass),
  * is given, the gradients where own is 1; each product only where the CPU
- * has AVX-512 and the output's width (OC forward, C for both gradients) is
- * a multiple of 16 (gemm.h's mr_gemm_wide). Either way the bits do not
- * depend on the thread count. */
+ * has AVX-512, and the forward only where OC is a multiple of 16 (gemm.h's
+ * mr_gemm_wide; the gradients take any width, mr_gemm_any). Either way the
+ * bits do not depend on the thread count. */
 void mr_fc_relu_forward(float *out, const float *inp, const float *w, const float *wt, const float *b,
                         int B, int C, int OC, int seg);
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
