@@ -414,6 +414,33 @@ static void test_fc_shape(int B, int C, int OC, int transposed) {
     CHECK_MSG(memcmp(o1, out, sizeof(float) * no) == 0, "fc forward differs between 1 and 2 threads");
     CHECK_MSG(memcmp(i1, dinp, sizeof(float) * ni) == 0, "fc dinp differs between 1 and 2 threads");
     CHECK_MSG(memcmp(w1, w2, sizeof(float) * nw) == 0, "fc dw differs between 1 and 2 threads");
+    /* the first cols input columns alone (the critic's: only feat's): each
+     * element mr_fc_backward's on gemm.c (an element's bits do not depend
+     * on the product's width), within rounding on OpenBLAS; nothing past them */
+    {
+        const int cols = C / 3 + 5;
+        float *dc = malloc(sizeof(float) * ((size_t)B * cols + 16));
+        for (int k = 0; k < 16; k++) dc[(size_t)B * cols + k] = -7.0f;
+        mr_fc_input_grad(dc, g, w, transposed, B, C, OC, cols);
+        int same = 1, untouched = 1;
+        double worst = 0.0;
+        for (int r = 0; r < B; r++)
+            for (int j = 0; j < cols; j++) {
+                const float x = dc[(size_t)r * cols + j], y = dinp[(size_t)r * C + j];
+                same &= x == y;
+                const double d = fabs((double)x - y) / (fabs((double)y) + 1e-3);
+                if (d > worst) worst = d;
+            }
+        for (int k = 0; k < 16; k++) untouched &= dc[(size_t)B * cols + k] == -7.0f;
+        if (transposed && mr_gemm_any())
+            CHECK_MSG(same, "fc (%d,%d,%d): the first %d columns' input gradient differs from the whole one's", B, C,
+                      OC, cols);
+        else
+            CHECK_MSG(worst < 1e-5, "fc (%d,%d,%d): the first %d columns' input gradient: rel err %g", B, C, OC, cols,
+                      worst);
+        CHECK_MSG(untouched, "mr_fc_input_grad wrote past its %d columns", cols);
+        free(dc);
+    }
 
     free(in); free(w); free(wt); free(b); free(g); free(out); free(part); free(lin); free(ld);
     free(dinp); free(dw); free(db); free(ldinp); free(ldw); free(ldb); free(fi); free(fw); free(fb);

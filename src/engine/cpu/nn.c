@@ -469,9 +469,13 @@ void mr_fc_relu_forward(float *out, const float *inp, const float *w, const floa
     forward_gemm(out, inp, NULL, NULL, w, wt && mr_gemm_wide(OC) ? wt : NULL, b, B, OC, C, 1, 1, seg);
 }
 
+void mr_fc_input_grad(float *dinp, const float *dout, const float *w, int own, int B, int C, int OC, int cols) {
+    sgemm_plan(1, own, 0, 0, B, cols, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, cols);
+}
+
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
                     const float *inp, const float *w, int own, int B, int C, int OC) {
-    if (dinp) sgemm_plan(1, own, 0, 0, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    if (dinp) mr_fc_input_grad(dinp, dout, w, own, B, C, OC, C);
     if (dw) sgemm_plan(1, own, 1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db) mr_bias_backward(db, dout, (size_t)B, OC);
 }

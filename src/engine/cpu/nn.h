@@ -115,6 +115,11 @@ void mr_fc_relu_forward(float *out, const float *inp, const float *w, const floa
                         int B, int C, int OC, int seg);
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
                     const float *inp, const float *w, int own, int B, int C, int OC);
+/* mr_fc_backward's input gradient for the first cols <= C input columns
+ * only: dinp (B, cols) = dout . w[:, :cols] (w's rows C apart), WRITTEN;
+ * each element the bits of mr_fc_backward's (the same sum of the same
+ * products). */
+void mr_fc_input_grad(float *dinp, const float *dout, const float *w, int own, int B, int C, int OC, int cols);
 
 /* The same as mr_fc_relu_forward with wt, bit for bit, from the inputs
  * transposed instead of the weights: xt = inp^T (C, B) given (mr_nn_transpose),

@@ -143,7 +143,9 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     p->cin = MR_TAKE(a, float, MB * p->cin_dim);
     p->chid = MR_TAKE(a, float, MB * p->critic_hidden);
     p->dfeat = MR_TAKE(a, float, MB * p->hidden);
-    p->dcin = MR_TAKE(a, float, MB * p->cin_dim);
+    /* the critic's whole input gradient: only the old calls (im2col, bf16)
+     * make it; the others take its first hidden columns straight into dfeat */
+    if (conv == MR_CPU_CONV_IM2COL || o->bf16) p->dcin = MR_TAKE(a, float, MB * p->cin_dim);
     p->dchid = MR_TAKE(a, float, MB * p->critic_hidden);
 
     /* workspace: per-thread chunk-sized conv buffers, the per-chunk conv
@@ -634,18 +636,20 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_linear_backward(p->dchid, G + p->value_w_offset, G + p->value_b_offset, dvalue, p->chid,
                        P + p->value_w_offset, B, CH, 1);
     mr_relu_backward(p->dchid, p->dchid, p->chid, (size_t)B * CH);
-    if (fc_wide(p)) {   /* dcin written */
-        mr_fc_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, p->critic_own,
+    /* features: the critic's share (its input gradient's first H columns;
+     * nothing flows into the counts or the view), then the actor's */
+    if (fc_wide(p)) {   /* dfeat written: only those columns are computed */
+        mr_fc_backward(NULL, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, p->critic_own,
                        B, D, CH);
+        mr_fc_input_grad(p->dfeat, p->dchid, P + p->critic_w, p->critic_own, B, D, CH, H);
     } else {
         memset(p->dcin, 0, sizeof(float) * (size_t)B * D);
         mr_linear_backward(p->dcin, G + p->critic_w, G + p->critic_b, p->dchid, p->cin,
                            P + p->critic_w, B, D, CH);
+        #pragma omp parallel for schedule(static) if ((size_t)B * H >= MR_POLICY_PAR_MIN)
+        for (int b = 0; b < B; b++)
+            memcpy(p->dfeat + (size_t)b * H, p->dcin + (size_t)b * D, sizeof(float) * H);
     }
-    /* features: the critic's share (first H columns of dcin) plus the actor's */
-    #pragma omp parallel for schedule(static) if ((size_t)B * H >= MR_POLICY_PAR_MIN)
-    for (int b = 0; b < B; b++)
-        memcpy(p->dfeat + (size_t)b * H, p->dcin + (size_t)b * D, sizeof(float) * H);
     mr_linear_backward(p->dfeat, G + p->actor_w, G + p->actor_b, dlogits, p->feat,
                        P + p->actor_w, B, H, p->num_actions);
     mr_relu_backward(p->dfeat, p->dfeat, p->feat, (size_t)B * H);
