@@ -335,24 +335,26 @@ static mr_status bw_policy_zero_grad(mr_bpolicy *p, void *stream, mr_error *err)
     bw_pol("policy_zero_grad", p);
     return BW.base->policy_zero_grad(p, stream, err);
 }
+/* What an act or a forward reads and writes: codes, extra, logits, value of B samples. */
+#define BW_POLICY_IO(op, B)                                          \
+    do {                                                             \
+        BW_DEV(op, codes, (B));                                      \
+        BW_DEV(op, extra, (size_t)(B) * 8);                          \
+        BW_DEV(op, logits, (size_t)(B) * MR_MAX_ACTIONS * 4);        \
+        BW_DEV(op, value, (size_t)(B) * 4);                          \
+    } while (0)
 static mr_status bw_policy_act(mr_bpolicy *p, const uint8_t *codes, const float *extra, int B, int proxy,
                                float *logits, float *value, void *stream, mr_error *err) {
     BW_TRY(policy_act, 0);
     bw_pol("policy_act", p);
-    BW_DEV(policy_act, codes, B);
-    BW_DEV(policy_act, extra, (size_t)B * 8);
-    BW_DEV(policy_act, logits, (size_t)B * MR_MAX_ACTIONS * 4);
-    BW_DEV(policy_act, value, (size_t)B * 4);
+    BW_POLICY_IO(policy_act, B);
     return BW.base->policy_act(p, codes, extra, B, proxy, logits, value, stream, err);
 }
 static mr_status bw_policy_forward(mr_bpolicy *p, const uint8_t *codes, const float *extra, int B, int proxy,
                                    float *logits, float *value, void *stream, mr_error *err) {
     BW_TRY(policy_forward, 0);
     bw_pol("policy_forward", p);
-    BW_DEV(policy_forward, codes, B);
-    BW_DEV(policy_forward, extra, (size_t)B * 8);
-    BW_DEV(policy_forward, logits, (size_t)B * MR_MAX_ACTIONS * 4);
-    BW_DEV(policy_forward, value, (size_t)B * 4);
+    BW_POLICY_IO(policy_forward, B);
     return BW.base->policy_forward(p, codes, extra, B, proxy, logits, value, stream, err);
 }
 static mr_status bw_policy_backward(mr_bpolicy *p, const float *dlogits, const float *dvalue, int B, void *stream,
@@ -368,10 +370,7 @@ static mr_status bw_policy_act_keep(mr_bpolicy *p, const uint8_t *codes, const f
                                     float *logits, float *value, int row0, void *stream, mr_error *err) {
     BW_TRY(policy_act_keep, 0);
     bw_pol("policy_act_keep", p);
-    BW_DEV(policy_act_keep, codes, B);
-    BW_DEV(policy_act_keep, extra, (size_t)B * 8);
-    BW_DEV(policy_act_keep, logits, (size_t)B * MR_MAX_ACTIONS * 4);
-    BW_DEV(policy_act_keep, value, (size_t)B * 4);
+    BW_POLICY_IO(policy_act_keep, B);
     return BW.base->policy_act_keep(p, codes, extra, B, proxy, logits, value, row0, stream, err);
 }
 static mr_status bw_policy_forward_kept(mr_bpolicy *p, int B, int proxy, float *value, void *stream, mr_error *err) {
