@@ -178,7 +178,7 @@ function support.moonrl(args, dir, opts)
 end
 
 -- The bytes of section `name` of a moonrl checkpoint, read by this parser of
--- the format (checkpoint.c's header comment), not the engine's.
+-- the format (checkpoint_format.h's header comment), not the engine's.
 function support.checkpoint_section(path, name)
   local function u32(s, i) local a, b, c, d = s:byte(i, i + 3) return a + b * 256 + c * 65536 + d * 16777216 end
   local function u64(s, i) return u32(s, i) + u32(s, i + 4) * 4294967296 end

@@ -1,6 +1,6 @@
 /*
  * ckfile.h - a checkpoint file read by the tests themselves, independently
- * of the engine's reader (src/engine/core/checkpoint.c): the header and the
+ * of the engine's reader (src/engine/core/checkpoint_load.c): the header and the
  * named sections, so a test can compare a section's bytes with another
  * file's. Format: magic "MOONRLCK", u32 version, u32 sections, u64 bytes,
  * then per section a 32-byte name, u64 bytes, 8 more header bytes, the data.

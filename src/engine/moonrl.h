@@ -223,7 +223,7 @@ typedef struct mr_cpu_config {
     int8_t conv_layers[MR_MAX_CONV];   /* mr_cpu_conv per conv layer, 0 = conv's */
 } mr_cpu_config;
 
-/* The whole config. Checkpoints store it as keyed records (checkpoint.c),
+/* The whole config. Checkpoints store it as keyed records (checkpoint_format.h),
  * not as these bytes: a field may be added anywhere. */
 typedef struct mr_config {
     mr_env_config env;

@@ -14,7 +14,7 @@
 --   lock:release()                       (idempotent)
 --   dirlock.clean_temporaries(dir) -> names removed
 --       The *.tmp files a killed writer left in dir/checkpoints (a checkpoint
---       is written to NAME.tmp and renamed: checkpoint.c). Call it holding
+--       is written to NAME.tmp and renamed: checkpoint_save.c). Call it holding
 --       the lock: nobody else can be writing one then.
 
 local ffi = require("ffi")

@@ -3,7 +3,7 @@
  * text records (version 2: enums by name, schedules as "kind from to gamma
  * every", lists comma-separated; '#' starts a comment line; reading starts
  * from the defaults, so a setting added later takes its default) and the
- * raw mr_config bytes of version 1, frozen here. checkpoint.c holds the
+ * raw mr_config bytes of version 1, frozen here. checkpoint_format.h holds the
  * rest of the format.
  */
 #include "checkpoint_config.h"

@@ -1,5 +1,5 @@
 /*
- * checkpoint_config.h - a checkpoint's config section (checkpoint.c's
+ * checkpoint_config.h - a checkpoint's config section (checkpoint_format.h's
  * format): the config as keyed text records, written from the schema's
  * table (config_keys.h), and version 1's raw mr_config bytes, frozen.
  */

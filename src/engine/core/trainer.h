@@ -1,7 +1,7 @@
 /*
  * trainer.h - the trainer's state, one struct for every backend, and the
  * internal calls between trainer.c (the loop), trainer_plan.c (memory plan,
- * out-of-memory sizing), trainer_sync.c (host copies), checkpoint.c and
+ * out-of-memory sizing), trainer_sync.c (host copies), checkpoint_*.c and
  * evaluate.c. Not part of the public API (moonrl.h).
  *
  * Two kinds of state: the backend's (`dev`: environments, network, Adam,

@@ -1,301 +1,26 @@
 /*
- * checkpoint.c - saving and loading a trainer, atomically and checksummed.
- *
- * File layout (little-endian, version 2):
- *   header   "MOONRLCK" | u32 version | u32 sections | u64 bytes of the file
- *   section  char name[32] | u64 bytes | u32 crc32 | u32 0  | data
- *   ...
- *   trailer  u32 crc32 of everything before it | "MRCKEND\0"
- * The config is the section "config.keys": one text record per setting the
- * engine holds, "key = value\n", written from the schema's table
- * (config_keys.h): enums by name, schedules as "kind from to gamma every",
- * lists comma-separated; '#' starts a comment line. Reading starts from the
- * defaults, so a setting added after the file was written takes its
- * default; a key this build does not know is refused, naming it
- * (checkpoint_config.c writes and reads the records). Version 1 (until 2026-11-25) held the raw
- * mr_config bytes in "config" instead; those files still load.
- * A file is written to "<path>.tmp", fsync'ed and renamed over <path>, and
- * the directory is fsync'ed: a crash leaves the old checkpoint or the new
- * one, never a torn one. Loading checks magic, version, length, every CRC and
- * every section's size before touching the trainer, so a damaged file is
- * refused with a message and the trainer is left as it was. What is not a
- * regular file (a FIFO, a directory, a device) is refused from the open fd
- * without blocking, and the header, the file's size against it and the
- * section table are checked before the file is read or memory allocated for
- * it (a huge sparse file costs a few small reads).
- *
- * Everything a run's future depends on is saved (weights, Adam moments and
- * step, PopArt, progress, hot parameters, the whole environment state with its
- * RNG counters), so a resumed CPU run continues bit for bit.
+ * checkpoint_load.c - reading a checkpoint into a trainer, and its parts on
+ * their own (config, progress, gradients, ranks); checkpoint_format.h has
+ * the format. Loading checks magic, version, length, every CRC and every
+ * section's size before touching the trainer, so a damaged file is refused
+ * with a message and the trainer is left as it was. What is not a regular
+ * file (a FIFO, a directory, a device) is refused from the open fd without
+ * blocking, and the header, the file's size against it and the section
+ * table are checked before the file is read or memory allocated for it (a
+ * huge sparse file costs a few small reads).
  */
-#include "trainer.h"
+#include "checkpoint_format.h"
 #include "errors.h"
 #include "config.h"
 #include "checkpoint_config.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define CK_MAGIC "MOONRLCK"
-#define CK_END "MRCKEND"
-#define CK_VERSION 2u        /* written; 1 is read too */
-#define CK_CONFIG_TEXT 16384 /* the config records, at most */
-#define CK_NAME 32
-#define CK_MAX_SECTIONS 32
-
-typedef struct ck_section {
-    const char *name;
-    void *data;
-    size_t bytes;
-} ck_section;
-
-/* What the checkpoint holds beside the big arrays. */
-typedef struct ck_progress {
-    uint64_t updates, agent_steps;
-    int64_t adam_step;
-    double popart_mean, popart_std, popart_count;
-    mr_hot_params hot;
-} ck_progress;
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_fill(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-/* Several trainers may save at once (one per run thread): fill the table once. */
-static void crc_init(void) { pthread_once(&crc_once, crc_fill); }
-
-/* CRC-32 (IEEE 802.3, as zlib's crc32). */
-static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
-    const uint8_t *p = data;
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    return ~crc;
-}
-
-/* The sections of a checkpoint of t; the first, the config records, is
- * cfg_text (NULL when loading: the config is read on its own). */
-static int sections_of(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s) {
-    mr_forage *e = &t->env;
-    size_t n = (size_t)e->n, P = t->net.n_params;
-    int k = 0;
-#define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
-    SEC("config.keys", cfg_text, cfg_len);
-    SEC("progress", pg, sizeof *pg);
-    SEC("params", t->pol.params, P * sizeof(float));
-    SEC("adam_m", t->adam_m, P * sizeof(float));
-    SEC("adam_v", t->adam_v, P * sizeof(float));
-    SEC("env.grid", e->grid, n * (size_t)e->H * (size_t)e->W);
-    SEC("env.x", e->x, n * sizeof(int32_t));
-    SEC("env.y", e->y, n * sizeof(int32_t));
-    SEC("env.energy", e->energy, n * sizeof(float));
-    SEC("env.energy_centi", e->energy_centi, n * sizeof(int32_t));
-    SEC("env.steps", e->steps, n * sizeof(int32_t));
-    SEC("env.tick", e->tick, n * sizeof(uint32_t));
-    SEC("env.resets", e->resets, n * sizeof(uint32_t));
-    SEC("env.food_count", e->food_count, n * sizeof(int32_t));
-    SEC("env.poison_count", e->poison_count, n * sizeof(int32_t));
-    SEC("env.obs", e->obs, n * (size_t)e->V * (size_t)e->V);
-    SEC("env.ep_return", e->ep_return, n * sizeof(float));
-    SEC("env.ep_food", e->ep_food, n * sizeof(int32_t));
-    SEC("env.ep_poison", e->ep_poison, n * sizeof(int32_t));
-    if (t->keep_grads && t->grads_ready) SEC("grads", t->pol.grads, P * sizeof(float));
-#undef SEC
-    return k;
-}
-
-static void progress_of(const mr_trainer *t, ck_progress *pg) {
-    memset(pg, 0, sizeof *pg);
-    pg->updates = t->updates;
-    pg->agent_steps = t->agent_steps;
-    pg->adam_step = t->adam_step;
-    pg->popart_mean = t->popart.mean;
-    pg->popart_std = t->popart.std;
-    pg->popart_count = t->popart.count;
-    pg->hot = t->hot;
-}
-
-/* The backend's gradient of the last optimizer step into the host copy's
- * grads (fp16: divided by the loss scale now in force). */
-static mr_status pull_gradients(mr_trainer *t, mr_error *err) {
-    const size_t P = t->net.n_params;
-    mr_status s = t->be->copy(t->pol.grads, t->d.pol.grads, P * sizeof(float), MR_COPY_D2H, t->stream, err);
-    if (!s) s = t->be->stream_sync(t->stream, err);
-    if (s) return s;
-    if (t->cfg.precision == MR_FP16 && t->h.opt->s.loss_scale > 0.0f) {
-        const float inv = 1.0f / t->h.opt->s.loss_scale;
-        for (size_t i = 0; i < P; i++) t->pol.grads[i] *= inv;
-    }
-    return MR_OK;
-}
-
-static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc) {
-    *crc = crc32_update(*crc, p, n);
-    return fwrite(p, 1, n, f) == n ? 0 : -1;
-}
-
-/* The environment's sections are the ones named "env.*": per instance, in
- * instance order, so the state of R ranks of E instances, each rank's
- * sections joined rank after rank, is the state of R x E instances. */
-static int is_env_section(const char *name) { return strncmp(name, "env.", 4) == 0; }
-
-uint64_t mr_trainer_env_state_bytes(mr_trainer *t) {
-    ck_progress pg;
-    ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, NULL, 0, sec);
-    uint64_t n = 0;
-    for (int i = 0; i < ns; i++) if (is_env_section(sec[i].name)) n += sec[i].bytes;
-    return n;
-}
-
-mr_status mr_trainer_read_env_state(mr_trainer *t, void *out, uint64_t bytes, mr_error *err) {
-    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_env_state: trainer or out is NULL");
-    if (bytes != mr_trainer_env_state_bytes(t))
-        return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_env_state: %llu bytes given, the state has %llu",
-                       (unsigned long long)bytes, (unsigned long long)mr_trainer_env_state_bytes(t));
-    mr_status ps;
-    if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;
-    ck_progress pg;
-    ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, NULL, 0, sec);
-    uint8_t *o = out;
-    for (int i = 0; i < ns; i++)
-        if (is_env_section(sec[i].name)) { memcpy(o, sec[i].data, sec[i].bytes); o += sec[i].bytes; }
-    mr_ok(err);
-    return MR_OK;
-}
-
-/* The section "ranks" of a data-parallel checkpoint (or of one a run wrote
- * after resuming on another rank count): how many ranks wrote it and the
- * run's agent-steps (each rank's trainer counts only its own). */
-typedef struct ck_ranks {
-    uint32_t ranks, pad;
-    uint64_t agent_steps;
-} ck_ranks;
-
-static mr_status save_impl(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
-                           mr_error *err);
-
-mr_status mr_trainer_save(mr_trainer *t, const char *path, mr_error *err) {
-    return save_impl(t, path, NULL, NULL, err);
-}
-
-mr_status mr_trainer_save_ranks(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
-                                mr_error *err) {
-    if (!info || info->ranks < 1 || (info->ranks > 1 && !states))
-        return mr_fail(err, MR_ERR_ARG, "mr_trainer_save_ranks: info missing, ranks < 1, or no states for %d ranks",
-                       info ? info->ranks : 0);
-    return save_impl(t, path, info, states, err);
-}
-
-static mr_status save_impl(mr_trainer *t, const char *path, const mr_ranks_info *info, const void *states,
-                           mr_error *err) {
-    if (!t || !path || !*path) return mr_fail(err, MR_ERR_ARG, "mr_trainer_save: trainer or path is missing");
-    mr_status ps;
-    if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;   /* the backend state to the host copies */
-    if (t->keep_grads && t->grads_ready && (ps = pull_gradients(t, err))) return ps;
-    crc_init();
-    ck_progress pg;
-    progress_of(t, &pg);
-    char cfg_text[CK_CONFIG_TEXT];
-    const size_t cfg_len = mr_ck_config_records(&t->cfg, cfg_text, sizeof cfg_text);
-    if (cfg_len == (size_t)-1)
-        return mr_fail(err, MR_ERR_STATE, "saving a checkpoint: the config's records pass %d bytes", CK_CONFIG_TEXT);
-    ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, cfg_text, cfg_len, sec);
-    /* Several ranks: each environment section becomes all ranks' (above). */
-    uint8_t *global = NULL;
-    ck_ranks rk = {0};
-    if (info) {
-        int R = info->ranks;
-        if (R > 1) {
-            uint64_t per = mr_trainer_env_state_bytes(t);
-            global = malloc((size_t)per * (size_t)R);
-            if (!global) return mr_fail(err, MR_ERR_NOMEM, "out of memory gathering %d ranks' environments", R);
-            size_t off = 0;   /* of section i within one rank's state */
-            for (int i = 0; i < ns; i++) {
-                if (!is_env_section(sec[i].name)) continue;
-                uint8_t *dst = global + off * (size_t)R;
-                for (int r = 0; r < R; r++)
-                    memcpy(dst + (size_t)r * sec[i].bytes, (const uint8_t *)states + (size_t)r * per + off, sec[i].bytes);
-                off += sec[i].bytes;
-                sec[i].data = dst;
-                sec[i].bytes *= (size_t)R;
-            }
-        }
-        rk.ranks = (uint32_t)R;
-        rk.agent_steps = info->agent_steps;
-        sec[ns++] = (ck_section){"ranks", &rk, sizeof rk};
-    }
-
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 8);
-    if (!tmp) { free(global); return mr_fail(err, MR_ERR_NOMEM, "out of memory saving a checkpoint"); }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    t->extra_allocations++;
-
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        mr_status s = mr_fail(err, MR_ERR_IO, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        free(global);
-        return s;
-    }
-    uint64_t total = 8 + 4 + 4 + 8 + 4 + 8;
-    for (int i = 0; i < ns; i++) total += CK_NAME + 8 + 4 + 4 + sec[i].bytes;
-    uint32_t crc = 0, version = CK_VERSION, count = (uint32_t)ns;
-    int bad = write_all(f, CK_MAGIC, 8, &crc) | write_all(f, &version, 4, &crc) |
-              write_all(f, &count, 4, &crc) | write_all(f, &total, 8, &crc);
-    for (int i = 0; i < ns && !bad; i++) {
-        char name[CK_NAME] = {0};
-        strncpy(name, sec[i].name, CK_NAME - 1);
-        uint64_t bytes = sec[i].bytes;
-        uint32_t scrc = crc32_update(0, sec[i].data, sec[i].bytes), zero = 0;
-        bad |= write_all(f, name, CK_NAME, &crc) | write_all(f, &bytes, 8, &crc) |
-               write_all(f, &scrc, 4, &crc) | write_all(f, &zero, 4, &crc) |
-               write_all(f, sec[i].data, sec[i].bytes, &crc);
-    }
-    free(global);
-    uint32_t dummy = 0;
-    if (!bad) bad |= write_all(f, &crc, 4, &dummy) | write_all(f, CK_END, 8, &dummy);
-    if (!bad) bad |= fflush(f) != 0;
-    if (!bad) bad |= fsync(fileno(f)) != 0;
-    int close_bad = fclose(f) != 0;
-    if (bad || close_bad) {
-        mr_status s = mr_fail(err, MR_ERR_IO, "writing checkpoint '%s' failed: %s (the previous checkpoint, if any, is untouched)",
-                              tmp, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return s;
-    }
-    if (rename(tmp, path) != 0) {
-        mr_status s = mr_fail(err, MR_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return s;
-    }
-    /* Make the rename itself durable. */
-    memcpy(tmp, path, plen + 1);
-    int dfd = open(dirname(tmp), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
-    free(tmp);
-    mr_ok(err);
-    return MR_OK;
-}
 
 /* ------------------------------------------------------------------ load */
 
@@ -411,7 +136,6 @@ static mr_status open_checkpoint(const char *path, int *fd_out, uint64_t *len_ou
 }
 
 static mr_status read_file(const char *path, ck_file *out, mr_error *err) {
-    crc_init();
     memset(out, 0, sizeof *out);
     int fd = -1;
     uint64_t len64 = 0;
@@ -439,7 +163,7 @@ static mr_status read_file(const char *path, ck_file *out, mr_error *err) {
     }
     uint32_t want;
     memcpy(&want, buf + len - tail, 4);
-    if (memcmp(buf + len - 8, CK_END, 8) != 0 || crc32_update(0, buf, len - tail) != want) {
+    if (memcmp(buf + len - 8, CK_END, 8) != 0 || mr_ck_crc32(0, buf, len - tail) != want) {
         free(buf);
         return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents", path);
     }
@@ -466,7 +190,7 @@ static mr_status find_section(const ck_file *cf, const char *path, const char *n
         off += CK_NAME + 16;
         if (b > end - off) break;
         if (strcmp(nm, name) == 0) {
-            if (crc32_update(0, cf->buf + off, b) != scrc)
+            if (mr_ck_crc32(0, cf->buf + off, b) != scrc)
                 return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path, name);
             if (want_bytes != (size_t)-1 && want_bytes != CK_OPTIONAL && b != want_bytes)
                 return mr_fail(err, MR_ERR_FORMAT,
@@ -628,7 +352,7 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     t->extra_allocations++;
     ck_progress pg;
     ck_section sec[CK_MAX_SECTIONS];
-    int ns = sections_of(t, &pg, NULL, 0, sec);
+    int ns = mr_ck_sections(t, &pg, NULL, 0, sec);
     const uint8_t *data[CK_MAX_SECTIONS] = {0};
     size_t bytes;
     /* Validate everything first: nothing is changed unless all of it fits. */
@@ -647,7 +371,7 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     for (int i = 1; i < ns && !s; i++) {
         size_t want = sec[i].bytes;
         if (learned_only && strcmp(sec[i].name, "grads") == 0) continue;   /* the donor's last gradient: not learned state */
-        if (is_env_section(sec[i].name)) {
+        if (mr_ck_is_env_section(sec[i].name)) {
             if (learned_only) continue;
             want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
         }
@@ -666,7 +390,7 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     if (!carry && (s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { free(cf.buf); return s; }
     for (int i = 2; i < ns; i++) {
         if (!data[i]) continue;   /* not read (learned only) */
-        if (!is_env_section(sec[i].name)) memcpy(sec[i].data, data[i], sec[i].bytes);
+        if (!mr_ck_is_env_section(sec[i].name)) memcpy(sec[i].data, data[i], sec[i].bytes);
         else if (carry) memcpy(sec[i].data, data[i] + (size_t)r * sec[i].bytes, sec[i].bytes);
     }
     if (carried) *carried = carry;

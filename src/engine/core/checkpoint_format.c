@@ -1,0 +1,91 @@
+/*
+ * checkpoint_format.c - what checkpoint_format.h declares: the CRC, the
+ * sections of a trainer's checkpoint, and the environment's state as those
+ * sections hold it (mr_trainer_env_state_bytes / mr_trainer_read_env_state,
+ * which data-parallel runs gather from every rank).
+ */
+#include "checkpoint_format.h"
+#include "errors.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_fill(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+/* Several trainers may save at once (one per run thread): fill the table once. */
+static void crc_init(void) { pthread_once(&crc_once, crc_fill); }
+
+uint32_t mr_ck_crc32(uint32_t crc, const void *data, size_t n) {
+    crc_init();
+    const uint8_t *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s) {
+    mr_forage *e = &t->env;
+    size_t n = (size_t)e->n, P = t->net.n_params;
+    int k = 0;
+#define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
+    SEC("config.keys", cfg_text, cfg_len);
+    SEC("progress", pg, sizeof *pg);
+    SEC("params", t->pol.params, P * sizeof(float));
+    SEC("adam_m", t->adam_m, P * sizeof(float));
+    SEC("adam_v", t->adam_v, P * sizeof(float));
+    SEC("env.grid", e->grid, n * (size_t)e->H * (size_t)e->W);
+    SEC("env.x", e->x, n * sizeof(int32_t));
+    SEC("env.y", e->y, n * sizeof(int32_t));
+    SEC("env.energy", e->energy, n * sizeof(float));
+    SEC("env.energy_centi", e->energy_centi, n * sizeof(int32_t));
+    SEC("env.steps", e->steps, n * sizeof(int32_t));
+    SEC("env.tick", e->tick, n * sizeof(uint32_t));
+    SEC("env.resets", e->resets, n * sizeof(uint32_t));
+    SEC("env.food_count", e->food_count, n * sizeof(int32_t));
+    SEC("env.poison_count", e->poison_count, n * sizeof(int32_t));
+    SEC("env.obs", e->obs, n * (size_t)e->V * (size_t)e->V);
+    SEC("env.ep_return", e->ep_return, n * sizeof(float));
+    SEC("env.ep_food", e->ep_food, n * sizeof(int32_t));
+    SEC("env.ep_poison", e->ep_poison, n * sizeof(int32_t));
+    if (t->keep_grads && t->grads_ready) SEC("grads", t->pol.grads, P * sizeof(float));
+#undef SEC
+    return k;
+}
+
+int mr_ck_is_env_section(const char *name) { return strncmp(name, "env.", 4) == 0; }
+
+uint64_t mr_trainer_env_state_bytes(mr_trainer *t) {
+    ck_progress pg;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = mr_ck_sections(t, &pg, NULL, 0, sec);
+    uint64_t n = 0;
+    for (int i = 0; i < ns; i++) if (mr_ck_is_env_section(sec[i].name)) n += sec[i].bytes;
+    return n;
+}
+
+mr_status mr_trainer_read_env_state(mr_trainer *t, void *out, uint64_t bytes, mr_error *err) {
+    if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_env_state: trainer or out is NULL");
+    if (bytes != mr_trainer_env_state_bytes(t))
+        return mr_fail(err, MR_ERR_ARG, "mr_trainer_read_env_state: %llu bytes given, the state has %llu",
+                       (unsigned long long)bytes, (unsigned long long)mr_trainer_env_state_bytes(t));
+    mr_status ps;
+    if ((ps = mr_trainer_pull(t, MR_SYNC_ALL, err))) return ps;
+    ck_progress pg;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = mr_ck_sections(t, &pg, NULL, 0, sec);
+    uint8_t *o = out;
+    for (int i = 0; i < ns; i++)
+        if (mr_ck_is_env_section(sec[i].name)) { memcpy(o, sec[i].data, sec[i].bytes); o += sec[i].bytes; }
+    mr_ok(err);
+    return MR_OK;
+}
+

@@ -1,0 +1,74 @@
+/*
+ * checkpoint_format.h - the checkpoint file's format, shared by
+ * checkpoint_save.c (writing it atomically) and checkpoint_load.c (checking
+ * and reading it); internal to the engine's core.
+ *
+ * File layout (little-endian, version 2):
+ *   header   "MOONRLCK" | u32 version | u32 sections | u64 bytes of the file
+ *   section  char name[32] | u64 bytes | u32 crc32 | u32 0  | data
+ *   ...
+ *   trailer  u32 crc32 of everything before it | "MRCKEND\0"
+ * The config is the section "config.keys": one text record per setting the
+ * engine holds, "key = value\n", written from the schema's table
+ * (config_keys.h): enums by name, schedules as "kind from to gamma every",
+ * lists comma-separated; '#' starts a comment line. Reading starts from the
+ * defaults, so a setting added after the file was written takes its
+ * default; a key this build does not know is refused, naming it
+ * (checkpoint_config.c writes and reads the records). Version 1 (until
+ * 2026-11-25) held the raw mr_config bytes in "config" instead; those files
+ * still load.
+ *
+ * Everything a run's future depends on is saved (weights, Adam moments and
+ * step, PopArt, progress, hot parameters, the whole environment state with its
+ * RNG counters: mr_ck_sections), so a resumed CPU run continues bit for bit.
+ */
+#ifndef MR_CHECKPOINT_FORMAT_H
+#define MR_CHECKPOINT_FORMAT_H
+#include "trainer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CK_MAGIC "MOONRLCK"
+#define CK_END "MRCKEND"
+#define CK_VERSION 2u        /* written; 1 is read too */
+#define CK_CONFIG_TEXT 16384 /* the config records, at most */
+#define CK_NAME 32
+#define CK_MAX_SECTIONS 32
+
+typedef struct ck_section {
+    const char *name;
+    void *data;
+    size_t bytes;
+} ck_section;
+
+/* What the checkpoint holds beside the big arrays. */
+typedef struct ck_progress {
+    uint64_t updates, agent_steps;
+    int64_t adam_step;
+    double popart_mean, popart_std, popart_count;
+    mr_hot_params hot;
+} ck_progress;
+
+/* The section "ranks" of a data-parallel checkpoint (or of one a run wrote
+ * after resuming on another rank count): how many ranks wrote it and the
+ * run's agent-steps (each rank's trainer counts only its own). */
+typedef struct ck_ranks {
+    uint32_t ranks, pad;
+    uint64_t agent_steps;
+} ck_ranks;
+
+/* CRC-32 (IEEE 802.3, as zlib's crc32) of n bytes, continuing crc (0 to start). */
+uint32_t mr_ck_crc32(uint32_t crc, const void *data, size_t n);
+
+/* The sections of a checkpoint of t, in file order, into s (at most
+ * CK_MAX_SECTIONS); the first, the config records, is cfg_text (NULL when
+ * loading: the config is read on its own). Returns how many. */
+int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s);
+
+/* The environment's sections are the ones named "env.*": per instance, in
+ * instance order, so the state of R ranks of E instances, each rank's
+ * sections joined rank after rank, is the state of R x E instances. */
+int mr_ck_is_env_section(const char *name);
+
+#endif
