@@ -11,10 +11,15 @@ local uv = support.uv
 local EXPERIMENT = [[
 return {
   name = "browser", device = "cpu", threads = 1, seed = 5, hardware = "ci", level = "basic",
-  total_steps = 100000 * 8 * 8, warmup = { updates = 0 },
-  env = { num_envs = 8, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
+  -- The live run outlasts every test (the teardown stops it) at a rate of rows a dashboard is
+  -- made for. With 8 envs x 8 steps it ran 1,000 updates a second (100k agent-steps/s, 2026-11-27),
+  -- logging each: its 100,000 updates ended within about a minute, and a slow start (Chromium's,
+  -- on a loaded machine) left tens of thousands of rows for the dashboard to read before its page
+  -- could answer, so the later tests timed out. 16 envs x 128 steps: about 50 updates a second.
+  total_steps = 1000000 * 16 * 128, warmup = { updates = 0 },
+  env = { num_envs = 16, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
   policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
-  ppo = { rollout_steps = 8, epochs = 1, lr = 3e-4 },
+  ppo = { rollout_steps = 128, epochs = 1, lr = 3e-4 },
   log = { console = false, tensorboard = false, checkpoint_interval = 0 },
 }
 ]]
@@ -63,7 +68,7 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     dir = support.tmpdir()
     support.write_file(dir .. "/exp.lua", EXPERIMENT)
     uv.fs_mkdir(dir .. "/runs", 493)
-    live = support.spawn(support.BIN, dir, "train exp.lua --dir runs/live")
+    live = support.spawn(support.BIN, dir, "train exp.lua --dir runs/live", { name = "live" })
     support.wait_until("the live run's first metrics", function()
       return uv.fs_stat(dir .. "/runs/live/control/control.sock") ~= nil
         and (support.read_file(dir .. "/runs/live/metrics.jsonl") or ""):find("\n") ~= nil
@@ -87,7 +92,7 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     support.write_file(dir .. "/runs/sw/results.jsonl", json.encode({ event = "start", trial = 1, label = "trial-001",
       params = { ["ppo.lr"] = 1e-3 }, dir = "runs/sw/trial-001" }) .. "\n" .. json.encode({ trial = 1, label = "trial-001",
       status = "done", value = 0.6, steps = 384, updates = 6, params = { ["ppo.lr"] = 1e-3 }, dir = "runs/sw/trial-001" }) .. "\n")
-    dash = support.spawn(support.BIN, dir, "dashboard runs")
+    dash = support.spawn(support.BIN, dir, "dashboard runs", { name = "dash" })
     support.wait_until("the dashboard's URL", function() return dash.out():find("token=%x+") ~= nil end, 30000)
     port, token = dash.out():match("http://127%.0%.0%.1:(%d+)/%?token=(%x+)")
     local wport = 20000 + (uv.os_getpid() % 20000)
@@ -126,8 +131,24 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     local v = s("/element", { using = "css selector", value = css })
     return v["element-6066-11e4-a52e-4f735466cecf"]
   end
+  -- What the page, the dashboard and the live run were doing, for a wait that timed out.
+  local function state()
+    local p = io.popen("curl -s -m 5 'http://127.0.0.1:" .. port .. "/api/runs?token=" .. token .. "' 2>&1")
+    local api = p:read("*a")
+    p:close()
+    local _, page = pcall(js, "return document.getElementById('run-status').textContent + ' | ' + " ..
+      "document.getElementById('runs').textContent")
+    local function tail(t) t = tostring(t) return #t > 1500 and "..." .. t:sub(-1500) or t end
+    return string.format("\n  dashboard alive %s, live run alive %s\n  /api/runs: %s\n  the page: %s\n" ..
+      "  dashboard stdout/stderr: %s%s\n  live run stdout/stderr: %s%s", tostring(dash.alive()), tostring(live.alive()),
+      tail(api), tail(page), tail(dash.out()), tail(dash.err()), tail(live.out()), tail(live.err()))
+  end
   local function wait_js(what, script, limit)
-    support.wait_until(what, function() return js(script) == true end, limit or 60000)
+    local ok, err = pcall(support.wait_until, what, function() return js(script) == true end, limit or 60000)
+    if not ok then
+      local got, st = pcall(state)
+      error(tostring(err) .. (got and st or "\n  (the state could not be read: " .. tostring(st) .. ")"), 2)
+    end
   end
 
   it("refuses the page without the token", function()

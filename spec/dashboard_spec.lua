@@ -8,7 +8,9 @@ local uv = support.uv
 local EXPERIMENT = [[
 return {
   name = "dash", device = "cpu", threads = 1, seed = 11, hardware = "ci", level = "basic",
-  total_steps = 100000 * 8 * 8, warmup = { updates = 0 },
+  -- the live run outlasts every test (the teardown stops it): at 100k agent-steps/s (this config,
+  -- 2026-11-27) 100,000 updates would end in about a minute
+  total_steps = 100000000 * 8 * 8, warmup = { updates = 0 },
   env = { num_envs = 8, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
   policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
   ppo = { rollout_steps = 8, epochs = 1, lr = 3e-4 },

@@ -104,8 +104,10 @@ function support.spawn(bin, dir, args, opts)
   opts = opts or {}
   local proc = {}
   local handle, pid
+  -- opts.name: its output in NAME.stdout / NAME.stderr, so processes started in one directory keep theirs apart
+  local out, err = (opts.name and opts.name .. "." or "") .. "stdout", (opts.name and opts.name .. "." or "") .. "stderr"
   handle, pid = uv.spawn("/bin/sh", {
-    args = { "-c", string.format("%sexec %q %s >stdout 2>stderr", opts.env and (opts.env .. " ") or "", bin, args) },
+    args = { "-c", string.format("%sexec %q %s >%s 2>%s", opts.env and (opts.env .. " ") or "", bin, args, out, err) },
     cwd = dir,
   }, function(code, sig)
     proc.code, proc.signal, proc.done = code, sig, true
@@ -113,8 +115,10 @@ function support.spawn(bin, dir, args, opts)
   end)
   assert(handle, pid)
   proc.pid = pid
-  proc.out = function() return support.read_file(dir .. "/stdout") or "" end
-  proc.err = function() return support.read_file(dir .. "/stderr") or "" end
+  proc.out = function() return support.read_file(dir .. "/" .. out) or "" end
+  proc.err = function() return support.read_file(dir .. "/" .. err) or "" end
+  -- alive now (a signal 0 reaches it), whether or not the loop has run its exit callback
+  proc.alive = function() return not proc.done and uv.kill(pid, 0) == 0 end
   proc.wait = function(limit)
     assert(support.wait_for(function() return proc.done end, limit or opts.wait or 60000),
       "moonrl did not exit:\n" .. proc.out() .. proc.err())
