@@ -14,13 +14,16 @@
 local support = require("support")
 local json = require("moonrl.formats.json")
 
+-- 8 envs x 32 steps an update: the members train long enough for the decisions. With 8 steps
+-- a member's 300 updates took about half a second (2026-11-27), less than the exploits,
+-- checkpoint copies and evaluations between them: at times no exploit happened at all.
 local EXPERIMENT = [[
 return {
   name = "pbt", device = "cpu", threads = 1, seed = 11, hardware = "ci", level = "basic",
-  total_steps = 300 * 8 * 8, warmup = { updates = 0 },
+  total_steps = 300 * 8 * 32, warmup = { updates = 0 },
   env = { num_envs = 8, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
   policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
-  ppo = { rollout_steps = 8, epochs = 2, lr = 3e-4 },
+  ppo = { rollout_steps = 32, epochs = 2, lr = 3e-4 },
   log = { console = false, tensorboard = false, checkpoint_interval = 50, checkpoint_keep = 2 },
 }
 ]]
@@ -199,7 +202,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     assert.equal(0, q.wait(), q.out() .. q.err())
     local out = q.out()
     for i = 1, 4 do
-      assert.truthy(out:find(string.format("result trial-%03d done %d", i, 1500 * 64), 1, true), out .. q.err())
+      assert.truthy(out:find(string.format("result trial-%03d done %d", i, 1500 * 256), 1, true), out .. q.err())
     end
     -- the records: the first run's, kept as they were, then the re-run's
     local after = support.read_file(sw .. "/results.jsonl")
