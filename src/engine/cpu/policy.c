@@ -1,6 +1,7 @@
 /*
- * policy.c - the CNN actor-critic on the CPU (see policy.h for the network,
- * the parameter layout and the memory plan).
+ * policy.c - the CNN actor-critic on the CPU: act, the training forward and
+ * the backward (policy.h has the network, the parameter layout and the
+ * memory plan; policy_layout.c lays it out, policy_params.c initialises it).
  *
  * Where the time goes: for the reference net (convs 2->32->64->64 on 11x11,
  * fc 7744->512, critic 756->512) 11.1 M multiply-adds per sample forward, all
@@ -75,196 +76,7 @@
 #include <string.h>
 #include <stdio.h>
 
-#define ALIGN_F 16               /* floats per 64 bytes */
 #define MR_POLICY_PAR_MIN (1 << 17)   /* copy loops shorter than this stay serial */
-
-static size_t round_f(size_t n) { return (n + ALIGN_F - 1) / ALIGN_F * ALIGN_F; }
-static int imax(int a, int b) { return a > b ? a : b; }
-
-/* ------------------------------------------------------------ layout */
-
-void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
-                           const mr_policy_options *o, mr_arena *a) {
-    const int chunk = o->chunk, conv = o->conv;
-    memset(p, 0, sizeof *p);
-    mr_net_layout_init(&p->net, cfg, view);
-    const int L = p->num_conv;
-    p->max_batch = max_batch > 0 ? max_batch : 0;
-    p->chunk = chunk > 0 ? chunk : 1;
-
-    p->params = MR_TAKE(a, float, p->n_params);
-    p->grads = MR_TAKE(a, float, p->n_params);
-
-    /* training activations */
-    size_t MB = (size_t)p->max_batch;
-    p->codes = MR_TAKE(a, uint8_t, MB * p->VV);
-    p->nthreads = imax(1, omp_get_max_threads());
-    /* the convs' implementation, whole-net then per layer (the arena's
-     * oneDNN and Winograd shares are taken below) */
-    p->conv = conv == MR_CPU_CONV_IM2COL || conv == MR_CPU_CONV_WINOGRAD ? conv : MR_CPU_CONV_ONEDNN;
-    int wino_use[MR_MAX_CONV] = {0}, n_wino = 0, n_dnnl = 0;
-    for (int l = 1; l < L; l++) {
-        int c = p->conv, own = o->layers[l];
-        if (c != MR_CPU_CONV_IM2COL && (own == MR_CPU_CONV_ONEDNN || own == MR_CPU_CONV_WINOGRAD)) c = own;
-        p->lconv[l] = (int8_t)c;
-        wino_use[l] = c == MR_CPU_CONV_WINOGRAD;
-        n_wino += c == MR_CPU_CONV_WINOGRAD;
-        n_dnnl += c == MR_CPU_CONV_ONEDNN;
-    }
-    {   /* the block (below), fc's segment and the rblock, multiples of it */
-        size_t blk = (size_t)imax(MR_POLICY_BLOCK, p->chunk * p->nthreads);
-        size_t B1 = (size_t)((blk + (size_t)p->chunk - 1) / (size_t)p->chunk * (size_t)p->chunk);
-        p->block = (int)B1;
-        size_t mb_blocks = (MB + B1 - 1) / B1 * B1;
-        /* fc's segment: im2col keeps the engine's old calls (one block), and
-         * so does bf16 where asked (linear_dnnl.c's products); else
-         * MR_POLICY_FC_ROWS, no more than the batch needs */
-        size_t S = B1;
-        if (p->conv != MR_CPU_CONV_IM2COL && !(o->bf16 && n_dnnl > 0)) {
-            S = ((size_t)MR_POLICY_FC_ROWS + B1 - 1) / B1 * B1;
-            if (S > mb_blocks) S = mb_blocks > B1 ? mb_blocks : B1;
-        }
-        p->fc_rows = (int)S;
-        size_t rb = ((size_t)MR_POLICY_RBLOCK + S - 1) / S * S;
-        p->rblock = (int)(rb < mb_blocks ? rb : mb_blocks);
-    }
-    size_t per_sample = 0;   /* the conv activations of one sample */
-    for (int l = 0; l < L; l++) per_sample += round_f((size_t)p->VV * p->ch[l + 1]) * sizeof(float);
-    const size_t allow = o->keep_bytes ? o->keep_bytes : MR_POLICY_KEEP_MAX;
-    p->recompute = o->activations == MR_CPU_ACTIVATIONS_RECOMPUTE ||
-                   (o->activations == MR_CPU_ACTIVATIONS_AUTO &&
-                    MB > (size_t)p->rblock && (MB - (size_t)p->rblock) * per_sample > allow);
-    /* auto's recompute keeps what the allowance holds, whole rblocks (fewer than the batch's) */
-    if (p->recompute && o->activations == MR_CPU_ACTIVATIONS_AUTO && per_sample > 0)
-        p->kept = (int)(allow / per_sample / (size_t)p->rblock * (size_t)p->rblock);
-    size_t AB = p->recompute ? (size_t)p->kept + (size_t)p->rblock : MB;
-    for (int l = 0; l < L; l++) p->act[l] = MR_TAKE(a, float, AB * p->VV * p->ch[l + 1]);
-    p->feat = MR_TAKE(a, float, MB * p->hidden);
-    p->cin = MR_TAKE(a, float, MB * p->cin_dim);
-    p->chid = MR_TAKE(a, float, MB * p->critic_hidden);
-    p->dfeat = MR_TAKE(a, float, MB * p->hidden);
-    /* the critic's whole input gradient: only the old calls (im2col, bf16)
-     * make it; the others take its first hidden columns straight into dfeat */
-    if (conv == MR_CPU_CONV_IM2COL || o->bf16) p->dcin = MR_TAKE(a, float, MB * p->cin_dim);
-    p->dchid = MR_TAKE(a, float, MB * p->critic_hidden);
-
-    /* workspace: per-thread chunk-sized conv buffers, the per-chunk conv
-     * gradients, then act's buffers (aL and feat: one fc segment, cin and
-     * chid: one block); init reuses the whole region for
-     * the QR scratch of every weight at once */
-    size_t C = (size_t)p->chunk;
-    size_t K = (size_t)p->block;
-    int cmax = 2, cin_max = 2;
-    for (int l = 0; l < L; l++) {
-        cmax = imax(cmax, p->ch[l + 1]);
-        cin_max = imax(cin_max, p->ch[l]);
-    }
-    size_t o_a = round_f(C * p->VV * 2);
-    size_t o_b = o_a + round_f(C * p->VV * cmax);
-    size_t o_col = o_b + round_f(C * p->VV * cmax);
-    /* col doubles as the first layer's table (18 OC floats) and gradient
-     * sums (19 OC doubles) when it is computed from the codes */
-    size_t col = C * p->VV * 9 * (size_t)cin_max;
-    if (col < 38 * (size_t)p->ch[1]) col = 38 * (size_t)p->ch[1];
-    p->thread_floats = o_col + round_f(col);
-    p->conv_floats = p->fc_w;
-    size_t o_part = p->thread_floats * (size_t)p->nthreads;
-    size_t o_aL = o_part + round_f(p->conv_floats) * (K / C);
-    size_t S = (size_t)p->fc_rows;   /* act's fc input and output: one segment */
-    size_t o_feat = o_aL + round_f(S * p->flat);
-    size_t o_cin = o_feat + round_f(S * p->hidden);
-    size_t o_chid = o_cin + round_f(K * p->cin_dim);
-    size_t need = o_chid + round_f(K * p->critic_hidden);
-    const size_t qr = mr_policy_init_floats(p);
-    p->work_floats = need > qr ? need : qr;
-    p->work = MR_TAKE(a, float, p->work_floats);
-    if (p->work) {   /* committed arena: carve; planning: leave NULL */
-        p->x = p->work;
-        p->bufA = p->work + o_a;
-        p->bufB = p->work + o_b;
-        p->col = p->work + o_col;
-        p->conv_part = p->work + o_part;
-        p->b_aL = p->work + o_aL;
-        p->b_feat = p->work + o_feat;
-        p->b_cin = p->work + o_cin;
-        p->b_chid = p->work + o_chid;
-    }
-    /* the convs' arena shares: oneDNN's comes last, so everything above
-     * keeps its place whichever is chosen */
-    if (n_wino) {
-        mr_conv_wino_layout_layers(&p->wino, p->ch, L, view, view, p->nthreads, 4, wino_use, a);
-        if (o->bf16) snprintf(p->conv_note, sizeof p->conv_note, "Winograd runs in fp32 only");
-    }
-    /* oneDNN took the convs in bf16: from the layout's answer, so the same on
-     * a planning arena (where p->dnnl stays NULL) as on the committed one */
-    int bf16_taken = n_dnnl > 0 && o->bf16;
-    if (n_dnnl > 0 &&
-        mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, o->bf16, a, p->conv_note,
-                            sizeof p->conv_note) != 0) {
-        bf16_taken = 0;
-        p->dnnl = NULL;   /* layers 1.. run through im2col; conv_note says why */
-        /* bf16 refused (no bf16 kernels for this CPU or shape): oneDNN in
-         * fp32 is still faster than im2col. A refusal by the descriptors
-         * takes nothing from the arena, so planning and commit stay alike. */
-        char why[sizeof p->conv_note];
-        if (o->bf16 && mr_conv_dnnl_layout(&p->dnnl, p->ch, L, view, view, p->chunk, p->nthreads, 0, a, why,
-                                           sizeof why) == 0) {
-            char was[sizeof p->conv_note];
-            memcpy(was, p->conv_note, sizeof was);
-            snprintf(p->conv_note, sizeof p->conv_note, "bf16 refused: %.*s", (int)sizeof p->conv_note - 20, was);
-        } else if (o->bf16) {
-            p->dnnl = NULL;
-        }
-    }
-    p->bf16 = mr_conv_dnnl_is_bf16(p->dnnl);
-    /* bf16: fc's products too (linear_dnnl.h), on bf16 copies from the arena */
-    if (bf16_taken) {
-        size_t rows = (size_t)imax(p->block, p->rblock);
-        p->w16 = MR_TAKE(a, uint16_t, (size_t)p->hidden * p->flat);
-        p->x16 = MR_TAKE(a, uint16_t, rows * p->flat);
-        p->d16 = MR_TAKE(a, uint16_t, (size_t)p->rblock * p->hidden);
-        if (p->w16 && p->x16 && p->d16) p->lin = mr_linear_dnnl_create(p->nthreads);
-    }
-    /* fp32 fc and critic on gemm.c's kernels (policy.h: fc_own) */
-    if (p->conv != MR_CPU_CONV_IM2COL && !bf16_taken) {
-        p->fc_own = mr_gemm_wide(p->hidden);
-        p->critic_own = mr_gemm_wide(p->critic_hidden);
-        if (p->fc_own) {
-            p->fc_xrows = p->fc_rows < p->hidden ? p->fc_rows : p->hidden;
-            p->fc_wt = MR_TAKE(a, float, (size_t)p->hidden * p->flat);
-            p->fc_xt = MR_TAKE(a, float, (size_t)p->flat * p->fc_xrows);
-            p->fc_ct = MR_TAKE(a, float, (size_t)p->hidden * p->fc_xrows);
-        }
-        if (p->critic_own) p->critic_wt = MR_TAKE(a, float, (size_t)p->critic_hidden * p->cin_dim);
-    }
-}
-
-void mr_policy_layout(mr_policy *p, const mr_policy_config *cfg, int view,
-                      int max_batch, int chunk, int conv, mr_arena *a) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}, 0};
-    mr_policy_layout_with(p, cfg, view, max_batch, &o, a);
-}
-
-size_t mr_policy_bytes_with(const mr_policy_config *cfg, int view, int max_batch, const mr_policy_options *o) {
-    mr_arena a = {0};
-    mr_policy p;
-    mr_policy_layout_with(&p, cfg, view, max_batch, o, &a);
-    return a.size;
-}
-
-size_t mr_policy_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk, int conv) {
-    const mr_policy_options o = {chunk, conv, MR_CPU_ACTIVATIONS_STORE, 0, {0}, 0};
-    return mr_policy_bytes_with(cfg, view, max_batch, &o);
-}
-
-void mr_policy_free(mr_policy *p) {
-    mr_conv_dnnl_free(p->dnnl);
-    p->dnnl = NULL;
-    mr_linear_dnnl_free(p->lin);
-    p->lin = NULL;
-}
-
-const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name) { return mr_net_tensor(&p->net, name); }
 
 void mr_policy_zero_grad(mr_policy *p) {
     memset(p->grads, 0, sizeof(float) * p->n_params);
@@ -401,6 +213,12 @@ static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     }
 }
 
+/* The value head (raw) for nb samples of the critic's hidden layer. */
+static void value_head(const mr_policy *p, const float *chid, int nb, float *value) {
+    const float *P = p->params;
+    mr_linear_forward(value, chid, P + p->value_w_offset, P + p->value_b_offset, nb, p->critic_hidden, 1);
+}
+
 /* The heads for one block of nb <= block samples (feat given), the same
  * calls for act and forward. */
 static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, int nb, const float *feat,
@@ -414,8 +232,22 @@ static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, 
     else
         mr_linear_relu_forward(chid, cin, P + p->critic_w, P + p->critic_b, nb, p->cin_dim,
                                p->critic_hidden);
-    mr_linear_forward(value, chid, P + p->value_w_offset, P + p->value_b_offset, nb,
-                      p->critic_hidden, 1);
+    value_head(p, chid, nb, value);
+}
+
+/* The heads for the ns samples of a segment, block by block: codes, extra
+ * (NULL: zeros), feat, logits and value from the segment's first sample;
+ * cin and chid the rows kept for the backward (kept = 1: from the
+ * segment's first) or act's one-block scratch (kept = 0). */
+static void heads_segment(mr_policy *p, const uint8_t *codes, const float *extra, int ns, const float *feat,
+                          float *cin, float *chid, int kept, float *logits, float *value) {
+    for (int b0 = 0; b0 < ns; b0 += p->block) {
+        const int nb = ns - b0 < p->block ? ns - b0 : p->block;
+        const size_t k = kept ? (size_t)b0 : 0;
+        heads_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
+                    feat + (size_t)b0 * p->hidden, cin + k * p->cin_dim, chid + k * p->critic_hidden,
+                    logits + (size_t)b0 * p->num_actions, value + b0);
+    }
 }
 
 /* fc.w in bf16 for this pass (the weights change between passes) */
@@ -444,12 +276,8 @@ void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B
         const uint8_t *cs = codes + (size_t)s0 * p->VV;
         trunk_block(p, cs, ns, proxy, NULL, p->b_aL);
         fc_forward(p, p->b_feat, p->b_aL, ns);
-        for (int b0 = 0; b0 < ns; b0 += p->block) {
-            int nb = ns - b0 < p->block ? ns - b0 : p->block, i = s0 + b0;
-            heads_block(p, cs + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)i : NULL, nb,
-                        p->b_feat + (size_t)b0 * p->hidden, p->b_cin, p->b_chid,
-                        logits + (size_t)i * p->num_actions, value + i);
-        }
+        heads_segment(p, cs, extra ? extra + 2 * (size_t)s0 : NULL, ns, p->b_feat, p->b_cin, p->b_chid, 0,
+                      logits + (size_t)s0 * p->num_actions, value + s0);
     }
 }
 
@@ -476,13 +304,8 @@ int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, i
         const uint8_t *cs = codes + (size_t)s0 * VV;
         trunk_block(p, cs, ns, proxy, keep ? acts : NULL, aL);
         fc_forward(p, feat, aL, ns);
-        for (int b0 = 0; b0 < ns; b0 += p->block) {
-            int nb = ns - b0 < p->block ? ns - b0 : p->block, i = s0 + b0;
-            heads_block(p, cs + (size_t)b0 * VV, extra ? extra + 2 * (size_t)i : NULL, nb,
-                        feat + (size_t)b0 * p->hidden, p->cin + (size_t)(r + b0) * p->cin_dim,
-                        p->chid + (size_t)(r + b0) * p->critic_hidden, logits + (size_t)i * p->num_actions,
-                        value + i);
-        }
+        heads_segment(p, cs, extra ? extra + 2 * (size_t)s0 : NULL, ns, feat, p->cin + (size_t)r * p->cin_dim,
+                      p->chid + (size_t)r * p->critic_hidden, 1, logits + (size_t)s0 * p->num_actions, value + s0);
         s0 += ns;
     }
     return 0;
@@ -490,11 +313,9 @@ int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, i
 
 int mr_policy_forward_kept(mr_policy *p, int B, int proxy, float *value) {
     if (B <= 0 || B > p->max_batch || p->keep_rows != B || p->keep_proxy != proxy) return -1;
-    const float *P = p->params;
-    for (int b0 = 0; b0 < B; b0 += p->block) {   /* heads_block's call for the value */
-        int nb = B - b0 < p->block ? B - b0 : p->block;
-        mr_linear_forward(value + b0, p->chid + (size_t)b0 * p->critic_hidden, P + p->value_w_offset,
-                          P + p->value_b_offset, nb, p->critic_hidden, 1);
+    for (int b0 = 0; b0 < B; b0 += p->block) {   /* heads_block's blocks */
+        const int nb = B - b0 < p->block ? B - b0 : p->block;
+        value_head(p, p->chid + (size_t)b0 * p->critic_hidden, nb, value + b0);
     }
     p->keep_rows = 0;
     p->fwd_B = B;
@@ -522,12 +343,9 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
             trunk_block(p, codes + (size_t)s0 * p->VV, ns, proxy, NULL, p->b_aL);
             fc_forward(p, p->feat + (size_t)s0 * p->hidden, p->b_aL, ns);
         }
-        for (int i = s0; i < s0 + ns; i += p->block) {
-            int nb = s0 + ns - i < p->block ? s0 + ns - i : p->block;
-            heads_block(p, codes + (size_t)i * p->VV, extra ? extra + 2 * (size_t)i : NULL, nb,
-                        p->feat + (size_t)i * p->hidden, p->cin + (size_t)i * p->cin_dim,
-                        p->chid + (size_t)i * p->critic_hidden, logits + (size_t)i * p->num_actions, value + i);
-        }
+        heads_segment(p, codes + (size_t)s0 * p->VV, extra ? extra + 2 * (size_t)s0 : NULL, ns,
+                      p->feat + (size_t)s0 * p->hidden, p->cin + (size_t)s0 * p->cin_dim,
+                      p->chid + (size_t)s0 * p->critic_hidden, 1, logits + (size_t)s0 * p->num_actions, value + s0);
     }
     p->fwd_B = B;
     p->fwd_proxy = proxy;
@@ -546,7 +364,7 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
     const float *P = p->params;
     float *G = p->grads;
     const int L = p->num_conv;
-    const size_t CF = p->conv_floats, CFr = round_f(CF);
+    const size_t CF = p->conv_floats, CFr = mr_policy_round_f(CF);
     const int nchunks = (nb + p->chunk - 1) / p->chunk;
     const int codes0 = p->conv != MR_CPU_CONV_IM2COL;   /* layer 0 from the codes */
     #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))

@@ -190,6 +190,10 @@ typedef struct mr_policy_options {
     size_t keep_bytes; /* auto's allowance for keeping activations; 0 = MR_POLICY_KEEP_MAX (tests set less) */
 } mr_policy_options;
 
+/* n floats rounded up to whole 64-byte lines: the workspace's pieces (the
+ * layout carves them, the backward steps through the per-chunk gradients). */
+static inline size_t mr_policy_round_f(size_t n) { return (n + 15) / 16 * 16; }
+
 /* Computes every size from cfg and takes params, grads, activations (for
  * max_batch samples) and workspaces (`chunk` samples for the convs, one block
  * for act's linear layers) from the arena. On a planning arena the pointers

@@ -2,7 +2,8 @@
  * policy_params.c - the CPU network's parameters apart from its arithmetic:
  * their initial values (torch.nn.init.orthogonal_ from moonrl's counter
  * hash, LAPACK's QR) and the conversion from PyTorch's order
- * (mr_policy_permute_torch). policy.c holds the layout, forward and backward.
+ * (mr_policy_permute_torch). policy_layout.c holds the layout, policy.c the
+ * forward and backward.
  */
 #include "policy.h"
 #include "rng.h"
