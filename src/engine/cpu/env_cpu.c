@@ -55,13 +55,10 @@ void mr_forage_cpu_reset_all(const mr_forage *s) {
  * Inlined: as a function of its own GCC finds it free of side effects
  * (prefetches do not count) and drops its calls. */
 static inline __attribute__((always_inline)) void prefetch_rows(const mr_forage *s, int j, int action) {
-    const int W = s->W, H = s->H, view = s->view, V = s->V;
+    const int W = s->W, H = s->H, V = s->V;
     int x, y;
     mr_forage_move(s, j, mr_forage_dx(action), mr_forage_dy(action), &x, &y);
-    x -= view;
-    x += x < 0 ? W : 0;
-    y -= view;
-    y += y < 0 ? H : 0;
+    mr_forage_view_origin(s, x, y, &x, &y);
     const uint8_t *g = s->grid + (size_t)j * H * W + x;
     for (int a = 0; a < V; a++) {
         const uint8_t *row = g + (size_t)y * W;

@@ -169,17 +169,24 @@ MR_HD void mr_forage_move(const mr_forage *s, int i, int dx, int dy, int *xo, in
     *yo = y;
 }
 
+/* The view's top-left cell for an agent at (x, y): column x - view and row
+ * y - view, wrapped onto the torus (view < W, H). */
+MR_HD void mr_forage_view_origin(const mr_forage *s, int x, int y, int *x0, int *r0) {
+    x -= s->view;
+    y -= s->view;
+    *x0 = x < 0 ? x + s->W : x;
+    *r0 = y < 0 ? y + s->H : y;
+}
+
 /* obs[i][a][b] = grid[i][(y - view + a) mod H][(x - view + b) mod W].
  * Row-wise: each row is at most two contiguous runs (V <= W), and the wrap is
  * a compare, not a modulo. */
 MR_HD void mr_forage_write_obs(const mr_forage *s, int i) {
-    const int H = s->H, W = s->W, V = s->V, view = s->view;
+    const int H = s->H, W = s->W, V = s->V;
     const uint8_t *g = s->grid + (size_t)i * H * W;
     uint8_t *o = s->obs + (size_t)i * V * V;
-    int x0 = s->x[i] - view;
-    if (x0 < 0) x0 += W;
-    int r = s->y[i] - view;
-    if (r < 0) r += H;
+    int x0, r;
+    mr_forage_view_origin(s, s->x[i], s->y[i], &x0, &r);
     const int n1 = (W - x0 < V) ? W - x0 : V;   /* run from x0 to the row's end */
     const int n2 = V - n1;                      /* wrapped run from column 0 */
     for (int a = 0; a < V; a++) {
