@@ -1,6 +1,6 @@
 /*
  * bench_conv_winograd.c - moonrl's Winograd convolutions (conv_winograd.c,
- * F(2x2,3x3) and F(4x4,3x3)) against oneDNN's direct ones (conv_dnnl.c) as
+ * F(2x2,3x3), F(4x4,3x3) and F(6x6,3x3)) against oneDNN's direct ones (conv_dnnl.c) as
  * policy.c calls them: one chunk per call on one thread, 11 x 11 maps,
  * NHWC fp32, the layer shapes of the reference net (32->64, 64->64) and the
  * small one (16->32). Forward = bias + ReLU; backward = input gradient +
@@ -37,9 +37,10 @@ static void run(int n, int C, int OC, int rounds) {
     float *in = rnd(ni), *out = rnd(no), *dout = rnd(no), *din = rnd(ni), *w = rnd(nw), *b = rnd(OC), *dw = rnd(nw),
           *db = rnd(OC);
     const float *wl[2] = {NULL, w};
-    mr_arena ad = {0}, a2 = {0}, a4 = {0};
+    mr_arena ad = {0}, aw[3] = {{0}};
     mr_conv_dnnl *d = NULL;
-    mr_conv_wino w2, w4;
+    mr_conv_wino cw[3];
+    const int ms[3] = {2, 4, 6};
     char why[256];
     mr_conv_dnnl_layout(&d, ch, 2, H, W, n, 1, 0, &ad, why, sizeof why);
     mr_arena_commit(&ad);
@@ -47,47 +48,46 @@ static void run(int n, int C, int OC, int rounds) {
         printf("oneDNN refused: %s\n", why);
         return;
     }
-    mr_conv_wino_layout(&w2, ch, 2, H, W, 1, 2, &a2);
-    mr_arena_commit(&a2);
-    mr_conv_wino_layout(&w2, ch, 2, H, W, 1, 2, &a2);
-    mr_conv_wino_layout(&w4, ch, 2, H, W, 1, 4, &a4);
-    mr_arena_commit(&a4);
-    mr_conv_wino_layout(&w4, ch, 2, H, W, 1, 4, &a4);
+    for (int k = 0; k < 3; k++) {
+        mr_conv_wino_layout(&cw[k], ch, 2, H, W, 1, ms[k], &aw[k]);
+        mr_arena_commit(&aw[k]);
+        mr_conv_wino_layout(&cw[k], ch, 2, H, W, 1, ms[k], &aw[k]);
+        mr_conv_wino_load_forward(&cw[k], wl);
+        mr_conv_wino_load_backward(&cw[k], wl);
+    }
     mr_conv_dnnl_load_forward(d, wl);
     mr_conv_dnnl_load_backward(d, wl);
-    mr_conv_wino_load_forward(&w2, wl);
-    mr_conv_wino_load_backward(&w2, wl);
-    mr_conv_wino_load_forward(&w4, wl);
-    mr_conv_wino_load_backward(&w4, wl);
-    double tf[3] = {1e9, 1e9, 1e9}, tb[3] = {1e9, 1e9, 1e9};
+    double tf[4] = {1e9, 1e9, 1e9, 1e9}, tb[4] = {1e9, 1e9, 1e9, 1e9};
     for (int r = 0; r < rounds; r++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             double t0 = now();
             for (int c = 0; c < chunks; c++) {
                 if (k == 0) mr_conv_dnnl_forward(d, 0, 1, out, in, b);
-                else mr_conv_wino_forward(k == 1 ? &w2 : &w4, 0, 1, out, in, b, n);
+                else mr_conv_wino_forward(&cw[k - 1], 0, 1, out, in, b, n);
             }
             double t1 = now();
             for (int c = 0; c < chunks; c++) {
                 if (k == 0) mr_conv_dnnl_backward(d, 0, 1, din, dw, db, dout, in);
-                else mr_conv_wino_backward(k == 1 ? &w2 : &w4, 0, 1, din, dw, db, dout, in, n);
+                else mr_conv_wino_backward(&cw[k - 1], 0, 1, din, dw, db, dout, in, n);
             }
             double t2 = now();
             if ((t1 - t0) / chunks < tf[k]) tf[k] = (t1 - t0) / chunks;
             if ((t2 - t1) / chunks < tb[k]) tb[k] = (t2 - t1) / chunks;
         }
-    double p2, x2, p4, x4;
-    mr_conv_wino_macs(H, W, C, OC, 2, &p2, &x2);
-    mr_conv_wino_macs(H, W, C, OC, 4, &p4, &x4);
-    printf("n=%d %2d->%2d  ms per chunk  fwd: oneDNN %.3f  F2 %.3f (%.2fx)  F4 %.3f (%.2fx) | bwd: oneDNN %.3f  F2 %.3f "
-           "(%.2fx)  F4 %.3f (%.2fx) | MMAC/sample direct %.2f F2 %.2f+%.2f F4 %.2f+%.2f  [%s]\n",
-           n, C, OC, tf[0] * 1e3, tf[1] * 1e3, tf[0] / tf[1], tf[2] * 1e3, tf[0] / tf[2], tb[0] * 1e3, tb[1] * 1e3,
-           tb[0] / tb[1], tb[2] * 1e3, tb[0] / tb[2], H * W * 9.0 * C * OC / 1e6, p2 / 1e6, x2 / 1e6, p4 / 1e6,
-           x4 / 1e6, mr_conv_dnnl_impl(d, 1));
+    printf("n=%d %2d->%2d  ms per chunk  fwd: oneDNN %.3f", n, C, OC, tf[0] * 1e3);
+    for (int k = 1; k < 4; k++) printf("  F%d %.3f (%.2fx)", ms[k - 1], tf[k] * 1e3, tf[0] / tf[k]);
+    printf(" | bwd: oneDNN %.3f", tb[0] * 1e3);
+    for (int k = 1; k < 4; k++) printf("  F%d %.3f (%.2fx)", ms[k - 1], tb[k] * 1e3, tb[0] / tb[k]);
+    printf(" | MMAC/sample direct %.2f", H * W * 9.0 * C * OC / 1e6);
+    for (int k = 0; k < 3; k++) {
+        double p, x;
+        mr_conv_wino_macs(H, W, C, OC, ms[k], &p, &x);
+        printf(" F%d %.2f+%.2f", ms[k], p / 1e6, x / 1e6);
+    }
+    printf("  [%s]\n", mr_conv_dnnl_impl(d, 1));
     mr_conv_dnnl_free(d);
     mr_arena_release(&ad);
-    mr_arena_release(&a2);
-    mr_arena_release(&a4);
+    for (int k = 0; k < 3; k++) mr_arena_release(&aw[k]);
     free(in); free(out); free(dout); free(din); free(w); free(b); free(dw); free(db);
 }
 

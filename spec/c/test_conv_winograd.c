@@ -1,6 +1,6 @@
 /*
  * test_conv_winograd.c - the Winograd convolutions (conv_winograd.c),
- * F(2x2,3x3) and F(4x4,3x3), against a float64 direct convolution written
+ * F(2x2,3x3), F(4x4,3x3) and F(6x6,3x3), against a float64 direct convolution written
  * here: forward with bias + ReLU, input, weight and bias gradients, at the
  * reference and small nets' layer shapes (11 x 11, chunk 32) and odd ones
  * (7 x 9 maps, channels 6 -> 7, chunk 5; a map smaller than a tile).
@@ -15,8 +15,8 @@
  * Every comparison is also made against a reference with the kernel
  * mirrored (taps (ky,kx) -> (2-ky,2-kx)), which must fail the bound, so the
  * bound is tight enough to catch a wrong kernel (and a wrong transform
- * coefficient: changing any one entry of BT4, G4 or AT4 in conv_winograd.c
- * fails this test).
+ * coefficient: changing any one entry of BT4, G4, AT4, BT6, G6 or AT6 in
+ * conv_winograd.c fails this test).
  *
  * Thread count: each call is single-threaded by contract; the same call
  * made outside a parallel region with 1 and with 2 OpenMP threads (where an
@@ -50,11 +50,22 @@ static const double BT4[36] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, 
 static const double G4[18] = {1 / 4., 0, 0, -1 / 6., -1 / 6., -1 / 6., -1 / 6., 1 / 6., -1 / 6.,
                               1 / 24., 1 / 12., 1 / 6., 1 / 24., -1 / 12., 1 / 6., 0, 0, 1};
 static const double AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+static const double BT6[64] = {1, 0,   -5.25, 0,     5.25,  0,     -1, 0, 0, 1,  1, -4.25, -4.25, 1,    1, 0,
+                               0, -1,  1,     4.25,  -4.25, -1,    1,  0, 0, .5, .25, -2.5, -1.25, 2,    1, 0,
+                               0, -.5, .25,   2.5,   -1.25, -2,    1,  0, 0, 2,  4,  -2.5,  -5,    .5,   1, 0,
+                               0, -2,  4,     2.5,   -5,    -.5,   1,  0, 0, -1, 0,  5.25,  0,     -5.25, 0, 1};
+static const double G6[24] = {1,       0,        0,       -2 / 9.,  -2 / 9.,  -2 / 9.,  -2 / 9., 2 / 9.,
+                              -2 / 9., 1 / 90.,  1 / 45., 2 / 45.,  1 / 90.,  -1 / 45., 2 / 45., 32 / 45.,
+                              16 / 45., 8 / 45., 32 / 45., -16 / 45., 8 / 45., 0,        0,       1};
+static const double AT6[48] = {1, 1, 1,  1, 1,  1,   1,    0,    0, 1, -1, 2,  -2,  .5,      -.5,      0,
+                               0, 1, 1,  4, 4,  .25, .25,  0,    0, 1, -1, 8,  -8,  .125,    -.125,    0,
+                               0, 1, 1, 16, 16, .0625, .0625, 0, 0, 1, -1, 32, -32, .03125, -.03125, 1};
 
 typedef struct { int m, a; const double *BT, *G, *AT; } mats;
 static mats mats_of(int m) {
     mats x = {2, 4, BT2, G2, AT2};
     if (m == 4) x = (mats){4, 6, BT4, G4, AT4};
+    if (m == 6) x = (mats){6, 8, BT6, G6, AT6};
     return x;
 }
 
@@ -292,18 +303,19 @@ static void test_threads(int m) {
 }
 
 /* The multiply-add counts: F(2x2) at 11x11 is 16 * 36 products per (C, OC)
- * pair, F(4x4) 36 * 9, direct 9 * 121. */
+ * pair, F(4x4) 36 * 9, F(6x6) 64 * 4, direct 9 * 121. */
 static void test_macs(void) {
-    double p2, t2, p4, t4;
+    double p2, t2, p4, t4, p6, t6;
     mr_conv_wino_macs(11, 11, 32, 64, 2, &p2, &t2);
     mr_conv_wino_macs(11, 11, 32, 64, 4, &p4, &t4);
-    CHECK(p2 == 16.0 * 36 * 32 * 64 && p4 == 36.0 * 9 * 32 * 64);
-    CHECK(t2 > 0 && t4 > 0 && t2 < p2 && t4 < p4);
+    mr_conv_wino_macs(11, 11, 32, 64, 6, &p6, &t6);
+    CHECK(p2 == 16.0 * 36 * 32 * 64 && p4 == 36.0 * 9 * 32 * 64 && p6 == 64.0 * 4 * 32 * 64);
+    CHECK(t2 > 0 && t4 > 0 && t6 > 0 && t2 < p2 && t4 < p4 && t6 < p6);
 }
 
 int main(void) {
     check_seed(0x3149a0ce0001ULL);
-    for (int m = 2; m <= 4; m += 2) {
+    for (int m = 2; m <= 6; m += 2) {
         test_layer(m, 32, 11, 11, 32, 64);   /* the reference net's layers */
         test_layer(m, 32, 11, 11, 64, 64);
         test_layer(m, 32, 11, 11, 16, 32);   /* the small net's */

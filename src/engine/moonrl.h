@@ -184,9 +184,10 @@ typedef struct mr_cuda_config {
  * others through oneDNN (conv_dnnl.h); im2col: every layer as im2col +
  * OpenBLAS sgemm (the engine before oneDNN; spec/c/test_bitcompat.c pins it,
  * its fixtures were written by it); winograd: the first layer from the
- * codes, the others by Winograd F(4x4,3x3) (conv_winograd.h: 3.4x fewer
- * multiply-adds at 11 x 11, fp32 only, rounding error up to ~50x direct
- * summation's bound); auto: the measured-faster choice, now onednn
+ * codes, the others by Winograd F(6x6,3x3) on 11 x 11 maps, F(4x4,3x3) where
+ * that takes fewer products (conv_winograd.h: 4.3x fewer multiply-adds at
+ * 11 x 11, fp32 only, rounding error up to ~100x direct summation's bound);
+ * auto: the measured-faster choice, now onednn
  * (BENCHMARKS.md). Results differ between them in the last bits; each is
  * bit-identical for any thread count. The CUDA backend ignores it. */
 typedef enum mr_cpu_conv {

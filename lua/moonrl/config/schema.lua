@@ -212,8 +212,8 @@ key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "on
   desc = "CPU backend only: how the trunk's 3x3 convolutions are computed; onednn = the first layer straight " ..
     "from the observation codes and the others through oneDNN; im2col = im2col + OpenBLAS sgemm for every " ..
     "layer (the engine before oneDNN, bit for bit); winograd = the first layer from the codes and the others " ..
-    "by Winograd F(4x4,3x3) (3.4x fewer multiply-adds at 11 x 11, fp32 only, up to ~50x direct summation's " ..
-    "rounding error); auto = each layer 1.. its own of onednn and winograd, the faster as measured by warm-up's " ..
+    "by Winograd F(6x6,3x3) on 11 x 11 maps, F(4x4,3x3) where that takes fewer products (4.3x fewer " ..
+    "multiply-adds at 11 x 11, fp32 only, up to ~100x direct summation's rounding error); auto = each layer 1.. its own of onednn and winograd, the faster as measured by warm-up's " ..
     "\"algorithms\" step (warmup.prepare) or cached by an earlier search on this machine, else onednn. " ..
     "They differ in the last bits; each is bit-identical for any thread count" }
 key { key = "cpu.activations", type = "enum", default = "auto", choices = { "auto", "store", "recompute" },

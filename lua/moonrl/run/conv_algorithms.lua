@@ -3,8 +3,8 @@
 -- the cache that keeps the choice per machine.
 --
 -- The fastest implementation of a 3x3 convolution depends on the layer's
--- shape and on the machine (Winograd F(4x4) beats oneDNN on 32->64 and
--- 64->64 at 11 x 11 here, loses on 16->32), so it is measured, not guessed:
+-- shape and on the machine (Winograd beat oneDNN on 32->64 and 64->64 at
+-- 11 x 11 on one machine and lost on 16->32), so it is measured, not guessed:
 -- warm-up's "algorithms" step (warmup.prepare) times every candidate for
 -- each layer 1.. (the first is computed from the codes whatever the choice)
 -- with mr_cpu_conv_time - REPS rounds of forward + backward of a chunk per
@@ -59,7 +59,8 @@ local M = {}
 M.FORMAT = "moonrl conv algorithms 1"
 M.RUN_FORMAT = "moonrl run conv algorithms 1"
 M.RUN_FILE = "conv_algorithms.json"
-M.KERNELS = 3   -- 2: conv_winograd.c's AVX-512 kernels and transforms; 3: its planes apart, shared-term transforms
+M.KERNELS = 4   -- 2: conv_winograd.c's AVX-512 kernels and transforms; 3: its planes apart, shared-term transforms;
+                -- 4: F(6x6) where it takes fewer products (mr_wino_tile_for: 11 x 11 maps)
 M.REPS = 5
 M.CANDIDATES = { "onednn", "winograd" }
 local FILE = "conv_algorithms.json"

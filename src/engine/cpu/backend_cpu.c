@@ -104,11 +104,11 @@ static void mixed_describe(const mr_policy *np, char *conv, size_t len) {
     for (int l = 1; l < np->num_conv && o < len; l++)
         o += (size_t)snprintf(conv + o, len - o, ", layer %d %s", l,
                               np->lconv[l] == MR_CPU_CONV_WINOGRAD ? "winograd" : "onednn");
-    const char *how = np->dnnl ? (np->bf16 ? "oneDNN in bf16, Winograd F(4x4,3x3) in fp32" : "fp32")
+    const char *how = np->dnnl ? (np->bf16 ? "oneDNN in bf16, Winograd in fp32" : "fp32")
                                : "oneDNN not set up: its layers im2col + sgemm";
     if (o < len)
-        snprintf(conv + o, len - o, " (%s; Winograd's %s%s%s)", how, mr_conv_wino_products(&np->wino),
-                 np->conv_note[0] ? "; " : "", np->conv_note);
+        snprintf(conv + o, len - o, " (%s; Winograd F(%dx%d,3x3)'s %s%s%s)", how, np->wino.m, np->wino.m,
+                 mr_conv_wino_products(&np->wino), np->conv_note[0] ? "; " : "", np->conv_note);
 }
 
 static int layers_mixed(const mr_policy *np) {
@@ -128,8 +128,9 @@ static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, 
     } else if (np->num_conv < 2) {
         snprintf(conv, sizeof conv, "the first (and only) from the codes");
     } else if (np->lconv[1] == MR_CPU_CONV_WINOGRAD) {
-        snprintf(conv, sizeof conv, "the first from the codes, the others Winograd F(4x4,3x3) in fp32 (%s%s%s)",
-                 mr_conv_wino_products(&np->wino), np->conv_note[0] ? "; " : "", np->conv_note);
+        snprintf(conv, sizeof conv, "the first from the codes, the others Winograd F(%dx%d,3x3) in fp32 (%s%s%s)",
+                 np->wino.m, np->wino.m, mr_conv_wino_products(&np->wino), np->conv_note[0] ? "; " : "",
+                 np->conv_note);
     } else if (np->dnnl) {
         int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
                          np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"

@@ -55,7 +55,7 @@ static void layout(bench *s, mr_arena *a) {
     s->col = MR_TAKE(a, float, s->col_f * T);
     s->dw = MR_TAKE(a, float, (s->w_f + mr_arena_round((size_t)s->OC * sizeof(float)) / sizeof(float)) * T);
     s->db = s->dw ? s->dw + s->w_f * T : NULL;
-    if (s->want_wino) mr_conv_wino_layout(&s->wino, ch, 2, s->H, s->W, s->threads, 4, a);
+    if (s->want_wino) mr_conv_wino_layout(&s->wino, ch, 2, s->H, s->W, s->threads, mr_wino_tile_for(s->H, s->W), a);
     s->dnnl = NULL;
     s->dnnl_refused = 0;
     if (s->want_dnnl) {   /* bf16 refused: fp32, as policy.c's layout does */

@@ -26,7 +26,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* F(2x2, 3x3) and F(4x4, 3x3), Lavin & Gray 2016: out = AT [(G g GT) . (BT d B)] A. */
+/* F(2x2, 3x3), F(4x4, 3x3) and F(6x6, 3x3), Lavin & Gray 2016: out = AT [(G g GT) . (BT d B)] A;
+ * F(6x6)'s interpolation points 0, +-1, +-2, +-1/2 and infinity (so BT's and
+ * AT's entries are exact in float: quarters and powers of two). */
 static const float BT2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
 static const double G2[12] = {1, 0, 0, .5, .5, .5, .5, -.5, .5, 0, 0, 1};
 static const float AT2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
@@ -35,14 +37,31 @@ static const float BT4[36] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1,  1, 0, 0, 4, -4,
 static const double G4[18] = {1 / 4.,  0,        0,       -1 / 6., -1 / 6., -1 / 6., -1 / 6., 1 / 6., -1 / 6.,
                               1 / 24., 1 / 12., 1 / 6.,  1 / 24., -1 / 12., 1 / 6.,  0,       0,      1};
 static const float AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+static const float BT6[64] = {1, 0,    -5.25f, 0,     5.25f, 0,     -1, 0,  /* */
+                              0, 1,    1,      -4.25f, -4.25f, 1,    1,  0,  /* */
+                              0, -1,   1,      4.25f, -4.25f, -1,    1,  0,  /* */
+                              0, .5f,  .25f,   -2.5f, -1.25f, 2,     1,  0,  /* */
+                              0, -.5f, .25f,   2.5f,  -1.25f, -2,    1,  0,  /* */
+                              0, 2,    4,      -2.5f, -5,     .5f,   1,  0,  /* */
+                              0, -2,   4,      2.5f,  -5,     -.5f,  1,  0,  /* */
+                              0, -1,   0,      5.25f, 0,      -5.25f, 0, 1};
+static const double G6[24] = {1,         0,          0,         -2 / 9.,   -2 / 9.,    -2 / 9.,
+                              -2 / 9.,   2 / 9.,     -2 / 9.,   1 / 90.,   1 / 45.,    2 / 45.,
+                              1 / 90.,   -1 / 45.,   2 / 45.,   32 / 45.,  16 / 45.,   8 / 45.,
+                              32 / 45.,  -16 / 45.,  8 / 45.,   0,         0,          1};
+static const float AT6[48] = {1, 1, 1,  1,  1,   1,         1,          0,  /* */
+                              0, 1, -1, 2,  -2,  .5f,       -.5f,       0,  /* */
+                              0, 1, 1,  4,  4,   .25f,      .25f,       0,  /* */
+                              0, 1, -1, 8,  -8,  .125f,     -.125f,     0,  /* */
+                              0, 1, 1,  16, 16,  .0625f,    .0625f,     0,  /* */
+                              0, 1, -1, 32, -32, .03125f,   -.03125f,   1};
 
 typedef struct { int m, a; const float *BT, *AT; const double *G; } mats;
 
 static mats mats_of(int m) {
     mats x = {2, 4, BT2, AT2, G2};
-    if (m == 4) {
-        x.m = 4, x.a = 6, x.BT = BT4, x.AT = AT4, x.G = G4;
-    }
+    if (m == 4) x = (mats){4, 6, BT4, AT4, G4};
+    if (m == 6) x = (mats){6, 8, BT6, AT6, G6};
     return x;
 }
 
@@ -82,9 +101,17 @@ typedef int v8i __attribute__((vector_size(32), aligned(4)));
 #define VL 8
 #define AI static inline __attribute__((always_inline))
 
-/* The transposes of AT2 and AT4 (alpha x m): dM = A dY AT. */
+/* The transposes of AT2, AT4 and AT6 (alpha x m): dM = A dY AT. */
 static const float A2x[8] = {1, 0, 1, 1, 1, -1, 0, -1};
 static const float A4x[24] = {1, 0, 0, 0, 1, 1, 1, 1, 1, -1, 1, -1, 1, 2, 4, 8, 1, -2, 4, -8, 0, 0, 0, 1};
+static const float A6x[48] = {1, 0,    0,     0,      0,       0,        /* */
+                              1, 1,    1,     1,      1,       1,        /* */
+                              1, -1,   1,     -1,     1,       -1,       /* */
+                              1, 2,    4,     8,      16,      32,       /* */
+                              1, -2,   4,     -8,     16,      -32,      /* */
+                              1, .5f,  .25f,  .125f,  .0625f,  .03125f,  /* */
+                              1, -.5f, .25f,  -.125f, .0625f,  -.03125f, /* */
+                              0, 0,    0,     0,      0,       1};
 
 /* The 8-lane transforms (AVX2 under the build's x86-64-v3) and the 16-lane
  * ones (AVX-512, called from the wrappers below only). */
@@ -118,30 +145,36 @@ static int wide(int n) { return mr_gemm_wide(n); }
 #define T512 __attribute__((target("avx512f")))
 T512 static void in_tile16(float *V, size_t es, const float *const *src, int C, int m) {
     if (m == 2) in_tile_v16(V, es, src, C, 2);
-    else in_tile_v16(V, es, src, C, 4);
+    else if (m == 4) in_tile_v16(V, es, src, C, 4);
+    else in_tile_v16(V, es, src, C, 6);
 }
 T512 static void out_tile16(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, int m) {
     if (m == 2) out_tile_v16(dst, M, es, b, relu, OC, 2);
-    else out_tile_v16(dst, M, es, b, relu, OC, 4);
+    else if (m == 4) out_tile_v16(dst, M, es, b, relu, OC, 4);
+    else out_tile_v16(dst, M, es, b, relu, OC, 6);
 }
 T512 static void grad_tile16(float *M, size_t es, const float *const *src, int OC, int m) {
     if (m == 2) grad_tile_v16(M, es, src, OC, 2);
-    else grad_tile_v16(M, es, src, OC, 4);
+    else if (m == 4) grad_tile_v16(M, es, src, OC, 4);
+    else grad_tile_v16(M, es, src, OC, 6);
 }
 static void in_tile(float *V, size_t es, const float *const *src, int C, int m) {
     if (wide(C)) in_tile16(V, es, src, C, m);
     else if (m == 2) in_tile_v8(V, es, src, C, 2);
-    else in_tile_v8(V, es, src, C, 4);
+    else if (m == 4) in_tile_v8(V, es, src, C, 4);
+    else in_tile_v8(V, es, src, C, 6);
 }
 static void out_tile(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, int m) {
     if (wide(OC)) out_tile16(dst, M, es, b, relu, OC, m);
     else if (m == 2) out_tile_v8(dst, M, es, b, relu, OC, 2);
-    else out_tile_v8(dst, M, es, b, relu, OC, 4);
+    else if (m == 4) out_tile_v8(dst, M, es, b, relu, OC, 4);
+    else out_tile_v8(dst, M, es, b, relu, OC, 6);
 }
 static void grad_tile(float *M, size_t es, const float *const *src, int OC, int m) {
     if (wide(OC)) grad_tile16(M, es, src, OC, m);
     else if (m == 2) grad_tile_v8(M, es, src, OC, 2);
-    else grad_tile_v8(M, es, src, OC, 4);
+    else if (m == 4) grad_tile_v8(M, es, src, OC, 4);
+    else grad_tile_v8(M, es, src, OC, 6);
 }
 
 /* The distance between V's (or M's) planes e for ch channels: a block of
@@ -151,12 +184,30 @@ static void grad_tile(float *M, size_t es, const float *const *src, int OC, int 
 static size_t es_of(int ch) { return (size_t)MR_WINO_TILE_BLOCK * ch + 16; }
 
 /* The workspace of one call: P and Q (alpha^2 * Cm each: a tile's patch and
- * its half-transformed copy), V and M (alpha^2 * TB * Cm each: the block's
- * transformed inputs and products), dU (alpha^2 * Cm^2: the weight
- * gradient in the transformed domain), and a double scratch. */
+ * its half-transformed copy), Z and J (Cm each: the zeros a patch reads
+ * outside the map, the row a cropped output pixel is written to), V and M
+ * (alpha^2 * TB * Cm each: the block's transformed inputs and products), dU
+ * (alpha^2 * Cm^2: the weight gradient in the transformed domain), and a
+ * double scratch. */
 size_t mr_wino_work_floats(int m, int C, int OC) {
     const size_t a = (size_t)m + 2, A2 = a * a, Cm = (size_t)imax(C, OC);
-    return 2 * A2 * Cm + 2 * A2 * es_of(imax(C, OC)) + A2 * Cm * Cm + 2 * (a * 3 * Cm + Cm) + 64;
+    return 2 * A2 * Cm + 2 * Cm + 2 * A2 * es_of(imax(C, OC)) + A2 * Cm * Cm + 2 * (a * 3 * Cm + Cm) + 64;
+}
+
+/* The workspace's parts (mr_wino_work_floats), Z zeroed. */
+typedef struct { float *P, *Q, *Z, *J, *V, *M, *dU; } parts;
+
+static parts parts_of(float *work, size_t A2, size_t Cm) {
+    parts w;
+    w.P = work;
+    w.Q = w.P + A2 * Cm;
+    w.Z = w.Q + A2 * Cm;
+    w.J = w.Z + Cm;
+    w.V = w.J + Cm;
+    w.M = w.V + A2 * es_of((int)Cm);
+    w.dU = w.M + A2 * es_of((int)Cm);
+    memset(w.Z, 0, sizeof(float) * Cm);
+    return w;
 }
 
 /* ------------------------------------------------------------ weights */
@@ -167,7 +218,7 @@ void mr_wino_weights(float *U, const float *w, int C, int OC, int m, int backwar
     const mats x = mats_of(m);
     const int a = x.a;
     const size_t A2 = (size_t)a * a;
-    double t[6][3][WSLAB];
+    double t[8][3][WSLAB];
     for (int o = 0; o < OC; o++)
         for (int c0 = 0; c0 < C; c0 += WSLAB) {
             const int cn = C - c0 < WSLAB ? C - c0 : WSLAB;
@@ -210,21 +261,49 @@ static grid grid_of(int n, int H, int W, int m) {
     return g;
 }
 
-/* Tile `tile`'s input patch (alpha x alpha x C, zeros outside the map) into
- * P, its transform BT d B into V[e] + 0 (e-th at V + e*es), Q scratch. */
-static void input_transform(float *V, size_t es, const float *inp, int tile, const grid *g, int C, const mats *x,
-                            float *P, float *Q) {
-    const int a = x->a, m = x->m, per = g->th * g->tw;
-    const int s = tile / per, ty = tile % per / g->tw, tx = tile % g->tw;
-    const float *base = inp + (size_t)s * g->H * g->W * C;
+/* A tile's place: sample s, tile row ty, tile column tx; the tiles go
+ * sample by sample, row by row. */
+typedef struct { int s, ty, tx; } place;
+
+static place place_of(int tile, const grid *g) {
+    const int per = g->th * g->tw;
+    place p = {tile / per, tile % per / g->tw, tile % g->tw};
+    return p;
+}
+
+static void place_next(place *p, const grid *g) {
+    if (++p->tx < g->tw) return;
+    p->tx = 0;
+    if (++p->ty < g->th) return;
+    p->ty = 0;
+    p->s++;
+}
+
+/* The pixels of an r x r patch whose top-left pixel is (y0, x0) of sample
+ * s's C-channel map: px[k*r + l] = pixel (y0 + k, x0 + l), or `outside` (a
+ * row of C floats) where that is off the map. */
+static void patch_pixels(const float **px, int r, const float *map, const grid *g, const place *pl, int y0, int x0,
+                         int C, const float *outside) {
+    const float *base = map + (size_t)pl->s * g->H * g->W * C;
+    for (int k = 0; k < r; k++) {
+        const int yy = y0 + k, row_in = yy >= 0 && yy < g->H;
+        for (int l = 0; l < r; l++) {
+            const int xx = x0 + l;
+            px[k * r + l] = row_in && xx >= 0 && xx < g->W ? base + ((size_t)yy * g->W + xx) * C : outside;
+        }
+    }
+}
+
+/* Tile pl's input patch (alpha x alpha x C, zeros outside the map) into P,
+ * its transform BT d B into V[e] + 0 (e-th at V + e*es), Q scratch, Z a row
+ * of zeros. */
+static void input_transform(float *V, size_t es, const float *inp, const place *pl, const grid *g, int C,
+                            const mats *x, float *P, float *Q, const float *Z) {
+    const int a = x->a, m = x->m, ty = pl->ty, tx = pl->tx;
+    const float *base = inp + (size_t)pl->s * g->H * g->W * C;
     if (C % VL == 0) {
-        const float *src[36];
-        for (int k = 0; k < a; k++)
-            for (int j = 0; j < a; j++) {
-                const int yy = ty * m - 1 + k, xx = tx * m - 1 + j;
-                src[k * a + j] = yy < 0 || yy >= g->H || xx < 0 || xx >= g->W ? NULL
-                                                                             : base + ((size_t)yy * g->W + xx) * C;
-            }
+        const float *src[64];
+        patch_pixels(src, a, inp, g, pl, ty * m - 1, tx * m - 1, C, Z);
         in_tile(V, es, src, C, m);
         return;
     }
@@ -251,11 +330,14 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
     const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
     const grid g = grid_of(n, H, W, m);
     const size_t esV = es_of(C), esM = es_of(OC);
-    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * es_of((int)Cm);
+    const parts w = parts_of(work, A2, Cm);
+    float *P = w.P, *Q = w.Q, *V = w.V, *M = w.M;
     const int nt = mr_one_thread_begin();
     for (int t0 = 0; t0 < g.T; t0 += TB) {
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
-        for (int tt = 0; tt < nb; tt++) input_transform(V + (size_t)tt * C, esV, inp, t0 + tt, &g, C, &x, P, Q);
+        place pl = place_of(t0, &g);
+        for (int tt = 0; tt < nb; tt++, place_next(&pl, &g))
+            input_transform(V + (size_t)tt * C, esV, inp, &pl, &g, C, &x, P, Q, w.Z);
         /* M[e] (tiles, OC) = V[e] (tiles, C) . U[e] (C, OC) */
         for (size_t e = 0; e < A2; e++) {
             const float *Ve = V + e * esV, *Ue = U + e * (size_t)C * OC;
@@ -265,15 +347,12 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, OC, C, 1.0f, Ve, C, Ue, OC, 0.0f, Me, OC);
         }
-        for (int tt = 0; tt < nb; tt++) {
-            const int tile = t0 + tt, per = g.th * g.tw;
-            const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
+        pl = place_of(t0, &g);
+        for (int tt = 0; tt < nb; tt++, place_next(&pl, &g)) {
+            const int s = pl.s, ty = pl.ty, tx = pl.tx;
             if (OC % VL == 0) {
-                float *dst[16];
-                for (int p = 0; p < m; p++)
-                    for (int q = 0; q < m; q++)
-                        dst[p * m + q] = ty * m + p < H && tx * m + q < W
-                                             ? out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
+                float *dst[36];
+                patch_pixels((const float **)dst, m, out, &g, &pl, ty * m, tx * m, OC, w.J);
                 out_tile(dst, M + (size_t)tt * OC, esM, b, relu, OC, m);
                 continue;
             }
@@ -308,22 +387,20 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
     const size_t A2 = (size_t)a * a, Cm = (size_t)imax(C, OC);
     const grid g = grid_of(n, H, W, m);
     const size_t esV = es_of(C), esM = es_of(OC);
-    float *P = work, *Q = P + A2 * Cm, *V = Q + A2 * Cm, *M = V + A2 * es_of((int)Cm), *dU = M + A2 * es_of((int)Cm);
+    const parts w = parts_of(work, A2, Cm);
+    float *P = w.P, *Q = w.Q, *V = w.V, *M = w.M, *dU = w.dU;
     double *D = (double *)(((uintptr_t)(dU + A2 * Cm * Cm) + 7) & ~(uintptr_t)7);
     const int nt = mr_one_thread_begin();
     if (g.T == 0) memset(dU, 0, sizeof(float) * A2 * OC * C);
     for (int t0 = 0; t0 < g.T; t0 += TB) {
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
-        for (int tt = 0; tt < nb; tt++) {
-            const int tile = t0 + tt, per = g.th * g.tw;
-            const int s = tile / per, ty = tile % per / g.tw, tx = tile % g.tw;
-            input_transform(V + (size_t)tt * C, esV, inp, tile, &g, C, &x, P, Q);
+        place pl = place_of(t0, &g);
+        for (int tt = 0; tt < nb; tt++, place_next(&pl, &g)) {
+            const int s = pl.s, ty = pl.ty, tx = pl.tx;
+            input_transform(V + (size_t)tt * C, esV, inp, &pl, &g, C, &x, P, Q, w.Z);
             if (OC % VL == 0) {
-                const float *src[16];
-                for (int p = 0; p < m; p++)
-                    for (int q = 0; q < m; q++)
-                        src[p * m + q] = ty * m + p < H && tx * m + q < W
-                                             ? dout + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC : NULL;
+                const float *src[36];
+                patch_pixels(src, m, dout, &g, &pl, ty * m, tx * m, OC, w.Z);
                 grad_tile(M + (size_t)tt * OC, esM, src, OC, m);
                 continue;
             }
@@ -406,10 +483,17 @@ void mr_conv_wino_macs(int H, int W, int C, int OC, int m, double *products, dou
         *transforms = g.T * (2.0 * a * nnz(x.BT, x.a * x.a) * C + (a + x.m) * nnz(x.AT, x.m * x.a) * (double)OC);
 }
 
+int mr_wino_tile_for(int H, int W) {
+    double p4, p6;
+    mr_conv_wino_macs(H, W, 1, 1, 4, &p4, NULL);
+    mr_conv_wino_macs(H, W, 1, 1, 6, &p6, NULL);
+    return p6 < p4 ? 6 : 4;
+}
+
 double mr_cpu_conv_macs(int conv, int H, int W, int C, int OC) {
     if (conv != MR_CPU_CONV_WINOGRAD) return (double)H * W * 9.0 * C * OC;
     double p, t;
-    mr_conv_wino_macs(H, W, C, OC, 4, &p, &t);
+    mr_conv_wino_macs(H, W, C, OC, mr_wino_tile_for(H, W), &p, &t);
     return p + t;
 }
 
@@ -419,7 +503,7 @@ void mr_conv_wino_layout_layers(mr_conv_wino *d, const int *ch, int L, int H, in
                                 const int *use, mr_arena *a) {
     memset(d, 0, sizeof *d);
     if (L < 2) return;
-    d->m = m == 4 ? 4 : 2;
+    d->m = m == 4 || m == 6 ? m : 2;
     d->L = L;
     d->H = H;
     d->W = W;

@@ -1,7 +1,7 @@
 /*
  * conv_winograd.h - the trunk's 3x3 stride-1 pad-1 convolutions (layers
- * 1 .. L-1) by Winograd's minimal filtering F(m x m, 3 x 3), m = 2 or 4
- * (Lavin & Gray 2016): fewer multiply-adds than oneDNN's direct kernels or
+ * 1 .. L-1) by Winograd's minimal filtering F(m x m, 3 x 3), m = 2, 4 or 6
+ * (Lavin & Gray 2016; the policy runs mr_wino_tile_for's 4 or 6): fewer multiply-adds than oneDNN's direct kernels or
  * im2col + sgemm for the same result up to rounding.
  *
  * Shapes, for one chunk of n samples on H x W maps (NHWC, fp32), as
@@ -26,8 +26,8 @@
  * Multiply-adds in the products per sample and pass: alpha^2 * tiles * C *
  * OC against H * W * 9 * C * OC direct: at 11 x 11, F(2x2) does 16 * 36 =
  * 576 per (C, OC) pair against 1,089 (1.9x fewer), F(4x4) 36 * 9 = 324
- * (3.4x fewer); the transforms add O(alpha^3 (C + OC)) per tile
- * (mr_conv_wino_macs).
+ * (3.4x fewer), F(6x6) 64 * 4 = 256 (4.3x fewer); the transforms add
+ * O(alpha^3 (C + OC)) per tile (mr_conv_wino_macs).
  *
  * Accuracy (u = 2^-24). Every output is a sum along paths of products of
  * transform coefficients, inputs and weights; with S = the same Winograd
@@ -38,11 +38,13 @@
  * weight gradient), at most 2 (alpha - 1) in each two-sided transform, one
  * for the weights' transform and one for the bias. In terms of the inputs'
  * magnitudes: S <= beta * sum_c X_c sum_taps |w_oc| (+ |b|), X_c = the
- * largest |input| of channel c in the tile's patch, beta = 16 for F(2x2) and
- * 860 for F(4x4) (the forward; the weight gradient's beta' = 36 and 2,844
- * with X = the patch's input and the tile's dout). Direct summation has
- * beta = 1: F(4x4) trades ~1.7 more multiply-add reduction for up to ~50x
- * the rounding error of F(2x2). spec/c/test_conv_winograd.c checks the
+ * largest |input| of channel c in the tile's patch, beta = 16 for F(2x2),
+ * 860 for F(4x4) and 1,565 for F(6x6) with points 0, +-1, +-2, +-1/2 (the
+ * forward; the weight gradient's beta' = 36, 2,844 and 9,669 with X = the
+ * patch's input and the tile's dout). Direct summation has beta = 1: F(4x4)
+ * trades ~1.7 more multiply-add reduction for up to ~50x the rounding error
+ * of F(2x2); F(6x6) 1.27x fewer again for ~2x F(4x4)'s bound (measured:
+ * errors of 60-90 u sum|x||w| against F(4x4)'s 25-28). spec/c/test_conv_winograd.c checks the
  * (K' + 4 alpha + 2) u S bound against float64 direct convolutions.
  *
  * Bits independent of the thread count: each call is one chunk on the
@@ -88,6 +90,16 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
 void mr_wino_backward_weights(float *dw, float *db, const float *dout, const float *inp, int n, int H, int W, int C,
                               int OC, int m, float *work);
 
+/* The tile size m this file's users run on H x W maps: 4 or 6, whichever
+ * does fewer transformed-domain products per sample (alpha^2 * tiles), 4 on
+ * a tie (the smaller rounding error). At 11 x 11 (ENV_SPEC's view) F(6x6)'s
+ * 4 tiles of 64 against F(4x4)'s 9 of 36: 21% fewer products, and fewer
+ * transform operations per output pixel too (bench_conv_winograd: 13-17%
+ * faster on a Zen 4 core at the reference and small nets' shapes); at 7 x 7
+ * F(4x4)'s 4 tiles of 36 against F(6x6)'s 4 of 64. F(2x2) is never taken:
+ * slower than F(4x4) at every shape measured. */
+int mr_wino_tile_for(int H, int W);
+
 /* Multiply-adds per sample of one pass of a layer: *products in the
  * transformed domain, *transforms for the tiles' input and output transforms
  * (the weights' per-pass transform not counted). */
@@ -110,7 +122,7 @@ const char *mr_conv_wino_products(const mr_conv_wino *d);
 
 /* Takes the transformed weights of layers 1 .. L-1 (channels ch[0..L]) and
  * one workspace per thread from the arena (a planning arena leaves the
- * pointers NULL). m = 2 or 4. L < 2 takes nothing. */
+ * pointers NULL). m = 2, 4 or 6. L < 2 takes nothing. */
 void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, int nthreads, int m, mr_arena *a);
 /* The same for the layers l with use[l] != 0 only (NULL: every layer), for a
  * trunk whose other layers run otherwise (policy.c's per-layer choice): the

@@ -46,7 +46,50 @@ AI void NAME(a4)(VT *y, int ys, const VT *x, int xs) {
     y[5 * ys] = x3;
 }
 
-/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols); F(4x4)'s matrices by
+/* F(6x6)'s, by the same even / odd pairing. y = BT x (8 from 8): */
+AI void NAME(bt6)(VT *y, int ys, const VT *x, int xs) {
+    const VT x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs], x4 = x[4 * xs], x5 = x[5 * xs],
+             x6 = x[6 * xs], x7 = x[7 * xs];
+    const VT p1 = (x2 + x6) - 4.25f * x4, q1 = (x1 + x5) - 4.25f * x3;
+    const VT p2 = (x6 + 0.25f * x2) - 1.25f * x4, q2 = (0.5f * x1 - 2.5f * x3) + 2.0f * x5;
+    const VT p3 = x6 + 4.0f * (x2 - 1.25f * x4), q3 = (2.0f * x1 - 2.5f * x3) + 0.5f * x5;
+    y[0] = (x0 - x6) + 5.25f * (x4 - x2);
+    y[ys] = p1 + q1;
+    y[2 * ys] = p1 - q1;
+    y[3 * ys] = p2 + q2;
+    y[4 * ys] = p2 - q2;
+    y[5 * ys] = p3 + q3;
+    y[6 * ys] = p3 - q3;
+    y[7 * ys] = (x7 - x1) + 5.25f * (x3 - x5);
+}
+/* y = AT x (6 from 8) */
+AI void NAME(at6)(VT *y, int ys, const VT *x, int xs) {
+    const VT x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs], x4 = x[4 * xs], x5 = x[5 * xs], x6 = x[6 * xs];
+    const VT s1 = x1 + x2, d1 = x1 - x2, s2 = x3 + x4, d2 = x3 - x4, s3 = x5 + x6, d3 = x5 - x6;
+    y[0] = ((x[0] + s1) + s2) + s3;
+    y[ys] = (d1 + 2.0f * d2) + 0.5f * d3;
+    y[2 * ys] = (s1 + 4.0f * s2) + 0.25f * s3;
+    y[3 * ys] = (d1 + 8.0f * d2) + 0.125f * d3;
+    y[4 * ys] = (s1 + 16.0f * s2) + 0.0625f * s3;
+    y[5 * ys] = ((d1 + 32.0f * d2) + 0.03125f * d3) + x[7 * xs];
+}
+/* y = A x (8 from 6), A = AT's transpose */
+AI void NAME(a6)(VT *y, int ys, const VT *x, int xs) {
+    const VT x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs], x4 = x[4 * xs], x5 = x[5 * xs];
+    const VT e1 = (x0 + x2) + x4, o1 = (x1 + x3) + x5;
+    const VT e2 = (x0 + 4.0f * x2) + 16.0f * x4, o2 = (2.0f * x1 + 8.0f * x3) + 32.0f * x5;
+    const VT e3 = (x0 + 0.25f * x2) + 0.0625f * x4, o3 = (0.5f * x1 + 0.125f * x3) + 0.03125f * x5;
+    y[0] = x0;
+    y[ys] = e1 + o1;
+    y[2 * ys] = e1 - o1;
+    y[3 * ys] = e2 + o2;
+    y[4 * ys] = e2 - o2;
+    y[5 * ys] = e3 + o3;
+    y[6 * ys] = e3 - o3;
+    y[7 * ys] = x5;
+}
+
+/* y[i*ys] = sum_k T[i][k] x[k*xs], T (rows, cols); F(4x4)'s and F(6x6)'s matrices by
  * their shared-term forms above (T is a constant at every inlined call, so
  * the choice is made at compile time) */
 AI void NAME(tr)(VT *y, int ys, const VT *x, int xs, const float *T, int rows, int cols) {
@@ -62,10 +105,22 @@ AI void NAME(tr)(VT *y, int ys, const VT *x, int xs, const float *T, int rows, i
         NAME(a4)(y, ys, x, xs);
         return;
     }
-#pragma GCC unroll 6
+    if (T == BT6) {
+        NAME(bt6)(y, ys, x, xs);
+        return;
+    }
+    if (T == AT6) {
+        NAME(at6)(y, ys, x, xs);
+        return;
+    }
+    if (T == A6x) {
+        NAME(a6)(y, ys, x, xs);
+        return;
+    }
+#pragma GCC unroll 8
     for (int i = 0; i < rows; i++) {
         VT acc = {0};
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int k = 0; k < cols; k++) {
             const float t = T[i * cols + k];
             if (t == 1.0f) acc += x[k * xs];
@@ -77,21 +132,26 @@ AI void NAME(tr)(VT *y, int ys, const VT *x, int xs, const float *T, int rows, i
 }
 
 /* out[(i*rows + j)*es + c] = (T X T')[i][j] for a tile X (cols x cols, its
- * pixels at src[k*cols + l], NULL: zero) and T (rows x cols), every channel
- * c < C: the inputs' transform (T = BT, alpha x alpha) and the output
- * gradient's (T = A, alpha x m) */
+ * pixels at src[k*cols + l]: a row of zeros outside the map) and T (rows x
+ * cols), every channel c < C: the inputs' transform (T = BT, alpha x alpha)
+ * and the output gradient's (T = A, alpha x m). Column by column, each
+ * column's pixels loaded just before their transform (T X), then row by row
+ * (. T'): the half-transformed tile is the only array the registers do not
+ * hold, and no pixel is tested (the caller points outside ones at zeros). */
 AI void NAME(sandwich)(float *out, size_t es, const float *const *src, int C, const float *T, const int rows,
                    const int cols) {
     for (int c = 0; c < C; c += VW) {
-        VT d[36], t[36], v[6];
-#pragma GCC unroll 36
-        for (int i = 0; i < cols * cols; i++) d[i] = src[i] ? *(const VT *)(src[i] + c) : (VT){0};
-#pragma GCC unroll 6
-        for (int j = 0; j < cols; j++) NAME(tr)(t + j, cols, d + j, cols, T, rows, cols);
-#pragma GCC unroll 6
+        VT t[64], d[8], v[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < cols; j++) {
+#pragma GCC unroll 8
+            for (int k = 0; k < cols; k++) d[k] = *(const VT *)(src[k * cols + j] + c);
+            NAME(tr)(t + j, cols, d, 1, T, rows, cols);
+        }
+#pragma GCC unroll 8
         for (int i = 0; i < rows; i++) {
             NAME(tr)(v, 1, t + i * cols, 1, T, rows, cols);
-#pragma GCC unroll 6
+#pragma GCC unroll 8
             for (int j = 0; j < rows; j++) *(VT *)(out + (size_t)(i * rows + j) * es + c) = v[j];
         }
     }
@@ -100,34 +160,38 @@ AI void NAME(sandwich)(float *out, size_t es, const float *const *src, int C, co
 /* V[e*es + c] = (BT d B)[e] for the patch whose pixels are src[k*a+l]
  * (NULL: outside the map, zero), every channel c < C */
 AI void NAME(in_tile)(float *V, size_t es, const float *const *src, int C, const int m) {
-    NAME(sandwich)(V, es, src, C, m == 2 ? BT2 : BT4, m + 2, m + 2);
+    NAME(sandwich)(V, es, src, C, m == 2 ? BT2 : m == 4 ? BT4 : BT6, m + 2, m + 2);
 }
 
-/* Y = AT M A for one tile (M[e*es + c]), + b, ReLU, into dst[p*m+q]
- * (NULL: cropped) */
+/* Y = AT M A for one tile (M[e*es + c]), + b, ReLU, into dst[p*m+q] (a
+ * discard row where cropped): M's columns loaded one by one, each
+ * transformed (AT M) at once, then the rows (. A). */
 AI void NAME(out_tile)(float *const *dst, const float *M, size_t es, const float *b, int relu, int OC, const int m) {
     const int a = m + 2;
-    const float *AT = m == 2 ? AT2 : AT4;
+    const float *AT = m == 2 ? AT2 : m == 4 ? AT4 : AT6;
     for (int c = 0; c < OC; c += VW) {
-        VT x[36], r[24], y[16];
-#pragma GCC unroll 36
-        for (int e = 0; e < a * a; e++) x[e] = *(const VT *)(M + (size_t)e * es + c);
-#pragma GCC unroll 6
-        for (int j = 0; j < a; j++) NAME(tr)(r + j, a, x + j, a, AT, m, a);
-#pragma GCC unroll 4
-        for (int p = 0; p < m; p++) NAME(tr)(y + p * m, 1, r + p * a, 1, AT, m, a);
+        VT x[8], r[48], y[6];
+#pragma GCC unroll 8
+        for (int j = 0; j < a; j++) {
+#pragma GCC unroll 8
+            for (int k = 0; k < a; k++) x[k] = *(const VT *)(M + (size_t)(k * a + j) * es + c);
+            NAME(tr)(r + j, a, x, 1, AT, m, a);
+        }
         const VT bv = b ? *(const VT *)(b + c) : (VT){0}, z = {0};
-#pragma GCC unroll 16
-        for (int i = 0; i < m * m; i++) {
-            if (!dst[i]) continue;
-            VT o = b ? y[i] + bv : y[i];
-            if (relu) o = (VT)((VTI)(o > z) & (VTI)o);   /* max(o, 0); NaN -> 0 as the scalar path */
-            *(VT *)(dst[i] + c) = o;
+#pragma GCC unroll 6
+        for (int p = 0; p < m; p++) {
+            NAME(tr)(y, 1, r + p * a, 1, AT, m, a);
+#pragma GCC unroll 6
+            for (int q = 0; q < m; q++) {
+                VT o = b ? y[q] + bv : y[q];
+                if (relu) o = (VT)((VTI)(o > z) & (VTI)o);   /* max(o, 0); NaN -> 0 as the scalar path */
+                *(VT *)(dst[p * m + q] + c) = o;
+            }
         }
     }
 }
 
 /* dM = A dY AT for one tile, dY's pixels at src[p*m+q] (NULL: past the map) */
 AI void NAME(grad_tile)(float *M, size_t es, const float *const *src, int OC, const int m) {
-    NAME(sandwich)(M, es, src, OC, m == 2 ? A2x : A4x, m + 2, m);
+    NAME(sandwich)(M, es, src, OC, m == 2 ? A2x : m == 4 ? A4x : A6x, m + 2, m);
 }

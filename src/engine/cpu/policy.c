@@ -14,7 +14,8 @@
  * once per act / forward / backward call; a tail chunk shorter than `chunk`
  * takes the im2col path for layers 1.. (oneDNN's primitives exist for the
  * chunk shape only). cpu.conv = winograd is the same but for layers 1..,
- * computed by Winograd F(4x4,3x3) (conv_winograd.c) for every chunk, the
+ * computed by Winograd F(m x m,3x3) (conv_winograd.c; m by mr_wino_tile_for:
+ * 6 on 11 x 11 maps) for every chunk, the
  * tail too, its weights transformed once per act / forward / backward.
  * Each layer 1.. may also take its own of those two (mr_policy_options.
  * layers, from cpu.conv = auto's per-layer search): lconv[l] says which,

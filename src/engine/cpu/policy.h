@@ -118,7 +118,7 @@ typedef struct mr_policy {
      * im2col + sgemm for every layer; MR_CPU_CONV_ONEDNN = layer 0 from the
      * codes (nn.c) and layers 1.. through oneDNN for whole chunks (a
      * shorter tail chunk through im2col + sgemm); MR_CPU_CONV_WINOGRAD =
-     * layer 0 from the codes and layers 1.. by Winograd F(4x4,3x3) (wino,
+     * layer 0 from the codes and layers 1.. by Winograd F(4x4) or F(6x6) (wino,
      * any chunk size, fp32). auto is resolved at layout. lconv[l] (l >=
      * 1) is what layer l runs: conv, or mr_policy_options.layers[l] where
      * that names onednn or winograd (not with im2col); a trunk may mix

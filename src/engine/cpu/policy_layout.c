@@ -127,7 +127,8 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     /* the convs' arena shares: oneDNN's comes last, so everything above
      * keeps its place whichever is chosen */
     if (n_wino) {
-        mr_conv_wino_layout_layers(&p->wino, p->ch, L, view, view, p->nthreads, 4, wino_use, a);
+        mr_conv_wino_layout_layers(&p->wino, p->ch, L, view, view, p->nthreads, mr_wino_tile_for(view, view),
+                                   wino_use, a);
         if (o->bf16) snprintf(p->conv_note, sizeof p->conv_note, "Winograd runs in fp32 only");
     }
     /* oneDNN took the convs in bf16: from the layout's answer, so the same on
