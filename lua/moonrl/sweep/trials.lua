@@ -21,6 +21,18 @@ local M = {}
 function M.install(Sweep, h)
   local new_trial, point_text, tail_lines, public = h.new_trial, h.point_text, h.tail_lines, h.public
 
+  -- a trial that may start: pending and not claimed by a starting array
+  local function open(t) return t.status == "pending" and not t.claimed end
+
+  -- the first open trial of a grid or random sweep (every trial listed), or nil
+  local function first_open(sweep)
+    for i = 1, sweep.trials do
+      local t = sweep.trials_list[i]
+      if open(t) then return t end
+    end
+    return nil
+  end
+
   -- ------------------------------------------------------------ scheduling
 
   function Sweep:_next()
@@ -28,15 +40,9 @@ function M.install(Sweep, h)
     -- trials of an earlier run that were running first (their checkpoints wait), then in order
     for i = 1, #self.trials_list do
       local t = self.trials_list[i]
-      if t and t.status == "pending" and self.prev.starts[i] and not t.claimed then return t end
+      if t and open(t) and self.prev.starts[i] then return t end
     end
-    if type(self.method) ~= "function" then
-      for i = 1, self.trials do
-        local t = self.trials_list[i]
-        if t.status == "pending" and not t.claimed then return t end
-      end
-      return nil
-    end
+    if type(self.method) ~= "function" then return first_open(self) end
     local index = #self.trials_list + 1
     if index > self.trials or self.method_done then return nil end
     local history = {}
@@ -475,16 +481,12 @@ function M.install(Sweep, h)
   function Sweep:_next_available()
     if type(self.method) == "function" then
       if self.method_done or #self.trials_list >= self.trials then
-        for _, t in pairs(self.trials_list) do if t.status == "pending" and not t.claimed then return true end end
+        for _, t in pairs(self.trials_list) do if open(t) then return true end end
         return false
       end
       return true
     end
-    for i = 1, self.trials do
-      local t = self.trials_list[i]
-      if t.status == "pending" and not t.claimed then return true end
-    end
-    return false
+    return first_open(self) ~= nil
   end
 
 end
