@@ -294,30 +294,19 @@ static void patch_pixels(const float **px, int r, const float *map, const grid *
     }
 }
 
-/* Tile pl's input patch (alpha x alpha x C, zeros outside the map) into P,
- * its transform BT d B into V[e] + 0 (e-th at V + e*es), Q scratch, Z a row
- * of zeros. */
+/* Tile pl's input patch (alpha x alpha x C, zeros outside the map: Z, a
+ * row of zeros), its transform BT d B into V[e] + 0 (e-th at V + e*es); P
+ * and Q scratch of the other channel counts' path. */
 static void input_transform(float *V, size_t es, const float *inp, const place *pl, const grid *g, int C,
                             const mats *x, float *P, float *Q, const float *Z) {
-    const int a = x->a, m = x->m, ty = pl->ty, tx = pl->tx;
-    const float *base = inp + (size_t)pl->s * g->H * g->W * C;
+    const int a = x->a, m = x->m;
+    const float *src[64];
+    patch_pixels(src, a, inp, g, pl, pl->ty * m - 1, pl->tx * m - 1, C, Z);
     if (C % VL == 0) {
-        const float *src[64];
-        patch_pixels(src, a, inp, g, pl, ty * m - 1, tx * m - 1, C, Z);
         in_tile(V, es, src, C, m);
         return;
     }
-    for (int k = 0; k < a; k++) {
-        const int yy = ty * m - 1 + k;
-        for (int j = 0; j < a; j++) {
-            const int xx = tx * m - 1 + j;
-            float *p = P + ((size_t)k * a + j) * C;
-            if (yy < 0 || yy >= g->H || xx < 0 || xx >= g->W)
-                memset(p, 0, sizeof(float) * C);
-            else
-                memcpy(p, base + ((size_t)yy * g->W + xx) * C, sizeof(float) * C);
-        }
-    }
+    for (int i = 0; i < a * a; i++) memcpy(P + (size_t)i * C, src[i], sizeof(float) * C);   /* the patch into P */
     apply(Q, (size_t)a * C, P, (size_t)a * C, x->BT, a, 1, a, a, a * C);          /* Q = BT P */
     for (int i = 0; i < a; i++)                                                     /* V = Q B */
         apply(V + (size_t)i * a * es, es, Q + (size_t)i * a * C, C, x->BT, a, 1, a, a, C);
@@ -349,10 +338,9 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
         }
         pl = place_of(t0, &g);
         for (int tt = 0; tt < nb; tt++, place_next(&pl, &g)) {
-            const int s = pl.s, ty = pl.ty, tx = pl.tx;
+            float *dst[36];   /* the tile's output pixels; J where cropped */
+            patch_pixels((const float **)dst, m, out, &g, &pl, pl.ty * m, pl.tx * m, OC, w.J);
             if (OC % VL == 0) {
-                float *dst[36];
-                patch_pixels((const float **)dst, m, out, &g, &pl, ty * m, tx * m, OC, w.J);
                 out_tile(dst, M + (size_t)tt * OC, esM, b, relu, OC, m);
                 continue;
             }
@@ -362,19 +350,18 @@ void mr_wino_forward(float *out, const float *inp, const float *U, const float *
                       a, 1, m, a, OC);
             for (int p = 0; p < m; p++)
                 apply(P + (size_t)p * m * OC, OC, Q + (size_t)p * a * OC, OC, x.AT, a, 1, m, a, OC);
-            for (int p = 0; p < m && ty * m + p < H; p++)
-                for (int q = 0; q < m && tx * m + q < W; q++) {
-                    const float *y = P + ((size_t)p * m + q) * OC;
-                    float *o = out + (((size_t)s * H + ty * m + p) * W + tx * m + q) * OC;
-                    if (b && relu)
-                        for (int c = 0; c < OC; c++) o[c] = y[c] + b[c] > 0.0f ? y[c] + b[c] : 0.0f;
-                    else if (b)
-                        for (int c = 0; c < OC; c++) o[c] = y[c] + b[c];
-                    else if (relu)
-                        for (int c = 0; c < OC; c++) o[c] = y[c] > 0.0f ? y[c] : 0.0f;
-                    else
-                        memcpy(o, y, sizeof(float) * OC);
-                }
+            for (int i = 0; i < m * m; i++) {
+                const float *y = P + (size_t)i * OC;
+                float *o = dst[i];
+                if (b && relu)
+                    for (int c = 0; c < OC; c++) o[c] = y[c] + b[c] > 0.0f ? y[c] + b[c] : 0.0f;
+                else if (b)
+                    for (int c = 0; c < OC; c++) o[c] = y[c] + b[c];
+                else if (relu)
+                    for (int c = 0; c < OC; c++) o[c] = y[c] > 0.0f ? y[c] : 0.0f;
+                else
+                    memcpy(o, y, sizeof(float) * OC);
+            }
         }
     }
     mr_one_thread_end(nt);
@@ -396,24 +383,15 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
         const int nb = g.T - t0 < TB ? g.T - t0 : TB;
         place pl = place_of(t0, &g);
         for (int tt = 0; tt < nb; tt++, place_next(&pl, &g)) {
-            const int s = pl.s, ty = pl.ty, tx = pl.tx;
             input_transform(V + (size_t)tt * C, esV, inp, &pl, &g, C, &x, P, Q, w.Z);
+            const float *src[36];   /* the tile's dY pixels, zeros past the map */
+            patch_pixels(src, m, dout, &g, &pl, pl.ty * m, pl.tx * m, OC, w.Z);
             if (OC % VL == 0) {
-                const float *src[36];
-                patch_pixels(src, m, dout, &g, &pl, ty * m, tx * m, OC, w.Z);
                 grad_tile(M + (size_t)tt * OC, esM, src, OC, m);
                 continue;
             }
-            /* dY (m, m, OC), zeros past the map, into P; dM = A dY AT */
-            for (int p = 0; p < m; p++)
-                for (int q = 0; q < m; q++) {
-                    float *d = P + ((size_t)p * m + q) * OC;
-                    const int yy = ty * m + p, xx = tx * m + q;
-                    if (yy >= H || xx >= W)
-                        memset(d, 0, sizeof(float) * OC);
-                    else
-                        memcpy(d, dout + (((size_t)s * H + yy) * W + xx) * OC, sizeof(float) * OC);
-                }
+            /* dY (m, m, OC) into P; dM = A dY AT */
+            for (int i = 0; i < m * m; i++) memcpy(P + (size_t)i * OC, src[i], sizeof(float) * OC);
             apply(Q, (size_t)m * OC, P, (size_t)m * OC, x.AT, 1, a, a, m, m * OC);   /* (a, m, OC) = A dY */
             for (int i = 0; i < a; i++)                                                   /* dM = (A dY) AT */
                 apply(M + (size_t)i * a * esM + (size_t)tt * OC, esM, Q + (size_t)i * m * OC, OC, x.AT, 1, a, a, m,
