@@ -185,7 +185,7 @@ static void run_codes(int B, int OC, double dense, int reps) {
                     mr_obs_expand_forward(xs, cc, CH, H * W, 0);
                     mr_conv3x3_backward(NULL, dwp + (size_t)t * nw, dbp + (size_t)t * OC, cw, d, xs, w, CH, H, W, 2, OC);
                 } else {
-                    mr_conv3x3_codes_backward(dwp + (size_t)t * nw, dbp + (size_t)t * OC, (double *)cw, d, cc, CH, H, W, OC, 0);
+                    mr_conv3x3_codes_backward(dwp + (size_t)t * nw, dbp + (size_t)t * OC, (double *)cw, d, NULL, cc, CH, H, W, OC, 0);
                 }
             }
             double t2 = now();

@@ -297,6 +297,25 @@ static void test_threads(int m) {
         CHECK_MSG(!memcmp(out[0], out[k], 4 * no) && !memcmp(dinp[0], dinp[k], 4 * ni) &&
                       !memcmp(dw[0], dw[k], 4 * nw) && !memcmp(db[0], db[k], 4 * OC),
                   "F(%d): run %d differs from the 1-thread run", m, k);
+    /* a load keeps its transform only for the same bits: one weight changed,
+     * both transforms are those of the new weights (computed here on 1 and
+     * 2 threads: the same bits) */
+    const size_t nu = (size_t)(m + 2) * (m + 2) * C * OC;
+    float *uf = malloc(4 * nu), *ub = malloc(4 * nu), *uf2 = malloc(4 * nu);
+    w[nw / 2] += 0.25f;
+    mr_conv_wino_load_forward(&d, wl);
+    mr_conv_wino_load_backward(&d, wl);
+    omp_set_num_threads(1);
+    mr_wino_weights(uf, w, C, OC, m, 0);
+    mr_wino_weights(ub, w, C, OC, m, 1);
+    omp_set_num_threads(2);
+    mr_wino_weights(uf2, w, C, OC, m, 0);
+    CHECK_MSG(!memcmp(d.uf[l], uf, 4 * nu) && !memcmp(d.ub[l], ub, 4 * nu),
+              "F(%d): a load after a weight changed kept the old transform", m);
+    CHECK_MSG(!memcmp(uf, uf2, 4 * nu), "F(%d): the weights' transform differs on 2 threads", m);
+    mr_conv_wino_load_forward(&d, wl);   /* the same bits again: kept, still right */
+    CHECK(!memcmp(d.uf[l], uf, 4 * nu));
+    free(uf); free(ub); free(uf2);
     for (int k = 0; k < 3; k++) { free(out[k]); free(dinp[k]); free(dw[k]); free(db[k]); }
     free(inp); free(w); free(b); free(dout);
     mr_arena_release(&ar);

@@ -218,9 +218,12 @@ void mr_wino_weights(float *U, const float *w, int C, int OC, int m, int backwar
     const mats x = mats_of(m);
     const int a = x.a;
     const size_t A2 = (size_t)a * a;
-    double t[8][3][WSLAB];
+    /* each output channel on its own: the threads share them, the bits
+     * whatever the split */
+    #pragma omp parallel for schedule(static) if ((size_t)C * OC >= 256 && !omp_in_parallel())
     for (int o = 0; o < OC; o++)
         for (int c0 = 0; c0 < C; c0 += WSLAB) {
+            double t[8][3][WSLAB];
             const int cn = C - c0 < WSLAB ? C - c0 : WSLAB;
             /* backward data: the kernel rotated by 180 degrees, G's columns reversed */
             for (int i = 0; i < a; i++)
@@ -494,6 +497,8 @@ void mr_conv_wino_layout_layers(mr_conv_wino *d, const int *ch, int L, int H, in
         d->OC[l] = ch[l + 1];
         d->uf[l] = MR_TAKE(a, float, A2 * ch[l] * ch[l + 1]);
         d->ub[l] = MR_TAKE(a, float, A2 * ch[l] * ch[l + 1]);
+        d->wf[l] = MR_TAKE(a, float, 9 * (size_t)ch[l] * ch[l + 1]);
+        d->wb[l] = MR_TAKE(a, float, 9 * (size_t)ch[l] * ch[l + 1]);
         size_t f = mr_wino_work_floats(d->m, ch[l], ch[l + 1]);
         if (f > wf) wf = f;
     }
@@ -505,14 +510,24 @@ void mr_conv_wino_layout(mr_conv_wino *d, const int *ch, int L, int H, int W, in
     mr_conv_wino_layout_layers(d, ch, L, H, W, nthreads, m, NULL, a);
 }
 
+/* U from w unless w has the bits of src, the weights of the last load
+ * (*seen), then src = w */
+static void load(float *U, float *src, int *seen, const float *w, int C, int OC, int m, int backward) {
+    const size_t bytes = sizeof(float) * 9 * (size_t)C * OC;
+    if (*seen && !memcmp(src, w, bytes)) return;
+    mr_wino_weights(U, w, C, OC, m, backward);
+    memcpy(src, w, bytes);
+    *seen = 1;
+}
+
 void mr_conv_wino_load_forward(mr_conv_wino *d, const float *const *w_of) {
     for (int l = 1; l < d->L; l++)
-        if (d->C[l]) mr_wino_weights(d->uf[l], w_of[l], d->C[l], d->OC[l], d->m, 0);
+        if (d->C[l]) load(d->uf[l], d->wf[l], &d->seen_f[l], w_of[l], d->C[l], d->OC[l], d->m, 0);
 }
 
 void mr_conv_wino_load_backward(mr_conv_wino *d, const float *const *w_of) {
     for (int l = 1; l < d->L; l++)
-        if (d->C[l]) mr_wino_weights(d->ub[l], w_of[l], d->C[l], d->OC[l], d->m, 1);
+        if (d->C[l]) load(d->ub[l], d->wb[l], &d->seen_b[l], w_of[l], d->C[l], d->OC[l], d->m, 1);
 }
 
 const char *mr_conv_wino_products(const mr_conv_wino *d) {

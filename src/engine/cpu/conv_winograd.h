@@ -111,6 +111,10 @@ typedef struct mr_conv_wino {
     int m, L, H, W, nthreads;
     int C[MR_MAX_CONV], OC[MR_MAX_CONV];        /* C[l] = 0: layer l not laid out here */
     float *uf[MR_MAX_CONV], *ub[MR_MAX_CONV];   /* transformed weights, forward / backward data */
+    /* the weights uf / ub were transformed from (an exact copy; seen: a load
+     * has run since the layout), so a load with the same bits skips its work */
+    float *wf[MR_MAX_CONV], *wb[MR_MAX_CONV];
+    int seen_f[MR_MAX_CONV], seen_b[MR_MAX_CONV];
     float *work;                                /* nthreads workspaces of work_floats */
     size_t work_floats;
 } mr_conv_wino;
@@ -131,8 +135,11 @@ void mr_conv_wino_layout_layers(mr_conv_wino *d, const int *ch, int L, int H, in
                                 const int *use, mr_arena *a);
 
 /* Weights of every layer l >= 1 (w_of[l] = (OC,3,3,C)) transformed for the
- * forward (backward data), once per pass. Not inside a parallel region
- * (layers in parallel, each single-threaded). */
+ * forward (backward data), before a pass. A layer whose weights have the
+ * same bits as at its last load keeps its transform (act runs once per
+ * rollout step with the same parameters: a 18 KiB comparison instead of a
+ * transform in double). Not inside a parallel region: each layer's output
+ * channels are shared among the threads. */
 void mr_conv_wino_load_forward(mr_conv_wino *d, const float *const *w_of);
 void mr_conv_wino_load_backward(mr_conv_wino *d, const float *const *w_of);
 

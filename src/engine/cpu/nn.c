@@ -378,6 +378,28 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
 }
 
 /* ------------------------------------------------------------ conv 3x3 from codes */
+#define CODES_SPARSE_MAX 4096   /* pixels per map the sparse paths take (a flag each, on the stack) */
+
+/* Nonzero (FOOD or POISON) codes are few (ENV_SPEC: 0.8-3% of the cells):
+ * touched[p] = 1 for the output pixels p whose 3x3 window holds one, the
+ * others 0; returns how many codes are nonzero (0: nothing touched, the
+ * flags not written). Only touched pixels have terms to add; the others'
+ * sums are the bias alone. */
+static int codes_touched(uint8_t *touched, const uint8_t *cb, int H, int W) {
+    int nz = 0;
+    for (int i = 0; i < H * W; i++) nz += cb[i] - 1u <= 1u;
+    if (!nz) return 0;
+    memset(touched, 0, (size_t)H * W);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            if (cb[y * W + x] - 1u > 1u) continue;
+            for (int yy = y - 1; yy <= y + 1; yy++)
+                for (int xx = x - 1; xx <= x + 1; xx++)
+                    if (yy >= 0 && yy < H && xx >= 0 && xx < W) touched[yy * W + xx] = 1;
+        }
+    return nz;
+}
+
 void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes, const float *w,
                                    const float *b, int B, int H, int W, int OC, int proxy) {
     for (int tap = 0; tap < 9; tap++)
@@ -387,11 +409,20 @@ void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes,
             for (int o = 0; o < OC; o++)
                 t[o] = w[((size_t)o * 9 + tap) * 2] * v0 + w[((size_t)o * 9 + tap) * 2 + 1] * v1;
         }
+    float *rb = tab + (size_t)18 * OC;   /* relu(b): a pixel with nothing to add */
+    for (int o = 0; o < OC; o++) rb[o] = b[o] > 0.0f ? b[o] : 0.0f;
+    const int sparse = H * W <= CODES_SPARSE_MAX;
+    uint8_t touched[CODES_SPARSE_MAX];
     for (int bi = 0; bi < B; bi++) {
         const uint8_t *cb = codes + (size_t)bi * H * W;
+        const int any = sparse ? codes_touched(touched, cb, H, W) : 1;
         for (int y = 0; y < H; y++)
             for (int x = 0; x < W; x++) {
                 float *row = out + (((size_t)bi * H + y) * W + x) * OC;
+                if (!any || (sparse && !touched[y * W + x])) {
+                    memcpy(row, rb, sizeof(float) * OC);
+                    continue;
+                }
                 memcpy(row, b, sizeof(float) * OC);
                 for (int ky = 0; ky < 3; ky++) {
                     int yy = y + ky - 1;
@@ -410,26 +441,37 @@ void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes,
     }
 }
 
-void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout,
+void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout, const float *y,
                                const uint8_t *codes, int B, int H, int W, int OC, int proxy) {
     double *S = acc, *sb = acc + (size_t)18 * OC;   /* S[tap][code-1][o], sb[o] */
     memset(acc, 0, sizeof(double) * 19 * (size_t)OC);
+    const int sparse = H * W <= CODES_SPARSE_MAX;
+    uint8_t touched[CODES_SPARSE_MAX];
+    float *d = (float *)(acc + (size_t)19 * OC);   /* a pixel's gradient through the ReLU */
     for (int bi = 0; bi < B; bi++) {
         const uint8_t *cb = codes + (size_t)bi * H * W;
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < W; x++) {
-                const float *d = dout + (((size_t)bi * H + y) * W + x) * OC;
-                for (int o = 0; o < OC; o++) sb[o] += d[o];
+        const int any = sparse ? codes_touched(touched, cb, H, W) : 1;
+        for (int py = 0; py < H; py++)
+            for (int px = 0; px < W; px++) {
+                const size_t pix = ((size_t)bi * H + py) * W + px;
+                const float *g = dout + pix * OC;
+                if (y) {
+                    const float *yo = y + pix * OC;
+                    for (int o = 0; o < OC; o++) d[o] = yo[o] > 0.0f ? g[o] : 0.0f;
+                    g = d;
+                }
+                for (int o = 0; o < OC; o++) sb[o] += g[o];
+                if (!any || (sparse && !touched[py * W + px])) continue;   /* no code in its window */
                 for (int ky = 0; ky < 3; ky++) {
-                    int yy = y + ky - 1;
+                    int yy = py + ky - 1;
                     if (yy < 0 || yy >= H) continue;
                     for (int kx = 0; kx < 3; kx++) {
-                        int xx = x + kx - 1;
+                        int xx = px + kx - 1;
                         if (xx < 0 || xx >= W) continue;
                         unsigned c = cb[yy * W + xx];
                         if (c - 1u > 1u) continue;
                         double *s = S + ((size_t)(ky * 3 + kx) * 2 + (c - 1u)) * OC;
-                        for (int o = 0; o < OC; o++) s[o] += d[o];
+                        for (int o = 0; o < OC; o++) s[o] += g[o];
                     }
                 }
             }

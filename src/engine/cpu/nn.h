@@ -62,17 +62,23 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
  * relu(conv3x3(expand(codes, proxy)) + b) (written); expand as
  * mr_obs_expand_forward. Only FOOD and POISON cells contribute (EMPTY and
  * codes above 2 read as 0 in both channels), so a pixel costs one OC-vector
- * add per non-empty tap: tab (18*OC floats, workspace) holds
+ * add per non-empty tap, and a pixel with none in its window is relu(b)
+ * stored: tab (19*OC floats, workspace) holds relu(b) and
  * T[tap][code-1][o] = w[o][tap][0] v(code,0) + w[o][tap][1] v(code,1).
  * Serial: policy.c calls it per chunk inside its own parallel loop. */
 void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes, const float *w,
                                    const float *b, int B, int H, int W, int OC, int proxy);
 /* Its weight and bias gradients (the observation needs no input gradient):
- * dout (B,H,W,OC) after the ReLU's backward; dw (OC,3,3,2) += dout^T .
- * im2col(expand(codes)); db (OC) += column sums of dout. Sums per
- * (tap, code) and the bias sums are kept in double over the B*H*W pixels
- * (acc: 19*OC doubles, workspace), then rounded once into dw, db. Serial. */
-void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout,
+ * dout (B,H,W,OC), through the layer's ReLU where y (its output, the same
+ * shape) is given (dout where y > 0, else 0: mr_relu_backward's bits
+ * without its pass; NULL: dout is already through it); dw (OC,3,3,2) +=
+ * dout^T . im2col(expand(codes)); db (OC) += column sums of dout. Sums per
+ * (tap, code) and the bias sums are kept in double over the B*H*W pixels in
+ * pixel order (acc: 19*OC doubles and OC floats, workspace), then rounded
+ * once into dw, db. Both passes add terms only at the pixels whose window
+ * holds a FOOD or POISON code (few: the other pixels' sums are the bias
+ * alone), in the order of the dense loop, so the bits are its. Serial. */
+void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout, const float *y,
                                const uint8_t *codes, int B, int H, int W, int OC, int proxy);
 
 /* Linear: inp (B,C), w (OC,C), b (OC) or NULL, out (B,OC) = inp . w^T + b (written). */

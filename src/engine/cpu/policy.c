@@ -380,7 +380,8 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
         if (!codes0) mr_obs_expand_forward(w.x, cc, n, p->VV, p->fwd_proxy);
         for (int l = L - 1; l >= 0; l--) {
             if (l == 0 && codes0) {   /* weight and bias gradients only, from the codes */
-                mr_conv3x3_codes_backward(part + p->conv_w[0], part + p->conv_b[0], (double *)w.col, d, cc,
+                mr_conv3x3_codes_backward(part + p->conv_w[0], part + p->conv_b[0], (double *)w.col, d,
+                                          L > 1 ? p->act[0] + (size_t)(c0 - a0) * p->VV * p->ch[1] : NULL, cc,
                                           n, p->view, p->view, p->ch[1], p->fwd_proxy);
                 break;
             }
@@ -396,7 +397,8 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
                 mr_conv3x3_backward(dprev, part + p->conv_w[l], part + p->conv_b[l], w.col, d, in,
                                     P + p->conv_w[l], n, p->view, p->view, p->ch[l], p->ch[l + 1]);
             }
-            if (dprev) mr_relu_backward(dprev, dprev, in, szp);
+            /* the first layer's ReLU: in its gradient's pass (the codes') */
+            if (dprev && !(l == 1 && codes0)) mr_relu_backward(dprev, dprev, in, szp);
             d = dprev;
         }
     }

@@ -97,10 +97,10 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     size_t o_a = mr_policy_round_f(C * p->VV * 2);
     size_t o_b = o_a + mr_policy_round_f(C * p->VV * cmax);
     size_t o_col = o_b + mr_policy_round_f(C * p->VV * cmax);
-    /* col doubles as the first layer's table (18 OC floats) and gradient
-     * sums (19 OC doubles) when it is computed from the codes */
+    /* col doubles as the first layer's table (19 OC floats) and gradient
+     * sums (19 OC doubles and OC floats) when it is computed from the codes */
     size_t col = C * p->VV * 9 * (size_t)cin_max;
-    if (col < 38 * (size_t)p->ch[1]) col = 38 * (size_t)p->ch[1];
+    if (col < 40 * (size_t)p->ch[1]) col = 40 * (size_t)p->ch[1];
     p->thread_floats = o_col + mr_policy_round_f(col);
     p->conv_floats = p->fc_w;
     size_t o_part = p->thread_floats * (size_t)p->nthreads;
