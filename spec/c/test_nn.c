@@ -462,6 +462,8 @@ static void test_fc(void) {
         {512, 128, 3872, 1, 2, 256},    /* the small net's forward */
         {64, 128, 3872, 0, 2, 64},      /* ... act on 64 samples: still two blocks */
         {512, 3872, 128, 0, 4, 976},    /* ... its input gradient */
+        {256, 128, 372, 1, 4, 64},      /* ... the critic's forward on a 256-sample block: four */
+        {64, 128, 372, 0, 2, 64},       /* ... and on act's 64: two */
         {3, 7, 5, 0, 1, 16},            /* tiny: one block */
     };
     for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++) {

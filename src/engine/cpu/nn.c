@@ -111,14 +111,17 @@ const char *mr_blas_better_kernels(void) {
 #ifndef MR_NN_FC_MIND
 #define MR_NN_FC_MIND 256           /* ... and rows / columns per block, at least */
 #endif
+#ifndef MR_NN_FC_WORK
+#define MR_NN_FC_WORK (1 << 20)     /* ... and multiply-adds per block, at least */
+#endif
 
 /* The rule of both plans: n blocks along the longer side of the output, at
- * most maxb, each of at least MR_NN_GEMM_WORK multiply-adds and mind rows /
+ * most maxb, each of at least `least` multiply-adds and mind rows /
  * columns; pow2: n rounded down to a power of two. */
-static int gemm_plan(int M, int N, int K, int maxb, int mind, int pow2, int *nb, int *bs) {
+static int gemm_plan(int M, int N, int K, double least, int maxb, int mind, int pow2, int *nb, int *bs) {
     double work = (double)M * N * K;
     int rows = M >= N, D = rows ? M : N;
-    int n = (int)(work / MR_NN_GEMM_WORK);
+    int n = (int)(work / least);
     int nmax = (D + mind - 1) / mind;
     if (n > maxb) n = maxb;
     if (n > nmax) n = nmax;
@@ -135,7 +138,7 @@ static int gemm_plan(int M, int N, int K, int maxb, int mind, int pow2, int *nb,
 /* Splits rows (returns 1) or columns (0) of the (M,N) output into *nb blocks
  * of *bs (nn.h: linear_dnnl.c's bf16 products cut theirs the same way). */
 int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs) {
-    return gemm_plan(M, N, K, MR_NN_GEMM_MAXB, MR_NN_GEMM_MIND, 0, nb, bs);
+    return gemm_plan(M, N, K, MR_NN_GEMM_WORK, MR_NN_GEMM_MAXB, MR_NN_GEMM_MIND, 0, nb, bs);
 }
 
 /* fc's products (mr_fc_*; policy.c also runs the critic through them): the
@@ -153,11 +156,16 @@ int mr_nn_gemm_plan(int M, int N, int K, int *nb, int *bs) {
  * -> 235-255 (512 x 1936); its weight gradient 225 (256-column blocks) ->
  * 260 (1936); act's forward on 64 samples 145-155 (64 columns) -> 190
  * (256); the critic's three products 185-250 -> 240-290. Four blocks keep
- * two to four threads busy; threads beyond four idle in these products. */
+ * two to four threads busy; threads beyond four idle in these products.
+ * Blocks of MR_NN_FC_WORK multiply-adds (not MR_NN_GEMM_WORK's 8 M): the
+ * critic's forward on a 256-sample block of the small net (256 x 128 x
+ * 372, 12 M) and on act's 64 samples (3 M) ran as one block, on one
+ * thread while the others waited (perf, Zen 4: 1.3% of the small net's
+ * training on the first thread only). */
 int mr_nn_fc_plan(int M, int N, int K, int *nb, int *bs) {
     int D = M >= N ? M : N;
-    return gemm_plan(M, N, K, MR_NN_FC_MAXB, D >= 2 * MR_NN_FC_MIND ? MR_NN_FC_MIND : MR_NN_GEMM_MIND, 1,
-                     nb, bs);
+    return gemm_plan(M, N, K, MR_NN_FC_WORK, MR_NN_FC_MAXB, D >= 2 * MR_NN_FC_MIND ? MR_NN_FC_MIND : MR_NN_GEMM_MIND,
+                     1, nb, bs);
 }
 
 /* One cblas_sgemm, single-threaded whatever the caller's OpenMP state. */
