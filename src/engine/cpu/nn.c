@@ -526,8 +526,12 @@ void mr_fc_input_grad(float *dinp, const float *dout, const float *w, int own, i
 void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
                     const float *inp, const float *w, int own, int B, int C, int OC) {
     if (dinp) mr_fc_input_grad(dinp, dout, w, own, B, C, OC, C);
-    if (dw) sgemm_plan(1, own, 1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (dw) mr_fc_weight_grad(dw, dout, inp, own, B, C, OC, C);
     if (db) mr_bias_backward(db, dout, (size_t)B, OC);
+}
+
+void mr_fc_weight_grad(float *dw, const float *dout, const float *inp, int own, int B, int C, int OC, int cols) {
+    sgemm_plan(1, own, 1, 0, OC, cols, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
 }
 
 /* dst (cols, rows) = src (rows, cols)^T. AVX-512: 16 x 16 blocks in

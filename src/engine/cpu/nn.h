@@ -126,6 +126,10 @@ void mr_fc_backward(float *dinp, float *dw, float *db, const float *dout,
  * each element the bits of mr_fc_backward's (the same sum of the same
  * products). */
 void mr_fc_input_grad(float *dinp, const float *dout, const float *w, int own, int B, int C, int OC, int cols);
+/* mr_fc_backward's weight gradient for the first cols <= C input columns
+ * only: dw[:, :cols] (rows C apart) += dout^T . inp[:, :cols] (inp's rows C
+ * apart); each element the bits of mr_fc_backward's. */
+void mr_fc_weight_grad(float *dw, const float *dout, const float *inp, int own, int B, int C, int OC, int cols);
 
 /* The same as mr_fc_relu_forward with wt, bit for bit, from the inputs
  * transposed instead of the weights: xt = inp^T (C, B) given (mr_nn_transpose),

@@ -71,6 +71,7 @@
 #include "policy.h"
 #include "nn.h"
 #include "gemm.h"
+#include "obs_codes.h"
 #include "conv_dnnl.h"
 #include "linear_dnnl.h"
 #include <omp.h>
@@ -85,7 +86,9 @@ void mr_policy_zero_grad(mr_policy *p) {
 
 /* ------------------------------------------------------------ forward */
 
-/* cin (B,cin_dim) = feat (B,hidden) ++ extra (B,2) ++ ground-truth view (B,VV,2). */
+/* cin (B,cin_dim) = feat (B,hidden) ++ extra (B,2) ++ ground-truth view
+ * (B,VV,2); the view left unwritten where critic_own (nothing reads it:
+ * critic_forward and critic_view_grad take it from the codes). */
 static void build_cin(const mr_policy *p, float *cin, const float *feat, const float *extra,
                       const uint8_t *codes, int B) {
     int H = p->hidden, D = p->cin_dim;
@@ -95,7 +98,7 @@ static void build_cin(const mr_policy *p, float *cin, const float *feat, const f
         memcpy(row, feat + (size_t)b * H, sizeof(float) * H);
         row[H] = extra ? extra[2 * b] : 0.0f;
         row[H + 1] = extra ? extra[2 * b + 1] : 0.0f;
-        mr_obs_expand_forward(row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->VV, 1, p->VV, 0);
+        if (!p->critic_own) mr_obs_expand_forward(row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->VV, 1, p->VV, 0);
     }
 }
 
@@ -214,6 +217,74 @@ static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     }
 }
 
+/* The critic's columns past feat and extra: the ground-truth view, 2 per
+ * cell (FOOD: channel 0, POISON: channel 1, as build_cin expands it). */
+static int critic_dense(const mr_policy *p) { return p->hidden + MR_POLICY_EXTRA; }
+
+/* The critic's hidden layer on gemm.c's kernels (critic_own): chid (nb,
+ * CH) = relu(b + cin[:, :dense] . W[:, :dense]^T + the view's terms), the
+ * view's terms added row by row, cell by cell in order, for each nonzero
+ * entry of the codes' expansion (its value times that column's weights):
+ * the products skip the view's zeros. Rows in blocks across the threads;
+ * each row's bits whatever the blocks. */
+static void critic_forward(const mr_policy *p, float *chid, const float *cin, const uint8_t *codes, int nb) {
+    const float *P = p->params, *Wt = p->critic_wt;
+    const int D = p->cin_dim, CH = p->critic_hidden, K0 = critic_dense(p), VV = p->VV, R = 16;
+    const int nblk = (nb + R - 1) / R;
+    #pragma omp parallel for schedule(static) if (nblk > 1 && (size_t)nb * CH * D >= MR_POLICY_PAR_MIN)
+    for (int k = 0; k < nblk; k++) {
+        const int r0 = k * R, nr = nb - r0 < R ? nb - r0 : R;
+        for (int r = r0; r < r0 + nr; r++) memcpy(chid + (size_t)r * CH, P + p->critic_b, sizeof(float) * CH);
+        mr_gemm(chid + (size_t)r0 * CH, CH, cin + (size_t)r0 * D, D, 1, Wt, CH, nr, CH, K0, 1);
+        for (int r = r0; r < r0 + nr; r++) {
+            float *h = chid + (size_t)r * CH;
+            const uint8_t *cd = codes + (size_t)r * VV;
+            for (int i = 0; i < VV; i++) {
+                const unsigned c = cd[i];
+                if (c - 1u > 1u) continue;   /* EMPTY or unknown: both channels 0 */
+                for (int ch = 0; ch < 2; ch++) {
+                    const float v = mr_obs_value(c, ch, MR_EXPAND_TRUTH);
+                    if (v == 0.0f) continue;
+                    const float *w = Wt + (size_t)(K0 + 2 * i + ch) * CH;
+                    for (int o = 0; o < CH; o++) h[o] += v * w[o];
+                }
+            }
+            for (int o = 0; o < CH; o++) h[o] = h[o] > 0.0f ? h[o] : 0.0f;
+        }
+    }
+}
+
+/* critic.w's gradient in the view's columns (critic_own): G[o][dense + j]
+ * += sum over the B samples, in order, of view_j * dchid[o], for the
+ * nonzero view entries only; critic_vt holds the sums (row j: column j),
+ * its cells shared among the threads, each summing every sample. */
+static void critic_view_grad(mr_policy *p, float *G, const float *dchid, int B) {
+    const int D = p->cin_dim, CH = p->critic_hidden, K0 = critic_dense(p), VV = p->VV;
+    float *T = p->critic_vt;
+    #pragma omp parallel if ((size_t)B * CH * 8 >= MR_POLICY_PAR_MIN)
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int i0 = (int)((long)VV * t / nt), i1 = (int)((long)VV * (t + 1) / nt);
+        memset(T + (size_t)2 * i0 * CH, 0, sizeof(float) * 2 * (size_t)(i1 - i0) * CH);
+        for (int s = 0; s < B; s++) {
+            const uint8_t *cd = p->codes + (size_t)s * VV;
+            const float *g = dchid + (size_t)s * CH;
+            for (int i = i0; i < i1; i++) {
+                const unsigned c = cd[i];
+                if (c - 1u > 1u) continue;
+                for (int ch = 0; ch < 2; ch++) {
+                    const float v = mr_obs_value(c, ch, MR_EXPAND_TRUTH);
+                    if (v == 0.0f) continue;
+                    float *tj = T + (size_t)(2 * i + ch) * CH;
+                    for (int o = 0; o < CH; o++) tj[o] += v * g[o];
+                }
+            }
+        }
+        for (int o = 0; o < CH; o++)
+            for (int j = 2 * i0; j < 2 * i1; j++) G[(size_t)o * D + K0 + j] += T[(size_t)j * CH + o];
+    }
+}
+
 /* The value head (raw) for nb samples of the critic's hidden layer. */
 static void value_head(const mr_policy *p, const float *chid, int nb, float *value) {
     const float *P = p->params;
@@ -227,7 +298,9 @@ static void heads_block(mr_policy *p, const uint8_t *codes, const float *extra, 
     const float *P = p->params;
     mr_linear_forward(logits, feat, P + p->actor_w, P + p->actor_b, nb, p->hidden, p->num_actions);
     build_cin(p, cin, feat, extra, codes, nb);
-    if (fc_wide(p))
+    if (p->critic_own)
+        critic_forward(p, chid, cin, codes, nb);
+    else if (fc_wide(p))
         mr_fc_relu_forward(chid, cin, P + p->critic_w, p->critic_wt, P + p->critic_b, nb, p->cin_dim,
                            p->critic_hidden, 0);
     else
@@ -459,7 +532,12 @@ int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, 
     mr_relu_backward(p->dchid, p->dchid, p->chid, (size_t)B * CH);
     /* features: the critic's share (its input gradient's first H columns;
      * nothing flows into the counts or the view), then the actor's */
-    if (fc_wide(p)) {   /* dfeat written: only those columns are computed */
+    if (p->critic_own) {   /* the view's columns from the codes (critic_forward) */
+        mr_fc_weight_grad(G + p->critic_w, p->dchid, p->cin, 1, B, D, CH, critic_dense(p));
+        critic_view_grad(p, G + p->critic_w, p->dchid, B);
+        mr_bias_backward(G + p->critic_b, p->dchid, (size_t)B, CH);
+        mr_fc_input_grad(p->dfeat, p->dchid, P + p->critic_w, 1, B, D, CH, H);
+    } else if (fc_wide(p)) {   /* dfeat written: only those columns are computed */
         mr_fc_backward(NULL, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, p->critic_own,
                        B, D, CH);
         mr_fc_input_grad(p->dfeat, p->dchid, P + p->critic_w, p->critic_own, B, D, CH, H);

@@ -144,7 +144,12 @@ typedef struct mr_policy {
      * its products go through fc_ct); a larger one (training's segments)
      * transposes fc.w into fc_wt, once per act / forward (fc_wt_fresh).
      * Both give the same bits. The critic (its weights 1.5 MiB at most in
-     * the reference net) transposes critic.w at every act / forward. */
+     * the reference net) transposes critic.w at every act / forward.
+     * critic_own: the critic's input is dense only in its first hidden + 2
+     * columns (feat, extra); its ground-truth view holds one 1 per FOOD or
+     * POISON cell (0.8-3% of cells, ENV_SPEC), so the critic's forward and
+     * its weight gradient take the view's columns from the codes, cell by
+     * cell, not through the products (critic_vt: that gradient's rows). */
     int fc_own, critic_own;
     int fc_xrows;                /* rows fc_xt holds: min(fc_rows, hidden) */
     int fc_wt_fresh;             /* fc_wt holds this pass's fc.w */
@@ -152,6 +157,7 @@ typedef struct mr_policy {
     float *fc_xt;                /* (flat, fc_xrows) */
     float *fc_ct;                /* (hidden, fc_xrows) */
     float *critic_wt;            /* (cin_dim, critic_hidden) */
+    float *critic_vt;            /* (2 VV, critic_hidden): the view columns' weight gradient, transposed */
     char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
 } mr_policy;
 

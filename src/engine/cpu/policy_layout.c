@@ -171,7 +171,10 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
             p->fc_xt = MR_TAKE(a, float, (size_t)p->flat * p->fc_xrows);
             p->fc_ct = MR_TAKE(a, float, (size_t)p->hidden * p->fc_xrows);
         }
-        if (p->critic_own) p->critic_wt = MR_TAKE(a, float, (size_t)p->critic_hidden * p->cin_dim);
+        if (p->critic_own) {
+            p->critic_wt = MR_TAKE(a, float, (size_t)p->critic_hidden * p->cin_dim);
+            p->critic_vt = MR_TAKE(a, float, (size_t)p->critic_hidden * 2 * p->VV);
+        }
     }
 }
 
