@@ -773,6 +773,27 @@ static void test_fc_transposes(void) {
     ref_forward(&r, P, codes, extra, 16, 1, 0, lgd, vld);
     double el = max_rel(lg, lgd, 16 * NA, 1e-3), ev = max_rel(vl, vld, 16, 1e-3);
     CHECK_MSG(el < 1e-5 && ev < 1e-5, "fc through the inputs' transpose vs double: logits %g, value %g", el, ev);
+    /* act_keep's batch of 16-row acts: fc.w transposed once at its first act
+     * (the weights' path), the same bits as act's inputs' transpose; the
+     * next batch, straight after the parameters changed, reads the new ones */
+    float *kl = malloc(sizeof(float) * B * NA), *kv = malloc(sizeof(float) * B), *fk = malloc(sizeof(float) * B * H);
+    for (int batch = 0; batch < 2; batch++) {
+        if (batch) p.params[mr_policy_tensor(&p, "fc.w")->offset + 5] += 0.5f;   /* between the two batches */
+        for (int r0 = 0; r0 < B; r0 += 16) {
+            CHECK(mr_policy_act_keep(&p, codes + (size_t)r0 * VV, extra + 2 * r0, 16, 1, kl + (size_t)r0 * NA,
+                                     kv + r0, r0) == 0);
+            CHECK_MSG(p.fc_wt_fresh, "act_keep's rows %d..: not on fc.w's transpose", r0);
+            memcpy(fk + (size_t)r0 * H, p.feat + (size_t)r0 * H, sizeof(float) * 16 * H);
+        }
+    }
+    for (int r0 = 0; r0 < B; r0 += 16) {   /* the second batch's */
+        mr_policy_act(&p, codes + (size_t)r0 * VV, extra + 2 * r0, 16, 1, lg, vl);
+        CHECK_MSG(!p.fc_wt_fresh && !memcmp(fk + (size_t)r0 * H, p.b_feat, sizeof(float) * 16 * H) &&
+                      !memcmp(kl + (size_t)r0 * NA, lg, sizeof(float) * 16 * NA) &&
+                      !memcmp(kv + r0, vl, sizeof(float) * 16),
+                  "rows %d..: act_keep's batch differs from act's inputs' transpose", r0);
+    }
+    free(kl); free(kv); free(fk);
     free(codes); free(extra); free(lg); free(vl); free(f48); free(P);
     mr_arena_release(&ar);
 }

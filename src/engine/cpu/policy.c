@@ -193,8 +193,9 @@ static int fc_wide(const mr_policy *p) { return p->conv != MR_CPU_CONV_IM2COL &&
 static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     const float *P = p->params;
     const int F = p->flat, H = p->hidden;
-    if (p->fc_own && n < H && n <= p->fc_xrows && n % 16 == 0) {
-        /* few rows: their transpose (F * n floats) instead of fc.w's */
+    if (p->fc_own && !p->fc_wt_fresh && n < H && n <= p->fc_xrows && n % 16 == 0) {
+        /* few rows: their transpose (F * n floats) instead of fc.w's (unless
+         * this pass has fc.w's already: act_keep's batch) */
         mr_nn_transpose(p->fc_xt, x, n, F);
         mr_fc_relu_forward_xt(feat, p->fc_xt, P + p->fc_w, P + p->fc_b, p->fc_ct, n, F, H);
         return;
@@ -334,6 +335,7 @@ static void load_w16(mr_policy *p) {
 static void forward_weights(mr_policy *p, int B) {
     load_w16(p);
     p->fc_wt_fresh = 0;   /* fc.w transposed where a call first needs it (fc_forward) */
+    p->keep_loaded = 0;
     if (p->critic_own)
         mr_nn_transpose(p->critic_wt, p->params + p->critic_w, p->critic_hidden, p->cin_dim);
     const float *w[MR_MAX_CONV];
@@ -355,6 +357,21 @@ void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B
     }
 }
 
+/* act_keep's weights: the acts of one batch share them (its kept rows are
+ * the first epoch's forward, so the parameters cannot change in between):
+ * loaded at the batch's first act (row0 0), fc.w transposed then for all of
+ * its acts (the weights' path, the same bits as the inputs' transpose that
+ * each of a rollout's 64 acts took), kept until another call loads its own. */
+static void keep_weights(mr_policy *p, int B, int row0) {
+    if (row0 > 0 && p->keep_loaded) return;
+    forward_weights(p, B);
+    if (p->fc_own && fc_wide(p)) {
+        mr_nn_transpose(p->fc_wt, p->params + p->fc_w, p->hidden, p->flat);
+        p->fc_wt_fresh = 1;
+    }
+    p->keep_loaded = 1;
+}
+
 int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
                        float *value, int row0) {
     if (B < 0 || row0 < 0 || row0 > p->max_batch - B) return -1;
@@ -364,7 +381,7 @@ int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, i
     p->keep_proxy = proxy;
     p->fwd_B = 0;   /* the rows are the next forward's, not the last one's */
     memcpy(p->codes + (size_t)row0 * VV, codes, (size_t)B * VV);
-    forward_weights(p, B);
+    keep_weights(p, B, row0);
     /* rows below K keep their conv activations (the training forward's rule) */
     const int K = p->recompute ? p->kept : p->max_batch;
     for (int s0 = 0; s0 < B;) {   /* act's segments, cut where the kept rows end */

@@ -153,6 +153,7 @@ typedef struct mr_policy {
     int fc_own, critic_own;
     int fc_xrows;                /* rows fc_xt holds: min(fc_rows, hidden) */
     int fc_wt_fresh;             /* fc_wt holds this pass's fc.w */
+    int keep_loaded;             /* act_keep's batch has its weights (policy.c: keep_weights) */
     float *fc_wt;                /* (flat, hidden) */
     float *fc_xt;                /* (flat, fc_xrows) */
     float *fc_ct;                /* (hidden, fc_xrows) */
