@@ -59,8 +59,9 @@ local M = {}
 M.FORMAT = "moonrl conv algorithms 1"
 M.RUN_FORMAT = "moonrl run conv algorithms 1"
 M.RUN_FILE = "conv_algorithms.json"
-M.KERNELS = 4   -- 2: conv_winograd.c's AVX-512 kernels and transforms; 3: its planes apart, shared-term transforms;
-                -- 4: F(6x6) where it takes fewer products (mr_wino_tile_for: 11 x 11 maps)
+M.KERNELS = 5   -- 2: conv_winograd.c's AVX-512 kernels and transforms; 3: its planes apart, shared-term transforms;
+                -- 4: F(6x6) where it takes fewer products (mr_wino_tile_for: 11 x 11 maps);
+                -- 5: blocks of 32 tiles, not 128 (MR_WINO_TILE_BLOCK)
 M.REPS = 5
 M.CANDIDATES = { "onednn", "winograd" }
 local FILE = "conv_algorithms.json"

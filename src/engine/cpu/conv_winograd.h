@@ -21,7 +21,11 @@
  * gradient is the exact gradient of that computation: dM = A dY AT per tile,
  * dU[e] (OC, C) = dM[e]^T . V[e] summed over the tiles (one product with
  * K = tiles per block of tiles, blocks added in order), dg = GT dU G. Tiles
- * go through in blocks of MR_WINO_TILE_BLOCK (V and M stay in L2).
+ * go through in blocks of MR_WINO_TILE_BLOCK (V and M stay in L2: 32 tiles
+ * of F(6x6) at 64 -> 64 channels take 1 MiB of V and M, 128 took 4 MiB;
+ * bench_conv_winograd on one Zen 4 core, chunk 32, F(6x6), 128 -> 32
+ * tiles: forward 7-8% faster at 32 -> 64 and 64 -> 64, 3% at 16 -> 32, the
+ * backward 1-2%; 64 tiles between, 16 slower again).
  *
  * Multiply-adds in the products per sample and pass: alpha^2 * tiles * C *
  * OC against H * W * 9 * C * OC direct: at 11 x 11, F(2x2) does 16 * 36 =
@@ -64,7 +68,7 @@
 #include "moonrl.h"   /* MR_MAX_CONV */
 
 #ifndef MR_WINO_TILE_BLOCK
-#define MR_WINO_TILE_BLOCK 128   /* tiles per block of the transformed products */
+#define MR_WINO_TILE_BLOCK 32    /* tiles per block of the transformed products */
 #endif
 
 /* ------------------------------------------------ one layer, one chunk */
