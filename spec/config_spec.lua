@@ -391,18 +391,30 @@ return {
       r, notes = config.resolve { hardware = "cpu", level = "ultra", detect = no_gpu }
       assert.equal("fp32", r.precision)
       assert.is_true(contains(notes, "precision = fp16 (from level ultra) does not apply on cpu: using fp32"))
-      -- a CPU with bf16 instructions (detect().cpu_bf16, from oneDNN): advanced
-      -- runs bf16 silently (the trainer's description says it), ultra's fp16
-      -- becomes bf16 with one note, basic stays fp32
-      local bf16_cpu = function() return { gpus = 0, cpu_bf16 = "avx512_core_bf16" } end
-      r, notes = config.resolve { hardware = "cpu", detect = bf16_cpu }
+      -- a CPU with AMX (detect().cpu_bf16, from oneDNN): advanced runs bf16
+      -- silently (the trainer's description says it), ultra's fp16 becomes
+      -- bf16 with one note, basic stays fp32
+      local amx_cpu = function() return { gpus = 0, cpu_bf16 = "avx512_core_amx" } end
+      r, notes = config.resolve { hardware = "cpu", detect = amx_cpu }
       assert.equal("bf16", r.precision)
       for _, n in ipairs(notes) do assert.falsy(n:find("precision", 1, true), n) end
-      r, notes = config.resolve { hardware = "cpu", level = "ultra", detect = bf16_cpu }
+      r, notes = config.resolve { hardware = "cpu", level = "ultra", detect = amx_cpu }
       assert.equal("bf16", r.precision)
-      assert.is_true(contains(notes, "precision = fp16 (from level ultra) does not apply on cpu: using bf16 (oneDNN avx512_core_bf16)"), table.concat(notes, "\n"))
-      assert.equal("fp32", config.resolve { hardware = "cpu", level = "basic", detect = bf16_cpu }.precision)
+      assert.is_true(contains(notes, "precision = fp16 (from level ultra) does not apply on cpu: using bf16 (oneDNN avx512_core_amx)"), table.concat(notes, "\n"))
+      assert.equal("fp32", config.resolve { hardware = "cpu", level = "basic", detect = amx_cpu }.precision)
+      -- AVX512-BF16 without AMX: bf16 trains no faster than fp32 there, so
+      -- the levels run fp32 with one note; the experiment's bf16 still runs
+      local bf16_cpu = function() return { gpus = 0, cpu_bf16 = "avx512_core_bf16" } end
+      for _, level in ipairs { "advanced", "ultra" } do
+        r, notes = config.resolve { hardware = "cpu", level = level, detect = bf16_cpu }
+        assert.equal("fp32", r.precision)
+        assert.is_true(contains(notes, "precision = " .. (level == "ultra" and "fp16" or "bf16") .. " (from level " ..
+          level .. ") does not apply on cpu (AVX512-BF16 without AMX on this CPU: bf16 trains no faster than fp32; " ..
+          'precision = "bf16" in the experiment runs it): using fp32'), table.concat(notes, "\n"))
+      end
       assert.equal("bf16", config.resolve { hardware = "cpu", sets = { "precision=bf16" }, detect = bf16_cpu }.precision)
+      local path = support.write_file(tmp .. "/bf16.lua", "return { precision = 'bf16' }")
+      assert.equal("bf16", config.resolve { file = path, hardware = "cpu", detect = bf16_cpu }.precision)
       -- basic asks for nothing GPU-only: nothing to report
       r, notes = config.resolve { hardware = "cpu", level = "basic", detect = no_gpu }
       assert.same({ "budget: total_steps = 524288 (128 updates of 64 envs x 64 steps) from profile cpu" }, notes)

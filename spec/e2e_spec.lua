@@ -65,8 +65,8 @@ describe("moonrl end to end", function()
 
     -- config.lua reads back as the config that was resolved
     local loaded = assert(config.load_file(run_dir .. "/config.lua"))
-    -- the level (advanced) asks for bf16: it runs where the CPU has bf16
-    -- instructions (the engine line says so), else fp32 with a note
+    -- the level (advanced) asks for bf16: it runs where the CPU has AMX
+    -- (the engine line says so), else fp32 with a note
     local bf16 = loaded.precision == "bf16"
     if bf16 then
       assert.truthy(out:find("engine: cpu backend, 2 threads, bf16 (oneDNN avx512_core", 1, true), out)
@@ -76,7 +76,7 @@ describe("moonrl end to end", function()
       assert.truthy(log:find("precision = bf16 (from level advanced) does not apply on cpu", 1, true), log)
     end
     local expect = assert(config.resolve { sets = SETS, hardware = "ci",
-      detect = function() return { gpus = 0, cpu_bf16 = bf16 and "avx512_core_bf16" or nil } end,
+      detect = function() return { gpus = 0, cpu_bf16 = bf16 and "avx512_core_amx" or nil } end,
       file = config.default_file() })
     -- (without dir: the file copied to start a new run gets a new directory)
     assert.truthy(util.deep_equal(loaded, expect),

@@ -379,7 +379,7 @@ function compare.print(o, rows, load0, load1)
       "                 backward): pytorch the model's (direct convolutions); moonrl fewer where Winograd runs,\n" ..
       "                 and one forward fewer where the rollout's acts keep the first epoch's (one minibatch);\n" ..
       "                 counted dense on both sides: moonrl's first conv and its critic's view add terms only\n" ..
-      "                 for FOOD and POISON cells (0.8-3% of ENV_SPEC's cells)\n")
+      "                 for FOOD and POISON cells (0.8-3% of the default grid's cells)\n")
     w("ceiling          this CPU's peak / pytorch's GFLOP/s: no implementation of the same arithmetic can be\n" ..
       "                 faster than pytorch by more than this on this machine (peak: FMAs for fp32; for bf16 AMX\n" ..
       "                 tile dot products where the CPU has AMX, else AVX512-BF16 dot products; measured by a\n" ..

@@ -16,9 +16,10 @@
 --   - On a cpu device (device = "cpu", or "auto" without a GPU), gpu_only
 --     settings that a profile or level set are listed in `notes` as not
 --     applying; a non-fp32 precision from a profile/level becomes bf16
---     where detect().cpu_bf16 (the CPU has AVX512-BF16 or AMX; bf16 itself
---     then stays silently) and fp32 elsewhere, with a note; one the user set
---     (file or --set) that the CPU cannot run is an error.
+--     where detect().cpu_bf16 is AMX (bf16 itself then stays silently) and
+--     fp32 elsewhere, with a note; bf16 the user set (file or --set) runs
+--     on AVX512-BF16 too; one the user set that the CPU cannot run is an
+--     error.
 --     env.num_envs = "auto" becomes 192 on cpu (with a note); on a GPU it is
 --     chosen from detect().gpu_memory (bytes, optional; 192 without it), so
 --     the resolved table always holds a number.
@@ -203,9 +204,14 @@ function resolve.resolve(opts)
   if device == "cpu" then
     -- the cpu backend runs bf16 (oneDNN's convolutions) where the CPU has
     -- bf16 instructions (detect().cpu_bf16); fp16 never; the levels' reduced
-    -- precisions become the nearest the CPU has, with one note
+    -- precisions become the nearest the CPU has, with one note. A level or
+    -- profile takes bf16 only where it trains faster than fp32: with AMX;
+    -- with AVX512-BF16's dot products alone it was no faster than fp32 on a
+    -- Zen 4 (BENCHMARKS.md, 2026-11-27, fourth session), so those CPUs run
+    -- fp32 unless the experiment asks for bf16
     local cpu_bf16 = info.cpu_bf16
-    if acc.precision ~= "fp32" and not (acc.precision == "bf16" and cpu_bf16) then
+    local bf16_ok = cpu_bf16 and (cpu_bf16 == "avx512_core_amx" or is_user(prov.precision))
+    if acc.precision ~= "fp32" and not (acc.precision == "bf16" and bf16_ok) then
       local src = prov.precision
       -- bf16 asked for on a CPU without its instructions is a note, never an
       -- error, so one config runs on every CPU; fp16 is a GPU format
@@ -216,10 +222,12 @@ function resolve.resolve(opts)
           (cpu_bf16 and " and bf16" or " only on this CPU") ..
           "; set precision = \"fp32\"" .. (cpu_bf16 and " or \"bf16\"" or "") .. ", or device = \"cuda\" on a GPU machine"
       end
-      local use = cpu_bf16 and "bf16" or "fp32"
+      local use = bf16_ok and "bf16" or "fp32"
       note(is_user(src), "precision = " .. acc.precision .. " (from " .. src .. ") does not apply on cpu" ..
-        (cpu_bf16 and "" or acc.precision == "bf16" and " (no AVX512-BF16 or AMX on this CPU)" or "") ..
-        ": using " .. use .. (cpu_bf16 and " (oneDNN " .. cpu_bf16 .. ")" or ""))
+        (bf16_ok and "" or cpu_bf16 and " (AVX512-BF16 without AMX on this CPU: bf16 trains no faster than fp32;" ..
+          " precision = \"bf16\" in the experiment runs it)"
+          or acc.precision == "bf16" and " (no AVX512-BF16 or AMX on this CPU)" or "") ..
+        ": using " .. use .. (bf16_ok and " (oneDNN " .. cpu_bf16 .. ")" or ""))
       acc.precision = use
       prov.precision = "cpu"
     end
