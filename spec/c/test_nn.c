@@ -515,8 +515,39 @@ static void test_blas_pick(void) {
            mr_blas_better_kernels() ? mr_blas_better_kernels() : "(nothing: these)");
 }
 
+/* mr_colsum_f64: the rows in order in double, through y's ReLU where given
+ * (zeros, negatives, a NaN), onto what acc held: the bits of the plain loop
+ * here, for widths its AVX-512 path takes (16..64) and others, strided rows */
+static void test_colsum(void) {
+    const int widths[] = {16, 32, 48, 64, 20, 80, 7};
+    const size_t rows = 1000;
+    const long ld = 96;
+    float *d = malloc(sizeof(float) * rows * ld), *y = malloc(sizeof(float) * rows * ld);
+    for (size_t i = 0; i < rows * (size_t)ld; i++) {
+        d[i] = (float)(2 * urand() - 1) * (urand() < 0.5 ? 1e-3f : 1e3f);
+        y[i] = urand() < 0.3 ? 0.0f : (float)(2 * urand() - 1);
+    }
+    y[rows * ld / 2] = NAN;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+        for (int masked = 0; masked < 2; masked++) {
+            const int C = widths[w];
+            double got[96], want[96];
+            for (int c = 0; c < C; c++) got[c] = want[c] = 0.25 * c;
+            mr_colsum_f64(got, d, masked ? y : NULL, rows, ld, C);
+            for (size_t r = 0; r < rows; r++)
+                for (int c = 0; c < C; c++) {
+                    const float x = d[r * ld + c];
+                    want[c] += !masked || y[r * ld + c] > 0.0f ? (double)x : 0.0;
+                }
+            CHECK_MSG(!memcmp(got, want, sizeof(double) * C), "column sums of %d columns (masked %d) differ from the loop's",
+                      C, masked);
+        }
+    free(d); free(y);
+}
+
 int main(void) {
     check_seed(0x1234567887654321ULL);
+    test_colsum();
     test_blas_pick();
     test_obs_expand();
     /* fixed shapes incl. non-square and C, OC = 1 */

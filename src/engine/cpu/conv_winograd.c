@@ -19,6 +19,7 @@
  */
 #include "conv_winograd.h"
 #include "gemm.h"
+#include "nn.h"
 #include "one_thread.h"
 #include <cblas.h>
 #include <immintrin.h>
@@ -438,9 +439,7 @@ void mr_wino_backward_weights(float *dw, float *db, const float *dout, const flo
     if (db) {   /* column sums of dout in pixel order, in double, rounded once */
         double *acc = D;
         for (int o = 0; o < OC; o++) acc[o] = 0.0;
-        const size_t px = (size_t)n * H * W;
-        for (size_t r = 0; r < px; r++)
-            for (int o = 0; o < OC; o++) acc[o] += dout[r * OC + o];
+        mr_colsum_f64(acc, dout, NULL, (size_t)n * H * W, OC, OC);
         for (int o = 0; o < OC; o++) db[o] = (float)acc[o];
     }
     mr_one_thread_end(nt);

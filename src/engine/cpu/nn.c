@@ -456,11 +456,14 @@ void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *d
     const int sparse = H * W <= CODES_SPARSE_MAX;
     uint8_t touched[CODES_SPARSE_MAX];
     float *d = (float *)(acc + (size_t)19 * OC);   /* a pixel's gradient through the ReLU */
+    mr_colsum_f64(sb, dout, y, (size_t)B * H * W, OC, OC);   /* the bias: every pixel, in order */
     for (int bi = 0; bi < B; bi++) {
         const uint8_t *cb = codes + (size_t)bi * H * W;
         const int any = sparse ? codes_touched(touched, cb, H, W) : 1;
+        if (!any) continue;
         for (int py = 0; py < H; py++)
             for (int px = 0; px < W; px++) {
+                if (sparse && !touched[py * W + px]) continue;   /* no code in its window */
                 const size_t pix = ((size_t)bi * H + py) * W + px;
                 const float *g = dout + pix * OC;
                 if (y) {
@@ -468,8 +471,6 @@ void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *d
                     for (int o = 0; o < OC; o++) d[o] = yo[o] > 0.0f ? g[o] : 0.0f;
                     g = d;
                 }
-                for (int o = 0; o < OC; o++) sb[o] += g[o];
-                if (!any || (sparse && !touched[py * W + px])) continue;   /* no code in its window */
                 for (int ky = 0; ky < 3; ky++) {
                     int yy = py + ky - 1;
                     if (yy < 0 || yy >= H) continue;
@@ -609,6 +610,52 @@ void mr_relu_backward(float *dinp, const float *dout, const float *out, size_t n
     for (size_t i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
 }
 
+/* ------------------------------------------------------------ column sums */
+/* acc[c] += d[r*ld + c] (through y's ReLU where y is given) for r in order,
+ * in double. AVX-512 (C a multiple of 16, at most 64): the sums stay in
+ * registers, not in acc between rows (a store and a reload per row). */
+#define COLSUM_MAXV 8   /* vectors of 8 doubles: 64 columns */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+colsum_v(double *acc, const float *d, const float *y, size_t rows, long ld, const int NV) {
+    __m512d s[COLSUM_MAXV];
+    for (int v = 0; v < NV; v++) s[v] = _mm512_loadu_pd(acc + 8 * v);
+    for (size_t r = 0; r < rows; r++) {
+        const float *dr = d + r * ld;
+        for (int v = 0; v < NV; v += 2) {
+            __m512 x = _mm512_loadu_ps(dr + 8 * v);
+            if (y) x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(y + r * ld + 8 * v), _mm512_setzero_ps(),
+                                                              _CMP_GT_OQ), x);
+            s[v] = _mm512_add_pd(s[v], _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
+            s[v + 1] = _mm512_add_pd(s[v + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                   _mm512_castps_pd(x), 1))));
+        }
+    }
+    for (int v = 0; v < NV; v++) _mm512_storeu_pd(acc + 8 * v, s[v]);
+}
+__attribute__((target("avx512f"))) static void colsum512(double *acc, const float *d, const float *y, size_t rows,
+                                                         long ld, int C) {
+    switch (C / 16) {
+    case 1: colsum_v(acc, d, y, rows, ld, 2); break;
+    case 2: colsum_v(acc, d, y, rows, ld, 4); break;
+    case 3: colsum_v(acc, d, y, rows, ld, 6); break;
+    default: colsum_v(acc, d, y, rows, ld, 8); break;
+    }
+}
+
+void mr_colsum_f64(double *acc, const float *d, const float *y, size_t rows, long ld, int C) {
+    if (C % 16 == 0 && C > 0 && C <= 8 * COLSUM_MAXV && __builtin_cpu_supports("avx512f")) {
+        colsum512(acc, d, y, rows, ld, C);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++) {
+        const float *dr = d + r * ld;
+        if (y)
+            for (int c = 0; c < C; c++) acc[c] += y[r * ld + c] > 0.0f ? dr[c] : 0.0f;
+        else
+            for (int c = 0; c < C; c++) acc[c] += dr[c];
+    }
+}
+
 /* ------------------------------------------------------------ bias grads */
 void mr_bias_backward(float *db, const float *d, size_t N, int OC) {
     int nblk = (OC + MR_NN_BIAS_BLOCK - 1) / MR_NN_BIAS_BLOCK;
@@ -618,10 +665,7 @@ void mr_bias_backward(float *db, const float *d, size_t N, int OC) {
         int c0 = k * MR_NN_BIAS_BLOCK;
         int nc = OC - c0 < MR_NN_BIAS_BLOCK ? OC - c0 : MR_NN_BIAS_BLOCK;
         double acc[MR_NN_BIAS_BLOCK] = {0};
-        for (size_t r = 0; r < N; r++) {
-            const float *row = d + r * OC + c0;
-            for (int j = 0; j < nc; j++) acc[j] += row[j];
-        }
+        mr_colsum_f64(acc, d + c0, NULL, N, OC, nc);
         for (int j = 0; j < nc; j++) db[c0 + j] += (float)acc[j];
     }
 }

@@ -153,6 +153,12 @@ void mr_relu_backward(float *dinp, const float *dout, const float *out, size_t n
 /* db (OC) += column sums of d (N,OC), rows summed in order 0..N-1 per column
  * (deterministic for any thread count). */
 void mr_bias_backward(float *db, const float *d, size_t N, int OC);
+/* acc[c] += sum over rows r = 0.. of d[r * ld + c], in order, in double, for
+ * c < C; y given: d's element counted only where y's (the ReLU's output, the
+ * same layout) is > 0 (mr_relu_backward's mask). Serial; the sums' bits do
+ * not depend on the path (AVX-512 where C is a multiple of 16 up to 64: in
+ * registers). */
+void mr_colsum_f64(double *acc, const float *d, const float *y, size_t rows, long ld, int C);
 
 /* CPU seconds spent inside sgemm since the last reset, summed over threads,
  * and the number of sgemm calls. Only counted when nn.c is compiled with
