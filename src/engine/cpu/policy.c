@@ -222,6 +222,22 @@ static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
  * cell (FOOD: channel 0, POISON: channel 1, as build_cin expands it). */
 static int critic_dense(const mr_policy *p) { return p->hidden + MR_POLICY_EXTRA; }
 
+/* The view's nonzero entries for a cell of code c (build_cin's expansion):
+ * their channels into ch and values into v, in channel order; returns how
+ * many (none for EMPTY or an unknown code). */
+static int view_entries(unsigned c, int ch[2], float v[2]) {
+    int n = 0;
+    if (c - 1u > 1u) return 0;
+    for (int k = 0; k < 2; k++) {
+        const float x = mr_obs_value(c, k, MR_EXPAND_TRUTH);
+        if (x != 0.0f) {
+            ch[n] = k;
+            v[n++] = x;
+        }
+    }
+    return n;
+}
+
 /* The critic's hidden layer on gemm.c's kernels (critic_own): chid (nb,
  * CH) = relu(b + cin[:, :dense] . W[:, :dense]^T + the view's terms), the
  * view's terms added row by row, cell by cell in order, for each nonzero
@@ -241,13 +257,11 @@ static void critic_forward(const mr_policy *p, float *chid, const float *cin, co
             float *h = chid + (size_t)r * CH;
             const uint8_t *cd = codes + (size_t)r * VV;
             for (int i = 0; i < VV; i++) {
-                const unsigned c = cd[i];
-                if (c - 1u > 1u) continue;   /* EMPTY or unknown: both channels 0 */
-                for (int ch = 0; ch < 2; ch++) {
-                    const float v = mr_obs_value(c, ch, MR_EXPAND_TRUTH);
-                    if (v == 0.0f) continue;
-                    const float *w = Wt + (size_t)(K0 + 2 * i + ch) * CH;
-                    for (int o = 0; o < CH; o++) h[o] += v * w[o];
+                int ch[2];
+                float v[2];
+                for (int e = 0, n = view_entries(cd[i], ch, v); e < n; e++) {
+                    const float *w = Wt + (size_t)(K0 + 2 * i + ch[e]) * CH;
+                    for (int o = 0; o < CH; o++) h[o] += v[e] * w[o];
                 }
             }
             for (int o = 0; o < CH; o++) h[o] = h[o] > 0.0f ? h[o] : 0.0f;
@@ -271,13 +285,11 @@ static void critic_view_grad(mr_policy *p, float *G, const float *dchid, int B) 
             const uint8_t *cd = p->codes + (size_t)s * VV;
             const float *g = dchid + (size_t)s * CH;
             for (int i = i0; i < i1; i++) {
-                const unsigned c = cd[i];
-                if (c - 1u > 1u) continue;
-                for (int ch = 0; ch < 2; ch++) {
-                    const float v = mr_obs_value(c, ch, MR_EXPAND_TRUTH);
-                    if (v == 0.0f) continue;
-                    float *tj = T + (size_t)(2 * i + ch) * CH;
-                    for (int o = 0; o < CH; o++) tj[o] += v * g[o];
+                int ch[2];
+                float v[2];
+                for (int e = 0, n = view_entries(cd[i], ch, v); e < n; e++) {
+                    float *tj = T + (size_t)(2 * i + ch[e]) * CH;
+                    for (int o = 0; o < CH; o++) tj[o] += v[e] * g[o];
                 }
             }
         }
