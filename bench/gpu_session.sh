@@ -8,6 +8,8 @@
 #                           bash bench/gpu_session.sh bench      (about 8 min at most)
 #                           bash bench/gpu_session.sh learn      (about 5 min)
 #                           bash bench/gpu_session.sh smoke      (one short row of each, 1 min)
+#                           bash bench/gpu_session.sh table      (ENV_SPEC's table, TABLE_UPDATES per mode)
+#                           bash bench/gpu_session.sh compare    (bench's ref row and --compare alone)
 #                           (several at once: bash bench/gpu_session.sh tests smoke)
 #
 # The GPU machine has the driver, CUDA 13 and PyTorch (cuBLAS 13 inside its
@@ -124,8 +126,31 @@ learn)
     step "train ground_truth on cuda" 420 "$MR" train --hardware cuda --dir /tmp/moonrl-gpu-run \
         --set total_steps=4915200 --set env.mode=ground_truth --set eval.num_envs=256 --set eval.steps=1024
     ;;
+compare)
+    # only the side-by-side rows of bench (moonrl alone at bf16, then eager and compiled torch)
+    step "train ref 192x128 bf16" 60 "$MR" bench train --device cuda --net ref --envs 192 --precision bf16 --reps 2 --json
+    step "compare ref bf16, reference eager and compiled" "${COMPARE_LIMIT:-320}" "$MR" bench --compare --device cuda --rows ref --precision bf16 --reps 1 --compile --ref-layout ${REF_LAYOUT:-nchw}
+    ;;
+table)
+    # ENV_SPEC's published table with the reference network (the cuda profile
+    # is it): each mode trained on the GPU for TABLE_UPDATES updates of
+    # 192 x 128 (ENV_SPEC: 2,048; a window fits fewer, said in the log) and
+    # evaluated in its own mode with intervals over eval.runs (on the CPU copy
+    # of the weights, docs/cuda.md, hence the small evaluation).
+    U=${TABLE_UPDATES:-256}
+    echo "table: $U updates of 192 x 128 per mode ($((U * 24576)) agent-steps; ENV_SPEC 2,048)" | tee -a "$LOG"
+    # TABLE_STORAGE=uint8: the original's storage bug (docs/evaluation.md), for the published table's shape
+    for mode in ${TABLE_MODES:-ground_truth ground_truth_blinded proxy_mortal proxy}; do
+        rm -rf "/tmp/moonrl-table-$mode"   # a second table in the same window: a fresh directory
+        TAIL=4 step "table $mode" "${TABLE_LIMIT:-110}" "$MR" train --hardware cuda --dir "/tmp/moonrl-table-$mode" \
+            --set total_steps=$((U * 24576)) --set env.mode=$mode \
+            --set eval.num_envs=${TABLE_EVAL_ENVS:-128} --set eval.steps=1024 --set eval.runs=3 \
+            --set env.proxy_obs_storage=${TABLE_STORAGE:-faithful}
+        find "/tmp/moonrl-table-$mode" -name eval.md -exec cat {} + 2>/dev/null | tee -a "$LOG"
+    done
+    ;;
 *)
-    echo "usage: bench/gpu_session.sh [tests] [smoke] [bench] [learn]"; exit 2 ;;
+    echo "usage: bench/gpu_session.sh [tests] [smoke] [bench] [learn] [table] [compare]"; exit 2 ;;
 esac
 done
 echo "log: $LOG; rows: $JSON"

@@ -184,6 +184,9 @@ def main(argv=None):
         "threads": torch.get_num_threads(),
         "allocator": launch.report(),
         "mkldnn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
+        # on a GPU the convolutions run in cuDNN (benchmark mode, set above), not oneDNN
+        "cudnn": ({"version": torch.backends.cudnn.version(), "benchmark": torch.backends.cudnn.benchmark}
+                  if device.type == "cuda" else None),
         "layout": args.layout,
         "seed": args.seed,
         "updates": args.updates,

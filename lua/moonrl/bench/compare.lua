@@ -208,7 +208,7 @@ function compare.row(o, row, peer)
     reference_compiled_peak_bytes = mc[1] and stats(mc).max or nil,
     describe = r1.describe, openblas_coretype = os.getenv("OPENBLAS_CORETYPE"),
     commands = { moonrl = mine, reference = ref, reference_compiled = sc and refc or nil },
-    reference_setup = { torch = r2.torch, python = r2.python, allocator = r2.allocator, mkldnn = r2.mkldnn,
+    reference_setup = { torch = r2.torch, python = r2.python, allocator = r2.allocator, mkldnn = r2.mkldnn, cudnn = r2.cudnn,
                         threads = r2.threads, layout = r2.layout,
                         compile_scope = r3 and r3.compile_scope or nil },
     work = row ~= "env" and compare.work(o, row, mprec, prec, sa.median, sbest.median, r1) or nil,
@@ -262,7 +262,10 @@ local function setup_line(s, v)
   if not s then return "-" end
   local parts = { "torch " .. tostring(v and v.torch or s.torch) ..
     (v and string.format(" (python %s, %s)", tostring(v.python), tostring(v.python_path)) or "") }
-  if s.mkldnn ~= nil then
+  if type(s.cudnn) == "table" and s.cudnn.version then   -- a GPU reference (null on a CPU): its convolutions are cuDNN's, whatever mkldnn says
+    parts[#parts + 1] = string.format("convolutions in cuDNN %s (torch.backends.cudnn.benchmark %s)",
+      tostring(s.cudnn.version), s.cudnn.benchmark and "on" or "off") .. (s.layout and ", layout " .. s.layout or "")
+  elseif s.mkldnn ~= nil then
     parts[#parts + 1] = (s.mkldnn and "convolutions in oneDNN (torch.backends.mkldnn on)" or "oneDNN OFF") ..
       (s.layout and ", layout " .. s.layout or "")
   end
