@@ -442,6 +442,23 @@ describe("moonrl.run.sinks.trim", function()
     assert.same({ 0, false }, { trim.jsonl(dir .. "/none.jsonl", 2) })
   end)
 
+  it("names the updates up to the checkpoint whose metrics rows are missing (event lines not counted)", function()
+    local p = support.write_file(dir .. "/m.jsonl", '{"update":1}\n{"event":"change","update":2}\n' ..
+      '{"update":3}\n{"update":6}\n{"update":9}\n')
+    local n, torn, missing = trim.jsonl(p, 7)
+    assert.equal(1, n)
+    assert.is_false(torn)
+    assert.same({ ranges = { "2", "4-5", "7" }, count = 4 }, missing)
+    assert.same({ ranges = { "2" }, count = 1 }, select(3, trim.jsonl(p, 3)))
+    support.write_file(dir .. "/metrics.jsonl", '{"update":1}\n{"update":2}\n{"update":5}\n')
+    local report = assert(trim.run_dir(dir, 5, 5 * 64))
+    assert.equal("metrics.jsonl lacks the rows of 2 of the 5 updates up to the checkpoint: updates 3-4 (they " ..
+      "were not written before the run stopped; they cannot be recovered, the resumed run appends after them)",
+      report.missing_line)
+    support.write_file(dir .. "/metrics.jsonl", '{"update":1}\n{"update":2}\n')
+    assert.is_nil(assert(trim.run_dir(dir, 2, 2 * 64)).missing_line)
+  end)
+
   it("keeps the csv header and rows up to the update, and returns the columns", function()
     local p = support.write_file(dir .. "/m.csv", 'update,"a,b",c\n1,"x,""y""",2\n2,3,4\n3,5,6\n')
     local n, torn, cols = trim.csv(p, 1)

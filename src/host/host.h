@@ -30,7 +30,12 @@
 
 #define HOST_QUEUE_CAP 64      /* events in flight per run; a full queue makes the trainer wait */
 #define HOST_PATH 4096
-#define HOST_WRITTEN_WAIT_MS 10000   /* a checkpoint waits at most this for its update's rows (mb_written) */
+/* How long a checkpoint waits for the rows of the updates before it (mb_written):
+ * a periodic one is then postponed to a later update (training goes on), a
+ * requested one refused, the final one written with a note that says so. */
+#define HOST_WRITTEN_WAIT_MS 1000
+#define HOST_REQUESTED_WAIT_MS 10000
+#define HOST_FINAL_WAIT_MS 60000
 
 /* ------------------------------------------------------------ trainer thread */
 
@@ -132,8 +137,9 @@ typedef struct host_run {
     /* Rows before checkpoints: mb_written counts the real-update metrics
      * events whose rows the loop's files hold (written to the kernel, so a
      * SIGKILL cannot take them back). A checkpoint after update k waits (at
-     * most HOST_WRITTEN_WAIT_MS) until update k's rows are written, so a run
-     * killed right after a checkpoint never resumes with a row missing.
+     * most HOST_WRITTEN_WAIT_MS and the others) until update k's rows are
+     * written and is not written before them, so a run killed at any moment,
+     * however far its loop lags, never resumes with a row missing.
      * mb_written_off: the loop no longer reports it (its events discarded). */
     uint64_t mb_written;
     int mb_written_off;

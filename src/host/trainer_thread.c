@@ -62,6 +62,7 @@ typedef struct tstate {
     int nkept;
     uint64_t last_ckpt_update;
     char last_ckpt[HOST_PATH];
+    int ckpt_due;                /* a periodic checkpoint postponed until the rows are written (save_periodic) */
     /* non-finite updates (top comment) */
     int bad;                     /* bad updates in a row */
     uint64_t first_bad;          /* the first of them */
@@ -122,23 +123,35 @@ static int ckpt_dir(tstate *s, char *out, size_t n) {
  * rotate: only the last checkpoint_keep stay). `requested`: asked for through
  * the mailbox (the event says so, for whoever waits on it). Returns 0 or -1
  * (error event posted). */
-/* Waits (bounded) until the loop's files hold the rows of every update
- * posted so far (host.h, mb_written): a checkpoint is never ahead of them. */
-static void wait_rows_written(tstate *s) {
+/* Waits at most ms until the loop's files hold the rows of every update
+ * posted so far (host.h, mb_written). Returns 1 when they do, else 0 with
+ * *written the count they hold: a checkpoint is never written ahead of them
+ * (the callers postpone, refuse, or say so). */
+static int rows_written(tstate *s, int ms, uint64_t *written) {
     host_run *r = s->r;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += HOST_WRITTEN_WAIT_MS / 1000;
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
     pthread_mutex_lock(&r->mb_mu);
     while (!r->mb_written_off && r->mb_written < s->posted)
         if (pthread_cond_timedwait(&r->mb_cv, &r->mb_mu, &until) != 0) break;
+    int ok = r->mb_written_off || r->mb_written >= s->posted;
+    if (written) *written = r->mb_written;
     pthread_mutex_unlock(&r->mb_mu);
+    return ok;
+}
+
+/* The update whose rows are the last written, given `written` of the
+ * posted rows (the posted ones are the updates up to real_updates). */
+static unsigned long long last_row(const tstate *s, uint64_t written) {
+    return (unsigned long long)(s->real_updates - (s->posted - written));
 }
 
 static int save(tstate *s, const char *path, int requested) {
     char auto_path[HOST_PATH];
     int periodic = path[0] == 0;
-    wait_rows_written(s);
     if (requested && s->bad > 0 && s->r->max_bad_updates > 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "checkpoint refused: update %llu had a non-finite loss or gradient, so the "
@@ -270,6 +283,38 @@ static int restore_good(tstate *s) {
 static int save_final(tstate *s) {
     if (s->bad > 0 && s->r->max_bad_updates > 0 && restore_good(s) != 0) return -1;
     if (s->last_ckpt_update == s->real_updates) return 0;
+    uint64_t written;
+    if (!rows_written(s, HOST_FINAL_WAIT_MS, &written)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the final checkpoint (update %llu) is written ahead of the metrics of updates "
+                 "%llu to %llu: the event loop had not written them after %d s (a hook, timer or sink keeps it "
+                 "busy); a resume from it says they are missing",
+                 (unsigned long long)s->real_updates, last_row(s, written) + 1,
+                 (unsigned long long)s->real_updates, HOST_FINAL_WAIT_MS / 1000);
+        host_run_post_simple(s->r, HEV_NOTE, 0, s->real_updates, msg);
+    }
+    return save(s, "", 0);
+}
+
+/* A periodic checkpoint once the rows of every update before it are written
+ * (waiting HOST_WRITTEN_WAIT_MS at most), else postponed to the next update
+ * whose rows are: training goes on meanwhile, and the postponement is said
+ * once. 0, or -1 when writing failed (error event posted). */
+static int save_periodic(tstate *s) {
+    uint64_t written;
+    if (!rows_written(s, HOST_WRITTEN_WAIT_MS, &written)) {
+        if (!s->ckpt_due) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "the checkpoint after update %llu is postponed: the event loop has written "
+                     "the metrics up to update %llu only (a hook, timer or sink keeps it busy); it is written "
+                     "after the first update whose metrics are all written, so no checkpoint is ahead of "
+                     "metrics.jsonl", (unsigned long long)s->real_updates, last_row(s, written));
+            host_run_post_simple(s->r, HEV_NOTE, 0, s->real_updates, msg);
+        }
+        s->ckpt_due = 1;
+        return 0;
+    }
+    s->ckpt_due = 0;
     return save(s, "", 0);
 }
 
@@ -385,7 +430,18 @@ static int boundary(tstate *s) {
         if (h) swap_hot(s, h);
         for (host_ckpt_req *c = reqs, *n; c; c = n) {
             n = c->next;
-            if (c->adopt) adopt(s, c->path); else save(s, c->path, 1);
+            uint64_t written;
+            if (c->adopt) {
+                adopt(s, c->path);
+            } else if (!rows_written(s, HOST_REQUESTED_WAIT_MS, &written)) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "checkpoint refused: the event loop has written the metrics up to "
+                         "update %llu only, after %d s of waiting (a checkpoint is never ahead of "
+                         "metrics.jsonl); ask again later", last_row(s, written), HOST_REQUESTED_WAIT_MS / 1000);
+                host_run_post_simple(r, HEV_CHECKPOINT_FAILED, 0, s->real_updates, msg);
+            } else {
+                save(s, c->path, 1);
+            }
             free(c);
         }
         if (stop) return 1;
@@ -523,8 +579,9 @@ static host_finish_reason train(tstate *s) {
             s->bad = 0;
             if (keep_good(s) != 0) return HOST_FAILED;
         }
-        if (r->checkpoint_interval > 0 && s->real_updates % (uint64_t)r->checkpoint_interval == 0)
-            if (save(s, "", 0) != 0) return HOST_FAILED;
+        if (s->ckpt_due ||
+            (r->checkpoint_interval > 0 && s->real_updates % (uint64_t)r->checkpoint_interval == 0))
+            if (save_periodic(s) != 0) return HOST_FAILED;
     }
 }
 

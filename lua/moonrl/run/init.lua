@@ -244,6 +244,7 @@ function Run.start(cfg, opts)
     for _, l in ipairs(trimmed.lines) do
       if trimmed.dropped then notes[#notes + 1] = l else log_only = l end
     end
+    if trimmed.missing_line then notes[#notes + 1] = trimmed.missing_line end
   end
   if rs then
     if rs.changed then ok, err = self:_write_current() end

@@ -22,8 +22,9 @@
 --   trim.run_dir(dir, update, step) -> report | nil, err
 --       report: { jsonl = dropped, csv = dropped, tensorboard = dropped events,
 --                 torn = {files}, dropped = any of these, csv_columns = {names} | nil,
---                 lines = {text} }
---   trim.jsonl(path, update) -> dropped, torn | nil, err
+--                 lines = {text}, missing = {ranges = {"4-5", ...}, count =} | nil,
+--                 missing_line = text | nil (metrics.jsonl lacks rows of updates <= update) }
+--   trim.jsonl(path, update) -> dropped, torn, missing | nil, err
 --   trim.csv(path, update) -> dropped, torn, columns | nil, err
 --   trim.tensorboard(path, step) -> dropped, torn | nil, err
 --   trim.event_step(data) -> the step of an Event's bytes (nil when it has none)
@@ -56,13 +57,34 @@ local function filter_lines(path, keep)
   return dropped, torn, out
 end
 
+-- The metrics rows (not the event lines) of updates 1..update that `seen`
+-- lacks, as ranges "a-b" / "a": what a run killed while its event loop
+-- lagged could lose before this release (the trainer now waits for them).
+local function missing_ranges(seen, update)
+  local out, n, a = {}, 0, nil
+  for u = 1, update + 1 do
+    if u <= update and not seen[u] then
+      a = a or u
+      n = n + 1
+    elseif a then
+      out[#out + 1] = a == u - 1 and tostring(a) or (a .. "-" .. (u - 1))
+      a = nil
+    end
+  end
+  return out, n
+end
+
 function trim.jsonl(path, update)
+  local seen = {}
   local dropped, torn = filter_lines(path, function(line)
     local u = line:match('[{,]"update":(%d+)[,}]')
-    return u ~= nil and tonumber(u) <= update
+    local keep = u ~= nil and tonumber(u) <= update
+    if keep and not line:find('[{,]"event":') then seen[tonumber(u)] = true end
+    return keep
   end)
   if dropped == nil then return 0, false end
-  return dropped, torn
+  local ranges, n = missing_ranges(seen, update)
+  return dropped, torn, n > 0 and { ranges = ranges, count = n } or nil
 end
 
 -- CSV cells of one line (quotes as the csv sink writes them).
@@ -185,9 +207,9 @@ end
 
 function trim.run_dir(dir, update, step)
   local report = { jsonl = 0, csv = 0, tensorboard = 0, torn = {}, lines = {} }
-  local n, torn = trim.jsonl(dir .. "/metrics.jsonl", update)
+  local n, torn, missing = trim.jsonl(dir .. "/metrics.jsonl", update)
   if not n then return nil, torn end
-  report.jsonl = n
+  report.jsonl, report.missing = n, missing
   if torn then report.torn[#report.torn + 1] = "metrics.jsonl" end
   local cn, ctorn, cols = trim.csv(dir .. "/metrics.csv", update)
   if not cn then return nil, ctorn end
@@ -204,6 +226,13 @@ function trim.run_dir(dir, update, step)
     "dropped the metrics written after update %d: %d row(s) of metrics.jsonl, %d of metrics.csv, " ..
     "%d TensorBoard event(s)%s", update, report.jsonl, report.csv, report.tensorboard,
     #report.torn > 0 and (" (and a torn last write in " .. table.concat(report.torn, ", ") .. ")") or "")
+  if missing then
+    local shown = #missing.ranges > 8 and table.concat(missing.ranges, ", ", 1, 8) .. ", ..." or
+      table.concat(missing.ranges, ", ")
+    report.missing_line = string.format("metrics.jsonl lacks the rows of %d of the %d updates up to the " ..
+      "checkpoint: update%s %s (they were not written before the run stopped; they cannot be recovered, the " ..
+      "resumed run appends after them)", missing.count, update, missing.count > 1 and "s" or "", shown)
+  end
   return report
 end
 
