@@ -53,7 +53,8 @@ return {
   warmup = { updates = 1, restore = true },
   env = { num_envs = ]] .. E .. [[, grid_size = 16, density_min = 24, density_max = 40, max_episode_steps = 12 },
   policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
-  ppo = { rollout_steps = ]] .. T .. [[, epochs = 2 },
+  ppo = { rollout_steps = ]] .. T .. [[, epochs = 2, lr = linear(1e-3, 1e-4),
+          ent_coef = function(p) return 0.01 * (1 - p) end },
   log = { console = false, tensorboard = false, checkpoint_interval = 1, checkpoint_keep = 0 },
 }
 ]]
@@ -79,6 +80,26 @@ local function column(rs, key)
   local out = {}
   for _, r in ipairs(rs) do out[#out + 1] = r[key] end
   return out
+end
+
+-- Progress is the run's agent-steps over those it makes, continuous across a
+-- change of ranks, and each update's lr the schedule's value at the progress
+-- before it (docs/data-parallel.md).
+local function continuous(rs, total)
+  local before = 0
+  for i, r in ipairs(rs) do
+    local p = r.agent_steps / total
+    assert.is_true(math.abs(r.progress - p) < 1e-12,
+      string.format("update %d: progress %.6f, agent-steps %d / %d = %.6f", r.update, r.progress, r.agent_steps, total, p))
+    local lr = 1e-3 + (1e-4 - 1e-3) * before
+    assert.is_true(math.abs(r.lr - lr) < 1e-6 * lr,
+      string.format("update %d: lr %.8g, linear(1e-3, 1e-4) at progress %.6f = %.8g", r.update, r.lr, before, lr))
+    local ent = 0.01 * (1 - before)   -- a Lua function: the host's table (engine.schedule_tables)
+    assert.is_true(math.abs(r.ent_coef - ent) < 1e-6 * ent,
+      string.format("update %d: ent_coef %.8g, the function at progress %.6f = %.8g", r.update, r.ent_coef, before, ent))
+    before = p
+    assert(i == r.update)
+  end
 end
 
 local function entries(dir)
@@ -162,6 +183,7 @@ describe("moonrl train under mpirun -n 2", function()
     assert.same({ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, column(rs, "update"))
     assert.equal(4 * 2 * BATCH + BATCH, rs[5].agent_steps)
     assert.equal(UPDATES * 2 * BATCH, rs[12].agent_steps)
+    continuous(rs, UPDATES * 2 * BATCH)
 
     -- 1 -> 2: a one-process run, resumed on two ranks
     rc, out, err = run(1, "train exp.lua --dir r12 --no-eval", dir)
@@ -176,6 +198,8 @@ describe("moonrl train under mpirun -n 2", function()
     assert.same({ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, column(rs, "update"))
     assert.equal(4 * BATCH + 2 * BATCH, rs[5].agent_steps)
     assert.equal(UPDATES * 2 * BATCH, rs[10].agent_steps)
+    continuous(rs, UPDATES * 2 * BATCH)
+    continuous(rows(two), UPDATES * 2 * BATCH)   -- and the uninterrupted run of 2 ranks
   end)
 end)
 

@@ -19,7 +19,8 @@
 --   engine.hot_params(cfg) -> mr_hot_params cdata
 --   engine.total_updates(cfg) -> integer                   updates the run will make
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
---   engine.schedule_tables(cfg) -> {lr=, clip=, ent_coef=} | nil, err
+--   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
+--   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
 --   engine.bytes(cdata) -> string                          the struct's bytes, for core.*
 --   engine.metrics(bytes) -> table                         mr_metrics as a plain table
@@ -304,30 +305,47 @@ function engine.checkpoint_ranks(path)
   return { ranks = tonumber(info.ranks), agent_steps = info.has ~= 0 and tonumber(info.agent_steps) or nil }
 end
 
+-- The run's progress before its update k+1, for k = 0 .. total_updates - 1:
+-- agent-steps done over the agent-steps the run makes (total_steps rounded up
+-- to whole updates), as the trainer thread counts it (trainer_thread.c,
+-- progress_after). steps_base (host.h): a run resumed where an update had
+-- other agent-steps (ranks, environments) goes on without a jump; without
+-- one, k / total_updates to the bit.
+function engine.progress_fn(cfg, steps_base)
+  local u = engine.total_updates(cfg, steps_base)
+  local base = steps_base or 0
+  if base == 0 then return function(k) return k / u end, u end
+  local c = assert(engine.config(cfg))
+  local batch = tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps) * engine.ranks()
+  local total = base + u * batch
+  return function(k) return math.min(1, (base + k * batch) / total) end, u
+end
+
 -- Lua function schedules, evaluated at the progress of every update (value
--- for update k+1 at p = k / total_updates), so the trainer thread applies the
--- exact value at each boundary without calling Lua.
-function engine.schedule_tables(cfg)
+-- for update k+1 at engine.progress_fn's p(k)), so the trainer thread applies
+-- the exact value at each boundary without calling Lua.
+function engine.schedule_tables(cfg, steps_base)
   local out, any = {}, false
-  local u = engine.total_updates(cfg)
+  local progress, u = engine.progress_fn(cfg, steps_base)
   for _, key in ipairs({ "lr", "clip", "ent_coef" }) do
     local f = cfg.ppo and cfg.ppo[key]
     local live = package.loaded["moonrl.run.live"]
     if type(f) == "function" and live and live.from_file(f) then
       -- from a live tweak file: sampled under its limits
-      local t, err = live.sample(f, u)
+      local t, err = live.sample(f, u, progress)
       if not t then return nil, "ppo." .. key .. ": " .. err end
       out[key], any = t, true
     elseif type(f) == "function" then
       local t = {}
       for k = 0, u - 1 do
-        local ok, v = pcall(f, k / u)
+        local ok, v = pcall(f, progress(k))
         if not ok then
-          return nil, "ppo." .. key .. ": the schedule function failed at progress " .. (k / u) .. ": " .. tostring(v)
+          return nil, "ppo." .. key .. ": the schedule function failed at progress " .. progress(k) .. ": " ..
+            tostring(v)
         end
         if type(v) ~= "number" or v ~= v then
           return nil, "ppo." .. key .. ": the schedule function returned " .. tostring(v) ..
-            " at progress " .. (k / u) .. ": expected a number"
+            " at progress " .. progress(k) .. ": expected a number"
         end
         t[k + 1] = v
       end

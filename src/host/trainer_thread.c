@@ -12,7 +12,8 @@
  * the real counts, and whenever warm-up ran or a schedule is a Lua function,
  * the thread evaluates the schedules itself at every boundary and hands the
  * engine constants (mr_trainer_set_hot), so the value used by update k is
- * exactly schedule(k / total_updates), never one update late.
+ * exactly schedule(p) at the run's progress p after k - 1 updates, never one
+ * update late (progress_after: agent-steps done over the run's agent-steps).
  *
  * Resuming (run_dir's checkpoint in resume_path): the trainer loads it right
  * after creation, before anything runs; the real count starts at the run's
@@ -77,6 +78,16 @@ typedef struct tstate {
 /* The run's agent-steps after n real updates (host.h, steps_base). */
 static uint64_t steps_after(const tstate *s, uint64_t n) {
     return (uint64_t)(s->r->steps_base + (int64_t)(n * s->batch));
+}
+
+/* The run's progress after n real updates: its agent-steps over those it
+ * makes in all (total_steps rounded up to whole updates), so it goes on
+ * without a jump when a resume changes the agent-steps of an update (ranks,
+ * environments). Without such a change it is n / total_updates to the bit:
+ * both quotients are of exact integers, rounded once. */
+static double progress_after(const tstate *s, uint64_t n) {
+    double p = (double)steps_after(s, n) / (double)steps_after(s, s->total_updates);
+    return p > 1 ? 1 : p;
 }
 
 /* One update of every rank, with the hot set last applied; the metrics are
@@ -215,7 +226,7 @@ static void set_constant(mr_schedule *sc, double v) {
 static int try_apply_hot(tstate *s, char *msg, size_t n) {
     mr_hot_params h = s->cur->hot;
     if (s->override) {
-        double p = (double)s->real_updates / (double)s->total_updates;
+        double p = progress_after(s, s->real_updates);
         mr_schedule *sc[HOST_SCHED_N] = {&h.lr, &h.clip, &h.ent_coef};
         for (int i = 0; i < HOST_SCHED_N; i++) {
             double v;
@@ -563,8 +574,7 @@ static host_finish_reason train(tstate *s) {
          * own steps (and warm-up ones), none before a resume on another
          * count of ranks */
         ev.metrics.agent_steps = steps_after(s, s->real_updates);
-        ev.metrics.progress = (double)s->real_updates / (double)s->total_updates;
-        if (ev.metrics.progress > 1) ev.metrics.progress = 1;
+        ev.metrics.progress = progress_after(s, s->real_updates);
         ev.kind = HEV_METRICS;
         ev.flag = 0;
         ev.text[0] = 0;

@@ -114,7 +114,7 @@ function handlers.status(self)
   local m = run:metrics()
   local total_updates
   do
-    local ok, n = pcall(require("moonrl.engine").total_updates, run.cfg)
+    local ok, n = pcall(require("moonrl.engine").total_updates, run.cfg, run.steps_base)
     total_updates = ok and tonumber(n) or nil
   end
   local steps = m and tonumber(m.agent_steps) or 0

@@ -118,7 +118,7 @@ end
 -- What the trainer thread gets: the mr_config, the warm-up plan and the
 -- per-update values of function schedules. Checked before anything is
 -- written, so a config the engine refuses leaves no run directory behind.
-local function prepare(cfg, resume_dir)
+local function prepare(cfg, resume_dir, steps_base)
   local c, err = engine.config(cfg)
   if not c then return nil, err end
   local device = cfg.device
@@ -138,7 +138,7 @@ local function prepare(cfg, resume_dir)
   if not prep.graphs then c.cuda.graphs = 0 end
   local ok, verr = engine.validate(c)
   if not ok then return nil, verr end
-  local tables, terr = engine.schedule_tables(cfg)
+  local tables, terr = engine.schedule_tables(cfg, steps_base)
   if terr then return nil, terr end
   -- cpu.conv = "auto": each conv layer's implementation, searched by the
   -- "algorithms" step or read from the cache (after the checks above, so a
@@ -198,14 +198,14 @@ end
 function Run.start(cfg, opts)
   opts = opts or {}
   local rs = opts.resume
-  local c, warmup, tables, conv = prepare(cfg, rs and rs.dir)
+  local c, warmup, tables, conv = prepare(cfg, rs and rs.dir, rs and rs.steps_base)
   if not c then util.refuse(warmup, 3) end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
     hook_state = hooks.state(), sink_failed = {}, waiters = {}, ckpt_waiters = {}, adopt_waiters = {},
     bad_updates = 0, bad_streak = 0,
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
-    warmup = warmup, resume_plan = rs,
+    warmup = warmup, resume_plan = rs, steps_base = rs and rs.steps_base or 0,
   }, Run)
 
   -- a new run from given weights: checked before anything is written
@@ -655,7 +655,7 @@ function Run:set(key, value, source)
   local seq
   if e and e.hot == "engine" then
     local okh, herr = pcall(function()
-      local tables, terr = engine.schedule_tables(self.cfg)
+      local tables, terr = engine.schedule_tables(self.cfg, self.steps_base)
       if terr then error(terr, 0) end
       seq = self.handle:set_hot(engine.bytes(engine.hot_params(self.cfg)), tables)
     end)
@@ -689,7 +689,7 @@ function Run:set_many(values, source)
   local seq
   if engine_hot then
     local okh, herr = pcall(function()
-      local tables, terr = engine.schedule_tables(trial)
+      local tables, terr = engine.schedule_tables(trial, self.steps_base)
       if terr then error(terr, 0) end
       seq = self.handle:set_hot(engine.bytes(engine.hot_params(trial)), tables)
     end)

@@ -44,7 +44,7 @@
 --   live.LIMITS = {instructions =, memory_kib =}
 --   live.from_file(f) -> true for a function a checked live file gave
 --   live.call(f, ...) -> ok, res | false, err     f under the file's limits
---   live.sample(f, u) -> {f(0/u), ..., f((u-1)/u)} | nil, err   the same, one budget
+--   live.sample(f, u[, progress]) -> {f(0/u), ..., f((u-1)/u)} | nil, err   the same, one budget
 
 local schema = require("moonrl.config.schema")
 local schedule = require("moonrl.schedule")
@@ -415,14 +415,15 @@ function live.from_file(f) return from_file[f] == true end
 -- -> ok, result_or_err (no traceback: the message names the file's line)
 function live.call(f, ...) return bounded(f, ...) end
 
--- f(k / u) for k = 0 .. u - 1, within one budget -> list | nil, err
-function live.sample(f, u)
+-- f(progress(k)) for k = 0 .. u - 1 (progress(k) = k / u unless given:
+-- moonrl.engine.progress_fn), within one budget -> list | nil, err
+function live.sample(f, u, progress)
   local t = {}
   local p = 0
   collectgarbage()
   local ok, err = bounded(function()
     for k = 0, u - 1 do
-      p = k / u
+      p = progress and progress(k) or k / u
       local v = f(p)
       if type(v) ~= "number" or v ~= v then
         error("the schedule function returned " .. util.describe(v) .. " at progress " .. p .. ": expected a number", 0)
