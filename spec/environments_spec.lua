@@ -38,14 +38,10 @@ local function last_returns(path, k)
 end
 
 describe("environments (env.name)", function()
-  it("moonrl envs lists each with its actions and observation", function()
+  it("moonrl envs lists each with the spaces it declares", function()
     if not have_bin then return pending("build/moonrl is not built") end
     local d = support.tmpdir()
-    local rc, out = run(d, "envs")
-    assert.equal(0, rc, out)
-    assert.matches("foraging%s+8%s+11 x 11 x 2 codes", out)
-    assert.matches("reach%s+4%s+11 x 11 x 2 codes", out)
-    rc, out = run(d, "envs --json")
+    local rc, out = run(d, "envs --json")
     assert.equal(0, rc, out)
     local by = {}
     for line in out:gmatch("{[^\n]+") do
@@ -55,6 +51,15 @@ describe("environments (env.name)", function()
     assert.equal(8, by.foraging.actions)
     assert.same({ "empty", "goal", "pit" }, by.reach.codes)
     assert.same({ 11, 11, 2 }, by.reach.observation)
+    -- the spaces each declares (mr_env_spaces_of): observation, action, critic, counters
+    assert.same({ observation = { kind = "codes", shape = { 2, 11, 11 }, codes = 3 },
+                  action = { kind = "discrete", n = 8 }, critic = { extra = 2, ground_truth_view = true },
+                  counters = { "food", "poison" } }, by.foraging.spaces)
+    assert.same({ kind = "discrete", n = 4 }, by.reach.spaces.action)
+    assert.same({ "goal", "pit" }, by.reach.spaces.counters)
+    rc, out = run(d, "envs")
+    assert.matches("foraging%s+2 x 11 x 11 codes%s+discrete%(8%)%s+food, poison", out)
+    assert.matches("reach%s+2 x 11 x 11 codes%s+discrete%(4%)%s+goal, pit", out)
     rc, out = run(d, "envs --bogus")
     assert.equal(2, rc, out)
     assert.matches("unknown option '%-%-bogus'", out)

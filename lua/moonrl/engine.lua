@@ -19,6 +19,7 @@
 --   engine.hot_params(cfg) -> mr_hot_params cdata
 --   engine.total_updates(cfg) -> integer                   updates the run will make
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
+--   engine.env_spaces(name[, view_range]) -> {observation =, action =, critic =, counters =} | nil, err
 --   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
@@ -120,6 +121,48 @@ function engine.env_name(i)
   return p ~= nil and ffi.string(p) or nil
 end
 
+local SPACE_KINDS = { [0] = "codes", "image", "vector", "discrete", "multi_discrete", "box" }
+
+local function space_table(sp, observation)
+  local kind = SPACE_KINDS[tonumber(sp.kind)]
+  local t = { kind = kind }
+  if observation then
+    t.shape = kind == "vector" and { tonumber(sp.shape[0]) } or
+      { tonumber(sp.shape[0]), tonumber(sp.shape[1]), tonumber(sp.shape[2]) }
+    if kind == "codes" then t.codes = tonumber(sp.codes) end
+  elseif kind == "discrete" then
+    t.n = tonumber(sp.n)
+  elseif kind == "multi_discrete" then
+    t.nvec = {}
+    for k = 0, sp.n - 1 do t.nvec[#t.nvec + 1] = tonumber(sp.nvec[k]) end
+  else
+    t.low, t.high = {}, {}
+    for k = 0, sp.n - 1 do
+      t.low[#t.low + 1], t.high[#t.high + 1] = tonumber(sp.low[k]), tonumber(sp.high[k])
+    end
+  end
+  return t
+end
+
+-- What environment `name` declares with view_range (default: the schema's):
+-- { observation = {kind = "codes" | "image" | "vector", shape = {C, H, W} | {N}
+--   [, codes = n]}, action = {kind = "discrete", n =} | {kind = "multi_discrete",
+--   nvec = {...}} | {kind = "box", low = {...}, high = {...}}, critic = {extra = n,
+--   ground_truth_view = bool}, counters = {name, ...} } | nil, err
+function engine.env_spaces(name, view_range)
+  local id = type(name) == "number" and name or tonumber(C.mr_env_from_name(tostring(name)))
+  local c = ffi.new("mr_env_config")
+  c.name = id
+  c.view_range = view_range or require("moonrl.config.schema").by_key["env.view_range"].default
+  local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
+  if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local counters = {}
+  for k = 0, sp.counters - 1 do counters[#counters + 1] = ffi.string(sp.counter_names[k]) end
+  return { observation = space_table(sp.obs, true), action = space_table(sp.act, false),
+           critic = { extra = tonumber(sp.critic_extra), ground_truth_view = sp.critic_view ~= 0 },
+           counters = counters }
+end
+
 function engine.environments()
   local out = {}
   for i = 0, 255 do
@@ -127,7 +170,8 @@ function engine.environments()
     local codes = {}
     for w in ffi.string(C.mr_env_codes(i)):gmatch("%S+") do codes[#codes + 1] = w end
     out[#out + 1] = { name = engine.env_name(i), summary = ffi.string(C.mr_env_summary(i)),
-                      actions = tonumber(C.mr_env_num_actions(i)), codes = codes }
+                      actions = tonumber(C.mr_env_num_actions(i)), codes = codes,
+                      spaces = assert(engine.env_spaces(i)) }
   end
   return out
 end

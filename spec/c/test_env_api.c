@@ -13,6 +13,7 @@
  * observations and rewards; another seed another world.
  */
 #include "env_check.h"
+#include "net_layout.h"   /* mr_net_fits_spaces */
 
 /* The arena's planning pass sees NULLs and the committed pass the same total. */
 static void test_layout(void) {
@@ -165,7 +166,63 @@ static void test_determinism(void) {
     free_trace(&a); free_trace(&b); free_trace(&t2); free_trace(&d);
 }
 
+/* The spaces each environment declares (mr_env_spaces_of), and the network's
+ * check of them (mr_net_fits_spaces): every refusal names the environment and
+ * what it declares; the declared spaces of foraging and reach fit. */
+static int refused_with(const mr_env_spaces *sp, const char *want) {
+    mr_error e = {0};
+    if (mr_net_fits_spaces(sp, "probe", &e) != MR_ERR_ARG) return 0;
+    if (!strstr(e.msg, "env.name = probe") || !strstr(e.msg, want)) {
+        printf("  message: %s (wanted '%s')\n", e.msg, want);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_spaces(void) {
+    mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, 4, 16, 2, 0, 4, 50, 0);
+    mr_env_spaces f, r;
+    mr_error e = {0};
+    CHECK(mr_env_spaces_of(&c, &f, &e) == MR_OK);
+    CHECK(f.obs.kind == MR_SPACE_CODES && f.obs.shape[0] == 2 && f.obs.shape[1] == 5 && f.obs.shape[2] == 5 &&
+          f.obs.codes == 3);
+    CHECK(f.act.kind == MR_SPACE_DISCRETE && f.act.n == 8 && mr_env_num_actions(MR_ENV_FORAGING) == 8);
+    CHECK(f.critic_extra == 2 && f.critic_view == 1 && f.counters == 2 && strcmp(f.counter_names[0], "food") == 0 &&
+          strcmp(f.counter_names[1], "poison") == 0);
+    c.name = MR_ENV_REACH;
+    CHECK(mr_env_spaces_of(&c, &r, &e) == MR_OK);
+    CHECK(r.act.n == 4 && mr_env_num_actions(MR_ENV_REACH) == 4 && strcmp(r.counter_names[0], "goal") == 0 &&
+          strcmp(r.counter_names[1], "pit") == 0 && r.obs.shape[1] == 5);
+    CHECK(mr_net_fits_spaces(&f, "foraging", &e) == MR_OK && mr_net_fits_spaces(&r, "reach", &e) == MR_OK);
+    c.name = (mr_env_name)MR_ENV_COUNT;
+    CHECK(mr_env_spaces_of(&c, &r, &e) == MR_ERR_ARG && strstr(e.msg, "not an environment of this build"));
+    CHECK(mr_env_num_actions(MR_ENV_COUNT) == 0 && mr_env_num_actions(-1) == 0);
+
+    mr_env_spaces b = f;   /* each kind this network does not train yet */
+    b.obs.kind = MR_SPACE_VECTOR; b.obs.shape[0] = 4; b.obs.shape[1] = b.obs.shape[2] = 1;
+    CHECK(refused_with(&b, "an observation of a vector (4 x 1 x 1)"));
+    b = f; b.obs.kind = MR_SPACE_IMAGE;
+    CHECK(refused_with(&b, "an observation of a float image"));
+    b = f; b.obs.shape[0] = 4;
+    CHECK(refused_with(&b, "4 x 5 x 5 cell codes"));
+    b = f; b.obs.shape[2] = 7;
+    CHECK(refused_with(&b, "a square view"));
+    b = f; b.act.kind = MR_SPACE_BOX; b.act.n = 1; b.act.low[0] = -2; b.act.high[0] = 2;
+    CHECK(refused_with(&b, "a continuous box action of 1 components"));
+    b = f; b.act.kind = MR_SPACE_MULTI_DISCRETE; b.act.n = 2;
+    CHECK(refused_with(&b, "multi-discrete"));
+    b = f; b.act.n = MR_MAX_ACTIONS + 1;
+    CHECK(refused_with(&b, "declares 9 actions: the policy's categorical head takes 2 .. 8"));
+    b = f; b.act.n = 1;
+    CHECK(refused_with(&b, "declares 1 actions"));
+    b = f; b.critic_extra = 3;
+    CHECK(refused_with(&b, "declares 3 privileged critic inputs"));
+    b = f; b.critic_view = 0;
+    CHECK(refused_with(&b, "without the view's ground truth"));
+}
+
 int main(void) {
+    test_spaces();
     test_layout();
     test_log_reduce();
     test_bad_input();

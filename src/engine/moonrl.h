@@ -92,6 +92,45 @@ const char *mr_env_summary(int name);
 const char *mr_env_codes(int name);
 int mr_env_num_actions(int name);
 
+/* What an environment declares (docs/environments.md, "Spaces"): what its
+ * observation and action are, what its critic sees beside the trunk's
+ * features, and the episode counters its logs report. The policy, the
+ * checks at start, `moonrl envs`, evaluation and exports read these, not an
+ * environment's state. A space of a kind this build cannot train yet is
+ * declared all the same (a config asking for one is refused at start). */
+typedef enum mr_space_kind {
+    MR_SPACE_CODES = 0,      /* observation: C x H x W from uint8 cell codes (C channels the network expands) */
+    MR_SPACE_IMAGE = 1,      /* observation: C x H x W floats */
+    MR_SPACE_VECTOR = 2,     /* observation: shape[0] floats */
+    MR_SPACE_DISCRETE = 3,   /* action: one of n */
+    MR_SPACE_MULTI_DISCRETE = 4,   /* action: one of nvec[k] for each k < n */
+    MR_SPACE_BOX = 5         /* action: n floats, nvec unused, within [low, high] */
+} mr_space_kind;
+#define MR_SPACE_MAX_DIMS 8      /* the most components a multi-discrete or box action has */
+#define MR_ENV_MAX_COUNTERS 4    /* named episode counters an environment reports */
+
+typedef struct mr_space {
+    mr_space_kind kind;
+    int shape[3];            /* observation: C, H, W (vector: N, 1, 1) */
+    int codes;               /* MR_SPACE_CODES: how many codes a cell takes (0 .. codes-1) */
+    int n;                   /* discrete: actions; multi-discrete: components; box: dimensions */
+    int nvec[MR_SPACE_MAX_DIMS];
+    float low[MR_SPACE_MAX_DIMS], high[MR_SPACE_MAX_DIMS];
+} mr_space;
+
+typedef struct mr_env_spaces {
+    mr_space obs, act;
+    int critic_extra;        /* privileged critic inputs: a vector of this many floats per instance */
+    int critic_view;         /* and the observation's ground truth (1: foraging's two channels) */
+    int counters;            /* named episode counters (foraging: food, poison) */
+    const char *counter_names[MR_ENV_MAX_COUNTERS];
+} mr_env_spaces;
+
+struct mr_env_config;
+/* The spaces of the environment cfg->name with cfg's sizes (view_range, ...).
+ * MR_OK, or MR_ERR_ARG naming what in cfg does not give a space. */
+mr_status mr_env_spaces_of(const struct mr_env_config *cfg, mr_env_spaces *out, mr_error *err);
+
 typedef struct mr_env_config {
     mr_mode mode;
     int num_envs;           /* instances stepped in lock-step */

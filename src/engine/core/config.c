@@ -10,6 +10,7 @@
 #include "config.h"
 #include "config_keys.h"
 #include "env.h"
+#include "net_layout.h"   /* mr_net_fits_spaces */
 
 #include <math.h>
 #include <stdio.h>
@@ -118,6 +119,9 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     if (!c) return mr_fail(err, MR_ERR_ARG, "config is NULL");
     mr_status s = mr_env_config_check(&c->env, err);
     if (s) return s;
+    mr_env_spaces sp;   /* what the environment declares, against what the network trains */
+    if ((s = mr_env_spaces_of(&c->env, &sp, err)) != MR_OK) return s;
+    if ((s = mr_net_fits_spaces(&sp, mr_env_name_of(c->env.name), err)) != MR_OK) return s;
     if (c->policy.num_actions != mr_env_num_actions(c->env.name))
         return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d but env.name = %s has %d actions (the network's "
                        "outputs follow the environment: set it with mr_env_num_actions(env.name))",

@@ -94,6 +94,27 @@ typedef struct mr_forage {
     int index0;                     /* global index of instance 0 (data-parallel rank x n; else 0) */
 } mr_forage;
 
+/* What foraging declares (moonrl.h, mr_env_spaces): the V x V cell codes
+ * around the agent (empty, food, poison), read as two channels (the
+ * ground truth, or the proxy's interestingness, by mode); 8 moves; the critic
+ * also sees the two item counts and the view's ground truth; its episodes
+ * count the food and the poison eaten. Host code. */
+static inline void mr_forage_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
+    memset(o, 0, sizeof *o);
+    const int V = 2 * cfg->view_range + 1;
+    o->obs.kind = MR_SPACE_CODES;
+    o->obs.shape[0] = 2;
+    o->obs.shape[1] = o->obs.shape[2] = V;
+    o->obs.codes = 3;
+    o->act.kind = MR_SPACE_DISCRETE;
+    o->act.n = 8;
+    o->critic_extra = 2;
+    o->critic_view = 1;
+    o->counters = 2;
+    o->counter_names[0] = "food";
+    o->counter_names[1] = "poison";
+}
+
 /* Instance i's key in every random draw: its global index, so a rank's
  * instances draw what the same instances of one bigger process would. */
 MR_HD uint32_t mr_forage_key(const mr_forage *s, int i) { return (uint32_t)(s->index0 + i); }

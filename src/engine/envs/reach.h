@@ -31,6 +31,17 @@
 
 #define MR_REACH_ACTIONS 4
 
+/* What reach declares (moonrl.h, mr_env_spaces): foraging's observation
+ * with the codes empty, goal, pit; 4 moves; the critic sees the goal and pit
+ * counts and the view's ground truth; its episodes count goals and pits
+ * (a pit ends one). Host code. */
+static inline void mr_reach_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
+    mr_forage_spaces(cfg, o);
+    o->act.n = MR_REACH_ACTIONS;
+    o->counter_names[0] = "goal";
+    o->counter_names[1] = "pit";
+}
+
 /* Moves: 0 up (dy -1), 1 down (dy +1), 2 left (dx -1), 3 right (dx +1); an
  * action outside [0, 4) reads as a & 3. */
 MR_HD int mr_reach_dx(int a) { a &= 3; return a == 2 ? -1 : a == 3 ? 1 : 0; }

@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include "moonrl.h"   /* mr_policy_config, MR_MAX_CONV, MR_MAX_ACTIONS */
+#include "moonrl.h"   /* mr_policy_config, MR_MAX_CONV, MR_MAX_ACTIONS, mr_env_spaces */
+#include "errors.h"
 
 #define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
 #define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
@@ -114,6 +115,41 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
     p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
     p->n_params = off;
+}
+
+/* Whether this network trains an environment that declares `sp` (moonrl.h,
+ * mr_env_spaces): today a C x H x W observation of cell codes read as
+ * MR_NET_OBS_CHANNELS channels, square (H = W), a discrete action of 2 ..
+ * MR_MAX_ACTIONS, and the critic's MR_POLICY_EXTRA privileged inputs with the
+ * view's ground truth. MR_OK, or MR_ERR_ARG with a message naming the
+ * environment, what it declares and what fits. Host code. */
+#define MR_NET_OBS_CHANNELS 2
+static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *env, mr_error *err) {
+    static const char *const kinds[] = {"cell codes", "a float image", "a vector", "discrete", "multi-discrete",
+                                        "a continuous box"};
+    const int ok_kind = sp->obs.kind >= 0 && sp->obs.kind <= MR_SPACE_BOX && sp->act.kind >= 0 &&
+                        sp->act.kind <= MR_SPACE_BOX;
+    if (!ok_kind) return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an unknown space kind", env);
+    if (sp->obs.kind != MR_SPACE_CODES)
+        return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %s (%d x %d x %d): this build's "
+                       "policy (a CNN over cell codes) takes C x H x W cell codes only", env, kinds[sp->obs.kind],
+                       sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2]);
+    if (sp->obs.shape[0] != MR_NET_OBS_CHANNELS || sp->obs.shape[1] != sp->obs.shape[2] || sp->obs.shape[1] < 1)
+        return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %d x %d x %d cell codes: this "
+                       "build's policy takes %d channels of a square view (%d x V x V)", env, sp->obs.shape[0],
+                       sp->obs.shape[1], sp->obs.shape[2], MR_NET_OBS_CHANNELS, MR_NET_OBS_CHANNELS);
+    if (sp->act.kind != MR_SPACE_DISCRETE)
+        return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a %s action of %d components: this build's policy "
+                       "has a categorical head only (discrete actions)", env, kinds[sp->act.kind], sp->act.n);
+    if (sp->act.n < 2 || sp->act.n > MR_MAX_ACTIONS)
+        return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d actions: the policy's categorical head takes "
+                       "2 .. %d", env, sp->act.n, MR_MAX_ACTIONS);
+    if (sp->critic_extra != MR_POLICY_EXTRA || sp->critic_view != 1)
+        return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d privileged critic inputs%s: this build's critic "
+                       "takes %d and the view's ground truth", env, sp->critic_extra,
+                       sp->critic_view ? " and the view's ground truth" : " without the view's ground truth",
+                       MR_POLICY_EXTRA);
+    return MR_OK;
 }
 
 /* The parameter table entry called `name`, or NULL. */

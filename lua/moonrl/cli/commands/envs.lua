@@ -12,15 +12,17 @@ local envs = {
 usage: moonrl envs [--json]
 
 Lists the environments of this moonrl (the values of env.name), each with
-its action count and observation: a (2 x env.view_range + 1)^2 grid of cell
-codes around the agent (0 empty, 1 and 2 the environment's two kinds of
-item), which the network reads as two channels. The critic also sees two
-numbers per environment instance (the item counts, scaled) and the ground
-truth of the view. docs/environments.md says how to add an environment.
+the spaces it declares: its observation (here a C x H x W grid of cell codes
+around the agent, which the network expands into C channels), its action
+space, what the critic sees beside the trunk's features (a vector of
+privileged inputs, and for these grid worlds the view's ground truth), and
+the episode counters its logs and evaluation report. Shapes are at the
+default env.view_range. docs/environments.md says how to add an environment.
 
 options:
-  --json   one JSON object per environment and line: name, summary, actions,
-           codes, and observation (the side at the default view_range)
+  --json   one JSON object per environment and line: name, summary, codes,
+           spaces {observation, action, critic, counters}, and (as before)
+           actions and observation (H, W, C)
 ]],
 }
 
@@ -29,24 +31,40 @@ function envs.run(argv)
   if not o then return cmdline.usage_error(e) end
   if o.help then return cmdline.out(envs.help) end
   local list = require("moonrl.engine").environments()
-  local view = require("moonrl.config.schema").by_key["env.view_range"].default
-  local side = 2 * view + 1
   if o.json then
     local json = require("moonrl.formats.json")
     for _, env in ipairs(list) do
+      local ob = env.spaces.observation
       cmdline.out(json.encode({ name = env.name, summary = env.summary, actions = env.actions,
-        codes = env.codes, observation = { side, side, 2 } }), "\n")
+        codes = env.codes, spaces = env.spaces,
+        observation = ob.kind ~= "vector" and { ob.shape[2], ob.shape[3], ob.shape[1] } or ob.shape }), "\n")
     end
     return
   end
-  cmdline.out(string.format("%-10s %7s  %-22s %s\n", "env.name", "actions", "observation", "what it is"))
+  cmdline.out(string.format("%-10s %-22s %-14s %-14s %s\n", "env.name", "observation", "action", "counters",
+    "what it is"))
   for _, env in ipairs(list) do
-    cmdline.out(string.format("%-10s %7d  %-22s %s\n", env.name, env.actions,
-      string.format("%d x %d x 2 codes", side, side), env.summary))
+    local sp = env.spaces
+    cmdline.out(string.format("%-10s %-22s %-14s %-14s %s\n", env.name, envs.describe_obs(sp.observation),
+      envs.describe_action(sp.action), table.concat(sp.counters, ", "), env.summary))
   end
-  cmdline.out(string.format("\nobservation: (2 x env.view_range + 1)^2 cells around the agent (%d x %d at the " ..
-    "default view_range %d), each cell's code as two channels; docs/environments.md adds an environment\n",
-    side, side, view))
+  cmdline.out("\nshapes at the default env.view_range; the critic also sees each environment's privileged " ..
+    "inputs (foraging: the item counts) and the view's ground truth; docs/environments.md adds an environment\n")
+end
+
+-- "2 x 11 x 11 codes", "4 floats", ...
+function envs.describe_obs(ob)
+  if ob.kind == "vector" then return ob.shape[1] .. " floats" end
+  return string.format("%d x %d x %d %s", ob.shape[1], ob.shape[2], ob.shape[3], ob.kind == "codes" and "codes" or
+    "floats")
+end
+
+-- "discrete(8)", "multi_discrete(3, 2)", "box(1) [-2, 2]"
+function envs.describe_action(a)
+  if a.kind == "discrete" then return "discrete(" .. a.n .. ")" end
+  if a.kind == "multi_discrete" then return "multi_discrete(" .. table.concat(a.nvec, ", ") .. ")" end
+  local n = #a.low
+  return string.format("box(%d) [%g, %g]%s", n, a.low[1], a.high[1], n > 1 and "..." or "")
 end
 
 return envs
