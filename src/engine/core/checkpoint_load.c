@@ -336,6 +336,7 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
     if (!s && !chunk) s = mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s'", path);
     uint32_t whole = 0;
     uint64_t pos = 0;
+    int first_bad_sec = -1;
     ck_bad bad[3] = {{0, NULL}, {0, NULL}, {0, NULL}};   /* params, adam_m, adam_v */
     static const char *const finite_names[3] = {"params", "adam_m", "adam_v"};
     for (uint32_t i = 0; !s && i <= cf->count; i++) {
@@ -383,8 +384,7 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
             done += n;
             pos += n;
         }
-        if (!s && scrc != en->crc)
-            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path, en->name);
+        if (!s && scrc != en->crc && first_bad_sec < 0) first_bad_sec = (int)i;   /* said after the file's */
     }
     uint8_t tail[12];
     if (!s && read_at(fd, tail, sizeof tail, len - 12) != 0)
@@ -392,8 +392,15 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
     if (!s) {
         uint32_t want_crc;
         memcpy(&want_crc, tail, 4);
-        if (memcmp(tail + 4, CK_END, 8) != 0 || whole != want_crc)
-            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents", path);
+        if (memcmp(tail + 4, CK_END, 8) != 0 || whole != want_crc) {
+            char which[CK_NAME + 48] = "";
+            if (first_bad_sec >= 0)
+                snprintf(which, sizeof which, " (section '%s' first)", cf->sec[first_bad_sec].name);
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents%s", path, which);
+        } else if (first_bad_sec >= 0) {
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path,
+                        cf->sec[first_bad_sec].name);
+        }
     }
     for (int k = 0; !s && k < 3; k++) {
         if (!bad[k].count) continue;
