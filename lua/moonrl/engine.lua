@@ -568,14 +568,35 @@ end
 
 -- The weights in the safetensors file at path, as the float32 bytes of the
 -- network mr_config c describes (policy.init), or nil and a message naming
--- what does not fit and what is accepted.
+-- what does not fit and what is accepted. The path is looked at before it
+-- is opened: a missing file, a FIFO or a device (which would block, or never
+-- end) and a file larger than this network's weights can be are refused
+-- without reading a byte; every weight must be finite.
+local INIT_HEADER_MAX = 16 * 1024 * 1024   -- a safetensors header (JSON), at most
 function engine.init_params(c, path)
-  local text, rerr = require("moonrl.util").read_file(path)
-  if not text then return nil, "policy.init: cannot read " .. path .. ": " .. tostring(rerr) end
-  local file, derr = require("moonrl.formats.safetensors").decode(text)
-  if not file then return nil, "policy.init: " .. path .. " is " .. derr end
+  local uv, util = require("luv"), require("moonrl.util")
+  local st, serr = uv.fs_stat(path)
+  if not st then
+    return nil, "policy.init: no file at " .. path .. " (" .. tostring(serr) .. "); accepted: the path of a " ..
+      "safetensors file of this network's weights (moonrl export writes one)"
+  end
+  if st.type ~= "file" then
+    return nil, "policy.init: " .. path .. " " .. util.file_kind(st) .. "; accepted: a safetensors file " ..
+      "(a regular file: moonrl export writes one)"
+  end
   local list, lerr = tensor_list(C.mr_config_tensor_count, C.mr_config_tensor, c)
   if not list then return nil, lerr end
+  local params = 0
+  for _, x in ipairs(list) do params = params + x.count end
+  local most = 8 + INIT_HEADER_MAX + 4 * params
+  if st.size > most then
+    return nil, string.format("policy.init: %s is %d bytes; this network's weights (%d parameters, 4 bytes each, " ..
+      "and a header of at most 16 MiB) take at most %d: not read", path, st.size, params, most)
+  end
+  local text = util.read_file(path)
+  if not text then return nil, "policy.init: cannot read " .. path .. " (permission denied, or it went away)" end
+  local file, derr = require("moonrl.formats.safetensors").decode(text)
+  if not file then return nil, "policy.init: " .. path .. " is " .. derr end
   local parts, names, want = {}, {}, {}
   local function shape_text(sh) return "(" .. table.concat(sh, ", ") .. ")" end
   local accepted = "accepted: a file moonrl export wrote from a run of this network (policy.conv_channels, " ..
@@ -591,6 +612,16 @@ function engine.init_params(c, path)
     if type(t.shape) ~= "table" or shape_text(t.shape) ~= shape_text(shape) then
       return nil, "policy.init: " .. path .. ": tensor " .. name .. " has the shape " ..
         shape_text(type(t.shape) == "table" and t.shape or {}) .. ", this network's is " .. shape_text(shape) .. "; " .. accepted
+    end
+    local p, bad = ffi.cast("const float *", t.data), 0
+    for i = 0, #t.data / 4 - 1 do
+      local v = p[i]
+      if v ~= v or v == math.huge or v == -math.huge then bad = bad + 1 end
+    end
+    if bad > 0 then
+      return nil, "policy.init: " .. path .. ": tensor " .. name .. " holds " .. bad .. " value" ..
+        (bad == 1 and " that is" or "s that are") .. " not finite (NaN or infinite); accepted: finite weights " ..
+        "(a file exported from a checkpoint before its run went non-finite)"
     end
     parts[#parts + 1] = t.data
   end

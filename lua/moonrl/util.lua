@@ -24,12 +24,19 @@
 --                                       description as a block: `first` .. its first part,
 --                                       then `indent` .. each further part, every line
 --                                       under `width` (default 100) columns, nothing dropped
---   util.refuse(msg [, level])          error(msg, level) for a refusal of the user's input (an
+--   util.refuse(msg [, level [, kind]]) error(msg, level) for a refusal of the user's input (an
 --                                       occupied directory, a bad key): reported as its message,
---                                       without a stack traceback, when nothing catches it
+--                                       without a stack traceback, when nothing catches it;
+--                                       kind "input": bad input, exit 2 (util.is_bad_input)
 --   util.is_refusal(err) -> boolean     err was raised by util.refuse
+--   util.is_bad_input(err) -> boolean   ... with kind "input"
 --   util.read_file(path), util.write_file(path, text), util.mkdir_p(path), util.rm_rf(path)
 --   util.write_file_atomic(path, text)  through a temporary file and a rename
+--   util.file_kind(stat) -> words       "is a directory", "is a FIFO (named pipe), not a regular file", ...
+--   util.check_output(path, opts) -> true | nil, why   may a command write the file a user named?
+--                                       a new path or a regular file (opts.replace), never a
+--                                       device, FIFO, directory or one of opts.inputs (by inode)
+--   util.write_output(path, text, opts) the same check, then an exclusive temporary file and a rename
 
 local util = {}
 
@@ -239,7 +246,9 @@ end
 -- the set remembers which messages were refusals, for the reporter.
 local refusals, n_refusals = {}, 0
 
-function util.refuse(msg, level)
+-- kind "input": the refusal is of bad input (a config, a file named in it):
+-- the CLI exits 2 for those (util.is_bad_input), 1 for other refusals.
+function util.refuse(msg, level, kind)
   level = level == nil and 1 or level
   local where = ""
   if level > 0 then
@@ -248,12 +257,17 @@ function util.refuse(msg, level)
   end
   local full = where .. tostring(msg)
   if n_refusals >= 1000 then refusals, n_refusals = {}, 0 end
-  if not refusals[full] then refusals[full], n_refusals = true, n_refusals + 1 end
+  if not refusals[full] then n_refusals = n_refusals + 1 end
+  refusals[full] = kind or refusals[full] or true
   error(full, 0)
 end
 
 function util.is_refusal(err)
-  return type(err) == "string" and refusals[err] == true
+  return type(err) == "string" and refusals[err] ~= nil
+end
+
+function util.is_bad_input(err)
+  return type(err) == "string" and refusals[err] == "input"
 end
 
 -- A whole file's bytes, or nil when it cannot be opened.
@@ -263,6 +277,81 @@ function util.read_file(path)
   local text = fh:read("*a")
   fh:close()
   return text
+end
+
+-- What a path that is not a regular file is, in words, from uv.fs_stat's
+-- type ("is a directory", "is a FIFO (named pipe), not a regular file", ...).
+local KINDS = {
+  directory = "is a directory", fifo = "is a FIFO (named pipe), not a regular file",
+  socket = "is a socket, not a regular file", char = "is a character device, not a regular file",
+  block = "is a block device, not a regular file", link = "is a symbolic link, not a regular file",
+}
+function util.file_kind(st)
+  return KINDS[st and st.type] or "is not a regular file"
+end
+
+-- May a file be written at path? The one check of every command that
+-- writes a file the user names (export --out, bench --out, doctor --output):
+-- a new path, or a regular file when opts.replace (else it is kept: "exists"),
+-- never a directory, device, FIFO or socket (whatever a link points at),
+-- and never one of opts.inputs (paths this command reads), compared by
+-- device and inode, so another name or a link to the input is refused too.
+-- opts.flag: the option that replaces ("--force"). true, or nil and a message.
+function util.check_output(path, opts)
+  opts = opts or {}
+  local uv = require("luv")
+  local st = uv.fs_stat(path)   -- follows links: what a write would reach
+  if not st then
+    local lst = uv.fs_lstat(path)
+    if lst and lst.type == "link" then   -- a link to nothing: writing would create its target
+      return nil, path .. " is a symbolic link to a missing file; accepted: a new path, or a regular file"
+    end
+    return true
+  end
+  if st.type ~= "file" then
+    return nil, path .. " " .. util.file_kind(st) .. "; accepted: a new path, or a regular file"
+  end
+  for _, input in ipairs(opts.inputs or {}) do
+    local ist = uv.fs_stat(input.path)
+    if ist and ist.dev == st.dev and ist.ino == st.ino then
+      return nil, path .. " is " .. input.what .. " itself; never overwritten: name another file"
+    end
+  end
+  if not opts.replace then
+    return nil, path .. " exists: kept (" .. (opts.flag or "--force") .. " replaces it" ..
+      (opts.other and (", " .. opts.other) or "") .. ")"
+  end
+  return true
+end
+
+-- Writes text at path as a command's output, after util.check_output(path,
+-- opts): through a temporary file beside it, created exclusively (O_EXCL: a
+-- link or FIFO planted at that name is not followed or waited on), then a
+-- rename over path. true, or nil and a message.
+function util.write_output(path, text, opts)
+  local ok, err = util.check_output(path, opts)
+  if not ok then return nil, err end
+  local uv = require("luv")
+  local tmp = path .. "." .. tostring(uv.os_getpid()) .. ".tmp"
+  local fd, oerr = uv.fs_open(tmp, "wx", tonumber("644", 8))
+  if not fd then return nil, "cannot write " .. tmp .. ": " .. tostring(oerr) end
+  local done, werr = 0, nil
+  while done < #text do
+    local n, e = uv.fs_write(fd, done == 0 and text or text:sub(done + 1), -1)
+    if not n or n <= 0 then werr = e or "no progress" break end
+    done = done + n
+  end
+  local closed, cerr = uv.fs_close(fd)
+  if werr or not closed then
+    os.remove(tmp)
+    return nil, "writing " .. path .. " failed: " .. tostring(werr or cerr)
+  end
+  local renamed, rerr = os.rename(tmp, path)
+  if not renamed then
+    os.remove(tmp)
+    return nil, "cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(rerr)
+  end
+  return true
 end
 
 -- Writes text to path (replacing it); true, or nil and a message (a full

@@ -9,6 +9,14 @@
  * from the records takes its default, one this build does not know is
  * refused by name, and version 1 files (raw mr_config bytes: the bitcompat
  * fixtures) still load.
+ *
+ * Crafted files (issue 43): a header and section table that add up, but a
+ * section declaring 3 GiB (sparse) where the network its config describes
+ * needs kilobytes: refused from the table, before a byte of it is read; a
+ * checkpoint holding a NaN weight (written after mr_trainer_debug_poison):
+ * refused by every reader, naming the tensor; and a real checkpoint of tens
+ * of MiB whose config and progress are read with the checksum streamed
+ * (peak memory grows by far less than the file).
  */
 #define _GNU_SOURCE
 #include "moonrl.h"
@@ -21,6 +29,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BIG (1ull << 30)   /* 1 GiB, sparse: no disk, no memory unless read */
@@ -81,6 +91,99 @@ static void refuses(mr_trainer *t, const char *path, mr_status want, const char 
     alarm(0);
     long grown = peak_rss_kib() - before;
     CHECK_MSG(grown < 64 * 1024, "refusing %s raised the peak memory by %ld KiB", path, grown);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A copy of checkpoint src in dst where section `name` declares `extra`
+ * more bytes, the file's header the same many more: the table adds up, the
+ * extra bytes are a sparse hole (no disk, no memory unless read). */
+static void grow_section(const char *src, const char *dst, const char *name, unsigned long long extra) {
+    FILE *f = fopen(src, "rb");
+    CHECK(f != NULL);
+    fseek(f, 0, SEEK_END);
+    size_t n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n);
+    CHECK(fread(b, 1, n, f) == n);
+    fclose(f);
+    uint64_t total;
+    uint32_t count;
+    memcpy(&count, b + 12, 4);
+    memcpy(&total, b + 16, 8);
+    total += extra;
+    memcpy(b + 16, &total, 8);
+    int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    CHECK(write(fd, b, 24) == 24);
+    size_t off = 24;
+    off_t at = 24;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t len;
+        memcpy(&len, b + off + 32, 8);
+        int hit = strcmp((char *)b + off, name) == 0;
+        uint64_t declared = len + (hit ? extra : 0);
+        memcpy(b + off + 32, &declared, 8);
+        CHECK(pwrite(fd, b + off, 48 + (size_t)len, at) == (ssize_t)(48 + len));
+        at += (off_t)(48 + declared);
+        off += 48 + (size_t)len;
+    }
+    CHECK(pwrite(fd, b + off, n - off, at) == (ssize_t)(n - off));
+    close(fd);
+    free(b);
+}
+
+/* Both readers and the adopting load refuse path within a second, naming w1 and w2. */
+static void refuses_fast(mr_trainer *t, const char *path, const char *w1, const char *w2) {
+    double t0 = now_s();
+    refuses(t, path, MR_ERR_FORMAT, w1, w2);
+    mr_error e;
+    mr_status s = mr_trainer_load_learned(t, path, &e);
+    CHECK_MSG(s == MR_ERR_FORMAT && strstr(e.msg, w1) && (!w2 || strstr(e.msg, w2)),
+              "load_learned(%s) = %d: %s", path, (int)s, e.msg);
+    double dt = now_s() - t0;
+    CHECK_MSG(dt < 1.0, "refusing %s took %.2f s", path, dt);
+}
+
+/* A checkpoint of about 40 MiB (4096 environments on a 96 x 96 grid),
+ * written by a child process so this one's peak memory stays small; then
+ * its config and progress are read here, the checksum streamed: the peak
+ * grows by less than 8 MiB. */
+static void streamed_reads(void) {
+    const char *path = "test_ckfiles_large.mrck";
+    pid_t pid = fork();
+    if (pid == 0) {
+        mr_config c;
+        small_config(&c);
+        c.env.num_envs = 4096;
+        c.env.grid_size = 96;
+        mr_error e;
+        mr_trainer *t;
+        if (mr_trainer_create(&c, &t, &e) != MR_OK || mr_trainer_save(t, path, &e) != MR_OK) {
+            fprintf(stderr, "%s\n", e.msg);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    long n = file_size(path);
+    CHECK_MSG(n > 30L * 1024 * 1024, "the large checkpoint has %ld bytes", n);
+    long before = peak_rss_kib();
+    mr_config rc;
+    mr_error e;
+    CHECK_MSG(mr_checkpoint_read_config(path, &rc, &e) == MR_OK, "%s", e.msg);
+    uint64_t updates = 1;
+    CHECK_MSG(mr_checkpoint_read_progress(path, &updates, NULL, NULL, &e) == MR_OK, "%s", e.msg);
+    CHECK(rc.env.num_envs == 4096 && updates == 0);
+    long grown = peak_rss_kib() - before;
+    CHECK_MSG(grown < 8 * 1024, "reading the config of a %ld-byte checkpoint raised the peak memory by %ld KiB", n,
+              grown);
+    unlink(path);
 }
 
 #ifndef FIXTURE_DIR
@@ -198,6 +301,7 @@ static void config_records(mr_trainer *t, const char *good, const mr_config *sav
 }
 
 int main(void) {
+    streamed_reads();   /* first: the peak memory is a high-water mark */
     mr_config c;
     small_config(&c);
     mr_error e;
@@ -254,6 +358,41 @@ int main(void) {
     CHECK_MSG(mr_checkpoint_read_config(good, &rc, &e) == MR_OK, "%s", e.msg);
     CHECK(mr_trainer_load(t, "test_ckfiles_missing.mrck", &e) == MR_ERR_IO);
     config_records(t, good, &c);
+
+    /* A section declaring 3 GiB where the config's network needs kilobytes:
+     * refused from the table, naming the section and both sizes. */
+    const char *grown = "test_ckfiles_grown.mrck";
+    grow_section(good, grown, "params", 3ull << 30);
+    refuses_fast(t, grown, "'params'", "parameters");
+    const char *grown_env = "test_ckfiles_grown_env.mrck";
+    grow_section(good, grown_env, "env.grid", 3ull << 30);
+    refuses_fast(t, grown_env, "'env.grid'", "environments");
+
+    /* A NaN weight (the value head's bias): refused by every reader, the
+     * tensor named; the trainer keeps what it had. */
+    const char *nan = "test_ckfiles_nan.mrck";
+    CHECK_MSG(mr_trainer_debug_poison(t, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(mr_trainer_save(t, nan, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(mr_trainer_load(t, good, &e) == MR_OK, "%s", e.msg);
+    refuses_fast(t, nan, "value.b", "not finite");
+    uint64_t up;
+    CHECK(mr_checkpoint_read_progress(nan, &up, NULL, NULL, &e) == MR_ERR_FORMAT && strstr(e.msg, "value.b"));
+    float *w = malloc(sizeof(float) * 100000);
+    int nt = mr_trainer_tensor_count(t);
+    uint64_t total = 0;
+    for (int i = 0; i < nt; i++) {
+        mr_tensor ti;
+        CHECK(mr_trainer_tensor(t, i, &ti, &e) == MR_OK);
+        total += ti.count;
+    }
+    CHECK(total < 100000 && mr_trainer_read_params(t, w, total, &e) == MR_OK);
+    int finite = 1;
+    for (uint64_t i = 0; i < total; i++) finite &= isfinite(w[i]) != 0;
+    CHECK_MSG(finite, "a refused NaN checkpoint changed the trainer's weights");
+    free(w);
+    unlink(grown);
+    unlink(grown_env);
+    unlink(nan);
 
     mr_trainer_free(t);
     unlink(good);

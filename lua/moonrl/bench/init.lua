@@ -299,10 +299,10 @@ function bench.scaling(o)
     print(string.format("%10d %14.0f %12.3f", n, r.rate.median, r.time_update))
   end
   if o.out then
-    local f = assert(io.open(o.out, "w"))
-    f:write("num_envs,agent_steps_per_s,update_s\n")
-    for _, row in ipairs(out) do f:write(string.format("%d,%.1f,%.4f\n", row[1], row[2], row[3])) end
-    f:close()
+    local lines = { "num_envs,agent_steps_per_s,update_s\n" }
+    for _, row in ipairs(out) do lines[#lines + 1] = string.format("%d,%.1f,%.4f\n", row[1], row[2], row[3]) end
+    local ok, werr = require("moonrl.util").write_output(o.out, table.concat(lines), { replace = true })
+    if not ok then error("moonrl bench: --out " .. werr, 0) end
     print("wrote " .. o.out)
   end
 end

@@ -199,7 +199,7 @@ function Run.start(cfg, opts)
   opts = opts or {}
   local rs = opts.resume
   local c, warmup, tables, conv = prepare(cfg, rs and rs.dir, rs and rs.steps_base)
-  if not c then util.refuse(warmup, 3) end
+  if not c then util.refuse(warmup, 3, "input") end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
     hook_state = hooks.state(), sink_failed = {}, waiters = {}, ckpt_waiters = {}, adopt_waiters = {},
@@ -213,7 +213,7 @@ function Run.start(cfg, opts)
   if not rs and cfg.policy and cfg.policy.init then
     local ierr
     init_params, ierr = engine.init_params(c, cfg.policy.init)
-    if not init_params then util.refuse(ierr, 3) end
+    if not init_params then util.refuse(ierr, 3, "input") end
   end
 
   local notes = { unpack(opts.notes or {}) }
@@ -778,7 +778,11 @@ function Run:adopt(path, source)
   end
   if not self:alive() then return nil, "run:adopt: the run has finished" end
   local st = uv.fs_stat(path)
-  if not st or st.type ~= "file" then return nil, "run:adopt: no checkpoint file at " .. path end
+  if not st then return nil, "run:adopt: no checkpoint file at " .. path end
+  if st.type ~= "file" then
+    return nil, "run:adopt: " .. path .. " " .. (st.type == "directory" and "is a directory, not a checkpoint file"
+      or util.file_kind(st)) .. "; accepted: a checkpoint file"
+  end
   local function post(wake)
     self.adopt_waiters[#self.adopt_waiters + 1] = { path = path, source = source, wake = wake }
     self.handle:adopt(path)

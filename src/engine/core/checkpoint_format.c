@@ -6,6 +6,7 @@
  */
 #include "checkpoint_format.h"
 #include "errors.h"
+#include "net_layout.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -32,16 +33,19 @@ uint32_t mr_ck_crc32(uint32_t crc, const void *data, size_t n) {
     return ~crc;
 }
 
-int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s) {
-    mr_forage *e = &t->env;
-    size_t n = (size_t)e->n, P = t->net.n_params;
+/* The sections of environments e and a network of P parameters, in file
+ * order (grads when `grads`); data pointers are e's (NULL when planned). */
+static int sections_of(const mr_forage *e, size_t P, const float *params, const float *adam_m, const float *adam_v,
+                       const float *grads, int with_grads, ck_progress *pg, const char *cfg_text, size_t cfg_len,
+                       ck_section *s) {
+    size_t n = (size_t)e->n;
     int k = 0;
 #define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
     SEC("config.keys", cfg_text, cfg_len);
     SEC("progress", pg, sizeof *pg);
-    SEC("params", t->pol.params, P * sizeof(float));
-    SEC("adam_m", t->adam_m, P * sizeof(float));
-    SEC("adam_v", t->adam_v, P * sizeof(float));
+    SEC("params", params, P * sizeof(float));
+    SEC("adam_m", adam_m, P * sizeof(float));
+    SEC("adam_v", adam_v, P * sizeof(float));
     SEC("env.grid", e->grid, n * (size_t)e->H * (size_t)e->W);
     SEC("env.x", e->x, n * sizeof(int32_t));
     SEC("env.y", e->y, n * sizeof(int32_t));
@@ -56,9 +60,41 @@ int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t 
     SEC("env.ep_return", e->ep_return, n * sizeof(float));
     SEC("env.ep_food", e->ep_food, n * sizeof(int32_t));
     SEC("env.ep_poison", e->ep_poison, n * sizeof(int32_t));
-    if (t->keep_grads && t->grads_ready) SEC("grads", t->pol.grads, P * sizeof(float));
+    if (with_grads) SEC("grads", grads, P * sizeof(float));
 #undef SEC
     return k;
+}
+
+int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s) {
+    return sections_of(&t->env, t->net.n_params, t->pol.params, t->adam_m, t->adam_v, t->pol.grads,
+                       t->keep_grads && t->grads_ready, pg, cfg_text, cfg_len, s);
+}
+
+int mr_ck_section_bytes(const mr_config *cfg, uint64_t instances, const char *name, uint64_t *bytes,
+                        int *per_param) {
+    mr_net_layout net;
+    mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
+    mr_forage e;   /* one instance, no buffers: only the sizes are read */
+    memset(&e, 0, sizeof e);
+    e.n = 1;
+    e.H = e.W = cfg->env.grid_size;
+    e.V = 2 * cfg->env.view_range + 1;
+    ck_progress pg;
+    ck_section s[CK_MAX_SECTIONS];
+    int ns = sections_of(&e, net.n_params, NULL, NULL, NULL, NULL, 1, &pg, NULL, 0, s);
+    for (int i = 1; i < ns; i++) {   /* 0, the config records, has no fixed size */
+        if (strcmp(s[i].name, name) != 0) continue;
+        int env = mr_ck_is_env_section(name);
+        if (per_param) *per_param = !env && strcmp(name, "progress") != 0;
+        *bytes = env ? (uint64_t)s[i].bytes * instances : (uint64_t)s[i].bytes;
+        return 1;
+    }
+    if (strcmp(name, "ranks") == 0) {
+        if (per_param) *per_param = 0;
+        *bytes = sizeof(ck_ranks);
+        return 1;
+    }
+    return 0;
 }
 
 int mr_ck_is_env_section(const char *name) { return strncmp(name, "env.", 4) == 0; }

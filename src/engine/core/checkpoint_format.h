@@ -66,6 +66,13 @@ uint32_t mr_ck_crc32(uint32_t crc, const void *data, size_t n);
  * loading: the config is read on its own). Returns how many. */
 int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t cfg_len, ck_section *s);
 
+/* The size section `name` has in a checkpoint of a run of cfg whose
+ * environments number `instances` (its ranks x env.num_envs): 1 and *bytes,
+ * or 0 for a name this format does not have (the config records, whose
+ * size varies, included). *per_param (if given): 1 for the sections of one
+ * float per parameter (params, adam_m, adam_v, grads). */
+int mr_ck_section_bytes(const mr_config *cfg, uint64_t instances, const char *name, uint64_t *bytes, int *per_param);
+
 /* The environment's sections are the ones named "env.*": per instance, in
  * instance order, so the state of R ranks of E instances, each rank's
  * sections joined rank after rank, is the state of R x E instances. */

@@ -7,7 +7,17 @@
  * file (a FIFO, a directory, a device) is refused from the open fd without
  * blocking, and the header, the file's size against it and the section
  * table are checked before the file is read or memory allocated for it (a
- * huge sparse file costs a few small reads).
+ * huge sparse file costs a few small reads). Then the config (a section of
+ * at most CK_CONFIG_TEXT bytes) is read and every other section's size is
+ * checked against what the network and environments it describes need (and,
+ * loading into a trainer, against the trainer's): a section declaring more
+ * is refused before a byte of it is read. Only then is the file read, in
+ * chunks of CK_CHUNK bytes with the checksums computed as it goes; a reader
+ * keeps only the sections it needs (reading the config of a checkpoint of
+ * any size takes a chunk of memory). The weights and Adam's moments are
+ * checked finite on the way: a checkpoint holding a NaN or an infinity is
+ * refused by every reader, naming the tensor (a run that adopted, resumed
+ * from or evaluated one would fail, or keep its NaN as a "good" state).
  */
 #include "checkpoint_format.h"
 #include "errors.h"
@@ -15,6 +25,7 @@
 #include "checkpoint_config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +35,34 @@
 
 /* ------------------------------------------------------------------ load */
 
+#define CK_CHUNK (1u << 20)   /* bytes read at a time */
+
+/* One section of the file's table. */
+typedef struct ck_entry {
+    char name[CK_NAME];
+    uint64_t off;      /* of its data */
+    uint64_t bytes;
+    uint32_t crc;
+} ck_entry;
+
+/* An open checkpoint: its table, and the sections read (data[i], malloc'd,
+ * NULL for those not kept). */
 typedef struct ck_file {
-    uint8_t *buf;
-    size_t len;
+    uint64_t len;
     uint32_t count;
+    ck_entry sec[CK_MAX_SECTIONS];
+    uint8_t *data[CK_MAX_SECTIONS];
 } ck_file;
+
+static void ck_file_free(ck_file *cf) {
+    for (uint32_t i = 0; i < cf->count; i++) { free(cf->data[i]); cf->data[i] = NULL; }
+}
+
+static int entry_of(const ck_file *cf, const char *name) {
+    for (uint32_t i = 0; i < cf->count; i++)
+        if (strcmp(cf->sec[i].name, name) == 0) return (int)i;
+    return -1;
+}
 
 /* What a path that is not a regular file is, in words. */
 static const char *kind_of(mode_t m) {
@@ -62,9 +96,9 @@ static int read_at(int fd, void *p, size_t n, uint64_t off) {
  * the file's, and the section table's sizes adding up to it. Nothing is
  * allocated until all of that holds, so a huge or sparse file costs a few
  * small reads. */
-static mr_status open_checkpoint(const char *path, int *fd_out, uint64_t *len_out, uint32_t *count_out,
-                                 mr_error *err) {
+static mr_status open_checkpoint(const char *path, int *fd_out, ck_file *cf, mr_error *err) {
     *fd_out = -1;
+    memset(cf, 0, sizeof *cf);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return mr_fail(err, MR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(errno));
     struct stat st;
@@ -117,7 +151,17 @@ static mr_status open_checkpoint(const char *path, int *fd_out, uint64_t *len_ou
             break;
         }
         memcpy(&b, sh + CK_NAME, 8);
+        ck_entry *en = &cf->sec[i];
+        memcpy(en->name, sh, CK_NAME);
+        en->name[CK_NAME - 1] = 0;
+        memcpy(&en->crc, sh + CK_NAME + 8, 4);
+        for (uint32_t j = 0; j < i && !s; j++)
+            if (strcmp(cf->sec[j].name, en->name) == 0)
+                s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: it has the section '%s' twice", path, en->name);
+        if (s) break;
         off += sec_head;
+        en->off = off;
+        en->bytes = b;
         if (b > len - tail - off) {
             s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section %u of %u (%llu bytes) lies past its end", path,
                         i + 1, count, (unsigned long long)b);
@@ -130,78 +174,26 @@ static mr_status open_checkpoint(const char *path, int *fd_out, uint64_t *len_ou
                     (unsigned long long)off, (unsigned long long)(len - tail));
     if (s) { close(fd); return s; }
     *fd_out = fd;
-    *len_out = len;
-    *count_out = count;
+    cf->len = len;
+    cf->count = count;
     return MR_OK;
 }
 
-static mr_status read_file(const char *path, ck_file *out, mr_error *err) {
-    memset(out, 0, sizeof *out);
-    int fd = -1;
-    uint64_t len64 = 0;
-    uint32_t count = 0;
-    mr_status s = open_checkpoint(path, &fd, &len64, &count, err);
-    if (s) return s;
-    const size_t tail = 4 + 8;
-    if (len64 > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return mr_fail(err, MR_ERR_NOMEM, "'%s' (%llu bytes) is larger than this machine can address", path,
-                       (unsigned long long)len64);
-    }
-    const size_t len = (size_t)len64;
-    uint8_t *buf = malloc(len);
-    if (!buf) {
-        close(fd);
-        return mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, len);
-    }
-    int bad = read_at(fd, buf, len, 0);
-    int e = errno;
-    close(fd);
-    if (bad) {
-        free(buf);
-        return mr_fail(err, MR_ERR_IO, "short read of '%s': %s", path, e ? strerror(e) : "it shrank while being read");
-    }
-    uint32_t want;
-    memcpy(&want, buf + len - tail, 4);
-    if (memcmp(buf + len - 8, CK_END, 8) != 0 || mr_ck_crc32(0, buf, len - tail) != want) {
-        free(buf);
-        return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents", path);
-    }
-    out->buf = buf;
-    out->len = len;
-    out->count = count;
-    return MR_OK;
-}
-
-/* Finds a section; checks its size when want_bytes != (size_t)-1. */
+/* Finds a kept section; checks its size when want_bytes != (size_t)-1. */
 #define CK_OPTIONAL ((size_t)-2)   /* find_section's want_bytes: absent is not an error (*data = NULL) */
 static mr_status find_section(const ck_file *cf, const char *path, const char *name, size_t want_bytes,
                               const uint8_t **data, size_t *bytes, mr_error *err) {
-    size_t off = 24, end = cf->len - 12;
-    for (uint32_t i = 0; i < cf->count; i++) {
-        if (off + CK_NAME + 16 > end) break;
-        char nm[CK_NAME];
-        memcpy(nm, cf->buf + off, CK_NAME);
-        nm[CK_NAME - 1] = 0;
-        uint64_t b;
-        uint32_t scrc;
-        memcpy(&b, cf->buf + off + CK_NAME, 8);
-        memcpy(&scrc, cf->buf + off + CK_NAME + 8, 4);
-        off += CK_NAME + 16;
-        if (b > end - off) break;
-        if (strcmp(nm, name) == 0) {
-            if (mr_ck_crc32(0, cf->buf + off, b) != scrc)
-                return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path, name);
-            if (want_bytes != (size_t)-1 && want_bytes != CK_OPTIONAL && b != want_bytes)
-                return mr_fail(err, MR_ERR_FORMAT,
-                               "'%s' does not fit this trainer: section '%s' has %llu bytes, expected %zu "
-                               "(the checkpoint was written with other shapes or by another engine build)",
-                               path, name, (unsigned long long)b, want_bytes);
-            *data = cf->buf + off;
-            *bytes = b;
-            return MR_OK;
-        }
-        off += b;
+    int i = entry_of(cf, name);
+    if (i >= 0 && cf->data[i]) {
+        uint64_t b = cf->sec[i].bytes;
+        if (want_bytes != (size_t)-1 && want_bytes != CK_OPTIONAL && b != want_bytes)
+            return mr_fail(err, MR_ERR_FORMAT,
+                           "'%s' does not fit this trainer: section '%s' has %llu bytes, expected %zu "
+                           "(the checkpoint was written with other shapes or by another engine build)",
+                           path, name, (unsigned long long)b, want_bytes);
+        *data = cf->data[i];
+        *bytes = (size_t)b;
+        return MR_OK;
     }
     if (want_bytes == CK_OPTIONAL) {
         *data = NULL;
@@ -221,6 +213,223 @@ static mr_status read_config(const ck_file *cf, const char *path, mr_config *out
     if (!s) mr_ck_config_from_v1(d, out);
     return s;
 }
+
+
+/* Reads section i whole into cf->data[i] (small sections, before the
+ * streamed pass) and checks its own CRC. */
+static mr_status read_small(int fd, ck_file *cf, int i, const char *path, mr_error *err) {
+    const ck_entry *en = &cf->sec[i];
+    cf->data[i] = malloc(en->bytes ? (size_t)en->bytes : 1);
+    if (!cf->data[i]) return mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (read_at(fd, cf->data[i], (size_t)en->bytes, en->off) != 0)
+        return mr_fail(err, MR_ERR_IO, "short read of '%s': %s", path, errno ? strerror(errno) : "it shrank while being read");
+    if (mr_ck_crc32(0, cf->data[i], (size_t)en->bytes) != en->crc)
+        return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path, en->name);
+    return MR_OK;
+}
+
+/* What a caller checks once the stored config is known and before the file
+ * is read (loading: the trainer's shapes). */
+typedef mr_status (*ck_precheck)(const ck_file *cf, const char *path, const mr_config *stored, uint64_t instances,
+                                 void *ctx, mr_error *err);
+
+/* The sections kept in memory beside the small ones (config, progress, ranks). */
+enum { CK_KEEP_SMALL, CK_KEEP_GRADS, CK_KEEP_LEARNED /* all but env.* and grads */, CK_KEEP_ALL };
+
+/* Non-finite values found in a per-parameter section. */
+typedef struct ck_bad {
+    uint64_t count;
+    uint64_t *per_tensor;   /* counts by tensor, allocated on the first */
+} ck_bad;
+
+static void note_bad(ck_bad *bad, const mr_net_layout *net, uint64_t index) {
+    bad->count++;
+    if (!bad->per_tensor) bad->per_tensor = calloc(MR_POLICY_MAX_TENSORS, sizeof(uint64_t));
+    if (!bad->per_tensor) return;
+    for (int k = 0; k < net->n_tensors; k++)
+        if (index >= net->tensors[k].offset && index < net->tensors[k].offset + net->tensors[k].count) {
+            bad->per_tensor[k]++;
+            return;
+        }
+}
+
+/* "value.w (16 of 16), value.b (1 of 1)" into out. */
+static void bad_list(const ck_bad *bad, const mr_net_layout *net, char *out, size_t n) {
+    size_t at = 0;
+    out[0] = 0;
+    for (int k = 0; bad->per_tensor && k < net->n_tensors && at < n; k++) {
+        if (!bad->per_tensor[k]) continue;
+        int w = snprintf(out + at, n - at, "%s%s (%llu of %llu)", at ? ", " : "", net->tensors[k].name,
+                         (unsigned long long)bad->per_tensor[k], (unsigned long long)net->tensors[k].count);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
+
+/* Opens and checks a checkpoint (module comment): the table, the config,
+ * every section's size against what the config needs, pre (when given),
+ * then one streamed pass over the file with every checksum and the weights'
+ * finiteness; *stored_out (when given) gets the stored config. On success
+ * cf holds the small sections and those `keep` asks for. */
+static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck pre, void *ctx,
+                           mr_config *stored_out, mr_error *err) {
+    int fd = -1;
+    mr_status s = open_checkpoint(path, &fd, cf, err);
+    if (s) return s;
+    const uint64_t len = cf->len;
+    /* The config, then the ranks: small, bounded, read first. */
+    int ic = entry_of(cf, "config.keys"), iv1 = -1;
+    if (ic < 0) iv1 = entry_of(cf, "config");
+    if (ic >= 0 && cf->sec[ic].bytes > CK_CONFIG_TEXT)
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its config records declare %llu bytes (at most %d)", path,
+                    (unsigned long long)cf->sec[ic].bytes, CK_CONFIG_TEXT);
+    else if (ic < 0 && iv1 < 0)
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' has no section 'config.keys' (damaged, or from another version)", path);
+    else if (ic < 0 && cf->sec[iv1].bytes != mr_ck_config_v1_bytes())
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' does not fit this trainer: section 'config' has %llu bytes, expected %zu "
+                    "(the checkpoint was written with other shapes or by another engine build)", path,
+                    (unsigned long long)cf->sec[iv1].bytes, mr_ck_config_v1_bytes());
+    if (!s) s = read_small(fd, cf, ic >= 0 ? ic : iv1, path, err);
+    mr_config stored;
+    if (!s) s = read_config(cf, path, &stored, err);
+    if (!s) s = mr_config_validate(&stored, err);
+    ck_ranks rk = {1, 0, 0};
+    int ir = entry_of(cf, "ranks");
+    if (!s && ir >= 0) {
+        if (cf->sec[ir].bytes != sizeof rk)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section 'ranks' has %llu bytes, expected %zu", path,
+                        (unsigned long long)cf->sec[ir].bytes, sizeof rk);
+        if (!s) s = read_small(fd, cf, ir, path, err);
+        if (!s) memcpy(&rk, cf->data[ir], sizeof rk);
+        if (!s && (rk.ranks < 1 || rk.ranks > 1u << 20))
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: it says %u ranks wrote it", path, rk.ranks);
+    }
+    const uint64_t instances = (uint64_t)rk.ranks * (uint64_t)(s ? 0 : stored.env.num_envs);
+    /* Every other section against what the config needs, before reading it. */
+    mr_net_layout net;
+    if (!s) mr_net_layout_init(&net, &stored.policy, 2 * stored.env.view_range + 1);
+    for (uint32_t i = 0; !s && i < cf->count; i++) {
+        const ck_entry *en = &cf->sec[i];
+        if ((int)i == ic || (int)i == iv1) continue;
+        uint64_t want;
+        int per_param = 0;
+        if (!mr_ck_section_bytes(&stored, instances, en->name, &want, &per_param))
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' has a section '%.31s' this moonrl does not write (damaged, or from "
+                        "another version)", path, en->name);
+        else if (en->bytes != want && per_param)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' declares %llu bytes, but the network its "
+                        "config describes has %llu parameters (%llu bytes)", path, en->name,
+                        (unsigned long long)en->bytes, (unsigned long long)net.n_params, (unsigned long long)want);
+        else if (en->bytes != want && mr_ck_is_env_section(en->name))
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' declares %llu bytes, but its config's %llu "
+                        "environments (%u ranks x env.num_envs %d, a %d x %d grid) need %llu", path, en->name,
+                        (unsigned long long)en->bytes, (unsigned long long)instances, rk.ranks, stored.env.num_envs,
+                        stored.env.grid_size, stored.env.grid_size, (unsigned long long)want);
+        else if (en->bytes != want)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' declares %llu bytes, expected %llu", path,
+                        en->name, (unsigned long long)en->bytes, (unsigned long long)want);
+    }
+    if (!s && pre) s = pre(cf, path, &stored, instances, ctx, err);
+    /* One pass over the file, a chunk at a time: the file's CRC, each
+     * section's, the weights' finiteness; kept sections read in place. */
+    uint8_t *chunk = s ? NULL : malloc(CK_CHUNK);
+    if (!s && !chunk) s = mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s'", path);
+    uint32_t whole = 0;
+    uint64_t pos = 0;
+    int first_bad_sec = -1;
+    ck_bad bad[3] = {{0, NULL}, {0, NULL}, {0, NULL}};   /* params, adam_m, adam_v */
+    static const char *const finite_names[3] = {"params", "adam_m", "adam_v"};
+    for (uint32_t i = 0; !s && i <= cf->count; i++) {
+        /* the headers before section i's data (or before the trailer) */
+        const uint64_t start = i < cf->count ? cf->sec[i].off : len - 12;
+        if (start - pos > CK_CHUNK || read_at(fd, chunk, (size_t)(start - pos), pos) != 0) {
+            s = mr_fail(err, MR_ERR_IO, "short read of '%s': %s", path, errno ? strerror(errno) : "it shrank while being read");
+            break;
+        }
+        whole = mr_ck_crc32(whole, chunk, (size_t)(start - pos));
+        pos = start;
+        if (i == cf->count) break;
+        ck_entry *en = &cf->sec[i];
+        int kept = cf->data[i] != NULL;
+        const int is_grads = strcmp(en->name, "grads") == 0;
+        int want = !kept && (keep == CK_KEEP_ALL || (keep == CK_KEEP_GRADS && is_grads) ||
+                             (keep == CK_KEEP_LEARNED && !is_grads && !mr_ck_is_env_section(en->name)) ||
+                             strcmp(en->name, "progress") == 0);
+        if (want) {
+            cf->data[i] = malloc(en->bytes ? (size_t)en->bytes : 1);
+            if (!cf->data[i]) { s = mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s'", path); break; }
+        }
+        int fin = -1;
+        for (int k = 0; k < 3; k++) if (strcmp(en->name, finite_names[k]) == 0) fin = k;
+        uint32_t scrc = 0;
+        for (uint64_t done = 0; done < en->bytes;) {
+            size_t n = en->bytes - done < CK_CHUNK ? (size_t)(en->bytes - done) : CK_CHUNK;
+            uint8_t *dst = kept ? cf->data[i] + done : want ? cf->data[i] + done : chunk;
+            if (kept) {
+                /* read before: only the file's CRC to continue */
+            } else if (read_at(fd, dst, n, pos) != 0) {
+                s = mr_fail(err, MR_ERR_IO, "short read of '%s': %s", path, errno ? strerror(errno) : "it shrank while being read");
+                break;
+            }
+            whole = mr_ck_crc32(whole, dst, n);
+            scrc = mr_ck_crc32(scrc, dst, n);
+            if (fin >= 0) {   /* chunks start at multiples of 4 within the section */
+                const uint64_t first = done / 4;
+                for (size_t k = 0; k + 4 <= n; k += 4) {
+                    float v;
+                    memcpy(&v, dst + k, 4);
+                    if (!isfinite(v)) note_bad(&bad[fin], &net, first + k / 4);
+                }
+            }
+            done += n;
+            pos += n;
+        }
+        if (!s && scrc != en->crc && first_bad_sec < 0) first_bad_sec = (int)i;   /* said after the file's */
+    }
+    uint8_t tail[12];
+    if (!s && read_at(fd, tail, sizeof tail, len - 12) != 0)
+        s = mr_fail(err, MR_ERR_IO, "short read of '%s': %s", path, errno ? strerror(errno) : "it shrank while being read");
+    if (!s) {
+        uint32_t want_crc;
+        memcpy(&want_crc, tail, 4);
+        if (memcmp(tail + 4, CK_END, 8) != 0 || whole != want_crc) {
+            char which[CK_NAME + 48] = "";
+            if (first_bad_sec >= 0)
+                snprintf(which, sizeof which, " (section '%s' first)", cf->sec[first_bad_sec].name);
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: its checksum does not match its contents%s", path, which);
+        } else if (first_bad_sec >= 0) {
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' fails its checksum", path,
+                        cf->sec[first_bad_sec].name);
+        }
+    }
+    for (int k = 0; !s && k < 3; k++) {
+        if (!bad[k].count) continue;
+        char list[512];
+        bad_list(&bad[k], &net, list, sizeof list);
+        s = mr_fail(err, MR_ERR_FORMAT, "'%s' holds %s that %s not finite (NaN or infinite): %s%s; a run "
+                    "cannot go on from it (it was written after a non-finite update: use an earlier checkpoint)",
+                    path, k == 0 ? "weights" : k == 1 ? "Adam moments (adam_m)" : "Adam moments (adam_v)",
+                    bad[k].count == 1 ? "is" : "are", list, k == 0 ? "" : " of those weights");
+    }
+    if (!s) {
+        int ip = entry_of(cf, "progress");
+        ck_progress pg;
+        if (ip >= 0 && cf->data[ip]) {
+            memcpy(&pg, cf->data[ip], sizeof pg);
+            if (!isfinite(pg.popart_mean) || !isfinite(pg.popart_std) || !isfinite(pg.popart_count))
+                s = mr_fail(err, MR_ERR_FORMAT, "'%s' holds PopArt statistics that are not finite (mean %g, std %g, "
+                            "count %g); a run cannot go on from it (use an earlier checkpoint)", path, pg.popart_mean,
+                            pg.popart_std, pg.popart_count);
+        }
+    }
+    for (int k = 0; k < 3; k++) free(bad[k].per_tensor);
+    free(chunk);
+    close(fd);
+    if (!s && stored_out) *stored_out = stored;
+    if (s) ck_file_free(cf);
+    return s;
+}
+
 
 /* Shapes that must agree between the checkpoint and the trainer (the
  * number of environments only when `envs` is set: a data-parallel load
@@ -249,12 +458,10 @@ static mr_status compatible(const mr_config *a, const mr_config *b, const char *
 mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err) {
     if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_config: path or out is NULL");
     ck_file cf;
-    mr_status s = read_file(path, &cf, err);
+    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, out, err);   /* validated */
     if (s) return s;
-    s = read_config(&cf, path, out, err);
-    free(cf.buf);
-    if (!s) s = mr_config_validate(out, err);
-    if (!s) mr_ok(err);
+    ck_file_free(&cf);
+    mr_ok(err);
     return s;
 }
 
@@ -265,7 +472,7 @@ void mr_trainer_keep_gradients(mr_trainer *t, int on) {
 mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n, mr_error *err) {
     if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_gradients: path or out is NULL");
     ck_file cf;
-    mr_status s = read_file(path, &cf, err);
+    mr_status s = read_file(path, &cf, CK_KEEP_GRADS, NULL, NULL, NULL, err);
     if (s) return s;
     const uint8_t *d;
     size_t bytes;
@@ -280,7 +487,7 @@ mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n,
         memcpy(out, d, bytes);
         mr_ok(err);
     }
-    free(cf.buf);
+    ck_file_free(&cf);
     return s;
 }
 
@@ -288,9 +495,9 @@ mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint6
                                       mr_hot_params *hot, mr_error *err) {
     if (!path) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_progress: path is NULL");
     ck_file cf;
-    mr_status s = read_file(path, &cf, err);
+    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, NULL, err);
     if (s) return s;
-    const uint8_t *d;
+    const uint8_t *d = NULL;
     size_t n;
     s = find_section(&cf, path, "progress", sizeof(ck_progress), &d, &n, err);
     if (!s) {
@@ -301,7 +508,7 @@ mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint6
         if (hot) *hot = pg.hot;
         mr_ok(err);
     }
-    free(cf.buf);
+    ck_file_free(&cf);
     return s;
 }
 
@@ -323,7 +530,7 @@ static mr_status read_ranks(const ck_file *cf, const char *path, ck_ranks *rk, i
 mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err) {
     if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_ranks: path or out is NULL");
     ck_file cf;
-    mr_status s = read_file(path, &cf, err);
+    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, NULL, err);
     if (s) return s;
     ck_ranks rk;
     int has = 0;
@@ -334,7 +541,54 @@ mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_erro
         out->has = has;
         mr_ok(err);
     }
-    free(cf.buf);
+    ck_file_free(&cf);
+    return s;
+}
+
+/* What load_impl checks before the file is read: the trainer's shapes
+ * (compatible) and each of its sections in the table at the size the
+ * trainer needs. */
+typedef struct load_ctx {
+    mr_trainer *t;
+    int ranks, learned_only;
+    uint64_t stored_n;
+    int strict, carry;
+} load_ctx;
+
+static int skipped_section(const load_ctx *c, const char *name) {
+    /* learned only: neither the donor's environments nor its last gradient */
+    return c->learned_only && (mr_ck_is_env_section(name) || strcmp(name, "grads") == 0);
+}
+
+static mr_status load_precheck(const ck_file *cf, const char *path, const mr_config *stored, uint64_t instances,
+                               void *ctx, mr_error *err) {
+    load_ctx *c = ctx;
+    mr_trainer *t = c->t;
+    int rks = (int)(instances / (uint64_t)stored->env.num_envs);
+    /* A plain load (ranks 0) of a one-rank checkpoint wants the same
+     * environments, as always; else they are carried when the counts match. */
+    c->stored_n = instances;
+    uint64_t mine_n = (uint64_t)(c->ranks > 0 ? c->ranks : 1) * (uint64_t)t->cfg.env.num_envs;
+    c->strict = c->ranks <= 0 && rks == 1 && !c->learned_only;
+    c->carry = c->stored_n == mine_n && !c->learned_only;
+    mr_status s = compatible(stored, &t->cfg, path, c->strict, err);
+    ck_progress pg;
+    ck_section sec[CK_MAX_SECTIONS];
+    int ns = mr_ck_sections(t, &pg, NULL, 0, sec);
+    for (int i = 1; i < ns && !s; i++) {
+        if (skipped_section(c, sec[i].name)) continue;
+        uint64_t want = sec[i].bytes;
+        if (mr_ck_is_env_section(sec[i].name)) want = sec[i].bytes / (uint64_t)t->cfg.env.num_envs * c->stored_n;
+        int k = entry_of(cf, sec[i].name);
+        if (k < 0)
+            s = mr_fail(err, MR_ERR_FORMAT, "'%s' has no section '%s' (damaged, or from another version)", path,
+                        sec[i].name);
+        else if (cf->sec[k].bytes != want)
+            s = mr_fail(err, MR_ERR_FORMAT,
+                        "'%s' does not fit this trainer: section '%s' has %llu bytes, expected %llu "
+                        "(the checkpoint was written with other shapes or by another engine build)",
+                        path, sec[i].name, (unsigned long long)cf->sec[k].bytes, (unsigned long long)want);
+    }
     return s;
 }
 
@@ -343,11 +597,15 @@ mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_erro
  * env.num_envs), else (ranks given) they stay as created: re-seeded.
  * learned_only (population-based training's exploit): the weights, Adam's
  * moments and step and PopArt only; the environments, progress counters,
- * hot parameters and seed stay this trainer's, and env.num_envs may differ. */
+ * hot parameters and seed stay this trainer's, and env.num_envs may differ.
+ * Everything is checked (read_file, load_precheck) before the trainer
+ * changes. */
 static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank, int *carried, int learned_only,
                            mr_error *err) {
     ck_file cf;
-    mr_status s = read_file(path, &cf, err);
+    load_ctx lc = {t, ranks, learned_only, 0, 0, 0};
+    mr_config stored;
+    mr_status s = read_file(path, &cf, learned_only ? CK_KEEP_LEARNED : CK_KEEP_ALL, load_precheck, &lc, &stored, err);
     if (s) return s;
     t->extra_allocations++;
     ck_progress pg;
@@ -355,39 +613,25 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
     int ns = mr_ck_sections(t, &pg, NULL, 0, sec);
     const uint8_t *data[CK_MAX_SECTIONS] = {0};
     size_t bytes;
-    /* Validate everything first: nothing is changed unless all of it fits. */
-    mr_config stored;
-    s = read_config(&cf, path, &stored, err);
-    ck_ranks rk = {1, 0, 0};
-    int has_ranks = 0;
-    if (!s) s = read_ranks(&cf, path, &rk, &has_ranks, err);
-    /* A plain load (ranks 0) of a one-rank checkpoint wants the same
-     * environments, as always; else they are carried when the counts match. */
-    uint64_t stored_n = (uint64_t)rk.ranks * (uint64_t)stored.env.num_envs;
-    uint64_t mine_n = (uint64_t)(ranks > 0 ? ranks : 1) * (uint64_t)t->cfg.env.num_envs;
-    int strict = ranks <= 0 && rk.ranks == 1 && !learned_only;
-    int carry = stored_n == mine_n && !learned_only;
-    if (!s) s = compatible(&stored, &t->cfg, path, strict, err);
+    const uint64_t stored_n = lc.stored_n;
+    const int carry = lc.carry;
     for (int i = 1; i < ns && !s; i++) {
+        if (skipped_section(&lc, sec[i].name)) continue;
         size_t want = sec[i].bytes;
-        if (learned_only && strcmp(sec[i].name, "grads") == 0) continue;   /* the donor's last gradient: not learned state */
-        if (mr_ck_is_env_section(sec[i].name)) {
-            if (learned_only) continue;
-            want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
-        }
+        if (mr_ck_is_env_section(sec[i].name)) want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
         s = find_section(&cf, path, sec[i].name, want, &data[i], &bytes, err);
     }
     if (!s) {
         memcpy(&pg, data[1], sizeof pg);
         s = mr_hot_validate(&pg.hot, err);
     }
-    if (s) { free(cf.buf); return s; }
+    if (s) { ck_file_free(&cf); return s; }
     int r = ranks > 0 ? rank : 0;
     /* Environments not carried stay as the backend holds them (as created:
      * fresh from the run's seed, keyed by their global indices; or, learned
      * only, as this run left them); the push below must not overwrite them
      * with stale host copies. */
-    if (!carry && (s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { free(cf.buf); return s; }
+    if (!carry && (s = mr_trainer_pull(t, MR_SYNC_ALL, err))) { ck_file_free(&cf); return s; }
     for (int i = 2; i < ns; i++) {
         if (!data[i]) continue;   /* not read (learned only) */
         if (!mr_ck_is_env_section(sec[i].name)) memcpy(sec[i].data, data[i], sec[i].bytes);
@@ -407,7 +651,7 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
         t->cfg.seed = stored.seed;
         t->env.seed = stored.seed;
     }
-    free(cf.buf);
+    ck_file_free(&cf);
     return mr_trainer_push(t, MR_SYNC_ALL, err);   /* the host copies to the backend */
 }
 

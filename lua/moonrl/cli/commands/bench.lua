@@ -100,6 +100,10 @@ local function parse_args(args)
               env_steps = 100, infer_samples = 8192, help = p.help, compile = p.compile, compare = p.compare,
               no_compile = p["no-compile"],
               out = p.out }
+  if p.out then   -- said before any benchmark runs: a new path or a regular file (replaced)
+    local ok, why = require("moonrl.util").check_output(p.out, { replace = true })
+    if not ok then error("--out " .. why, 0) end
+  end
   if p.positional[1] then
     o.what = p.positional[1]
     if not ({ env = true, infer = true, train = true, all = true })[o.what] then

@@ -98,6 +98,10 @@ function doctor.run(argv)
   if o.output and not o.output:match("%.lua$") then
     return usage_error("moonrl doctor: --output " .. o.output .. ": expected a path ending in .lua")
   end
+  if o.output then   -- a new path or a regular file (replaced); said before the probing
+    local can, why = require("moonrl.util").check_output(o.output, { replace = true })
+    if not can then return usage_error("moonrl doctor: --output " .. why) end
+  end
   local hw = moonrl.detect()
   local cpu = uv.cpu_info() or {}
   out("moonrl ", moonrl.version, "\n")
@@ -144,13 +148,11 @@ function doctor.run(argv)
       (gpus[1] and (", " .. gpus[1].name .. " (" .. gpus[1].memory .. ")") or ", no GPU") ..
       ".\nUse it with: moonrl train --hardware " .. o.output
     local text = moonrl.config.serialize(profile, { header = header })
-    local f, ferr = io.open(o.output, "w")
-    if not f then
-      err("moonrl doctor: cannot write ", o.output, ": ", tostring(ferr), "\n")
+    local written, werr = require("moonrl.util").write_output(o.output, text, { replace = true })
+    if not written then
+      err("moonrl doctor: --output ", werr, "\n")
       return 1
     end
-    f:write(text)
-    f:close()
     out("profile: ", o.output, "\n")
   end
 end

@@ -177,6 +177,14 @@ function eval.run(argv)
   }, 64)
   if not o then return usage_error(e) end
   if o.help then return out(eval.help) end
+  if o.out and o.out ~= "none" then   -- a folder, new or existing: said before evaluating
+    local st = require("luv").fs_stat(o.out)
+    if st and st.type ~= "directory" then
+      return usage_error("moonrl eval: --out " .. o.out .. " " ..
+        (st.type == "file" and "is a file" or require("moonrl.util").file_kind(st)) ..
+        "; accepted: a folder (new or existing) or none")
+    end
+  end
   for _, spec in ipairs({ { "envs", 1 }, { "steps", 1 }, { "runs", 1 }, { "seed", 0 }, { "threads", 0 },
                           { "boot", 0 }, { "boot-seed", 0 } }) do
     local ok, ie = cmdline.int_option("eval", o, spec[1], spec[2])

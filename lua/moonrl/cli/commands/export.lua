@@ -36,7 +36,9 @@ forward pass written out.
 options:
   --format F   safetensors (default) or onnx
   --out FILE   where to write (default: the checkpoint's path with
-               .safetensors or .onnx for .mrck); an existing file is kept unless --force
+               .safetensors or .onnx for .mrck): a new path, or an existing
+               regular file with --force; a directory, device or FIFO is
+               refused, and so is the checkpoint itself (by any name)
   --force      replace an existing FILE
 ]],
 }
@@ -145,17 +147,23 @@ function export.run(argv)
     return 2
   end
   local out = o.out or (ck:gsub("%.mrck$", "") .. "." .. format)
-  if uv.fs_stat(out) and not o.force then
-    cmdline.err("moonrl export: ", out, " exists: kept (--force replaces it, --out names another file)\n")
+  -- a new path or a regular file (replaced with --force), never a device, a
+  -- FIFO, a directory or the checkpoint itself (by any name)
+  local util = require("moonrl.util")
+  local target = { replace = o.force, other = "--out names another file",
+                   inputs = { { path = ck, what = "the checkpoint being exported" } } }
+  local can, cerr = util.check_output(out, target)
+  if not can then
+    cmdline.err("moonrl export: ", cerr, "\n")
     return 2
   end
 
   local engine = require("moonrl.engine")
   local json = require("moonrl.formats.json")
   local net, ne = engine.checkpoint_network(ck)
-  if not net then
+  if not net then   -- a damaged, crafted or non-finite checkpoint: bad input
     cmdline.err("moonrl export: ", ne, "\n")
-    return 1
+    return 2
   end
   local c = net.config
   local mode = engine.mode_name(tonumber(c.env.mode))
@@ -199,17 +207,9 @@ function export.run(argv)
   else
     bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
   end
-  local tmp = out .. ".tmp"
-  local f, fe = io.open(tmp, "wb")
-  if not f then
-    cmdline.err("moonrl export: cannot write ", tmp, ": ", fe, "\n")
-    return 1
-  end
-  local ok, we = f:write(bytes)
-  local closed = f:close()
-  if not ok or not closed or not os.rename(tmp, out) then
-    os.remove(tmp)
-    cmdline.err("moonrl export: writing ", out, " failed", we and (": " .. tostring(we)) or "", "\n")
+  local written, we = util.write_output(out, bytes, target)
+  if not written then
+    cmdline.err("moonrl export: ", we, "\n")
     return 1
   end
   local params = 0

@@ -163,9 +163,9 @@ function train.run(argv)
   end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
   local started, run = pcall(require("moonrl.run.start").start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose })
-  if not started then
+  if not started then   -- bad input (the config, policy.init) exits 2, anything else 1
     err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
-    return 1
+    return require("moonrl.util").is_bad_input(run) and 2 or 1
   end
   out("run directory: ", run.dir, "\n")
   local s = run:wait()
