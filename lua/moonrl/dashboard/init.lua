@@ -41,6 +41,7 @@ local json = require("moonrl.formats.json")
 local http = require("moonrl.dashboard.http")
 local data = require("moonrl.dashboard.data")
 local control = require("moonrl.control.client")
+local util = require("moonrl.util")
 
 local dashboard = {}
 
@@ -90,8 +91,20 @@ local function host_name(h)   -- "localhost:8080" -> "localhost"; "[::1]:80" -> 
   return h:match("^(%[[^%]]*%])") or h:match("^([^:]*)")
 end
 
+-- Every string in an answer as valid UTF-8 (RFC 8259 8.1): a byte that is not
+-- part of UTF-8 (from a request echoed, or a run's file) is written \xNN.
+local function clean(v, depth)
+  if type(v) == "string" then return util.escape_bytes(v) end
+  if type(v) ~= "table" or v == json.null or depth > 64 then return v end
+  local out = setmetatable({}, getmetatable(v))
+  for k, x in pairs(v) do out[clean(k, depth + 1)] = clean(x, depth + 1) end
+  return out
+end
+
 local function send_json(reply, status, obj)
-  reply(status, { ["Content-Type"] = "application/json" }, json.encode(obj) .. "\n")
+  local text = json.encode(obj)
+  if text:find("[\128-\255]") and util.escape_bytes(text) ~= text then text = json.encode(clean(obj, 0)) end
+  reply(status, { ["Content-Type"] = "application/json" }, text .. "\n")
 end
 local function refuse(reply, status, msg) send_json(reply, status, { ok = false, error = msg }) end
 
