@@ -145,6 +145,25 @@ return {
       assert.equal("2024", cfg.name)
     end)
 
+    it("reads a value as data: no Lua in it runs (issue 43)", function()
+      -- each of these ran as Lua before: a function, a string method, math, an operator
+      for _, v in ipairs({ 'linear(#("x"):rep(10), 1)', "{(function() return 1 end)()}", "linear(math.pi, 1)",
+        "constant(1e-3 * 2)", "function(p) return p end", "linear(1, 2) or 3" }) do
+        local k, err = config.parse_set("ppo.lr=" .. v)
+        assert.is_nil(k, v)
+        assert.matches("^%-%-set ppo.lr: cannot read the value .*; a value is a number, true, false, a quoted string", err)
+      end
+      -- the grammar: numbers, strings with escapes, booleans, tables, the schedule constructors
+      assert.same({ "ppo.lr", { kind = "step", from = 1, gamma = 0.5, every = 0.25 } },
+        { config.parse_set("ppo.lr=step(1, 0.5, 0.25)") })
+      assert.same({ "x.y", { -1, 0x10, true, "a\n\"b'", { c = { d = false } }, ["e f"] = 0.5, [3.5] = ".5" } },
+        { config.parse_set([[x.y={-1; 0x10, true, "a\n\"b'", {c = {d = false}}, ["e f"] = .5, [3.5] = '.5',}]]) })
+      local _, err = config.parse_set("ppo.lr=linaer(1, 2)")
+      assert.matches("unknown function 'linaer' %- did you mean 'linear'%?", err)
+      _, err = config.parse_set("ppo.lr=" .. string.rep("{", 100) .. string.rep("}", 100))
+      assert.matches("values nested more than 16 deep", err)
+    end)
+
     it("names the bad text", function()
       assert.same({ nil, '--set "ppo.lr": expected key=value, e.g. ppo.lr=1e-4' }, { config.parse_set("ppo.lr") })
       assert.same({ nil, '--set "ppo..lr=1": bad key "ppo..lr": keys are dotted names such as ppo.lr' },

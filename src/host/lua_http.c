@@ -20,15 +20,25 @@
  *                              body = "...", http_major, http_minor } (header names lower-case;
  *                              a repeated header's values joined with ", ")
  *     -> false, message      a bad or too large request: what was wrong (the connection is
- *                              answered 400/413/431 and closed; err_kind says which)
- *   p:err_kind() -> "bad" | "head" | "body" after an error
+ *                              answered 400/413/431/501 and closed; err_kind says which)
+ *   p:err_kind() -> "bad" | "head" | "body" | "coding" after an error
  * One request per parser (the dashboard answers with Connection: close).
+ *
+ * Strict where RFC 9112 says to refuse, which the Debian build of http_parser
+ * (not HTTP_PARSER_STRICT) lets through: a header name that is not a token
+ * ("Host : x", whitespace before the colon; 5.1), a line folded onto the one
+ * before (obs-fold; 5.2), no Host or two (3.2), Transfer-Encoding in HTTP/1.0
+ * (6.1) are "bad" (400); a transfer coding other than exactly "chunked"
+ * ("gzip, chunked", chunked twice) is "coding" (501, 6.1). A chunked body's
+ * trailer fields are counted against max_head and dropped, never merged
+ * into the headers (7.1.2).
  */
 #include "host.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <http_parser.h>
 #include <lauxlib.h>
@@ -45,8 +55,11 @@ typedef struct {
     size_t url_end;      /* head[0..url_end) is the url */
     size_t name_at[MAX_HEADERS], value_at[MAX_HEADERS];
     int nheaders, in_value, done, failed;
-    const char *kind;    /* "bad" | "head" | "body" */
-    char err[160];
+    int headers_done;    /* past the header section: what comes now is a trailer */
+    size_t trailer_len;  /* trailer bytes seen (bounded with the head, then dropped) */
+    int line_start, lines, head_over;   /* the raw header section as scanned for folds */
+    const char *kind;    /* "bad" | "head" | "body" | "coding" */
+    char err[320];
 } http_req;
 
 static http_req *of(http_parser *p) { return (http_req *)p->data; }
@@ -80,8 +93,16 @@ static int on_url(http_parser *p, const char *at, size_t n) {
     return 0;
 }
 
+/* A trailer field (after a chunked body): counted against max_head, dropped. */
+static int trailer(http_req *r, size_t n) {
+    r->trailer_len += n;
+    if (r->head_len + r->trailer_len > r->max_head) return fail(r, "head", "the request line, headers and trailer are too large");
+    return 0;
+}
+
 static int on_field(http_parser *p, const char *at, size_t n) {
     http_req *r = of(p);
+    if (r->headers_done) return trailer(r, n);
     if (r->nheaders == 0 || r->in_value) {   /* a new header name starts */
         if (r->nheaders >= MAX_HEADERS) return fail(r, "head", "more than 64 headers");
         if (head_end_string(r)) return 1;
@@ -95,6 +116,7 @@ static int on_field(http_parser *p, const char *at, size_t n) {
 
 static int on_value(http_parser *p, const char *at, size_t n) {
     http_req *r = of(p);
+    if (r->headers_done) return trailer(r, n);
     if (!r->in_value) {
         if (head_end_string(r)) return 1;
         r->value_at[r->nheaders - 1] = r->head_len;
@@ -103,9 +125,101 @@ static int on_value(http_parser *p, const char *at, size_t n) {
     return head_add(r, at, n);
 }
 
+/* RFC 9110 5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA */
+static int tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* name, as a message may show it: printable ASCII, the rest as \xNN, at most 40 bytes of it */
+static void shown(char *out, size_t cap, const char *name) {
+    size_t o = 0;
+    for (size_t i = 0; name[i] && i < 40 && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') out[o++] = (char)c;
+        else o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
+    }
+    out[o] = '\0';
+}
+
+static int ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = (*a >= 'A' && *a <= 'Z') ? (char)(*a - 'A' + 'a') : *a;
+        if (x != *b) return 0;
+    }
+    return *a == *b;
+}
+
+/* Refuses what RFC 9112 refuses (see the top): -> 0, or 1 with r->kind and r->err set. */
+static int check_head(http_req *r) {
+    int hosts = 0, codings = 0, chunked_last = 0, te = 0;
+    char what[168];   /* 40 bytes, each at most \\xNN */
+    for (int i = 0; i < r->nheaders; i++) {
+        const char *name = r->head + r->name_at[i];
+        for (const char *c = name; *c; c++) {
+            if (!tchar((unsigned char)*c)) {
+                shown(what, sizeof what, name);
+                snprintf(r->err, sizeof r->err, "malformed HTTP request: the header name \"%s\" holds %s (RFC 9112 5.1: "
+                         "a name is a token, right before its colon)", what,
+                         (*c == ' ' || *c == '\t') ? "whitespace" : "a character a header name cannot hold");
+                r->kind = "bad";
+                return 1;
+            }
+        }
+        if (ieq(name, "host")) hosts++;
+        if (ieq(name, "transfer-encoding")) {
+            te = 1;
+            const char *v = r->value_at[i] == (size_t)-1 ? "" : r->head + r->value_at[i];
+            /* the codings, comma-separated, each trimmed of whitespace; an empty value is not chunked */
+            int here = 0;
+            while (*v) {
+                while (*v == ' ' || *v == '\t' || *v == ',') v++;
+                if (!*v) break;
+                const char *e = v;
+                while (*e && *e != ',') e++;
+                const char *t = e;
+                while (t > v && (t[-1] == ' ' || t[-1] == '\t')) t--;
+                here++;
+                chunked_last = (t - v == 7 && strncasecmp(v, "chunked", 7) == 0);
+                v = e;
+            }
+            if (!here) chunked_last = 0, here = 1;
+            codings += here;
+        }
+    }
+    if (hosts > 1) {
+        snprintf(r->err, sizeof r->err, "malformed HTTP request: two Host headers (RFC 9112 3.2: exactly one)");
+        r->kind = "bad";
+        return 1;
+    }
+    if (hosts == 0 && r->p.http_major == 1 && r->p.http_minor >= 1) {
+        snprintf(r->err, sizeof r->err, "malformed HTTP request: no Host header (RFC 9112 3.2: an HTTP/1.1 request "
+                 "has a Host header)");
+        r->kind = "bad";
+        return 1;
+    }
+    if (te && r->p.http_major == 1 && r->p.http_minor == 0) {
+        snprintf(r->err, sizeof r->err, "malformed HTTP request: Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)");
+        r->kind = "bad";
+        return 1;
+    }
+    if (te && !(codings == 1 && chunked_last)) {
+        snprintf(r->err, sizeof r->err, "unsupported transfer coding: only \"Transfer-Encoding: chunked\" is accepted "
+                 "(RFC 9112 6.1)");
+        r->kind = "coding";
+        return 1;
+    }
+    return 0;
+}
+
 static int on_headers_complete(http_parser *p) {
     http_req *r = of(p);
     if (head_end_string(r)) return 1;
+    r->headers_done = 1;
+    if (check_head(r)) {
+        http_parser_pause(p, 1);   /* as below: returning 1 would mean "no body" */
+        return 0;
+    }
     if (p->content_length != ULLONG_MAX && p->content_length > r->max_body) {
         /* returning 1 here would mean "no body" to http_parser: stop it instead */
         fail(r, "body", "the request body is too large");
@@ -180,6 +294,32 @@ static void push_request(lua_State *L, http_req *r) {
     lua_setfield(L, -2, "headers");
 }
 
+/* A header line that starts with whitespace: a line folded onto the one before
+ * (obs-fold), or whitespace between the request line and the first header; RFC
+ * 9112 5.2 and 2.2 let a server refuse both. Scans the raw header section, up
+ * to its blank line (blank lines before the request line are skipped, as
+ * http_parser skips them). -> 1 with r->err set. */
+static int scan_folds(http_req *r, const char *data, size_t n) {
+    for (size_t i = 0; i < n && !r->head_over; i++) {
+        char c = data[i];
+        if (c == '\r') continue;
+        if (c == '\n') {
+            if (r->line_start && r->lines > 0) r->head_over = 1;   /* the blank line */
+            else if (!r->line_start) r->lines++;
+            r->line_start = 1;
+            continue;
+        }
+        if (r->line_start && r->lines > 0 && (c == ' ' || c == '\t')) {
+            r->kind = "bad";
+            snprintf(r->err, sizeof r->err, "malformed HTTP request: a header line folded onto the one before, or "
+                     "starting with whitespace (RFC 9112 5.2: obs-fold is refused)");
+            return 1;
+        }
+        r->line_start = 0;
+    }
+    return 0;
+}
+
 static int parser_feed(lua_State *L) {
     http_req *r = check(L);
     size_t n;
@@ -190,6 +330,12 @@ static int parser_feed(lua_State *L) {
         return 2;
     }
     if (r->done) return 0;
+    if (scan_folds(r, data, n)) {
+        r->failed = 1;
+        lua_pushboolean(L, 0);
+        lua_pushstring(L, r->err);
+        return 2;
+    }
     size_t used = http_parser_execute(&r->p, &settings, data, n);
     enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
     if (r->kind) {   /* a callback refused: too large */
@@ -258,6 +404,7 @@ static int new_parser(lua_State *L) {
     r->head = malloc(max_head + 1);
     if (!r->head) return luaL_error(L, "http_parser: out of memory");
     r->head[0] = '\0';
+    r->line_start = 1;
     http_parser_init(&r->p, HTTP_REQUEST);
     r->p.data = r;
     luaL_getmetatable(L, META);

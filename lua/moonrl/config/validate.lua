@@ -15,6 +15,7 @@ local schedule = require("moonrl.schedule")
 local util = require("moonrl.util")
 local warmup = require("moonrl.config.warmup")
 local keys = require("moonrl.config.keys")
+local value = require("moonrl.config.value")
 
 local validate = {}
 
@@ -58,22 +59,14 @@ function validate.parse_set(text)
   if v == "false" then return k, false end
   local n = tonumber(v)
   if n then return k, n end
+  -- A table, a quoted string or a constructor call: read by a parser of the
+  -- values' grammar (moonrl.config.value), never run as Lua.
   local first = v:sub(1, 1)
   if first == "{" or first == '"' or first == "'" or v:match("^[%a_][%w_]*%s*%(") then
-    local env = schedule.env()
-    env.math = math
-    local chunk, err = load("return " .. v, "=value", "t", env)
-    local ok, res
-    if chunk then
-      ok, res = pcall(chunk)
-      if not ok then err = res end
-    end
-    if not chunk or not ok then
-      err = tostring(err):gsub("^value:%d+: ", "")
-      return nil, "--set " .. k .. ": cannot read the value " .. util.fmt_value(v) .. ": " .. validate.hint_global(err)
-    end
+    local res, err = value.parse(v)
     if res == nil then
-      return nil, "--set " .. k .. ": the value " .. util.fmt_value(v) .. " is nil"
+      return nil, "--set " .. k .. ": cannot read the value " .. util.fmt_value(util.escape_bytes(v, true), 80) ..
+        ": " .. err
     end
     return k, res
   end

@@ -217,6 +217,9 @@ function handlers.adopt(self, req, reply)
   if type(req.path) ~= "string" or req.path == "" or #req.path > 4000 then
     return { ok = false, error = "adopt: expected \"path\": the checkpoint file whose weights the run takes" }
   end
+  if req.path:find("%z") then
+    return { ok = false, error = "adopt: \"path\" holds a NUL byte, which no file name can: nothing was changed" }
+  end
   if bad_line(req.source) then
     return { ok = false, error = "adopt: \"source\" (who makes the change) must be a one-line string of at most 200 bytes" }
   end

@@ -31,7 +31,7 @@ local REASON = {
   [404] = "Not Found", [405] = "Method Not Allowed", [408] = "Request Timeout", [409] = "Conflict",
   [413] = "Content Too Large", [415] = "Unsupported Media Type", [422] = "Unprocessable Content",
   [431] = "Request Header Fields Too Large", [500] = "Internal Server Error", [502] = "Bad Gateway",
-  [503] = "Service Unavailable",
+  [501] = "Not Implemented", [503] = "Service Unavailable",
 }
 
 local function unhex(h) return string.char(tonumber(h, 16)) end
@@ -124,7 +124,7 @@ function http.listen(opts)
       local req, perr = parser:feed(data)
       if req == false then
         local kind = parser:err_kind()
-        local status = kind == "head" and 431 or kind == "body" and 413 or 400
+        local status = kind == "head" and 431 or kind == "body" and 413 or kind == "coding" and 501 or 400
         local limit = kind == "head" and (" (at most " .. limits.max_head .. " bytes)")
           or kind == "body" and (" (at most " .. limits.max_body .. " bytes)") or ""
         return send(status, nil, perr .. limit .. "\n")

@@ -11,8 +11,8 @@
 -- Private by default:
 --   - it listens on 127.0.0.1 (another address only when asked, with a warning);
 --   - every request needs the token (128 random bits from /dev/urandom, in the
---     URL printed at start and in a 0600 file): `?token=` or the X-Moonrl-Token
---     header; without it 401;
+--     URL printed at start and in a 0600 file this process creates and alone
+--     removes): `?token=` or the X-Moonrl-Token header; without it 401;
 --   - the Host header must name a loopback address (localhost, 127.0.0.1, [::1],
 --     any port: ssh -L forwards another) or the address asked for: a DNS
 --     rebinding page's requests are refused (403);
@@ -25,7 +25,8 @@
 --
 --   dashboard.serve(opts) -> d | nil, err
 --     opts: dirs = {DIR, ...} (default {"."}), host = "127.0.0.1", port = 0 (any free),
---           token_file = path (default DIR/.dashboard-token of the first DIR), quiet = bool
+--           token_file = path (default DIR/.dashboard-token of the first DIR; a path that
+--           exists is refused: nil, err, "exists"), quiet = bool
 --     d.url (with the token), d.token, d.port, d.host, d.token_file, d:close(), d:closed(),
 --     d:requests() (how many requests it has served)
 --   dashboard.LOOPBACK   the hosts accepted without asking
@@ -36,11 +37,13 @@
 -- announces its runs through moonrl.runtime.shutdown.on_run, where this module
 -- watches once loaded (the facade, moonrl, loads it).
 
+local ffi = require("ffi")
 local uv = require("luv")
 local json = require("moonrl.formats.json")
 local http = require("moonrl.dashboard.http")
 local data = require("moonrl.dashboard.data")
 local control = require("moonrl.control.client")
+local util = require("moonrl.util")
 
 local dashboard = {}
 
@@ -67,15 +70,80 @@ local function random_token()
   return (bytes:gsub(".", function(c) return string.format("%02x", c:byte()) end))
 end
 
--- The token in a file only its owner can read (replaced, never reused).
-local function write_token(path, token)
-  uv.fs_unlink(path)
-  local fd, err = uv.fs_open(path, "wx", tonumber("600", 8))
-  if not fd then return nil, "cannot write the token file " .. path .. ": " .. tostring(err) end
-  uv.fs_write(fd, token .. "\n", -1)
-  uv.fs_fchmod(fd, tonumber("600", 8))
+-- The token file. Created here, never an existing path: O_CREAT | O_EXCL
+-- (which also refuses a link), mode 0600, and held with flock(2) while the
+-- dashboard serves, so another dashboard can tell a live one's file from one
+-- a killed dashboard left. Removed at close only while the path still names
+-- the very file created (its device and inode): whatever else is there by
+-- then is left alone.
+pcall(ffi.cdef, "int flock(int fd, int operation);")
+local LOCK_EX, LOCK_NB = 2, 4
+local MODE_0600 = tonumber("600", 8)
+
+local function create_token_file(path, token)
+  local fd, err = uv.fs_open(path, "wx", MODE_0600)
+  if not fd then return nil, tostring(err) end
+  ffi.C.flock(fd, LOCK_EX + LOCK_NB)
+  uv.fs_fchmod(fd, MODE_0600)
+  local ok, werr = uv.fs_write(fd, token .. "\n", 0)
+  local st = uv.fs_fstat(fd)
+  if not ok or not st then
+    uv.fs_close(fd)
+    uv.fs_unlink(path)
+    return nil, tostring(werr or "fstat failed")
+  end
+  return { fd = fd, path = path, dev = st.dev, ino = st.ino }
+end
+
+local function remove_token_file(tf)
+  if not tf.fd then return end
+  local st = uv.fs_lstat(tf.path)
+  if st and st.dev == tf.dev and st.ino == tf.ino then uv.fs_unlink(tf.path) end
+  uv.fs_close(tf.fd)
+  tf.fd = nil
+end
+
+-- What is at the default path already: "stale" (a token file no dashboard
+-- holds: a killed one's, which may be replaced), or why it is left alone.
+local function existing_token_file(path)
+  local st = uv.fs_lstat(path)
+  if not st then return "stale" end   -- gone meanwhile
+  if st.type ~= "file" then return "it is a " .. st.type .. ", not a token file" end
+  if st.size ~= 33 then return "it is not a token file (" .. st.size .. " bytes)" end
+  local fd = uv.fs_open(path, "r", 0)
+  if not fd then return "it cannot be read" end
+  local text = uv.fs_read(fd, 64, 0)
+  local held = ffi.C.flock(fd, LOCK_EX + LOCK_NB) ~= 0
   uv.fs_close(fd)
-  return true
+  if held then return "another dashboard that is running holds it" end
+  if not (text and text:match("^%x+\n$") and #text == 33) then return "it is not a token file" end
+  return "stale"
+end
+
+-- -> the token file | nil, err, "exists" (an explicit path that exists).
+-- The default path taken by a running dashboard (or holding anything else)
+-- is left alone: this one writes DIR/.dashboard-token.PID instead, and says so.
+local function take_token_file(path, explicit, token)
+  local tf, err = create_token_file(path, token)
+  if tf then return tf end
+  if not err:find("^EEXIST") then return nil, "cannot create the token file " .. path .. ": " .. err end
+  if explicit then
+    return nil, "it exists; give a path that does not (the dashboard creates the file, mode 0600, and removes " ..
+      "it when it stops): nothing was changed", "exists"
+  end
+  local why = existing_token_file(path)
+  if why == "stale" then   -- left by a dashboard that was killed: nobody's now
+    uv.fs_unlink(path)
+    tf = create_token_file(path, token)
+    if tf then return tf end
+    why = "another dashboard took it just now"
+  end
+  local own = path .. "." .. uv.os_getpid()
+  tf, err = create_token_file(own, token)
+  if not tf then return nil, "cannot create the token file " .. own .. ": " .. err end
+  io.stderr:write("moonrl dashboard: ", path, " is left as it is (", why, "); this dashboard's token is in ",
+    own, "\n")
+  return tf
 end
 
 local function same(a, b)   -- in time independent of where they differ
@@ -90,8 +158,20 @@ local function host_name(h)   -- "localhost:8080" -> "localhost"; "[::1]:80" -> 
   return h:match("^(%[[^%]]*%])") or h:match("^([^:]*)")
 end
 
+-- Every string in an answer as valid UTF-8 (RFC 8259 8.1): a byte that is not
+-- part of UTF-8 (from a request echoed, or a run's file) is written \xNN.
+local function clean(v, depth)
+  if type(v) == "string" then return util.escape_bytes(v) end
+  if type(v) ~= "table" or v == json.null or depth > 64 then return v end
+  local out = setmetatable({}, getmetatable(v))
+  for k, x in pairs(v) do out[clean(k, depth + 1)] = clean(x, depth + 1) end
+  return out
+end
+
 local function send_json(reply, status, obj)
-  reply(status, { ["Content-Type"] = "application/json" }, json.encode(obj) .. "\n")
+  local text = json.encode(obj)
+  if text:find("[\128-\255]") and util.escape_bytes(text) ~= text then text = json.encode(clean(obj, 0)) end
+  reply(status, { ["Content-Type"] = "application/json" }, text .. "\n")
 end
 local function refuse(reply, status, msg) send_json(reply, status, { ok = false, error = msg }) end
 
@@ -114,9 +194,10 @@ function dashboard.serve(opts)
     end
   end
   local token = random_token()
-  local token_file = opts.token_file or (d.roots[1] .. "/.dashboard-token")
-  local tok, terr = write_token(token_file, token)
-  if not tok then return nil, terr end
+  local tf, terr, tkind = take_token_file(opts.token_file or (d.roots[1] .. "/.dashboard-token"),
+    opts.token_file ~= nil, token)
+  if not tf then return nil, terr, tkind end
+  local token_file = tf.path
 
   local embedded = require("moonrl.embedded")
   local last_scan = -math.huge
@@ -289,7 +370,7 @@ function dashboard.serve(opts)
 
   server, derr = http.listen({ host = host, port = opts.port or 0, handler = handle })
   if not server then
-    uv.fs_unlink(token_file)
+    remove_token_file(tf)
     return nil, derr
   end
   local shown = host:find(":", 1, true) and ("[" .. host .. "]") or host
@@ -302,7 +383,7 @@ function dashboard.serve(opts)
     if closed then return end
     closed = true
     server:close()
-    uv.fs_unlink(token_file)
+    remove_token_file(tf)
     for _, w in ipairs(waiters) do w() end
   end
   function dash:closed() return closed end

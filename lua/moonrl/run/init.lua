@@ -497,15 +497,18 @@ end
 
 function handlers.adopted(self, update, path, refusal)
   local w = table.remove(self.adopt_waiters, 1)
+  -- the path and the source come from a request: control bytes are written
+  -- \xNN in train.log, so a name cannot add a line of its own
+  local function shown(s) return util.escape_bytes(s, true) end
   if refusal then
     local msg = "adopting " .. tostring(w and w.path or "a checkpoint") .. " refused: " .. refusal .. " (training goes on)"
-    self.log:line(msg)
+    self.log:line(shown(msg))
     if w then w.wake(nil, msg) else core.report("run " .. self.dir, msg) end
     return
   end
   local source = w and w.source or "run:adopt"
-  self.log:line("update " .. (update + 1) .. ": the weights, Adam moments and PopArt of " .. path ..
-    " (" .. source .. ")")
+  self.log:line("update " .. (update + 1) .. ": the weights, Adam moments and PopArt of " .. shown(path) ..
+    " (" .. shown(source) .. ")")
   sinks.each(self.sinks, "event", self._sink_failed, { event = "adopt", update = update + 1, path = path, source = source })
   if w then w.wake(update + 1) end
 end

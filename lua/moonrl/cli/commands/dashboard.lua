@@ -29,7 +29,9 @@ http://localhost:8080/?token=... there (docs/dashboard.md).
 options:
   --port N          the port (default 0: any free one; the URL says which)
   --host ADDR       listen on ADDR instead of 127.0.0.1 (a warning says why not to)
-  --token-file F    where the token is written (default DIR/.dashboard-token, first DIR)
+  --token-file F    where the token is written: a new file, created mode 0600 and removed
+                    at exit (default DIR/.dashboard-token, first DIR; where a running
+                    dashboard holds that one, DIR/.dashboard-token.PID)
   --help            this text
 
 Ctrl-C (or SIGTERM) stops it; the runs go on. A run or a sweep can serve its
@@ -61,9 +63,12 @@ function cmd.run(argv)
       return usage_error("moonrl dashboard: " .. d .. " is not a directory (give directories that hold runs)")
     end
   end
-  local dash, err = require("moonrl.dashboard").serve({
+  local dash, err, kind = require("moonrl.dashboard").serve({
     dirs = dirs, port = port, host = o.host, token_file = o["token-file"],
   })
+  if kind == "exists" then
+    return usage_error("moonrl dashboard: --token-file " .. o["token-file"] .. ": " .. err)
+  end
   if not dash then
     cmdline.err("moonrl dashboard: ", err, "\n")
     return 1
