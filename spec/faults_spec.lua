@@ -377,6 +377,25 @@ describe("faults that lose nothing", function()
     for i = 1, n + 2 do assert.are.equal(i, seen[i], "updates " .. table.concat(seen, ",")) end
   end)
 
+  it("SIGTERM while a hook never returns: the process ends within seconds, saying why, exit 143", function()
+    if not need_bin() then return end
+    config(dir, { interval = 1, more = "hooks = { on_update = function(m) if m.update >= 2 then while true do end end end },"
+    })
+    local p = spawn(dir, "train cfg.lua --dir stuck --no-eval")
+    assert.truthy(wait_for(function() return p.done or has(log_of(dir .. "/stuck"), "update 1 ") end, 60000),
+      "no update 1: " .. p.err())
+    assert.falsy(p.done, p.err())
+    uv.sleep(300)   -- the hook is spinning now
+    local t = uv.hrtime()
+    p.kill("sigterm")
+    p.wait(15000)
+    local took = (uv.hrtime() - t) / 1e9
+    assert.truthy(p.done, "still running 15 s after SIGTERM")
+    assert.are.equal(143, p.code, p.err())
+    assert.truthy(took < 6, "took " .. took .. " s")
+    assert.truthy(has(p.err(), "SIGTERM: the event loop has not answered for 2.0 s"), p.err())
+  end)
+
   it("a checkpoint postponed while the loop is blocked is said, and written once the rows are", function()
     if not need_bin() then return end
     config(dir, { interval = 1, keep = 2 })

@@ -228,6 +228,7 @@ void host_run_open(lua_State *L, host_runs *runs);   /* adds start to the table 
 /* lua_eval.c */
 void host_eval_open(lua_State *L, host_runs *runs);  /* adds evaluate to the table on top */
 void host_http_open(lua_State *L);   /* adds http_parser to the table on top (lua_http.c) */
+void host_signal_watchdog_open(lua_State *L);   /* adds signal_watchdog, signal_seen (signal_watchdog.c) */
 /* Evaluations still working when the loop is left (a signal, core.shutdown):
  * closes their progress handles (before luv's walk, which takes every handle
  * for one of its own) and leaves them to end unheard. */

@@ -16,6 +16,10 @@
 --   SIGUSR2, SIGALRM,   logged and otherwise ignored (by default they would end
 --   SIGVTALRM, SIGXFSZ  the process without a checkpoint); past the file-size
 --                       limit (SIGXFSZ) the write itself fails and says so
+-- A stop signal the event loop does not see within 2 s (a hook, a timer or a
+-- script that has not returned holds the loop) ends the process from a
+-- watchdog thread with the same exit code and a message saying why, without
+-- a final checkpoint (src/host/signal_watchdog.c).
 -- Left alone: SIGPIPE (main.c ignores it: a closed pipe is a write error),
 -- SIGPROF (LuaJIT's profiler uses it), SIGCHLD, SIGWINCH, SIGURG, SIGCONT
 -- (ignored by default), SIGTSTP, SIGTTIN, SIGTTOU (they pause the process,
@@ -40,8 +44,13 @@
 --   signals.code(name) -> 128 + the signal's number
 
 local uv = require("luv")
+local core = require("moonrl.core")
 
 local signals = {}
+
+-- How long a stop signal may wait for the loop before the process ends
+-- without it (a hook or script that does not return: signal_watchdog.c).
+signals.WATCHDOG_MS = 2000
 
 local STOP = { "sigint", "sigterm", "sigquit", "sigxcpu", "sigpwr" }
 local IGNORE = { "sigusr2", "sigalrm", "sigvtalrm", "sigxfsz" }
@@ -122,7 +131,10 @@ function signals.install(host)
   table.sort(names)
   for _, name in ipairs(names) do
     local sig = uv.new_signal()
+    local stopping = false
+    for _, s in ipairs(STOP) do stopping = stopping or s == name end
     local ok = pcall(sig.start, sig, name, function()
+      if stopping then core.signal_seen() end   -- the loop answers: the watchdog stands down
       local h = signals.handlers[name]
       if h then h(context(name, host)) end
     end)
@@ -133,6 +145,16 @@ function signals.install(host)
       sig:close() -- a platform without this signal
     end
   end
+  -- A stop signal the loop does not see within WATCHDOG_MS (a hook or script
+  -- that has not returned holds it) ends the process from a thread of its
+  -- own, saying why (src/host/signal_watchdog.c). After the handles above:
+  -- its handler goes in front of libuv's.
+  local numbers = {}
+  for _, name in ipairs(STOP) do
+    local n = uv.constants and uv.constants[name:upper()]
+    if n then numbers[#numbers + 1] = n end
+  end
+  if core.signal_watchdog then core.signal_watchdog({ signals = numbers, ms = signals.WATCHDOG_MS }) end
 end
 
 return signals
