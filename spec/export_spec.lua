@@ -120,6 +120,13 @@ describe("moonrl export", function()
     assert.are.equal("proxy", obs.mode)
     assert.truthy(obs.channels:find("0.5 for poison", 1, true))
     assert.are.equal(3, json.decode(meta["moonrl.checkpoint"]).update)
+    -- the spaces the environment declares, as moonrl envs --json has them
+    local spaces = json.decode(meta["moonrl.spaces"])
+    assert.are.same({ kind = "codes", shape = { 2, 11, 11 }, codes = 3 }, spaces.observation)
+    assert.are.same({ kind = "discrete", n = 8 }, spaces.action)
+    assert.are.same({ "food", "poison" }, spaces.counters)
+    assert.are.equal(2, net.input_channels)
+    assert.are.equal(2, net.extra_critic_inputs)
   end)
 
   it("is read by the real safetensors library: names, shapes, values and metadata", function()

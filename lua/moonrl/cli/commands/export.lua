@@ -28,6 +28,8 @@ critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
   moonrl.observation  how a (view x view) grid of cell codes (0 empty, 1 food,
                       2 poison) becomes the network's two input channels in
                       the checkpoint's mode
+  moonrl.spaces       JSON: the spaces the environment declares (observation,
+                      action, critic, counters: as `moonrl envs --json`)
   moonrl.checkpoint   the checkpoint, its update and mode; moonrl.version
 Shapes: a conv weight is (out, 3, 3, in), channels last, as the engine
 computes; a linear weight (out, in); a bias (out). docs/export.md has the
@@ -172,9 +174,12 @@ function export.run(argv)
   local channels = {}
   for i = 0, tonumber(c.policy.num_conv) - 1 do channels[#channels + 1] = tonumber(c.policy.conv_channels[i]) end
   local view = 2 * tonumber(c.env.view_range) + 1
+  -- what the environment declares (engine.env_spaces): the network's inputs and outputs follow it
+  local spaces = assert(engine.env_spaces(env_name, tonumber(c.env.view_range)))
   local description = {
     conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
-    view = view, input_channels = 2, actions = tonumber(c.policy.num_actions), extra_critic_inputs = 2,
+    view = view, input_channels = spaces.observation.shape[1], actions = tonumber(c.policy.num_actions),
+    extra_critic_inputs = spaces.critic.extra,
     environment = env_name,
     popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
     layout = {
@@ -200,6 +205,7 @@ function export.run(argv)
     ["moonrl.checkpoint"] = json.encode({ path = ck, update = net.updates, mode = mode, environment = env_name }),
     ["moonrl.network"] = json.encode(description),
     ["moonrl.observation"] = json.encode(observation),
+    ["moonrl.spaces"] = json.encode(spaces),
   }
   local bytes
   if format == "onnx" then
