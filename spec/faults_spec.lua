@@ -330,6 +330,21 @@ describe("faults that lose nothing", function()
     end
   end)
 
+  -- DIR/NAME.lua: a script that trains cfg.lua in NAME and, once the run has
+  -- its second checkpoint, runs `block` on the loop (os.execute: the loop does
+  -- nothing meanwhile), then stops the run.
+  local function lag_script(name, block)
+    support.write_file(dir .. "/" .. name .. ".lua", string.format([[
+      local moonrl = require("moonrl")
+      local run = moonrl.train("cfg.lua", { dir = %q })
+      local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
+      while not exists(%q) do moonrl.wait(0.005) end
+      %s
+      run:stop()
+      run:wait()
+    ]], name, name .. "/checkpoints/update_0000002.mrck", block))
+  end
+
   it("SIGKILL while the event loop is blocked: no checkpoint ahead of metrics.jsonl, the resume misses no row",
     function()
     if not need_bin() then return end
@@ -339,16 +354,7 @@ describe("faults that lose nothing", function()
     -- it was written anyway), the run's newest checkpoint must be no later than
     -- its last row, and a resume must find every update's row.
     config(dir, { interval = 1, keep = 2 })
-    support.write_file(dir .. "/lag.lua", [[
-      local moonrl = require("moonrl")
-      local run = moonrl.train("cfg.lua", { dir = "lag" })
-      local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
-      while not exists("lag/checkpoints/update_0000002.mrck") do moonrl.wait(0.005) end
-      local f = io.open("blocked", "w") f:close()
-      os.execute("sleep 12")   -- the loop does nothing meanwhile
-      run:stop()
-      run:wait()
-    ]])
+    lag_script("lag", 'local f = io.open("blocked", "w") f:close()\n      os.execute("sleep 12")')
     local p = spawn(dir, "run lag.lua")
     assert.truthy(wait_for(function() return p.done or support.read_file(dir .. "/blocked") ~= nil end, 60000),
       "the script never blocked: " .. p.err())
@@ -399,16 +405,7 @@ describe("faults that lose nothing", function()
   it("a checkpoint postponed while the loop is blocked is said, and written once the rows are", function()
     if not need_bin() then return end
     config(dir, { interval = 1, keep = 2 })
-    support.write_file(dir .. "/lag2.lua", [[
-      local moonrl = require("moonrl")
-      local run = moonrl.train("cfg.lua", { dir = "lag2" })
-      local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
-      while not exists("lag2/checkpoints/update_0000002.mrck") do moonrl.wait(0.005) end
-      os.execute("sleep 2")
-      moonrl.wait(0.3)
-      run:stop()
-      run:wait()
-    ]])
+    lag_script("lag2", 'os.execute("sleep 2")\n      moonrl.wait(0.3)')
     local rc, _, err = moonrl(dir, "run lag2.lua")
     assert.are.equal(0, rc, err)
     local log = log_of(dir .. "/lag2")

@@ -346,6 +346,12 @@ function util.write_output(path, text, opts)
     os.remove(tmp)
     return nil, "writing " .. path .. " failed: " .. tostring(werr or cerr)
   end
+  return util.rename_over(tmp, path)
+end
+
+-- A written temporary file renamed over path (the temporary removed when the
+-- rename fails): true, or nil and a message.
+function util.rename_over(tmp, path)
   local renamed, rerr = os.rename(tmp, path)
   if not renamed then
     os.remove(tmp)
@@ -376,12 +382,7 @@ function util.write_file_atomic(path, text)
     os.remove(tmp)
     return nil, err
   end
-  local okr, rerr = os.rename(tmp, path)
-  if not okr then
-    os.remove(tmp)
-    return nil, "cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(rerr)
-  end
-  return true
+  return util.rename_over(tmp, path)
 end
 
 -- mkdir -p: true, or nil and a message naming the part that could not be made.
