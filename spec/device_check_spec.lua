@@ -1,5 +1,6 @@
 -- device = cuda on a machine without a usable GPU is refused before anything
--- is created: a plain message (no traceback), exit 1, no run directory.
+-- is created: a plain message (no traceback), exit 2 (bad configuration), no
+-- run directory.
 
 local support = require("spec.support")
 
@@ -19,7 +20,7 @@ describe("moonrl train with device = cuda and no GPU", function()
         support.rm_rf(dir)
         return pending("this machine has a usable GPU")
       end
-      assert.truthy(out:find("rc=1", 1, true), out)
+      assert.truthy(out:find("rc=2", 1, true), out)
       assert.truthy(out:find("moonrl train: device = cuda", 1, true), out)
       assert.truthy(out:find("accepted here: device = cpu or auto", 1, true), out)
       assert.falsy(out:find("traceback", 1, true), out)
