@@ -28,6 +28,7 @@ local sweep = moonrl.sweep {
   method = "random",
   trials = ci and 6 or 16, parallel = 2,
   metric = "efficiency", mode = "max",
+  smooth = 5,          -- a trial's value: the mean of its last 5 updates (one update's value is noise)
   scheduler = moonrl.asha{ grace_steps = ci and 4096 or 2e5, reduction = 3 },
   executor = "local",
   dir = ci and "runs/lr_sweep_ci" or "runs/lr_sweep",

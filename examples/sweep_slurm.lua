@@ -26,6 +26,7 @@ local sweep = moonrl.sweep {
   method = "random",
   trials = ci and 6 or 16, parallel = ci and 2 or 8,
   metric = "efficiency", mode = "max",
+  smooth = 5,          -- a trial's value: the mean of its last 5 updates (one update's value is noise)
   scheduler = moonrl.asha{ grace_steps = ci and 4096 or 2e5, reduction = 3 },
   executor = ci and moonrl.slurm{ time = "00:10:00", cpus_per_task = 1, poll = 1 }
              or moonrl.slurm{ partition = "gpu", time = "02:00:00", gpus = 1, cpus_per_task = 8, mem = "32G" },

@@ -3,7 +3,7 @@
 --   moonrl train --live examples/tweaks.lua
 --
 -- then edit and save it while the run goes: the hot keys below apply at the
--- next update (README: Live tweaks). A key that is not hot, a typo or a value
+-- next update (docs/live-tweaks.md). A key that is not hot, a typo or a value
 -- out of range changes nothing and the message names the line. Every change
 -- lands in the run directory's train.log, metrics.jsonl and changes.lua.
 return {

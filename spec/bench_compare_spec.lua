@@ -209,4 +209,39 @@ describe("moonrl bench --compare", function()
     -- the ratio of the medians lies between the pairs' ratios (rounding aside)
     assert.is_true(tonumber(ratio) >= lo * 0.9 and tonumber(ratio) <= hi * 1.1, line)
   end)
+
+  it("ends with the rows it measured in the shape of BENCHMARKS.md's 'Where moonrl stands' tables", function()
+    if not have_bin then return pending("no binary at " .. BIN) end
+    -- rows as compare.row returns them (no PyTorch needed to check the shape)
+    support.write_file(dir .. "/standing.lua", [[
+local compare = require("moonrl.bench.compare")
+local o = { device = "cpu", reps = 5, threads = 2, cpu_conv = "auto" }
+local v = { torch = "2.15.0+cu132", python = "3.11.7" }
+print(compare.standing(o, {
+  { row = "env", num_envs = 4096, moonrl = { median = 37.45e6 }, reference = { median = 919.1e3 }, ratio = 40.74,
+    pair_ratios = { 39.53, 42.11 }, versions = v },
+  { row = "train", net = "small", num_envs = 64, rollout = 64, moonrl = { median = 9500 },
+    reference_eager = { median = 4200 }, reference_compiled = { median = 3600 }, ratio = 2.29, reference_best = "eager",
+    pair_ratios = { 2.13, 2.48 }, moonrl_peak_bytes = 187 * 2^20, reference_peak_bytes = 1029 * 2^20,
+    precision = { moonrl = "fp32", reference = "fp32" }, versions = v },
+}, "2026-11-27"))
+]])
+    local rc, out, err = moonrl("run standing.lua", dir)
+    assert.are.equal(0, rc, out .. err)
+    local bench_md = assert(support.read_file((os.getenv("PWD") or ".") .. "/BENCHMARKS.md"))
+    -- the headers are the tables' own
+    for _, header in ipairs({
+      "| network, envs x rollout | precision | moonrl | PyTorch eager / compiled | ratio | peak memory moonrl / PyTorch | date | machine | peer | command |",
+      "| where | envs | moonrl | PyTorch reference | ratio | date | machine | peer | command |" }) do
+      assert.truthy(out:find(header, 1, true), out)
+      assert.truthy(bench_md:find(header, 1, true), "BENCHMARKS.md has no table headed " .. header)
+    end
+    assert.truthy(out:find("| small, 64 x 64 | fp32 | 9.5 k | 4.2 k / 3.6 k | 2.29x eager (pairs 2.13 2.48) | " ..
+      "187 MiB / 1029 MiB | 2026-11-27 | ", 1, true), out)
+    assert.truthy(out:find(" | torch 2.15.0+cu132 | `moonrl bench --compare --rows small --envs 64 --rollout 64 --reps 5` |",
+      1, true), out)
+    assert.truthy(out:find("| CPU, 2 threads | 4096 | 37.45 M | 919.1 k | 40.74x eager (pairs 39.53 42.11) | 2026-11-27 | ",
+      1, true), out)
+    assert.truthy(out:find("`moonrl bench --compare --rows env --envs 4096 --reps 5` |", 1, true), out)
+  end)
 end)

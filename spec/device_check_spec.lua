@@ -1,6 +1,6 @@
 -- device = cuda on a machine without a usable GPU is refused before anything
--- is created: a plain message (no traceback), exit 2 (bad configuration, as
--- the README says), no run directory.
+-- is created: a plain message (no traceback), exit 2 (bad configuration), no
+-- run directory.
 
 local support = require("spec.support")
 

@@ -115,6 +115,8 @@ local moonrl = require "moonrl"
 moonrl.sweep = function(spec)
   local cfg = assert(moonrl.resolve(spec.base, { sets = spec.sets, hardware = spec.hardware, level = spec.level }))
   assert(type(spec.space) == "table" and spec.executor ~= nil)
+  -- one update's value is noise: the example picks its winner on a mean of several
+  assert((spec.smooth or 1) >= 3, "smooth = " .. tostring(spec.smooth or 1) .. ": the winner is one update's value")
   return { wait = function() end, table = function() return "resolved " .. tostring(spec.base) .. ": " .. cfg.name end }
 end
 arg = { [0] = %q, %q }

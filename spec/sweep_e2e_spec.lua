@@ -463,6 +463,11 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     -- sweep.json records the repeats; a re-run with another count is another definition
     local info = json.decode(support.read_file(dir .. "/sw/sweep.json"))
     assert.equal(3, info.repeats)
+    -- and the command that made it, which moonrl train --resume on the sweep's directory points to
+    assert.equal("moonrl run sweep.lua sw repeats", info.command)
+    code, out, err = moonrl(dir, "train --resume sw")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "run the sweep's script again to resume the sweep (moonrl run sweep.lua sw repeats)"), err)
     -- moonrl sweep status shows the settings too
     code, out, err = moonrl(dir, "sweep status sw")
     assert.equal(0, code, err .. out)

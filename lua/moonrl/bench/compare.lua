@@ -281,6 +281,62 @@ local function setup_line(s, v)
   return table.concat(parts, ", ")
 end
 
+-- The rows measured, as rows of BENCHMARKS.md's "Where moonrl stands"
+-- tables: a training row in the shape of the CPU (or GPU) table, the env row
+-- in the environment table's, each with today's date, this machine with its
+-- CPU flags, the peer's version and the command that measures that row
+-- alone. `date` defaults to today.
+function compare.standing(o, rows, date)
+  local fmt_rate = require("moonrl.bench").fmt_rate
+  date = date or os.date("%Y-%m-%d")
+  local machine = require("moonrl.runtime.hardware").cpu_description() .. ", " .. #uv.cpu_info() .. " cores"
+  local prec = compare.precision(o)
+  local train, env = {}, {}
+  for _, r in ipairs(rows) do
+    local v = r.versions or {}
+    local peer = "torch " .. tostring(v.torch or (r.reference_setup and r.reference_setup.torch) or "?")
+    local cmd = { "moonrl bench --compare --rows", r.row == "env" and "env" or r.net }
+    if o.device == "cuda" then cmd[#cmd + 1] = "--device cuda" end
+    cmd[#cmd + 1] = "--envs " .. r.num_envs
+    if r.row ~= "env" then cmd[#cmd + 1] = "--rollout " .. r.rollout end
+    cmd[#cmd + 1] = "--reps " .. o.reps
+    if prec ~= "fp32" then cmd[#cmd + 1] = "--precision " .. prec end
+    if o.cpu_conv and o.cpu_conv ~= "auto" and o.device ~= "cuda" then cmd[#cmd + 1] = "--cpu-conv " .. o.cpu_conv end
+    local pr = {}
+    for i, x in ipairs(r.pair_ratios or {}) do pr[i] = string.format("%.2f", x) end
+    local ratio = string.format("%.2fx %s (pairs %s)", r.ratio, r.reference_best or "eager", table.concat(pr, " "))
+    local eager = r.reference_eager or r.reference
+    local where = o.device == "cuda" and "GPU" or ("CPU, " .. threads_of(o) .. " threads")
+    if r.row == "env" then
+      env[#env + 1] = string.format("| %s | %s | %s | %s | %s | %s | %s | %s | `%s` |", where,
+        r.num_envs, fmt_rate(r.moonrl.median), fmt_rate(eager.median), ratio, date, machine, peer,
+        table.concat(cmd, " "))
+    else
+      local moonrl_prec = r.precision and r.precision.moonrl or prec
+      train[#train + 1] = string.format("| %s, %d x %d | %s | %s | %s / %s | %s | %s / %s | %s | %s | %s | `%s` |",
+        r.net == "ref" and "reference" or r.net, r.num_envs, r.rollout,
+        moonrl_prec == prec and prec or (prec .. " asked, moonrl ran " .. moonrl_prec),
+        fmt_rate(r.moonrl.median), fmt_rate(eager.median),
+        r.reference_compiled and fmt_rate(r.reference_compiled.median) or "-", ratio,
+        fmt_peak(r.moonrl_peak_bytes), fmt_peak(r.reference_peak_bytes), date, machine, peer, table.concat(cmd, " "))
+    end
+  end
+  local out = {}
+  if #train > 0 then
+    out[#out + 1] = "| network, envs x rollout | precision | moonrl | PyTorch eager / compiled | ratio | " ..
+      "peak memory moonrl / PyTorch | date | machine | peer | command |"
+    out[#out + 1] = "|---|---|---|---|---|---|---|---|---|---|"
+    for _, l in ipairs(train) do out[#out + 1] = l end
+  end
+  if #env > 0 then
+    if #out > 0 then out[#out + 1] = "" end
+    out[#out + 1] = "| where | envs | moonrl | PyTorch reference | ratio | date | machine | peer | command |"
+    out[#out + 1] = "|---|---|---|---|---|---|---|---|---|"
+    for _, l in ipairs(env) do out[#out + 1] = l end
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
 -- Prints the side-by-side table for the rows (text for a person; --json prints the rows instead).
 function compare.print(o, rows, load0, load1)
   local fmt_rate = require("moonrl.bench").fmt_rate
@@ -399,6 +455,8 @@ function compare.print(o, rows, load0, load1)
   if os.getenv("OPENBLAS_CORETYPE") then
     w("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE") .. " is set: it applies to both sides (PyTorch's BLAS too)\n")
   end
+  w("\nthe rows above as rows of BENCHMARKS.md's \"Where moonrl stands\" tables:\n\n")
+  w(compare.standing(o, rows))
 end
 
 function compare.run(o)

@@ -163,6 +163,13 @@ function cmdline.parse(cmd, argv, spec, max_pos)
             return nil, "moonrl " .. cmd .. ": option --" .. name .. " needs a value (" .. s[2] .. ")"
           end
         end
+        -- `--set ppo.lr 1e-4`: the value would be taken for a config file
+        local after = argv[i + 1]
+        if s[2] == "key=value" and not v:find("=", 1, true) and after ~= nil
+          and (after:sub(1, 1) ~= "-" or tonumber(after)) then
+          return nil, "moonrl " .. cmd .. ": --" .. name .. " " .. v .. " " .. after .. ": a setting is one " ..
+            "argument, key=value: --" .. name .. " " .. v .. "=" .. after
+        end
         if s[1] == "list" then
           o[name] = o[name] or {}
           table.insert(o[name], v)

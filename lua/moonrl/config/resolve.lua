@@ -6,6 +6,10 @@
 --
 --   resolve.resolve(opts) -> resolved, notes | nil, err   (config.resolve: see
 --                                                         moonrl.config for opts)
+--   resolve.line_of(text, path) -> line | nil   where a config file's text sets a key
+--
+-- An unknown key the experiment's file sets is reported with the file and
+-- line: "bad.lua:6: unknown key 'ppo.learnig_rate' - did you mean 'ppo.lr'?".
 --
 -- What resolve() does beyond merging
 --   - hardware/level names are taken from opts, else --set, else the file,
@@ -52,6 +56,54 @@ end
 -- A gpu_only value that asks for nothing (off, empty): no note needed.
 local function inert(v)
   return v == false or v == "" or (type(v) == "table" and next(v) == nil)
+end
+
+-- The line of a config file's text where `path` ("ppo.lr", "totl_steps") is
+-- set: its leaf name assigned after the line that opens its section (the
+-- first such line anywhere when the section's line is not found), or the
+-- whole dotted name quoted; nil when neither is there.
+function resolve.line_of(text, path)
+  local sec, leaf = path:match("^(.-)%.([^.]+)$")
+  leaf = leaf or path
+  local n, in_sec, first = 0, sec == nil, nil
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local code = line:gsub("%-%-.*$", "")
+    if code:find('"' .. path .. '"', 1, true) or code:find("'" .. path .. "'", 1, true) then return n end
+    if sec and code:find("%f[%w_]" .. sec:gsub("%p", "%%%0") .. "%s*=%s*{") then in_sec = true end
+    local set = code:find("%f[%w_]" .. leaf:gsub("%p", "%%%0") .. "%s*=")
+    if set then
+      if in_sec then return n end
+      first = first or n
+    end
+  end
+  return first
+end
+
+-- Validation's messages with the file and line of each unknown key that the
+-- experiment's file set (prov[path] is the file's label): "bad.lua:6: unknown
+-- key 'ppo.learnig_rate' - did you mean 'ppo.lr'?".
+local function in_file(msg, prov, file_label)
+  local origin = file_label and file_label:match("^file (.+)$")
+  if not origin then return msg end
+  local text
+  local out = {}
+  for line in (msg .. "\n"):gmatch("([^\n]*)\n") do
+    local path = line:match("^unknown key '([^']+)'")
+    if path and (prov[path] == file_label or prov[path:match("^[^.]+")] == file_label) then
+      if not text then
+        text = util.read_file(origin)
+        if not text then
+          local okr, t = pcall(require("moonrl.runtime.resources").read, origin)
+          text = okr and t or ""
+        end
+      end
+      local n = resolve.line_of(text, path)
+      line = origin .. (n and (":" .. n) or "") .. ": " .. line
+    end
+    out[#out + 1] = line
+  end
+  return table.concat(out, "\n")
 end
 
 local function note_value(v)
@@ -194,7 +246,7 @@ function resolve.resolve(opts)
   acc.hardware, acc.level = profile, level
 
   local ok, verr = validate.validate(acc)
-  if not ok then errs[#errs + 1] = verr end
+  if not ok then errs[#errs + 1] = in_file(verr, prov, file_label) end
   if #errs > 0 then return nil, table.concat(errs, "\n") end
 
   -- the device

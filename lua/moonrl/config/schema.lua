@@ -96,7 +96,7 @@ key { key = "dir", type = "string", optional = true, max_len = 4096,
   desc = "run directory; nil = `runs/<name>-<time>`" }
 key { key = "live", type = "string", optional = true, max_len = 4096,
   aliases = { "tweaks", "live_file", "watch" },
-  desc = "live tweak file, watched while training: on each save (and SIGHUP) its hot keys apply at the next update (README: Live tweaks); nil = none" }
+  desc = "live tweak file, watched while training: on each save (and SIGHUP) its hot keys apply at the next update (docs/live-tweaks.md); nil = none" }
 key { key = "dashboard", type = "boolean", default = false,
   desc = "serve the live dashboard of this run from its own process while it trains (docs/dashboard.md): the URL, " ..
     "with its token, is printed at start; 127.0.0.1 only (`moonrl dashboard` serves many runs, with --port and --host)" }

@@ -119,7 +119,7 @@ function Changes.new(run, resume_update)
   local version = okc and core.version and core.version() or "?"
   self.header = "-- moonrl " .. version .. ": the changes made to the run in this directory while it trained,\n" ..
     "-- in order, each in force from update `update` on (source: who made it). Read it back with\n" ..
-    "-- require(\"moonrl.changes\").load(path); the run's own config is config.lua.\n"
+    "-- require(\"moonrl.run.changes\").load(path); the run's own config is config.lua.\n"
   self:_write()
   return self
 end

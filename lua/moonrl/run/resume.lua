@@ -153,6 +153,15 @@ function resume.newest(run_dir)
     return nil, "'" .. run_dir .. "' is not a directory: resume takes a run directory (runs/<name>-<time>)"
   end
   local list = resume.checkpoints(run_dir)
+  if #list == 0 and uv.fs_stat(join(run_dir, "sweep.json")) then
+    -- a sweep's directory: the sweep resumes by running its script again
+    local okj, info = pcall(require("moonrl.formats.json").decode, util.read_file(join(run_dir, "sweep.json")) or "")
+    local command = okj and type(info) == "table" and type(info.command) == "string" and info.command or nil
+    return nil, "'" .. run_dir .. "' is a sweep's directory (it holds sweep.json), not a run's: run the sweep's " ..
+      "script again to resume the sweep" .. (command and (" (" .. command .. ")") or " (moonrl run SCRIPT.lua)") ..
+      "; finished trials are read back and interrupted ones resume from their checkpoints. One trial alone: " ..
+      "moonrl train --resume " .. run_dir:gsub("/+$", "") .. "/trial-NNN"
+  end
   if #list == 0 then
     return nil, "no checkpoint in " .. join(run_dir, "checkpoints") ..
       " (update_NNNNNNN.mrck): nothing to resume; start the run again with moonrl train"

@@ -119,7 +119,7 @@ function start.train(cfg_or_path, opts)
   cfg_or_path, ranks = take_ranks(cfg_or_path, opts)
   if opts.resume ~= nil or (type(cfg_or_path) == "table" and cfg_or_path.resume ~= nil) then
     local plan, err = start.resume_plan(cfg_or_path, opts)
-    if not plan then util.refuse("moonrl.train: " .. err, 2) end
+    if not plan then util.refuse("moonrl.train: " .. err, 2, "input") end
     if plan.finished then util.refuse("moonrl.train: " .. plan.finished:gsub("moonrl train %-%-resume (%S+) %-%-set total_steps=N",
       "moonrl.train{resume = %1, total_steps = N}"), 2) end
     local o = {}
@@ -136,7 +136,7 @@ function start.train(cfg_or_path, opts)
     return start.start(plan.cfg, plan.notes, o)
   end
   local cfg, notes = start.resolve(cfg_or_path, opts)
-  if not cfg then util.refuse(notes, 2) end
+  if not cfg then util.refuse(notes, 2, "input") end
   if ranks > 1 then return launch(cfg, notes, opts, ranks) end
   return start.start(cfg, notes, opts)
 end

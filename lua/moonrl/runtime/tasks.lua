@@ -6,7 +6,8 @@
 --   tasks.resume(co, ...) -> ok, ...     resume with error reporting
 --   tasks.spawn(fn, ...) -> coroutine    runs fn as a coroutine; errors reported
 --   tasks.main(fn, ...) -> coroutine     the CLI's entry: the coroutine whose failure is
---                                        the process's failure (every run stops, exit 1)
+--                                        the process's failure (every run stops, exit 1;
+--                                        2 when it was bad input that moonrl refused)
 --   tasks.await(what, arm) -> ...        suspends the running coroutine until arm(wake)
 --                                        has wake(...) called; returns what it got
 --   tasks.wait(seconds)                  yields for that many seconds (moonrl.wait)
@@ -36,8 +37,10 @@ local function report_co(co, err)
     -- The script is what the user ran: it failed, so the process does too,
     -- once the runs it started have stopped with their final checkpoints and
     -- closed their files (a stop already under way ends it anyway).
+    -- A config or other input moonrl refused (util.refuse kind "input") is
+    -- bad input, exit 2, as on the command line.
     if not shutdown.stopping() then
-      shutdown.stop_all(1, "error in the main script: " .. (tostring(err):match("^[^\n]*") or "?"))
+      shutdown.stop_all(util.is_bad_input(err) and 2 or 1, "error in the main script: " .. (tostring(err):match("^[^\n]*") or "?"))
     end
   else
     core.report("error in a coroutine", tb)

@@ -48,8 +48,9 @@
 --     directory's lock is held) is followed again (local executor: follow),
 --     its end seen when the lock is free (finished: done; else resumed).
 --   - sweep.json keeps the definition (space, method and its tpe/pbt options,
---     seed, trials, resolved base); a re-run with another one is refused with the differences,
---     unless `extend = true`.
+--     seed, trials, resolved base) and `command`, the `moonrl run SCRIPT ARGS` that
+--     made it (what `moonrl train --resume DIR` points to); a re-run with another
+--     definition is refused with the differences, unless `extend = true`.
 --   - SIGINT / SIGTERM to this process stop every trial with its final
 --     checkpoint (they are not results: a re-run resumes them), then exit
 --     with 128 + N.
@@ -105,6 +106,20 @@ local NOT_SWEPT = { dir = "each trial has its own directory", hardware = "a prof
 
 
 
+
+-- The command that ran the script making this sweep (`moonrl run SCRIPT
+-- ARGS`), for sweep.json: running it again resumes the sweep. nil outside
+-- `moonrl run`.
+local function script_command()
+  local a = rawget(_G, "arg")
+  if type(a) ~= "table" or type(a[0]) ~= "string" then return nil end
+  local words = { "moonrl", "run" }
+  for i = 0, #a do
+    local w = tostring(a[i])
+    words[#words + 1] = w:find("^[%w_./,=:+-]+$") and w or ("'" .. w:gsub("'", "'\\''") .. "'")
+  end
+  return table.concat(words, " ")
+end
 
 local function tail_lines(path, n)
   local text = util.read_file(path) or ""
@@ -267,6 +282,7 @@ function sweep.start(spec)
     scheduler = sched and sched.describe and sched:describe() or json.null,
     executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
     smooth = self.smooth, moonrl = core.version(), definition = self.definition, repeats = self.repeats,
+    command = script_command() or json.null,
   })
   for _, c in ipairs(self.extended or {}) do self:say("extended: " .. c) end
 

@@ -15,14 +15,18 @@ Lists the environments of this moonrl (the values of env.name), each with
 the spaces it declares: its observation (here a C x H x W grid of cell codes
 around the agent, which the network expands into C channels), its action
 space, what the critic sees beside the trunk's features (a vector of
-privileged inputs, and for these grid worlds the view's ground truth), and
-the episode counters its logs and evaluation report. Shapes are at the
-default env.view_range. docs/environments.md says how to add an environment.
+privileged inputs, and for these grid worlds the view's ground truth), the
+episode counters its logs and evaluation report, and the built-in
+experiments that train it (`moonrl train NAME`) with the observation they
+train on. The first columns' shapes are at the default env.view_range; an
+experiment that sets another view_range trains on its own (reach: a 5 x 5
+view). docs/environments.md says how to add an environment.
 
 options:
   --json   one JSON object per environment and line: name, summary, codes,
-           spaces {observation, action, critic, counters}, and (as before)
-           actions and observation (H, W, C)
+           spaces {observation, action, critic, counters}, experiments (each
+           built-in experiment of this environment: name, view_range and its
+           observation space), and (as before) actions and observation (H, W, C)
 ]],
 }
 
@@ -31,25 +35,78 @@ function envs.run(argv)
   if not o then return cmdline.usage_error(e) end
   if o.help then return cmdline.out(envs.help) end
   local list = require("moonrl.engine").environments()
+  local by_env = envs.experiments()
   if o.json then
     local json = require("moonrl.formats.json")
     for _, env in ipairs(list) do
       local ob = env.spaces.observation
       cmdline.out(json.encode({ name = env.name, summary = env.summary, actions = env.actions,
-        codes = env.codes, spaces = env.spaces,
+        codes = env.codes, spaces = env.spaces, experiments = by_env[env.name] or json.array(),
         observation = ob.kind ~= "vector" and { ob.shape[2], ob.shape[3], ob.shape[1] } or ob.shape }), "\n")
     end
     return
   end
-  cmdline.out(string.format("%-10s %-22s %-14s %-14s %s\n", "env.name", "observation", "action", "counters",
-    "what it is"))
+  local rows = { { "env.name", "observation", "action", "counters", "built-in experiments", "what it is" } }
   for _, env in ipairs(list) do
     local sp = env.spaces
-    cmdline.out(string.format("%-10s %-22s %-14s %-14s %s\n", env.name, envs.describe_obs(sp.observation),
-      envs.describe_action(sp.action), table.concat(sp.counters, ", "), env.summary))
+    rows[#rows + 1] = { env.name, envs.describe_obs(sp.observation), envs.describe_action(sp.action),
+      table.concat(sp.counters, ", "), envs.describe_experiments(by_env[env.name]), env.summary }
   end
-  cmdline.out("\nshapes at the default env.view_range; the critic also sees each environment's privileged " ..
-    "inputs (foraging: the item counts) and the view's ground truth; docs/environments.md adds an environment\n")
+  local width = {}
+  for _, r in ipairs(rows) do
+    for i = 1, #r - 1 do width[i] = math.max(width[i] or 0, #r[i]) end
+  end
+  for _, r in ipairs(rows) do
+    local cells = {}
+    for i = 1, #r - 1 do cells[i] = r[i] .. string.rep(" ", width[i] - #r[i]) end
+    cells[#r] = r[#r]
+    cmdline.out(table.concat(cells, "  "), "\n")
+  end
+  cmdline.out("\nobservation: at the default env.view_range (" .. envs.default_view_range() .. "); built-in " ..
+    "experiments: `moonrl train NAME` and the observation it trains on (its own env.view_range); the critic " ..
+    "also sees each environment's privileged inputs (foraging: the item counts) and the view's ground truth; " ..
+    "docs/environments.md adds an environment\n")
+end
+
+function envs.default_view_range()
+  return require("moonrl.config.schema").by_key["env.view_range"].default
+end
+
+-- env.name -> { {name =, view_range =, observation = space}, ... }: the
+-- experiments moonrl ships (default, configs/experiments/*.lua), by the
+-- environment each trains, with the observation at its view_range.
+function envs.experiments()
+  local loader, engine = require("moonrl.config.load"), require("moonrl.engine")
+  local schema = require("moonrl.config.schema")
+  local out = {}
+  for _, name in ipairs(loader.experiments()) do
+    local t = loader.resource(loader.experiment_path(name))
+    local env = type(t) == "table" and type(t.env) == "table" and t.env or {}
+    local env_name = type(env.name) == "string" and env.name or schema.by_key["env.name"].default
+    local vr = tonumber(env.view_range) or envs.default_view_range()
+    local sp = engine.env_spaces(env_name, vr)
+    if sp then
+      out[env_name] = out[env_name] or {}
+      table.insert(out[env_name], { name = name, view_range = vr, observation = sp.observation })
+    end
+  end
+  return out
+end
+
+-- "default, foraging: 2 x 11 x 11; reach2: 2 x 7 x 7" (experiments with the same shape share it)
+function envs.describe_experiments(list)
+  if not list or #list == 0 then return "-" end
+  local groups, order = {}, {}
+  for _, x in ipairs(list) do
+    local ob = x.observation
+    local shape = ob.kind == "vector" and (ob.shape[1] .. " floats") or
+      string.format("%d x %d x %d", ob.shape[1], ob.shape[2], ob.shape[3])
+    if not groups[shape] then groups[shape] = {}; order[#order + 1] = shape end
+    table.insert(groups[shape], x.name)
+  end
+  local parts = {}
+  for _, shape in ipairs(order) do parts[#parts + 1] = table.concat(groups[shape], ", ") .. ": " .. shape end
+  return table.concat(parts, "; ")
 end
 
 -- "2 x 11 x 11 codes", "4 floats", ...

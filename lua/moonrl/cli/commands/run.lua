@@ -18,7 +18,8 @@ and `require "luv"` (the same loop) are available. It must be Lua source
 text: precompiled bytecode (luajit -b, string.dump) is refused. The process exits when the
 script and everything it started (runs, timers) are done. An error in the
 script stops the runs it started (the update in progress ends, a final
-checkpoint, files closed) and exits with status 1 and its traceback; SIGINT or
+checkpoint, files closed) and exits with status 1 and its traceback (2, with
+the message alone, when it is a config moonrl.train refused); SIGINT or
 SIGTERM does the same and exits 130 / 143, a second one at once (moonrl train
 --help lists the signals).
 

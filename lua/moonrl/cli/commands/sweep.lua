@@ -13,8 +13,8 @@ usage: moonrl sweep status DIR [--json]
        moonrl sweep plot DIR
        moonrl sweep lineage DIR
 
-A sweep is started from a script (moonrl run sweep.lua; see the README,
-"Hyperparameter sweeps") and keeps its state in its directory DIR:
+A sweep is started from a script (moonrl run sweep.lua; see
+docs/sweeps.md) and keeps its state in its directory DIR:
 sweep.json, results.jsonl (a line per start, rung decision and result),
 best.lua (the best trial's config, runnable: moonrl train DIR/best.lua) and
 one run directory per trial (DIR/trial-NNN).
