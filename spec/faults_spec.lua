@@ -388,6 +388,7 @@ describe("faults that lose nothing", function()
     config(dir, { interval = 1, more = "hooks = { on_update = function(m) if m.update >= 2 then while true do end end end },"
     })
     local p = spawn(dir, "train cfg.lua --dir stuck --no-eval")
+    finally(function() if not p.done then p.kill("sigkill") end end)   -- never left spinning
     assert.truthy(wait_for(function() return p.done or has(log_of(dir .. "/stuck"), "update 1 ") end, 60000),
       "no update 1: " .. p.err())
     assert.falsy(p.done, p.err())

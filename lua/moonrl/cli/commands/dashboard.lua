@@ -73,12 +73,14 @@ function cmd.run(argv)
     cmdline.err("moonrl dashboard: ", err, "\n")
     return 1
   end
+  -- tracked before the URL is printed: a stop signal from whoever read the URL
+  -- closes the dashboard (and removes its token file), never exits around it
+  local shutdown = require("moonrl.runtime.shutdown")
+  shutdown.track(dash, { note = function() end })
   out("moonrl dashboard: serving ", table.concat(#dirs > 0 and dirs or { "." }, ", "), "\n")
   out("  open ", dash.url, "\n")
   out("  (the token is also in ", dash.token_file, ", readable by you only; Ctrl-C stops the dashboard)\n")
   io.stdout:flush()
-  local shutdown = require("moonrl.runtime.shutdown")
-  shutdown.track(dash, { note = function() end })
   require("moonrl.runtime.tasks").await("moonrl dashboard", function(wake) dash:on_close(wake) end)
   shutdown.untrack(dash)
   return 0
