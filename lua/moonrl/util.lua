@@ -32,11 +32,13 @@
 --   util.is_bad_input(err) -> boolean   ... with kind "input"
 --   util.read_file(path), util.write_file(path, text), util.mkdir_p(path), util.rm_rf(path)
 --   util.write_file_atomic(path, text)  through a temporary file and a rename
---   util.file_kind(stat) -> words       "is a directory", "is a FIFO (named pipe), not a regular file", ...
+--   util.file_kind(stat[, noun]) -> words  "is a directory[, not NOUN]", "is a FIFO (named pipe), not a
+--                                       regular file", ...
 --   util.check_output(path, opts) -> true | nil, why   may a command write the file a user named?
 --                                       a new path or a regular file (opts.replace), never a
 --                                       device, FIFO, directory or one of opts.inputs (by inode)
 --   util.write_output(path, text, opts) the same check, then an exclusive temporary file and a rename
+--   util.rename_over(tmp, path)         a written temporary file renamed over path (removed on failure)
 
 local util = {}
 
@@ -280,13 +282,15 @@ function util.read_file(path)
 end
 
 -- What a path that is not a regular file is, in words, from uv.fs_stat's
--- type ("is a directory", "is a FIFO (named pipe), not a regular file", ...).
+-- type ("is a directory", "is a FIFO (named pipe), not a regular file", ...);
+-- with `noun` ("a checkpoint file"), a directory "is a directory, not " .. noun.
 local KINDS = {
   directory = "is a directory", fifo = "is a FIFO (named pipe), not a regular file",
   socket = "is a socket, not a regular file", char = "is a character device, not a regular file",
   block = "is a block device, not a regular file", link = "is a symbolic link, not a regular file",
 }
-function util.file_kind(st)
+function util.file_kind(st, noun)
+  if noun and st and st.type == "directory" then return "is a directory, not " .. noun end
   return KINDS[st and st.type] or "is not a regular file"
 end
 

@@ -130,10 +130,6 @@ static int ckpt_dir(tstate *s, char *out, size_t n) {
     return 0;
 }
 
-/* Saves to `path`, or to the run's next periodic name when path is "" (those
- * rotate: only the last checkpoint_keep stay). `requested`: asked for through
- * the mailbox (the event says so, for whoever waits on it). Returns 0 or -1
- * (error event posted). */
 /* Waits at most ms until the loop's files hold the rows of every update
  * posted so far (host.h, mb_written). Returns 1 when they do, else 0 with
  * *written the count they hold: a checkpoint is never written ahead of them
@@ -160,6 +156,10 @@ static unsigned long long last_row(const tstate *s, uint64_t written) {
     return (unsigned long long)(s->real_updates - (s->posted - written));
 }
 
+/* Saves to `path`, or to the run's next periodic name when path is "" (those
+ * rotate: only the last checkpoint_keep stay). `requested`: asked for through
+ * the mailbox (the event says so, for whoever waits on it). Returns 0 or -1
+ * (error event posted). */
 static int save(tstate *s, const char *path, int requested) {
     char auto_path[HOST_PATH];
     int periodic = path[0] == 0;

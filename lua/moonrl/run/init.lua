@@ -783,8 +783,8 @@ function Run:adopt(path, source)
   local st = uv.fs_stat(path)
   if not st then return nil, "run:adopt: no checkpoint file at " .. path end
   if st.type ~= "file" then
-    return nil, "run:adopt: " .. path .. " " .. (st.type == "directory" and "is a directory, not a checkpoint file"
-      or util.file_kind(st)) .. "; accepted: a checkpoint file"
+    return nil, "run:adopt: " .. path .. " " .. util.file_kind(st, "a checkpoint file") ..
+      "; accepted: a checkpoint file"
   end
   local function post(wake)
     self.adopt_waiters[#self.adopt_waiters + 1] = { path = path, source = source, wake = wake }

@@ -154,7 +154,7 @@ function ctl.run(argv)
     if not st then return usage_error("moonrl ctl adopt: " .. args[1] .. ": no such checkpoint file") end
     if st.type ~= "file" then   -- what it is: a directory, a FIFO, a device
       return usage_error("moonrl ctl adopt: " .. args[1] .. " " ..
-        (st.type == "directory" and "is a directory, not a checkpoint file" or require("moonrl.util").file_kind(st)) ..
+        require("moonrl.util").file_kind(st, "a checkpoint file") ..
         "; accepted: a checkpoint file (RUN/checkpoints/update_NNNNNNN.mrck)")
     end
     req.path = args[1]:sub(1, 1) == "/" and args[1] or (uv.cwd() .. "/" .. args[1])   -- the job's working directory may differ
