@@ -38,7 +38,6 @@
 #define WATCH_MAX_SIGNALS 8
 
 static struct sigaction prev_action[NSIG];
-static int watched[WATCH_MAX_SIGNALS], n_watched;
 static int wake_pipe[2] = {-1, -1};
 static atomic_uint received;   /* stop signals received (handler) */
 static atomic_uint seen;       /* ... and seen by the loop (core.signal_seen) */
@@ -141,7 +140,7 @@ static int core_signal_watchdog(lua_State *L) {
         sa.sa_sigaction = on_signal;
         sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
         sigfillset(&sa.sa_mask);
-        if (sigaction(sigs[i], &sa, &prev_action[sigs[i]]) == 0) watched[n_watched++] = sigs[i];
+        sigaction(sigs[i], &sa, &prev_action[sigs[i]]);   /* libuv's handler is kept in prev_action */
     }
     atomic_store(&armed, 1);
     lua_pushboolean(L, 1);
