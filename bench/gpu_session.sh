@@ -87,11 +87,12 @@ tests)
         step "$(basename "$b")" "${TEST_LIMIT:-240}" env OPENBLAS_CORETYPE=Haswell "$b"
     done
     if command -v compute-sanitizer >/dev/null && [ "${SAN:-1}" = 1 ]; then
-        for t in test_cuda_ppo test_cuda_loss; do
-            step "memcheck $t" "${SAN_LIMIT:-180}" compute-sanitizer --tool memcheck "$CARRY/$t"
+        # SAN_RUNS='memcheck:test_cuda_ppo' runs some only (tool:test, space-separated)
+        for r in ${SAN_RUNS:-memcheck:test_cuda_ppo memcheck:test_cuda_loss racecheck:test_cuda_ppo memcheck:test_cuda_policy_net}; do
+            tool=${r%%:*} t=${r#*:}
+            extra=""; [ "$t" = test_cuda_policy_net ] && extra=--quick
+            step "$tool $t $extra" "${SAN_LIMIT:-180}" compute-sanitizer --tool "$tool" "$CARRY/$t" $extra
         done
-        step "racecheck test_cuda_ppo" "${SAN_LIMIT:-180}" compute-sanitizer --tool racecheck "$CARRY/test_cuda_ppo"
-        step "memcheck test_cuda_policy_net --quick" "${SAN_LIMIT:-180}" compute-sanitizer --tool memcheck "$CARRY/test_cuda_policy_net" --quick
     fi
     ;;
 bench)
