@@ -4,7 +4,7 @@
 #
 # Here (the CPU machine):   make gpu-carry      (builds; packs .carry/gpu.tar.xz, git-ignored)
 # There (the device tool):  run with carry [".carry/gpu.tar.xz"] and the command
-#                           bash bench/gpu_session.sh tests      (about 3 min)
+#                           bash bench/gpu_session.sh tests      (about 2 min; SAN_RUNS, TEST_LIMIT, ONLY)
 #                           bash bench/gpu_session.sh bench      (about 8 min at most)
 #                           bash bench/gpu_session.sh learn      (about 5 min)
 #                           bash bench/gpu_session.sh smoke      (one short row of each, 1 min)
