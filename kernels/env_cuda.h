@@ -1,16 +1,15 @@
 /*
- * env_cuda.h - the foraging environment on a GPU: the C entry points of
+ * env_cuda.h - the environments on a GPU: the C entry points of
  * kernels/env.cu, which the cuda backend's table points at (the trainer and
  * the public mr_env object of core/env.c both run them through it).
  *
- * The rules are foraging.h's, unchanged: each kernel runs one thread per
- * instance and calls the same MR_HD function the CPU loop calls, on an
- * mr_forage whose pointers are device memory, laid out by the same
- * mr_forage_layout as the CPU (one block from the device memory manager,
- * carved in the same order), so the two states are byte-for-byte comparable.
- *
- * The mr_forage_cuda_* kernels run over an mr_forage with device pointers,
- * on a caller's stream, asynchronously (no host sync).
+ * The rules are each environment's, unchanged: each kernel runs one thread
+ * per instance and calls the same MR_HD function the CPU loop calls
+ * (registry.h), on an mr_env_state whose pointers are device memory, laid
+ * out by the same mr_env_layout as the CPU (one block from the device memory
+ * manager, carved in the same order), so the two states are byte-for-byte
+ * comparable. The kernels run on a caller's stream, asynchronously (no host
+ * sync).
  *
  * Streams are passed as void * (a cudaStream_t; NULL = the legacy default
  * stream) so this header stays plain C.
@@ -19,7 +18,7 @@
 #define MR_ENV_CUDA_H
 #include <stddef.h>
 #include <stdint.h>
-#include "forage_layout.h"
+#include "env_state.h"   /* mr_env_state, mr_env_layout */
 #include "devmem.h"
 
 #ifdef __cplusplus
@@ -27,11 +26,11 @@ extern "C" {
 #endif
 
 /* Device bytes of one environment set's state (the arena plan of
- * mr_forage_layout, 64-byte aligned buffers), plus the action buffer. */
+ * mr_env_layout, 64-byte aligned buffers), plus the action buffer. */
 static inline size_t mr_env_cuda_state_bytes(const mr_env_config *cfg) {
     mr_arena plan = {NULL, 0, 0, 0};
-    mr_forage s;
-    mr_forage_layout(&s, cfg, 0, &plan);
+    mr_env_state s;
+    mr_env_layout(&s, cfg, 0, &plan);
     return plan.size + mr_arena_round((size_t)cfg->num_envs);
 }
 
@@ -49,18 +48,16 @@ static inline int mr_env_cuda_max_envs(const mr_env_config *cfg, size_t budget_b
 }
 
 #ifdef MOONRL_HAVE_CUDA
-/* ---- kernels over an mr_forage in device memory (asynchronous) ---- */
+/* ---- kernels over a state in device memory (asynchronous) ---- */
 /* Full reset of every instance; logs untouched. */
-mr_status mr_forage_cuda_reset_all(const mr_forage *s, void *stream, mr_error *err);
-/* One step of every instance; d_actions: n bytes in device memory, each & 7. */
-mr_status mr_forage_cuda_step_all(const mr_forage *s, const uint8_t *d_actions, void *stream, mr_error *err);
-mr_status mr_forage_cuda_clear_logs(const mr_forage *s, void *stream, mr_error *err);
-/* Rewrites every observation from the grid and agent positions. */
-mr_status mr_forage_cuda_write_obs_all(const mr_forage *s, void *stream, mr_error *err);
+mr_status mr_env_cuda_reset_all(const mr_env_state *s, void *stream, mr_error *err);
+/* One step of every instance; d_actions: n bytes in device memory. */
+mr_status mr_env_cuda_step_all(const mr_env_state *s, const uint8_t *d_actions, void *stream, mr_error *err);
+mr_status mr_env_cuda_clear_logs(const mr_env_state *s, void *stream, mr_error *err);
 /* Reduces the n logs into *d_out (device memory): integer fields and min/max
- * exactly as mr_forage_log_reduce; return_sum in double, rounded once (so it
+ * exactly as mr_env_log_reduce; return_sum in double, rounded once (so it
  * may differ from the CPU's float sum in the last bits). One block. */
-mr_status mr_forage_cuda_log_reduce(const mr_forage *s, mr_forage_log *d_out, void *stream, mr_error *err);
+mr_status mr_env_cuda_log_reduce(const mr_env_state *s, mr_env_log *d_out, void *stream, mr_error *err);
 
 #endif
 

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "foraging.h"   /* before the extern "C" blocks: MR_HD inline functions */
+#include "registry.h"   /* before the extern "C" blocks: MR_HD inline functions (the critic's inputs) */
 #include "cuda_check.h"
 #include "rollout_cuda.h"
 
@@ -32,13 +32,16 @@ static unsigned grid_for(long long n) {
 /* ---------------------------------------------------------------- kernels */
 
 __global__ void __launch_bounds__(THREADS)
-tc_step_in_kernel(const __grid_constant__ mr_forage s, uint64_t seed, float *__restrict__ extra, float *__restrict__ u) {
+tc_step_in_kernel(const __grid_constant__ mr_env_state s, uint64_t seed, float *__restrict__ extra,
+                  float *__restrict__ u) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < s.n) mr_tc_step_in(&s, i, seed, extra, u);
+    if (i >= s.n) return;
+    mr_env_critic_extra_one(&s, i, extra + (size_t)i * s.critic_extra);
+    mr_tc_step_in(&s, i, seed, u);
 }
 
 __global__ void __launch_bounds__(THREADS)
-tc_step_out_kernel(const __grid_constant__ mr_forage s, const mr_popart_ctl *__restrict__ pa,
+tc_step_out_kernel(const __grid_constant__ mr_env_state s, const mr_popart_ctl *__restrict__ pa,
                    const float *__restrict__ value, float *__restrict__ val, float *__restrict__ rew,
                    uint8_t *__restrict__ done) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -75,15 +78,14 @@ __global__ void tc_finish_kernel(mr_tc_metrics *m, const mr_popart_ctl *pa, cons
 
 /* ------------------------------------------------------------ launches */
 
-static mr_status check_env(const mr_forage *s, const char *who, mr_error *err) {
-    if (!s || s->n < 1 || !s->food_count || !s->poison_count || !s->tick || !s->reward || !s->terminated ||
-        !s->truncated)
+static mr_status check_env(const mr_env_state *s, const char *who, mr_error *err) {
+    if (!s || s->n < 1 || !s->tick || !s->reward || !s->terminated || !s->truncated)
         return mr_fail(err, MR_ERR_ARG, "%s: the environments are missing or not laid out (n >= 1, device "
-                       "pointers from mr_forage_layout)", who);
+                       "pointers from mr_env_layout)", who);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_step_in(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream,
+extern "C" mr_status mr_cuda_tc_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream,
                                         mr_error *err) {
     const char *who = "mr_cuda_tc_step_in";
     mr_status st = check_env(s, who, err);
@@ -95,7 +97,7 @@ extern "C" mr_status mr_cuda_tc_step_in(const mr_forage *s, uint64_t seed, float
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_step_out(const mr_forage *s, const mr_popart_ctl *d_pa, const float *value,
+extern "C" mr_status mr_cuda_tc_step_out(const mr_env_state *s, const mr_popart_ctl *d_pa, const float *value,
                                          float *val, float *rew, uint8_t *done, void *stream, mr_error *err) {
     const char *who = "mr_cuda_tc_step_out";
     mr_status st = check_env(s, who, err);

@@ -19,10 +19,10 @@ extern "C" {
  * kernel faults surface at the next synchronisation. */
 
 /* s: the environments (device pointers); extra (N,2); u (N) or NULL. */
-mr_status mr_cuda_tc_step_in(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
+mr_status mr_cuda_tc_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
 /* value (N) raw -> val (N) with PopArt from d_pa; rew (N) and done (N), both
  * or neither (NULL: the bootstrap value only). */
-mr_status mr_cuda_tc_step_out(const mr_forage *s, const mr_popart_ctl *d_pa, const float *value, float *val,
+mr_status mr_cuda_tc_step_out(const mr_env_state *s, const mr_popart_ctl *d_pa, const float *value, float *val,
                               float *rew, uint8_t *done, void *stream, mr_error *err);
 /* One minibatch (a holds device pointers; read on the host only for the
  * launch), PopArt from d_pa. */

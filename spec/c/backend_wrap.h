@@ -280,32 +280,36 @@ static mr_status bw_event_elapsed(void *a, void *b, float *ms, mr_error *err) {
 
 /* ------------------------------------------------------------ environment */
 
-static inline void bw_env(const char *op, const mr_forage *s) {
-    const size_t n = (size_t)s->n, cells = n * (size_t)s->H * (size_t)s->W;
-    if (!bw_in(&BW.dev, s->grid, cells)) bw_violation(op, "s->grid", s->grid, cells, "device memory");
-    if (!bw_in(&BW.dev, s->obs, n * s->V * s->V)) bw_violation(op, "s->obs", s->obs, n * s->V * s->V, "device memory");
+static inline void bw_env(const char *op, const mr_env_state *s) {
+    const size_t n = (size_t)s->n;
+    const size_t ob = n * (size_t)s->obs_size * (s->obs ? 1 : sizeof(float));
+    const void *obs = s->obs ? (const void *)s->obs : (const void *)s->obs_f;
+    if (!bw_in(&BW.dev, obs, ob)) bw_violation(op, "s->obs", obs, ob, "device memory");
     if (!bw_in(&BW.dev, s->reward, n * 4)) bw_violation(op, "s->reward", s->reward, n * 4, "device memory");
     if (!bw_in(&BW.dev, s->tick, n * 4)) bw_violation(op, "s->tick", s->tick, n * 4, "device memory");
     if (!bw_in(&BW.dev, s->log, n * sizeof *s->log)) bw_violation(op, "s->log", s->log, n * sizeof *s->log, "device memory");
-    if (!bw_in(&BW.dev, s->energy_centi, n * 4)) bw_violation(op, "s->energy_centi", s->energy_centi, n * 4, "device memory");
+    mr_env_section sec[MR_ENV_MAX_SECTIONS];   /* the environment's own buffers too */
+    const int k = mr_env_sections(s, sec);
+    for (int i = 0; i < k; i++)
+        if (!bw_in(&BW.dev, sec[i].data, sec[i].bytes)) bw_violation(op, sec[i].name, sec[i].data, sec[i].bytes, "device memory");
 }
-static mr_status bw_env_reset_all(const mr_forage *s, void *stream, mr_error *err) {
+static mr_status bw_env_reset_all(const mr_env_state *s, void *stream, mr_error *err) {
     BW_TRY(env_reset_all, 0);
     bw_env("env_reset_all", s);
     return BW.base->env_reset_all(s, stream, err);
 }
-static mr_status bw_env_step_all(const mr_forage *s, const uint8_t *actions, void *stream, mr_error *err) {
+static mr_status bw_env_step_all(const mr_env_state *s, const uint8_t *actions, void *stream, mr_error *err) {
     BW_TRY(env_step_all, 0);
     bw_env("env_step_all", s);
     BW_DEV(env_step_all, actions, s->n);
     return BW.base->env_step_all(s, actions, stream, err);
 }
-static mr_status bw_env_clear_logs(const mr_forage *s, void *stream, mr_error *err) {
+static mr_status bw_env_clear_logs(const mr_env_state *s, void *stream, mr_error *err) {
     BW_TRY(env_clear_logs, 0);
     bw_env("env_clear_logs", s);
     return BW.base->env_clear_logs(s, stream, err);
 }
-static mr_status bw_env_log_reduce(const mr_forage *s, mr_forage_log *out, void *stream, mr_error *err) {
+static mr_status bw_env_log_reduce(const mr_env_state *s, mr_env_log *out, void *stream, mr_error *err) {
     BW_TRY(env_log_reduce, 0);
     bw_env("env_log_reduce", s);
     BW_DEV(env_log_reduce, out, sizeof *out);
@@ -474,14 +478,14 @@ static mr_status bw_popart_update(mr_popart_ctl *pa, const float *returns, int64
 
 /* --------------------------------------------------------------- the glue */
 
-static mr_status bw_step_in(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
+static mr_status bw_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
     BW_TRY(step_in, 0);
     bw_env("step_in", s);
     BW_DEV(step_in, extra, (size_t)s->n * 8);
     BW_DEV_OPT(step_in, u, (size_t)s->n * 4);
     return BW.base->step_in(s, seed, extra, u, stream, err);
 }
-static mr_status bw_step_out(const mr_forage *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
+static mr_status bw_step_out(const mr_env_state *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
                              uint8_t *done, void *stream, mr_error *err) {
     BW_TRY(step_out, 0);
     bw_env("step_out", s);

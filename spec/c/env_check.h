@@ -8,6 +8,7 @@
 #define MR_ENV_CHECK_H
 #include "check.h"
 #include "env.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,13 +48,13 @@ static inline int count_code(const uint8_t *g, int cells, int code) {
 static inline int wrap(int v, int m) { return ((v % m) + m) % m; }
 
 /* The observation read directly with modulo arithmetic, ENV_SPEC's formula. */
-static inline int obs_matches_grid(const mr_forage *s, int i) {
-    const uint8_t *g = s->grid + (size_t)i * s->H * s->W;
-    const uint8_t *o = s->obs + (size_t)i * s->V * s->V;
-    for (int a = 0; a < s->V; a++)
-        for (int b = 0; b < s->V; b++) {
-            int r = wrap(s->y[i] - s->view + a, s->H), c = wrap(s->x[i] - s->view + b, s->W);
-            if (o[a * s->V + b] != g[r * s->W + c]) return 0;
+static inline int obs_matches_grid(const mr_env_state *s, int i) {
+    const uint8_t *g = mr_forage_of(s)->grid + (size_t)i * mr_forage_of(s)->H * mr_forage_of(s)->W;
+    const uint8_t *o = s->obs + (size_t)i * mr_forage_of(s)->V * mr_forage_of(s)->V;
+    for (int a = 0; a < mr_forage_of(s)->V; a++)
+        for (int b = 0; b < mr_forage_of(s)->V; b++) {
+            int r = wrap(mr_forage_of(s)->y[i] - mr_forage_of(s)->view + a, mr_forage_of(s)->H), c = wrap(mr_forage_of(s)->x[i] - mr_forage_of(s)->view + b, mr_forage_of(s)->W);
+            if (o[a * mr_forage_of(s)->V + b] != g[r * mr_forage_of(s)->W + c]) return 0;
         }
     return 1;
 }

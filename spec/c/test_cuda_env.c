@@ -18,6 +18,7 @@
 #include "check.h"
 #include "env.h"
 #include "env_cuda.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static void test_plan(void) {
         /* The plan covers every buffer: at least grid + obs + 18 other fields' bytes per env. */
         c.num_envs = 1000;
         const size_t b1000 = mr_env_cuda_state_bytes(&c);
-        CHECK(b1000 >= 1000 * (G * G + V * V + sizeof(mr_forage_log)));
+        CHECK(b1000 >= 1000 * (G * G + V * V + sizeof(mr_env_log)));
         c.num_envs = 64;
         const size_t per = mr_env_cuda_state_bytes(&c) / 64;
         CHECK(per * 64 == mr_env_cuda_state_bytes(&c));
@@ -87,23 +88,26 @@ static void test_no_gpu_message(void) {
 /* ------------------------------------------------------------ GPU checks */
 #ifdef MOONRL_HAVE_CUDA
 
-typedef struct field { const char *name; size_t off, bytes; } field;
-
-/* First differing field of two states laid out alike, or NULL. */
-static const char *first_diff(const mr_forage *a, const mr_forage *b, size_t *at) {
+/* First differing buffer of two states laid out alike, or NULL: every
+ * buffer a checkpoint saves (the environment's sections) and the
+ * interface's others (reward, end flags, logs). */
+static const char *first_diff(const mr_env_state *a, const mr_env_state *b, size_t *at) {
     const size_t n = (size_t)a->n;
-#define F(p, count) {#p, (size_t)((const uint8_t *)a->p - a->grid), (count) * sizeof(*a->p)}
-    const field fs[] = {
-        F(grid, n * a->H * a->W), F(x, n), F(y, n), F(energy, n), F(energy_centi, n), F(steps, n),
-        F(tick, n), F(resets, n), F(food_count, n), F(poison_count, n), F(obs, n * a->V * a->V),
-        F(reward, n), F(terminated, n), F(truncated, n), F(ep_return, n), F(ep_food, n),
-        F(ep_poison, n), F(log, n),
+    mr_env_section sa[MR_ENV_MAX_SECTIONS + 4], sb[MR_ENV_MAX_SECTIONS + 4];
+    int k = mr_env_sections(a, sa);
+    mr_env_sections(b, sb);
+    const struct { const char *name; const void *pa, *pb; size_t bytes; } more[] = {
+        {"reward", a->reward, b->reward, n * 4}, {"terminated", a->terminated, b->terminated, n},
+        {"truncated", a->truncated, b->truncated, n}, {"log", a->log, b->log, n * sizeof(mr_env_log)},
     };
-#undef F
-    for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
-        const uint8_t *pa = a->grid + fs[k].off, *pb = b->grid + fs[k].off;
-        for (size_t i = 0; i < fs[k].bytes; i++)
-            if (pa[i] != pb[i]) { *at = i; return fs[k].name; }
+    for (int j = 0; j < 4; j++, k++) {
+        sa[k] = (mr_env_section){more[j].name, (void *)more[j].pa, more[j].bytes};
+        sb[k] = (mr_env_section){more[j].name, (void *)more[j].pb, more[j].bytes};
+    }
+    for (int j = 0; j < k; j++) {
+        const uint8_t *pa = sa[j].data, *pb = sb[j].data;
+        for (size_t i = 0; i < sa[j].bytes; i++)
+            if (pa[i] != pb[i]) { *at = i; return sa[j].name; }
     }
     return NULL;
 }
@@ -111,7 +115,7 @@ static const char *first_diff(const mr_forage *a, const mr_forage *b, size_t *at
 typedef struct pair {
     mr_env *cpu, *gpu;
     mr_arena host;          /* the GPU state downloaded, laid out like the CPU's */
-    mr_forage hs;
+    mr_env_state hs;
     uint8_t *obs[2], *term[2], *trunc[2];
     float *rew[2];
 } pair;
@@ -125,9 +129,9 @@ static int pair_open(pair *p, const mr_env_config *c, uint64_t seed) {
         mr_env_free(p->cpu);
         return 0;
     }
-    mr_forage_layout(&p->hs, c, seed, &p->host);
+    mr_env_layout(&p->hs, c, seed, &p->host);
     mr_arena_commit(&p->host);
-    mr_forage_layout(&p->hs, c, seed, &p->host);
+    mr_env_layout(&p->hs, c, seed, &p->host);
     const size_t n = (size_t)c->num_envs, V = 2 * (size_t)c->view_range + 1;
     for (int k = 0; k < 2; k++) {
         p->obs[k] = malloc(n * V * V);
@@ -148,7 +152,7 @@ static void pair_close(pair *p) {
 /* 1 when the step outputs match bit for bit. */
 static int same_outputs(pair *p, const char *what, int step) {
     mr_error err;
-    const size_t n = (size_t)p->cpu->s.n, V = (size_t)p->cpu->s.V;
+    const size_t n = (size_t)p->cpu->s.n, V = (size_t)mr_forage_of(&p->cpu->s)->V;
     mr_env *e[2] = {p->cpu, p->gpu};
     for (int k = 0; k < 2; k++) {
         mr_env_view v = {p->obs[k], p->rew[k], p->term[k], p->trunc[k], NULL, NULL, NULL, NULL};
@@ -192,18 +196,18 @@ static long run_pair(const mr_env_config *c, uint64_t seed, int steps, const cha
             ok = ok && same_state(&p, what, t);
         }
         if (t == (2 * steps) / 3) {                           /* flip the energy freeze */
-            const int fz = !p.cpu->s.energy_frozen;
+            const int fz = !mr_forage_of(&p.cpu->s)->energy_frozen;
             CHECK(mr_env_set_energy_frozen(p.cpu, fz, &err) == MR_OK);
             CHECK(mr_env_set_energy_frozen(p.gpu, fz, &err) == MR_OK);
         }
     }
     /* The GPU log reduction against the CPU's. */
-    mr_forage_log lc, lg;
-    mr_forage_log_reduce(p.cpu->s.log, p.cpu->s.n, &lc);
+    mr_env_log lc, lg;
+    mr_env_log_reduce(p.cpu->s.log, p.cpu->s.n, &lc);
     CHECK(mr_env_log_summary(p.gpu, &lg, &err) == MR_OK);
     CHECK(lg.episodes == lc.episodes && lg.deaths == lc.deaths && lg.length_sum == lc.length_sum);
-    CHECK(lg.food == lc.food && lg.poison == lc.poison && lg.food_total == lc.food_total);
-    CHECK(lg.poison_total == lc.poison_total && lg.steps_total == lc.steps_total);
+    CHECK(lg.count[0] == lc.count[0] && lg.count[1] == lc.count[1] && lg.count_total[0] == lc.count_total[0]);
+    CHECK(lg.count_total[1] == lc.count_total[1] && lg.steps_total == lc.steps_total);
     CHECK(lg.return_min == lc.return_min && lg.return_max == lc.return_max);
     CHECK_NEAR(lg.return_sum, lc.return_sum, 1e-3, 1e-5);
     CHECK(lc.steps_total == (int32_t)((long)steps * c->num_envs));

@@ -7,40 +7,41 @@
  * Bad input: every refused config field, action and NULL, each with a
  * message naming it, and nothing stepped. mr_env_read copies every field it
  * is given and skips NULLs. The arena's planning pass sees NULLs and the
- * committed pass the same total. mr_forage_log_reduce: sums, min, max, the
+ * committed pass the same total. mr_env_log_reduce: sums, min, max, the
  * empty reduction. Determinism: 600 envs (a thread team) for 200 steps -
  * the same seed twice and 1 vs 2 threads give identical bytes of grid,
  * observations and rewards; another seed another world.
  */
 #include "env_check.h"
 #include "net_layout.h"   /* mr_net_fits_spaces */
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 /* The arena's planning pass sees NULLs and the committed pass the same total. */
 static void test_layout(void) {
     mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, 5, 16, 2, 0, 4, 50, 0);
     mr_arena a = {0};
-    mr_forage s;
-    mr_forage_layout(&s, &c, 1, &a);
-    CHECK(s.grid == NULL && s.log == NULL && s.energy_centi == NULL && a.size > 5 * 256);
+    mr_env_state s;
+    mr_env_layout(&s, &c, 1, &a);
+    CHECK(mr_forage_of(&s)->grid == NULL && s.log == NULL && mr_forage_of(&s)->energy_centi == NULL && a.size > 5 * 256);
     size_t planned = a.size;
     CHECK(mr_arena_commit(&a) == 0);
-    mr_forage_layout(&s, &c, 1, &a);
-    CHECK(s.grid && s.obs && s.log && s.energy_centi && s.x && s.ep_poison && a.used == planned);
-    CHECK(s.V == 5 && s.H == 16 && s.W == 16 && s.reward_clip == 20.0f && s.energy_frozen == 0);
+    mr_env_layout(&s, &c, 1, &a);
+    CHECK(mr_forage_of(&s)->grid && s.obs && s.log && mr_forage_of(&s)->energy_centi && mr_forage_of(&s)->x && mr_forage_of(&s)->ep_poison && a.used == planned);
+    CHECK(mr_forage_of(&s)->V == 5 && mr_forage_of(&s)->H == 16 && mr_forage_of(&s)->W == 16 && s.reward_clip == 20.0f && mr_forage_of(&s)->energy_frozen == 0);
     mr_arena_release(&a);
 }
 
 static void test_log_reduce(void) {
-    mr_forage_log l[3];
-    for (int i = 0; i < 3; i++) mr_forage_log_clear(&l[i]);
+    mr_env_log l[3];
+    for (int i = 0; i < 3; i++) mr_env_log_clear(&l[i]);
     CHECK(l[0].return_min > 1e38f && l[0].return_max < -1e38f && l[0].episodes == 0);
-    l[0].episodes = 2; l[0].return_sum = 3.0f; l[0].return_min = 1.0f; l[0].return_max = 2.0f; l[0].food = 4;
+    l[0].episodes = 2; l[0].return_sum = 3.0f; l[0].return_min = 1.0f; l[0].return_max = 2.0f; l[0].count[0] = 4;
     l[2].episodes = 1; l[2].return_sum = -5.0f; l[2].return_min = -5.0f; l[2].return_max = -5.0f; l[2].steps_total = 9;
-    mr_forage_log r;
-    mr_forage_log_reduce(l, 3, &r);
+    mr_env_log r;
+    mr_env_log_reduce(l, 3, &r);
     CHECK(r.episodes == 3 && r.return_sum == -2.0f && r.return_min == -5.0f && r.return_max == 2.0f);
-    CHECK(r.food == 4 && r.steps_total == 9 && r.deaths == 0);
-    mr_forage_log_reduce(l, 0, &r);
+    CHECK(r.count[0] == 4 && r.steps_total == 9 && r.deaths == 0);
+    mr_env_log_reduce(l, 0, &r);
     CHECK(r.episodes == 0 && r.return_min > 1e38f);
 }
 
@@ -105,7 +106,7 @@ static void test_read(void) {
     mr_env *e = make_env(&c, 4, 1);
     uint8_t act[5] = {0, 3, 4, 6, 7};
     for (int t = 0; t < 9; t++) mr_env_step(e, act, NULL);
-    const mr_forage *s = &e->s;
+    const mr_env_state *s = &e->s;
     uint8_t obs[5 * 25], term[5], trunc[5], grid[5 * 256];
     float rew[5], en[5];
     int32_t x[5], y[5];
@@ -115,8 +116,8 @@ static void test_read(void) {
     CHECK(mr_env_read(e, &v, NULL) == MR_OK);
     CHECK(!memcmp(obs, s->obs, sizeof obs) && !memcmp(rew, s->reward, sizeof rew));
     CHECK(!memcmp(term, s->terminated, 5) && !memcmp(trunc, s->truncated, 5));
-    CHECK(!memcmp(grid, s->grid, sizeof grid));
-    CHECK(!memcmp(x, s->x, sizeof x) && !memcmp(y, s->y, sizeof y) && !memcmp(en, s->energy, sizeof en));
+    CHECK(!memcmp(grid, mr_forage_of(s)->grid, sizeof grid));
+    CHECK(!memcmp(x, mr_forage_of(s)->x, sizeof x) && !memcmp(y, mr_forage_of(s)->y, sizeof y) && !memcmp(en, mr_forage_of(s)->energy, sizeof en));
     CHECK(rew[0] == -0.01f || rew[0] == 0.99f || rew[0] == -2.01f);
     mr_env_view none = {0};
     CHECK(mr_env_read(e, &none, NULL) == MR_OK);
@@ -129,7 +130,7 @@ typedef struct trace { uint8_t *grid, *obs; float *reward; } trace;
 
 static trace record(const mr_env_config *c, uint64_t seed, int threads) {
     mr_env *e = make_env(c, seed, threads);
-    const size_t n = (size_t)c->num_envs, VV = (size_t)e->s.V * e->s.V, cells = (size_t)c->grid_size * c->grid_size;
+    const size_t n = (size_t)c->num_envs, VV = (size_t)mr_forage_of(&e->s)->V * mr_forage_of(&e->s)->V, cells = (size_t)c->grid_size * c->grid_size;
     trace tr = {malloc(n * cells), malloc(n * VV * 200), malloc(sizeof(float) * n * 200)};
     uint8_t *act = malloc(n);
     uint64_t z = 77;

@@ -11,6 +11,7 @@
  * for 1 and 2 threads, and the config's and the step's refusals.
  */
 #include "env_check.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 /* The rules' action table, literally: up, down, left, right (y is the row). */
 static const int RDX[4] = {0, 0, -1, 1};
@@ -30,14 +31,14 @@ static uint8_t next_action(uint32_t *lcg) {
 static void test_reset(void) {
     mr_env_config c = reach_cfg(256, 8, 2, 2, 5, 64);
     mr_env *e = make_env(&c, 5, 1);
-    const mr_forage *s = &e->s;
+    const mr_env_state *s = &e->s;
     int ok = 1, lo = 99, hi = -1;
     for (int i = 0; i < 256; i++) {
-        const uint8_t *g = s->grid + (size_t)i * 64;
+        const uint8_t *g = mr_forage_of(s)->grid + (size_t)i * 64;
         const int pits = count_code(g, 64, MR_CELL_POISON);
-        ok &= count_code(g, 64, MR_CELL_FOOD) == 1 && pits >= 2 && pits <= 5 && pits == s->poison_count[i];
-        ok &= g[s->y[i] * 8 + s->x[i]] == MR_CELL_EMPTY && obs_matches_grid(s, i);
-        ok &= s->steps[i] == 0 && s->ep_return[i] == 0.0f && s->V == 5;
+        ok &= count_code(g, 64, MR_CELL_FOOD) == 1 && pits >= 2 && pits <= 5 && pits == mr_forage_of(s)->poison_count[i];
+        ok &= g[mr_forage_of(s)->y[i] * 8 + mr_forage_of(s)->x[i]] == MR_CELL_EMPTY && obs_matches_grid(s, i);
+        ok &= s->steps[i] == 0 && s->ep_return[i] == 0.0f && mr_forage_of(s)->V == 5;
         lo = pits < lo ? pits : lo;
         hi = pits > hi ? pits : hi;
     }
@@ -50,7 +51,7 @@ static void test_steps(void) {
     enum { N = 64, G = 6, CELLS = G * G, STEPS = 3000, MAXS = 40 };
     mr_env_config c = reach_cfg(N, G, 1, 3, 6, MAXS);
     mr_env *e = make_env(&c, 11, 1);
-    mr_forage *s = &e->s;
+    mr_env_state *s = &e->s;
     mr_error err;
     static uint8_t before[N * CELLS];
     uint8_t act[N];
@@ -63,11 +64,11 @@ static void test_steps(void) {
     float exp_pit = -0.01f;
     exp_pit += -1.0f;
     for (int t = 0; t < STEPS; t++) {
-        memcpy(before, s->grid, sizeof before);
+        memcpy(before, mr_forage_of(s)->grid, sizeof before);
         for (int i = 0; i < N; i++) {
             act[i] = next_action(&lcg);
-            x0[i] = s->x[i];
-            y0[i] = s->y[i];
+            x0[i] = mr_forage_of(s)->x[i];
+            y0[i] = mr_forage_of(s)->y[i];
             steps0[i] = s->steps[i];
             ret0[i] = s->ep_return[i];
         }
@@ -76,7 +77,7 @@ static void test_steps(void) {
             break;
         }
         for (int i = 0; i < N; i++) {
-            const uint8_t *g0 = before + i * CELLS, *g = s->grid + (size_t)i * CELLS;
+            const uint8_t *g0 = before + i * CELLS, *g = mr_forage_of(s)->grid + (size_t)i * CELLS;
             const int tx = wrap(x0[i] + RDX[act[i]], G), ty = wrap(y0[i] + RDY[act[i]], G), at = ty * G + tx;
             const int cell = g0[at];
             const float want = cell == MR_CELL_FOOD ? exp_goal : cell == MR_CELL_POISON ? exp_pit : -0.01f;
@@ -98,9 +99,9 @@ static void test_steps(void) {
                 deaths += term;
                 truncs += trunc;
                 pits_hit += term;
-                ok &= s->steps[i] == 0 && s->ep_return[i] == 0.0f && g[s->y[i] * G + s->x[i]] == MR_CELL_EMPTY;
+                ok &= s->steps[i] == 0 && s->ep_return[i] == 0.0f && g[mr_forage_of(s)->y[i] * G + mr_forage_of(s)->x[i]] == MR_CELL_EMPTY;
             } else {
-                ok &= s->x[i] == tx && s->y[i] == ty && s->steps[i] == steps0[i] + 1;
+                ok &= mr_forage_of(s)->x[i] == tx && mr_forage_of(s)->y[i] == ty && s->steps[i] == steps0[i] + 1;
                 ok &= s->ep_return[i] == ret0[i] + want;
             }
             if (!ok && bad++ < 3)
@@ -110,12 +111,12 @@ static void test_steps(void) {
     }
     CHECK_MSG(bad == 0, "%ld steps broke the rules", bad);
     CHECK(goals > 100 && deaths > 100 && truncs > 10);   /* every branch was taken, many times */
-    mr_forage_log sum;
+    mr_env_log sum;
     CHECK(mr_env_log_summary(e, &sum, &err) == MR_OK);
-    CHECK_MSG(sum.episodes == ends && sum.deaths == deaths && sum.poison == pits_hit,
-              "log: %d episodes %d deaths %d pits, counted %ld %ld %ld", sum.episodes, sum.deaths, sum.poison, ends,
+    CHECK_MSG(sum.episodes == ends && sum.deaths == deaths && sum.count[1] == pits_hit,
+              "log: %d episodes %d deaths %d pits, counted %ld %ld %ld", sum.episodes, sum.deaths, sum.count[1], ends,
               deaths, pits_hit);
-    CHECK(sum.food_total == goals && sum.steps_total == (long)N * STEPS);
+    CHECK(sum.count_total[0] == goals && sum.steps_total == (long)N * STEPS);
     mr_env_free(e);
 }
 
@@ -130,9 +131,9 @@ static void test_threads(void) {
         for (int i = 0; i < 2048; i++) act[i] = next_action(&lcg);
         CHECK(mr_env_step(a, act, &err) == MR_OK && mr_env_step(b, act, &err) == MR_OK);
     }
-    const mr_forage *p = &a->s, *q = &b->s;
-    CHECK(memcmp(p->grid, q->grid, 2048 * 64) == 0 && memcmp(p->obs, q->obs, 2048 * 25) == 0);
-    CHECK(memcmp(p->x, q->x, 2048 * 4) == 0 && memcmp(p->y, q->y, 2048 * 4) == 0);
+    const mr_env_state *p = &a->s, *q = &b->s;
+    CHECK(memcmp(mr_forage_of(p)->grid, mr_forage_of(q)->grid, 2048 * 64) == 0 && memcmp(p->obs, q->obs, 2048 * 25) == 0);
+    CHECK(memcmp(mr_forage_of(p)->x, mr_forage_of(q)->x, 2048 * 4) == 0 && memcmp(mr_forage_of(p)->y, mr_forage_of(q)->y, 2048 * 4) == 0);
     CHECK(memcmp(p->reward, q->reward, 2048 * 4) == 0 && memcmp(p->ep_return, q->ep_return, 2048 * 4) == 0);
     free(act);
     mr_env_free(a);

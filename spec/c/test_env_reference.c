@@ -15,6 +15,7 @@
  * each run must have exercised eating, episode ends and auto-resets.
  */
 #include "env_check.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 /* The random actions: xorshift64, its own stream (not check.h's). */
 static uint64_t xs_state = 0x9e3779b97f4a7c15ULL;
@@ -32,7 +33,7 @@ typedef struct ref_env {
     int x, y, energy, steps, food, poison, ep_food, ep_poison;  /* energy in hundredths */
     uint32_t tick, resets;
     float ep_return;
-    mr_forage_log log;
+    mr_env_log log;
 } ref_env;
 
 /* foraging.h's documented "empty cell" draw. */
@@ -49,17 +50,17 @@ static int ref_pick_empty(uint64_t seed, int i, uint32_t ctr, uint32_t purpose, 
     return -1;
 }
 
-static void ref_reset_full(const mr_forage *s, ref_env *r, int i) {
-    const int cells = s->H * s->W;
+static void ref_reset_full(const mr_env_state *s, ref_env *r, int i) {
+    const int cells = mr_forage_of(s)->H * mr_forage_of(s)->W;
     memset(r->grid, 0, (size_t)cells);
-    uint32_t span = (uint32_t)(s->dmax - s->dmin + 1), d = 0;
-    r->food = s->dmin + (int)mr_rng_below(s->seed, (uint32_t)i, r->resets, MR_RNG_DENSITY, 0, span);
-    r->poison = s->dmin + (int)mr_rng_below(s->seed, (uint32_t)i, r->resets, MR_RNG_DENSITY, 1, span);
+    uint32_t span = (uint32_t)(mr_forage_of(s)->dmax - mr_forage_of(s)->dmin + 1), d = 0;
+    r->food = mr_forage_of(s)->dmin + (int)mr_rng_below(s->seed, (uint32_t)i, r->resets, MR_RNG_DENSITY, 0, span);
+    r->poison = mr_forage_of(s)->dmin + (int)mr_rng_below(s->seed, (uint32_t)i, r->resets, MR_RNG_DENSITY, 1, span);
     for (int k = 0; k < r->food; k++) r->grid[ref_pick_empty(s->seed, i, r->resets, MR_RNG_PLACE, &d, r->grid, cells)] = 1;
     for (int k = 0; k < r->poison; k++) r->grid[ref_pick_empty(s->seed, i, r->resets, MR_RNG_PLACE, &d, r->grid, cells)] = 2;
     int a = ref_pick_empty(s->seed, i, r->resets, MR_RNG_PLACE, &d, r->grid, cells);
-    r->x = a % s->W;
-    r->y = a / s->W;
+    r->x = a % mr_forage_of(s)->W;
+    r->y = a / mr_forage_of(s)->W;
     r->energy = 100;
     r->steps = 0;
     r->ep_food = r->ep_poison = 0;
@@ -70,9 +71,9 @@ static void ref_reset_full(const mr_forage *s, ref_env *r, int i) {
 typedef struct ref_out { float reward; int terminated, truncated, ate, lost, ended_without_eating; } ref_out;
 
 /* ENV_SPEC "Step", items 1-7 (7, the observation, is checked separately). */
-static ref_out ref_step(const mr_forage *s, ref_env *r, int i, int action, int frozen) {
+static ref_out ref_step(const mr_env_state *s, ref_env *r, int i, int action, int frozen) {
     ref_out o = {0};
-    const int H = s->H, W = s->W, cells = H * W;
+    const int H = mr_forage_of(s)->H, W = mr_forage_of(s)->W, cells = H * W;
     r->x = wrap(r->x + REF_DX[action], W);                      /* 1 */
     r->y = wrap(r->y + REF_DY[action], H);
     if (!frozen) r->energy -= 1;                                /* 2 */
@@ -82,23 +83,23 @@ static ref_out ref_step(const mr_forage *s, ref_env *r, int i, int action, int f
         o.ate = code;
         r->grid[at] = 0;
         if (!frozen) r->energy += code == 1 ? 100 : -200;
-        eat = code == 1 ? REF_FOOD[s->mode] : REF_POISON[s->mode];
+        eat = code == 1 ? REF_FOOD[mr_forage_of(s)->mode] : REF_POISON[mr_forage_of(s)->mode];
         int placed = 0;                                         /* 4 */
-        for (int k = 0; k < s->tries && !placed; k++) {
+        for (int k = 0; k < mr_forage_of(s)->tries && !placed; k++) {
             int c = (int)mr_rng_below(s->seed, (uint32_t)i, r->tick,
                                       code == 1 ? MR_RNG_RESPAWN_FOOD : MR_RNG_RESPAWN_POISON, (uint32_t)k,
                                       (uint32_t)cells);
             if (r->grid[c] == 0 && c != at) { r->grid[c] = (uint8_t)code; placed = 1; }
         }
         o.lost = !placed;
-        if (code == 1) { r->ep_food++; r->log.food_total++; r->food -= !placed; }
-        else { r->ep_poison++; r->log.poison_total++; r->poison -= !placed; }
+        if (code == 1) { r->ep_food++; r->log.count_total[0]++; r->food -= !placed; }
+        else { r->ep_poison++; r->log.count_total[1]++; r->poison -= !placed; }
     }
     r->steps++;                                                 /* 5 */
     o.truncated = s->max_steps > 0 && r->steps >= s->max_steps;
     o.terminated = r->energy <= 0;
-    float rew = REF_STEP[s->mode] + eat;
-    if (o.terminated) rew = rew + REF_DEATH[s->mode];
+    float rew = REF_STEP[mr_forage_of(s)->mode] + eat;
+    if (o.terminated) rew = rew + REF_DEATH[mr_forage_of(s)->mode];
     if (rew > s->reward_clip) rew = s->reward_clip;
     if (rew < -s->reward_clip) rew = -s->reward_clip;
     o.reward = rew;
@@ -108,8 +109,8 @@ static ref_out ref_step(const mr_forage *s, ref_env *r, int i, int action, int f
         r->log.episodes++;
         r->log.deaths += o.terminated;
         r->log.length_sum += r->steps;
-        r->log.food += r->ep_food;
-        r->log.poison += r->ep_poison;
+        r->log.count[0] += r->ep_food;
+        r->log.count[1] += r->ep_poison;
         r->log.return_sum += r->ep_return;
         if (r->ep_return < r->log.return_min) r->log.return_min = r->ep_return;
         if (r->ep_return > r->log.return_max) r->log.return_max = r->ep_return;
@@ -133,8 +134,8 @@ static ref_out ref_step(const mr_forage *s, ref_env *r, int i, int action, int f
  * step so that one bug prints a few lines, not thousands. */
 static void run_against_reference(const mr_env_config *cfg, uint64_t seed, int steps, const char *name) {
     mr_env *e = make_env(cfg, seed, 1);
-    mr_forage *s = &e->s;
-    const int n = s->n, cells = s->H * s->W;
+    mr_env_state *s = &e->s;
+    const int n = s->n, cells = mr_forage_of(s)->H * mr_forage_of(s)->W;
     ref_env *ref = calloc((size_t)n, sizeof *ref);
     uint8_t *prev = malloc((size_t)n * cells), *act = malloc((size_t)n);
     int32_t *pf = malloc(sizeof(int32_t) * n), *pp = malloc(sizeof(int32_t) * n);
@@ -142,46 +143,46 @@ static void run_against_reference(const mr_env_config *cfg, uint64_t seed, int s
     int bad = 0;
     for (int i = 0; i < n && !bad; i++) {
         ref[i].grid = calloc((size_t)cells, 1);
-        mr_forage_log_clear(&ref[i].log);
+        mr_env_log_clear(&ref[i].log);
         ref_reset_full(s, &ref[i], i);
-        bad |= memcmp(ref[i].grid, s->grid + (size_t)i * cells, (size_t)cells) != 0;
-        bad |= ref[i].x != s->x[i] || ref[i].y != s->y[i];
+        bad |= memcmp(ref[i].grid, mr_forage_of(s)->grid + (size_t)i * cells, (size_t)cells) != 0;
+        bad |= ref[i].x != mr_forage_of(s)->x[i] || ref[i].y != mr_forage_of(s)->y[i];
     }
     CHECK_MSG(!bad, "%s: full reset differs from the reference (documented keying)", name);
     for (int t = 0; t < steps && !bad; t++) {
-        memcpy(prev, s->grid, (size_t)n * cells);
-        memcpy(pf, s->food_count, sizeof(int32_t) * n);
-        memcpy(pp, s->poison_count, sizeof(int32_t) * n);
+        memcpy(prev, mr_forage_of(s)->grid, (size_t)n * cells);
+        memcpy(pf, mr_forage_of(s)->food_count, sizeof(int32_t) * n);
+        memcpy(pp, mr_forage_of(s)->poison_count, sizeof(int32_t) * n);
         for (int i = 0; i < n; i++) act[i] = (uint8_t)(xs_next() & 7);
         CHECK(mr_env_step(e, act, NULL) == MR_OK);
         for (int i = 0; i < n && !bad; i++) {
-            ref_out o = ref_step(s, &ref[i], i, act[i], s->energy_frozen);
-            const uint8_t *g = s->grid + (size_t)i * cells;
+            ref_out o = ref_step(s, &ref[i], i, act[i], mr_forage_of(s)->energy_frozen);
+            const uint8_t *g = mr_forage_of(s)->grid + (size_t)i * cells;
             const char *what = NULL;
             if (memcmp(g, ref[i].grid, (size_t)cells)) what = "grid";
-            else if (s->x[i] != ref[i].x || s->y[i] != ref[i].y) what = "agent position";
-            else if (s->energy_centi[i] != ref[i].energy) what = "energy";
-            else if (s->energy[i] != (float)ref[i].energy / 100.0f) what = "energy (float mirror)";
+            else if (mr_forage_of(s)->x[i] != ref[i].x || mr_forage_of(s)->y[i] != ref[i].y) what = "agent position";
+            else if (mr_forage_of(s)->energy_centi[i] != ref[i].energy) what = "energy";
+            else if (mr_forage_of(s)->energy[i] != (float)ref[i].energy / 100.0f) what = "energy (float mirror)";
             else if (s->steps[i] != ref[i].steps) what = "steps";
             else if (s->reward[i] != o.reward) what = "reward";
             else if (s->terminated[i] != o.terminated || s->truncated[i] != o.truncated) what = "end flags";
-            else if (s->food_count[i] != ref[i].food || s->poison_count[i] != ref[i].poison) what = "item counts";
+            else if (mr_forage_of(s)->food_count[i] != ref[i].food || mr_forage_of(s)->poison_count[i] != ref[i].poison) what = "item counts";
             else if (s->tick[i] != ref[i].tick) what = "tick";
-            else if (s->ep_return[i] != ref[i].ep_return || s->ep_food[i] != ref[i].ep_food ||
-                     s->ep_poison[i] != ref[i].ep_poison) what = "episode accumulators";
+            else if (s->ep_return[i] != ref[i].ep_return || mr_forage_of(s)->ep_food[i] != ref[i].ep_food ||
+                     mr_forage_of(s)->ep_poison[i] != ref[i].ep_poison) what = "episode accumulators";
             /* Invariants straight from the spec, independent of the model: */
-            else if (count_code(g, cells, 1) != s->food_count[i] || count_code(g, cells, 2) != s->poison_count[i])
+            else if (count_code(g, cells, 1) != mr_forage_of(s)->food_count[i] || count_code(g, cells, 2) != mr_forage_of(s)->poison_count[i])
                 what = "grid cells != food_count/poison_count";
-            else if (s->food_count[i] > pf[i] || s->poison_count[i] > pp[i]) what = "an item count grew";
-            else if ((pf[i] - s->food_count[i]) + (pp[i] - s->poison_count[i]) != (o.lost ? 1 : 0))
+            else if (mr_forage_of(s)->food_count[i] > pf[i] || mr_forage_of(s)->poison_count[i] > pp[i]) what = "an item count grew";
+            else if ((pf[i] - mr_forage_of(s)->food_count[i]) + (pp[i] - mr_forage_of(s)->poison_count[i]) != (o.lost ? 1 : 0))
                 what = "an item count fell without a lost respawn";
             else if (!obs_matches_grid(s, i)) what = "observation != direct grid reading";
             /* The centre is the agent's own cell. It is always EMPTY: the
              * agent just ate whatever was there, a respawn never targets the
              * cell under the agent, and a (re)placed agent lands only on an
              * EMPTY cell. */
-            else if (s->obs[(size_t)i * s->V * s->V + (s->V * s->V) / 2] != 0) what = "observation centre";
-            else if (s->energy_frozen && s->energy[i] != 1.0f) what = "frozen energy changed";
+            else if (s->obs[(size_t)i * mr_forage_of(s)->V * mr_forage_of(s)->V + (mr_forage_of(s)->V * mr_forage_of(s)->V) / 2] != 0) what = "observation centre";
+            else if (mr_forage_of(s)->energy_frozen && mr_forage_of(s)->energy[i] != 1.0f) what = "frozen energy changed";
             /* Auto-reset moves only the agent: the grid is kept. */
             else if (o.ended_without_eating && memcmp(g, prev + (size_t)i * cells, (size_t)cells))
                 what = "auto-reset changed the grid";
@@ -200,21 +201,21 @@ static void run_against_reference(const mr_env_config *cfg, uint64_t seed, int s
     /* The logs. */
     int log_bad = 0;
     for (int i = 0; i < n; i++) {
-        const mr_forage_log *a = &s->log[i], *b = &ref[i].log;
+        const mr_env_log *a = &s->log[i], *b = &ref[i].log;
         log_bad |= a->episodes != b->episodes || a->deaths != b->deaths || a->length_sum != b->length_sum ||
-                   a->food != b->food || a->poison != b->poison || a->food_total != b->food_total ||
-                   a->poison_total != b->poison_total || a->steps_total != b->steps_total ||
+                   a->count[0] != b->count[0] || a->count[1] != b->count[1] || a->count_total[0] != b->count_total[0] ||
+                   a->count_total[1] != b->count_total[1] || a->steps_total != b->steps_total ||
                    a->return_sum != b->return_sum || a->return_min != b->return_min ||
                    a->return_max != b->return_max;
     }
     CHECK_MSG(!log_bad, "%s: per-env logs match the reference", name);
-    mr_forage_log sum;
-    mr_forage_log_reduce(s->log, n, &sum);
+    mr_env_log sum;
+    mr_env_log_reduce(s->log, n, &sum);
     CHECK_MSG(sum.steps_total == (long)n * steps, "%s: steps_total %d", name, sum.steps_total);
     CHECK_MSG(sum.episodes == ended && sum.deaths == deaths, "%s: episodes %d deaths %d", name, sum.episodes,
               sum.deaths);
-    CHECK_MSG(sum.food_total + sum.poison_total == ate, "%s: eaten %d + %d vs %ld", name, sum.food_total,
-              sum.poison_total, ate);
+    CHECK_MSG(sum.count_total[0] + sum.count_total[1] == ate, "%s: eaten %d + %d vs %ld", name, sum.count_total[0],
+              sum.count_total[1], ate);
     /* The run must have exercised what it claims to check. */
     CHECK_MSG(ate > 0 && ended > 0 && kept_grid > 0, "%s: exercised eating %ld, episode ends %ld, "
               "auto-resets without eating %ld", name, ate, ended, kept_grid);

@@ -12,6 +12,7 @@
  * drawing new grids; and the spec's default densities.
  */
 #include "env_check.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 static void test_rng(void) {
     CHECK(mr_rng_u64(1, 2, 3, 4, 5) == mr_rng_u64(1, 2, 3, 4, 5));
@@ -52,24 +53,24 @@ static void test_rng(void) {
 static void test_full_reset(void) {
     mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, 64, 32, 3, 16, 20, 50, 512);
     mr_env *e = make_env(&c, 21, 1);
-    mr_forage *s = &e->s;
+    mr_env_state *s = &e->s;
     int lo = 1 << 30, hi = -1, ok = 1;
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < 64; i++) {
-            const uint8_t *g = s->grid + (size_t)i * 1024;
-            int f = s->food_count[i], p = s->poison_count[i];
+            const uint8_t *g = mr_forage_of(s)->grid + (size_t)i * 1024;
+            int f = mr_forage_of(s)->food_count[i], p = mr_forage_of(s)->poison_count[i];
             ok &= f >= 16 && f <= 20 && p >= 16 && p <= 20;
             ok &= count_code(g, 1024, 1) == f && count_code(g, 1024, 2) == p;
-            ok &= g[s->y[i] * 32 + s->x[i]] == 0 && obs_matches_grid(s, i);
-            ok &= s->energy[i] == 1.0f && s->steps[i] == 0 && s->resets[i] == (uint32_t)round + 1;
+            ok &= g[mr_forage_of(s)->y[i] * 32 + mr_forage_of(s)->x[i]] == 0 && obs_matches_grid(s, i);
+            ok &= mr_forage_of(s)->energy[i] == 1.0f && s->steps[i] == 0 && mr_forage_of(s)->resets[i] == (uint32_t)round + 1;
             lo = f < lo ? f : lo; lo = p < lo ? p : lo;
             hi = f > hi ? f : hi; hi = p > hi ? p : hi;
         }
         if (round == 0) {
             uint8_t *before = malloc(64 * 1024);
-            memcpy(before, s->grid, 64 * 1024);
+            memcpy(before, mr_forage_of(s)->grid, 64 * 1024);
             CHECK(mr_env_reset(e, NULL) == MR_OK);
-            CHECK_MSG(memcmp(before, s->grid, 64 * 1024) != 0, "a second full reset draws new grids");
+            CHECK_MSG(memcmp(before, mr_forage_of(s)->grid, 64 * 1024) != 0, "a second full reset draws new grids");
             free(before);
         }
     }
@@ -81,10 +82,10 @@ static void test_full_reset(void) {
     e = make_env(&c, 22, 1);
     ok = 1;
     for (int i = 0; i < 8; i++) {
-        const uint8_t *g = e->s.grid + (size_t)i * 16384;
-        ok &= e->s.food_count[i] >= 64 && e->s.food_count[i] <= 256 && count_code(g, 16384, 1) == e->s.food_count[i];
-        ok &= e->s.poison_count[i] >= 64 && e->s.poison_count[i] <= 256 &&
-              count_code(g, 16384, 2) == e->s.poison_count[i];
+        const uint8_t *g = mr_forage_of(&e->s)->grid + (size_t)i * 16384;
+        ok &= mr_forage_of(&e->s)->food_count[i] >= 64 && mr_forage_of(&e->s)->food_count[i] <= 256 && count_code(g, 16384, 1) == mr_forage_of(&e->s)->food_count[i];
+        ok &= mr_forage_of(&e->s)->poison_count[i] >= 64 && mr_forage_of(&e->s)->poison_count[i] <= 256 &&
+              count_code(g, 16384, 2) == mr_forage_of(&e->s)->poison_count[i];
     }
     CHECK_MSG(ok, "spec default full reset: densities in [64, 256]");
     mr_env_free(e);

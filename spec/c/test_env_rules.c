@@ -11,6 +11,7 @@
  * max_episode_steps-th step, with no death penalty.
  */
 #include "env_check.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 static void test_actions(void) {
     int ok = 1;
@@ -19,11 +20,11 @@ static void test_actions(void) {
 }
 
 /* Puts `code` on the cell the agent reaches with `action`, keeping the counts. */
-static void put_ahead(mr_forage *s, int i, int action, int code) {
-    int x = wrap(s->x[i] + REF_DX[action], s->W), y = wrap(s->y[i] + REF_DY[action], s->H);
-    s->grid[(size_t)i * s->H * s->W + y * s->W + x] = (uint8_t)code;
-    if (code == 1) s->food_count[i]++;
-    if (code == 2) s->poison_count[i]++;
+static void put_ahead(mr_env_state *s, int i, int action, int code) {
+    int x = wrap(mr_forage_of(s)->x[i] + REF_DX[action], mr_forage_of(s)->W), y = wrap(mr_forage_of(s)->y[i] + REF_DY[action], mr_forage_of(s)->H);
+    mr_forage_of(s)->grid[(size_t)i * mr_forage_of(s)->H * mr_forage_of(s)->W + y * mr_forage_of(s)->W + x] = (uint8_t)code;
+    if (code == 1) mr_forage_of(s)->food_count[i]++;
+    if (code == 2) mr_forage_of(s)->poison_count[i]++;
 }
 
 static void test_rewards_by_mode(void) {
@@ -35,8 +36,8 @@ static void test_rewards_by_mode(void) {
     for (int mode = 0; mode < 4; mode++) {
         mr_env_config c = make_cfg(mode, 3, 16, 2, 0, 0, 50, 0);
         mr_env *e = make_env(&c, 3, 1);
-        mr_forage *s = &e->s;
-        CHECK(s->energy_frozen == (mode == MR_MODE_PROXY));
+        mr_env_state *s = &e->s;
+        CHECK(mr_forage_of(s)->energy_frozen == (mode == MR_MODE_PROXY));
         uint8_t act[3] = {6, 6, 6};
         put_ahead(s, 1, 6, 1);                      /* env 1 eats food; 0 and 2 walk on empty cells */
         mr_forage_write_obs(s, 1);
@@ -44,11 +45,11 @@ static void test_rewards_by_mode(void) {
         mr_env_step(e, act, NULL);
         CHECK_MSG(s->reward[1] == food_r[mode], "mode %d food reward %.9g", mode, s->reward[1]);
         CHECK_MSG(s->reward[0] == REF_STEP[mode], "mode %d step reward %.9g", mode, s->reward[0]);
-        CHECK_MSG(s->energy_centi[1] == food_e[mode], "mode %d energy after food %d", mode, s->energy_centi[1]);
-        CHECK_NEAR(s->energy[1], food_e[mode] / 100.0, 1e-6, 0);
-        CHECK(s->energy_centi[0] == (mode == MR_MODE_PROXY ? 100 : 99));
-        CHECK_MSG(s->food_count[1] == 1 && count_code(s->grid + 256, 256, 1) == 1, "mode %d food respawned", mode);
-        CHECK(!s->terminated[1] && s->ep_food[1] == 1);
+        CHECK_MSG(mr_forage_of(s)->energy_centi[1] == food_e[mode], "mode %d energy after food %d", mode, mr_forage_of(s)->energy_centi[1]);
+        CHECK_NEAR(mr_forage_of(s)->energy[1], food_e[mode] / 100.0, 1e-6, 0);
+        CHECK(mr_forage_of(s)->energy_centi[0] == (mode == MR_MODE_PROXY ? 100 : 99));
+        CHECK_MSG(mr_forage_of(s)->food_count[1] == 1 && count_code(mr_forage_of(s)->grid + 256, 256, 1) == 1, "mode %d food respawned", mode);
+        CHECK(!s->terminated[1] && mr_forage_of(s)->ep_food[1] == 1);
 
         act[1] = 4;                                 /* down onto poison */
         put_ahead(s, 1, 4, 2);
@@ -56,21 +57,21 @@ static void test_rewards_by_mode(void) {
         CHECK_MSG(s->reward[1] == poison_r[mode], "mode %d poison reward %.9g", mode, s->reward[1]);
         CHECK_MSG(s->terminated[1] == poison_term[mode], "mode %d poison terminated %d", mode, s->terminated[1]);
         CHECK(!s->truncated[1]);
-        CHECK_MSG(s->poison_count[1] == 1 && count_code(s->grid + 256, 256, 2) == 1, "mode %d poison respawned",
+        CHECK_MSG(mr_forage_of(s)->poison_count[1] == 1 && count_code(mr_forage_of(s)->grid + 256, 256, 2) == 1, "mode %d poison respawned",
                   mode);
         if (poison_term[mode]) {
             /* died: logged, then the agent alone is reset */
-            const mr_forage_log *l = &s->log[1];
-            CHECK(l->episodes == 1 && l->deaths == 1 && l->length_sum == 2 && l->food == 1 && l->poison == 1);
+            const mr_env_log *l = &s->log[1];
+            CHECK(l->episodes == 1 && l->deaths == 1 && l->length_sum == 2 && l->count[0] == 1 && l->count[1] == 1);
             CHECK(l->return_sum == food_r[mode] + poison_r[mode]);
             CHECK(l->return_min == l->return_sum && l->return_max == l->return_sum);
-            CHECK(s->energy_centi[1] == 100 && s->energy[1] == 1.0f && s->steps[1] == 0);
-            CHECK(s->ep_food[1] == 0 && s->ep_poison[1] == 0 && s->ep_return[1] == 0.0f);
-            CHECK(s->food_count[1] == 1 && s->poison_count[1] == 1);
+            CHECK(mr_forage_of(s)->energy_centi[1] == 100 && mr_forage_of(s)->energy[1] == 1.0f && s->steps[1] == 0);
+            CHECK(mr_forage_of(s)->ep_food[1] == 0 && mr_forage_of(s)->ep_poison[1] == 0 && s->ep_return[1] == 0.0f);
+            CHECK(mr_forage_of(s)->food_count[1] == 1 && mr_forage_of(s)->poison_count[1] == 1);
         } else {
-            CHECK(s->energy_centi[1] == 100 && s->log[1].episodes == 0 && s->steps[1] == 2);
+            CHECK(mr_forage_of(s)->energy_centi[1] == 100 && s->log[1].episodes == 0 && s->steps[1] == 2);
         }
-        CHECK(s->log[1].food_total == 1 && s->log[1].poison_total == 1 && s->log[1].steps_total == 2);
+        CHECK(s->log[1].count_total[0] == 1 && s->log[1].count_total[1] == 1 && s->log[1].steps_total == 2);
 
         /* clamping to [-reward_clip, reward_clip] */
         s->reward_clip = 0.25f;
@@ -90,14 +91,14 @@ static void test_starvation_and_frozen(void) {
     for (int mode = 0; mode < 4; mode++) {
         mr_env_config c = make_cfg(mode, 2, 16, 2, 0, 0, 50, 0);
         mr_env *e = make_env(&c, 5, 1);
-        mr_forage *s = &e->s;
+        mr_env_state *s = &e->s;
         uint8_t act[2] = {1, 7};
         int first_end = 0, energy_ok = 1;
         for (int t = 1; t <= 250 && !first_end; t++) {
             mr_env_step(e, act, NULL);
             if (s->terminated[0]) first_end = t;
-            else if (mode != MR_MODE_PROXY) energy_ok &= s->energy[0] == (float)(100 - t) / 100.0f;
-            else energy_ok &= s->energy[0] == 1.0f;
+            else if (mode != MR_MODE_PROXY) energy_ok &= mr_forage_of(s)->energy[0] == (float)(100 - t) / 100.0f;
+            else energy_ok &= mr_forage_of(s)->energy[0] == 1.0f;
         }
         CHECK_MSG(energy_ok, "mode %d: energy = 1 - 0.01 t (or frozen)", mode);
         if (mode == MR_MODE_PROXY) {
@@ -105,7 +106,7 @@ static void test_starvation_and_frozen(void) {
         } else {
             CHECK_MSG(first_end == 100, "mode %d: starved at step %d, want 100", mode, first_end);
             CHECK(s->reward[0] == (mode <= 1 ? -0.01f + 0.0f + -4.0f : 0.0f));
-            CHECK(s->terminated[1] && s->energy[0] == 1.0f && s->steps[0] == 0);
+            CHECK(s->terminated[1] && mr_forage_of(s)->energy[0] == 1.0f && s->steps[0] == 0);
             CHECK(s->log[0].deaths == 1 && s->log[0].length_sum == 100);
         }
         mr_env_free(e);
@@ -115,13 +116,13 @@ static void test_starvation_and_frozen(void) {
     mr_env *e = make_env(&c, 5, 1);
     uint8_t a = 3;
     mr_env_step(e, &a, NULL);
-    CHECK(e->s.energy[0] == 1.0f);
+    CHECK(mr_forage_of(&e->s)->energy[0] == 1.0f);
     CHECK(mr_env_set_energy_frozen(e, 0, NULL) == MR_OK);
     mr_env_step(e, &a, NULL);
-    CHECK(e->s.energy_centi[0] == 99);
+    CHECK(mr_forage_of(&e->s)->energy_centi[0] == 99);
     CHECK(mr_env_set_energy_frozen(e, 1, NULL) == MR_OK);
     mr_env_step(e, &a, NULL);
-    CHECK(e->s.energy_centi[0] == 99);
+    CHECK(mr_forage_of(&e->s)->energy_centi[0] == 99);
     mr_env_free(e);
 }
 
@@ -151,7 +152,7 @@ static void test_truncation(void) {
     }
     CHECK(ok && e->s.truncated[0] && !e->s.terminated[0]);
     CHECK(e->s.reward[0] == -0.01f);                /* no death penalty on truncation */
-    CHECK(e->s.energy[0] == 1.0f && e->s.steps[0] == 0);
+    CHECK(mr_forage_of(&e->s)->energy[0] == 1.0f && e->s.steps[0] == 0);
     mr_env_free(e);
 }
 

@@ -129,7 +129,7 @@ static int state_get(mr_trainer *t, state *s) {
     memcpy(s->params, t->pol.params, s->P * 4);
     memcpy(s->m, t->adam_m, s->P * 4);
     memcpy(s->v, t->adam_v, s->P * 4);
-    memcpy(s->env, t->env.grid, s->env_bytes);
+    memcpy(s->env, mr_env_state_base(&t->env), s->env_bytes);
     s->step = t->adam_step;
     s->popart = t->popart;
     s->updates = t->updates;

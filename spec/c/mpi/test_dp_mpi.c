@@ -26,6 +26,7 @@
 #include "check.h"
 #include "errors.h"
 #include "trainer.h"
+#include "registry.h"   /* the environments' own state (mr_forage_of) */
 
 enum { E = 8, T = 8 };
 
@@ -102,8 +103,8 @@ int main(int argc, char **argv) {
     mr_trainer *t = make(&cr), *big = make(&cb);
     CHECK(mr_trainer_pull(t, MR_SYNC_ALL, &err) == MR_OK && mr_trainer_pull(big, MR_SYNC_ALL, &err) == MR_OK);
     const size_t cells = 16 * 16, VV = (size_t)t->VV;
-    CHECK(memcmp(t->env.grid, big->env.grid + (size_t)rank * E * cells, E * cells) == 0);
-    CHECK(memcmp(t->env.x, big->env.x + rank * E, E * sizeof(int32_t)) == 0);
+    CHECK(memcmp(mr_forage_of(&t->env)->grid, mr_forage_of(&big->env)->grid + (size_t)rank * E * cells, E * cells) == 0);
+    CHECK(memcmp(mr_forage_of(&t->env)->x, mr_forage_of(&big->env)->x + rank * E, E * sizeof(int32_t)) == 0);
     CHECK(memcmp(t->env.obs, big->env.obs + (size_t)rank * E * VV, E * VV) == 0);
     CHECK(mr_trainer_update(t, &m, &err) == MR_OK && mr_trainer_update(big, &m, &err) == MR_OK);
     const size_t B = (size_t)T * E, BB = (size_t)T * size * E;
@@ -148,20 +149,20 @@ int main(int argc, char **argv) {
     mr_trainer *one = make(&cb);   /* one process of size x E */
     CHECK_MSG(mr_trainer_load_rank(one, ck, 1, 0, &carried, &err) == MR_OK && carried == 1, "%s", err.msg);
     CHECK(mr_trainer_pull(big, MR_SYNC_ALL, &err) == MR_OK && mr_trainer_pull(one, MR_SYNC_ALL, &err) == MR_OK);
-    CHECK(memcmp(one->env.grid, big->env.grid, (size_t)size * E * cells) == 0);
+    CHECK(memcmp(mr_forage_of(&one->env)->grid, mr_forage_of(&big->env)->grid, (size_t)size * E * cells) == 0);
     CHECK(memcmp(one->env.obs, big->env.obs, (size_t)size * E * VV) == 0);
     CHECK(memcmp(one->env.tick, big->env.tick, (size_t)size * E * sizeof(uint32_t)) == 0);
     mr_trainer_free(one);
     mr_trainer *slice = make(&cr);  /* this rank again */
     CHECK_MSG(mr_trainer_load_rank(slice, ck, size, rank, &carried, &err) == MR_OK && carried == 1, "%s", err.msg);
     CHECK(mr_trainer_pull(slice, MR_SYNC_ALL, &err) == MR_OK);
-    CHECK(memcmp(slice->env.grid, t->env.grid, E * cells) == 0);
+    CHECK(memcmp(mr_forage_of(&slice->env)->grid, mr_forage_of(&t->env)->grid, E * cells) == 0);
     CHECK(memcmp(slice->env.ep_return, t->env.ep_return, E * sizeof(float)) == 0);
     mr_trainer_free(slice);
     mr_trainer *other = make(&cr), *fresh = make(&cr);   /* E instances as 1 rank: not the file's count */
     CHECK_MSG(mr_trainer_load_rank(other, ck, 1, 0, &carried, &err) == MR_OK && carried == 0, "%s", err.msg);
     CHECK(mr_trainer_pull(other, MR_SYNC_ALL, &err) == MR_OK && mr_trainer_pull(fresh, MR_SYNC_ALL, &err) == MR_OK);
-    CHECK(memcmp(other->env.grid, fresh->env.grid, E * cells) == 0);
+    CHECK(memcmp(mr_forage_of(&other->env)->grid, mr_forage_of(&fresh->env)->grid, E * cells) == 0);
     if (rank == 0)   /* the weights are rank 0's (without a reducer here, the ranks' differ) */
         CHECK(memcmp(other->pol.params, t->pol.params, (size_t)t->net.n_params * sizeof(float)) == 0);
     /* a plain load (evaluation, export) takes it too, the environments fresh */

@@ -35,10 +35,9 @@ uint32_t mr_ck_crc32(uint32_t crc, const void *data, size_t n) {
 
 /* The sections of environments e and a network of P parameters, in file
  * order (grads when `grads`); data pointers are e's (NULL when planned). */
-static int sections_of(const mr_forage *e, size_t P, const float *params, const float *adam_m, const float *adam_v,
+static int sections_of(const mr_env_state *e, size_t P, const float *params, const float *adam_m, const float *adam_v,
                        const float *grads, int with_grads, ck_progress *pg, const char *cfg_text, size_t cfg_len,
                        ck_section *s) {
-    size_t n = (size_t)e->n;
     int k = 0;
 #define SEC(nm, ptr, sz) s[k++] = (ck_section){nm, (void *)(ptr), (sz)}
     SEC("config.keys", cfg_text, cfg_len);
@@ -46,20 +45,10 @@ static int sections_of(const mr_forage *e, size_t P, const float *params, const 
     SEC("params", params, P * sizeof(float));
     SEC("adam_m", adam_m, P * sizeof(float));
     SEC("adam_v", adam_v, P * sizeof(float));
-    SEC("env.grid", e->grid, n * (size_t)e->H * (size_t)e->W);
-    SEC("env.x", e->x, n * sizeof(int32_t));
-    SEC("env.y", e->y, n * sizeof(int32_t));
-    SEC("env.energy", e->energy, n * sizeof(float));
-    SEC("env.energy_centi", e->energy_centi, n * sizeof(int32_t));
-    SEC("env.steps", e->steps, n * sizeof(int32_t));
-    SEC("env.tick", e->tick, n * sizeof(uint32_t));
-    SEC("env.resets", e->resets, n * sizeof(uint32_t));
-    SEC("env.food_count", e->food_count, n * sizeof(int32_t));
-    SEC("env.poison_count", e->poison_count, n * sizeof(int32_t));
-    SEC("env.obs", e->obs, n * (size_t)e->V * (size_t)e->V);
-    SEC("env.ep_return", e->ep_return, n * sizeof(float));
-    SEC("env.ep_food", e->ep_food, n * sizeof(int32_t));
-    SEC("env.ep_poison", e->ep_poison, n * sizeof(int32_t));
+    /* the environment's own buffers, as its registry entry names them */
+    mr_env_section es[MR_ENV_MAX_SECTIONS];
+    const int ne = mr_env_sections(e, es);
+    for (int i = 0; i < ne; i++) SEC(es[i].name, es[i].data, es[i].bytes);
     if (with_grads) SEC("grads", grads, P * sizeof(float));
 #undef SEC
     return k;
@@ -74,11 +63,12 @@ int mr_ck_section_bytes(const mr_config *cfg, uint64_t instances, const char *na
                         int *per_param) {
     mr_net_layout net;
     mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
-    mr_forage e;   /* one instance, no buffers: only the sizes are read */
-    memset(&e, 0, sizeof e);
-    e.n = 1;
-    e.H = e.W = cfg->env.grid_size;
-    e.V = 2 * cfg->env.view_range + 1;
+    mr_env_config one = cfg->env;   /* one instance, planned: no buffers, only the sizes are read */
+    one.num_envs = 1;
+    one.index0 = 0;
+    mr_env_state e;
+    mr_arena plan = {NULL, 0, 0, 0};
+    mr_env_layout(&e, &one, 0, &plan);
     ck_progress pg;
     ck_section s[CK_MAX_SECTIONS];
     int ns = sections_of(&e, net.n_params, NULL, NULL, NULL, NULL, 1, &pg, NULL, 0, s);

@@ -2,7 +2,7 @@
  * env.c - the public mr_env object of moonrl.h: the vectorised environment
  * alone (benchmarks, tests, other learners), over the same backend table as
  * the trainer (backend.h). Its state is one block from a memory manager over
- * the backend's memory, laid out by mr_forage_layout, so a cpu and a cuda
+ * the backend's memory, laid out by mr_env_layout, so a cpu and a cuda
  * environment hold byte-for-byte comparable states; actions go in through a
  * backend buffer, views come out through copies.
  *
@@ -88,16 +88,16 @@ static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, m
     TRY(mr_devmem_init(&e->mem, &mbe, NULL, err));
     e->mem_ready = 1;
     mr_arena plan = {NULL, 0, 0, 0};
-    mr_forage_layout(&e->s, cfg, seed, &plan);
+    mr_env_layout(&e->s, cfg, seed, &plan);
     e->state_bytes = plan.size;
     const size_t n = (size_t)cfg->num_envs;
-    const size_t total = plan.size + mr_arena_round(n) + mr_arena_round(sizeof(mr_forage_log));
+    const size_t total = plan.size + mr_arena_round(n) + mr_arena_round(sizeof(mr_env_log));
     mr_status s = mr_devmem_alloc(&e->mem, total, "the environment state", &e->block, err);
     if (s != MR_OK) {
         if (err && s == MR_ERR_NOMEM) {
             /* how many of these environments would fit now: the state grows
              * with num_envs; the episode log is the fixed part */
-            const size_t fixed = mr_arena_round(sizeof(mr_forage_log));
+            const size_t fixed = mr_arena_round(sizeof(mr_env_log));
             const size_t per_env = (total - fixed) / (n ? n : 1) + 1;
             const int fit = mr_devmem_largest_num_envs(per_env, fixed, mr_devmem_fits(&e->mem), cfg->num_envs, 1);
             char need[32];
@@ -115,9 +115,9 @@ static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, m
         return s;
     }
     mr_arena dev = {(unsigned char *)e->block, plan.size, 0, 0};   /* carved only: nothing is touched */
-    mr_forage_layout(&e->s, cfg, seed, &dev);
+    mr_env_layout(&e->s, cfg, seed, &dev);
     e->d_actions = (uint8_t *)e->block + plan.size;
-    e->d_log = (mr_forage_log *)(e->d_actions + mr_arena_round(n));
+    e->d_log = (mr_env_log *)(e->d_actions + mr_arena_round(n));
     e->s.threads = e->threads > 0 ? e->threads : omp_get_num_procs();
     TRY(o->memset(e->block, 0, total, e->stream, err));
     TRY(o->env_clear_logs(&e->s, e->stream, err));
@@ -194,19 +194,42 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     return o->stream_sync(e->stream, err);
 }
 
-/* Every pointer in the view may be NULL to skip that copy. */
+/* A buffer of the state by its checkpoint name ("env.grid"), or NULL. */
+static const mr_env_section *section(const mr_env_state *s, mr_env_section *all, const char *name) {
+    const int k = mr_env_sections(s, all);
+    for (int i = 0; i < k; i++)
+        if (strcmp(all[i].name, name) == 0) return &all[i];
+    return NULL;
+}
+
+/* Every pointer in the view may be NULL to skip that copy. The grid world's
+ * buffers (grid, x, y, energy) are the environment's own: found by name,
+ * refused where it has none. */
 mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err) {
     if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_read: env is NULL");
     if (!out) return mr_fail(err, MR_ERR_ARG, "mr_env_read: out is NULL");
     const mr_backend *o = e->be;
-    const mr_forage *s = &e->s;
+    const mr_env_state *s = &e->s;
     const size_t n = (size_t)s->n;
-    struct { void *dst; const void *src; size_t bytes; } cp[] = {
-        {out->obs, s->obs, n * (size_t)s->V * (size_t)s->V}, {out->reward, s->reward, n * sizeof(float)},
-        {out->terminated, s->terminated, n}, {out->truncated, s->truncated, n},
-        {out->grid, s->grid, n * (size_t)s->H * (size_t)s->W}, {out->x, s->x, n * sizeof(int32_t)},
-        {out->y, s->y, n * sizeof(int32_t)}, {out->energy, s->energy, n * sizeof(float)},
+    mr_env_section all[MR_ENV_MAX_SECTIONS];
+    const char *names[] = {"env.grid", "env.x", "env.y", "env.energy"};
+    void *dsts[] = {out->grid, out->x, out->y, out->energy};
+    struct { void *dst; const void *src; size_t bytes; } cp[8] = {
+        {out->obs, s->obs ? (const void *)s->obs : (const void *)s->obs_f,
+         n * (size_t)s->obs_size * (s->obs ? 1 : sizeof(float))},
+        {out->reward, s->reward, n * sizeof(float)}, {out->terminated, s->terminated, n},
+        {out->truncated, s->truncated, n},
     };
+    for (int i = 0; i < 4; i++) {
+        if (!dsts[i]) continue;
+        const mr_env_section *sec = section(s, all, names[i]);
+        if (!sec)
+            return mr_fail(err, MR_ERR_ARG, "mr_env_read: %s has no %s (the view's grid, x, y and energy are the "
+                           "grid worlds'; pass NULL for them)", mr_env_name_of(s->kind), names[i] + 4);
+        cp[4 + i].dst = dsts[i];
+        cp[4 + i].src = sec->data;
+        cp[4 + i].bytes = sec->bytes;
+    }
     TRY(o->enter(0, e->threads, err));
     for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
         if (cp[i].dst) TRY(o->copy(cp[i].dst, cp[i].src, cp[i].bytes, MR_COPY_D2H, e->stream, err));
@@ -218,24 +241,29 @@ mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err) {
     if (frozen != 0 && frozen != 1)
         return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: frozen = %d: accepted 0 (real) or 1 (frozen)",
                        frozen);
-    e->s.energy_frozen = frozen;   /* a parameter passed by value, not backend memory */
+    if (mr_env_set_param(&e->s, "energy_frozen", frozen) != 0)   /* a parameter passed by value, not backend memory */
+        return mr_fail(err, MR_ERR_ARG, "mr_env_set_energy_frozen: %s has no energy", mr_env_name_of(e->s.kind));
     mr_ok(err);
     return MR_OK;
 }
 
-mr_status mr_env_pull(const mr_env *e, mr_forage *host, mr_error *err) {
+const void *mr_env_state_base(const mr_env_state *s) { return s->obs ? (const void *)s->obs : (const void *)s->obs_f; }
+
+mr_status mr_env_pull(const mr_env *e, mr_env_state *host, mr_error *err) {
     if (!e || !host) return mr_fail(err, MR_ERR_ARG, "mr_env_pull: NULL argument");
-    const mr_forage *s = &e->s;
-    if (host->n != s->n || host->H != s->H || host->W != s->W || host->V != s->V || !host->grid ||
-        (const uint8_t *)host->log - host->grid != (const uint8_t *)s->log - s->grid)
+    const mr_env_state *s = &e->s;
+    const unsigned char *hb = mr_env_state_base(host), *sb = mr_env_state_base(s);
+    if (host->n != s->n || host->kind != s->kind || host->obs_size != s->obs_size || !hb ||
+        (const unsigned char *)host->log - hb != (const unsigned char *)s->log - sb)
         return mr_fail(err, MR_ERR_ARG, "mr_env_pull: the host state is not laid out like the environment's "
-                       "(lay it out with mr_forage_layout and the same config)");
+                       "(lay it out with mr_env_layout and the same config)");
     TRY(e->be->enter(0, e->threads, err));
-    TRY(e->be->copy(host->grid, e->block, e->state_bytes, MR_COPY_D2H, e->stream, err));
+    TRY(e->be->copy(host->obs ? (void *)host->obs : (void *)host->obs_f, e->block, e->state_bytes, MR_COPY_D2H,
+                    e->stream, err));
     return e->be->stream_sync(e->stream, err);
 }
 
-mr_status mr_env_log_summary(const mr_env *e, mr_forage_log *out, mr_error *err) {
+mr_status mr_env_log_summary(const mr_env *e, mr_env_log *out, mr_error *err) {
     if (!e || !out) return mr_fail(err, MR_ERR_ARG, "mr_env_log_summary: NULL argument");
     TRY(e->be->enter(0, e->threads, err));
     TRY(e->be->env_log_reduce(&e->s, e->d_log, e->stream, err));

@@ -27,7 +27,7 @@
 #include <string.h>
 
 typedef struct eval_bufs {
-    mr_forage env;
+    mr_env_state env;
     float *extra, *logits, *value, *u, *logp;
     uint8_t *act;
     int32_t *start, *food0, *poison0;   /* records: where each instance's episode began */
@@ -36,7 +36,7 @@ typedef struct eval_bufs {
 
 static void eval_layout(eval_bufs *b, const mr_env_config *envc, uint64_t seed, int records, mr_arena *a) {
     int N = envc->num_envs;
-    mr_forage_layout(&b->env, envc, seed, a);
+    mr_env_layout(&b->env, envc, seed, a);
     b->extra = MR_TAKE(a, float, (size_t)N * 2);
     b->logits = MR_TAKE(a, float, (size_t)N * MR_MAX_ACTIONS);
     b->value = MR_TAKE(a, float, N);
@@ -69,20 +69,18 @@ static int rec_push(mr_eval_records *r, uint64_t *cap, const mr_eval_record *x) 
 /* The record of instance i's episode, `steps` long, ending now (a death) or
  * cut off by the end of the run (censored). */
 static mr_eval_record rec_of(const eval_bufs *b, int run, int i, int died, int steps, float reward) {
-    const mr_forage_log *l = &b->env.log[i];
+    const mr_env_log *l = &b->env.log[i];
     mr_eval_record x;
     x.run = run;
     x.env = i;
     x.died = died;
     x.steps = steps;
     x.start = b->start[i];
-    x.food = l->food_total - b->food0[i];
-    x.poison = l->poison_total - b->poison0[i];
-    x.energy_gained_centi = MR_ENERGY_FOOD * x.food - MR_ENERGY_POISON * x.poison - MR_ENERGY_DECAY * steps;
+    x.food = l->count_total[0] - b->food0[i];   /* the first two counters: food, poison */
+    x.poison = l->count_total[1] - b->poison0[i];
     x.reward = reward;
-    /* energy is real in evaluation: an episode starts at 1.0 and moves by
-     * exactly this much (for a survivor, its energy_centi now) */
-    x.final_energy = (float)((double)(MR_ENERGY_START + x.energy_gained_centi) / 100.0);
+    /* energy is real in evaluation (foraging's: 0 elsewhere) */
+    mr_env_episode_energy(b->env.kind, x.food, x.poison, steps, &x.energy_gained_centi, &x.final_energy);
     return x;
 }
 
@@ -140,10 +138,10 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
         }
         t->extra_allocations++;
         eval_layout(&b, &envc, seed, recs != NULL, &a);    /* carve */
-        mr_forage env = b.env;
+        mr_env_state env = b.env;
         float *extra = b.extra, *logits = b.logits, *u = b.u, *logp = b.logp;
         uint8_t *act = b.act;
-        env.energy_frozen = 0;
+        (void)mr_env_set_param(&env, "energy_frozen", 0);   /* real energy in every mode (foraging's) */
         env.reward_clip = (float)t->cfg.ppo.reward_clip;
         env.threads = t->threads;
         const mr_backend *o = t->host;   /* host buffers: the host backend's operations, no stream */
@@ -167,7 +165,7 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
             mr_trainer_counts_extra(&env, extra);
             EVAL_TRY(o->policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value, NULL, err));
             for (int i = 0; i < N; i++)
-                u[i] = mr_rng_uniform(env.seed, mr_forage_key(&env, i), env.tick[i], MR_RNG_ACTION, 0);
+                u[i] = mr_rng_uniform(env.seed, mr_env_key(&env, i), env.tick[i], MR_RNG_ACTION, 0);
             EVAL_TRY(o->sample(N, t->NA, logits, u, act, logp, NULL, err));
             if (recs) memcpy(b.ret0, env.ep_return, sizeof(float) * (size_t)N);
             EVAL_TRY(o->env_step_all(&env, act, NULL, err));
@@ -177,8 +175,8 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
                 if (!rec_push(recs, &cap, &x)) return rec_nomem(recs, &a, err);
                 recs->deaths++;
                 b.start[i] = s + 1;
-                b.food0[i] = env.log[i].food_total;
-                b.poison0[i] = env.log[i].poison_total;
+                b.food0[i] = env.log[i].count_total[0];
+                b.poison0[i] = env.log[i].count_total[1];
             }
             if (progress) progress(user, (uint64_t)run * (uint64_t)c.steps + (uint64_t)s + 1,
                                    (uint64_t)c.runs * (uint64_t)c.steps);
@@ -188,14 +186,15 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
             if (!rec_push(recs, &cap, &x)) return rec_nomem(recs, &a, err);
         }
         for (int i = 0; i < N; i++) {
-            const mr_forage_log *l = &env.log[i];
-            food += l->food_total;
-            poison += l->poison_total;
+            const mr_env_log *l = &env.log[i];
+            const int32_t fo = l->count_total[0], po = l->count_total[1];
+            food += fo;
+            poison += po;
             deaths += l->deaths;
             steps += l->steps_total;
             episodes += l->deaths + 1;               /* + the episode still running at the end */
-            if (l->food_total + l->poison_total > 0) {
-                eff_sum += (double)l->food_total / (double)(l->food_total + l->poison_total);
+            if (fo + po > 0) {
+                eff_sum += (double)fo / (double)(fo + po);
                 eff_n += 1;
             }
         }

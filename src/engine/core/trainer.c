@@ -34,9 +34,7 @@ static double now_seconds(void) {
 
 void mr_trainer_use_threads(const mr_trainer *t) { omp_set_num_threads(t->threads); }
 
-void mr_trainer_counts_extra(const mr_forage *env, float *extra) {
-    for (int i = 0; i < env->n; i++) mr_tc_counts(env, i, extra);
-}
+void mr_trainer_counts_extra(const mr_env_state *env, float *extra) { mr_env_critic_extra_all(env, extra); }
 
 /* The update's hyper-parameters into host staging (uploaded by the rollout part). */
 static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {
@@ -94,8 +92,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     /* environment state: one block, carved like the host copy */
     TRY(alloc_dev(t, t->plan.env_bytes, "the environment state", &d->env_block, err));
     mr_arena dev = {(unsigned char *)d->env_block, t->plan.env_bytes, 0, 0};
-    mr_forage_layout(&d->env, &cfg->env, cfg->seed, &dev);
-    d->env.energy_frozen = t->env.energy_frozen;
+    mr_env_layout(&d->env, &cfg->env, cfg->seed, &dev);
     d->env.reward_clip = t->env.reward_clip;
     d->env.threads = t->threads;
 
@@ -203,7 +200,6 @@ mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const
                        (double)want / 1048576.0);
     }
     mr_trainer_layout_host(t, &t->arena);       /* carve */
-    t->env.energy_frozen = cfg->env.mode == MR_MODE_PROXY;
     t->env.reward_clip = (float)cfg->ppo.reward_clip;
     t->env.threads = t->threads;
     mr_status s = t->host->host_policy_init(&t->pol, cfg->seed, err);

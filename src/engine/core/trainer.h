@@ -28,7 +28,7 @@ enum { MR_EV_START, MR_EV_ROLLOUT, MR_EV_GAE, MR_EV_END, MR_EV_COUNT };
  * manager, before its 512-byte rounding). */
 typedef struct mr_trainer_plan {
     int max_batch;             /* the network's: max(minibatch, num_envs) */
-    size_t env_bytes;          /* environment state (mr_forage_layout) */
+    size_t env_bytes;          /* environment state (mr_env_layout) */
     size_t policy_bytes;       /* parameters, gradients, activations, workspace */
     mr_bpolicy_plan policy;    /* the network's allocations, in order */
     size_t optim_bytes;        /* Adam m and v */
@@ -42,7 +42,7 @@ typedef struct mr_trainer_plan {
 
 /* The backend's state. */
 typedef struct mr_trainer_dev {
-    mr_forage env;             /* backend pointers, carved from env_block like the host copy */
+    mr_env_state env;          /* backend pointers, carved from env_block like the host copy */
     void *env_block;
     mr_bpolicy pol;
     int pol_ready;
@@ -126,7 +126,7 @@ struct mr_trainer {
 
     /* host copies (mr_trainer_pull / push) */
     mr_arena arena;
-    mr_forage env;
+    mr_env_state env;
     const mr_backend *host;    /* the host's backend (host memory: the cpu): the host copy of the network,
                                 * evaluation and inference run on its operations */
     mr_net_layout net;         /* the network's shapes and parameter layout (every copy's) */
@@ -135,7 +135,7 @@ struct mr_trainer {
     float *adam_m, *adam_v;
     int64_t adam_step;
     mr_popart popart;
-    mr_forage_log *log_sum;    /* scratch of evaluation */
+    mr_env_log *log_sum;       /* scratch of evaluation */
 
     /* warm-up snapshot */
     float *snap_params, *snap_m, *snap_v;
@@ -165,7 +165,7 @@ struct mr_trainer {
 mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const char *note, mr_trainer **out,
                                mr_error *err);
 /* The critic's extra inputs for the current environment states (host copies). */
-void mr_trainer_counts_extra(const mr_forage *env, float *extra);
+void mr_trainer_counts_extra(const mr_env_state *env, float *extra);
 /* Sets OpenMP's thread count for regions started by the calling thread. */
 void mr_trainer_use_threads(const mr_trainer *t);
 

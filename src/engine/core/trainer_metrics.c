@@ -54,7 +54,7 @@ void mr_trainer_read_timing(mr_trainer *t) {
 void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
                              mr_metrics *out) {
     memset(out, 0, sizeof *out);
-    const mr_forage_log *l = &h->log;
+    const mr_env_log *l = &h->log;
     out->update = t->updates;
     out->agent_steps = t->agent_steps;
     const double pr = (double)t->updates / (double)mr_config_total_updates(&t->cfg);
@@ -67,10 +67,12 @@ void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double
         out->episode_return_min = l->return_min;
         out->episode_return_max = l->return_max;
         out->episode_length_mean = l->length_sum / ne;
-        out->food_per_episode = l->food / ne;
-        out->poison_per_episode = l->poison / ne;
+        /* the first two declared counters (foraging's food and poison, reach's goals and pits) */
+        out->food_per_episode = l->count[0] / ne;
+        out->poison_per_episode = l->count[1] / ne;
     }
-    out->efficiency = (l->food + l->poison) > 0 ? (double)l->food / (double)(l->food + l->poison) : 0.0;
+    const int32_t c0 = l->count[0], c1 = l->count[1];
+    out->efficiency = (c0 + c1) > 0 ? (double)c0 / (double)(c0 + c1) : 0.0;
     out->policy_loss = h->mean[MR_TC_POLICY_LOSS];
     out->value_loss = h->mean[MR_TC_VALUE_LOSS];
     out->entropy = h->mean[MR_TC_ENTROPY];

@@ -87,7 +87,7 @@ void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a
 
 void mr_trainer_layout_host(mr_trainer *t, mr_arena *a) {
     const mr_config *c = &t->cfg;
-    mr_forage_layout(&t->env, &c->env, c->seed, a);
+    mr_env_layout(&t->env, &c->env, c->seed, a);
     mr_net_layout_init(&t->net, &c->policy, t->V);
     t->host->host_policy_layout(&t->pol, &c->policy, t->V, HOST_POLICY_CHUNK, c->cpu.conv, a);
     const size_t P = t->net.n_params;
@@ -96,7 +96,7 @@ void mr_trainer_layout_host(mr_trainer *t, mr_arena *a) {
     t->snap_params = MR_TAKE(a, float, P);
     t->snap_m = MR_TAKE(a, float, P);
     t->snap_v = MR_TAKE(a, float, P);
-    t->log_sum = MR_TAKE(a, mr_forage_log, 1);
+    t->log_sum = MR_TAKE(a, mr_env_log, 1);
 }
 
 /* The backend part of the plan (everything but host_bytes); cfg is not
@@ -120,8 +120,8 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     mr_net_layout_init(&net, &cfg->policy, t0.V);
     const size_t P = net.n_params, Pp = net.n_policy;
     a = (mr_arena){NULL, 0, 0, 0};
-    mr_forage env;
-    mr_forage_layout(&env, &cfg->env, cfg->seed, &a);
+    mr_env_state env;
+    mr_env_layout(&env, &cfg->env, cfg->seed, &a);
     out->env_bytes = a.size;
     out->policy_bytes = out->policy.total;
     out->optim_bytes = 2 * P * sizeof(float);

@@ -46,7 +46,7 @@ mr_status mr_trainer_pull(mr_trainer *t, int what, mr_error *err) {
         TRY(o->copy(t->adam_v, d->adam_v, P * sizeof(float), MR_COPY_D2H, st, err));
         TRY(o->copy(t->h.opt, d->opt, sizeof *t->h.opt, MR_COPY_D2H, st, err));
     }
-    if (what >= MR_SYNC_ALL) TRY(o->copy(t->env.grid, d->env_block, t->plan.env_bytes, MR_COPY_D2H, st, err));
+    if (what >= MR_SYNC_ALL) TRY(o->copy((void *)mr_env_state_base(&t->env), d->env_block, t->plan.env_bytes, MR_COPY_D2H, st, err));
     TRY(o->stream_sync(st, err));
     mr_popart_ctl_get(t->h.pa, &t->popart);
     if (what >= MR_SYNC_LEARNABLE) t->adam_step = t->h.opt->s.step;
@@ -87,7 +87,7 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err) {
         TRY(o->copy(d->opt, t->h.opt, sizeof *t->h.opt, MR_COPY_H2D, st, err));
     }
     if (what >= MR_SYNC_ALL) {
-        TRY(o->copy(d->env_block, t->env.grid, t->plan.env_bytes, MR_COPY_H2D, st, err));
+        TRY(o->copy(d->env_block, mr_env_state_base(&t->env), t->plan.env_bytes, MR_COPY_H2D, st, err));
         d->env.seed = t->env.seed;   /* a load adopts the checkpoint's seed (kernels take the struct by value) */
     }
     TRY(o->stream_sync(st, err));

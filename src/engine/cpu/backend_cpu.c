@@ -12,7 +12,6 @@
 #include "backend.h"
 #include "conv_dnnl.h"
 #include "env_cpu.h"
-#include "forage_layout.h"
 #include "errors.h"
 #include "nn.h"
 #include "policy.h"
@@ -199,24 +198,24 @@ static mr_status cpu_event_elapsed(void *a, void *b, float *ms, mr_error *err) {
 
 /* ------------------------------------------------------------ environment */
 
-static mr_status cpu_env_reset(const mr_forage *s, void *stream, mr_error *err) {
+static mr_status cpu_env_reset(const mr_env_state *s, void *stream, mr_error *err) {
     (void)stream;
-    mr_forage_cpu_reset_all(s);
+    mr_env_cpu_reset_all(s);
     return ok(err);
 }
-static mr_status cpu_env_step(const mr_forage *s, const uint8_t *a, void *stream, mr_error *err) {
+static mr_status cpu_env_step(const mr_env_state *s, const uint8_t *a, void *stream, mr_error *err) {
     (void)stream;
-    mr_forage_cpu_step_all(s, a);
+    mr_env_cpu_step_all(s, a);
     return ok(err);
 }
-static mr_status cpu_env_clear(const mr_forage *s, void *stream, mr_error *err) {
+static mr_status cpu_env_clear(const mr_env_state *s, void *stream, mr_error *err) {
     (void)stream;
-    mr_forage_cpu_clear_logs(s);
+    mr_env_cpu_clear_logs(s);
     return ok(err);
 }
-static mr_status cpu_env_reduce(const mr_forage *s, mr_forage_log *out, void *stream, mr_error *err) {
+static mr_status cpu_env_reduce(const mr_env_state *s, mr_env_log *out, void *stream, mr_error *err) {
     (void)stream;
-    mr_forage_log_reduce(s->log, s->n, out);
+    mr_env_log_reduce(s->log, s->n, out);
     return ok(err);
 }
 
@@ -454,13 +453,17 @@ static mr_status cpu_popart(mr_popart_ctl *pa, const float *returns, int64_t n, 
 
 /* --------------------------------------------------------------- the glue */
 
-static mr_status cpu_step_in(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
+static mr_status cpu_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
     (void)stream;
-    for (int i = 0; i < s->n; i++) mr_tc_step_in(s, i, seed, extra, u);
+    const int k = s->critic_extra;
+    for (int i = 0; i < s->n; i++) {
+        mr_env_critic_extra_one(s, i, extra + (size_t)i * k);
+        mr_tc_step_in(s, i, seed, u);
+    }
     return ok(err);
 }
 
-static mr_status cpu_step_out(const mr_forage *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
+static mr_status cpu_step_out(const mr_env_state *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
                               uint8_t *done, void *stream, mr_error *err) {
     (void)stream;
     float pm, ps, inv;

@@ -49,7 +49,7 @@
 #include <string.h>
 #endif
 #include "moonrl.h"
-#include "rng.h"
+#include "env_state.h"   /* mr_env_state, mr_env_log, rng.h */
 
 enum { MR_CELL_EMPTY = 0, MR_CELL_FOOD = 1, MR_CELL_POISON = 2 };
 
@@ -59,40 +59,27 @@ enum { MR_CELL_EMPTY = 0, MR_CELL_FOOD = 1, MR_CELL_POISON = 2 };
 #define MR_ENERGY_FOOD 100          /* +1.0 */
 #define MR_ENERGY_POISON 200        /* -2.0 */
 
-typedef struct mr_forage_log {      /* per environment, since the last clear */
-    int32_t episodes, deaths, length_sum;           /* ended episodes; deaths = terminated */
-    int32_t food, poison;                           /* eaten during ended episodes */
-    int32_t food_total, poison_total, steps_total;  /* everything eaten / stepped since the clear, ended or not */
-    float return_sum, return_min, return_max;       /* of ended episodes (min/max start at +inf/-inf) */
-} mr_forage_log;
-
-/* Parameters + struct-of-arrays pointers, n = num_envs. Pointers may be host
- * or device memory; the struct itself is passed by value to kernels. */
+/* Foraging's own part of the state (mr_env_state.own, env_state.h):
+ * parameters and struct-of-arrays pointers over the n instances; reach
+ * (reach.h) works on the same. */
 typedef struct mr_forage {
-    int n, H, W, view, V;           /* V = 2*view+1 */
-    int dmin, dmax, tries, max_steps;  /* max_steps 0 = no truncation */
+    int H, W, view, V;              /* V = 2*view+1 */
+    int dmin, dmax, tries;
     int mode, energy_frozen;        /* mr_mode; frozen: energy never changes */
-    uint64_t seed;
     uint8_t *grid;                  /* (n, H, W) cell codes */
     int32_t *x, *y;                 /* (n) x = column, y = row */
     float *energy;                  /* (n) float mirror of energy_centi: centi / 100, rounded */
-    int32_t *steps;                 /* (n) steps in the current episode */
-    uint32_t *tick;                 /* (n) RNG counter: steps ever taken by this instance (never reset) */
+    int32_t *energy_centi;          /* (n) energy in hundredths: the exact state */
     uint32_t *resets;               /* (n) full resets done (RNG counter for full resets) */
     int32_t *food_count, *poison_count;  /* (n) items on the grid now */
-    uint8_t *obs;                   /* (n, V, V) cell codes around the agent */
-    float *reward;                  /* (n) clamped to [-reward_clip, reward_clip] */
-    float reward_clip;              /* 20 */
-    uint8_t *terminated, *truncated;/* (n) */
-    float *ep_return;               /* (n) running episode return (clamped rewards) */
-    int32_t *ep_food, *ep_poison;   /* (n) eaten in the current episode */
-    mr_forage_log *log;             /* (n) */
-    /* added beyond the original plan: */
-    int32_t *energy_centi;          /* (n) energy in hundredths: the exact state */
-    int threads;                    /* CPU threads for the *_all loops, 0 = OpenMP's default */
-    int kind;                       /* mr_env_name: whose rules step this state (registry.h) */
-    int index0;                     /* global index of instance 0 (data-parallel rank x n; else 0) */
+    int32_t *ep_food, *ep_poison;   /* (n) eaten in the current episode (counters 0 and 1) */
 } mr_forage;
+
+/* The counters foraging's logs keep (mr_env_log.count, count_total). */
+enum { MR_FORAGE_FOOD = 0, MR_FORAGE_POISON = 1 };
+
+/* Foraging's part of state s. */
+MR_HD mr_forage *mr_forage_of(const mr_env_state *s) { return (mr_forage *)(void *)s->own.bytes; }
 
 /* What foraging declares (moonrl.h, mr_env_spaces): the V x V cell codes
  * around the agent (empty, food, poison), read as two channels (the
@@ -115,9 +102,6 @@ static inline void mr_forage_spaces(const mr_env_config *cfg, mr_env_spaces *o) 
     o->counter_names[1] = "poison";
 }
 
-/* Instance i's key in every random draw: its global index, so a rank's
- * instances draw what the same instances of one bigger process would. */
-MR_HD uint32_t mr_forage_key(const mr_forage *s, int i) { return (uint32_t)(s->index0 + i); }
 
 /* Moves, ENV_SPEC order: 0:(-1,-1) 1:(-1,0) 2:(-1,1) 3:(0,-1) 4:(0,1)
  * 5:(1,-1) 6:(1,0) 7:(1,1). Two bits per action hold d+1; a & 7 keeps a bad
@@ -131,25 +115,6 @@ MR_HD float mr_forage_reward_food(int mode) { (void)mode; return 1.0f; }
 MR_HD float mr_forage_reward_poison(int mode) { return mode <= MR_MODE_GROUND_TRUTH_BLINDED ? -2.0f : 0.5f; }
 MR_HD float mr_forage_reward_step(int mode) { return mode <= MR_MODE_GROUND_TRUTH_BLINDED ? -0.01f : 0.0f; }
 MR_HD float mr_forage_reward_death(int mode) { return mode <= MR_MODE_GROUND_TRUTH_BLINDED ? -4.0f : 0.0f; }
-
-MR_HD float mr_forage_inf(void) {
-#if defined(__CUDA_ARCH__)
-    return __int_as_float(0x7f800000);
-#else
-    union { uint32_t u; float f; } v;
-    v.u = 0x7f800000u;
-    return v.f;
-#endif
-}
-
-MR_HD void mr_forage_log_clear(mr_forage_log *l) {
-    l->episodes = l->deaths = l->length_sum = 0;
-    l->food = l->poison = 0;
-    l->food_total = l->poison_total = l->steps_total = 0;
-    l->return_sum = 0.0f;
-    l->return_min = mr_forage_inf();
-    l->return_max = -mr_forage_inf();
-}
 
 /* Copies n >= 0 bytes: one run of an observation row, usually < 16 bytes.
  * On the host, runs up to 16 bytes are two overlapping fixed-size moves
@@ -180,34 +145,35 @@ MR_HD void mr_forage_copy(uint8_t *dst, const uint8_t *src, int n) {
 
 /* Instance i's agent moved by (dx, dy), each in [-1, 1], on the H x W torus:
  * the new column and row (the wrap is a compare, not a modulo). */
-MR_HD void mr_forage_move(const mr_forage *s, int i, int dx, int dy, int *xo, int *yo) {
-    int x = s->x[i] + dx, y = s->y[i] + dy;
-    x += (x < 0) ? s->W : 0;
-    x -= (x >= s->W) ? s->W : 0;
-    y += (y < 0) ? s->H : 0;
-    y -= (y >= s->H) ? s->H : 0;
+MR_HD void mr_forage_move(const mr_forage *f, int i, int dx, int dy, int *xo, int *yo) {
+    int x = f->x[i] + dx, y = f->y[i] + dy;
+    x += (x < 0) ? f->W : 0;
+    x -= (x >= f->W) ? f->W : 0;
+    y += (y < 0) ? f->H : 0;
+    y -= (y >= f->H) ? f->H : 0;
     *xo = x;
     *yo = y;
 }
 
 /* The view's top-left cell for an agent at (x, y): column x - view and row
  * y - view, wrapped onto the torus (view < W, H). */
-MR_HD void mr_forage_view_origin(const mr_forage *s, int x, int y, int *x0, int *r0) {
-    x -= s->view;
-    y -= s->view;
-    *x0 = x < 0 ? x + s->W : x;
-    *r0 = y < 0 ? y + s->H : y;
+MR_HD void mr_forage_view_origin(const mr_forage *f, int x, int y, int *x0, int *r0) {
+    x -= f->view;
+    y -= f->view;
+    *x0 = x < 0 ? x + f->W : x;
+    *r0 = y < 0 ? y + f->H : y;
 }
 
 /* obs[i][a][b] = grid[i][(y - view + a) mod H][(x - view + b) mod W].
  * Row-wise: each row is at most two contiguous runs (V <= W), and the wrap is
  * a compare, not a modulo. */
-MR_HD void mr_forage_write_obs(const mr_forage *s, int i) {
-    const int H = s->H, W = s->W, V = s->V;
-    const uint8_t *g = s->grid + (size_t)i * H * W;
+MR_HD void mr_forage_write_obs(const mr_env_state *s, int i) {
+    const mr_forage *f = mr_forage_of(s);
+    const int H = f->H, W = f->W, V = f->V;
+    const uint8_t *g = f->grid + (size_t)i * H * W;
     uint8_t *o = s->obs + (size_t)i * V * V;
     int x0, r;
-    mr_forage_view_origin(s, s->x[i], s->y[i], &x0, &r);
+    mr_forage_view_origin(f, f->x[i], f->y[i], &x0, &r);
     const int n1 = (W - x0 < V) ? W - x0 : V;   /* run from x0 to the row's end */
     const int n2 = V - n1;                      /* wrapped run from column 0 */
     for (int a = 0; a < V; a++) {
@@ -221,14 +187,15 @@ MR_HD void mr_forage_write_obs(const mr_forage *s, int i) {
 
 /* A uniformly random EMPTY cell of grid g (see the keying comment above).
  * `empties` = the number of EMPTY cells, >= 1. */
-MR_HD int mr_forage_pick_empty(const mr_forage *s, const uint8_t *g, int i, uint32_t ctr,
+MR_HD int mr_forage_pick_empty(const mr_env_state *s, const uint8_t *g, int i, uint32_t ctr,
                                uint32_t purpose, uint32_t *d, int empties) {
-    const uint32_t cells = (uint32_t)(s->H * s->W);
+    const mr_forage *f = mr_forage_of(s);
+    const uint32_t cells = (uint32_t)(f->H * f->W);
     for (int k = 0; k < MR_FORAGE_REJECT_DRAWS; k++) {
-        uint32_t c = mr_rng_below(s->seed, mr_forage_key(s, i), ctr, purpose, (*d)++, cells);
+        uint32_t c = mr_rng_below(s->seed, mr_env_key(s, i), ctr, purpose, (*d)++, cells);
         if (g[c] == MR_CELL_EMPTY) return (int)c;
     }
-    uint32_t r = mr_rng_below(s->seed, mr_forage_key(s, i), ctr, purpose, (*d)++, (uint32_t)empties);
+    uint32_t r = mr_rng_below(s->seed, mr_env_key(s, i), ctr, purpose, (*d)++, (uint32_t)empties);
     int last = 0;
     for (uint32_t c = 0; c < cells; c++) {
         if (g[c] != MR_CELL_EMPTY) continue;
@@ -238,43 +205,45 @@ MR_HD int mr_forage_pick_empty(const mr_forage *s, const uint8_t *g, int i, uint
     return last;
 }
 
-/* The end of every environment's full reset of instance i, written once
+/* The end of every grid world's full reset of instance i, written once
  * (foraging and reach call it): the agent at cell `at`, `food` and `poison`
  * items on the grid, energy 1, a fresh episode, the reset counted, the
  * observation written. */
-MR_HD void mr_forage_start_fresh(const mr_forage *s, int i, int at, int food, int poison) {
-    s->x[i] = at % s->W;
-    s->y[i] = at / s->W;
-    s->energy_centi[i] = MR_ENERGY_START;
-    s->energy[i] = 1.0f;
+MR_HD void mr_forage_start_fresh(const mr_env_state *s, int i, int at, int food, int poison) {
+    const mr_forage *f = mr_forage_of(s);
+    f->x[i] = at % f->W;
+    f->y[i] = at / f->W;
+    f->energy_centi[i] = MR_ENERGY_START;
+    f->energy[i] = 1.0f;
     s->steps[i] = 0;
-    s->resets[i] += 1;
-    s->food_count[i] = food;
-    s->poison_count[i] = poison;
+    f->resets[i] += 1;
+    f->food_count[i] = food;
+    f->poison_count[i] = poison;
     s->reward[i] = 0.0f;
     s->terminated[i] = 0;
     s->truncated[i] = 0;
     s->ep_return[i] = 0.0f;
-    s->ep_food[i] = 0;
-    s->ep_poison[i] = 0;
+    f->ep_food[i] = 0;
+    f->ep_poison[i] = 0;
     mr_forage_write_obs(s, i);
 }
 
 /* ENV_SPEC "full reset" of instance i: new grid and densities, agent on a
  * random empty cell, energy 1, a fresh episode; then the observation. The log
- * is left alone (mr_forage_log_clear). */
-MR_HD void mr_forage_reset_full(const mr_forage *s, int i) {
-    const int cells = s->H * s->W;
-    uint8_t *g = s->grid + (size_t)i * cells;
-    const uint32_t c = s->resets[i], ui = mr_forage_key(s, i);
+ * is left alone (mr_env_log_clear). */
+MR_HD void mr_forage_reset_full(const mr_env_state *s, int i) {
+    const mr_forage *f = mr_forage_of(s);
+    const int cells = f->H * f->W;
+    uint8_t *g = f->grid + (size_t)i * cells;
+    const uint32_t c = f->resets[i], ui = mr_env_key(s, i);
 #if defined(__CUDA_ARCH__)
     for (int k = 0; k < cells; k++) g[k] = MR_CELL_EMPTY;
 #else
     memset(g, MR_CELL_EMPTY, (size_t)cells);
 #endif
-    const uint32_t span = (uint32_t)(s->dmax - s->dmin + 1);
-    const int nf = s->dmin + (int)mr_rng_below(s->seed, ui, c, MR_RNG_DENSITY, 0, span);
-    const int np = s->dmin + (int)mr_rng_below(s->seed, ui, c, MR_RNG_DENSITY, 1, span);
+    const uint32_t span = (uint32_t)(f->dmax - f->dmin + 1);
+    const int nf = f->dmin + (int)mr_rng_below(s->seed, ui, c, MR_RNG_DENSITY, 0, span);
+    const int np = f->dmin + (int)mr_rng_below(s->seed, ui, c, MR_RNG_DENSITY, 1, span);
     uint32_t d = 0;
     for (int k = 0; k < nf; k++)
         g[mr_forage_pick_empty(s, g, i, c, MR_RNG_PLACE, &d, cells - k)] = MR_CELL_FOOD;
@@ -284,39 +253,15 @@ MR_HD void mr_forage_reset_full(const mr_forage *s, int i) {
     mr_forage_start_fresh(s, i, at, nf, np);
 }
 
-/* The end of every environment's step of instance i, written once (foraging
- * and reach call it): r clamped to [-reward_clip, reward_clip] into reward[i]
- * with the end flags; the episode's return, length and items; on an end, the
- * episode into the log (episodes, deaths = terminated, length, items, return
- * sum/min/max) and the episode's counters cleared. Returns 1 when the episode
- * ended: the caller then restarts the agent. */
-MR_HD int mr_forage_record_step(const mr_forage *s, int i, float r, int terminated, int truncated, int steps) {
-    mr_forage_log *log = &s->log[i];
-    const float clip = s->reward_clip;
-    r = r > clip ? clip : r;
-    r = r < -clip ? -clip : r;
-    const float ret = s->ep_return[i] + r;
-    s->reward[i] = r;
-    s->terminated[i] = (uint8_t)terminated;
-    s->truncated[i] = (uint8_t)truncated;
-    log->steps_total++;
-    if (!(terminated | truncated)) {
-        s->ep_return[i] = ret;
-        s->steps[i] = steps;
-        return 0;
-    }
-    log->episodes++;
-    log->deaths += terminated;
-    log->length_sum += steps;
-    log->food += s->ep_food[i];
-    log->poison += s->ep_poison[i];
-    log->return_sum = log->return_sum + ret;
-    log->return_min = ret < log->return_min ? ret : log->return_min;
-    log->return_max = ret > log->return_max ? ret : log->return_max;
-    s->ep_return[i] = 0.0f;
-    s->ep_food[i] = 0;
-    s->ep_poison[i] = 0;
-    s->steps[i] = 0;
+/* The end of every grid world's step of instance i (foraging and reach):
+ * env_state.h's record with the episode's food and poison as the counters,
+ * which an ended episode clears. Returns 1 when the episode ended. */
+MR_HD int mr_forage_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps) {
+    const mr_forage *f = mr_forage_of(s);
+    const int32_t counts[2] = {f->ep_food[i], f->ep_poison[i]};
+    if (!mr_env_record_step(s, i, r, terminated, truncated, steps, counts, 2)) return 0;
+    f->ep_food[i] = 0;
+    f->ep_poison[i] = 0;
     return 1;
 }
 
@@ -325,19 +270,20 @@ MR_HD int mr_forage_record_step(const mr_forage *s, int i, float r, int terminat
  * reward/terminated/truncated describe this step (the final step of an
  * episode carries the death penalty); x, y, energy and obs already describe
  * the next episode's start when it ended. */
-MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
-    const int W = s->W, cells = s->H * s->W, mode = s->mode;
-    const int frozen = s->energy_frozen;
-    const uint32_t t = s->tick[i], ui = mr_forage_key(s, i);
-    uint8_t *g = s->grid + (size_t)i * cells;
-    mr_forage_log *log = &s->log[i];
+MR_HD void mr_forage_step(const mr_env_state *s, int i, int action) {
+    const mr_forage *f = mr_forage_of(s);
+    const int W = f->W, cells = f->H * f->W, mode = f->mode;
+    const int frozen = f->energy_frozen;
+    const uint32_t t = s->tick[i], ui = mr_env_key(s, i);
+    uint8_t *g = f->grid + (size_t)i * cells;
+    mr_env_log *log = &s->log[i];
 
     /* 1. move (toroidal) */
     int x, y;
-    mr_forage_move(s, i, mr_forage_dx(action), mr_forage_dy(action), &x, &y);
+    mr_forage_move(f, i, mr_forage_dx(action), mr_forage_dy(action), &x, &y);
 
     /* 2. energy decay, frozen => no change at all */
-    int32_t e = s->energy_centi[i];
+    int32_t e = f->energy_centi[i];
     if (!frozen) e -= MR_ENERGY_DECAY;
 
     /* 3. eat, 4. respawn what was eaten */
@@ -353,7 +299,7 @@ MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
          * cell itself is EMPTY now, so `c != at` matters). */
         const uint32_t purpose = food ? MR_RNG_RESPAWN_FOOD : MR_RNG_RESPAWN_POISON;
         int placed = 0;
-        for (int k = 0; k < s->tries; k++) {
+        for (int k = 0; k < f->tries; k++) {
             const uint32_t c = mr_rng_below(s->seed, ui, t, purpose, (uint32_t)k, (uint32_t)cells);
             if (g[c] == MR_CELL_EMPTY && (int)c != at) {
                 g[c] = (uint8_t)cell;
@@ -362,13 +308,13 @@ MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
             }
         }
         if (food) {
-            s->ep_food[i]++;
-            log->food_total++;
-            if (!placed) s->food_count[i]--;
+            f->ep_food[i]++;
+            log->count_total[MR_FORAGE_FOOD]++;
+            if (!placed) f->food_count[i]--;
         } else {
-            s->ep_poison[i]++;
-            log->poison_total++;
-            if (!placed) s->poison_count[i]--;
+            f->ep_poison[i]++;
+            log->count_total[MR_FORAGE_POISON]++;
+            if (!placed) f->poison_count[i]--;
         }
     }
 
@@ -383,22 +329,110 @@ MR_HD void mr_forage_step(const mr_forage *s, int i, int action) {
     if (mr_forage_record_step(s, i, r, terminated, truncated, steps)) {
         uint32_t d = 0;
         const int a = mr_forage_pick_empty(s, g, i, t, MR_RNG_AGENT, &d,
-                                           cells - s->food_count[i] - s->poison_count[i]);
+                                           cells - f->food_count[i] - f->poison_count[i]);
         x = a % W;
         y = a / W;
         e = MR_ENERGY_START;
     }
-    s->x[i] = x;
-    s->y[i] = y;
-    s->energy_centi[i] = e;
+    f->x[i] = x;
+    f->y[i] = y;
+    f->energy_centi[i] = e;
     /* The correctly rounded e / 100. Divided in double (never approximated,
      * even under CUDA's fast-math, and exact enough that the rounding to
      * float gives the same bits as an IEEE float division). */
-    s->energy[i] = (float)((double)e / 100.0);
+    f->energy[i] = (float)((double)e / 100.0);
     s->tick[i] = t + 1;
 
     /* 7. observation */
     mr_forage_write_obs(s, i);
 }
+
+/* The critic's privileged inputs of instance i (extra: its 2 floats): the
+ * item counts as (count - mid) / half, mid and half the centre and
+ * half-width of [dmin, dmax] (half >= 1): ENV_SPEC's (count - 160) / 96 for
+ * [64, 256]. */
+MR_HD void mr_forage_critic_extra(const mr_env_state *s, int i, float *extra) {
+    const mr_forage *f = mr_forage_of(s);
+    const float mid = 0.5f * (float)(f->dmin + f->dmax);
+    float half = 0.5f * (float)(f->dmax - f->dmin);
+    if (half < 1.0f) half = 1.0f;
+    extra[0] = ((float)f->food_count[i] - mid) / half;
+    extra[1] = ((float)f->poison_count[i] - mid) / half;
+}
+
+#if !defined(__CUDACC__)
+/* Instance j's observation rows after its move, into the cache (the CPU
+ * loop calls it a few instances ahead, env_cpu.c): its step reads them (the
+ * eaten cell is in the middle one), and with thousands of instances each
+ * 16 KiB grid's rows near its agent are out of L2 by the time its turn
+ * comes. Two lines per row: a run of V bytes may cross one. A hint: the
+ * same bytes either way. Always inlined: as a function of its own GCC finds
+ * it free of side effects (prefetches do not count) and drops its calls. */
+static inline __attribute__((always_inline)) void mr_forage_prefetch(const mr_env_state *s, int j, int action) {
+    const mr_forage *f = mr_forage_of(s);
+    const int W = f->W, H = f->H, V = f->V;
+    int x, y;
+    mr_forage_move(f, j, mr_forage_dx(action), mr_forage_dy(action), &x, &y);
+    mr_forage_view_origin(f, x, y, &x, &y);
+    const uint8_t *g = f->grid + (size_t)j * H * W + x;
+    for (int a = 0; a < V; a++) {
+        const uint8_t *row = g + (size_t)y * W;
+        __builtin_prefetch(row, 0, 3);
+        __builtin_prefetch(row + V - 1, 0, 3);
+        if (++y == H) y = 0;
+    }
+}
+
+/* Foraging's parameters from cfg and its own buffers from the arena
+ * (env_state.h's mr_env_layout takes the interface's first; NULL on a
+ * planning arena). Host code; reach has the same. */
+static inline void mr_forage_layout(mr_env_state *s, const mr_env_config *cfg, mr_arena *a) {
+    mr_forage *f = mr_forage_of(s);
+    const int n = s->n;
+    f->H = f->W = cfg->grid_size;
+    f->view = cfg->view_range;
+    f->V = 2 * cfg->view_range + 1;
+    f->dmin = cfg->density_min;
+    f->dmax = cfg->density_max;
+    f->tries = cfg->respawn_tries;
+    f->mode = cfg->mode;
+    f->energy_frozen = cfg->mode == MR_MODE_PROXY;
+    f->grid = MR_TAKE(a, uint8_t, (size_t)n * f->H * f->W);
+    f->x = MR_TAKE(a, int32_t, n);
+    f->y = MR_TAKE(a, int32_t, n);
+    f->energy = MR_TAKE(a, float, n);
+    f->energy_centi = MR_TAKE(a, int32_t, n);
+    f->resets = MR_TAKE(a, uint32_t, n);
+    f->food_count = MR_TAKE(a, int32_t, n);
+    f->poison_count = MR_TAKE(a, int32_t, n);
+    f->ep_food = MR_TAKE(a, int32_t, n);
+    f->ep_poison = MR_TAKE(a, int32_t, n);
+}
+
+/* The buffers a checkpoint saves, in the order the format has always had
+ * (checkpoint_format.c: "env.<name>"); returns their count. */
+static inline int mr_forage_sections(const mr_env_state *s, mr_env_section *o) {
+    const mr_forage *f = mr_forage_of(s);
+    const size_t n = (size_t)s->n;
+    int k = 0;
+#define MR_SEC_(nm, p, b) (o[k].name = (nm), o[k].data = (void *)(p), o[k].bytes = (b), k++)
+    MR_SEC_("env.grid", f->grid, n * (size_t)f->H * (size_t)f->W);
+    MR_SEC_("env.x", f->x, n * sizeof(int32_t));
+    MR_SEC_("env.y", f->y, n * sizeof(int32_t));
+    MR_SEC_("env.energy", f->energy, n * sizeof(float));
+    MR_SEC_("env.energy_centi", f->energy_centi, n * sizeof(int32_t));
+    MR_SEC_("env.steps", s->steps, n * sizeof(int32_t));
+    MR_SEC_("env.tick", s->tick, n * sizeof(uint32_t));
+    MR_SEC_("env.resets", f->resets, n * sizeof(uint32_t));
+    MR_SEC_("env.food_count", f->food_count, n * sizeof(int32_t));
+    MR_SEC_("env.poison_count", f->poison_count, n * sizeof(int32_t));
+    MR_SEC_("env.obs", s->obs, n * (size_t)f->V * (size_t)f->V);
+    MR_SEC_("env.ep_return", s->ep_return, n * sizeof(float));
+    MR_SEC_("env.ep_food", f->ep_food, n * sizeof(int32_t));
+    MR_SEC_("env.ep_poison", f->ep_poison, n * sizeof(int32_t));
+#undef MR_SEC_
+    return k;
+}
+#endif
 
 #endif /* MR_FORAGING_H */

@@ -1,13 +1,18 @@
 /*
  * registry.c - the environments by name, for hosts and messages (moonrl.h's
  * mr_env_name_of, mr_env_from_name, mr_env_summary, mr_env_num_actions, and
- * mr_env_spaces_of: what each environment declares in its own header).
- * One row per value of mr_env_name; registry.h holds their code.
+ * mr_env_spaces_of: what each environment declares in its own header), and
+ * the host side of their states (env_state.h's mr_env_layout,
+ * mr_env_sections, mr_env_critic_extra_all). One row per value of
+ * mr_env_name; registry.h holds their per-instance code.
  */
 #include <string.h>
 #include "moonrl.h"
 #include "errors.h"
-#include "reach.h"   /* MR_REACH_ACTIONS, the spaces */
+#include "registry.h"   /* every environment's header */
+
+/* each environment's own part fits mr_env_state.own */
+_Static_assert(sizeof(mr_forage) <= MR_ENV_OWN_BYTES, "foraging's state outgrew MR_ENV_OWN_BYTES");
 
 static const struct {
     const char *name, *summary, *codes;
@@ -54,4 +59,68 @@ int mr_env_from_name(const char *name) {
     for (int i = 0; name && i < MR_ENV_COUNT; i++)
         if (strcmp(ENVS[i].name, name) == 0) return i;
     return -1;
+}
+
+void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_arena *a) {
+    memset(s, 0, sizeof *s);
+    const int n = cfg->num_envs;
+    s->n = n;
+    s->kind = cfg->name;
+    s->index0 = cfg->index0;
+    s->seed = seed;
+    s->max_steps = cfg->max_episode_steps;
+    s->reward_clip = 20.0f;
+    s->threads = 0;
+    mr_env_spaces sp;
+    mr_error err;
+    if (mr_env_spaces_of(cfg, &sp, &err) != MR_OK) memset(&sp, 0, sizeof sp);   /* checked before */
+    s->critic_extra = sp.critic_extra;
+    s->obs_size = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : sp.obs.shape[1] * sp.obs.shape[2] *
+                  (sp.obs.kind == MR_SPACE_CODES ? 1 : sp.obs.shape[0]);
+    if (sp.obs.kind == MR_SPACE_CODES) s->obs = MR_TAKE(a, uint8_t, (size_t)n * s->obs_size);
+    else s->obs_f = MR_TAKE(a, float, (size_t)n * s->obs_size);
+    s->reward = MR_TAKE(a, float, n);
+    s->terminated = MR_TAKE(a, uint8_t, n);
+    s->truncated = MR_TAKE(a, uint8_t, n);
+    s->steps = MR_TAKE(a, int32_t, n);
+    s->tick = MR_TAKE(a, uint32_t, n);
+    s->ep_return = MR_TAKE(a, float, n);
+    s->log = MR_TAKE(a, mr_env_log, n);
+    switch (cfg->name) {
+    default: mr_forage_layout(s, cfg, a); break;   /* foraging, reach */
+    }
+}
+
+int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
+    switch (s->kind) {
+    default: return mr_forage_sections(s, out);   /* foraging, reach */
+    }
+}
+
+void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
+    const int k = s->critic_extra;
+    for (int i = 0; i < s->n; i++) mr_env_critic_extra_one(s, i, extra + (size_t)i * k);
+}
+
+int mr_env_set_param(mr_env_state *s, const char *name, int value) {
+    switch (s->kind) {
+    default:   /* foraging, reach */
+        if (strcmp(name, "energy_frozen") != 0) return -1;
+        mr_forage_of(s)->energy_frozen = value;
+        return 0;
+    }
+}
+
+void mr_env_episode_energy(int kind, int32_t food, int32_t poison, int32_t steps, int32_t *gained_centi,
+                           float *final_energy) {
+    switch (kind) {
+    case MR_ENV_FORAGING:
+        *gained_centi = MR_ENERGY_FOOD * food - MR_ENERGY_POISON * poison - MR_ENERGY_DECAY * steps;
+        *final_energy = (float)((double)(MR_ENERGY_START + *gained_centi) / 100.0);
+        break;
+    default:
+        *gained_centi = 0;
+        *final_energy = 0.0f;
+        break;
+    }
 }

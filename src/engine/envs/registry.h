@@ -1,34 +1,54 @@
 /*
- * registry.h - the environments the engine has, and the two calls every
- * backend makes on one instance: a full reset and a step. Written once as
- * MR_HD functions, so the CPU's OpenMP loops (cpu/env_cpu.c) and the CUDA
- * kernels (kernels/env.cu) run the same code for every environment.
+ * registry.h - every environment's per-instance calls by `kind`, for the
+ * backends' loops: a full reset, a step, the critic's privileged inputs and
+ * (CPU only) a prefetch hint. Written once as MR_HD functions, so the CPU's
+ * OpenMP loops (cpu/env_cpu.c) and the CUDA kernels (kernels/env.cu) run the
+ * same code for every environment. The host side (layout, checkpoint
+ * sections, names, spaces) is registry.c, declared in env_state.h and
+ * moonrl.h.
  *
- * Every environment works on the grid-world state of foraging.h (mr_forage:
- * a grid of cell codes, the agent's position, the item counts, observation,
- * reward, end flags, episode logs, the RNG counters); mr_forage.kind (from
- * env.name) says whose rules apply. Adding one (docs/environments.md): a
- * header here with its reset and step, a case in each switch below, a row in
- * registry.c (name, summary, actions), a value of mr_env_name (moonrl.h) and
- * a choice of env.name (lua/moonrl/config/schema.lua).
+ * Each environment owns its state: env_state.h's interface plus its own part
+ * (mr_env_state.own), which only its header reads. Adding one
+ * (docs/environments.md): a header here with its spaces, layout, sections,
+ * reset and step; a case in each switch below and in registry.c; a value of
+ * mr_env_name (moonrl.h) and a choice of env.name
+ * (lua/moonrl/config/schema.lua).
  */
 #ifndef MR_ENV_REGISTRY_H
 #define MR_ENV_REGISTRY_H
 #include "foraging.h"
 #include "reach.h"
 
-MR_HD void mr_env_reset_one(const mr_forage *s, int i) {
+MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
 
-MR_HD void mr_env_step_one(const mr_forage *s, int i, int action) {
+MR_HD void mr_env_step_one(const mr_env_state *s, int i, int action) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_step(s, i, action); break;
     default: mr_forage_step(s, i, action); break;
     }
 }
+
+/* Instance i's privileged critic inputs into extra (its critic_extra floats). */
+MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
+    switch (s->kind) {
+    default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
+    }
+}
+
+#if !defined(__CUDACC__)
+/* CPU only: a hint that instance j is stepped soon with `action` (a
+ * prefetch of what its step reads; the same bytes either way). */
+static inline __attribute__((always_inline)) void mr_env_prefetch_one(const mr_env_state *s, int j, int action) {
+    switch (s->kind) {
+    case MR_ENV_FORAGING: mr_forage_prefetch(s, j, action); break;   /* reach's moves differ: none */
+    default: break;
+    }
+}
+#endif
 
 #endif /* MR_ENV_REGISTRY_H */

@@ -28,7 +28,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "foraging.h"        /* mr_forage, mr_forage_log, rng.h */
+#include "env_state.h"       /* mr_env_state, mr_env_log, rng.h */
 #include "ppo_math.h"        /* mr_optctl, mr_opt_groups, mr_finite_d */
 #include "ppo_loss_math.h"   /* mr_lossctl, mr_popart_ctl, chunk sizes */
 
@@ -54,27 +54,16 @@ typedef struct mr_tc_metrics {
     double popart_mean, popart_std;
     double loss_scale;           /* the scaler's after this update */
     int64_t skipped_total;       /* optimizer steps skipped since creation */
-    mr_forage_log log;           /* every environment's episode log, reduced */
+    mr_env_log log;              /* every environment's episode log, reduced */
 } mr_tc_metrics;
 
 /* ------------------------------------------------------------ step in/out */
 
-/* (count - mid) / half, mid and half the centre and half-width of
- * [dmin, dmax] (half >= 1): ENV_SPEC's (count - 160) / 96 for [64, 256].
- * As trainer.c's mr_trainer_counts_extra, the same float operations. */
-MR_HD void mr_tc_counts(const mr_forage *s, int i, float *extra) {
-    const float mid = 0.5f * (float)(s->dmin + s->dmax);
-    float half = 0.5f * (float)(s->dmax - s->dmin);
-    if (half < 1.0f) half = 1.0f;
-    extra[2 * i + 0] = ((float)s->food_count[i] - mid) / half;
-    extra[2 * i + 1] = ((float)s->poison_count[i] - mid) / half;
-}
-
-/* Environment i before acting: extra (N,2) and, when u is not NULL, the
- * action uniform at this environment's tick (the CPU trainer's key). */
-MR_HD void mr_tc_step_in(const mr_forage *s, int i, uint64_t seed, float *extra, float *u) {
-    mr_tc_counts(s, i, extra);
-    if (u) u[i] = mr_rng_uniform(seed, mr_forage_key(s, i), s->tick[i], MR_RNG_ACTION, 0);
+/* Environment i before acting: when u is not NULL, the action uniform at
+ * this environment's tick (the CPU trainer's key). The critic's inputs are
+ * the environment's (registry.h, mr_env_critic_extra_one). */
+MR_HD void mr_tc_step_in(const mr_env_state *s, int i, uint64_t seed, float *u) {
+    if (u) u[i] = mr_rng_uniform(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0);
 }
 
 /* PopArt's statistics as the CPU trainer rounds them: value = pm + ps * raw
@@ -94,7 +83,7 @@ MR_HD float mr_tc_denorm(float pm, float ps, float raw) { return fmaf(ps, raw, p
 /* Environment i after its step: val[i] (denormalised value of the state the
  * action was taken in), and, when rew is not NULL, rew[i] and done[i]
  * (terminated or truncated) of this step. */
-MR_HD void mr_tc_step_out(const mr_forage *s, int i, float pm, float ps, const float *value, float *val, float *rew,
+MR_HD void mr_tc_step_out(const mr_env_state *s, int i, float pm, float ps, const float *value, float *val, float *rew,
                           uint8_t *done) {
     val[i] = mr_tc_denorm(pm, ps, value[i]);
     if (rew) {

@@ -79,10 +79,10 @@ typedef struct mr_backend {
     mr_status (*event_elapsed)(void *a, void *b, float *ms, mr_error *err);
 
     /* ---- environment (s holds device pointers) */
-    mr_status (*env_reset_all)(const mr_forage *s, void *stream, mr_error *err);
-    mr_status (*env_step_all)(const mr_forage *s, const uint8_t *actions, void *stream, mr_error *err);
-    mr_status (*env_clear_logs)(const mr_forage *s, void *stream, mr_error *err);
-    mr_status (*env_log_reduce)(const mr_forage *s, mr_forage_log *out, void *stream, mr_error *err);
+    mr_status (*env_reset_all)(const mr_env_state *s, void *stream, mr_error *err);
+    mr_status (*env_step_all)(const mr_env_state *s, const uint8_t *actions, void *stream, mr_error *err);
+    mr_status (*env_clear_logs)(const mr_env_state *s, void *stream, mr_error *err);
+    mr_status (*env_log_reduce)(const mr_env_state *s, mr_env_log *out, void *stream, mr_error *err);
 
     /* ---- policy: codes (B,VV) u8, extra (B,2) -> logits (B,8), value (B) raw */
     mr_status (*policy_create)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int max_train, int max_act,
@@ -153,8 +153,8 @@ typedef struct mr_backend {
                                void *stream, mr_error *err);
 
     /* ---- the loop's glue (rollout_math.h's elements) */
-    mr_status (*step_in)(const mr_forage *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
-    mr_status (*step_out)(const mr_forage *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
+    mr_status (*step_in)(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
+    mr_status (*step_out)(const mr_env_state *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
                           uint8_t *done, void *stream, mr_error *err);
     mr_status (*gather)(const mr_tc_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err);
     mr_status (*diff)(const float *a, const float *b, float *out, int64_t n, void *stream, mr_error *err);

@@ -1,0 +1,167 @@
+/*
+ * env_state.h - what every environment's state has, as the trainer and the
+ * backends read it, and the environment's own part they never read.
+ *
+ * mr_env_state is one struct passed by value to the CUDA kernels and by
+ * pointer to the CPU loops: its first part is the interface (sizes, the
+ * observation, reward, end flags, the episode's running return and length,
+ * the RNG counter the trainer keys action draws on, the per-instance logs),
+ * the same for every environment; `own` is the environment's own parameters
+ * and struct-of-arrays pointers, laid out and read only by its header under
+ * envs/ (foraging.h's mr_forage_of, ...) and the registry. Nothing here or in
+ * core/ knows an environment's fields.
+ *
+ * The registry (envs/registry.c, host) lays a state out on an arena from the
+ * config and names its buffers for checkpoints; envs/registry.h (MR_HD)
+ * resets and steps one instance by `kind`.
+ */
+#ifndef MR_ENV_STATE_H
+#define MR_ENV_STATE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "moonrl.h"   /* mr_env_config, MR_ENV_MAX_COUNTERS */
+#include "arena.h"
+#include "rng.h"      /* MR_HD */
+
+#define MR_ENV_OWN_BYTES 384   /* the largest environment's own part (registry.c checks each) */
+
+typedef struct mr_env_log {         /* per instance, since the last clear */
+    int32_t episodes, deaths, length_sum;           /* ended episodes; deaths = terminated */
+    int32_t steps_total;                            /* steps since the clear, ended episodes or not */
+    int32_t count[MR_ENV_MAX_COUNTERS];             /* the declared counters over ended episodes */
+    int32_t count_total[MR_ENV_MAX_COUNTERS];       /* ... and everything counted since the clear */
+    float return_sum, return_min, return_max;       /* of ended episodes (min/max start at +inf/-inf) */
+} mr_env_log;
+
+/* Parameters + struct-of-arrays pointers over n instances; the pointers are
+ * host or device memory, the struct itself is passed by value to kernels. */
+typedef struct mr_env_state {
+    int n;                          /* instances */
+    int kind;                       /* mr_env_name: whose rules step this state (registry.h) */
+    int index0;                     /* global index of instance 0 (data-parallel rank x n; else 0) */
+    int threads;                    /* CPU threads for the loops over instances, 0 = OpenMP's default */
+    uint64_t seed;
+    int obs_size;                   /* per instance: cell codes (obs) or floats (obs_f) */
+    int max_steps;                  /* env.max_episode_steps: 0 = no truncation */
+    int critic_extra;               /* privileged critic inputs per instance (the declared count) */
+    float reward_clip;              /* rewards clamped to [-reward_clip, reward_clip] */
+    uint8_t *obs;                   /* (n, obs_size) cell codes, or NULL */
+    float *obs_f;                   /* (n, obs_size) floats, or NULL */
+    float *reward;                  /* (n) this step's, clamped */
+    uint8_t *terminated, *truncated;/* (n) */
+    int32_t *steps;                 /* (n) steps in the current episode */
+    uint32_t *tick;                 /* (n) steps ever taken by this instance (never reset): the RNG counter */
+    float *ep_return;               /* (n) running episode return (clamped rewards) */
+    mr_env_log *log;                /* (n) */
+    /* the environment's own parameters and buffers (its header's struct) */
+    union { unsigned char bytes[MR_ENV_OWN_BYTES]; void *align_; double aligned_; } own;
+} mr_env_state;
+
+/* Instance i's key in every random draw: its global index, so a rank's
+ * instances draw what the same instances of one bigger process would. */
+MR_HD uint32_t mr_env_key(const mr_env_state *s, int i) { return (uint32_t)(s->index0 + i); }
+
+MR_HD float mr_env_inf(void) {
+#if defined(__CUDA_ARCH__)
+    return __int_as_float(0x7f800000);
+#else
+    union { uint32_t u; float f; } v;
+    v.u = 0x7f800000u;
+    return v.f;
+#endif
+}
+
+MR_HD void mr_env_log_clear(mr_env_log *l) {
+    l->episodes = l->deaths = l->length_sum = l->steps_total = 0;
+    for (int k = 0; k < MR_ENV_MAX_COUNTERS; k++) l->count[k] = l->count_total[k] = 0;
+    l->return_sum = 0.0f;
+    l->return_min = mr_env_inf();
+    l->return_max = -mr_env_inf();
+}
+
+/* The end of every environment's step of instance i, written once: r
+ * clamped to [-reward_clip, reward_clip] into reward[i] with the end flags;
+ * the episode's return and length; on an end, the episode into the log
+ * (episodes, deaths = terminated, length, the `ncount` counters of the
+ * episode in ep_counts, return sum/min/max). Returns 1 when the episode
+ * ended: the caller then clears its episode counters and restarts. */
+MR_HD int mr_env_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps,
+                             const int32_t *ep_counts, int ncount) {
+    mr_env_log *log = &s->log[i];
+    const float clip = s->reward_clip;
+    r = r > clip ? clip : r;
+    r = r < -clip ? -clip : r;
+    const float ret = s->ep_return[i] + r;
+    s->reward[i] = r;
+    s->terminated[i] = (uint8_t)terminated;
+    s->truncated[i] = (uint8_t)truncated;
+    log->steps_total++;
+    if (!(terminated | truncated)) {
+        s->ep_return[i] = ret;
+        s->steps[i] = steps;
+        return 0;
+    }
+    log->episodes++;
+    log->deaths += terminated;
+    log->length_sum += steps;
+    for (int k = 0; k < ncount; k++) log->count[k] += ep_counts[k];
+    log->return_sum = log->return_sum + ret;
+    log->return_min = ret < log->return_min ? ret : log->return_min;
+    log->return_max = ret > log->return_max ? ret : log->return_max;
+    s->ep_return[i] = 0.0f;
+    s->steps[i] = 0;
+    return 1;
+}
+
+/* Sums (and min/max) of n logs in index order: deterministic. Host code. */
+static inline void mr_env_log_reduce(const mr_env_log *logs, int n, mr_env_log *out) {
+    mr_env_log r;
+    mr_env_log_clear(&r);
+    for (int i = 0; i < n; i++) {
+        const mr_env_log *l = &logs[i];
+        r.episodes += l->episodes;
+        r.deaths += l->deaths;
+        r.length_sum += l->length_sum;
+        r.steps_total += l->steps_total;
+        for (int k = 0; k < MR_ENV_MAX_COUNTERS; k++) {
+            r.count[k] += l->count[k];
+            r.count_total[k] += l->count_total[k];
+        }
+        r.return_sum += l->return_sum;
+        if (l->return_min < r.return_min) r.return_min = l->return_min;
+        if (l->return_max > r.return_max) r.return_max = l->return_max;
+    }
+    *out = r;
+}
+
+/* ------------------------------------------------- the registry (host) */
+
+/* One buffer of a state as a checkpoint holds it: "env.<name>". */
+typedef struct mr_env_section {
+    const char *name;
+    void *data;
+    size_t bytes;                   /* all n instances */
+} mr_env_section;
+#define MR_ENV_MAX_SECTIONS 24
+
+/* Every parameter from cfg (reward_clip 20, threads 0; the trainer sets
+ * its own) and every buffer from the arena: the interface's, then the
+ * environment's own. On a planning arena the pointers are NULL. cfg must
+ * have passed mr_env_config_check. The buffers hold zeros: clear the logs
+ * (min/max to +-inf) and reset every instance before the first step. */
+void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_arena *a);
+/* The buffers a checkpoint saves, in file order; returns their count. */
+int mr_env_sections(const mr_env_state *s, mr_env_section *out);
+/* Sets the environment's parameter `name` (foraging: "energy_frozen") in
+ * the state (a value passed by value to the kernels); -1 where it has none. */
+int mr_env_set_param(mr_env_state *s, const char *name, int value);
+/* An evaluated episode's energy where the environment has one (foraging:
+ * it starts at 1.0 and moves by exactly gained_centi hundredths with `food`
+ * and `poison` eaten in `steps` steps; for a survivor, its energy now);
+ * 0 and 0 elsewhere. */
+void mr_env_episode_energy(int kind, int32_t food, int32_t poison, int32_t steps, int32_t *gained_centi,
+                           float *final_energy);
+/* The privileged critic inputs of every instance: (n, critic_extra) floats. */
+void mr_env_critic_extra_all(const mr_env_state *s, float *extra);
+
+#endif /* MR_ENV_STATE_H */
