@@ -229,10 +229,18 @@ static void test_normals(void) {
     CHECK(fabs(sd - 1.0) < 5.0 / sqrt(2.0 * N));
     CHECK(fabs(p1 - 0.682689492) < 5.0 * sqrt(0.682689492 * 0.317310508 / N));
     CHECK(fabs(corr) < 5.0 / sqrt(N / 2));
-    /* u1 = 1 (the rng's uniform 0) gives 0, not NaN; an odd d writes d values */
+    /* u1 = 1 gives 0, not NaN; an odd d writes d values */
     float n0 = -1, n1 = -1;
     mr_gauss_box_muller(1.0f, 0.25f, &n0, &n1);
     CHECK(n0 == 0.0f && n1 == 0.0f);
+    /* a key whose first uniform is exactly 0 (1 in 2^24: searched for, ~0.1 s)
+     * must give finite normals (log 0 would be -inf) */
+    uint32_t z0 = 0;
+    while (z0 < (1u << 28) && mr_rng_uniform(5, z0, 0, MR_RNG_ACTION, 0) != 0.0f) z0++;
+    CHECK(z0 < (1u << 28));
+    float e2[2];
+    mr_gauss_normals(5, z0, 0, MR_RNG_ACTION, 0, 2, e2);
+    CHECK(isfinite(e2[0]) && isfinite(e2[1]));
     float odd[4] = {0, 0, 0, 99.0f};
     mr_gauss_normals(1, 2, 3, MR_RNG_ACTION, 0, 3, odd);
     CHECK(odd[3] == 99.0f && odd[2] != 0.0f);
