@@ -291,8 +291,8 @@ function engine.config(cfg)
   end
   local ok, err = fill_struct(c, "mr_config", cfg, "")
   if not ok then return nil, err end
-  -- the network's outputs follow the environment (not a setting of its own)
-  c.policy.num_actions = C.mr_env_num_actions(c.env.name)
+  -- the network's outputs and inputs follow the environment (not settings of their own)
+  C.mr_config_follow_env(c)
   -- env.proxy_obs_storage lives in mr_policy_config (in what was padding, so
   -- checkpoints keep their layout): "faithful" -> MR_OBS_FAITHFUL, "uint8" -> MR_OBS_UINT8
   local st = cfg.env and cfg.env.proxy_obs_storage

@@ -36,6 +36,7 @@ extern "C" {
 
 #define MR_VERSION_STRING "0.1.0"
 #define MR_MAX_CONV 8          /* at most this many conv layers in the trunk */
+#define MR_MAX_MLP 8           /* at most this many hidden layers in an MLP trunk */
 #define MR_MAX_ACTIONS 8       /* an environment has 2 .. this many actions (foraging: all 8) */
 #define MR_ERROR_LEN 512
 
@@ -170,6 +171,14 @@ typedef struct mr_policy_config {
      * its own (mr_config_default and the host set it from env.name,
      * mr_config_validate checks that it agrees). */
     int num_actions;
+    int num_mlp;
+    int mlp_widths[MR_MAX_MLP];        /* the MLP trunk's tanh layers (vector observations) */
+    /* What the environment's spaces give the network, derived as
+     * num_actions is (mr_config_follow_env): the length of a vector
+     * observation (0: cell codes, the CNN trunk) and the critic's
+     * privileged inputs. */
+    int obs_vector;
+    int critic_extra;
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {
@@ -282,6 +291,10 @@ typedef struct mr_config {
  * mr_config_default and mr_config_validate's ranges, from the one
  * description of every setting (lua/moonrl/config/schema.lua). */
 void mr_config_default(mr_config *cfg);
+/* Sets what the network takes from env.name's spaces (policy.num_actions,
+ * obs_vector, critic_extra): never settings of their own; call it after
+ * changing env (mr_config_default and the hosts do). */
+void mr_config_follow_env(mr_config *cfg);
 /* Checks every field; on a bad one says which, its value and what is accepted. */
 mr_status mr_config_validate(const mr_config *cfg, mr_error *err);
 

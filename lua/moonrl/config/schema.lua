@@ -137,6 +137,10 @@ key { key = "policy.conv_channels", type = "list", of = "integer", default = { 3
 key { key = "policy.hidden", type = "integer", default = 512, min = 1, max = 65536,
   aliases = { "hidden_size", "features" },
   desc = "trunk features (linear layer after the convs)" }
+key { key = "policy.mlp_widths", type = "list", of = "integer", default = { 64, 64 },
+  min_len = 1, max_len = 8, min = 1, max = 65536, c_count = "policy.num_mlp",
+  desc = "widths of the MLP trunk's tanh layers: the trunk a vector observation gets (cartpole; the CNN's " ..
+    "policy.conv_channels and policy.hidden are for cell-code views)" }
 key { key = "policy.critic_hidden", type = "integer", default = 512, min = 1, max = 65536,
   desc = "hidden width of the privileged critic" }
 key { key = "policy.popart", type = "boolean", default = true,

@@ -117,7 +117,7 @@ mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_co
             return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s = %s' does not parse", path, line,
                            eq + 3);
     }
-    c->policy.num_actions = mr_env_num_actions(c->env.name);   /* derived from env.name, not a record */
+    mr_config_follow_env(c);   /* the network's sizes from env.name: not records */
     return MR_OK;
 }
 

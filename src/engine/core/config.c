@@ -50,7 +50,18 @@ void mr_config_default(mr_config *c) {
 #undef D_SCHED
 #undef D_LIST
 #undef D_LIST_AT
-    c->policy.num_actions = mr_env_num_actions(c->env.name);   /* derived, not a setting */
+    mr_config_follow_env(c);
+}
+
+void mr_config_follow_env(mr_config *c) {
+    if (!c) return;
+    c->policy.num_actions = mr_env_num_actions(c->env.name);
+    mr_env_spaces sp;
+    mr_env_config e = c->env;
+    if (e.view_range < 1) e.view_range = 1;   /* the sizes read here do not depend on it */
+    if (mr_env_spaces_of(&e, &sp, NULL) != MR_OK) return;   /* mr_config_validate names the fault */
+    c->policy.obs_vector = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : 0;
+    c->policy.critic_extra = sp.critic_extra;
 }
 
 static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || v > hi; }
@@ -122,10 +133,17 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     mr_env_spaces sp;   /* what the environment declares, against what the network trains */
     if ((s = mr_env_spaces_of(&c->env, &sp, err)) != MR_OK) return s;
     if ((s = mr_net_fits_spaces(&sp, mr_env_name_of(c->env.name), err)) != MR_OK) return s;
-    if (c->policy.num_actions != mr_env_num_actions(c->env.name))
-        return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d but env.name = %s has %d actions (the network's "
-                       "outputs follow the environment: set it with mr_env_num_actions(env.name))",
-                       c->policy.num_actions, mr_env_name_of(c->env.name), mr_env_num_actions(c->env.name));
+    {
+        mr_config f = *c;
+        mr_config_follow_env(&f);
+        if (c->policy.num_actions != f.policy.num_actions || c->policy.obs_vector != f.policy.obs_vector ||
+            c->policy.critic_extra != f.policy.critic_extra)
+            return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d, obs_vector = %d, critic_extra = %d but env.name "
+                           "= %s gives %d, %d, %d (the network follows the environment: call mr_config_follow_env)",
+                           c->policy.num_actions, c->policy.obs_vector, c->policy.critic_extra,
+                           mr_env_name_of(c->env.name), f.policy.num_actions, f.policy.obs_vector,
+                           f.policy.critic_extra);
+    }
 
     /* every key's own range (the schema's, config_keys.h); the env's keys
      * were checked above with their cross-key rules (mr_env_config_check) */

@@ -358,6 +358,10 @@ static void forward_weights(mr_policy *p, int B) {
 
 void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                    int proxy, float *logits, float *value) {
+    if (p->trunk == MR_TRUNK_MLP) {
+        mr_policy_mlp_act(p, (const float *)(const void *)codes, extra, B, logits, value);
+        return;
+    }
     forward_weights(p, B);
     for (int s0 = 0; s0 < B; s0 += p->fc_rows) {   /* one fc segment at a time */
         int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
@@ -386,6 +390,7 @@ static void keep_weights(mr_policy *p, int B, int row0) {
 
 int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, int B, int proxy, float *logits,
                        float *value, int row0) {
+    if (p->trunk == MR_TRUNK_MLP) return -1;   /* not offered: the trainer acts and forwards (t->reuse 0) */
     if (B < 0 || row0 < 0 || row0 > p->max_batch - B) return -1;
     const int L = p->num_conv, VV = p->VV;
     if (row0 == 0) p->keep_rows = 0;   /* a new batch */
@@ -415,6 +420,7 @@ int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, i
 }
 
 int mr_policy_forward_kept(mr_policy *p, int B, int proxy, float *value) {
+    if (p->trunk == MR_TRUNK_MLP) return -1;
     if (B <= 0 || B > p->max_batch || p->keep_rows != B || p->keep_proxy != proxy) return -1;
     for (int b0 = 0; b0 < B; b0 += p->block) {   /* heads_block's blocks */
         const int nb = B - b0 < p->block ? B - b0 : p->block;
@@ -428,6 +434,8 @@ int mr_policy_forward_kept(mr_policy *p, int B, int proxy, float *value) {
 
 int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, int B,
                       int proxy, float *logits, float *value) {
+    if (p->trunk == MR_TRUNK_MLP)
+        return mr_policy_mlp_forward(p, (const float *)(const void *)codes, extra, B, logits, value);
     if (B < 0 || B > p->max_batch) return -1;
     p->keep_rows = 0;
     int L = p->num_conv;
@@ -549,6 +557,7 @@ static void recompute_rblock(mr_policy *p, int r0, int nr) {
 }
 
 int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B) {
+    if (p->trunk == MR_TRUNK_MLP) return mr_policy_mlp_backward(p, dlogits, dvalue, B);
     if (B != p->fwd_B || B <= 0) return B == 0 && p->fwd_B == 0 ? 0 : -1;
     const float *P = p->params;
     float *G = p->grads;

@@ -160,6 +160,12 @@ typedef struct mr_policy {
     float *critic_wt;            /* (cin_dim, critic_hidden) */
     float *critic_vt;            /* (2 VV, critic_hidden): the view columns' weight gradient, transposed */
     char conv_note[160];         /* why oneDNN (or its bf16) is not used when asked for, else "" */
+    /* the MLP trunk (trunk = MR_TRUNK_MLP, policy_mlp.c): the training
+     * forward's input and each layer's tanh output (max_batch rows), the
+     * backward's ping-pong gradients; act runs a block at a time in work */
+    float *mlp_obs;              /* (max_batch, obs_dim) */
+    float *mlp_act[MR_MAX_MLP];  /* (max_batch, mlp[l+1]) */
+    float *mlp_d0, *mlp_d1;      /* (max_batch, widest layer) */
 } mr_policy;
 
 /* What the training forward keeps for the backward (mr_policy_options.
@@ -271,6 +277,14 @@ int mr_policy_forward_kept(mr_policy *p, int B, int proxy, float *value);
  * last mr_policy_forward (same B). ACCUMULATES into p->grads (zero them with
  * mr_policy_zero_grad). Returns 0, or -1 when B does not match the forward. */
 int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B);
+
+/* The MLP trunk's network (policy_mlp.c; policy.c's entry points call these
+ * when p->trunk is MR_TRUNK_MLP): obs are floats (B, obs_dim), extra rows
+ * MR_POLICY_EXTRA floats wide (the critic reads the first extra_dim). */
+void mr_policy_mlp_layout(mr_policy *p, const mr_policy_config *cfg, int max_batch, mr_arena *a);
+void mr_policy_mlp_act(mr_policy *p, const float *obs, const float *extra, int B, float *logits, float *value);
+int mr_policy_mlp_forward(mr_policy *p, const float *obs, const float *extra, int B, float *logits, float *value);
+int mr_policy_mlp_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B);
 
 /* The parameter table entry called `name`, or NULL. */
 const mr_tensor_info *mr_policy_tensor(const mr_policy *p, const char *name);

@@ -20,6 +20,10 @@ static int imax(int a, int b) { return a > b ? a : b; }
 
 void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, int max_batch,
                            const mr_policy_options *o, mr_arena *a) {
+    if (cfg->obs_vector > 0) {   /* a vector observation: the MLP trunk (policy_mlp.c) */
+        mr_policy_mlp_layout(p, cfg, max_batch, a);
+        return;
+    }
     const int chunk = o->chunk, conv = o->conv;
     memset(p, 0, sizeof *p);
     mr_net_layout_init(&p->net, cfg, view);

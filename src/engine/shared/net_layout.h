@@ -21,7 +21,17 @@
 #include "moonrl.h"   /* mr_policy_config, MR_MAX_CONV, MR_MAX_ACTIONS, mr_env_spaces */
 #include "errors.h"
 
-#define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)
+#define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)   /* >= 2 * MR_MAX_MLP + 6 too */
+#define MR_POLICY_MAX_EXTRA 64       /* the MLP critic's privileged inputs, at most */
+
+/* The trunk, chosen from the observation (mr_policy_config.obs_vector):
+ * the CNN over cell codes, or an MLP of tanh layers over a float vector,
+ *   feat   = tanh(mlp_L(... tanh(mlp_0(obs))))   (B, mlp_widths[L-1])
+ *   logits = actor(feat)
+ *   value  = vhead(tanh(critic(obs ++ extra)))     the critic's own layer, as
+ *            CleanRL's and SB3's separate value networks
+ * (parameter names mlp0.w, mlp0.b, ..., actor.*, critic.*, value.*). */
+enum { MR_TRUNK_CONV = 0, MR_TRUNK_MLP = 1 };
 #define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
 
 /* One parameter tensor inside the flat array. shape[0] is the output dim. */
@@ -37,6 +47,7 @@ typedef struct mr_tensor_info {
  * carries them as its first members (an anonymous struct in a union with a
  * named mr_net_layout `net`), so p->hidden and p->net.hidden are the same. */
 #define MR_NET_LAYOUT_FIELDS                                                          \
+    int trunk;                 /* MR_TRUNK_CONV or MR_TRUNK_MLP */                    \
     /* shapes */                                                                      \
     int num_conv;                                                                     \
     int ch[MR_MAX_CONV + 1];   /* ch[0] = 2 input channels, ch[l+1] = conv l's output */ \
@@ -51,7 +62,12 @@ typedef struct mr_tensor_info {
     mr_tensor_info tensors[MR_POLICY_MAX_TENSORS];                                    \
     size_t conv_w[MR_MAX_CONV], conv_b[MR_MAX_CONV];   /* offsets */                  \
     size_t fc_w, fc_b, actor_w, actor_b, critic_w, critic_b;                          \
-    size_t value_w_offset, value_b_offset;             /* PopArt rescales these */
+    size_t value_w_offset, value_b_offset;             /* PopArt rescales these */   \
+    /* the MLP trunk (trunk = MR_TRUNK_MLP; the conv fields are unused) */            \
+    int obs_dim, extra_dim;    /* the vector's length; the critic's privileged inputs */ \
+    int num_mlp;                                                                      \
+    int mlp[MR_MAX_MLP + 1];   /* mlp[0] = obs_dim, mlp[l+1] = layer l's width */     \
+    size_t mlp_w[MR_MAX_MLP], mlp_b[MR_MAX_MLP];       /* offsets */
 
 typedef struct mr_net_layout {
     MR_NET_LAYOUT_FIELDS
@@ -76,9 +92,51 @@ static inline int mr_net_actions(const mr_policy_config *cfg) {
     return cfg->num_actions > 0 && cfg->num_actions <= MR_MAX_ACTIONS ? cfg->num_actions : MR_MAX_ACTIONS;
 }
 
-/* Every shape and offset from cfg (num_conv clamped to 1 .. MR_MAX_CONV);
- * view = V >= 1. */
+/* The MLP trunk's shapes and offsets (cfg->obs_vector > 0; num_mlp clamped
+ * to 1 .. MR_MAX_MLP). */
+static inline void mr_net_layout_init_mlp(mr_net_layout *p, const mr_policy_config *cfg) {
+    memset(p, 0, sizeof *p);
+    p->trunk = MR_TRUNK_MLP;
+    int L = cfg->num_mlp;
+    if (L < 1) L = 1;
+    if (L > MR_MAX_MLP) L = MR_MAX_MLP;
+    p->num_mlp = L;
+    p->obs_dim = cfg->obs_vector;
+    p->extra_dim = cfg->critic_extra > 0 ? cfg->critic_extra : 0;
+    p->mlp[0] = p->obs_dim;
+    for (int l = 0; l < L; l++) p->mlp[l + 1] = cfg->mlp_widths[l] > 0 ? cfg->mlp_widths[l] : 1;
+    p->hidden = p->mlp[L];
+    p->critic_hidden = cfg->critic_hidden;
+    p->num_actions = mr_net_actions(cfg);
+    p->cin_dim = p->obs_dim + p->extra_dim;
+    size_t off = 0;
+    char nm[24];
+    for (int l = 0; l < L; l++) {
+        snprintf(nm, sizeof nm, "mlp%d.w", l);
+        p->mlp_w[l] = off;
+        mr_net_add_tensor_(p, &off, nm, 2, p->mlp[l + 1], p->mlp[l], 0, 0);
+        snprintf(nm, sizeof nm, "mlp%d.b", l);
+        p->mlp_b[l] = off;
+        mr_net_add_tensor_(p, &off, nm, 1, p->mlp[l + 1], 0, 0, 0);
+    }
+    p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, p->num_actions, p->hidden, 0, 0);
+    p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, p->num_actions, 0, 0, 0);
+    p->n_policy = off;
+    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
+    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
+    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
+    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
+    p->n_params = off;
+}
+
+/* Every shape and offset from cfg: the MLP trunk for a vector observation
+ * (cfg->obs_vector > 0), else the CNN (num_conv clamped to 1 ..
+ * MR_MAX_CONV); view = V >= 1. */
 static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *cfg, int view) {
+    if (cfg->obs_vector > 0) {
+        mr_net_layout_init_mlp(p, cfg);
+        return;
+    }
     memset(p, 0, sizeof *p);
     int L = cfg->num_conv;
     if (L < 1) L = 1;
@@ -130,11 +188,21 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
     const int ok_kind = sp->obs.kind >= 0 && sp->obs.kind <= MR_SPACE_BOX && sp->act.kind >= 0 &&
                         sp->act.kind <= MR_SPACE_BOX;
     if (!ok_kind) return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an unknown space kind", env);
-    if (sp->obs.kind != MR_SPACE_CODES)
+    if (sp->obs.kind == MR_SPACE_VECTOR) {   /* the MLP trunk */
+        if (sp->obs.shape[0] < 1)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a vector observation of %d floats: at least 1",
+                           env, sp->obs.shape[0]);
+        if (sp->critic_extra < 0 || sp->critic_extra > MR_POLICY_MAX_EXTRA || sp->critic_view)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d privileged critic inputs%s: the MLP critic "
+                           "takes 0 .. %d and no view", env, sp->critic_extra, sp->critic_view ? " and a view" : "",
+                           MR_POLICY_MAX_EXTRA);
+    } else if (sp->obs.kind != MR_SPACE_CODES) {
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %s (%d x %d x %d): this build's "
-                       "policy (a CNN over cell codes) takes C x H x W cell codes only", env, kinds[sp->obs.kind],
-                       sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2]);
-    if (sp->obs.shape[0] != MR_NET_OBS_CHANNELS || sp->obs.shape[1] != sp->obs.shape[2] || sp->obs.shape[1] < 1)
+                       "policy takes C x H x W cell codes (a CNN) or a float vector (an MLP)", env,
+                       kinds[sp->obs.kind], sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2]);
+    }
+    if (sp->obs.kind == MR_SPACE_CODES &&
+        (sp->obs.shape[0] != MR_NET_OBS_CHANNELS || sp->obs.shape[1] != sp->obs.shape[2] || sp->obs.shape[1] < 1))
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %d x %d x %d cell codes: this "
                        "build's policy takes %d channels of a square view (%d x V x V)", env, sp->obs.shape[0],
                        sp->obs.shape[1], sp->obs.shape[2], MR_NET_OBS_CHANNELS, MR_NET_OBS_CHANNELS);
@@ -144,7 +212,7 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
     if (sp->act.n < 2 || sp->act.n > MR_MAX_ACTIONS)
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d actions: the policy's categorical head takes "
                        "2 .. %d", env, sp->act.n, MR_MAX_ACTIONS);
-    if (sp->critic_extra != MR_POLICY_EXTRA || sp->critic_view != 1)
+    if (sp->obs.kind == MR_SPACE_CODES && (sp->critic_extra != MR_POLICY_EXTRA || sp->critic_view != 1))
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d privileged critic inputs%s: this build's critic "
                        "takes %d and the view's ground truth", env, sp->critic_extra,
                        sp->critic_view ? " and the view's ground truth" : " without the view's ground truth",
