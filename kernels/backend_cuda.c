@@ -61,6 +61,10 @@ static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg,
                                     int max_act, int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
     (void)cpu;
     memset(bp, 0, sizeof *bp);
+    if (cfg->obs_vector > 0)
+        return mr_fail(err, MR_ERR_BACKEND, "the cuda backend has the CNN trunk only: an environment with a vector "
+                       "observation (%d floats, the MLP trunk) trains on device = \"cpu\" (\"auto\" falls back to "
+                       "it)", cfg->obs_vector);
     mr_policy_cuda *pc = calloc(1, sizeof *pc);
     if (!pc) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
     const int max_batch = max_train > max_act ? max_train : max_act;

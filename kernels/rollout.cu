@@ -36,7 +36,7 @@ tc_step_in_kernel(const __grid_constant__ mr_env_state s, uint64_t seed, float *
                   float *__restrict__ u) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= s.n) return;
-    mr_env_critic_extra_one(&s, i, extra + (size_t)i * s.critic_extra);
+    mr_env_critic_extra_one(&s, i, extra + (size_t)i * MR_ENV_EXTRA_STRIDE);
     mr_tc_step_in(&s, i, seed, u);
 }
 

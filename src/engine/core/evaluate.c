@@ -163,7 +163,7 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
         }
         for (int s = 0; s < c.steps; s++) {
             mr_trainer_counts_extra(&env, extra);
-            EVAL_TRY(o->policy_act(&t->pol, env.obs, extra, N, proxy, logits, b.value, NULL, err));
+            EVAL_TRY(o->policy_act(&t->pol, mr_env_obs(&env), extra, N, proxy, logits, b.value, NULL, err));
             for (int i = 0; i < N; i++)
                 u[i] = mr_rng_uniform(env.seed, mr_env_key(&env, i), env.tick[i], MR_RNG_ACTION, 0);
             EVAL_TRY(o->sample(N, t->NA, logits, u, act, logp, NULL, err));

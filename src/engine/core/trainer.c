@@ -101,7 +101,8 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->pol_ready = 1;
     /* the first epoch's forward from the rollout: one minibatch, and the
      * update expands the observations as acting does */
-    t->reuse = o->policy_act_keep && o->policy_forward_kept && t->M == t->B && t->obs_update == t->proxy_obs;
+    t->reuse = o->policy_act_keep && o->policy_forward_kept && t->M == t->B && t->obs_update == t->proxy_obs &&
+               t->net.trunk == MR_TRUNK_CONV;   /* the MLP's act keeps nothing (policy_mlp.c) */
     const mr_net_layout *dp = d->pol.net;
     if (dp->n_params != P || dp->n_policy != Pp || dp->value_w_offset != t->net.value_w_offset ||
         dp->value_b_offset != t->net.value_b_offset)
@@ -291,7 +292,7 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
         uint8_t *obs = d->obs + off * (size_t)VV;
         float *extra = d->extra + off * 2;
         TRY(mr_trainer_mark(t, 2 * step, err));
-        TRY(o->copy(obs, d->env.obs, (size_t)N * (size_t)VV, MR_COPY_D2D, st, err));
+        TRY(o->copy(obs, mr_env_obs(&d->env), (size_t)N * (size_t)VV, MR_COPY_D2D, st, err));
         TRY(o->step_in(&d->env, seed, extra, d->step_u, st, err));
         /* reuse: the logits straight into the first epoch's (the batch's order) */
         float *logits = t->reuse ? d->mb_logits + off * (size_t)t->NA : d->step_logits;
@@ -307,7 +308,8 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
     TRY(mr_trainer_mark(t, 2 * t->T, err));
     /* the bootstrap value of the state after the last step */
     TRY(o->step_in(&d->env, seed, d->step_extra, NULL, st, err));
-    TRY(o->policy_act(&d->pol, d->env.obs, d->step_extra, N, proxy, d->step_logits, d->step_value, st, err));
+    TRY(o->policy_act(&d->pol, mr_env_obs(&d->env), d->step_extra, N, proxy, d->step_logits, d->step_value, st,
+                      err));
     return o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err);
 }
 

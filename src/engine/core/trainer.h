@@ -94,7 +94,8 @@ struct mr_trainer {
     int device;                /* the backend's device index */
     int proxy_obs;             /* 1 when the mode observes the proxy: the acting expansion (obs_codes.h) */
     int obs_update;            /* the training forward's expansion: proxy_obs, or MR_EXPAND_PROXY_UINT8 */
-    int T, N, V, VV, NA;       /* rollout steps, envs, view, view cells, actions */
+    int T, N, V, VV, NA;       /* rollout steps, envs, view, observation bytes (V*V cell codes, or
+                                * 4 per float of a vector), actions */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
     int reuse;                 /* one minibatch: the rollout's acts keep the first epoch's forward
                                 * (policy_act_keep / policy_forward_kept; the epoch's order is the

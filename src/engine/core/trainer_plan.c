@@ -26,7 +26,8 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->T = cfg->ppo.rollout_steps;
     t->N = cfg->env.num_envs;
     t->V = 2 * cfg->env.view_range + 1;
-    t->VV = t->V * t->V;
+    /* bytes of one observation in the rollout: V*V cell codes, or a float vector */
+    t->VV = cfg->policy.obs_vector > 0 ? 4 * cfg->policy.obs_vector : t->V * t->V;
     t->NA = mr_net_actions(&cfg->policy);
     t->B = t->T * t->N;
     t->M = t->B / cfg->ppo.minibatches;

@@ -455,9 +455,8 @@ static mr_status cpu_popart(mr_popart_ctl *pa, const float *returns, int64_t n, 
 
 static mr_status cpu_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err) {
     (void)stream;
-    const int k = s->critic_extra;
     for (int i = 0; i < s->n; i++) {
-        mr_env_critic_extra_one(s, i, extra + (size_t)i * k);
+        mr_env_critic_extra_one(s, i, extra + (size_t)i * MR_ENV_EXTRA_STRIDE);
         mr_tc_step_in(s, i, seed, u);
     }
     return ok(err);

@@ -13,6 +13,7 @@
 
 /* each environment's own part fits mr_env_state.own */
 _Static_assert(sizeof(mr_forage) <= MR_ENV_OWN_BYTES, "foraging's state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(MR_ENV_EXTRA_STRIDE == 2, "the trainer's extra rows are net_layout.h's MR_POLICY_EXTRA wide");
 
 static const struct {
     const char *name, *summary, *codes;
@@ -98,8 +99,7 @@ int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
 }
 
 void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
-    const int k = s->critic_extra;
-    for (int i = 0; i < s->n; i++) mr_env_critic_extra_one(s, i, extra + (size_t)i * k);
+    for (int i = 0; i < s->n; i++) mr_env_critic_extra_one(s, i, extra + (size_t)i * MR_ENV_EXTRA_STRIDE);
 }
 
 int mr_env_set_param(mr_env_state *s, const char *name, int value) {

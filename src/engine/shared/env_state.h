@@ -24,6 +24,8 @@
 #include "rng.h"      /* MR_HD */
 
 #define MR_ENV_OWN_BYTES 384   /* the largest environment's own part (registry.c checks each) */
+#define MR_ENV_EXTRA_STRIDE 2  /* floats per row of the trainer's privileged critic inputs: an
+                                * environment declares at most this many (net_layout.h's MR_POLICY_EXTRA) */
 
 typedef struct mr_env_log {         /* per instance, since the last clear */
     int32_t episodes, deaths, length_sum;           /* ended episodes; deaths = terminated */
@@ -46,7 +48,7 @@ typedef struct mr_env_state {
     int critic_extra;               /* privileged critic inputs per instance (the declared count) */
     float reward_clip;              /* rewards clamped to [-reward_clip, reward_clip] */
     uint8_t *obs;                   /* (n, obs_size) cell codes, or NULL */
-    float *obs_f;                   /* (n, obs_size) floats, or NULL */
+    float *obs_f;                   /* (n, obs_size) floats, or NULL (mr_env_obs: whichever there is) */
     float *reward;                  /* (n) this step's, clamped */
     uint8_t *terminated, *truncated;/* (n) */
     int32_t *steps;                 /* (n) steps in the current episode */
@@ -56,6 +58,11 @@ typedef struct mr_env_state {
     /* the environment's own parameters and buffers (its header's struct) */
     union { unsigned char bytes[MR_ENV_OWN_BYTES]; void *align_; double aligned_; } own;
 } mr_env_state;
+
+/* The observation buffer, whichever kind: (n, obs_size) codes or floats. */
+MR_HD void *mr_env_obs(const mr_env_state *s) { return s->obs ? (void *)s->obs : (void *)s->obs_f; }
+/* Bytes of one instance's observation. */
+MR_HD int mr_env_obs_row_bytes(const mr_env_state *s) { return s->obs ? s->obs_size : 4 * s->obs_size; }
 
 /* Instance i's key in every random draw: its global index, so a rank's
  * instances draw what the same instances of one bigger process would. */
@@ -161,7 +168,8 @@ int mr_env_set_param(mr_env_state *s, const char *name, int value);
  * 0 and 0 elsewhere. */
 void mr_env_episode_energy(int kind, int32_t food, int32_t poison, int32_t steps, int32_t *gained_centi,
                            float *final_energy);
-/* The privileged critic inputs of every instance: (n, critic_extra) floats. */
+/* The privileged critic inputs of every instance: (n, MR_ENV_EXTRA_STRIDE)
+ * floats, the first critic_extra of each row written. */
 void mr_env_critic_extra_all(const mr_env_state *s, float *extra);
 
 #endif /* MR_ENV_STATE_H */

@@ -22,7 +22,6 @@
 #include "errors.h"
 
 #define MR_POLICY_MAX_TENSORS (2 * MR_MAX_CONV + 8)   /* >= 2 * MR_MAX_MLP + 6 too */
-#define MR_POLICY_MAX_EXTRA 64       /* the MLP critic's privileged inputs, at most */
 
 /* The trunk, chosen from the observation (mr_policy_config.obs_vector):
  * the CNN over cell codes, or an MLP of tanh layers over a float vector,
@@ -192,10 +191,10 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
         if (sp->obs.shape[0] < 1)
             return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a vector observation of %d floats: at least 1",
                            env, sp->obs.shape[0]);
-        if (sp->critic_extra < 0 || sp->critic_extra > MR_POLICY_MAX_EXTRA || sp->critic_view)
+        if (sp->critic_extra < 0 || sp->critic_extra > MR_POLICY_EXTRA || sp->critic_view)
             return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d privileged critic inputs%s: the MLP critic "
                            "takes 0 .. %d and no view", env, sp->critic_extra, sp->critic_view ? " and a view" : "",
-                           MR_POLICY_MAX_EXTRA);
+                           MR_POLICY_EXTRA);
     } else if (sp->obs.kind != MR_SPACE_CODES) {
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %s (%d x %d x %d): this build's "
                        "policy takes C x H x W cell codes (a CNN) or a float vector (an MLP)", env,

@@ -84,7 +84,8 @@ typedef struct mr_backend {
     mr_status (*env_clear_logs)(const mr_env_state *s, void *stream, mr_error *err);
     mr_status (*env_log_reduce)(const mr_env_state *s, mr_env_log *out, void *stream, mr_error *err);
 
-    /* ---- policy: codes (B,VV) u8, extra (B,2) -> logits (B,8), value (B) raw */
+    /* ---- policy: observations (B,VV) u8 cell codes, or (B,obs_vector) floats passed as
+     * their bytes (the MLP trunk), extra (B,2) -> logits (B,8), value (B) raw */
     mr_status (*policy_create)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int max_train, int max_act,
                                int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err);
     void (*policy_destroy)(mr_bpolicy *p);
