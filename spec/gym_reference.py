@@ -153,8 +153,9 @@ def main():
                 x_out += abs(ep["final"][0]) > 2.4
                 th_out += abs(ep["final"][2]) > 12 * 2 * np.pi / 360
         ends = f", terminated by x {x_out}, by theta {th_out}" if env == "cartpole" else ""
+        at = f" (episode {worst_at[0]}, step {worst_at[1]})" if worst_at else ""
         print(f"{env}: {len(episodes)} episodes, {steps} steps, {limit} ran to the step limit{ends}; "
-              f"largest difference: observation {worst_obs:.3g} (episode, step {worst_at}), reward {worst_rew:.3g}")
+              f"largest difference: observation {worst_obs:.3g}{at}, reward {worst_rew:.3g}")
     if errors:
         print(f"FAIL: {len(errors)} difference(s) beyond {TOL} or in termination; the first:\n  {errors[0]}")
         return 1

@@ -9,8 +9,10 @@
  * (Florian's equations, gravity 9.8, cart 1.0 kg, pole 0.1 kg, half-length
  * 0.5 m); the episode terminates when |x| > 2.4 or |theta| > 12 degrees
  * (strictly greater, after the step); the reward is 1.0 every step,
- * the terminating one included (sutton_barto_reward False). Truncation at
- * MR_CARTPOLE_MAX_STEPS is the caller's (Gymnasium's TimeLimit wrapper).
+ * the terminating one included (sutton_barto_reward False). The caller
+ * resets a terminated instance (stepping on is Gymnasium's undefined case,
+ * where it pays 0) and truncates at MR_CARTPOLE_MAX_STEPS (Gymnasium's
+ * TimeLimit wrapper).
  * The observation is the state rounded to float, as Gymnasium's float32 one.
  *
  * Every function is MR_HD (host+device inline), allocates nothing and uses
