@@ -1,0 +1,102 @@
+/*
+ * cartpole.h - Gymnasium's CartPole-v1 (gymnasium 1.2.2,
+ * envs/classic_control/cartpole.py), one instance's dynamics, written once
+ * for every backend.
+ *
+ * Rules, as Gymnasium's: the state is (x, x_dot, theta, theta_dot); action 0
+ * pushes the cart left with 10 N, action 1 right (any other int reads as
+ * action & 1, so -1 pushes right); one explicit Euler step of tau = 0.02 s
+ * (Florian's equations, gravity 9.8, cart 1.0 kg, pole 0.1 kg, half-length
+ * 0.5 m); the episode terminates when |x| > 2.4 or |theta| > 12 degrees
+ * (strictly greater, after the step); the reward is 1.0 every step,
+ * the terminating one included (sutton_barto_reward False). The caller
+ * resets a terminated instance (stepping on is Gymnasium's undefined case,
+ * where it pays 0) and truncates at MR_CARTPOLE_MAX_STEPS (Gymnasium's
+ * TimeLimit wrapper).
+ * The observation is the state rounded to float, as Gymnasium's float32 one.
+ *
+ * Every function is MR_HD (host+device inline), allocates nothing and uses
+ * only math.h's sin and cos. The state is double and every operation is
+ * Gymnasium's float64 one in Gymnasium's order, each product rounded on its
+ * own (mr_cartpole_mul: never fused into an fma, which gcc's GNU modes and
+ * nvcc do by default and numpy never does): the upright pole is unstable,
+ * a 1-ulp difference doubles about every 9 steps, and only the same
+ * roundings keep a 500-step replay within 1e-5 of Gymnasium's
+ * (spec/gym_reference.py). CUDA's double sin/cos may round differently
+ * from glibc's (up to 2 ulp), so a GPU trajectory can drift from the CPU's
+ * the same way; each is a faithful CartPole.
+ *
+ * Randomness keying, with rng.h's draw(seed, env, tick, purpose, index):
+ *   reset of instance `key` (its global index), c = `count` (how many full
+ *   resets it has done): component k = 0..3 of the state is
+ *   0.05 * (2 u - 1), u = the top 53 bits of
+ *   mr_rng_u64(seed, key, c, MR_RNG_CARTPOLE_RESET, k) times 2^-53,
+ *   so uniform in [-0.05, 0.05) like Gymnasium's reset (not its numbers).
+ * MR_RNG_CARTPOLE_RESET (9) is defined here, just above rng.h's highest
+ * purpose (MR_RNG_INIT = 8); pendulum.h takes 10.
+ */
+#ifndef MR_CARTPOLE_H
+#define MR_CARTPOLE_H
+#include <math.h>
+#include <stdint.h>
+#include "rng.h"
+
+#define MR_RNG_CARTPOLE_RESET 9u        /* rng purpose: see the keying above */
+
+#define MR_CARTPOLE_OBS 4               /* x, x_dot, theta, theta_dot */
+#define MR_CARTPOLE_ACTIONS 2           /* discrete: 0 push left, 1 push right */
+#define MR_CARTPOLE_MAX_STEPS 500       /* CartPole-v1's TimeLimit */
+#define MR_CARTPOLE_GRAVITY 9.8
+#define MR_CARTPOLE_MASSCART 1.0
+#define MR_CARTPOLE_MASSPOLE 0.1
+#define MR_CARTPOLE_TOTAL_MASS (MR_CARTPOLE_MASSPOLE + MR_CARTPOLE_MASSCART)
+#define MR_CARTPOLE_LENGTH 0.5          /* half the pole's length */
+#define MR_CARTPOLE_POLEMASS_LENGTH (MR_CARTPOLE_MASSPOLE * MR_CARTPOLE_LENGTH)
+#define MR_CARTPOLE_FORCE 10.0
+#define MR_CARTPOLE_TAU 0.02            /* seconds per step */
+#define MR_CARTPOLE_X_LIMIT 2.4
+#define MR_CARTPOLE_THETA_LIMIT (12 * 2 * 3.141592653589793 / 360)   /* 12 degrees */
+#define MR_CARTPOLE_RESET_HIGH 0.05
+#define MR_CARTPOLE_REWARD 1.0f
+
+/* a * b rounded to double on its own, never fused with a neighbouring add. */
+#if defined(__CUDA_ARCH__)
+#define mr_cartpole_mul(a, b) __dmul_rn((a), (b))
+#else
+MR_HD double mr_cartpole_mul(double a, double b) { volatile double p = a * b; return p; }
+#endif
+
+MR_HD void mr_cartpole_reset_state(double s[4], uint64_t seed, uint32_t key, uint32_t count) {
+    for (uint32_t k = 0; k < 4; k++) {
+        const double u = (double)(mr_rng_u64(seed, key, count, MR_RNG_CARTPOLE_RESET, k) >> 11) *
+                         (1.0 / 9007199254740992.0);
+        s[k] = MR_CARTPOLE_RESET_HIGH * (2.0 * u - 1.0);   /* 2u - 1 is exact: [-1, 1 - 2^-52] */
+    }
+}
+
+/* One step; returns 1 when the new state is terminal. */
+MR_HD int mr_cartpole_step_state(double s[4], int action) {
+#define MUL mr_cartpole_mul
+    const double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
+    const double force = (action & 1) ? MR_CARTPOLE_FORCE : -MR_CARTPOLE_FORCE;
+    const double costheta = cos(theta), sintheta = sin(theta);
+    const double temp = (force + MUL(MUL(MR_CARTPOLE_POLEMASS_LENGTH, MUL(theta_dot, theta_dot)), sintheta)) /
+                        MR_CARTPOLE_TOTAL_MASS;
+    const double thetaacc = (MUL(MR_CARTPOLE_GRAVITY, sintheta) - MUL(costheta, temp)) /
+        MUL(MR_CARTPOLE_LENGTH,
+           4.0 / 3.0 - MUL(MR_CARTPOLE_MASSPOLE, MUL(costheta, costheta)) / MR_CARTPOLE_TOTAL_MASS);
+    const double xacc = temp - MUL(MUL(MR_CARTPOLE_POLEMASS_LENGTH, thetaacc), costheta) / MR_CARTPOLE_TOTAL_MASS;
+    s[0] = x + MUL(MR_CARTPOLE_TAU, x_dot);
+    s[1] = x_dot + MUL(MR_CARTPOLE_TAU, xacc);
+    s[2] = theta + MUL(MR_CARTPOLE_TAU, theta_dot);
+    s[3] = theta_dot + MUL(MR_CARTPOLE_TAU, thetaacc);
+#undef MUL
+    return s[0] < -MR_CARTPOLE_X_LIMIT || s[0] > MR_CARTPOLE_X_LIMIT ||
+           s[2] < -MR_CARTPOLE_THETA_LIMIT || s[2] > MR_CARTPOLE_THETA_LIMIT;
+}
+
+MR_HD void mr_cartpole_obs(const double s[4], float *o) {
+    for (int k = 0; k < 4; k++) o[k] = (float)s[k];
+}
+
+#endif /* MR_CARTPOLE_H */
