@@ -81,8 +81,8 @@ const char *mr_mode_name(int mode);
 /* The environments the engine has (env.name; docs/environments.md says how
  * to add one): each is a header under src/engine/envs/ and a line in
  * envs/registry.h. */
-typedef enum mr_env_name { MR_ENV_FORAGING = 0, MR_ENV_REACH = 1 } mr_env_name;
-#define MR_ENV_COUNT 2
+typedef enum mr_env_name { MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2 } mr_env_name;
+#define MR_ENV_COUNT 3
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /

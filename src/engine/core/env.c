@@ -33,10 +33,11 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
         return mr_fail(err, MR_ERR_ARG, "env.index0 = %d: the instances' global indices must fit in [0, 2^31)",
                        c->index0);
     if (!mr_env_name_of(c->name))
-        return mr_fail(err, MR_ERR_ARG, "env.name = %d: accepted 0 foraging, 1 reach", (int)c->name);
-    if (c->name == MR_ENV_REACH && c->mode != MR_MODE_GROUND_TRUTH)
-        return mr_fail(err, MR_ERR_ARG, "env.mode = %s: env.name = reach has only ground_truth (the four modes are "
-                       "foraging's)", mr_mode_name(c->mode) ? mr_mode_name(c->mode) : "?");
+        return mr_fail(err, MR_ERR_ARG, "env.name = %d: accepted 0 .. %d (moonrl envs lists them)", (int)c->name,
+                       MR_ENV_COUNT - 1);
+    if (c->name != MR_ENV_FORAGING && c->mode != MR_MODE_GROUND_TRUTH)
+        return mr_fail(err, MR_ERR_ARG, "env.mode = %s: env.name = %s has only ground_truth (the four modes are "
+                       "foraging's)", mr_mode_name(c->mode) ? mr_mode_name(c->mode) : "?", mr_env_name_of(c->name));
     if (c->mode < 0 || c->mode > 3)
         return mr_fail(err, MR_ERR_ARG, "env.mode = %d: accepted 0 ground_truth, 1 ground_truth_blinded, "
                         "2 proxy_mortal, 3 proxy", c->mode);

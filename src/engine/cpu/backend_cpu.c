@@ -118,6 +118,15 @@ static int layers_mixed(const mr_policy *np) {
 
 static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, size_t len) {
     const mr_policy *np = bp ? bp->impl : NULL;
+    if (np && np->trunk == MR_TRUNK_MLP) {
+        int n = snprintf(buf, len, "network: MLP trunk (tanh");
+        for (int l = 0; l < np->num_mlp && n > 0 && (size_t)n < len; l++)
+            n += snprintf(buf + n, len - (size_t)n, " %d", np->mlp[l + 1]);
+        if (n > 0 && (size_t)n < len)
+            snprintf(buf + n, len - (size_t)n, ") over %d floats, critic tanh %d; fp32 products (OpenBLAS)%s",
+                     np->obs_dim, np->critic_hidden, precision != MR_FP32 ? ": precision applies to the CNN only" : "");
+        return;
+    }
     char conv[256];
     if (np && np->conv != MR_CPU_CONV_IM2COL && layers_mixed(np)) {
         mixed_describe(np, conv, sizeof conv);

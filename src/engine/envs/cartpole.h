@@ -39,7 +39,11 @@
 #define MR_CARTPOLE_H
 #include <math.h>
 #include <stdint.h>
+#if !defined(__CUDA_ARCH__)
+#include <string.h>
+#endif
 #include "rng.h"
+#include "env_state.h"   /* the environment's state as the engine holds it (below) */
 
 #define MR_RNG_CARTPOLE_RESET 9u        /* rng purpose: see the keying above */
 
@@ -98,5 +102,91 @@ MR_HD int mr_cartpole_step_state(double s[4], int action) {
 MR_HD void mr_cartpole_obs(const double s[4], float *o) {
     for (int k = 0; k < 4; k++) o[k] = (float)s[k];
 }
+
+/* ----------------------------------------------- in the engine (registry.h) */
+
+/* CartPole's own part of the state (mr_env_state.own): the double state of
+ * each instance and its full resets (the reset draws' counter). The
+ * interface's buffers hold the rest: obs (n, 4) floats, reward 1 a step,
+ * the end flags, steps, tick (counted, unused by the rules), the logs (no
+ * counters). An episode truncates at env.max_episode_steps when that is
+ * below 500, else at 500 (CartPole-v1's TimeLimit). */
+typedef struct mr_cartpole {
+    double *state;                  /* (n, 4) x, x_dot, theta, theta_dot */
+    uint32_t *resets;               /* (n) */
+} mr_cartpole;
+
+MR_HD mr_cartpole *mr_cartpole_of(const mr_env_state *s) { return (mr_cartpole *)(void *)s->own.bytes; }
+
+MR_HD int mr_cartpole_limit(const mr_env_state *s) {
+    return s->max_steps > 0 && s->max_steps < MR_CARTPOLE_MAX_STEPS ? s->max_steps : MR_CARTPOLE_MAX_STEPS;
+}
+
+/* A new episode of instance i: a drawn state, the episode's counters cleared. */
+MR_HD void mr_cartpole_start(const mr_env_state *s, int i) {
+    const mr_cartpole *c = mr_cartpole_of(s);
+    double *st = c->state + (size_t)i * 4;
+    mr_cartpole_reset_state(st, s->seed, mr_env_key(s, i), c->resets[i]);
+    c->resets[i] += 1;
+    s->steps[i] = 0;
+    s->ep_return[i] = 0.0f;
+    mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);
+}
+
+MR_HD void mr_cartpole_reset_full(const mr_env_state *s, int i) {
+    mr_cartpole_start(s, i);
+    s->reward[i] = 0.0f;
+    s->terminated[i] = 0;
+    s->truncated[i] = 0;
+}
+
+/* One step of instance i; an ended episode restarts at once (the
+ * observation is the next episode's first, as every environment here). */
+MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
+    const mr_cartpole *c = mr_cartpole_of(s);
+    double *st = c->state + (size_t)i * 4;
+    const int terminated = mr_cartpole_step_state(st, action);
+    const int steps = s->steps[i] + 1;
+    const int truncated = !terminated && steps >= mr_cartpole_limit(s);
+    s->tick[i] += 1;
+    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps, NULL, 0))
+        mr_cartpole_start(s, i);
+    else
+        mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);
+}
+
+#if !defined(__CUDACC__)
+/* What cartpole declares (moonrl.h, mr_env_spaces): 4 floats, 2 actions,
+ * no privileged critic inputs, no counters. Host code. */
+static inline void mr_cartpole_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
+    (void)cfg;
+    memset(o, 0, sizeof *o);
+    o->obs.kind = MR_SPACE_VECTOR;
+    o->obs.shape[0] = MR_CARTPOLE_OBS;
+    o->act.kind = MR_SPACE_DISCRETE;
+    o->act.n = MR_CARTPOLE_ACTIONS;
+}
+
+static inline void mr_cartpole_layout(mr_env_state *s, mr_arena *a) {
+    mr_cartpole *c = mr_cartpole_of(s);
+    c->state = MR_TAKE(a, double, (size_t)s->n * 4);
+    c->resets = MR_TAKE(a, uint32_t, s->n);
+}
+
+static inline int mr_cartpole_sections(const mr_env_state *s, mr_env_section *o) {
+    const mr_cartpole *c = mr_cartpole_of(s);
+    const size_t n = (size_t)s->n;
+    int k = 0;
+#define MR_SEC_(nm, p, b) (o[k].name = (nm), o[k].data = (void *)(p), o[k].bytes = (b), k++)
+    MR_SEC_("env.state", c->state, n * 4 * sizeof(double));
+    MR_SEC_("env.resets", c->resets, n * sizeof(uint32_t));
+    MR_SEC_("env.steps", s->steps, n * sizeof(int32_t));
+    MR_SEC_("env.tick", s->tick, n * sizeof(uint32_t));
+    MR_SEC_("env.obs", s->obs_f, n * 4 * sizeof(float));
+    MR_SEC_("env.ep_return", s->ep_return, n * sizeof(float));
+#undef MR_SEC_
+    return k;
+}
+#endif
 
 #endif /* MR_CARTPOLE_H */

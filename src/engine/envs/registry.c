@@ -13,6 +13,7 @@
 
 /* each environment's own part fits mr_env_state.own */
 _Static_assert(sizeof(mr_forage) <= MR_ENV_OWN_BYTES, "foraging's state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(sizeof(mr_cartpole) <= MR_ENV_OWN_BYTES, "cartpole's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(MR_ENV_EXTRA_STRIDE == 2, "the trainer's extra rows are net_layout.h's MR_POLICY_EXTRA wide");
 
 static const struct {
@@ -22,6 +23,8 @@ static const struct {
                          "empty food poison"},
     [MR_ENV_REACH] = {"reach", "walk to the goal, keep out of the pits (envs/reach.h; ground_truth only)",
                       "empty goal pit"},
+    [MR_ENV_CARTPOLE] = {"cartpole", "balance the pole: Gymnasium's CartPole-v1 (envs/cartpole.h; 4 floats, 2 actions)",
+                         ""},
 };
 
 const char *mr_env_name_of(int name) { return name >= 0 && name < MR_ENV_COUNT ? ENVS[name].name : NULL; }
@@ -48,6 +51,7 @@ mr_status mr_env_spaces_of(const mr_env_config *cfg, mr_env_spaces *out, mr_erro
     switch (cfg->name) {
     case MR_ENV_FORAGING: mr_forage_spaces(cfg, out); break;
     case MR_ENV_REACH: mr_reach_spaces(cfg, out); break;
+    case MR_ENV_CARTPOLE: mr_cartpole_spaces(cfg, out); break;
     default:
         return mr_fail(err, MR_ERR_ARG, "env.name = %d: not an environment of this build (0 .. %d)", (int)cfg->name,
                        MR_ENV_COUNT - 1);
@@ -88,12 +92,14 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     s->ep_return = MR_TAKE(a, float, n);
     s->log = MR_TAKE(a, mr_env_log, n);
     switch (cfg->name) {
+    case MR_ENV_CARTPOLE: mr_cartpole_layout(s, a); break;
     default: mr_forage_layout(s, cfg, a); break;   /* foraging, reach */
     }
 }
 
 int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
     switch (s->kind) {
+    case MR_ENV_CARTPOLE: return mr_cartpole_sections(s, out);
     default: return mr_forage_sections(s, out);   /* foraging, reach */
     }
 }
@@ -104,6 +110,7 @@ void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
 
 int mr_env_set_param(mr_env_state *s, const char *name, int value) {
     switch (s->kind) {
+    case MR_ENV_CARTPOLE: return -1;
     default:   /* foraging, reach */
         if (strcmp(name, "energy_frozen") != 0) return -1;
         mr_forage_of(s)->energy_frozen = value;

@@ -18,10 +18,12 @@
 #define MR_ENV_REGISTRY_H
 #include "foraging.h"
 #include "reach.h"
+#include "cartpole.h"
 
 MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_reset_full(s, i); break;
+    case MR_ENV_CARTPOLE: mr_cartpole_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
@@ -29,6 +31,7 @@ MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
 MR_HD void mr_env_step_one(const mr_env_state *s, int i, int action) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_step(s, i, action); break;
+    case MR_ENV_CARTPOLE: mr_cartpole_step(s, i, action); break;
     default: mr_forage_step(s, i, action); break;
     }
 }
@@ -36,6 +39,7 @@ MR_HD void mr_env_step_one(const mr_env_state *s, int i, int action) {
 /* Instance i's privileged critic inputs into extra (its critic_extra floats). */
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
+    case MR_ENV_CARTPOLE: (void)extra; break;              /* none */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }
 }

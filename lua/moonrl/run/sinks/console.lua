@@ -113,7 +113,14 @@ function Console.format(m, cfg, state)
   local have_episodes = ended == nil or ended > 0
   local ret, eff = num(m.episode_return_mean), num(m.efficiency)
   parts[#parts + 1] = "return " .. ((have_episodes and ret) and string.format("%.2f", ret) or "-")
-  parts[#parts + 1] = "eff " .. ((have_episodes and eff) and string.format("%.1f%%", eff * 100) or "-")
+  -- efficiency is the first two counters' (food / (food + poison)): only where the environment counts two
+  if state.counters == nil then
+    local ok, sp = pcall(require("moonrl.engine").env_spaces, cfg.env and cfg.env.name or "foraging")
+    state.counters = ok and sp and #sp.counters or 2
+  end
+  if state.counters >= 2 then
+    parts[#parts + 1] = "eff " .. ((have_episodes and eff) and string.format("%.1f%%", eff * 100) or "-")
+  end
   return table.concat(parts, "  ")
 end
 
