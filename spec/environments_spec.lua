@@ -57,6 +57,9 @@ describe("environments (env.name)", function()
                   counters = { "food", "poison" } }, by.foraging.spaces)
     assert.same({ kind = "discrete", n = 4 }, by.reach.spaces.action)
     assert.same({ "goal", "pit" }, by.reach.spaces.counters)
+    assert.same({ kind = "vector", shape = { 4 } }, by.cartpole.spaces.observation)
+    assert.same({ kind = "discrete", n = 2 }, by.cartpole.spaces.action)
+    assert.same({}, by.cartpole.spaces.counters)
     rc, out = run(d, "envs")
     assert.matches("foraging%s+2 x 11 x 11 codes%s+discrete%(8%)%s+food, poison", out)
     assert.matches("reach%s+2 x 11 x 11 codes%s+discrete%(4%)%s+goal, pit", out)
@@ -139,5 +142,63 @@ print("shapes", lg.shape, v.shape)
     assert.matches("env.name", out, 1, true)
     assert.matches("foraging", out, 1, true)
     assert.matches("reach", out, 1, true)
+  end)
+
+  -- cartpole (envs/cartpole.h): a vector observation through the MLP trunk. Its dynamics are checked
+  -- against Gymnasium's own CartPole-v1 (spec/gym_reference.py, ctest test_env_gymnasium) and its wiring
+  -- in the engine by spec/c/test_env_cartpole.c; here the built-in experiment learns it.
+  it("moonrl train cartpole reaches return 500 within 100,000 agent-steps (median of 3 seeds)", function()
+    if not have_bin then return pending("build/moonrl is not built") end
+    local d = support.tmpdir()
+    local reached = {}
+    for seed = 1, 3 do
+      local rc, out = run(d, "train cartpole --dir s" .. seed .. " --set seed=" .. seed ..
+        " --set threads=2 --set log.console=false --set log.tensorboard=false")
+      assert.equal(0, rc, out)
+      assert.matches("evaluation: none for env.name = cartpole yet", out, 1, true)
+      -- the first update by which the last 8 ended episodes (as many as environments; the updates that
+      -- ended them, oldest dropped while 8 remain) average 495 or more
+      local at, win = math.huge, {}
+      for line in support.read_file(d .. "/s" .. seed .. "/metrics.jsonl"):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m.event == nil and (m.episodes or 0) > 0 then
+          win[#win + 1] = m
+          local n, sum = 0, 0
+          for _, w in ipairs(win) do n, sum = n + w.episodes, sum + w.episodes * w.episode_return_mean end
+          while #win > 1 and n - win[1].episodes >= 8 do
+            n, sum = n - win[1].episodes, sum - win[1].episodes * win[1].episode_return_mean
+            table.remove(win, 1)
+          end
+          if n >= 8 and sum / n >= 495 and at == math.huge then at = m.agent_steps end
+        end
+      end
+      reached[#reached + 1] = at
+    end
+    table.sort(reached)
+    assert.is_true(reached[2] <= 100000, "agent-steps to return 500 by seed (sorted): " ..
+      table.concat(reached, ", "))
+
+    -- exported as safetensors (the MLP's tensors and a description); ONNX refused by name
+    local rc, out = run(d, "export s1 --out policy.safetensors")
+    assert.equal(0, rc, out)
+    local bytes = support.read_file(d .. "/policy.safetensors")
+    local hlen = bytes:byte(1) + bytes:byte(2) * 256 + bytes:byte(3) * 65536
+    local header = json.decode(bytes:sub(9, 8 + hlen))
+    assert.same({ 64, 4 }, header["mlp0.w"].shape)
+    assert.same({ 2, 64 }, header["actor.w"].shape)
+    local net = json.decode(header.__metadata__["moonrl.network"])
+    assert.equal("mlp", net.trunk)
+    assert.equal("cartpole", net.environment)
+    rc, out = run(d, "export s1 --format onnx --out policy.onnx")
+    assert.equal(2, rc, out)
+    assert.matches("exports as safetensors only", out, 1, true)
+    assert.is_nil(io.open(d .. "/policy.onnx"))
+
+    -- resumes as itself, not as another environment
+    rc, out = run(d, "train --resume s1 --set total_steps=110000 --no-eval --set log.console=false")
+    assert.equal(0, rc, out)
+    rc, out = run(d, "train --resume s1 --set env.name=foraging --no-eval")
+    assert.is_true(rc ~= 0, out)
+    assert.matches('the run has "cartpole"', out, 1, true)
   end)
 end)

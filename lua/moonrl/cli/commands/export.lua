@@ -176,30 +176,54 @@ function export.run(argv)
   local view = 2 * tonumber(c.env.view_range) + 1
   -- what the environment declares (engine.env_spaces): the network's inputs and outputs follow it
   local spaces = assert(engine.env_spaces(env_name, tonumber(c.env.view_range)))
-  local description = {
-    conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
-    view = view, input_channels = spaces.observation.shape[1], actions = tonumber(c.policy.num_actions),
-    extra_critic_inputs = spaces.critic.extra,
-    environment = env_name,
-    popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
-    layout = {
-      conv = "weight (out, 3, 3, in), channels last; 3x3, stride 1, zero padding 1; bias; ReLU",
-      linear = "weight (out, in); y = x W^T + b",
-      trunk = "convs over the (view, view, 2) input, flattened (view, view, channels) row by row -> fc -> ReLU = features",
-      actor = "logits = actor(features)",
-      critic = "value = value(ReLU(critic(features ++ extra ++ ground truth))), then mean + std x value",
-    },
-  }
-  local observation = {
-    codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(codes),
-    -- the expansion in the environment's words (foraging's items are food and poison)
-    channels = (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", codes[2]):gsub("poison", codes[3]),
-    extra = "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
-      "and half-width of [density_min, density_max] = [" .. tonumber(c.env.density_min) .. ", " ..
-      tonumber(c.env.density_max) .. "]",
-    ground_truth = "the critic also reads the ground-truth 2 channels of every cell (2 x view x view)",
-    mode = mode,
-  }
+  local description, observation
+  if tonumber(c.policy.obs_vector) > 0 then   -- a vector observation: the MLP trunk (net_layout.h)
+    local widths = {}
+    for l = 0, tonumber(c.policy.num_mlp) - 1 do widths[#widths + 1] = tonumber(c.policy.mlp_widths[l]) end
+    description = {
+      trunk = "mlp", mlp_widths = widths, critic_hidden = tonumber(c.policy.critic_hidden),
+      inputs = tonumber(c.policy.obs_vector), actions = tonumber(c.policy.num_actions),
+      extra_critic_inputs = spaces.critic.extra, environment = env_name,
+      popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
+      layout = {
+        linear = "weight (out, in); y = x W^T + b",
+        trunk = "features = tanh(mlpL(... tanh(mlp0(observation))))",
+        actor = "logits = actor(features)",
+        critic = "value = value(tanh(critic(observation ++ extra))), then mean + std x value",
+      },
+    }
+    observation = { vector = tonumber(c.policy.obs_vector) .. " floats (" .. env_name .. "; docs/environments.md)" }
+    if format == "onnx" then
+      cmdline.err("moonrl export: --format onnx builds the CNN's graph; the MLP trunk of env.name = ", env_name,
+        " exports as safetensors only (drop --format onnx)\n")
+      return 2
+    end
+  else
+    description = {
+      conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
+      view = view, input_channels = spaces.observation.shape[1], actions = tonumber(c.policy.num_actions),
+      extra_critic_inputs = spaces.critic.extra,
+      environment = env_name,
+      popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
+      layout = {
+        conv = "weight (out, 3, 3, in), channels last; 3x3, stride 1, zero padding 1; bias; ReLU",
+        linear = "weight (out, in); y = x W^T + b",
+        trunk = "convs over the (view, view, 2) input, flattened (view, view, channels) row by row -> fc -> ReLU = features",
+        actor = "logits = actor(features)",
+        critic = "value = value(ReLU(critic(features ++ extra ++ ground truth))), then mean + std x value",
+      },
+    }
+    observation = {
+      codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(codes),
+      -- the expansion in the environment's words (foraging's items are food and poison)
+      channels = (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", codes[2]):gsub("poison", codes[3]),
+      extra = "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
+        "and half-width of [density_min, density_max] = [" .. tonumber(c.env.density_min) .. ", " ..
+        tonumber(c.env.density_max) .. "]",
+      ground_truth = "the critic also reads the ground-truth 2 channels of every cell (2 x view x view)",
+      mode = mode,
+    }
+  end
   local metadata = {
     ["moonrl.version"] = engine.version(),
     ["moonrl.checkpoint"] = json.encode({ path = ck, update = net.updates, mode = mode, environment = env_name }),
