@@ -32,8 +32,7 @@
  *   0.05 * (2 u - 1), u = the top 53 bits of
  *   mr_rng_u64(seed, key, c, MR_RNG_CARTPOLE_RESET, k) times 2^-53,
  *   so uniform in [-0.05, 0.05) like Gymnasium's reset (not its numbers).
- * MR_RNG_CARTPOLE_RESET (9) is defined here, just above rng.h's highest
- * purpose (MR_RNG_INIT = 8); pendulum.h takes 10.
+ * (MR_RNG_CARTPOLE_RESET is rng.h's purpose 9.)
  */
 #ifndef MR_CARTPOLE_H
 #define MR_CARTPOLE_H
@@ -45,7 +44,6 @@
 #include "rng.h"
 #include "env_state.h"   /* the environment's state as the engine holds it (below) */
 
-#define MR_RNG_CARTPOLE_RESET 9u        /* rng purpose: see the keying above */
 
 #define MR_CARTPOLE_OBS 4               /* x, x_dot, theta, theta_dot */
 #define MR_CARTPOLE_ACTIONS 2           /* discrete: 0 push left, 1 push right */

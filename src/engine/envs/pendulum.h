@@ -30,8 +30,7 @@
  *   53 bits of mr_rng_u64(seed, key, c, MR_RNG_PENDULUM_RESET, k) times 2^-53,
  *   so th uniform in [-pi, pi), thdot in [-1, 1), like Gymnasium's reset
  *   (not its numbers).
- * MR_RNG_PENDULUM_RESET (10) is defined here, above rng.h's highest purpose
- * (MR_RNG_INIT = 8) and cartpole.h's 9.
+ * (MR_RNG_PENDULUM_RESET is rng.h's purpose 10.)
  */
 #ifndef MR_PENDULUM_H
 #define MR_PENDULUM_H
@@ -39,7 +38,6 @@
 #include <stdint.h>
 #include "rng.h"
 
-#define MR_RNG_PENDULUM_RESET 10u       /* rng purpose: see the keying above */
 
 #define MR_PENDULUM_OBS 3               /* cos th, sin th, thdot */
 #define MR_PENDULUM_ACT_DIM 1           /* box: one torque */

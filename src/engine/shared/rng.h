@@ -36,7 +36,9 @@ enum {
     MR_RNG_RESPAWN_POISON = 5,  /* respawn candidates for eaten poison */
     MR_RNG_ACTION = 6,          /* trainer: action sampling */
     MR_RNG_SHUFFLE = 7,         /* trainer: minibatch permutation */
-    MR_RNG_INIT = 8             /* trainer: weight initialisation */
+    MR_RNG_INIT = 8,            /* trainer: weight initialisation */
+    MR_RNG_CARTPOLE_RESET = 9,  /* cartpole: a new episode's state (envs/cartpole.h) */
+    MR_RNG_PENDULUM_RESET = 10  /* pendulum: a new episode's state (envs/pendulum.h) */
 };
 
 /* splitmix64's finaliser (Stafford's Mix13): a bijection on 64 bits with full
