@@ -179,6 +179,17 @@ void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_
 
 /* ---------------------------------------------------------------- PPO loss */
 
+/* The batch scalars a caller reads (st may be NULL). */
+static void stats_out(const mr_loss_stats *s, mr_ppo_stats *st) {
+    if (!st) return;
+    st->loss = s->loss;
+    st->policy_loss = s->policy_loss;
+    st->value_loss = s->value_loss;
+    st->entropy = s->entropy;
+    st->approx_kl = s->approx_kl;
+    st->clip_fraction = s->clip_fraction;
+}
+
 static void loss_fn(const void *cv, size_t lo, size_t hi, double *acc) {
     for (size_t i = lo; i < hi; i++) mr_loss_add_fn(cv, (int64_t)i, acc);
 }
@@ -200,14 +211,7 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
     mr_loss_stats s;
     reduce_blocks((size_t)B, MR_LOSS_NACC, loss_fn, &ctx, acc);
     mr_loss_finish(acc, B, &h, &s);
-    if (st) {
-        st->loss = s.loss;
-        st->policy_loss = s.policy_loss;
-        st->value_loss = s.value_loss;
-        st->entropy = s.entropy;
-        st->approx_kl = s.approx_kl;
-        st->clip_fraction = s.clip_fraction;
-    }
+    stats_out(&s, st);
     /* Pass 2: per-sample gradients of the scalar loss (each mean's 1/B included). */
     #pragma omp parallel for schedule(static) if (B >= 4096)
     for (int i = 0; i < B; i++) mr_loss_grad_at(&ctx, i, &h, &s, 1.0, dlogits, dvalue);
@@ -248,14 +252,7 @@ void mr_ppo_loss_box(int B, int d, const float *logits, const float *value, cons
     mr_loss_stats s;
     reduce_blocks((size_t)B, MR_LOSS_NACC, box_loss_fn, &ctx, acc);
     mr_loss_finish(acc, B, &h, &s);
-    if (st) {
-        st->loss = s.loss;
-        st->policy_loss = s.policy_loss;
-        st->value_loss = s.value_loss;
-        st->entropy = s.entropy;
-        st->approx_kl = s.approx_kl;
-        st->clip_fraction = s.clip_fraction;
-    }
+    stats_out(&s, st);
     #pragma omp parallel for schedule(static) if (B >= 4096)
     for (int i = 0; i < B; i++) {
         mr_loss_terms t;

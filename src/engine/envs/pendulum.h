@@ -40,7 +40,7 @@
 #include <string.h>
 #endif
 #include "rng.h"
-#include "env_state.h"   /* the environment's state as the engine holds it (below) */
+#include "classic_state.h"   /* the state as the engine holds it (below) */
 
 #define MR_PENDULUM_OBS 3               /* cos th, sin th, thdot */
 #define MR_PENDULUM_ACT_DIM 1           /* box: one torque */
@@ -113,12 +113,9 @@ MR_HD void mr_pendulum_obs(const double s[2], float *o) {
  * terminates; an episode truncates at env.max_episode_steps when that is
  * below 200, else at 200 (Pendulum-v1's TimeLimit). Actions are one float
  * per instance (a box of 1, clipped to [-2, 2] by the step). */
-typedef struct mr_pendulum {
-    double *state;                  /* (n, 2) th, thdot */
-    uint32_t *resets;               /* (n) */
-} mr_pendulum;
+typedef mr_classic mr_pendulum;   /* classic_state.h: the state (n, 2) doubles, the resets */
 
-MR_HD mr_pendulum *mr_pendulum_of(const mr_env_state *s) { return (mr_pendulum *)(void *)s->own.bytes; }
+MR_HD mr_pendulum *mr_pendulum_of(const mr_env_state *s) { return mr_classic_of(s); }
 
 MR_HD int mr_pendulum_limit(const mr_env_state *s) {
     return s->max_steps > 0 && s->max_steps < MR_PENDULUM_MAX_STEPS ? s->max_steps : MR_PENDULUM_MAX_STEPS;
@@ -128,17 +125,13 @@ MR_HD void mr_pendulum_start(const mr_env_state *s, int i) {
     const mr_pendulum *p = mr_pendulum_of(s);
     double *st = p->state + (size_t)i * 2;
     mr_pendulum_reset_state(st, s->seed, mr_env_key(s, i), p->resets[i]);
-    p->resets[i] += 1;
-    s->steps[i] = 0;
-    s->ep_return[i] = 0.0f;
+    mr_classic_started(s, i);
     mr_pendulum_obs(st, s->obs_f + (size_t)i * 3);
 }
 
 MR_HD void mr_pendulum_reset_full(const mr_env_state *s, int i) {
     mr_pendulum_start(s, i);
-    s->reward[i] = 0.0f;
-    s->terminated[i] = 0;
-    s->truncated[i] = 0;
+    mr_classic_fresh(s, i);
 }
 
 /* One step of instance i with torque *u; a truncated episode restarts at once. */
@@ -168,25 +161,9 @@ static inline void mr_pendulum_spaces(const mr_env_config *cfg, mr_env_spaces *o
     o->act.high[0] = MR_PENDULUM_ACT_HIGH;
 }
 
-static inline void mr_pendulum_layout(mr_env_state *s, mr_arena *a) {
-    mr_pendulum *p = mr_pendulum_of(s);
-    p->state = MR_TAKE(a, double, (size_t)s->n * 2);
-    p->resets = MR_TAKE(a, uint32_t, s->n);
-}
-
+static inline void mr_pendulum_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 2, a); }
 static inline int mr_pendulum_sections(const mr_env_state *s, mr_env_section *o) {
-    const mr_pendulum *p = mr_pendulum_of(s);
-    const size_t n = (size_t)s->n;
-    int k = 0;
-#define MR_SEC_(nm, q, b) (o[k].name = (nm), o[k].data = (void *)(q), o[k].bytes = (b), k++)
-    MR_SEC_("env.state", p->state, n * 2 * sizeof(double));
-    MR_SEC_("env.resets", p->resets, n * sizeof(uint32_t));
-    MR_SEC_("env.steps", s->steps, n * sizeof(int32_t));
-    MR_SEC_("env.tick", s->tick, n * sizeof(uint32_t));
-    MR_SEC_("env.obs", s->obs_f, n * 3 * sizeof(float));
-    MR_SEC_("env.ep_return", s->ep_return, n * sizeof(float));
-#undef MR_SEC_
-    return k;
+    return mr_classic_sections(s, 2, o);
 }
 #endif
 

@@ -91,6 +91,16 @@ static inline void mr_net_add_tensor_(mr_net_layout *p, size_t *off, const char 
     *off += n;
 }
 
+/* The value group, from offset off on: the critic's layer over cin_dim
+ * inputs, the value head; then the parameter count. */
+static inline void mr_net_add_critic_(mr_net_layout *p, size_t off) {
+    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
+    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
+    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
+    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
+    p->n_params = off;
+}
+
 /* The actor's output count for cfg: its num_actions (the environment's),
  * 0 or out of range read as MR_MAX_ACTIONS (mr_config_validate refuses those). */
 static inline int mr_net_actions(const mr_policy_config *cfg) {
@@ -133,11 +143,7 @@ static inline void mr_net_layout_init_mlp(mr_net_layout *p, const mr_policy_conf
         mr_net_add_tensor_(p, &off, "actor.log_std", 1, p->act_box, 0, 0, 0);
     }
     p->n_policy = off;
-    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
-    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
-    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
-    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
-    p->n_params = off;
+    mr_net_add_critic_(p, off);
 }
 
 /* Every shape and offset from cfg: the MLP trunk for a vector observation
@@ -179,11 +185,7 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, p->num_actions, p->hidden, 0, 0);
     p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, p->num_actions, 0, 0, 0);
     p->n_policy = off;
-    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
-    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
-    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
-    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
-    p->n_params = off;
+    mr_net_add_critic_(p, off);
 }
 
 /* Whether this network trains an environment that declares `sp` (moonrl.h,
