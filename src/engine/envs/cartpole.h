@@ -140,7 +140,7 @@ MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
     const int steps = s->steps[i] + 1;
     const int truncated = !terminated && steps >= mr_cartpole_limit(s);
     s->tick[i] += 1;
-    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps, NULL, 0))
+    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps))
         mr_cartpole_start(s, i);
     else
         mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);

@@ -257,9 +257,11 @@ MR_HD void mr_forage_reset_full(const mr_env_state *s, int i) {
  * env_state.h's record with the episode's food and poison as the counters,
  * which an ended episode clears. Returns 1 when the episode ended. */
 MR_HD int mr_forage_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps) {
+    if (!mr_env_record_step(s, i, r, terminated, truncated, steps)) return 0;
     const mr_forage *f = mr_forage_of(s);
-    const int32_t counts[2] = {f->ep_food[i], f->ep_poison[i]};
-    if (!mr_env_record_step(s, i, r, terminated, truncated, steps, counts, 2)) return 0;
+    mr_env_log *log = &s->log[i];
+    log->count[MR_FORAGE_FOOD] += f->ep_food[i];
+    log->count[MR_FORAGE_POISON] += f->ep_poison[i];
     f->ep_food[i] = 0;
     f->ep_poison[i] = 0;
     return 1;

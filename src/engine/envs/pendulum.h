@@ -141,7 +141,7 @@ MR_HD void mr_pendulum_step(const mr_env_state *s, int i, const float *u) {
     const float r = mr_pendulum_step_state(st, *u);
     const int steps = s->steps[i] + 1;
     s->tick[i] += 1;
-    if (mr_env_record_step(s, i, r, 0, steps >= mr_pendulum_limit(s), steps, NULL, 0))
+    if (mr_env_record_step(s, i, r, 0, steps >= mr_pendulum_limit(s), steps))
         mr_pendulum_start(s, i);
     else
         mr_pendulum_obs(st, s->obs_f + (size_t)i * 3);

@@ -91,11 +91,11 @@ MR_HD void mr_env_log_clear(mr_env_log *l) {
 /* The end of every environment's step of instance i, written once: r
  * clamped to [-reward_clip, reward_clip] into reward[i] with the end flags;
  * the episode's return and length; on an end, the episode into the log
- * (episodes, deaths = terminated, length, the `ncount` counters of the
- * episode in ep_counts, return sum/min/max). Returns 1 when the episode
- * ended: the caller then clears its episode counters and restarts. */
-MR_HD int mr_env_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps,
-                             const int32_t *ep_counts, int ncount) {
+ * (episodes, deaths = terminated, length, return sum/min/max). Returns 1
+ * when the episode ended: the caller then adds its episode counters to
+ * log[i].count (only then: a step that goes on reads none of them), clears
+ * them and restarts. */
+MR_HD int mr_env_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps) {
     mr_env_log *log = &s->log[i];
     const float clip = s->reward_clip;
     r = r > clip ? clip : r;
@@ -113,7 +113,6 @@ MR_HD int mr_env_record_step(const mr_env_state *s, int i, float r, int terminat
     log->episodes++;
     log->deaths += terminated;
     log->length_sum += steps;
-    for (int k = 0; k < ncount; k++) log->count[k] += ep_counts[k];
     log->return_sum = log->return_sum + ret;
     log->return_min = ret < log->return_min ? ret : log->return_min;
     log->return_max = ret > log->return_max ? ret : log->return_max;
