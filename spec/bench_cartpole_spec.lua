@@ -119,10 +119,12 @@ describe("the cartpole benchmarks", function()
     assert.truthy(r.commands.reference_sync:find("cartpole_env.py --impl sync --num-envs 64", 1, true), out)
     assert.truthy(err:find("cartpole rep 1/1: moonrl", 1, true), err)
     -- the text table ends with the row for BENCHMARKS.md
-    rc, out, err = support.moonrl("bench --compare --rows cartpole --envs 64 --reps 1", dir, { timeout = 300 })
+    rc, out, err = support.moonrl("bench --compare --rows cartpole --envs 64 --reps 1 --threads 1", dir,
+      { timeout = 300 })
     assert.are.equal(0, rc, out .. err)
     assert.truthy(out:find("| where | envs | moonrl | Gymnasium CartPoleVectorEnv | ratio |", 1, true), out)
-    assert.truthy(out:find("`moonrl bench --compare --rows cartpole --envs 64 --reps 1` |", 1, true), out)
+    assert.truthy(out:find("| CPU, moonrl 1 thread, Gymnasium 1 | 64 |", 1, true), out)
+    assert.truthy(out:find("`moonrl bench --compare --rows cartpole --envs 64 --reps 1 --threads 1` |", 1, true), out)
   end)
 
   it("bench/cartpole_train.lua prints moonrl's side alone (PEERS=moonrl) and refuses an unknown peer", function()

@@ -383,12 +383,12 @@ function compare.standing(o, rows, date)
     if r.row == "cartpole" then
       local v, pr = r.versions or {}, {}
       for i, x in ipairs(r.pair_ratios or {}) do pr[i] = string.format("%.2f", x) end
-      cartpole[#cartpole + 1] = string.format("| CPU, moonrl %d threads, Gymnasium 1 | %d | %s | %s | " ..
+      cartpole[#cartpole + 1] = string.format("| CPU, moonrl %d thread%s, Gymnasium 1 | %d | %s | %s | " ..
         "**%.2fx** (pairs %s) | %s (%d steps) | %.0fx | %s | %s | gymnasium %s, numpy %s (python %s) | " ..
-        "`moonrl bench --compare --rows cartpole --envs %d --reps %d` |", r.threads, r.num_envs,
-        fmt_rate(r.moonrl.median), fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "),
+        "`moonrl bench --compare --rows cartpole --envs %d --reps %d%s` |", r.threads, r.threads == 1 and "" or "s",
+        r.num_envs, fmt_rate(r.moonrl.median), fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "),
         fmt_rate(r.reference_sync.median), r.sync_steps_per_rep, r.ratio_sync, date, machine, tostring(v.gymnasium),
-        tostring(v.numpy), tostring(v.python), r.num_envs, o.reps)
+        tostring(v.numpy), tostring(v.python), r.num_envs, o.reps, o.threads > 0 and " --threads " .. o.threads or "")
     else
       others[#others + 1] = r
     end
