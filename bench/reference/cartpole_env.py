@@ -1,6 +1,6 @@
 """Environment-only throughput of Gymnasium's CartPole-v1, the peer of moonrl's cartpole.
 
-The counterpart of `moonrl bench env --env cartpole` (bench/env_alone.lua):
+The counterpart of moonrl's cartpole alone (`moonrl run bench/env_alone.lua --env cartpole`):
 `num_envs` instances step with uniformly random actions (drawn before timing,
 cycled through 16 batches, as moonrl does), after 10 warm-up steps; each
 repetition times `steps` steps. Prints one JSON line with the median, min and
