@@ -41,7 +41,7 @@ __global__ void env_reset_kernel(const __grid_constant__ mr_env_state s) {
 
 __global__ void env_step_kernel(const __grid_constant__ mr_env_state s, const uint8_t *__restrict__ actions) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < s.n) mr_env_step_one(&s, i, actions[i]);
+    if (i < s.n) mr_env_step_at(&s, i, actions);
 }
 
 __global__ void env_clear_logs_kernel(const __grid_constant__ mr_env_state s) {

@@ -199,9 +199,21 @@ static void test_spaces(void) {
     CHECK(mr_env_spaces_of(&c, &r, &e) == MR_ERR_ARG && strstr(e.msg, "not an environment of this build"));
     CHECK(mr_env_num_actions(MR_ENV_COUNT) == 0 && mr_env_num_actions(-1) == 0);
 
-    mr_env_spaces b = f;   /* each kind this network does not train yet */
+    mr_env_spaces b = f;   /* a vector: the MLP trunk, without a view for its critic, at most 2 extra inputs */
     b.obs.kind = MR_SPACE_VECTOR; b.obs.shape[0] = 4; b.obs.shape[1] = b.obs.shape[2] = 1;
-    CHECK(refused_with(&b, "an observation of a vector (4 x 1 x 1)"));
+    CHECK(refused_with(&b, "declares 2 privileged critic inputs and a view: the MLP critic takes 0 .. 2"));
+    b.critic_view = 0;
+    CHECK(mr_net_fits_spaces(&b, "v", &e) == MR_OK);
+    b.obs.shape[0] = 0;
+    CHECK(refused_with(&b, "a vector observation of 0 floats"));
+    /* a box: the Gaussian head, on a vector only, 1 .. 4 floats, each with finite low < high */
+    b.obs.shape[0] = 3; b.act.kind = MR_SPACE_BOX; b.act.n = 1; b.act.low[0] = -2; b.act.high[0] = 2;
+    CHECK(mr_net_fits_spaces(&b, "v", &e) == MR_OK);
+    b.act.n = 5;
+    CHECK(refused_with(&b, "a box of 5 floats: the Gaussian head takes 1 .. 4"));
+    b.act.n = 1; b.act.high[0] = -3;
+    CHECK(refused_with(&b, "component 0 has bounds [-2, -3]"));
+    /* each kind this network does not train yet */
     b = f; b.obs.kind = MR_SPACE_IMAGE;
     CHECK(refused_with(&b, "an observation of a float image"));
     b = f; b.obs.shape[0] = 4;
@@ -209,7 +221,7 @@ static void test_spaces(void) {
     b = f; b.obs.shape[2] = 7;
     CHECK(refused_with(&b, "a square view"));
     b = f; b.act.kind = MR_SPACE_BOX; b.act.n = 1; b.act.low[0] = -2; b.act.high[0] = 2;
-    CHECK(refused_with(&b, "a continuous box action of 1 components"));
+    CHECK(refused_with(&b, "a box action with a cell codes observation"));
     b = f; b.act.kind = MR_SPACE_MULTI_DISCRETE; b.act.n = 2;
     CHECK(refused_with(&b, "multi-discrete"));
     b = f; b.act.n = MR_MAX_ACTIONS + 1;

@@ -22,7 +22,8 @@
 
 #define D 5      /* observation */
 #define E 2      /* privileged critic inputs */
-#define NACT 3
+#define NACT_MAX 4
+static int NACT = 3, BOX = 0;   /* the actor's outputs; a box's floats (the Gaussian head) */
 #define B 37     /* samples */
 
 static void cfg_of(mr_policy_config *c) {
@@ -34,6 +35,7 @@ static void cfg_of(mr_policy_config *c) {
     c->mlp_widths[1] = 6;
     c->critic_hidden = 4;
     c->num_actions = NACT;
+    c->act_box = BOX;
 }
 
 static int make(mr_policy *p, mr_arena *a, const mr_policy_config *c, int max_batch) {
@@ -74,10 +76,15 @@ static void ref_forward(const mr_policy *p, const double *P, const float *obs, c
             w = out;
         }
         const mr_tensor_info *aw = mr_policy_tensor(p, "actor.w"), *ab = mr_policy_tensor(p, "actor.b");
-        for (int k = 0; k < NACT; k++) {
+        const int heads = BOX ? BOX : NACT;
+        for (int k = 0; k < heads; k++) {
             double z = P[ab->offset + k];
             for (int i = 0; i < w; i++) z += P[aw->offset + (size_t)k * w + i] * h[i];
             logits[b * NACT + k] = z;
+        }
+        if (BOX) {   /* [means, log-stds]: the log-stds are the parameter, in every row */
+            const mr_tensor_info *ls = mr_policy_tensor(p, "actor.log_std");
+            for (int k = 0; k < BOX; k++) logits[b * NACT + BOX + k] = P[ls->offset + k];
         }
         double cin[D + E], ch[16];
         for (int i = 0; i < D; i++) cin[i] = obs[b * D + i];
@@ -98,14 +105,14 @@ static void ref_forward(const mr_policy *p, const double *P, const float *obs, c
 
 static double ref_loss(const mr_policy *p, const double *P, const float *obs, const float *extra, const double *ca,
                        const double *cc) {
-    double lg[B * NACT], v[B], L = 0;
+    double lg[B * NACT_MAX], v[B], L = 0;
     ref_forward(p, P, obs, extra, B, lg, v);
     for (int i = 0; i < B * NACT; i++) L += ca[i] * lg[i];
     for (int i = 0; i < B; i++) L += cc[i] * v[i];
     return L;
 }
 
-int main(void) {
+static void run(void) {
     mr_policy_config c;
     cfg_of(&c);
     mr_policy p;
@@ -116,7 +123,9 @@ int main(void) {
     const mr_tensor_info *t0 = mr_policy_tensor(&p, "mlp0.w"), *t1 = mr_policy_tensor(&p, "mlp1.w");
     const mr_tensor_info *ta = mr_policy_tensor(&p, "actor.w"), *tc = mr_policy_tensor(&p, "critic.w");
     CHECK(t0 && t0->shape[0] == 7 && t0->shape[1] == D && t1 && t1->shape[0] == 6 && t1->shape[1] == 7);
-    CHECK(ta && ta->shape[0] == NACT && ta->shape[1] == 6 && tc && tc->shape[1] == D + E);
+    CHECK(ta && ta->shape[0] == (BOX ? BOX : NACT) && ta->shape[1] == 6 && tc && tc->shape[1] == D + E);
+    const mr_tensor_info *tl = mr_policy_tensor(&p, "actor.log_std");
+    CHECK(BOX ? tl && tl->count == (size_t)BOX && tl->offset + tl->count == p.n_policy : tl == NULL);
     CHECK(p.n_policy == tc->offset && p.n_params == p.value_b_offset + 1 && !mr_policy_tensor(&p, "fc.w"));
 
     /* init: biases 0, the actor's rows orthogonal with gain 0.01 */
@@ -133,10 +142,10 @@ int main(void) {
     /* larger random weights (all tanh's in their curved range), inputs, coefficients */
     uint64_t s = 1;
     for (size_t i = 0; i < p.n_params; i++) p.params[i] = (float)((lcg(&s) - 0.5) * 1.2);
-    float obs[B * D], extra[B * MR_POLICY_EXTRA], lg[B * NACT], v[B], lg2[B * NACT], v2[B];
+    float obs[B * D], extra[B * MR_POLICY_EXTRA], lg[B * NACT_MAX], v[B], lg2[B * NACT_MAX], v2[B];
     for (int i = 0; i < B * D; i++) obs[i] = (float)((lcg(&s) - 0.5) * 4);
     for (int i = 0; i < B * MR_POLICY_EXTRA; i++) extra[i] = (float)((lcg(&s) - 0.5) * 2);
-    double ca[B * NACT], cc[B], rl[B * NACT], rv[B];
+    double ca[B * NACT_MAX], cc[B], rl[B * NACT_MAX], rv[B];
     for (int i = 0; i < B * NACT; i++) ca[i] = lcg(&s) - 0.5;
     for (int i = 0; i < B; i++) cc[i] = lcg(&s) - 0.5;
 
@@ -150,10 +159,10 @@ int main(void) {
     CHECK_MSG(worst < 2e-6, "forward against the double reference: %.3g", worst);
 
     mr_policy_act(&p, (const uint8_t *)obs, extra, B, 0, lg2, v2);
-    CHECK(memcmp(lg, lg2, sizeof lg) == 0 && memcmp(v, v2, sizeof v) == 0);
+    CHECK(memcmp(lg, lg2, sizeof(float) * B * NACT) == 0 && memcmp(v, v2, sizeof v) == 0);
 
     /* gradients */
-    float dl[B * NACT], dv[B];
+    float dl[B * NACT_MAX], dv[B];
     for (int i = 0; i < B * NACT; i++) dl[i] = (float)ca[i];
     for (int i = 0; i < B; i++) dv[i] = (float)cc[i];
     for (int i = 0; i < B * NACT; i++) ca[i] = dl[i];   /* the float coefficients, exactly */
@@ -187,7 +196,7 @@ int main(void) {
     mr_policy_zero_grad(&p);
     CHECK(mr_policy_backward(&p, dl, dv, B) == 0);
     omp_set_num_threads(before);
-    CHECK(memcmp(lg, lg2, sizeof lg) == 0 && memcmp(g1, p.grads, sizeof(float) * p.n_params) == 0);
+    CHECK(memcmp(lg, lg2, sizeof(float) * B * NACT) == 0 && memcmp(g1, p.grads, sizeof(float) * p.n_params) == 0);
 
     /* the layout refuses the CNN's calls it does not offer */
     CHECK(mr_policy_act_keep(&p, (const uint8_t *)obs, extra, B, 0, lg, v, 0) == -1);
@@ -197,6 +206,13 @@ int main(void) {
     free(P);
     mr_policy_free(&p);
     mr_arena_release(&a);
+}
+
+int main(void) {
+    run();            /* a categorical head of 3 */
+    NACT = 4;
+    BOX = 2;
+    run();            /* the Gaussian head of a box of 2: 2 means and 2 log-stds */
     printf("test_policy_mlp: %d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;
 }

@@ -81,8 +81,10 @@ const char *mr_mode_name(int mode);
 /* The environments the engine has (env.name; docs/environments.md says how
  * to add one): each is a header under src/engine/envs/ and a line in
  * envs/registry.h. */
-typedef enum mr_env_name { MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2 } mr_env_name;
-#define MR_ENV_COUNT 3
+typedef enum mr_env_name {
+    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3
+} mr_env_name;
+#define MR_ENV_COUNT 4
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
@@ -179,6 +181,7 @@ typedef struct mr_policy_config {
      * privileged inputs. */
     int obs_vector;
     int critic_extra;
+    int act_box;                       /* derived too: a box action's floats (the Gaussian head), 0 = discrete */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {
@@ -627,6 +630,10 @@ typedef struct mr_env_view {
     float *energy;         /* num_envs, or NULL */
 } mr_env_view;
 mr_status mr_env_read(const mr_env *e, mr_env_view *out, mr_error *err);
+/* One step of every instance of an environment whose actions are a box
+ * (pendulum): actions (n, dims) floats, each environment clipping its own
+ * bounds; mr_env_step is for discrete actions. */
+mr_status mr_env_step_box(mr_env *e, const float *actions, mr_error *err);
 /* Set energy frozen (1) or real (0); the mode sets the default. */
 mr_status mr_env_set_energy_frozen(mr_env *e, int frozen, mr_error *err);
 

@@ -62,6 +62,9 @@ void mr_config_follow_env(mr_config *c) {
     if (mr_env_spaces_of(&e, &sp, NULL) != MR_OK) return;   /* mr_config_validate names the fault */
     c->policy.obs_vector = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : 0;
     c->policy.critic_extra = sp.critic_extra;
+    /* a box of d floats: the actor's d means and d log-stds (the Gaussian head) */
+    c->policy.act_box = sp.act.kind == MR_SPACE_BOX ? sp.act.n : 0;
+    if (c->policy.act_box > 0) c->policy.num_actions = 2 * c->policy.act_box;
 }
 
 static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || v > hi; }
@@ -137,7 +140,7 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
         mr_config f = *c;
         mr_config_follow_env(&f);
         if (c->policy.num_actions != f.policy.num_actions || c->policy.obs_vector != f.policy.obs_vector ||
-            c->policy.critic_extra != f.policy.critic_extra)
+            c->policy.critic_extra != f.policy.critic_extra || c->policy.act_box != f.policy.act_box)
             return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d, obs_vector = %d, critic_extra = %d but env.name "
                            "= %s gives %d, %d, %d (the network follows the environment: call mr_config_follow_env)",
                            c->policy.num_actions, c->policy.obs_vector, c->policy.critic_extra,

@@ -92,7 +92,8 @@ static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, m
     mr_env_layout(&e->s, cfg, seed, &plan);
     e->state_bytes = plan.size;
     const size_t n = (size_t)cfg->num_envs;
-    const size_t total = plan.size + mr_arena_round(n) + mr_arena_round(sizeof(mr_env_log));
+    const size_t act = mr_arena_round(n * (size_t)e->s.act_bytes);   /* the actions' staging */
+    const size_t total = plan.size + act + mr_arena_round(sizeof(mr_env_log));
     mr_status s = mr_devmem_alloc(&e->mem, total, "the environment state", &e->block, err);
     if (s != MR_OK) {
         if (err && s == MR_ERR_NOMEM) {
@@ -118,7 +119,7 @@ static mr_status create_on(mr_env *e, const mr_env_config *cfg, uint64_t seed, m
     mr_arena dev = {(unsigned char *)e->block, plan.size, 0, 0};   /* carved only: nothing is touched */
     mr_env_layout(&e->s, cfg, seed, &dev);
     e->d_actions = (uint8_t *)e->block + plan.size;
-    e->d_log = (mr_env_log *)(e->d_actions + mr_arena_round(n));
+    e->d_log = (mr_env_log *)(e->d_actions + act);
     e->s.threads = e->threads > 0 ? e->threads : omp_get_num_procs();
     TRY(o->memset(e->block, 0, total, e->stream, err));
     TRY(o->env_clear_logs(&e->s, e->stream, err));
@@ -178,6 +179,9 @@ mr_status mr_env_reset(mr_env *e, mr_error *err) {
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
     if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
+    if (e->s.act_bytes != 1)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are floats (a box of %d): use mr_env_step_box",
+                       mr_env_name_of(e->cfg.name), e->s.act_bytes / 4);
     const int na = mr_env_num_actions(e->cfg.name);
     for (int i = 0; i < e->s.n; i++)
         if (actions[i] >= na)
@@ -189,6 +193,24 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     const uint8_t *a = actions;
     if (!o->host_memory) {
         TRY(o->copy(e->d_actions, actions, (size_t)e->s.n, MR_COPY_H2D, e->stream, err));
+        a = e->d_actions;
+    }
+    TRY(o->env_step_all(&e->s, a, e->stream, err));
+    return o->stream_sync(e->stream, err);
+}
+
+mr_status mr_env_step_box(mr_env *e, const float *actions, mr_error *err) {
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step_box: env is NULL");
+    if (e->s.act_bytes == 1)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_step_box: %s's actions are discrete: use mr_env_step",
+                       mr_env_name_of(e->cfg.name));
+    const size_t bytes = (size_t)e->s.n * (size_t)e->s.act_bytes;
+    if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step_box: actions is NULL (want %zu floats)", bytes / 4);
+    const mr_backend *o = e->be;
+    TRY(o->enter(0, e->threads, err));
+    const uint8_t *a = (const uint8_t *)actions;   /* each environment clips its own box */
+    if (!o->host_memory) {
+        TRY(o->copy(e->d_actions, actions, bytes, MR_COPY_H2D, e->stream, err));
         a = e->d_actions;
     }
     TRY(o->env_step_all(&e->s, a, e->stream, err));

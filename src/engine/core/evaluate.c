@@ -111,6 +111,14 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
                                       mr_error *err) {
     if (recs) memset(recs, 0, sizeof *recs);
     if (!t || !out) return mr_fail(err, MR_ERR_ARG, "mr_trainer_evaluate: trainer or out is NULL");
+    {   /* the protocol is the grid worlds': efficiency from two counters, deaths, survival */
+        mr_env_spaces sp;
+        if (mr_env_spaces_of(&t->cfg.env, &sp, err) != MR_OK) return MR_ERR_ARG;
+        if (sp.counters < 2 || sp.act.kind != MR_SPACE_DISCRETE)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s: moonrl eval's protocol (efficiency, deaths, survival) is "
+                           "the grid worlds' (foraging, reach) and this environment has no evaluation of its own yet; "
+                           "its training returns are in the run's metrics.jsonl", mr_env_name_of(t->cfg.env.name));
+    }
     mr_eval_config c;
     if (ec) c = *ec; else mr_eval_config_default(&c);
     mr_status ps;

@@ -49,7 +49,7 @@ typedef struct mr_trainer_dev {
     mr_opt_groups groups;
     float *adam_m, *adam_v;    /* one block: m then v */
     void *roll_block;
-    uint8_t *obs, *act, *done;                    /* (T,N,VV), (T,N), (T,N) */
+    uint8_t *obs, *act, *done;                    /* (T,N,VV), (T,N,AB), (T,N) */
     float *extra, *logp, *val, *rew, *adv, *ret, *diff;   /* (T,N[,2]) */
     float *last_value;                            /* (N) */
     float *step_logits, *step_value, *step_u, *step_extra;
@@ -95,7 +95,8 @@ struct mr_trainer {
     int proxy_obs;             /* 1 when the mode observes the proxy: the acting expansion (obs_codes.h) */
     int obs_update;            /* the training forward's expansion: proxy_obs, or MR_EXPAND_PROXY_UINT8 */
     int T, N, V, VV, NA;       /* rollout steps, envs, view, observation bytes (V*V cell codes, or
-                                * 4 per float of a vector), actions */
+                                * 4 per float of a vector), actions (the actor's outputs) */
+    int AB;                    /* bytes of one action: 1, or 4 x a box's floats (act_box) */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
     int reuse;                 /* one minibatch: the rollout's acts keep the first epoch's forward
                                 * (policy_act_keep / policy_forward_kept; the epoch's order is the
@@ -177,7 +178,7 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
 mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_trainer_plan *out, mr_error *err);
 /* Lays out the backend blocks (rollout, control blocks, staging) over
  * base pointers, or sizes them on a planning arena. */
-void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int M, size_t partial_doubles,
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int AB, int M, size_t partial_doubles,
                                mr_arena *a);
 void mr_trainer_layout_ctl(mr_trainer_dev *d, mr_arena *a);
 void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a);

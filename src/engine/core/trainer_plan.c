@@ -29,6 +29,7 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     /* bytes of one observation in the rollout: V*V cell codes, or a float vector */
     t->VV = cfg->policy.obs_vector > 0 ? 4 * cfg->policy.obs_vector : t->V * t->V;
     t->NA = mr_net_actions(&cfg->policy);
+    t->AB = cfg->policy.act_box > 0 ? 4 * cfg->policy.act_box : 1;
     t->B = t->T * t->N;
     t->M = t->B / cfg->ppo.minibatches;
     t->proxy_obs = mr_obs_expand_act(cfg->env.mode);
@@ -38,12 +39,12 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->device = cfg->cuda.device_index;
 }
 
-void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int M, size_t partial_doubles,
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int AB, int M, size_t partial_doubles,
                                mr_arena *a) {
-    const size_t B = (size_t)T * (size_t)N, n = (size_t)N, m = (size_t)M, vv = (size_t)VV;
+    const size_t B = (size_t)T * (size_t)N, n = (size_t)N, m = (size_t)M, vv = (size_t)VV, ab = (size_t)AB;
     d->obs = MR_TAKE(a, uint8_t, B * vv);
     d->extra = MR_TAKE(a, float, B * 2);
-    d->act = MR_TAKE(a, uint8_t, B);
+    d->act = MR_TAKE(a, uint8_t, B * ab);
     d->logp = MR_TAKE(a, float, B);
     d->val = MR_TAKE(a, float, B);
     d->rew = MR_TAKE(a, float, B);
@@ -54,11 +55,11 @@ void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, 
     d->last_value = MR_TAKE(a, float, n);
     d->step_logits = MR_TAKE(a, float, n * (size_t)NA);
     d->step_value = MR_TAKE(a, float, n);
-    d->step_u = MR_TAKE(a, float, n);
+    d->step_u = MR_TAKE(a, float, n * (ab > 1 ? ab / 4 : 1));   /* a uniform, or a box's normals */
     d->step_extra = MR_TAKE(a, float, n * 2);
     d->perm = MR_TAKE(a, int32_t, B);
     d->mb_obs = MR_TAKE(a, uint8_t, m * vv);
-    d->mb_act = MR_TAKE(a, uint8_t, m);
+    d->mb_act = MR_TAKE(a, uint8_t, m * ab);
     d->mb_extra = MR_TAKE(a, float, m * 2);
     d->mb_logp = MR_TAKE(a, float, m);
     d->mb_adv = MR_TAKE(a, float, m);
@@ -138,7 +139,7 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     out->partial_doubles = pd;
     mr_trainer_dev d;
     a = (mr_arena){NULL, 0, 0, 0};
-    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, t0.M, pd, &a);
+    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, t0.AB, t0.M, pd, &a);
     out->rollout_bytes = a.size;
     a = (mr_arena){NULL, 0, 0, 0};
     mr_trainer_layout_ctl(&d, &a);

@@ -366,6 +366,13 @@ static mr_status cpu_sample(int N, int na, const float *logits, const float *u, 
     return ok(err);
 }
 
+static mr_status cpu_sample_box(int N, int d, const float *logits, const float *eps, float *action, float *logp,
+                                void *stream, mr_error *err) {
+    (void)stream;
+    mr_sample_box(N, d, logits, eps, action, logp);
+    return ok(err);
+}
+
 static mr_status cpu_opt_begin(mr_optctl *c, void *stream, mr_error *err) {
     (void)stream;
     mr_opt_begin(c);
@@ -412,6 +419,29 @@ static mr_status cpu_normalize(float *x, int64_t n, double *partials, double *ou
     return ok(err);
 }
 
+/* The loss's coefficients from its control block, and its statistics back
+ * into it (a non-finite loss marks the optimizer step to skip). */
+static void loss_coefs(const mr_lossctl *l, mr_ppo_coefs *co) {
+    memset(co, 0, sizeof *co);
+    co->clip = l->h.clip;
+    co->ent_coef = l->h.ent_coef;
+    co->vf_coef = l->h.vf_coef;
+    co->ent_floor = l->h.ent_floor;
+    co->ent_floor_coef = l->h.ent_floor_coef;
+    co->value_max_of_means = l->h.value_max_of_means;
+    co->num_actions = l->h.num_actions;
+}
+static void loss_stats(mr_lossctl *l, mr_optctl *o, const mr_ppo_stats *st, int B) {
+    l->s.loss = st->loss;
+    l->s.policy_loss = st->policy_loss;
+    l->s.value_loss = st->value_loss;
+    l->s.entropy = st->entropy;
+    l->s.approx_kl = st->approx_kl;
+    l->s.clip_fraction = st->clip_fraction;
+    l->s.B = B;
+    if (!mr_finite_d(st->loss)) o->s.found_inf = 1;
+}
+
 static mr_status cpu_ppo_loss(int B, const float *logits, const float *value, const uint8_t *action,
                               const float *old_logp, const float *adv, const float *old_value, const float *target,
                               mr_lossctl *l, mr_optctl *o, double *partials, float *dlogits, float *dvalue,
@@ -419,24 +449,24 @@ static mr_status cpu_ppo_loss(int B, const float *logits, const float *value, co
     (void)partials;
     (void)stream;
     mr_ppo_coefs co;
-    memset(&co, 0, sizeof co);
-    co.clip = l->h.clip;
-    co.ent_coef = l->h.ent_coef;
-    co.vf_coef = l->h.vf_coef;
-    co.ent_floor = l->h.ent_floor;
-    co.ent_floor_coef = l->h.ent_floor_coef;
-    co.value_max_of_means = l->h.value_max_of_means;
-    co.num_actions = l->h.num_actions;
+    loss_coefs(l, &co);
     mr_ppo_stats st;
     mr_ppo_loss(B, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
-    l->s.loss = st.loss;
-    l->s.policy_loss = st.policy_loss;
-    l->s.value_loss = st.value_loss;
-    l->s.entropy = st.entropy;
-    l->s.approx_kl = st.approx_kl;
-    l->s.clip_fraction = st.clip_fraction;
-    l->s.B = B;
-    if (!mr_finite_d(st.loss)) o->s.found_inf = 1;
+    loss_stats(l, o, &st, B);
+    return ok(err);
+}
+
+static mr_status cpu_ppo_loss_box(int B, int d, const float *logits, const float *value, const float *action,
+                                  const float *old_logp, const float *adv, const float *old_value, const float *target,
+                                  mr_lossctl *l, mr_optctl *o, double *partials, float *dlogits, float *dvalue,
+                                  void *stream, mr_error *err) {
+    (void)partials;
+    (void)stream;
+    mr_ppo_coefs co;
+    loss_coefs(l, &co);
+    mr_ppo_stats st;
+    mr_ppo_loss_box(B, d, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
+    loss_stats(l, o, &st, B);
     return ok(err);
 }
 
@@ -556,11 +586,13 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .host_policy_free = cpu_host_policy_free,            \
         .gae = cpu_gae,                                      \
         .sample = cpu_sample,                                \
+        .sample_box = cpu_sample_box,                        \
         .opt_begin = cpu_opt_begin,                          \
         .opt_step = cpu_opt_step,                            \
         .mean_std = cpu_mean_std,                            \
         .normalize = cpu_normalize,                          \
         .ppo_loss = cpu_ppo_loss,                            \
+        .ppo_loss_box = cpu_ppo_loss_box,                    \
         .popart_update = cpu_popart,                         \
         .step_in = cpu_step_in,                              \
         .step_out = cpu_step_out,                            \

@@ -55,7 +55,7 @@ void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions) {
     #pragma omp parallel for schedule(static) num_threads(threads) if (n >= MR_ENV_CPU_PARALLEL_MIN_STEP)
     for (int i = 0; i < n; i++) {
         if (ahead && i + ahead < n) mr_env_prefetch_one(s, i + ahead, actions[i + ahead]);
-        mr_env_step_one(s, i, actions[i]);
+        mr_env_step_at(s, i, actions);
     }
 }
 

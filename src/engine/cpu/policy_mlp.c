@@ -5,6 +5,9 @@
  * parameter array either way:
  *   h_0 = obs (B, D);  h_{l+1} = tanh(mlp_l(h_l));  logits = actor(h_L)
  *   chid = tanh(critic(obs ++ extra));  value = vhead(chid)   (raw: PopArt outside)
+ * A box action (act_box = d) gets the Gaussian head: a row of logits is
+ * [actor(h_L) (d means), actor.log_std (d)], and the backward sums the rows'
+ * log-std gradients into actor.log_std in row order.
  * The products are nn.c's mr_linear_forward / backward: their bits do not
  * depend on the thread count. act runs MR_POLICY_BLOCK rows at a time in
  * the workspace; the training forward keeps every layer for the backward.
@@ -16,6 +19,7 @@
 
 static int widest(const mr_policy *p) {
     int w = p->critic_hidden > p->cin_dim ? p->critic_hidden : p->cin_dim;
+    w = p->num_actions > w ? p->num_actions : w;
     for (int l = 0; l <= p->num_mlp; l++) w = p->mlp[l] > w ? p->mlp[l] : w;
     return w;
 }
@@ -69,7 +73,16 @@ static void forward_rows(const mr_policy *p, const float *obs, const float *extr
         tanh_rows(acts[l], (size_t)B * p->mlp[l + 1]);
         h = acts[l];
     }
-    mr_linear_forward(logits, h, P + p->actor_w, P + p->actor_b, B, p->hidden, p->num_actions);
+    if (p->act_box > 0) {   /* [means, log-stds]: the means computed in place, spread from the right */
+        const int d = p->act_box;
+        mr_linear_forward(logits, h, P + p->actor_w, P + p->actor_b, B, p->hidden, d);
+        for (int b = B - 1; b >= 0; b--) {
+            for (int j = d - 1; j >= 0; j--) logits[(size_t)b * 2 * d + j] = logits[(size_t)b * d + j];
+            for (int j = 0; j < d; j++) logits[(size_t)b * 2 * d + d + j] = P[p->log_std + j];
+        }
+    } else {
+        mr_linear_forward(logits, h, P + p->actor_w, P + p->actor_b, B, p->hidden, p->num_actions);
+    }
     critic_input(p, obs, extra, B, cin);
     mr_linear_forward(chid, cin, P + p->critic_w, P + p->critic_b, B, p->cin_dim, p->critic_hidden);
     tanh_rows(chid, (size_t)B * p->critic_hidden);
@@ -115,9 +128,22 @@ int mr_policy_mlp_backward(mr_policy *p, const float *dlogits, const float *dval
     mr_linear_backward(NULL, G + p->critic_w, G + p->critic_b, p->dchid, p->cin, P + p->critic_w, B, p->cin_dim, CH);
     /* the actor, then the trunk from its last layer down */
     float *d = p->mlp_d0, *dn = p->mlp_d1;
+    const float *dout = dlogits;
+    int heads = p->num_actions;
+    if (p->act_box > 0) {   /* the means' rows into dn (free until the trunk), the log-stds' summed in order */
+        heads = p->act_box;
+        for (int j = 0; j < heads; j++) {
+            double g = 0.0;
+            for (int b = 0; b < B; b++) g += (double)dlogits[(size_t)b * 2 * heads + heads + j];
+            G[p->log_std + j] += (float)g;
+        }
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < heads; j++) dn[(size_t)b * heads + j] = dlogits[(size_t)b * 2 * heads + j];
+        dout = dn;
+    }
     memset(d, 0, sizeof(float) * (size_t)B * p->hidden);
-    mr_linear_backward(d, G + p->actor_w, G + p->actor_b, dlogits, p->mlp_act[L - 1], P + p->actor_w, B, p->hidden,
-                       p->num_actions);
+    mr_linear_backward(d, G + p->actor_w, G + p->actor_b, dout, p->mlp_act[L - 1], P + p->actor_w, B, p->hidden,
+                       heads);
     for (int l = L - 1; l >= 0; l--) {
         tanh_backward(d, p->mlp_act[l], (size_t)B * p->mlp[l + 1]);
         const float *in = l > 0 ? p->mlp_act[l - 1] : p->mlp_obs;

@@ -179,6 +179,17 @@ void mr_popart_update(mr_popart *p, const float *returns, size_t n, double beta_
 
 /* ---------------------------------------------------------------- PPO loss */
 
+/* The batch scalars a caller reads (st may be NULL). */
+static void stats_out(const mr_loss_stats *s, mr_ppo_stats *st) {
+    if (!st) return;
+    st->loss = s->loss;
+    st->policy_loss = s->policy_loss;
+    st->value_loss = s->value_loss;
+    st->entropy = s->entropy;
+    st->approx_kl = s->approx_kl;
+    st->clip_fraction = s->clip_fraction;
+}
+
 static void loss_fn(const void *cv, size_t lo, size_t hi, double *acc) {
     for (size_t i = lo; i < hi; i++) mr_loss_add_fn(cv, (int64_t)i, acc);
 }
@@ -200,17 +211,66 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
     mr_loss_stats s;
     reduce_blocks((size_t)B, MR_LOSS_NACC, loss_fn, &ctx, acc);
     mr_loss_finish(acc, B, &h, &s);
-    if (st) {
-        st->loss = s.loss;
-        st->policy_loss = s.policy_loss;
-        st->value_loss = s.value_loss;
-        st->entropy = s.entropy;
-        st->approx_kl = s.approx_kl;
-        st->clip_fraction = s.clip_fraction;
-    }
+    stats_out(&s, st);
     /* Pass 2: per-sample gradients of the scalar loss (each mean's 1/B included). */
     #pragma omp parallel for schedule(static) if (B >= 4096)
     for (int i = 0; i < B; i++) mr_loss_grad_at(&ctx, i, &h, &s, 1.0, dlogits, dvalue);
+}
+
+typedef struct box_ctx {
+    const float *logits, *value, *action, *old_logp, *adv, *old_value, *target;
+    double clip;
+    int d;
+} box_ctx;
+
+static void box_terms(const box_ctx *c, int64_t i, mr_loss_terms *t) {
+    const float *row = c->logits + i * 2 * c->d;
+    mr_gauss_loss_terms_at(MR_GAUSS_CLIP, row, row + c->d, NULL, NULL, c->d, c->action + i * c->d, c->old_logp[i],
+                           c->adv[i], c->value[i], c->old_value[i], c->target[i], c->clip, t);
+}
+
+static void box_loss_fn(const void *cv, size_t lo, size_t hi, double *acc) {
+    const box_ctx *c = cv;
+    for (size_t i = lo; i < hi; i++) {
+        mr_loss_terms t;
+        box_terms(c, (int64_t)i, &t);
+        mr_loss_add(&t, c->clip, acc);
+    }
+}
+
+void mr_ppo_loss_box(int B, int d, const float *logits, const float *value, const float *action,
+                     const float *old_logp, const float *adv, const float *old_value, const float *target,
+                     const mr_ppo_coefs *c, float *dlogits, float *dvalue, mr_ppo_stats *st) {
+    if (B <= 0) {
+        if (st) memset(st, 0, sizeof *st);
+        return;
+    }
+    mr_loss_hyper h;
+    mr_loss_hyper_set(&h, c);
+    const box_ctx ctx = {logits, value, action, old_logp, adv, old_value, target, c->clip, d};
+    double acc[MR_LOSS_NACC];
+    mr_loss_stats s;
+    reduce_blocks((size_t)B, MR_LOSS_NACC, box_loss_fn, &ctx, acc);
+    mr_loss_finish(acc, B, &h, &s);
+    stats_out(&s, st);
+    #pragma omp parallel for schedule(static) if (B >= 4096)
+    for (int i = 0; i < B; i++) {
+        mr_loss_terms t;
+        box_terms(&ctx, i, &t);
+        const float *row = logits + (size_t)i * 2 * d;
+        float *drow = dlogits + (size_t)i * 2 * d;
+        mr_gauss_grad_row(&t, row, row + d, d, action + (size_t)i * d, s.dL_dH, h.vf_coef, h.value_max_of_means != 0,
+                          s.unclipped_mean, 1.0 / (double)s.B, 1.0, drow, drow + d, &dvalue[i]);
+    }
+}
+
+void mr_sample_box(int N, int d, const float *logits, const float *eps, float *action, float *logp) {
+    #pragma omp parallel for schedule(static) if (N >= PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *row = logits + (size_t)i * 2 * d;
+        mr_gauss_sample(row, row + d, d, eps + (size_t)i * d, action + (size_t)i * d);
+        logp[i] = mr_gauss_log_prob(MR_GAUSS_CLIP, row, row + d, NULL, NULL, d, action + (size_t)i * d);
+    }
 }
 
 void mr_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "ppo_loss_math.h"   /* the elements; MR_ADV_EPS, MR_POPART_MIN_STD, MR_CLIP_EPS */
+#include "gauss_math.h"      /* the Gaussian head of a box action */
 
 #define MR_PPO_BLOCK 2048       /* elements per partial sum of a reduction */
 
@@ -112,6 +113,17 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
  * logits (N,na), u (N) uniform in [0,1); action, logp (N). */
 void mr_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,
                        float *logp);
+
+/* The Gaussian head of a box of d floats (gauss_math.h, clip mode: the
+ * environment clips): logits (B, 2d) rows [mean, log_std], actions (B, d)
+ * the samples as drawn. The loss is mr_ppo_loss's with the Gaussian's
+ * log-probability and entropy; dlogits (B, 2d) = [dmean, dlog_std] per row
+ * (the network sums the log-std rows into its parameter). */
+void mr_ppo_loss_box(int B, int d, const float *logits, const float *value, const float *action,
+                     const float *old_logp, const float *adv, const float *old_value, const float *target,
+                     const mr_ppo_coefs *c, float *dlogits, float *dvalue, mr_ppo_stats *st);
+/* action = mean + exp(log_std) eps, logp its log-probability; eps (N, d). */
+void mr_sample_box(int N, int d, const float *logits, const float *eps, float *action, float *logp);
 
 /* ------------------------------------------------------ gradients and Adam */
 /* sqrt(sum g^2), deterministic. */

@@ -42,7 +42,7 @@
 #include <string.h>
 #endif
 #include "rng.h"
-#include "env_state.h"   /* the environment's state as the engine holds it (below) */
+#include "classic_state.h"   /* the state as the engine holds it (below) */
 
 
 #define MR_CARTPOLE_OBS 4               /* x, x_dot, theta, theta_dot */
@@ -109,12 +109,9 @@ MR_HD void mr_cartpole_obs(const double s[4], float *o) {
  * the end flags, steps, tick (counted, unused by the rules), the logs (no
  * counters). An episode truncates at env.max_episode_steps when that is
  * below 500, else at 500 (CartPole-v1's TimeLimit). */
-typedef struct mr_cartpole {
-    double *state;                  /* (n, 4) x, x_dot, theta, theta_dot */
-    uint32_t *resets;               /* (n) */
-} mr_cartpole;
+typedef mr_classic mr_cartpole;   /* classic_state.h: the state (n, 4) doubles, the resets */
 
-MR_HD mr_cartpole *mr_cartpole_of(const mr_env_state *s) { return (mr_cartpole *)(void *)s->own.bytes; }
+MR_HD mr_cartpole *mr_cartpole_of(const mr_env_state *s) { return mr_classic_of(s); }
 
 MR_HD int mr_cartpole_limit(const mr_env_state *s) {
     return s->max_steps > 0 && s->max_steps < MR_CARTPOLE_MAX_STEPS ? s->max_steps : MR_CARTPOLE_MAX_STEPS;
@@ -125,17 +122,13 @@ MR_HD void mr_cartpole_start(const mr_env_state *s, int i) {
     const mr_cartpole *c = mr_cartpole_of(s);
     double *st = c->state + (size_t)i * 4;
     mr_cartpole_reset_state(st, s->seed, mr_env_key(s, i), c->resets[i]);
-    c->resets[i] += 1;
-    s->steps[i] = 0;
-    s->ep_return[i] = 0.0f;
+    mr_classic_started(s, i);
     mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);
 }
 
 MR_HD void mr_cartpole_reset_full(const mr_env_state *s, int i) {
     mr_cartpole_start(s, i);
-    s->reward[i] = 0.0f;
-    s->terminated[i] = 0;
-    s->truncated[i] = 0;
+    mr_classic_fresh(s, i);
 }
 
 /* One step of instance i; an ended episode restarts at once (the
@@ -165,25 +158,9 @@ static inline void mr_cartpole_spaces(const mr_env_config *cfg, mr_env_spaces *o
     o->act.n = MR_CARTPOLE_ACTIONS;
 }
 
-static inline void mr_cartpole_layout(mr_env_state *s, mr_arena *a) {
-    mr_cartpole *c = mr_cartpole_of(s);
-    c->state = MR_TAKE(a, double, (size_t)s->n * 4);
-    c->resets = MR_TAKE(a, uint32_t, s->n);
-}
-
+static inline void mr_cartpole_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 4, a); }
 static inline int mr_cartpole_sections(const mr_env_state *s, mr_env_section *o) {
-    const mr_cartpole *c = mr_cartpole_of(s);
-    const size_t n = (size_t)s->n;
-    int k = 0;
-#define MR_SEC_(nm, p, b) (o[k].name = (nm), o[k].data = (void *)(p), o[k].bytes = (b), k++)
-    MR_SEC_("env.state", c->state, n * 4 * sizeof(double));
-    MR_SEC_("env.resets", c->resets, n * sizeof(uint32_t));
-    MR_SEC_("env.steps", s->steps, n * sizeof(int32_t));
-    MR_SEC_("env.tick", s->tick, n * sizeof(uint32_t));
-    MR_SEC_("env.obs", s->obs_f, n * 4 * sizeof(float));
-    MR_SEC_("env.ep_return", s->ep_return, n * sizeof(float));
-#undef MR_SEC_
-    return k;
+    return mr_classic_sections(s, 4, o);
 }
 #endif
 

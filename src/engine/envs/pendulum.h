@@ -36,8 +36,11 @@
 #define MR_PENDULUM_H
 #include <math.h>
 #include <stdint.h>
+#if !defined(__CUDA_ARCH__)
+#include <string.h>
+#endif
 #include "rng.h"
-
+#include "classic_state.h"   /* the state as the engine holds it (below) */
 
 #define MR_PENDULUM_OBS 3               /* cos th, sin th, thdot */
 #define MR_PENDULUM_ACT_DIM 1           /* box: one torque */
@@ -101,5 +104,67 @@ MR_HD void mr_pendulum_obs(const double s[2], float *o) {
     o[1] = (float)sin(s[0]);
     o[2] = (float)s[1];
 }
+
+/* ----------------------------------------------- in the engine (registry.h) */
+
+/* Pendulum's own part of the state (mr_env_state.own): the double state
+ * (th, thdot) of each instance and its full resets. The interface holds the
+ * rest: obs (n, 3) floats, reward -cost, steps, tick, the logs. It never
+ * terminates; an episode truncates at env.max_episode_steps when that is
+ * below 200, else at 200 (Pendulum-v1's TimeLimit). Actions are one float
+ * per instance (a box of 1, clipped to [-2, 2] by the step). */
+typedef mr_classic mr_pendulum;   /* classic_state.h: the state (n, 2) doubles, the resets */
+
+MR_HD mr_pendulum *mr_pendulum_of(const mr_env_state *s) { return mr_classic_of(s); }
+
+MR_HD int mr_pendulum_limit(const mr_env_state *s) {
+    return s->max_steps > 0 && s->max_steps < MR_PENDULUM_MAX_STEPS ? s->max_steps : MR_PENDULUM_MAX_STEPS;
+}
+
+MR_HD void mr_pendulum_start(const mr_env_state *s, int i) {
+    const mr_pendulum *p = mr_pendulum_of(s);
+    double *st = p->state + (size_t)i * 2;
+    mr_pendulum_reset_state(st, s->seed, mr_env_key(s, i), p->resets[i]);
+    mr_classic_started(s, i);
+    mr_pendulum_obs(st, s->obs_f + (size_t)i * 3);
+}
+
+MR_HD void mr_pendulum_reset_full(const mr_env_state *s, int i) {
+    mr_pendulum_start(s, i);
+    mr_classic_fresh(s, i);
+}
+
+/* One step of instance i with torque *u; a truncated episode restarts at once. */
+MR_HD void mr_pendulum_step(const mr_env_state *s, int i, const float *u) {
+    const mr_pendulum *p = mr_pendulum_of(s);
+    double *st = p->state + (size_t)i * 2;
+    const float r = mr_pendulum_step_state(st, *u);
+    const int steps = s->steps[i] + 1;
+    s->tick[i] += 1;
+    if (mr_env_record_step(s, i, r, 0, steps >= mr_pendulum_limit(s), steps, NULL, 0))
+        mr_pendulum_start(s, i);
+    else
+        mr_pendulum_obs(st, s->obs_f + (size_t)i * 3);
+}
+
+#if !defined(__CUDACC__)
+/* What pendulum declares: 3 floats, a box of one torque in [-2, 2], no
+ * privileged critic inputs, no counters. Host code. */
+static inline void mr_pendulum_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
+    (void)cfg;
+    memset(o, 0, sizeof *o);
+    o->obs.kind = MR_SPACE_VECTOR;
+    o->obs.shape[0] = MR_PENDULUM_OBS;
+    o->act.kind = MR_SPACE_BOX;
+    o->act.n = MR_PENDULUM_ACT_DIM;
+    o->act.low[0] = MR_PENDULUM_ACT_LOW;
+    o->act.high[0] = MR_PENDULUM_ACT_HIGH;
+}
+
+static inline void mr_pendulum_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 2, a); }
+static inline int mr_pendulum_sections(const mr_env_state *s, mr_env_section *o) {
+    return mr_classic_sections(s, 2, o);
+}
+#endif
 
 #endif /* MR_PENDULUM_H */

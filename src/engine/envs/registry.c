@@ -14,6 +14,7 @@
 /* each environment's own part fits mr_env_state.own */
 _Static_assert(sizeof(mr_forage) <= MR_ENV_OWN_BYTES, "foraging's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_cartpole) <= MR_ENV_OWN_BYTES, "cartpole's state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(sizeof(mr_pendulum) <= MR_ENV_OWN_BYTES, "pendulum's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(MR_ENV_EXTRA_STRIDE == 2, "the trainer's extra rows are net_layout.h's MR_POLICY_EXTRA wide");
 
 static const struct {
@@ -25,6 +26,8 @@ static const struct {
                       "empty goal pit"},
     [MR_ENV_CARTPOLE] = {"cartpole", "balance the pole: Gymnasium's CartPole-v1 (envs/cartpole.h; 4 floats, 2 actions)",
                          ""},
+    [MR_ENV_PENDULUM] = {"pendulum", "swing up and hold: Gymnasium's Pendulum-v1 (envs/pendulum.h; 3 floats, a torque "
+                         "in [-2, 2])", ""},
 };
 
 const char *mr_env_name_of(int name) { return name >= 0 && name < MR_ENV_COUNT ? ENVS[name].name : NULL; }
@@ -52,6 +55,7 @@ mr_status mr_env_spaces_of(const mr_env_config *cfg, mr_env_spaces *out, mr_erro
     case MR_ENV_FORAGING: mr_forage_spaces(cfg, out); break;
     case MR_ENV_REACH: mr_reach_spaces(cfg, out); break;
     case MR_ENV_CARTPOLE: mr_cartpole_spaces(cfg, out); break;
+    case MR_ENV_PENDULUM: mr_pendulum_spaces(cfg, out); break;
     default:
         return mr_fail(err, MR_ERR_ARG, "env.name = %d: not an environment of this build (0 .. %d)", (int)cfg->name,
                        MR_ENV_COUNT - 1);
@@ -80,6 +84,7 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     mr_error err;
     if (mr_env_spaces_of(cfg, &sp, &err) != MR_OK) memset(&sp, 0, sizeof sp);   /* checked before */
     s->critic_extra = sp.critic_extra;
+    s->act_bytes = sp.act.kind == MR_SPACE_BOX ? 4 * sp.act.n : 1;
     s->obs_size = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : sp.obs.shape[1] * sp.obs.shape[2] *
                   (sp.obs.kind == MR_SPACE_CODES ? 1 : sp.obs.shape[0]);
     if (sp.obs.kind == MR_SPACE_CODES) s->obs = MR_TAKE(a, uint8_t, (size_t)n * s->obs_size);
@@ -93,6 +98,7 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     s->log = MR_TAKE(a, mr_env_log, n);
     switch (cfg->name) {
     case MR_ENV_CARTPOLE: mr_cartpole_layout(s, a); break;
+    case MR_ENV_PENDULUM: mr_pendulum_layout(s, a); break;
     default: mr_forage_layout(s, cfg, a); break;   /* foraging, reach */
     }
 }
@@ -100,6 +106,7 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
 int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
     switch (s->kind) {
     case MR_ENV_CARTPOLE: return mr_cartpole_sections(s, out);
+    case MR_ENV_PENDULUM: return mr_pendulum_sections(s, out);
     default: return mr_forage_sections(s, out);   /* foraging, reach */
     }
 }
@@ -110,7 +117,7 @@ void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
 
 int mr_env_set_param(mr_env_state *s, const char *name, int value) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: return -1;
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: return -1;
     default:   /* foraging, reach */
         if (strcmp(name, "energy_frozen") != 0) return -1;
         mr_forage_of(s)->energy_frozen = value;

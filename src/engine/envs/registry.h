@@ -19,11 +19,13 @@
 #include "foraging.h"
 #include "reach.h"
 #include "cartpole.h"
+#include "pendulum.h"
 
 MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_reset_full(s, i); break;
     case MR_ENV_CARTPOLE: mr_cartpole_reset_full(s, i); break;
+    case MR_ENV_PENDULUM: mr_pendulum_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
@@ -36,10 +38,21 @@ MR_HD void mr_env_step_one(const mr_env_state *s, int i, int action) {
     }
 }
 
+/* Instance i's step with its action, read from the (n, act_bytes) actions:
+ * a byte for a discrete action, floats for a box. */
+MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) {
+    switch (s->kind) {
+    case MR_ENV_PENDULUM:
+        mr_pendulum_step(s, i, (const float *)(const void *)(actions + (size_t)i * (size_t)s->act_bytes));
+        break;
+    default: mr_env_step_one(s, i, actions[i]); break;
+    }
+}
+
 /* Instance i's privileged critic inputs into extra (its critic_extra floats). */
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: (void)extra; break;              /* none */
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: (void)extra; break;   /* none */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }
 }

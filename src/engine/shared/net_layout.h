@@ -29,7 +29,11 @@
  *   logits = actor(feat)
  *   value  = vhead(tanh(critic(obs ++ extra)))     the critic's own layer, as
  *            CleanRL's and SB3's separate value networks
- * (parameter names mlp0.w, mlp0.b, ..., actor.*, critic.*, value.*). */
+ * (parameter names mlp0.w, mlp0.b, ..., actor.*, critic.*, value.*). A box
+ * action of d floats (act_box) gets the Gaussian head: actor gives the d
+ * means, actor.log_std (d, state-independent) the log-stds, and a row of
+ * "logits" is [mean (d), log_std (d)] (shared/gauss_math.h, clip mode: the
+ * environment clips the sample to its bounds). */
 enum { MR_TRUNK_CONV = 0, MR_TRUNK_MLP = 1 };
 #define MR_POLICY_EXTRA 2            /* extra critic inputs: food, poison counts */
 
@@ -64,6 +68,8 @@ typedef struct mr_tensor_info {
     size_t value_w_offset, value_b_offset;             /* PopArt rescales these */   \
     /* the MLP trunk (trunk = MR_TRUNK_MLP; the conv fields are unused) */            \
     int obs_dim, extra_dim;    /* the vector's length; the critic's privileged inputs */ \
+    int act_box;               /* a box action's floats (num_actions = 2 x), 0 = discrete */ \
+    size_t log_std;            /* offset of actor.log_std (act_box > 0) */            \
     int num_mlp;                                                                      \
     int mlp[MR_MAX_MLP + 1];   /* mlp[0] = obs_dim, mlp[l+1] = layer l's width */     \
     size_t mlp_w[MR_MAX_MLP], mlp_b[MR_MAX_MLP];       /* offsets */
@@ -83,6 +89,16 @@ static inline void mr_net_add_tensor_(mr_net_layout *p, size_t *off, const char 
     t->offset = *off;
     t->count = n;
     *off += n;
+}
+
+/* The value group, from offset off on: the critic's layer over cin_dim
+ * inputs, the value head; then the parameter count. */
+static inline void mr_net_add_critic_(mr_net_layout *p, size_t off) {
+    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
+    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
+    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
+    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
+    p->n_params = off;
 }
 
 /* The actor's output count for cfg: its num_actions (the environment's),
@@ -118,14 +134,16 @@ static inline void mr_net_layout_init_mlp(mr_net_layout *p, const mr_policy_conf
         p->mlp_b[l] = off;
         mr_net_add_tensor_(p, &off, nm, 1, p->mlp[l + 1], 0, 0, 0);
     }
-    p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, p->num_actions, p->hidden, 0, 0);
-    p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, p->num_actions, 0, 0, 0);
+    p->act_box = cfg->act_box > 0 ? cfg->act_box : 0;
+    const int heads = p->act_box > 0 ? p->act_box : p->num_actions;   /* the actor's outputs */
+    p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, heads, p->hidden, 0, 0);
+    p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, heads, 0, 0, 0);
+    if (p->act_box > 0) {   /* log-stds start at 0 (std 1), as a bias does */
+        p->log_std = off;
+        mr_net_add_tensor_(p, &off, "actor.log_std", 1, p->act_box, 0, 0, 0);
+    }
     p->n_policy = off;
-    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
-    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
-    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
-    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
-    p->n_params = off;
+    mr_net_add_critic_(p, off);
 }
 
 /* Every shape and offset from cfg: the MLP trunk for a vector observation
@@ -167,11 +185,7 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     p->actor_w = off;  mr_net_add_tensor_(p, &off, "actor.w", 2, p->num_actions, p->hidden, 0, 0);
     p->actor_b = off;  mr_net_add_tensor_(p, &off, "actor.b", 1, p->num_actions, 0, 0, 0);
     p->n_policy = off;
-    p->critic_w = off; mr_net_add_tensor_(p, &off, "critic.w", 2, p->critic_hidden, p->cin_dim, 0, 0);
-    p->critic_b = off; mr_net_add_tensor_(p, &off, "critic.b", 1, p->critic_hidden, 0, 0, 0);
-    p->value_w_offset = off; mr_net_add_tensor_(p, &off, "value.w", 2, 1, p->critic_hidden, 0, 0);
-    p->value_b_offset = off; mr_net_add_tensor_(p, &off, "value.b", 1, 1, 0, 0, 0);
-    p->n_params = off;
+    mr_net_add_critic_(p, off);
 }
 
 /* Whether this network trains an environment that declares `sp` (moonrl.h,
@@ -205,9 +219,24 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %d x %d x %d cell codes: this "
                        "build's policy takes %d channels of a square view (%d x V x V)", env, sp->obs.shape[0],
                        sp->obs.shape[1], sp->obs.shape[2], MR_NET_OBS_CHANNELS, MR_NET_OBS_CHANNELS);
+    if (sp->act.kind == MR_SPACE_BOX) {   /* the Gaussian head, on the MLP trunk */
+        if (sp->obs.kind != MR_SPACE_VECTOR)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a box action with a %s observation: this build's "
+                           "Gaussian head is the MLP trunk's (a vector observation)", env, kinds[sp->obs.kind]);
+        if (sp->act.n < 1 || 2 * sp->act.n > MR_MAX_ACTIONS)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a box of %d floats: the Gaussian head takes 1 .. %d",
+                           env, sp->act.n, MR_MAX_ACTIONS / 2);
+        for (int j = 0; j < sp->act.n; j++)
+            if (!(sp->act.low[j] < sp->act.high[j]) || sp->act.low[j] != sp->act.low[j] ||
+                sp->act.high[j] - sp->act.low[j] > 3e38f)
+                return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a box whose component %d has bounds [%g, %g]: "
+                               "each needs finite low < high", env, j, (double)sp->act.low[j], (double)sp->act.high[j]);
+        return MR_OK;
+    }
     if (sp->act.kind != MR_SPACE_DISCRETE)
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a %s action of %d components: this build's policy "
-                       "has a categorical head only (discrete actions)", env, kinds[sp->act.kind], sp->act.n);
+                       "has a categorical head (discrete actions) and a Gaussian one (a box)", env,
+                       kinds[sp->act.kind], sp->act.n);
     if (sp->act.n < 2 || sp->act.n > MR_MAX_ACTIONS)
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d actions: the policy's categorical head takes "
                        "2 .. %d", env, sp->act.n, MR_MAX_ACTIONS);

@@ -31,6 +31,7 @@
 #include "env_state.h"       /* mr_env_state, mr_env_log, rng.h */
 #include "ppo_math.h"        /* mr_optctl, mr_opt_groups, mr_finite_d */
 #include "ppo_loss_math.h"   /* mr_lossctl, mr_popart_ctl, chunk sizes */
+#include "gauss_math.h"      /* a box action's normal draws */
 
 #define MR_TC_NSTATS 8   /* averaged per optimizer step, in this order: */
 enum {
@@ -60,10 +61,18 @@ typedef struct mr_tc_metrics {
 /* ------------------------------------------------------------ step in/out */
 
 /* Environment i before acting: when u is not NULL, the action uniform at
- * this environment's tick (the CPU trainer's key). The critic's inputs are
- * the environment's (registry.h, mr_env_critic_extra_one). */
+ * this environment's tick (the CPU trainer's key), or for a box of d
+ * floats the d standard normals u[i*d ..] (gauss_math.h's Box-Muller on the
+ * same key). The critic's inputs are the environment's (registry.h,
+ * mr_env_critic_extra_one). */
 MR_HD void mr_tc_step_in(const mr_env_state *s, int i, uint64_t seed, float *u) {
-    if (u) u[i] = mr_rng_uniform(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0);
+    if (!u) return;
+    if (s->act_bytes > 1) {
+        const int d = s->act_bytes / 4;
+        mr_gauss_normals(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0, d, u + (size_t)i * d);
+    } else {
+        u[i] = mr_rng_uniform(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0);
+    }
 }
 
 /* PopArt's statistics as the CPU trainer rounds them: value = pm + ps * raw
@@ -97,6 +106,7 @@ MR_HD void mr_tc_step_out(const mr_env_state *s, int i, float pm, float ps, cons
 typedef struct mr_tc_gather_args {
     const int32_t *idx;          /* (M) rollout rows, in [0, B) */
     int M, VV;
+    int AB;                      /* bytes of an action: 1 (discrete; 0 reads as 1) or 4 x a box's floats */
     const uint8_t *obs, *act;    /* rollout */
     const float *extra, *logp, *val, *adv, *ret;
     uint8_t *mb_obs, *mb_act;    /* minibatch */
@@ -115,7 +125,8 @@ MR_HD void mr_tc_gather_row(const mr_tc_gather_args *g, int k, float mean, float
     const int64_t s = g->idx[k];
     g->mb_extra[2 * k] = g->extra[2 * s];
     g->mb_extra[2 * k + 1] = g->extra[2 * s + 1];
-    g->mb_act[k] = g->act[s];
+    const int ab = g->AB > 1 ? g->AB : 1;
+    for (int b = 0; b < ab; b++) g->mb_act[(int64_t)k * ab + b] = g->act[s * ab + b];
     g->mb_logp[k] = g->logp[s];
     g->mb_adv[k] = g->adv[s];
     g->mb_oldv[k] = (g->val[s] - mean) * inv_std;

@@ -114,8 +114,9 @@ function Console.format(m, cfg, state)
   local ret, eff = num(m.episode_return_mean), num(m.efficiency)
   parts[#parts + 1] = "return " .. ((have_episodes and ret) and string.format("%.2f", ret) or "-")
   -- efficiency is the first two counters' (food / (food + poison)): only where the environment counts two
-  if state.counters == nil then
-    local ok, sp = pcall(require("moonrl.engine").env_spaces, cfg.env and cfg.env.name or "foraging")
+  if state.counters == nil then   -- without the engine (a sink alone), as foraging
+    local name = cfg.env and cfg.env.name or "foraging"
+    local ok, sp = pcall(function() return require("moonrl.engine").env_spaces(name) end)
     state.counters = ok and sp and #sp.counters or 2
   end
   if state.counters >= 2 then
