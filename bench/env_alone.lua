@@ -1,9 +1,10 @@
 -- bench/env_alone.lua - the environment-alone row (moonrl.bench.env) for any
--- registered environment: agent-steps/s with uniformly random actions over
--- its action count (drawn before timing, cycled through 16 batches), after
--- 10 warm-up steps; the median of the repetitions, with the spread.
+-- registered environment: agent-steps/s with uniformly random actions (over
+-- its action count or its box's bounds; drawn before timing, cycled through
+-- 16 batches), after 10 warm-up steps; the median of the repetitions, with
+-- the spread.
 --
---   moonrl run bench/env_alone.lua [--env foraging|reach|cartpole] [--envs 4096] [--reps 5]
+--   moonrl run bench/env_alone.lua [--env foraging|reach|cartpole|pendulum] [--envs 4096] [--reps 5]
 --                                  [--steps 100] [--threads 0] [--device cpu|cuda|auto] [--json]
 --
 -- `moonrl bench env` measures the same row for foraging; `moonrl bench

@@ -39,7 +39,7 @@ describe("the cartpole benchmarks", function()
   it("bench/env_alone.lua refuses a bad command line with a message naming what is accepted", function()
     if not support.have_bin then return pending("no binary at " .. support.BIN .. " (build it: make build)") end
     local cases = {
-      { "--env nope", "--env = nope: accepted foraging, reach, cartpole" },
+      { "--env nope", "--env = nope: accepted foraging, reach, cartpole, pendulum" },
       { "--env", "option --env needs a value (NAME)" },
       { "--envs 0", "--envs = 0: accepted an integer >= 1" },
       { "--reps x", "--reps = x: accepted an integer >= 1" },
@@ -58,7 +58,7 @@ describe("the cartpole benchmarks", function()
 
   it("bench/env_alone.lua measures each registered environment alone", function()
     if not support.have_bin then return pending("no binary at " .. support.BIN .. " (build it: make build)") end
-    for _, env in ipairs({ "cartpole", "foraging", "reach" }) do
+    for _, env in ipairs({ "cartpole", "foraging", "reach", "pendulum" }) do
       local rc, out, err = support.moonrl("run " .. ENV_ALONE .. " --env " .. env ..
         " --envs 64 --reps 2 --steps 10 --threads 1 --device cpu --json", dir)
       assert.are.equal(0, rc, out .. err)

@@ -153,8 +153,8 @@ function bench.check_env(name)
 end
 
 -- Environment alone: agent-steps/s with observations written. o.env: which
--- environment (default foraging); uniformly random actions over its action
--- count, drawn before timing and cycled through 16 batches.
+-- environment (default foraging); uniformly random actions (over its action
+-- count, or a box's bounds), drawn before timing and cycled through 16 batches.
 function bench.env(o)
   local name = bench.check_env(o.env or "foraging")
   local c = make_config(o)
@@ -165,10 +165,23 @@ function bench.env(o)
   local env = ffi.new("mr_env*[1]")
   check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
   local n, steps = o.envs, o.env_steps
-  local na = tonumber(C.mr_env_num_actions(ec.name))
-  local actions = ffi.new("uint8_t[?]", n * 16)
-  for i = 0, n * 16 - 1 do actions[i] = math.random(0, na - 1) end
-  for k = 0, 9 do check(C.mr_env_step(env[0], actions + (k % 16) * n, err), err, "env step") end
+  local act = spaces.action
+  local actions, step, per = nil, C.mr_env_step, n   -- per: an instance-step's actions, a batch's elements
+  if act.kind == "box" then
+    -- floats uniform in each dimension's [low, high], stepped by mr_env_step_box
+    local dims = #act.low
+    per, step = n * dims, C.mr_env_step_box
+    actions = ffi.new("float[?]", per * 16)
+    for i = 0, per * 16 - 1 do
+      local d = i % dims + 1
+      actions[i] = act.low[d] + math.random() * (act.high[d] - act.low[d])
+    end
+  else
+    local na = tonumber(C.mr_env_num_actions(ec.name))
+    actions = ffi.new("uint8_t[?]", n * 16)
+    for i = 0, n * 16 - 1 do actions[i] = math.random(0, na - 1) end
+  end
+  for k = 0, 9 do check(step(env[0], actions + (k % 16) * per, err), err, "env step") end
   -- On a GPU a step is only queued: each repetition ends by reading the
   -- state back, which waits for every queued step.
   -- an observation's bytes: a vector's floats, else the grid worlds' (2r+1)^2 cell codes
@@ -183,7 +196,7 @@ function bench.env(o)
   local rates = {}
   for _ = 1, o.reps do
     local t0 = now()
-    for k = 0, steps - 1 do C.mr_env_step(env[0], actions + (k % 16) * n, err) end
+    for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
     check(C.mr_env_read(env[0], view, err), err, "env read")
     rates[#rates + 1] = n * steps / (now() - t0)
   end
