@@ -23,6 +23,15 @@
 -- faster of the two: the peer's best setting. The table and the JSON name
 -- the torch and Python versions and whether compile ran.
 --
+-- The cartpole row (--rows cartpole) compares moonrl's cartpole environment
+-- alone (bench/env_alone.lua, on the cpu) with Gymnasium's own CartPole-v1
+-- (bench/reference/cartpole_env.py): CartPoleVectorEnv, the dynamics
+-- vectorised in NumPy, at the same instances and steps (the ratio), and
+-- SyncVectorEnv of gymnasium.make("CartPole-v1") at the same instances and
+-- fewer steps (a Python loop over the instances, beside it). Its peer is the
+-- first interpreter that imports Gymnasium (build/venv-bench's: make bench
+-- installs it; else build/venv's, make test's), not PyTorch.
+--
 -- What this is not: a statistics package. Three to five alternating pairs on
 -- a shared machine give a median and its spread, nothing more.
 
@@ -35,12 +44,15 @@ local compare = {}
 -- instances; the small net at 64 x 64 (a CPU-sized batch); the reference net
 -- at the reference 192 x 128 (about 40 s an update per side on 2 cores, so
 -- only on request: --rows ref, make bench-full). --envs / --rollout override.
+-- cartpole: moonrl's cartpole environment alone against Gymnasium's at 4096 instances, 100
+-- steps a repetition (SyncVectorEnv: 20 steps, its Python loop steps 60-80 k instances a second).
 compare.ROWS = {
   env = { envs = 4096, gpu = { envs = 65536 } },
   small = { envs = 64, rollout = 64, gpu = { envs = 192, rollout = 128 } },
   ref = { envs = 192, rollout = 128 },
+  cartpole = { envs = 4096, steps = 100, sync_steps = 20 },
 }
-compare.ROW_ORDER = { "env", "small", "ref" }
+compare.ROW_ORDER = { "env", "small", "ref", "cartpole" }
 compare.DEFAULT_ROWS = { "env", "small" }
 -- bench/reference/launch.py's --allocator choices (auto: tcmalloc if installed, else glibc-tuned)
 compare.ALLOCATORS = { "auto", "tcmalloc", "jemalloc", "glibc-tuned", "system" }
@@ -77,6 +89,32 @@ function compare.python()
       if f then f:close() end
       local tv, pv, c = out:match("moonrl%-probe (%S+) (%S+) (%d)")
       if tv then return { path = p, torch = tv, python = pv, compile = c == "1" } end
+    end
+  end
+  return nil
+end
+
+-- The first interpreter that imports Gymnasium's CartPoleVectorEnv (the cartpole row's peer):
+-- { path, gymnasium, numpy, python }; nil where none does. build/venv-bench's first (make bench
+-- installs Gymnasium there), then build/venv's (make test's), then the system's.
+local GYM_PROBE = [[import sys, numpy, gymnasium; ]] ..
+  [[from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv; ]] ..
+  [[print("moonrl-probe", gymnasium.__version__, numpy.__version__, "%d.%d.%d" % sys.version_info[:3])]]
+function compare.gym_python()
+  local list = compare.pythons()
+  local exe_dir = (uv.exepath() or ""):match("^(.*)/[^/]*$")
+  local ok, h = pcall(home)
+  local venvs = { exe_dir and exe_dir .. "/venv/bin/python" or nil, ok and h and h .. "/build/venv/bin/python" or nil }
+  for i = #venvs, 1, -1 do table.insert(list, #list - 1, venvs[i]) end   -- before the system's two
+  local seen = {}
+  for _, p in ipairs(list) do
+    if not seen[p] and (not p:find("/", 1, true) or io.open(p, "rb")) then
+      seen[p] = true
+      local f = io.popen(string.format("%q -c %q 2>/dev/null", p, GYM_PROBE))
+      local out = f and f:read("*a") or ""
+      if f then f:close() end
+      local gv, nv, pv = out:match("moonrl%-probe (%S+) (%S+) (%S+)")
+      if gv then return { path = p, gymnasium = gv, numpy = nv, python = pv } end
     end
   end
   return nil
@@ -131,6 +169,55 @@ function compare.commands(o, row, py, mprec, rprec, compiled)
       threads_of(o), rprec, compiled and " --compile" or "",
       alloc .. (o.ref_layout and " --layout " .. o.ref_layout or "")),
     envs, rollout
+end
+
+-- The cartpole row's three commands: moonrl's environment alone (on the cpu), Gymnasium's
+-- CartPoleVectorEnv and its SyncVectorEnv, each printing a JSON line.
+function compare.cartpole_commands(o, py)
+  local d = compare.ROWS.cartpole
+  local envs = o.envs or d.envs
+  return string.format("%s run %s/bench/env_alone.lua --json --env cartpole --reps 3 --envs %d --steps %d " ..
+      "--threads %d --device cpu", uv.exepath(), home(), envs, d.steps, o.threads),
+    string.format("%s %s/bench/reference/cartpole_env.py --impl vector --num-envs %d --steps %d --reps 3",
+      py, home(), envs, d.steps),
+    string.format("%s %s/bench/reference/cartpole_env.py --impl sync --num-envs %d --steps %d --reps 3",
+      py, home(), envs, d.sync_steps),
+    envs
+end
+
+-- The cartpole row: R alternating fresh-process repetitions of moonrl, CartPoleVectorEnv and
+-- SyncVectorEnv. The ratio is moonrl's over CartPoleVectorEnv's; SyncVectorEnv's is beside it.
+function compare.cartpole_row(o, gym)
+  local stats = require("moonrl.bench").stats
+  local mine, vec, sync, envs = compare.cartpole_commands(o, gym.path)
+  local a, b, c, ma, mb, mc = {}, {}, {}, {}, {}, {}
+  local r1, r2, r3
+  for rep = 1, o.reps do
+    local e1, e2, e3
+    r1, e1 = run_json(mine)
+    if not r1 then error("moonrl: " .. e1 .. "\n  (command: " .. mine .. ")", 0) end
+    r2, e2 = run_json(vec)
+    if not r2 then error("reference: " .. e2 .. "\n  (command: " .. vec .. ")", 0) end
+    r3, e3 = run_json(sync)
+    if not r3 then error("reference: " .. e3 .. "\n  (command: " .. sync .. ")", 0) end
+    a[#a + 1], ma[#ma + 1] = r1.rate.median, r1.peak_memory_bytes
+    b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
+    c[#c + 1], mc[#mc + 1] = r3.sps_median, r3.peak_memory_bytes
+    io.stderr:write(string.format("  cartpole rep %d/%d: moonrl %.0f, CartPoleVectorEnv %.0f, SyncVectorEnv %.0f " ..
+      "agent-steps/s\n", rep, o.reps, a[#a], b[#b], c[#c]))
+  end
+  local sa, sb, sc = stats(a), stats(b), stats(c)
+  local pairs_, sync_pairs = {}, {}
+  for i = 1, #a do pairs_[i], sync_pairs[i] = a[i] / b[i], a[i] / c[i] end
+  return {
+    row = "cartpole", env = "cartpole", num_envs = envs, device = "cpu", threads = threads_of(o),
+    steps_per_rep = r1.steps_per_rep, sync_steps_per_rep = r3.steps_per_rep,
+    moonrl = sa, reference = sb, reference_sync = sc, ratio = sa.median / sb.median, pair_ratios = pairs_,
+    ratio_sync = sa.median / sc.median, sync_pair_ratios = sync_pairs,
+    versions = { gymnasium = gym.gymnasium, numpy = gym.numpy, python = gym.python, python_path = gym.path },
+    moonrl_peak_bytes = stats(ma).max, reference_peak_bytes = stats(mb).max, reference_sync_peak_bytes = stats(mc).max,
+    commands = { moonrl = mine, reference = vec, reference_sync = sync },
+  }
 end
 
 -- Whether a row measures the reference compiled too: a training row, where the peer's torch has
@@ -291,8 +378,22 @@ function compare.standing(o, rows, date)
   date = date or os.date("%Y-%m-%d")
   local machine = require("moonrl.runtime.hardware").cpu_description() .. ", " .. #uv.cpu_info() .. " cores"
   local prec = compare.precision(o)
-  local train, env = {}, {}
+  local train, env, cartpole, others = {}, {}, {}, {}
   for _, r in ipairs(rows) do
+    if r.row == "cartpole" then
+      local v, pr = r.versions or {}, {}
+      for i, x in ipairs(r.pair_ratios or {}) do pr[i] = string.format("%.2f", x) end
+      cartpole[#cartpole + 1] = string.format("| CPU, moonrl %d thread%s, Gymnasium 1 | %d | %s | %s | " ..
+        "**%.2fx** (pairs %s) | %s (%d steps) | %.0fx | %s | %s | gymnasium %s, numpy %s (python %s) | " ..
+        "`moonrl bench --compare --rows cartpole --envs %d --reps %d%s` |", r.threads, r.threads == 1 and "" or "s",
+        r.num_envs, fmt_rate(r.moonrl.median), fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "),
+        fmt_rate(r.reference_sync.median), r.sync_steps_per_rep, r.ratio_sync, date, machine, tostring(v.gymnasium),
+        tostring(v.numpy), tostring(v.python), r.num_envs, o.reps, o.threads > 0 and " --threads " .. o.threads or "")
+    else
+      others[#others + 1] = r
+    end
+  end
+  for _, r in ipairs(others) do
     local v = r.versions or {}
     local peer = "torch " .. tostring(v.torch or (r.reference_setup and r.reference_setup.torch) or "?")
     local cmd = { "moonrl bench --compare --rows", r.row == "env" and "env" or r.net }
@@ -334,18 +435,29 @@ function compare.standing(o, rows, date)
     out[#out + 1] = "|---|---|---|---|---|---|---|---|---|"
     for _, l in ipairs(env) do out[#out + 1] = l end
   end
+  if #cartpole > 0 then
+    if #out > 0 then out[#out + 1] = "" end
+    out[#out + 1] = "| where | envs | moonrl | Gymnasium CartPoleVectorEnv | ratio | Gymnasium SyncVectorEnv | ratio | " ..
+      "date | machine | peer | command |"
+    out[#out + 1] = "|---|---|---|---|---|---|---|---|---|---|---|"
+    for _, l in ipairs(cartpole) do out[#out + 1] = l end
+  end
   return table.concat(out, "\n") .. "\n"
 end
 
--- Prints the side-by-side table for the rows (text for a person; --json prints the rows instead).
-function compare.print(o, rows, load0, load1)
+local function machine_line(o, load0, load1)
+  io.write(string.format("  machine    %s, %d cores; load average (1 min) %.1f at the start, %.1f at the end\n" ..
+    "             (the benchmark's own processes count: a side busy on %d threads adds about %d)\n",
+    require("moonrl.runtime.hardware").cpu_description(), #uv.cpu_info(), load0, load1, threads_of(o), threads_of(o)))
+end
+
+-- The PyTorch reference's rows (env, small, ref).
+local function print_torch(o, rows, load0, load1)
   local fmt_rate = require("moonrl.bench").fmt_rate
   local prec = compare.precision(o)
   local w = io.write
   w("moonrl bench --compare: moonrl against the PyTorch reference (bench/reference), side by side\n")
-  w(string.format("  machine    %s, %d cores; load average (1 min) %.1f at the start, %.1f at the end\n" ..
-    "             (the benchmark's own processes count: a side busy on %d threads adds about %d)\n",
-    require("moonrl.runtime.hardware").cpu_description(), #uv.cpu_info(), load0, load1, threads_of(o), threads_of(o)))
+  machine_line(o, load0, load1)
   w(string.format("  threads    %d on both sides\n", threads_of(o)))
   local refused
   for _, r in ipairs(rows) do refused = refused or r.moonrl_refused end
@@ -455,8 +567,59 @@ function compare.print(o, rows, load0, load1)
   if os.getenv("OPENBLAS_CORETYPE") then
     w("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE") .. " is set: it applies to both sides (PyTorch's BLAS too)\n")
   end
-  w("\nthe rows above as rows of BENCHMARKS.md's \"Where moonrl stands\" tables:\n\n")
-  w(compare.standing(o, rows))
+end
+
+-- The cartpole rows: moonrl's environment alone against Gymnasium's CartPoleVectorEnv and SyncVectorEnv.
+local function print_cartpole(o, rows, load0, load1, header)
+  local fmt_rate = require("moonrl.bench").fmt_rate
+  local w = io.write
+  if header then
+    w("moonrl bench --compare: moonrl's cartpole against Gymnasium's CartPole-v1, side by side\n")
+    machine_line(o, load0, load1)
+  else
+    w("\n")
+  end
+  local r1 = rows[1]
+  local v = r1.versions
+  w(string.format("  gymnasium  %s, numpy %s (python %s, %s)\n", v.gymnasium, v.numpy, v.python, v.python_path))
+  w(string.format("  threads    moonrl %d; Gymnasium one (NumPy's elementwise operations and SyncVectorEnv's " ..
+    "loop run on one)\n", r1.threads))
+  w(string.format("  method     %d repetitions per side, each in a fresh process, alternating moonrl / " ..
+    "CartPoleVectorEnv / SyncVectorEnv;\n             each process: 10 warm-up steps, then the median of 3 timed " ..
+    "repetitions of %d steps (SyncVectorEnv %d),\n             random actions drawn before timing and cycled " ..
+    "through 16 batches on every side\n\n", o.reps, r1.steps_per_rep, r1.sync_steps_per_rep))
+  local pw = math.max(10, 6 * o.reps)
+  w(string.format("%-24s %10s %10s %8s %-" .. pw .. "s %10s %9s %s\n", "row", "moonrl", "gym vector", "ratio",
+    "per pair", "gym sync", "ratio", "peak memory moonrl / vector / sync"))
+  for _, r in ipairs(rows) do
+    local pr = {}
+    for i, x in ipairs(r.pair_ratios) do pr[i] = string.format("%.2f", x) end
+    w(string.format("%-24s %10s %10s %7.2fx %-" .. pw .. "s %10s %8.0fx %s / %s / %s\n",
+      string.format("env cartpole, %d envs", r.num_envs), fmt_rate(r.moonrl.median), fmt_rate(r.reference.median),
+      r.ratio, table.concat(pr, " "), fmt_rate(r.reference_sync.median), r.ratio_sync, fmt_peak(r.moonrl_peak_bytes),
+      fmt_peak(r.reference_peak_bytes), fmt_peak(r.reference_sync_peak_bytes)))
+  end
+  w("\n")
+  w("moonrl           agent-steps per second of moonrl's cartpole alone (bench/env_alone.lua), the median\n" ..
+    "                 of the repetitions (higher is faster)\n")
+  w("gym vector       gymnasium.envs.classic_control.cartpole.CartPoleVectorEnv, the same instances and steps\n")
+  w("ratio            moonrl's median / CartPoleVectorEnv's median: above 1, moonrl is faster\n")
+  w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")
+  w("gym sync         gymnasium.vector.SyncVectorEnv of gymnasium.make(\"CartPole-v1\"), the same instances, fewer\n" ..
+    "                 steps; its ratio: moonrl's median / its median\n")
+  w("peak memory      each process's resident-set high-water mark (VmHWM, ru_maxrss), the largest of its reps\n")
+end
+
+-- Prints the side-by-side tables for the rows (text for a person; --json prints the rows instead).
+function compare.print(o, rows, load0, load1)
+  local torch_rows, gym_rows = {}, {}
+  for _, r in ipairs(rows) do
+    if r.row == "cartpole" then gym_rows[#gym_rows + 1] = r else torch_rows[#torch_rows + 1] = r end
+  end
+  if #torch_rows > 0 then print_torch(o, torch_rows, load0, load1) end
+  if #gym_rows > 0 then print_cartpole(o, gym_rows, load0, load1, #torch_rows == 0) end
+  io.write("\nthe rows above as rows of BENCHMARKS.md's \"Where moonrl stands\" tables:\n\n")
+  io.write(compare.standing(o, rows))
 end
 
 function compare.run(o)
@@ -465,19 +628,36 @@ function compare.run(o)
     error("--compare --precision fp16 on " .. o.device .. ": the reference's fp16 (autocast + GradScaler) " ..
       "needs CUDA; accepted on a cpu: fp32, bf16", 0)
   end
-  local peer = compare.python()
-  if not peer then
-    error("--compare needs PyTorch for the reference: `make bench` installs it (build/venv-bench, " ..
-      "requirements-bench.txt)", 0)
-  end
-  if o.compile and not peer.compile then
-    error("--compile: the reference's torch " .. peer.torch .. " (" .. peer.path .. ") has no torch.compile " ..
-      "(2.x has: make bench installs it)", 0)
-  end
   local names = o.rows or (o.net_given and { o.net }) or compare.DEFAULT_ROWS
+  -- each row's peer: PyTorch for the reference's rows, Gymnasium for cartpole's
+  local torch_rows, gym_rows = false, false
+  for _, name in ipairs(names) do
+    if name == "cartpole" then gym_rows = true else torch_rows = true end
+  end
+  local peer, gym
+  if torch_rows then
+    peer = compare.python()
+    if not peer then
+      error("--compare needs PyTorch for the reference: `make bench` installs it (build/venv-bench, " ..
+        "requirements-bench.txt)", 0)
+    end
+    if o.compile and not peer.compile then
+      error("--compile: the reference's torch " .. peer.torch .. " (" .. peer.path .. ") has no torch.compile " ..
+        "(2.x has: make bench installs it)", 0)
+    end
+  end
+  if gym_rows then
+    gym = compare.gym_python()
+    if not gym then
+      error("--compare --rows cartpole needs Gymnasium (and NumPy) for its peer, CartPoleVectorEnv: `make bench` " ..
+        "installs them (build/venv-bench, requirements-bench.txt)", 0)
+    end
+  end
   local load0 = uv.loadavg()
   local rows = {}
-  for _, name in ipairs(names) do rows[#rows + 1] = compare.row(o, name, peer) end
+  for _, name in ipairs(names) do
+    rows[#rows + 1] = name == "cartpole" and compare.cartpole_row(o, gym) or compare.row(o, name, peer)
+  end
   local load1 = uv.loadavg()
   if o.json then
     for _, r in ipairs(rows) do

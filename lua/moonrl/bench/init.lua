@@ -4,13 +4,15 @@
 --
 --   moonrl bench [env|infer|train|all] [--device cpu|cuda] [--net ref|small]
 --                [--envs N] [--reps R] [--threads T] [--json]
---   moonrl bench --compare [--rows env,small,ref] [--reps R] [--envs N] [--rollout T]
+--   moonrl bench --compare [--rows env,small,ref,cartpole] [--reps R] [--envs N] [--rollout T]
 --                [--precision fp32|bf16] [--ref-allocator auto|tcmalloc|jemalloc|glibc-tuned|system]
 --   moonrl bench --scaling 16,64,256,1024 [--net small] [--out docs/scaling.csv]
 --
 -- Every result is the median of R timed repetitions after warm-up, with the
 -- spread (min .. max). Training is timed as docs/environment.md counts throughput: whole
 -- updates (rollout + GAE + update), after one discarded warm-up update.
+-- bench.env measures any registered environment (o.env; bench/env_alone.lua
+-- runs it for one by name: moonrl run bench/env_alone.lua --env cartpole).
 -- --compare (moonrl.bench.compare) runs moonrl and the reference each in a
 -- fresh process per repetition, alternating, so both see the same machine
 -- state and each reports its own peak memory (peak RSS on the CPU, the
@@ -132,36 +134,75 @@ local function check(st, err, what)
   if st ~= 0 then error(what .. ": " .. ffi.string(err.msg), 0) end
 end
 
--- Environment alone: agent-steps/s with observations written.
+-- The environments bench.env accepts (--env): the engine's (registry.c), in env.name's order.
+function bench.env_names()
+  local names = {}
+  for i = 0, 255 do
+    local name = engine.env_name(i)
+    if not name then break end
+    names[#names + 1] = name
+  end
+  return names
+end
+
+-- name, or an error naming the environments accepted (what --env says).
+function bench.check_env(name)
+  local names = bench.env_names()
+  for _, n in ipairs(names) do if n == name then return name end end
+  error("--env = " .. tostring(name) .. ": accepted " .. table.concat(names, ", "), 0)
+end
+
+-- Environment alone: agent-steps/s with observations written. o.env: which
+-- environment (default foraging); uniformly random actions (over its action
+-- count, or a box's bounds), drawn before timing and cycled through 16 batches.
 function bench.env(o)
+  local name = bench.check_env(o.env or "foraging")
   local c = make_config(o)
   local ec = c.env
+  ec.name = C.mr_env_from_name(name)
+  local spaces = assert(engine.env_spaces(name, tonumber(ec.view_range)))
   local err = ffi.new("mr_error")
   local env = ffi.new("mr_env*[1]")
   check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
   local n, steps = o.envs, o.env_steps
-  local actions = ffi.new("uint8_t[?]", n * 16)
-  for i = 0, n * 16 - 1 do actions[i] = math.random(0, 7) end
-  for k = 0, 9 do check(C.mr_env_step(env[0], actions + (k % 16) * n, err), err, "env step") end
+  local act = spaces.action
+  local actions, step, per = nil, C.mr_env_step, n   -- per: an instance-step's actions, a batch's elements
+  if act.kind == "box" then
+    -- floats uniform in each dimension's [low, high], stepped by mr_env_step_box
+    local dims = #act.low
+    per, step = n * dims, C.mr_env_step_box
+    actions = ffi.new("float[?]", per * 16)
+    for i = 0, per * 16 - 1 do
+      local d = i % dims + 1
+      actions[i] = act.low[d] + math.random() * (act.high[d] - act.low[d])
+    end
+  else
+    local na = tonumber(C.mr_env_num_actions(ec.name))
+    actions = ffi.new("uint8_t[?]", n * 16)
+    for i = 0, n * 16 - 1 do actions[i] = math.random(0, na - 1) end
+  end
+  for k = 0, 9 do check(step(env[0], actions + (k % 16) * per, err), err, "env step") end
   -- On a GPU a step is only queued: each repetition ends by reading the
   -- state back, which waits for every queued step.
-  local VV = (2 * ec.view_range + 1) ^ 2
+  -- an observation's bytes: a vector's floats, else the grid worlds' (2r+1)^2 cell codes
+  local ob = spaces.observation
+  local obs_bytes = ob.kind == "vector" and 4 * ob.shape[1] or (2 * ec.view_range + 1) ^ 2
   -- (the buffers stay referenced here: a pointer stored in a struct does not
   -- keep an FFI array alive)
   local view = ffi.new("mr_env_view")
-  local bufs = { ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
+  local bufs = { ffi.new("uint8_t[?]", n * obs_bytes), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
                  ffi.new("uint8_t[?]", n) }
   view.obs, view.reward, view.terminated, view.truncated = bufs[1], bufs[2], bufs[3], bufs[4]
   local rates = {}
   for _ = 1, o.reps do
     local t0 = now()
-    for k = 0, steps - 1 do C.mr_env_step(env[0], actions + (k % 16) * n, err) end
+    for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
     check(C.mr_env_read(env[0], view, err), err, "env read")
     rates[#rates + 1] = n * steps / (now() - t0)
   end
   C.mr_env_free(env[0])
   bufs = nil
-  return { row = "env", num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
+  return { row = "env", env = name, num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
            peak_memory_bytes = peak_rss_bytes() }
 end
 
