@@ -78,7 +78,7 @@ describe("the cartpole benchmarks", function()
   it("moonrl bench env --env NAME measures any registered environment and refuses what it does not know", function()
     if not support.have_bin then return pending("no binary at " .. support.BIN .. " (build it: make build)") end
     local cases = {
-      { "env --env nope", "moonrl bench: --env = nope: accepted foraging, reach, cartpole" },
+      { "env --env nope", "moonrl bench: --env = nope: accepted foraging, reach, cartpole, pendulum" },
       { "env --env", "option --env needs a value (NAME)" },
       { "train --env cartpole", "--env cartpole: only the env row measures other environments" },
       { "--compare --env cartpole", "--compare has --rows cartpole" },

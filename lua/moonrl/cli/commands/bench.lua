@@ -41,8 +41,7 @@ usage: moonrl bench [env|infer|train|all] [options]
        moonrl bench --scaling 16,64,256 [--out file.csv] [options]
   --device cpu|cuda|auto   backend (default auto)
   --net ref|small          network: ref = the reference network of docs/environment.md (default), small = conv 16,32 hidden 128
-  --env NAME               the env row's environment (default foraging): any of `moonrl envs`
-                           (foraging, reach, cartpole)
+  --env NAME               the env row's environment (default foraging): any `moonrl envs` lists
   --envs N                 instances (default: env 4096, infer 192, train 192; compare 64)
   --rollout T              rollout steps per update (default 128; compare 64)
   --reps R                 timed repetitions (default 5; compare: 5 fresh-process pairs)
