@@ -75,6 +75,35 @@ describe("the cartpole benchmarks", function()
     assert.truthy(out:find("^env foraging, 16 envs, cpu: "), out)
   end)
 
+  it("moonrl bench env --env NAME measures any registered environment and refuses what it does not know", function()
+    if not support.have_bin then return pending("no binary at " .. support.BIN .. " (build it: make build)") end
+    local cases = {
+      { "env --env nope", "moonrl bench: --env = nope: accepted foraging, reach, cartpole, pendulum" },
+      { "env --env", "option --env needs a value (NAME)" },
+      { "train --env cartpole", "--env cartpole: only the env row measures other environments" },
+      { "--compare --env cartpole", "--compare has --rows cartpole" },
+      { "--compare --rows cartpol", "--rows: 'cartpol': accepted env, small, ref, cartpole" },
+    }
+    for _, c in ipairs(cases) do
+      local rc, out, err = support.moonrl("bench " .. c[1], dir)
+      assert.are.equal(2, rc, c[1] .. ": " .. out .. err)
+      assert.truthy(err:find(c[2], 1, true), c[1] .. ": " .. err)
+      assert.falsy(err:find("traceback", 1, true), err)
+    end
+    local rc, out, err = support.moonrl("bench env --env cartpole --envs 64 --reps 2 --device cpu --json", dir)
+    assert.are.equal(0, rc, out .. err)
+    local r = rows(out)
+    assert.are.equal(1, #r, out)
+    assert.are.same({ "env", "cartpole", 64, 2 }, { r[1].row, r[1].env, r[1].num_envs, r[1].rate.n })
+    rc, out, err = support.moonrl("bench env --env cartpole --envs 64 --reps 1 --device cpu", dir)
+    assert.are.equal(0, rc, out .. err)
+    assert.truthy(out:find("^env cartpole, 64 envs "), out)
+    -- without --env, the row is foraging's, as before
+    rc, out, err = support.moonrl("bench env --envs 64 --reps 1 --device cpu", dir)
+    assert.are.equal(0, rc, out .. err)
+    assert.truthy(out:find("^env, 64 envs "), out)
+  end)
+
   it("bench --compare --rows cartpole says it needs Gymnasium, and how to install it, where it cannot be imported",
     function()
     if not support.have_bin then return pending("no binary at " .. support.BIN .. " (build it: make build)") end

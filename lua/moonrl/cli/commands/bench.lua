@@ -10,7 +10,8 @@ local function compare() return require("moonrl.bench.compare") end
 local function print_row(r)
   local bench = require("moonrl.bench")
   local fmt_rate = bench.fmt_rate
-  local what = r.row == "env" and string.format("env, %d envs", r.num_envs)
+  local what = r.row == "env" and string.format("env%s, %d envs", r.env and r.env ~= "foraging" and " " .. r.env or "",
+      r.num_envs)
     or r.row == "infer" and string.format("infer, net %s, batch %d", r.net, r.batch)
     or string.format("train, net %s, %d envs x %d", r.net, r.num_envs, r.rollout)
   if r.skipped then
@@ -40,6 +41,7 @@ usage: moonrl bench [env|infer|train|all] [options]
        moonrl bench --scaling 16,64,256 [--out file.csv] [options]
   --device cpu|cuda|auto   backend (default auto)
   --net ref|small          network: ref = the reference network of docs/environment.md (default), small = conv 16,32 hidden 128
+  --env NAME               the env row's environment (default foraging): any `moonrl envs` lists
   --envs N                 instances (default: env 4096, infer 192, train 192; compare 64)
   --rollout T              rollout steps per update (default 128; compare 64)
   --reps R                 timed repetitions (default 5; compare: 5 fresh-process pairs)
@@ -62,15 +64,18 @@ usage: moonrl bench [env|infer|train|all] [options]
   --peak-tflops X          the GPU's measured matrix rate: the train row reports its fraction (MFU)
   --json                   one JSON object per row
   --compare                moonrl against bench/reference (PyTorch), alternating fresh processes
-  --rows env,small,ref     the comparison's rows (default env,small, a few minutes on 2 cores;
+  --rows env,small,ref,cartpole
+                           the comparison's rows (default env,small, a few minutes on 2 cores;
                            ref = the reference net, ~40 s an update a side: make bench-full;
                            --net R means --rows R); sizes: env 4096 envs, small 64 x 64, ref 192 x 128
-                           (cuda: env 65536 envs, small and ref 192 x 128)
+                           (cuda: env 65536 envs, small and ref 192 x 128); cartpole: moonrl's cartpole
+                           against Gymnasium's CartPoleVectorEnv and SyncVectorEnv, 4096 envs, on the cpu
 ]]
 
 -- The options of `moonrl bench`, for cmdline.parse (the CLI's one parser).
 local OPTIONS = {
-  device = { "value", "cpu|cuda|auto" }, net = { "value", "ref|small" }, envs = { "value", "N" },
+  device = { "value", "cpu|cuda|auto" }, net = { "value", "ref|small" }, env = { "value", "NAME" },
+  envs = { "value", "N" },
   rollout = { "value", "T" }, reps = { "value", "R" }, threads = { "value", "T" },
   precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["no-compile"] = { "flag" }, ["peak-tflops"] = { "value", "X" },
   json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
@@ -115,6 +120,13 @@ local function parse_args(args)
     o.net, o.net_given = p.net, true
     if not bench.NETS[o.net] then error("--net = " .. o.net .. ": accepted ref, small", 0) end
   end
+  if p.env then
+    o.env = bench.check_env(p.env)
+    if p.compare or p.scaling or o.what == "infer" or o.what == "train" then
+      error("--env " .. p.env .. ": only the env row measures other environments (moonrl bench env --env " ..
+        p.env .. "); --compare has --rows cartpole", 0)
+    end
+  end
   if p.envs then o.envs = int(p, "envs", 1) end
   if p.rollout then o.rollout = int(p, "rollout", 1) end
   if p.reps then o.reps = int(p, "reps", 1) end
@@ -140,12 +152,12 @@ local function parse_args(args)
   end
   if p.rows then
     o.rows = {}
-    local rows = compare().ROWS
+    local rows, accepted = compare().ROWS, table.concat(compare().ROW_ORDER, ", ")
     for r in p.rows:gmatch("[^,]+") do
-      if not rows[r] then error("--rows: '" .. r .. "': accepted env, small, ref", 0) end
+      if not rows[r] then error("--rows: '" .. r .. "': accepted " .. accepted, 0) end
       o.rows[#o.rows + 1] = r
     end
-    if #o.rows == 0 then error("--rows needs at least one of env, small, ref", 0) end
+    if #o.rows == 0 then error("--rows needs at least one of " .. accepted, 0) end
   end
   if o.compile and o.no_compile then error("--compile and --no-compile: choose one", 0) end
   if p["ref-layout"] then
@@ -212,7 +224,7 @@ end
 return {
   name = "bench",
   order = 50,
-  usage = "bench [env|infer|train] [--compare]",
+  usage = "bench [env|infer|train] [--env NAME] [--compare]",
   summary = "throughput; --compare runs the PyTorch reference side by side",
   help = USAGE,
   run = main,
