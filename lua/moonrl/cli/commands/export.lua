@@ -182,13 +182,15 @@ function export.run(argv)
     for l = 0, tonumber(c.policy.num_mlp) - 1 do widths[#widths + 1] = tonumber(c.policy.mlp_widths[l]) end
     description = {
       trunk = "mlp", mlp_widths = widths, critic_hidden = tonumber(c.policy.critic_hidden),
-      inputs = tonumber(c.policy.obs_vector), actions = tonumber(c.policy.num_actions),
+      inputs = tonumber(c.policy.obs_vector), actions = tonumber(c.policy.num_actions), action = spaces.action,
       extra_critic_inputs = spaces.critic.extra, environment = env_name,
       popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
       layout = {
         linear = "weight (out, in); y = x W^T + b",
         trunk = "features = tanh(mlpL(... tanh(mlp0(observation))))",
-        actor = "logits = actor(features)",
+        actor = tonumber(c.policy.act_box) > 0 and
+          "a box: means = actor(features), log-stds = actor.log_std (clamped to [-20, 2]); the action is a sample " ..
+          "of the diagonal Gaussian, clipped to the box's bounds" or "logits = actor(features)",
         critic = "value = value(tanh(critic(observation ++ extra))), then mean + std x value",
       },
     }
