@@ -23,7 +23,9 @@ end
 -- Gymnasium and NumPy (build/venv-bench's, make bench's; else build/venv's, make test's)
 local function gym_python()
   for _, p in ipairs({ ROOT .. "/build/venv-bench/bin/python", ROOT .. "/build/venv/bin/python" }) do
-    local ok = io.open(p, "rb") and os.execute(string.format("%q -c 'import gymnasium, numpy' >/dev/null 2>&1", p))
+    -- build/venv's packages are make test's (run without PYTHONPATH, as compare.lua runs it)
+    local env = p:find("/venv/bin/", 1, true) and "env -u PYTHONPATH " or ""
+    local ok = io.open(p, "rb") and os.execute(string.format("%s%q -c 'import gymnasium, numpy' >/dev/null 2>&1", env, p))
     if ok == 0 or ok == true then return p end
   end
   return nil, "no Gymnasium: neither build/venv-bench nor build/venv imports it (make bench installs it)"
@@ -107,8 +109,14 @@ describe("the cartpole benchmarks", function()
   it("bench --compare --rows cartpole says it needs Gymnasium, and how to install it, where it cannot be imported",
     function()
     if not support.have_bin then return pending("no binary at " .. support.BIN .. " (build it: make build)") end
-    local rc, out, err = support.moonrl("bench --compare --rows cartpole", dir,
-      { env = support.without_optional_env() })
+    -- a machine without either venv: the binary alone in a folder, a home without build/, and the
+    -- system's python without NumPy (build/venv's packages are make test's, found whatever PYTHONPATH says)
+    local bare = support.tmpdir()
+    os.execute(string.format("cp %q %q/moonrl", support.BIN, bare))
+    os.execute(string.format("cd %q && env MOONRL_HOME=%q %s %q/moonrl bench --compare --rows cartpole " ..
+      ">stdout 2>stderr; echo $? >rc", dir, bare, support.without_optional_env(), bare))
+    local rc, out, err = tonumber((support.read_file(dir .. "/rc"):gsub("%s", ""))), support.read_file(dir .. "/stdout"),
+      support.read_file(dir .. "/stderr")
     assert.are.equal(1, rc, out .. err)
     assert.truthy(err:find("--compare --rows cartpole needs Gymnasium (and NumPy) for its peer, CartPoleVectorEnv: " ..
       "`make bench` installs them (build/venv-bench, requirements-bench.txt)", 1, true), err)
