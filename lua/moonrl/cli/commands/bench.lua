@@ -224,8 +224,8 @@ end
 return {
   name = "bench",
   order = 50,
-  usage = "bench [env|infer|train] [--env NAME] [--compare]",
-  summary = "throughput; --compare runs the PyTorch reference side by side",
+  usage = "bench [env|infer|train] [--compare]",
+  summary = "throughput (env --env NAME: any environment); --compare runs the peers side by side",
   help = USAGE,
   run = main,
 }
