@@ -647,8 +647,17 @@ describe("sweeps on a Slurm cluster (a real one, started here)", function()
     if not need_cluster() then return end
     local p = spawn("run sweep.lua sw long")
     local metrics = dir .. "/sw/trial-002/metrics.jsonl"
-    assert.is_true(wait_for(function() return metric_lines(metrics) >= 20 or p.done end, 60000) and not p.done,
-      "trial-002 did not get going:\n" .. p.out() .. p.err())
+    -- going, and with a checkpoint to start again from (a checkpoint waits for its metrics rows to be
+    -- written, so 20 rows alone did not mean one existed: under load the requeue came first and the
+    -- trial started over instead)
+    local function checkpointed()
+      for _, f in ipairs(support.files(dir .. "/sw/trial-002/checkpoints") or {}) do
+        if f:match("%.mrck$") then return true end
+      end
+      return false
+    end
+    assert.is_true(wait_for(function() return (metric_lines(metrics) >= 20 and checkpointed()) or p.done end, 90000) and
+      not p.done, "trial-002 did not get going:\n" .. p.out() .. p.err())
     local job = read_results(dir .. "/sw/results.jsonl").starts[2].job
     local rc, out = sh(cluster.conf, "scontrol requeue " .. job)
     assert.equal(0, rc, out)

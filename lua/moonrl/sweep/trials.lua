@@ -330,7 +330,9 @@ function M.install(Sweep, h)
       -- the cluster requeued the task, and its restart ended without a run starting (the executor's
       -- error says how): not the trial's failure; it resumes from its last checkpoint, submitted anew
       self:say(string.format("%s: %s; resuming it from its checkpoint", t.label, tostring(exit.error)))
-      t.status, t.job = "pending", nil
+      -- restarting: _prepare_trial looks for its checkpoint (without it, the trial started over and
+      -- said "submitted", though this line said resuming)
+      t.status, t.job, t.restarting = "pending", nil, true
       self:_start_trial(t)
       return self:_check_end()
     end
