@@ -47,6 +47,9 @@ static inline int count_code(const uint8_t *g, int cells, int code) {
 
 static inline int wrap(int v, int m) { return ((v % m) + m) % m; }
 
+/* err's message has s in it */
+static inline int msg_has(const mr_error *e, const char *s) { return strstr(e->msg, s) != NULL; }
+
 /* The observation read directly with modulo arithmetic, ENV_SPEC's formula. */
 static inline int obs_matches_grid(const mr_env_state *s, int i) {
     const uint8_t *g = mr_forage_of(s)->grid + (size_t)i * mr_forage_of(s)->H * mr_forage_of(s)->W;

@@ -45,8 +45,6 @@ static void test_log_reduce(void) {
     CHECK(r.episodes == 0 && r.return_min > 1e38f);
 }
 
-static int msg_has(const mr_error *e, const char *s) { return strstr(e->msg, s) != NULL; }
-
 static void test_bad_input(void) {
     mr_env_config ok = make_cfg(MR_MODE_GROUND_TRUTH, 4, 32, 5, 16, 64, 50, 512), c;
     mr_env *e = (mr_env *)&ok;     /* must be overwritten with NULL on failure */

@@ -15,8 +15,6 @@
 #include "env_check.h"
 #include "registry.h"   /* the environments' own state (mr_cartpole_of) */
 
-static int msg_has(const mr_error *e, const char *s) { return strstr(e->msg, s) != NULL; }
-
 static mr_env_config cp_cfg(int n, int max_steps) {
     mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, n, 16, 1, 1, 2, 50, max_steps);
     c.name = MR_ENV_CARTPOLE;

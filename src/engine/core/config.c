@@ -55,16 +55,17 @@ void mr_config_default(mr_config *c) {
 
 void mr_config_follow_env(mr_config *c) {
     if (!c) return;
-    c->policy.num_actions = mr_env_num_actions(c->env.name);
+    c->policy.num_actions = 0;
     mr_env_spaces sp;
     mr_env_config e = c->env;
     if (e.view_range < 1) e.view_range = 1;   /* the sizes read here do not depend on it */
     if (mr_env_spaces_of(&e, &sp, NULL) != MR_OK) return;   /* mr_config_validate names the fault */
     c->policy.obs_vector = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : 0;
     c->policy.critic_extra = sp.critic_extra;
-    /* a box of d floats: the actor's d means and d log-stds (the Gaussian head) */
+    /* discrete(n): n logits; a box of d floats: the actor's d means and d log-stds (the Gaussian head) */
     c->policy.act_box = sp.act.kind == MR_SPACE_BOX ? sp.act.n : 0;
-    if (c->policy.act_box > 0) c->policy.num_actions = 2 * c->policy.act_box;
+    c->policy.num_actions = c->policy.act_box > 0 ? 2 * c->policy.act_box
+                          : sp.act.kind == MR_SPACE_DISCRETE ? sp.act.n : 0;
 }
 
 static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || v > hi; }

@@ -170,7 +170,7 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *ec, m
             memset(b.poison0, 0, sizeof(int32_t) * (size_t)N);
         }
         for (int s = 0; s < c.steps; s++) {
-            mr_trainer_counts_extra(&env, extra);
+            mr_env_critic_extra_all(&env, extra);
             EVAL_TRY(o->policy_act(&t->pol, mr_env_obs(&env), extra, N, proxy, logits, b.value, NULL, err));
             for (int i = 0; i < N; i++)
                 u[i] = mr_rng_uniform(env.seed, mr_env_key(&env, i), env.tick[i], MR_RNG_ACTION, 0);

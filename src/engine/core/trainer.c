@@ -34,7 +34,6 @@ static double now_seconds(void) {
 
 void mr_trainer_use_threads(const mr_trainer *t) { omp_set_num_threads(t->threads); }
 
-void mr_trainer_counts_extra(const mr_env_state *env, float *extra) { mr_env_critic_extra_all(env, extra); }
 
 /* The update's hyper-parameters into host staging (uploaded by the rollout part). */
 static void fill_hyper(mr_trainer *t, double lr, double clip, double ent) {

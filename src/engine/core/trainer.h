@@ -167,7 +167,6 @@ struct mr_trainer {
 mr_status mr_trainer_create_on(const mr_config *cfg, const mr_backend *be, const char *note, mr_trainer **out,
                                mr_error *err);
 /* The critic's extra inputs for the current environment states (host copies). */
-void mr_trainer_counts_extra(const mr_env_state *env, float *extra);
 /* Sets OpenMP's thread count for regions started by the calling thread. */
 void mr_trainer_use_threads(const mr_trainer *t);
 

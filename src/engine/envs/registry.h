@@ -30,22 +30,16 @@ MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     }
 }
 
-MR_HD void mr_env_step_one(const mr_env_state *s, int i, int action) {
-    switch (s->kind) {
-    case MR_ENV_REACH: mr_reach_step(s, i, action); break;
-    case MR_ENV_CARTPOLE: mr_cartpole_step(s, i, action); break;
-    default: mr_forage_step(s, i, action); break;
-    }
-}
-
 /* Instance i's step with its action, read from the (n, act_bytes) actions:
  * a byte for a discrete action, floats for a box. */
 MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) {
     switch (s->kind) {
+    case MR_ENV_REACH: mr_reach_step(s, i, actions[i]); break;
+    case MR_ENV_CARTPOLE: mr_cartpole_step(s, i, actions[i]); break;
     case MR_ENV_PENDULUM:
         mr_pendulum_step(s, i, (const float *)(const void *)(actions + (size_t)i * (size_t)s->act_bytes));
         break;
-    default: mr_env_step_one(s, i, actions[i]); break;
+    default: mr_forage_step(s, i, actions[i]); break;
     }
 }
 
