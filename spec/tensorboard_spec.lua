@@ -124,6 +124,10 @@ local function read_records(s)
   return out
 end
 
+local function util_index(list, x)
+  for i, v in ipairs(list) do if v == x then return i end end
+end
+
 describe("TensorBoard event files", function()
   it("CRC32C matches the known test vectors (both implementations)", function()
     local zeros, ones, inc, dec = string.rep("\0", 32), string.rep("\255", 32), {}, {}
@@ -212,12 +216,13 @@ describe("TensorBoard event files", function()
           got[#got + 1] = { ev.step, ev.values[1].tag, ev.values[1].simple_value, ev.wall_time }
         end
       end
-      -- first the config as text and the hparams plugin's session start
-      assert.equal(2, #plugins)
+      -- first the config as text and the hparams plugin's experiment and session start
+      assert.equal(3, #plugins)
       assert.equal("run/config", plugins[1].tag)
       assert.equal("text", plugins[1].plugin)
-      assert.equal("_hparams_/session_start_info", plugins[2].tag)
-      assert.equal("hparams", plugins[2].plugin)
+      assert.equal("_hparams_/experiment", plugins[2].tag)
+      assert.equal("_hparams_/session_start_info", plugins[3].tag)
+      assert.equal("hparams", plugins[3].plugin)
       local function find(step, tag)
         for _, g in ipairs(got) do if g[1] == step and g[2] == tag then return g end end
       end
@@ -265,7 +270,8 @@ local run
 run = moonrl.train({
   name = "tb", device = "cpu", threads = 1, seed = 9, total_steps = 16 * 8 * 5, warmup = { updates = 0 },
   env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
-  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 },
+  ppo = { rollout_steps = 8, lr = moonrl.schedule.linear(0.001, 0.0003), ent_coef = 0.013333333333333334 },
   log = { console = false, tensorboard = true, histograms = true, checkpoint_interval = 2 }, eval = { num_envs = 4, steps = 4 },
   hooks = { on_update = function(m) if m.update == 2 then assert(run:set("ppo.vf_coef", 0.25, "spec")) end end },
 }, { dir = "run" })
@@ -280,12 +286,17 @@ acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0, "
 acc.Reload()
 texts = {t: [[e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode()] for e in acc.Tensors(t)]
          for t in acc.Tags()["tensors"] if t.startswith("run/") or t.startswith("eval/")}
-hp = plugin_data_pb2.HParamsPluginData.FromString(acc.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+hpc = acc.PluginTagToContent("hparams")
+hp = plugin_data_pb2.HParamsPluginData.FromString(hpc["_hparams_/session_start_info"])
 hparams = {k: v.WhichOneof("kind") + ":" + str(getattr(v, v.WhichOneof("kind")))
            for k, v in hp.session_start_info.hparams.items()}
+ex = plugin_data_pb2.HParamsPluginData.FromString(hpc["_hparams_/experiment"]).experiment
+end = plugin_data_pb2.HParamsPluginData.FromString(hpc["_hparams_/session_end_info"]).session_end_info
+experiment = {"types": {h.name: h.type for h in ex.hparam_infos},
+              "metrics": [m.name.tag for m in ex.metric_infos], "status": end.status}
 with open("read.json", "w") as f:
     json.dump({"scalars": {t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]},
-               "texts": texts, "hparams": hparams, "text_plugin": sorted(acc.PluginTagToContent("text").keys()),
+               "texts": texts, "hparams": hparams, "experiment": experiment, "text_plugin": sorted(acc.PluginTagToContent("text").keys()),
                "histograms": {t: [[e.step, e.histogram_value.num, e.histogram_value.min, e.histogram_value.max]
                                   for e in acc.Histograms(t)] for t in acc.Tags()["histograms"]}}, f)
 ]])
@@ -339,6 +350,19 @@ with open("read.json", "w") as f:
       assert.are.equal("string_value:ground_truth", all.hparams["env.mode"])
       assert.are.equal("bool_value:True", all.hparams["policy.popart"])
       assert.is_nil(all.hparams.dir)   -- where a run is written is no hyperparameter
+      -- numbers as numbers (a numeric axis in the HParams view), a schedule as its start value and its text
+      assert.are.equal("number_value:0.013333333333333334", all.hparams["ppo.ent_coef"])
+      assert.are.equal("number_value:0.001", all.hparams["ppo.lr"])
+      assert.are.equal("string_value:linear(0.001, 0.0003)", all.hparams["ppo.lr.schedule"])
+      -- the settings in force: a CPU run records no GPU-only key
+      assert.is_nil(all.hparams["cuda.graphs"])
+      assert.are.equal("string_value:cpu", all.hparams["device"])
+      -- the experiment declares each hyperparameter's type (3 FLOAT64, 1 STRING, 2 BOOL) and the metric columns
+      assert.are.equal(3, all.experiment.types["ppo.lr"])
+      assert.are.equal(1, all.experiment.types["ppo.lr.schedule"])
+      assert.are.equal(2, all.experiment.types["policy.popart"])
+      assert.truthy(util_index(all.experiment.metrics, "episode/return_mean"), out)
+      assert.are.equal(1, all.experiment.status)   -- STATUS_SUCCESS: the run finished
       local rows = {}
       for line in support.read_file(dir .. "/run/metrics.jsonl"):gmatch("[^\n]+") do
         local r = json.decode(line)
@@ -364,4 +388,46 @@ with open("read.json", "w") as f:
         end
       end
     end)
+
+  it("a resumed run keeps every evaluation, read by TensorBoard's own reader", function()
+    local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
+    if not io.open(BIN, "rb") then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    if BIN:sub(1, 1) ~= "/" then BIN = (os.getenv("PWD") or ".") .. "/" .. BIN end
+    local missing = support.venv_lacks("tensorboard")
+    if missing then return pending(missing) end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/cfg.lua", [[
+return { name = "tbr", device = "cpu", threads = 1, seed = 3, total_steps = 16 * 8 * 3, warmup = { updates = 0 },
+  env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
+  log = { console = false, tensorboard = true, checkpoint_interval = 1 }, eval = { num_envs = 4, steps = 4 } }
+]])
+    support.write_file(dir .. "/read.py", [[
+import json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0})
+acc.Reload()
+with open("read.json", "w") as f:
+    json.dump({t: [e.step for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}, f)
+]])
+    -- 3 updates and their evaluation, then the run resumed to 5 and evaluated again (a second later:
+    -- the files' names are in seconds)
+    local p = io.popen(string.format("cd %q && %q train cfg.lua --dir run 2>&1 && sleep 1 && " ..
+      "%q train --resume run --set total_steps=%d 2>&1 && env -u PYTHONPATH %q read.py run 2>&1",
+      dir, BIN, BIN, 16 * 8 * 5, support.VENV_PY))
+    local out = p:read("*a")
+    p:close()
+    local scalars = json.decode(support.read_file(dir .. "/read.json") or "")
+    assert.is_table(scalars, out)
+    support.rm_rf(dir)
+    local evals = 0
+    for tag, steps in pairs(scalars) do
+      if tag:match("^eval/") then
+        evals = evals + 1
+        assert.are.same({ 3 * 128, 5 * 128 }, steps, tag)
+      end
+    end
+    assert.is_true(evals >= 5, "eval scalars: " .. evals .. "\n" .. out)
+    assert.are.equal(5, #scalars["loss/entropy"], out)   -- the training's, the resumed session's included
+  end)
 end)

@@ -31,6 +31,10 @@
 --   tb.text_event(wall_time, step, tag, text) -> Event bytes: the text plugin
 --   tb.hparams_event(wall_time, hparams) -> Event bytes: the hparams plugin's
 --                   session start (name -> number | string | boolean)
+--   tb.hparams_experiment_event(wall_time, hparams, metrics) -> Event bytes: the
+--                   hyperparameters' types and the metric columns ({tag=, name=})
+--   tb.hparams_end_event(wall_time, status) -> Event bytes: the session's end
+--                   ("success" | "failure" | "running" | "unknown")
 --   tb.histogram_event(wall_time, step, tag, p, n [, buckets]) -> Event bytes: a histogram
 --                   of the n floats at FFI pointer p
 --   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
@@ -111,27 +115,67 @@ function tb.text_event(wall_time, step, tag, text)
     bytes_field(2, "") .. bytes_field(8, text)))
 end
 
--- The hparams plugin's session start (HParamsPluginData{version 0,
--- session_start_info{hparams map<string, google.protobuf.Value>,
--- start_time_secs}}), tag "_hparams_/session_start_info": what TensorBoard's
--- HParams view lists a run by. hparams: name -> number | string | boolean.
+-- The hparams plugin's summaries (tensorboard/plugins/hparams/
+-- plugin_data.proto and api.proto): HParamsPluginData{version 0, one of
+-- experiment (2), session_start_info (3), session_end_info (4)} as the
+-- content of a value whose tensor is a scalar DT_FLOAT 0, as TensorBoard's
+-- own hparams summaries carry.
+local function hparams_value(tag, data)
+  return plugin_value(tag, "hparams", pb.int_field(1, 0) .. data,
+    pb.int_field(1, 1) .. bytes_field(2, "") .. pb.float_field(5, 0))
+end
+
+-- A google.protobuf.Value: number_value 2, string_value 3, bool_value 4.
+local function pb_value(v)
+  if type(v) == "number" then return pb.double_field(2, v) end
+  if type(v) == "boolean" then return pb.int_field(4, v and 1 or 0) end
+  return bytes_field(3, tostring(v))
+end
+
+local function sorted_names(t)
+  local names = {}
+  for k in pairs(t) do names[#names + 1] = k end
+  table.sort(names)
+  return names
+end
+
+-- The session start, tag "_hparams_/session_start_info": what TensorBoard's
+-- HParams view lists a run by. hparams: name -> number | string | boolean
+-- (a number is a number there: numeric axes, filters by interval).
 function tb.hparams_event(wall_time, hparams)
   local entries = {}
-  local names = {}
-  for k in pairs(hparams) do names[#names + 1] = k end
-  table.sort(names)
-  for _, k in ipairs(names) do
-    local v, value = hparams[k], nil
-    if type(v) == "number" then value = pb.double_field(2, v)
-    elseif type(v) == "boolean" then value = pb.int_field(4, v and 1 or 0)
-    else value = bytes_field(3, tostring(v)) end
-    entries[#entries + 1] = bytes_field(1, bytes_field(1, k) .. bytes_field(2, value))
+  for _, k in ipairs(sorted_names(hparams)) do
+    entries[#entries + 1] = bytes_field(1, bytes_field(1, k) .. bytes_field(2, pb_value(hparams[k])))
   end
   local start = bytes_field(3, table.concat(entries) .. pb.double_field(5, wall_time))
-  local content = pb.int_field(1, 0) .. start
-  -- a scalar DT_FLOAT tensor (dtype 1) of 0, as TensorBoard's own hparams summaries carry
-  return summary_event(wall_time, 0, plugin_value("_hparams_/session_start_info", "hparams", content,
-    pb.int_field(1, 1) .. bytes_field(2, "") .. pb.float_field(5, 0)))
+  return summary_event(wall_time, 0, hparams_value("_hparams_/session_start_info", start))
+end
+
+-- The experiment, tag "_hparams_/experiment": each hyperparameter's type
+-- (from its value: FLOAT64, BOOL or STRING) and the metrics the HParams view
+-- shows as columns, {tag = "episode/return_mean", name = "return"} each
+-- (MetricName{group "", tag}: scalars of the same run).
+local DATA_TYPE = { number = 3, boolean = 2, string = 1 }
+function tb.hparams_experiment_event(wall_time, hparams, metrics)
+  local parts = {}
+  for _, k in ipairs(sorted_names(hparams)) do
+    parts[#parts + 1] = bytes_field(4, bytes_field(1, k) .. pb.int_field(4, DATA_TYPE[type(hparams[k])] or 1))
+  end
+  for _, m in ipairs(metrics or {}) do
+    parts[#parts + 1] = bytes_field(5, bytes_field(1, bytes_field(2, m.tag)) ..
+      (m.name and bytes_field(3, m.name) or ""))
+  end
+  parts[#parts + 1] = pb.double_field(3, wall_time)
+  return summary_event(wall_time, 0, hparams_value("_hparams_/experiment", bytes_field(2, table.concat(parts))))
+end
+
+-- The session's end, tag "_hparams_/session_end_info": status "success",
+-- "failure", "running" or "unknown" (api.proto's Status).
+local STATUS = { unknown = 0, success = 1, failure = 2, running = 3 }
+function tb.hparams_end_event(wall_time, status)
+  local code = assert(STATUS[status], "hparams_end_event: status success, failure, running or unknown")
+  local info = bytes_field(4, pb.int_field(1, code) .. pb.double_field(2, wall_time))
+  return summary_event(wall_time, 0, hparams_value("_hparams_/session_end_info", info))
 end
 
 -- A histogram (Summary.Value.histo, field 5: HistogramProto{min, max, num,

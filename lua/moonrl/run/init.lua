@@ -152,7 +152,7 @@ local function prepare(cfg, resume_dir, steps_base)
     conv.notes, conv.layers, conv.from_record = ca.resolve(cfg, c, prep.algorithms, recorded)
     if rnote then table.insert(conv.notes, 1, rnote .. ": chosen again") end
   end
-  return c, w, tables, conv
+  return c, w, tables, conv, device
 end
 
 -- The config without its directory: a copy started as a new run gets a new one.
@@ -198,7 +198,7 @@ end
 function Run.start(cfg, opts)
   opts = opts or {}
   local rs = opts.resume
-  local c, warmup, tables, conv = prepare(cfg, rs and rs.dir, rs and rs.steps_base)
+  local c, warmup, tables, conv, device = prepare(cfg, rs and rs.dir, rs and rs.steps_base)
   if not c then util.refuse(warmup, 3, "input") end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
@@ -288,7 +288,7 @@ function Run.start(cfg, opts)
           total_updates = function(c) return engine.total_updates(c, rs and rs.steps_base) end,
           on_error = function(msg) self:_sink_error(name, msg) end,
           append = rs ~= nil, columns = trimmed and trimmed.csv_columns,
-          resume_step = rs and rs.steps or nil,
+          resume_step = rs and rs.steps or nil, device = device,
         })
       end)
       if okr and sink then
@@ -601,6 +601,7 @@ function handlers.finished(self, reason, updates, last)
     end)
   end
   for _, s in ipairs(self.sinks) do
+    if s.sink.ended then pcall(s.sink.ended, s.sink, reason) end   -- guarded inside: reports its own failure
     local ok, err = pcall(s.sink.close, s.sink, closed)
     if not ok then
       core.report("sink " .. s.name .. " failed to close", tostring(err))

@@ -292,9 +292,14 @@ end
 -- A run that writes TensorBoard files gets the evaluation there too, at its
 -- checkpoint's step: eval/<mode>/<metric> (the point estimates; none for a
 -- metric the evaluation could not define, n/a in the table) and the
--- table as the text eval/table, in a file of its own per checkpoint
--- (events.out.tfevents.0.eval.<checkpoint>), rewritten by a new evaluation
--- of the same checkpoint. Returns nil, or what failed.
+-- table as the text eval/table, in a file of its own per checkpoint,
+-- events.out.tfevents.<now>.<host>.eval.<checkpoint>, which replaces an
+-- earlier evaluation's of the same checkpoint. Named by the time it is
+-- written, as TensorBoard's readers expect: they read a run's files in name
+-- order, and a resumed training file's SessionLog START drops the points
+-- read before it at later steps, so an evaluation's file must sort after the
+-- training files it follows (a name of time 0 lost every evaluation of a
+-- resumed run). Returns nil, or what failed.
 function eval.tensorboard(run_dir, ck, summaries, text)
   local util = require("moonrl.util")
   local has_tb = false
@@ -321,8 +326,13 @@ function eval.tensorboard(run_dir, ck, summaries, text)
   end
   out[#out + 1] = tb.record(tb.text_event(now, step, "eval/table", text))
   local name = (ck:match("([^/]+)%.mrck$") or "checkpoint")
-  local ok, we = util.write_file(run_dir .. "/events.out.tfevents.0.eval." .. name, table.concat(out))
+  local suffix = ".eval." .. name
+  local path = run_dir .. "/" .. tb.filename(now, require("luv").os_gethostname() or "localhost") .. suffix
+  local ok, we = util.write_file(path, table.concat(out))
   if not ok then return "TensorBoard: " .. tostring(we) end
+  for _, old in ipairs(require("moonrl.run.dir").event_files(run_dir)) do   -- an earlier evaluation of it
+    if old ~= path and old:sub(-#suffix) == suffix then os.remove(old) end
+  end
   return nil
 end
 

@@ -19,11 +19,14 @@
 --   sink:update(metrics)
 --   sink:event(e)                        a live change: a line of the text run/changes
 --   sink:checkpoint(path, update)        log.histograms: the weights' histograms
+--   sink:ended(reason)                   the run's end ("done", "error", "stopped"):
+--                                        the hparams plugin's session end status
 --   sink:close([cb])
---   Tb.hparams(cfg) -> {key = value}     the hyperparameters written for the HParams view
+--   Tb.hparams(cfg, device) -> {key = value}  the hyperparameters written for the HParams view
 -- Beside the scalars: the config as text ("run/config", markdown) and the
--- hparams plugin's session start (every config key with one value), at the
--- first step.
+-- hparams plugin's experiment (each hyperparameter's type, the metric
+-- columns: Tb.HPARAMS_METRICS) and session start (every config key with one
+-- value, in force on opts.device), at the first step.
 --   sink.path
 --   Tb.TAGS                              {metric name, tag} in write order
 
@@ -99,38 +102,68 @@ function Tb.new(run_dir, cfg, opts)
   base.guard(self, "tensorboard", function()
     local text = "```lua\n" .. require("moonrl.config.serialize").serialize(cfg) .. "\n```"
     local step = opts.resume_step and opts.resume_step + 1 or 0
+    local hp = Tb.hparams(cfg, opts.device)
     self.file:write(tb.record(tb.text_event(now, step, "run/config", text)) ..
-      tb.record(tb.hparams_event(now, Tb.hparams(cfg))))
+      tb.record(tb.hparams_experiment_event(now, hp, Tb.HPARAMS_METRICS)) .. tb.record(tb.hparams_event(now, hp)))
   end)
   return self
 end
 
 -- The run's hyperparameters for TensorBoard's HParams view: every key of the
--- schema with one value (numbers, booleans, strings and enums as they are;
--- schedules and lists as their Lua text), by its dotted name; not where the
--- run is written or read live from.
+-- schema with one value, by its dotted name, as the run has them in force:
+-- numbers as numbers (a numeric axis there), booleans, strings and enums as
+-- they are; a schedule as its start value, with its text beside it under
+-- "<key>.schedule" (a function schedule: that text alone); a list as its
+-- text. Not where the run is written or read live from, and not the other
+-- device's settings (the GPU-only keys on a CPU run, cpu.* on a GPU run).
+-- device: "cpu" or "cuda", the device the run is on (default: cfg.device
+-- where it names one).
 local NOT_HPARAMS = { dir = true, live = true }
-function Tb.hparams(cfg)
+function Tb.hparams(cfg, device)
   local schema = require("moonrl.config.schema")
   local display = require("moonrl.run.changes").display
+  device = device or cfg.device
   local out = {}
   for _, e in ipairs(schema.keys) do
-    local v = not NOT_HPARAMS[e.key] and cfg or nil
+    local other_device = (device == "cpu" and e.gpu_only and e.key ~= "precision") or
+      (device == "cuda" and e.key:match("^cpu%."))
+    local v = not NOT_HPARAMS[e.key] and not other_device and cfg or nil
     for part in e.key:gmatch("[^.]+") do v = type(v) == "table" and v[part] or nil end
     local t = type(v)
     if t == "number" or t == "boolean" or t == "string" then
       out[e.key] = v
-    elseif t == "table" and (e.type == "schedule" or e.type == "list") then
-      if e.type == "list" then
-        local items = {}
-        for i, x in ipairs(v) do items[i] = tostring(x) end
-        out[e.key] = table.concat(items, ",")
-      else
-        out[e.key] = display(v)
-      end
+    elseif e.type == "schedule" and (t == "table" or t == "function") then
+      if t == "table" and type(v.from) == "number" then out[e.key] = v.from end
+      if not (t == "table" and v.kind == "constant") then out[e.key .. ".schedule"] = display(v) end
+    elseif t == "table" and e.type == "list" then
+      local items = {}
+      for i, x in ipairs(v) do items[i] = tostring(x) end
+      out[e.key] = table.concat(items, ",")
     end
   end
+  if device == "cpu" or device == "cuda" then out.device = device end   -- "auto" as it resolved
   return out
+end
+
+-- The metrics the HParams view shows as columns, by tag (Tb.TAGS).
+Tb.HPARAMS_METRICS = {
+  { tag = "episode/return_mean", name = "return" },
+  { tag = "episode/length_mean", name = "episode length" },
+  { tag = "episode/efficiency", name = "efficiency" },
+  { tag = "episode/deaths", name = "deaths" },
+  { tag = "loss/entropy", name = "entropy" },
+  { tag = "train/approx_kl", name = "approx KL" },
+  { tag = "train/explained_variance", name = "explained variance" },
+  { tag = "perf/sps", name = "agent-steps/s" },
+}
+
+-- The run's end in the HParams view: a run that finished is a success, one
+-- that failed a failure; one stopped (resumable) is "unknown" there.
+local END_STATUS = { done = "success", error = "failure" }
+function Tb:ended(reason)
+  base.guard(self, "tensorboard", function()
+    self.file:write(tb.record(tb.hparams_end_event(self.clock(), END_STATUS[reason] or "unknown")))
+  end)
 end
 
 -- The step of update k (its agent-steps), where the scalars put it.
