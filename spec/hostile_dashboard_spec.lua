@@ -243,6 +243,9 @@ describe("hostile input on the dashboard's surfaces", function()
     assert.equal(0, dash.wait(5000))
     assert.truthy((uv.hrtime() - t0) / 1e9 < 2, "the dashboard took " .. (uv.hrtime() - t0) / 1e9 .. " s to stop")
     assert.is_nil(uv.fs_lstat(dir .. "/stale/.dashboard-token"))
+    -- what the signal says is the dashboard's, not a training's "final checkpoint"
+    assert.truthy(dash.err():find("SIGTERM: closing the dashboard (the runs it shows go on)", 1, true), dash.err())
+    assert.is_nil(dash.err():find("checkpoint", 1, true), dash.err())
   end)
 
   it("refuses an adopt path with a NUL byte, and writes no control byte from a request into train.log", function()

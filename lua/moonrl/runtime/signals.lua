@@ -34,6 +34,9 @@
 --                                     stop_all = fn(code, reason),
 --                                     stopping = fn() -> true once stop_all ran,
 --                                     note = fn(run, msg): a line in its log }
+--                            a listed object with a string `stop_note` does not
+--                            train (a dashboard): a stop signal says that note for
+--                            it instead of "stopping after the update in progress"
 --                            (moonrl.runtime.shutdown: stops every run, exits `code`
 --                            once their files are closed; called again, exits at once)
 --   signals.handlers[name](ctx)   what signal `name` ("sighup", ...) does; ctx =
@@ -66,9 +69,17 @@ function signals.exit_code() return received_stop end
 
 local function stop(ctx)
   received_stop = received_stop or ctx.code
-  if #ctx.runs > 0 and not ctx.host.stopping() then
+  -- what trains (a run, a sweep) stops after its update; what does not (a
+  -- dashboard: its stop_note says what a stop does to it) just closes
+  local training, notes = 0, {}
+  for _, r in ipairs(ctx.runs) do
+    if type(r.stop_note) == "string" then notes[#notes + 1] = r.stop_note else training = training + 1 end
+  end
+  if training > 0 and not ctx.host.stopping() then
     io.stderr:write("\nmoonrl: ", ctx.name:upper(), ": stopping after the update in progress (final checkpoint); ",
       ctx.name:upper(), " again to quit now\n")
+  elseif #notes > 0 and not ctx.host.stopping() then
+    io.stderr:write("\nmoonrl: ", ctx.name:upper(), ": ", table.concat(notes, "; "), "\n")
   elseif #ctx.runs == 0 then
     -- nothing to checkpoint: what is left (an evaluation, say) is abandoned;
     -- every run directory is already complete and closed

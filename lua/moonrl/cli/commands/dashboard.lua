@@ -76,6 +76,7 @@ function cmd.run(argv)
   -- tracked before the URL is printed: a stop signal from whoever read the URL
   -- closes the dashboard (and removes its token file), never exits around it
   local shutdown = require("moonrl.runtime.shutdown")
+  dash.stop_note = "closing the dashboard (the runs it shows go on)"   -- what a stop signal says (runtime.signals)
   shutdown.track(dash, { note = function() end })
   out("moonrl dashboard: serving ", table.concat(#dirs > 0 and dirs or { "." }, ", "), "\n")
   out("  open ", dash.url, "\n")
