@@ -218,26 +218,68 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     assert.truthy(text:find("1.5 [0.5, 2.5]", 1, true), text)
   end)
 
-  it("shows a sweep's trials and front; a trial's row opens its run", function()
+  it("draws every curve of the server's one list, each axis's labels distinct and on one line", function()
+    s("/url", { url = "http://127.0.0.1:" .. port .. "/?token=" .. token .. "#run=runs/live" })
+    wait_js("the curves", "return !!window.moonrlDashboard && window.moonrlDashboard.points('approx_kl') > 0 && " ..
+      "window.moonrlDashboard.points('explained_variance') > 0 && window.moonrlDashboard.points('grad_norm') > 0")
+    -- the page draws what the server lists (data.CURVES): nothing the page lacks, nothing extra
+    local api = js("return window.moonrlDashboard.state.curves.map(c => c[0]).join(',')")
+    local p = io.popen("curl -s -m 5 'http://127.0.0.1:" .. port .. "/api/runs?token=" .. token .. "'")
+    local listed = json.decode(p:read("*a"))
+    p:close()
+    local want = {}
+    for i, c in ipairs(listed.curves) do want[i] = c[1] end
+    assert.is_true(#want >= 13, api)
+    assert.are.equal(table.concat(want, ","), api)
+    local drawn = js("return Array.from(document.querySelectorAll('#charts .chart')).map(d => d.id.slice(6)).join(',')")
+    for name in drawn:gmatch("[^,]+") do assert.truthy(api:find(name, 1, true), name) end
+    -- on every chart: the y labels differ from each other (a label per tick, enough digits) and hold
+    -- no breakable space (a unit stays on its number's line)
+    local bad = js([[
+      const out = [];
+      for (const d of document.querySelectorAll('#charts .chart')) {
+        const labels = Array.from(d.querySelectorAll('.dygraph-axis-label-y')).map(e => e.textContent);
+        if (new Set(labels).size !== labels.length || labels.some(t => t.includes(' '))) out.push(d.id + ': ' + labels.join(' | '));
+      }
+      return out.join('; ');]])
+    assert.are.equal("", bad)
+    local f = "window.moonrlDashboard.axisLabels"
+    assert.are.same({ "2.076", "2.078", "2.080" }, js("return " .. f .. "('entropy', [2.076, 2.078, 2.08])"))
+    assert.are.same({ "6.0e-4", "8.0e-4", "1.0e-3" }, js("return " .. f .. "('lr', [0.0006, 0.0008, 0.001])"))
+    assert.are.same({ "10.0k", "12.5k" }, js("return " .. f .. "('sps', [10000, 12500])"))
+    assert.are.same({ "95.4\u{a0}MiB", "95.6\u{a0}MiB" },
+      js("return " .. f .. "('memory_peak_bytes', [95.4 * 1048576, 95.6 * 1048576])"))
+  end)
+
+  it("shows a sweep on a page of its own: trials with a column per key, every trial's curve, the front; " ..
+    "a trial's row opens its run", function()
     js("document.querySelector('#sweeps li[data-id=\"runs/sw\"]').click()")
     wait_js("the sweep table", "return !document.getElementById('sweep-view').hidden && " ..
       "document.querySelectorAll('#sweep-table tr').length === 2")
-    local row = js("return document.querySelectorAll('#sweep-table tr')[1].textContent")
-    assert.truthy(row:find("trial-001", 1, true) and row:find("done", 1, true) and row:find("0.6", 1, true), row)
+    -- the sweep's page, not drawn inside the run shown before
+    assert.is_true(js("return document.getElementById('run-page').hidden"))
+    local head = js("return document.querySelectorAll('#sweep-table tr')[0].textContent")
+    assert.truthy(head:find("ppo.lr", 1, true), head)
+    local cells = js("return Array.from(document.querySelectorAll('#sweep-table tr')[1].children).map(c => c.textContent)")
+    assert.are.same({ "trial-001", "done", "0.6", "384", "0.001" }, cells)
+    wait_js("every trial's curve", "return window.moonrlDashboard.sweepSeries().join() === 'trial-001'")
     wait_js("the front", "return !!document.getElementById('front-steps')")
     assert.truthy(js("return document.getElementById('front-steps').textContent"):find("trial-001", 1, true))
     js("document.querySelectorAll('#sweep-table tr')[1].click()")
     wait_js("the trial's run", "return document.getElementById('run-title').textContent.includes('runs/sw/trial-001')")
+    assert.is_true(js("return document.getElementById('sweep-view').hidden && !document.getElementById('run-page').hidden"))
   end)
 
   it("keeps the view in the URL's fragment, and opens the view a fragment names", function()
     local url = js("return location.href")
     assert.truthy(url:find("#run=runs%2Fsw%2Ftrial-001", 1, true), url)
-    assert.truthy(url:find("sweep=runs%2Fsw", 1, true), url)
     s("/url", { url = "http://127.0.0.1:" .. port .. "/?token=" .. token .. "#run=runs/old&overlay=runs/live" })
     wait_js("the named view", "return document.getElementById('run-title').textContent.includes('runs/old') && " ..
       "window.moonrlDashboard.series('efficiency').length === 2")
     assert.truthy(js("return document.getElementById('sweep-view').hidden"))
+    s("/url", { url = "http://127.0.0.1:" .. port .. "/?token=" .. token .. "#sweep=runs/sw" })
+    wait_js("the named sweep", "return !document.getElementById('sweep-view').hidden && " ..
+      "document.getElementById('run-page').hidden")
   end)
 
   it("refuses an action from another origin", function()

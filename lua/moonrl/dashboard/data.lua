@@ -23,7 +23,7 @@
 --   d:summary(id) -> summary.json decoded | nil
 --   d:sweep_table(id) -> {metric, mode, method, trials = {...}, rungs = {...}, exploits = {...},
 --                          lineage = {best, segments} | nil (PBT), front = front.json's}
---   data.CURVES                            the metrics.jsonl fields the page draws
+--   data.CURVES                            {field, title} of each curve the page draws (sent with /api/runs)
 
 local uv = require("luv")
 local json = require("moonrl.formats.json")
@@ -34,9 +34,13 @@ local pbt = require("moonrl.sweep.pbt")
 
 local data = {}
 
-data.CURVES = {
-  "episode_return_mean", "efficiency", "deaths", "policy_loss", "value_loss", "entropy", "lr",
-  "sps", "memory_peak_bytes", "approx_kl", "clip_fraction", "explained_variance", "grad_norm",
+data.CURVES = {   -- {metrics.jsonl field, the chart's title}: the page draws these, in this order
+  { "episode_return_mean", "return (mean)" }, { "efficiency", "efficiency" }, { "deaths", "deaths" },
+  { "episode_length_mean", "episode length (mean)" },
+  { "policy_loss", "policy loss" }, { "value_loss", "value loss" }, { "entropy", "entropy" },
+  { "approx_kl", "approx. KL" }, { "clip_fraction", "clip fraction" }, { "explained_variance", "explained variance" },
+  { "grad_norm", "gradient norm" }, { "lr", "learning rate" }, { "sps", "agent-steps/s" },
+  { "memory_peak_bytes", "memory peak" },
 }
 
 local MAX_TEXT = 256 * 1024    -- config.lua, changes.lua, train.log's tail: at most this much is sent
@@ -110,8 +114,8 @@ function D:sweep(id) return self.sweep_by_id[id] end
 
 local function keep_curves(rec)
   local row = { update = rec.update, agent_steps = rec.agent_steps, wall_time = rec.wall_time }
-  for _, k in ipairs(data.CURVES) do
-    local v = rec[k]
+  for _, c in ipairs(data.CURVES) do
+    local k, v = c[1], rec[c[1]]
     if type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge then row[k] = v end
   end
   return row

@@ -289,7 +289,7 @@ function dashboard.serve(opts)
       end
       local sweeps = json.array()
       for _, s in ipairs(d.sweeps) do sweeps[#sweeps + 1] = { id = s.id, dir = s.dir, trials = s.trials } end
-      send_json(reply, 200, { ok = true, runs = runs, sweeps = sweeps })
+      send_json(reply, 200, { ok = true, runs = runs, sweeps = sweeps, curves = data.CURVES })
     end)
   end
 

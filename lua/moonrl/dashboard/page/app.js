@@ -5,14 +5,10 @@
 "use strict";
 (function () {
   const TOKEN = new URLSearchParams(location.search).get("token") || "";
-  const CURVES = [
-    ["episode_return_mean", "return (mean)"], ["efficiency", "efficiency"], ["deaths", "deaths"],
-    ["policy_loss", "policy loss"], ["value_loss", "value loss"], ["entropy", "entropy"],
-    ["lr", "learning rate"], ["sps", "agent-steps/s"], ["memory_peak_bytes", "memory peak"],
-  ];
+  // the curves drawn, [field, title] each: the server's list (data.CURVES), sent with /api/runs
   const state = {
-    runs: [], sweeps: [], selected: null, sweep: null, overlay: new Set(),
-    rows: {}, changes: {}, charts: {}, details: null,
+    runs: [], sweeps: [], curves: [], selected: null, sweep: null, overlay: new Set(),
+    rows: {}, changes: {}, charts: {}, details: null, sweepChart: null, sweepData: null,
   };
 
   function api(path, opts) {
@@ -84,6 +80,7 @@
       q("conn").className = "";
       state.runs = arr(j.runs);
       state.sweeps = arr(j.sweeps);
+      state.curves = arr(j.curves);
       if (!state.selected && state.runs.length) applyHash();
       drawRuns();
       drawStatus();
@@ -107,13 +104,12 @@
     state.overlay = new Set(wanted.overlay.filter(known));
     const live = state.runs.find(function (r) { return r.live; });
     const first = known(wanted.run) ? wanted.run : (live || state.runs[0] || {}).id;
-    if (first) select(first);
     if (wanted.sweep && state.sweeps.some(function (s) { return s.id === wanted.sweep; })) {
+      if (first) state.selected = first;
       showSweep(wanted.sweep);
     } else {
-      state.sweep = null;
-      q("sweep-view").hidden = true;
-      toHash();
+      if (first) select(first);
+      closeSweep();
     }
     pollMetrics();
     redrawCharts();
@@ -148,7 +144,19 @@
     }
   }
 
+  // the sweep view and a run's page are two pages: one shows at a time
+  function showPage(sweep) {
+    q("sweep-view").hidden = !sweep;
+    q("run-page").hidden = !!sweep;
+  }
+  function closeSweep() {
+    state.sweep = null;
+    showPage(false);
+    if (state.selected) select(state.selected); else { toHash(); drawRuns(); }
+  }
+
   function select(id) {
+    if (state.sweep) { state.sweep = null; showPage(false); }
     state.selected = id;
     state.overlay.add(id);
     toHash();
@@ -200,18 +208,50 @@
       box.append(item);
     }
   }
-  // y-axis labels: bytes in KiB / MiB / GiB, rates as 12k, the rest as short plain numbers
-  function yLabel(key) {
-    if (key === "memory_peak_bytes") return function (v) {
-      const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-      let u = 0;
-      while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
-      return String(+v.toPrecision(3)) + " " + units[u];
-    };
-    if (key === "sps") return function (v) { return Math.abs(v) >= 1000 ? String(+(v / 1000).toPrecision(3)) + "k" : String(+v.toPrecision(3)); };
-    return function (v) { return v === 0 || Math.abs(v) >= 1e-3 ? String(+v.toPrecision(3)) : v.toExponential(1); };
+  // y-axis labels, written from the ticks' spacing so that neighbours differ and every label of
+  // an axis has one form: as many decimals as the step needs (2.076, 2.078; never 2.08 four times),
+  // scientific for an axis of tiny or huge numbers (1.0e-3, 8.0e-4; never 0.001 beside 8.0e-4),
+  // bytes in KiB / MiB / GiB and rates as 12.5k with the same rule; no-break spaces keep a label
+  // on one line
+  // the fewest decimals (0 .. 8) that write every value of vs (in units of div) exactly enough that the
+  // ticks' step shows (a step of 2.5 needs one)
+  function decimals(vs, step, div) {
+    for (let d = 0; d < 8; d++) {
+      const f = Math.pow(10, d);
+      if (vs.every(function (v) { return Math.abs(Math.round(v / div * f) / f - v / div) <= 1e-3 * step / div; })) return d;
+    }
+    return 8;
   }
-
+  function axisLabels(key, vs) {
+    const step = vs.length > 1 ? Math.abs(vs[1] - vs[0]) : Math.abs(vs[0] || 1);
+    let top = 0;
+    for (const v of vs) top = Math.max(top, Math.abs(v));
+    if (key === "memory_peak_bytes") {
+      const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+      let u = 0, div = 1;
+      while (top / div >= 1024 && u < units.length - 1) { div *= 1024; u++; }
+      const d = decimals(vs, step, div);
+      return vs.map(function (v) { return (v / div).toFixed(d) + "\u00a0" + units[u]; });
+    }
+    if (key === "sps" && top >= 1000) {
+      const d = decimals(vs, step, 1000);
+      return vs.map(function (v) { return (v / 1000).toFixed(d) + "k"; });
+    }
+    if (top > 0 && (top < 1e-2 || top >= 1e6)) {
+      // one mantissa precision for the axis: enough digits that the step shows
+      const digits = step > 0 ? Math.min(6, Math.max(1, Math.ceil(Math.log10(top / step) - 1e-9))) : 1;
+      return vs.map(function (v) { return v === 0 ? "0" : v.toExponential(digits); });
+    }
+    const d = decimals(vs, step, 1);
+    return vs.map(function (v) { return v.toFixed(d); });
+  }
+  function yTicker(key) {
+    return function (min, max, pixels, opts, g, vals) {
+      const ticks = Dygraph.numericTicks(min, max, pixels, opts, g, vals).filter(function (t) { return typeof t.v === "number"; });
+      const labels = axisLabels(key, ticks.map(function (t) { return t.v; }));
+      return ticks.map(function (t, i) { return { v: t.v, label: labels[i] }; });
+    };
+  }
   function redrawCharts() {
     // the selected run first, the others in the list's order
     const place = function (id) { return id === state.selected ? -1 : state.runs.findIndex(function (r) { return r.id === id; }); };
@@ -219,7 +259,7 @@
       .sort(function (a, b) { return place(a) - place(b); });
     drawLegend(ids);
     const box = q("charts");
-    for (const [key, title] of CURVES) {
+    for (const [key, title] of state.curves) {
       // one table: x = agent-steps, a column per run (null where a run has no row there)
       const xs = new Map();
       ids.forEach(function (id, c) {
@@ -239,9 +279,9 @@
       }
       const opts = {
         labels: ["agent-steps"].concat(ids), colors: ids.map(colour), connectSeparatedPoints: true, legend: "follow",
-        xlabel: "agent-steps", title: null, yLabelWidth: 60,
+        xlabel: "agent-steps", title: null, yLabelWidth: 72,
         // 20k agent-steps; values as short plain numbers (not 500m for 0.5, nor -5.00e-3 for -0.005)
-        axes: { x: { labelsKMB: true }, y: { axisLabelFormatter: yLabel(key), axisLabelWidth: 60 } },
+        axes: { x: { labelsKMB: true }, y: { ticker: yTicker(key), axisLabelWidth: 72 } },
         underlayCallback: function (ctx, area, g) {   // every live change: a vertical line
           ctx.save();
           ctx.strokeStyle = "rgba(200, 80, 0, 0.7)";
@@ -414,30 +454,83 @@
     }
   }
 
+  // a parameter's value in a table cell: numbers to 3 significant digits, the rest as text
+  function paramCell(v) {
+    if (v === undefined || v === null) return "";
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(+v.toPrecision(3));
+    return typeof v === "string" ? v : JSON.stringify(v);
+  }
+
+  // every trial's curve of the sweep's metric on one chart (x = agent-steps, a series per trial)
+  function drawSweepCurves(j) {
+    const metric = j.metric || "episode_return_mean";
+    const trials = arr(j.trials).filter(function (r) { return r.run; });
+    q("sweep-curves-title").textContent = trials.length ? metric + " of every trial" : "";
+    return Promise.all(trials.map(function (r) {
+      const have = (state.rows[r.run] || []).length;
+      return api("api/metrics?run=" + encodeURIComponent(r.run) + "&from=" + have).then(function (m) {
+        if (!m.ok) return;
+        if (m.reset || !state.rows[r.run]) state.rows[r.run] = [];
+        for (const row of arr(m.rows)) state.rows[r.run].push(row);
+      });
+    })).then(function () {
+      const xs = new Map();
+      trials.forEach(function (r, c) {
+        for (const row of state.rows[r.run] || []) {
+          if (typeof row[metric] !== "number") continue;
+          let line = xs.get(row.agent_steps);
+          if (!line) { line = new Array(trials.length + 1).fill(null); line[0] = row.agent_steps; xs.set(row.agent_steps, line); }
+          line[c + 1] = row[metric];
+        }
+      });
+      const table = Array.from(xs.values()).sort(function (a, b) { return a[0] - b[0]; });
+      const box = q("sweep-curves");
+      if (!table.length) {
+        if (state.sweepChart) { state.sweepChart.destroy(); state.sweepChart = null; }
+        box.hidden = true;
+        return;
+      }
+      box.hidden = false;
+      const opts = {
+        labels: ["agent-steps"].concat(trials.map(function (r) { return r.label || String(r.trial); })),
+        connectSeparatedPoints: true, legend: "follow", xlabel: "agent-steps",
+        axes: { x: { labelsKMB: true }, y: { ticker: yTicker(metric), axisLabelWidth: 72 } },
+      };
+      if (state.sweepChart) state.sweepChart.updateOptions(Object.assign({ file: table }, opts));
+      else state.sweepChart = new Dygraph(box, table, opts);
+    });
+  }
+
   function showSweep(id) {
     const fresh = state.sweep !== id;
     state.sweep = id;
-    if (fresh) toHash();
+    if (fresh) { toHash(); drawRuns(); }
     return api("api/sweep?sweep=" + encodeURIComponent(id)).then(function (j) {
       if (!j.ok) return say(j.error, false);
       if (state.sweep !== id) return;
-      q("sweep-view").hidden = false;
+      showPage(true);
       drawRungs(j);
       drawPbt(j);
       drawFront(j);
       q("sweep-title").textContent = "sweep " + j.dir + " (" + (j.method || "?") + ", " + (j.mode || "") + " " + (j.metric || "") + ")";
+      // a column per searched key (3 significant digits), not the parameters' JSON
+      const keys = [];
+      for (const r of arr(j.trials)) for (const k of Object.keys(r.params || {})) if (keys.indexOf(k) < 0) keys.push(k);
+      keys.sort();
       const t = q("sweep-table");
       t.replaceChildren();
       const head = el("tr");
-      for (const h of ["trial", "state", "value", "steps", "params"]) head.append(el("th", h));
+      for (const h of ["trial", "state", j.metric || "value", "steps"].concat(keys)) head.append(el("th", h));
       t.append(head);
       for (const r of arr(j.trials)) {
         const tr = el("tr");
         tr.append(el("td", r.label || r.trial), el("td", r.state + (r.error ? ": " + r.error : "")),
-          el("td", fmt(r.value)), el("td", fmt(r.steps)), el("td", JSON.stringify(r.params || {})));
+          el("td", fmt(r.value)), el("td", fmt(r.steps)));
+        for (const k of keys) tr.append(el("td", paramCell((r.params || {})[k])));
         if (r.run) { tr.style.cursor = "pointer"; tr.addEventListener("click", function () { select(r.run); }); }
         t.append(tr);
       }
+      return drawSweepCurves(j);
     });
   }
 
@@ -465,12 +558,7 @@
       act({ action: b.dataset.action });
     });
   }
-  q("sweep-close").addEventListener("click", function () {
-    state.sweep = null;
-    toHash();
-    q("sweep-view").hidden = true;
-    drawRuns();
-  });
+  q("sweep-close").addEventListener("click", closeSweep);
   q("set-button").addEventListener("click", function () {
     act({ action: "set", key: q("set-key").value, value: q("set-value").value });
   });
@@ -482,6 +570,8 @@
     series: function (key) { const c = state.charts[key]; return c ? c.g.getLabels().slice(1) : []; },
     marks: function (key) { const c = state.charts[key]; return c ? c.marks.map(function (m) { return m.text; }) : []; },
     select: select,
+    sweepSeries: function () { return state.sweepChart ? state.sweepChart.getLabels().slice(1) : []; },
+    axisLabels: axisLabels,
   };
 
   // polling stops while the page is not seen (another tab, a minimised window): nothing is asked
