@@ -36,9 +36,13 @@ local ticker = uv.new_timer()
 ticker:start(2000, 2000, function()
   local parts = {}
   for _, r in ipairs(runs) do
-    local m = r:metrics()
-    parts[#parts + 1] = string.format("%s %d/%d", r.cfg.env.mode, m and m.update or 0,
-      math.ceil(steps / (r.cfg.env.num_envs * r.cfg.ppo.rollout_steps)))
+    local p = r:progress()
+    if p.phase == "warm-up" then
+      parts[#parts + 1] = string.format("%s warming up (%d/%d)", r.cfg.env.mode, p.warmup_done, p.warmup_updates)
+    else
+      parts[#parts + 1] = string.format("%s %d/%d", r.cfg.env.mode, p.update,
+        math.ceil(steps / (r.cfg.env.num_envs * r.cfg.ppo.rollout_steps)))
+    end
   end
   print("  " .. table.concat(parts, "   "))
 end)

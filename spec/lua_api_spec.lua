@@ -182,3 +182,35 @@ for _, bad in ipairs({ "1", -1, 0 / 0, {} }) do print("bad", select(2, pcall(moo
     assert.truthy(out:find("to wait for a run, run:wait()", 1, true), out)
   end)
 end)
+
+describe("a script's run", function()
+  it("announces its directory, and run:progress() tells the warm-up from training and the end", function()
+    if not have_bin then return pending("no binary at " .. BIN) end
+    local rc, out, err = run_script([[
+local moonrl = require "moonrl"
+local cfg = { name = "p", device = "cpu", threads = 1, seed = 2, total_steps = 16 * 8 * 2, warmup = { updates = 2 },
+  env = { num_envs = 16, grid_size = 16, density_min = 4, density_max = 8 },
+  policy = { conv_channels = { 4 }, hidden = 16, critic_hidden = 16 }, ppo = { rollout_steps = 8 },
+  log = { console = true, tensorboard = false, checkpoint_interval = 0 } }
+local seen = {}
+cfg.hooks = { on_update = function(m, run) local p = run:progress() seen[#seen + 1] = p.phase .. " " .. p.update end }
+local run = moonrl.train(cfg, { dir = "r" })
+local p = run:progress()
+print("start", p.phase, p.warmup_done, p.warmup_updates)
+run:wait()
+p = run:progress()
+print("end", p.phase, p.update, p.warmup_done)
+print("seen", table.concat(seen, ","))
+local q = moonrl.train(cfg, { dir = "q", quiet = true })
+q:wait()
+]])
+    assert.are.equal(0, rc, out .. err)
+    assert.truthy(out:find("start\twarm-up\t0\t2", 1, true), out)
+    assert.truthy(out:find("end\tdone\t2\t2", 1, true), out)
+    assert.truthy(out:find("seen\ttraining 1,training 2", 1, true), out)
+    -- the run says where it writes, once; a quiet one does not
+    local _, n = err:gsub("moonrl: run directory: r\n", "")
+    assert.are.equal(1, n, err)
+    assert.is_nil(err:find("run directory: q", 1, true), err)
+  end)
+end)

@@ -12,6 +12,8 @@
 --   run.hot_from               the first update that ran with the latest
 --                              run:set() of an engine key (once the thread took it)
 --   run:metrics()              the last update's metrics (nil before the first)
+--   run:progress()             {phase = "warm-up" | "training" | the end's status, update,
+--                              warmup_done, warmup_updates}: where it is, the warm-up included
 --   run:wait()                 yields until the end; returns the summary
 --   run:set(key, value[, source])  true | nil, err: hot keys only (schema hot ~= false),
 --                              validated by config.set; an engine key applies
@@ -634,6 +636,13 @@ end
 
 function Run:alive() return self._summary == nil and self.handle:alive() end
 function Run:metrics() return self.last end
+function Run:progress()
+  local w = type(self.warmup) == "table" and tonumber(self.warmup.updates) or 0
+  local phase = self._summary and self._summary.status or (self.last and "training") or
+    (#self.warmup_metrics < w and "warm-up") or "training"
+  return { phase = phase, update = self.last and self.last.update or self.updates or 0,
+    warmup_done = #self.warmup_metrics, warmup_updates = w }
+end
 function Run:summary() return self._summary end
 
 function Run:wait()

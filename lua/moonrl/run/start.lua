@@ -9,7 +9,9 @@
 --                                              resolves first, to tell a config error from a
 --                                              failure to start); refused while moonrl is stopping
 --   start.train(cfg_or_path, opts) -> run      moonrl.train (lua/moonrl/init.lua has its options);
---                                              ranks > 1: a moonrl.run.launched run
+--                                              ranks > 1: a moonrl.run.launched run; says
+--                                              "moonrl: run directory: DIR" on stderr unless quiet
+--   start.train_quietly(cfg_or_path, opts) -> run   the same without that line
 --   start.verbose                              true: every run's notes at --verbose
 --                                              (`moonrl run --verbose`)
 
@@ -112,7 +114,22 @@ local function launch(cfg, notes, opts, ranks)
   return require("moonrl.run.launched").start(cfg, notes, o)
 end
 
+-- A script's run says where it writes (`moonrl train` prints its own line on
+-- stdout): on stderr, where its console is, unless the run is quiet.
+local function announce(run, opts)
+  if run and run.dir and run.console ~= false and not opts.quiet and opts.console ~= false then
+    io.stderr:write("moonrl: run directory: ", run.dir, "\n")
+  end
+  return run
+end
+
 function start.train(cfg_or_path, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
+  return announce(start.train_quietly(cfg_or_path, opts), opts)
+end
+
+function start.train_quietly(cfg_or_path, opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
   local ranks
