@@ -143,6 +143,25 @@ describe("moonrl train under mpirun -n 2", function()
     support.rm_rf(dir .. "/again")
   end)
 
+  it("on a terminal, prints lines, not a bar that a rank's note lands on", function()
+    if not ready() then return end
+    if not sh("command -v script >/dev/null 2>&1") then return pending("script(1) not found (bsdutils)") end
+    -- mpirun hands a rank a pty for stdout and a pipe for stderr, relayed apart: a note on stderr
+    -- once landed on the progress bar's line ("eff 58.3%\27[Kmoonrl: note: 2 ranks: ...")
+    local cfg = EXPERIMENT:gsub("console = false", "console = true, interval = 1")
+    support.write_file(dir .. "/tty.lua", cfg)
+    sh(string.format("cd %q && timeout 180 script -qec %q /dev/null >tty.out 2>&1", dir,
+      string.format("env %s mpirun -n 2 %q train tty.lua --dir tty --no-eval", MPI_ENV, BIN)))
+    local out = support.read_file(dir .. "/tty.out") or ""
+    support.rm_rf(dir .. "/tty")
+    assert.truthy(out:find("update 8/8", 1, true), out)
+    assert.is_nil(out:find("\27[K", 1, true), out)
+    for line in out:gmatch("[^\n]+") do
+      assert.is_nil(line:find("%%.+moonrl: note"), line)   -- a note on a line of its own
+    end
+    assert.truthy(out:find("\nmoonrl: note: 2 ranks: ", 1, true), out)
+  end)
+
   it("pools the first update's episodes as one process of 2 x E environments has them", function()
     if not ready() then return end
     -- the first rollout runs the same instances (keyed by their global

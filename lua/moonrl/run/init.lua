@@ -286,7 +286,9 @@ function Run.start(cfg, opts)
       local okr, sink = pcall(function()
         local mod = require("moonrl.run.sinks." .. name)
         return mod.new(dir, cfg, {
-          uv = uv, is_tty = uv.guess_handle(1) == "tty",
+          -- a rank under mpirun: its launcher relays stdout (a pty) and stderr (a pipe)
+          -- apart, so a note on stderr lands on the bar's line; lines, not a bar
+          uv = uv, is_tty = uv.guess_handle(1) == "tty" and engine.ranks() <= 1,
           total_updates = function(c) return engine.total_updates(c, rs and rs.steps_base) end,
           on_error = function(msg) self:_sink_error(name, msg) end,
           append = rs ~= nil, columns = trimmed and trimmed.csv_columns,
