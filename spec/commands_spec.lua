@@ -47,7 +47,7 @@ describe("moonrl commands", function()
       local n = lines[i]:match("^  (%S+)")
       if n then listed[#listed + 1] = n end
     end
-    assert.same({ "train", "run", "sweep", "eval", "export", "envs", "doctor", "bench", "ctl", "ps", "dashboard", "version" }, listed)
+    assert.same({ "train", "run", "sweep", "eval", "export", "act", "envs", "doctor", "bench", "ctl", "ps", "dashboard", "version" }, listed)
     assert.truthy(text:find("\n  train [config.lua] [--set k=v ...]   train; no file = the built-in default", 1, true), text)
     assert.truthy(text:find("\n  version                              versions of moonrl", 1, true), text)
     assert.truthy(text:find("`moonrl <command> --help` tells more.", 1, true), text)

@@ -51,6 +51,8 @@
 --   moonrl.eval_table(results, opts) -> string     the evaluation table of `moonrl eval`
 --       (docs/evaluation.md): the checkpoint and update, every metric with its 95%
 --       interval; opts: boot, boot_seed, unit
+--   moonrl.policy(checkpoint_or_run) -> p | nil, err   a checkpoint's policy on your observations:
+--       p:act(obs) -> {n, logits, probs, action, value} (moonrl.policy's header; `moonrl act`)
 --   moonrl.wait(seconds)                           yields for that many seconds (0.5: half a second)
 --   moonrl.sleep(ms)                               the old form, in milliseconds: deprecated (a note, once)
 --   moonrl.spawn(fn, ...) -> coroutine             runs fn as a coroutine; errors reported
@@ -122,6 +124,7 @@ moonrl.detect = hardware.detect
 moonrl.resolve = start.resolve
 moonrl.train = start.train
 moonrl.evaluate = evaluate.evaluate
+moonrl.policy = function(path) return require("moonrl.policy").load(path) end
 moonrl.eval_table = evaluate.eval_table
 
 return moonrl

@@ -1,0 +1,174 @@
+-- `moonrl act` and moonrl.policy: the engine's inference on a user's
+-- observations, checked against the ONNX export under onnxruntime and the
+-- numpy forward pass of docs/export.md, and the reference pair that
+-- examples/reference/ ships (docs/export.md, "Checking your own
+-- preprocessing"). .npy files are read with this repository's reader and,
+-- where the test venv has it, with numpy itself.
+local support = require("support")
+local npy = require("moonrl.formats.npy")
+local json = require("moonrl.formats.json")
+
+local BIN = support.BIN
+local ROOT = (os.getenv("PWD") or ".")
+local REF = ROOT .. "/examples/reference"
+
+local function sh(dir, cmd)
+  local p = io.popen(string.format("cd %q && ( %s ) 2>&1; echo \"rc=$?\"", dir, cmd))
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("rc=(%d+)%s*$")), out
+end
+
+local function rel(a, b)
+  local num, den = 0, 0
+  for i = 1, #b do
+    num = math.max(num, math.abs(a[i] - b[i]))
+    den = math.max(den, math.abs(b[i]))
+  end
+  return num / (den + 1e-30)
+end
+
+describe("moonrl.formats.npy", function()
+  it("reads what it writes, and refuses what it cannot read, naming it", function()
+    local bytes = npy.encode("f4", { 2, 3 }, require("ffi").string(require("ffi").new("float[6]", { 1, 2, 3, 4, 5, 6 }), 24))
+    assert.are.equal(0, (#bytes - 24) % 64)   -- the data starts at a multiple of 64, as numpy aligns it
+    local a = assert(npy.decode(bytes, "x.npy"))
+    assert.are.same({ 2, 3 }, a.shape)
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, npy.values(a))
+    local big = bytes:gsub("<f4", ">f4")
+    assert.truthy(select(2, npy.decode(big, "x.npy")):find("dtype '>f4': accepted", 1, true))
+    assert.truthy(select(2, npy.decode("PK\3\4", "x.npz")):find("not a .npy file", 1, true))
+    assert.truthy(select(2, npy.decode(bytes:sub(1, -5), "x.npy")):find("but 20 bytes follow", 1, true))
+    local fortran = bytes:gsub("'fortran_order': False", "'fortran_order': True ")
+    assert.truthy(select(2, npy.decode(fortran, "x.npy")):find("Fortran order", 1, true))
+  end)
+end)
+
+describe("moonrl act", function()
+  if not support.have_bin then
+    it("needs the binary", function() pending("no binary at " .. BIN .. " (build it: make build)") end)
+    return
+  end
+
+  it("gives the reference pair of examples/reference (the engine's logits and values of obs.npy)", function()
+    local dir = support.tmpdir()
+    local rc, out = sh(dir, string.format("%q act %q %q --out o", BIN, REF .. "/policy.mrck", REF .. "/obs.npy"))
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("16 observations", 1, true), out)
+    for _, f in ipairs({ "logits.npy", "value.npy" }) do
+      local got, want = assert(npy.read(dir .. "/o/" .. f)), assert(npy.read(REF .. "/" .. f))
+      assert.are.same(want.shape, got.shape)
+      assert.truthy(rel(npy.values(got), npy.values(want)) < 1e-5, f)
+    end
+    -- --json: the same numbers; the greedy action is the largest logit
+    local _, lines = sh(dir, string.format("%q act %q %q --json", BIN, REF .. "/policy.mrck", REF .. "/obs.npy"))
+    local first = assert(json.decode(lines:match("^[^\n]+")), lines)
+    local want = npy.values(assert(npy.read(REF .. "/logits.npy")))
+    local best = 1
+    for a = 1, 8 do
+      assert.truthy(math.abs(first.logits[a] - want[a]) <= 1e-5 * math.max(1, math.abs(want[a])))
+      if want[a] > want[best] then best = a end
+    end
+    assert.are.equal(best - 1, first.action)
+    local psum = 0
+    for _, p in ipairs(first.probs) do psum = psum + p end
+    assert.truthy(math.abs(psum - 1) < 1e-9)
+    support.rm_rf(dir)
+  end)
+
+  it("moonrl.policy(ckpt):act(obs) from Lua gives what the command gives", function()
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/p.lua", string.format([[
+local moonrl = require("moonrl")
+local npy = require("moonrl.formats.npy")
+local p = assert(moonrl.policy(%q))
+local all = assert(p:act(assert(npy.read(%q))))
+-- the second observation alone, as a Lua list of its 121 codes
+local codes = npy.values(assert(npy.read(%q)))
+local one = {}
+for i = 122, 242 do one[#one + 1] = codes[i] end
+local r = assert(p:act(one))
+print(p.env, p.mode, p.update, p.observation.view, p.actions, all.n, r.n, r.logits[1][3] == all.logits[2][3],
+  r.value[1] == all.value[2])
+print(select(2, p:act({ 1, 2, 3 })))
+p:close()
+]], REF .. "/policy.mrck", REF .. "/obs.npy", REF .. "/obs.npy"))
+    local rc, out = sh(dir, string.format("%q run p.lua", BIN))
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("foraging\tground_truth\t6\t11\t8\t16\t1\ttrue\ttrue", 1, true), out)
+    assert.truthy(out:find("the observation has shape (3): ", 1, true), out)
+    assert.truthy(out:find("takes uint8 cell codes of shape (n, 11, 11), (11, 11) or (n, 121)", 1, true), out)
+    support.rm_rf(dir)
+  end)
+
+  it("agrees with the ONNX export under onnxruntime and with docs/export.md's numpy forward pass", function()
+    local missing = support.venv_lacks("onnxruntime, numpy, safetensors")
+    if missing then return pending(missing) end
+    local dir = support.tmpdir()
+    local rc, out = sh(dir, string.format("%q export %q --format onnx --out p.onnx && %q act %q %q --out o", BIN,
+      REF .. "/policy.mrck", BIN, REF .. "/policy.mrck", REF .. "/obs.npy"))
+    assert.are.equal(0, rc, out)
+    local doc = assert(support.read_file(ROOT .. "/docs/export.md"))
+    local snippet = assert(doc:match("```python\n(.-)```"), "docs/export.md has no python block")
+    snippet = snippet:gsub("x = np%.zeros[^\n]*", "x = X", 1):gsub("policy%.safetensors", REF .. "/policy.safetensors")
+    support.write_file(dir .. "/snippet.py", snippet)
+    support.write_file(dir .. "/check.py", string.format([[
+import json, numpy as np, onnxruntime as ort
+codes = np.load(%q)
+n = codes.shape[0]
+X_all = np.stack([(codes == 1), (codes == 2)], -1).astype(np.float32)   # ground_truth: food, poison
+act = np.load("o/logits.npy")
+shipped = np.load(%q)
+logits_onnx, _ = ort.InferenceSession("p.onnx").run(None, {"observation": X_all, "extra": np.zeros((n, 2), np.float32),
+                                                             "truth": X_all.reshape(n, -1)})
+doc = []
+for k in range(n):
+    X = X_all[k]
+    exec(open("snippet.py").read())
+    doc.append(logits)
+rel = lambda a, b: float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+print(json.dumps({"onnx": rel(logits_onnx, act), "doc": rel(np.array(doc), act), "shipped": rel(shipped, act),
+                  "shape": list(act.shape), "dtype": str(act.dtype)}))
+]], REF .. "/obs.npy", REF .. "/logits.npy"))
+    rc, out = sh(dir, string.format("env -u PYTHONPATH %q check.py", support.VENV_PY))
+    assert.are.equal(0, rc, out)
+    local r = assert(json.decode(out:match("(%b{})")), out)
+    assert.are.same({ 16, 8 }, r.shape)   -- numpy reads the files moonrl act writes
+    assert.are.equal("float32", r.dtype)
+    assert.truthy(r.onnx < 1e-5, "onnxruntime against moonrl act: " .. out)
+    assert.truthy(r.doc < 1e-4, "docs/export.md's forward against moonrl act: " .. out)
+    assert.truthy(r.shipped < 1e-5, out)
+    support.rm_rf(dir)
+  end)
+
+  it("refuses observations of another shape or kind, and files that are not .npy, naming what fits", function()
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/small.npy", npy.encode("u1", { 2, 7, 7 }, string.rep("\0", 98)))
+    support.write_file(dir .. "/floats.npy", npy.encode("f4", { 1, 11, 11 }, string.rep("\0", 4 * 121)))
+    support.write_file(dir .. "/text.npy", "not numpy\n")
+    local ck = REF .. "/policy.mrck"
+    local cases = {
+      { "small.npy", "takes uint8 cell codes of shape (n, 11, 11), (11, 11) or (n, 121)" },
+      { "floats.npy", "holds floats: foraging's observations are cell codes" },
+      { "text.npy", "is not a .npy file" },
+      { "missing.npy", "cannot open" },
+    }
+    for _, c in ipairs(cases) do
+      local rc, out = sh(dir, string.format("%q act %q %s", BIN, ck, c[1]))
+      assert.are.equal(2, rc, out)
+      assert.truthy(out:find(c[2], 1, true), out)
+    end
+    local rc, out = sh(dir, string.format("%q act %q", BIN, ck))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("moonrl act CHECKPOINT|RUN_DIR OBS.npy", 1, true), out)
+    rc, out = sh(dir, string.format("%q act small.npy small.npy", BIN))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("is not a moonrl checkpoint", 1, true), out)
+    -- --out keeps what is there
+    rc, out = sh(dir, string.format("%q act %q %q --out o && %q act %q %q --out o", BIN, ck, REF .. "/obs.npy",
+      BIN, ck, REF .. "/obs.npy"))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("o/logits.npy exists: kept", 1, true), out)
+    support.rm_rf(dir)
+  end)
+end)
