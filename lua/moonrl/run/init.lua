@@ -446,6 +446,12 @@ function handlers.started(self, describe)
     self.log:line(line)
     self:_say("moonrl: " .. line)
   end
+  -- the warm-up is said before it runs (an update can take seconds): no silence before the first line
+  local w = type(self.warmup) == "table" and tonumber(self.warmup.updates) or 0
+  if w > 0 then
+    self:_say(string.format("moonrl: warming up: %d untimed update%s%s", w, w == 1 and "" or "s",
+      self.warmup.restore and (w == 1 and " (then the state before it is restored)" or " (then the state before them is restored)") or ""))
+  end
 end
 
 function handlers.metrics(self, bytes, warm)

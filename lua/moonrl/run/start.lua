@@ -10,7 +10,7 @@
 --                                              failure to start); refused while moonrl is stopping
 --   start.train(cfg_or_path, opts) -> run      moonrl.train (lua/moonrl/init.lua has its options);
 --                                              ranks > 1: a moonrl.run.launched run; says
---                                              "moonrl: run directory: DIR" on stderr unless quiet
+--                                              "moonrl: run directory: DIR" on stdout unless quiet
 --   start.train_quietly(cfg_or_path, opts) -> run   the same without that line
 --   start.verbose                              true: every run's notes at --verbose
 --                                              (`moonrl run --verbose`)
@@ -114,11 +114,12 @@ local function launch(cfg, notes, opts, ranks)
   return require("moonrl.run.launched").start(cfg, notes, o)
 end
 
--- A script's run says where it writes (`moonrl train` prints its own line on
--- stdout): on stderr, where its console is, unless the run is quiet.
+-- A script's run says where it writes (`moonrl train` prints its own line),
+-- on stdout with its console's lines, unless the run is quiet.
 local function announce(run, opts)
   if run and run.dir and run.console ~= false and not opts.quiet and opts.console ~= false then
-    io.stderr:write("moonrl: run directory: ", run.dir, "\n")
+    io.stdout:write("moonrl: run directory: ", run.dir, "\n")
+    io.stdout:flush()
   end
   return run
 end
