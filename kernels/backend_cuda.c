@@ -9,6 +9,7 @@
  * `unavailable`. Nothing here runs on its own: trainer.c's loop drives it.
  */
 #include "backend.h"
+#include "cuda_probe.h"
 #include "errors.h"
 #include "policy_math.h"
 
@@ -104,6 +105,7 @@ static mr_status cuda_backward(mr_bpolicy *bp, const float *dlogits, const float
 static const mr_backend cuda_backend = {
     .name = "cuda",
     .device = MR_DEVICE_CUDA,
+    .device_count = mr_cuda_probe_device_count,
     .precisions = (1 << MR_FP32) | (1 << MR_BF16) | (1 << MR_FP16),
     .policy_plan = cuda_policy_plan,
     .enter = cuda_enter,
@@ -158,6 +160,7 @@ static const mr_backend cuda_backend = {
     .precisions = (1 << MR_FP32) | (1 << MR_BF16) | (1 << MR_FP16),
     .unavailable = "device = cuda, but this build has no CUDA backend (nvcc was not found when it was built); "
                    "accepted here: device = \"cpu\" or \"auto\"",
+    .device_count = mr_cuda_probe_device_count,
     .policy_plan = cuda_policy_plan,
 };
 

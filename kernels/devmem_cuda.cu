@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include "cuda_check.h"
 extern "C" {
-#include "devmem.h"
+#include "devmem_cuda.h"
 }
 
 static int ctx_device(void *ctx) { return (int)(intptr_t)ctx; }

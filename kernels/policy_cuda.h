@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "moonrl.h"
-#include "devmem.h"
+#include "devmem_cuda.h"
 #include "policy_math.h"
 
 #ifdef __cplusplus

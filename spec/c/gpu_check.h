@@ -19,7 +19,7 @@ static inline size_t ndiff(const float *a, const float *b, size_t n) {
 
 #ifdef MOONRL_HAVE_CUDA
 #include <time.h>
-#include "devmem.h"
+#include "devmem_cuda.h"
 
 static mr_devmem dev, pin;
 static void *stream;

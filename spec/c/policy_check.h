@@ -23,7 +23,7 @@
 #include "pc_emu.h"
 #ifdef MOONRL_HAVE_CUDA
 #include <cuda_runtime_api.h>
-#include "devmem.h"
+#include "devmem_cuda.h"
 #include "policy_cuda.h"
 #endif
 

@@ -5,8 +5,8 @@
  * cpu backend runs and its kernel set, and the CPU features in use.
  */
 #include "moonrl.h"
+#include "backend.h"   /* the cpu backend says what BLAS it runs */
 
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,11 +51,10 @@ const char *mr_build_info(void) {
     static _Thread_local char text[1024];
     char features[128];
     cpu_features(features, sizeof features);
-    const char *blas = openblas_get_config();
     snprintf(text, sizeof text,
              "build: commit %s, %s, %s %s, flags %s\n"
              "cuda: %s\n"
-             "blas: %s, %s kernels\n"
+             "blas: %s\n"
              "cpu: %s (compiled for x86-64-v3: avx2, fma)",
              MR_BUILD_COMMIT, MR_BUILD_TYPE,
 #if defined(__clang__)
@@ -75,6 +74,23 @@ const char *mr_build_info(void) {
 #else
              "no CUDA backend in this build",
 #endif
-             blas ? blas : "OpenBLAS", mr_blas_kernels(), features);
+             mr_backend_host()->blas ? mr_backend_host()->blas() : "none", features);
     return text;
+}
+
+/* moonrl.h's answers about the machine that the backends know, through their
+ * tables (core calls a backend only so). */
+const char *mr_blas_kernels(void) {
+    const mr_backend *h = mr_backend_host();
+    return h->blas_kernels ? h->blas_kernels() : "none";
+}
+
+const char *mr_blas_better_kernels(void) {
+    const mr_backend *h = mr_backend_host();
+    return h->blas_better_kernels ? h->blas_better_kernels() : NULL;
+}
+
+int mr_cuda_device_count(void) {
+    const mr_backend *c = mr_backend_for(MR_DEVICE_CUDA);
+    return c->device_count ? c->device_count() : 0;
 }

@@ -16,19 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *mode_names[] = {"ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy"};
-
-int mr_mode_from_name(const char *name) {
-    if (!name) return -1;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, mode_names[i]) == 0) return i;
-    return -1;
-}
-
-const char *mr_mode_name(int mode) {
-    return (mode >= 0 && mode < 4) ? mode_names[mode] : NULL;
-}
-
 /* Every default is the schema's (config_keys.h, generated from
  * lua/moonrl/config/schema.lua); enum values are their choice's index. */
 void mr_config_default(mr_config *c) {

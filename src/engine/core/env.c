@@ -25,6 +25,23 @@
 #define MR_ENV_MAX_VIEW MR_KEY_MAX_env_view_range
 #define MR_ENV_MAX_TRIES MR_KEY_MAX_env_respawn_tries
 
+/* ------------------------------------------------------------------ modes */
+/* The reward modes (env.mode), by name: here, with the environment whose
+ * config they are (config.c calls env.c, never the other way). */
+
+static const char *mode_names[] = {"ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy"};
+
+int mr_mode_from_name(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, mode_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *mr_mode_name(int mode) {
+    return (mode >= 0 && mode < 4) ? mode_names[mode] : NULL;
+}
+
 /* ------------------------------------------------------------ config check */
 
 int mr_env_config_check(const mr_env_config *c, mr_error *err) {
@@ -141,7 +158,7 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
     if (be->unavailable)
         return mr_fail(err, MR_ERR_BACKEND, "device = cuda: this build has no CUDA backend (it was built without "
                        "nvcc or with MOONRL_CUDA=OFF); use device = cpu (or auto)");
-    if (!be->host_memory && mr_cuda_device_count() < 1)
+    if (be->device_count && be->device_count() < 1)
         return mr_fail(err, MR_ERR_BACKEND, "device = cuda: no usable GPU was found on this machine; "
                        "use device = cpu (or auto)");
     mr_env *e = calloc(1, sizeof *e);

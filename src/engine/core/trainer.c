@@ -232,7 +232,7 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     const mr_backend *cuda = mr_backend_for(MR_DEVICE_CUDA);
     if (cfg->device == MR_DEVICE_CPU) return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), "", out, err);
     if (cfg->device == MR_DEVICE_CUDA) {
-        if (!cuda->unavailable && mr_cuda_device_count() <= 0)
+        if (!cuda->unavailable && cuda->device_count() <= 0)
             return mr_fail(err, MR_ERR_BACKEND,
                            "device = cuda, but no usable GPU or driver was found (this build runs on GPUs of "
                            "compute capability 9.0 or newer); accepted here: device = \"cpu\", or \"auto\" to fall "
@@ -240,7 +240,7 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
         return mr_trainer_create_on(cfg, cuda, "", out, err);
     }
     char note[320] = "";
-    if (cuda->unavailable || mr_cuda_device_count() <= 0) {
+    if (cuda->unavailable || cuda->device_count() <= 0) {
         snprintf(note, sizeof note, " (device = auto: no usable GPU, using the cpu)");
     } else {
         mr_error ce;

@@ -17,6 +17,7 @@
 #include "policy.h"
 #include "ppo.h"
 
+#include <cblas.h>   /* openblas_get_config */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,7 +168,7 @@ static void cpu_describe(int device, int threads, int precision, char *buf, size
     if (precision == MR_BF16)
         snprintf(prec, sizeof prec, "bf16 (oneDNN %s; fp32 master weights)", mr_bf16_isa());
     snprintf(buf, len, "%d thread%s, %s, OpenBLAS (OpenMP, %s kernels%s%s%s); cuda.* settings do not apply on the cpu",
-             threads, threads == 1 ? "" : "s", prec, mr_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
+             threads, threads == 1 ? "" : "s", prec, mr_cpu_blas_kernels(), forced ? ", as OPENBLAS_CORETYPE=" : "",
              forced ? forced : "",
              by_us ? " set by moonrl for this AVX-512 CPU; MOONRL_BLAS_AUTO=0 keeps OpenBLAS's choice" : "");
 }
@@ -543,6 +544,15 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
     return ok(err);
 }
 
+/* What mr_build_info says of the BLAS: OpenBLAS's own description and the
+ * kernel set it runs (nn.c). */
+static const char *cpu_blas(void) {
+    static _Thread_local char text[256];
+    const char *config = openblas_get_config();
+    snprintf(text, sizeof text, "%s, %s kernels", config ? config : "OpenBLAS", mr_cpu_blas_kernels());
+    return text;
+}
+
 /* Two tables that differ only in the precisions accepted: bf16 where oneDNN
  * has bf16 kernels for this CPU (AVX512-BF16 or AMX; conv_dnnl.h), which
  * mr_backend_cpu asks it. */
@@ -553,6 +563,9 @@ static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_
         .host_memory = 1,                                    \
         .precisions = (mask),                                \
         .cheap_events = 1,                                   \
+        .blas = cpu_blas,                                    \
+        .blas_kernels = mr_cpu_blas_kernels,                 \
+        .blas_better_kernels = mr_cpu_blas_better_kernels,   \
         .policy_plan = cpu_policy_plan,                      \
         .enter = cpu_enter,                                  \
         .describe = cpu_describe,                            \

@@ -47,7 +47,7 @@ void mr_nn_profile_reset(void) {}
 
 /* OpenBLAS picks its kernels by CPU when it loads, unless OPENBLAS_CORETYPE
  * names them; the choice changes speed by up to 2x (BENCHMARKS.md). */
-const char *mr_blas_kernels(void) {
+const char *mr_cpu_blas_kernels(void) {
     const char *n = openblas_get_corename();
     return n ? n : "unknown";
 }
@@ -68,7 +68,7 @@ const char *mr_blas_pick_kernels(const char *core, int cpu_avx2_fma, int cpu_avx
     return NULL;
 }
 
-const char *mr_blas_better_kernels(void) {
+const char *mr_cpu_blas_better_kernels(void) {
     if (getenv("OPENBLAS_CORETYPE")) return NULL;   /* the user's choice stands */
     __builtin_cpu_init();   /* libgcc's checks include the OS's support of the AVX-512 state (XCR0) */
     const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

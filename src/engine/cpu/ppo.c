@@ -94,35 +94,6 @@ void mr_mean_std(const float *x, size_t n, double *mean_out, double *std_out) {
     if (std_out) *std_out = sd;
 }
 
-/* --------------------------------------------------------------- schedules */
-
-double mr_schedule_value(const mr_schedule *s, double progress) {
-    double p = progress > 0.0 ? progress : 0.0;    /* NaN reads as 0 */
-    if (p > 1.0) p = 1.0;
-    switch (s->kind) {
-    case MR_SCHED_CONSTANT:
-        return s->start;
-    case MR_SCHED_LINEAR:            /* written so p = 0 and p = 1 are exact */
-        return (1.0 - p) * s->start + p * s->end;
-    case MR_SCHED_COSINE: {
-        double w = 0.5 * (1.0 + cos(PI * p));
-        return (1.0 - w) * s->end + w * s->start;
-    }
-    case MR_SCHED_STEP: {
-        /* + 1e-9: progress k/total at a step boundary must land on that step
-         * (0.3 / 0.1 is 2.9999999999999996 in double). */
-        double k = s->every > 0.0 ? floor(p / s->every + 1e-9) : 0.0;
-        double v = s->start * pow(s->gamma, k);
-        if (s->start > s->end) { if (v < s->end) v = s->end; }
-        else if (s->start < s->end) { if (v > s->end) v = s->end; }
-        else v = s->end;
-        return v;
-    }
-    default:
-        return NAN;
-    }
-}
-
 /* --------------------------------------------------------------------- GAE */
 
 #define GAE_COLS 64   /* environments per task: the inner loop runs along a row */

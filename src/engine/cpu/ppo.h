@@ -29,15 +29,6 @@
 
 #define MR_PPO_BLOCK 2048       /* elements per partial sum of a reduction */
 
-/* ---------------------------------------------------------------- schedules */
-/* double mr_schedule_value(const mr_schedule *s, double progress) is declared
- * in moonrl.h and defined in ppo.c. progress is clamped to [0, 1] (NaN reads
- * as 0). MR_SCHED_STEP: start * gamma^floor(p / every + 1e-9) (the 1e-9 keeps
- * p = k*every, computed as k/total, on the step it names), then clamped so it
- * never passes `end` in the direction of travel (start > end: >= end;
- * start < end: <= end; start == end: = end). every <= 0 means no steps.
- * An unknown kind returns NaN (mr_config_validate rejects it first). */
-
 /* --------------------------------------------------------------------- GAE */
 /* reward, value, done, adv, ret: (T,N); last_value: (N).
  * value is in return units (denormalised: mean + std * raw).

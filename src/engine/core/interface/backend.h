@@ -51,6 +51,13 @@ typedef struct mr_backend {
      * machine cannot run it (e.g. no CUDA); planning always works */
     const char *unavailable;
 
+    /* ---- what the machine has (every build; NULL: nothing to ask) */
+    int (*device_count)(void);          /* usable devices: 0 where none (cuda: GPUs; the cpu: NULL) */
+    const char *(*blas)(void);          /* the BLAS its products run and its kernel set ("OpenBLAS 0.3.21 ...,
+                                         * Zen kernels"), or NULL */
+    const char *(*blas_kernels)(void);  /* moonrl.h's mr_blas_kernels and mr_blas_better_kernels, */
+    const char *(*blas_better_kernels)(void);   /* answered by the host's backend */
+
     /* ---- planning (every build) */
     /* cpu: mr_config's cpu.* (the cpu backend's convolutions and what its
      * training forward keeps; others ignore it) */
