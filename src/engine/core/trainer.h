@@ -202,7 +202,8 @@ mr_status mr_trainer_broken_msg(mr_error *err);
 void mr_trainer_drop_graphs(mr_trainer *t);
 
 /* ---- for tests and benchmarks (trainer_sync.c) */
-/* Host copies of the last update's rollout, each (T*N[,...]); any pointer may be NULL. */
+/* Host copies of the last update's rollout, each (T*N[,...]); act (T*N, AB): one action's bytes; any pointer
+ * may be NULL. */
 typedef struct mr_rollout_view {
     uint8_t *obs, *act, *done;
     float *extra, *logp, *val, *rew, *adv, *ret, *last_value;
