@@ -11,7 +11,7 @@
 #include "backend.h"
 #include "cuda_probe.h"
 #include "errors.h"
-#include "policy_math.h"
+#include "policy_mlp_math.h"   /* policy_math.h (the CNN), the MLP trunk, mr_pn_plan_make for either */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,7 @@ static mr_status cuda_policy_plan(const mr_policy_config *cfg, int view, int max
     memset(out, 0, sizeof *out);
     mr_pc_plan pl;
     const int max_batch = max_train > max_act ? max_train : max_act;   /* the rollout's forward runs on N */
-    mr_status s = mr_pc_plan_make(&pl, cfg, view, max_batch, 0, precision, err);
+    mr_status s = mr_pn_plan_make(&pl, cfg, view, max_batch, 0, precision, err);
     if (s != MR_OK) return s;
     /* mr_policy_cuda_create's allocations: params, grads, workspace */
     out->n = 3;
@@ -62,10 +62,6 @@ static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg,
                                     int max_act, int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
     (void)cpu;
     memset(bp, 0, sizeof *bp);
-    if (cfg->obs_vector > 0)
-        return mr_fail(err, MR_ERR_BACKEND, "the cuda backend has the CNN trunk only: an environment with a vector "
-                       "observation (%d floats, the MLP trunk) trains on device = \"cpu\" (\"auto\" falls back to "
-                       "it)", cfg->obs_vector);
     mr_policy_cuda *pc = calloc(1, sizeof *pc);
     if (!pc) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
     const int max_batch = max_train > max_act ? max_train : max_act;
@@ -134,11 +130,15 @@ static const mr_backend cuda_backend = {
     .policy_backward = cuda_backward,
     .gae = mr_cuda_gae,
     .sample = mr_cuda_sample_actions,
+    .sample_box = mr_cuda_sample_box,
+    .sample_md = mr_cuda_sample_md,
     .opt_begin = mr_cuda_opt_begin,
     .opt_step = mr_cuda_opt_step,
     .mean_std = mr_cuda_mean_std,
     .normalize = mr_cuda_normalize,
     .ppo_loss = mr_cuda_ppo_loss,
+    .ppo_loss_box = mr_cuda_ppo_loss_box,
+    .ppo_loss_md = mr_cuda_ppo_loss_md,
     .popart_update = mr_cuda_popart_update,
     .step_in = mr_cuda_tc_step_in,
     .step_out = mr_cuda_tc_step_out,

@@ -154,6 +154,9 @@ static const char *job_name(int kind) {
     case MR_PCJ_BGRAD_PART: return "the bias-gradient partial-sum kernel";
     case MR_PCJ_BGRAD_PART_D: return "the bias-gradient second-level sum kernel";
     case MR_PCJ_BGRAD_SUM: return "the bias-gradient sum kernel";
+    case MR_PCJ_TANH_BACK: return "the tanh backward kernel";
+    case MR_PCJ_ROW_FILL: return "the log-std row kernel";
+    case MR_PCJ_MLP_CIN: return "the MLP critic-input kernel";
     default: return "an unknown policy kernel";
     }
 }
@@ -179,6 +182,9 @@ static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
     case MR_PCJ_BGRAD_PART: launch_kind<MR_PCJ_BGRAD_PART>(j, s); break;
     case MR_PCJ_BGRAD_PART_D: launch_kind<MR_PCJ_BGRAD_PART_D>(j, s); break;
     case MR_PCJ_BGRAD_SUM: launch_kind<MR_PCJ_BGRAD_SUM>(j, s); break;
+    case MR_PCJ_TANH_BACK: launch_kind<MR_PCJ_TANH_BACK>(j, s); break;
+    case MR_PCJ_ROW_FILL: launch_kind<MR_PCJ_ROW_FILL>(j, s); break;
+    case MR_PCJ_MLP_CIN: launch_kind<MR_PCJ_MLP_CIN>(j, s); break;
     default: return mr_fail(err, MR_ERR_ARG, "policy schedule: unknown job kind %d", j->kind);
     }
     MR_CUDA_LAUNCHED(job_name(j->kind), err);
@@ -307,7 +313,7 @@ static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_o
 extern "C" size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk,
                                        int precision) {
     mr_pc_plan pl;
-    if (mr_pc_plan_make(&pl, cfg, view, max_batch, chunk, precision, NULL) != MR_OK) return 0;
+    if (mr_pn_plan_make(&pl, cfg, view, max_batch, chunk, precision, NULL) != MR_OK) return 0;
     return mr_pc_plan_bytes(&pl);
 }
 
@@ -328,7 +334,7 @@ extern "C" mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_c
     if (!pc) return mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the policy struct is missing");
     memset(pc, 0, sizeof *pc);
     pc->fwd_B = -1;
-    mr_status st = mr_pc_plan_make(&pc->plan, cfg, view, max_batch, chunk, precision, err);
+    mr_status st = mr_pn_plan_make(&pc->plan, cfg, view, max_batch, chunk, precision, err);
     if (st == MR_OK && !dev)
         st = mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the device memory manager is missing");
     cublasHandle_t h = NULL;
@@ -355,7 +361,7 @@ extern "C" mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_c
         mr_policy_cuda_destroy(pc);
         return st;
     }
-    mr_pc_carve(&pc->plan, pc->ws, &pc->buf);
+    mr_pn_carve(&pc->plan, pc->ws, &pc->buf);
     pc->blas_stream = (void *)~(uintptr_t)0;   /* bind the workspace at the first call */
     mr_ok(err);
     return MR_OK;
@@ -390,7 +396,7 @@ extern "C" mr_status mr_policy_cuda_forward(mr_policy_cuda *pc, const uint8_t *c
     mr_pc_ops o;
     st = gpu_ops(pc, stream, &ctx, &o, err);
     if (st == MR_OK)
-        st = mr_pc_forward(&o, &pc->plan, &pc->buf, pc->params, codes, extra, B, proxy, logits, value, err);
+        st = mr_pn_forward(&o, &pc->plan, &pc->buf, pc->params, codes, extra, B, proxy, logits, value, err);
     if (st != MR_OK) return st;
     pc->fwd_B = B;
     pc->fwd_proxy = proxy;
@@ -412,7 +418,7 @@ extern "C" mr_status mr_policy_cuda_backward(mr_policy_cuda *pc, const float *dl
     mr_pc_ops o;
     st = gpu_ops(pc, stream, &ctx, &o, err);
     if (st == MR_OK)
-        st = mr_pc_backward(&o, &pc->plan, &pc->buf, pc->params, dlogits, dvalue, B, pc->fwd_proxy, pc->grads, err);
+        st = mr_pn_backward(&o, &pc->plan, &pc->buf, pc->params, dlogits, dvalue, B, pc->fwd_proxy, pc->grads, err);
     if (st != MR_OK) return st;
     mr_ok(err);
     return MR_OK;

@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "devmem_cuda.h"
-#include "policy_math.h"
+#include "policy_mlp_math.h"   /* policy_math.h (the CNN) and the MLP trunk: mr_pn_* either */
 
 #ifdef __cplusplus
 extern "C" {

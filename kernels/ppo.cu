@@ -73,6 +73,71 @@ extern "C" mr_status mr_cuda_sample_actions(int N, int na, const float *logits, 
     return MR_OK;
 }
 
+/* One thread per row: gauss_math.h's sample, log-probability and the
+ * environment's action; the head by value (a few dozen bytes). */
+__global__ void sample_box_kernel(int N, const mr_act_head h, const float *__restrict__ logits,
+                                  const float *__restrict__ eps, float *__restrict__ x, float *__restrict__ env_action,
+                                  float *__restrict__ logp) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    const int d = h.n;
+    const float *row = logits + (size_t)i * 2 * d;
+    float xi[MR_GAUSS_MAX_DIMS];
+    mr_gauss_sample(row, row + d, d, eps + (size_t)i * d, xi);
+    logp[i] = mr_gauss_log_prob(h.squash, row, row + d, h.low, h.high, d, xi);
+    for (int j = 0; j < d; j++) x[(size_t)i * d + j] = xi[j];
+    if (env_action) mr_gauss_env_action(h.squash, xi, h.low, h.high, d, env_action + (size_t)i * d);
+}
+
+__global__ void sample_md_kernel(int N, const mr_act_head h, const float *__restrict__ logits,
+                                 const float *__restrict__ u, uint8_t *__restrict__ action, float *__restrict__ logp) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    const int k = h.n;
+    mr_md_sample(logits + (size_t)i * h.logits, h.nvec, k, u + (size_t)i * k, action + (size_t)i * k, &logp[i]);
+}
+
+static mr_status check_head(const mr_act_head *h, int kind, const char *who, mr_error *err) {
+    if (!h || h->kind != kind) return mr_fail(err, MR_ERR_ARG, "%s: the head is missing or of another kind", who);
+    const int max = kind == MR_HEAD_GAUSS ? MR_GAUSS_MAX_DIMS : MR_MD_MAX_HEADS;
+    if (h->n < 1 || h->n > max)
+        return mr_fail(err, MR_ERR_ARG, "%s: %d components: accepted 1 .. %d", who, h->n, max);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_sample_box(int N, const mr_act_head *h, const float *logits, const float *eps, float *x,
+                                        float *env_action, float *logp, void *stream, mr_error *err) {
+    const char *who = "mr_cuda_sample_box";
+    mr_status st = check_head(h, MR_HEAD_GAUSS, who, err);
+    if (st != MR_OK) return st;
+    if (N <= 0) { mr_ok(err); return MR_OK; }
+    MR_CUDA_NEED(logits, who, "logits");
+    MR_CUDA_NEED(eps, who, "eps");
+    MR_CUDA_NEED(x, who, "x");
+    MR_CUDA_NEED(logp, who, "logp");
+    sample_box_kernel<<<mr_cuda_blocks(N, 128), 128, 0, (cudaStream_t)stream>>>(N, *h, logits, eps, x, env_action,
+                                                                                 logp);
+    MR_CUDA_LAUNCHED("the box-sampling kernel", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_sample_md(int N, const mr_act_head *h, const float *logits, const float *u,
+                                       uint8_t *action, float *logp, void *stream, mr_error *err) {
+    const char *who = "mr_cuda_sample_md";
+    mr_status st = check_head(h, MR_HEAD_MULTI_DISCRETE, who, err);
+    if (st != MR_OK) return st;
+    if (N <= 0) { mr_ok(err); return MR_OK; }
+    MR_CUDA_NEED(logits, who, "logits");
+    MR_CUDA_NEED(u, who, "u");
+    MR_CUDA_NEED(action, who, "action");
+    MR_CUDA_NEED(logp, who, "logp");
+    sample_md_kernel<<<mr_cuda_blocks(N, 128), 128, 0, (cudaStream_t)stream>>>(N, *h, logits, u, action, logp);
+    MR_CUDA_LAUNCHED("the multi-discrete sampling kernel", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
 /* --------------------------------------------------- control-block copies */
 
 extern "C" mr_status mr_cuda_optctl_upload(mr_optctl *d_ctl, const mr_optctl *host, void *stream, mr_error *err) {

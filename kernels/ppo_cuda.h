@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "ppo_math.h"
+#include "act_head.h"   /* mr_act_head: the Gaussian and multi-discrete heads */
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,17 @@ mr_status mr_cuda_gae(int T, int N, const float *reward, const float *value, con
 /* logits (N,na), u (N) in [0,1) -> action (N), logp (N). As mr_sample_actions. */
 mr_status mr_cuda_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action, float *logp,
                                  void *stream, mr_error *err);
+
+/* A box of d = h->n floats (h: host memory, passed to the kernel by value):
+ * logits (N, 2d) = [mean, log_std], eps (N, d) standard normals -> x (N, d)
+ * the stored samples, env_action (N, d) (may be NULL) and logp (N). As
+ * mr_sample_box. */
+mr_status mr_cuda_sample_box(int N, const mr_act_head *h, const float *logits, const float *eps, float *x,
+                             float *env_action, float *logp, void *stream, mr_error *err);
+/* Multi-discrete, k = h->n heads: logits (N, h->logits), u (N, k) ->
+ * action (N, k) bytes, logp (N). As mr_sample_md. */
+mr_status mr_cuda_sample_md(int N, const mr_act_head *h, const float *logits, const float *u, uint8_t *action,
+                            float *logp, void *stream, mr_error *err);
 
 /* The control block: host <-> device copies (asynchronous; `host` should be
  * pinned for the copy to overlap, and must stay valid until it completes). */

@@ -325,6 +325,151 @@ extern "C" mr_status mr_cuda_ppo_loss(int B, const float *logits, const float *v
     return MR_OK;
 }
 
+/* ------------------------------------------- the Gaussian and multi-discrete heads */
+
+/* The same two passes with another head's per-sample terms (gauss_math.h,
+ * multi_discrete_math.h): HEAD is MR_HEAD_GAUSS or MR_HEAD_MULTI_DISCRETE,
+ * a template constant, so each kernel is that head's straight-line code. */
+struct head_inputs {
+    const float *logits, *value, *old_logp, *adv, *old_value, *target;
+    const void *action;   /* (B, d) floats or (B, k) bytes */
+    mr_act_head h;
+};
+
+/* Sample i's terms and gradient row (grad = 0: the terms only). */
+template <int HEAD>
+__device__ __forceinline__ void head_sample(const head_inputs &in, int64_t i, double clip, int grad, double dL_dH,
+                                            double vf, int batch_max, int unclipped_mean, double invB, double scale,
+                                            mr_loss_terms *out, float *__restrict__ dlogits, float *__restrict__ dvalue) {
+    const mr_act_head &h = in.h;
+    if (HEAD == MR_HEAD_GAUSS) {
+        const int d = h.n;
+        float m[MR_GAUSS_MAX_DIMS], ls[MR_GAUSS_MAX_DIMS], x[MR_GAUSS_MAX_DIMS];
+        const float *act = (const float *)in.action;
+#pragma unroll
+        for (int j = 0; j < MR_GAUSS_MAX_DIMS; j++) {
+            m[j] = j < d ? in.logits[i * 2 * d + j] : 0.0f;
+            ls[j] = j < d ? in.logits[i * 2 * d + d + j] : 0.0f;
+            x[j] = j < d ? act[i * d + j] : 0.0f;
+        }
+        mr_gauss_loss_terms_at(h.squash, m, ls, h.low, h.high, d, x, in.old_logp[i], in.adv[i], in.value[i],
+                               in.old_value[i], in.target[i], clip, out);
+        if (!grad) return;
+        float dm[MR_GAUSS_MAX_DIMS], dls[MR_GAUSS_MAX_DIMS], dv;
+        mr_gauss_grad_row(out, m, ls, d, x, dL_dH, vf, batch_max, unclipped_mean, invB, scale, dm, dls, &dv);
+        for (int j = 0; j < d; j++) {
+            dlogits[i * 2 * d + j] = dm[j];
+            dlogits[i * 2 * d + d + j] = dls[j];
+        }
+        dvalue[i] = dv;
+    } else {
+        const int k = h.n, L = h.logits;
+        const uint8_t *act = (const uint8_t *)in.action + i * k;
+        mr_md_terms o;   /* 2 KiB of log-probabilities: local memory */
+        mr_md_loss_terms_at(in.logits + i * L, h.nvec, k, act, in.old_logp[i], in.adv[i], in.value[i],
+                            in.old_value[i], in.target[i], clip, &o);
+        *out = o.t;
+        if (!grad) return;
+        float dv;
+        mr_md_grad_row(&o, h.nvec, k, act, dL_dH, vf, batch_max, unclipped_mean, invB, scale, dlogits + i * L, &dv);
+        dvalue[i] = dv;
+    }
+}
+
+template <int HEAD>
+__global__ void __launch_bounds__(THREADS)
+head_stage1_kernel(int B, const __grid_constant__ head_inputs in, const mr_lossctl *__restrict__ ctl,
+                   double *__restrict__ partials) {
+    const int64_t lo = (int64_t)blockIdx.x * MR_LOSS_CHUNK;
+    const int64_t hi = lo + MR_LOSS_CHUNK < B ? lo + MR_LOSS_CHUNK : B;
+    const double clip = ctl->h.clip;
+    double acc[MR_LOSS_NACC], s[MR_LOSS_NACC];
+#pragma unroll
+    for (int k = 0; k < MR_LOSS_NACC; k++) acc[k] = 0.0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += THREADS) {
+        mr_loss_terms t;
+        head_sample<HEAD>(in, i, clip, 0, 0.0, 0.0, 0, 0, 0.0, 0.0, &t, NULL, NULL);
+        mr_loss_add(&t, clip, acc);
+    }
+    block_sums<MR_LOSS_NACC>(acc, s);
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int k = 0; k < MR_LOSS_NACC; k++) partials[(int64_t)blockIdx.x * MR_LOSS_NACC + k] = s[k];
+    }
+}
+
+template <int HEAD>
+__global__ void __launch_bounds__(THREADS)
+head_grad_kernel(int B, const __grid_constant__ head_inputs in, const mr_lossctl *__restrict__ ctl,
+                 const mr_optctl *__restrict__ opt, float *__restrict__ dlogits, float *__restrict__ dvalue) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B) return;
+    const double scale = opt ? (double)opt->s.loss_scale : 1.0;
+    mr_loss_terms t;
+    head_sample<HEAD>(in, i, ctl->h.clip, 1, ctl->s.dL_dH, ctl->h.vf_coef, ctl->h.value_max_of_means != 0,
+                      ctl->s.unclipped_mean, 1.0 / (double)B, scale, &t, dlogits, dvalue);
+}
+
+template <int HEAD>
+static mr_status head_loss(const char *who, int B, const head_inputs &in, mr_lossctl *d_ctl, mr_optctl *d_opt,
+                           double *partials, float *dlogits, float *dvalue, void *stream, mr_error *err) {
+    if (B < 0) return mr_fail(err, MR_ERR_ARG, "%s: B = %d: accepted 0 or more samples", who, B);
+    const int max = HEAD == MR_HEAD_GAUSS ? MR_GAUSS_MAX_DIMS : MR_MD_MAX_HEADS;
+    if (in.h.kind != HEAD || in.h.n < 1 || in.h.n > max)
+        return mr_fail(err, MR_ERR_ARG, "%s: a head of kind %d with %d components: accepted kind %d, 1 .. %d", who,
+                       in.h.kind, in.h.n, HEAD, max);
+    MR_CUDA_NEED(d_ctl, who, "d_ctl");
+    cudaStream_t s = (cudaStream_t)stream;
+    if (B == 0) {
+        loss_stage2_kernel<<<1, THREADS, 0, s>>>(partials, 0, 0, d_ctl, d_opt);
+        MR_CUDA_LAUNCHED("the PPO loss kernel (pass 1, stage 2)", err);
+        mr_ok(err);
+        return MR_OK;
+    }
+    MR_CUDA_NEED(in.logits, who, "logits");
+    MR_CUDA_NEED(in.value, who, "value");
+    MR_CUDA_NEED(in.action, who, "action");
+    MR_CUDA_NEED(in.old_logp, who, "old_logp");
+    MR_CUDA_NEED(in.adv, who, "adv");
+    MR_CUDA_NEED(in.old_value, who, "old_value");
+    MR_CUDA_NEED(in.target, who, "target");
+    MR_CUDA_NEED(partials, who, "partials");
+    MR_CUDA_NEED(dlogits, who, "dlogits");
+    MR_CUDA_NEED(dvalue, who, "dvalue");
+    const int nb = loss_blocks(B);
+    head_stage1_kernel<HEAD><<<(unsigned)nb, THREADS, 0, s>>>(B, in, d_ctl, partials);
+    MR_CUDA_LAUNCHED("the PPO loss kernel of the head (pass 1, stage 1)", err);
+    loss_stage2_kernel<<<1, THREADS, 0, s>>>(partials, nb, B, d_ctl, d_opt);
+    MR_CUDA_LAUNCHED("the PPO loss kernel (pass 1, stage 2)", err);
+    head_grad_kernel<HEAD><<<(unsigned)((B + THREADS - 1) / THREADS), THREADS, 0, s>>>(B, in, d_ctl, d_opt, dlogits,
+                                                                                      dvalue);
+    MR_CUDA_LAUNCHED("the PPO loss kernel of the head (pass 2, gradients)", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_ppo_loss_box(int B, const mr_act_head *h, const float *logits, const float *value,
+                                          const float *action, const float *old_logp, const float *adv,
+                                          const float *old_value, const float *target, mr_lossctl *d_ctl,
+                                          mr_optctl *d_opt, double *partials, float *dlogits, float *dvalue,
+                                          void *stream, mr_error *err) {
+    if (!h) return mr_fail(err, MR_ERR_ARG, "mr_cuda_ppo_loss_box: the head is missing");
+    head_inputs in = {logits, value, old_logp, adv, old_value, target, action, *h};
+    return head_loss<MR_HEAD_GAUSS>("mr_cuda_ppo_loss_box", B, in, d_ctl, d_opt, partials, dlogits, dvalue, stream,
+                                    err);
+}
+
+extern "C" mr_status mr_cuda_ppo_loss_md(int B, const mr_act_head *h, const float *logits, const float *value,
+                                         const uint8_t *action, const float *old_logp, const float *adv,
+                                         const float *old_value, const float *target, mr_lossctl *d_ctl,
+                                         mr_optctl *d_opt, double *partials, float *dlogits, float *dvalue,
+                                         void *stream, mr_error *err) {
+    if (!h) return mr_fail(err, MR_ERR_ARG, "mr_cuda_ppo_loss_md: the head is missing");
+    head_inputs in = {logits, value, old_logp, adv, old_value, target, action, *h};
+    return head_loss<MR_HEAD_MULTI_DISCRETE>("mr_cuda_ppo_loss_md", B, in, d_ctl, d_opt, partials, dlogits, dvalue,
+                                             stream, err);
+}
+
 /* ---------------------------------------------------------------- PopArt */
 
 __global__ void __launch_bounds__(THREADS)

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "ppo_loss_math.h"
+#include "act_head.h"   /* mr_act_head: the Gaussian and multi-discrete heads */
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +72,20 @@ mr_status mr_cuda_ppo_loss(int B, const float *logits, const float *value, const
                            const float *old_logp, const float *adv, const float *old_value, const float *target,
                            mr_lossctl *d_ctl, mr_optctl *d_opt, double *partials, float *dlogits, float *dvalue,
                            void *stream, mr_error *err);
+
+/* The same loss for a box (h->kind MR_HEAD_GAUSS, as mr_ppo_loss_box:
+ * logits (B, 2d), action (B, d) floats) or multi-discrete actions
+ * (MR_HEAD_MULTI_DISCRETE, as mr_ppo_loss_md: logits (B, h->logits),
+ * action (B, k) bytes); h: host memory, passed to the kernels by value.
+ * Every other argument and the two passes as mr_cuda_ppo_loss. */
+mr_status mr_cuda_ppo_loss_box(int B, const mr_act_head *h, const float *logits, const float *value,
+                               const float *action, const float *old_logp, const float *adv, const float *old_value,
+                               const float *target, mr_lossctl *d_ctl, mr_optctl *d_opt, double *partials,
+                               float *dlogits, float *dvalue, void *stream, mr_error *err);
+mr_status mr_cuda_ppo_loss_md(int B, const mr_act_head *h, const float *logits, const float *value,
+                              const uint8_t *action, const float *old_logp, const float *adv, const float *old_value,
+                              const float *target, mr_lossctl *d_ctl, mr_optctl *d_opt, double *partials,
+                              float *dlogits, float *dvalue, void *stream, mr_error *err);
 
 mr_status mr_cuda_popart_upload(mr_popart_ctl *d_pa, const mr_popart_ctl *host, void *stream, mr_error *err);
 mr_status mr_cuda_popart_download(const mr_popart_ctl *d_pa, mr_popart_ctl *host, void *stream, mr_error *err);

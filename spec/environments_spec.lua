@@ -231,4 +231,35 @@ print("shapes", lg.shape, v.shape)
     assert.is_true(rc ~= 0, out)
     assert.matches("has no evaluation of its own yet", out, 1, true)
   end)
+
+  -- policy.box_squash = "tanh": the action is low + (high - low) (tanh(x) + 1) / 2, its log-probability
+  -- with the change of variables (gauss_math.h; spec/c/test_ppo_box.c checks it against float64)
+  it("moonrl train pendulum with policy.box_squash = tanh learns, and its export says so", function()
+    if not have_bin then return pending("build/moonrl is not built") end
+    local d = support.tmpdir()
+    local rc, out = run(d, "train pendulum --dir t1 --set seed=1 --set threads=1 --set policy.box_squash=tanh " ..
+      "--set total_steps=200000 --set log.console=false --set log.tensorboard=false --no-eval")
+    assert.equal(0, rc, out)
+    local rows = {}
+    for line in support.read_file(d .. "/t1/metrics.jsonl"):gmatch("[^\n]+") do
+      local m = json.decode(line)
+      if m.event == nil and (m.episodes or 0) > 0 then rows[#rows + 1] = m end
+    end
+    local total, n, sum = rows[#rows].agent_steps, 0, 0
+    for _, m in ipairs(rows) do
+      if m.agent_steps > 0.8 * total then n, sum = n + m.episodes, sum + m.episodes * m.episode_return_mean end
+    end
+    assert.is_true(sum / n > -300, "mean return of the last fifth: " .. sum / n)
+    rc, out = run(d, "export t1 --out t1.safetensors")
+    assert.equal(0, rc, out)
+    local bytes = support.read_file(d .. "/t1.safetensors")
+    local hlen = bytes:byte(1) + bytes:byte(2) * 256 + bytes:byte(3) * 65536
+    local meta = json.decode(bytes:sub(9, 8 + hlen)).__metadata__
+    local head = json.decode(meta["moonrl.head"])
+    assert.equal("gaussian", head.kind)
+    assert.equal("tanh", head.squash)
+    assert.same({ -2 }, head.low)
+    assert.equal("tanh", json.decode(meta["moonrl.network"]).head.squash)
+    assert.matches("tanh(x)", json.decode(meta["moonrl.network"]).layout.actor, 1, true)
+  end)
 end)

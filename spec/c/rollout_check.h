@@ -9,7 +9,7 @@
 
 /* A rollout read back with mr_trainer_read_rollout. */
 typedef struct roll {
-    int T, N, VV;
+    int T, N, VV, AB;   /* AB: bytes of one action (act is (T*N, AB)) */
     uint8_t *obs, *act, *done;
     float *extra, *logp, *val, *rew, *adv, *ret, *last_value;
 } roll;
@@ -20,7 +20,8 @@ static inline int roll_read(mr_trainer *t, roll *r) {
     r->N = t->N;
     r->VV = t->VV;
     r->obs = malloc(B * (size_t)t->VV);
-    r->act = malloc(B);
+    r->AB = t->AB;
+    r->act = malloc(B * (size_t)t->AB);
     r->done = malloc(B);
     r->extra = malloc(B * 8);
     r->logp = malloc(B * 4);

@@ -32,6 +32,10 @@
  *      and backs the scale off; a sane scale then trains;
  *   5. a num_envs too large for the card (cuda.memory_fraction 0.02):
  *      MR_ERR_NOMEM with "At most N environments fit"; N creates, N + 1 not;
+ *   1b. the MLP trunk the same way: cartpole (categorical) bit for bit as
+ *      above; pendulum's Gaussian head (clip, tanh, and bf16, which the MLP
+ *      runs in fp32) within 1e-3 (float actions: the dynamics carry a last
+ *      bit on), graphs replayed;
  *   6. the kept state (mr_trainer_keep) between replayed updates: what the
  *      update left, brought back bit for bit by mr_trainer_restore_kept after
  *      the NaN test aid's non-finite updates; graphs and eager agree throughout.
@@ -297,6 +301,71 @@ static void test_against_cpu(void) {
     c.ppo.minibatches = 4;
     c.ppo.norm_adv = 0;
     run_against_cpu("proxy_mortal, no PopArt, 4 minibatches, raw advantages", &c);
+}
+
+/* The MLP trunk (cartpole: categorical; pendulum: the Gaussian head, clip
+ * and tanh), small. */
+static void mlp_config(mr_config *c, int env, int squash) {
+    mr_config_default(c);
+    c->env.name = env;
+    mr_config_follow_env(c);
+    c->env.num_envs = 32;
+    c->policy.num_mlp = 2;
+    c->policy.mlp_widths[0] = 16;
+    c->policy.mlp_widths[1] = 16;
+    c->policy.critic_hidden = 16;
+    c->policy.box_squash = squash;
+    c->ppo.rollout_steps = 32;
+    c->ppo.minibatches = 2;
+    c->ppo.epochs = 2;
+    c->total_steps = 1000000;
+    c->threads = 2;
+}
+
+/* A box's rollout: the actions are floats whose last bits may differ, and the
+ * dynamics carry a difference on, so everything within a tolerance. */
+static void run_box_against_cpu(const char *name, const mr_config *cfg) {
+    mr_trainer *c = make(cfg, mr_backend_cpu()), *g = make(cfg, mr_backend_cuda());
+    printf("  %s\n", name);
+    char label[160];
+    for (int u = 1; c && g && u <= 3; u++) {
+        mr_metrics mc, mg;
+        if (!update(c, &mc) || !update(g, &mg)) break;
+        snprintf(label, sizeof label, "%s, update %d", name, u);
+        roll rc, rg;
+        if (roll_read(c, &rc) && roll_read(g, &rg)) {
+            const size_t B = (size_t)rc.T * rc.N;
+            const double ea = check_relerr((const float *)rg.act, (const float *)rc.act, B * (size_t)rc.AB / 4, 1.0);
+            const double eo = check_relerr((const float *)rg.obs, (const float *)rc.obs, B * (size_t)rc.VV / 4, 1.0);
+            const double el = check_relerr(rg.logp, rc.logp, B, 1.0), er = check_relerr(rg.ret, rc.ret, B, 1.0);
+            printf("    %s: actions %.2g, observations %.2g, logp %.2g, returns %.2g\n", label, ea, eo, el, er);
+            CHECK_MSG(ea < 1e-3 && eo < 1e-3 && el < 1e-3 && er < 1e-3,
+                      "%s: actions %.3g, observations %.3g, logp %.3g, returns %.3g (relative)", label, ea, eo, el, er);
+            roll_free(&rc);
+            roll_free(&rg);
+        }
+        CHECK_NEAR(mg.entropy, mc.entropy, 0, 1e-3);
+        CHECK_NEAR(mg.value_loss, mc.value_loss, 1e-6, 1e-2);
+        if (u >= 2) {
+            const char *why = NULL;
+            CHECK_MSG(mr_trainer_graphs_used(g, &why) == 1, "%s: no graph replay (%s)", label, why ? why : "");
+        }
+        if (u == 1 || u == 3) compare_learnable(label, g, c, 1e-2);
+    }
+    mr_trainer_free(c);
+    mr_trainer_free(g);
+}
+
+static void test_mlp_against_cpu(void) {
+    mr_config c;
+    mlp_config(&c, MR_ENV_CARTPOLE, MR_BOX_SQUASH_CLIP);
+    run_against_cpu("cartpole: the MLP trunk, categorical head", &c);
+    mlp_config(&c, MR_ENV_PENDULUM, MR_BOX_SQUASH_CLIP);
+    run_box_against_cpu("pendulum: the MLP trunk, Gaussian head (clip)", &c);
+    mlp_config(&c, MR_ENV_PENDULUM, MR_BOX_SQUASH_TANH);
+    run_box_against_cpu("pendulum: the MLP trunk, Gaussian head (tanh)", &c);
+    c.precision = MR_BF16;   /* the MLP runs in fp32 whatever the precision */
+    run_box_against_cpu("pendulum, precision = bf16 (the MLP in fp32)", &c);
 }
 
 /* ================================================================ 2. checkpoints */
@@ -572,6 +641,7 @@ static void test_gpu(void) {
         return;
     }
     test_against_cpu();
+    test_mlp_against_cpu();
     test_checkpoints();
     test_graphs();
     test_precisions();

@@ -7,8 +7,13 @@
  *   - its gradient w.r.t. every mean, log-std and value against central
  *     differences of that reference (elements whose step crosses a clip's
  *     kink are counted and left out, at most a few);
- *   - sampling: the action is mean + std eps and its log-probability the
- *     reference's.
+ *   - sampling: the stored sample is mean + std eps, its log-probability
+ *     the reference's, and the environment's action the sample clipped to
+ *     the box (clip) or low + (high - low) (tanh(x) + 1) / 2 (tanh);
+ * each in both modes of policy.box_squash: clip (the Gaussian's density)
+ * and tanh (the density of the squashed action: the Gaussian's minus
+ * log |d action / d x|, written here as -log((high - low)/2) + 2 log cosh x
+ * in double, independent of gauss_math.h's softplus form).
  */
 #include "check.h"
 #include "ppo.h"
@@ -23,13 +28,18 @@ static double lcg(uint64_t *s) {
 }
 
 static float logits[B * 2 * D], act[B * D], oldlp[B], adv[B], val[B], oldv[B], tgt[B];
+static const float LO[D] = {-2.0f, -1.0f}, HI[D] = {2.0f, 3.0f};
+static int MODE;   /* MR_GAUSS_CLIP or MR_GAUSS_TANH */
 
-/* The Gaussian's log-density of x under (mean, log_std), in double. */
+/* The log-density of x under (mean, log_std), in double: the Gaussian's,
+ * and in tanh mode minus log |d a / d x| = log((hi - lo) / 2) + log(1 -
+ * tanh^2 x) = log((hi - lo) / 2) - 2 log cosh x. */
 static double ref_logp(const double *m, const double *ls, const float *x) {
     double s = 0;
     for (int j = 0; j < D; j++) {
         const double z = ((double)x[j] - m[j]) / exp(ls[j]);
         s += -0.5 * z * z - ls[j] - 0.5 * log(2 * M_PI);
+        if (MODE == MR_GAUSS_TANH) s -= log(0.5 * ((double)HI[j] - LO[j])) - 2.0 * log(cosh((double)x[j]));
     }
     return s;
 }
@@ -51,7 +61,16 @@ static double ref_loss(const double *L, const double *V, const mr_ppo_coefs *c) 
     return pol / B + c->vf_coef * fmax(e1 / B, e2 / B) - c->ent_coef * H / B;
 }
 
-int main(void) {
+static void run(int mode) {
+    MODE = mode;
+    mr_act_head hd;
+    memset(&hd, 0, sizeof hd);
+    hd.kind = MR_HEAD_GAUSS;
+    hd.n = D;
+    hd.squash = mode;
+    for (int j = 0; j < D; j++) { hd.low[j] = LO[j]; hd.high[j] = HI[j]; }
+    hd.logits = 2 * D;
+    hd.act_bytes = 4 * D;
     uint64_t s = 3;
     for (int i = 0; i < B * 2 * D; i++) logits[i] = (float)((lcg(&s) - 0.5) * (i % (2 * D) < D ? 2.0 : 0.6));
     for (int i = 0; i < B; i++) {
@@ -73,13 +92,13 @@ int main(void) {
     c.num_actions = 2 * D;
     float dl[B * 2 * D], dv[B];
     mr_ppo_stats st;
-    mr_ppo_loss_box(B, D, logits, val, act, oldlp, adv, oldv, tgt, &c, dl, dv, &st);
+    mr_ppo_loss_box(B, &hd, logits, val, act, oldlp, adv, oldv, tgt, &c, dl, dv, &st);
 
     static double L[B * 2 * D], V[B];
     for (int i = 0; i < B * 2 * D; i++) L[i] = logits[i];
     for (int i = 0; i < B; i++) V[i] = val[i];
     const double ref = ref_loss(L, V, &c);
-    CHECK_MSG(fabs(st.loss - ref) < 1e-5 * (1 + fabs(ref)), "loss %.9g, reference %.9g", st.loss, ref);
+    CHECK_MSG(fabs(st.loss - ref) < 1e-5 * (1 + fabs(ref)), "mode %d: loss %.9g, reference %.9g", mode, st.loss, ref);
 
     /* the gradient: logits' rows [mean, log_std], then the values */
     int worse = 0, kinks = 0;
@@ -97,28 +116,76 @@ int main(void) {
         if (e > worst) worst = e;
         worse += e > 1e-3;
     }
-    CHECK_MSG(worse == 0 && kinks <= B / 8, "gradient against central differences: %d off (worst %.3g), %d kinks",
-              worse, worst, kinks);
+    CHECK_MSG(worse == 0 && kinks <= B / 8,
+              "mode %d: gradient against central differences: %d off (worst %.3g), %d kinks", mode, worse, worst, kinks);
     /* every log-std row gets the entropy's share even where the surrogate is clipped */
     double gls = 0;
     for (int i = 0; i < B; i++) gls += dl[i * 2 * D + D];
     CHECK(gls != 0);
 
     /* sampling */
-    float eps[B * D], a2[B * D], lp[B];
+    float eps[B * D], a2[B * D], ea[B * D], lp[B];
     for (int i = 0; i < B * D; i++) eps[i] = (float)((lcg(&s) - 0.5) * 4);
-    mr_sample_box(B, D, logits, eps, a2, lp);
-    int bad = 0;
+    mr_sample_box(B, &hd, logits, eps, a2, ea, lp);
+    int bad = 0, inside = 0, clipped = 0;
+    double worst_lp = 0;
     for (int i = 0; i < B; i++) {
         double m[D], ls[D];
         for (int j = 0; j < D; j++) {
             m[j] = logits[i * 2 * D + j];
             ls[j] = logits[i * 2 * D + D + j];
-            bad += fabs(a2[i * D + j] - (m[j] + exp(ls[j]) * eps[i * D + j])) > 1e-5;
+            const double x = m[j] + exp(ls[j]) * eps[i * D + j];
+            bad += fabs(a2[i * D + j] - x) > 1e-5;
+            double want = mode == MR_GAUSS_TANH ? LO[j] + (HI[j] - LO[j]) * (tanh(x) + 1) / 2
+                                                : (x < LO[j] ? LO[j] : x > HI[j] ? HI[j] : x);
+            bad += fabs(ea[i * D + j] - want) > 1e-5 * (1 + fabs(want));
+            inside += ea[i * D + j] >= LO[j] && ea[i * D + j] <= HI[j];
+            clipped += x < LO[j] || x > HI[j];
         }
-        bad += fabs(lp[i] - ref_logp(m, ls, a2 + i * D)) > 1e-4;
+        const double e = fabs(lp[i] - ref_logp(m, ls, a2 + i * D));
+        if (e > worst_lp) worst_lp = e;
     }
-    CHECK_MSG(bad == 0, "sampling: %d values off", bad);
+    CHECK_MSG(bad == 0 && worst_lp < 1e-4, "mode %d sampling: %d values off, logp off by %.3g", mode, bad, worst_lp);
+    CHECK_MSG(inside == B * D && clipped > 0, "mode %d: %d of %d actions inside the box, %d samples outside", mode,
+              inside, B * D, clipped);
+}
+
+/* The tanh mode's density integrates to 1 over the box, and matches the
+ * change of variables at a point: the Gaussian's density of x divided by
+ * |d a / d x| taken by central differences of the map itself, in double. */
+static void density(void) {
+    mr_act_head hd;
+    memset(&hd, 0, sizeof hd);
+    hd.kind = MR_HEAD_GAUSS;
+    hd.n = 1;
+    hd.squash = MR_GAUSS_TANH;
+    hd.low[0] = -2.0f;
+    hd.high[0] = 2.0f;
+    const float row[2] = {0.7f, -0.3f};   /* mean, log_std */
+    double mass = 0, worst = 0;
+    const int K = 4000;
+    for (int k = 0; k < K; k++) {   /* midpoints of a over (-2, 2) */
+        const double a = -2.0 + 4.0 * (k + 0.5) / K;
+        const double x = atanh((a + 2.0) / 2.0 - 1.0);   /* a = -2 + 4 (tanh x + 1)/2 */
+        const float xf = (float)x;
+        float eps = (float)((x - row[0]) / exp(row[1])), xs, ea, lp;
+        mr_sample_box(1, &hd, row, &eps, &xs, &ea, &lp);
+        const double h = 1e-6;
+        const double dadx = ((-2.0 + 4.0 * (tanh(x + h) + 1) / 2) - (-2.0 + 4.0 * (tanh(x - h) + 1) / 2)) / (2 * h);
+        const double z = (x - row[0]) / exp(row[1]);
+        const double ref = log(exp(-0.5 * z * z) / (exp(row[1]) * sqrt(2 * M_PI)) / dadx);
+        const double e = fabs(lp - ref);
+        if (fabs(x) < 4 && fabs(xs - xf) < 1e-5 && e > worst) worst = e;
+        mass += exp(lp) * 4.0 / K;
+    }
+    CHECK_MSG(worst < 1e-3, "tanh log-probability against the change of variables: off by %.3g", worst);
+    CHECK_MSG(fabs(mass - 1.0) < 2e-3, "tanh density over the box integrates to %.6f", mass);
+}
+
+int main(void) {
+    run(MR_GAUSS_CLIP);
+    run(MR_GAUSS_TANH);
+    density();
     printf("test_ppo_box: %d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;
 }

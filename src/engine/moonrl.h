@@ -158,6 +158,12 @@ typedef enum mr_obs_storage {
     MR_OBS_UINT8 = 1       /* as the original: poison's proxy 0.5 becomes 0 for the update */
 } mr_obs_storage;
 
+/* How a box action's Gaussian sample x becomes the environment's action
+ * (policy.box_squash; shared/gauss_math.h): clip = the environment clips x
+ * to its bounds, the log-probability is the Gaussian's; tanh = low + (high -
+ * low) (tanh(x) + 1) / 2, the log-probability with the change of variables. */
+typedef enum mr_box_squash { MR_BOX_SQUASH_CLIP = 0, MR_BOX_SQUASH_TANH = 1 } mr_box_squash;
+
 typedef struct mr_policy_config {
     int num_conv;
     int conv_channels[MR_MAX_CONV];    /* 3x3, pad 1 */
@@ -182,6 +188,7 @@ typedef struct mr_policy_config {
     int obs_vector;
     int critic_extra;
     int act_box;                       /* derived too: a box action's floats (the Gaussian head), 0 = discrete */
+    mr_box_squash box_squash;          /* a box action's mapping (policy.box_squash); unused without a box */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {

@@ -141,6 +141,11 @@ key { key = "policy.mlp_widths", type = "list", of = "integer", default = { 64, 
   min_len = 1, max_len = 8, min = 1, max = 65536, c_count = "policy.num_mlp",
   desc = "widths of the MLP trunk's tanh layers: the trunk a vector observation gets (cartpole; the CNN's " ..
     "policy.conv_channels and policy.hidden are for cell-code views)" }
+key { key = "policy.box_squash", type = "enum", default = "clip", choices = { "clip", "tanh" },
+  aliases = { "squash", "squash_output", "action_squash" },
+  desc = "how a box action's Gaussian sample x reaches the environment: clip = x, clipped to the box by the " ..
+    "environment (the log-probability is the Gaussian's); tanh = low + (high - low) (tanh(x) + 1) / 2, always " ..
+    "inside the box (the log-probability with the change of variables); unused by discrete actions" }
 key { key = "policy.critic_hidden", type = "integer", default = 512, min = 1, max = 65536,
   desc = "hidden width of the privileged critic" }
 key { key = "policy.popart", type = "boolean", default = true,

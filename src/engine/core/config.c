@@ -51,8 +51,11 @@ void mr_config_follow_env(mr_config *c) {
     c->policy.critic_extra = sp.critic_extra;
     /* discrete(n): n logits; a box of d floats: the actor's d means and d log-stds (the Gaussian head) */
     c->policy.act_box = sp.act.kind == MR_SPACE_BOX ? sp.act.n : 0;
+    int md = 0;   /* multi-discrete: the groups' logits side by side (act_head.h) */
+    for (int i = 0; sp.act.kind == MR_SPACE_MULTI_DISCRETE && i < sp.act.n && i < MR_SPACE_MAX_DIMS; i++)
+        md += sp.act.nvec[i];
     c->policy.num_actions = c->policy.act_box > 0 ? 2 * c->policy.act_box
-                          : sp.act.kind == MR_SPACE_DISCRETE ? sp.act.n : 0;
+                          : sp.act.kind == MR_SPACE_DISCRETE ? sp.act.n : md;
 }
 
 static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || v > hi; }

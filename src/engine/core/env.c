@@ -196,9 +196,12 @@ mr_status mr_env_reset(mr_env *e, mr_error *err) {
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step: env is NULL");
     if (!actions) return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions is NULL (want %d bytes)", e->s.n);
-    if (e->s.act_bytes != 1)
+    if (e->s.act_kind == MR_SPACE_BOX)
         return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are floats (a box of %d): use mr_env_step_box",
                        mr_env_name_of(e->cfg.name), e->s.act_bytes / 4);
+    if (e->s.act_bytes != 1)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are multi-discrete (%d bytes each): mr_env_step "
+                       "takes one byte per instance", mr_env_name_of(e->cfg.name), e->s.act_bytes);
     const int na = mr_env_num_actions(e->cfg.name);
     for (int i = 0; i < e->s.n; i++)
         if (actions[i] >= na)
@@ -218,7 +221,7 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
 
 mr_status mr_env_step_box(mr_env *e, const float *actions, mr_error *err) {
     if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step_box: env is NULL");
-    if (e->s.act_bytes == 1)
+    if (e->s.act_kind != MR_SPACE_BOX)
         return mr_fail(err, MR_ERR_ARG, "mr_env_step_box: %s's actions are discrete: use mr_env_step",
                        mr_env_name_of(e->cfg.name));
     const size_t bytes = (size_t)e->s.n * (size_t)e->s.act_bytes;

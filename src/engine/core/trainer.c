@@ -117,7 +117,7 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->adam_v = d->adam_m + P;
     TRY(alloc_dev(t, t->plan.rollout_bytes, "the rollout buffers", &d->roll_block, err));
     dev = (mr_arena){(unsigned char *)d->roll_block, t->plan.rollout_bytes, 0, 0};
-    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->NA, t->AB, t->M, t->plan.partial_doubles, &dev);
+    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->NA, &t->head, t->M, t->plan.partial_doubles, &dev);
     TRY(alloc_dev(t, t->plan.ctl_bytes, "the control blocks", &d->ctl_block, err));
     dev = (mr_arena){(unsigned char *)d->ctl_block, t->plan.ctl_bytes, 0, 0};
     mr_trainer_layout_ctl(d, &dev);
@@ -299,13 +299,18 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
             TRY(o->policy_act_keep(&d->pol, obs, extra, N, proxy, logits, d->step_value, (int)off, st, err));
         else
             TRY(o->policy_act(&d->pol, obs, extra, N, proxy, logits, d->step_value, st, err));
-        uint8_t *act = d->act + off * (size_t)t->AB;
-        if (t->AB > 1)   /* a box: the Gaussian head (the environment clips) */
-            TRY(o->sample_box(N, t->AB / 4, logits, d->step_u, (float *)(void *)act, d->logp + off, st, err));
-        else
+        uint8_t *act = d->act + off * (size_t)t->AB, *env_act = act;
+        if (t->head.kind == MR_HEAD_GAUSS) {   /* the sample x is stored; the environment gets it clipped or squashed */
+            env_act = d->step_act;
+            TRY(o->sample_box(N, &t->head, logits, d->step_u, (float *)(void *)act, (float *)(void *)env_act,
+                              d->logp + off, st, err));
+        } else if (t->head.kind == MR_HEAD_MULTI_DISCRETE) {
+            TRY(o->sample_md(N, &t->head, logits, d->step_u, act, d->logp + off, st, err));
+        } else {
             TRY(o->sample(N, t->NA, logits, d->step_u, act, d->logp + off, st, err));
+        }
         TRY(mr_trainer_mark(t, 2 * step + 1, err));
-        TRY(o->env_step_all(&d->env, act, st, err));
+        TRY(o->env_step_all(&d->env, env_act, st, err));
         TRY(o->step_out(&d->env, d->pa, d->step_value, d->val + off, d->rew + off, d->done + off, st, err));
     }
     TRY(mr_trainer_mark(t, 2 * t->T, err));
@@ -382,10 +387,14 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
                 TRY(o->policy_forward(&d->pol, d->mb_obs, d->mb_extra, M, t->obs_update, d->mb_logits, d->mb_value,
                                       st, err));
             TRY(mr_trainer_update_mark(t, e, mb, 2, err));
-            if (t->AB > 1)
-                TRY(o->ppo_loss_box(M, t->AB / 4, d->mb_logits, d->mb_value, (const float *)(const void *)d->mb_act,
+            if (t->head.kind == MR_HEAD_GAUSS)
+                TRY(o->ppo_loss_box(M, &t->head, d->mb_logits, d->mb_value, (const float *)(const void *)d->mb_act,
                                     d->mb_logp, d->mb_adv, d->mb_oldv, d->mb_target, d->loss, d->opt, d->partials,
                                     d->mb_dlogits, d->mb_dvalue, st, err));
+            else if (t->head.kind == MR_HEAD_MULTI_DISCRETE)
+                TRY(o->ppo_loss_md(M, &t->head, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv,
+                                   d->mb_oldv, d->mb_target, d->loss, d->opt, d->partials, d->mb_dlogits,
+                                   d->mb_dvalue, st, err));
             else
                 TRY(o->ppo_loss(M, d->mb_logits, d->mb_value, d->mb_act, d->mb_logp, d->mb_adv, d->mb_oldv,
                                 d->mb_target, d->loss, d->opt, d->partials, d->mb_dlogits, d->mb_dvalue, st, err));

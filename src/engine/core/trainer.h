@@ -53,6 +53,7 @@ typedef struct mr_trainer_dev {
     float *extra, *logp, *val, *rew, *adv, *ret, *diff;   /* (T,N[,2]) */
     float *last_value;                            /* (N) */
     float *step_logits, *step_value, *step_u, *step_extra;
+    uint8_t *step_act;                            /* (N,AB): a box's actions as the environment gets them */
     int32_t *perm;                                /* (B): this epoch's permutation */
     uint8_t *mb_obs, *mb_act;
     float *mb_extra, *mb_logp, *mb_adv, *mb_oldv, *mb_target;
@@ -96,7 +97,8 @@ struct mr_trainer {
     int obs_update;            /* the training forward's expansion: proxy_obs, or MR_EXPAND_PROXY_UINT8 */
     int T, N, V, VV, NA;       /* rollout steps, envs, view, observation bytes (V*V cell codes, or
                                 * 4 per float of a vector), actions (the actor's outputs) */
-    int AB;                    /* bytes of one action: 1, or 4 x a box's floats (act_box) */
+    int AB;                    /* bytes of one action: 1, k (multi-discrete), or 4 x a box's floats */
+    mr_act_head head;          /* the actor's head (act_head.h): categorical, multi-discrete or Gaussian */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
     int reuse;                 /* one minibatch: the rollout's acts keep the first epoch's forward
                                 * (policy_act_keep / policy_forward_kept; the epoch's order is the
@@ -177,8 +179,8 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg);
 mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_trainer_plan *out, mr_error *err);
 /* Lays out the backend blocks (rollout, control blocks, staging) over
  * base pointers, or sizes them on a planning arena. */
-void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int AB, int M, size_t partial_doubles,
-                               mr_arena *a);
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, const mr_act_head *h, int M,
+                               size_t partial_doubles, mr_arena *a);
 void mr_trainer_layout_ctl(mr_trainer_dev *d, mr_arena *a);
 void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a);
 /* The host arena: the environment first, so one copy moves its whole state. */
@@ -200,7 +202,8 @@ mr_status mr_trainer_broken_msg(mr_error *err);
 void mr_trainer_drop_graphs(mr_trainer *t);
 
 /* ---- for tests and benchmarks (trainer_sync.c) */
-/* Host copies of the last update's rollout, each (T*N[,...]); any pointer may be NULL. */
+/* Host copies of the last update's rollout, each (T*N[,...]); act (T*N, AB): one action's bytes; any pointer
+ * may be NULL. */
 typedef struct mr_rollout_view {
     uint8_t *obs, *act, *done;
     float *extra, *logp, *val, *rew, *adv, *ret, *last_value;

@@ -29,7 +29,12 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     /* bytes of one observation in the rollout: V*V cell codes, or a float vector */
     t->VV = cfg->policy.obs_vector > 0 ? 4 * cfg->policy.obs_vector : t->V * t->V;
     t->NA = mr_net_actions(&cfg->policy);
-    t->AB = cfg->policy.act_box > 0 ? 4 * cfg->policy.act_box : 1;
+    mr_env_spaces sp;
+    memset(&sp, 0, sizeof sp);
+    if (mr_env_spaces_of(&cfg->env, &sp, NULL) != MR_OK) sp.act.kind = MR_SPACE_DISCRETE;   /* validated before */
+    if (sp.act.kind == MR_SPACE_DISCRETE) sp.act.n = t->NA;
+    mr_act_head_of(&sp, cfg->policy.box_squash, &t->head);
+    t->AB = t->head.act_bytes;
     t->B = t->T * t->N;
     t->M = t->B / cfg->ppo.minibatches;
     t->proxy_obs = mr_obs_expand_act(cfg->env.mode);
@@ -39,9 +44,10 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     t->device = cfg->cuda.device_index;
 }
 
-void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, int AB, int M, size_t partial_doubles,
-                               mr_arena *a) {
-    const size_t B = (size_t)T * (size_t)N, n = (size_t)N, m = (size_t)M, vv = (size_t)VV, ab = (size_t)AB;
+void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, const mr_act_head *h, int M,
+                               size_t partial_doubles, mr_arena *a) {
+    const size_t B = (size_t)T * (size_t)N, n = (size_t)N, m = (size_t)M, vv = (size_t)VV;
+    const size_t ab = (size_t)h->act_bytes, draws = h->kind == MR_HEAD_CATEGORICAL ? 1 : (size_t)h->n;
     d->obs = MR_TAKE(a, uint8_t, B * vv);
     d->extra = MR_TAKE(a, float, B * 2);
     d->act = MR_TAKE(a, uint8_t, B * ab);
@@ -55,7 +61,8 @@ void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, 
     d->last_value = MR_TAKE(a, float, n);
     d->step_logits = MR_TAKE(a, float, n * (size_t)NA);
     d->step_value = MR_TAKE(a, float, n);
-    d->step_u = MR_TAKE(a, float, n * (ab > 1 ? ab / 4 : 1));   /* a uniform, or a box's normals */
+    d->step_u = MR_TAKE(a, float, n * draws);   /* a uniform, a box's normals, or a uniform per head */
+    d->step_act = h->kind == MR_HEAD_GAUSS ? MR_TAKE(a, uint8_t, n * ab) : NULL;
     d->step_extra = MR_TAKE(a, float, n * 2);
     d->perm = MR_TAKE(a, int32_t, B);
     d->mb_obs = MR_TAKE(a, uint8_t, m * vv);
@@ -139,7 +146,7 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     out->partial_doubles = pd;
     mr_trainer_dev d;
     a = (mr_arena){NULL, 0, 0, 0};
-    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, t0.AB, t0.M, pd, &a);
+    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, &t0.head, t0.M, pd, &a);
     out->rollout_bytes = a.size;
     a = (mr_arena){NULL, 0, 0, 0};
     mr_trainer_layout_ctl(&d, &a);
@@ -165,6 +172,20 @@ mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_tr
                                                        : "fp32 only (bf16 needs a CPU with AVX512-BF16 or AMX)");
     TRY(plan_device(cfg, be, out, err));
     mr_trainer *t = calloc(1, sizeof *t);
+    if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory planning the trainer");
+    mr_trainer_fields(t, cfg);
+    /* the head's sampling and loss (NULL where a backend does not offer them) */
+    const int gauss = t->head.kind == MR_HEAD_GAUSS, md = t->head.kind == MR_HEAD_MULTI_DISCRETE;
+    if (!be->unavailable && ((gauss && (!be->sample_box || !be->ppo_loss_box)) ||
+                             (md && (!be->sample_md || !be->ppo_loss_md)))) {
+        char hn[32];
+        snprintf(hn, sizeof hn, "%s", mr_act_head_name(&t->head));
+        free(t);
+        return mr_fail(err, MR_ERR_BACKEND, "env.name = %s needs the %s head, which the %s backend does not "
+                       "offer: device = \"cpu\" has it", mr_env_name_of(cfg->env.name), hn, be->name);
+    }
+    free(t);
+    t = calloc(1, sizeof *t);
     if (!t) return mr_fail(err, MR_ERR_NOMEM, "out of host memory planning the trainer");
     mr_trainer_fields(t, cfg);
     omp_set_num_threads(t->threads);   /* the host network sizes per-thread workspaces */

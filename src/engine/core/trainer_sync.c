@@ -186,7 +186,7 @@ mr_status mr_trainer_read_rollout(mr_trainer *t, mr_rollout_view *v, mr_error *e
     void *st = t->stream;
     const size_t B = (size_t)t->B;
     struct { void *dst; const void *src; size_t bytes; } cp[] = {
-        {v->obs, d->obs, B * (size_t)t->VV}, {v->act, d->act, B}, {v->done, d->done, B},
+        {v->obs, d->obs, B * (size_t)t->VV}, {v->act, d->act, B * (size_t)t->AB}, {v->done, d->done, B},
         {v->extra, d->extra, B * 2 * sizeof(float)}, {v->logp, d->logp, B * sizeof(float)},
         {v->val, d->val, B * sizeof(float)}, {v->rew, d->rew, B * sizeof(float)},
         {v->adv, d->adv, B * sizeof(float)}, {v->ret, d->ret, B * sizeof(float)},

@@ -367,10 +367,17 @@ static mr_status cpu_sample(int N, int na, const float *logits, const float *u, 
     return ok(err);
 }
 
-static mr_status cpu_sample_box(int N, int d, const float *logits, const float *eps, float *action, float *logp,
-                                void *stream, mr_error *err) {
+static mr_status cpu_sample_box(int N, const mr_act_head *h, const float *logits, const float *eps, float *action,
+                                float *env_action, float *logp, void *stream, mr_error *err) {
     (void)stream;
-    mr_sample_box(N, d, logits, eps, action, logp);
+    mr_sample_box(N, h, logits, eps, action, env_action, logp);
+    return ok(err);
+}
+
+static mr_status cpu_sample_md(int N, const mr_act_head *h, const float *logits, const float *u, uint8_t *action,
+                               float *logp, void *stream, mr_error *err) {
+    (void)stream;
+    mr_sample_md(N, h, logits, u, action, logp);
     return ok(err);
 }
 
@@ -457,16 +464,30 @@ static mr_status cpu_ppo_loss(int B, const float *logits, const float *value, co
     return ok(err);
 }
 
-static mr_status cpu_ppo_loss_box(int B, int d, const float *logits, const float *value, const float *action,
-                                  const float *old_logp, const float *adv, const float *old_value, const float *target,
-                                  mr_lossctl *l, mr_optctl *o, double *partials, float *dlogits, float *dvalue,
-                                  void *stream, mr_error *err) {
+static mr_status cpu_ppo_loss_box(int B, const mr_act_head *h, const float *logits, const float *value,
+                                  const float *action, const float *old_logp, const float *adv, const float *old_value,
+                                  const float *target, mr_lossctl *l, mr_optctl *o, double *partials, float *dlogits,
+                                  float *dvalue, void *stream, mr_error *err) {
     (void)partials;
     (void)stream;
     mr_ppo_coefs co;
     loss_coefs(l, &co);
     mr_ppo_stats st;
-    mr_ppo_loss_box(B, d, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
+    mr_ppo_loss_box(B, h, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
+    loss_stats(l, o, &st, B);
+    return ok(err);
+}
+
+static mr_status cpu_ppo_loss_md(int B, const mr_act_head *h, const float *logits, const float *value,
+                                 const uint8_t *action, const float *old_logp, const float *adv, const float *old_value,
+                                 const float *target, mr_lossctl *l, mr_optctl *o, double *partials, float *dlogits,
+                                 float *dvalue, void *stream, mr_error *err) {
+    (void)partials;
+    (void)stream;
+    mr_ppo_coefs co;
+    loss_coefs(l, &co);
+    mr_ppo_stats st;
+    mr_ppo_loss_md(B, h, logits, value, action, old_logp, adv, old_value, target, &co, dlogits, dvalue, &st);
     loss_stats(l, o, &st, B);
     return ok(err);
 }
@@ -600,12 +621,14 @@ static const char *cpu_blas(void) {
         .gae = cpu_gae,                                      \
         .sample = cpu_sample,                                \
         .sample_box = cpu_sample_box,                        \
+        .sample_md = cpu_sample_md,                          \
         .opt_begin = cpu_opt_begin,                          \
         .opt_step = cpu_opt_step,                            \
         .mean_std = cpu_mean_std,                            \
         .normalize = cpu_normalize,                          \
         .ppo_loss = cpu_ppo_loss,                            \
         .ppo_loss_box = cpu_ppo_loss_box,                    \
+        .ppo_loss_md = cpu_ppo_loss_md,                      \
         .popart_update = cpu_popart,                         \
         .step_in = cpu_step_in,                              \
         .step_out = cpu_step_out,                            \

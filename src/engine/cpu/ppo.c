@@ -191,12 +191,13 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
 typedef struct box_ctx {
     const float *logits, *value, *action, *old_logp, *adv, *old_value, *target;
     double clip;
-    int d;
+    const mr_act_head *h;
 } box_ctx;
 
 static void box_terms(const box_ctx *c, int64_t i, mr_loss_terms *t) {
-    const float *row = c->logits + i * 2 * c->d;
-    mr_gauss_loss_terms_at(MR_GAUSS_CLIP, row, row + c->d, NULL, NULL, c->d, c->action + i * c->d, c->old_logp[i],
+    const int d = c->h->n;
+    const float *row = c->logits + i * 2 * d;
+    mr_gauss_loss_terms_at(c->h->squash, row, row + d, c->h->low, c->h->high, d, c->action + i * d, c->old_logp[i],
                            c->adv[i], c->value[i], c->old_value[i], c->target[i], c->clip, t);
 }
 
@@ -209,16 +210,17 @@ static void box_loss_fn(const void *cv, size_t lo, size_t hi, double *acc) {
     }
 }
 
-void mr_ppo_loss_box(int B, int d, const float *logits, const float *value, const float *action,
+void mr_ppo_loss_box(int B, const mr_act_head *hd, const float *logits, const float *value, const float *action,
                      const float *old_logp, const float *adv, const float *old_value, const float *target,
                      const mr_ppo_coefs *c, float *dlogits, float *dvalue, mr_ppo_stats *st) {
     if (B <= 0) {
         if (st) memset(st, 0, sizeof *st);
         return;
     }
+    const int d = hd->n;
     mr_loss_hyper h;
     mr_loss_hyper_set(&h, c);
-    const box_ctx ctx = {logits, value, action, old_logp, adv, old_value, target, c->clip, d};
+    const box_ctx ctx = {logits, value, action, old_logp, adv, old_value, target, c->clip, hd};
     double acc[MR_LOSS_NACC];
     mr_loss_stats s;
     reduce_blocks((size_t)B, MR_LOSS_NACC, box_loss_fn, &ctx, acc);
@@ -235,13 +237,71 @@ void mr_ppo_loss_box(int B, int d, const float *logits, const float *value, cons
     }
 }
 
-void mr_sample_box(int N, int d, const float *logits, const float *eps, float *action, float *logp) {
+void mr_sample_box(int N, const mr_act_head *h, const float *logits, const float *eps, float *x, float *env_action,
+                   float *logp) {
+    const int d = h->n;
     #pragma omp parallel for schedule(static) if (N >= PAR_MIN)
     for (int i = 0; i < N; i++) {
         const float *row = logits + (size_t)i * 2 * d;
-        mr_gauss_sample(row, row + d, d, eps + (size_t)i * d, action + (size_t)i * d);
-        logp[i] = mr_gauss_log_prob(MR_GAUSS_CLIP, row, row + d, NULL, NULL, d, action + (size_t)i * d);
+        float *xi = x + (size_t)i * d;
+        mr_gauss_sample(row, row + d, d, eps + (size_t)i * d, xi);
+        logp[i] = mr_gauss_log_prob(h->squash, row, row + d, h->low, h->high, d, xi);
+        if (env_action) mr_gauss_env_action(h->squash, xi, h->low, h->high, d, env_action + (size_t)i * d);
     }
+}
+
+typedef struct md_ctx {
+    const float *logits, *value, *old_logp, *adv, *old_value, *target;
+    const uint8_t *action;
+    double clip;
+    const mr_act_head *h;
+} md_ctx;
+
+static void md_terms(const md_ctx *c, int64_t i, mr_md_terms *o) {
+    const int L = c->h->logits, k = c->h->n;
+    mr_md_loss_terms_at(c->logits + i * L, c->h->nvec, k, c->action + i * k, c->old_logp[i], c->adv[i], c->value[i],
+                        c->old_value[i], c->target[i], c->clip, o);
+}
+
+static void md_loss_fn(const void *cv, size_t lo, size_t hi, double *acc) {
+    const md_ctx *c = cv;
+    for (size_t i = lo; i < hi; i++) {
+        mr_md_terms o;
+        md_terms(c, (int64_t)i, &o);
+        mr_loss_add(&o.t, c->clip, acc);
+    }
+}
+
+void mr_ppo_loss_md(int B, const mr_act_head *hd, const float *logits, const float *value, const uint8_t *action,
+                    const float *old_logp, const float *adv, const float *old_value, const float *target,
+                    const mr_ppo_coefs *c, float *dlogits, float *dvalue, mr_ppo_stats *st) {
+    if (B <= 0) {
+        if (st) memset(st, 0, sizeof *st);
+        return;
+    }
+    const int L = hd->logits, k = hd->n;
+    mr_loss_hyper h;
+    mr_loss_hyper_set(&h, c);
+    const md_ctx ctx = {logits, value, old_logp, adv, old_value, target, action, c->clip, hd};
+    double acc[MR_LOSS_NACC];
+    mr_loss_stats s;
+    reduce_blocks((size_t)B, MR_LOSS_NACC, md_loss_fn, &ctx, acc);
+    mr_loss_finish(acc, B, &h, &s);
+    stats_out(&s, st);
+    #pragma omp parallel for schedule(static) if (B >= 4096)
+    for (int i = 0; i < B; i++) {
+        mr_md_terms o;
+        md_terms(&ctx, i, &o);
+        mr_md_grad_row(&o, hd->nvec, k, action + (size_t)i * k, s.dL_dH, h.vf_coef, h.value_max_of_means != 0,
+                       s.unclipped_mean, 1.0 / (double)s.B, 1.0, dlogits + (size_t)i * L, &dvalue[i]);
+    }
+}
+
+void mr_sample_md(int N, const mr_act_head *h, const float *logits, const float *u, uint8_t *action, float *logp) {
+    const int L = h->logits, k = h->n;
+    #pragma omp parallel for schedule(static) if (N >= PAR_MIN)
+    for (int i = 0; i < N; i++)
+        mr_md_sample(logits + (size_t)i * L, h->nvec, k, u + (size_t)i * k, action + (size_t)i * k, &logp[i]);
 }
 
 void mr_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "ppo_loss_math.h"   /* the elements; MR_ADV_EPS, MR_POPART_MIN_STD, MR_CLIP_EPS */
-#include "gauss_math.h"      /* the Gaussian head of a box action */
+#include "act_head.h"        /* the heads: Gaussian (gauss_math.h), multi-discrete (multi_discrete_math.h) */
 
 #define MR_PPO_BLOCK 2048       /* elements per partial sum of a reduction */
 
@@ -105,16 +105,33 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
 void mr_sample_actions(int N, int na, const float *logits, const float *u, uint8_t *action,
                        float *logp);
 
-/* The Gaussian head of a box of d floats (gauss_math.h, clip mode: the
- * environment clips): logits (B, 2d) rows [mean, log_std], actions (B, d)
- * the samples as drawn. The loss is mr_ppo_loss's with the Gaussian's
- * log-probability and entropy; dlogits (B, 2d) = [dmean, dlog_std] per row
- * (the network sums the log-std rows into its parameter). */
-void mr_ppo_loss_box(int B, int d, const float *logits, const float *value, const float *action,
+/* The Gaussian head of a box of d = h->n floats (gauss_math.h; h->squash
+ * clip or tanh, h->low / h->high the bounds): logits (B, 2d) rows [mean,
+ * log_std], actions (B, d) the stored samples x as drawn (in tanh mode the
+ * pre-tanh u). The loss is mr_ppo_loss's with the Gaussian's
+ * log-probability (tanh: minus log |d action / d x|) and entropy; dlogits
+ * (B, 2d) = [dmean, dlog_std] per row (the network sums the log-std rows
+ * into its parameter). */
+void mr_ppo_loss_box(int B, const mr_act_head *h, const float *logits, const float *value, const float *action,
                      const float *old_logp, const float *adv, const float *old_value, const float *target,
                      const mr_ppo_coefs *c, float *dlogits, float *dvalue, mr_ppo_stats *st);
-/* action = mean + exp(log_std) eps, logp its log-probability; eps (N, d). */
-void mr_sample_box(int N, int d, const float *logits, const float *eps, float *action, float *logp);
+/* x = mean + exp(log_std) eps (the stored sample), logp its
+ * log-probability, env_action (N, d) what the environment gets
+ * (mr_gauss_env_action: x clipped, or squashed by tanh; may be NULL);
+ * eps (N, d). */
+void mr_sample_box(int N, const mr_act_head *h, const float *logits, const float *eps, float *x, float *env_action,
+                   float *logp);
+
+/* The multi-discrete head (multi_discrete_math.h) of k = h->n heads of
+ * h->nvec[i] choices: logits (B, L) rows, L = sum nvec, split into the k
+ * groups; actions (B, k) bytes. The loss is mr_ppo_loss's with the joint
+ * log-probability (the heads' sum) and the summed entropy; dlogits (B, L). */
+void mr_ppo_loss_md(int B, const mr_act_head *h, const float *logits, const float *value, const uint8_t *action,
+                    const float *old_logp, const float *adv, const float *old_value, const float *target,
+                    const mr_ppo_coefs *c, float *dlogits, float *dvalue, mr_ppo_stats *st);
+/* Head i of row n by inverse CDF from u[n * k + i] (uniforms in [0, 1]):
+ * action (N, k) bytes, logp (N) the joint log-probability. */
+void mr_sample_md(int N, const mr_act_head *h, const float *logits, const float *u, uint8_t *action, float *logp);
 
 /* ------------------------------------------------------ gradients and Adam */
 /* sqrt(sum g^2), deterministic. */

@@ -84,7 +84,8 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     mr_error err;
     if (mr_env_spaces_of(cfg, &sp, &err) != MR_OK) memset(&sp, 0, sizeof sp);   /* checked before */
     s->critic_extra = sp.critic_extra;
-    s->act_bytes = sp.act.kind == MR_SPACE_BOX ? 4 * sp.act.n : 1;
+    s->act_kind = sp.act.kind;
+    s->act_bytes = sp.act.kind == MR_SPACE_BOX ? 4 * sp.act.n : sp.act.kind == MR_SPACE_MULTI_DISCRETE ? sp.act.n : 1;
     s->obs_size = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : sp.obs.shape[1] * sp.obs.shape[2] *
                   (sp.obs.kind == MR_SPACE_CODES ? 1 : sp.obs.shape[0]);
     if (sp.obs.kind == MR_SPACE_CODES) s->obs = MR_TAKE(a, uint8_t, (size_t)n * s->obs_size);

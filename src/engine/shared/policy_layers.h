@@ -7,6 +7,7 @@
  */
 #ifndef MR_POLICY_LAYERS_H
 #define MR_POLICY_LAYERS_H
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -122,8 +123,13 @@ enum {
     MR_PCJ_BGRAD_PART,   /* part (P, cols) f64: part[p][c] = sum of x[r][c] (ld), r in block p of rb rows */
     MR_PCJ_BGRAD_PART_D, /* the same over pin (rows, cols) f64, a previous level's partial sums */
     MR_PCJ_BGRAD_SUM,    /* fo (cols) += (float) sum over p of pin[p][c], p in order */
+    /* the MLP trunk's (policy_mlp_math.h), fp32 */
+    MR_PCJ_TANH_BACK,    /* y (rows, cols; ld) *= 1 - m^2, m (rows, cols; ld2) the tanh's output */
+    MR_PCJ_ROW_FILL,     /* y row r, columns c0 .. c0+cols-1 = f (cols): a box's log-stds in every row */
+    MR_PCJ_MLP_CIN,      /* y (rows, cols) = x (rows, c0) ++ the first cols-c0 of f (rows, MR_POLICY_EXTRA) or 0 */
     MR_PCJ_KINDS
 };
+#define MR_PC_ACT_TANH 2   /* mr_pc_job.relu for MR_PCJ_BIAS_ACT: 1 = ReLU, 2 = tanh */
 
 typedef struct mr_pc_job {
     int kind, dt;                 /* MR_PCJ_*, the storage type of x, y and m */
@@ -163,7 +169,8 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
         const size_t k = (size_t)r * (unsigned)j->ld + c;
         float v = mr_pc_ld(j->y, k, dt);
         if (j->f) v += j->f[c];
-        if (j->relu) v = v > 0.0f ? v : 0.0f;
+        if (j->relu == MR_PC_ACT_TANH) v = tanhf(v);
+        else if (j->relu) v = v > 0.0f ? v : 0.0f;
         mr_pc_st(j->y, k, dt, v);
     } break;
     case MR_PCJ_CIN_FILL: {
@@ -215,6 +222,22 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
         double s = 0.0;
         for (int p = 0; p < j->P; p++) s += j->pin[(size_t)p * (unsigned)j->cols + i];
         j->fo[i] += (float)s;
+    } break;
+    case MR_PCJ_TANH_BACK: {
+        const unsigned r = i / (unsigned)j->cols, c = i - r * (unsigned)j->cols;
+        const float h = mr_pc_ld(j->m, (size_t)r * (unsigned)j->ld2 + c, dt);
+        const size_t k = (size_t)r * (unsigned)j->ld + c;
+        mr_pc_st(j->y, k, dt, mr_pc_ld(j->y, k, dt) * (1.0f - h * h));
+    } break;
+    case MR_PCJ_ROW_FILL: {
+        const unsigned r = i / (unsigned)j->cols, c = i - r * (unsigned)j->cols;
+        mr_pc_st(j->y, (size_t)r * (unsigned)j->ld + (unsigned)j->c0 + c, dt, j->f[c]);
+    } break;
+    case MR_PCJ_MLP_CIN: {
+        const unsigned r = i / (unsigned)j->cols, c = i - r * (unsigned)j->cols, D = (unsigned)j->c0;
+        const float v = c < D ? mr_pc_ld(j->x, (size_t)r * D + c, dt)
+                              : (j->f ? j->f[(size_t)r * MR_POLICY_EXTRA + (c - D)] : 0.0f);
+        mr_pc_st(j->y, i, dt, v);
     } break;
     default:
         break;

@@ -63,13 +63,18 @@ typedef struct mr_tc_metrics {
 /* Environment i before acting: when u is not NULL, the action uniform at
  * this environment's tick (the CPU trainer's key), or for a box of d
  * floats the d standard normals u[i*d ..] (gauss_math.h's Box-Muller on the
- * same key). The critic's inputs are the environment's (registry.h,
- * mr_env_critic_extra_one). */
+ * same key), or for k multi-discrete components the k uniforms u[i*k ..]
+ * (draws 0 .. k-1 of the key). The critic's inputs are the environment's
+ * (registry.h, mr_env_critic_extra_one). */
 MR_HD void mr_tc_step_in(const mr_env_state *s, int i, uint64_t seed, float *u) {
     if (!u) return;
-    if (s->act_bytes > 1) {
+    if (s->act_kind == MR_SPACE_BOX) {
         const int d = s->act_bytes / 4;
         mr_gauss_normals(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0, d, u + (size_t)i * d);
+    } else if (s->act_kind == MR_SPACE_MULTI_DISCRETE) {
+        const int k = s->act_bytes;
+        for (int c = 0; c < k; c++)
+            u[(size_t)i * k + c] = mr_rng_uniform(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, (uint32_t)c);
     } else {
         u[i] = mr_rng_uniform(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0);
     }

@@ -65,6 +65,31 @@ local function conv_weight_oihw(data, oc, ic)
 end
 
 -- "0 empty, 1 food, 2 poison": an environment's cell codes (engine.env_codes)
+-- The actor's head as the action space gives it (shared/act_head.h), for the
+-- description: its kind and parameters, and one line saying how an action
+-- comes from the actor's outputs. squash: policy.box_squash (0 clip, 1 tanh).
+local function action_head(action, squash)
+  if action.kind == "box" then
+    local tanh = squash == 1
+    return { kind = "gaussian", dims = #action.low, squash = tanh and "tanh" or "clip", low = action.low,
+             high = action.high, log_std_clamp = { -20, 2 } },
+      "a box: means = actor(features), log-stds = actor.log_std (clamped to [-20, 2]); the action is a sample x " ..
+      "of the diagonal Gaussian, " .. (tanh and "squashed into the box: low + (high - low) (tanh(x) + 1) / 2 " ..
+      "(log-probability: the Gaussian's minus sum log((high - low) / 2 (1 - tanh^2 x)))" or
+      "clipped to the box's bounds (log-probability: the Gaussian's of x)")
+  elseif action.kind == "multi_discrete" then
+    local groups, first = {}, 0
+    for i, n in ipairs(action.nvec) do
+      groups[i] = { first = first, count = n }
+      first = first + n
+    end
+    return { kind = "multi_discrete", nvec = action.nvec, groups = groups },
+      "logits = actor(features), split into groups of nvec[i] columns in order; component i of the action is " ..
+      "a choice of group i's softmax (log-probability and entropy: the sums over the groups)"
+  end
+  return { kind = "categorical", n = action.n }, "logits = actor(features)"
+end
+
 local function codes_text(codes)
   local parts = {}
   for i, w in ipairs(codes) do parts[i] = (i - 1) .. " " .. w end
@@ -177,20 +202,20 @@ function export.run(argv)
   -- what the environment declares (engine.env_spaces): the network's inputs and outputs follow it
   local spaces = assert(engine.env_spaces(env_name, tonumber(c.env.view_range)))
   local description, observation
+  local head, actor = action_head(spaces.action, tonumber(c.policy.box_squash))
   if tonumber(c.policy.obs_vector) > 0 then   -- a vector observation: the MLP trunk (net_layout.h)
     local widths = {}
     for l = 0, tonumber(c.policy.num_mlp) - 1 do widths[#widths + 1] = tonumber(c.policy.mlp_widths[l]) end
     description = {
       trunk = "mlp", mlp_widths = widths, critic_hidden = tonumber(c.policy.critic_hidden),
       inputs = tonumber(c.policy.obs_vector), actions = tonumber(c.policy.num_actions), action = spaces.action,
+      head = head,
       extra_critic_inputs = spaces.critic.extra, environment = env_name,
       popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
       layout = {
         linear = "weight (out, in); y = x W^T + b",
         trunk = "features = tanh(mlpL(... tanh(mlp0(observation))))",
-        actor = tonumber(c.policy.act_box) > 0 and
-          "a box: means = actor(features), log-stds = actor.log_std (clamped to [-20, 2]); the action is a sample " ..
-          "of the diagonal Gaussian, clipped to the box's bounds" or "logits = actor(features)",
+        actor = actor,
         critic = "value = value(tanh(critic(observation ++ extra))), then mean + std x value",
       },
     }
@@ -204,6 +229,7 @@ function export.run(argv)
     description = {
       conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
       view = view, input_channels = spaces.observation.shape[1], actions = tonumber(c.policy.num_actions),
+      head = head,
       extra_critic_inputs = spaces.critic.extra,
       environment = env_name,
       popart = tonumber(c.policy.popart) == 1, value_mean = net.value_mean, value_std = net.value_std,
@@ -211,7 +237,7 @@ function export.run(argv)
         conv = "weight (out, 3, 3, in), channels last; 3x3, stride 1, zero padding 1; bias; ReLU",
         linear = "weight (out, in); y = x W^T + b",
         trunk = "convs over the (view, view, 2) input, flattened (view, view, channels) row by row -> fc -> ReLU = features",
-        actor = "logits = actor(features)",
+        actor = actor,
         critic = "value = value(ReLU(critic(features ++ extra ++ ground truth))), then mean + std x value",
       },
     }
@@ -232,6 +258,7 @@ function export.run(argv)
     ["moonrl.network"] = json.encode(description),
     ["moonrl.observation"] = json.encode(observation),
     ["moonrl.spaces"] = json.encode(spaces),
+    ["moonrl.head"] = json.encode(head),
   }
   local bytes
   if format == "onnx" then

@@ -22,6 +22,7 @@
 #include "arena.h"
 #include "net_layout.h"     /* mr_net_layout: the parameter layout every backend shares */
 #include "rollout_math.h"   /* control blocks, metrics, gather arguments */
+#include "act_head.h"       /* mr_act_head: the Gaussian and multi-discrete heads' shapes */
 
 #define MR_BACKEND_MAX_POLICY_ALLOCS 4
 
@@ -141,10 +142,15 @@ typedef struct mr_backend {
     /* logits (N, na): na = the environment's action count */
     mr_status (*sample)(int N, int na, const float *logits, const float *u, uint8_t *action, float *logp,
                         void *stream, mr_error *err);
-    /* A box of d floats (the Gaussian head; NULL where not offered): logits (N, 2d) = [mean, log_std],
-     * eps (N, d) standard normals -> action (N, d) = mean + std eps (the environment clips), logp (N). */
-    mr_status (*sample_box)(int N, int d, const float *logits, const float *eps, float *action, float *logp,
-                            void *stream, mr_error *err);
+    /* A box of d = h->n floats (the Gaussian head; NULL where not offered; h: host memory): logits (N, 2d)
+     * = [mean, log_std], eps (N, d) standard normals -> action (N, d) the stored sample x = mean + std eps,
+     * env_action (N, d) what the environment gets (x clipped, or squashed by tanh: h->squash), logp (N). */
+    mr_status (*sample_box)(int N, const mr_act_head *h, const float *logits, const float *eps, float *action,
+                            float *env_action, float *logp, void *stream, mr_error *err);
+    /* k = h->n categorical heads (multi-discrete; NULL where not offered): logits (N, h->logits), u (N, k)
+     * uniforms -> action (N, k) bytes, logp (N) the joint log-probability. */
+    mr_status (*sample_md)(int N, const mr_act_head *h, const float *logits, const float *u, uint8_t *action,
+                           float *logp, void *stream, mr_error *err);
     mr_status (*opt_begin)(mr_optctl *ctl, void *stream, mr_error *err);
     /* Per group: norm, clip, Adam; skips every group when the step found a
      * non-finite loss or gradient (ctl->s.found_inf). */
@@ -158,11 +164,16 @@ typedef struct mr_backend {
                           const float *old_logp, const float *adv, const float *old_value, const float *target,
                           mr_lossctl *loss, mr_optctl *opt, double *partials, float *dlogits, float *dvalue,
                           void *stream, mr_error *err);
-    /* The same for a box of d floats (NULL where not offered): logits (B, 2d), action (B, d). */
-    mr_status (*ppo_loss_box)(int B, int d, const float *logits, const float *value, const float *action,
-                              const float *old_logp, const float *adv, const float *old_value, const float *target,
-                              mr_lossctl *loss, mr_optctl *opt, double *partials, float *dlogits, float *dvalue,
-                              void *stream, mr_error *err);
+    /* The same for a box (NULL where not offered): logits (B, 2d), action (B, d) the stored samples. */
+    mr_status (*ppo_loss_box)(int B, const mr_act_head *h, const float *logits, const float *value,
+                              const float *action, const float *old_logp, const float *adv, const float *old_value,
+                              const float *target, mr_lossctl *loss, mr_optctl *opt, double *partials,
+                              float *dlogits, float *dvalue, void *stream, mr_error *err);
+    /* And for multi-discrete actions (NULL where not offered): logits (B, h->logits), action (B, h->n) bytes. */
+    mr_status (*ppo_loss_md)(int B, const mr_act_head *h, const float *logits, const float *value,
+                             const uint8_t *action, const float *old_logp, const float *adv, const float *old_value,
+                             const float *target, mr_lossctl *loss, mr_optctl *opt, double *partials,
+                             float *dlogits, float *dvalue, void *stream, mr_error *err);
     /* returns NULL: pa->batch already holds the mean and std of the n returns
      * (data-parallel: every rank's; the trainer computed and reduced them) */
     mr_status (*popart_update)(mr_popart_ctl *pa, const float *returns, int64_t n, double *partials, float *w,
