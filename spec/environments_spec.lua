@@ -161,11 +161,12 @@ print("shapes", lg.shape, v.shape)
     local reached = {}
     for seed = 1, 3 do
       local rc, out = run(d, "train cartpole --dir s" .. seed .. " --set seed=" .. seed ..
-        " --set threads=2 --set log.console=false --set log.tensorboard=false")
+        " --set threads=2 --set log.console=false --set log.tensorboard=false" .. (seed > 1 and " --no-eval" or ""))
       assert.equal(0, rc, out)
-      -- its evaluation at the end: the episodic protocol (docs/evaluation.md)
-      assert.matches("environment: cartpole; the episodic protocol", out, 1, true)
-      assert.matches("| success ", out, 1, true)
+      if seed == 1 then   -- its evaluation at the end: the episodic protocol (docs/evaluation.md)
+        assert.matches("environment: cartpole; the episodic protocol", out, 1, true)
+        assert.matches("| success ", out, 1, true)
+      end
       -- the first update by which the last 8 ended episodes (as many as environments; the updates that
       -- ended them, oldest dropped while 8 remain) average 495 or more
       local at, win = math.huge, {}

@@ -563,8 +563,9 @@ typedef struct mr_eval_config {
                          * of a sample; default 0 */
 } mr_eval_config;
 
-/* "Continuous survival": energy real in every mode, no truncation, actions
- * sampled from the policy. Per-1k figures are per 1,000 agent-steps. */
+/* "Continuous survival" (MR_EVAL_SURVIVAL): energy real in every mode, no
+ * truncation, actions sampled from the policy (or greedy). Per-1k figures
+ * are per 1,000 agent-steps. */
 typedef struct mr_eval_result {
     double energy_per_1k;    /* (food - 2 poison - 0.01 steps) per 1k */
     double efficiency;       /* mean over agents of food / (food + poison) */
