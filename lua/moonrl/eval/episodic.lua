@@ -78,6 +78,10 @@ function episodic.summarise(res, opts)
       running = running + 1
     else
       local u = unit == "runs" and x.run + 1 or x.run * N + x.env + 1
+      if not E[u] or x.env < 0 or x.env >= N then
+        error(string.format("a record of run %s, environment %s is outside the evaluation's %d runs x %d " ..
+          "environments", tostring(x.run), tostring(x.env), runs, N), 0)
+      end
       E[u] = E[u] + 1
       for j = 1, nm do
         local v = value_of(metrics[j], x)

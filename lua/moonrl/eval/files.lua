@@ -94,8 +94,12 @@ end
 -- tables shaped like engine.eval_records' ({n, deaths, rec[0..n-1]}).
 function evalfiles.read_records(path, format, meta)
   if type(meta) == "table" and meta.protocol == "episodic" then
-    local s1 = type(meta.sources) == "table" and meta.sources[1] or {}
-    return require("moonrl.eval.episodic").read_records(path, format, s1.counters)
+    local s1 = type(meta.sources) == "table" and type(meta.sources[1]) == "table" and meta.sources[1] or {}
+    local counters = {}
+    for _, name in ipairs(type(s1.counters) == "table" and s1.counters or {}) do
+      if type(name) == "string" then counters[#counters + 1] = name end
+    end
+    return require("moonrl.eval.episodic").read_records(path, format, counters)
   end
   local f, err = io.open(path, "rb")
   if not f then return nil, "cannot read " .. path .. ": " .. tostring(err) end

@@ -175,11 +175,27 @@ local function from_files(dir, o)
   local summaries = {}
   local P = require("moonrl.eval.protocols").of(meta)
   for k, src in ipairs(meta.sources) do
-    local res = { label = src.label, mode = src.mode, checkpoint = src.checkpoint, eval = src.eval,
-                  environment = src.environment, counters = src.counters, success = src.success,
+    local e = type(src) == "table" and src.eval
+    if type(e) ~= "table" or type(e.num_envs) ~= "number" or type(e.runs) ~= "number" then
+      err("moonrl eval: --from ", dir, ": eval.json's sources[", k, "] has no eval.num_envs and eval.runs (as " ..
+        "moonrl eval writes them)\n")
+      return 1
+    end
+    local counters = {}   -- the episodic protocol's: names, as written
+    for _, name in ipairs(type(src.counters) == "table" and src.counters or {}) do
+      if type(name) == "string" then counters[#counters + 1] = name end
+    end
+    local res = { label = src.label, mode = src.mode, checkpoint = src.checkpoint, eval = e,
+                  environment = src.environment, counters = counters,
+                  success = type(src.success) == "string" and src.success or nil,
                   records = recs[k] or { n = 0, deaths = 0, ended = 0, rec = {} } }
-    summaries[k] = P.summarise(res, { boot = tonumber(o.boot) or b.resamples,
+    local ok, s = pcall(P.summarise, res, { boot = tonumber(o.boot) or b.resamples,
       boot_seed = tonumber(o["boot-seed"]) or b.seed, unit = o.ci or b.unit })
+    if not ok then
+      err("moonrl eval: --from ", dir, ": ", tostring(s), "\n")
+      return 1
+    end
+    summaries[k] = s
   end
   local ok, perr = print_results(summaries, meta.compare)
   if not ok then
