@@ -90,10 +90,18 @@ describe("environments (env.name)", function()
     rc, out = run(d, "eval trained --envs 32 --steps 256")
     assert.equal(0, rc, out)
     assert.matches("ground_truth", out)
-    assert.matches("environment: reach; the protocol is foraging's: food below is the goal, poison the pit", out, 1,
-      true)
+    assert.matches("environment: reach; the episodic protocol", out, 1, true)
+    assert.matches("| goal per episode", out, 1, true)
     local ej = json.decode(support.read_file(d .. "/trained/eval/update_0000100/eval.json"))
     assert.equal("reach", ej.sources[1].environment)
+    assert.equal("episodic", ej.protocol)
+    -- success: a goal reached in the episode; the trained policy collects several an episode
+    assert.is_true(ej.results[1].point.success_rate > 0.5, tostring(ej.results[1].point.success_rate))
+    -- foraging's survival protocol on request, reading goals as food and pits as poison
+    rc, out = run(d, "eval trained --envs 8 --steps 64 --protocol survival --out none")
+    assert.equal(0, rc, out)
+    assert.matches("environment: reach; the protocol is foraging's: food below is the goal, poison the pit", out, 1,
+      true)
     rc, out = run(d, "export trained --out policy.safetensors")
     assert.equal(0, rc, out)
     local bytes = support.read_file(d .. "/policy.safetensors")
@@ -153,9 +161,12 @@ print("shapes", lg.shape, v.shape)
     local reached = {}
     for seed = 1, 3 do
       local rc, out = run(d, "train cartpole --dir s" .. seed .. " --set seed=" .. seed ..
-        " --set threads=2 --set log.console=false --set log.tensorboard=false")
+        " --set threads=2 --set log.console=false --set log.tensorboard=false" .. (seed > 1 and " --no-eval" or ""))
       assert.equal(0, rc, out)
-      assert.matches("evaluation: none for env.name = cartpole yet", out, 1, true)
+      if seed == 1 then   -- its evaluation at the end: the episodic protocol (docs/evaluation.md)
+        assert.matches("environment: cartpole; the episodic protocol", out, 1, true)
+        assert.matches("| success ", out, 1, true)
+      end
       -- the first update by which the last 8 ended episodes (as many as environments; the updates that
       -- ended them, oldest dropped while 8 remain) average 495 or more
       local at, win = math.huge, {}
@@ -227,9 +238,12 @@ print("shapes", lg.shape, v.shape)
     table.sort(last)
     assert.is_true(last[2] > -250, "mean return of the last fifth by seed (sorted): " ..
       table.concat(last, ", "))
-    local rc, out = run(d, "eval p1")
-    assert.is_true(rc ~= 0, out)
-    assert.matches("has no evaluation of its own yet", out, 1, true)
+    -- evaluated episodically: a return, no success row (pendulum declares none), 200-step episodes
+    local rc, out = run(d, "eval p1 --envs 16 --steps 400 --out none")
+    assert.equal(0, rc, out)
+    assert.matches("environment: pendulum; the episodic protocol", out, 1, true)
+    assert.matches("| episode length%s+|%s+200.0 %[200.0, 200.0%] |", out)
+    assert.is_nil(out:find("| success", 1, true))
   end)
 
   -- policy.box_squash = "tanh": the action is low + (high - low) (tanh(x) + 1) / 2, its log-probability

@@ -12,4 +12,6 @@ return {
           lr = { kind = "linear", from = 1e-3, to = 0 }, clip = { kind = "linear", from = 0.2, to = 0 },
           ent_coef = 0, ent_floor_coef = 0 },
   log = { checkpoint_interval = 100 },
+  -- the episodic evaluation at the end: 64 x 2,000 steps, at least 256 episodes of up to 500 steps
+  eval = { num_envs = 64, steps = 2000 },
 }

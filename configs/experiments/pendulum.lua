@@ -13,4 +13,6 @@ return {
   ppo = { rollout_steps = 1024, epochs = 10, minibatches = 16, gamma = 0.9, gae_lambda = 0.95,
           lr = 1e-3, clip = 0.2, ent_coef = 0, ent_floor_coef = 0 },
   log = { checkpoint_interval = 50 },
+  -- the episodic evaluation at the end: 64 x 1,000 steps, 320 episodes of 200 steps
+  eval = { num_envs = 64, steps = 1000 },
 }

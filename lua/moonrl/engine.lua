@@ -20,16 +20,19 @@
 --   engine.total_updates(cfg) -> integer                   updates the run will make
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
 --   engine.env_spaces(name[, view_range]) -> {observation =, action =, critic =, counters =} | nil, err
+--   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
 --   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
 --   engine.bytes(cdata) -> string                          the struct's bytes, for core.*
 --   engine.metrics(bytes) -> table                         mr_metrics as a plain table
 --   engine.eval_config(eval, mode) -> mr_eval_config cdata | nil, err
+--                                   eval may also hold protocol ("episodic" | "survival"), episodes, greedy
 --   engine.eval_result(bytes) -> table
 --   engine.config_from_bytes(bytes) -> mr_config cdata
 --   engine.eval_records(bytes) -> {n=, deaths=, rec=}      mr_eval_record array
 --   engine.new_records(n) -> {n=, deaths=, rec=}           an empty one to fill
+--   engine.eval_episodes(bytes) -> {n=, ended=, rec=}      mr_eval_episode array (the episodic protocol)
 --   engine.mode_name(i) -> string | nil ; engine.mode_from_name(s) -> int (-1 unknown)
 --   engine.version() -> string ; engine.cuda_device_count() -> integer
 
@@ -160,6 +163,29 @@ function engine.env_spaces(name, view_range)
   for k = 0, sp.counters - 1 do counters[#counters + 1] = ffi.string(sp.counter_names[k]) end
   return { observation = space_table(sp.obs, true), action = space_table(sp.act, false),
            critic = { extra = tonumber(sp.critic_extra), ground_truth_view = sp.critic_view ~= 0 },
+           counters = counters }
+end
+
+-- How environment `name` is evaluated (moonrl.h's mr_env_spaces: eval,
+-- success): { protocol = "episodic" | "survival" (its own, moonrl eval's
+-- default), success = what makes an episode a success, in words, or nil
+-- where it declares none, counters = {name, ...} } | nil, err
+function engine.env_evaluation(name)
+  local id = type(name) == "number" and name or tonumber(C.mr_env_from_name(tostring(name)))
+  local c = ffi.new("mr_env_config")
+  c.name = id
+  c.view_range = 1
+  local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
+  if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local counters = {}
+  for k = 0, sp.counters - 1 do counters[#counters + 1] = ffi.string(sp.counter_names[k]) end
+  local success
+  if sp.success == C.MR_SUCCESS_TRUNCATED then
+    success = "the episode ran to its step limit (truncated, not terminated)"
+  elseif sp.success == C.MR_SUCCESS_COUNTER then
+    success = "the episode counted " .. (counters[sp.success_counter + 1] or "?") .. " at least once"
+  end
+  return { protocol = sp.eval == C.MR_EVAL_SURVIVAL and "survival" or "episodic", success = success,
            counters = counters }
 end
 
@@ -453,12 +479,32 @@ function engine.new_records(n)
   return { n = n, deaths = 0, rec = rec, bytes = rec }
 end
 
--- eval: {num_envs=, steps=, runs=, seed=} (cfg.eval); mode: a name or nil (the trained mode).
+-- The episodic protocol's records (core.evaluate's records bytes when its
+-- protocol is "episodic"): {n =, ended =, rec = const mr_eval_episode *
+-- (0-based)}; the table keeps the bytes alive for as long as rec is used.
+function engine.eval_episodes(bytes)
+  local size = ffi.sizeof("mr_eval_episode")
+  assert(#bytes % size == 0, "engine.eval_episodes: not a whole number of mr_eval_episode")
+  local n = #bytes / size
+  local rec = ffi.cast("const mr_eval_episode *", bytes)
+  local ended = 0
+  for i = 0, n - 1 do if rec[i].ended ~= 0 then ended = ended + 1 end end
+  return { n = n, ended = ended, rec = rec, bytes = bytes }
+end
+
+-- eval: {num_envs=, steps=, runs=, seed=} (cfg.eval) and the options protocol
+-- ("episodic" | "survival" | nil: the environment's own), episodes, greedy
+-- (a boolean); mode: a name or nil (the trained mode).
 function engine.eval_config(eval, mode)
   local e = ffi.new("mr_eval_config")
   C.mr_eval_config_default(e)
   local src = {}
   for k, v in pairs(eval or {}) do src[k] = v end
+  if src.protocol ~= nil then
+    local p = ({ episodic = C.MR_EVAL_EPISODIC, survival = C.MR_EVAL_SURVIVAL })[src.protocol]
+    if not p then return nil, "eval.protocol: " .. tostring(src.protocol) .. ": accepted episodic, survival" end
+    src.protocol = tonumber(p)
+  end
   src.mode = mode
   local ok, err = fill_struct(e, "mr_eval_config", src, "eval.")
   if not ok then return nil, err end

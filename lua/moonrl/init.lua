@@ -40,17 +40,25 @@
 --             (a damaged checkpoint of a run directory passed over),
 --             callback = function(result, err) (then it returns at once),
 --             records = false (no result.records: saves their memory, but
---             moonrl.eval_table needs them; by default every death and
---             survivor, engine.eval_records, which moonrl.eval.table summarises)
---       result: mode, checkpoint, update (of update_NNNNNNN.mrck), describe,
---               trained_mode, train_seed, environment (env.name), eval = {num_envs, steps, runs, seed},
---               records, and the engine's own aggregates (mr_eval_result, kept
---               in eval.json as engine_table): energy_per_1k, efficiency (per-env
---               mean), survival (mean of all episodes, not censored),
---               deaths_per_1k, food_per_1k, poison_per_1k
+--             moonrl.eval_table needs them), protocol = "episodic" | "survival"
+--             (default: the environment's own: survival for foraging, else
+--             episodic), episodes = K (episodic: stop a run once K episodes
+--             ended), greedy = true (the most likely action, not a sample)
+--       result: protocol, mode, checkpoint, update (of update_NNNNNNN.mrck), describe,
+--               trained_mode, train_seed, environment (env.name), eval = {num_envs, steps,
+--               runs, seed[, episodes, greedy]}, records;
+--               episodic: counters (their names), success (what counts as one, in
+--               words, or nil), records = every episode (engine.eval_episodes,
+--               which moonrl.eval.episodic summarises);
+--               survival: records = every death and survivor (engine.eval_records,
+--               which moonrl.eval.table summarises), and the engine's own aggregates
+--               (mr_eval_result, kept in eval.json as engine_table): energy_per_1k,
+--               efficiency (per-env mean), survival (mean of all episodes, not
+--               censored), deaths_per_1k, food_per_1k, poison_per_1k
 --   moonrl.eval_table(results, opts) -> string     the evaluation table of `moonrl eval`
 --       (docs/evaluation.md): the checkpoint and update, every metric with its 95%
---       interval; opts: boot, boot_seed, unit
+--       interval (results of one protocol, and episodic ones of one environment);
+--       opts: boot, boot_seed, unit
 --   moonrl.policy(checkpoint_or_run) -> p | nil, err   a checkpoint's policy on your observations:
 --       p:act(obs) -> {n, logits, probs, action, value} (moonrl.policy's header; `moonrl act`)
 --   moonrl.wait(seconds)                           yields for that many seconds (0.5: half a second)

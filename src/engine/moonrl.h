@@ -127,7 +127,20 @@ typedef struct mr_env_spaces {
     int critic_view;         /* and the observation's ground truth (1: foraging's two channels) */
     int counters;            /* named episode counters (foraging: food, poison) */
     const char *counter_names[MR_ENV_MAX_COUNTERS];
+    /* Evaluation (docs/evaluation.md): the protocol `moonrl eval` runs by
+     * default, and what makes an episode a success (MR_SUCCESS_COUNTER: the
+     * counter success_counter counted at least once in it). */
+    int eval;                /* an mr_eval_protocol: MR_EVAL_EPISODIC (0) unless it has its own */
+    int success;             /* an mr_success_kind */
+    int success_counter;     /* MR_SUCCESS_COUNTER: which counter, 0 .. counters-1 */
 } mr_env_spaces;
+
+/* What an environment's episode counts as a success, declared in its spaces. */
+typedef enum mr_success_kind {
+    MR_SUCCESS_NONE = 0,         /* none declared (pendulum): the table has no success row */
+    MR_SUCCESS_TRUNCATED = 1,    /* it ran to its step limit: truncated, not terminated (cartpole) */
+    MR_SUCCESS_COUNTER = 2       /* its counter success_counter counted at least once (reach: a goal) */
+} mr_success_kind;
 
 struct mr_env_config;
 /* The spaces of the environment cfg->name with cfg's sizes (view_range, ...).
@@ -535,16 +548,31 @@ mr_status mr_trainer_infer(mr_trainer *t, const uint8_t *obs, const float *extra
 
 /* --------------------------------------------------------------- evaluation */
 
+/* The evaluation protocols (docs/evaluation.md). */
+typedef enum mr_eval_protocol {
+    MR_EVAL_EPISODIC = 0,   /* every environment's: episodes as trained (its truncation), one record per
+                             * episode with its return, length, counters and success
+                             * (mr_trainer_evaluate_episodes) */
+    MR_EVAL_SURVIVAL = 1    /* foraging's "continuous survival": no truncation, energy real, deaths and
+                             * survivors (mr_trainer_evaluate_records); needs two counters */
+} mr_eval_protocol;
+
 typedef struct mr_eval_config {
     int mode;           /* an mr_mode, or -1 = the trainer's mode */
     int num_envs;       /* default 1024 */
     int steps;          /* per run, default 4096 */
     int runs;           /* default 1 */
     uint64_t seed;      /* default 12345 */
+    int protocol;       /* an mr_eval_protocol, or -1 (default) = the environment's own (mr_env_spaces.eval) */
+    int episodes;       /* episodic: per run, stop once this many episodes ended (instance i records
+                         * (episodes + i) / num_envs of them), or eval.steps first; 0 (default) = steps only */
+    int greedy;         /* 1: the most likely action (a categorical's argmax, the Gaussian's mean) instead
+                         * of a sample; default 0 */
 } mr_eval_config;
 
-/* "Continuous survival": energy real in every mode, no truncation, actions
- * sampled from the policy. Per-1k figures are per 1,000 agent-steps. */
+/* "Continuous survival" (MR_EVAL_SURVIVAL): energy real in every mode, no
+ * truncation, actions sampled from the policy (or greedy). Per-1k figures
+ * are per 1,000 agent-steps. */
 typedef struct mr_eval_result {
     double energy_per_1k;    /* (food - 2 poison - 0.01 steps) per 1k */
     double efficiency;       /* mean over agents of food / (food + poison) */
@@ -598,6 +626,41 @@ mr_status mr_trainer_evaluate_records(mr_trainer *t, const mr_eval_config *cfg, 
                                       mr_eval_records *records, mr_eval_progress_fn progress, void *user,
                                       mr_error *err);
 void mr_eval_records_free(mr_eval_records *records);
+
+/* The episodic protocol's record of one episode of one instance. Per run the
+ * records are the episodes in the order they ended (step, then instance),
+ * then (ended = 0) each instance's episode still running when the run
+ * stopped, if it had taken a step: with episodes = 0 the lengths of a run's
+ * records add up to num_envs x steps. */
+typedef struct mr_eval_episode {
+    int32_t run;                  /* 0 .. runs-1; run r uses seed + r x 1000003 */
+    int32_t env;                  /* the environment instance, 0 .. num_envs-1 */
+    int32_t start;                /* the run's step at which the episode began */
+    int32_t length;               /* steps */
+    int32_t ended;                /* 1 terminated, 2 truncated, 0 still running when the run stopped */
+    int32_t success;              /* 1 or 0 (by mr_env_spaces.success); -1 where none is declared */
+    int32_t count[MR_ENV_MAX_COUNTERS];   /* the declared counters over the episode (mr_env_spaces) */
+    double ret;                   /* the return: the sum of the environment's rewards, unclipped */
+} mr_eval_episode;
+
+typedef struct mr_eval_episodes {
+    mr_eval_episode *ep;
+    uint64_t count;               /* records */
+    uint64_t ended;               /* of them, the episodes that ended (ended != 0) */
+} mr_eval_episodes;
+
+/* The episodic protocol for any environment: cfg->runs runs of num_envs
+ * instances, each its own environments seeded seed + r x 1000003 and its
+ * own RNG stream, stepped cfg->steps steps (or until cfg->episodes ended),
+ * with the environment's own truncation (env.max_episode_steps, its limit)
+ * and actions from the policy (sampled, or cfg->greedy). *out is
+ * overwritten (zeroed on failure); free it with mr_eval_episodes_free. */
+mr_status mr_trainer_evaluate_episodes(mr_trainer *t, const mr_eval_config *cfg, mr_eval_episodes *out,
+                                       mr_eval_progress_fn progress, void *user, mr_error *err);
+void mr_eval_episodes_free(mr_eval_episodes *episodes);
+/* The protocol cfg asks of a trainer's environment: cfg->protocol, or where
+ * that is -1 the environment's own (mr_env_spaces.eval); -1 if t is NULL. */
+int mr_trainer_eval_protocol(const mr_trainer *t, const mr_eval_config *cfg);
 
 /* ------------------------------------------------------------------ memory */
 

@@ -4,10 +4,13 @@
  *   core.evaluate(checkpoint_path, eval_cfg_bytes, opts, callback)
  *       runs on libuv's thread pool: reads the checkpoint's config, creates a
  *       trainer sized for evaluation (one rollout step; the cpu unless
- *       opts.device says otherwise; opts.threads), loads, evaluates;
- *       callback(result_bytes, nil, describe, cfg_bytes, records_bytes) or
- *       (nil, message); records_bytes (the mr_eval_record array) only with
- *       opts.records = true, else nil.
+ *       opts.device says otherwise; opts.threads), loads, evaluates with
+ *       the protocol eval_cfg asks (mr_trainer_eval_protocol);
+ *       callback(result_bytes, nil, describe, cfg_bytes, records_bytes,
+ *       protocol) or (nil, message). protocol: "survival" (result_bytes the
+ *       mr_eval_result, records_bytes the mr_eval_record array only with
+ *       opts.records = true, else nil) or "episodic" (result_bytes false,
+ *       records_bytes the mr_eval_episode array, always).
  *       opts.progress = function(done, total): steps taken of runs x steps,
  *       on the loop while it works (at most every 1% and at the end).
  *
@@ -43,6 +46,8 @@ typedef struct eval_req {
     mr_eval_result res;
     int records;                  /* opts.records: also collect mr_eval_records */
     mr_eval_records recs;
+    int protocol;                 /* an mr_eval_protocol, once the trainer is loaded */
+    mr_eval_episodes eps;         /* the episodic protocol's records */
     char describe[512];
 } eval_req;
 
@@ -125,8 +130,13 @@ static void eval_work(uv_work_t *w) {
     if (q->status == MR_OK) q->status = mr_trainer_load(t, q->path, &q->err);
     if (q->status == MR_OK) {
         snprintf(q->describe, sizeof q->describe, "%s", mr_trainer_describe(t));
-        q->status = mr_trainer_evaluate_records(t, &q->ecfg, &q->res, q->records ? &q->recs : NULL,
-                                                q->progress_ref != LUA_NOREF ? eval_progress : NULL, q, &q->err);
+        mr_eval_progress_fn progress = q->progress_ref != LUA_NOREF ? eval_progress : NULL;
+        q->protocol = mr_trainer_eval_protocol(t, &q->ecfg);
+        if (q->protocol == MR_EVAL_EPISODIC)
+            q->status = mr_trainer_evaluate_episodes(t, &q->ecfg, &q->eps, progress, q, &q->err);
+        else
+            q->status = mr_trainer_evaluate_records(t, &q->ecfg, &q->res, q->records ? &q->recs : NULL, progress, q,
+                                                    &q->err);
     }
     mr_trainer_free(t);
 }
@@ -146,6 +156,14 @@ static void eval_done(uv_work_t *w, int status) {
         lua_pushnil(L);
         lua_pushfstring(L, "evaluating %s failed (%s): %s", q->path, mr_status_name(q->status), q->err.msg);
         host_pcall(L, 2, 0, 0);
+    } else if (q->protocol == MR_EVAL_EPISODIC) {
+        lua_pushboolean(L, 0);
+        lua_pushnil(L);
+        lua_pushstring(L, q->describe);
+        lua_pushlstring(L, (const char *)&q->cfg, sizeof q->cfg);
+        lua_pushlstring(L, (const char *)q->eps.ep, sizeof(mr_eval_episode) * q->eps.count);
+        lua_pushliteral(L, "episodic");
+        host_pcall(L, 6, 0, 0);
     } else {
         lua_pushlstring(L, (const char *)&q->res, sizeof q->res);
         lua_pushnil(L);
@@ -153,9 +171,11 @@ static void eval_done(uv_work_t *w, int status) {
         lua_pushlstring(L, (const char *)&q->cfg, sizeof q->cfg);
         if (q->records) lua_pushlstring(L, (const char *)q->recs.rec, sizeof(mr_eval_record) * q->recs.count);
         else lua_pushnil(L);
-        host_pcall(L, 5, 0, 0);
+        lua_pushliteral(L, "survival");
+        host_pcall(L, 6, 0, 0);
     }
     mr_eval_records_free(&q->recs);
+    mr_eval_episodes_free(&q->eps);
     if (q->progress_ref != LUA_NOREF) {
         luaL_unref(L, LUA_REGISTRYINDEX, q->progress_ref);
         q->progress_ref = LUA_NOREF;

@@ -70,6 +70,26 @@ function evaluate.evaluate(target, opts)
       eval[k] = v
     end
   end
+  if opts.episodes ~= nil then
+    local v = opts.episodes
+    if type(v) ~= "number" or v ~= math.floor(v) or v < 1 then
+      return finish(nil, "moonrl.evaluate: episodes must be an integer >= 1, got " .. tostring(v))
+    end
+    eval.episodes = v
+  end
+  if opts.greedy ~= nil then
+    if type(opts.greedy) ~= "boolean" then
+      return finish(nil, "moonrl.evaluate: greedy must be true or false, got " .. tostring(opts.greedy))
+    end
+    eval.greedy = opts.greedy
+  end
+  if opts.protocol ~= nil then
+    if opts.protocol ~= "episodic" and opts.protocol ~= "survival" then
+      return finish(nil, "moonrl.evaluate: protocol " .. tostring(opts.protocol) .. ": accepted episodic (every " ..
+        "environment's), survival (foraging's own)")
+    end
+    eval.protocol = opts.protocol
+  end
   if opts.mode ~= nil and (type(opts.mode) ~= "string" or engine.mode_from_name(opts.mode) < 0) then
     return finish(nil, "moonrl.evaluate: mode " .. tostring(opts.mode) ..
       " is not a mode: accepted ground_truth, ground_truth_blinded, proxy_mortal, proxy")
@@ -90,9 +110,11 @@ function evaluate.evaluate(target, opts)
   end
 
   local function start(done)
-    core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes, rec_bytes)
-      if not rbytes then return done(nil, err) end
-      local r = engine.eval_result(rbytes)
+    core.evaluate(path, engine.bytes(ec), copts, function(rbytes, err, describe, cfg_bytes, rec_bytes, protocol)
+      if rbytes == nil then return done(nil, err) end
+      -- the survival protocol's aggregates; the episodic one has its records alone
+      local r = rbytes and engine.eval_result(rbytes) or {}
+      r.protocol = protocol
       local trained = engine.config_from_bytes(cfg_bytes)
       r.mode = opts.mode or engine.mode_name(trained.env.mode)
       r.checkpoint, r.describe = path, describe
@@ -100,7 +122,15 @@ function evaluate.evaluate(target, opts)
       r.trained_mode, r.train_seed = engine.mode_name(trained.env.mode), tonumber(trained.seed)
       r.environment = engine.env_name(tonumber(trained.env.name))
       r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
-      if rec_bytes then r.records = engine.eval_records(rec_bytes) end
+      if protocol == "episodic" then
+        local how = engine.env_evaluation(tonumber(trained.env.name)) or {}
+        r.eval.episodes, r.eval.greedy = ec.episodes > 0 and ec.episodes or nil, ec.greedy ~= 0
+        r.counters, r.success = how.counters or {}, how.success
+        if opts.records ~= false then r.records = engine.eval_episodes(rec_bytes) end
+      else
+        if ec.greedy ~= 0 then r.eval.greedy = true end
+        if rec_bytes then r.records = engine.eval_records(rec_bytes) end
+      end
       done(r)
     end)
   end
@@ -118,7 +148,7 @@ end
 -- (resamples, default 1000), boot_seed (1), unit ("agents" | "runs").
 function evaluate.eval_table(results, opts)
   opts = opts or {}
-  local et = require("moonrl.eval.table")
+  local protocols = require("moonrl.eval.protocols")
   if type(results) ~= "table" or #results == 0 then
     error("moonrl.eval_table: expected a list of results of moonrl.evaluate, got " ..
       (type(results) == "table" and "an empty list" or type(results)), 2)
@@ -129,11 +159,14 @@ function evaluate.eval_table(results, opts)
       error("moonrl.eval_table: result " .. k .. " has no records: pass what moonrl.evaluate returns " ..
         "(without records = false)", 2)
     end
-    local s = et.summarise(r, { boot = opts.boot or 1000, boot_seed = opts.boot_seed or 1, unit = opts.unit })
+    local s = protocols.of(r).summarise(r, { boot = opts.boot or 1000, boot_seed = opts.boot_seed or 1,
+                                             unit = opts.unit })
     if r.label ~= nil then s.label = tostring(r.label) end
     summaries[k] = s
   end
-  return et.table(summaries)
+  local P, perr = protocols.common(summaries)
+  if not P then error("moonrl.eval_table: " .. perr, 2) end
+  return P.table(summaries)
 end
 
 return evaluate

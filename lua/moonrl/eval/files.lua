@@ -4,7 +4,12 @@
 -- Kaplan-Meier curves and the efficiency distributions); and the records
 -- read back (`moonrl eval --from DIR`).
 --
--- Records files: one line per death or survivor, columns
+-- The episodic protocol's results (results[1].protocol = "episodic") have
+-- records of their own (moonrl.eval.episodic: one line per episode) and a
+-- figure of their distributions; eval.json then says "protocol": "episodic"
+-- (a file without it is the survival protocol's).
+--
+-- The survival protocol's records files: one line per death or survivor, columns
 --   source  the evaluated checkpoint, 1-based (eval.json's sources)
 --   mode, run, env, died (1 death, 0 alive at the end: censored), steps,
 --   start (the run's step the episode began at), food, poison, reward,
@@ -14,7 +19,8 @@
 -- Public functions
 --   evalfiles.FIELDS
 --   evalfiles.write_records(path, results, format)    format "csv" | "jsonl"
---   evalfiles.read_records(path, format) -> {[source] = records} | nil, err
+--   evalfiles.read_records(path, format[, meta]) -> {[source] = records} | nil, err
+--       meta: eval.json's content (the protocol and counters of the file)
 --   evalfiles.settings(results, summaries, extra) -> table  (eval.json's content)
 --   evalfiles.figure(summaries) -> svg text
 --   evalfiles.write(path, text) -> true | nil, err
@@ -51,6 +57,9 @@ local function fmt_float(x) return string.format("%.9g", x) end
 
 -- Writes every record of results[k].records (source k), buffered.
 function evalfiles.write_records(path, results, format)
+  if results[1] and results[1].protocol == "episodic" then
+    return require("moonrl.eval.episodic").write_records(path, results, format)
+  end
   local f, err = io.open(path, "wb")
   if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
   local buf = {}
@@ -83,7 +92,15 @@ end
 
 -- The records of a file written by write_records, per source, as plain
 -- tables shaped like engine.eval_records' ({n, deaths, rec[0..n-1]}).
-function evalfiles.read_records(path, format)
+function evalfiles.read_records(path, format, meta)
+  if type(meta) == "table" and meta.protocol == "episodic" then
+    local s1 = type(meta.sources) == "table" and type(meta.sources[1]) == "table" and meta.sources[1] or {}
+    local counters = {}
+    for _, name in ipairs(type(s1.counters) == "table" and s1.counters or {}) do
+      if type(name) == "string" then counters[#counters + 1] = name end
+    end
+    return require("moonrl.eval.episodic").read_records(path, format, counters)
+  end
   local f, err = io.open(path, "rb")
   if not f then return nil, "cannot read " .. path .. ": " .. tostring(err) end
   local out, line_no = {}, 0
@@ -122,16 +139,23 @@ end
 function evalfiles.settings(results, summaries, extra)
   local t = { sources = {}, results = {} }
   for k, v in pairs(extra or {}) do t[k] = v end
+  local episodic = results[1] and results[1].protocol == "episodic"
+  if episodic then t.protocol = "episodic" end
   for k, r in ipairs(results) do
     local seeds = {}
     for run = 0, r.eval.runs - 1 do seeds[#seeds + 1] = r.eval.seed + run * 1000003 end
     t.sources[k] = { label = r.label or r.mode, mode = r.mode, trained_mode = r.trained_mode, environment = r.environment,
       checkpoint = r.checkpoint, update = require("moonrl.eval.table").update_of(r.checkpoint), train_seed = r.train_seed, engine = r.describe,
       eval = { num_envs = r.eval.num_envs, steps = r.eval.steps, runs = r.eval.runs, seed = r.eval.seed,
-               run_seeds = seeds },
+               run_seeds = seeds, episodes = r.eval.episodes, greedy = r.eval.greedy },
       engine_table = r.energy_per_1k and { energy_per_1k = r.energy_per_1k, efficiency = r.efficiency,
         survival = r.survival, deaths_per_1k = r.deaths_per_1k, food_per_1k = r.food_per_1k,
         poison_per_1k = r.poison_per_1k } or nil }
+    if episodic then t.sources[k].counters, t.sources[k].success = r.counters, r.success end
+  end
+  if episodic then
+    for k, s in ipairs(summaries) do t.results[k] = require("moonrl.eval.episodic").result_json(s) end
+    return t
   end
   for k, s in ipairs(summaries) do
     local ci = {}
@@ -215,6 +239,7 @@ end
 -- the per-agent efficiency (solid) and the per-death efficiency (dashed), as
 -- fractions of agents / deaths in 20 bins of [0, 1].
 function evalfiles.figure(summaries)
+  if summaries[1] and summaries[1].protocol == "episodic" then return require("moonrl.eval.episodic").figure(summaries) end
   local doc = svg.new(980, 400)
   local tmax = 10
   for _, s in ipairs(summaries) do tmax = math.max(tmax, s.km.max_time) end

@@ -17,8 +17,10 @@
 --   evaltable.table(summaries) -> string           what was evaluated (checkpoint,
 --                                                  update, sizes), markdown table, definitions
 --   evaltable.header(summaries) -> string          that first part alone
+--   evaltable.md_table(rows, left_cols) -> string  a markdown table, columns aligned
 --   evaltable.update_of(checkpoint_path) -> n | nil   N of .../update_NNNNNNN.mrck
---   evaltable.compare(a, b) -> {rows, verdict}     b against a
+--   evaltable.compare(a, b) -> {rows, verdict}     b against a, over a.metrics (either protocol's);
+--                                                  a metric without `higher` has no verdict
 --   evaltable.compare_text(a, b) -> string
 --   evaltable.definitions(summary) -> string
 
@@ -127,7 +129,7 @@ function evaltable.summarise(res, opts)
   local med, mlo, mhi = stats.km_median(km)
   local s = {
     label = res.label or res.mode, mode = res.mode, checkpoint = res.checkpoint, eval = res.eval,
-    environment = res.environment,
+    environment = res.environment, protocol = "survival", metrics = METRICS,
     boot = B, boot_seed = seed, unit = unit, units = n, agents = nagents,
     totals = totals, deaths = totals.D, censored = totals.E - totals.D,
     point = {}, ci = {}, reps = {}, values = {},
@@ -151,7 +153,7 @@ end
 
 -- ------------------------------------------------------------------ tables
 
-local function md_table(rows, left_cols)
+function evaltable.md_table(rows, left_cols)
   local width = {}
   for _, row in ipairs(rows) do
     for i, cell in ipairs(row) do width[i] = math.max(width[i] or 0, #cell) end
@@ -174,6 +176,7 @@ local function md_table(rows, left_cols)
   end
   return table.concat(lines, "\n")
 end
+local md_table = evaltable.md_table
 
 local function km_cell(s)
   local m, lo, hi = s.km_median[1], s.km_median[2], s.km_median[3]
@@ -216,9 +219,11 @@ end
 function evaltable.header(summaries)
   local function what(s)
     local e, u = s.eval or {}, evaltable.update_of(s.checkpoint)
-    return string.format("%s%s; %d envs x %d steps x %d run%s, eval seed %s",
+    return string.format("%s%s; %d envs x %d steps x %d run%s%s, eval seed %s%s",
       tostring(s.checkpoint or "?"), u and string.format(" (update %d)", u) or "",
-      e.num_envs or 0, e.steps or 0, e.runs or 0, e.runs == 1 and "" or "s", tostring(e.seed))
+      e.num_envs or 0, e.steps or 0, e.runs or 0, e.runs == 1 and "" or "s",
+      e.episodes and string.format(" (or %d episodes a run)", e.episodes) or "", tostring(e.seed),
+      e.greedy and ", greedy actions" or "")
   end
   local lines, first = {}, summaries[1] and what(summaries[1])
   local same = true
@@ -228,9 +233,10 @@ function evaltable.header(summaries)
   else
     for _, s in ipairs(summaries) do lines[#lines + 1] = "evaluated: " .. s.label .. ": " .. what(s) end
   end
-  -- the protocol is foraging's (docs/evaluation.md); another environment's items take food's and poison's rows
+  -- the survival protocol is foraging's (docs/evaluation.md); another environment's items take food's and
+  -- poison's rows
   local env = summaries[1] and summaries[1].environment
-  if env and env ~= "foraging" then
+  if env and env ~= "foraging" and summaries[1].protocol ~= "episodic" then
     local codes = require("moonrl.engine").env_codes(env)
     lines[#lines + 1] = string.format("environment: %s; the protocol is foraging's: food below is the %s, poison " ..
       "the %s (cell codes 1 and 2), energy weighs them as foraging does", env, codes[2], codes[3])
@@ -269,7 +275,7 @@ end
 -- against a's, and whether the interval leaves out 0 on the worse or better side.
 function evaltable.compare(a, b)
   local rows, worse, better = {}, {}, {}
-  for _, m in ipairs(METRICS) do
+  for _, m in ipairs(a.metrics or METRICS) do
     local ra, rb = a.reps[m.key], b.reps[m.key]
     local diffs = {}
     for i = 1, math.min(#ra, #rb) do diffs[i] = rb[i] - ra[i] end
@@ -278,8 +284,10 @@ function evaltable.compare(a, b)
                 diff = b.point[m.key] - a.point[m.key], lo = lo, hi = hi,
                 d = stats.cohen_d(a.values[m.key], b.values[m.key]) }
     local down, up = hi < 0, lo > 0
-    r.worse = (m.higher and down) or (not m.higher and up)
-    r.better = (m.higher and up) or (not m.higher and down)
+    if m.higher ~= nil then   -- the direction that is better, where there is one
+      r.worse = (m.higher and down) or (not m.higher and up)
+      r.better = (m.higher and up) or (not m.higher and down)
+    end
     rows[#rows + 1] = r
     if r.worse then worse[#worse + 1] = r end
     if r.better then better[#better + 1] = r end

@@ -159,10 +159,13 @@ function definition.check(spec)
   if type(o.metric) == "string" and o.metric:sub(1, 5) == "eval." then
     local key, keys = o.metric:sub(6), {}
     for _, m in ipairs(require("moonrl.eval.table").METRICS) do keys[#keys + 1] = m.key end
-    local known = false
+    for _, k in ipairs(require("moonrl.eval.episodic").KEYS) do keys[#keys + 1] = k end
+    -- the episodic protocol's counters: <counter>_per_episode, whatever the environment names them
+    local known = key:match("^[%a][%w_]*_per_episode$") ~= nil
     for _, k in ipairs(keys) do known = known or k == key end
     if not known then
-      error("moonrl.sweep: metric " .. util.fmt_value(o.metric) .. ": accepted eval." .. table.concat(keys, ", eval."), 3)
+      error("moonrl.sweep: metric " .. util.fmt_value(o.metric) .. ": accepted eval." .. table.concat(keys, ", eval.") ..
+        ", eval.<counter>_per_episode", 3)
     end
     if spec.scheduler ~= nil then
       error("moonrl.sweep: metric " .. o.metric .. " is known only when a trial ends; ASHA decides on values " ..

@@ -63,6 +63,9 @@ static int u64_outside(uint64_t v, uint64_t lo, uint64_t hi) { return v < lo || 
 void mr_eval_config_default(mr_eval_config *c) {
     if (!c) return;
     c->mode = -1;   /* the checkpoint's own mode: not a setting */
+    c->protocol = -1;   /* the environment's own; these three are options of an evaluation, not config keys */
+    c->episodes = 0;
+    c->greedy = 0;
 #define D_EV(k, f, d, lo, hi) c->f = (d);
     MR_EVAL_KEYS(D_EV, D_EV)
 #undef D_EV
@@ -77,6 +80,13 @@ mr_status mr_eval_config_validate(const mr_eval_config *c, mr_error *err) {
                        (long long)(lo), (long long)(hi));
     MR_EVAL_KEYS(V_EV, V_EV)
 #undef V_EV
+    if (c->protocol < -1 || c->protocol > MR_EVAL_SURVIVAL)
+        return mr_fail(err, MR_ERR_ARG, "eval protocol = %d: accepted -1 (the environment's own), 0 episodic, "
+                       "1 survival", c->protocol);
+    if (c->episodes < 0)
+        return mr_fail(err, MR_ERR_ARG, "eval episodes = %d: accepted 0 (eval.steps alone) or more", c->episodes);
+    if (c->greedy != 0 && c->greedy != 1)
+        return mr_fail(err, MR_ERR_ARG, "eval greedy = %d: accepted 0 (sampled actions) or 1", c->greedy);
     return MR_OK;
 }
 

@@ -148,7 +148,8 @@ MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
 
 #if !defined(__CUDACC__)
 /* What cartpole declares (moonrl.h, mr_env_spaces): 4 floats, 2 actions,
- * no privileged critic inputs, no counters. Host code. */
+ * no privileged critic inputs, no counters; an episode that ran to the
+ * step limit (truncated, not terminated: the pole held) is a success. Host code. */
 static inline void mr_cartpole_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
     (void)cfg;
     memset(o, 0, sizeof *o);
@@ -156,6 +157,7 @@ static inline void mr_cartpole_spaces(const mr_env_config *cfg, mr_env_spaces *o
     o->obs.shape[0] = MR_CARTPOLE_OBS;
     o->act.kind = MR_SPACE_DISCRETE;
     o->act.n = MR_CARTPOLE_ACTIONS;
+    o->success = MR_SUCCESS_TRUNCATED;
 }
 
 static inline void mr_cartpole_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 4, a); }

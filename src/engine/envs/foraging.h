@@ -85,7 +85,8 @@ MR_HD mr_forage *mr_forage_of(const mr_env_state *s) { return (mr_forage *)(void
  * around the agent (empty, food, poison), read as two channels (the
  * ground truth, or the proxy's interestingness, by mode); 8 moves; the critic
  * also sees the two item counts and the view's ground truth; its episodes
- * count the food and the poison eaten. Host code. */
+ * count the food and the poison eaten; its own evaluation is "continuous
+ * survival" (docs/evaluation.md), with no notion of success. Host code. */
 static inline void mr_forage_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
     memset(o, 0, sizeof *o);
     const int V = 2 * cfg->view_range + 1;
@@ -100,6 +101,7 @@ static inline void mr_forage_spaces(const mr_env_config *cfg, mr_env_spaces *o) 
     o->counters = 2;
     o->counter_names[0] = "food";
     o->counter_names[1] = "poison";
+    o->eval = MR_EVAL_SURVIVAL;
 }
 
 

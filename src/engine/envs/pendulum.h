@@ -149,7 +149,8 @@ MR_HD void mr_pendulum_step(const mr_env_state *s, int i, const float *u) {
 
 #if !defined(__CUDACC__)
 /* What pendulum declares: 3 floats, a box of one torque in [-2, 2], no
- * privileged critic inputs, no counters. Host code. */
+ * privileged critic inputs, no counters, no notion of success (it never
+ * terminates). Host code. */
 static inline void mr_pendulum_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
     (void)cfg;
     memset(o, 0, sizeof *o);

@@ -35,12 +35,17 @@
 /* What reach declares (moonrl.h, mr_env_spaces): foraging's observation
  * with the codes empty, goal, pit; 4 moves; the critic sees the goal and pit
  * counts and the view's ground truth; its episodes count goals and pits
- * (a pit ends one). Host code. */
+ * (a pit ends one). It is evaluated episode by episode (the episodic
+ * protocol, not foraging's survival), and an episode that reached the goal
+ * at least once is a success. Host code. */
 static inline void mr_reach_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
     mr_forage_spaces(cfg, o);
     o->act.n = MR_REACH_ACTIONS;
     o->counter_names[0] = "goal";
     o->counter_names[1] = "pit";
+    o->eval = MR_EVAL_EPISODIC;
+    o->success = MR_SUCCESS_COUNTER;
+    o->success_counter = 0;   /* goal */
 }
 
 /* Moves: 0 up (dy -1), 1 down (dy +1), 2 left (dx -1), 3 right (dx +1); an

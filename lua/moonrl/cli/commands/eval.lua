@@ -1,7 +1,8 @@
 -- `moonrl eval`: the evaluation table of a checkpoint or of a run directory's
--- newest valid checkpoint (docs/environment.md protocol, docs/evaluation.md
--- for the statistics), with progress on stderr; the records, settings, table
--- and figure go to a folder beside it (moonrl.eval.table, moonrl.eval.files).
+-- newest valid checkpoint (docs/evaluation.md: the episodic protocol every
+-- environment has, foraging's continuous survival of docs/environment.md),
+-- with progress on stderr; the records, settings, table and figure go to a
+-- folder beside it (moonrl.eval.protocols, moonrl.eval.files).
 -- --compare A B ... sets each against the first; --from DIR recomputes the
 -- table from what an earlier `moonrl eval` wrote.
 
@@ -18,22 +19,30 @@ usage: moonrl eval CHECKPOINT|RUN_DIR [options]
        moonrl eval --from DIR
 
 Evaluates a checkpoint (a .mrck file, or a run directory: its newest valid
-checkpoint, a damaged one reported and skipped) with the continuous-survival
-protocol of docs/environment.md. Every death and every agent alive at the
-end (right-censored) is recorded, and the table gives per mode: energy/1k,
-efficiency overall, per death and per environment, survival as the mean over
-deaths and as a Kaplan-Meier median, deaths/1k, food/1k and poison/1k, each
-with a 95% interval; its definitions follow it (docs/evaluation.md).
-Progress goes to stderr as it works.
+checkpoint, a damaged one reported and skipped) with the environment's
+protocol (docs/evaluation.md); progress goes to stderr as it works.
+
+The episodic protocol, every environment's (cartpole, pendulum, reach, ...):
+episodes as trained, one record per episode, and the table gives the
+return, episode length, success (where the environment declares one) and
+each declared counter per episode, means over the episodes that ended, each
+with a 95% interval.
+
+Foraging's own, continuous survival (docs/environment.md): every death and
+every agent alive at the end (right-censored) is recorded, and the table
+gives per mode: energy/1k, efficiency overall, per death and per
+environment, survival as the mean over deaths and as a Kaplan-Meier median,
+deaths/1k, food/1k and poison/1k, each with a 95% interval. The table's
+definitions follow it.
 
 Beside the table, in the --out folder (by default one per checkpoint:
 RUN_DIR/eval/update_NNNNNNN, so evaluating an older checkpoint leaves the
 others' results alone): eval.md (the table), records.csv (or .jsonl: one
-line per death or survivor), eval.json (checkpoints, seeds, settings and the
-numbers) and eval.svg (Kaplan-Meier curves and efficiency distributions), so
-every figure can be recomputed (--from). `moonrl train` evaluates its final
-checkpoint this same way. The table's first line names the checkpoint and
-update evaluated.
+line per episode, or per death or survivor), eval.json (checkpoints, seeds,
+settings and the numbers) and eval.svg (distributions of return and length,
+or Kaplan-Meier curves and efficiency distributions), so every figure can
+be recomputed (--from). `moonrl train` evaluates its final checkpoint this
+same way. The table's first line names the checkpoint and update evaluated.
 
 --compare evaluates A, B, ... (each in the mode it was trained in, unless
 --mode) and reports for each against A the difference in every metric with
@@ -51,6 +60,11 @@ options:
   --runs R        independent runs, pooled (default: the run's eval.runs, else 1)
   --seed X        evaluation seed; run r uses X + r x 1000003 (default: the run's
                   eval.seed, else 12345)
+  --episodes K    episodic: stop a run once K episodes ended (instance i records (K + i) / envs
+                  of them), or at --steps (default: --steps alone)
+  --greedy        the most likely action (argmax; a Gaussian's mean) instead of a sample
+  --protocol P    episodic or survival (default: the environment's own; survival is
+                  foraging's and needs a grid world counting two items: foraging, reach)
   --device D      auto, cpu or cuda (default: as trained)
   --threads T     CPU threads, 0 = all cores
   --compare       the checkpoints given are compared with the first
@@ -118,16 +132,19 @@ local function check_mode(m)
     ", all" .. (near and (" - did you mean " .. near .. "?") or "")
 end
 
+-- The table (and comparisons) of summaries, printed; nil, err when they
+-- cannot share one (two protocols, or two environments evaluated episodically).
 local function print_results(summaries, compare)
-  local et = require("moonrl.eval.table")
+  local P, perr = require("moonrl.eval.protocols").common(summaries)
+  if not P then return nil, perr end
   local text = {}
   if compare then
     for k = 2, #summaries do
       text[#text + 1] = "comparison: " .. summaries[k].label .. " against " .. summaries[1].label .. "\n\n" ..
-        et.compare_text(summaries[1], summaries[k])
+        P.compare_text(summaries[1], summaries[k])
     end
   end
-  table.insert(text, 1, et.table(summaries))
+  table.insert(text, 1, P.table(summaries))
   local s = table.concat(text, "\n\n")
   out(s, "\n")
   return s
@@ -135,7 +152,7 @@ end
 
 -- --from DIR: the summaries again from the files an earlier run wrote.
 local function from_files(dir, o)
-  local json, ef, et = require("moonrl.formats.json"), require("moonrl.eval.files"), require("moonrl.eval.table")
+  local json, ef = require("moonrl.formats.json"), require("moonrl.eval.files")
   local found, ferr = ef.newest(dir)
   if not found then
     err("moonrl eval: --from ", ferr, "\n")
@@ -149,20 +166,42 @@ local function from_files(dir, o)
     err("moonrl eval: --from ", dir, ": no readable eval.json there (written by moonrl eval)\n")
     return 1
   end
-  local recs, rerr = ef.read_records(dir .. "/" .. meta.records.file, meta.records.format)
+  local recs, rerr = ef.read_records(dir .. "/" .. meta.records.file, meta.records.format, meta)
   if not recs then
     err("moonrl eval: --from ", dir, ": ", rerr, "\n")
     return 1
   end
   local b = meta.bootstrap or {}
   local summaries = {}
+  local P = require("moonrl.eval.protocols").of(meta)
   for k, src in ipairs(meta.sources) do
-    local res = { label = src.label, mode = src.mode, checkpoint = src.checkpoint, eval = src.eval,
-                  records = recs[k] or { n = 0, deaths = 0, rec = {} } }
-    summaries[k] = et.summarise(res, { boot = tonumber(o.boot) or b.resamples,
+    local e = type(src) == "table" and src.eval
+    if type(e) ~= "table" or type(e.num_envs) ~= "number" or type(e.runs) ~= "number" then
+      err("moonrl eval: --from ", dir, ": eval.json's sources[", k, "] has no eval.num_envs and eval.runs (as " ..
+        "moonrl eval writes them)\n")
+      return 1
+    end
+    local counters = {}   -- the episodic protocol's: names, as written
+    for _, name in ipairs(type(src.counters) == "table" and src.counters or {}) do
+      if type(name) == "string" then counters[#counters + 1] = name end
+    end
+    local res = { label = src.label, mode = src.mode, checkpoint = src.checkpoint, eval = e,
+                  environment = src.environment, counters = counters,
+                  success = type(src.success) == "string" and src.success or nil,
+                  records = recs[k] or { n = 0, deaths = 0, ended = 0, rec = {} } }
+    local ok, s = pcall(P.summarise, res, { boot = tonumber(o.boot) or b.resamples,
       boot_seed = tonumber(o["boot-seed"]) or b.seed, unit = o.ci or b.unit })
+    if not ok then
+      err("moonrl eval: --from ", dir, ": ", tostring(s), "\n")
+      return 1
+    end
+    summaries[k] = s
   end
-  print_results(summaries, meta.compare)
+  local ok, perr = print_results(summaries, meta.compare)
+  if not ok then
+    err("moonrl eval: --from ", dir, ": ", perr, "\n")
+    return 1
+  end
 end
 
 function eval.run(argv)
@@ -173,7 +212,8 @@ function eval.run(argv)
     threads = { "value", "an integer >= 0" }, compare = { "flag" }, out = { "value", "a folder or none" },
     records = { "value", "csv or jsonl" }, boot = { "value", "an integer >= 0" },
     ["boot-seed"] = { "value", "an integer >= 0" }, ci = { "value", "agents or runs" },
-    from = { "value", "a folder moonrl eval wrote" },
+    from = { "value", "a folder moonrl eval wrote" }, episodes = { "value", "an integer >= 1" },
+    greedy = { "flag" }, protocol = { "value", "episodic or survival" },
   }, 64)
   if not o then return usage_error(e) end
   if o.help then return out(eval.help) end
@@ -186,9 +226,17 @@ function eval.run(argv)
     end
   end
   for _, spec in ipairs({ { "envs", 1 }, { "steps", 1 }, { "runs", 1 }, { "seed", 0 }, { "threads", 0 },
-                          { "boot", 0 }, { "boot-seed", 0 } }) do
+                          { "boot", 0 }, { "boot-seed", 0 }, { "episodes", 1 } }) do
     local ok, ie = cmdline.int_option("eval", o, spec[1], spec[2])
     if not ok then return usage_error(ie) end
+  end
+  if o.protocol and o.protocol ~= "episodic" and o.protocol ~= "survival" then
+    return usage_error("moonrl eval: --protocol " .. o.protocol .. ": accepted episodic (every environment's), " ..
+      "survival (foraging's own)")
+  end
+  if o.episodes and o.protocol == "survival" then
+    return usage_error("moonrl eval: --episodes is the episodic protocol's; the survival protocol runs --steps " ..
+      "steps and never ends an episode early")
   end
   if o.ci and o.ci ~= "agents" and o.ci ~= "runs" then
     return usage_error("moonrl eval: --ci " .. o.ci .. ": accepted agents, runs")
@@ -244,6 +292,7 @@ function eval.evaluate(paths, o, command)
       local r, ee = moonrl.evaluate(ck, {
         mode = mode or nil, num_envs = o.envs, steps = o.steps, runs = o.runs, seed = o.seed, records = true,
         device = o.device, threads = o.threads, progress = eval.progress(o.compare and basename(p) or mode or nil),
+        protocol = o.protocol, episodes = tonumber(o.episodes), greedy = o.greedy or nil,
       })
       if not r then
         err("moonrl eval: ", ee, "\n")
@@ -259,11 +308,15 @@ function eval.evaluate(paths, o, command)
       results[#results + 1] = r
     end
   end
-  local et, ef = require("moonrl.eval.table"), require("moonrl.eval.files")
+  local protocols, ef = require("moonrl.eval.protocols"), require("moonrl.eval.files")
   local summaries = {}
   local sopts = { boot = tonumber(o.boot) or 1000, boot_seed = tonumber(o["boot-seed"]) or 1, unit = o.ci or "agents" }
-  for k, r in ipairs(results) do summaries[k] = et.summarise(r, sopts) end
-  local text = print_results(summaries, o.compare)
+  for k, r in ipairs(results) do summaries[k] = protocols.of(r).summarise(r, sopts) end
+  local text, perr = print_results(summaries, o.compare)
+  if not text then
+    err("moonrl eval: ", perr, "\n")
+    return 1
+  end
   -- the files beside the table: one folder per checkpoint (RUN_DIR/eval/update_NNNNNNN)
   local dir = o.out
   if not dir then
@@ -317,7 +370,7 @@ function eval.tensorboard(run_dir, ck, summaries, text)
   local now, step = os.time(), rk and rk.agent_steps or tonumber(steps[0])
   local out = { tb.record(tb.file_version_event(now)) }
   for _, s in ipairs(summaries) do
-    for _, m in ipairs(require("moonrl.eval.table").METRICS) do
+    for _, m in ipairs(s.metrics) do
       local v = s.point and s.point[m.key]
       if type(v) == "number" and v == v and v > -math.huge and v < math.huge then   -- "n/a" has no point
         out[#out + 1] = tb.record(tb.scalar_event(now, step, "eval/" .. s.label .. "/" .. m.key, v))

@@ -174,13 +174,6 @@ function train.run(argv)
   local stopped_by = require("moonrl.runtime.signals").exit_code()
   if stopped_by then return stopped_by end   -- no evaluation: the user wants the process to end
   if o["no-eval"] or not s.checkpoint then return end
-  local sp = require("moonrl.engine").env_spaces(cfg.env.name)
-  if sp and #sp.counters < 2 then
-    -- moonrl eval's protocol is the grid worlds' (efficiency from two counters, deaths, survival)
-    out(string.format("\nevaluation: none for env.name = %s yet (moonrl eval's table is the grid worlds'); its " ..
-      "episode returns are in %s/metrics.jsonl\n", cfg.env.name, run.dir))
-    return
-  end
   out(string.format("\nevaluation (%d envs x %d steps x %d run%s):\n", cfg.eval.num_envs, cfg.eval.steps, cfg.eval.runs,
     cfg.eval.runs == 1 and "" or "s"))
   -- the same computation, table and files as `moonrl eval CHECKPOINT` (RUN_DIR/eval/update_NNNNNNN)

@@ -343,7 +343,12 @@
       for (const e of arr(j.evals)) {
         ev.append(el("h4", e.name + (e.command ? "  (" + e.command + ")" : "")));
         const t = el("table");
-        const keys = ["eff_overall", "eff_per_env", "deaths_per_1k", "food_per_1k", "poison_per_1k", "survival_mean"];
+        // the episodic protocol's rows (every environment but foraging), else foraging's survival table's
+        const pt = (arr(e.results)[0] || {}).point || {};
+        const keys = "return_mean" in pt
+          ? ["return_mean", "length_mean", "success_rate"].filter((k) => k in pt)
+              .concat(Object.keys(pt).filter((k) => k.endsWith("_per_episode")))
+          : ["eff_overall", "eff_per_env", "deaths_per_1k", "food_per_1k", "poison_per_1k", "survival_mean"];
         const head = el("tr");
         head.append(el("th", "mode"));
         for (const k of keys) head.append(el("th", k + " [95% interval]"));
