@@ -182,6 +182,8 @@ typedef struct mr_policy_config {
     int obs_vector;
     int critic_extra;
     int act_box;                       /* derived too: a box action's floats (the Gaussian head), 0 = discrete */
+    int obs_channels;                  /* derived too: the CNN's input channels, a cell-code observation's C
+                                        * (0 reads as 2, foraging's) */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {
