@@ -82,9 +82,9 @@ const char *mr_mode_name(int mode);
  * to add one): each is a header under src/engine/envs/ and a line in
  * envs/registry.h. */
 typedef enum mr_env_name {
-    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3
+    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4
 } mr_env_name;
-#define MR_ENV_COUNT 4
+#define MR_ENV_COUNT 5
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
