@@ -159,7 +159,7 @@ local function cross_checks(t, errs, bad)
       f(env.density_max) .. ": accepted density_min <= density_max"
   end
   -- snake (envs/snake.h): no items to count (density_* unused), and a walled board its view may pass
-  local snake = env.name == "snake"
+  local snake = type(env) == "table" and env.name == "snake"
   if not snake and ok("env.density_max", "env.grid_size") and 2 * env.density_max + 1 > env.grid_size ^ 2 then
     errs[#errs + 1] = "env.density_max = " .. f(env.density_max) .. " does not fit a " .. f(env.grid_size) ..
       " x " .. f(env.grid_size) .. " grid: food + poison + the agent need 2 * density_max + 1 <= grid_size^2 cells"
