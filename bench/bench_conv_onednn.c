@@ -168,10 +168,10 @@ static void run_codes(int B, int OC, double dense, int reps) {
                 const uint8_t *cc = codes + (size_t)k * CH * H * W;
                 float *o = out + (size_t)k * CH * H * W * OC;
                 if (m == 0) {
-                    mr_obs_expand_forward(xs, cc, CH, H * W, 0);
+                    mr_obs_expand_forward(xs, cc, CH, H * W, 2, 0);
                     mr_conv3x3_relu_forward(o, cw, xs, w, b, CH, H, W, 2, OC);
                 } else {
-                    mr_conv3x3_codes_relu_forward(o, cw, cc, w, b, CH, H, W, OC, 0);
+                    mr_conv3x3_codes_relu_forward(o, cw, cc, w, b, CH, H, W, 2, OC, 0);
                 }
             }
             double t1 = now();
@@ -182,10 +182,10 @@ static void run_codes(int B, int OC, double dense, int reps) {
                 const uint8_t *cc = codes + (size_t)k * CH * H * W;
                 const float *d = dout + (size_t)k * CH * H * W * OC;
                 if (m == 0) {
-                    mr_obs_expand_forward(xs, cc, CH, H * W, 0);
+                    mr_obs_expand_forward(xs, cc, CH, H * W, 2, 0);
                     mr_conv3x3_backward(NULL, dwp + (size_t)t * nw, dbp + (size_t)t * OC, cw, d, xs, w, CH, H, W, 2, OC);
                 } else {
-                    mr_conv3x3_codes_backward(dwp + (size_t)t * nw, dbp + (size_t)t * OC, (double *)cw, d, NULL, cc, CH, H, W, OC, 0);
+                    mr_conv3x3_codes_backward(dwp + (size_t)t * nw, dbp + (size_t)t * OC, (double *)cw, d, NULL, cc, CH, H, W, 2, OC, 0);
                 }
             }
             double t2 = now();

@@ -26,7 +26,9 @@ local function u64(s, i) return u32(s, i) + u32(s, i + 4) * 4294967296 end
 -- The engine's own inference (mr_trainer_infer, extra = zeros) on 64 random
 -- observations of checkpoint ck, in dir: obs.bin (codes), engine_logits.bin,
 -- engine_value.bin.
-local function engine_outputs(dir, ck)
+-- n = 64 random observations of VV cells (codes 0 .. ncodes - 1; default
+-- foraging's 11 x 11 and 3 codes) and the engine's logits (NA each) and values
+local function engine_outputs(dir, ck, VV, NA, ncodes)
   support.write_file(dir .. "/infer.lua", string.format([[
 local engine = require("moonrl.engine")
 local ffi, C = engine.ffi, engine.C
@@ -36,22 +38,22 @@ cfg.device, cfg.threads = C.MR_DEVICE_CPU, 1
 local tp = ffi.new("mr_trainer*[1]")
 assert(C.mr_trainer_create(cfg, tp, err) == 0, ffi.string(err.msg))
 assert(C.mr_trainer_load(tp[0], %q, err) == 0, ffi.string(err.msg))
-local n, VV = 64, 121
-local obs, logits, value = ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n * 8), ffi.new("float[?]", n)
+local n, VV, NA = 64, %d, %d
+local obs, logits, value = ffi.new("uint8_t[?]", n * VV), ffi.new("float[?]", n * NA), ffi.new("float[?]", n)
 local seed = 12345
 for i = 0, n * VV - 1 do
   seed = (seed * 1103515245 + 12345) %% 2147483648
-  obs[i] = seed %% 3
+  obs[i] = seed %% %d
 end
 assert(C.mr_trainer_infer(tp[0], obs, nil, n, logits, value, err) == 0, ffi.string(err.msg))
-for name, v in pairs({ ["obs.bin"] = ffi.string(obs, n * VV), ["engine_logits.bin"] = ffi.string(logits, 4 * n * 8),
+for name, v in pairs({ ["obs.bin"] = ffi.string(obs, n * VV), ["engine_logits.bin"] = ffi.string(logits, 4 * n * NA),
                        ["engine_value.bin"] = ffi.string(value, 4 * n) }) do
   local f = io.open(name, "wb")
   f:write(v)
   f:close()
 end
 C.mr_trainer_free(tp[0])
-]], ck, ck))
+]], ck, ck, VV or 121, NA or 8, ncodes or 3))
   local rc, out = run(dir, string.format("%q run infer.lua", BIN))
   assert.are.equal(0, rc, out)
 end
@@ -219,6 +221,45 @@ print(json.dumps({"logits": rel(logits, el), "value": rel(value, ev), "mode": js
     assert.are.equal(0, rc, out)
     local r = assert(json.decode(out:match("(%b{})")), out)
     assert.are.equal("proxy", r.mode)
+    assert.truthy(r.logits < 1e-5, "logits: onnxruntime against the engine: " .. out)
+    assert.truthy(r.value < 1e-5, "value: onnxruntime against the engine: " .. out)
+  end)
+
+  it("a snake checkpoint (4 one-hot input channels) as ONNX: onnxruntime gives the engine's logits and values",
+    function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    local missing = venv_lacks("onnx, onnxruntime, numpy")
+    if missing then return pending(missing) end
+    support.write_file(dir .. "/snake.lua", [[return {
+      name = "snake", device = "cpu", threads = 1, seed = 5, total_steps = 16 * 8 * 3, warmup = { updates = 0 },
+      env = { name = "snake", num_envs = 16, grid_size = 6, view_range = 3, max_episode_steps = 50 },
+      policy = { conv_channels = { 4, 8 }, hidden = 16, critic_hidden = 24 },
+      ppo = { rollout_steps = 8 },
+      log = { console = false, tensorboard = false }, eval = { num_envs = 4, steps = 4 } }]])
+    local rc, out = run(dir, string.format("%q train snake.lua --dir srun", BIN))
+    assert.are.equal(0, rc, out)
+    rc, out = run(dir, string.format("%q export srun --format onnx --out snake.onnx", BIN))
+    assert.are.equal(0, rc, out)
+    engine_outputs(dir, dir .. "/srun/checkpoints/update_0000003.mrck", 49, 4, 6)   -- codes 0 .. 5: 5 reads as empty
+    support.write_file(dir .. "/ort_snake.py", [[
+import json, numpy as np, onnx, onnxruntime as ort
+m = onnx.load("snake.onnx")
+onnx.checker.check_model(m, full_check=True)
+meta = {p.key: p.value for p in m.metadata_props}
+codes = np.fromfile("obs.bin", np.uint8).reshape(64, 7, 7)
+obs = np.stack([(codes == k) for k in (1, 2, 3, 4)], -1).astype(np.float32)   # one-hot: code k is channel k-1
+logits, value = ort.InferenceSession("snake.onnx").run(None, {"observation": obs, "extra": np.zeros((64, 2), np.float32),
+                                                              "truth": obs.reshape(64, -1)})
+el = np.fromfile("engine_logits.bin", np.float32).reshape(64, 4)
+ev = np.fromfile("engine_value.bin", np.float32).reshape(64, 1)
+rel = lambda a, b: float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+net = json.loads(meta["moonrl.network"])
+print(json.dumps({"logits": rel(logits, el), "value": rel(value, ev), "channels": net["input_channels"]}))
+]])
+    rc, out = run(dir, string.format("env -u PYTHONPATH %q ort_snake.py", VENV_PY))
+    assert.are.equal(0, rc, out)
+    local r = assert(json.decode(out:match("(%b{})")), out)
+    assert.are.equal(4, r.channels)
     assert.truthy(r.logits < 1e-5, "logits: onnxruntime against the engine: " .. out)
     assert.truthy(r.value < 1e-5, "value: onnxruntime against the engine: " .. out)
   end)

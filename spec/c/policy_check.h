@@ -177,17 +177,22 @@ typedef struct inputs {
     float *extra, *dlogits, *dvalue;
 } inputs;
 
-static inline void inputs_make(inputs *in, int B, int VV) {
+/* codes for an observation of C channels: foraging's 0, 1, 2 (C = 2), or
+ * 0 .. C one-hot; a few above C (they read as empty) */
+static inline void inputs_make_c(inputs *in, int B, int VV, int C) {
     in->B = B;
     in->codes = malloc((size_t)B * VV + 1);
     for (size_t i = 0; i < (size_t)B * VV; i++) {
         const double u = urand();
-        in->codes[i] = u < 0.45 ? 0 : u < 0.7 ? 1 : u < 0.95 ? 2 : u < 0.975 ? 3 : 255;   /* > 2 reads as empty */
+        if (C == 2) in->codes[i] = u < 0.45 ? 0 : u < 0.7 ? 1 : u < 0.95 ? 2 : u < 0.975 ? 3 : 255;
+        else in->codes[i] = u < 0.45 ? 0 : u < 0.95 ? (uint8_t)(1 + (int)((u - 0.45) / 0.5 * C)) : u < 0.975 ? C + 1
+                                                                                                          : 255;
     }
     in->extra = frand((size_t)B * 2, -1.5, 1.5);
     in->dlogits = frand((size_t)B * NA, -1, 1);
     in->dvalue = frand((size_t)B, -1, 1);
 }
+static inline void inputs_make(inputs *in, int B, int VV) { inputs_make_c(in, B, VV, 2); }
 static inline void inputs_free(inputs *in) {
     free(in->codes);
     free(in->extra);

@@ -133,30 +133,42 @@ static double test_layer(int n, int C, int OC, int bf16) {
     return most;
 }
 
-/* The first layer from the codes, every expansion, any n (tails included). */
-static void test_codes(int n, int OC, int proxy, double density) {
-    const int H = 11, W = 11, HW = H * W, C = 2;
+/* The first layer from the codes over C channels, every expansion (the
+ * proxies with foraging's C = 2), any n (tails included). For C != 2 the
+ * reference's input is the one-hot expansion written here (code k in
+ * 1 .. C sets channel k-1; 0 and codes above C none), not the engine's. */
+static void test_codes(int n, int OC, int proxy, double density, int C) {
+    const int H = 11, W = 11, HW = H * W;
     size_t nx = (size_t)n * HW * C, no = (size_t)n * HW * OC, nw = (size_t)OC * 9 * C;
     uint8_t *codes = malloc((size_t)n * HW);
     float *x = malloc(4 * nx), *w = malloc(4 * nw), *b = malloc(4 * OC), *out = malloc(4 * no), *dout = malloc(4 * no);
-    float *dw = malloc(4 * nw), *db = malloc(4 * OC), *tab = malloc(4 * 19 * OC);
-    double *acc = malloc(8 * 20 * OC), *pre = malloc(8 * no), *apre = malloc(8 * no), *relu = malloc(8 * no);
+    float *dw = malloc(4 * nw), *db = malloc(4 * OC), *tab = malloc(4 * (9 * C + 1) * OC);
+    double *acc = malloc(8 * (9 * C + 2) * OC), *pre = malloc(8 * no), *apre = malloc(8 * no), *relu = malloc(8 * no);
     double *rdi = malloc(8 * nx), *adi = malloc(8 * nx), *rdw = malloc(8 * nw), *adw = malloc(8 * nw);
     double rdb[1024], adb[1024];
     /* density: the share of non-empty cells (ENV_SPEC's grids: 0.8-3%, so
      * most windows hold none; the first of several samples none at all) */
     for (int i = 0; i < n * HW; i++) {
-        double u = urand() / density;
-        codes[i] = (n > 1 && i < HW) || u >= 1 ? 0 : u < 0.45 ? 1 : u < 0.9 ? 2 : 3;   /* 3: unknown, reads as empty */
+        double u = urand() / density;   /* codes 1 .. C alike, 10% C + 1: unknown, reads as empty */
+        codes[i] = (n > 1 && i < HW) || u >= 1 ? 0 : u < 0.9 ? 1 + (int)(u / 0.9 * C) : C + 1;
     }
-    mr_obs_expand_forward(x, codes, n, HW, proxy);   /* the reference reads the expansion */
-    for (size_t i = 0; i < nw; i++) w[i] = sym() / sqrtf(18.0f);
+    if (C == 2) {
+        mr_obs_expand_forward(x, codes, n, HW, C, proxy);   /* the reference reads the expansion (checked in test_nn) */
+    } else {
+        for (size_t i = 0; i < (size_t)n * HW; i++)
+            for (int ch = 0; ch < C; ch++) x[i * C + ch] = codes[i] == ch + 1 ? 1.0f : 0.0f;
+        float *xe = malloc(4 * nx);   /* and the engine's expansion agrees */
+        mr_obs_expand_forward(xe, codes, n, HW, C, proxy);
+        CHECK_MSG(!memcmp(xe, x, 4 * nx), "codes C=%d: mr_obs_expand_forward is not the one-hot expansion", C);
+        free(xe);
+    }
+    for (size_t i = 0; i < nw; i++) w[i] = sym() / sqrtf(9.0f * C);
     for (int i = 0; i < OC; i++) b[i] = 0.1f * sym();
     for (size_t i = 0; i < no; i++) dout[i] = urand() < 0.5 ? 0.0f : sym();
-    mr_conv3x3_codes_relu_forward(out, tab, codes, w, b, n, H, W, OC, proxy);
+    mr_conv3x3_codes_relu_forward(out, tab, codes, w, b, n, H, W, C, OC, proxy);
     for (int i = 0; i < OC; i++) db[i] = 1.0f;   /* accumulates: the reference adds 1 */
     for (size_t i = 0; i < nw; i++) dw[i] = 0.0f;
-    mr_conv3x3_codes_backward(dw, db, acc, dout, NULL, codes, n, H, W, OC, proxy);
+    mr_conv3x3_codes_backward(dw, db, acc, dout, NULL, codes, n, H, W, C, OC, proxy);
     for (int i = 0; i < OC; i++) db[i] -= 1.0f;
     {   /* through the ReLU of y (zeros, negatives, a NaN): the bits of its
          * mr_relu_backward first */
@@ -165,8 +177,8 @@ static void test_codes(int n, int OC, int proxy, double density) {
         for (size_t i = 0; i < no; i++) y[i] = urand() < 0.3 ? 0.0f : sym();
         y[no / 2] = NAN;
         mr_relu_backward(dm, dout, y, no);
-        mr_conv3x3_codes_backward(dw1, db1, acc, dm, NULL, codes, n, H, W, OC, proxy);
-        mr_conv3x3_codes_backward(dw2, db2, acc, dout, y, codes, n, H, W, OC, proxy);
+        mr_conv3x3_codes_backward(dw1, db1, acc, dm, NULL, codes, n, H, W, C, OC, proxy);
+        mr_conv3x3_codes_backward(dw2, db2, acc, dout, y, codes, n, H, W, C, OC, proxy);
         CHECK_MSG(!memcmp(dw1, dw2, 4 * nw) && !memcmp(db1, db2, 4 * OC),
                   "codes n=%d OC=%d: the gradients through y differ from those of y's ReLU backward first", n, OC);
         free(y); free(dm); free(dw1); free(dw2); free(db1); free(db2);
@@ -176,14 +188,14 @@ static void test_codes(int n, int OC, int proxy, double density) {
         for (size_t i = 0; i < no; i++) relu[i] = pre[i] > 0 ? pre[i] : 0;
         ref_backward(rdi, adi, rdw, adw, rdb, adb, dout, x, w, n, H, W, C, OC, mirror);
         for (int i = 0; i < OC; i++) adb[i] += 2.0;   /* the +1 -1 round trip */
-        double ef = worst(out, relu, apre, no, 19), ew = worst(dw, rdw, adw, nw, (double)n * HW);
+        double ef = worst(out, relu, apre, no, 9 * C + 1), ew = worst(dw, rdw, adw, nw, (double)n * HW);
         double eb = worst(db, rdb, adb, OC, (double)n * HW);
         if (!mirror)
-            CHECK_MSG(ef < 1 && ew < 1 && eb < 1, "codes n=%d OC=%d proxy=%d: error / bound: out %.3g dw %.3g db %.3g",
-                      n, OC, proxy, ef, ew, eb);
+            CHECK_MSG(ef < 1 && ew < 1 && eb < 1, "codes n=%d C=%d OC=%d proxy=%d: error / bound: out %.3g dw %.3g "
+                      "db %.3g", n, C, OC, proxy, ef, ew, eb);
         else
-            CHECK_MSG(ef > 1 && ew > 1, "codes n=%d OC=%d proxy=%d: a mirrored kernel passes: %.3g %.3g", n, OC,
-                      proxy, ef, ew);
+            CHECK_MSG(ef > 1 && ew > 1, "codes n=%d C=%d OC=%d proxy=%d: a mirrored kernel passes: %.3g %.3g", n, C,
+                      OC, proxy, ef, ew);
     }
     free(codes); free(x); free(w); free(b); free(out); free(dout); free(dw); free(db); free(tab); free(acc);
     free(pre); free(apre); free(relu); free(rdi); free(adi); free(rdw); free(adw);
@@ -215,10 +227,18 @@ int main(void) {
     for (int proxy = 0; proxy < 3; proxy++) {
         for (int sparse = 0; sparse < 2; sparse++) {
             const double density = sparse ? 0.03 : 0.4;
-            test_codes(32, 32, proxy, density);
-            test_codes(7, 16, proxy, density);
-            test_codes(1, 5, proxy, 0.4);
+            test_codes(32, 32, proxy, density, 2);
+            test_codes(7, 16, proxy, density, 2);
+            test_codes(1, 5, proxy, 0.4, 2);
         }
+    }
+    /* more channels (one-hot codes 1 .. C: snake's 4), sparse and dense, tails */
+    for (int sparse = 0; sparse < 2; sparse++) {
+        const double density = sparse ? 0.03 : 0.4;
+        test_codes(32, 32, MR_EXPAND_TRUTH, density, 4);
+        test_codes(7, 16, MR_EXPAND_TRUTH, density, 3);
+        test_codes(3, 8, MR_EXPAND_TRUTH, density, 1);
+        test_codes(5, 12, MR_EXPAND_TRUTH, density, 7);
     }
     return check_report("test_conv_dnnl");
 }

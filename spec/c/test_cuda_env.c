@@ -13,6 +13,7 @@
  * every 25 steps the whole device state (grid, agent, energy, counters, RNG
  * counters, episode logs) must equal the CPU state byte for byte. Also the
  * GPU log reduction, a bad action, the out-of-memory message, memory stats.
+ * snake (envs/snake.h) the same way on two boards.
  * Without a GPU the GPU part prints "skipped: no GPU" and counts as passed.
  */
 #include "check.h"
@@ -152,13 +153,13 @@ static void pair_close(pair *p) {
 /* 1 when the step outputs match bit for bit. */
 static int same_outputs(pair *p, const char *what, int step) {
     mr_error err;
-    const size_t n = (size_t)p->cpu->s.n, V = (size_t)mr_forage_of(&p->cpu->s)->V;
+    const size_t n = (size_t)p->cpu->s.n, VV = (size_t)p->cpu->s.obs_size;   /* V x V codes */
     mr_env *e[2] = {p->cpu, p->gpu};
     for (int k = 0; k < 2; k++) {
         mr_env_view v = {p->obs[k], p->rew[k], p->term[k], p->trunc[k], NULL, NULL, NULL, NULL};
         if (mr_env_read(e[k], &v, &err) != MR_OK) { CHECK_MSG(0, "%s read: %s", what, err.msg); return 0; }
     }
-    const int ok = !memcmp(p->obs[0], p->obs[1], n * V * V) && !memcmp(p->rew[0], p->rew[1], n * sizeof(float)) &&
+    const int ok = !memcmp(p->obs[0], p->obs[1], n * VV) && !memcmp(p->rew[0], p->rew[1], n * sizeof(float)) &&
                    !memcmp(p->term[0], p->term[1], n) && !memcmp(p->trunc[0], p->trunc[1], n);
     CHECK_MSG(ok, "%s: step outputs differ after step %d", what, step);
     return ok;
@@ -183,7 +184,7 @@ static long run_pair(const mr_env_config *c, uint64_t seed, int steps, const cha
     uint8_t *act = malloc((size_t)c->num_envs);
     int ok = same_state(&p, what, 0) && same_outputs(&p, what, 0);
     for (int t = 1; ok && t <= steps; t++) {
-        for (int i = 0; i < c->num_envs; i++) act[i] = (uint8_t)(u32rand() & 7);
+        for (int i = 0; i < c->num_envs; i++) act[i] = (uint8_t)(u32rand() % (uint32_t)mr_env_num_actions(c->name));
         if (mr_env_step(p.cpu, act, &err) != MR_OK || mr_env_step(p.gpu, act, &err) != MR_OK) {
             CHECK_MSG(0, "%s step: %s", what, err.msg);
             break;
@@ -195,7 +196,7 @@ static long run_pair(const mr_env_config *c, uint64_t seed, int steps, const cha
             CHECK(mr_env_reset(p.cpu, &err) == MR_OK && mr_env_reset(p.gpu, &err) == MR_OK);
             ok = ok && same_state(&p, what, t);
         }
-        if (t == (2 * steps) / 3) {                           /* flip the energy freeze */
+        if (t == (2 * steps) / 3 && c->name == MR_ENV_FORAGING) {   /* flip the energy freeze */
             const int fz = !mr_forage_of(&p.cpu->s)->energy_frozen;
             CHECK(mr_env_set_energy_frozen(p.cpu, fz, &err) == MR_OK);
             CHECK(mr_env_set_energy_frozen(p.gpu, fz, &err) == MR_OK);
@@ -234,6 +235,13 @@ static void test_gpu_matches_cpu(void) {
         snprintf(what, sizeof what, "%s 11x11 view 5", mode_names[mode]);
         run_pair(&tiny, 200 + mode, 300, what);
     }
+    /* snake (envs/snake.h): a small board whose view passes the walls, and a larger one with no step limit */
+    mr_env_config sn = config(0, 300, 6, 3, 0, 0, 0, 40);
+    sn.name = MR_ENV_SNAKE;
+    CHECK(run_pair(&sn, 300, 400, "snake 6x6 view 7") > 0);
+    sn = config(0, 97, 16, 5, 0, 0, 0, 0);
+    sn.name = MR_ENV_SNAKE;
+    CHECK(run_pair(&sn, 301, 300, "snake 16x16 view 11") > 0);
 }
 
 static void test_gpu_errors_and_memory(void) {

@@ -45,15 +45,16 @@ static void test_layers_emulated(void) {
     /* the observation im2col: expansion then im2col, in one */
     uint8_t *codes = malloc((size_t)B * H * W);
     for (int i = 0; i < N; i++) codes[i] = (uint8_t)(u32rand() % 5);
-    float *x = malloc(sizeof(float) * N * 2);
-    for (int proxy = 0; proxy < 2; proxy++) {
-        mr_obs_expand_forward(x, codes, B, H * W, proxy);
-        mr_im2col3x3(col, x, B, H, W, 2);
+    float *x = malloc(sizeof(float) * N * 4);
+    for (int proxy = 0; proxy < 3; proxy++) {   /* foraging's 2 channels, each expansion; 4 one-hot (proxy 2) */
+        const int CC = proxy < 2 ? 2 : 4, ex = proxy < 2 ? proxy : MR_EXPAND_TRUTH;
+        mr_obs_expand_forward(x, codes, B, H * W, CC, ex);
+        mr_im2col3x3(col, x, B, H, W, CC);
         mr_pc_job j;
-        mr_pc_job_init(&j, MR_PCJ_IM2COL_CODES, MR_FP32, (long long)N * 18);
-        j.H = H; j.W = W; j.C = 2; j.codes = codes; j.proxy = proxy; j.y = col2;
+        mr_pc_job_init(&j, MR_PCJ_IM2COL_CODES, MR_FP32, (long long)N * 9 * CC);
+        j.H = H; j.W = W; j.C = CC; j.codes = codes; j.proxy = ex; j.y = col2;
         emu_job(&e, &j, &err);
-        CHECK(memcmp(col, col2, sizeof(float) * N * 18) == 0);
+        CHECK_MSG(memcmp(col, col2, sizeof(float) * N * 9 * CC) == 0, "the observation im2col, %d channels", CC);
     }
     /* backward: dw, db, dinp (accumulating, and the ReLU-fused form) */
     float *dout = frand((size_t)N * OC, -1, 1), *dw = frand((size_t)OC * 9 * C, -1, 1), *db = frand(OC, -1, 1);

@@ -9,11 +9,13 @@
  * the kernels run), compared with the CPU policy run forward and backward
  * onto non-zero gradients: logits, value, every activation and every
  * parameter's gradient; small net at batch 9 and 200 (two-level bias sums),
- * reference net at 10; both observation modes; fp32 within 1e-4 (max norm),
+ * reference net at 10; both observation modes; the small net on 4 and 3
+ * one-hot input channels (snake's observation); fp32 within 1e-4 (max norm),
  * bf16 / fp16 within the bounds explained at policy_check.h's tol_fwd, and
  * layer by layer (lp_layers, each layer recomputed from the run's own stored
  * inputs) within tol_layer - a check shown to notice a corrupted layer.
- * With a GPU: the network (small net at batch 37, reference net at 300, both
+ * With a GPU: the network (small net at batch 37, on 2 and 4 input
+ * channels, reference net at 300, both
  * observation modes, three precisions, the workspace poisoned with NaN first)
  * against the CPU policy, and in bf16 / fp16 layer by layer against the
  * emulation (lp_layers); bit-identical results on a repeat; zero_grad; a
@@ -140,8 +142,9 @@ static void net_emulated(const char *name, const mr_policy_config *cfg, int view
     CHECK(ref_make(&r, cfg, view, B, cpu_chunk));
     random_params(&r.p);
     inputs in;
-    inputs_make(&in, B, view * view);
-    for (int proxy = 0; proxy < 2; proxy++) {
+    const int C = cfg->obs_channels > 0 ? cfg->obs_channels : 2;
+    inputs_make_c(&in, B, view * view, C);
+    for (int proxy = 0; proxy < (C == 2 ? 2 : 1); proxy++) {   /* the proxies are foraging's (C = 2) */
         ref_run(&r, &in, proxy);
         for (int dt = 0; dt < 3; dt++) {
             emu_net n;
@@ -257,10 +260,11 @@ static void gpu_net(const char *name, const mr_policy_config *cfg, int view, int
     CHECK(ref_make(&r, cfg, view, B, 64));
     random_params(&r.p);
     inputs in;
-    inputs_make(&in, B, view * view);
+    const int C = cfg->obs_channels > 0 ? cfg->obs_channels : 2;
+    inputs_make_c(&in, B, view * view, C);
     dinputs d;
     dinputs_make(&d, &in, view * view, &r);
-    for (int proxy = 0; proxy < 2; proxy++) {
+    for (int proxy = 0; proxy < (C == 2 ? 2 : 1); proxy++) {   /* the proxies are foraging's (C = 2) */
         ref_run(&r, &in, proxy);
         up(d.g0, r.g0, sizeof(float) * r.p.n_params);   /* g0 is made by ref_run, per observation mode */
         for (int dt = 0; dt < 3; dt++) {
@@ -438,6 +442,8 @@ static void gpu_tests(void) {
     mr_policy_config cfg;
     small_cfg(&cfg);
     gpu_net("small", &cfg, 5, 37, 8);
+    cfg.obs_channels = 4;   /* snake's observation: 4 one-hot channels */
+    gpu_net("small, 4 channels,", &cfg, 5, 37, 8);
     ref_cfg(&cfg);
     gpu_net("reference", &cfg, 11, 300, 128);
     if (!quick) gpu_big();
@@ -459,6 +465,10 @@ int main(int argc, char **argv) {
     small_cfg(&cfg);
     net_emulated("small", &cfg, 5, 9, 4, 2);
     net_emulated("small", &cfg, 5, 200, 180, 16);   /* 4500 rows per conv chunk: two-level bias sums */
+    cfg.obs_channels = 4;   /* snake's observation: 4 one-hot channels (and 3 on an even view) */
+    net_emulated("small, 4 channels,", &cfg, 5, 9, 4, 2);
+    cfg.obs_channels = 3;
+    net_emulated("small, 3 channels,", &cfg, 6, 7, 3, 2);
     ref_cfg(&cfg);
     net_emulated("reference", &cfg, 11, 10, 4, 3);
     if (calibrate) {   /* the sizes of the GPU part */

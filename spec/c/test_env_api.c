@@ -214,8 +214,14 @@ static void test_spaces(void) {
     /* each kind this network does not train yet */
     b = f; b.obs.kind = MR_SPACE_IMAGE;
     CHECK(refused_with(&b, "an observation of a float image"));
-    b = f; b.obs.shape[0] = 4;
-    CHECK(refused_with(&b, "4 x 5 x 5 cell codes"));
+    b = f; b.obs.shape[0] = 4; b.obs.codes = 5;   /* C one-hot channels of codes 0 .. C: 1 .. 16 */
+    CHECK(mr_net_fits_spaces(&b, "c4", &e) == MR_OK);
+    b.obs.shape[0] = 17;
+    CHECK(refused_with(&b, "17 x 5 x 5 cell codes: this build's policy takes 1 .. 16 channels"));
+    b.obs.shape[0] = 0;
+    CHECK(refused_with(&b, "0 x 5 x 5 cell codes"));
+    b = f; b.obs.codes = 4;   /* a code the network would read as empty */
+    CHECK(refused_with(&b, "declares 4 cell codes for 2 channels"));
     b = f; b.obs.shape[2] = 7;
     CHECK(refused_with(&b, "a square view"));
     b = f; b.act.kind = MR_SPACE_BOX; b.act.n = 1; b.act.low[0] = -2; b.act.high[0] = 2;

@@ -270,7 +270,7 @@ static void test_obs_expand(void) {
     static const float px[4][2] = {{0, 0}, {1, 1}, {0.5f, 0.5f}, {0, 0}};
     for (int proxy = 0; proxy < 2; proxy++) {
         memset(out, 0x7f, sizeof out);
-        mr_obs_expand_forward(out, codes, 2, 5, proxy);
+        mr_obs_expand_forward(out, codes, 2, 5, 2, proxy);
         int ok = 1;
         for (int i = 0; i < 10; i++) {
             const float *want = proxy ? px[codes[i]] : gt[codes[i]];
@@ -278,6 +278,14 @@ static void test_obs_expand(void) {
         }
         CHECK_MSG(ok, "obs expand, proxy=%d", proxy);
     }
+    /* C = 4 channels (snake's): one-hot, code k in 1 .. 4 is channel k-1, 0 and 5 none */
+    static const uint8_t c4[6] = {0, 1, 2, 3, 4, 5};
+    static const float want4[6][4] = {{0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1},
+                                      {0, 0, 0, 0}};
+    float out4[6 * 4];
+    memset(out4, 0x7f, sizeof out4);
+    mr_obs_expand_forward(out4, c4, 2, 3, 4, 0);
+    CHECK_MSG(!memcmp(out4, want4, sizeof out4), "obs expand, 4 channels");
 }
 
 /* ------------------------------------------------------------ threads */

@@ -81,7 +81,7 @@ static void one_update(int mode, int storage, float *x, int *n, float *params, s
     CHECK_MSG(mr_trainer_update(t, &m, &e) == MR_OK, "%s", e.msg);
     CHECK(fwd_calls > 0);
     CHECK(mr_trainer_pull(t, MR_SYNC_WEIGHTS, &e) == MR_OK);
-    mr_obs_expand_forward(x, fwd_codes, fwd_n / 121, 121, fwd_proxy);
+    mr_obs_expand_forward(x, fwd_codes, fwd_n / 121, 121, 2, fwd_proxy);
     *n = fwd_n;
     *np = t->net.n_params;
     memcpy(params, t->pol.params, sizeof(float) * t->net.n_params);
@@ -94,7 +94,7 @@ int main(void) {
         for (unsigned code = 0; code <= 3; code++) {
             uint8_t cd = (uint8_t)code;
             float out[2];
-            mr_obs_expand_forward(out, &cd, 1, 1, expand);
+            mr_obs_expand_forward(out, &cd, 1, 1, 2, expand);
             for (int ch = 0; ch < 2; ch++) {
                 CHECK(out[ch] == mr_obs_value(code, ch, expand));
                 CHECK(mr_pc_obs(code, ch, expand) == mr_obs_value(code, ch, expand));

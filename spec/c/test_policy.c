@@ -18,6 +18,7 @@
 #include "policy.h"
 #include "gemm.h"
 #include "policy_cfg.h"
+#include "obs_codes.h"
 #include "arena.h"
 #include <cblas.h>
 #include <omp.h>
@@ -87,20 +88,26 @@ static void random_params(mr_policy *p) {
     }
 }
 
-static void random_inputs(uint8_t *codes, float *extra, int B, int VV) {
+/* codes 0 .. C (C = 2: foraging's empty, food, poison; more: one-hot
+ * channels, and a few C + 1, unknown, which read as empty) */
+static void random_inputs_c(uint8_t *codes, float *extra, int B, int VV, int C) {
     for (int i = 0; i < B * VV; i++) {
         double u = urand();
-        codes[i] = u < 0.6 ? 0 : u < 0.8 ? 1 : 2;
+        codes[i] = C == 2 ? (u < 0.6 ? 0 : u < 0.8 ? 1 : 2) : u < 0.5 ? 0 : u < 0.95 ? 1 + (int)((u - 0.5) / 0.45 * C)
+                                                                                     : C + 1;
     }
     for (int b = 0; b < B; b++)   /* the centre cell holds the agent: empty */
         codes[b * VV + VV / 2] = 0;
     for (int i = 0; i < 2 * B; i++) extra[i] = (float)(2 * urand() - 1);
 }
+static void random_inputs(uint8_t *codes, float *extra, int B, int VV) { random_inputs_c(codes, extra, B, VV, 2); }
 
 /* ------------------------------------------------------------ double reference */
 /* Independent of policy.c apart from the shapes and the offsets table.
  * torch != 0 reads the parameters in the torch original's orders:
- * conv (OC,C,3,3), flatten (C,H,W), critic view (2,V,V). */
+ * conv (OC,C,3,3), flatten (C,H,W), critic view (C,V,V). The observation's
+ * C channels: one-hot, code k in 1 .. C is channel k-1 (foraging's C = 2:
+ * food, poison), or foraging's proxy (C = 2). */
 typedef struct {
     int L, ch[MR_MAX_CONV + 1], V, hidden, CH, D;
     size_t cw[MR_MAX_CONV], cb[MR_MAX_CONV], fw, fb, aw, ab, qw, qb, vw, vb;
@@ -113,12 +120,12 @@ static size_t off(const mr_policy *p, const char *name) {
 
 static void refnet_from(refnet *r, const mr_policy *p, const mr_policy_config *cfg, int V) {
     r->L = cfg->num_conv;
-    r->ch[0] = 2;
+    r->ch[0] = cfg->obs_channels > 0 ? cfg->obs_channels : 2;
     for (int l = 0; l < r->L; l++) r->ch[l + 1] = cfg->conv_channels[l];
     r->V = V;
     r->hidden = cfg->hidden;
     r->CH = cfg->critic_hidden;
-    r->D = r->hidden + 2 + 2 * V * V;
+    r->D = r->hidden + 2 + r->ch[0] * V * V;
     char nm[32];
     for (int l = 0; l < r->L; l++) {
         snprintf(nm, sizeof nm, "conv%d.w", l); r->cw[l] = off(p, nm);
@@ -133,7 +140,7 @@ static void refnet_from(refnet *r, const mr_policy *p, const mr_policy_config *c
 static void ref_forward(const refnet *r, const double *P, const uint8_t *codes,
                         const float *extra, int B, int proxy, int torch, double *logits,
                         double *value) {
-    int V = r->V, VV = V * V, cmax = 2;
+    int V = r->V, VV = V * V, C0 = r->ch[0], cmax = C0;
     for (int l = 1; l <= r->L; l++) if (r->ch[l] > cmax) cmax = r->ch[l];
     double *a = malloc(sizeof(double) * VV * cmax), *nx = malloc(sizeof(double) * VV * cmax);
     double *feat = malloc(sizeof(double) * r->hidden), *cin = malloc(sizeof(double) * r->D);
@@ -143,7 +150,7 @@ static void ref_forward(const refnet *r, const double *P, const uint8_t *codes,
         for (int q = 0; q < VV; q++) {   /* a[q][c] */
             int k = cd[q];
             if (proxy) a[q * 2] = a[q * 2 + 1] = k == 1 ? 1.0 : k == 2 ? 0.5 : 0.0;
-            else { a[q * 2] = k == 1; a[q * 2 + 1] = k == 2; }
+            else for (int c = 0; c < C0; c++) a[q * C0 + c] = k == c + 1;
         }
         for (int l = 0; l < r->L; l++) {
             int C = r->ch[l], OC = r->ch[l + 1];
@@ -184,9 +191,9 @@ static void ref_forward(const refnet *r, const double *P, const uint8_t *codes,
         cin[r->hidden] = extra[2 * b];
         cin[r->hidden + 1] = extra[2 * b + 1];
         for (int q = 0; q < VV; q++)
-            for (int c = 0; c < 2; c++) {
-                double v = c == 0 ? cd[q] == 1 : cd[q] == 2;   /* ground truth always */
-                cin[r->hidden + 2 + (torch ? c * VV + q : q * 2 + c)] = v;
+            for (int c = 0; c < C0; c++) {
+                double v = cd[q] == c + 1;   /* ground truth always */
+                cin[r->hidden + 2 + (torch ? c * VV + q : q * C0 + c)] = v;
             }
         for (int j = 0; j < r->CH; j++) {
             double s = P[r->qb + j];
@@ -345,9 +352,10 @@ static void test_init(void) {
 }
 
 /* ------------------------------------------------------------ gradient */
-static void test_gradient(int proxy, int activations) {
+static void test_gradient(int proxy, int activations, int C) {
     mr_policy_config cfg;
     small_cfg(&cfg);
+    cfg.obs_channels = C;
     const int V = 11, VV = V * V, B = 5;
     mr_arena ar;
     mr_policy p;
@@ -355,7 +363,7 @@ static void test_gradient(int proxy, int activations) {
     random_params(&p);
     uint8_t codes[B * VV];
     float extra[2 * B], logits[B * NA], value[B], ga[B * NA], gc[B];
-    random_inputs(codes, extra, B, VV);
+    random_inputs_c(codes, extra, B, VV, C);
     double gad[B * NA], gcd[B];
     for (int i = 0; i < B * NA; i++) gad[i] = ga[i] = (float)(2 * urand() - 1);
     for (int i = 0; i < B; i++) gcd[i] = gc[i] = (float)(2 * urand() - 1);
@@ -368,8 +376,8 @@ static void test_gradient(int proxy, int activations) {
     double lg[B * NA], vl[B];
     ref_forward(&r, P, codes, extra, B, proxy, 0, lg, vl);
     double el = max_rel(logits, lg, B * NA, 1e-3), ev = max_rel(value, vl, B, 1e-3);
-    CHECK_MSG(el < 1e-5, "proxy=%d: logits vs double reference: rel err %g", proxy, el);
-    CHECK_MSG(ev < 1e-5, "proxy=%d: value vs double reference: rel err %g", proxy, ev);
+    CHECK_MSG(el < 1e-5, "proxy=%d C=%d: logits vs double reference: rel err %g", proxy, C, el);
+    CHECK_MSG(ev < 1e-5, "proxy=%d C=%d: value vs double reference: rel err %g", proxy, C, ev);
 
     mr_policy_zero_grad(&p);
     CHECK(mr_policy_backward(&p, ga, gc, B) == 0);
@@ -407,11 +415,11 @@ static void test_gradient(int proxy, int activations) {
             if (fabs(g - fd) > 1e-3 * fabs(fd) + 1e-4) bad++;
         }
         CHECK_MSG(num / den < 1e-3 && bad == 0,
-                  "proxy=%d activations=%d: grad of %s vs differences: max err %g of max %g, %d elements off",
-                  proxy, activations, ti->name, num, den, bad);
+                  "proxy=%d activations=%d C=%d: grad of %s vs differences: max err %g of max %g, %d elements off",
+                  proxy, activations, C, ti->name, num, den, bad);
     }
-    CHECK_MSG(kinks * 10 <= tried, "proxy=%d activations=%d: %d of %d elements at a kink: the check compared too few",
-              proxy, activations, kinks, tried);
+    CHECK_MSG(kinks * 10 <= tried, "proxy=%d activations=%d C=%d: %d of %d elements at a kink: the check compared too "
+              "few", proxy, activations, C, kinks, tried);
 
     /* backward accumulates: a second call doubles the gradient */
     float *g1 = malloc(sizeof(float) * p.n_params);
@@ -446,9 +454,10 @@ static void run(mr_policy *p, const uint8_t *codes, const float *extra, int B, i
 }
 static void run_free(run_out *o) { free(o->logits); free(o->value); free(o->grads); }
 
-static void test_consistency(void) {
+static void test_consistency(int C) {
     mr_policy_config cfg;
     small_cfg(&cfg);
+    cfg.obs_channels = C;
     const int V = 11, VV = V * V, B = 600;   /* 3 blocks of >= 256, the last partial */
     mr_arena a3, a64;
     mr_policy p3, p64;
@@ -459,11 +468,11 @@ static void test_consistency(void) {
     uint8_t *codes = malloc((size_t)B * VV);
     float *extra = malloc(sizeof(float) * 2 * B), *ga = malloc(sizeof(float) * B * NA),
           *gc = malloc(sizeof(float) * B);
-    random_inputs(codes, extra, B, VV);
+    random_inputs_c(codes, extra, B, VV, C);
     for (int i = 0; i < B * NA; i++) ga[i] = (float)(2 * urand() - 1) / B;
     for (int i = 0; i < B; i++) gc[i] = (float)(2 * urand() - 1) / B;
 
-    for (int proxy = 0; proxy < 2; proxy++) {
+    for (int proxy = 0; proxy < (C == 2 ? 2 : 1); proxy++) {   /* the proxies are foraging's (C = 2) */
         run_out r3, r64, r1t;
         run(&p3, codes, extra, B, proxy, ga, gc, &r3);
         run(&p64, codes, extra, B, proxy, ga, gc, &r64);
@@ -512,7 +521,7 @@ static void test_consistency(void) {
     float l0[NA], l1[NA], v0, v1;
     mr_policy_act(&p64, codes, extra, 1, 0, l0, &v0);
     mr_policy_act(&p64, codes, extra, 1, 1, l1, &v1);
-    CHECK(memcmp(l0, l1, sizeof l0) != 0);
+    if (C == 2) CHECK(memcmp(l0, l1, sizeof l0) != 0);
     free(codes); free(extra); free(ga); free(gc);
     mr_arena_release(&a3);
     mr_arena_release(&a64);
@@ -840,10 +849,15 @@ int main(void) {
         g_conv = convs[k];
         int before = check_failed;
         for (int proxy = 0; proxy < 2; proxy++) {
-            test_gradient(proxy, MR_CPU_ACTIVATIONS_STORE);
-            test_gradient(proxy, MR_CPU_ACTIVATIONS_RECOMPUTE);
+            test_gradient(proxy, MR_CPU_ACTIVATIONS_STORE, 2);
+            test_gradient(proxy, MR_CPU_ACTIVATIONS_RECOMPUTE, 2);
         }
-        test_consistency();
+        /* more input channels (one-hot codes, snake's 4): the first layer from the codes for each C */
+        test_gradient(MR_EXPAND_TRUTH, MR_CPU_ACTIVATIONS_STORE, 4);
+        test_gradient(MR_EXPAND_TRUTH, MR_CPU_ACTIVATIONS_RECOMPUTE, 3);
+        test_gradient(MR_EXPAND_TRUTH, MR_CPU_ACTIVATIONS_STORE, 1);
+        test_consistency(2);
+        test_consistency(4);
         test_recompute();
         test_act_keep();
         test_permute();

@@ -82,9 +82,9 @@ const char *mr_mode_name(int mode);
  * to add one): each is a header under src/engine/envs/ and a line in
  * envs/registry.h. */
 typedef enum mr_env_name {
-    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3
+    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4
 } mr_env_name;
-#define MR_ENV_COUNT 4
+#define MR_ENV_COUNT 5
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
@@ -202,6 +202,8 @@ typedef struct mr_policy_config {
     int critic_extra;
     int act_box;                       /* derived too: a box action's floats (the Gaussian head), 0 = discrete */
     mr_box_squash box_squash;          /* a box action's mapping (policy.box_squash); unused without a box */
+    int obs_channels;                  /* derived too: the CNN's input channels, a cell-code observation's C
+                                        * (0 reads as 2, foraging's) */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {

@@ -102,7 +102,8 @@ key { key = "dashboard", type = "boolean", default = false,
     "with its token, is printed at start; 127.0.0.1 only (`moonrl dashboard` serves many runs, with --port and --host)" }
 
 -- env -----------------------------------------------------------------------
-key { key = "env.name", type = "enum", default = "foraging", choices = { "foraging", "reach", "cartpole", "pendulum" },
+key { key = "env.name", type = "enum", default = "foraging",
+  choices = { "foraging", "reach", "cartpole", "pendulum", "snake" },
   aliases = { "environment", "env_name" },
   desc = "which environment: foraging (docs/environment.md, four modes) or reach (goal and pits, 4 actions, " ..
     "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one" }

@@ -49,6 +49,7 @@ void mr_config_follow_env(mr_config *c) {
     if (mr_env_spaces_of(&e, &sp, NULL) != MR_OK) return;   /* mr_config_validate names the fault */
     c->policy.obs_vector = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : 0;
     c->policy.critic_extra = sp.critic_extra;
+    c->policy.obs_channels = sp.obs.kind == MR_SPACE_CODES ? sp.obs.shape[0] : 0;
     /* discrete(n): n logits; a box of d floats: the actor's d means and d log-stds (the Gaussian head) */
     c->policy.act_box = sp.act.kind == MR_SPACE_BOX ? sp.act.n : 0;
     int md = 0;   /* multi-discrete: the groups' logits side by side (act_head.h) */
@@ -141,12 +142,13 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
         mr_config f = *c;
         mr_config_follow_env(&f);
         if (c->policy.num_actions != f.policy.num_actions || c->policy.obs_vector != f.policy.obs_vector ||
-            c->policy.critic_extra != f.policy.critic_extra || c->policy.act_box != f.policy.act_box)
-            return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d, obs_vector = %d, critic_extra = %d but env.name "
-                           "= %s gives %d, %d, %d (the network follows the environment: call mr_config_follow_env)",
-                           c->policy.num_actions, c->policy.obs_vector, c->policy.critic_extra,
-                           mr_env_name_of(c->env.name), f.policy.num_actions, f.policy.obs_vector,
-                           f.policy.critic_extra);
+            c->policy.critic_extra != f.policy.critic_extra || c->policy.act_box != f.policy.act_box ||
+            c->policy.obs_channels != f.policy.obs_channels)
+            return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d, obs_vector = %d, critic_extra = %d, obs_channels "
+                           "= %d but env.name = %s gives %d, %d, %d, %d (the network follows the environment: call "
+                           "mr_config_follow_env)", c->policy.num_actions, c->policy.obs_vector,
+                           c->policy.critic_extra, c->policy.obs_channels, mr_env_name_of(c->env.name),
+                           f.policy.num_actions, f.policy.obs_vector, f.policy.critic_extra, f.policy.obs_channels);
     }
 
     /* every key's own range (the schema's, config_keys.h); the env's keys

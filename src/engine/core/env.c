@@ -65,7 +65,12 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
         return mr_fail(err, MR_ERR_ARG, "env.view_range = %d: must be in [1, %d]", c->view_range,
                         MR_ENV_MAX_VIEW);
     const int V = 2 * c->view_range + 1;
-    if (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID) {
+    if (c->name == MR_ENV_SNAKE) {   /* a walled board: the view may pass its edges (walls), not a whole board */
+        if (c->grid_size < 2 || c->grid_size > 256 || V > 2 * c->grid_size - 1)
+            return mr_fail(err, MR_ERR_ARG, "env.grid_size = %d, env.view_range = %d: snake takes a board of 2 .. 256 "
+                           "and a view of at most 2 * grid_size - 1 cells (view_range <= grid_size - 1)",
+                           c->grid_size, c->view_range);
+    } else if (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID) {
         if (c->grid_size >= 1 && c->grid_size < V)
             return mr_fail(err, MR_ERR_ARG, "env.view_range = %d is too large for env.grid_size = %d: "
                             "the view (2*view_range+1 = %d) must fit in the grid; accepted view_range <= %d",
@@ -77,10 +82,11 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
     /* foraging: food + poison (up to density_max each) + the agent must fit;
      * reach: the goal + the pits + the agent */
     const long long dcap = c->name == MR_ENV_REACH ? cells - 2 : (cells - 1) / 2;
-    if (c->density_min < 0 || c->density_min > dcap)
+    const int items = c->name != MR_ENV_SNAKE;   /* snake has no density: one food item */
+    if (items && (c->density_min < 0 || c->density_min > dcap))
         return mr_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
                         c->density_min, dcap, c->grid_size, c->grid_size);
-    if (c->density_max < c->density_min || c->density_max > dcap)
+    if (items && (c->density_max < c->density_min || c->density_max > dcap))
         return mr_fail(err, MR_ERR_ARG, "env.density_max = %d: must be in [density_min = %d, %lld] "
                         "(%s must stay below the %lld cells)", c->density_max, c->density_min, dcap,
                         c->name == MR_ENV_REACH ? "the goal, density_max pits and the agent" : "2*density_max",

@@ -43,7 +43,7 @@
  *   caller's. Still one chunk per call, one thread: bits are independent of
  *   the thread count in bf16 as in fp32.
  *
- * What it is not: layer 0 (2 input channels from codes; nn.c computes it
+ * What it is not: layer 0 (C input channels from codes; nn.c computes it
  * directly), the tail chunk, or anything for the CUDA backend (cuDNN there).
  */
 #ifndef MR_CONV_DNNL_H
@@ -55,7 +55,7 @@
 typedef struct mr_conv_dnnl mr_conv_dnnl;   /* opaque: oneDNN handles live on the heap */
 
 /* Lays out the oneDNN convolutions for layers 1 .. L-1 of a trunk with
- * channels ch[0..L] (ch[0] = 2), H x W maps, `chunk` samples per call and
+ * channels ch[0..L] (ch[0] = the observation's C), H x W maps, `chunk` samples per call and
  * nthreads threads (one workspace each). Planning arena: creates the
  * primitive descriptors only to size the arena's share, *out = NULL.
  * Committed arena: creates everything, *out = the object (free with

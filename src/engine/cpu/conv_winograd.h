@@ -58,7 +58,7 @@
  * chunk order (policy.c). Any n works (the tail chunk too): no shape is
  * baked in beyond the layer's channels.
  *
- * What it is not: layer 0 (2 input channels from the codes: nn.c), bf16, or
+ * What it is not: layer 0 (C input channels from the codes: nn.c), bf16, or
  * the CUDA backend's.
  */
 #ifndef MR_CONV_WINOGRAD_H

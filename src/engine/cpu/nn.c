@@ -230,20 +230,25 @@ static void sgemm(int transa, int transb, int M, int N, int K, float alpha,
 }
 
 /* ------------------------------------------------------------ observation */
-void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int proxy) {
-    /* lookup[code] = (ch0, ch1) */
-    static const float gt[3][2] = {{0.0f, 0.0f}, {1.0f, 0.0f}, {0.0f, 1.0f}};
-    static const float px[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, 0.5f}};
-    static const float p8[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.0f, 0.0f}};   /* obs_codes.h */
-    const float (*lut)[2] = proxy == MR_EXPAND_PROXY_UINT8 ? p8 : proxy ? px : gt;
+void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int C, int proxy) {
     size_t n = (size_t)B * VV;
-    #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        unsigned c = codes[i];
-        if (c > 2) c = 0;
-        out[2 * i] = lut[c][0];
-        out[2 * i + 1] = lut[c][1];
+    if (C == 2) {   /* foraging's, with its proxies: a lookup[code] = (ch0, ch1) */
+        static const float gt[3][2] = {{0.0f, 0.0f}, {1.0f, 0.0f}, {0.0f, 1.0f}};
+        static const float px[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, 0.5f}};
+        static const float p8[3][2] = {{0.0f, 0.0f}, {1.0f, 1.0f}, {0.0f, 0.0f}};   /* obs_codes.h */
+        const float (*lut)[2] = proxy == MR_EXPAND_PROXY_UINT8 ? p8 : proxy ? px : gt;
+        #pragma omp parallel for schedule(static) if (n >= MR_NN_PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            unsigned c = codes[i];
+            if (c > 2) c = 0;
+            out[2 * i] = lut[c][0];
+            out[2 * i + 1] = lut[c][1];
+        }
+        return;
     }
+    #pragma omp parallel for schedule(static) if (n * C >= MR_NN_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        for (int ch = 0; ch < C; ch++) out[i * C + ch] = mr_obs_value(codes[i], ch, proxy);
 }
 
 /* ------------------------------------------------------------ conv 3x3 */
@@ -388,19 +393,19 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
 /* ------------------------------------------------------------ conv 3x3 from codes */
 #define CODES_SPARSE_MAX 4096   /* pixels per map the sparse paths take (a flag each, on the stack) */
 
-/* Nonzero (FOOD or POISON) codes are few (ENV_SPEC: 0.8-3% of the cells):
- * touched[p] = 1 for the output pixels p whose 3x3 window holds one, the
- * others 0; returns how many codes are nonzero (0: nothing touched, the
- * flags not written). Only touched pixels have terms to add; the others'
- * sums are the bias alone. */
-static int codes_touched(uint8_t *touched, const uint8_t *cb, int H, int W) {
+/* Nonzero codes (1 .. C: foraging's FOOD or POISON) are few (ENV_SPEC:
+ * 0.8-3% of the cells): touched[p] = 1 for the output pixels p whose 3x3
+ * window holds one, the others 0; returns how many codes are nonzero (0:
+ * nothing touched, the flags not written). Only touched pixels have terms
+ * to add; the others' sums are the bias alone. */
+static int codes_touched(uint8_t *touched, const uint8_t *cb, int H, int W, int C) {
     int nz = 0;
-    for (int i = 0; i < H * W; i++) nz += cb[i] - 1u <= 1u;
+    for (int i = 0; i < H * W; i++) nz += mr_obs_nonzero(cb[i], C);
     if (!nz) return 0;
     memset(touched, 0, (size_t)H * W);
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) {
-            if (cb[y * W + x] - 1u > 1u) continue;
+            if (!mr_obs_nonzero(cb[y * W + x], C)) continue;
             for (int yy = y - 1; yy <= y + 1; yy++)
                 for (int xx = x - 1; xx <= x + 1; xx++)
                     if (yy >= 0 && yy < H && xx >= 0 && xx < W) touched[yy * W + xx] = 1;
@@ -409,21 +414,25 @@ static int codes_touched(uint8_t *touched, const uint8_t *cb, int H, int W) {
 }
 
 void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes, const float *w,
-                                   const float *b, int B, int H, int W, int OC, int proxy) {
+                                   const float *b, int B, int H, int W, int C, int OC, int proxy) {
     for (int tap = 0; tap < 9; tap++)
-        for (int k = 0; k < 2; k++) {
-            float v0 = mr_obs_value((unsigned)k + 1u, 0, proxy), v1 = mr_obs_value((unsigned)k + 1u, 1, proxy);
-            float *t = tab + ((size_t)tap * 2 + k) * OC;
-            for (int o = 0; o < OC; o++)
-                t[o] = w[((size_t)o * 9 + tap) * 2] * v0 + w[((size_t)o * 9 + tap) * 2 + 1] * v1;
+        for (int k = 0; k < C; k++) {
+            float *t = tab + ((size_t)tap * C + k) * OC;
+            if (C == 2) {   /* foraging's two channels, proxies included: the expression of old, bit for bit */
+                float v0 = mr_obs_value((unsigned)k + 1u, 0, proxy), v1 = mr_obs_value((unsigned)k + 1u, 1, proxy);
+                for (int o = 0; o < OC; o++)
+                    t[o] = w[((size_t)o * 9 + tap) * 2] * v0 + w[((size_t)o * 9 + tap) * 2 + 1] * v1;
+            } else {        /* one-hot: code k+1 is channel k's weight */
+                for (int o = 0; o < OC; o++) t[o] = w[((size_t)o * 9 + tap) * C + k];
+            }
         }
-    float *rb = tab + (size_t)18 * OC;   /* relu(b): a pixel with nothing to add */
+    float *rb = tab + (size_t)9 * C * OC;   /* relu(b): a pixel with nothing to add */
     for (int o = 0; o < OC; o++) rb[o] = b[o] > 0.0f ? b[o] : 0.0f;
     const int sparse = H * W <= CODES_SPARSE_MAX;
     uint8_t touched[CODES_SPARSE_MAX];
     for (int bi = 0; bi < B; bi++) {
         const uint8_t *cb = codes + (size_t)bi * H * W;
-        const int any = sparse ? codes_touched(touched, cb, H, W) : 1;
+        const int any = sparse ? codes_touched(touched, cb, H, W, C) : 1;
         for (int y = 0; y < H; y++)
             for (int x = 0; x < W; x++) {
                 float *row = out + (((size_t)bi * H + y) * W + x) * OC;
@@ -439,8 +448,8 @@ void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes,
                         int xx = x + kx - 1;
                         if (xx < 0 || xx >= W) continue;
                         unsigned c = cb[yy * W + xx];
-                        if (c - 1u > 1u) continue;   /* EMPTY or unknown: adds 0 */
-                        const float *t = tab + ((size_t)(ky * 3 + kx) * 2 + (c - 1u)) * OC;
+                        if (!mr_obs_nonzero(c, C)) continue;   /* EMPTY or unknown: adds 0 */
+                        const float *t = tab + ((size_t)(ky * 3 + kx) * C + (c - 1u)) * OC;
                         for (int o = 0; o < OC; o++) row[o] += t[o];
                     }
                 }
@@ -450,16 +459,17 @@ void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes,
 }
 
 void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout, const float *y,
-                               const uint8_t *codes, int B, int H, int W, int OC, int proxy) {
-    double *S = acc, *sb = acc + (size_t)18 * OC;   /* S[tap][code-1][o], sb[o] */
-    memset(acc, 0, sizeof(double) * 19 * (size_t)OC);
+                               const uint8_t *codes, int B, int H, int W, int C, int OC, int proxy) {
+    const size_t T = (size_t)9 * C;   /* (tap, code) pairs */
+    double *S = acc, *sb = acc + T * OC;   /* S[tap][code-1][o], sb[o] */
+    memset(acc, 0, sizeof(double) * (T + 1) * (size_t)OC);
     const int sparse = H * W <= CODES_SPARSE_MAX;
     uint8_t touched[CODES_SPARSE_MAX];
-    float *d = (float *)(acc + (size_t)19 * OC);   /* a pixel's gradient through the ReLU */
+    float *d = (float *)(acc + (T + 1) * OC);   /* a pixel's gradient through the ReLU */
     mr_colsum_f64(sb, dout, y, (size_t)B * H * W, OC, OC);   /* the bias: every pixel, in order */
     for (int bi = 0; bi < B; bi++) {
         const uint8_t *cb = codes + (size_t)bi * H * W;
-        const int any = sparse ? codes_touched(touched, cb, H, W) : 1;
+        const int any = sparse ? codes_touched(touched, cb, H, W, C) : 1;
         if (!any) continue;
         for (int py = 0; py < H; py++)
             for (int px = 0; px < W; px++) {
@@ -478,8 +488,8 @@ void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *d
                         int xx = px + kx - 1;
                         if (xx < 0 || xx >= W) continue;
                         unsigned c = cb[yy * W + xx];
-                        if (c - 1u > 1u) continue;
-                        double *s = S + ((size_t)(ky * 3 + kx) * 2 + (c - 1u)) * OC;
+                        if (!mr_obs_nonzero(c, C)) continue;
+                        double *s = S + ((size_t)(ky * 3 + kx) * C + (c - 1u)) * OC;
                         for (int o = 0; o < OC; o++) s[o] += g[o];
                     }
                 }
@@ -487,10 +497,14 @@ void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *d
     }
     for (int o = 0; o < OC; o++) {
         for (int tap = 0; tap < 9; tap++)
-            for (int ch = 0; ch < 2; ch++) {
-                double g = S[((size_t)tap * 2) * OC + o] * mr_obs_value(1u, ch, proxy) +
-                           S[((size_t)tap * 2 + 1) * OC + o] * mr_obs_value(2u, ch, proxy);
-                dw[((size_t)o * 9 + tap) * 2 + ch] += (float)g;
+            for (int ch = 0; ch < C; ch++) {
+                double g;
+                if (C == 2)   /* foraging's two channels, proxies included: the expression of old */
+                    g = S[((size_t)tap * 2) * OC + o] * mr_obs_value(1u, ch, proxy) +
+                        S[((size_t)tap * 2 + 1) * OC + o] * mr_obs_value(2u, ch, proxy);
+                else          /* one-hot: channel ch is code ch+1's sum */
+                    g = S[((size_t)tap * C + ch) * OC + o];
+                dw[((size_t)o * 9 + tap) * C + ch] += (float)g;
             }
         db[o] += (float)sb[o];
     }

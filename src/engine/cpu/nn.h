@@ -28,14 +28,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* codes (B,VV) cell codes 0 empty / 1 food / 2 poison -> out (B,VV,2).
- * proxy == 0 (ground truth): ch0 = food, ch1 = poison (one-hot, empty = 0,0).
+/* codes (B,VV) cell codes -> out (B,VV,C) (obs_codes.h).
+ * proxy == 0 (ground truth): one-hot, code k in 1 .. C sets channel k-1
+ * (foraging, C = 2: ch0 = food, ch1 = poison), code 0 (empty) none.
+ * The proxies are foraging's (C = 2; codes 0 empty / 1 food / 2 poison):
  * proxy == 1: both channels = interestingness, empty 0, food 1.0, poison 0.5.
  * proxy == 2: the same as the original's uint8 storage left it: poison 0
  * (obs_codes.h, MR_EXPAND_PROXY_UINT8; the training forward with
  * env.proxy_obs_storage = "uint8").
- * Codes above 2 read as empty. The input is data: there is no backward. */
-void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int proxy);
+ * Codes above C read as empty. The input is data: there is no backward. */
+void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int C, int proxy);
 
 /* 3x3 convolution, padding 1, stride 1.
  * inp (B,H,W,C), w (OC,3,3,C) = row-major (OC, 9C), b (OC), out (B,H,W,OC),
@@ -58,28 +60,29 @@ void mr_conv3x3_backward(float *dinp, float *dw, float *db, float *col,
                          int B, int H, int W, int C, int OC);
 
 /* The first conv straight from the observation codes (no expansion, no
- * im2col): codes (B,H*W) cell codes, w (OC,3,3,2), b (OC), out (B,H,W,OC) =
- * relu(conv3x3(expand(codes, proxy)) + b) (written); expand as
- * mr_obs_expand_forward. Only FOOD and POISON cells contribute (EMPTY and
- * codes above 2 read as 0 in both channels), so a pixel costs one OC-vector
- * add per non-empty tap, and a pixel with none in its window is relu(b)
- * stored: tab (19*OC floats, workspace) holds relu(b) and
- * T[tap][code-1][o] = w[o][tap][0] v(code,0) + w[o][tap][1] v(code,1).
- * Serial: policy.c calls it per chunk inside its own parallel loop. */
+ * im2col): codes (B,H*W) cell codes, w (OC,3,3,C), b (OC), out (B,H,W,OC) =
+ * relu(conv3x3(expand(codes, C, proxy)) + b) (written); expand as
+ * mr_obs_expand_forward. Only codes 1 .. C contribute (foraging's FOOD and
+ * POISON; EMPTY and codes above C read as 0 in every channel), so a pixel
+ * costs one OC-vector add per non-empty tap, and a pixel with none in its
+ * window is relu(b) stored: tab ((9C+1)*OC floats, workspace) holds relu(b)
+ * and T[tap][code-1][o] = sum over ch of w[o][tap][ch] v(code,ch) (one-hot:
+ * w[o][tap][code-1]). Serial: policy.c calls it per chunk inside its own
+ * parallel loop. */
 void mr_conv3x3_codes_relu_forward(float *out, float *tab, const uint8_t *codes, const float *w,
-                                   const float *b, int B, int H, int W, int OC, int proxy);
+                                   const float *b, int B, int H, int W, int C, int OC, int proxy);
 /* Its weight and bias gradients (the observation needs no input gradient):
  * dout (B,H,W,OC), through the layer's ReLU where y (its output, the same
  * shape) is given (dout where y > 0, else 0: mr_relu_backward's bits
- * without its pass; NULL: dout is already through it); dw (OC,3,3,2) +=
+ * without its pass; NULL: dout is already through it); dw (OC,3,3,C) +=
  * dout^T . im2col(expand(codes)); db (OC) += column sums of dout. Sums per
  * (tap, code) and the bias sums are kept in double over the B*H*W pixels in
- * pixel order (acc: 19*OC doubles and OC floats, workspace), then rounded
+ * pixel order (acc: (9C+1)*OC doubles and OC floats, workspace), then rounded
  * once into dw, db. Both passes add terms only at the pixels whose window
- * holds a FOOD or POISON code (few: the other pixels' sums are the bias
- * alone), in the order of the dense loop, so the bits are its. Serial. */
+ * holds a code 1 .. C (few: the other pixels' sums are the bias alone), in
+ * the order of the dense loop, so the bits are its. Serial. */
 void mr_conv3x3_codes_backward(float *dw, float *db, double *acc, const float *dout, const float *y,
-                               const uint8_t *codes, int B, int H, int W, int OC, int proxy);
+                               const uint8_t *codes, int B, int H, int W, int C, int OC, int proxy);
 
 /* Linear: inp (B,C), w (OC,C), b (OC) or NULL, out (B,OC) = inp . w^T + b (written). */
 void mr_linear_forward(float *out, const float *inp, const float *w, const float *b,

@@ -87,7 +87,7 @@ void mr_policy_zero_grad(mr_policy *p) {
 /* ------------------------------------------------------------ forward */
 
 /* cin (B,cin_dim) = feat (B,hidden) ++ extra (B,2) ++ ground-truth view
- * (B,VV,2); the view left unwritten where critic_own (nothing reads it:
+ * (B,VV,C); the view left unwritten where critic_own (nothing reads it:
  * critic_forward and critic_view_grad take it from the codes). */
 static void build_cin(const mr_policy *p, float *cin, const float *feat, const float *extra,
                       const uint8_t *codes, int B) {
@@ -98,7 +98,8 @@ static void build_cin(const mr_policy *p, float *cin, const float *feat, const f
         memcpy(row, feat + (size_t)b * H, sizeof(float) * H);
         row[H] = extra ? extra[2 * b] : 0.0f;
         row[H + 1] = extra ? extra[2 * b + 1] : 0.0f;
-        if (!p->critic_own) mr_obs_expand_forward(row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->VV, 1, p->VV, 0);
+        if (!p->critic_own)
+            mr_obs_expand_forward(row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->VV, 1, p->VV, p->ch[0], 0);
     }
 }
 
@@ -144,11 +145,11 @@ static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *
     if (p->conv != MR_CPU_CONV_IM2COL) {   /* layer 0 straight from the codes */
         float *out = outs[0] ? outs[0] : w->bufA;
         mr_conv3x3_codes_relu_forward(out, w->col, codes, P + p->conv_w[0], P + p->conv_b[0], n, p->view,
-                                      p->view, p->ch[1], proxy);
+                                      p->view, p->ch[0], p->ch[1], proxy);
         in = out;
         l = 1;
     } else {
-        mr_obs_expand_forward(w->x, codes, n, p->VV, proxy);
+        mr_obs_expand_forward(w->x, codes, n, p->VV, p->ch[0], proxy);
     }
     for (; l < p->num_conv; l++) {
         float *out = outs[l] ? outs[l] : (l & 1) ? w->bufB : w->bufA;
@@ -218,25 +219,15 @@ static void fc_forward(mr_policy *p, float *feat, const float *x, int n) {
     }
 }
 
-/* The critic's columns past feat and extra: the ground-truth view, 2 per
- * cell (FOOD: channel 0, POISON: channel 1, as build_cin expands it). */
+/* The critic's columns past feat and extra: the ground-truth view, C per
+ * cell (one-hot: code k in channel k-1; foraging's FOOD in channel 0,
+ * POISON in channel 1, as build_cin expands it). */
 static int critic_dense(const mr_policy *p) { return p->hidden + MR_POLICY_EXTRA; }
 
-/* The view's nonzero entries for a cell of code c (build_cin's expansion):
- * their channels into ch and values into v, in channel order; returns how
- * many (none for EMPTY or an unknown code). */
-static int view_entries(unsigned c, int ch[2], float v[2]) {
-    int n = 0;
-    if (c - 1u > 1u) return 0;
-    for (int k = 0; k < 2; k++) {
-        const float x = mr_obs_value(c, k, MR_EXPAND_TRUTH);
-        if (x != 0.0f) {
-            ch[n] = k;
-            v[n++] = x;
-        }
-    }
-    return n;
-}
+/* The view's nonzero entry for a cell of code c among C channels
+ * (build_cin's expansion, the truth: one-hot): its channel, or -1 (EMPTY or
+ * an unknown code). Its value is 1. */
+static int view_entry(unsigned c, int C) { return mr_obs_nonzero(c, C) ? (int)c - 1 : -1; }
 
 /* The critic's hidden layer on gemm.c's kernels (critic_own): chid (nb,
  * CH) = relu(b + cin[:, :dense] . W[:, :dense]^T + the view's terms), the
@@ -246,7 +237,7 @@ static int view_entries(unsigned c, int ch[2], float v[2]) {
  * each row's bits whatever the blocks. */
 static void critic_forward(const mr_policy *p, float *chid, const float *cin, const uint8_t *codes, int nb) {
     const float *P = p->params, *Wt = p->critic_wt;
-    const int D = p->cin_dim, CH = p->critic_hidden, K0 = critic_dense(p), VV = p->VV, R = 16;
+    const int D = p->cin_dim, CH = p->critic_hidden, K0 = critic_dense(p), VV = p->VV, C = p->ch[0], R = 16;
     const int nblk = (nb + R - 1) / R;
     #pragma omp parallel for schedule(static) if (nblk > 1 && (size_t)nb * CH * D >= MR_POLICY_PAR_MIN)
     for (int k = 0; k < nblk; k++) {
@@ -257,12 +248,10 @@ static void critic_forward(const mr_policy *p, float *chid, const float *cin, co
             float *h = chid + (size_t)r * CH;
             const uint8_t *cd = codes + (size_t)r * VV;
             for (int i = 0; i < VV; i++) {
-                int ch[2];
-                float v[2];
-                for (int e = 0, n = view_entries(cd[i], ch, v); e < n; e++) {
-                    const float *w = Wt + (size_t)(K0 + 2 * i + ch[e]) * CH;
-                    for (int o = 0; o < CH; o++) h[o] += v[e] * w[o];
-                }
+                const int ch = view_entry(cd[i], C);
+                if (ch < 0) continue;
+                const float *w = Wt + (size_t)(K0 + C * i + ch) * CH;
+                for (int o = 0; o < CH; o++) h[o] += w[o];
             }
             for (int o = 0; o < CH; o++) h[o] = h[o] > 0.0f ? h[o] : 0.0f;
         }
@@ -274,27 +263,25 @@ static void critic_forward(const mr_policy *p, float *chid, const float *cin, co
  * nonzero view entries only; critic_vt holds the sums (row j: column j),
  * its cells shared among the threads, each summing every sample. */
 static void critic_view_grad(mr_policy *p, float *G, const float *dchid, int B) {
-    const int D = p->cin_dim, CH = p->critic_hidden, K0 = critic_dense(p), VV = p->VV;
+    const int D = p->cin_dim, CH = p->critic_hidden, K0 = critic_dense(p), VV = p->VV, C = p->ch[0];
     float *T = p->critic_vt;
     #pragma omp parallel if ((size_t)B * CH * 8 >= MR_POLICY_PAR_MIN)
     {
         const int nt = omp_get_num_threads(), t = omp_get_thread_num();
         const int i0 = (int)((long)VV * t / nt), i1 = (int)((long)VV * (t + 1) / nt);
-        memset(T + (size_t)2 * i0 * CH, 0, sizeof(float) * 2 * (size_t)(i1 - i0) * CH);
+        memset(T + (size_t)C * i0 * CH, 0, sizeof(float) * C * (size_t)(i1 - i0) * CH);
         for (int s = 0; s < B; s++) {
             const uint8_t *cd = p->codes + (size_t)s * VV;
             const float *g = dchid + (size_t)s * CH;
             for (int i = i0; i < i1; i++) {
-                int ch[2];
-                float v[2];
-                for (int e = 0, n = view_entries(cd[i], ch, v); e < n; e++) {
-                    float *tj = T + (size_t)(2 * i + ch[e]) * CH;
-                    for (int o = 0; o < CH; o++) tj[o] += v[e] * g[o];
-                }
+                const int ch = view_entry(cd[i], C);
+                if (ch < 0) continue;
+                float *tj = T + (size_t)(C * i + ch) * CH;
+                for (int o = 0; o < CH; o++) tj[o] += g[o];
             }
         }
         for (int o = 0; o < CH; o++)
-            for (int j = 2 * i0; j < 2 * i1; j++) G[(size_t)o * D + K0 + j] += T[(size_t)j * CH + o];
+            for (int j = C * i0; j < C * i1; j++) G[(size_t)o * D + K0 + j] += T[(size_t)j * CH + o];
     }
 }
 
@@ -487,12 +474,12 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
         float *d = dL + (size_t)(c0 - b0) * p->flat;
         mr_relu_backward(d, d, p->act[L - 1] + (size_t)(c0 - a0) * p->flat, (size_t)n * p->flat);
         const uint8_t *cc = p->codes + (size_t)c0 * p->VV;
-        if (!codes0) mr_obs_expand_forward(w.x, cc, n, p->VV, p->fwd_proxy);
+        if (!codes0) mr_obs_expand_forward(w.x, cc, n, p->VV, p->ch[0], p->fwd_proxy);
         for (int l = L - 1; l >= 0; l--) {
             if (l == 0 && codes0) {   /* weight and bias gradients only, from the codes */
                 mr_conv3x3_codes_backward(part + p->conv_w[0], part + p->conv_b[0], (double *)w.col, d,
                                           L > 1 ? p->act[0] + (size_t)(c0 - a0) * p->VV * p->ch[1] : NULL, cc,
-                                          n, p->view, p->view, p->ch[1], p->fwd_proxy);
+                                          n, p->view, p->view, p->ch[0], p->ch[1], p->fwd_proxy);
                 break;
             }
             const float *in = l > 0 ? p->act[l - 1] + (size_t)(c0 - a0) * p->VV * p->ch[l] : w.x;

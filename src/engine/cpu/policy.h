@@ -3,11 +3,12 @@
  * forward for acting, forward + backward for training, orthogonal init.
  *
  * Network (widths from mr_policy_config; defaults in brackets):
- *   x      = expand(codes)                 (B,V,V,2)  NHWC, see nn.h
+ *   x      = expand(codes)                 (B,V,V,C0) NHWC, see nn.h; C0 = the
+ *                                                     environment's channels [2]
  *   a_l    = relu(conv3x3_l(a_{l-1}))      (B,V,V,C_l)  C = {32,64,64}
  *   feat   = relu(fc(flatten(a_L)))        (B,hidden)   [512], flatten = H,W,C
  *   logits = actor(feat)                   (B,8)
- *   cin    = feat ++ extra ++ gt(codes)    (B,hidden+2+2V^2) [756]
+ *   cin    = feat ++ extra ++ gt(codes)    (B,hidden+2+C0 V^2) [756]
  *   ch     = relu(critic(cin))             (B,critic_hidden) [512]
  *   value  = vhead(ch)                     (B) raw (PopArt is applied outside)
  *
@@ -16,8 +17,8 @@
  *   - flatten is (H,W,C) order, not torch's (C,H,W): fc.w column
  *     (y*V + x)*C_L + c here is torch's column c*V*V + y*V + x;
  *   - conv weights are (OC,3,3,C), torch's are (OC,C,3,3);
- *   - the critic's ground-truth view is (V,V,2): cin column hidden+2 +
- *     (y*V + x)*2 + ch here is torch's hidden+2 + ch*V*V + y*V + x.
+ *   - the critic's ground-truth view is (V,V,C0): cin column hidden+2 +
+ *     (y*V + x)*C0 + ch here is torch's hidden+2 + ch*V*V + y*V + x.
  * mr_policy_permute_torch() converts a torch-ordered parameter array.
  *
  * Memory: everything comes from the arena in mr_policy_layout (run twice by

@@ -93,18 +93,20 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
      * the QR scratch of every weight at once */
     size_t C = (size_t)p->chunk;
     size_t K = (size_t)p->block;
-    int cmax = 2, cin_max = 2;
+    int cmax = 2, cin_max = 2;   /* ch[0], the observation's channels, is among the inputs */
     for (int l = 0; l < L; l++) {
         cmax = imax(cmax, p->ch[l + 1]);
         cin_max = imax(cin_max, p->ch[l]);
     }
-    size_t o_a = mr_policy_round_f(C * p->VV * 2);
+    size_t o_a = mr_policy_round_f(C * p->VV * p->ch[0]);
     size_t o_b = o_a + mr_policy_round_f(C * p->VV * cmax);
     size_t o_col = o_b + mr_policy_round_f(C * p->VV * cmax);
-    /* col doubles as the first layer's table (19 OC floats) and gradient
-     * sums (19 OC doubles and OC floats) when it is computed from the codes */
+    /* col doubles as the first layer's table ((9 ch[0] + 1) OC floats) and
+     * gradient sums ((9 ch[0] + 1) OC doubles and OC floats) when it is
+     * computed from the codes (40 OC floats for foraging's 2 channels) */
     size_t col = C * p->VV * 9 * (size_t)cin_max;
-    if (col < 40 * (size_t)p->ch[1]) col = 40 * (size_t)p->ch[1];
+    const size_t codes_ws = (18 * (size_t)p->ch[0] + 4) * (size_t)p->ch[1];
+    if (col < codes_ws) col = codes_ws;
     p->thread_floats = o_col + mr_policy_round_f(col);
     p->conv_floats = p->fc_w;
     size_t o_part = p->thread_floats * (size_t)p->nthreads;
@@ -177,7 +179,7 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
         }
         if (p->critic_own) {
             p->critic_wt = MR_TAKE(a, float, (size_t)p->critic_hidden * p->cin_dim);
-            p->critic_vt = MR_TAKE(a, float, (size_t)p->critic_hidden * 2 * p->VV);
+            p->critic_vt = MR_TAKE(a, float, (size_t)p->critic_hidden * p->ch[0] * p->VV);
         }
     }
 }

@@ -127,14 +127,14 @@ void mr_policy_permute_torch(const mr_policy *p, const float *src, float *dst) {
                 for (int q = 0; q < VV; q++)
                     d[(size_t)o * p->flat + (size_t)q * C + c] = s[(size_t)o * p->flat + (size_t)c * VV + q];
     }
-    {   /* critic.w: the view columns, torch ch*VV + s -> ours s*2 + ch */
-        int base = p->hidden + MR_POLICY_EXTRA;
+    {   /* critic.w: the view columns, torch ch*VV + s -> ours s*C + ch */
+        int base = p->hidden + MR_POLICY_EXTRA, C = p->ch[0];
         const float *s = src + p->critic_w;
         float *d = dst + p->critic_w;
         for (int o = 0; o < p->critic_hidden; o++)
-            for (int c = 0; c < 2; c++)
+            for (int c = 0; c < C; c++)
                 for (int q = 0; q < VV; q++)
-                    d[(size_t)o * p->cin_dim + base + q * 2 + c] =
+                    d[(size_t)o * p->cin_dim + base + q * C + c] =
                         s[(size_t)o * p->cin_dim + base + c * VV + q];
     }
 }

@@ -15,6 +15,7 @@
 _Static_assert(sizeof(mr_forage) <= MR_ENV_OWN_BYTES, "foraging's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_cartpole) <= MR_ENV_OWN_BYTES, "cartpole's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_pendulum) <= MR_ENV_OWN_BYTES, "pendulum's state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(sizeof(mr_snake) <= MR_ENV_OWN_BYTES, "snake's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(MR_ENV_EXTRA_STRIDE == 2, "the trainer's extra rows are net_layout.h's MR_POLICY_EXTRA wide");
 
 static const struct {
@@ -28,6 +29,8 @@ static const struct {
                          ""},
     [MR_ENV_PENDULUM] = {"pendulum", "swing up and hold: Gymnasium's Pendulum-v1 (envs/pendulum.h; 3 floats, a torque "
                          "in [-2, 2])", ""},
+    [MR_ENV_SNAKE] = {"snake", "eat, grow, do not crash into the walls or yourself (envs/snake.h; 4 channels)",
+                      "empty food body tail wall"},
 };
 
 const char *mr_env_name_of(int name) { return name >= 0 && name < MR_ENV_COUNT ? ENVS[name].name : NULL; }
@@ -56,6 +59,7 @@ mr_status mr_env_spaces_of(const mr_env_config *cfg, mr_env_spaces *out, mr_erro
     case MR_ENV_REACH: mr_reach_spaces(cfg, out); break;
     case MR_ENV_CARTPOLE: mr_cartpole_spaces(cfg, out); break;
     case MR_ENV_PENDULUM: mr_pendulum_spaces(cfg, out); break;
+    case MR_ENV_SNAKE: mr_snake_spaces(cfg, out); break;
     default:
         return mr_fail(err, MR_ERR_ARG, "env.name = %d: not an environment of this build (0 .. %d)", (int)cfg->name,
                        MR_ENV_COUNT - 1);
@@ -100,6 +104,7 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     switch (cfg->name) {
     case MR_ENV_CARTPOLE: mr_cartpole_layout(s, a); break;
     case MR_ENV_PENDULUM: mr_pendulum_layout(s, a); break;
+    case MR_ENV_SNAKE: mr_snake_layout(s, cfg, a); break;
     default: mr_forage_layout(s, cfg, a); break;   /* foraging, reach */
     }
 }
@@ -108,6 +113,7 @@ int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
     switch (s->kind) {
     case MR_ENV_CARTPOLE: return mr_cartpole_sections(s, out);
     case MR_ENV_PENDULUM: return mr_pendulum_sections(s, out);
+    case MR_ENV_SNAKE: return mr_snake_sections(s, out);
     default: return mr_forage_sections(s, out);   /* foraging, reach */
     }
 }
@@ -118,7 +124,7 @@ void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
 
 int mr_env_set_param(mr_env_state *s, const char *name, int value) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: return -1;
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_SNAKE: return -1;
     default:   /* foraging, reach */
         if (strcmp(name, "energy_frozen") != 0) return -1;
         mr_forage_of(s)->energy_frozen = value;

@@ -20,12 +20,14 @@
 #include "reach.h"
 #include "cartpole.h"
 #include "pendulum.h"
+#include "snake.h"
 
 MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_reset_full(s, i); break;
     case MR_ENV_CARTPOLE: mr_cartpole_reset_full(s, i); break;
     case MR_ENV_PENDULUM: mr_pendulum_reset_full(s, i); break;
+    case MR_ENV_SNAKE: mr_snake_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
@@ -39,6 +41,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
     case MR_ENV_PENDULUM:
         mr_pendulum_step(s, i, (const float *)(const void *)(actions + (size_t)i * (size_t)s->act_bytes));
         break;
+    case MR_ENV_SNAKE: mr_snake_step(s, i, actions[i]); break;
     default: mr_forage_step(s, i, actions[i]); break;
     }
 }
@@ -47,6 +50,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
     case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: (void)extra; break;   /* none */
+    case MR_ENV_SNAKE: mr_snake_critic_extra(s, i, extra); break;      /* length, time */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }
 }

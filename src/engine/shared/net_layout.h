@@ -5,8 +5,10 @@
  * the same layout). The policy group (trunk + actor) is the prefix
  * [0, n_policy), the value group (critic) the suffix [n_policy, n_params).
  * The network itself (ENV_SPEC.md "Policy", cpu/policy.h's drawing):
- * conv3x3 layers on the (V,V,2) expanded codes, fc to `hidden`, the actor
- * (num_actions logits, the environment's), and the critic over feat ++ extra ++ ground truth.
+ * conv3x3 layers on the (V,V,C) expanded codes (C = the environment's
+ * channels, obs_codes.h), fc to `hidden`, the actor (num_actions logits,
+ * the environment's), and the critic over feat ++ extra ++ ground truth
+ * (the view's C one-hot channels).
  *
  * A backend's network (cpu/policy.h's mr_policy, kernels' mr_pc_plan) holds
  * one of these, so a params array (a checkpoint's, the host copy's) copies
@@ -53,12 +55,12 @@ typedef struct mr_tensor_info {
     int trunk;                 /* MR_TRUNK_CONV or MR_TRUNK_MLP */                    \
     /* shapes */                                                                      \
     int num_conv;                                                                     \
-    int ch[MR_MAX_CONV + 1];   /* ch[0] = 2 input channels, ch[l+1] = conv l's output */ \
+    int ch[MR_MAX_CONV + 1];   /* ch[0] = C input channels, ch[l+1] = conv l's output */ \
     int view, VV;              /* V and V*V */                                        \
     int flat;                  /* V*V*ch[num_conv] */                                 \
     int hidden, critic_hidden;                                                        \
     int num_actions;           /* the actor's outputs (cfg->num_actions, 0 = 8) */   \
-    int cin_dim;               /* hidden + 2 + 2*VV */                                \
+    int cin_dim;               /* hidden + 2 + C*VV */                                \
     /* parameters */                                                                  \
     size_t n_params, n_policy; /* value group = [n_policy, n_params) */               \
     int n_tensors;                                                                    \
@@ -105,6 +107,12 @@ static inline void mr_net_add_critic_(mr_net_layout *p, size_t off) {
  * 0 or out of range read as MR_MAX_ACTIONS (mr_config_validate refuses those). */
 static inline int mr_net_actions(const mr_policy_config *cfg) {
     return cfg->num_actions > 0 && cfg->num_actions <= MR_MAX_ACTIONS ? cfg->num_actions : MR_MAX_ACTIONS;
+}
+
+/* The CNN's input channels for cfg: its obs_channels (the environment's
+ * C), 0 read as 2 (foraging's, and configs made before the field). */
+static inline int mr_net_obs_channels(const mr_policy_config *cfg) {
+    return cfg->obs_channels > 0 ? cfg->obs_channels : 2;
 }
 
 /* The MLP trunk's shapes and offsets (cfg->obs_vector > 0; num_mlp clamped
@@ -159,7 +167,7 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     if (L < 1) L = 1;
     if (L > MR_MAX_CONV) L = MR_MAX_CONV;
     p->num_conv = L;
-    p->ch[0] = 2;
+    p->ch[0] = mr_net_obs_channels(cfg);
     for (int l = 0; l < L; l++) p->ch[l + 1] = cfg->conv_channels[l];
     p->view = view;
     p->VV = view * view;
@@ -167,7 +175,7 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     p->hidden = cfg->hidden;
     p->critic_hidden = cfg->critic_hidden;
     p->num_actions = mr_net_actions(cfg);
-    p->cin_dim = p->hidden + MR_POLICY_EXTRA + 2 * p->VV;
+    p->cin_dim = p->hidden + MR_POLICY_EXTRA + p->ch[0] * p->VV;
 
     /* parameter table: policy group first, value group last */
     size_t off = 0;
@@ -190,11 +198,11 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
 
 /* Whether this network trains an environment that declares `sp` (moonrl.h,
  * mr_env_spaces): today a C x H x W observation of cell codes read as
- * MR_NET_OBS_CHANNELS channels, square (H = W), a discrete action of 2 ..
+ * C = 1 .. MR_NET_OBS_CHANNELS one-hot channels (codes 0 .. C), square (H = W), a discrete action of 2 ..
  * MR_MAX_ACTIONS, and the critic's MR_POLICY_EXTRA privileged inputs with the
  * view's ground truth. MR_OK, or MR_ERR_ARG with a message naming the
  * environment, what it declares and what fits. Host code. */
-#define MR_NET_OBS_CHANNELS 2
+#define MR_NET_OBS_CHANNELS 16
 static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *env, mr_error *err) {
     static const char *const kinds[] = {"cell codes", "a float image", "a vector", "discrete", "multi-discrete",
                                         "a continuous box"};
@@ -215,10 +223,15 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
                        kinds[sp->obs.kind], sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2]);
     }
     if (sp->obs.kind == MR_SPACE_CODES &&
-        (sp->obs.shape[0] != MR_NET_OBS_CHANNELS || sp->obs.shape[1] != sp->obs.shape[2] || sp->obs.shape[1] < 1))
+        (sp->obs.shape[0] < 1 || sp->obs.shape[0] > MR_NET_OBS_CHANNELS || sp->obs.shape[1] != sp->obs.shape[2] ||
+         sp->obs.shape[1] < 1))
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %d x %d x %d cell codes: this "
-                       "build's policy takes %d channels of a square view (%d x V x V)", env, sp->obs.shape[0],
-                       sp->obs.shape[1], sp->obs.shape[2], MR_NET_OBS_CHANNELS, MR_NET_OBS_CHANNELS);
+                       "build's policy takes 1 .. %d channels of a square view (C x V x V)", env, sp->obs.shape[0],
+                       sp->obs.shape[1], sp->obs.shape[2], MR_NET_OBS_CHANNELS);
+    if (sp->obs.kind == MR_SPACE_CODES && (sp->obs.codes < 2 || sp->obs.codes > sp->obs.shape[0] + 1))
+        return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d cell codes for %d channels: the policy reads "
+                       "codes 0 .. C (0 empty, k one-hot channel k-1), so 2 .. %d codes", env, sp->obs.codes,
+                       sp->obs.shape[0], sp->obs.shape[0] + 1);
     if (sp->act.kind == MR_SPACE_BOX) {   /* the Gaussian head, on the MLP trunk */
         if (sp->obs.kind != MR_SPACE_VECTOR)
             return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a box action with a %s observation: this build's "

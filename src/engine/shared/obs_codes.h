@@ -3,9 +3,11 @@
  * once for both backends (nn.c's lookup table and the CUDA im2col,
  * policy_layers.h's mr_pc_obs, follow it).
  *
- * Observations are stored as cell codes (0 EMPTY, 1 FOOD, 2 POISON) and
- * expanded into two channels when the network reads them:
- *   MR_EXPAND_TRUTH        ground truth: channel 0 = FOOD, channel 1 = POISON
+ * Observations are stored as cell codes and expanded into C channels (the
+ * environment's declared obs.shape[0]) when the network reads them:
+ *   MR_EXPAND_TRUTH        ground truth, one-hot: code k in 1 .. C sets
+ *                          channel k-1, code 0 (EMPTY) none; foraging's
+ *                          channel 0 = FOOD (1), channel 1 = POISON (2)
  *   MR_EXPAND_PROXY        proxy "interestingness" in both channels:
  *                          EMPTY 0, FOOD 1, POISON 0.5
  *   MR_EXPAND_PROXY_UINT8  the proxy as the original's update saw it: it
@@ -14,7 +16,9 @@
  *                          (env.proxy_obs_storage = "uint8"; only the
  *                          training forward uses it, the acting policy
  *                          always sees 0.5)
- * A code above 2 reads as EMPTY.
+ * The proxies are foraging's (C = 2, codes 0 EMPTY, 1 FOOD, 2 POISON; only
+ * foraging has proxy modes). A code above C (2 for the proxies) reads as
+ * EMPTY.
  */
 #ifndef MR_OBS_CODES_H
 #define MR_OBS_CODES_H
@@ -23,13 +27,17 @@
 
 enum { MR_EXPAND_TRUTH = 0, MR_EXPAND_PROXY = 1, MR_EXPAND_PROXY_UINT8 = 2 };
 
-/* The value of channel ch (0 or 1) for a cell code under an expansion. */
+/* The value of channel ch (0 .. C-1) for a cell code under an expansion
+ * (the truth needs no C: code ch+1 <= C; the proxies have C = 2). */
 MR_HD float mr_obs_value(unsigned code, int ch, int expand) {
-    if (code > 2u) code = 0u;
     if (expand == MR_EXPAND_PROXY) return code == 1u ? 1.0f : code == 2u ? 0.5f : 0.0f;
     if (expand == MR_EXPAND_PROXY_UINT8) return code == 1u ? 1.0f : 0.0f;   /* (uint8_t)0.5f == 0 */
     return code == (unsigned)(ch + 1) ? 1.0f : 0.0f;
 }
+
+/* Whether a cell code adds anything to C channels (1 .. C; the proxies'
+ * 1 and 2): the sparse first conv's and critic view's test. */
+MR_HD int mr_obs_nonzero(unsigned code, int C) { return code - 1u < (unsigned)C; }
 
 /* The expansion the acting policy uses in a mode, and the one the training
  * forward (the update) uses with a proxy_obs_storage: they differ only for

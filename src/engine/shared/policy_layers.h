@@ -105,7 +105,8 @@ MR_HD void mr_pc_mov(void *dst, size_t i, const void *src, size_t k, int dt) {
 }
 
 /* Observation lookup, as nn.c's mr_obs_expand_forward: code -> channel ch;
- * proxy is an expansion of obs_codes.h (0 truth, 1 proxy, 2 proxy as uint8). */
+ * proxy is an expansion of obs_codes.h (0 truth, one-hot over C channels;
+ * 1 proxy, 2 proxy as uint8: foraging's, C = 2). */
 MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) { return mr_obs_value(code, ch, proxy); }
 
 /* ------------------------------------------------------------ elementwise jobs */
@@ -113,9 +114,9 @@ MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) { return mr_obs_value(co
 /* Every small kernel is one of these: one element (thread) i in [0, n). */
 enum {
     MR_PCJ_IM2COL = 1,   /* y (rows*H*W, 9C) = im2col of x (rows,H,W,C); rows = n / (HW*9C) */
-    MR_PCJ_IM2COL_CODES, /* y (.., 18) = im2col of expand(codes (rows, HW), proxy): C = 2 */
+    MR_PCJ_IM2COL_CODES, /* y (.., 9C) = im2col of expand(codes (rows, HW), proxy) over C channels */
     MR_PCJ_BIAS_ACT,     /* y (rows, cols; ld) = [relu](y + f[c]); f may be NULL */
-    MR_PCJ_CIN_FILL,     /* y row r, columns c0 .. c0+2+2HW = f (rows,2) or 0, then ground truth of codes */
+    MR_PCJ_CIN_FILL,     /* y row r, columns c0 .. c0+2+C*HW = f (rows,2) or 0, then ground truth of codes */
     MR_PCJ_RELU_BACK,    /* y (rows, cols; ld) = m (rows, cols; ld2) > 0 ? y : 0 */
     MR_PCJ_COL2IM,       /* y (rows,H,W,C) from x = dcol (rows*HW, 9C): the 9 taps summed in (ky,kx)
                           * order; m ? y = m > 0 ? s : 0 (m is y's forward output) : y += s */
@@ -151,7 +152,7 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
     switch (kind) {
     case MR_PCJ_IM2COL:
     case MR_PCJ_IM2COL_CODES: {
-        const unsigned C = kind == MR_PCJ_IM2COL ? (unsigned)j->C : 2u, K = 9u * C;
+        const unsigned C = (unsigned)j->C, K = 9u * C;
         const unsigned W = (unsigned)j->W, HW = (unsigned)j->H * W;
         const unsigned r = i / K, t = i - r * K, tap = t / C, c = t - tap * C;
         const unsigned b = r / HW, q = r - b * HW, y = q / W, x = q - y * W;
@@ -174,10 +175,11 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
         mr_pc_st(j->y, k, dt, v);
     } break;
     case MR_PCJ_CIN_FILL: {
-        const unsigned E = 2u + 2u * (unsigned)(j->H * j->W), r = i / E, k = i - r * E;
+        const unsigned C = (unsigned)j->C, E = 2u + C * (unsigned)(j->H * j->W), r = i / E, k = i - r * E;
         float v;
         if (k < 2u) v = j->f ? j->f[2u * r + k] : 0.0f;
-        else v = mr_pc_obs(j->codes[(size_t)r * (unsigned)(j->H * j->W) + ((k - 2u) >> 1)], (int)((k - 2u) & 1u), 0);
+        else v = mr_pc_obs(j->codes[(size_t)r * (unsigned)(j->H * j->W) + (k - 2u) / C], (int)((k - 2u) % C),
+                           MR_EXPAND_TRUTH);
         mr_pc_st(j->y, (size_t)r * (unsigned)j->ld + (unsigned)j->c0 + k, dt, v);
     } break;
     case MR_PCJ_RELU_BACK: {
@@ -374,7 +376,7 @@ static inline mr_status mr_pc_bias_grad(const mr_pc_ops *o, int dt, float *db, d
 
 /* 3x3 convolution, padding 1 (nn.c's mr_conv3x3_[relu_]forward):
  * out (n,H,W,OC) T = [relu](im2col(inp) . w^T + b), inp (n,H,W,C) T, or, when
- * inp is NULL, expand(codes (n,H*W), proxy) with C = 2 (the observation
+ * inp is NULL, expand(codes (n,H*W), proxy) over C channels (the observation
  * expansion happens inside the im2col: the expanded input is never stored).
  * w (OC,3,3,C) T, b (OC) fp32 or NULL, col (n*H*W, 9C) T workspace. */
 static inline mr_status mr_pc_conv_forward(const mr_pc_ops *o, int dt, void *out, void *col, const void *inp,

@@ -18,7 +18,7 @@
  * precisions; parameters, gradients, biases, logits and values stay fp32):
  *   codes   (B, VV) u8, copied from the caller (backward needs them)
  *   act[l]  (B, V, V, C_{l+1}) T, post-ReLU conv outputs
- *   cin     (B, D) T, D = hidden + 2 + 2VV: feat = relu(fc) in columns
+ *   cin     (B, D) T, D = hidden + 2 + C*VV: feat = relu(fc) in columns
  *           [0, hidden) (written there by fc's GEMM with ldc = D, so there is
  *           no separate feature buffer), then extra, then the ground truth
  *   chid    (B, CH) T, post-ReLU critic hidden
@@ -205,8 +205,8 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
     MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, p->num_actions, bf->cin, D,
                                    mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, p->num_actions,
                                    0, err));
-    mr_pc_job_init(&j, MR_PCJ_CIN_FILL, dt, (long long)B * (MR_POLICY_EXTRA + 2 * VV));
-    j.H = V; j.W = V; j.ld = D; j.c0 = H; j.f = extra; j.codes = bf->codes; j.y = bf->cin;
+    mr_pc_job_init(&j, MR_PCJ_CIN_FILL, dt, (long long)B * (MR_POLICY_EXTRA + p->ch[0] * VV));
+    j.H = V; j.W = V; j.C = p->ch[0]; j.ld = D; j.c0 = H; j.f = extra; j.codes = bf->codes; j.y = bf->cin;
     MR_PC_TRY(o->job(o->ctx, &j, err));
     MR_PC_TRY(mr_pc_linear_forward(o, "critic forward", dt, dt, bf->chid, CH, bf->cin, D,
                                    mr_pc_w(pl, bf, params, p->critic_w), D, params + p->critic_b, B, D, CH, 1, err));

@@ -14,10 +14,11 @@ usage: moonrl export CHECKPOINT|RUN_DIR [--format safetensors|onnx] [--out FILE]
 
 Writes the network of a checkpoint (a .mrck file, or a run directory: its
 newest valid checkpoint) as a safetensors file (the default), or as an ONNX
-model of the forward pass: inputs observation (batch, view, view, 2: the
-expanded grid, channels last), extra (batch, 2) and truth (batch, 2 x view x
-view: the critic's), outputs logits (batch, actions: 8 for foraging, 4 for
-reach) and value (batch, 1), the
+model of the forward pass: inputs observation (batch, view, view, C: the
+expanded grid, channels last; C = 2 for foraging and reach, 4 for snake),
+extra (batch, 2) and truth (batch, view x view x C: the critic's), outputs
+logits (batch, actions: 8 for foraging, 4 for reach and snake) and value
+(batch, 1), the
 value scaled back (PopArt). The safetensors file has every parameter tensor by
 its engine name (conv0.w, conv0.b, ..., fc.w, fc.b, actor.w, actor.b,
 critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
@@ -25,9 +26,9 @@ critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
                       observation's side), actions, extra critic inputs,
                       PopArt and the value's scale (value = mean + std x the
                       value head's output), the tensors' layouts
-  moonrl.observation  how a (view x view) grid of cell codes (0 empty, 1 food,
-                      2 poison) becomes the network's two input channels in
-                      the checkpoint's mode
+  moonrl.observation  how a (view x view) grid of cell codes (foraging: 0
+                      empty, 1 food, 2 poison) becomes the network's C input
+                      channels in the checkpoint's mode
   moonrl.spaces       JSON: the spaces the environment declares (observation,
                       action, critic, counters: as `moonrl envs --json`)
   moonrl.checkpoint   the checkpoint, its update and mode; moonrl.version
@@ -50,6 +51,19 @@ local MODES_EXPAND = {
   ground_truth_blinded = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
   proxy_mortal = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
   proxy = "both channels = 1 for food, 0.5 for poison, 0 for empty (the proxy)",
+}
+
+-- C > 2 channels are one-hot (src/engine/shared/obs_codes.h)
+local function onehot_text(codes)
+  local parts = {}
+  for k = 2, #codes do parts[#parts + 1] = "channel " .. (k - 2) .. " = 1 where the cell holds " .. codes[k] end
+  return table.concat(parts, ", ") .. ", else 0"
+end
+
+-- The critic's privileged inputs, as each environment declares them (its header)
+local EXTRA = {
+  snake = function() return "the critic's length / (grid_size^2) and the episode's steps / max_episode_steps (0 " ..
+    "without a limit)" end,
 }
 
 -- (out, 3, 3, in) channels last -> ONNX Conv's (out, in, 3, 3)
@@ -97,7 +111,7 @@ local function codes_text(codes)
 end
 
 -- The forward pass as an ONNX graph (docs/export.md, "The forward pass").
-local function onnx_model(net, channels, view, metadata)
+local function onnx_model(net, channels, view, C, metadata)
   local by = {}
   for _, t in ipairs(net.tensors) do by[t.name] = t end
   local inits, nodes = {}, {}
@@ -107,7 +121,7 @@ local function onnx_model(net, channels, view, metadata)
     return output
   end
   local x = op("Transpose", { "observation" }, "x_nchw", { perm = { 0, 3, 1, 2 } })
-  local ic = 2
+  local ic = C
   for l, oc in ipairs(channels) do
     local w, b = by["conv" .. (l - 1) .. ".w"], by["conv" .. (l - 1) .. ".b"]
     init(w.name, { oc, ic, 3, 3 }, conv_weight_oihw(w.data, oc, ic))
@@ -133,8 +147,8 @@ local function onnx_model(net, channels, view, metadata)
   op("Add", { op("Mul", { v, "value_std" }, "value_scaled"), "value_mean" }, "value")
   return require("moonrl.formats.onnx").model({
     name = "moonrl_policy", producer = "moonrl", version = metadata["moonrl.version"], metadata = metadata,
-    inputs = { { name = "observation", dims = { "batch", view, view, 2 } }, { name = "extra", dims = { "batch", 2 } },
-               { name = "truth", dims = { "batch", 2 * view * view } } },
+    inputs = { { name = "observation", dims = { "batch", view, view, C } }, { name = "extra", dims = { "batch", 2 } },
+               { name = "truth", dims = { "batch", C * view * view } } },
     outputs = { { name = "logits", dims = { "batch", by["actor.b"].shape[1] } }, { name = "value", dims = { "batch", 1 } } },
     initializers = inits, nodes = nodes,
   })
@@ -226,6 +240,7 @@ function export.run(argv)
       return 2
     end
   else
+    local C = spaces.observation.shape[1]
     description = {
       conv_channels = channels, hidden = tonumber(c.policy.hidden), critic_hidden = tonumber(c.policy.critic_hidden),
       view = view, input_channels = spaces.observation.shape[1], actions = tonumber(c.policy.num_actions),
@@ -236,7 +251,8 @@ function export.run(argv)
       layout = {
         conv = "weight (out, 3, 3, in), channels last; 3x3, stride 1, zero padding 1; bias; ReLU",
         linear = "weight (out, in); y = x W^T + b",
-        trunk = "convs over the (view, view, 2) input, flattened (view, view, channels) row by row -> fc -> ReLU = features",
+        trunk = "convs over the (view, view, " .. C .. ") input, flattened (view, view, channels) row by row -> fc -> " ..
+          "ReLU = features",
         actor = actor,
         critic = "value = value(ReLU(critic(features ++ extra ++ ground truth))), then mean + std x value",
       },
@@ -244,11 +260,14 @@ function export.run(argv)
     observation = {
       codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(codes),
       -- the expansion in the environment's words (foraging's items are food and poison)
-      channels = (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", codes[2]):gsub("poison", codes[3]),
-      extra = "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
+      channels = C ~= 2 and onehot_text(codes) or
+        (MODES_EXPAND[mode] or "see docs/environment.md"):gsub("food", codes[2]):gsub("poison", codes[3]),
+      extra = EXTRA[env_name] and EXTRA[env_name]() or
+        "the critic's (food count - mid) / half and (poison count - mid) / half, mid and half the centre " ..
         "and half-width of [density_min, density_max] = [" .. tonumber(c.env.density_min) .. ", " ..
         tonumber(c.env.density_max) .. "]",
-      ground_truth = "the critic also reads the ground-truth 2 channels of every cell (2 x view x view)",
+      ground_truth = "the critic also reads the ground-truth " .. C .. " channels of every cell (view x view x " .. C ..
+        ", channels last)",
       mode = mode,
     }
   end
@@ -262,7 +281,7 @@ function export.run(argv)
   }
   local bytes
   if format == "onnx" then
-    bytes = onnx_model(net, channels, view, metadata)
+    bytes = onnx_model(net, channels, view, spaces.observation.shape[1], metadata)
   else
     bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
   end
