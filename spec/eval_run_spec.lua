@@ -160,3 +160,19 @@ print(e)
     support.rm_rf(root)
   end)
 end)
+
+describe("moonrl.eval.progress", function()
+  it("writes a line per tenth and the end; with `after`, a short evaluation writes nothing", function()
+    local progress = require("moonrl.eval.progress")
+    local lines = {}
+    local p = progress.printer({ prefix = "moonrl eval: ", label = "x", write = function(s) lines[#lines + 1] = s end })
+    for done = 0, 100 do p(done, 100) end
+    assert.truthy(#lines >= 2, table.concat(lines))
+    assert.truthy(lines[1]:find("^moonrl eval: x: 0%% of 100 steps, "), lines[1])
+    assert.truthy(lines[#lines]:find("^moonrl eval: x: 100%% of 100 steps, "), lines[#lines])
+    local quiet = {}
+    p = progress.printer({ prefix = "moonrl.evaluate: ", after = 600, write = function(s) quiet[#quiet + 1] = s end })
+    for done = 0, 100 do p(done, 100) end
+    assert.are.same({}, quiet)
+  end)
+end)

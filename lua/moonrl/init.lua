@@ -36,7 +36,8 @@
 --             (default: the run's cfg.eval - a run directory's config.lua, also for
 --             a checkpoint in its checkpoints/ - else the engine's), device =
 --             "cpu"|"cuda", threads, progress = function(done, total) (steps of
---             runs x steps, on the loop while it works), on_skip = function(path, err)
+--             runs x steps, on the loop while it works; default: lines on stderr
+--             once it has taken 2 s; false or quiet = true: none), on_skip = function(path, err)
 --             (a damaged checkpoint of a run directory passed over),
 --             callback = function(result, err) (then it returns at once),
 --             records = false (no result.records: saves their memory, but

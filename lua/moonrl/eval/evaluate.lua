@@ -104,9 +104,15 @@ function evaluate.evaluate(target, opts)
   end
   if opts.threads ~= nil then copts.threads = opts.threads end
   if opts.records ~= false then copts.records = true end   -- the table's numbers come from them
-  if opts.progress ~= nil then
-    if type(opts.progress) ~= "function" then return finish(nil, "moonrl.evaluate: progress must be a function") end
+  if opts.progress ~= nil and opts.progress ~= false and type(opts.progress) ~= "function" then
+    return finish(nil, "moonrl.evaluate: progress must be a function, or false for none")
+  end
+  if type(opts.progress) == "function" then
     copts.progress = opts.progress
+  elseif opts.progress == nil and not opts.quiet then
+    -- a script's evaluation says how far it is once it has taken 2 s (a short one stays silent)
+    copts.progress = require("moonrl.eval.progress").printer({ prefix = "moonrl.evaluate: ",
+      label = path:match("([^/]+/checkpoints/[^/]+)$") or path, after = 2 })
   end
 
   local function start(done)

@@ -85,22 +85,10 @@ local out, err, usage_error = cmdline.out, cmdline.err, cmdline.usage_error
 
 local MODES = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" }
 
--- A progress function for moonrl.evaluate: a line on stderr at the first
--- 10% of the steps, then at each further 10% once a second has passed since
--- the last line, and at the end, with the time taken; `label` names the row.
+-- A progress function for moonrl.evaluate (moonrl.eval.progress): lines on
+-- stderr as it works; `label` names the row.
 function eval.progress(label)
-  local uv = require("luv")
-  local t0 = uv.hrtime()
-  local shown, last = -1, t0
-  return function(done, total)
-    local tenth = math.floor(10 * done / total)
-    if tenth == shown then return end
-    local now = uv.hrtime()
-    if shown >= 0 and tenth < 10 and now - last < 1e9 then return end
-    shown, last = tenth, now
-    err(string.format("moonrl eval: %s%d%% of %d steps, %.1f s\n", label and (label .. ": ") or "",
-      10 * tenth, total, (now - t0) / 1e9))
-  end
+  return require("moonrl.eval.progress").printer({ prefix = "moonrl eval: ", label = label, write = function(s) err(s) end })
 end
 
 local function basename(p) return (p:gsub("/+$", ""):match("([^/]+)$") or p) end
