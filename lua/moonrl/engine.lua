@@ -21,6 +21,8 @@
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
 --   engine.env_spaces(name[, view_range]) -> {observation =, action =, critic =, counters =} | nil, err
 --   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
+--   engine.checkpoint_trainer(path) -> t, mr_config, update | nil, err   a cpu trainer holding its network
+--   engine.checkpoint_network(path) -> {config, tensors, value_mean, value_std, updates} | nil, err
 --   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
@@ -567,12 +569,10 @@ local function tensor_list(count, get, obj)
   return out
 end
 
--- The network of checkpoint `path`, read through a trainer made for it (on the
--- cpu, fp32, sized for one step as an evaluation is): { config = mr_config,
--- tensors = { {name =, shape = {..}, data = float32 bytes}, ... } in the
--- engine's order, value_mean =, value_std = (PopArt: value = mean + std *
--- the value head's output), updates = }, or nil, message.
-function engine.checkpoint_network(path)
+-- A trainer holding checkpoint `path`'s network (on the cpu, fp32, one
+-- thread, sized for one step as an evaluation is; freed when collected): t,
+-- the checkpoint's own mr_config, its update; or nil, message.
+function engine.checkpoint_trainer(path)
   local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
   if C.mr_checkpoint_read_config(path, cfg, err) ~= 0 then return nil, ffi.string(err.msg) end
   local stored = ffi.new("mr_config", cfg)
@@ -582,6 +582,19 @@ function engine.checkpoint_network(path)
   if C.mr_trainer_create(cfg, tp, err) ~= 0 then return nil, ffi.string(err.msg) end
   local t = ffi.gc(tp[0], C.mr_trainer_free)
   if C.mr_trainer_load(t, path, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local updates = ffi.new("uint64_t[1]")
+  if C.mr_checkpoint_read_progress(path, updates, nil, nil, err) ~= 0 then return nil, ffi.string(err.msg) end
+  return t, stored, tonumber(updates[0])
+end
+
+-- The network of checkpoint `path`, read through engine.checkpoint_trainer: { config = mr_config,
+-- tensors = { {name =, shape = {..}, data = float32 bytes}, ... } in the
+-- engine's order, value_mean =, value_std = (PopArt: value = mean + std *
+-- the value head's output), updates = }, or nil, message.
+function engine.checkpoint_network(path)
+  local t, stored, updates = engine.checkpoint_trainer(path)
+  if not t then return nil, stored end
+  local err = ffi.new("mr_error")
   local info, terr = tensor_list(C.mr_trainer_tensor_count, C.mr_trainer_tensor, t)
   if not info then return nil, terr end
   local total = 0
@@ -593,11 +606,8 @@ function engine.checkpoint_network(path)
   end
   local mean, std = ffi.new("double[1]"), ffi.new("double[1]")
   if C.mr_trainer_value_scale(t, mean, std, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local updates = ffi.new("uint64_t[1]")
-  if C.mr_checkpoint_read_progress(path, updates, nil, nil, err) ~= 0 then return nil, ffi.string(err.msg) end
   C.mr_trainer_free(ffi.gc(t, nil))
-  return { config = stored, tensors = info, value_mean = mean[0], value_std = std[0],
-           updates = tonumber(updates[0]) }
+  return { config = stored, tensors = info, value_mean = mean[0], value_std = std[0], updates = updates }
 end
 
 -- The gradients a checkpoint holds (log.histograms), cut like net.tensors

@@ -35,24 +35,14 @@ function policy.load(path)
     ck = newest.path
   end
   local engine = require("moonrl.engine")
-  local C = engine.C
-  local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
-  if C.mr_checkpoint_read_config(ck, cfg, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local stored = ffi.new("mr_config", cfg)
-  cfg.device, cfg.precision, cfg.threads = C.MR_DEVICE_CPU, C.MR_FP32, 1
-  cfg.ppo.rollout_steps, cfg.ppo.minibatches = 1, 1
-  local tp = ffi.new("mr_trainer*[1]")
-  if C.mr_trainer_create(cfg, tp, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local t = ffi.gc(tp[0], C.mr_trainer_free)
-  if C.mr_trainer_load(t, ck, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local updates = ffi.new("uint64_t[1]")
-  if C.mr_checkpoint_read_progress(ck, updates, nil, nil, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local t, stored, update = engine.checkpoint_trainer(ck)
+  if not t then return nil, stored end
   local env = engine.env_name(tonumber(stored.env.name))
   local view = 2 * tonumber(stored.env.view_range) + 1
   local spaces = assert(engine.env_spaces(env, tonumber(stored.env.view_range)))
   local vector = tonumber(stored.policy.obs_vector)
   local self = setmetatable({
-    path = ck, update = tonumber(updates[0]), env = env, mode = engine.mode_name(tonumber(stored.env.mode)),
+    path = ck, update = update, env = env, mode = engine.mode_name(tonumber(stored.env.mode)),
     spaces = spaces, actions = tonumber(stored.policy.num_actions), box = tonumber(stored.policy.act_box) > 0,
     observation = vector > 0 and { kind = "vector", size = vector } or { kind = "codes", view = view },
     trainer = t, config = stored,

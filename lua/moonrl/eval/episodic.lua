@@ -121,11 +121,7 @@ end
 
 -- ------------------------------------------------------------------ table
 
-local function show(m, v, bare)
-  if v == nil or v ~= v then return "n/a" end
-  if m.pct then return string.format(bare and "%.1f" or "%.1f%%", 100 * v) end
-  return string.format(m.fmt, v)
-end
+local show = evaltable.show
 
 local function cell(m, s)
   local ci = s.ci[m.key]
@@ -175,16 +171,7 @@ function episodic.table(summaries)
 end
 
 function episodic.compare_text(a, b)
-  local c = evaltable.compare(a, b)
-  local rows = { { "metric", a.label, b.label, "difference [95% CI]", "Cohen's d" } }
-  for _, r in ipairs(c.rows) do
-    local m = r.metric
-    local f = m.pct and function(v) return v == v and string.format("%+.1f", 100 * v) or "n/a" end
-      or function(v) return v == v and string.format((m.fmt:gsub("%%%+?", "%%+")), v) or "n/a" end
-    rows[#rows + 1] = { m.label, show(m, r.a), show(m, r.b),
-      string.format("%s%s [%s, %s]", f(r.diff), m.pct and " pts" or "", f(r.lo), f(r.hi)),
-      r.d == r.d and string.format("%+.2f", r.d) or "n/a" }
-  end
+  local c, rows = evaltable.compare_rows(a, b)
   return evaltable.md_table(rows) .. "\n\n" .. c.verdict .. "\n\n" ..
     "difference: " .. b.label .. " - " .. a.label .. ", 95% interval of the bootstrap differences; Cohen's d:\n" ..
     "the difference of the means over the pooled sd of per-episode values. The verdict reads the return and\n" ..

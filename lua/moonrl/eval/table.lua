@@ -22,6 +22,8 @@
 --   evaltable.compare(a, b) -> {rows, verdict}     b against a, over a.metrics (either protocol's);
 --                                                  a metric without `higher` has no verdict
 --   evaltable.compare_text(a, b) -> string
+--   evaltable.compare_rows(a, b) -> comparison, rows   (the table's rows, for either protocol)
+--   evaltable.show(metric, v[, bare]) -> string        a value as the tables write it
 --   evaltable.definitions(summary) -> string
 
 local stats = require("moonrl.eval.stats")
@@ -46,12 +48,14 @@ evaltable.METRICS = METRICS
 local commas = require("moonrl.number").thousands
 
 -- A metric's value as the table shows it (efficiencies in percent).
-local function show(m, v, bare)
+-- A metric's value as the tables write it ("n/a" where undefined).
+function evaltable.show(m, v, bare)
   if v == nil or v ~= v then return "n/a" end
   if m.pct then return string.format(bare and "%.1f" or "%.1f%%", 100 * v) end
   if m.steps and math.abs(v) >= 1000 then return commas(v) end
   return string.format(m.fmt, v)
 end
+local show = evaltable.show
 
 -- The metrics of sums over units: F food, P poison, S steps, D deaths,
 -- DS steps of the deaths, DE per-death efficiencies, E episodes, EFS/EFN the
@@ -326,7 +330,10 @@ function evaltable.compare(a, b)
   return { rows = rows, worse = worse, better = better, verdict = verdict }
 end
 
-function evaltable.compare_text(a, b)
+-- The comparison of a and b (evaltable.compare) and its table's rows: a
+-- header, then per metric both values, the difference with its interval and
+-- Cohen's d. Both protocols' comparison tables start from these.
+function evaltable.compare_rows(a, b)
   local c = evaltable.compare(a, b)
   local rows = { { "metric", a.label, b.label, "difference [95% CI]", "Cohen's d" } }
   for _, r in ipairs(c.rows) do
@@ -337,6 +344,11 @@ function evaltable.compare_text(a, b)
       string.format("%s%s [%s, %s]", f(r.diff), m.pct and " pts" or "", f(r.lo), f(r.hi)),
       r.d == r.d and string.format("%+.2f", r.d) or "n/a" }
   end
+  return c, rows
+end
+
+function evaltable.compare_text(a, b)
+  local c, rows = evaltable.compare_rows(a, b)
   rows[#rows + 1] = { "survival, KM median", km_cell(a), km_cell(b), "", "" }
   return md_table(rows) .. "\n\n" .. c.verdict .. "\n\n" ..
     "difference: " .. b.label .. " - " .. a.label .. ", 95% interval of the bootstrap differences; Cohen's d:\n" ..
