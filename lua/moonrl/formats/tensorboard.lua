@@ -33,8 +33,8 @@
 --                   session start (name -> number | string | boolean)
 --   tb.hparams_experiment_event(wall_time, hparams, metrics) -> Event bytes: the
 --                   hyperparameters' types and the metric columns ({tag=, name=})
---   tb.hparams_end_event(wall_time, status) -> Event bytes: the session's end
---                   ("success" | "failure" | "running" | "unknown")
+--   tb.hparams_end_event(wall_time, status[, step]) -> Event bytes: the session's end
+--                   ("success" | "failure" | "running" | "unknown"), at its last step
 --   tb.histogram_event(wall_time, step, tag, p, n [, buckets]) -> Event bytes: a histogram
 --                   of the n floats at FFI pointer p
 --   tb.filename(time, host) -> "events.out.tfevents.<time>.<host>"
@@ -170,12 +170,13 @@ function tb.hparams_experiment_event(wall_time, hparams, metrics)
 end
 
 -- The session's end, tag "_hparams_/session_end_info": status "success",
--- "failure", "running" or "unknown" (api.proto's Status).
+-- "failure", "running" or "unknown" (api.proto's Status), at the run's last
+-- step (so that a resume from an earlier update cuts it with the steps after).
 local STATUS = { unknown = 0, success = 1, failure = 2, running = 3 }
-function tb.hparams_end_event(wall_time, status)
+function tb.hparams_end_event(wall_time, status, step)
   local code = assert(STATUS[status], "hparams_end_event: status success, failure, running or unknown")
   local info = bytes_field(4, pb.int_field(1, code) .. pb.double_field(2, wall_time))
-  return summary_event(wall_time, 0, hparams_value("_hparams_/session_end_info", info))
+  return summary_event(wall_time, step or 0, hparams_value("_hparams_/session_end_info", info))
 end
 
 -- A histogram (Summary.Value.histo, field 5: HistogramProto{min, max, num,

@@ -7,11 +7,11 @@
 --                                                                (moonrl.resume: plan.cfg, plan.notes)
 --   start.start(cfg, notes, opts) -> run       a run of an already resolved config (the CLI
 --                                              resolves first, to tell a config error from a
---                                              failure to start); refused while moonrl is stopping
+--                                              failure to start); refused while moonrl is stopping;
+--                                              opts.announce: "moonrl: run directory: DIR" once it starts
 --   start.train(cfg_or_path, opts) -> run      moonrl.train (lua/moonrl/init.lua has its options);
 --                                              ranks > 1: a moonrl.run.launched run; says
 --                                              "moonrl: run directory: DIR" on stdout unless quiet
---   start.train_quietly(cfg_or_path, opts) -> run   the same without that line
 --   start.verbose                              true: every run's notes at --verbose
 --                                              (`moonrl run --verbose`)
 
@@ -69,6 +69,11 @@ function start.start(cfg, notes, opts)
     notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume, force = opts.force,
     verbose = opts.verbose or start.verbose,
   })
+  -- a script's run says where it writes (`moonrl train` prints its own line), on stdout with its console's lines
+  if opts.announce and run.console and not opts.quiet then
+    io.stdout:write("moonrl: run directory: ", run.dir, "\n")
+    io.stdout:flush()
+  end
   return run
 end
 
@@ -114,23 +119,7 @@ local function launch(cfg, notes, opts, ranks)
   return require("moonrl.run.launched").start(cfg, notes, o)
 end
 
--- A script's run says where it writes (`moonrl train` prints its own line),
--- on stdout with its console's lines, unless the run is quiet.
-local function announce(run, opts)
-  if run and run.dir and run.console ~= false and not opts.quiet and opts.console ~= false then
-    io.stdout:write("moonrl: run directory: ", run.dir, "\n")
-    io.stdout:flush()
-  end
-  return run
-end
-
 function start.train(cfg_or_path, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
-  return announce(start.train_quietly(cfg_or_path, opts), opts)
-end
-
-function start.train_quietly(cfg_or_path, opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("moonrl.train: opts must be a table, got " .. type(opts), 2) end
   local ranks
@@ -151,12 +140,13 @@ function start.train_quietly(cfg_or_path, opts)
       end
       return launch(plan.cfg, plan.notes, o, ranks)
     end
+    o.announce = true
     return start.start(plan.cfg, plan.notes, o)
   end
   local cfg, notes = start.resolve(cfg_or_path, opts)
   if not cfg then util.refuse(notes, 2, "input") end
   if ranks > 1 then return launch(cfg, notes, opts, ranks) end
-  return start.start(cfg, notes, opts)
+  return start.start(cfg, notes, setmetatable({ announce = true }, { __index = opts }))
 end
 
 return start

@@ -102,6 +102,7 @@ function Tb.new(run_dir, cfg, opts)
   base.guard(self, "tensorboard", function()
     local text = "```lua\n" .. require("moonrl.config.serialize").serialize(cfg) .. "\n```"
     local step = opts.resume_step and opts.resume_step + 1 or 0
+    self.last_step = step
     local hp = Tb.hparams(cfg, opts.device)
     self.file:write(tb.record(tb.text_event(now, step, "run/config", text)) ..
       tb.record(tb.hparams_experiment_event(now, hp, Tb.HPARAMS_METRICS)) .. tb.record(tb.hparams_event(now, hp)))
@@ -162,7 +163,7 @@ Tb.HPARAMS_METRICS = {
 local END_STATUS = { done = "success", error = "failure" }
 function Tb:ended(reason)
   base.guard(self, "tensorboard", function()
-    self.file:write(tb.record(tb.hparams_end_event(self.clock(), END_STATUS[reason] or "unknown")))
+    self.file:write(tb.record(tb.hparams_end_event(self.clock(), END_STATUS[reason] or "unknown", self.last_step)))
   end)
 end
 
@@ -212,6 +213,7 @@ function Tb:update(m)
   base.guard(self, "tensorboard", function()
     local rec = base.scalars(m)
     local step = rec.agent_steps or rec.update or 0
+    self.last_step = step
     local wall = self.clock()
     local out = {}
     for _, p in ipairs(Tb.TAGS) do
