@@ -49,8 +49,25 @@ void mr_env_cpu_reset_all(const mr_env_state *s) {
     for (int i = 0; i < s->n; i++) mr_env_reset_one(s, i);
 }
 
+/* cartpole: blocks of instances, each stepped by cartpole_cpu.c's
+ * vectorised loops (the same bits as mr_env_step_at, instance by instance). */
+#define MR_ENV_CPU_CARTPOLE_BLOCK 64
+
+static void step_cartpole(const mr_env_state *s, const uint8_t *actions, int threads) {
+    const int n = s->n, blocks = (n + MR_ENV_CPU_CARTPOLE_BLOCK - 1) / MR_ENV_CPU_CARTPOLE_BLOCK;
+    #pragma omp parallel for schedule(static) num_threads(threads) if (n >= MR_ENV_CPU_PARALLEL_MIN_STEP)
+    for (int b = 0; b < blocks; b++) {
+        const int i0 = b * MR_ENV_CPU_CARTPOLE_BLOCK;
+        mr_cartpole_cpu_step(s, i0, n - i0 < MR_ENV_CPU_CARTPOLE_BLOCK ? n : i0 + MR_ENV_CPU_CARTPOLE_BLOCK, actions);
+    }
+}
+
 void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions) {
     const int n = s->n, threads = env_threads(s);
+    if (s->kind == MR_ENV_CARTPOLE) {
+        step_cartpole(s, actions, threads);
+        return;
+    }
     const int ahead = n / threads >= MR_ENV_CPU_PREFETCH_MIN ? MR_ENV_CPU_PREFETCH_AHEAD : 0;
     #pragma omp parallel for schedule(static) num_threads(threads) if (n >= MR_ENV_CPU_PARALLEL_MIN_STEP)
     for (int i = 0; i < n; i++) {

@@ -14,5 +14,8 @@ void mr_env_cpu_reset_all(const mr_env_state *s);
  * bad one as a valid one: foraging a & 7). */
 void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions);
 void mr_env_cpu_clear_logs(const mr_env_state *s);
+/* cartpole's step of instances i0 .. i1-1, to the bits of registry.h's
+ * mr_env_step_at (cartpole_cpu.c, vectorised). */
+void mr_cartpole_cpu_step(const mr_env_state *s, int i0, int i1, const uint8_t *actions);
 
 #endif /* MR_ENV_CPU_H */
