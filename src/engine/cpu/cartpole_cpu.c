@@ -10,7 +10,8 @@
  *   1. sin and cos of every theta: sincos_small.h's fast path where it has
  *      libm's bits, libm's sin and cos for the rest (a few in a hundred);
  *   2. the dynamics, mr_cartpole_step_sc, with those;
- *   3. the bookkeeping, mr_cartpole_finish (end flags, log, restarts).
+ *   3. the bookkeeping, mr_cartpole_finish_each (end flags, observation),
+ *      then mr_cartpole_finish_end for those that ended (log, restart).
  * This file is compiled with -ffp-contract=off and MR_CARTPOLE_UNFUSED
  * (CMakeLists.txt): every product rounds on its own as NumPy's do, with no
  * volatile in the way of the vectoriser.
@@ -31,7 +32,7 @@ void mr_cartpole_cpu_step(const mr_env_state *s_in, int i0, int i1, const uint8_
     const mr_env_state local = *s_in, *s = &local;
     double *state = mr_cartpole_of(s)->state;
     double sn[MR_CARTPOLE_CPU_BLOCK], cs[MR_CARTPOLE_CPU_BLOCK];
-    int ok[MR_CARTPOLE_CPU_BLOCK], term[MR_CARTPOLE_CPU_BLOCK];
+    int ok[MR_CARTPOLE_CPU_BLOCK], term[MR_CARTPOLE_CPU_BLOCK], ended[MR_CARTPOLE_CPU_BLOCK];
     for (int b = i0; b < i1; b += MR_CARTPOLE_CPU_BLOCK) {
         const int m = i1 - b < MR_CARTPOLE_CPU_BLOCK ? i1 - b : MR_CARTPOLE_CPU_BLOCK;
         double *st = state + (size_t)b * 4;
@@ -47,7 +48,16 @@ void mr_cartpole_cpu_step(const mr_env_state *s_in, int i0, int i1, const uint8_
                     sn[j] = sin(st[4 * j + 2]);
                     cs[j] = cos(st[4 * j + 2]);
                 }
+        #pragma omp simd
         for (int j = 0; j < m; j++) term[j] = mr_cartpole_step_sc(st + 4 * j, a[j], sn[j], cs[j]);
-        for (int j = 0; j < m; j++) mr_cartpole_finish(s, b + j, term[j]);
+        int ends = 0;
+        #pragma omp simd reduction(|:ends)
+        for (int j = 0; j < m; j++) {
+            ended[j] = mr_cartpole_finish_each(s, b + j, term[j]);
+            ends |= ended[j];
+        }
+        if (ends)
+            for (int j = 0; j < m; j++)
+                if (ended[j]) mr_cartpole_finish_end(s, b + j, term[j]);
     }
 }

@@ -142,24 +142,30 @@ MR_HD void mr_cartpole_reset_full(const mr_env_state *s, int i) {
 }
 
 /* The rest of instance i's step once its state has moved (terminated: the
- * new state is terminal): the end flags, the log; an ended episode restarts
- * at once (the observation is the next episode's first, as every
- * environment here). */
-MR_HD void mr_cartpole_finish(const mr_env_state *s, int i, int terminated) {
-    const double *st = mr_cartpole_of(s)->state + (size_t)i * 4;
+ * new state is terminal), in two parts (cpu/cartpole_cpu.c runs the first
+ * for a block of instances, then the second for those that ended):
+ * mr_cartpole_finish_each, every step's (the end flags, the observation;
+ * returns whether the episode ended), and mr_cartpole_finish_end, the log
+ * and the restart (the observation becomes the next episode's first, as
+ * every environment here). */
+MR_HD int mr_cartpole_finish_each(const mr_env_state *s, int i, int terminated) {
     const int steps = s->steps[i] + 1;
-    const int truncated = !terminated && steps >= mr_cartpole_limit(s);
+    const int truncated = !terminated & (steps >= mr_cartpole_limit(s));
     s->tick[i] += 1;
-    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps))
-        mr_cartpole_start(s, i);
-    else
-        mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);
+    mr_cartpole_obs(mr_cartpole_of(s)->state + (size_t)i * 4, s->obs_f + (size_t)i * 4);
+    return mr_env_record_each(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps);
+}
+
+MR_HD void mr_cartpole_finish_end(const mr_env_state *s, int i, int terminated) {
+    mr_env_record_end(s, i, terminated);
+    mr_cartpole_start(s, i);
 }
 
 /* One step of instance i (the cpu backend steps blocks of instances to the
  * same bits: cpu/cartpole_cpu.c). */
 MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
-    mr_cartpole_finish(s, i, mr_cartpole_step_state(mr_cartpole_of(s)->state + (size_t)i * 4, action));
+    const int terminated = mr_cartpole_step_state(mr_cartpole_of(s)->state + (size_t)i * 4, action);
+    if (mr_cartpole_finish_each(s, i, terminated)) mr_cartpole_finish_end(s, i, terminated);
 }
 
 #if !defined(__CUDACC__)
