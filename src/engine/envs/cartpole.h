@@ -81,11 +81,14 @@ MR_HD void mr_cartpole_reset_state(double s[4], uint64_t seed, uint32_t key, uin
     }
 }
 
-/* One step given sintheta = sin(s[2]) and costheta = cos(s[2]) as libm
- * (or CUDA) rounds them; returns 1 when the new state is terminal. */
-MR_HD int mr_cartpole_step_sc(double s[4], int action, double sintheta, double costheta) {
+/* One step of the state (*x, *x_dot, *theta, *theta_dot) given sintheta =
+ * sin(*theta) and costheta = cos(*theta) as libm (or CUDA) rounds them;
+ * returns 1 when the new state is terminal. (Four pointers rather than an
+ * array: the cpu backend's loops run it on columns, cpu/cartpole_cpu.c.) */
+MR_HD int mr_cartpole_move(double *px, double *px_dot, double *ptheta, double *ptheta_dot, int action,
+                           double sintheta, double costheta) {
 #define MUL mr_cartpole_mul
-    const double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
+    const double x = *px, x_dot = *px_dot, theta = *ptheta, theta_dot = *ptheta_dot;
     const double force = (action & 1) ? MR_CARTPOLE_FORCE : -MR_CARTPOLE_FORCE;
     const double temp = (force + MUL(MUL(MR_CARTPOLE_POLEMASS_LENGTH, MUL(theta_dot, theta_dot)), sintheta)) /
                         MR_CARTPOLE_TOTAL_MASS;
@@ -93,18 +96,19 @@ MR_HD int mr_cartpole_step_sc(double s[4], int action, double sintheta, double c
         MUL(MR_CARTPOLE_LENGTH,
            4.0 / 3.0 - MUL(MR_CARTPOLE_MASSPOLE, MUL(costheta, costheta)) / MR_CARTPOLE_TOTAL_MASS);
     const double xacc = temp - MUL(MUL(MR_CARTPOLE_POLEMASS_LENGTH, thetaacc), costheta) / MR_CARTPOLE_TOTAL_MASS;
-    s[0] = x + MUL(MR_CARTPOLE_TAU, x_dot);
-    s[1] = x_dot + MUL(MR_CARTPOLE_TAU, xacc);
-    s[2] = theta + MUL(MR_CARTPOLE_TAU, theta_dot);
-    s[3] = theta_dot + MUL(MR_CARTPOLE_TAU, thetaacc);
+    const double nx = x + MUL(MR_CARTPOLE_TAU, x_dot), ntheta = theta + MUL(MR_CARTPOLE_TAU, theta_dot);
+    *px = nx;
+    *px_dot = x_dot + MUL(MR_CARTPOLE_TAU, xacc);
+    *ptheta = ntheta;
+    *ptheta_dot = theta_dot + MUL(MR_CARTPOLE_TAU, thetaacc);
 #undef MUL
-    return (s[0] < -MR_CARTPOLE_X_LIMIT) | (s[0] > MR_CARTPOLE_X_LIMIT) |
-           (s[2] < -MR_CARTPOLE_THETA_LIMIT) | (s[2] > MR_CARTPOLE_THETA_LIMIT);
+    return (nx < -MR_CARTPOLE_X_LIMIT) | (nx > MR_CARTPOLE_X_LIMIT) |
+           (ntheta < -MR_CARTPOLE_THETA_LIMIT) | (ntheta > MR_CARTPOLE_THETA_LIMIT);
 }
 
 /* One step; returns 1 when the new state is terminal. */
 MR_HD int mr_cartpole_step_state(double s[4], int action) {
-    return mr_cartpole_step_sc(s, action, sin(s[2]), cos(s[2]));
+    return mr_cartpole_move(&s[0], &s[1], &s[2], &s[3], action, sin(s[2]), cos(s[2]));
 }
 
 MR_HD void mr_cartpole_obs(const double s[4], float *o) {
