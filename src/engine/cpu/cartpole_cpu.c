@@ -9,7 +9,7 @@
  *   0. the block's states, rows (x, x_dot, theta, theta_dot) in the engine,
  *      into four columns (a 4x4 transpose per 4 instances);
  *   1. sin and cos of every theta: sincos_small.h's fast path where it has
- *      libm's bits, libm's sin and cos for the rest (a few in a hundred);
+ *      libm's bits, libm's sin and cos for the rest (about 5 in a hundred);
  *   2. the dynamics, mr_cartpole_move, on the columns; back into rows;
  *   3. the bookkeeping, mr_cartpole_finish_each (end flags, observation),
  *      then mr_cartpole_finish_end for those that ended (log, restart).
@@ -80,6 +80,21 @@ static inline void columns_to_rows(double *st, int m, const double *c0, const do
     }
 }
 
+/* bit j set where v[j] != 0, j < m <= 64: the few instances that need
+ * more (libm's sin and cos, a restart) found without a branch per instance */
+static inline uint64_t nonzero_bits(const int *v, int m) {
+    uint64_t bits = 0;
+    int j = 0;
+#if defined(__AVX2__)
+    for (; j + 8 <= m; j += 8) {
+        const __m256i z = _mm256_cmpeq_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(v + j)), _mm256_setzero_si256());
+        bits |= (uint64_t)(~_mm256_movemask_ps(_mm256_castsi256_ps(z)) & 0xff) << j;
+    }
+#endif
+    for (; j < m; j++) bits |= (uint64_t)(v[j] != 0) << j;
+    return bits;
+}
+
 void mr_cartpole_cpu_step(const mr_env_state *s_in, int i0, int i1, const uint8_t *actions) {
     /* a local copy: the byte stores through s->terminated could alias *s_in,
      * and would reload its pointers after each one */
@@ -87,34 +102,26 @@ void mr_cartpole_cpu_step(const mr_env_state *s_in, int i0, int i1, const uint8_
     double *state = mr_cartpole_of(s)->state;
     double x[MR_CARTPOLE_CPU_BLOCK], xd[MR_CARTPOLE_CPU_BLOCK], th[MR_CARTPOLE_CPU_BLOCK],
         thd[MR_CARTPOLE_CPU_BLOCK], sn[MR_CARTPOLE_CPU_BLOCK], cs[MR_CARTPOLE_CPU_BLOCK];
-    int ok[MR_CARTPOLE_CPU_BLOCK], term[MR_CARTPOLE_CPU_BLOCK], ended[MR_CARTPOLE_CPU_BLOCK];
+    int slow[MR_CARTPOLE_CPU_BLOCK], term[MR_CARTPOLE_CPU_BLOCK], ended[MR_CARTPOLE_CPU_BLOCK];
     for (int b = i0; b < i1; b += MR_CARTPOLE_CPU_BLOCK) {
         const int m = i1 - b < MR_CARTPOLE_CPU_BLOCK ? i1 - b : MR_CARTPOLE_CPU_BLOCK;
         double *st = state + (size_t)b * 4;
         const uint8_t *a = actions + b;
         rows_to_columns(st, m, x, xd, th, thd);
-        int slow = 0;
-        for (int j = 0; j < m; j++) {
-            ok[j] = mr_sincos_small(th[j], &sn[j], &cs[j]);
-            slow |= !ok[j];
+        for (int j = 0; j < m; j++) slow[j] = !mr_sincos_small(th[j], &sn[j], &cs[j]);
+        for (uint64_t bits = nonzero_bits(slow, m); bits; bits &= bits - 1) {   /* the rest from libm */
+            const int j = __builtin_ctzll(bits);
+            sn[j] = sin(th[j]);
+            cs[j] = cos(th[j]);
         }
-        if (slow)
-            for (int j = 0; j < m; j++)
-                if (!ok[j]) {
-                    sn[j] = sin(th[j]);
-                    cs[j] = cos(th[j]);
-                }
         #pragma omp simd
         for (int j = 0; j < m; j++) term[j] = mr_cartpole_move(&x[j], &xd[j], &th[j], &thd[j], a[j], sn[j], cs[j]);
         columns_to_rows(st, m, x, xd, th, thd);
-        int ends = 0;
-        #pragma omp simd reduction(|:ends)
-        for (int j = 0; j < m; j++) {
-            ended[j] = mr_cartpole_finish_each(s, b + j, term[j]);
-            ends |= ended[j];
+        #pragma omp simd
+        for (int j = 0; j < m; j++) ended[j] = mr_cartpole_finish_each(s, b + j, term[j]);
+        for (uint64_t bits = nonzero_bits(ended, m); bits; bits &= bits - 1) {
+            const int j = __builtin_ctzll(bits);
+            mr_cartpole_finish_end(s, b + j, term[j]);
         }
-        if (ends)
-            for (int j = 0; j < m; j++)
-                if (ended[j]) mr_cartpole_finish_end(s, b + j, term[j]);
     }
 }
