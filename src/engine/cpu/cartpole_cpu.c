@@ -15,9 +15,9 @@
  *      then mr_cartpole_finish_end for those that ended (log, restart).
  * This file is compiled with -ffp-contract=off and MR_CARTPOLE_UNFUSED
  * (CMakeLists.txt): every product rounds on its own as NumPy's do, with no
- * volatile in the way of the vectoriser. bench_env-style timing, one
- * thread, 4,096 instances, 2-core EPYC (Zen 4): ~72 ns an instance-step
- * with the per-instance step, ~15 here (see BENCHMARKS.md's cartpole).
+ * volatile in the way of the vectoriser. One thread, 4,096 instances, a
+ * 2-core EPYC (Zen 3): ~72 ns an instance-step with the per-instance step,
+ * ~9-10 ns here (BENCHMARKS.md's cartpole; docs/benchmarks-log.md).
  */
 #include "env_cpu.h"
 
@@ -26,11 +26,11 @@
 #include <immintrin.h>
 #endif
 
+_Static_assert(MR_CARTPOLE_CPU_BLOCK <= 64, "a block's instances are bits of a uint64_t (nonzero_bits)");
+
 #if !defined(MR_CARTPOLE_UNFUSED)
 #error "cartpole_cpu.c is compiled with -ffp-contract=off -DMR_CARTPOLE_UNFUSED (CMakeLists.txt)"
 #endif
-
-#define MR_CARTPOLE_CPU_BLOCK 64
 
 /* rows st[4 j + k] <-> columns c_k[j], j < m (only data moves: same bits) */
 static inline void rows_to_columns(const double *st, int m, double *c0, double *c1, double *c2, double *c3) {
