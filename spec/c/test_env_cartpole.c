@@ -10,10 +10,17 @@
  *     with the next draw; truncation at 500 (or a smaller
  *     env.max_episode_steps); the logs count every ended episode;
  *   - the same bytes for 1 and 2 threads; the spaces it declares; its
- *     checkpoint sections; what it refuses.
+ *     checkpoint sections; what it refuses;
+ *   - the cpu backend's vectorised block step (cpu/cartpole_cpu.c) against
+ *     the per-instance definition (registry.h's mr_env_step_at, which CUDA
+ *     runs) on the same state, byte for byte in every buffer and log, over
+ *     many instances and steps, with states set wide (|theta| to 0.4, NaN,
+ *     infinities, signed zeros, tiny angles) so every path of the block
+ *     step (libm's sin and cos, restarts, the last partial block) runs.
  */
 #include "env_check.h"
 #include "registry.h"   /* the environments' own state (mr_cartpole_of) */
+#include "sincos_small.h"   /* which angles the block step takes from libm */
 
 static mr_env_config cp_cfg(int n, int max_steps) {
     mr_env_config c = make_cfg(MR_MODE_GROUND_TRUTH, n, 16, 1, 1, 2, 50, max_steps);
@@ -114,11 +121,69 @@ static void test_threads_and_spaces(void) {
     mr_env_free(b);
 }
 
+/* every checkpoint section and log of a and b equal; returns the first differing section's name */
+static const char *first_difference(const mr_env *a, const mr_env *b) {
+    mr_env_section sa[MR_ENV_MAX_SECTIONS], sb[MR_ENV_MAX_SECTIONS];
+    const int k = mr_env_sections(&a->s, sa);
+    mr_env_sections(&b->s, sb);
+    for (int j = 0; j < k; j++)
+        if (memcmp(sa[j].data, sb[j].data, sa[j].bytes) != 0) return sa[j].name;
+    const size_t n = (size_t)a->s.n;
+    if (memcmp(a->s.reward, b->s.reward, n * sizeof(float)) != 0) return "reward";
+    if (memcmp(a->s.terminated, b->s.terminated, n) != 0) return "terminated";
+    if (memcmp(a->s.truncated, b->s.truncated, n) != 0) return "truncated";
+    if (memcmp(a->s.log, b->s.log, n * sizeof(mr_env_log)) != 0) return "log";
+    return NULL;
+}
+
+static double wide_value(uint32_t *lcg, int k) {
+    static const double odd[] = {0.0, -0.0, 1e-300, -1e-17, 3e-9, 0.25, -0.25, 0.2500000000000001, 0.3,
+                                 -0.41, NAN, INFINITY, -INFINITY, 0.125, -0.1249999999999999};
+    *lcg = *lcg * 1664525u + 1013904223u;
+    const double u = (*lcg >> 8) * (1.0 / 16777216.0);
+    if ((*lcg & 31) == 0) return odd[(*lcg >> 5) % (sizeof odd / sizeof odd[0])];
+    return k == 2 ? 0.8 * u - 0.4 : 6.0 * u - 3.0;
+}
+
+static void test_block_step_against_definition(void) {
+    enum { N = 1003, STEPS = 700 };   /* not a multiple of 4, 8 or 64: every loop's tail */
+    mr_env_config c = cp_cfg(N, 0);
+    mr_env *blk = make_env(&c, 5, 2), *one = make_env(&c, 5, 1);
+    double *sb = mr_cartpole_of(&blk->s)->state, *so = mr_cartpole_of(&one->s)->state;
+    uint8_t act[N];
+    uint32_t lcg = 11;
+    long slow = 0, angles = 0, ends = 0;
+    const char *diff = NULL;
+    int t = 0;
+    for (; t < STEPS && !diff; t++) {
+        if (t % 100 == 50)   /* wide states into a quarter of the instances, the same in both */
+            for (int i = 0; i < N; i += 4)
+                for (int k = 0; k < 4; k++) so[i * 4 + k] = sb[i * 4 + k] = wide_value(&lcg, k);
+        for (int i = 0; i < N; i++) {
+            double sn, cs;
+            slow += !mr_sincos_small(sb[i * 4 + 2], &sn, &cs);
+            act[i] = act_of(sb + i * 4, &lcg, i % 3 != 0);
+        }
+        angles += N;
+        CHECK(mr_env_step(blk, act, NULL) == MR_OK);
+        for (int i = 0; i < N; i++) mr_env_step_at(&one->s, i, act);
+        for (int i = 0; i < N; i++) ends += blk->s.terminated[i] | blk->s.truncated[i];
+        diff = first_difference(blk, one);
+    }
+    CHECK_MSG(diff == NULL, "step %d: the block step's %s differs from the per-instance step's", t, diff);
+    CHECK_MSG(slow > angles / 200 && slow < angles / 5 && ends > (long)N * STEPS / 100,
+              "the run must exercise libm's sin/cos and restarts: %ld of %ld angles from libm, %ld ends", slow,
+              angles, ends);
+    mr_env_free(blk);
+    mr_env_free(one);
+}
+
 int main(void) {
     test_steps(0, 500);     /* CartPole-v1's limit */
     test_steps(512, 500);   /* a larger setting keeps it */
     test_steps(60, 60);     /* a smaller one truncates sooner */
     test_threads_and_spaces();
+    test_block_step_against_definition();
     printf("test_env_cartpole: %d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;
 }

@@ -209,7 +209,9 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
         return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are multi-discrete (%d bytes each): mr_env_step "
                        "takes one byte per instance", mr_env_name_of(e->cfg.name), e->s.act_bytes);
     const int na = mr_env_num_actions(e->cfg.name);
-    for (int i = 0; i < e->s.n; i++)
+    uint8_t top = 0;   /* the largest action first (a loop that vectorises), the culprit only then */
+    for (int i = 0; i < e->s.n; i++) top = actions[i] > top ? actions[i] : top;
+    for (int i = 0; top >= na && i < e->s.n; i++)
         if (actions[i] >= na)
             return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. %d (%s has %d actions)", i,
                            actions[i], na - 1, mr_env_name_of(e->cfg.name), na);

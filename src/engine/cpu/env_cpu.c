@@ -11,7 +11,8 @@
  * (mr_env_state.threads, 0 = OpenMP's current default), never from a global.
  *
  * What this file is not: a second implementation of the rules; nothing here
- * knows what a step does. Past a few thousand instances the grid rows near
+ * knows what a step does (cartpole's steps go to cartpole_cpu.c, which runs
+ * envs/cartpole.h's functions a block of instances at a time). Past a few thousand instances the grid rows near
  * the agents no longer stay in L2, so the loop prefetches the rows a later
  * instance's step will read (prefetch_rows; a hint, so the same bytes).
  */
@@ -24,9 +25,10 @@
 
 /* ------------------------------------------------------------- CPU loops */
 
-/* A step costs ~60 ns per instance, so below this many instances starting a
- * thread team costs more than it saves; the loop then runs on the calling
- * thread. Either way each instance's result is the same. */
+/* A step costs ~60 ns per instance (foraging; cartpole's ~10), so below this
+ * many instances starting a thread team costs more than it saves; the loop
+ * then runs on the calling thread. Either way each instance's result is the
+ * same. */
 #define MR_ENV_CPU_PARALLEL_MIN_STEP 512
 #define MR_ENV_CPU_PARALLEL_MIN_RESET 4
 /* From this many instances per thread, each step prefetches the rows of the
@@ -49,8 +51,24 @@ void mr_env_cpu_reset_all(const mr_env_state *s) {
     for (int i = 0; i < s->n; i++) mr_env_reset_one(s, i);
 }
 
+/* cartpole: blocks of instances, each stepped by cartpole_cpu.c's
+ * vectorised loops (the same bits as mr_env_step_at, instance by instance,
+ * so the same bytes for any thread count). */
+static void step_cartpole(const mr_env_state *s, const uint8_t *actions, int threads) {
+    const int n = s->n, blocks = (n + MR_CARTPOLE_CPU_BLOCK - 1) / MR_CARTPOLE_CPU_BLOCK;
+    #pragma omp parallel for schedule(static) num_threads(threads) if (n >= MR_ENV_CPU_PARALLEL_MIN_STEP)
+    for (int b = 0; b < blocks; b++) {
+        const int i0 = b * MR_CARTPOLE_CPU_BLOCK;
+        mr_cartpole_cpu_step(s, i0, n - i0 < MR_CARTPOLE_CPU_BLOCK ? n : i0 + MR_CARTPOLE_CPU_BLOCK, actions);
+    }
+}
+
 void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions) {
     const int n = s->n, threads = env_threads(s);
+    if (s->kind == MR_ENV_CARTPOLE) {
+        step_cartpole(s, actions, threads);
+        return;
+    }
     const int ahead = n / threads >= MR_ENV_CPU_PREFETCH_MIN ? MR_ENV_CPU_PREFETCH_AHEAD : 0;
     #pragma omp parallel for schedule(static) num_threads(threads) if (n >= MR_ENV_CPU_PARALLEL_MIN_STEP)
     for (int i = 0; i < n; i++) {

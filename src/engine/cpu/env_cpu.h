@@ -14,5 +14,10 @@ void mr_env_cpu_reset_all(const mr_env_state *s);
  * bad one as a valid one: foraging a & 7). */
 void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions);
 void mr_env_cpu_clear_logs(const mr_env_state *s);
+/* cartpole's step of instances i0 .. i1-1, to the bits of registry.h's
+ * mr_env_step_at (cartpole_cpu.c: vectorised loops over blocks of
+ * MR_CARTPOLE_CPU_BLOCK instances; the loop above hands it whole blocks). */
+#define MR_CARTPOLE_CPU_BLOCK 64
+void mr_cartpole_cpu_step(const mr_env_state *s, int i0, int i1, const uint8_t *actions);
 
 #endif /* MR_ENV_CPU_H */

@@ -61,9 +61,14 @@
 #define MR_CARTPOLE_RESET_HIGH 0.05
 #define MR_CARTPOLE_REWARD 1.0f
 
-/* a * b rounded to double on its own, never fused with a neighbouring add. */
+/* a * b rounded to double on its own, never fused with a neighbouring add.
+ * MR_CARTPOLE_UNFUSED: the file is compiled with -ffp-contract=off (the
+ * cpu backend's cartpole_cpu.c, CMakeLists.txt sets both), so a plain
+ * product is never fused and the loops over instances vectorise. */
 #if defined(__CUDA_ARCH__)
 #define mr_cartpole_mul(a, b) __dmul_rn((a), (b))
+#elif defined(MR_CARTPOLE_UNFUSED)
+#define mr_cartpole_mul(a, b) ((a) * (b))
 #else
 MR_HD double mr_cartpole_mul(double a, double b) { volatile double p = a * b; return p; }
 #endif
@@ -76,25 +81,34 @@ MR_HD void mr_cartpole_reset_state(double s[4], uint64_t seed, uint32_t key, uin
     }
 }
 
-/* One step; returns 1 when the new state is terminal. */
-MR_HD int mr_cartpole_step_state(double s[4], int action) {
+/* One step of the state (*x, *x_dot, *theta, *theta_dot) given sintheta =
+ * sin(*theta) and costheta = cos(*theta) as libm (or CUDA) rounds them;
+ * returns 1 when the new state is terminal. (Four pointers rather than an
+ * array: the cpu backend's loops run it on columns, cpu/cartpole_cpu.c.) */
+MR_HD int mr_cartpole_move(double *px, double *px_dot, double *ptheta, double *ptheta_dot, int action,
+                           double sintheta, double costheta) {
 #define MUL mr_cartpole_mul
-    const double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
+    const double x = *px, x_dot = *px_dot, theta = *ptheta, theta_dot = *ptheta_dot;
     const double force = (action & 1) ? MR_CARTPOLE_FORCE : -MR_CARTPOLE_FORCE;
-    const double costheta = cos(theta), sintheta = sin(theta);
     const double temp = (force + MUL(MUL(MR_CARTPOLE_POLEMASS_LENGTH, MUL(theta_dot, theta_dot)), sintheta)) /
                         MR_CARTPOLE_TOTAL_MASS;
     const double thetaacc = (MUL(MR_CARTPOLE_GRAVITY, sintheta) - MUL(costheta, temp)) /
         MUL(MR_CARTPOLE_LENGTH,
            4.0 / 3.0 - MUL(MR_CARTPOLE_MASSPOLE, MUL(costheta, costheta)) / MR_CARTPOLE_TOTAL_MASS);
     const double xacc = temp - MUL(MUL(MR_CARTPOLE_POLEMASS_LENGTH, thetaacc), costheta) / MR_CARTPOLE_TOTAL_MASS;
-    s[0] = x + MUL(MR_CARTPOLE_TAU, x_dot);
-    s[1] = x_dot + MUL(MR_CARTPOLE_TAU, xacc);
-    s[2] = theta + MUL(MR_CARTPOLE_TAU, theta_dot);
-    s[3] = theta_dot + MUL(MR_CARTPOLE_TAU, thetaacc);
+    const double nx = x + MUL(MR_CARTPOLE_TAU, x_dot), ntheta = theta + MUL(MR_CARTPOLE_TAU, theta_dot);
+    *px = nx;
+    *px_dot = x_dot + MUL(MR_CARTPOLE_TAU, xacc);
+    *ptheta = ntheta;
+    *ptheta_dot = theta_dot + MUL(MR_CARTPOLE_TAU, thetaacc);
 #undef MUL
-    return s[0] < -MR_CARTPOLE_X_LIMIT || s[0] > MR_CARTPOLE_X_LIMIT ||
-           s[2] < -MR_CARTPOLE_THETA_LIMIT || s[2] > MR_CARTPOLE_THETA_LIMIT;
+    return (nx < -MR_CARTPOLE_X_LIMIT) | (nx > MR_CARTPOLE_X_LIMIT) |
+           (ntheta < -MR_CARTPOLE_THETA_LIMIT) | (ntheta > MR_CARTPOLE_THETA_LIMIT);
+}
+
+/* One step; returns 1 when the new state is terminal. */
+MR_HD int mr_cartpole_step_state(double s[4], int action) {
+    return mr_cartpole_move(&s[0], &s[1], &s[2], &s[3], action, sin(s[2]), cos(s[2]));
 }
 
 MR_HD void mr_cartpole_obs(const double s[4], float *o) {
@@ -131,19 +145,31 @@ MR_HD void mr_cartpole_reset_full(const mr_env_state *s, int i) {
     mr_classic_fresh(s, i);
 }
 
-/* One step of instance i; an ended episode restarts at once (the
- * observation is the next episode's first, as every environment here). */
-MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
-    const mr_cartpole *c = mr_cartpole_of(s);
-    double *st = c->state + (size_t)i * 4;
-    const int terminated = mr_cartpole_step_state(st, action);
+/* The rest of instance i's step once its state has moved (terminated: the
+ * new state is terminal), in two parts (cpu/cartpole_cpu.c runs the first
+ * for a block of instances, then the second for those that ended):
+ * mr_cartpole_finish_each, every step's (the end flags, the observation;
+ * returns whether the episode ended), and mr_cartpole_finish_end, the log
+ * and the restart (the observation becomes the next episode's first, as
+ * every environment here). */
+MR_HD int mr_cartpole_finish_each(const mr_env_state *s, int i, int terminated) {
     const int steps = s->steps[i] + 1;
-    const int truncated = !terminated && steps >= mr_cartpole_limit(s);
+    const int truncated = !terminated & (steps >= mr_cartpole_limit(s));
     s->tick[i] += 1;
-    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps))
-        mr_cartpole_start(s, i);
-    else
-        mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);
+    mr_cartpole_obs(mr_cartpole_of(s)->state + (size_t)i * 4, s->obs_f + (size_t)i * 4);
+    return mr_env_record_each(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps);
+}
+
+MR_HD void mr_cartpole_finish_end(const mr_env_state *s, int i, int terminated) {
+    mr_env_record_end(s, i, terminated);
+    mr_cartpole_start(s, i);
+}
+
+/* One step of instance i (the cpu backend steps blocks of instances to the
+ * same bits: cpu/cartpole_cpu.c). */
+MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
+    const int terminated = mr_cartpole_step_state(mr_cartpole_of(s)->state + (size_t)i * 4, action);
+    if (mr_cartpole_finish_each(s, i, terminated)) mr_cartpole_finish_end(s, i, terminated);
 }
 
 #if !defined(__CUDACC__)

@@ -95,30 +95,40 @@ MR_HD void mr_env_log_clear(mr_env_log *l) {
  * (episodes, deaths = terminated, length, return sum/min/max). Returns 1
  * when the episode ended: the caller then adds its episode counters to
  * log[i].count (only then: a step that goes on reads none of them), clears
- * them and restarts. */
-MR_HD int mr_env_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps) {
-    mr_env_log *log = &s->log[i];
+ * them and restarts. In two parts, for loops that do the first for many
+ * instances and the second for those that ended (cpu/cartpole_cpu.c):
+ * mr_env_record_each (every step: reward, flags, the return and length so
+ * far; returns whether the episode ended) and mr_env_record_end (the ended
+ * episode into the log, return and length cleared). */
+MR_HD int mr_env_record_each(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps) {
     const float clip = s->reward_clip;
     r = r > clip ? clip : r;
     r = r < -clip ? -clip : r;
-    const float ret = s->ep_return[i] + r;
+    s->ep_return[i] = s->ep_return[i] + r;
     s->reward[i] = r;
     s->terminated[i] = (uint8_t)terminated;
     s->truncated[i] = (uint8_t)truncated;
-    log->steps_total++;
-    if (!(terminated | truncated)) {
-        s->ep_return[i] = ret;
-        s->steps[i] = steps;
-        return 0;
-    }
+    s->steps[i] = steps;
+    s->log[i].steps_total++;
+    return terminated | truncated;
+}
+
+MR_HD void mr_env_record_end(const mr_env_state *s, int i, int terminated) {
+    mr_env_log *log = &s->log[i];
+    const float ret = s->ep_return[i];
     log->episodes++;
     log->deaths += terminated;
-    log->length_sum += steps;
+    log->length_sum += s->steps[i];
     log->return_sum = log->return_sum + ret;
     log->return_min = ret < log->return_min ? ret : log->return_min;
     log->return_max = ret > log->return_max ? ret : log->return_max;
     s->ep_return[i] = 0.0f;
     s->steps[i] = 0;
+}
+
+MR_HD int mr_env_record_step(const mr_env_state *s, int i, float r, int terminated, int truncated, int steps) {
+    if (!mr_env_record_each(s, i, r, terminated, truncated, steps)) return 0;
+    mr_env_record_end(s, i, terminated);
     return 1;
 }
 
