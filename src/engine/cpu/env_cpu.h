@@ -7,6 +7,7 @@
 #define MR_ENV_CPU_H
 #include <stdint.h>
 #include "registry.h"   /* mr_env_state, every environment's reset and step */
+#include "program.h"    /* env.name = lua: the host's program */
 
 /* Full reset of every instance (the logs are left alone). */
 void mr_env_cpu_reset_all(const mr_env_state *s);
@@ -14,5 +15,9 @@ void mr_env_cpu_reset_all(const mr_env_state *s);
  * bad one as a valid one: foraging a & 7). */
 void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions);
 void mr_env_cpu_clear_logs(const mr_env_state *s);
+/* env.name = lua: the same over the host's program, one call per thread's
+ * slice; the program's message when a call fails. */
+mr_status mr_env_cpu_program_reset(const mr_env_state *s, mr_error *err);
+mr_status mr_env_cpu_program_step(const mr_env_state *s, const uint8_t *actions, mr_error *err);
 
 #endif /* MR_ENV_CPU_H */
