@@ -25,6 +25,7 @@
 --                                   path ending in .lua, or a built-in's name: configs/envs/NAME.lua),
 --                                   loaded once per text (src/host/lua_env.c)
 --   engine.env_lua_source(lua) -> text, label | nil, err                where env.lua's text comes from
+--   engine.env_program_handle(lua[, checks]) -> the same as a lightuserdata (core.evaluate's opts.program)
 --   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
 --   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
@@ -271,11 +272,19 @@ function engine.env_program(lua, checks)
   local key = label .. "\0" .. (checks and "1" or "0") .. "\0" .. text
   if programs[key] then return programs[key] end
   local limits = require("moonrl.env.program").LIMITS
-  local p, err = core.env_program(text, label, checks and true or false, limits.memory_kib)
-  if not p then return nil, err end
-  p = ffi.cast("const mr_env_program *", p)
+  local ud, err = core.env_program(text, label, checks and true or false, limits.memory_kib)
+  if not ud then return nil, err end
+  local p = ffi.cast("const mr_env_program *", ud)
   programs[key] = p
+  programs[p] = ud
   return p
+end
+
+-- The same program as the host's handle (a lightuserdata: core.evaluate's opts.program).
+function engine.env_program_handle(lua, checks)
+  local p, err = engine.env_program(lua, checks)
+  if not p then return nil, err end
+  return programs[p]
 end
 
 -- What environment `name`'s cell codes 0, 1, 2 are ({ "empty", "food", "poison" });

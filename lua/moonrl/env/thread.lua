@@ -73,9 +73,9 @@ function thread.open(cdef, text, label, checks, prog)
   local spec, err = program.load(text, label)
   if not spec then return nil, err end
   if prog then program.fill(spec, ffi.cast("mr_env_program *", prog)) end
-  local ustep, ureset, budget, set_what = spec.step, spec.reset, spec.budget, spec.set_what
+  local step, reset, budget, set_what = spec.step, spec.reset, spec.budget, spec.set_what
   local LIMIT = program.LIMITS.instructions
-  local step_line = debug.getinfo(ustep, "S").linedefined
+  local step_line = debug.getinfo(step, "S").linedefined
   local box = spec.act.kind == "box"
   local K = spec.act.n
 
@@ -124,13 +124,13 @@ function thread.open(cdef, text, label, checks, prog)
       local a = ffi.cast(F32, ap)
       for i = i0, i1 - 1 do
         budget[0] = LIMIT
-        local r, term = ustep(s, i, a + i * K)
+        local r, term = step(s, i, a + i * K)
         if type(r) ~= "number" or (term ~= nil and term ~= true and term ~= false) then bad_return(r, term, i) end
         if checks and (r ~= r or r == math.huge or r == -math.huge) then bad_return(r, term, i) end
         if C.mr_program_end_step(st, i, r, term and 1 or 0) ~= 0 then
           set_what("reset")
           budget[0] = LIMIT
-          ureset(s, i)
+          reset(s, i)
           resets[i] = resets[i] + 1
           set_what("step")
         end
@@ -139,13 +139,13 @@ function thread.open(cdef, text, label, checks, prog)
       local a = ffi.cast(U8, ap)
       for i = i0, i1 - 1 do
         budget[0] = LIMIT
-        local r, term = ustep(s, i, a[i])
+        local r, term = step(s, i, a[i])
         if type(r) ~= "number" or (term ~= nil and term ~= true and term ~= false) then bad_return(r, term, i) end
         if checks and (r ~= r or r == math.huge or r == -math.huge) then bad_return(r, term, i) end
         if C.mr_program_end_step(st, i, r, term and 1 or 0) ~= 0 then
           set_what("reset")
           budget[0] = LIMIT
-          ureset(s, i)
+          reset(s, i)
           resets[i] = resets[i] + 1
           set_what("step")
         end
@@ -161,7 +161,7 @@ function thread.open(cdef, text, label, checks, prog)
     for i = i0, i1 - 1 do
       C.mr_program_begin(st, i)
       budget[0] = LIMIT
-      ureset(s, i)
+      reset(s, i)
       resets[i] = resets[i] + 1
     end
   end
