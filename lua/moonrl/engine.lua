@@ -20,7 +20,8 @@
 --   engine.total_updates(cfg) -> integer                   updates the run will make
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
 --   engine.env_spaces(name[, view_range[, lua]]) -> {observation =, action =, critic =, counters =} | nil, err
---                                   name "lua": the spaces of env.lua = lua (default: the built-in "cartpole")
+--                                   name "lua": the spaces of env.lua = lua (default: the built-in "cartpole"),
+--                                   or of lua, an mr_env_program * (a config's env.program)
 --   engine.env_program(lua[, checks]) -> mr_env_program * | nil, err    a Lua environment (env.lua: a
 --                                   path ending in .lua, or a built-in's name: configs/envs/NAME.lua),
 --                                   loaded once per text (src/host/lua_env.c)
@@ -163,7 +164,8 @@ function engine.env_spaces(name, view_range, lua)
   local c = ffi.new("mr_env_config")
   c.name = id
   if id == C.MR_ENV_LUA then
-    local p, perr = engine.env_program(lua or "cartpole")
+    local p, perr = lua, nil
+    if type(lua) ~= "cdata" or lua == nil then p, perr = engine.env_program(lua or "cartpole") end
     if not p then return nil, perr end
     c.program = p
   end
@@ -186,7 +188,8 @@ function engine.env_evaluation(name, lua)
   local c = ffi.new("mr_env_config")
   c.name = id
   if id == C.MR_ENV_LUA then
-    local p, perr = engine.env_program(lua or "cartpole")
+    local p, perr = lua, nil
+    if type(lua) ~= "cdata" or lua == nil then p, perr = engine.env_program(lua or "cartpole") end
     if not p then return nil, perr end
     c.program = p
   end

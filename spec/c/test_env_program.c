@@ -154,7 +154,10 @@ static void test_check(void) {
     stand.step = NULL;
     stand.reset = NULL;
     c.program = &stand;
-    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_ERR_STATE && msg_has(&err, "not attached"));
+    CHECK(mr_env_create(&c, 1, MR_DEVICE_CPU, 1, &e, &err) == MR_OK);   /* a reset clears the engine's part */
+    uint8_t zeros[64] = {0};
+    CHECK(mr_env_step(e, zeros, &err) == MR_ERR_STATE && msg_has(&err, "not attached") && msg_has(&err, "walk.lua"));
+    mr_env_free(e);
     mr_env_spaces sp;
     c.program = &p;
     CHECK(mr_env_spaces_of(&c, &sp, &err) == MR_OK && sp.act.n == 2 && sp.obs.shape[0] == 1 && sp.counters == 1);

@@ -124,7 +124,7 @@ static env_thread *thread_state(env_prog *p, int fill, char *msg, size_t len) {
         rc = lua_pcall(L, 5, 3, 0);
     }
     if (rc != 0 || lua_isnil(L, -3)) {
-        const char *why = lua_tostring(L, -1);
+        const char *why = lua_tostring(L, rc != 0 ? -1 : -2);   /* an error, or open's nil, message */
         if (msg && len) snprintf(msg, len, "%s", why ? why : "the Lua environment did not load");
         lua_close(L);
         free(t);

@@ -132,7 +132,8 @@ function evaluate.evaluate(target, opts)
       r.environment = engine.env_name(tonumber(trained.env.name))
       r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
       if protocol == "episodic" then
-        local how = engine.env_evaluation(tonumber(trained.env.name)) or {}
+        local how = engine.env_evaluation(tonumber(trained.env.name),
+          trained.env.program ~= nil and trained.env.program or nil) or {}
         r.eval.episodes, r.eval.greedy = ec.episodes > 0 and ec.episodes or nil, ec.greedy ~= 0
         r.counters, r.success = how.counters or {}, how.success
         if opts.records ~= false then r.records = engine.eval_episodes(rec_bytes) end

@@ -76,9 +76,18 @@ void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions) {
 static mr_status program_run(const mr_env_state *s, const uint8_t *actions, int step, mr_error *err) {
     const mr_env_program *p = mr_program_of(s)->prog;
     if (!p) return mr_fail(err, MR_ERR_STATE, "env.name = lua: the environment's state has no program");
-    if (!p->step || !p->reset)   /* a checkpoint's stand-in (checkpoint_config.c): its declarations, no code */
+    if (!p->step || !p->reset) {
+        /* a checkpoint's stand-in (checkpoint_config.c): its declarations, no code. A reset clears the
+         * engine's part (a trainer made to export or infer resets, and a checkpoint then fills the state);
+         * a step is refused */
+        if (!step) {
+            for (int i = 0; i < s->n; i++) mr_program_begin(s, i);
+            mr_ok(err);
+            return MR_OK;
+        }
         return mr_fail(err, MR_ERR_STATE, "%s: this Lua environment was read back from a checkpoint and its file is "
                        "not attached: give env.lua (the run's config.lua names it) to step it", p->label);
+    }
     mr_program_io io;
     mr_program_io_of(s, &io);
     const int n = s->n;
