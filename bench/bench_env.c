@@ -54,7 +54,9 @@ static double run(const mr_env_config *cfg, int threads, const uint8_t *actions,
 }
 
 int main(int argc, char **argv) {
-    mr_env_config cfg = {MR_MODE_GROUND_TRUTH, 4096, 128, 5, 64, 256, 50, 512, MR_ENV_FORAGING, 0};
+    mr_env_config cfg = {.mode = MR_MODE_GROUND_TRUTH, .num_envs = 4096, .grid_size = 128, .view_range = 5,
+                         .density_min = 64, .density_max = 256, .respawn_tries = 50, .max_episode_steps = 512,
+                         .name = MR_ENV_FORAGING};
     double seconds = 2.0;
     if (argc > 1) cfg.num_envs = atoi(argv[1]);
     if (argc > 2) seconds = atof(argv[2]);

@@ -19,7 +19,14 @@
 --   engine.hot_params(cfg) -> mr_hot_params cdata
 --   engine.total_updates(cfg) -> integer                   updates the run will make
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
---   engine.env_spaces(name[, view_range]) -> {observation =, action =, critic =, counters =} | nil, err
+--   engine.env_spaces(name[, view_range[, lua]]) -> {observation =, action =, critic =, counters =} | nil, err
+--                                   name "lua": the spaces of env.lua = lua (default: the built-in "cartpole"),
+--                                   or of lua, an mr_env_program * (a config's env.program)
+--   engine.env_program(lua[, checks]) -> mr_env_program * | nil, err    a Lua environment (env.lua: a
+--                                   path ending in .lua, or a built-in's name: configs/envs/NAME.lua),
+--                                   loaded once per text (src/host/lua_env.c)
+--   engine.env_lua_source(lua) -> text, label | nil, err                where env.lua's text comes from
+--   engine.env_program_handle(lua[, checks]) -> the same as a lightuserdata (core.evaluate's opts.program)
 --   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
 --   engine.checkpoint_trainer(path) -> t, mr_config, update | nil, err   a cpu trainer holding its network
 --   engine.checkpoint_network(path) -> {config, tensors, value_mean, value_std, updates} | nil, err
@@ -154,10 +161,16 @@ end
 --   [, codes = n]}, action = {kind = "discrete", n =} | {kind = "multi_discrete",
 --   nvec = {...}} | {kind = "box", low = {...}, high = {...}}, critic = {extra = n,
 --   ground_truth_view = bool}, counters = {name, ...} } | nil, err
-function engine.env_spaces(name, view_range)
+function engine.env_spaces(name, view_range, lua)
   local id = type(name) == "number" and name or tonumber(C.mr_env_from_name(tostring(name)))
   local c = ffi.new("mr_env_config")
   c.name = id
+  if id == C.MR_ENV_LUA then
+    local p, perr = lua, nil
+    if type(lua) ~= "cdata" or lua == nil then p, perr = engine.env_program(lua or "cartpole") end
+    if not p then return nil, perr end
+    c.program = p
+  end
   c.view_range = view_range or require("moonrl.config.schema").by_key["env.view_range"].default
   local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
   if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
@@ -172,10 +185,16 @@ end
 -- success): { protocol = "episodic" | "survival" (its own, moonrl eval's
 -- default), success = what makes an episode a success, in words, or nil
 -- where it declares none, counters = {name, ...} } | nil, err
-function engine.env_evaluation(name)
+function engine.env_evaluation(name, lua)
   local id = type(name) == "number" and name or tonumber(C.mr_env_from_name(tostring(name)))
   local c = ffi.new("mr_env_config")
   c.name = id
+  if id == C.MR_ENV_LUA then
+    local p, perr = lua, nil
+    if type(lua) ~= "cdata" or lua == nil then p, perr = engine.env_program(lua or "cartpole") end
+    if not p then return nil, perr end
+    c.program = p
+  end
   c.view_range = 1
   local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
   if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
@@ -197,11 +216,80 @@ function engine.environments()
     if C.mr_env_name_of(i) == nil then break end
     local codes = {}
     for w in ffi.string(C.mr_env_codes(i)):gmatch("%S+") do codes[#codes + 1] = w end
-    out[#out + 1] = { name = engine.env_name(i), summary = ffi.string(C.mr_env_summary(i)),
-                      actions = tonumber(C.mr_env_num_actions(i)), codes = codes,
-                      spaces = assert(engine.env_spaces(i)) }
+    if i == C.MR_ENV_LUA then
+      -- one row per built-in Lua environment (configs/envs/NAME.lua); a file of one's own is env.lua = PATH
+      for _, rel in ipairs(require("moonrl.embedded").list("configs/envs/")) do
+        local lua = rel:match("([^/]+)%.lua$")
+        local sp = lua and engine.env_spaces(i, nil, lua)
+        if sp then
+          out[#out + 1] = { name = engine.env_name(i), lua = lua, codes = codes, spaces = sp,
+                            actions = sp.action.kind == "discrete" and sp.action.n or 0,
+                            summary = "env.lua = \"" .. lua .. "\": " .. rel .. ", written in Lua (cpu only; " ..
+                              "env.lua = PATH trains a file of one's own: docs/environments.md)" }
+        end
+      end
+    else
+      out[#out + 1] = { name = engine.env_name(i), summary = ffi.string(C.mr_env_summary(i)),
+                        actions = tonumber(C.mr_env_num_actions(i)), codes = codes,
+                        spaces = assert(engine.env_spaces(i)) }
+    end
   end
   return out
+end
+
+-- ------------------------------------------------------- Lua environments
+
+-- Where env.lua's text comes from: a path ending in .lua is a file (read now:
+-- the run keeps this text); another name is a built-in, configs/envs/NAME.lua.
+-- -> text, label (what messages and tracebacks call it) | nil, err
+function engine.env_lua_source(lua)
+  if type(lua) ~= "string" or lua == "" then
+    return nil, "env.lua = " .. tostring(lua) .. ": expected a path to a .lua file or a built-in's name"
+  end
+  if lua:match("%.lua$") then
+    local f, ferr = io.open(lua, "rb")
+    if not f then return nil, "env.lua = " .. lua .. ": cannot read it (" .. tostring(ferr) .. ")" end
+    local text = f:read("*a")
+    f:close()
+    local cwd = require("luv").cwd()
+    local label = lua
+    if cwd and lua:sub(1, #cwd + 1) == cwd .. "/" then label = lua:sub(#cwd + 2) end
+    return text, label
+  end
+  local rel = "configs/envs/" .. lua .. ".lua"
+  local text = lua:match("^[%w_%-]+$") and require("moonrl.embedded").get(rel)
+  if not text then
+    local names = {}
+    for _, p in ipairs(require("moonrl.embedded").list("configs/envs/")) do
+      names[#names + 1] = p:match("([^/]+)%.lua$")
+    end
+    return nil, "env.lua = " .. lua .. ": not a file (a path ends in .lua) nor a built-in Lua environment (" ..
+      table.concat(names, ", ") .. ")"
+  end
+  return text, rel
+end
+
+local programs = {}   -- label .. text .. checks -> the program (never freed: states may point at it)
+
+function engine.env_program(lua, checks)
+  local text, label = engine.env_lua_source(lua)
+  if not text then return nil, label end
+  local key = label .. "\0" .. (checks and "1" or "0") .. "\0" .. text
+  if programs[key] then return programs[key] end
+  local limits = require("moonrl.env.program").LIMITS
+  local ud, err = core.env_program(text, label, checks and true or false, limits.memory_kib)
+  if not ud then return nil, err end
+  local p = ffi.cast("const mr_env_program *", ud)
+  programs[key] = p
+  programs[p] = ud
+  return p
+end
+
+-- The same program as the host's handle (a lightuserdata: core.evaluate's opts.program).
+function engine.env_program_handle(lua, checks)
+  local p, err = engine.env_program(lua, checks)
+  if not p then return nil, err end
+  return programs[p]
 end
 
 -- What environment `name`'s cell codes 0, 1, 2 are ({ "empty", "food", "poison" });
@@ -319,6 +407,18 @@ function engine.config(cfg)
   end
   local ok, err = fill_struct(c, "mr_config", cfg, "")
   if not ok then return nil, err end
+  -- a Lua environment: its program (the config check refuses env.name = lua without one)
+  if cfg.env and cfg.env.lua ~= nil then
+    -- the followers of a data-parallel run have no Lua of their own (src/host/ranks.c): one process only
+    if engine.ranks() > 1 then
+      return nil, "env.lua = " .. tostring(cfg.env.lua) .. ": a Lua environment trains in one process; this run " ..
+        "spans " .. engine.ranks() .. " ranks (mpirun -n, srun): start it without them"
+    end
+    local p, perr = engine.env_program(cfg.env.lua, cfg.env.lua_checks)
+    if not p then return nil, perr end
+    c.env.program = p
+    c.env.name = C.MR_ENV_LUA
+  end
   -- the network's outputs and inputs follow the environment (not settings of their own)
   C.mr_config_follow_env(c)
   -- env.proxy_obs_storage lives in mr_policy_config (in what was padding, so

@@ -35,7 +35,8 @@
 --       opts: mode = name (default: the trained mode), num_envs, steps, runs, seed
 --             (default: the run's cfg.eval - a run directory's config.lua, also for
 --             a checkpoint in its checkpoints/ - else the engine's), device =
---             "cpu"|"cuda", threads, progress = function(done, total) (steps of
+--             "cpu"|"cuda", threads, lua = a Lua environment's env.lua (default: the
+--             run's config.lua's), progress = function(done, total) (steps of
 --             runs x steps, on the loop while it works; default: lines on stderr
 --             once it has taken 2 s; false or quiet = true: none), on_skip = function(path, err)
 --             (a damaged checkpoint of a run directory passed over),

@@ -39,7 +39,8 @@ function policy.load(path)
   if not t then return nil, stored end
   local env = engine.env_name(tonumber(stored.env.name))
   local view = 2 * tonumber(stored.env.view_range) + 1
-  local spaces = assert(engine.env_spaces(env, tonumber(stored.env.view_range)))
+  local spaces = assert(engine.env_spaces(env, tonumber(stored.env.view_range),
+    stored.env.program ~= nil and stored.env.program or nil))   -- a Lua environment: what its checkpoint recorded
   local vector = tonumber(stored.policy.obs_vector)
   local self = setmetatable({
     path = ck, update = update, env = env, mode = engine.mode_name(tonumber(stored.env.mode)),

@@ -25,7 +25,7 @@ static const int REF_DY[8] = {-1, 0, 1, -1, 1, -1, 0, 1};
 
 static inline mr_env_config make_cfg(int mode, int n, int grid, int view, int dmin, int dmax, int tries,
                                      int max_steps) {
-    mr_env_config c = {mode, n, grid, view, dmin, dmax, tries, max_steps, MR_ENV_FORAGING, 0};
+    mr_env_config c = {mode, n, grid, view, dmin, dmax, tries, max_steps, MR_ENV_FORAGING, 0, NULL};
     return c;
 }
 

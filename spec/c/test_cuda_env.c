@@ -27,7 +27,7 @@
 #include <time.h>
 
 static mr_env_config config(int mode, int n, int grid, int view, int dmin, int dmax, int tries, int max_steps) {
-    mr_env_config c = {mode, n, grid, view, dmin, dmax, tries, max_steps, MR_ENV_FORAGING, 0};
+    mr_env_config c = {mode, n, grid, view, dmin, dmax, tries, max_steps, MR_ENV_FORAGING, 0, NULL};
     return c;
 }
 

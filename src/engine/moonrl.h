@@ -80,11 +80,13 @@ const char *mr_mode_name(int mode);
 
 /* The environments the engine has (env.name; docs/environments.md says how
  * to add one): each is a header under src/engine/envs/ and a line in
- * envs/registry.h. */
+ * envs/registry.h. MR_ENV_LUA is the one whose rules the host runs (a Lua
+ * file, mr_env_program below): its spaces are the program's. */
 typedef enum mr_env_name {
-    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4
+    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4,
+    MR_ENV_LUA = 5
 } mr_env_name;
-#define MR_ENV_COUNT 5
+#define MR_ENV_COUNT 6
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
@@ -163,7 +165,90 @@ typedef struct mr_env_config {
      * by the global index). 0 in a single process; not a setting: the host
      * sets it from the rank, checkpoints do not store it. */
     int index0;
+    /* env.name = lua: the program the host loaded (env.lua; mr_env_program
+     * below), NULL otherwise. Not a setting: the host sets it from the
+     * config's env.lua, checkpoints do not store it (a checkpoint read back
+     * has NULL here until the host attaches the file again). */
+    const struct mr_env_program *program;
 } mr_env_config;
+
+/* ------------------------------------------ an environment run by the host */
+/* env.name = lua (docs/environments.md, "An environment in Lua"): the rules
+ * are a program the host runs (a Lua file, src/host/lua_env.c). It declares
+ * its spaces and the per-instance fields the registry lays out
+ * (envs/program.h); the cpu backend hands each thread's slice of instances
+ * to `step` / `reset` in one call (cpu/env_cpu.c). CPU only. The program
+ * lives as long as the process (the host never frees one a state uses). */
+#define MR_PROGRAM_MAX_FIELDS 16
+#define MR_PROGRAM_NAME_LEN 32
+#define MR_PROGRAM_MAX_COUNT (1 << 24)         /* values of one field per instance */
+#define MR_PROGRAM_MAX_INSTANCE_BYTES (1 << 28)   /* all fields of one instance */
+typedef enum mr_field_type {
+    MR_FIELD_DOUBLE = 0, MR_FIELD_FLOAT = 1, MR_FIELD_INT32 = 2, MR_FIELD_UINT32 = 3, MR_FIELD_UINT8 = 4
+} mr_field_type;
+
+typedef struct mr_program_field {
+    char name[MR_PROGRAM_NAME_LEN];   /* an identifier; its checkpoint section is "env.<name>" */
+    char section[MR_PROGRAM_NAME_LEN + 8];   /* "env.<name>" (mr_program_check writes it) */
+    int type;                          /* an mr_field_type */
+    int count;                         /* values per instance, 1 .. MR_PROGRAM_MAX_COUNT */
+} mr_program_field;
+
+/* What a program's calls see of the state (the engine fills it for each
+ * call): sizes, the interface's buffers and the declared fields, all (n, ...)
+ * row-major, instance i's at i x its count. */
+typedef struct mr_program_io {
+    const void *state;        /* the engine's state, for mr_program_end_step / mr_program_begin */
+    uint64_t id;              /* new for every state laid out: a cache key for what a driver builds */
+    uint64_t seed;
+    int n, index0, obs_size, act_bytes;
+    int limit;                /* steps after which an episode truncates (0: never) */
+    int counters;
+    float *obs_f;             /* (n, obs_size) */
+    float *reward;
+    uint8_t *terminated, *truncated;
+    int32_t *steps;           /* (n) steps of the episode so far */
+    uint32_t *tick;           /* (n) steps ever taken */
+    float *ep_return;
+    uint32_t *resets;         /* (n) episodes the instance started before this one (the reset draws' counter) */
+    int32_t *count[MR_ENV_MAX_COUNTERS];   /* (n) each declared counter over this episode */
+    void *field[MR_PROGRAM_MAX_FIELDS];    /* (n, count) each declared field */
+} mr_program_io;
+
+typedef struct mr_env_program {
+    char label[256];                  /* the file, for messages */
+    mr_env_spaces spaces;             /* what it declares (counter_names point into counter_name) */
+    char counter_name[MR_ENV_MAX_COUNTERS][MR_PROGRAM_NAME_LEN];
+    int max_steps;                    /* its own episode limit; env.max_episode_steps may lower it; 0 = none */
+    int fields;
+    mr_program_field field[MR_PROGRAM_MAX_FIELDS];
+    /* The host's calls, from any thread (one call per thread and slice at a
+     * time): instances [i0, i1) of io. 0, or -1 with a message in msg. */
+    void *user;
+    int (*reset)(void *user, const mr_program_io *io, int i0, int i1, char *msg, size_t len);
+    int (*step)(void *user, const mr_program_io *io, int i0, int i1, const void *actions, char *msg, size_t len);
+} mr_env_program;
+
+/* Checks what p declares (a vector observation of 1 .. 65536 floats, a
+ * discrete action of 2 .. MR_MAX_ACTIONS or a box of 1 .. 4 floats, the
+ * counters, the fields: identifiers, types, counts, the bytes of an
+ * instance) and writes the fields' section names. MR_OK, or MR_ERR_ARG
+ * naming what and what is accepted. */
+mr_status mr_program_check(mr_env_program *p, mr_error *err);
+/* The end of instance i's step (the program's rules have run): its tick
+ * counted, the truncation at io.limit, the reward and the end flags
+ * recorded as every environment's are (clamped; the episode's return,
+ * length and log with the counters); returns 1 when the episode ended
+ * (its counters and steps then cleared: the caller starts the next one). */
+int mr_program_end_step(const void *state, int i, float reward, int terminated);
+/* A full reset's bookkeeping of instance i, before the program's reset:
+ * the end flags, reward, steps, return and counters cleared. */
+void mr_program_begin(const void *state, int i);
+/* Random numbers keyed like every environment's (rng.h): uniform in [0, 1)
+ * with 53 bits (mr_rng_u64's top 53 times 2^-53), and uniform in [0, n).
+ * purpose 0 is rng.h's MR_RNG_LUA. */
+double mr_program_uniform(uint64_t seed, uint32_t key, uint32_t counter, uint32_t purpose, uint32_t k);
+uint32_t mr_program_below(uint64_t seed, uint32_t key, uint32_t counter, uint32_t purpose, uint32_t k, uint32_t n);
 
 /* How the update stores proxy observations (env.proxy_obs_storage). */
 typedef enum mr_obs_storage {

@@ -9,6 +9,7 @@
  *   lua_core.c        the `moonrl.core` module ...
  *   lua_run.c         ... its runs, turned into Lua calls on the loop
  *   lua_eval.c        ... its evaluations, on libuv's thread pool
+ *   lua_env.c         ... environments written in Lua: their per-thread states
  *   lua_args.c        reading those functions' arguments
  *   lua_pcall.c       the protected call every callback goes through
  *   trainer_thread.c  one trainer per thread; never touches Lua
@@ -229,6 +230,7 @@ void host_run_open(lua_State *L, host_runs *runs);   /* adds start to the table 
 void host_eval_open(lua_State *L, host_runs *runs);  /* adds evaluate to the table on top */
 void host_http_open(lua_State *L);   /* adds http_parser to the table on top (lua_http.c) */
 void host_signal_watchdog_open(lua_State *L);   /* adds signal_watchdog, signal_seen (signal_watchdog.c) */
+void host_env_open(lua_State *L);   /* adds env_program: Lua environments (lua_env.c) */
 /* Evaluations still working when the loop is left (a signal, core.shutdown):
  * closes their progress handles (before luv's walk, which takes every handle
  * for one of its own) and leaves them to end unheard. */
@@ -277,6 +279,8 @@ int host_library_open(lua_State *L, const host_library *lib);
 /* Pushes module `name`'s chunk, not yet run, and returns 0; or pushes a
  * message and returns -1. */
 int host_library_load(lua_State *L, const host_library *lib, const char *name);
+/* lua_env.c: the library the Lua environments' own states load moonrl.env.* from (lib outlives them). */
+void host_env_set_library(const host_library *lib);
 /* One line: "embedded (N modules, M files)" or "DIR (ORIGIN)". */
 void host_library_describe(const host_library *lib, char *out, size_t n);
 

@@ -129,6 +129,7 @@ void host_core_open(lua_State *L, host_core *core) {
     host_eval_open(L, &core->runs);
     host_http_open(L);
     host_signal_watchdog_open(L);
+    host_env_open(L);
     lua_pushinteger(L, HOST_QUEUE_CAP);
     lua_setfield(L, -2, "queue_capacity");
 }

@@ -13,6 +13,8 @@
  *       records_bytes the mr_eval_episode array, always).
  *       opts.progress = function(done, total): steps taken of runs x steps,
  *       on the loop while it works (at most every 1% and at the end).
+ *       opts.program: a Lua environment's program (engine.env_program_handle),
+ *       attached when the checkpoint's env.name is lua.
  *
  * State: main()'s host_runs is upvalue 1 of evaluate; each evaluation keeps
  * a pointer to it for its callbacks.
@@ -45,6 +47,7 @@ typedef struct eval_req {
     mr_config cfg;
     mr_eval_result res;
     int records;                  /* opts.records: also collect mr_eval_records */
+    const mr_env_program *program;   /* opts.program: a Lua environment's (env.lua), or NULL */
     mr_eval_records recs;
     int protocol;                 /* an mr_eval_protocol, once the trainer is loaded */
     mr_eval_episodes eps;         /* the episodic protocol's records */
@@ -116,6 +119,7 @@ static void eval_work(uv_work_t *w) {
     mr_trainer *t = NULL;
     q->status = mr_checkpoint_read_config(q->path, &q->cfg, &q->err);
     if (q->status != MR_OK) return;
+    if (q->cfg.env.name == MR_ENV_LUA) q->cfg.env.program = q->program;   /* NULL: the config check says so */
     /* Evaluation needs the weights, not the training buffers: the trainer is
      * planned for one rollout step in one minibatch (a few MiB instead of the
      * training batch's GiB), on the cpu unless asked otherwise - the CUDA
@@ -203,6 +207,9 @@ static int core_evaluate(lua_State *L) {
     q->threads = threads;
     lua_getfield(L, 3, "records");
     q->records = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 3, "program");
+    q->program = lua_islightuserdata(L, -1) ? lua_touserdata(L, -1) : NULL;
     lua_pop(L, 1);
     q->work.data = q;
     q->progress_ref = LUA_NOREF;

@@ -157,6 +157,7 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "moonrl: this LuaJIT has no package.loaders: cannot install the moonrl module searcher\n");
         return 1;
     }
+    host_env_set_library(&lib);
 
     /* arg[0] is the program, arg[1..] what the command line parser gets. */
     int nargs = argc - first;

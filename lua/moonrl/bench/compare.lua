@@ -176,31 +176,38 @@ function compare.commands(o, row, py, mprec, rprec, compiled)
     envs, rollout
 end
 
--- The cartpole row's three commands: moonrl's environment alone (on the cpu), Gymnasium's
--- CartPoleVectorEnv and its SyncVectorEnv, each printing a JSON line.
+-- The cartpole row's four commands: moonrl's environment alone (on the cpu), Gymnasium's
+-- CartPoleVectorEnv and its SyncVectorEnv, and moonrl's cartpole written in Lua
+-- (configs/envs/cartpole.lua), each printing a JSON line.
 function compare.cartpole_commands(o, py)
   local d = compare.ROWS.cartpole
   local envs = o.envs or d.envs
-  return string.format("%s run %s/bench/env_alone.lua --json --env cartpole --reps 3 --envs %d --steps %d " ..
-      "--threads %d --device cpu", uv.exepath(), home(), envs, d.steps, o.threads),
+  local function mine(env)
+    return string.format("%s run %s/bench/env_alone.lua --json --env %s --reps 3 --envs %d --steps %d " ..
+      "--threads %d --device cpu", uv.exepath(), home(), env, envs, d.steps, o.threads)
+  end
+  return mine("cartpole"),
     string.format("%s %s/bench/reference/cartpole_env.py --impl vector --num-envs %d --steps %d --reps 3",
       py, home(), envs, d.steps),
     string.format("%s %s/bench/reference/cartpole_env.py --impl sync --num-envs %d --steps %d --reps 3",
       py, home(), envs, d.sync_steps),
-    envs
+    envs, mine("lua:cartpole")
 end
 
 -- The cartpole row: R alternating fresh-process repetitions of moonrl, CartPoleVectorEnv and
 -- SyncVectorEnv. The ratio is moonrl's over CartPoleVectorEnv's; SyncVectorEnv's is beside it.
 function compare.cartpole_row(o, gym)
   local stats = require("moonrl.bench").stats
-  local mine, vec, sync, envs = compare.cartpole_commands(o, gym.cmd or gym.path)
-  local a, b, c, ma, mb, mc = {}, {}, {}, {}, {}, {}
-  local r1, r2, r3
+  local mine, vec, sync, envs, lua = compare.cartpole_commands(o, gym.cmd or gym.path)
+  local a, b, c, l, ma, mb, mc, ml = {}, {}, {}, {}, {}, {}, {}, {}
+  local r1, r2, r3, r4
   for rep = 1, o.reps do
-    local e1, e2, e3
+    local e1, e2, e3, e4
     r1, e1 = run_json(mine)
     if not r1 then error("moonrl: " .. e1 .. "\n  (command: " .. mine .. ")", 0) end
+    r4, e4 = run_json(lua)
+    if not r4 then error("moonrl (Lua): " .. e4 .. "\n  (command: " .. lua .. ")", 0) end
+    l[#l + 1], ml[#ml + 1] = r4.rate.median, r4.peak_memory_bytes
     r2, e2 = run_json(vec)
     if not r2 then error("reference: " .. e2 .. "\n  (command: " .. vec .. ")", 0) end
     r3, e3 = run_json(sync)
@@ -208,20 +215,24 @@ function compare.cartpole_row(o, gym)
     a[#a + 1], ma[#ma + 1] = r1.rate.median, r1.peak_memory_bytes
     b[#b + 1], mb[#mb + 1] = r2.sps_median, r2.peak_memory_bytes
     c[#c + 1], mc[#mc + 1] = r3.sps_median, r3.peak_memory_bytes
-    io.stderr:write(string.format("  cartpole rep %d/%d: moonrl %.0f, CartPoleVectorEnv %.0f, SyncVectorEnv %.0f " ..
-      "agent-steps/s\n", rep, o.reps, a[#a], b[#b], c[#c]))
+    io.stderr:write(string.format("  cartpole rep %d/%d: moonrl %.0f (Lua %.0f), CartPoleVectorEnv %.0f, " ..
+      "SyncVectorEnv %.0f agent-steps/s\n", rep, o.reps, a[#a], l[#l], b[#b], c[#c]))
   end
-  local sa, sb, sc = stats(a), stats(b), stats(c)
-  local pairs_, sync_pairs = {}, {}
-  for i = 1, #a do pairs_[i], sync_pairs[i] = a[i] / b[i], a[i] / c[i] end
+  local sa, sb, sc, sl = stats(a), stats(b), stats(c), stats(l)
+  local pairs_, sync_pairs, lua_pairs, lua_c = {}, {}, {}, {}
+  for i = 1, #a do
+    pairs_[i], sync_pairs[i], lua_pairs[i], lua_c[i] = a[i] / b[i], a[i] / c[i], l[i] / b[i], l[i] / a[i]
+  end
   return {
     row = "cartpole", env = "cartpole", num_envs = envs, device = "cpu", threads = threads_of(o),
     steps_per_rep = r1.steps_per_rep, sync_steps_per_rep = r3.steps_per_rep,
     moonrl = sa, reference = sb, reference_sync = sc, ratio = sa.median / sb.median, pair_ratios = pairs_,
     ratio_sync = sa.median / sc.median, sync_pair_ratios = sync_pairs,
+    moonrl_lua = sl, ratio_lua = sl.median / sb.median, lua_pair_ratios = lua_pairs,
+    lua_over_c = sl.median / sa.median, lua_c_pair_ratios = lua_c, moonrl_lua_peak_bytes = stats(ml).max,
     versions = { gymnasium = gym.gymnasium, numpy = gym.numpy, python = gym.python, python_path = gym.path },
     moonrl_peak_bytes = stats(ma).max, reference_peak_bytes = stats(mb).max, reference_sync_peak_bytes = stats(mc).max,
-    commands = { moonrl = mine, reference = vec, reference_sync = sync },
+    commands = { moonrl = mine, reference = vec, reference_sync = sync, moonrl_lua = lua },
   }
 end
 
@@ -394,6 +405,14 @@ function compare.standing(o, rows, date)
         r.num_envs, fmt_rate(r.moonrl.median), fmt_rate(r.reference.median), r.ratio, table.concat(pr, " "),
         fmt_rate(r.reference_sync.median), r.sync_steps_per_rep, r.ratio_sync, date, machine, tostring(v.gymnasium),
         tostring(v.numpy), tostring(v.python), r.num_envs, o.reps, o.threads > 0 and " --threads " .. o.threads or "")
+      if r.moonrl_lua then
+        local lp = {}
+        for i, x in ipairs(r.lua_pair_ratios or {}) do lp[i] = string.format("%.2f", x) end
+        cartpole[#cartpole + 1] = string.format("| the same, cartpole written in Lua (%.2f of the C one's rate) | %d | " ..
+          "%s | %s | **%.2fx** (pairs %s) | %s | %.0fx | %s | %s | the same | the same |", r.lua_over_c, r.num_envs,
+          fmt_rate(r.moonrl_lua.median), fmt_rate(r.reference.median), r.ratio_lua, table.concat(lp, " "),
+          fmt_rate(r.reference_sync.median), r.moonrl_lua.median / r.reference_sync.median, date, machine)
+      end
     else
       others[#others + 1] = r
     end
@@ -603,10 +622,20 @@ local function print_cartpole(o, rows, load0, load1, header)
       string.format("env cartpole, %d envs", r.num_envs), fmt_rate(r.moonrl.median), fmt_rate(r.reference.median),
       r.ratio, table.concat(pr, " "), fmt_rate(r.reference_sync.median), r.ratio_sync, fmt_peak(r.moonrl_peak_bytes),
       fmt_peak(r.reference_peak_bytes), fmt_peak(r.reference_sync_peak_bytes)))
+    if r.moonrl_lua then
+      local lp = {}
+      for i, x in ipairs(r.lua_pair_ratios) do lp[i] = string.format("%.2f", x) end
+      w(string.format("%-24s %10s %10s %7.2fx %-" .. pw .. "s %10s %8.0fx %s (%.2f of the C one's rate)\n",
+        "  written in Lua", fmt_rate(r.moonrl_lua.median), fmt_rate(r.reference.median), r.ratio_lua,
+        table.concat(lp, " "), fmt_rate(r.reference_sync.median), r.moonrl_lua.median / r.reference_sync.median,
+        fmt_peak(r.moonrl_lua_peak_bytes), r.lua_over_c))
+    end
   end
   w("\n")
   w("moonrl           agent-steps per second of moonrl's cartpole alone (bench/env_alone.lua), the median\n" ..
     "                 of the repetitions (higher is faster)\n")
+  w("written in Lua   the same cartpole as a Lua environment (configs/envs/cartpole.lua, env.lua = \"cartpole\"),\n" ..
+    "                 measured in the same alternation; the last column: its rate over the C cartpole's\n")
   w("gym vector       gymnasium.envs.classic_control.cartpole.CartPoleVectorEnv, the same instances and steps\n")
   w("ratio            moonrl's median / CartPoleVectorEnv's median: above 1, moonrl is faster\n")
   w("per pair         the same ratio for each alternating pair, in order (the spread the machine gave)\n")

@@ -145,11 +145,21 @@ function bench.env_names()
   return names
 end
 
--- name, or an error naming the environments accepted (what --env says).
+-- name, or an error naming the environments accepted (what --env says). A Lua
+-- environment is lua:NAME (a built-in, configs/envs/NAME.lua) or lua:PATH.lua.
 function bench.check_env(name)
   local names = bench.env_names()
-  for _, n in ipairs(names) do if n == name then return name end end
-  error("--env = " .. tostring(name) .. ": accepted " .. table.concat(names, ", "), 0)
+  for _, n in ipairs(names) do if n == name and n ~= "lua" then return name end end
+  local lua = type(name) == "string" and name:match("^lua:(.+)$")
+  if lua then
+    local ok, err = engine.env_program(lua)
+    if not ok then error("--env = " .. name .. ": " .. err, 0) end
+    return name
+  end
+  local shown = {}
+  for _, n in ipairs(names) do if n ~= "lua" then shown[#shown + 1] = n end end
+  error("--env = " .. tostring(name) .. ": accepted " .. table.concat(shown, ", ") ..
+    ", or lua:NAME / lua:PATH.lua (a Lua environment: lua:cartpole)", 0)
 end
 
 -- Environment alone: agent-steps/s with observations written. o.env: which
@@ -159,8 +169,10 @@ function bench.env(o)
   local name = bench.check_env(o.env or "foraging")
   local c = make_config(o)
   local ec = c.env
-  ec.name = C.mr_env_from_name(name)
-  local spaces = assert(engine.env_spaces(name, tonumber(ec.view_range)))
+  local lua = name:match("^lua:(.+)$")
+  ec.name = lua and C.MR_ENV_LUA or C.mr_env_from_name(name)
+  if lua then ec.program = assert(engine.env_program(lua)) end
+  local spaces = assert(engine.env_spaces(lua and "lua" or name, tonumber(ec.view_range), lua))
   local err = ffi.new("mr_error")
   local env = ffi.new("mr_env*[1]")
   check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
@@ -177,7 +189,7 @@ function bench.env(o)
       actions[i] = act.low[d] + math.random() * (act.high[d] - act.low[d])
     end
   else
-    local na = tonumber(C.mr_env_num_actions(ec.name))
+    local na = act.n
     actions = ffi.new("uint8_t[?]", n * 16)
     for i = 0, n * 16 - 1 do actions[i] = math.random(0, na - 1) end
   end

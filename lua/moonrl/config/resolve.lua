@@ -244,6 +244,20 @@ function resolve.resolve(opts)
   merge.into(acc, set_layer, nil, "--set", prov)
   merge.fill_defaults(acc, prov)
   acc.hardware, acc.level = profile, level
+  -- a Lua environment: env.lua picks it (env.name follows), its file's path made absolute so the
+  -- run's config.lua finds it from anywhere (a built-in's name stays a name)
+  if type(acc.env) == "table" and type(acc.env.lua) == "string" then
+    if acc.env.name ~= "lua" and is_user(prov["env.name"]) then
+      errs[#errs + 1] = "env.lua = " .. util.fmt_value(acc.env.lua) .. " and env.name = " ..
+        util.fmt_value(acc.env.name) .. " (from " .. prov["env.name"] .. "): a Lua environment is env.name = " ..
+        "\"lua\"; leave env.name out (env.lua sets it)"
+    end
+    acc.env.name = "lua"
+    if acc.env.lua:match("%.lua$") and acc.env.lua:sub(1, 1) ~= "/" then
+      local cwd = require("luv").cwd()
+      if cwd then acc.env.lua = (cwd .. "/" .. acc.env.lua):gsub("/%./", "/") end
+    end
+  end
 
   local ok, verr = validate.validate(acc)
   if not ok then errs[#errs + 1] = in_file(verr, prov, file_label) end
@@ -252,6 +266,17 @@ function resolve.resolve(opts)
   -- the device
   local num_envs_was_auto = acc.env.num_envs == "auto"
   local device = acc.device
+  if acc.env.name == "lua" then
+    -- a Lua environment steps on the CPU's threads (its LuaJIT states): never cuda, never silently
+    if device == "cuda" then
+      return nil, "device = \"cuda\" (from " .. tostring(prov.device) .. "): env.lua = " ..
+        util.fmt_value(acc.env.lua) .. " is a Lua environment, which runs on the cpu only: set device = \"cpu\" " ..
+        "(or leave it \"auto\")"
+    end
+    if device == "auto" and gpus > 0 then note(false, "device = auto: a Lua environment (env.lua) runs on the cpu") end
+    device = "cpu"
+    acc.device = "cpu"
+  end
   if device == "auto" then device = gpus > 0 and "cuda" or "cpu" end
   if device == "cpu" then
     -- the cpu backend runs bf16 (oneDNN's convolutions) where the CPU has

@@ -103,10 +103,18 @@ key { key = "dashboard", type = "boolean", default = false,
 
 -- env -----------------------------------------------------------------------
 key { key = "env.name", type = "enum", default = "foraging",
-  choices = { "foraging", "reach", "cartpole", "pendulum", "snake" },
+  choices = { "foraging", "reach", "cartpole", "pendulum", "snake", "lua" },
   aliases = { "environment", "env_name" },
   desc = "which environment: foraging (docs/environment.md, four modes) or reach (goal and pits, 4 actions, " ..
-    "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one" }
+    "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one; lua = the file " ..
+    "env.lua names (set by env.lua itself)" }
+key { key = "env.lua", type = "string", optional = true, max_len = 4096, c = false,
+  desc = "an environment written in Lua (docs/environments.md, \"An environment in Lua\"): a path to its .lua " ..
+    "file (made absolute when the config resolves) or a built-in's name (configs/envs/NAME.lua: cartpole); " ..
+    "env.name becomes lua; cpu only; nil = env.name's C environment" }
+key { key = "env.lua_checks", type = "boolean", default = false, c = false,
+  desc = "a Lua environment's debug mode: every index into its state's arrays checked against the array, every " ..
+    "value stored against its type, the reward against NaN and infinities; about 20 times slower" }
 key { key = "env.mode", type = "enum", default = "ground_truth",
   choices = { "ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy" },
   desc = "rewards and observations (docs/environment.md, modes table)" }

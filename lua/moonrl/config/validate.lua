@@ -182,6 +182,11 @@ local function cross_checks(t, errs, bad)
         "): accepted a divisor of " .. f(batch)
     end
   end
+  -- a Lua environment (docs/environments.md): env.lua names it, env.name = lua follows (config.resolve)
+  if type(env) == "table" and env.name == "lua" and env.lua == nil then
+    errs[#errs + 1] = "env.name = \"lua\" needs env.lua: the path to the environment's .lua file (or a built-in's " ..
+      "name, such as \"cartpole\")"
+  end
   if ok("alerts.memory_warning", "alerts.memory_critical") and alerts.memory_warning > alerts.memory_critical then
     errs[#errs + 1] = "alerts.memory_warning = " .. f(alerts.memory_warning) .. " is above alerts.memory_critical = " ..
       f(alerts.memory_critical) .. ": accepted memory_warning <= memory_critical"

@@ -20,11 +20,12 @@ local function eval_args(target, on_skip)
     local rs = require("moonrl.run.resume")
     local st = uv.fs_stat(target)
     local run_dir = st and st.type == "directory" and target or rs.run_dir_of(target)
-    local defaults
+    local defaults, env
     if run_dir then
       local now = run_dir .. "/" .. rs.NOW_FILE   -- the config in force after changes, else the one it started with
       local t = require("moonrl.config").load_file(uv.fs_stat(now) and now or run_dir .. "/config.lua")
       defaults = type(t) == "table" and type(t.eval) == "table" and t.eval or nil
+      env = type(t) == "table" and type(t.env) == "table" and t.env or nil
     end
     if st and st.type == "directory" then
       local ck, err = rs.newest(target)
@@ -34,13 +35,14 @@ local function eval_args(target, on_skip)
       end
       path = ck.path
     end
-    return path, defaults
+    return path, defaults, env
   elseif getmetatable(target) == require("moonrl.run") then
     if target:alive() then
       return nil, "moonrl.evaluate: the run is still training; wait for it (run:wait()) or pass a checkpoint path"
     end
     path = target.last_checkpoint
     if not path then return nil, "moonrl.evaluate: the run wrote no checkpoint (it failed before its first one)" end
+    return path, nil, target.cfg and target.cfg.env
   else
     return nil, "moonrl.evaluate: expected a checkpoint path or a run, got " .. type(target)
   end
@@ -55,7 +57,7 @@ function evaluate.evaluate(target, opts)
     if cb then cb(res, err) end
     return res, err
   end
-  local path, run_eval = eval_args(target, opts.on_skip)   -- run_eval: the error when no path
+  local path, run_eval, run_env = eval_args(target, opts.on_skip)   -- run_eval: the error when no path
   if not path then return finish(nil, run_eval) end
   local eval = {}
   local defaults = type(target) == "table" and target.cfg and target.cfg.eval or run_eval or {}
@@ -103,6 +105,13 @@ function evaluate.evaluate(target, opts)
     copts.device = tonumber(d)
   end
   if opts.threads ~= nil then copts.threads = opts.threads end
+  -- a Lua environment (env.lua): opts.lua, else the run's config names its file
+  local lua = opts.lua or (run_env and run_env.lua)
+  if lua ~= nil then
+    local h, herr = engine.env_program_handle(lua, opts.lua_checks or (run_env and run_env.lua_checks))
+    if not h then return finish(nil, "moonrl.evaluate: " .. herr) end
+    copts.program = h
+  end
   if opts.records ~= false then copts.records = true end   -- the table's numbers come from them
   if opts.progress ~= nil and opts.progress ~= false and type(opts.progress) ~= "function" then
     return finish(nil, "moonrl.evaluate: progress must be a function, or false for none")
@@ -129,7 +138,8 @@ function evaluate.evaluate(target, opts)
       r.environment = engine.env_name(tonumber(trained.env.name))
       r.eval = { num_envs = ec.num_envs, steps = ec.steps, runs = ec.runs, seed = tonumber(ec.seed) }
       if protocol == "episodic" then
-        local how = engine.env_evaluation(tonumber(trained.env.name)) or {}
+        local how = engine.env_evaluation(tonumber(trained.env.name),
+          trained.env.program ~= nil and trained.env.program or nil) or {}
         r.eval.episodes, r.eval.greedy = ec.episodes > 0 and ec.episodes or nil, ec.greedy ~= 0
         r.counters, r.success = how.counters or {}, how.success
         if opts.records ~= false then r.records = engine.eval_episodes(rec_bytes) end

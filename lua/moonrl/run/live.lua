@@ -53,7 +53,8 @@ local validate = require("moonrl.config.validate")
 
 local live = {}
 
-live.LIMITS = { instructions = 5e7, memory_kib = 65536 }
+-- one table with a Lua environment's bounds (moonrl.env.program: the same limits)
+live.LIMITS = require("moonrl.env.program").LIMITS
 live.DEBOUNCE_MS = 40
 live.POLL_MS = 250
 

@@ -11,7 +11,9 @@
 #include "config.h"
 #include "config_keys.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Choice i of "a|b|c" into buf ("?" past the end). */
@@ -45,6 +47,25 @@ size_t mr_ck_config_records(const mr_config *c, char *buf, size_t len) {
     for (int i = 0; i < c->count; i++) PUT(i ? ",%d" : "%d", c->f[i]); \
     PUT("\n");
     MR_CONFIG_KEYS(W_INT, W_REAL, W_U64, W_ENUM, W_SCHED, W_LIST)
+    const mr_env_program *p = c->env.name == MR_ENV_LUA ? c->env.program : NULL;
+    if (p) {
+        const mr_env_spaces *sp = &p->spaces;
+        PUT("lua.label = %s\n", p->label);
+        PUT("lua.obs = %d\n", sp->obs.shape[0]);
+        if (sp->act.kind == MR_SPACE_BOX) {
+            PUT("lua.action = box %d", sp->act.n);
+            for (int k = 0; k < sp->act.n && k < MR_SPACE_MAX_DIMS; k++)
+                PUT(" %.9g %.9g", (double)sp->act.low[k], (double)sp->act.high[k]);
+            PUT("\n");
+        } else {
+            PUT("lua.action = discrete %d\n", sp->act.n);
+        }
+        for (int k = 0; k < sp->counters && k < MR_ENV_MAX_COUNTERS; k++) PUT("lua.counter = %s\n", p->counter_name[k]);
+        PUT("lua.success = %d %d\n", sp->success, sp->success_counter);
+        PUT("lua.max_steps = %d\n", p->max_steps);
+        for (int i = 0; i < p->fields && i < MR_PROGRAM_MAX_FIELDS; i++)
+            PUT("lua.field = %s %d %d\n", p->field[i].name, p->field[i].type, p->field[i].count);
+    }
 #undef W_INT
 #undef W_REAL
 #undef W_U64
@@ -93,8 +114,90 @@ static int config_record(mr_config *c, const char *key, const char *val) {
     return 1;
 }
 
+/* One "lua.*" record onto the stand-in program p: 0, or -1 when it does not parse. */
+static int program_record(mr_env_program *p, const char *key, const char *val) {
+    int m = -1;
+    mr_env_spaces *sp = &p->spaces;
+    if (!strcmp(key, "lua.label")) {
+        snprintf(p->label, sizeof p->label, "%s", val);
+        return 0;
+    }
+    if (!strcmp(key, "lua.obs")) {
+        sp->obs.kind = MR_SPACE_VECTOR;
+        sp->obs.shape[1] = sp->obs.shape[2] = 1;
+        return sscanf(val, "%d%n", &sp->obs.shape[0], &m) == 1 && !val[m] ? 0 : -1;
+    }
+    if (!strcmp(key, "lua.action")) {
+        if (sscanf(val, "discrete %d%n", &sp->act.n, &m) == 1 && !val[m]) {
+            sp->act.kind = MR_SPACE_DISCRETE;
+            return 0;
+        }
+        if (sscanf(val, "box %d%n", &sp->act.n, &m) != 1 || sp->act.n < 1 || sp->act.n > MR_SPACE_MAX_DIMS) return -1;
+        sp->act.kind = MR_SPACE_BOX;
+        const char *q = val + m;
+        for (int k = 0; k < sp->act.n; k++) {
+            if (sscanf(q, " %f %f%n", &sp->act.low[k], &sp->act.high[k], &m) != 2) return -1;
+            q += m;
+        }
+        return *q ? -1 : 0;
+    }
+    if (!strcmp(key, "lua.counter")) {
+        if (sp->counters >= MR_ENV_MAX_COUNTERS) return -1;
+        snprintf(p->counter_name[sp->counters], sizeof p->counter_name[0], "%s", val);
+        sp->counter_names[sp->counters] = p->counter_name[sp->counters];
+        sp->counters++;
+        return 0;
+    }
+    if (!strcmp(key, "lua.success"))
+        return sscanf(val, "%d %d%n", &sp->success, &sp->success_counter, &m) == 2 && !val[m] ? 0 : -1;
+    if (!strcmp(key, "lua.max_steps")) return sscanf(val, "%d%n", &p->max_steps, &m) == 1 && !val[m] ? 0 : -1;
+    if (!strcmp(key, "lua.field")) {
+        if (p->fields >= MR_PROGRAM_MAX_FIELDS) return -1;
+        mr_program_field *f = &p->field[p->fields];
+        char name[64];
+        if (sscanf(val, "%63s %d %d%n", name, &f->type, &f->count, &m) != 3 || val[m] ||
+            strlen(name) >= sizeof f->name) return -1;
+        snprintf(f->name, sizeof f->name, "%s", name);
+        snprintf(f->section, sizeof f->section, "env.%s", name);
+        p->fields++;
+        return 0;
+    }
+    return -1;
+}
+
+/* The stand-ins read so far, one per distinct declaration, kept for the
+ * process (configs read back point at them). */
+typedef struct stand_in {
+    mr_env_program key;   /* the declarations with the counter names' pointers zeroed */
+    mr_env_program p;
+    struct stand_in *next;
+} stand_in;
+static stand_in *stand_ins;
+static pthread_mutex_t stand_in_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const mr_env_program *intern(const mr_env_program *p) {
+    mr_env_program key;
+    memcpy(&key, p, sizeof key);
+    memset(key.spaces.counter_names, 0, sizeof key.spaces.counter_names);
+    pthread_mutex_lock(&stand_in_mu);
+    stand_in *s = stand_ins;
+    while (s && memcmp(&s->key, &key, sizeof key) != 0) s = s->next;
+    if (!s && (s = calloc(1, sizeof *s)) != NULL) {
+        memcpy(&s->key, &key, sizeof key);
+        memcpy(&s->p, &key, sizeof key);
+        for (int k = 0; k < s->p.spaces.counters; k++) s->p.spaces.counter_names[k] = s->p.counter_name[k];
+        s->next = stand_ins;
+        stand_ins = s;
+    }
+    pthread_mutex_unlock(&stand_in_mu);
+    return s ? &s->p : NULL;
+}
+
 mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_config *c, mr_error *err) {
     mr_config_default(c);
+    mr_env_program lua;
+    memset(&lua, 0, sizeof lua);
+    int lua_records = 0;
     char line[512];
     size_t i = 0;
     while (i < n) {
@@ -109,6 +212,13 @@ mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_co
         char *eq = strstr(line, " = ");
         if (!eq) return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s' is not 'key = value'", path, line);
         *eq = 0;
+        if (!strncmp(line, "lua.", 4)) {
+            if (program_record(&lua, line, eq + 3) != 0)
+                return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s = %s' does not parse", path, line,
+                               eq + 3);
+            lua_records++;
+            continue;
+        }
         const int r = config_record(c, line, eq + 3);
         if (r > 0)
             return mr_fail(err, MR_ERR_FORMAT, "'%s' holds the setting '%s', which this moonrl does not know (a "
@@ -116,6 +226,11 @@ mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_co
         if (r < 0)
             return mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: config record '%s = %s' does not parse", path, line,
                            eq + 3);
+    }
+    if (c->env.name == MR_ENV_LUA && lua_records) {
+        /* the counter names pointing into the local copy are made the stand-in's own by intern */
+        c->env.program = intern(&lua);
+        if (!c->env.program) return mr_fail(err, MR_ERR_NOMEM, "out of memory reading '%s'", path);
     }
     mr_config_follow_env(c);   /* the network's sizes from env.name: not records */
     return MR_OK;

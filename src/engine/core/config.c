@@ -135,6 +135,10 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     if (!c) return mr_fail(err, MR_ERR_ARG, "config is NULL");
     mr_status s = mr_env_config_check(&c->env, err);
     if (s) return s;
+    if (c->env.name == MR_ENV_LUA && c->device == MR_DEVICE_CUDA)
+        return mr_fail(err, MR_ERR_ARG, "device = cuda: %s is a Lua environment, which runs on the cpu only "
+                       "(its step is Lua code on the CPU's threads): set device = \"cpu\" (or \"auto\")",
+                       c->env.program ? c->env.program->label : "env.lua");
     mr_env_spaces sp;   /* what the environment declares, against what the network trains */
     if ((s = mr_env_spaces_of(&c->env, &sp, err)) != MR_OK) return s;
     if ((s = mr_net_fits_spaces(&sp, mr_env_name_of(c->env.name), err)) != MR_OK) return s;

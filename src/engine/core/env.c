@@ -97,6 +97,21 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
     if (c->max_episode_steps < 0)
         return mr_fail(err, MR_ERR_ARG, "env.max_episode_steps = %d: must be >= 0 (0 = never truncate)",
                         c->max_episode_steps);
+    if (c->name == MR_ENV_LUA) {
+        if (!c->program)
+            return mr_fail(err, MR_ERR_ARG, "env.name = lua: no program is attached: env.lua names the Lua file that "
+                           "declares the environment (docs/environments.md, \"An environment in Lua\")");
+        /* every field of every instance: refused before any size wraps */
+        const mr_env_program *p = c->program;
+        unsigned long long per = 0;
+        for (int i = 0; i < p->fields && i < MR_PROGRAM_MAX_FIELDS; i++)
+            per += (unsigned long long)p->field[i].count *
+                   (p->field[i].type == MR_FIELD_DOUBLE ? 8u : p->field[i].type == MR_FIELD_UINT8 ? 1u : 4u);
+        if (per * (unsigned long long)c->num_envs > (1ull << 40))
+            return mr_fail(err, MR_ERR_ARG, "%s: the declared fields take %llu bytes per instance, x env.num_envs = %d "
+                           "is %llu bytes: accepted at most 1 TiB in all (fewer instances or smaller fields)",
+                           p->label, per, c->num_envs, per * (unsigned long long)c->num_envs);
+    }
     mr_ok(err);
     return MR_OK;
 }
@@ -159,6 +174,9 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device, int
     if (threads < 0) return mr_fail(err, MR_ERR_ARG, "threads = %d: must be >= 0 (0 = all cores)", threads);
     if (device < MR_DEVICE_AUTO || device > MR_DEVICE_CUDA)
         return mr_fail(err, MR_ERR_ARG, "device = %d: accepted 0 auto, 1 cpu, 2 cuda", device);
+    if (cfg->name == MR_ENV_LUA && device == MR_DEVICE_CUDA)
+        return mr_fail(err, MR_ERR_ARG, "device = cuda: %s is a Lua environment, which runs on the cpu only: use "
+                       "device = cpu", cfg->program ? cfg->program->label : "env.lua");
     /* backend selection */
     const mr_backend *be = mr_backend_for(device);
     if (be->unavailable)
@@ -208,7 +226,9 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     if (e->s.act_bytes != 1)
         return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are multi-discrete (%d bytes each): mr_env_step "
                        "takes one byte per instance", mr_env_name_of(e->cfg.name), e->s.act_bytes);
-    const int na = mr_env_num_actions(e->cfg.name);
+    mr_env_spaces sp;
+    TRY(mr_env_spaces_of(&e->cfg, &sp, err));
+    const int na = sp.act.n;
     uint8_t top = 0;   /* the largest action first (a loop that vectorises), the culprit only then */
     for (int i = 0; i < e->s.n; i++) top = actions[i] > top ? actions[i] : top;
     for (int i = 0; top >= na && i < e->s.n; i++)

@@ -210,11 +210,13 @@ static mr_status cpu_event_elapsed(void *a, void *b, float *ms, mr_error *err) {
 
 static mr_status cpu_env_reset(const mr_env_state *s, void *stream, mr_error *err) {
     (void)stream;
+    if (s->kind == MR_ENV_LUA) return mr_env_cpu_program_reset(s, err);
     mr_env_cpu_reset_all(s);
     return ok(err);
 }
 static mr_status cpu_env_step(const mr_env_state *s, const uint8_t *a, void *stream, mr_error *err) {
     (void)stream;
+    if (s->kind == MR_ENV_LUA) return mr_env_cpu_program_step(s, a, err);
     mr_env_cpu_step_all(s, a);
     return ok(err);
 }

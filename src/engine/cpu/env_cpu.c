@@ -17,7 +17,9 @@
  * instance's step will read (prefetch_rows; a hint, so the same bytes).
  */
 #include "env_cpu.h"
+#include "errors.h"
 
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +77,71 @@ void mr_env_cpu_step_all(const mr_env_state *s, const uint8_t *actions) {
         if (ahead && i + ahead < n) mr_env_prefetch_one(s, i + ahead, actions[i + ahead]);
         mr_env_step_at(s, i, actions);
     }
+}
+
+/* ------------------------------------------------- a program's slices */
+
+/* A program (env.name = lua) steps whole slices: thread t of T takes
+ * instances [n t / T, n (t + 1) / T) in one call of the host's program
+ * (its loop over them is the program's own, so it is compiled as one).
+ * The instances are independent, so the bytes are the same for any T.
+ * Each thread gets at least MR_ENV_CPU_PROGRAM_SLICE instances: a call
+ * costs about a microsecond. A failing call's message comes back; where
+ * several fail, the one of the lowest instances (what one thread would
+ * have met first). */
+#define MR_ENV_CPU_PROGRAM_SLICE 256
+
+static mr_status program_run(const mr_env_state *s, const uint8_t *actions, int step, mr_error *err) {
+    const mr_env_program *p = mr_program_of(s)->prog;
+    if (!p) return mr_fail(err, MR_ERR_STATE, "env.name = lua: the environment's state has no program");
+    if (!p->step || !p->reset) {
+        /* a checkpoint's stand-in (checkpoint_config.c): its declarations, no code. A reset clears the
+         * engine's part (a trainer made to export or infer resets, and a checkpoint then fills the state);
+         * a step is refused */
+        if (!step) {
+            for (int i = 0; i < s->n; i++) mr_program_begin(s, i);
+            mr_ok(err);
+            return MR_OK;
+        }
+        return mr_fail(err, MR_ERR_STATE, "%s: this Lua environment was read back from a checkpoint and its file is "
+                       "not attached: give env.lua (the run's config.lua names it) to step it", p->label);
+    }
+    mr_program_io io;
+    mr_program_io_of(s, &io);
+    const int n = s->n;
+    int threads = env_threads(s);
+    if (threads > n / MR_ENV_CPU_PROGRAM_SLICE) threads = n / MR_ENV_CPU_PROGRAM_SLICE;
+    if (threads < 1) threads = 1;
+    int bad_i0 = INT_MAX;
+    char bad_msg[MR_ERROR_LEN] = "";
+    #pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int i0 = (int)((long long)n * t / nt), i1 = (int)((long long)n * (t + 1) / nt);
+        char msg[MR_ERROR_LEN];
+        msg[0] = 0;
+        int rc = 0;
+        if (i1 > i0)
+            rc = step ? p->step(p->user, &io, i0, i1, actions, msg, sizeof msg)
+                      : p->reset(p->user, &io, i0, i1, msg, sizeof msg);
+        if (rc != 0) {
+            #pragma omp critical(mr_env_cpu_program_error)
+            if (i0 < bad_i0) {
+                bad_i0 = i0;
+                memcpy(bad_msg, msg, sizeof msg);
+                bad_msg[sizeof bad_msg - 1] = 0;
+            }
+        }
+    }
+    if (bad_i0 != INT_MAX) return mr_fail(err, MR_ERR_STATE, "%s", bad_msg[0] ? bad_msg : "the program failed");
+    mr_ok(err);
+    return MR_OK;
+}
+
+mr_status mr_env_cpu_program_reset(const mr_env_state *s, mr_error *err) { return program_run(s, NULL, 0, err); }
+
+mr_status mr_env_cpu_program_step(const mr_env_state *s, const uint8_t *actions, mr_error *err) {
+    return program_run(s, actions, 1, err);
 }
 
 void mr_env_cpu_clear_logs(const mr_env_state *s) {

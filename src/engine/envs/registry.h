@@ -28,6 +28,7 @@ MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     case MR_ENV_CARTPOLE: mr_cartpole_reset_full(s, i); break;
     case MR_ENV_PENDULUM: mr_pendulum_reset_full(s, i); break;
     case MR_ENV_SNAKE: mr_snake_reset_full(s, i); break;
+    case MR_ENV_LUA: break;   /* the host's program: cpu/env_cpu.c hands it whole slices */
     default: mr_forage_reset_full(s, i); break;
     }
 }
@@ -42,6 +43,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
         mr_pendulum_step(s, i, (const float *)(const void *)(actions + (size_t)i * (size_t)s->act_bytes));
         break;
     case MR_ENV_SNAKE: mr_snake_step(s, i, actions[i]); break;
+    case MR_ENV_LUA: break;   /* the host's program: cpu/env_cpu.c hands it whole slices */
     default: mr_forage_step(s, i, actions[i]); break;
     }
 }
@@ -49,7 +51,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
 /* Instance i's privileged critic inputs into extra (its critic_extra floats). */
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: (void)extra; break;   /* none */
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_LUA: (void)extra; break;   /* none */
     case MR_ENV_SNAKE: mr_snake_critic_extra(s, i, extra); break;      /* length, time */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }

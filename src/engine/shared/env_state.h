@@ -161,7 +161,7 @@ typedef struct mr_env_section {
     void *data;
     size_t bytes;                   /* all n instances */
 } mr_env_section;
-#define MR_ENV_MAX_SECTIONS 24
+#define MR_ENV_MAX_SECTIONS 32   /* a Lua environment's: 5 + 2 per counter + its fields */
 
 /* Every parameter from cfg (reward_clip 20, threads 0; the trainer sets
  * its own) and every buffer from the arena: the interface's, then the

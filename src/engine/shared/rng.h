@@ -38,7 +38,8 @@ enum {
     MR_RNG_SHUFFLE = 7,         /* trainer: minibatch permutation */
     MR_RNG_INIT = 8,            /* trainer: weight initialisation */
     MR_RNG_CARTPOLE_RESET = 9,  /* cartpole: a new episode's state (envs/cartpole.h) */
-    MR_RNG_PENDULUM_RESET = 10  /* pendulum: a new episode's state (envs/pendulum.h) */
+    MR_RNG_PENDULUM_RESET = 10, /* pendulum: a new episode's state (envs/pendulum.h) */
+    MR_RNG_LUA = 11             /* a Lua environment's draws, unless it names a purpose (envs/program.h) */
 };
 
 /* splitmix64's finaliser (Stafford's Mix13): a bijection on 64 bits with full

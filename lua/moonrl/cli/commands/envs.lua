@@ -40,8 +40,9 @@ function envs.run(argv)
     local json = require("moonrl.formats.json")
     for _, env in ipairs(list) do
       local ob = env.spaces.observation
-      cmdline.out(json.encode({ name = env.name, summary = env.summary, actions = env.actions,
-        codes = env.codes, spaces = env.spaces, experiments = by_env[env.name] or json.array(),
+      local key = env.lua and "lua:" .. env.lua or env.name
+      cmdline.out(json.encode({ name = env.name, lua = env.lua, summary = env.summary, actions = env.actions,
+        codes = env.codes, spaces = env.spaces, experiments = by_env[key] or json.array(),
         observation = ob.kind ~= "vector" and { ob.shape[2], ob.shape[3], ob.shape[1] } or ob.shape }), "\n")
     end
     return
@@ -49,8 +50,9 @@ function envs.run(argv)
   local rows = { { "env.name", "observation", "action", "counters", "built-in experiments", "what it is" } }
   for _, env in ipairs(list) do
     local sp = env.spaces
+    local key = env.lua and "lua:" .. env.lua or env.name
     rows[#rows + 1] = { env.name, envs.describe_obs(sp.observation), envs.describe_action(sp.action),
-      table.concat(sp.counters, ", "), envs.describe_experiments(by_env[env.name]), env.summary }
+      table.concat(sp.counters, ", "), envs.describe_experiments(by_env[key]), env.summary }
   end
   local width = {}
   for _, r in ipairs(rows) do
@@ -83,11 +85,13 @@ function envs.experiments()
     local t = loader.resource(loader.experiment_path(name))
     local env = type(t) == "table" and type(t.env) == "table" and t.env or {}
     local env_name = type(env.name) == "string" and env.name or schema.by_key["env.name"].default
+    if type(env.lua) == "string" then env_name = "lua" end
     local vr = tonumber(env.view_range) or envs.default_view_range()
-    local sp = engine.env_spaces(env_name, vr)
+    local sp = engine.env_spaces(env_name, vr, env.lua)
+    local key = env_name == "lua" and "lua:" .. tostring(env.lua) or env_name
     if sp then
-      out[env_name] = out[env_name] or {}
-      table.insert(out[env_name], { name = name, view_range = vr, observation = sp.observation })
+      out[key] = out[key] or {}
+      table.insert(out[key], { name = name, view_range = vr, observation = sp.observation })
     end
   end
   return out

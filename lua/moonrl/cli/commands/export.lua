@@ -214,7 +214,8 @@ function export.run(argv)
   for i = 0, tonumber(c.policy.num_conv) - 1 do channels[#channels + 1] = tonumber(c.policy.conv_channels[i]) end
   local view = 2 * tonumber(c.env.view_range) + 1
   -- what the environment declares (engine.env_spaces): the network's inputs and outputs follow it
-  local spaces = assert(engine.env_spaces(env_name, tonumber(c.env.view_range)))
+  local spaces = assert(engine.env_spaces(env_name, tonumber(c.env.view_range),
+    c.env.program ~= nil and c.env.program or nil))   -- a Lua environment: what its checkpoint recorded
   local description, observation
   local head, actor = action_head(spaces.action, tonumber(c.policy.box_squash))
   if tonumber(c.policy.obs_vector) > 0 then   -- a vector observation: the MLP trunk (net_layout.h)

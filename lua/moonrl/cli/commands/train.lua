@@ -164,7 +164,8 @@ function train.run(argv)
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
   local started, run = pcall(require("moonrl.run.start").start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose })
   if not started then   -- bad input (the config, policy.init) exits 2, anything else 1
-    err("moonrl train: ", (tostring(run):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
+    -- the position of moonrl's own raise goes; a user file's (a Lua environment's "FILE:LINE: ") stays
+    err("moonrl train: ", (tostring(run):gsub("^[^\n]-lua/moonrl/[^\n]-%.lua:%d+: ", "")), "\n")
     return require("moonrl.util").is_bad_input(run) and 2 or 1
   end
   out("run directory: ", run.dir, "\n")
