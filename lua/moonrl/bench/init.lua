@@ -126,6 +126,7 @@ local function make_config(o)
   c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
   c.precision = bench.PRECISIONS[o.precision or "fp32"]
   if o.cpu_conv then c.cpu.conv = bench.CONVS[o.cpu_conv] end
+  if o.cuda_conv then c.cuda.conv = C["MR_CUDA_CONV_" .. o.cuda_conv:upper()] end
   c.total_steps = (o.reps + 4) * o.envs * o.rollout
   return c
 end
@@ -214,6 +215,10 @@ local function new_trainer(o)
   if o.cpu_conv == "auto" and o.device ~= "cuda" then
     o.conv_notes, o.conv_layers = require("moonrl.run.conv_algorithms").resolve({ cpu = { conv = "auto" } }, c, true)
   end
+  -- --cuda-conv auto | cudnn: each layer as `moonrl train` picks it (searched once on this GPU, then cached)
+  if o.device == "cuda" and (o.cuda_conv == "auto" or o.cuda_conv == "cudnn") then
+    o.conv_notes = require("moonrl.run.conv_algorithms").resolve_cuda({ cuda = { conv = o.cuda_conv } }, c, true)
+  end
   local err = ffi.new("mr_error")
   local tp = ffi.new("mr_trainer*[1]")
   check(C.mr_trainer_create(c, tp, err), err, "trainer")
@@ -300,6 +305,7 @@ function bench.train(o)
   r.forward_macs = bench.forward_macs(net, view_range)
   -- what this path computes per agent-step (fewer than the model's with Winograd)
   r.cpu_conv = o.device ~= "cuda" and (o.cpu_conv or "default") or nil
+  r.cuda_conv = o.device == "cuda" and (o.cuda_conv or "im2col") or nil
   r.conv_layers = o.conv_layers and next(o.conv_layers) and o.conv_layers or nil
   r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), r.conv_layers or o.cpu_conv,
     view_range, forwards)

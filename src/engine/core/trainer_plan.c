@@ -120,7 +120,8 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
      * thread count, and leave the caller's as it was */
     const int caller_threads = omp_get_max_threads();
     omp_set_num_threads(t0.threads);
-    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &cfg->cpu, &out->policy, err);
+    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &cfg->cpu, &cfg->cuda,
+                                   &out->policy, err);
     omp_set_num_threads(caller_threads);
     if (ps != MR_OK) return ps;
     /* the parameter counts come from the shared layout */

@@ -242,7 +242,9 @@ static mr_policy_options cpu_policy_options(int precision, const mr_cpu_config *
 }
 
 static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                                 const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err) {
+                                 const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_bpolicy_plan *out,
+                                 mr_error *err) {
+    (void)cuda;   /* the cuda backend's */
     (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
     memset(out, 0, sizeof *out);
     out->n = 1;
@@ -252,7 +254,9 @@ static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_
 }
 
 static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train, int max_act,
-                                   int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
+                                   int precision, const mr_cpu_config *cpu, const mr_cuda_config *cuda,
+                                   mr_devmem *mem, mr_error *err) {
+    (void)cuda;   /* the cuda backend's */
     (void)max_act;
     memset(bp, 0, sizeof *bp);
     mr_policy *p = calloc(1, sizeof *p);

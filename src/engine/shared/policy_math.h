@@ -48,6 +48,8 @@ typedef struct mr_pc_plan {
     /* byte offsets into the workspace */
     size_t o_codes, o_act[MR_MAX_CONV], o_cin, o_chid, o_dchid, o_dfeat, o_col, o_dA, o_dB, o_part;
     size_t o_wlp, o_dlog, o_dval, o_blas;
+    size_t o_dnn_ws, o_dnn_dw, dnn_ws_bytes;   /* cuDNN's workspace and, in bf16 / fp16, a weight gradient in T */
+    int8_t dnn[MR_MAX_CONV];  /* layer l (>= 1) runs through the conv operation (cuDNN); mr_pc_plan_dnn */
     size_t part_doubles;
     size_t ws_bytes;          /* the workspace */
     size_t param_bytes;       /* params, and grads, each (fp32) */
@@ -61,6 +63,7 @@ typedef struct mr_pc_bufs {
     double *part;
     void *wlp, *dlog, *dval;   /* NULL in fp32 */
     void *blas;
+    void *dnn_ws, *dnn_dw;     /* NULL unless a layer runs through cuDNN (dnn_dw: bf16 / fp16 only) */
 } mr_pc_bufs;
 
 static inline size_t mr_pc_round(size_t n) { return (n + MR_PC_ALIGN - 1) / MR_PC_ALIGN * MR_PC_ALIGN; }
@@ -143,6 +146,31 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     return MR_OK;
 }
 
+/* Layers l = 1 .. num_conv-1 with layers[l] != 0 run through the conv
+ * operation (cuDNN) instead of im2col + GEMM ([0] is ignored: the first
+ * layer reads the codes); the workspace grows by cuDNN's (MR_PC_DNN_WS) and,
+ * in bf16 / fp16, by one weight gradient in T. Call once, after
+ * mr_pc_plan_make; layers NULL or all 0: nothing changes. */
+static inline void mr_pc_plan_dnn(mr_pc_plan *pl, const int8_t *layers) {
+    size_t wmax = 0;
+    int any = 0;
+    for (int l = 1; layers && l < pl->net.num_conv; l++) {
+        pl->dnn[l] = layers[l] != 0;
+        if (!pl->dnn[l]) continue;
+        any = 1;
+        const size_t wl = (size_t)pl->net.ch[l + 1] * 9 * (size_t)pl->net.ch[l];
+        if (wl > wmax) wmax = wl;
+    }
+    if (!any) return;
+    pl->o_dnn_ws = pl->ws_bytes;
+    pl->dnn_ws_bytes = MR_PC_DNN_WS;
+    pl->ws_bytes += mr_pc_round(MR_PC_DNN_WS);
+    if (pl->dt != MR_FP32) {
+        pl->o_dnn_dw = pl->ws_bytes;
+        pl->ws_bytes += mr_pc_round(wmax * (size_t)mr_pc_esize(pl->dt));
+    }
+}
+
 /* Device bytes of a policy: params, grads, workspace. */
 static inline size_t mr_pc_plan_bytes(const mr_pc_plan *pl) { return 2 * pl->param_bytes + pl->ws_bytes; }
 
@@ -164,6 +192,10 @@ static inline void mr_pc_carve(const mr_pc_plan *pl, unsigned char *ws, mr_pc_bu
         b->dval = ws + pl->o_dval;
     }
     b->blas = ws + pl->o_blas;
+    if (pl->dnn_ws_bytes) {
+        b->dnn_ws = ws + pl->o_dnn_ws;
+        if (pl->dt != MR_FP32) b->dnn_dw = ws + pl->o_dnn_dw;
+    }
 }
 
 /* ------------------------------------------------------------ the network */
@@ -194,6 +226,12 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
         const int n = B - c0 < pl->chunk ? B - c0 : pl->chunk;
         for (int l = 0; l < L; l++) {
             const void *in = l ? mr_pc_cat(bf->act[l - 1], (size_t)c0 * VV * p->ch[l], dt) : NULL;
+            if (l && pl->dnn[l] && o->conv) {
+                MR_PC_TRY(mr_pc_dnn_forward(o, dt, l, mr_pc_at(bf->act[l], (size_t)c0 * VV * p->ch[l + 1], dt), in,
+                                            mr_pc_w(pl, bf, params, p->conv_w[l]), params + p->conv_b[l], n, V, V,
+                                            p->ch[l], p->ch[l + 1], 1, err));
+                continue;
+            }
             MR_PC_TRY(mr_pc_conv_forward(o, dt, mr_pc_at(bf->act[l], (size_t)c0 * VV * p->ch[l + 1], dt), bf->col,
                                          in, bf->codes + (size_t)c0 * VV, proxy, mr_pc_w(pl, bf, params, p->conv_w[l]),
                                          params + p->conv_b[l], n, V, V, p->ch[l], p->ch[l + 1], 1, err));
@@ -270,10 +308,15 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
         MR_PC_TRY(o->job(o->ctx, &j, err));
         for (int l = L - 1; l >= 0; l--) {
             const void *in = l ? mr_pc_cat(bf->act[l - 1], (size_t)c0 * VV * p->ch[l], dt) : NULL;
-            MR_PC_TRY(mr_pc_conv_backward(o, dt, l ? next : NULL, in, G + p->conv_w[l], G + p->conv_b[l], bf->part,
-                                          bf->col, cur, in, bf->codes + (size_t)c0 * VV, proxy,
-                                          mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l], p->ch[l + 1],
-                                          err));
+            if (l && pl->dnn[l] && o->conv)
+                MR_PC_TRY(mr_pc_dnn_backward(o, dt, l, next, in, G + p->conv_w[l], G + p->conv_b[l], bf->part, cur,
+                                             in, mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l],
+                                             p->ch[l + 1], err));
+            else
+                MR_PC_TRY(mr_pc_conv_backward(o, dt, l ? next : NULL, in, G + p->conv_w[l], G + p->conv_b[l],
+                                              bf->part, bf->col, cur, in, bf->codes + (size_t)c0 * VV, proxy,
+                                              mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l],
+                                              p->ch[l + 1], err));
             void *t = cur;
             cur = next;
             next = t;
