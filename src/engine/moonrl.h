@@ -844,7 +844,8 @@ mr_status mr_config_device_bytes(const mr_config *cfg, uint64_t *bytes, mr_error
 /* env.num_envs = "auto": the largest num_envs, a multiple of 64 (at least 64,
  * at most 1,048,576) for which num_envs x rollout_steps divides into the
  * minibatches, whose mr_config_device_bytes is at most budget and whose
- * buffers the kernels can index (2^31 elements each). The other
+ * kernel jobs the kernels can index (2^31 elements each: a conv chunk, a
+ * linear layer's rows; the whole-batch buffers may be larger). The other
  * fields of cfg are kept; MR_ERR_NOMEM with a message when not even 64 fit. */
 mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num_envs, mr_error *err);
 

@@ -26,7 +26,11 @@ extern "C" {
 #define MR_PC_RB 64                        /* rows (or partials) per bias-gradient partial sum */
 #define MR_PC_CHUNK 2048                   /* default samples per conv GEMM (chunk*VV rows) */
 #define MR_PC_BLAS_WS ((size_t)32 << 20)   /* cuBLAS workspace (NVIDIA's figure for Hopper) */
-#define MR_PC_MAX_ELEMS 2147483647LL       /* elements per buffer: 32-bit element indices */
+/* Elements per job and per GEMM operand: the job kernels index with 32-bit
+ * integers and cuBLAS takes int sizes. A buffer may be larger (the conv
+ * activations of a whole minibatch are: 64-bit offsets address each chunk),
+ * so this bounds a chunk and a linear layer's rows, not the batch. */
+#define MR_PC_MAX_ELEMS 2147483647LL
 #define MR_PC_DNN_WS ((size_t)256 << 20)   /* cuDNN's workspace, taken only when a layer runs through cuDNN */
 
 /* ------------------------------------------------------------ number formats */

@@ -53,7 +53,8 @@ typedef struct mr_pc_plan {
     size_t part_doubles;
     size_t ws_bytes;          /* the workspace */
     size_t param_bytes;       /* params, and grads, each (fp32) */
-    long long max_elems;      /* the largest buffer or job, in elements */
+    long long max_elems;      /* the largest job or GEMM operand, in elements */
+    int fc_rows;              /* rows of fc's whole-batch products per GEMM (mr_pc_fc_rows) */
 } mr_pc_plan;
 
 typedef struct mr_pc_bufs {
@@ -106,16 +107,27 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     int hmax = p->hidden > p->critic_hidden ? p->hidden : p->critic_hidden;
     if (hmax < p->num_actions) hmax = p->num_actions;
     const long long MB = max_batch, CR = (long long)pl->chunk * p->VV;
-    const long long sizes[] = {MB * p->VV * cmax, MB * p->cin_dim, MB * hmax, CR * 9 * cin_max, CR * cmax,
-                               (long long)p->n_params, (long long)p->hidden * p->flat,
-                               (long long)p->critic_hidden * p->cin_dim};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (sizes[i] > pl->max_elems) pl->max_elems = sizes[i];
+    /* what one job or one GEMM operand holds: the conv activations of the
+     * whole batch (MB * VV * C) are no such thing (a chunk at a time; fc's
+     * two whole-batch products run in row blocks, mr_pc_fc_rows) */
+    const long long sizes[] = {MB * p->cin_dim, MB * hmax, CR * 9 * cin_max, CR * cmax, (long long)p->n_params,
+                               (long long)p->hidden * p->flat, (long long)p->critic_hidden * p->cin_dim};
+    static const char *const what[] = {"the critic input (samples x its width)", "a hidden layer (samples x width)",
+                                       "a conv chunk's im2col", "a conv chunk's output", "the parameters",
+                                       "fc's weights", "the critic's weights"};
+    int worst = 0;
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
+        if (sizes[i] > pl->max_elems) pl->max_elems = sizes[i], worst = i;
     if (pl->max_elems > MR_PC_MAX_ELEMS)
         return mr_fail(err, MR_ERR_ARG,
-                       "policy on the GPU: a buffer of %lld elements (max_batch %d, chunk %d, view %d) exceeds the "
-                       "limit of %lld: lower max_batch or chunk",
-                       pl->max_elems, max_batch, pl->chunk, view, (long long)MR_PC_MAX_ELEMS);
+                       "policy on the GPU: %s would be %lld elements (max_batch %d, chunk %d, view %d), past the "
+                       "kernels' %lld elements per job or product (32-bit indices): lower max_batch (the samples "
+                       "of a minibatch or the environments) or chunk",
+                       what[worst], pl->max_elems, max_batch, pl->chunk, view, (long long)MR_PC_MAX_ELEMS);
+    {
+        const long long r = MR_PC_MAX_ELEMS / (p->flat > 0 ? p->flat : 1);
+        pl->fc_rows = r < max_batch ? (int)r : max_batch;
+    }
     const size_t es = (size_t)mr_pc_esize(precision);
     size_t o = 0;
 #define MR_PC_TAKE(field, bytes) do { pl->field = o; o += mr_pc_round(bytes); } while (0)
@@ -200,6 +212,15 @@ static inline void mr_pc_carve(const mr_pc_plan *pl, unsigned char *ws, mr_pc_bu
 
 /* ------------------------------------------------------------ the network */
 
+/* Rows of fc's whole-batch products (its forward over the batch, its weight
+ * gradient with the batch as K) per GEMM: the flattened conv output of a
+ * block of rows must stay within MR_PC_MAX_ELEMS elements (a batch past
+ * that, e.g. 277,000 samples of the reference net, runs in several
+ * blocks; below it, one, as before). */
+static inline int mr_pc_fc_rows(const mr_pc_plan *pl) {
+    return pl->fc_rows > 0 ? pl->fc_rows : pl->max_batch;
+}
+
 /* The weights the GEMMs read: the fp32 master array, or its T copy. */
 static inline const void *mr_pc_w(const mr_pc_plan *pl, const mr_pc_bufs *b, const float *params, size_t off) {
     return pl->dt == MR_FP32 ? (const void *)(params + off) : mr_pc_cat(b->wlp, off, pl->dt);
@@ -237,9 +258,12 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
                                          params + p->conv_b[l], n, V, V, p->ch[l], p->ch[l + 1], 1, err));
         }
     }
-    /* feat = relu(fc(aL)), written into cin's first H columns */
-    MR_PC_TRY(mr_pc_linear_forward(o, "fc forward", dt, dt, bf->cin, D, bf->act[L - 1], F,
-                                   mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b, B, F, H, 1, err));
+    /* feat = relu(fc(aL)), written into cin's first H columns (in row blocks past 2^31 elements) */
+    for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb)
+        MR_PC_TRY(mr_pc_linear_forward(o, "fc forward", dt, dt, mr_pc_at(bf->cin, (size_t)r0 * D, dt), D,
+                                       mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F,
+                                       mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b,
+                                       B - r0 < rb ? B - r0 : rb, F, H, 1, err));
     MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, p->num_actions, bf->cin, D,
                                    mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, p->num_actions,
                                    0, err));
@@ -294,9 +318,14 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
     mr_pc_job_init(&j, MR_PCJ_RELU_BACK, dt, (long long)B * H);
     j.cols = H; j.ld = H; j.ld2 = D; j.m = bf->cin; j.y = bf->dfeat;
     MR_PC_TRY(o->job(o->ctx, &j, err));
-    /* fc weights over the whole batch (K = B); its input gradient per chunk */
-    MR_PC_TRY(mr_pc_linear_backward(o, "fc weight gradient", dt, NULL, 0, 0.0f, G + p->fc_w, F, G + p->fc_b,
-                                    bf->part, bf->dfeat, H, bf->act[L - 1], F, NULL, 0, B, F, H, err));
+    /* fc weights over the whole batch (K = B, in blocks of rows past 2^31
+     * elements, each adding into the gradient); its input gradient per chunk */
+    for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb)
+        MR_PC_TRY(mr_pc_linear_backward(o, "fc weight gradient", dt, NULL, 0, 0.0f, G + p->fc_w, F, NULL, NULL,
+                                        mr_pc_cat(bf->dfeat, (size_t)r0 * H, dt), H,
+                                        mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F, NULL, 0,
+                                        B - r0 < rb ? B - r0 : rb, F, H, err));
+    MR_PC_TRY(mr_pc_bias_grad(o, dt, G + p->fc_b, bf->part, bf->dfeat, B, H, H, err));
     for (int c0 = 0; c0 < B; c0 += pl->chunk) {
         const int n = B - c0 < pl->chunk ? B - c0 : pl->chunk;
         void *cur = bf->dA, *next = bf->dB;
