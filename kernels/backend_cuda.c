@@ -152,6 +152,7 @@ static const mr_backend cuda_backend = {
     .event_elapsed = mr_cuda_event_elapsed,
     .env_reset_all = mr_env_cuda_reset_all,
     .env_step_all = mr_env_cuda_step_all,
+    .env_step_random = mr_env_cuda_step_random,
     .env_clear_logs = mr_env_cuda_clear_logs,
     .env_log_reduce = mr_env_cuda_log_reduce,
     .policy_create = cuda_policy_create,

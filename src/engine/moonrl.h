@@ -718,6 +718,15 @@ void mr_env_free(mr_env *e);
 mr_status mr_env_reset(mr_env *e, mr_error *err);
 /* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory. */
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err);
+/* `steps` steps of every instance, each on an action drawn where the
+ * environment runs (on a GPU: inside the step kernel, no copy from the host):
+ * uniform over the environment's actions from the engine's keyed RNG
+ * (rng.h's mr_rng_below(seed, instance key, the instance's tick,
+ * MR_RNG_ACTION, 0, actions)), so every device draws the same bytes. Waits
+ * once, at the end; last_actions (num_envs bytes, host) or NULL receives the
+ * last step's actions. Discrete environments of one action byte only. The
+ * environment benchmark's actions on a GPU (moonrl bench env). */
+mr_status mr_env_step_random(mr_env *e, uint64_t seed, int steps, uint8_t *last_actions, mr_error *err);
 /* Copies of the current state into host memory (sizes in the comments). */
 typedef struct mr_env_view {
     uint8_t *obs;          /* num_envs * (2r+1)^2 cell codes (0 empty, 1 food, 2 poison) */

@@ -194,17 +194,24 @@ function bench.env(o)
   local bufs = { ffi.new("uint8_t[?]", n * obs_bytes), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
                  ffi.new("uint8_t[?]", n) }
   view.obs, view.reward, view.terminated, view.truncated = bufs[1], bufs[2], bufs[3], bufs[4]
+  -- on a GPU the actions are drawn in the step kernel (mr_env_step_random: no copy from the host per
+  -- step, one wait per repetition) unless --host-actions; the cpu and a box keep the host's
+  local drawn = o.device == "cuda" and act.kind ~= "box" and not o.host_actions
   local rates = {}
   for _ = 1, o.reps do
     local t0 = now()
-    for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
+    if drawn then
+      check(C.mr_env_step_random(env[0], 1, steps, nil, err), err, "env step (actions drawn on the device)")
+    else
+      for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
+    end
     check(C.mr_env_read(env[0], view, err), err, "env read")
     rates[#rates + 1] = n * steps / (now() - t0)
   end
   C.mr_env_free(env[0])
   bufs = nil
   return { row = "env", env = name, num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
-           peak_memory_bytes = peak_rss_bytes() }
+           actions = drawn and "device" or "host", peak_memory_bytes = peak_rss_bytes() }
 end
 
 -- A trainer for a benchmark row: config, trainer, error buffer.

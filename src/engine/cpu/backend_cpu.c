@@ -218,6 +218,13 @@ static mr_status cpu_env_step(const mr_env_state *s, const uint8_t *a, void *str
     mr_env_cpu_step_all(s, a);
     return ok(err);
 }
+static mr_status cpu_env_step_random(const mr_env_state *s, uint64_t seed, int na, uint8_t *a, void *stream,
+                                     mr_error *err) {
+    (void)stream;
+    for (int i = 0; i < s->n; i++) a[i] = mr_env_random_action(s, i, seed, (uint32_t)na);
+    mr_env_cpu_step_all(s, a);
+    return ok(err);
+}
 static mr_status cpu_env_clear(const mr_env_state *s, void *stream, mr_error *err) {
     (void)stream;
     mr_env_cpu_clear_logs(s);
@@ -609,6 +616,7 @@ static const char *cpu_blas(void) {
         .event_elapsed = cpu_event_elapsed,                  \
         .env_reset_all = cpu_env_reset,                      \
         .env_step_all = cpu_env_step,                        \
+        .env_step_random = cpu_env_step_random,              \
         .env_clear_logs = cpu_env_clear,                     \
         .env_log_reduce = cpu_env_reduce,                    \
         .policy_create = cpu_policy_create,                  \

@@ -10,8 +10,8 @@ local function compare() return require("moonrl.bench.compare") end
 local function print_row(r)
   local bench = require("moonrl.bench")
   local fmt_rate = bench.fmt_rate
-  local what = r.row == "env" and string.format("env%s, %d envs", r.env and r.env ~= "foraging" and " " .. r.env or "",
-      r.num_envs)
+  local what = r.row == "env" and string.format("env%s, %d envs%s", r.env and r.env ~= "foraging" and " " .. r.env or "",
+      r.num_envs, r.actions == "device" and " (device actions)" or "")
     or r.row == "infer" and string.format("infer, net %s, batch %d", r.net, r.batch)
     or string.format("train, net %s, %d envs x %d", r.net, r.num_envs, r.rollout)
   if r.skipped then
@@ -51,6 +51,8 @@ usage: moonrl bench [env|infer|train|all] [options]
                            (default auto, each layer's implementation chosen as a run at the default
                            level chooses it: measured once per machine, then cached); --compare runs
                            moonrl's side with it
+  --host-actions           the env row on cuda: copy host actions each step (as before) instead of drawing
+                           them in the step kernel (mr_env_step_random, the default there)
   --cuda-conv C            the cuda backend's convolutions (cuda.conv): im2col (default), cudnn (cuDNN's
                            heuristics or the cached algorithms), auto (each layer searched once per GPU
                            model, then cached; docs/cuda.md)
@@ -84,7 +86,7 @@ local OPTIONS = {
   precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["no-compile"] = { "flag" }, ["peak-tflops"] = { "value", "X" },
   json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
   ["ref-layout"] = { "value", "L" }, ["ref-allocator"] = { "value", "A" }, out = { "value", "file.csv" },
-  ["cpu-conv"] = { "value", "C" }, ["cuda-conv"] = { "value", "C" },
+  ["cpu-conv"] = { "value", "C" }, ["cuda-conv"] = { "value", "C" }, ["host-actions"] = { "flag" },
 }
 
 local function one_of(name, v, accepted)
@@ -140,6 +142,7 @@ local function parse_args(args)
     if not bench.PRECISIONS[o.precision] then error("--precision = " .. o.precision .. ": accepted fp32, bf16, fp16", 0) end
   end
   if p["cpu-conv"] then o.cpu_conv = one_of("cpu-conv", p["cpu-conv"], { "auto", "onednn", "im2col", "winograd" }) end
+  if p["host-actions"] then o.host_actions = true end
   if p["cuda-conv"] then o.cuda_conv = one_of("cuda-conv", p["cuda-conv"], { "auto", "cudnn", "im2col" }) end
   if p["peak-tflops"] then
     o.peak_tflops = tonumber(p["peak-tflops"])

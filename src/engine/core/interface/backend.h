@@ -95,6 +95,11 @@ typedef struct mr_backend {
     /* ---- environment (s holds device pointers) */
     mr_status (*env_reset_all)(const mr_env_state *s, void *stream, mr_error *err);
     mr_status (*env_step_all)(const mr_env_state *s, const uint8_t *actions, void *stream, mr_error *err);
+    /* One step of every instance on an action drawn where it runs
+     * (env_state.h's mr_env_random_action over na actions), each written to
+     * actions (n bytes, device) first; NULL where not offered. */
+    mr_status (*env_step_random)(const mr_env_state *s, uint64_t seed, int na, uint8_t *actions, void *stream,
+                                 mr_error *err);
     mr_status (*env_clear_logs)(const mr_env_state *s, void *stream, mr_error *err);
     mr_status (*env_log_reduce)(const mr_env_state *s, mr_env_log *out, void *stream, mr_error *err);
 
