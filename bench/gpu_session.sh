@@ -10,7 +10,15 @@
 #                           bash bench/gpu_session.sh smoke      (one short row of each, 1 min)
 #                           bash bench/gpu_session.sh table      (ENV_SPEC's table, TABLE_UPDATES per mode)
 #                           bash bench/gpu_session.sh compare    (bench's ref row and --compare alone)
+#                           bash bench/gpu_session.sh ab         (issue 50's written-ahead paths, each A/B
+#                                                                 against the old one, alternated; ~2.5 min)
+#                           bash bench/gpu_session.sh window     (tests, ab, compare: one window's call,
+#                                                                 ~6 min on an H100, 8 at most)
 #                           (several at once: bash bench/gpu_session.sh tests smoke)
+# Here, without a GPU:      DRY_RUN=1 bash bench/gpu_session.sh window
+#                           (the build's binaries instead of the carry; every step runs as it would
+#                           there: the tests' CPU halves, "skipped: no GPU", the benches' refusals;
+#                           its own time is in docs/cuda.md)
 #
 # The GPU machine has the driver, CUDA 13 and PyTorch (cuBLAS 13 inside its
 # site-packages) but no OpenBLAS, LuaJIT or libuv: moonrl links LuaJIT, libuv
@@ -26,13 +34,22 @@ cd "$(dirname "$0")/.."
 HERE=$PWD
 CARRY=$HERE/.carry/gpu
 OUT=${OUT:-$HERE/gpu-out}
+export OUT
 mkdir -p "$OUT"
 LOG=$OUT/session.log
 JSON=$OUT/bench.jsonl
 what="${*:-tests}"
 
-[ -x "$CARRY/moonrl" ] || [ ! -f "$CARRY.tar.xz" ] || { mkdir -p "$CARRY" && tar xJf "$CARRY.tar.xz" -C "$CARRY"; }
-[ -x "$CARRY/moonrl" ] || { echo "no $CARRY/moonrl: run 'make gpu-carry' on the build machine and carry .carry/gpu"; exit 2; }
+if [ "${DRY_RUN:-0}" = 1 ]; then   # here: the build's own binaries, whatever .carry holds
+    CARRY=$HERE/build
+    [ -x "$CARRY/moonrl" ] || { echo "DRY_RUN=1: no $CARRY/moonrl (make build)"; exit 2; }
+    export MOONRL_LUA_PATH=$HERE
+    echo "DRY_RUN=1: the binaries of $CARRY, on this machine$(command -v nvidia-smi >/dev/null || echo ' (no GPU: nvidia-smi is missing; the GPU halves will say skipped)')"
+else
+    [ -x "$CARRY/moonrl" ] || [ ! -f "$CARRY.tar.xz" ] || { mkdir -p "$CARRY" && tar xJf "$CARRY.tar.xz" -C "$CARRY"; }
+    [ -x "$CARRY/moonrl" ] || { echo "no $CARRY/moonrl: run 'make gpu-carry' on the build machine and carry .carry/gpu"; exit 2; }
+    nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU here (nvidia-smi -L failed): nothing run; DRY_RUN=1 runs the steps anyway"; exit 3; }
+fi
 PY=$(command -v python3)
 CUBLAS_DIR=$("$PY" - <<'EOF' 2>/dev/null
 import glob, os, site
@@ -41,8 +58,19 @@ for d in site.getsitepackages():
         print(os.path.dirname(f)); raise SystemExit
 EOF
 )
-[ -n "$CUBLAS_DIR" ] || CUBLAS_DIR=$(dirname "$(find / -name 'libcublas.so.13' -print -quit 2>/dev/null)" 2>/dev/null)
-export LD_LIBRARY_PATH=$CARRY:${CUBLAS_DIR:-/usr/local/cuda/lib64}:${LD_LIBRARY_PATH:-}
+[ -n "$CUBLAS_DIR" ] || [ "${DRY_RUN:-0}" = 1 ] || CUBLAS_DIR=$(dirname "$(find / -name 'libcublas.so.13' -print -quit 2>/dev/null)" 2>/dev/null)
+# cuDNN 9 for cuda.conv = cudnn / auto (kernels/conv_cudnn.cu loads it at run time): PyTorch's wheel
+CUDNN_DIR=$("$PY" - <<'EOF' 2>/dev/null
+import glob, os, site
+for d in site.getsitepackages():
+    for f in glob.glob(os.path.join(d, "nvidia", "cudnn", "lib", "libcudnn.so.9")) + glob.glob(os.path.join(d, "nvidia", "cu*", "lib", "libcudnn.so.9")):
+        print(os.path.dirname(f)); raise SystemExit
+EOF
+)
+[ -n "$CUDNN_DIR" ] || [ "${DRY_RUN:-0}" = 1 ] || CUDNN_DIR=$(dirname "$(find / -name 'libcudnn.so.9' -print -quit 2>/dev/null)" 2>/dev/null)
+export LD_LIBRARY_PATH=$CARRY:${CUBLAS_DIR:-/usr/local/cuda/lib64}${CUDNN_DIR:+:$CUDNN_DIR}:${LD_LIBRARY_PATH:-}
+# the conv algorithm caches (cuda.conv = auto) in the output, so the window's search comes back with the log
+export MOONRL_CACHE_DIR=${MOONRL_CACHE_DIR:-$OUT/cache}
 export MOONRL_HOME=$HERE OMP_NUM_THREADS=${OMP_NUM_THREADS:-16} PYTHONUNBUFFERED=1
 MR=$CARRY/moonrl
 
@@ -65,7 +93,7 @@ step() {   # step NAME SECONDS COMMAND...: runs it, logs it, prints its tail and
     echo "# gpu_session $what, $(date -u +%FT%TZ)"
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1
     "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
-    echo "cuBLAS from: ${CUBLAS_DIR:-not found}"
+    echo "cuBLAS from: ${CUBLAS_DIR:-not found}; cuDNN from: ${CUDNN_DIR:-not found}"
 } | tee -a "$LOG"
 
 for w in $what; do
@@ -127,6 +155,34 @@ learn)
     step "train ground_truth on cuda" 420 "$MR" train --hardware cuda --dir /tmp/moonrl-gpu-run \
         --set total_steps=4915200 --set env.mode=ground_truth --set eval.num_envs=256 --set eval.steps=1024
     ;;
+ab|window)
+    if [ "$w" = window ]; then   # one call: the tests (two sanitizer runs), the A/Bs, the comparison with torch
+        SAN_RUNS=${SAN_RUNS:-memcheck:test_cuda_ppo memcheck:test_cuda_conv_cudnn} TEST_LIMIT=${TEST_LIMIT:-120} \
+            SAN_LIMIT=${SAN_LIMIT:-60} bash "$HERE/bench/gpu_session.sh" tests
+        bash "$HERE/bench/gpu_session.sh" ab
+        bash "$HERE/bench/gpu_session.sh" compare
+        continue
+    fi
+    # Issue 50's written-ahead paths, each against the old one in the same
+    # call, alternated (A B A B) so a drift of the card falls on both.
+    for round in 1 2; do
+        for conv in im2col cudnn; do
+            step "train ref 192x128 bf16, cuda.conv $conv ($round)" 60 "$MR" bench train --device cuda --net ref \
+                --envs 192 --precision bf16 --reps 2 --cuda-conv $conv --json
+        done
+    done
+    # auto: searches each layer once (cuDNN's own search, then 5 rounds of both), fills the cache, prints its notes
+    TAIL=12 step "train ref 192x128 bf16, cuda.conv auto (the search)" 90 "$MR" bench train --device cuda --net ref \
+        --envs 192 --precision bf16 --reps 2 --cuda-conv auto --json
+    for round in 1 2; do
+        step "env 65536, device actions ($round)" 40 "$MR" bench env --device cuda --envs 65536 --reps 5 --json
+        step "env 65536, host actions ($round)" 40 "$MR" bench env --device cuda --envs 65536 --reps 5 --host-actions --json
+    done
+    step "env 1048576, device actions" 40 "$MR" bench env --device cuda --envs 1048576 --reps 5 --json
+    # 64-bit sizes: past the old 2,112-environment limit (524,288 samples a minibatch)
+    step "train ref 4096x128 bf16 (past 2^31 elements)" 90 "$MR" bench train --device cuda --net ref --envs 4096 \
+        --precision bf16 --reps 1 --json
+    ;;
 compare)
     # only the side-by-side rows of bench (moonrl alone at bf16, then eager and compiled torch)
     step "train ref 192x128 bf16" 60 "$MR" bench train --device cuda --net ref --envs 192 --precision bf16 --reps 2 --json
@@ -151,7 +207,7 @@ table)
     done
     ;;
 *)
-    echo "usage: bench/gpu_session.sh [tests] [smoke] [bench] [learn] [table] [compare]"; exit 2 ;;
+    echo "usage: bench/gpu_session.sh [tests] [smoke] [bench] [learn] [table] [compare] [ab] [window]"; exit 2 ;;
 esac
 done
 echo "log: $LOG; rows: $JSON"

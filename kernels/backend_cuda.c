@@ -18,6 +18,7 @@
 #include <string.h>
 
 #ifdef MOONRL_HAVE_CUDA
+#include "conv_cudnn.h"
 #include "env_cuda.h"
 #include "graph_cuda.h"
 #include "policy_cuda.h"
@@ -26,14 +27,31 @@
 #include "rollout_cuda.h"
 #endif
 
+/* cuda.conv's layers: what mr_policy_cuda_create_conv will run (a build
+ * without CUDA plans what the config asks, as if cuDNN were there). */
+static void conv_layers(const mr_cuda_config *cuda, int L, int8_t dnn[MR_MAX_CONV]) {
+    int algo[MR_MAX_CONV][3];
+    char note[240];
+    const char *why = NULL;
+    int ok = 1;
+#ifdef MOONRL_HAVE_CUDA
+    if (cuda && cuda->conv != MR_CUDA_CONV_IM2COL) ok = mr_dnn_available(&why);
+#endif
+    mr_cuda_conv_resolve(cuda, L, ok, why, dnn, algo, note, sizeof note);
+}
+
 static mr_status cuda_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                                  const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err) {
-    (void)cpu;   /* cuDNN-free im2col + cuBLAS here; cpu.* is the cpu backend's */
+                                  const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_bpolicy_plan *out,
+                                  mr_error *err) {
+    (void)cpu;   /* cpu.* is the cpu backend's */
     memset(out, 0, sizeof *out);
     mr_pc_plan pl;
     const int max_batch = max_train > max_act ? max_train : max_act;   /* the rollout's forward runs on N */
     mr_status s = mr_pn_plan_make(&pl, cfg, view, max_batch, 0, precision, err);
     if (s != MR_OK) return s;
+    int8_t dnn[MR_MAX_CONV];
+    conv_layers(cuda, pl.net.num_conv, dnn);
+    mr_pc_plan_dnn(&pl, dnn);
     /* mr_policy_cuda_create's allocations: params, grads, workspace */
     out->n = 3;
     out->bytes[0] = pl.param_bytes;
@@ -59,13 +77,14 @@ static void cuda_describe(int device, int threads, int precision, char *buf, siz
 }
 
 static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train,
-                                    int max_act, int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
+                                    int max_act, int precision, const mr_cpu_config *cpu, const mr_cuda_config *cuda,
+                                    mr_devmem *mem, mr_error *err) {
     (void)cpu;
     memset(bp, 0, sizeof *bp);
     mr_policy_cuda *pc = calloc(1, sizeof *pc);
     if (!pc) return mr_fail(err, MR_ERR_NOMEM, "out of host memory creating the network");
     const int max_batch = max_train > max_act ? max_train : max_act;
-    mr_status s = mr_policy_cuda_create(pc, cfg, view, max_batch, 0, precision, mem, err);
+    mr_status s = mr_policy_cuda_create_conv(pc, cfg, view, max_batch, 0, precision, cuda, mem, err);
     if (s != MR_OK) {
         free(pc);
         return s;
@@ -76,6 +95,16 @@ static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg,
     bp->net = &pc->plan.net;
     return MR_OK;
 }
+
+/* How the convolutions run (cuda.conv); nothing for the MLP trunk. */
+static void cuda_policy_describe(const mr_bpolicy *bp, int precision, char *buf, size_t len) {
+    (void)precision;
+    const mr_policy_cuda *pc = bp ? bp->impl : NULL;
+    if (len) buf[0] = 0;
+    if (pc && pc->plan.net.num_conv > 0) snprintf(buf, len, "%s", pc->conv_note);
+}
+
+static const char *cuda_cudnn(void) { return mr_dnn_describe(); }
 
 static void cuda_policy_destroy(mr_bpolicy *bp) {
     if (bp->impl) mr_policy_cuda_destroy(bp->impl);
@@ -103,9 +132,12 @@ static const mr_backend cuda_backend = {
     .device = MR_DEVICE_CUDA,
     .device_count = mr_cuda_probe_device_count,
     .precisions = (1 << MR_FP32) | (1 << MR_BF16) | (1 << MR_FP16),
+    .cudnn = cuda_cudnn,
+    .conv_time = mr_cuda_conv_time_gpu,
     .policy_plan = cuda_policy_plan,
     .enter = cuda_enter,
     .describe = cuda_describe,
+    .policy_describe = cuda_policy_describe,
     .device_memory = mr_devmem_cuda_backend,
     .staging_memory = mr_devmem_pinned_backend,
     .copy = mr_cuda_copy,
@@ -120,6 +152,7 @@ static const mr_backend cuda_backend = {
     .event_elapsed = mr_cuda_event_elapsed,
     .env_reset_all = mr_env_cuda_reset_all,
     .env_step_all = mr_env_cuda_step_all,
+    .env_step_random = mr_env_cuda_step_random,
     .env_clear_logs = mr_env_cuda_clear_logs,
     .env_log_reduce = mr_env_cuda_log_reduce,
     .policy_create = cuda_policy_create,

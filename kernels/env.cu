@@ -44,6 +44,17 @@ __global__ void env_step_kernel(const __grid_constant__ mr_env_state s, const ui
     if (i < s.n) mr_env_step_at(&s, i, actions);
 }
 
+/* The environment benchmark's step: each instance draws its own action
+ * (mr_env_random_action, the keyed RNG every device shares), writes it for
+ * the caller to read, and steps on it: no host copy per step. */
+__global__ void env_step_random_kernel(const __grid_constant__ mr_env_state s, uint64_t seed, uint32_t na,
+                                       uint8_t *__restrict__ actions) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= s.n) return;
+    actions[i] = mr_env_random_action(&s, i, seed, na);
+    mr_env_step_at(&s, i, actions);
+}
+
 __global__ void env_clear_logs_kernel(const __grid_constant__ mr_env_state s) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < s.n) mr_env_log_clear(&s.log[i]);
@@ -119,6 +130,18 @@ extern "C" mr_status mr_env_cuda_step_all(const mr_env_state *s, const uint8_t *
                                           mr_error *err) {
     env_step_kernel<<<mr_cuda_blocks(s->n, ENV_THREADS), ENV_THREADS, 0, as_stream(stream)>>>(*s, d_actions);
     MR_CUDA_LAUNCHED("the environment step kernel", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_env_cuda_step_random(const mr_env_state *s, uint64_t seed, int na, uint8_t *d_actions,
+                                             void *stream, mr_error *err) {
+    if (na < 1 || na > 256 || !d_actions)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_cuda_step_random: %d actions (accepted 1 .. 256) and an action "
+                       "buffer", na);
+    env_step_random_kernel<<<mr_cuda_blocks(s->n, ENV_THREADS), ENV_THREADS, 0, as_stream(stream)>>>(
+        *s, seed, (uint32_t)na, d_actions);
+    MR_CUDA_LAUNCHED("the environment step kernel (actions drawn on the device)", err);
     mr_ok(err);
     return MR_OK;
 }

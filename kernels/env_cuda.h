@@ -53,6 +53,10 @@ static inline int mr_env_cuda_max_envs(const mr_env_config *cfg, size_t budget_b
 mr_status mr_env_cuda_reset_all(const mr_env_state *s, void *stream, mr_error *err);
 /* One step of every instance; d_actions: n bytes in device memory. */
 mr_status mr_env_cuda_step_all(const mr_env_state *s, const uint8_t *d_actions, void *stream, mr_error *err);
+/* One step of every instance on an action drawn in the kernel
+ * (mr_env_random_action over na actions), written to d_actions (n bytes). */
+mr_status mr_env_cuda_step_random(const mr_env_state *s, uint64_t seed, int na, uint8_t *d_actions, void *stream,
+                                  mr_error *err);
 mr_status mr_env_cuda_clear_logs(const mr_env_state *s, void *stream, mr_error *err);
 /* Reduces the n logs into *d_out (device memory): integer fields and min/max
  * exactly as mr_env_log_reduce; return_sum in double, rounded once (so it

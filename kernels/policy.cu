@@ -16,9 +16,12 @@
  *   copy   cudaMemcpyAsync device to device;
  * plus creation (plan, cuBLAS handle, memory from the devmem manager).
  *
+ * and, optional, the conv operation: cuDNN (conv_cudnn.h) for the trunk's
+ * layers 1.. where cuda.conv chose it (mr_pc_plan_dnn).
+ *
  * What is deliberately not here: a hand-written GEMM or implicit-GEMM
- * convolution, cuDNN, cuBLASLt epilogues. im2col + cuBLAS is the simple
- * reference GPU version; those are optimisations to measure against it.
+ * convolution, cuBLASLt epilogues. im2col + cuBLAS is the simple reference
+ * GPU version; cuDNN and the rest are optimisations measured against it.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stddef.h>
 
+#include "conv_cudnn.h"
 #include "cuda_check.h"
 #include "policy_cuda.h"
 
@@ -157,6 +161,7 @@ static const char *job_name(int kind) {
     case MR_PCJ_TANH_BACK: return "the tanh backward kernel";
     case MR_PCJ_ROW_FILL: return "the log-std row kernel";
     case MR_PCJ_MLP_CIN: return "the MLP critic-input kernel";
+    case MR_PCJ_ACC_F32: return "the weight-gradient accumulation kernel";
     default: return "an unknown policy kernel";
     }
 }
@@ -164,6 +169,10 @@ static const char *job_name(int kind) {
 typedef struct gpu_ctx {
     cublasHandle_t h;
     cudaStream_t s;
+    mr_dnn *dnn;               /* NULL: no conv operation */
+    const int (*algo)[3];      /* per layer */
+    void *dnn_ws, *dnn_dw;
+    size_t dnn_ws_bytes;
 } gpu_ctx;
 
 static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
@@ -185,6 +194,7 @@ static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
     case MR_PCJ_TANH_BACK: launch_kind<MR_PCJ_TANH_BACK>(j, s); break;
     case MR_PCJ_ROW_FILL: launch_kind<MR_PCJ_ROW_FILL>(j, s); break;
     case MR_PCJ_MLP_CIN: launch_kind<MR_PCJ_MLP_CIN>(j, s); break;
+    case MR_PCJ_ACC_F32: launch_kind<MR_PCJ_ACC_F32>(j, s); break;
     default: return mr_fail(err, MR_ERR_ARG, "policy schedule: unknown job kind %d", j->kind);
     }
     MR_CUDA_LAUNCHED(job_name(j->kind), err);
@@ -286,11 +296,41 @@ static mr_status gpu_copy(void *ctx, void *dst, const void *src, size_t bytes, m
     return MR_OK;
 }
 
+/* The conv operation: one cuDNN convolution; a bf16 / fp16 weight gradient
+ * is computed in T and added into the fp32 grads by a job. */
+static mr_status gpu_conv(void *vctx, const mr_pc_conv *c, mr_error *err) {
+    gpu_ctx *ctx = (gpu_ctx *)vctx;
+    if (!ctx->dnn || c->layer < 0 || c->layer >= MR_MAX_CONV)
+        return mr_fail(err, MR_ERR_ARG, "policy schedule: a cuDNN convolution of layer %d without cuDNN", c->layer);
+    MR_PC_TRY(mr_dnn_conv(ctx->dnn, c, ctx->algo[c->layer], ctx->dnn_ws, ctx->dnn_ws_bytes, ctx->dnn_dw, err));
+    if (c->op != MR_PCC_BWD_FILTER || c->dt == MR_FP32) return MR_OK;
+    mr_pc_job j;
+    mr_pc_job_init(&j, MR_PCJ_ACC_F32, c->dt, (long long)c->OC * 9 * c->C);
+    j.x = ctx->dnn_dw;
+    j.fo = c->dw;
+    return gpu_job(ctx, &j, err);
+}
+
 /* Binds cuBLAS to the stream and the plan's workspace (cublasSetStream
  * resets the workspace, so both are set together) and fills the table. */
 static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_ops *o, mr_error *err) {
+    memset(ctx, 0, sizeof *ctx);
+    memset(o, 0, sizeof *o);
     ctx->h = (cublasHandle_t)pc->blas;
     ctx->s = (cudaStream_t)stream;
+    if (pc->dnn) {
+        if (pc->dnn_stream != stream) {
+            mr_status st = mr_dnn_set_stream((mr_dnn *)pc->dnn, stream, err);
+            if (st != MR_OK) return st;
+            pc->dnn_stream = stream;
+        }
+        ctx->dnn = (mr_dnn *)pc->dnn;
+        ctx->algo = pc->algo;
+        ctx->dnn_ws = pc->buf.dnn_ws;
+        ctx->dnn_dw = pc->buf.dnn_dw;
+        ctx->dnn_ws_bytes = pc->plan.dnn_ws_bytes;
+        o->conv = gpu_conv;
+    }
     if (pc->blas_stream != stream) {
         mr_status st = blas_status(blas.set_stream(ctx->h, ctx->s), "cublasSetStream", err);
         if (st == MR_OK)
@@ -310,16 +350,36 @@ static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_o
 
 /* ---------------------------------------------------------------- policy */
 
-extern "C" size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk,
-                                       int precision) {
+/* cuda.conv's layers for this build and machine. */
+static void conv_layers(const mr_cuda_config *cuda, int L, int8_t dnn[MR_MAX_CONV], int algo[MR_MAX_CONV][3],
+                        char *note, size_t len) {
+    const char *why = NULL;
+    const int asks = cuda && cuda->conv != MR_CUDA_CONV_IM2COL;
+    const int ok = asks ? mr_dnn_available(&why) : 1;
+    mr_cuda_conv_resolve(cuda, L, ok, why, dnn, algo, note, len);
+}
+
+extern "C" size_t mr_policy_cuda_bytes_conv(const mr_policy_config *cfg, int view, int max_batch, int chunk,
+                                            int precision, const mr_cuda_config *cuda) {
     mr_pc_plan pl;
     if (mr_pn_plan_make(&pl, cfg, view, max_batch, chunk, precision, NULL) != MR_OK) return 0;
+    int8_t dnn[MR_MAX_CONV];
+    int algo[MR_MAX_CONV][3];
+    char note[240];
+    conv_layers(cuda, pl.net.num_conv, dnn, algo, note, sizeof note);
+    mr_pc_plan_dnn(&pl, dnn);
     return mr_pc_plan_bytes(&pl);
+}
+
+extern "C" size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch, int chunk,
+                                       int precision) {
+    return mr_policy_cuda_bytes_conv(cfg, view, max_batch, chunk, precision, NULL);
 }
 
 extern "C" void mr_policy_cuda_destroy(mr_policy_cuda *pc) {
     if (!pc) return;
     if (pc->blas) blas.destroy((cublasHandle_t)pc->blas);
+    if (pc->dnn) mr_dnn_destroy((mr_dnn *)pc->dnn);
     if (pc->dev) {
         mr_devmem_free(pc->dev, pc->params, NULL);
         mr_devmem_free(pc->dev, pc->grads, NULL);
@@ -331,10 +391,21 @@ extern "C" void mr_policy_cuda_destroy(mr_policy_cuda *pc) {
 
 extern "C" mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch,
                                            int chunk, int precision, mr_devmem *dev, mr_error *err) {
+    return mr_policy_cuda_create_conv(pc, cfg, view, max_batch, chunk, precision, NULL, dev, err);
+}
+
+extern "C" mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_policy_config *cfg, int view,
+                                                int max_batch, int chunk, int precision, const mr_cuda_config *cuda,
+                                                mr_devmem *dev, mr_error *err) {
     if (!pc) return mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the policy struct is missing");
     memset(pc, 0, sizeof *pc);
     pc->fwd_B = -1;
     mr_status st = mr_pn_plan_make(&pc->plan, cfg, view, max_batch, chunk, precision, err);
+    if (st == MR_OK) {
+        int8_t dnn[MR_MAX_CONV];
+        conv_layers(cuda, pc->plan.net.num_conv, dnn, pc->algo, pc->conv_note, sizeof pc->conv_note);
+        mr_pc_plan_dnn(&pc->plan, dnn);
+    }
     if (st == MR_OK && !dev)
         st = mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the device memory manager is missing");
     cublasHandle_t h = NULL;
@@ -363,6 +434,29 @@ extern "C" mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_c
     }
     mr_pn_carve(&pc->plan, pc->ws, &pc->buf);
     pc->blas_stream = (void *)~(uintptr_t)0;   /* bind the workspace at the first call */
+    pc->dnn_stream = (void *)~(uintptr_t)0;
+    if (pc->plan.dnn_ws_bytes) {   /* cuDNN: a handle, and each layer's algorithms for a whole chunk */
+        mr_dnn *d = NULL;
+        st = mr_dnn_create(&d, err);
+        pc->dnn = d;
+        const mr_net_layout *p = &pc->plan.net;
+        for (int l = 1; st == MR_OK && l < p->num_conv; l++)
+            if (pc->plan.dnn[l])
+                st = mr_dnn_pick(d, pc->plan.dt, pc->plan.chunk, p->view, p->view, p->ch[l], p->ch[l + 1],
+                                 pc->plan.dnn_ws_bytes, pc->algo[l], err);
+        if (st != MR_OK) {
+            mr_policy_cuda_destroy(pc);
+            return st;
+        }
+        size_t o = strlen(pc->conv_note);
+        const char *sep = "; cuDNN algorithms (forward/data/filter): ";
+        for (int l = 1; l < p->num_conv && o < sizeof pc->conv_note; l++)
+            if (pc->plan.dnn[l]) {
+                o += (size_t)snprintf(pc->conv_note + o, sizeof pc->conv_note - o, "%slayer %d %d/%d/%d", sep, l,
+                                      pc->algo[l][0], pc->algo[l][1], pc->algo[l][2]);
+                sep = ", ";
+            }
+    }
     mr_ok(err);
     return MR_OK;
 }
@@ -501,6 +595,161 @@ extern "C" mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, fl
     if (st == MR_OK)
         st = mr_pc_linear_backward(&o, "linear backward", MR_FP32, dinp, C, 1.0f, dw, C, db, part, dout, OC, inp, C,
                                    w, C, B, C, OC, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+/* ---------------------------------------------------------------- timing */
+
+__global__ void fill_kernel(void *p, unsigned long long n, int dt, unsigned seed, float lo, float hi) {
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 16, h *= 2246822519u, h ^= h >> 13;
+        mr_pc_st(p, (size_t)i, dt, lo + (hi - lo) * (float)(h >> 8) * (1.0f / 16777216.0f));
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* moonrl.h's mr_cuda_conv_time (the cuda table's conv_time). Its memory is
+ * its own (cudaMalloc), freed before it returns: it runs before a trainer. */
+extern "C" mr_status mr_cuda_conv_time_gpu(int device, int H, int W, int C, int OC, int chunk, int precision,
+                                          int reps, mr_cuda_conv_timing *out, mr_error *err) {
+    if (!out || H < 1 || W < 1 || C < 1 || OC < 1 || chunk < 1 || reps < 0 || reps > 1000 || C > 65536 ||
+        OC > 65536 || (precision != MR_FP32 && precision != MR_BF16 && precision != MR_FP16) ||
+        (long long)chunk * H * W * 9 * (C > OC ? C : OC) > MR_PC_MAX_ELEMS)
+        return mr_fail(err, MR_ERR_ARG, "mr_cuda_conv_time: %d x %d, %d -> %d, chunk %d, precision %d, reps %d: "
+                       "accepted positive sizes, buffers up to %lld elements, fp32/bf16/fp16, 0 .. 1000 reps", H, W,
+                       C, OC, chunk, precision, reps, (long long)MR_PC_MAX_ELEMS);
+    memset(out, 0, sizeof *out);
+    out->ms_im2col = out->ms_cudnn = -1;
+    out->algo[0] = out->algo[1] = out->algo[2] = -1;
+    MR_CUDA_TRY(cudaSetDevice(device), "cudaSetDevice", err);
+    cudaDeviceProp prop;
+    MR_CUDA_TRY(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", err);
+    snprintf(out->machine, sizeof out->machine, "%.100s|sm_%d%d|cuDNN %zu", prop.name, prop.major, prop.minor,
+             mr_dnn_version());
+    if (reps == 0) {   /* the machine's key only */
+        mr_ok(err);
+        return MR_OK;
+    }
+    pthread_once(&blas_once, blas_load);
+    if (!blas.ok) return mr_fail(err, MR_ERR_BACKEND, "mr_cuda_conv_time needs cuBLAS: %s", blas.why);
+    const int dt = precision;
+    const size_t es = (size_t)mr_pc_esize(dt), rows = (size_t)chunk * H * W, wn = (size_t)OC * 9 * C;
+    const size_t bytes[] = {rows * C * es, rows * OC * es, rows * OC * es, rows * C * es, rows * 9 * C * es,
+                            wn * es, OC * sizeof(float), wn * sizeof(float), wn * es,
+                            mr_pc_bias_partials((long long)rows, OC) * sizeof(double), MR_PC_BLAS_WS, MR_PC_DNN_WS};
+    enum { X, Y, DY, DX, COL, Wt, Bs, DW, DWLP, PART, BWS, DWS, NB };
+    void *b[NB] = {0};
+    cublasHandle_t h = NULL;
+    cudaStream_t s = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    mr_dnn *d = NULL;
+    double *t = NULL;
+    mr_status st = MR_OK;
+    for (int i = 0; i < NB && st == MR_OK; i++) st = mr_cuda_status(cudaMalloc(&b[i], bytes[i]), "cudaMalloc", err);
+    if (st == MR_OK) st = mr_cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "a stream", err);
+    if (st == MR_OK) st = mr_cuda_status(cudaEventCreate(&e0), "an event", err);
+    if (st == MR_OK) st = mr_cuda_status(cudaEventCreate(&e1), "an event", err);
+    if (st == MR_OK) st = blas_status(blas.create(&h), "cublasCreate", err);
+    if (st == MR_OK) st = blas_status(blas.set_math_mode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", err);
+    if (st == MR_OK) st = blas_status(blas.set_stream(h, s), "cublasSetStream", err);
+    if (st == MR_OK) st = blas_status(blas.set_workspace(h, b[BWS], MR_PC_BLAS_WS), "cublasSetWorkspace", err);
+    if (st == MR_OK) {
+        fill_kernel<<<1024, 256, 0, s>>>(b[X], rows * C, dt, 1u, 0.0f, 1.0f);
+        fill_kernel<<<1024, 256, 0, s>>>(b[DY], rows * OC, dt, 2u, -1.0f, 1.0f);
+        fill_kernel<<<1024, 256, 0, s>>>(b[Wt], wn, dt, 3u, -0.1f, 0.1f);
+        fill_kernel<<<64, 256, 0, s>>>(b[Bs], OC, MR_FP32, 4u, -0.1f, 0.1f);
+        st = mr_cuda_status(cudaGetLastError(), "the fill kernel", err);
+    }
+    int algo[MR_MAX_CONV][3];
+    for (int l = 0; l < MR_MAX_CONV; l++) algo[l][0] = algo[l][1] = algo[l][2] = -1;
+    const char *why = NULL;
+    if (st == MR_OK && !mr_dnn_available(&why)) snprintf(out->note, sizeof out->note, "%s", why);
+    else if (st == MR_OK) {
+        mr_error e2;
+        float ms[3];
+        mr_status ds = mr_dnn_create(&d, &e2);
+        if (ds == MR_OK) ds = mr_dnn_set_stream(d, s, &e2);
+        if (ds == MR_OK)
+            ds = mr_dnn_find(d, dt, chunk, H, W, C, OC, b[X], b[Wt], b[Y], b[DX], b[DY], b[DWLP], b[DWS],
+                             MR_PC_DNN_WS, algo[1], ms, &e2);
+        if (ds != MR_OK) snprintf(out->note, sizeof out->note, "%.190s", e2.msg);
+        else if (algo[1][0] < 0 || algo[1][1] < 0 || algo[1][2] < 0)
+            snprintf(out->note, sizeof out->note, "cuDNN found no deterministic algorithm within %zu MiB for the %s",
+                     MR_PC_DNN_WS >> 20, algo[1][0] < 0 ? "forward" : algo[1][1] < 0 ? "input gradient"
+                                                                                      : "weight gradient");
+        for (int k = 0; k < 3; k++) out->algo[k] = algo[1][k];
+        if (out->note[0]) {
+            mr_dnn_destroy(d);
+            d = NULL;
+        }
+    }
+    gpu_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.h = h;
+    ctx.s = s;
+    ctx.dnn = d;
+    ctx.algo = algo;
+    ctx.dnn_ws = b[DWS];
+    ctx.dnn_dw = dt == MR_FP32 ? NULL : b[DWLP];
+    ctx.dnn_ws_bytes = MR_PC_DNN_WS;
+    mr_pc_ops o;
+    memset(&o, 0, sizeof o);
+    o.ctx = &ctx;
+    o.gemm = gpu_gemm;
+    o.job = gpu_job;
+    o.copy = gpu_copy;
+    o.conv = gpu_conv;
+    const int n_cand = d ? 2 : 1;
+    if (st == MR_OK && !(t = (double *)malloc(sizeof(double) * 2 * (size_t)reps)))
+        st = mr_fail(err, MR_ERR_NOMEM, "mr_cuda_conv_time: out of host memory");
+    float *dw = (float *)b[DW], *db = (float *)b[Bs] /* the bias's own gradient: values are irrelevant */;
+    /* round -1 is untimed (first calls, cuBLAS's lazy set-up); candidates alternate */
+    for (int r = -1; r < reps && st == MR_OK; r++)
+        for (int c = 0; c < n_cand && st == MR_OK; c++) {
+            st = mr_cuda_status(cudaEventRecord(e0, s), "cudaEventRecord", err);
+            if (st == MR_OK && c == 0) {
+                st = mr_pc_conv_forward(&o, dt, b[Y], b[COL], b[X], NULL, 0, b[Wt], (const float *)b[Bs], chunk, H,
+                                        W, C, OC, 1, err);
+                if (st == MR_OK)
+                    st = mr_pc_conv_backward(&o, dt, b[DX], b[X], dw, db, (double *)b[PART], b[COL], b[DY], b[X],
+                                             NULL, 0, b[Wt], chunk, H, W, C, OC, err);
+            } else if (st == MR_OK) {
+                st = mr_pc_dnn_forward(&o, dt, 1, b[Y], b[X], b[Wt], (const float *)b[Bs], chunk, H, W, C, OC, 1,
+                                       err);
+                if (st == MR_OK)
+                    st = mr_pc_dnn_backward(&o, dt, 1, b[DX], b[X], dw, db, (double *)b[PART], b[DY], b[X], b[Wt],
+                                            chunk, H, W, C, OC, err);
+            }
+            if (st == MR_OK) st = mr_cuda_status(cudaEventRecord(e1, s), "cudaEventRecord", err);
+            if (st == MR_OK) st = mr_cuda_status(cudaEventSynchronize(e1), "timing a convolution", err);
+            float ms = 0;
+            if (st == MR_OK) st = mr_cuda_status(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime", err);
+            if (st == MR_OK && r >= 0) t[(size_t)c * reps + r] = ms;
+        }
+    if (st == MR_OK)
+        for (int c = 0; c < n_cand; c++) {
+            double *x = t + (size_t)c * reps;
+            qsort(x, (size_t)reps, sizeof(double), cmp_double);
+            const double med = reps & 1 ? x[reps / 2] : 0.5 * (x[reps / 2 - 1] + x[reps / 2]);
+            if (c == 0) out->ms_im2col = med;
+            else out->ms_cudnn = med;
+        }
+    free(t);
+    if (s) cudaStreamSynchronize(s);
+    mr_dnn_destroy(d);
+    if (h) blas.destroy(h);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (s) cudaStreamDestroy(s);
+    for (int i = 0; i < NB; i++)
+        if (b[i]) cudaFree(b[i]);
     if (st == MR_OK) mr_ok(err);
     return st;
 }

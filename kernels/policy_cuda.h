@@ -33,6 +33,7 @@
 #define MR_POLICY_CUDA_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "moonrl.h"
 #include "devmem_cuda.h"
 #include "policy_mlp_math.h"   /* policy_math.h (the CNN) and the MLP trunk: mr_pn_* either */
@@ -52,7 +53,45 @@ typedef struct mr_policy_cuda {
     void *blas;                /* cublasHandle_t */
     void *blas_stream;         /* the stream cuBLAS was last given */
     int fwd_B, fwd_proxy;      /* the last forward (enqueued); -1: none or it failed */
+    void *dnn;                 /* mr_dnn (conv_cudnn.h) when a layer runs through cuDNN (plan.dnn), else NULL */
+    void *dnn_stream;          /* the stream cuDNN was last given */
+    int algo[MR_MAX_CONV][3];  /* per cuDNN layer: forward, backward-data, backward-filter algorithms */
+    char conv_note[240];       /* how the convolutions run (cuda.conv), for the description */
 } mr_policy_cuda;
+
+/* cuda.conv's per-layer answer (every build; no GPU touched): dnn[l] = 1
+ * where layer l (1 .. L-1) runs through cuDNN, algo[l] its algorithms (-1:
+ * cuDNN's heuristics at creation); available: cuDNN can be loaded (else
+ * every layer is im2col and the note says why). cuda NULL: im2col. */
+static inline void mr_cuda_conv_resolve(const mr_cuda_config *cuda, int L, int available, const char *why,
+                                        int8_t dnn[MR_MAX_CONV], int algo[MR_MAX_CONV][3], char *note,
+                                        size_t note_len) {
+    int any = 0;
+    for (int l = 0; l < MR_MAX_CONV; l++) {
+        dnn[l] = 0;
+        algo[l][0] = algo[l][1] = algo[l][2] = -1;
+    }
+    const int conv = cuda ? cuda->conv : MR_CUDA_CONV_IM2COL;
+    for (int l = 1; l < L && l < MR_MAX_CONV && conv != MR_CUDA_CONV_IM2COL; l++) {
+        const mr_cuda_conv_layer *e = &cuda->conv_layers[l];
+        const int mine = e->impl ? e->impl : conv;
+        if (mine != MR_CUDA_CONV_CUDNN) continue;
+        dnn[l] = 1;
+        any = 1;
+        for (int k = 0; k < 3; k++) algo[l][k] = e->impl == MR_CUDA_CONV_CUDNN ? e->algo[k] : -1;
+    }
+    if (any && !available) {
+        for (int l = 0; l < MR_MAX_CONV; l++) dnn[l] = 0;
+        snprintf(note, note_len, "convs im2col + cuBLAS (cuda.conv asked for cuDNN, which is unavailable: %.160s)",
+                 why ? why : "unknown");
+        return;
+    }
+    size_t o = (size_t)snprintf(note, note_len, "convs: layer 0 im2col (from the codes)");
+    for (int l = 1; l < L && o < note_len; l++) {
+        if (dnn[l]) o += (size_t)snprintf(note + o, note_len - o, ", %d cuDNN", l);
+        else o += (size_t)snprintf(note + o, note_len - o, ", %d im2col", l);
+    }
+}
 
 #ifdef MOONRL_HAVE_CUDA
 /* Device bytes mr_policy_cuda_create takes (before the manager's rounding);
@@ -66,6 +105,18 @@ size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch
  * failure nothing is left allocated and *pc is zeroed. */
 mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch, int chunk,
                                 int precision, mr_devmem *dev, mr_error *err);
+/* The same with cuda.conv's choice (cuda NULL: im2col, as above): layers
+ * through cuDNN take its workspace from the plan (mr_pc_plan_dnn) and the
+ * algorithms cuda->conv_layers names or cuDNN's heuristics pick for a chunk.
+ * pc->conv_note says what runs. */
+mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch,
+                                     int chunk, int precision, const mr_cuda_config *cuda, mr_devmem *dev,
+                                     mr_error *err);
+size_t mr_policy_cuda_bytes_conv(const mr_policy_config *cfg, int view, int max_batch, int chunk, int precision,
+                                 const mr_cuda_config *cuda);
+/* moonrl.h's mr_cuda_conv_time (the table's conv_time). */
+mr_status mr_cuda_conv_time_gpu(int device, int H, int W, int C, int OC, int chunk, int precision, int reps,
+                                mr_cuda_conv_timing *out, mr_error *err);
 /* Frees everything; the stream that used it must be idle. NULL or a zeroed pc: no-op. */
 void mr_policy_cuda_destroy(mr_policy_cuda *pc);
 

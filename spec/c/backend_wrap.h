@@ -206,9 +206,10 @@ static mr_status bw_staging_memory(mr_devmem_backend *out, mr_error *err) {
 /* ------------------------------------------------------ runtime, events */
 
 static mr_status bw_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                                const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err) {
+                                const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_bpolicy_plan *out,
+                                mr_error *err) {
     BW_TRY(policy_plan, 0);
-    return BW.base->policy_plan(cfg, view, max_train, max_act, precision, cpu, out, err);
+    return BW.base->policy_plan(cfg, view, max_train, max_act, precision, cpu, cuda, out, err);
 }
 static mr_status bw_enter(int device, int threads, mr_error *err) {
     BW_TRY(enter, 0);
@@ -319,9 +320,10 @@ static mr_status bw_env_log_reduce(const mr_env_state *s, mr_env_log *out, void 
 /* ------------------------------------------------------------------ policy */
 
 static mr_status bw_policy_create(mr_bpolicy *p, const mr_policy_config *cfg, int view, int max_train, int max_act,
-                                  int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
+                                  int precision, const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_devmem *mem,
+                                  mr_error *err) {
     BW_TRY(policy_create, 0);
-    mr_status s = BW.base->policy_create(p, cfg, view, max_train, max_act, precision, cpu, mem, err);
+    mr_status s = BW.base->policy_create(p, cfg, view, max_train, max_act, precision, cpu, cuda, mem, err);
     if (s == MR_OK) BW.policies++;
     return s;
 }

@@ -56,6 +56,7 @@ static void emu_job_all(const mr_pc_job *j) {
     EMU_JOB_KIND(MR_PCJ_BGRAD_PART);
     EMU_JOB_KIND(MR_PCJ_BGRAD_PART_D);
     EMU_JOB_KIND(MR_PCJ_BGRAD_SUM);
+    EMU_JOB_KIND(MR_PCJ_ACC_F32);
     default: EMU_JOB_LOOP(j->kind, j->dt); break;
     }
 }
@@ -134,6 +135,7 @@ static mr_status emu_copy(void *ctx, void *dst, const void *src, size_t bytes, m
 
 static void emu_ops(emu *e, mr_pc_ops *o) {
     memset(e, 0, sizeof *e);
+    memset(o, 0, sizeof *o);   /* conv: NULL, every layer im2col (a test sets its own) */
     e->fault_job = e->fault_gemm = -1;
     o->ctx = e;
     o->gemm = emu_gemm;

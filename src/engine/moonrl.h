@@ -328,13 +328,40 @@ typedef struct mr_ppo_config {
     double reward_clip;      /* rewards clamped to [-c, c] */
 } mr_ppo_config;
 
+/* How the CUDA backend computes the trunk's 3x3 convolutions (cuda.conv).
+ * im2col: im2col + one cuBLAS GEMM per layer and chunk (the default, the
+ * path every window so far measured); cudnn: layers 1.. through cuDNN
+ * (loaded at run time, as cuBLAS is; docs/cuda.md), each with the
+ * algorithms of conv_layers[l] where it names them, else cuDNN's heuristic
+ * choice; auto: layer l through cuDNN where conv_layers[l].impl says so (the
+ * warm-up's "algorithms" step or the cache chose it: lua/moonrl/run/
+ * conv_algorithms.lua), else im2col. The first layer reads the observation
+ * codes and stays im2col. Without a loadable cuDNN every layer is im2col and
+ * the network's description says why. */
+typedef enum mr_cuda_conv {
+    MR_CUDA_CONV_AUTO = 0,
+    MR_CUDA_CONV_CUDNN = 1,
+    MR_CUDA_CONV_IM2COL = 2
+} mr_cuda_conv;
+
+/* One conv layer's cuDNN choice: impl an mr_cuda_conv (0: the config's
+ * conv), algo = cuDNN's forward, backward-data and backward-filter
+ * algorithm numbers (cudnnConvolution*Algo_t), -1 = cuDNN's heuristics. */
+typedef struct mr_cuda_conv_layer {
+    int8_t impl;
+    int8_t algo[3];
+} mr_cuda_conv_layer;
+
 /* Settings that only mean something on a GPU; a CPU trainer reports them in
- * mr_trainer_describe() as not applying. */
+ * mr_trainer_describe() as not applying. conv_layers is not a config key and
+ * checkpoints do not keep it (as cpu.conv_layers: it belongs to the machine). */
 typedef struct mr_cuda_config {
     int device_index;
     int graphs;                  /* capture steady state as CUDA graphs */
     double memory_fraction;      /* limit as a fraction of the card */
     double release_threshold;    /* fraction of the limit above which the cache is released */
+    int conv;                    /* mr_cuda_conv */
+    mr_cuda_conv_layer conv_layers[MR_MAX_CONV];   /* [0] unused: the first layer reads the codes */
 } mr_cuda_config;
 
 /* How the CPU backend computes the trunk's 3x3 convolutions (cpu.conv).
@@ -776,6 +803,15 @@ void mr_env_free(mr_env *e);
 mr_status mr_env_reset(mr_env *e, mr_error *err);
 /* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory. */
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err);
+/* `steps` steps of every instance, each on an action drawn where the
+ * environment runs (on a GPU: inside the step kernel, no copy from the host):
+ * uniform over the environment's actions from the engine's keyed RNG
+ * (rng.h's mr_rng_below(seed, instance key, the instance's tick,
+ * MR_RNG_ACTION, 0, actions)), so every device draws the same bytes. Waits
+ * once, at the end; last_actions (num_envs bytes, host) or NULL receives the
+ * last step's actions. Discrete environments of one action byte only. The
+ * environment benchmark's actions on a GPU (moonrl bench env). */
+mr_status mr_env_step_random(mr_env *e, uint64_t seed, int steps, uint8_t *last_actions, mr_error *err);
 /* Copies of the current state into host memory (sizes in the comments). */
 typedef struct mr_env_view {
     uint8_t *obs;          /* num_envs * (2r+1)^2 cell codes (0 empty, 1 food, 2 poison) */
@@ -865,6 +901,33 @@ float mr_cpu_peak_kernel(int bf16, long iters);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
 int mr_cuda_device_count(void);
+
+/* cuDNN as cuda.conv would use it: "cuDNN 9.19.0 (libcudnn.so.9)", or why it
+ * cannot ("not loaded: ..."; without CUDA: "no CUDA backend in this build").
+ * Loads the library on the first call (no GPU is touched). */
+const char *mr_cuda_cudnn(void);
+
+/* One layer's timing for cuda.conv = "auto" (mr_cuda_conv_time). */
+typedef struct mr_cuda_conv_timing {
+    double ms_im2col, ms_cudnn;  /* median per round (forward + backward of a chunk); -1: could not run */
+    int algo[3];                 /* cuDNN's fastest deterministic forward, backward-data and backward-filter
+                                  * algorithms within its workspace (MR_PC_DNN_WS), -1: none */
+    char machine[160];           /* "NVIDIA H100 80GB HBM3|sm_90|cuDNN 91900": what the timing depends on */
+    char note[200];              /* why cuDNN did not run, or "" */
+} mr_cuda_conv_timing;
+
+/* Times one 3x3 pad-1 convolution C -> OC on H x W maps as the CUDA network
+ * runs a trunk layer l >= 1 for a chunk of `chunk` samples in `precision`
+ * (mr_precision): a forward (bias + ReLU) and a backward (weight, bias and
+ * input gradients, the ReLU mask) through im2col + cuBLAS and through cuDNN
+ * with the algorithms cuDNN's own search (cudnnFind*AlgorithmEx) finds
+ * fastest among the deterministic ones, the two interleaved over `reps`
+ * rounds after an untimed one; medians in *out (reps = 0: only out->machine,
+ * nothing timed). cuDNN missing: ms_cudnn =
+ * -1 and the note says why (MR_OK). MR_ERR_BACKEND without a GPU, MR_ERR_ARG
+ * for bad sizes. */
+mr_status mr_cuda_conv_time(int device, int H, int W, int C, int OC, int chunk, int precision, int reps,
+                            mr_cuda_conv_timing *out, mr_error *err);
 /* Free and total memory of CUDA device `device`, bytes (creates its context).
  * MR_ERR_BACKEND without CUDA or GPU. */
 mr_status mr_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes, mr_error *err);
@@ -875,7 +938,8 @@ mr_status mr_config_device_bytes(const mr_config *cfg, uint64_t *bytes, mr_error
 /* env.num_envs = "auto": the largest num_envs, a multiple of 64 (at least 64,
  * at most 1,048,576) for which num_envs x rollout_steps divides into the
  * minibatches, whose mr_config_device_bytes is at most budget and whose
- * buffers the kernels can index (2^31 elements each). The other
+ * kernel jobs the kernels can index (2^31 elements each: a conv chunk, a
+ * linear layer's rows; the whole-batch buffers may be larger). The other
  * fields of cfg are kept; MR_ERR_NOMEM with a message when not even 64 fit. */
 mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num_envs, mr_error *err);
 

@@ -126,6 +126,7 @@ local function make_config(o)
   c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
   c.precision = bench.PRECISIONS[o.precision or "fp32"]
   if o.cpu_conv then c.cpu.conv = bench.CONVS[o.cpu_conv] end
+  if o.cuda_conv then c.cuda.conv = C["MR_CUDA_CONV_" .. o.cuda_conv:upper()] end
   c.total_steps = (o.reps + 4) * o.envs * o.rollout
   return c
 end
@@ -205,17 +206,24 @@ function bench.env(o)
   local bufs = { ffi.new("uint8_t[?]", n * obs_bytes), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
                  ffi.new("uint8_t[?]", n) }
   view.obs, view.reward, view.terminated, view.truncated = bufs[1], bufs[2], bufs[3], bufs[4]
+  -- on a GPU the actions are drawn in the step kernel (mr_env_step_random: no copy from the host per
+  -- step, one wait per repetition) unless --host-actions; the cpu and a box keep the host's
+  local drawn = o.device == "cuda" and act.kind ~= "box" and not o.host_actions
   local rates = {}
   for _ = 1, o.reps do
     local t0 = now()
-    for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
+    if drawn then
+      check(C.mr_env_step_random(env[0], 1, steps, nil, err), err, "env step (actions drawn on the device)")
+    else
+      for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
+    end
     check(C.mr_env_read(env[0], view, err), err, "env read")
     rates[#rates + 1] = n * steps / (now() - t0)
   end
   C.mr_env_free(env[0])
   bufs = nil
   return { row = "env", env = name, num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
-           peak_memory_bytes = peak_rss_bytes() }
+           actions = drawn and "device" or "host", peak_memory_bytes = peak_rss_bytes() }
 end
 
 -- A trainer for a benchmark row: config, trainer, error buffer.
@@ -225,6 +233,10 @@ local function new_trainer(o)
   -- "algorithms" step (measured once on this machine, then read from the cache)
   if o.cpu_conv == "auto" and o.device ~= "cuda" then
     o.conv_notes, o.conv_layers = require("moonrl.run.conv_algorithms").resolve({ cpu = { conv = "auto" } }, c, true)
+  end
+  -- --cuda-conv auto | cudnn: each layer as `moonrl train` picks it (searched once on this GPU, then cached)
+  if o.device == "cuda" and (o.cuda_conv == "auto" or o.cuda_conv == "cudnn") then
+    o.conv_notes = require("moonrl.run.conv_algorithms").resolve_cuda({ cuda = { conv = o.cuda_conv } }, c, true)
   end
   local err = ffi.new("mr_error")
   local tp = ffi.new("mr_trainer*[1]")
@@ -312,6 +324,7 @@ function bench.train(o)
   r.forward_macs = bench.forward_macs(net, view_range)
   -- what this path computes per agent-step (fewer than the model's with Winograd)
   r.cpu_conv = o.device ~= "cuda" and (o.cpu_conv or "default") or nil
+  r.cuda_conv = o.device == "cuda" and (o.cuda_conv or "im2col") or nil
   r.conv_layers = o.conv_layers and next(o.conv_layers) and o.conv_layers or nil
   r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), r.conv_layers or o.cpu_conv,
     view_range, forwards)

@@ -131,7 +131,8 @@ local function auto_num_envs(acc, info)
     local n, err = info.fit_num_envs(acc, budget)
     if not n then return nil, "env.num_envs = auto: " .. tostring(err) end
     return n, string.format("the most whose buffers (the engine's plan for these shapes) fit in %.1f GiB, 90%% of " ..
-      "%.1f GiB x cuda.memory_fraction %s%s, and stay within the kernels' 2^31-element buffers", budget / 2 ^ 30,
+      "%.1f GiB x cuda.memory_fraction %s%s, and whose every kernel job stays within 2^31 elements (a conv chunk, " ..
+      "a linear layer's rows)", budget / 2 ^ 30,
       mem / 2 ^ 30,
       util.fmt_number(acc.cuda.memory_fraction), free and free < mem * acc.cuda.memory_fraction and
       string.format(", capped by the %.1f GiB free now", free / 2 ^ 30) or "")

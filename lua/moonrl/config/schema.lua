@@ -223,6 +223,14 @@ key { key = "cuda.memory_fraction", type = "number", default = 0.9, min = 0.01, 
   gpu_only = true, desc = "device memory limit as a fraction of the card" }
 key { key = "cuda.release_threshold", type = "number", default = 0.8, min = 0, max = 1,
   gpu_only = true, desc = "fraction of the limit above which cached blocks are released" }
+key { key = "cuda.conv", type = "enum", default = "im2col", choices = { "auto", "cudnn", "im2col" },
+  gpu_only = true, aliases = { "cuda_conv" },
+  desc = "how the CUDA backend computes the trunk's 3x3 convolutions: im2col = im2col + cuBLAS (the " ..
+    "default, the path the GPU windows measured); cudnn = layers 1.. through cuDNN (loaded at run time; " ..
+    "algorithms from the cache where it has them, else cuDNN's heuristics); auto = each layer 1.. its own of " ..
+    "im2col and cudnn, the faster as timed by warm-up's \"algorithms\" step (warmup.prepare) or cached by an " ..
+    "earlier search on this GPU model, else im2col. The first layer reads the codes and stays im2col; without " ..
+    "cuDNN every layer is im2col (said in train.log). docs/cuda.md" }
 
 -- cpu -----------------------------------------------------------------------
 key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "onednn", "im2col", "winograd" },
@@ -248,16 +256,17 @@ key { key = "warmup.updates", type = "integer", default = 1, min = 0, max = 1000
   desc = "updates run before timing starts; 0 = none" }
 key { key = "warmup.restore", type = "boolean", default = true,
   desc = "restore the weights and optimizer after warm-up (warm-up does not train)" }
--- "algorithms" searches the CPU's conv implementations per layer
--- (run/conv_algorithms.lua); the GPU's convolutions (im2col + cuBLAS) have
--- nothing to search yet, so cuda.cudnn_benchmark and cuda.algo_cache stay
--- gone until the code that honours them comes.
+-- "algorithms" searches the conv implementations per layer
+-- (run/conv_algorithms.lua): the CPU's (cpu.conv = auto) and the GPU's
+-- (cuda.conv = auto: im2col against cuDNN's fastest deterministic algorithms).
 key { key = "warmup.prepare", type = "list", of = "enum", default = { "graphs" },
   choices = { "graphs", "algorithms" }, min_len = 0, max_len = 2, unique = true,
   desc = "what warm-up prepares: \"graphs\" = capture the CUDA graphs (with cuda.graphs; CUDA only); " ..
     "\"algorithms\" = with cpu.conv = auto on the cpu, time each conv layer's implementations (onednn, " ..
     "winograd) before the trainer starts and keep the fastest, cached per machine and layer shape in " ..
-    "conv_algorithms.json under $MOONRL_CACHE_DIR, else $XDG_CACHE_HOME/moonrl, else ~/.cache/moonrl " ..
+    "conv_algorithms.json under $MOONRL_CACHE_DIR, else $XDG_CACHE_HOME/moonrl, else ~/.cache/moonrl; " ..
+    "with cuda.conv = auto on a GPU the same for im2col against cuDNN (cuda_conv_algorithms.json there, " ..
+    "per GPU model, cuDNN version, layer shape, chunk and precision) " ..
     "(docs/engine.md); {} = nothing" }
 
 -- log -----------------------------------------------------------------------

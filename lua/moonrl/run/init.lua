@@ -153,6 +153,9 @@ local function prepare(cfg, resume_dir, steps_base)
     if resume_dir then recorded, rnote = ca.read_record(resume_dir) end
     conv.notes, conv.layers, conv.from_record = ca.resolve(cfg, c, prep.algorithms, recorded)
     if rnote then table.insert(conv.notes, 1, rnote .. ": chosen again") end
+  elseif device == "cuda" then   -- cuda.conv = "auto" / "cudnn": the same search and cache for the GPU
+    conv.notes = require("moonrl.run.conv_algorithms").resolve_cuda(cfg, c, prep.algorithms)
+    conv.what = "cuda.conv = " .. tostring(cfg.cuda and cfg.cuda.conv)
   end
   return c, w, tables, conv, device
 end
@@ -265,7 +268,7 @@ function Run.start(cfg, opts)
   end
   if log_only then self.log:line(log_only) end
   for _, n in ipairs(conv.notes) do
-    self.log:line("conv algorithms (cpu.conv = auto): " .. n)
+    self.log:line("conv algorithms (" .. (conv.what or "cpu.conv = auto") .. "): " .. n)
     if n:find("is damaged", 1, true) and not opts.quiet then io.stderr:write("moonrl: note: ", n, "\n") end
   end
   -- the run's own record of the choice, so a resume runs the same implementations

@@ -6,6 +6,7 @@
  */
 #include "moonrl.h"
 #include "backend.h"   /* the cpu backend says what BLAS it runs */
+#include "errors.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,9 +68,9 @@ const char *mr_build_info(void) {
              MR_BUILD_FLAGS,
 #ifdef MOONRL_HAVE_CUDA
 #ifdef MR_CUDA_VERSION
-             "backend built with CUDA " MR_CUDA_VERSION " for sm_90 (cuBLAS loaded at run time; cuDNN not used)",
+             "backend built with CUDA " MR_CUDA_VERSION " for sm_90 (cuBLAS and, for cuda.conv, cuDNN loaded at run time)",
 #else
-             "backend built (CUDA version unknown; cuBLAS loaded at run time; cuDNN not used)",
+             "backend built (CUDA version unknown; cuBLAS and, for cuda.conv, cuDNN loaded at run time)",
 #endif
 #else
              "no CUDA backend in this build",
@@ -93,4 +94,18 @@ const char *mr_blas_better_kernels(void) {
 int mr_cuda_device_count(void) {
     const mr_backend *c = mr_backend_for(MR_DEVICE_CUDA);
     return c->device_count ? c->device_count() : 0;
+}
+
+const char *mr_cuda_cudnn(void) {
+    const mr_backend *c = mr_backend_for(MR_DEVICE_CUDA);
+    return c->cudnn ? c->cudnn() : "no CUDA backend in this build";
+}
+
+mr_status mr_cuda_conv_time(int device, int H, int W, int C, int OC, int chunk, int precision, int reps,
+                            mr_cuda_conv_timing *out, mr_error *err) {
+    const mr_backend *c = mr_backend_for(MR_DEVICE_CUDA);
+    if (!c->conv_time)
+        return mr_fail(err, MR_ERR_BACKEND, "mr_cuda_conv_time: %s",
+                       c->unavailable ? c->unavailable : "the cuda backend cannot time convolutions");
+    return c->conv_time(device, H, W, C, OC, chunk, precision, reps, out, err);
 }

@@ -247,6 +247,23 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     return o->stream_sync(e->stream, err);
 }
 
+mr_status mr_env_step_random(mr_env *e, uint64_t seed, int steps, uint8_t *last_actions, mr_error *err) {
+    if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step_random: env is NULL");
+    if (e->s.act_kind == MR_SPACE_BOX || e->s.act_bytes != 1)
+        return mr_fail(err, MR_ERR_ARG, "mr_env_step_random: %s's actions are not one discrete byte per instance "
+                       "(accepted: foraging, reach, snake, cartpole and the other discrete environments)",
+                       mr_env_name_of(e->cfg.name));
+    if (steps < 1) return mr_fail(err, MR_ERR_ARG, "mr_env_step_random: steps = %d: accepted at least 1", steps);
+    const mr_backend *o = e->be;
+    if (!o->env_step_random)
+        return mr_fail(err, MR_ERR_BACKEND, "mr_env_step_random: the %s backend cannot draw actions", o->name);
+    TRY(o->enter(0, e->threads, err));
+    const int na = mr_env_num_actions(e->cfg.name);
+    for (int k = 0; k < steps; k++) TRY(o->env_step_random(&e->s, seed, na, e->d_actions, e->stream, err));
+    if (last_actions) TRY(o->copy(last_actions, e->d_actions, (size_t)e->s.n, MR_COPY_D2H, e->stream, err));
+    return o->stream_sync(e->stream, err);
+}
+
 mr_status mr_env_step_box(mr_env *e, const float *actions, mr_error *err) {
     if (!e) return mr_fail(err, MR_ERR_ARG, "mr_env_step_box: env is NULL");
     if (e->s.act_kind != MR_SPACE_BOX)

@@ -95,8 +95,8 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->env.reward_clip = t->env.reward_clip;
     d->env.threads = t->threads;
 
-    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &cfg->cpu, &t->mem,
-                                                err), err));
+    TRY(mr_trainer_oom_hint(t, o->policy_create(&d->pol, &cfg->policy, t->V, t->M, t->N, cfg->precision, &cfg->cpu,
+                                                &cfg->cuda, &t->mem, err), err));
     d->pol_ready = 1;
     /* the first epoch's forward from the rollout: one minibatch, and the
      * update expands the observations as acting does */
@@ -156,19 +156,21 @@ static void describe(mr_trainer *t, const char *note) {
     const mr_backend *o = t->be;
     char line[256];
     o->describe(t->device, t->threads, t->cfg.precision, line, sizeof line);
-    if (o->policy_describe) {   /* how the backend runs the network (the cpu: cpu.conv, cpu.activations) */
-        char net[384];
+    char net[384];
+    net[0] = 0;
+    if (o->policy_describe)   /* how the backend runs the network (cpu.conv, cpu.activations; cuda.conv) */
         o->policy_describe(&t->d.pol, t->cfg.precision, net, sizeof net);
+    if (o->host_memory) {
         int n = snprintf(t->describe, sizeof t->describe, "%s backend, %s; ", o->name, line);
         if (n > 0 && (size_t)n < sizeof t->describe)
             snprintf(t->describe + n, sizeof t->describe - (size_t)n, "%s%s", net, note);
     } else {
         snprintf(t->describe, sizeof t->describe,
                  "%s backend: %s; evaluation and inference run on a cpu copy of the weights (%d thread%s); "
-                 "cuda.graphs: %s%s",
+                 "cuda.graphs: %s%s%s%s",
                  o->name, line, t->threads, t->threads == 1 ? "" : "s",
                  t->graphs_why[0] ? t->graphs_why : "each update after the first replays three recorded CUDA graphs",
-                 note);
+                 net[0] ? "; " : "", net, note);
     }
     if (t->reuse) {
         const size_t n = strlen(t->describe);

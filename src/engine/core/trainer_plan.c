@@ -120,7 +120,8 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
      * thread count, and leave the caller's as it was */
     const int caller_threads = omp_get_max_threads();
     omp_set_num_threads(t0.threads);
-    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &cfg->cpu, &out->policy, err);
+    mr_status ps = be->policy_plan(&cfg->policy, t0.V, t0.M, t0.N, cfg->precision, &cfg->cpu, &cfg->cuda,
+                                   &out->policy, err);
     omp_set_num_threads(caller_threads);
     if (ps != MR_OK) return ps;
     /* the parameter counts come from the shared layout */
@@ -352,7 +353,7 @@ mr_status mr_config_fit_num_envs(const mr_config *cfg, uint64_t budget, int *num
                        "a larger cuda.memory_fraction, or a number for env.num_envs",
                        (long long)step, (double)budget / 1073741824.0, (double)b / 1073741824.0);
     /* bytes grow with num_envs: bisect over the candidates; a size the plan
-     * refuses (a buffer past the kernels' 32-bit indexing) does not fit either */
+     * refuses (a job past the kernels' 32-bit indexing: policy_math.h) does not fit either */
     int64_t lo = 1, hi = FIT_MAX / step;   /* lo * step fits, (hi + 1) * step does not or is too many */
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo + 1) / 2;

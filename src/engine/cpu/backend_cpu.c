@@ -220,6 +220,13 @@ static mr_status cpu_env_step(const mr_env_state *s, const uint8_t *a, void *str
     mr_env_cpu_step_all(s, a);
     return ok(err);
 }
+static mr_status cpu_env_step_random(const mr_env_state *s, uint64_t seed, int na, uint8_t *a, void *stream,
+                                     mr_error *err) {
+    (void)stream;
+    for (int i = 0; i < s->n; i++) a[i] = mr_env_random_action(s, i, seed, (uint32_t)na);
+    mr_env_cpu_step_all(s, a);
+    return ok(err);
+}
 static mr_status cpu_env_clear(const mr_env_state *s, void *stream, mr_error *err) {
     (void)stream;
     mr_env_cpu_clear_logs(s);
@@ -244,7 +251,9 @@ static mr_policy_options cpu_policy_options(int precision, const mr_cpu_config *
 }
 
 static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                                 const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err) {
+                                 const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_bpolicy_plan *out,
+                                 mr_error *err) {
+    (void)cuda;   /* the cuda backend's */
     (void)max_act;   /* the rollout's inference runs in chunks and keeps nothing */
     memset(out, 0, sizeof *out);
     out->n = 1;
@@ -254,7 +263,9 @@ static mr_status cpu_policy_plan(const mr_policy_config *cfg, int view, int max_
 }
 
 static mr_status cpu_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg, int view, int max_train, int max_act,
-                                   int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err) {
+                                   int precision, const mr_cpu_config *cpu, const mr_cuda_config *cuda,
+                                   mr_devmem *mem, mr_error *err) {
+    (void)cuda;   /* the cuda backend's */
     (void)max_act;
     memset(bp, 0, sizeof *bp);
     mr_policy *p = calloc(1, sizeof *p);
@@ -607,6 +618,7 @@ static const char *cpu_blas(void) {
         .event_elapsed = cpu_event_elapsed,                  \
         .env_reset_all = cpu_env_reset,                      \
         .env_step_all = cpu_env_step,                        \
+        .env_step_random = cpu_env_step_random,              \
         .env_clear_logs = cpu_env_clear,                     \
         .env_log_reduce = cpu_env_reduce,                    \
         .policy_create = cpu_policy_create,                  \

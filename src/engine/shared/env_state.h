@@ -71,6 +71,14 @@ MR_HD int mr_env_obs_row_bytes(const mr_env_state *s) { return s->obs ? s->obs_s
  * instances draw what the same instances of one bigger process would. */
 MR_HD uint32_t mr_env_key(const mr_env_state *s, int i) { return (uint32_t)(s->index0 + i); }
 
+/* A uniformly random action in [0, na) for instance i's next step, drawn
+ * with the engine's keyed RNG (rng.h: the seed, the instance's key, its
+ * tick, MR_RNG_ACTION): the same byte on every device (mr_env_step_random:
+ * the environment benchmark's actions drawn where the environment runs). */
+MR_HD uint8_t mr_env_random_action(const mr_env_state *s, int i, uint64_t seed, uint32_t na) {
+    return (uint8_t)mr_rng_below(seed, mr_env_key(s, i), s->tick[i], MR_RNG_ACTION, 0, na);
+}
+
 MR_HD float mr_env_inf(void) {
 #if defined(__CUDA_ARCH__)
     return __int_as_float(0x7f800000);

@@ -26,7 +26,12 @@ extern "C" {
 #define MR_PC_RB 64                        /* rows (or partials) per bias-gradient partial sum */
 #define MR_PC_CHUNK 2048                   /* default samples per conv GEMM (chunk*VV rows) */
 #define MR_PC_BLAS_WS ((size_t)32 << 20)   /* cuBLAS workspace (NVIDIA's figure for Hopper) */
-#define MR_PC_MAX_ELEMS 2147483647LL       /* elements per buffer: 32-bit element indices */
+/* Elements per job and per GEMM operand: the job kernels index with 32-bit
+ * integers and cuBLAS takes int sizes. A buffer may be larger (the conv
+ * activations of a whole minibatch are: 64-bit offsets address each chunk),
+ * so this bounds a chunk and a linear layer's rows, not the batch. */
+#define MR_PC_MAX_ELEMS 2147483647LL
+#define MR_PC_DNN_WS ((size_t)256 << 20)   /* cuDNN's workspace, taken only when a layer runs through cuDNN */
 
 /* ------------------------------------------------------------ number formats */
 
@@ -128,6 +133,7 @@ enum {
     MR_PCJ_TANH_BACK,    /* y (rows, cols; ld) *= 1 - m^2, m (rows, cols; ld2) the tanh's output */
     MR_PCJ_ROW_FILL,     /* y row r, columns c0 .. c0+cols-1 = f (cols): a box's log-stds in every row */
     MR_PCJ_MLP_CIN,      /* y (rows, cols) = x (rows, c0) ++ the first cols-c0 of f (rows, MR_POLICY_EXTRA) or 0 */
+    MR_PCJ_ACC_F32,      /* fo (n) fp32 += x (n) T: a cuDNN weight gradient in T added to the fp32 grads */
     MR_PCJ_KINDS
 };
 #define MR_PC_ACT_TANH 2   /* mr_pc_job.relu for MR_PCJ_BIAS_ACT: 1 = ReLU, 2 = tanh */
@@ -241,6 +247,9 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
                               : (j->f ? j->f[(size_t)r * MR_POLICY_EXTRA + (c - D)] : 0.0f);
         mr_pc_st(j->y, i, dt, v);
     } break;
+    case MR_PCJ_ACC_F32:
+        j->fo[i] += mr_pc_ld(j->x, i, dt);
+        break;
     default:
         break;
     }
@@ -289,6 +298,24 @@ static inline void mr_pc_gemm_cm(const mr_pc_gemm *g, mr_pc_cm *c) {
     c->ldc = g->ldc;
 }
 
+/* ------------------------------------------------------------ convolution (cuDNN) */
+
+/* One 3x3 pad-1 stride-1 convolution of a trunk layer l >= 1 as cuDNN runs
+ * it (cuda.conv, kernels/conv_cudnn.cu), NHWC, weights (OC,3,3,C) T (cuDNN's
+ * KRSC = NHWC filter), fp32 accumulation:
+ *   MR_PCC_FWD         y (n,H,W,OC) T = conv(x (n,H,W,C), w)          (written)
+ *   MR_PCC_BWD_DATA    y (n,H,W,C) T = the input gradient of dy, w    (written)
+ *   MR_PCC_BWD_FILTER  dw (OC,3,3,C) fp32 += the weight gradient of x, dy
+ * `layer` picks the layer's algorithms in the implementation. */
+enum { MR_PCC_FWD = 1, MR_PCC_BWD_DATA, MR_PCC_BWD_FILTER };
+typedef struct mr_pc_conv {
+    int op, layer, dt;
+    int n, H, W, C, OC;
+    const void *x, *w, *dy;
+    void *y;
+    float *dw;
+} mr_pc_conv;
+
 /* ------------------------------------------------------------ operations table */
 
 typedef struct mr_pc_ops {
@@ -296,6 +323,8 @@ typedef struct mr_pc_ops {
     mr_status (*gemm)(void *ctx, const mr_pc_gemm *g, mr_error *err);
     mr_status (*job)(void *ctx, const mr_pc_job *j, mr_error *err);
     mr_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err);   /* device to device */
+    /* optional (NULL: every conv is im2col + GEMM): a cuDNN convolution */
+    mr_status (*conv)(void *ctx, const mr_pc_conv *c, mr_error *err);
 } mr_pc_ops;
 
 #define MR_PC_TRY(call)                       \
@@ -424,6 +453,55 @@ static inline mr_status mr_pc_conv_backward(const mr_pc_ops *o, int dt, void *di
         mr_pc_job_init(&j, MR_PCJ_COL2IM, dt, rows * C);
         j.H = H; j.W = W; j.C = C; j.x = col; j.m = mask; j.y = dinp;
         MR_PC_TRY(o->job(o->ctx, &j, err));
+    }
+    return MR_OK;
+}
+
+/* The same layer through the conv operation (cuDNN) instead of im2col +
+ * GEMM: forward = conv, then bias + ReLU (the job above); backward = the
+ * weight gradient (dw += ...), the bias gradient (the same sums as
+ * mr_pc_conv_backward's), the input gradient (written), then the ReLU mask
+ * of the forward output that was inp (mask; NULL: none). inp is never the
+ * codes: the trunk's first layer stays im2col (its input is never stored). */
+static inline mr_status mr_pc_dnn_forward(const mr_pc_ops *o, int dt, int layer, void *out, const void *inp,
+                                          const void *w, const float *b, int n, int H, int W, int C, int OC,
+                                          int relu, mr_error *err) {
+    const long long rows = (long long)n * H * W;
+    if (rows <= 0) return MR_OK;
+    mr_pc_conv c;
+    memset(&c, 0, sizeof c);
+    c.op = MR_PCC_FWD; c.layer = layer; c.dt = dt; c.n = n; c.H = H; c.W = W; c.C = C; c.OC = OC;
+    c.x = inp; c.w = w; c.y = out;
+    MR_PC_TRY(o->conv(o->ctx, &c, err));
+    if (!b && !relu) return MR_OK;
+    mr_pc_job j;
+    mr_pc_job_init(&j, MR_PCJ_BIAS_ACT, dt, rows * OC);
+    j.rows = (int)rows; j.cols = OC; j.ld = OC; j.f = b; j.relu = relu; j.y = out;
+    return o->job(o->ctx, &j, err);
+}
+
+static inline mr_status mr_pc_dnn_backward(const mr_pc_ops *o, int dt, int layer, void *dinp, const void *mask,
+                                           float *dw, float *db, double *part, const void *dout, const void *inp,
+                                           const void *w, int n, int H, int W, int C, int OC, mr_error *err) {
+    const long long rows = (long long)n * H * W;
+    if (rows <= 0) return MR_OK;
+    mr_pc_conv c;
+    memset(&c, 0, sizeof c);
+    c.layer = layer; c.dt = dt; c.n = n; c.H = H; c.W = W; c.C = C; c.OC = OC;
+    if (dw) {
+        c.op = MR_PCC_BWD_FILTER; c.x = inp; c.dy = dout; c.dw = dw;
+        MR_PC_TRY(o->conv(o->ctx, &c, err));
+    }
+    if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dout, (int)rows, OC, OC, err));
+    if (dinp) {
+        c.op = MR_PCC_BWD_DATA; c.x = NULL; c.dw = NULL; c.w = w; c.dy = dout; c.y = dinp;
+        MR_PC_TRY(o->conv(o->ctx, &c, err));
+        if (mask) {
+            mr_pc_job j;
+            mr_pc_job_init(&j, MR_PCJ_RELU_BACK, dt, rows * C);
+            j.cols = C; j.ld = C; j.ld2 = C; j.m = mask; j.y = dinp;
+            MR_PC_TRY(o->job(o->ctx, &j, err));
+        }
     }
     return MR_OK;
 }

@@ -48,10 +48,13 @@ typedef struct mr_pc_plan {
     /* byte offsets into the workspace */
     size_t o_codes, o_act[MR_MAX_CONV], o_cin, o_chid, o_dchid, o_dfeat, o_col, o_dA, o_dB, o_part;
     size_t o_wlp, o_dlog, o_dval, o_blas;
+    size_t o_dnn_ws, o_dnn_dw, dnn_ws_bytes;   /* cuDNN's workspace and, in bf16 / fp16, a weight gradient in T */
+    int8_t dnn[MR_MAX_CONV];  /* layer l (>= 1) runs through the conv operation (cuDNN); mr_pc_plan_dnn */
     size_t part_doubles;
     size_t ws_bytes;          /* the workspace */
     size_t param_bytes;       /* params, and grads, each (fp32) */
-    long long max_elems;      /* the largest buffer or job, in elements */
+    long long max_elems;      /* the largest job or GEMM operand, in elements */
+    int fc_rows;              /* rows of fc's whole-batch products per GEMM (mr_pc_fc_rows) */
 } mr_pc_plan;
 
 typedef struct mr_pc_bufs {
@@ -61,6 +64,7 @@ typedef struct mr_pc_bufs {
     double *part;
     void *wlp, *dlog, *dval;   /* NULL in fp32 */
     void *blas;
+    void *dnn_ws, *dnn_dw;     /* NULL unless a layer runs through cuDNN (dnn_dw: bf16 / fp16 only) */
 } mr_pc_bufs;
 
 static inline size_t mr_pc_round(size_t n) { return (n + MR_PC_ALIGN - 1) / MR_PC_ALIGN * MR_PC_ALIGN; }
@@ -103,16 +107,27 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     int hmax = p->hidden > p->critic_hidden ? p->hidden : p->critic_hidden;
     if (hmax < p->num_actions) hmax = p->num_actions;
     const long long MB = max_batch, CR = (long long)pl->chunk * p->VV;
-    const long long sizes[] = {MB * p->VV * cmax, MB * p->cin_dim, MB * hmax, CR * 9 * cin_max, CR * cmax,
-                               (long long)p->n_params, (long long)p->hidden * p->flat,
-                               (long long)p->critic_hidden * p->cin_dim};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (sizes[i] > pl->max_elems) pl->max_elems = sizes[i];
+    /* what one job or one GEMM operand holds: the conv activations of the
+     * whole batch (MB * VV * C) are no such thing (a chunk at a time; fc's
+     * two whole-batch products run in row blocks, mr_pc_fc_rows) */
+    const long long sizes[] = {MB * p->cin_dim, MB * hmax, CR * 9 * cin_max, CR * cmax, (long long)p->n_params,
+                               (long long)p->hidden * p->flat, (long long)p->critic_hidden * p->cin_dim};
+    static const char *const what[] = {"the critic input (samples x its width)", "a hidden layer (samples x width)",
+                                       "a conv chunk's im2col", "a conv chunk's output", "the parameters",
+                                       "fc's weights", "the critic's weights"};
+    int worst = 0;
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
+        if (sizes[i] > pl->max_elems) pl->max_elems = sizes[i], worst = i;
     if (pl->max_elems > MR_PC_MAX_ELEMS)
         return mr_fail(err, MR_ERR_ARG,
-                       "policy on the GPU: a buffer of %lld elements (max_batch %d, chunk %d, view %d) exceeds the "
-                       "limit of %lld: lower max_batch or chunk",
-                       pl->max_elems, max_batch, pl->chunk, view, (long long)MR_PC_MAX_ELEMS);
+                       "policy on the GPU: %s would be %lld elements (max_batch %d, chunk %d, view %d), past the "
+                       "kernels' %lld elements per job or product (32-bit indices): lower max_batch (the samples "
+                       "of a minibatch or the environments) or chunk",
+                       what[worst], pl->max_elems, max_batch, pl->chunk, view, (long long)MR_PC_MAX_ELEMS);
+    {
+        const long long r = MR_PC_MAX_ELEMS / (p->flat > 0 ? p->flat : 1);
+        pl->fc_rows = r < max_batch ? (int)r : max_batch;
+    }
     const size_t es = (size_t)mr_pc_esize(precision);
     size_t o = 0;
 #define MR_PC_TAKE(field, bytes) do { pl->field = o; o += mr_pc_round(bytes); } while (0)
@@ -143,6 +158,31 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     return MR_OK;
 }
 
+/* Layers l = 1 .. num_conv-1 with layers[l] != 0 run through the conv
+ * operation (cuDNN) instead of im2col + GEMM ([0] is ignored: the first
+ * layer reads the codes); the workspace grows by cuDNN's (MR_PC_DNN_WS) and,
+ * in bf16 / fp16, by one weight gradient in T. Call once, after
+ * mr_pc_plan_make; layers NULL or all 0: nothing changes. */
+static inline void mr_pc_plan_dnn(mr_pc_plan *pl, const int8_t *layers) {
+    size_t wmax = 0;
+    int any = 0;
+    for (int l = 1; layers && l < pl->net.num_conv; l++) {
+        pl->dnn[l] = layers[l] != 0;
+        if (!pl->dnn[l]) continue;
+        any = 1;
+        const size_t wl = (size_t)pl->net.ch[l + 1] * 9 * (size_t)pl->net.ch[l];
+        if (wl > wmax) wmax = wl;
+    }
+    if (!any) return;
+    pl->o_dnn_ws = pl->ws_bytes;
+    pl->dnn_ws_bytes = MR_PC_DNN_WS;
+    pl->ws_bytes += mr_pc_round(MR_PC_DNN_WS);
+    if (pl->dt != MR_FP32) {
+        pl->o_dnn_dw = pl->ws_bytes;
+        pl->ws_bytes += mr_pc_round(wmax * (size_t)mr_pc_esize(pl->dt));
+    }
+}
+
 /* Device bytes of a policy: params, grads, workspace. */
 static inline size_t mr_pc_plan_bytes(const mr_pc_plan *pl) { return 2 * pl->param_bytes + pl->ws_bytes; }
 
@@ -164,9 +204,22 @@ static inline void mr_pc_carve(const mr_pc_plan *pl, unsigned char *ws, mr_pc_bu
         b->dval = ws + pl->o_dval;
     }
     b->blas = ws + pl->o_blas;
+    if (pl->dnn_ws_bytes) {
+        b->dnn_ws = ws + pl->o_dnn_ws;
+        if (pl->dt != MR_FP32) b->dnn_dw = ws + pl->o_dnn_dw;
+    }
 }
 
 /* ------------------------------------------------------------ the network */
+
+/* Rows of fc's whole-batch products (its forward over the batch, its weight
+ * gradient with the batch as K) per GEMM: the flattened conv output of a
+ * block of rows must stay within MR_PC_MAX_ELEMS elements (a batch past
+ * that, e.g. 277,000 samples of the reference net, runs in several
+ * blocks; below it, one, as before). */
+static inline int mr_pc_fc_rows(const mr_pc_plan *pl) {
+    return pl->fc_rows > 0 ? pl->fc_rows : pl->max_batch;
+}
 
 /* The weights the GEMMs read: the fp32 master array, or its T copy. */
 static inline const void *mr_pc_w(const mr_pc_plan *pl, const mr_pc_bufs *b, const float *params, size_t off) {
@@ -194,14 +247,23 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
         const int n = B - c0 < pl->chunk ? B - c0 : pl->chunk;
         for (int l = 0; l < L; l++) {
             const void *in = l ? mr_pc_cat(bf->act[l - 1], (size_t)c0 * VV * p->ch[l], dt) : NULL;
+            if (l && pl->dnn[l] && o->conv) {
+                MR_PC_TRY(mr_pc_dnn_forward(o, dt, l, mr_pc_at(bf->act[l], (size_t)c0 * VV * p->ch[l + 1], dt), in,
+                                            mr_pc_w(pl, bf, params, p->conv_w[l]), params + p->conv_b[l], n, V, V,
+                                            p->ch[l], p->ch[l + 1], 1, err));
+                continue;
+            }
             MR_PC_TRY(mr_pc_conv_forward(o, dt, mr_pc_at(bf->act[l], (size_t)c0 * VV * p->ch[l + 1], dt), bf->col,
                                          in, bf->codes + (size_t)c0 * VV, proxy, mr_pc_w(pl, bf, params, p->conv_w[l]),
                                          params + p->conv_b[l], n, V, V, p->ch[l], p->ch[l + 1], 1, err));
         }
     }
-    /* feat = relu(fc(aL)), written into cin's first H columns */
-    MR_PC_TRY(mr_pc_linear_forward(o, "fc forward", dt, dt, bf->cin, D, bf->act[L - 1], F,
-                                   mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b, B, F, H, 1, err));
+    /* feat = relu(fc(aL)), written into cin's first H columns (in row blocks past 2^31 elements) */
+    for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb)
+        MR_PC_TRY(mr_pc_linear_forward(o, "fc forward", dt, dt, mr_pc_at(bf->cin, (size_t)r0 * D, dt), D,
+                                       mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F,
+                                       mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b,
+                                       B - r0 < rb ? B - r0 : rb, F, H, 1, err));
     MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, p->num_actions, bf->cin, D,
                                    mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, p->num_actions,
                                    0, err));
@@ -256,9 +318,14 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
     mr_pc_job_init(&j, MR_PCJ_RELU_BACK, dt, (long long)B * H);
     j.cols = H; j.ld = H; j.ld2 = D; j.m = bf->cin; j.y = bf->dfeat;
     MR_PC_TRY(o->job(o->ctx, &j, err));
-    /* fc weights over the whole batch (K = B); its input gradient per chunk */
-    MR_PC_TRY(mr_pc_linear_backward(o, "fc weight gradient", dt, NULL, 0, 0.0f, G + p->fc_w, F, G + p->fc_b,
-                                    bf->part, bf->dfeat, H, bf->act[L - 1], F, NULL, 0, B, F, H, err));
+    /* fc weights over the whole batch (K = B, in blocks of rows past 2^31
+     * elements, each adding into the gradient); its input gradient per chunk */
+    for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb)
+        MR_PC_TRY(mr_pc_linear_backward(o, "fc weight gradient", dt, NULL, 0, 0.0f, G + p->fc_w, F, NULL, NULL,
+                                        mr_pc_cat(bf->dfeat, (size_t)r0 * H, dt), H,
+                                        mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F, NULL, 0,
+                                        B - r0 < rb ? B - r0 : rb, F, H, err));
+    MR_PC_TRY(mr_pc_bias_grad(o, dt, G + p->fc_b, bf->part, bf->dfeat, B, H, H, err));
     for (int c0 = 0; c0 < B; c0 += pl->chunk) {
         const int n = B - c0 < pl->chunk ? B - c0 : pl->chunk;
         void *cur = bf->dA, *next = bf->dB;
@@ -270,10 +337,15 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
         MR_PC_TRY(o->job(o->ctx, &j, err));
         for (int l = L - 1; l >= 0; l--) {
             const void *in = l ? mr_pc_cat(bf->act[l - 1], (size_t)c0 * VV * p->ch[l], dt) : NULL;
-            MR_PC_TRY(mr_pc_conv_backward(o, dt, l ? next : NULL, in, G + p->conv_w[l], G + p->conv_b[l], bf->part,
-                                          bf->col, cur, in, bf->codes + (size_t)c0 * VV, proxy,
-                                          mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l], p->ch[l + 1],
-                                          err));
+            if (l && pl->dnn[l] && o->conv)
+                MR_PC_TRY(mr_pc_dnn_backward(o, dt, l, next, in, G + p->conv_w[l], G + p->conv_b[l], bf->part, cur,
+                                             in, mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l],
+                                             p->ch[l + 1], err));
+            else
+                MR_PC_TRY(mr_pc_conv_backward(o, dt, l ? next : NULL, in, G + p->conv_w[l], G + p->conv_b[l],
+                                              bf->part, bf->col, cur, in, bf->codes + (size_t)c0 * VV, proxy,
+                                              mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l],
+                                              p->ch[l + 1], err));
             void *t = cur;
             cur = next;
             next = t;

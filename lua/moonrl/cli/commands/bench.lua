@@ -10,8 +10,8 @@ local function compare() return require("moonrl.bench.compare") end
 local function print_row(r)
   local bench = require("moonrl.bench")
   local fmt_rate = bench.fmt_rate
-  local what = r.row == "env" and string.format("env%s, %d envs", r.env and r.env ~= "foraging" and " " .. r.env or "",
-      r.num_envs)
+  local what = r.row == "env" and string.format("env%s, %d envs%s", r.env and r.env ~= "foraging" and " " .. r.env or "",
+      r.num_envs, r.actions == "device" and " (device actions)" or "")
     or r.row == "infer" and string.format("infer, net %s, batch %d", r.net, r.batch)
     or string.format("train, net %s, %d envs x %d", r.net, r.num_envs, r.rollout)
   if r.skipped then
@@ -22,7 +22,8 @@ local function print_row(r)
     fmt_rate(r.rate.min), fmt_rate(r.rate.max), r.rate.n))
   if r.row == "train" then
     local conv = r.cpu_conv and ("; cpu.conv " .. r.cpu_conv ..
-      (r.conv_layers and (" (" .. bench.layers_text(r.conv_layers) .. ")") or "")) or ""
+      (r.conv_layers and (" (" .. bench.layers_text(r.conv_layers) .. ")") or "")) or
+      r.cuda_conv and ("; cuda.conv " .. r.cuda_conv) or ""
     io.write(string.format("%-34s %s%s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
       "other %.4f s; planned %.1f MiB, peak %.1f MiB\n", "", r.precision, conv, r.time_rollout, r.time_env,
       r.time_inference, r.time_gae, r.time_update, r.time_idle, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
@@ -50,6 +51,11 @@ usage: moonrl bench [env|infer|train|all] [options]
                            (default auto, each layer's implementation chosen as a run at the default
                            level chooses it: measured once per machine, then cached); --compare runs
                            moonrl's side with it
+  --host-actions           the env row on cuda: copy host actions each step (as before) instead of drawing
+                           them in the step kernel (mr_env_step_random, the default there)
+  --cuda-conv C            the cuda backend's convolutions (cuda.conv): im2col (default), cudnn (cuDNN's
+                           heuristics or the cached algorithms), auto (each layer searched once per GPU
+                           model, then cached; docs/cuda.md)
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
                            moonrl's engine refuses it (bf16 on a cpu without AVX512-BF16 or AMX)
@@ -80,7 +86,7 @@ local OPTIONS = {
   precision = { "value", "fp32|bf16|fp16" }, compile = { "flag" }, ["no-compile"] = { "flag" }, ["peak-tflops"] = { "value", "X" },
   json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
   ["ref-layout"] = { "value", "L" }, ["ref-allocator"] = { "value", "A" }, out = { "value", "file.csv" },
-  ["cpu-conv"] = { "value", "C" },
+  ["cpu-conv"] = { "value", "C" }, ["cuda-conv"] = { "value", "C" }, ["host-actions"] = { "flag" },
 }
 
 local function one_of(name, v, accepted)
@@ -136,6 +142,8 @@ local function parse_args(args)
     if not bench.PRECISIONS[o.precision] then error("--precision = " .. o.precision .. ": accepted fp32, bf16, fp16", 0) end
   end
   if p["cpu-conv"] then o.cpu_conv = one_of("cpu-conv", p["cpu-conv"], { "auto", "onednn", "im2col", "winograd" }) end
+  if p["host-actions"] then o.host_actions = true end
+  if p["cuda-conv"] then o.cuda_conv = one_of("cuda-conv", p["cuda-conv"], { "auto", "cudnn", "im2col" }) end
   if p["peak-tflops"] then
     o.peak_tflops = tonumber(p["peak-tflops"])
     if not o.peak_tflops or o.peak_tflops <= 0 then

@@ -58,12 +58,18 @@ typedef struct mr_backend {
                                          * Zen kernels"), or NULL */
     const char *(*blas_kernels)(void);  /* moonrl.h's mr_blas_kernels and mr_blas_better_kernels, */
     const char *(*blas_better_kernels)(void);   /* answered by the host's backend */
+    const char *(*cudnn)(void);         /* moonrl.h's mr_cuda_cudnn (cuda; NULL: none) */
+    /* moonrl.h's mr_cuda_conv_time (cuda with CUDA; NULL: none) */
+    mr_status (*conv_time)(int device, int H, int W, int C, int OC, int chunk, int precision, int reps,
+                           mr_cuda_conv_timing *out, mr_error *err);
 
     /* ---- planning (every build) */
     /* cpu: mr_config's cpu.* (the cpu backend's convolutions and what its
-     * training forward keeps; others ignore it) */
+     * training forward keeps; others ignore it); cuda: mr_config's cuda.*
+     * (the cuda backend's convolutions; NULL: im2col; others ignore it) */
     mr_status (*policy_plan)(const mr_policy_config *cfg, int view, int max_train, int max_act, int precision,
-                             const mr_cpu_config *cpu, mr_bpolicy_plan *out, mr_error *err);
+                             const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_bpolicy_plan *out,
+                             mr_error *err);
 
     /* ---- runtime and memory */
     /* Makes the calling thread use this device and thread count. */
@@ -89,13 +95,19 @@ typedef struct mr_backend {
     /* ---- environment (s holds device pointers) */
     mr_status (*env_reset_all)(const mr_env_state *s, void *stream, mr_error *err);
     mr_status (*env_step_all)(const mr_env_state *s, const uint8_t *actions, void *stream, mr_error *err);
+    /* One step of every instance on an action drawn where it runs
+     * (env_state.h's mr_env_random_action over na actions), each written to
+     * actions (n bytes, device) first; NULL where not offered. */
+    mr_status (*env_step_random)(const mr_env_state *s, uint64_t seed, int na, uint8_t *actions, void *stream,
+                                 mr_error *err);
     mr_status (*env_clear_logs)(const mr_env_state *s, void *stream, mr_error *err);
     mr_status (*env_log_reduce)(const mr_env_state *s, mr_env_log *out, void *stream, mr_error *err);
 
     /* ---- policy: observations (B,VV) u8 cell codes, or (B,obs_vector) floats passed as
      * their bytes (the MLP trunk), extra (B,2) -> logits (B,8), value (B) raw */
     mr_status (*policy_create)(mr_bpolicy *p, const mr_policy_config *cfg, int view, int max_train, int max_act,
-                               int precision, const mr_cpu_config *cpu, mr_devmem *mem, mr_error *err);
+                               int precision, const mr_cpu_config *cpu, const mr_cuda_config *cuda, mr_devmem *mem,
+                               mr_error *err);
     void (*policy_destroy)(mr_bpolicy *p);
     mr_status (*policy_zero_grad)(mr_bpolicy *p, void *stream, mr_error *err);
     /* The rollout's inference (B <= max_act): keeps nothing for backward. */
