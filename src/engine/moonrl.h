@@ -133,6 +133,14 @@ typedef struct mr_env_spaces {
     int eval;                /* an mr_eval_protocol: MR_EVAL_EPISODIC (0) unless it has its own */
     int success;             /* an mr_success_kind */
     int success_counter;     /* MR_SUCCESS_COUNTER: which counter, 0 .. counters-1 */
+    /* Truncation (ppo.truncation, docs/configuration.md): the fewest steps
+     * after which an episode is truncated with these sizes (0: never), and
+     * whether ppo.truncation = "auto" bootstraps its truncated episodes
+     * (1: its time limit is no part of what the critic sees, so a truncated
+     * state's value is the critic's estimate, not 0) or ends them as before
+     * (0: foraging and reach, whose results stay those of before). */
+    int step_limit;
+    int bootstrap_truncation;
 } mr_env_spaces;
 
 /* What an environment's episode counts as a success, declared in its spaces. */
@@ -223,6 +231,17 @@ typedef struct mr_schedule {
 
 double mr_schedule_value(const mr_schedule *s, double progress);
 
+/* What the update does at a truncated episode's last step (ppo.truncation):
+ * bootstrap = its reward gets gamma V(final observation), the critic's
+ * (PopArt-denormalised) value of the state the step reached before the
+ * auto-reset, as SB3 does; end = it ends the value chain as a termination
+ * does (the engine before); auto = the environment's choice
+ * (mr_env_spaces.bootstrap_truncation). A checkpoint whose config lacks the
+ * key (written before it existed) reads as end. */
+typedef enum mr_truncation {
+    MR_TRUNCATION_AUTO = 0, MR_TRUNCATION_BOOTSTRAP = 1, MR_TRUNCATION_END = 2
+} mr_truncation;
+
 typedef struct mr_ppo_config {
     int rollout_steps;
     int epochs;
@@ -241,6 +260,7 @@ typedef struct mr_ppo_config {
     double adam_eps;
     int norm_adv;
     double reward_clip;      /* rewards clamped to [-c, c] */
+    mr_truncation truncation;   /* ppo.truncation (version 1 checkpoints froze the fields above) */
 } mr_ppo_config;
 
 /* Settings that only mean something on a GPU; a CPU trainer reports them in

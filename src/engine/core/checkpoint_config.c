@@ -95,6 +95,10 @@ static int config_record(mr_config *c, const char *key, const char *val) {
 
 mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_config *c, mr_error *err) {
     mr_config_default(c);
+    /* Written before ppo.truncation existed: truncated episodes ended their
+     * value chain then, so a resume goes on as it began (a record, when
+     * there is one, says otherwise). */
+    c->ppo.truncation = MR_TRUNCATION_END;
     char line[512];
     size_t i = 0;
     while (i < n) {
@@ -133,10 +137,18 @@ typedef struct {
     float popart_beta_min;
     mr_obs_storage proxy_obs_storage;
 } ck_policy_config_v1;
+typedef struct {   /* mr_ppo_config before ppo.truncation */
+    int rollout_steps, epochs, minibatches;
+    double gamma, gae_lambda;
+    mr_schedule lr, clip, ent_coef;
+    double vf_coef, ent_floor, ent_floor_coef, max_grad_norm, adam_beta1, adam_beta2, adam_eps;
+    int norm_adv;
+    double reward_clip;
+} ck_ppo_config_v1;
 typedef struct {
     ck_env_config_v1 env;
     ck_policy_config_v1 policy;
-    mr_ppo_config ppo;
+    ck_ppo_config_v1 ppo;
     mr_cuda_config cuda;
     mr_device device;
     mr_precision precision;
@@ -167,7 +179,12 @@ void mr_ck_config_from_v1(const void *bytes, mr_config *c) {
     c->policy.popart = v->policy.popart;
     c->policy.popart_beta_min = v->policy.popart_beta_min;
     c->policy.proxy_obs_storage = v->policy.proxy_obs_storage;
-    c->ppo = v->ppo;
+#define PPO_(f) c->ppo.f = v->ppo.f;
+    PPO_(rollout_steps) PPO_(epochs) PPO_(minibatches) PPO_(gamma) PPO_(gae_lambda) PPO_(lr) PPO_(clip)
+    PPO_(ent_coef) PPO_(vf_coef) PPO_(ent_floor) PPO_(ent_floor_coef) PPO_(max_grad_norm) PPO_(adam_beta1)
+    PPO_(adam_beta2) PPO_(adam_eps) PPO_(norm_adv) PPO_(reward_clip)
+#undef PPO_
+    c->ppo.truncation = MR_TRUNCATION_END;   /* truncated episodes ended then */
     c->cuda = v->cuda;
     c->device = v->device;
     c->precision = v->precision;

@@ -132,7 +132,9 @@ MR_HD void mr_cartpole_reset_full(const mr_env_state *s, int i) {
 }
 
 /* One step of instance i; an ended episode restarts at once (the
- * observation is the next episode's first, as every environment here). */
+ * observation is the next episode's first, as every environment here; a
+ * truncated one's final observation goes to the trainer's final row first,
+ * env_state.h's mr_env_keeps_final). */
 MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
     const mr_cartpole *c = mr_cartpole_of(s);
     double *st = c->state + (size_t)i * 4;
@@ -140,10 +142,12 @@ MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
     const int steps = s->steps[i] + 1;
     const int truncated = !terminated && steps >= mr_cartpole_limit(s);
     s->tick[i] += 1;
-    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps))
+    if (mr_env_record_step(s, i, MR_CARTPOLE_REWARD, terminated, truncated, steps)) {
+        if (mr_env_keeps_final(s, terminated, truncated)) mr_cartpole_obs(st, mr_env_final_floats(s, i));   /* no critic extra */
         mr_cartpole_start(s, i);
-    else
+    } else {
         mr_cartpole_obs(st, s->obs_f + (size_t)i * 4);
+    }
 }
 
 #if !defined(__CUDACC__)
@@ -151,13 +155,15 @@ MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
  * no privileged critic inputs, no counters; an episode that ran to the
  * step limit (truncated, not terminated: the pole held) is a success. Host code. */
 static inline void mr_cartpole_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
-    (void)cfg;
     memset(o, 0, sizeof *o);
     o->obs.kind = MR_SPACE_VECTOR;
     o->obs.shape[0] = MR_CARTPOLE_OBS;
     o->act.kind = MR_SPACE_DISCRETE;
     o->act.n = MR_CARTPOLE_ACTIONS;
     o->success = MR_SUCCESS_TRUNCATED;
+    o->step_limit = cfg->max_episode_steps > 0 && cfg->max_episode_steps < MR_CARTPOLE_MAX_STEPS
+                        ? cfg->max_episode_steps : MR_CARTPOLE_MAX_STEPS;   /* mr_cartpole_limit */
+    o->bootstrap_truncation = 1;   /* the time limit is not in the observation */
 }
 
 static inline void mr_cartpole_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 4, a); }
