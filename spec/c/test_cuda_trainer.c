@@ -35,7 +35,9 @@
  *   1b. the MLP trunk the same way: cartpole (categorical) bit for bit as
  *      above; pendulum's Gaussian head (clip, tanh, and bf16, which the MLP
  *      runs in fp32) within 1e-3 (float actions: the dynamics carry a last
- *      bit on), graphs replayed;
+ *      bit on), graphs replayed; both again with short step limits, their
+ *      truncated steps bootstrapped (ppo.truncation: keep_final, add_final;
+ *      those rewards within 1e-5);
  *   6. the kept state (mr_trainer_keep) between replayed updates: what the
  *      update left, brought back bit for bit by mr_trainer_restore_kept after
  *      the NaN test aid's non-finite updates; graphs and eager agree throughout.
@@ -181,8 +183,12 @@ static int compare_rollout(const char *label, const roll *c, const roll *g, int 
                 bad_obs += memcmp(c->obs + k * VV, g->obs + k * VV, (size_t)VV) != 0;
                 bad_extra += memcmp(c->extra + 2 * k, g->extra + 2 * k, 8) != 0;
             }
-            if (t < div[n]) {    /* the same action: the same step */
-                bad_rew += memcmp(c->rew + k, g->rew + k, 4) != 0;
+            if (t < div[n]) {    /* the same action: the same step (a truncated step's bootstrap
+                                  * gamma V(final) is the critic's: equal within its rounding) */
+                if (c->done[k] && c->rew[k] != g->rew[k])
+                    bad_rew += fabs((double)c->rew[k] - (double)g->rew[k]) > 1e-5 * (1.0 + fabs((double)c->rew[k]));
+                else
+                    bad_rew += memcmp(c->rew + k, g->rew + k, 4) != 0;
                 bad_done += c->done[k] != g->done[k];
             }
             whole[k] = div[n] == T;
@@ -366,6 +372,14 @@ static void test_mlp_against_cpu(void) {
     run_box_against_cpu("pendulum: the MLP trunk, Gaussian head (tanh)", &c);
     c.precision = MR_BF16;   /* the MLP runs in fp32 whatever the precision */
     run_box_against_cpu("pendulum, precision = bf16 (the MLP in fp32)", &c);
+    /* ppo.truncation = auto bootstraps both: short limits put truncations,
+     * several per environment, in every rollout (keep_final, add_final) */
+    mlp_config(&c, MR_ENV_CARTPOLE, MR_BOX_SQUASH_CLIP);
+    c.env.max_episode_steps = 10;
+    run_against_cpu("cartpole truncated at 10 steps, bootstrapped", &c);
+    mlp_config(&c, MR_ENV_PENDULUM, MR_BOX_SQUASH_CLIP);
+    c.env.max_episode_steps = 12;
+    run_box_against_cpu("pendulum truncated at 12 steps, bootstrapped", &c);
 }
 
 /* ================================================================ 2. checkpoints */
