@@ -37,7 +37,8 @@
  *      runs in fp32) within 1e-3 (float actions: the dynamics carry a last
  *      bit on), graphs replayed; both again with short step limits, their
  *      truncated steps bootstrapped (ppo.truncation: keep_final, add_final;
- *      those rewards within 1e-5);
+ *      those rewards within 1e-5); dials (the multi-discrete head, 2 groups
+ *      of 3) bit for bit as cartpole;
  *   6. the kept state (mr_trainer_keep) between replayed updates: what the
  *      update left, brought back bit for bit by mr_trainer_restore_kept after
  *      the NaN test aid's non-finite updates; graphs and eager agree throughout.
@@ -135,7 +136,7 @@ static int pull(mr_trainer *t, int what) {
 
 static int roll_bits_equal(const roll *a, const roll *b) {
     const size_t B = (size_t)a->T * (size_t)a->N;
-    return !memcmp(a->obs, b->obs, B * (size_t)a->VV) && !memcmp(a->act, b->act, B) && !memcmp(a->done, b->done, B) &&
+    return !memcmp(a->obs, b->obs, B * (size_t)a->VV) && !memcmp(a->act, b->act, B * (size_t)a->AB) && !memcmp(a->done, b->done, B) &&
            !memcmp(a->extra, b->extra, B * 8) && !memcmp(a->logp, b->logp, B * 4) && !memcmp(a->val, b->val, B * 4) &&
            !memcmp(a->rew, b->rew, B * 4) && !memcmp(a->adv, b->adv, B * 4) && !memcmp(a->ret, b->ret, B * 4) &&
            !memcmp(a->last_value, b->last_value, (size_t)a->N * 4);
@@ -167,7 +168,7 @@ static int compare_rollout(const char *label, const roll *c, const roll *g, int 
     for (int n = 0; n < N; n++) {
         div[n] = T;
         for (int t = 0; t < T; t++)
-            if (c->act[(size_t)t * N + n] != g->act[(size_t)t * N + n]) {
+            if (memcmp(c->act + ((size_t)t * N + n) * c->AB, g->act + ((size_t)t * N + n) * c->AB, (size_t)c->AB)) {
                 div[n] = t;
                 break;
             }
@@ -380,6 +381,11 @@ static void test_mlp_against_cpu(void) {
     mlp_config(&c, MR_ENV_PENDULUM, MR_BOX_SQUASH_CLIP);
     c.env.max_episode_steps = 12;
     run_box_against_cpu("pendulum truncated at 12 steps, bootstrapped", &c);
+    /* dials: the multi-discrete head (two groups of 3) on the MLP, its
+     * integer environment in the env kernel, truncations bootstrapped */
+    mlp_config(&c, MR_ENV_DIALS, MR_BOX_SQUASH_CLIP);
+    c.env.max_episode_steps = 20;
+    run_against_cpu("dials: the MLP trunk, multi-discrete head", &c);
 }
 
 /* ================================================================ 2. checkpoints */

@@ -306,6 +306,7 @@ int main(void) {
     test_env_final(MR_ENV_CARTPOLE, 7);
     test_env_final(MR_ENV_PENDULUM, 7);
     test_env_final(MR_ENV_SNAKE, 7);
+    test_env_final(MR_ENV_DIALS, 7);
     test_trainer(MR_TRUNCATION_BOOTSTRAP, 1);
     test_trainer(MR_TRUNCATION_END, 0);
     test_auto();

@@ -82,9 +82,10 @@ const char *mr_mode_name(int mode);
  * to add one): each is a header under src/engine/envs/ and a line in
  * envs/registry.h. */
 typedef enum mr_env_name {
-    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4
+    MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4,
+    MR_ENV_DIALS = 5
 } mr_env_name;
-#define MR_ENV_COUNT 5
+#define MR_ENV_COUNT 6
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
@@ -709,7 +710,9 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device,
 void mr_env_free(mr_env *e);
 /* Full reset of every instance (grid, agent, energy). */
 mr_status mr_env_reset(mr_env *e, mr_error *err);
-/* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory. */
+/* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory;
+ * for a multi-discrete action of k components (dials) num_envs x k bytes,
+ * component c of instance i at [i * k + c], below its nvec[c]. */
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err);
 /* Copies of the current state into host memory (sizes in the comments). */
 typedef struct mr_env_view {

@@ -106,7 +106,7 @@ key { key = "dashboard", type = "boolean", default = false,
 
 -- env -----------------------------------------------------------------------
 key { key = "env.name", type = "enum", default = "foraging",
-  choices = { "foraging", "reach", "cartpole", "pendulum", "snake" },
+  choices = { "foraging", "reach", "cartpole", "pendulum", "snake", "dials" },
   aliases = { "environment", "env_name" },
   desc = "which environment: foraging (docs/environment.md, four modes) or reach (goal and pits, 4 actions, " ..
     "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one" }

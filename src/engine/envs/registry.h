@@ -21,6 +21,7 @@
 #include "cartpole.h"
 #include "pendulum.h"
 #include "snake.h"
+#include "dials.h"
 
 MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
@@ -28,12 +29,14 @@ MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     case MR_ENV_CARTPOLE: mr_cartpole_reset_full(s, i); break;
     case MR_ENV_PENDULUM: mr_pendulum_reset_full(s, i); break;
     case MR_ENV_SNAKE: mr_snake_reset_full(s, i); break;
+    case MR_ENV_DIALS: mr_dials_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
 
 /* Instance i's step with its action, read from the (n, act_bytes) actions:
- * a byte for a discrete action, floats for a box. */
+ * a byte for a discrete action, a byte per component for a multi-discrete
+ * one, floats for a box. */
 MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_step(s, i, actions[i]); break;
@@ -42,6 +45,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
         mr_pendulum_step(s, i, (const float *)(const void *)(actions + (size_t)i * (size_t)s->act_bytes));
         break;
     case MR_ENV_SNAKE: mr_snake_step(s, i, actions[i]); break;
+    case MR_ENV_DIALS: mr_dials_step(s, i, actions + (size_t)i * (size_t)s->act_bytes); break;
     default: mr_forage_step(s, i, actions[i]); break;
     }
 }
@@ -49,7 +53,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
 /* Instance i's privileged critic inputs into extra (its critic_extra floats). */
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: (void)extra; break;   /* none */
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_DIALS: (void)extra; break;   /* none */
     case MR_ENV_SNAKE: mr_snake_critic_extra(s, i, extra); break;      /* length, time */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }
