@@ -6,6 +6,8 @@
  * Tensors (device memory; N environments, M minibatch samples, VV cells):
  *   step_in    one thread per environment: extra (N,2), u (N)
  *   step_out   one thread per environment: val, rew (N) f32, done (N) u8
+ *   keep_final one thread per environment: a truncated one's final state into its slot
+ *   add_final  grid-stride over the kf * N slots: rew[row] += gamma V (each row at most one slot)
  *   gather     grid-stride over M*VV observation bytes; threads j < M also
  *              copy row j's scalars (7 values)
  *   diff       grid-stride over n
@@ -49,6 +51,22 @@ tc_step_out_kernel(const __grid_constant__ mr_env_state s, const mr_popart_ctl *
     float pm, ps, inv;
     mr_tc_popart_floats(pa, &pm, &ps, &inv);
     mr_tc_step_out(&s, i, pm, ps, value, val, rew, done);
+}
+
+__global__ void __launch_bounds__(THREADS)
+tc_keep_final_kernel(const __grid_constant__ mr_env_state s, const __grid_constant__ mr_tc_final_args f, int row0) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < s.n) mr_tc_keep_final(&s, i, &f, row0);
+}
+
+__global__ void __launch_bounds__(THREADS)
+tc_add_final_kernel(const __grid_constant__ mr_tc_final_args f, const mr_popart_ctl *__restrict__ pa, float gamma,
+                    float *__restrict__ rew) {
+    float pm, ps, inv;
+    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    const int64_t K = (int64_t)f.kf * f.N, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < K; j += stride)
+        mr_tc_add_final(&f, j, pm, ps, gamma, rew);
 }
 
 __global__ void __launch_bounds__(THREADS)
@@ -109,6 +127,41 @@ extern "C" mr_status mr_cuda_tc_step_out(const mr_env_state *s, const mr_popart_
     tc_step_out_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, d_pa, value, val,
                                                                                            rew, done);
     MR_CUDA_LAUNCHED("the rollout step-output kernel", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+static mr_status check_final(const mr_tc_final_args *f, const char *who, mr_error *err) {
+    if (!f || f->N < 1 || f->kf < 1 || f->row_bytes < 1 || !f->count || !f->obs || !f->extra || !f->row || !f->value)
+        return mr_fail(err, MR_ERR_ARG, "%s: the final-state slots are missing or empty (N, kf, row_bytes >= 1; "
+                       "device buffers)", who);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_tc_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream,
+                                           mr_error *err) {
+    const char *who = "mr_cuda_tc_keep_final";
+    mr_status st = check_env(s, who, err);
+    if (st == MR_OK) st = check_final(f, who, err);
+    if (st != MR_OK) return st;
+    if (!s->final_obs || !s->final_extra || f->N != s->n)
+        return mr_fail(err, MR_ERR_ARG, "%s: the environments keep no final states, or are not the slots' N", who);
+    tc_keep_final_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, *f, row0);
+    MR_CUDA_LAUNCHED("the rollout final-state kernel", err);
+    mr_ok(err);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_tc_add_final(const mr_tc_final_args *f, const mr_popart_ctl *d_pa, float gamma,
+                                          float *rew, void *stream, mr_error *err) {
+    const char *who = "mr_cuda_tc_add_final";
+    mr_status st = check_final(f, who, err);
+    if (st != MR_OK) return st;
+    MR_CUDA_NEED(d_pa, who, "d_pa");
+    MR_CUDA_NEED(rew, who, "rew");
+    tc_add_final_kernel<<<grid_for((long long)f->kf * f->N), THREADS, 0, (cudaStream_t)stream>>>(*f, d_pa, gamma,
+                                                                                                 rew);
+    MR_CUDA_LAUNCHED("the rollout truncation-bootstrap kernel", err);
     mr_ok(err);
     return MR_OK;
 }

@@ -24,6 +24,12 @@ mr_status mr_cuda_tc_step_in(const mr_env_state *s, uint64_t seed, float *extra,
  * or neither (NULL: the bootstrap value only). */
 mr_status mr_cuda_tc_step_out(const mr_env_state *s, const mr_popart_ctl *d_pa, const float *value, float *val,
                               float *rew, uint8_t *done, void *stream, mr_error *err);
+/* ppo.truncation = bootstrap: f (host struct, device buffers), rollout_math.h's mr_tc_final_args;
+ * keep_final after a step's env step (rows from row0), add_final once per rollout (rew (T, N)). */
+mr_status mr_cuda_tc_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream,
+                                mr_error *err);
+mr_status mr_cuda_tc_add_final(const mr_tc_final_args *f, const mr_popart_ctl *d_pa, float gamma, float *rew,
+                               void *stream, mr_error *err);
 /* One minibatch (a holds device pointers; read on the host only for the
  * launch), PopArt from d_pa. */
 mr_status mr_cuda_tc_gather(const mr_tc_gather_args *a, const mr_popart_ctl *d_pa, void *stream, mr_error *err);

@@ -111,7 +111,8 @@ local SCALAR = { int = true, double = true, float = true, uint64_t = true, int64
 -- cpu.activations "recompute" -> MR_CPU_ACTIVATIONS_RECOMPUTE
 -- (schedule kinds: fill_schedule).
 local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_", conv = "MR_CPU_CONV_",
-                      activations = "MR_CPU_ACTIVATIONS_", name = "MR_ENV_", box_squash = "MR_BOX_SQUASH_" }
+                      activations = "MR_CPU_ACTIVATIONS_", name = "MR_ENV_", box_squash = "MR_BOX_SQUASH_",
+                      truncation = "MR_TRUNCATION_" }
 
 local function enum_value(prefix, s)
   local ok, v = pcall(function() return C[prefix .. s:upper()] end)

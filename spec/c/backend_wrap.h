@@ -36,7 +36,7 @@
     X(event_create) X(event_record) X(event_sync) X(event_elapsed) X(env_reset_all) X(env_step_all)               \
     X(env_clear_logs) X(env_log_reduce) X(policy_create) X(policy_zero_grad) X(policy_act) X(policy_forward)      \
     X(policy_backward) X(policy_act_keep) X(policy_forward_kept) X(gae) X(sample) X(opt_begin) X(opt_step) X(mean_std) X(normalize) X(ppo_loss)             \
-    X(popart_update) X(step_in) X(step_out) X(gather) X(diff) X(accumulate) X(finish) X(raw_alloc)
+    X(popart_update) X(step_in) X(step_out) X(keep_final) X(add_final) X(gather) X(diff) X(accumulate) X(finish) X(raw_alloc)
 #define BW_ENUM(n) BW_##n,
 enum { BW_OPS(BW_ENUM) BW_NOPS };
 #undef BW_ENUM
@@ -289,6 +289,9 @@ static inline void bw_env(const char *op, const mr_env_state *s) {
     if (!bw_in(&BW.dev, s->reward, n * 4)) bw_violation(op, "s->reward", s->reward, n * 4, "device memory");
     if (!bw_in(&BW.dev, s->tick, n * 4)) bw_violation(op, "s->tick", s->tick, n * 4, "device memory");
     if (!bw_in(&BW.dev, s->log, n * sizeof *s->log)) bw_violation(op, "s->log", s->log, n * sizeof *s->log, "device memory");
+    if (s->final_obs && !bw_in(&BW.dev, s->final_obs, ob)) bw_violation(op, "s->final_obs", s->final_obs, ob, "device memory");
+    if (s->final_extra && !bw_in(&BW.dev, s->final_extra, n * 8))
+        bw_violation(op, "s->final_extra", s->final_extra, n * 8, "device memory");
     mr_env_section sec[MR_ENV_MAX_SECTIONS];   /* the environment's own buffers too */
     const int k = mr_env_sections(s, sec);
     for (int i = 0; i < k; i++)
@@ -499,6 +502,30 @@ static mr_status bw_step_out(const mr_env_state *s, const mr_popart_ctl *pa, con
     if ((rew == NULL) != (done == NULL)) bw_violation("step_out", "rew, done", rew, 0, "both NULL or neither");
     return BW.base->step_out(s, pa, value, val, rew, done, stream, err);
 }
+static inline void bw_final(const char *op, const mr_tc_final_args *f) {
+    const size_t n = (size_t)f->N, K = (size_t)f->kf * n;
+    if (!bw_in(&BW.dev, f->count, n * 4)) bw_violation(op, "f->count", f->count, n * 4, "device memory");
+    if (!bw_in(&BW.dev, f->row, K * 4)) bw_violation(op, "f->row", f->row, K * 4, "device memory");
+    if (!bw_in(&BW.dev, f->value, K * 4)) bw_violation(op, "f->value", f->value, K * 4, "device memory");
+    if (!bw_in(&BW.dev, f->extra, K * 8)) bw_violation(op, "f->extra", f->extra, K * 8, "device memory");
+    if (!bw_in(&BW.dev, f->obs, K * (size_t)f->row_bytes))
+        bw_violation(op, "f->obs", f->obs, K * (size_t)f->row_bytes, "device memory");
+}
+static mr_status bw_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream, mr_error *err) {
+    BW_TRY(keep_final, 0);
+    bw_env("keep_final", s);
+    bw_final("keep_final", f);
+    if (!s->final_obs || !s->final_extra) bw_violation("keep_final", "s->final_obs", s->final_obs, 0, "set");
+    return BW.base->keep_final(s, f, row0, stream, err);
+}
+static mr_status bw_add_final(const mr_tc_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew, void *stream,
+                              mr_error *err) {
+    BW_TRY(add_final, 0);
+    bw_final("add_final", f);
+    BW_DEV(add_final, pa, sizeof *pa);
+    BW_DEV(add_final, rew, 4);
+    return BW.base->add_final(f, pa, gamma, rew, stream, err);
+}
 static mr_status bw_gather(const mr_tc_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err) {
     BW_TRY(gather, 0);
     const size_t M = (size_t)a->M, VV = (size_t)a->VV;
@@ -594,6 +621,8 @@ static inline const mr_backend *bw_init(const mr_backend *base, const char *name
     w->popart_update = bw_popart_update;
     w->step_in = bw_step_in;
     w->step_out = bw_step_out;
+    w->keep_final = bw_keep_final;
+    w->add_final = bw_add_final;
     w->gather = bw_gather;
     w->diff = bw_diff;
     w->accumulate = bw_accumulate;

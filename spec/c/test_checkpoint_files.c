@@ -257,6 +257,12 @@ static void config_records(mr_trainer *t, const char *good, const mr_config *sav
     mr_config_default(&def);
     CHECK_MSG(rc.ppo.rollout_steps == def.ppo.rollout_steps && rc.env.num_envs == saved->env.num_envs,
               "missing ppo.rollout_steps read as %d (default %d)", rc.ppo.rollout_steps, def.ppo.rollout_steps);
+    /* ppo.truncation missing (a checkpoint from before it existed) reads as
+     * "end", what those runs did, not as the default "auto" */
+    CHECK(saved->ppo.truncation == MR_TRUNCATION_AUTO);
+    CHECK(edit_records(good, edited, "ppo.truncation = auto\n", "#po.truncation = auto\n"));
+    CHECK_MSG(mr_checkpoint_read_config(edited, &rc, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(rc.ppo.truncation == MR_TRUNCATION_END, "missing ppo.truncation read as %d", (int)rc.ppo.truncation);
     /* a setting this build does not know: refused by name, the trainer untouched */
     const char *unknown = "test_ckfiles_unknown_key.mrck";
     CHECK(edit_records(good, unknown, "ppo.epochs =", "ppo.epochz ="));
@@ -279,6 +285,7 @@ static void config_records(mr_trainer *t, const char *good, const mr_config *sav
           rc.policy.num_conv == 2 && rc.policy.conv_channels[0] == 4 && rc.policy.conv_channels[1] == 8 &&
           rc.policy.hidden == 32 && rc.ppo.epochs == 2 && rc.ppo.minibatches == 2 &&
           rc.ppo.lr.kind == MR_SCHED_CONSTANT && rc.ppo.lr.start == 5e-4 && rc.seed == 3);
+    CHECK(rc.ppo.truncation == MR_TRUNCATION_END && rc.ppo.reward_clip == 20.0 && rc.ppo.norm_adv == 1);
     mr_trainer *t1;
     CHECK_MSG(mr_trainer_create(&rc, &t1, &e) == MR_OK, "%s", e.msg);
     CHECK_MSG(mr_trainer_load(t1, v1, &e) == MR_OK, "version 1 checkpoint: %s", e.msg);

@@ -35,7 +35,10 @@
  *   1b. the MLP trunk the same way: cartpole (categorical) bit for bit as
  *      above; pendulum's Gaussian head (clip, tanh, and bf16, which the MLP
  *      runs in fp32) within 1e-3 (float actions: the dynamics carry a last
- *      bit on), graphs replayed;
+ *      bit on), graphs replayed; both again with short step limits, their
+ *      truncated steps bootstrapped (ppo.truncation: keep_final, add_final;
+ *      those rewards within 1e-5); dials (the multi-discrete head, 2 groups
+ *      of 3) bit for bit as cartpole;
  *   6. the kept state (mr_trainer_keep) between replayed updates: what the
  *      update left, brought back bit for bit by mr_trainer_restore_kept after
  *      the NaN test aid's non-finite updates; graphs and eager agree throughout.
@@ -133,7 +136,7 @@ static int pull(mr_trainer *t, int what) {
 
 static int roll_bits_equal(const roll *a, const roll *b) {
     const size_t B = (size_t)a->T * (size_t)a->N;
-    return !memcmp(a->obs, b->obs, B * (size_t)a->VV) && !memcmp(a->act, b->act, B) && !memcmp(a->done, b->done, B) &&
+    return !memcmp(a->obs, b->obs, B * (size_t)a->VV) && !memcmp(a->act, b->act, B * (size_t)a->AB) && !memcmp(a->done, b->done, B) &&
            !memcmp(a->extra, b->extra, B * 8) && !memcmp(a->logp, b->logp, B * 4) && !memcmp(a->val, b->val, B * 4) &&
            !memcmp(a->rew, b->rew, B * 4) && !memcmp(a->adv, b->adv, B * 4) && !memcmp(a->ret, b->ret, B * 4) &&
            !memcmp(a->last_value, b->last_value, (size_t)a->N * 4);
@@ -165,7 +168,7 @@ static int compare_rollout(const char *label, const roll *c, const roll *g, int 
     for (int n = 0; n < N; n++) {
         div[n] = T;
         for (int t = 0; t < T; t++)
-            if (c->act[(size_t)t * N + n] != g->act[(size_t)t * N + n]) {
+            if (memcmp(c->act + ((size_t)t * N + n) * c->AB, g->act + ((size_t)t * N + n) * c->AB, (size_t)c->AB)) {
                 div[n] = t;
                 break;
             }
@@ -181,8 +184,12 @@ static int compare_rollout(const char *label, const roll *c, const roll *g, int 
                 bad_obs += memcmp(c->obs + k * VV, g->obs + k * VV, (size_t)VV) != 0;
                 bad_extra += memcmp(c->extra + 2 * k, g->extra + 2 * k, 8) != 0;
             }
-            if (t < div[n]) {    /* the same action: the same step */
-                bad_rew += memcmp(c->rew + k, g->rew + k, 4) != 0;
+            if (t < div[n]) {    /* the same action: the same step (a truncated step's bootstrap
+                                  * gamma V(final) is the critic's: equal within its rounding) */
+                if (c->done[k] && c->rew[k] != g->rew[k])
+                    bad_rew += fabs((double)c->rew[k] - (double)g->rew[k]) > 1e-5 * (1.0 + fabs((double)c->rew[k]));
+                else
+                    bad_rew += memcmp(c->rew + k, g->rew + k, 4) != 0;
                 bad_done += c->done[k] != g->done[k];
             }
             whole[k] = div[n] == T;
@@ -366,6 +373,19 @@ static void test_mlp_against_cpu(void) {
     run_box_against_cpu("pendulum: the MLP trunk, Gaussian head (tanh)", &c);
     c.precision = MR_BF16;   /* the MLP runs in fp32 whatever the precision */
     run_box_against_cpu("pendulum, precision = bf16 (the MLP in fp32)", &c);
+    /* ppo.truncation = auto bootstraps both: short limits put truncations,
+     * several per environment, in every rollout (keep_final, add_final) */
+    mlp_config(&c, MR_ENV_CARTPOLE, MR_BOX_SQUASH_CLIP);
+    c.env.max_episode_steps = 10;
+    run_against_cpu("cartpole truncated at 10 steps, bootstrapped", &c);
+    mlp_config(&c, MR_ENV_PENDULUM, MR_BOX_SQUASH_CLIP);
+    c.env.max_episode_steps = 12;
+    run_box_against_cpu("pendulum truncated at 12 steps, bootstrapped", &c);
+    /* dials: the multi-discrete head (two groups of 3) on the MLP, its
+     * integer environment in the env kernel, truncations bootstrapped */
+    mlp_config(&c, MR_ENV_DIALS, MR_BOX_SQUASH_CLIP);
+    c.env.max_episode_steps = 20;
+    run_against_cpu("dials: the MLP trunk, multi-discrete head", &c);
 }
 
 /* ================================================================ 2. checkpoints */

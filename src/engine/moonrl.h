@@ -84,9 +84,10 @@ const char *mr_mode_name(int mode);
  * file, mr_env_program below): its spaces are the program's. */
 typedef enum mr_env_name {
     MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4,
-    MR_ENV_LUA = 5
+    MR_ENV_LUA = 5,
+    MR_ENV_DIALS = 6
 } mr_env_name;
-#define MR_ENV_COUNT 6
+#define MR_ENV_COUNT 7
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
@@ -135,6 +136,14 @@ typedef struct mr_env_spaces {
     int eval;                /* an mr_eval_protocol: MR_EVAL_EPISODIC (0) unless it has its own */
     int success;             /* an mr_success_kind */
     int success_counter;     /* MR_SUCCESS_COUNTER: which counter, 0 .. counters-1 */
+    /* Truncation (ppo.truncation, docs/configuration.md): the fewest steps
+     * after which an episode is truncated with these sizes (0: never), and
+     * whether ppo.truncation = "auto" bootstraps its truncated episodes
+     * (1: its time limit is no part of what the critic sees, so a truncated
+     * state's value is the critic's estimate, not 0) or ends them as before
+     * (0: foraging and reach, whose results stay those of before). */
+    int step_limit;
+    int bootstrap_truncation;
 } mr_env_spaces;
 
 /* What an environment's episode counts as a success, declared in its spaces. */
@@ -308,6 +317,17 @@ typedef struct mr_schedule {
 
 double mr_schedule_value(const mr_schedule *s, double progress);
 
+/* What the update does at a truncated episode's last step (ppo.truncation):
+ * bootstrap = its reward gets gamma V(final observation), the critic's
+ * (PopArt-denormalised) value of the state the step reached before the
+ * auto-reset, as SB3 does; end = it ends the value chain as a termination
+ * does (the engine before); auto = the environment's choice
+ * (mr_env_spaces.bootstrap_truncation). A checkpoint whose config lacks the
+ * key (written before it existed) reads as end. */
+typedef enum mr_truncation {
+    MR_TRUNCATION_AUTO = 0, MR_TRUNCATION_BOOTSTRAP = 1, MR_TRUNCATION_END = 2
+} mr_truncation;
+
 typedef struct mr_ppo_config {
     int rollout_steps;
     int epochs;
@@ -326,6 +346,7 @@ typedef struct mr_ppo_config {
     double adam_eps;
     int norm_adv;
     double reward_clip;      /* rewards clamped to [-c, c] */
+    mr_truncation truncation;   /* ppo.truncation (version 1 checkpoints froze the fields above) */
 } mr_ppo_config;
 
 /* How the CUDA backend computes the trunk's 3x3 convolutions (cuda.conv).
@@ -801,7 +822,9 @@ mr_status mr_env_create(const mr_env_config *cfg, uint64_t seed, int device,
 void mr_env_free(mr_env *e);
 /* Full reset of every instance (grid, agent, energy). */
 mr_status mr_env_reset(mr_env *e, mr_error *err);
-/* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory. */
+/* actions: num_envs bytes in [0, mr_env_num_actions(env.name)), host memory;
+ * for a multi-discrete action of k components (dials) num_envs x k bytes,
+ * component c of instance i at [i * k + c], below its nvec[c]. */
 mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err);
 /* `steps` steps of every instance, each on an action drawn where the
  * environment runs (on a GPU: inside the step kernel, no copy from the host):

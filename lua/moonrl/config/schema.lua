@@ -28,6 +28,9 @@
 --   gpu_only   true: only applies on CUDA (precision: only non-fp32 values)
 --   desc       one line for the docs
 --   aliases    other names people use for the key (did-you-mean only)
+--   before     what a run from before this key existed behaved as: a resume
+--              whose config file lacks the key takes it (not the default),
+--              as the engine's checkpoint reader does (ppo.truncation)
 --   c          the field in the engine's mr_config this key sets (set below for
 --              the engine's sections, false for a key of those sections that stays
 --              in Lua; the build generates the engine's defaults,
@@ -103,7 +106,7 @@ key { key = "dashboard", type = "boolean", default = false,
 
 -- env -----------------------------------------------------------------------
 key { key = "env.name", type = "enum", default = "foraging",
-  choices = { "foraging", "reach", "cartpole", "pendulum", "snake", "lua" },
+  choices = { "foraging", "reach", "cartpole", "pendulum", "snake", "lua", "dials" },
   aliases = { "environment", "env_name" },
   desc = "which environment: foraging (docs/environment.md, four modes) or reach (goal and pits, 4 actions, " ..
     "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one; lua = the file " ..
@@ -212,6 +215,13 @@ key { key = "ppo.norm_adv", type = "boolean", default = true,
   desc = "normalise advantages over the batch" }
 key { key = "ppo.reward_clip", type = "number", default = 20, min = 1e-6, max = 1e6,
   desc = "rewards clamped to [-c, c]" }
+key { key = "ppo.truncation", type = "enum", default = "auto", choices = { "auto", "bootstrap", "end" },
+  before = "end", aliases = { "timeout", "time_limit", "handle_timeout_termination", "bootstrap" },
+  desc = "a truncated episode's last step (env.max_episode_steps, an environment's own limit): bootstrap = its " ..
+    "reward gets gamma V(final observation), the critic's value of the state reached before the reset, as SB3 " ..
+    "does; end = it ends the value chain like a termination; auto = the environment's choice (bootstrap for " ..
+    "cartpole, pendulum and dials, whose time limit the critic does not see; end for foraging, reach and snake). " ..
+    "Runs and checkpoints from before this key read as end (docs/configuration.md)" }
 
 -- cuda ----------------------------------------------------------------------
 key { key = "cuda.device_index", type = "integer", default = 0, min = 0, max = 64, gpu_only = true,

@@ -469,12 +469,14 @@ function resume.prepare(run_dir, changes)
       "config.lua: not called unless given again"
   end
   -- Keys config.lua lacks (the functions above, a file of an older moonrl)
-  -- take their defaults; a missing schedule must come from the changes.
+  -- take their defaults, or what runs did before the key existed (`before`:
+  -- ppo.truncation); a missing schedule must come from the changes.
+  local function absent(e) if e.before ~= nil then return e.before end return e.default end
   for _, e in ipairs(schema.keys) do
     if e.section and type(cfg[e.section]) ~= "table" then cfg[e.section] = {} end
     local holder = e.section and cfg[e.section] or cfg
-    if holder[e.name] == nil and e.default ~= nil and not missing[e.key] then
-      holder[e.name] = util.deepcopy(e.default)
+    if holder[e.name] == nil and absent(e) ~= nil and not missing[e.key] then
+      holder[e.name] = util.deepcopy(absent(e))
     end
   end
   -- keys edited in the file between stop and resume: hot ones applied and
@@ -487,7 +489,7 @@ function resume.prepare(run_dir, changes)
       for _, e in ipairs(schema.keys) do   -- the same defaults as cfg below
         if e.section and type(ref[e.section]) ~= "table" then ref[e.section] = {} end
         local holder = e.section and ref[e.section] or ref
-        if holder[e.name] == nil and e.default ~= nil then holder[e.name] = util.deepcopy(e.default) end
+        if holder[e.name] == nil and absent(e) ~= nil then holder[e.name] = util.deepcopy(absent(e)) end
       end
       local cold
       edited, cold = edits(cfg, ref, cfg_path)

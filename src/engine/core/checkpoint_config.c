@@ -198,6 +198,10 @@ mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_co
     mr_env_program lua;
     memset(&lua, 0, sizeof lua);
     int lua_records = 0;
+    /* Written before ppo.truncation existed: truncated episodes ended their
+     * value chain then, so a resume goes on as it began (a record, when
+     * there is one, says otherwise). */
+    c->ppo.truncation = MR_TRUNCATION_END;
     char line[512];
     size_t i = 0;
     while (i < n) {
@@ -248,11 +252,23 @@ typedef struct {
     float popart_beta_min;
     mr_obs_storage proxy_obs_storage;
 } ck_policy_config_v1;
+typedef struct {   /* mr_ppo_config before ppo.truncation */
+    int rollout_steps, epochs, minibatches;
+    double gamma, gae_lambda;
+    mr_schedule lr, clip, ent_coef;
+    double vf_coef, ent_floor, ent_floor_coef, max_grad_norm, adam_beta1, adam_beta2, adam_eps;
+    int norm_adv;
+    double reward_clip;
+} ck_ppo_config_v1;
+typedef struct {   /* mr_cuda_config before cuda.conv */
+    int device_index, graphs;
+    double memory_fraction, release_threshold;
+} ck_cuda_config_v1;
 typedef struct {
     ck_env_config_v1 env;
     ck_policy_config_v1 policy;
-    mr_ppo_config ppo;
-    mr_cuda_config cuda;
+    ck_ppo_config_v1 ppo;
+    ck_cuda_config_v1 cuda;
     mr_device device;
     mr_precision precision;
     int threads;
@@ -282,8 +298,16 @@ void mr_ck_config_from_v1(const void *bytes, mr_config *c) {
     c->policy.popart = v->policy.popart;
     c->policy.popart_beta_min = v->policy.popart_beta_min;
     c->policy.proxy_obs_storage = v->policy.proxy_obs_storage;
-    c->ppo = v->ppo;
-    c->cuda = v->cuda;
+#define PPO_(f) c->ppo.f = v->ppo.f;
+    PPO_(rollout_steps) PPO_(epochs) PPO_(minibatches) PPO_(gamma) PPO_(gae_lambda) PPO_(lr) PPO_(clip)
+    PPO_(ent_coef) PPO_(vf_coef) PPO_(ent_floor) PPO_(ent_floor_coef) PPO_(max_grad_norm) PPO_(adam_beta1)
+    PPO_(adam_beta2) PPO_(adam_eps) PPO_(norm_adv) PPO_(reward_clip)
+#undef PPO_
+    c->ppo.truncation = MR_TRUNCATION_END;   /* truncated episodes ended then */
+    c->cuda.device_index = v->cuda.device_index;   /* cuda.conv and its layers: the defaults (im2col) */
+    c->cuda.graphs = v->cuda.graphs;
+    c->cuda.memory_fraction = v->cuda.memory_fraction;
+    c->cuda.release_threshold = v->cuda.release_threshold;
     c->device = v->device;
     c->precision = v->precision;
     c->threads = v->threads;

@@ -223,24 +223,32 @@ mr_status mr_env_step(mr_env *e, const uint8_t *actions, mr_error *err) {
     if (e->s.act_kind == MR_SPACE_BOX)
         return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are floats (a box of %d): use mr_env_step_box",
                        mr_env_name_of(e->cfg.name), e->s.act_bytes / 4);
-    if (e->s.act_bytes != 1)
-        return mr_fail(err, MR_ERR_ARG, "mr_env_step: %s's actions are multi-discrete (%d bytes each): mr_env_step "
-                       "takes one byte per instance", mr_env_name_of(e->cfg.name), e->s.act_bytes);
+    const int ab = e->s.act_bytes;   /* 1, or k components of a multi-discrete action */
     mr_env_spaces sp;
     TRY(mr_env_spaces_of(&e->cfg, &sp, err));
-    const int na = sp.act.n;
-    uint8_t top = 0;   /* the largest action first (a loop that vectorises), the culprit only then */
-    for (int i = 0; i < e->s.n; i++) top = actions[i] > top ? actions[i] : top;
-    for (int i = 0; top >= na && i < e->s.n; i++)
-        if (actions[i] >= na)
-            return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. %d (%s has %d actions)", i,
-                           actions[i], na - 1, mr_env_name_of(e->cfg.name), na);
+    if (ab == 1) {
+        const int na = sp.act.n;
+        uint8_t top = 0;   /* the largest action first (a loop that vectorises), the culprit only then */
+        for (int i = 0; i < e->s.n; i++) top = actions[i] > top ? actions[i] : top;
+        for (int i = 0; top >= na && i < e->s.n; i++)
+            if (actions[i] >= na)
+                return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d: accepted 0 .. %d (%s has %d actions)",
+                               i, actions[i], na - 1, mr_env_name_of(e->cfg.name), na);
+    }
+    for (int i = 0; ab > 1 && i < e->s.n; i++)
+        for (int k = 0; k < ab; k++) {
+            const int na = sp.act.kind == MR_SPACE_MULTI_DISCRETE ? sp.act.nvec[k] : sp.act.n, a = actions[i * ab + k];
+            if (a >= na)
+                return mr_fail(err, MR_ERR_ARG, "mr_env_step: actions[%d] = %d, component %d of instance %d: accepted "
+                               "0 .. %d (%s's actions are multi-discrete, %d bytes an instance)", i * ab + k, a, k, i,
+                               na - 1, mr_env_name_of(e->cfg.name), ab);
+        }
     const mr_backend *o = e->be;
     TRY(o->enter(0, e->threads, err));
     /* the cpu steps on the caller's actions directly; a device gets a copy */
     const uint8_t *a = actions;
     if (!o->host_memory) {
-        TRY(o->copy(e->d_actions, actions, (size_t)e->s.n, MR_COPY_H2D, e->stream, err));
+        TRY(o->copy(e->d_actions, actions, (size_t)e->s.n * (size_t)ab, MR_COPY_H2D, e->stream, err));
         a = e->d_actions;
     }
     TRY(o->env_step_all(&e->s, a, e->stream, err));

@@ -117,7 +117,9 @@ static mr_status backend_setup(mr_trainer *t, mr_error *err) {
     d->adam_v = d->adam_m + P;
     TRY(alloc_dev(t, t->plan.rollout_bytes, "the rollout buffers", &d->roll_block, err));
     dev = (mr_arena){(unsigned char *)d->roll_block, t->plan.rollout_bytes, 0, 0};
-    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->NA, &t->head, t->M, t->plan.partial_doubles, &dev);
+    mr_trainer_layout_rollout(d, t->T, t->N, t->VV, t->NA, &t->head, t->M, t->KF, t->plan.partial_doubles, &dev);
+    d->env.final_obs = d->fin_env_obs;   /* NULL unless ppo.truncation bootstraps: the environments keep nothing */
+    d->env.final_extra = d->fin_env_extra;
     TRY(alloc_dev(t, t->plan.ctl_bytes, "the control blocks", &d->ctl_block, err));
     dev = (mr_arena){(unsigned char *)d->ctl_block, t->plan.ctl_bytes, 0, 0};
     mr_trainer_layout_ctl(d, &dev);
@@ -285,12 +287,45 @@ int mr_trainer_update_forwards(const mr_trainer *t) { return t ? t->cfg.ppo.epoc
 
 /* ------------------------------------------------------------------ update */
 
+/* The final-state slots (ppo.truncation = bootstrap; rollout_math.h). */
+static mr_tc_final_args final_args(const mr_trainer *t) {
+    const mr_trainer_dev *d = &t->d;
+    mr_tc_final_args f;
+    memset(&f, 0, sizeof f);
+    f.N = t->N;
+    f.kf = t->KF;
+    f.row_bytes = t->VV;
+    f.count = d->fin_count;
+    f.obs = d->fin_obs;
+    f.extra = d->fin_extra;
+    f.row = d->fin_row;
+    f.value = d->fin_value;
+    return f;
+}
+
+/* After the rollout: the critic's values of the truncated instances' final
+ * states, N slots at a time, and r += gamma V(final) at their rows. */
+static mr_status bootstrap_truncated(mr_trainer *t, const mr_tc_final_args *f, mr_error *err) {
+    const mr_backend *o = t->be;
+    mr_trainer_dev *d = &t->d;
+    const size_t N = (size_t)t->N;
+    for (int k = 0; k < t->KF; k++)
+        TRY(o->policy_act(&d->pol, d->fin_obs + (size_t)k * N * (size_t)t->VV, d->fin_extra + (size_t)k * N * 2,
+                          t->N, t->proxy_obs, d->step_logits, d->fin_value + (size_t)k * N, t->stream, err));
+    return o->add_final(f, d->pa, (float)t->cfg.ppo.gamma, d->rew, t->stream, err);
+}
+
 static mr_status rollout(mr_trainer *t, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     void *st = t->stream;
     const int N = t->N, VV = t->VV, proxy = t->proxy_obs;
     const uint64_t seed = t->cfg.seed;
+    const mr_tc_final_args fin = final_args(t);
+    if (t->KF) {   /* no truncation kept yet: every slot unused */
+        TRY(o->memset(d->fin_count, 0, (size_t)N * sizeof(int32_t), st, err));
+        TRY(o->memset(d->fin_row, 0xff, (size_t)t->KF * (size_t)N * sizeof(int32_t), st, err));
+    }
     for (int step = 0; step < t->T; step++) {
         const size_t off = (size_t)step * (size_t)N;
         uint8_t *obs = d->obs + off * (size_t)VV;
@@ -316,6 +351,7 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
         }
         TRY(mr_trainer_mark(t, 2 * step + 1, err));
         TRY(o->env_step_all(&d->env, env_act, st, err));
+        if (t->KF) TRY(o->keep_final(&d->env, &fin, (int)off, st, err));
         TRY(o->step_out(&d->env, d->pa, d->step_value, d->val + off, d->rew + off, d->done + off, st, err));
     }
     TRY(mr_trainer_mark(t, 2 * t->T, err));
@@ -323,7 +359,8 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
     TRY(o->step_in(&d->env, seed, d->step_extra, NULL, st, err));
     TRY(o->policy_act(&d->pol, mr_env_obs(&d->env), d->step_extra, N, proxy, d->step_logits, d->step_value, st,
                       err));
-    return o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err);
+    TRY(o->step_out(&d->env, d->pa, d->step_value, d->last_value, NULL, NULL, st, err));
+    return t->KF ? bootstrap_truncated(t, &fin, err) : MR_OK;
 }
 
 static mr_status advantages(mr_trainer *t, mr_error *err) {

@@ -55,6 +55,14 @@ typedef struct mr_trainer_dev {
     float *step_logits, *step_value, *step_u, *step_extra;
     uint8_t *step_act;                            /* (N,AB): a box's actions as the environment gets them */
     int32_t *perm;                                /* (B): this epoch's permutation */
+    /* ppo.truncation = bootstrap (KF > 0; else NULL): where the environments
+     * leave a truncated instance's final state (env.final_obs, final_extra),
+     * and the rollout's slots (rollout_math.h's mr_tc_final_args) */
+    uint8_t *fin_env_obs;                         /* (N, VV) */
+    float *fin_env_extra;                         /* (N, 2) */
+    int32_t *fin_count, *fin_row;                 /* (N), (KF * N) */
+    uint8_t *fin_obs;                             /* (KF * N, VV) */
+    float *fin_extra, *fin_value;                 /* (KF * N, 2), (KF * N) */
     uint8_t *mb_obs, *mb_act;
     float *mb_extra, *mb_logp, *mb_adv, *mb_oldv, *mb_target;
     float *mb_logits, *mb_value, *mb_dlogits, *mb_dvalue;
@@ -100,6 +108,8 @@ struct mr_trainer {
     int AB;                    /* bytes of one action: 1, k (multi-discrete), or 4 x a box's floats */
     mr_act_head head;          /* the actor's head (act_head.h): categorical, multi-discrete or Gaussian */
     int B, M;                  /* batch T*N, minibatch B/minibatches */
+    int KF;                    /* ppo.truncation bootstraps: the final-state slots per environment, (T - 1) /
+                                * the environment's step limit + 1; 0: truncated episodes end (mr_trainer_fields) */
     int reuse;                 /* one minibatch: the rollout's acts keep the first epoch's forward
                                 * (policy_act_keep / policy_forward_kept; the epoch's order is the
                                 * rollout's, since a whole-batch sum needs no shuffle) */
@@ -180,7 +190,7 @@ mr_status mr_trainer_plan_make(const mr_config *cfg, const mr_backend *be, mr_tr
 /* Lays out the backend blocks (rollout, control blocks, staging) over
  * base pointers, or sizes them on a planning arena. */
 void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, const mr_act_head *h, int M,
-                               size_t partial_doubles, mr_arena *a);
+                               int KF, size_t partial_doubles, mr_arena *a);
 void mr_trainer_layout_ctl(mr_trainer_dev *d, mr_arena *a);
 void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a);
 /* The host arena: the environment first, so one copy moves its whole state. */

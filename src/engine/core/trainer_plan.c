@@ -36,6 +36,10 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     mr_act_head_of(&sp, cfg->policy.box_squash, &t->head);
     t->AB = t->head.act_bytes;
     t->B = t->T * t->N;
+    /* ppo.truncation: auto is the environment's choice; slots only where episodes truncate */
+    const int boot = cfg->ppo.truncation == MR_TRUNCATION_BOOTSTRAP ||
+                     (cfg->ppo.truncation == MR_TRUNCATION_AUTO && sp.bootstrap_truncation);
+    t->KF = boot && sp.step_limit > 0 ? (t->T - 1) / sp.step_limit + 1 : 0;
     t->M = t->B / cfg->ppo.minibatches;
     t->proxy_obs = mr_obs_expand_act(cfg->env.mode);
     t->obs_update = mr_obs_expand_update(cfg->env.mode, cfg->policy.proxy_obs_storage);
@@ -45,7 +49,7 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
 }
 
 void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, const mr_act_head *h, int M,
-                               size_t partial_doubles, mr_arena *a) {
+                               int KF, size_t partial_doubles, mr_arena *a) {
     const size_t B = (size_t)T * (size_t)N, n = (size_t)N, m = (size_t)M, vv = (size_t)VV;
     const size_t ab = (size_t)h->act_bytes, draws = h->kind == MR_HEAD_CATEGORICAL ? 1 : (size_t)h->n;
     d->obs = MR_TAKE(a, uint8_t, B * vv);
@@ -65,6 +69,14 @@ void mr_trainer_layout_rollout(mr_trainer_dev *d, int T, int N, int VV, int NA, 
     d->step_act = h->kind == MR_HEAD_GAUSS ? MR_TAKE(a, uint8_t, n * ab) : NULL;
     d->step_extra = MR_TAKE(a, float, n * 2);
     d->perm = MR_TAKE(a, int32_t, B);
+    const size_t K = (size_t)KF * n;
+    d->fin_env_obs = KF ? MR_TAKE(a, uint8_t, n * vv) : NULL;
+    d->fin_env_extra = KF ? MR_TAKE(a, float, n * 2) : NULL;
+    d->fin_count = KF ? MR_TAKE(a, int32_t, n) : NULL;
+    d->fin_row = KF ? MR_TAKE(a, int32_t, K) : NULL;
+    d->fin_obs = KF ? MR_TAKE(a, uint8_t, K * vv) : NULL;
+    d->fin_extra = KF ? MR_TAKE(a, float, K * 2) : NULL;
+    d->fin_value = KF ? MR_TAKE(a, float, K) : NULL;
     d->mb_obs = MR_TAKE(a, uint8_t, m * vv);
     d->mb_act = MR_TAKE(a, uint8_t, m * ab);
     d->mb_extra = MR_TAKE(a, float, m * 2);
@@ -147,7 +159,7 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     out->partial_doubles = pd;
     mr_trainer_dev d;
     a = (mr_arena){NULL, 0, 0, 0};
-    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, &t0.head, t0.M, pd, &a);
+    mr_trainer_layout_rollout(&d, t0.T, t0.N, t0.VV, t0.NA, &t0.head, t0.M, t0.KF, pd, &a);
     out->rollout_bytes = a.size;
     a = (mr_arena){NULL, 0, 0, 0};
     mr_trainer_layout_ctl(&d, &a);

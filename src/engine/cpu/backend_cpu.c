@@ -545,6 +545,23 @@ static mr_status cpu_step_out(const mr_env_state *s, const mr_popart_ctl *pa, co
     return ok(err);
 }
 
+static mr_status cpu_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream,
+                                mr_error *err) {
+    (void)stream;
+    for (int i = 0; i < s->n; i++) mr_tc_keep_final(s, i, f, row0);
+    return ok(err);
+}
+
+static mr_status cpu_add_final(const mr_tc_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew,
+                               void *stream, mr_error *err) {
+    (void)stream;
+    float pm, ps, inv;
+    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    const int64_t K = (int64_t)f->kf * f->N;
+    for (int64_t j = 0; j < K; j++) mr_tc_add_final(f, j, pm, ps, gamma, rew);
+    return ok(err);
+}
+
 static mr_status cpu_gather(const mr_tc_gather_args *g, const mr_popart_ctl *pa, void *stream, mr_error *err) {
     (void)stream;
     float pm, ps, inv;
@@ -646,6 +663,8 @@ static const char *cpu_blas(void) {
         .popart_update = cpu_popart,                         \
         .step_in = cpu_step_in,                              \
         .step_out = cpu_step_out,                            \
+        .keep_final = cpu_keep_final,                        \
+        .add_final = cpu_add_final,                          \
         .gather = cpu_gather,                                \
         .diff = cpu_diff,                                    \
         .accumulate = cpu_accumulate,                        \

@@ -151,7 +151,8 @@ MR_HD void mr_cartpole_reset_full(const mr_env_state *s, int i) {
  * mr_cartpole_finish_each, every step's (the end flags, the observation;
  * returns whether the episode ended), and mr_cartpole_finish_end, the log
  * and the restart (the observation becomes the next episode's first, as
- * every environment here). */
+ * every environment here; a truncated one's final observation goes to the
+ * trainer's final row first, env_state.h's mr_env_keeps_final). */
 MR_HD int mr_cartpole_finish_each(const mr_env_state *s, int i, int terminated) {
     const int steps = s->steps[i] + 1;
     const int truncated = !terminated & (steps >= mr_cartpole_limit(s));
@@ -162,6 +163,11 @@ MR_HD int mr_cartpole_finish_each(const mr_env_state *s, int i, int terminated) 
 
 MR_HD void mr_cartpole_finish_end(const mr_env_state *s, int i, int terminated) {
     mr_env_record_end(s, i, terminated);
+    if (mr_env_keeps_final(s, terminated, s->truncated[i])) {   /* the final observation (no critic extra) */
+        float *f = mr_env_final_floats(s, i);
+        const float *o = s->obs_f + (size_t)i * 4;
+        for (int k = 0; k < 4; k++) f[k] = o[k];
+    }
     mr_cartpole_start(s, i);
 }
 
@@ -177,13 +183,15 @@ MR_HD void mr_cartpole_step(const mr_env_state *s, int i, int action) {
  * no privileged critic inputs, no counters; an episode that ran to the
  * step limit (truncated, not terminated: the pole held) is a success. Host code. */
 static inline void mr_cartpole_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
-    (void)cfg;
     memset(o, 0, sizeof *o);
     o->obs.kind = MR_SPACE_VECTOR;
     o->obs.shape[0] = MR_CARTPOLE_OBS;
     o->act.kind = MR_SPACE_DISCRETE;
     o->act.n = MR_CARTPOLE_ACTIONS;
     o->success = MR_SUCCESS_TRUNCATED;
+    o->step_limit = cfg->max_episode_steps > 0 && cfg->max_episode_steps < MR_CARTPOLE_MAX_STEPS
+                        ? cfg->max_episode_steps : MR_CARTPOLE_MAX_STEPS;   /* mr_cartpole_limit */
+    o->bootstrap_truncation = 1;   /* the time limit is not in the observation */
 }
 
 static inline void mr_cartpole_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 4, a); }

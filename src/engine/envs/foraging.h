@@ -102,6 +102,8 @@ static inline void mr_forage_spaces(const mr_env_config *cfg, mr_env_spaces *o) 
     o->counter_names[0] = "food";
     o->counter_names[1] = "poison";
     o->eval = MR_EVAL_SURVIVAL;
+    o->step_limit = cfg->max_episode_steps;
+    o->bootstrap_truncation = 0;   /* "auto" ends its truncated episodes, as it always did: its bits stay */
 }
 
 
@@ -166,16 +168,15 @@ MR_HD void mr_forage_view_origin(const mr_forage *f, int x, int y, int *x0, int 
     *r0 = y < 0 ? y + f->H : y;
 }
 
-/* obs[i][a][b] = grid[i][(y - view + a) mod H][(x - view + b) mod W].
- * Row-wise: each row is at most two contiguous runs (V <= W), and the wrap is
- * a compare, not a modulo. */
-MR_HD void mr_forage_write_obs(const mr_env_state *s, int i) {
+/* o[a][b] = grid[i][(y - view + a) mod H][(x - view + b) mod W]: the view
+ * of an agent at (x, y) into o (V*V codes). Row-wise: each row is at most
+ * two contiguous runs (V <= W), and the wrap is a compare, not a modulo. */
+MR_HD void mr_forage_write_view(const mr_env_state *s, int i, int x, int y, uint8_t *o) {
     const mr_forage *f = mr_forage_of(s);
     const int H = f->H, W = f->W, V = f->V;
     const uint8_t *g = f->grid + (size_t)i * H * W;
-    uint8_t *o = s->obs + (size_t)i * V * V;
     int x0, r;
-    mr_forage_view_origin(f, f->x[i], f->y[i], &x0, &r);
+    mr_forage_view_origin(f, x, y, &x0, &r);
     const int n1 = (W - x0 < V) ? W - x0 : V;   /* run from x0 to the row's end */
     const int n2 = V - n1;                      /* wrapped run from column 0 */
     for (int a = 0; a < V; a++) {
@@ -185,6 +186,12 @@ MR_HD void mr_forage_write_obs(const mr_env_state *s, int i) {
         o += V;
         if (++r == H) r = 0;
     }
+}
+
+/* Instance i's observation: the view of its agent into its obs row. */
+MR_HD void mr_forage_write_obs(const mr_env_state *s, int i) {
+    const mr_forage *f = mr_forage_of(s);
+    mr_forage_write_view(s, i, f->x[i], f->y[i], s->obs + (size_t)i * f->V * f->V);
 }
 
 /* A uniformly random EMPTY cell of grid g (see the keying comment above).
@@ -269,6 +276,27 @@ MR_HD int mr_forage_record_step(const mr_env_state *s, int i, float r, int termi
     return 1;
 }
 
+/* The critic's privileged inputs of instance i (extra: its 2 floats): the
+ * item counts as (count - mid) / half, mid and half the centre and
+ * half-width of [dmin, dmax] (half >= 1): ENV_SPEC's (count - 160) / 96 for
+ * [64, 256]. */
+MR_HD void mr_forage_critic_extra(const mr_env_state *s, int i, float *extra) {
+    const mr_forage *f = mr_forage_of(s);
+    const float mid = 0.5f * (float)(f->dmin + f->dmax);
+    float half = 0.5f * (float)(f->dmax - f->dmin);
+    if (half < 1.0f) half = 1.0f;
+    extra[0] = ((float)f->food_count[i] - mid) / half;
+    extra[1] = ((float)f->poison_count[i] - mid) / half;
+}
+
+/* A truncated episode's final state (grid world: foraging and reach), before
+ * the agent's restart: the view of the agent at (x, y), where the step took
+ * it, and the critic's inputs (the item counts: a restart keeps them). */
+MR_HD void mr_forage_keep_final(const mr_env_state *s, int i, int x, int y) {
+    mr_forage_write_view(s, i, x, y, mr_env_final_codes(s, i));
+    mr_forage_critic_extra(s, i, mr_env_final_extra(s, i));
+}
+
 /* One ENV_SPEC step of instance i with action in [0, 8): move, energy decay,
  * eat, respawn, episode bookkeeping, auto-reset of the agent, observation.
  * reward/terminated/truncated describe this step (the final step of an
@@ -329,8 +357,10 @@ MR_HD void mr_forage_step(const mr_env_state *s, int i, int action) {
     float r = mr_forage_reward_step(mode) + r_eat;
     if (terminated) r = r + mr_forage_reward_death(mode);
 
-    /* 6. episode end: log it, then auto-reset the agent only (grid kept) */
+    /* 6. episode end: log it (a truncated episode's final state to the
+     * trainer's final row, when kept), then auto-reset the agent only (grid kept) */
     if (mr_forage_record_step(s, i, r, terminated, truncated, steps)) {
+        if (mr_env_keeps_final(s, terminated, truncated)) mr_forage_keep_final(s, i, x, y);
         uint32_t d = 0;
         const int a = mr_forage_pick_empty(s, g, i, t, MR_RNG_AGENT, &d,
                                            cells - f->food_count[i] - f->poison_count[i]);
@@ -349,19 +379,6 @@ MR_HD void mr_forage_step(const mr_env_state *s, int i, int action) {
 
     /* 7. observation */
     mr_forage_write_obs(s, i);
-}
-
-/* The critic's privileged inputs of instance i (extra: its 2 floats): the
- * item counts as (count - mid) / half, mid and half the centre and
- * half-width of [dmin, dmax] (half >= 1): ENV_SPEC's (count - 160) / 96 for
- * [64, 256]. */
-MR_HD void mr_forage_critic_extra(const mr_env_state *s, int i, float *extra) {
-    const mr_forage *f = mr_forage_of(s);
-    const float mid = 0.5f * (float)(f->dmin + f->dmax);
-    float half = 0.5f * (float)(f->dmax - f->dmin);
-    if (half < 1.0f) half = 1.0f;
-    extra[0] = ((float)f->food_count[i] - mid) / half;
-    extra[1] = ((float)f->poison_count[i] - mid) / half;
 }
 
 #if !defined(__CUDACC__)

@@ -134,17 +134,21 @@ MR_HD void mr_pendulum_reset_full(const mr_env_state *s, int i) {
     mr_classic_fresh(s, i);
 }
 
-/* One step of instance i with torque *u; a truncated episode restarts at once. */
+/* One step of instance i with torque *u; a truncated episode restarts at
+ * once (its final observation first into the trainer's final row, when kept). */
 MR_HD void mr_pendulum_step(const mr_env_state *s, int i, const float *u) {
     const mr_pendulum *p = mr_pendulum_of(s);
     double *st = p->state + (size_t)i * 2;
     const float r = mr_pendulum_step_state(st, *u);
     const int steps = s->steps[i] + 1;
     s->tick[i] += 1;
-    if (mr_env_record_step(s, i, r, 0, steps >= mr_pendulum_limit(s), steps))
+    const int truncated = steps >= mr_pendulum_limit(s);
+    if (mr_env_record_step(s, i, r, 0, truncated, steps)) {
+        if (mr_env_keeps_final(s, 0, truncated)) mr_pendulum_obs(st, mr_env_final_floats(s, i));   /* no critic extra */
         mr_pendulum_start(s, i);
-    else
+    } else {
         mr_pendulum_obs(st, s->obs_f + (size_t)i * 3);
+    }
 }
 
 #if !defined(__CUDACC__)
@@ -152,7 +156,6 @@ MR_HD void mr_pendulum_step(const mr_env_state *s, int i, const float *u) {
  * privileged critic inputs, no counters, no notion of success (it never
  * terminates). Host code. */
 static inline void mr_pendulum_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
-    (void)cfg;
     memset(o, 0, sizeof *o);
     o->obs.kind = MR_SPACE_VECTOR;
     o->obs.shape[0] = MR_PENDULUM_OBS;
@@ -160,6 +163,9 @@ static inline void mr_pendulum_spaces(const mr_env_config *cfg, mr_env_spaces *o
     o->act.n = MR_PENDULUM_ACT_DIM;
     o->act.low[0] = MR_PENDULUM_ACT_LOW;
     o->act.high[0] = MR_PENDULUM_ACT_HIGH;
+    o->step_limit = cfg->max_episode_steps > 0 && cfg->max_episode_steps < MR_PENDULUM_MAX_STEPS
+                        ? cfg->max_episode_steps : MR_PENDULUM_MAX_STEPS;   /* mr_pendulum_limit */
+    o->bootstrap_truncation = 1;   /* the time limit is not in the observation */
 }
 
 static inline void mr_pendulum_layout(mr_env_state *s, mr_arena *a) { mr_classic_layout(s, 2, a); }

@@ -191,6 +191,10 @@ int mr_program_end_step(const void *state, int i, float reward, int terminated) 
     const int truncated = !terminated && limit > 0 && steps >= limit;
     s->tick[i] += 1;
     if (!mr_env_record_step(s, i, reward, terminated, truncated, steps)) return 0;
+    if (mr_env_keeps_final(s, terminated, truncated)) {   /* the observation the step wrote, before the reset */
+        const size_t row = (size_t)mr_env_obs_row_bytes(s);
+        memcpy((uint8_t *)s->final_obs + (size_t)i * row, (const uint8_t *)mr_env_obs(s) + (size_t)i * row, row);
+    }
     for (int k = 0; k < counters; k++) {
         log->count[k] += e->count[k][i];
         e->count[k][i] = e->counted[k][i] = 0;

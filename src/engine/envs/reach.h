@@ -101,6 +101,7 @@ MR_HD void mr_reach_step(const mr_env_state *s, int i, int action) {
     const int steps = s->steps[i] + 1;
     const int truncated = !terminated && s->max_steps > 0 && steps >= s->max_steps;
     if (mr_forage_record_step(s, i, r, terminated, truncated, steps)) {   /* the agent alone restarts */
+        if (mr_env_keeps_final(s, terminated, truncated)) mr_forage_keep_final(s, i, x, y);
         uint32_t d = 0;
         const int a = mr_forage_pick_empty(s, g, i, t, MR_RNG_AGENT, &d, cells - 1 - f->poison_count[i]);
         x = a % W;

@@ -17,6 +17,9 @@ _Static_assert(sizeof(mr_forage) <= MR_ENV_OWN_BYTES, "foraging's state outgrew 
 _Static_assert(sizeof(mr_cartpole) <= MR_ENV_OWN_BYTES, "cartpole's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_pendulum) <= MR_ENV_OWN_BYTES, "pendulum's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_snake) <= MR_ENV_OWN_BYTES, "snake's state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(sizeof(mr_dials) <= MR_ENV_OWN_BYTES, "dials' state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(MR_DIALS_K <= MR_SPACE_MAX_DIMS && MR_DIALS_K * MR_DIALS_CHOICES <= MR_MAX_ACTIONS,
+               "dials' action outgrew the multi-discrete head");
 _Static_assert(MR_ENV_EXTRA_STRIDE == 2, "the trainer's extra rows are net_layout.h's MR_POLICY_EXTRA wide");
 
 static const struct {
@@ -34,6 +37,8 @@ static const struct {
                       "empty food body tail wall"},
     [MR_ENV_LUA] = {"lua", "an environment written in Lua: env.lua names its file (docs/environments.md, \"An "
                     "environment in Lua\"; cpu only)", ""},
+    [MR_ENV_DIALS] = {"dials", "turn each of 2 dials to its target (envs/dials.h; 4 floats, multi-discrete: 3 "
+                      "choices a dial)", ""},
 };
 
 const char *mr_env_name_of(int name) { return name >= 0 && name < MR_ENV_COUNT ? ENVS[name].name : NULL; }
@@ -68,7 +73,15 @@ mr_status mr_env_spaces_of(const mr_env_config *cfg, mr_env_spaces *out, mr_erro
             return mr_fail(err, MR_ERR_ARG, "env.name = lua: no program is attached: env.lua names the Lua file that "
                            "declares the environment (docs/environments.md, \"An environment in Lua\")");
         *out = cfg->program->spaces;
+        {   /* truncation: the program's own limit and env.max_episode_steps, whichever comes first; its
+             * truncated episodes are bootstrapped under "auto" (the engine keeps the observation its step
+             * wrote, mr_program_end_step), as for the C environments that do not observe the time */
+            const int own = cfg->program->max_steps, cfgmax = cfg->max_episode_steps;
+            out->step_limit = own > 0 && cfgmax > 0 ? (cfgmax < own ? cfgmax : own) : own > 0 ? own : cfgmax;
+            out->bootstrap_truncation = 1;
+        }
         break;
+    case MR_ENV_DIALS: mr_dials_spaces(cfg, out); break;
     default:
         return mr_fail(err, MR_ERR_ARG, "env.name = %d: not an environment of this build (0 .. %d)", (int)cfg->name,
                        MR_ENV_COUNT - 1);
@@ -115,6 +128,7 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     case MR_ENV_PENDULUM: mr_pendulum_layout(s, a); break;
     case MR_ENV_SNAKE: mr_snake_layout(s, cfg, a); break;
     case MR_ENV_LUA: mr_program_layout(s, cfg, a); break;
+    case MR_ENV_DIALS: mr_dials_layout(s, a); break;
     default: mr_forage_layout(s, cfg, a); break;   /* foraging, reach */
     }
 }
@@ -125,6 +139,7 @@ int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
     case MR_ENV_PENDULUM: return mr_pendulum_sections(s, out);
     case MR_ENV_SNAKE: return mr_snake_sections(s, out);
     case MR_ENV_LUA: return mr_program_sections(s, out);
+    case MR_ENV_DIALS: return mr_dials_sections(s, out);
     default: return mr_forage_sections(s, out);   /* foraging, reach */
     }
 }
@@ -135,7 +150,7 @@ void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
 
 int mr_env_set_param(mr_env_state *s, const char *name, int value) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_SNAKE: case MR_ENV_LUA: return -1;
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_SNAKE: case MR_ENV_LUA: case MR_ENV_DIALS: return -1;
     default:   /* foraging, reach */
         if (strcmp(name, "energy_frozen") != 0) return -1;
         mr_forage_of(s)->energy_frozen = value;

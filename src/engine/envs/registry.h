@@ -21,6 +21,7 @@
 #include "cartpole.h"
 #include "pendulum.h"
 #include "snake.h"
+#include "dials.h"
 
 MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
@@ -29,12 +30,14 @@ MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     case MR_ENV_PENDULUM: mr_pendulum_reset_full(s, i); break;
     case MR_ENV_SNAKE: mr_snake_reset_full(s, i); break;
     case MR_ENV_LUA: break;   /* the host's program: cpu/env_cpu.c hands it whole slices */
+    case MR_ENV_DIALS: mr_dials_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
 
 /* Instance i's step with its action, read from the (n, act_bytes) actions:
- * a byte for a discrete action, floats for a box. */
+ * a byte for a discrete action, a byte per component for a multi-discrete
+ * one, floats for a box. */
 MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) {
     switch (s->kind) {
     case MR_ENV_REACH: mr_reach_step(s, i, actions[i]); break;
@@ -44,6 +47,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
         break;
     case MR_ENV_SNAKE: mr_snake_step(s, i, actions[i]); break;
     case MR_ENV_LUA: break;   /* the host's program: cpu/env_cpu.c hands it whole slices */
+    case MR_ENV_DIALS: mr_dials_step(s, i, actions + (size_t)i * (size_t)s->act_bytes); break;
     default: mr_forage_step(s, i, actions[i]); break;
     }
 }
@@ -51,7 +55,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
 /* Instance i's privileged critic inputs into extra (its critic_extra floats). */
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_LUA: (void)extra; break;   /* none */
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_LUA: case MR_ENV_DIALS: (void)extra; break;   /* none */
     case MR_ENV_SNAKE: mr_snake_critic_extra(s, i, extra); break;      /* length, time */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }

@@ -88,6 +88,8 @@ static inline void mr_snake_spaces(const mr_env_config *cfg, mr_env_spaces *o) {
     o->counters = 2;
     o->counter_names[MR_SNAKE_COUNT_FOOD] = "food";
     o->counter_names[MR_SNAKE_COUNT_CRASH] = "crash";
+    o->step_limit = cfg->max_episode_steps;
+    o->bootstrap_truncation = 0;   /* the critic sees steps / max_episode_steps: the limit is in its state */
 }
 
 /* Moves: 0 up (dy -1), 1 down (dy +1), 2 left (dx -1), 3 right (dx +1). */
@@ -122,13 +124,13 @@ MR_HD int mr_snake_tail(const mr_snake *f, int i) {
     return f->body[(size_t)i * cells + k];
 }
 
-/* obs[i][a][b] = the code of board cell (hy - view + a, hx - view + b), the
- * head at (hx, hy); WALL off the board, TAIL at the tail (length >= 2). */
-MR_HD void mr_snake_write_obs(const mr_env_state *s, int i) {
+/* o[a][b] = the code of board cell (hy - view + a, hx - view + b), the
+ * head at (hx, hy); WALL off the board, TAIL at the tail (length >= 2):
+ * instance i's view into o (V*V codes). */
+MR_HD void mr_snake_write_view(const mr_env_state *s, int i, uint8_t *o) {
     const mr_snake *f = mr_snake_of(s);
     const int H = f->H, W = f->W, V = f->V, cells = H * W;
     const uint8_t *g = f->grid + (size_t)i * cells;
-    uint8_t *o = s->obs + (size_t)i * V * V;
     const int hc = f->body[(size_t)i * cells + f->head[i]], hx = hc % W, hy = hc / W;
     const int tail = f->len[i] >= 2 ? mr_snake_tail(f, i) : -1;
     for (int a = 0; a < V; a++) {
@@ -143,6 +145,21 @@ MR_HD void mr_snake_write_obs(const mr_env_state *s, int i) {
             o[a * V + b] = (uint8_t)code;
         }
     }
+}
+
+/* Instance i's observation: its view into its obs row. */
+MR_HD void mr_snake_write_obs(const mr_env_state *s, int i) {
+    mr_snake_write_view(s, i, s->obs + (size_t)i * mr_snake_of(s)->V * mr_snake_of(s)->V);
+}
+
+/* The critic's privileged inputs of instance i after `steps` steps of its
+ * episode: the length / (H W) and steps / max_episode_steps (0 without a
+ * limit), each divided in double and rounded once (the same bits on every
+ * device). */
+MR_HD void mr_snake_extra_at(const mr_env_state *s, int i, int steps, float *extra) {
+    const mr_snake *f = mr_snake_of(s);
+    extra[0] = (float)((double)f->len[i] / (double)(f->H * f->W));
+    extra[1] = s->max_steps > 0 ? (float)((double)steps / (double)s->max_steps) : 0.0f;
 }
 
 /* A new board for instance i (the rule of the header comment), the reset
@@ -223,6 +240,10 @@ MR_HD void mr_snake_step(const mr_env_state *s, int i, int action) {
     const int truncated = !terminated && s->max_steps > 0 && steps >= s->max_steps;
     s->tick[i] = t + 1;
     if (mr_env_record_step(s, i, r, terminated, truncated, steps)) {
+        if (mr_env_keeps_final(s, terminated, truncated)) {   /* the final board, before the new one */
+            mr_snake_write_view(s, i, mr_env_final_codes(s, i));
+            mr_snake_extra_at(s, i, steps, mr_env_final_extra(s, i));
+        }
         log->count[MR_SNAKE_COUNT_FOOD] += f->len[i] - 1;
         log->count[MR_SNAKE_COUNT_CRASH] += crash;
         mr_snake_start(s, i);
@@ -231,13 +252,9 @@ MR_HD void mr_snake_step(const mr_env_state *s, int i, int action) {
     mr_snake_write_obs(s, i);
 }
 
-/* The critic's privileged inputs of instance i: the length / (H W) and the
- * episode's steps / max_episode_steps (0 without a limit), each divided in
- * double and rounded once (the same bits on every device). */
+/* The critic's privileged inputs of instance i now (mr_snake_extra_at). */
 MR_HD void mr_snake_critic_extra(const mr_env_state *s, int i, float *extra) {
-    const mr_snake *f = mr_snake_of(s);
-    extra[0] = (float)((double)f->len[i] / (double)(f->H * f->W));
-    extra[1] = s->max_steps > 0 ? (float)((double)s->steps[i] / (double)s->max_steps) : 0.0f;
+    mr_snake_extra_at(s, i, s->steps[i], extra);
 }
 
 #if !defined(__CUDACC__)

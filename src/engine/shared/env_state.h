@@ -58,6 +58,16 @@ typedef struct mr_env_state {
     uint32_t *tick;                 /* (n) steps ever taken by this instance (never reset): the RNG counter */
     float *ep_return;               /* (n) running episode return (clamped rewards) */
     mr_env_log *log;                /* (n) */
+    /* Where a truncated instance's final state goes (ppo.truncation =
+     * bootstrap: the trainer's critic values it; NULL otherwise, and the
+     * environments write nothing): an environment's step that truncates
+     * instance i writes, before its auto-reset, the observation of the
+     * state the step reached into row i of final_obs (obs_size codes or
+     * floats, like obs) and its privileged critic inputs into row i of
+     * final_extra (MR_ENV_EXTRA_STRIDE floats): mr_env_final_*. Rows of
+     * instances that did not truncate in this step hold stale bytes. */
+    void *final_obs;                /* (n, obs row bytes) or NULL */
+    float *final_extra;             /* (n, MR_ENV_EXTRA_STRIDE) or NULL */
     /* the environment's own parameters and buffers (its header's struct) */
     union { unsigned char bytes[MR_ENV_OWN_BYTES]; void *align_; double aligned_; } own;
 } mr_env_state;
@@ -66,6 +76,25 @@ typedef struct mr_env_state {
 MR_HD void *mr_env_obs(const mr_env_state *s) { return s->obs ? (void *)s->obs : (void *)s->obs_f; }
 /* Bytes of one instance's observation. */
 MR_HD int mr_env_obs_row_bytes(const mr_env_state *s) { return s->obs ? s->obs_size : 4 * s->obs_size; }
+
+/* Whether this step's end of instance i must leave its final state (the
+ * step truncated it without terminating it - a step that does both is a
+ * termination: nothing follows it to value - and the trainer keeps final
+ * states); then its final
+ * observation row is mr_env_final_codes / mr_env_final_floats (whichever
+ * the observation is) and its critic row mr_env_final_extra. */
+MR_HD int mr_env_keeps_final(const mr_env_state *s, int terminated, int truncated) {
+    return truncated && !terminated && s->final_obs != NULL;
+}
+MR_HD uint8_t *mr_env_final_codes(const mr_env_state *s, int i) {
+    return (uint8_t *)s->final_obs + (size_t)i * (size_t)s->obs_size;
+}
+MR_HD float *mr_env_final_floats(const mr_env_state *s, int i) {
+    return (float *)s->final_obs + (size_t)i * (size_t)s->obs_size;
+}
+MR_HD float *mr_env_final_extra(const mr_env_state *s, int i) {
+    return s->final_extra + (size_t)i * MR_ENV_EXTRA_STRIDE;
+}
 
 /* Instance i's key in every random draw: its global index, so a rank's
  * instances draw what the same instances of one bigger process would. */

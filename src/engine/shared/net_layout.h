@@ -197,10 +197,14 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
 }
 
 /* Whether this network trains an environment that declares `sp` (moonrl.h,
- * mr_env_spaces): today a C x H x W observation of cell codes read as
- * C = 1 .. MR_NET_OBS_CHANNELS one-hot channels (codes 0 .. C), square (H = W), a discrete action of 2 ..
- * MR_MAX_ACTIONS, and the critic's MR_POLICY_EXTRA privileged inputs with the
- * view's ground truth. MR_OK, or MR_ERR_ARG with a message naming the
+ * mr_env_spaces): a C x H x W observation of cell codes read as
+ * C = 1 .. MR_NET_OBS_CHANNELS one-hot channels (codes 0 .. C), square (H = W),
+ * with the critic's MR_POLICY_EXTRA privileged inputs and the view's ground
+ * truth (the CNN), or a float vector with 0 .. MR_POLICY_EXTRA of them (the
+ * MLP); a discrete action of 2 .. MR_MAX_ACTIONS, a multi-discrete one of
+ * components of at least 2 choices, MR_MAX_ACTIONS in all (the actor's row
+ * is their groups side by side), or (on the MLP) a box of 1 ..
+ * MR_MAX_ACTIONS / 2 floats. MR_OK, or MR_ERR_ARG with a message naming the
  * environment, what it declares and what fits. Host code. */
 #define MR_NET_OBS_CHANNELS 16
 static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *env, mr_error *err) {
@@ -246,11 +250,26 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
                                "each needs finite low < high", env, j, (double)sp->act.low[j], (double)sp->act.high[j]);
         return MR_OK;
     }
-    if (sp->act.kind != MR_SPACE_DISCRETE)
+    if (sp->act.kind == MR_SPACE_MULTI_DISCRETE) {   /* a categorical per component, side by side */
+        int logits = 0;
+        if (sp->act.n < 1 || sp->act.n > MR_SPACE_MAX_DIMS)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a multi-discrete action of %d components: the "
+                           "multi-discrete head takes 1 .. %d", env, sp->act.n, MR_SPACE_MAX_DIMS);
+        for (int k = 0; k < sp->act.n; k++) {
+            if (sp->act.nvec[k] < 2)
+                return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a multi-discrete component %d of %d choices: "
+                               "each takes at least 2", env, k, sp->act.nvec[k]);
+            logits += sp->act.nvec[k];
+        }
+        if (logits > MR_MAX_ACTIONS)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a multi-discrete action of %d choices in all: "
+                           "the multi-discrete head takes at most %d (the sum over the components)", env, logits,
+                           MR_MAX_ACTIONS);
+    } else if (sp->act.kind != MR_SPACE_DISCRETE) {
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a %s action of %d components: this build's policy "
-                       "has a categorical head (discrete actions) and a Gaussian one (a box)", env,
-                       kinds[sp->act.kind], sp->act.n);
-    if (sp->act.n < 2 || sp->act.n > MR_MAX_ACTIONS)
+                       "has a categorical head (discrete actions), a multi-discrete one and a Gaussian one (a box)",
+                       env, kinds[sp->act.kind], sp->act.n);
+    } else if (sp->act.n < 2 || sp->act.n > MR_MAX_ACTIONS)
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d actions: the policy's categorical head takes "
                        "2 .. %d", env, sp->act.n, MR_MAX_ACTIONS);
     if (sp->obs.kind == MR_SPACE_CODES && (sp->critic_extra != MR_POLICY_EXTRA || sp->critic_view != 1))

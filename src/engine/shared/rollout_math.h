@@ -9,6 +9,10 @@
  *   step_out  per environment after the env step: the denormalised value
  *             (PopArt from its control block), reward and done into the
  *             rollout row; or the bootstrap value alone
+ *   keep_final / add_final   ppo.truncation = bootstrap: a truncated
+ *             instance's final observation and critic inputs into its slot
+ *             after the env step; after the rollout, the slots' critic
+ *             values added to their rows' rewards (r + gamma V(final))
  *   gather    one minibatch from the rollout by sample index, old values and
  *             targets into the current PopArt space
  *   accumulate / finish   the update's metrics (mr_tc_metrics) from the loss
@@ -104,6 +108,59 @@ MR_HD void mr_tc_step_out(const mr_env_state *s, int i, float pm, float ps, cons
         rew[i] = s->reward[i];
         done[i] = (uint8_t)(s->terminated[i] | s->truncated[i]);
     }
+}
+
+/* ------------------------------------------------ truncated episodes' ends */
+
+/* ppo.truncation = bootstrap (docs/engine.md): every truncation of a
+ * rollout gets a slot. Instance i's k-th truncation in this rollout takes
+ * slot k * N + i, k < kf; the plan's kf = (T - 1) / limit + 1 covers every
+ * truncation T steps can hold (an episode is truncated after at least
+ * `limit` steps, the environment's step_limit, so one instance's
+ * truncations are at least that far apart). After the rollout the critic
+ * values all kf * N slots, N at a time (policy_act), unused ones included
+ * (their row is -1), and add_final adds gamma V to the used slots' rows.
+ * The GAE's done stays terminated | truncated: the next row is the next
+ * episode's first, so the chain is cut there either way; the bootstrap is
+ * in the reward, as SB3's rollout buffer does it. */
+typedef struct mr_tc_final_args {
+    int N, kf;                   /* instances; slots per instance (K = kf * N) */
+    int row_bytes;               /* one observation's bytes (cell codes, or 4 x a vector's floats) */
+    int32_t *count;              /* (N) this rollout's truncations of each instance so far (zeroed per rollout) */
+    uint8_t *obs;                /* (K, row_bytes) the final observations */
+    float *extra;                /* (K, MR_ENV_EXTRA_STRIDE) their critic inputs */
+    int32_t *row;                /* (K) the rollout row (t * N + i) a slot belongs to; -1: unused (set per rollout) */
+    float *value;                /* (K) the critic's raw values of the slots */
+} mr_tc_final_args;
+
+/* Instance i after the environments' step of the rollout step whose rows
+ * start at row0 (= t * N): when the step truncated it, the final state the
+ * environment left (env_state.h's final_obs, final_extra) into its next
+ * slot (a step that terminates is a termination, truncated or not:
+ * foraging flags both when a death falls on the limit). A truncation past
+ * kf (not possible with the plan's kf) keeps no slot: its step then ends
+ * the chain as a termination does. */
+MR_HD void mr_tc_keep_final(const mr_env_state *s, int i, const mr_tc_final_args *f, int row0) {
+    if (!s->truncated[i] || s->terminated[i]) return;
+    const int k = f->count[i];
+    if (k >= f->kf) return;
+    f->count[i] = k + 1;
+    const int64_t slot = (int64_t)k * f->N + i, rb = f->row_bytes;
+    const uint8_t *src = (const uint8_t *)s->final_obs + (int64_t)i * rb;
+    uint8_t *dst = f->obs + slot * rb;
+    for (int64_t b = 0; b < rb; b++) dst[b] = src[b];
+    for (int e = 0; e < MR_ENV_EXTRA_STRIDE; e++)
+        f->extra[slot * MR_ENV_EXTRA_STRIDE + e] = s->final_extra[(int64_t)i * MR_ENV_EXTRA_STRIDE + e];
+    f->row[slot] = row0 + i;
+}
+
+/* Slot j < kf * N after the critic valued the slots: a used slot's row gets
+ * rew += gamma * V, V = the value denormalised (PopArt) as step_out does;
+ * one rounding (an fma) on every device. */
+MR_HD void mr_tc_add_final(const mr_tc_final_args *f, int64_t j, float pm, float ps, float gamma, float *rew) {
+    const int32_t r = f->row[j];
+    if (r < 0) return;
+    rew[r] = fmaf(gamma, mr_tc_denorm(pm, ps, f->value[j]), rew[r]);
 }
 
 /* ------------------------------------------------------------------ gather */

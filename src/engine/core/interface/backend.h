@@ -196,6 +196,12 @@ typedef struct mr_backend {
     mr_status (*step_in)(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
     mr_status (*step_out)(const mr_env_state *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
                           uint8_t *done, void *stream, mr_error *err);
+    /* ppo.truncation = bootstrap (rollout_math.h's mr_tc_final_args; f in host memory, its buffers the
+     * backend's): keep_final after each step's env_step_all (the step's rows start at row0 = t * N),
+     * add_final once the critic has valued the kf * N slots into f->value (rew (T, N) += gamma V). */
+    mr_status (*keep_final)(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream, mr_error *err);
+    mr_status (*add_final)(const mr_tc_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew, void *stream,
+                           mr_error *err);
     mr_status (*gather)(const mr_tc_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err);
     mr_status (*diff)(const float *a, const float *b, float *out, int64_t n, void *stream, mr_error *err);
     mr_status (*accumulate)(mr_tc_metrics *m, const mr_lossctl *loss, const mr_optctl *opt, int ngroups,
