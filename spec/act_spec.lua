@@ -141,6 +141,45 @@ print(json.dumps({"onnx": rel(logits_onnx, act), "doc": rel(np.array(doc), act),
     support.rm_rf(dir)
   end)
 
+  it("on the MLP (cartpole; pendulum's box with tanh; dials' multi-discrete): ONNX under onnxruntime gives " ..
+    "what moonrl act gives", function()
+    local missing = support.venv_lacks("onnx, onnxruntime, numpy")
+    if missing then return pending(missing) end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/check.py", [[
+import json, sys, numpy as np, onnx, onnxruntime as ort
+env, D = sys.argv[1], int(sys.argv[2])
+m = onnx.load(env + ".onnx")
+onnx.checker.check_model(m, full_check=True)
+sess = ort.InferenceSession(env + ".onnx")
+obs = np.load(env + "_obs.npy")
+feeds = {"observation": obs}
+for i in sess.get_inputs():
+    if i.name == "extra": feeds["extra"] = np.zeros((obs.shape[0], i.shape[1]), np.float32)
+lo, vo = sess.run(None, feeds)
+la, va = np.load(env + "_out/logits.npy"), np.load(env + "_out/value.npy")
+rel = lambda a, b: float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+print(json.dumps({"logits": rel(lo, la), "value": rel(vo[:, 0], va), "shape": list(lo.shape)}))
+]])
+    for _, c in ipairs({ { "cartpole", 4, "", 2 }, { "pendulum", 3, " --set policy.box_squash=tanh", 2 },
+                         { "dials", 4, "", 6 } }) do
+      local env, D = c[1], c[2]
+      local bytes = {}
+      for k = 1, 16 * D do bytes[k] = math.sin(k * 0.37) * 2 end
+      support.write_file(dir .. "/" .. env .. "_obs.npy", npy.encode("f4", { 16, D },
+        require("ffi").string(require("ffi").new("float[?]", 16 * D, bytes), 4 * 16 * D)))
+      local rc, out = sh(dir, string.format("%q train %s --set total_steps=2048 --set log.console=false --dir %s " ..
+        "--no-eval%s && %q export %s --format onnx --out %s.onnx && %q act %s %s_obs.npy --out %s_out && " ..
+        "env -u PYTHONPATH %q check.py %s %d", BIN, env, env, c[3], BIN, env, env, BIN, env, env, env,
+        support.VENV_PY, env, D))
+      assert.are.equal(0, rc, out)
+      local r = assert(json.decode(out:match('({"logits".-})') or ""), out)
+      assert.are.same({ 16, c[4] }, r.shape, env)
+      assert.truthy(r.logits < 1e-5 and r.value < 1e-5, env .. ": " .. out)
+    end
+    support.rm_rf(dir)
+  end)
+
   it("refuses observations of another shape or kind, and files that are not .npy, naming what fits", function()
     local dir = support.tmpdir()
     support.write_file(dir .. "/small.npy", npy.encode("u1", { 2, 7, 7 }, string.rep("\0", 98)))

@@ -10,9 +10,11 @@
 --   p.spaces                               the environment's spaces (engine.env_spaces)
 --   p.observation                          {kind = "codes", view = V} (a V x V grid of cell
 --                                          codes, uint8) | {kind = "vector", size = N} (floats)
---   p.actions                              logits per observation (a box: its means)
+--   p.actions                              logits per observation (a box of d: 2d, its means then
+--                                          its log-stds)
+--   p.squash                               a box's mapping to its bounds: "clip" | "tanh"
 --   p:act(obs) -> {n, logits = {{...}, ...}, value = {...}, probs = {{...}} | nil,
---                  action = {...} (argmax; a box: the means, clipped)} | nil, err
+--                  action = {...} (argmax; a box: the means, mapped to the box)} | nil, err
 --       obs: an array read by moonrl.formats.npy (uint8 codes (n, V, V) or (V, V) or
 --       (n, V*V); floats (n, N) or (N)) or a Lua list of one observation's numbers
 --   p:close()
@@ -45,6 +47,7 @@ function policy.load(path)
   local self = setmetatable({
     path = ck, update = update, env = env, mode = engine.mode_name(tonumber(stored.env.mode)),
     spaces = spaces, actions = tonumber(stored.policy.num_actions), box = tonumber(stored.policy.act_box) > 0,
+    squash = tonumber(stored.policy.box_squash) == 1 and "tanh" or "clip",
     observation = vector > 0 and { kind = "vector", size = vector } or { kind = "codes", view = view },
     trainer = t, config = stored,
   }, P)
@@ -130,9 +133,13 @@ function P:act(obs)
       if row[a] > row[best] then best = a end
     end
     out.logits[i + 1], out.value[i + 1] = row, value[i]
-    if self.box then   -- the means, clipped to the box as the environment clips an action
-      local act = {}
-      for a = 1, A do act[a] = math.min(math.max(row[a], self.spaces.action.low[a]), self.spaces.action.high[a]) end
+    if self.box then   -- the means (the row's first d; then the log-stds), mapped to the box as a sample is
+      local act, lo, hi = {}, self.spaces.action.low, self.spaces.action.high
+      for a = 1, #lo do
+        local m = row[a]
+        if self.squash == "tanh" then m = lo[a] + (hi[a] - lo[a]) * ((math.tanh(m) + 1) * 0.5) end
+        act[a] = math.min(math.max(m, lo[a]), hi[a])
+      end
       out.action[i + 1] = act
     else
       local z, p = 0, {}

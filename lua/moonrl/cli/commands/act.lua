@@ -121,7 +121,8 @@ function act.run(argv)
     if p.box then
       local m = {}
       for k, x in ipairs(a) do m[k] = fmt(x) end
-      what = "action (means, clipped) [" .. table.concat(m, ", ") .. "]"
+      what = "action (the means, " .. (p.squash == "tanh" and "squashed" or "clipped") .. ") [" ..
+        table.concat(m, ", ") .. "]"
     else
       local ps = {}
       for k, x in ipairs(r.probs[i]) do ps[k] = string.format("%.3f", x) end

@@ -18,8 +18,10 @@ model of the forward pass: inputs observation (batch, view, view, C: the
 expanded grid, channels last; C = 2 for foraging and reach, 4 for snake),
 extra (batch, 2) and truth (batch, view x view x C: the critic's), outputs
 logits (batch, actions: 8 for foraging, 4 for reach and snake) and value
-(batch, 1), the
-value scaled back (PopArt). The safetensors file has every parameter tensor by
+(batch, 1), the value scaled back (PopArt); for a vector observation (the
+MLP: cartpole, pendulum, dials) inputs observation (batch, size) and, where
+declared, extra, outputs logits (a box: its means then its log-stds) and
+value. The safetensors file has every parameter tensor by
 its engine name (conv0.w, conv0.b, ..., fc.w, fc.b, actor.w, actor.b,
 critic.w, critic.b, value.w, value.b), fp32, and in the metadata:
   moonrl.network      JSON: conv_channels, hidden, critic_hidden, view (the
@@ -154,6 +156,52 @@ local function onnx_model(net, channels, view, C, metadata)
   })
 end
 
+-- The MLP trunk's forward pass as an ONNX graph (docs/export.md, "A vector
+-- observation"): tanh layers, the actor (a box: its means, beside the
+-- state-independent log-stds, as a row of the engine's logits is [mean,
+-- log_std]), the critic over the observation and its privileged inputs.
+local function onnx_mlp_model(net, widths, D, E, box, metadata)
+  local by = {}
+  for _, t in ipairs(net.tensors) do by[t.name] = t end
+  local inits, nodes = {}, {}
+  local function init(name, dims, data) inits[#inits + 1] = { name = name, dims = dims, data = data } end
+  local function op(kind, inputs, output, attrs)
+    nodes[#nodes + 1] = { op = kind, inputs = inputs, outputs = { output }, attrs = attrs }
+    return output
+  end
+  local function linear(name, x, out)
+    local w, b = by[name .. ".w"], by[name .. ".b"]
+    init(w.name, w.shape, w.data)
+    init(b.name, b.shape, b.data)
+    return op("Gemm", { x, w.name, b.name }, out or name, { transB = 1 })
+  end
+  local h = "observation"
+  for l = 1, #widths do h = op("Tanh", { linear("mlp" .. (l - 1), h) }, "mlp" .. (l - 1) .. ".tanh") end
+  local A = by["actor.b"].shape[1]
+  if box then
+    local mean = linear("actor", h, "mean")
+    local ls = by["actor.log_std"]
+    init(ls.name, ls.shape, ls.data)
+    local rows = op("Expand", { ls.name, op("Shape", { mean }, "mean_shape") }, "log_std_rows")
+    op("Concat", { mean, rows }, "logits", { axis = 1 })
+  else
+    linear("actor", h, "logits")
+  end
+  local cin = E > 0 and op("Concat", { "observation", "extra" }, "critic_input", { axis = 1 }) or "observation"
+  local v = linear("value", op("Tanh", { linear("critic", cin) }, "critic.tanh"), "value_raw")
+  init("value_std", { 1 }, require("moonrl.formats.protobuf").float_le(net.value_std))
+  init("value_mean", { 1 }, require("moonrl.formats.protobuf").float_le(net.value_mean))
+  op("Add", { op("Mul", { v, "value_std" }, "value_scaled"), "value_mean" }, "value")
+  local inputs = { { name = "observation", dims = { "batch", D } } }
+  if E > 0 then inputs[2] = { name = "extra", dims = { "batch", E } } end
+  return require("moonrl.formats.onnx").model({
+    name = "moonrl_policy", producer = "moonrl", version = metadata["moonrl.version"], metadata = metadata,
+    inputs = inputs,
+    outputs = { { name = "logits", dims = { "batch", box and 2 * A or A } }, { name = "value", dims = { "batch", 1 } } },
+    initializers = inits, nodes = nodes,
+  })
+end
+
 function export.run(argv)
   local o, e = cmdline.parse("export", argv, {
     format = { "value", "safetensors" }, out = { "value", "a file" }, force = { "flag" },
@@ -235,11 +283,7 @@ function export.run(argv)
       },
     }
     observation = { vector = tonumber(c.policy.obs_vector) .. " floats (" .. env_name .. "; docs/environments.md)" }
-    if format == "onnx" then
-      cmdline.err("moonrl export: --format onnx builds the CNN's graph; the MLP trunk of env.name = ", env_name,
-        " exports as safetensors only (drop --format onnx)\n")
-      return 2
-    end
+
   else
     local C = spaces.observation.shape[1]
     description = {
@@ -281,7 +325,12 @@ function export.run(argv)
     ["moonrl.head"] = json.encode(head),
   }
   local bytes
-  if format == "onnx" then
+  if format == "onnx" and tonumber(c.policy.obs_vector) > 0 then
+    local widths = {}
+    for l = 0, tonumber(c.policy.num_mlp) - 1 do widths[#widths + 1] = tonumber(c.policy.mlp_widths[l]) end
+    bytes = onnx_mlp_model(net, widths, tonumber(c.policy.obs_vector), spaces.critic.extra,
+      tonumber(c.policy.act_box) > 0, metadata)
+  elseif format == "onnx" then
     bytes = onnx_model(net, channels, view, spaces.observation.shape[1], metadata)
   else
     bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
