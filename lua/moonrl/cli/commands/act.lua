@@ -16,7 +16,8 @@ Runs the policy of a checkpoint (a .mrck file, or a run directory: its newest
 valid checkpoint) on the observations in OBS.npy (numpy.save's format), on
 the cpu in fp32, exactly as the engine acts, and prints for each one the
 greedy action, the action probabilities (softmax of the logits; a box: the
-means, clipped to its bounds) and the value (PopArt's scale applied).
+means, mapped to its bounds as policy.box_squash maps a sample) and the
+value (PopArt's scale applied).
 OBS.npy holds, as the checkpoint's environment declares (moonrl envs):
   a grid of cell codes   uint8, shape (n, view, view) or (view, view): row r
                          is dy = r - view_range, column c is dx = c -
