@@ -162,7 +162,10 @@ end
 --   [, codes = n]}, action = {kind = "discrete", n =} | {kind = "multi_discrete",
 --   nvec = {...}} | {kind = "box", low = {...}, high = {...}}, critic = {extra = n,
 --   ground_truth_view = bool}, counters = {name, ...} } | nil, err
-function engine.env_spaces(name, view_range, lua)
+-- The mr_env_spaces environment `name` declares at view_range (a Lua
+-- environment: its program, `lua` or the built-in cartpole), and its
+-- counters' names; or nil, err.
+local function declared_spaces(name, view_range, lua)
   local id = type(name) == "number" and name or tonumber(C.mr_env_from_name(tostring(name)))
   local c = ffi.new("mr_env_config")
   c.name = id
@@ -172,11 +175,18 @@ function engine.env_spaces(name, view_range, lua)
     if not p then return nil, perr end
     c.program = p
   end
-  c.view_range = view_range or require("moonrl.config.schema").by_key["env.view_range"].default
+  c.view_range = view_range
   local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
   if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
   local counters = {}
   for k = 0, sp.counters - 1 do counters[#counters + 1] = ffi.string(sp.counter_names[k]) end
+  return sp, counters
+end
+
+function engine.env_spaces(name, view_range, lua)
+  local sp, counters = declared_spaces(name,
+    view_range or require("moonrl.config.schema").by_key["env.view_range"].default, lua)
+  if not sp then return nil, counters end
   return { observation = space_table(sp.obs, true), action = space_table(sp.act, false),
            critic = { extra = tonumber(sp.critic_extra), ground_truth_view = sp.critic_view ~= 0 },
            counters = counters }
@@ -187,20 +197,8 @@ end
 -- default), success = what makes an episode a success, in words, or nil
 -- where it declares none, counters = {name, ...} } | nil, err
 function engine.env_evaluation(name, lua)
-  local id = type(name) == "number" and name or tonumber(C.mr_env_from_name(tostring(name)))
-  local c = ffi.new("mr_env_config")
-  c.name = id
-  if id == C.MR_ENV_LUA then
-    local p, perr = lua, nil
-    if type(lua) ~= "cdata" or lua == nil then p, perr = engine.env_program(lua or "cartpole") end
-    if not p then return nil, perr end
-    c.program = p
-  end
-  c.view_range = 1
-  local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
-  if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local counters = {}
-  for k = 0, sp.counters - 1 do counters[#counters + 1] = ffi.string(sp.counter_names[k]) end
+  local sp, counters = declared_spaces(name, 1, lua)
+  if not sp then return nil, counters end
   local success
   if sp.success == C.MR_SUCCESS_TRUNCATED then
     success = "the episode ran to its step limit (truncated, not terminated)"
