@@ -180,6 +180,71 @@ print(json.dumps({"logits": rel(lo, la), "value": rel(vo[:, 0], va), "shape": li
     support.rm_rf(dir)
   end)
 
+  it("on a float image (catch): ONNX under onnxruntime and the numpy forward of docs/export.md give what " ..
+    "moonrl act gives", function()
+    local missing = support.venv_lacks("onnx, onnxruntime, numpy, safetensors")
+    if missing then return pending(missing) end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/check.py", [==[
+import json, numpy as np, onnx, onnxruntime as ort
+from safetensors import safe_open
+m = onnx.load("catch.onnx")
+onnx.checker.check_model(m, full_check=True)
+sess = ort.InferenceSession("catch.onnx")
+assert [i.name for i in sess.get_inputs()] == ["observation"], [i.name for i in sess.get_inputs()]
+obs = np.load("obs.npy")
+lo, vo = sess.run(None, {"observation": obs})
+la, va = np.load("out/logits.npy"), np.load("out/value.npy")
+# docs/export.md: the image read channels last, the convs, fc, the actor; the critic over
+# features ++ extra (0: catch declares none) ++ the image channels last
+with safe_open("catch.safetensors", framework="numpy") as f:
+    net = json.loads(f.metadata()["moonrl.network"])
+    w = {k: f.get_tensor(k).astype(np.float64) for k in f.keys()}
+ln, vn = [], []
+for img in obs.astype(np.float64):
+    x = img.transpose(1, 2, 0)
+    for l in range(len(net["conv_channels"])):
+        W, b = w[f"conv{l}.w"], w[f"conv{l}.b"]
+        p = np.pad(x, ((1, 1), (1, 1), (0, 0)))
+        x = np.maximum(0, b + sum(np.einsum("rci,oi->rco", p[ky:ky + x.shape[0], kx:kx + x.shape[1]], W[:, ky, kx])
+                                  for ky in range(3) for kx in range(3)))
+    feat = np.maximum(0, w["fc.w"] @ x.reshape(-1) + w["fc.b"])
+    ln.append(w["actor.w"] @ feat + w["actor.b"])
+    cin = np.concatenate([feat, [0.0, 0.0], img.transpose(1, 2, 0).reshape(-1)])
+    h = np.maximum(0, w["critic.w"] @ cin + w["critic.b"])
+    vn.append(net["value_mean"] + net["value_std"] * (w["value.w"] @ h + w["value.b"])[0])
+rel = lambda a, b: float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+print(json.dumps({"onnx_logits": rel(lo, la), "onnx_value": rel(vo[:, 0], va), "np_logits": rel(np.array(ln), la),
+                  "np_value": rel(np.array(vn), va), "shape": list(lo.shape)}))
+]==])
+    -- 16 images of 2 x 8 x 8: a ball (1.0), where it was (0.5), a paddle in the bottom row, and grey noise
+    local vals = {}
+    for i = 0, 16 * 128 - 1 do
+      local c, cell = math.floor(i / 64) % 2, i % 64
+      local n = math.floor(i / 128)
+      vals[i + 1] = (c == 0 and cell == (n * 5) % 56 and 1) or (c == 0 and cell == (n * 5) % 56 + 8 and 0.5) or
+        (c == 1 and cell == 56 + n % 8 and 1) or (math.sin(i * 0.71) > 0.9 and 0.25) or 0
+    end
+    local ffi = require("ffi")
+    support.write_file(dir .. "/obs.npy", npy.encode("f4", { 16, 2, 8, 8 },
+      ffi.string(ffi.new("float[?]", 16 * 128, vals), 4 * 16 * 128)))
+    local rc, out = sh(dir, string.format("%q train catch --set total_steps=4096 --set log.console=false --dir run " ..
+      "--no-eval && %q export run --format onnx --out catch.onnx && %q export run --out catch.safetensors && " ..
+      "%q act run obs.npy --out out && env -u PYTHONPATH %q check.py", BIN, BIN, BIN, BIN, support.VENV_PY))
+    assert.are.equal(0, rc, out)
+    local r = assert(json.decode(out:match('({"onnx_logits".-})') or ""), out)
+    assert.are.same({ 16, 3 }, r.shape)
+    assert.truthy(r.onnx_logits < 1e-5 and r.onnx_value < 1e-5, out)
+    assert.truthy(r.np_logits < 1e-5 and r.np_value < 1e-5, out)
+    -- an image of another shape is refused, naming what fits
+    support.write_file(dir .. "/wrong.npy", npy.encode("f4", { 1, 3, 8, 8 }, string.rep("\0", 4 * 192)))
+    rc, out = sh(dir, string.format("%q act run wrong.npy", BIN))
+    assert.are.equal(2, rc, out)
+    assert.truthy(out:find("takes float32 images of shape (n, 2, 8, 8), (2, 8, 8) or (n, 128), channels first", 1,
+      true), out)
+    support.rm_rf(dir)
+  end)
+
   it("refuses observations of another shape or kind, and files that are not .npy, naming what fits", function()
     local dir = support.tmpdir()
     support.write_file(dir .. "/small.npy", npy.encode("u1", { 2, 7, 7 }, string.rep("\0", 98)))

@@ -66,7 +66,13 @@ describe("environments (env.name)", function()
     assert.same({ "empty", "food", "body", "tail", "wall" }, by.snake.codes)
     assert.same({ observation = { kind = "vector", shape = { 4 } }, action = { kind = "multi_discrete", nvec = { 3, 3 } },
                   critic = { extra = 0, ground_truth_view = false }, counters = { "matched" } }, by.dials.spaces)
+    -- catch: a float image whose side is env.grid_size; its built-in experiment's is 8
+    assert.same({ kind = "discrete", n = 3 }, by.catch.spaces.action)
+    assert.equal("image", by.catch.spaces.observation.kind)
+    assert.same({ "caught" }, by.catch.spaces.counters)
+    assert.same({ kind = "image", shape = { 2, 8, 8 } }, by.catch.experiments[1].observation)
     rc, out = run(d, "envs")
+    assert.matches("catch%s+2 x N x N floats, N = env.grid_size%s+discrete%(3%)%s+caught%s+catch: 2 x 8 x 8", out)
     assert.matches("foraging%s+2 x 11 x 11 codes%s+discrete%(8%)%s+food, poison", out)
     assert.matches("reach%s+2 x 11 x 11 codes%s+discrete%(4%)%s+goal, pit", out)
     assert.matches("snake%s+4 x 11 x 11 codes%s+discrete%(4%)%s+food, crash%s+snake: 4 x 7 x 7", out)
@@ -327,6 +333,54 @@ print("shapes", lg.shape, v.shape)
     rc, out = run(d, "train --resume trained --set env.name=reach")
     assert.is_true(rc ~= 0, out)
     assert.matches('env.name = "reach": the run has "snake"', out, 1, true)
+  end)
+
+  -- catch (envs/catch.h): a float image (2 x N x N, grey levels) through the CNN as it is (its rules are
+  -- checked step by step, pixel by pixel, in spec/c/test_env_catch.c; the float-image network against float64
+  -- and central differences in test_policy.c; its ONNX export and numpy forward in act_spec).
+  it("moonrl train catch learns from a float image: the return far above a random policy's, measured in the " ..
+    "same test", function()
+    if not have_bin then return pending("build/moonrl is not built") end
+    local d = support.tmpdir()
+    -- the mean return and caught per episode of the last k updates, episode-weighted
+    local function score(dir, k)
+      local rows = {}
+      for line in (support.read_file(d .. "/" .. dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m.event == nil and (m.episodes or 0) > 0 then rows[#rows + 1] = m end
+      end
+      local n, ret, caught = 0, 0, 0
+      for i = math.max(1, #rows - k + 1), #rows do
+        n = n + rows[i].episodes
+        ret = ret + rows[i].episodes * rows[i].episode_return_mean
+        caught = caught + rows[i].episodes * rows[i].caught_per_episode   -- the counter by its declared name
+      end
+      return n > 0 and ret / n or -1, n > 0 and caught / n or 0, #rows
+    end
+    -- a 5 x 5 board: 4 steps an episode, a random policy catches about 1 ball in 5 (return -0.6)
+    local common = " --set env.grid_size=5 --set ppo.lr=2e-3 --set ppo.ent_coef=0.01 --set threads=2 " ..
+      "--set seed=1 --set log.console=false --set log.tensorboard=false --set log.csv=false --no-eval"
+    local rc, out = run(d, "train catch --dir random --set ppo.lr=0 --set total_steps=" .. 64 * 32 * 10 .. common)
+    assert.equal(0, rc, out)
+    local random, random_caught = score("random", 10)
+    rc, out = run(d, "train catch --dir trained --set total_steps=" .. 64 * 32 * 30 .. common)
+    assert.equal(0, rc, out)
+    local trained, caught, n = score("trained", 3)
+    assert.equal(30, n)
+    -- measured (seed 1): random -0.6 (0.2 caught); trained 0.2 to 0.6 by update 30 (0.6 to 0.8 caught)
+    assert.is_true(random < -0.4 and random_caught < 0.3,
+      string.format("random policy's return %.3f, caught %.3f", random, random_caught))
+    assert.is_true(trained > 0.0 and caught > 2 * random_caught,
+      string.format("trained return %.3f, caught %.3f (random %.3f, %.3f)", trained, caught, random, random_caught))
+    -- the episodic evaluation: success is a catch
+    rc, out = run(d, "eval trained --episodes 256 --envs 16")
+    assert.equal(0, rc, out)
+    assert.matches("environment: catch", out, 1, true)
+    assert.matches("the episode counted caught at least once", out, 1, true)
+    -- a run of catch does not resume as snake (cell codes, another network), naming both
+    rc, out = run(d, "train --resume trained --set env.name=snake")
+    assert.is_true(rc ~= 0, out)
+    assert.matches('env.name = "snake": the run has "catch"', out, 1, true)
   end)
 
   -- dials (envs/dials.h): the multi-discrete head (a categorical per dial, side by side; its math is

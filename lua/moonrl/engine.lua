@@ -157,7 +157,8 @@ local function space_table(sp, observation)
   return t
 end
 
--- What environment `name` declares with view_range (default: the schema's):
+-- What environment `name` declares with view_range (default: the schema's;
+-- or a table of sizes, engine.env_sizes):
 -- { observation = {kind = "codes" | "image" | "vector", shape = {C, H, W} | {N}
 --   [, codes = n]}, action = {kind = "discrete", n =} | {kind = "multi_discrete",
 --   nvec = {...}} | {kind = "box", low = {...}, high = {...}}, critic = {extra = n,
@@ -175,12 +176,26 @@ local function declared_spaces(name, view_range, lua)
     if not p then return nil, perr end
     c.program = p
   end
-  c.view_range = view_range
+  local by_key = require("moonrl.config.schema").by_key
+  if type(view_range) == "table" then   -- env sizes: {view_range =, grid_size =} (engine.env_sizes)
+    c.grid_size = tonumber(view_range.grid_size) or by_key["env.grid_size"].default
+    c.view_range = tonumber(view_range.view_range) or by_key["env.view_range"].default
+  else
+    c.grid_size = by_key["env.grid_size"].default
+    c.view_range = view_range
+  end
   local sp, err = ffi.new("mr_env_spaces"), ffi.new("mr_error")
   if C.mr_env_spaces_of(c, sp, err) ~= 0 then return nil, ffi.string(err.msg) end
   local counters = {}
   for k = 0, sp.counters - 1 do counters[#counters + 1] = ffi.string(sp.counter_names[k]) end
   return sp, counters
+end
+
+-- The sizes an environment's spaces depend on, from an env config (a table
+-- or an mr_env_config): {view_range =, grid_size =} (catch's image side is
+-- env.grid_size), for engine.env_spaces.
+function engine.env_sizes(env)
+  return { view_range = tonumber(env.view_range), grid_size = tonumber(env.grid_size) }
 end
 
 function engine.env_spaces(name, view_range, lua)

@@ -40,15 +40,17 @@ function policy.load(path)
   local t, stored, update = engine.checkpoint_trainer(ck)
   if not t then return nil, stored end
   local env = engine.env_name(tonumber(stored.env.name))
-  local view = 2 * tonumber(stored.env.view_range) + 1
-  local spaces = assert(engine.env_spaces(env, tonumber(stored.env.view_range),
+  local spaces = assert(engine.env_spaces(env, engine.env_sizes(stored.env),
     stored.env.program ~= nil and stored.env.program or nil))   -- a Lua environment: what its checkpoint recorded
-  local vector = tonumber(stored.policy.obs_vector)
+  local vector, ob = tonumber(stored.policy.obs_vector), spaces.observation
+  local view = ob.kind ~= "vector" and ob.shape[2] or nil
   local self = setmetatable({
     path = ck, update = update, env = env, mode = engine.mode_name(tonumber(stored.env.mode)),
     spaces = spaces, actions = tonumber(stored.policy.num_actions), box = tonumber(stored.policy.act_box) > 0,
     squash = tonumber(stored.policy.box_squash) == 1 and "tanh" or "clip",
-    observation = vector > 0 and { kind = "vector", size = vector } or { kind = "codes", view = view },
+    observation = vector > 0 and { kind = "vector", size = vector } or
+      ob.kind == "image" and { kind = "image", channels = ob.shape[1], view = view, size = ob.shape[1] * view * view } or
+      { kind = "codes", view = view },
     trainer = t, config = stored,
   }, P)
   return self
@@ -75,10 +77,16 @@ function P:_input(obs)
   local o = self.observation
   local per = o.kind == "codes" and o.view * o.view or o.size
   local want = o.kind == "codes" and string.format("uint8 cell codes of shape (n, %d, %d), (%d, %d) or (n, %d)",
-    o.view, o.view, o.view, o.view, per) or string.format("float32 of shape (n, %d) or (%d)", per, per)
+    o.view, o.view, o.view, o.view, per) or
+    o.kind == "image" and string.format("float32 images of shape (n, %d, %d, %d), (%d, %d, %d) or (n, %d), " ..
+      "channels first", o.channels, o.view, o.view, o.channels, o.view, o.view, per) or
+    string.format("float32 of shape (n, %d) or (%d)", per, per)
   local s = obs.shape
   local last = 1
   if o.kind == "codes" and #s >= 2 and s[#s] == o.view and s[#s - 1] == o.view then last = 2 end
+  if o.kind == "image" and #s >= 3 and s[#s] == o.view and s[#s - 1] == o.view and s[#s - 2] == o.channels then
+    last = 3
+  end
   local row = 1
   for k = #s - last + 1, #s do row = row * s[k] end
   local fits = #s >= 1 and row == per and #s - last <= 1 and obs.count >= per

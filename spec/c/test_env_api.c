@@ -211,9 +211,16 @@ static void test_spaces(void) {
     CHECK(refused_with(&b, "a box of 5 floats: the Gaussian head takes 1 .. 4"));
     b.act.n = 1; b.act.high[0] = -3;
     CHECK(refused_with(&b, "component 0 has bounds [-2, -3]"));
-    /* each kind this network does not train yet */
+    /* a float image: the CNN on the floats, square, 1 .. 16 channels, 0 .. 2 privileged inputs */
     b = f; b.obs.kind = MR_SPACE_IMAGE;
-    CHECK(refused_with(&b, "an observation of a float image"));
+    CHECK(mr_net_fits_spaces(&b, "img", &e) == MR_OK);
+    b.obs.shape[2] = 6;
+    CHECK(refused_with(&b, "a float image of 2 x 5 x 6: this build's CNN takes 1 .. 16 channels of a square image"));
+    b.obs.shape[2] = 5; b.critic_extra = 3;
+    CHECK(refused_with(&b, "declares 3 privileged critic inputs: the CNN's critic takes 0 .. 2 beside the image"));
+    /* a kind of observation no trunk takes */
+    b = f; b.obs.kind = MR_SPACE_BOX;
+    CHECK(refused_with(&b, "an observation of a continuous box"));
     b = f; b.obs.shape[0] = 4; b.obs.codes = 5;   /* C one-hot channels of codes 0 .. C: 1 .. 16 */
     CHECK(mr_net_fits_spaces(&b, "c4", &e) == MR_OK);
     b.obs.shape[0] = 17;

@@ -110,6 +110,7 @@ static void random_inputs(uint8_t *codes, float *extra, int B, int VV) { random_
  * food, poison), or foraging's proxy (C = 2). */
 typedef struct {
     int L, ch[MR_MAX_CONV + 1], V, hidden, CH, D;
+    int img, E;   /* img: the input is a float image (C x V x V floats a sample); E: extras the critic reads */
     size_t cw[MR_MAX_CONV], cb[MR_MAX_CONV], fw, fb, aw, ab, qw, qb, vw, vb;
 } refnet;
 
@@ -126,6 +127,8 @@ static void refnet_from(refnet *r, const mr_policy *p, const mr_policy_config *c
     r->hidden = cfg->hidden;
     r->CH = cfg->critic_hidden;
     r->D = r->hidden + 2 + r->ch[0] * V * V;
+    r->img = cfg->obs_image;
+    r->E = cfg->obs_image ? cfg->critic_extra : 2;
     char nm[32];
     for (int l = 0; l < r->L; l++) {
         snprintf(nm, sizeof nm, "conv%d.w", l); r->cw[l] = off(p, nm);
@@ -147,9 +150,11 @@ static void ref_forward(const refnet *r, const double *P, const uint8_t *codes,
     double *chd = malloc(sizeof(double) * r->CH);
     for (int b = 0; b < B; b++) {
         const uint8_t *cd = codes + (size_t)b * VV;
+        const float *im = (const float *)(const void *)codes + (size_t)b * C0 * VV;   /* r->img: (C,V,V) */
         for (int q = 0; q < VV; q++) {   /* a[q][c] */
-            int k = cd[q];
-            if (proxy) a[q * 2] = a[q * 2 + 1] = k == 1 ? 1.0 : k == 2 ? 0.5 : 0.0;
+            int k = r->img ? 0 : cd[q];
+            if (r->img) for (int c = 0; c < C0; c++) a[q * C0 + c] = im[c * VV + q];
+            else if (proxy) a[q * 2] = a[q * 2 + 1] = k == 1 ? 1.0 : k == 2 ? 0.5 : 0.0;
             else for (int c = 0; c < C0; c++) a[q * C0 + c] = k == c + 1;
         }
         for (int l = 0; l < r->L; l++) {
@@ -188,11 +193,11 @@ static void ref_forward(const refnet *r, const double *P, const uint8_t *codes,
             logits[b * NA + k] = s;
         }
         for (int h = 0; h < r->hidden; h++) cin[h] = feat[h];
-        cin[r->hidden] = extra[2 * b];
-        cin[r->hidden + 1] = extra[2 * b + 1];
+        cin[r->hidden] = r->E > 0 ? extra[2 * b] : 0.0;
+        cin[r->hidden + 1] = r->E > 1 ? extra[2 * b + 1] : 0.0;
         for (int q = 0; q < VV; q++)
             for (int c = 0; c < C0; c++) {
-                double v = cd[q] == c + 1;   /* ground truth always */
+                double v = r->img ? (double)im[c * VV + q] : cd[q] == c + 1;   /* ground truth always */
                 cin[r->hidden + 2 + (torch ? c * VV + q : q * C0 + c)] = v;
             }
         for (int j = 0; j < r->CH; j++) {
@@ -352,18 +357,28 @@ static void test_init(void) {
 }
 
 /* ------------------------------------------------------------ gradient */
-static void test_gradient(int proxy, int activations, int C) {
+/* img: a float image of C channels (and one privileged critic input)
+ * instead of cell codes: values in [-1, 1], zeros and grey levels */
+static void test_gradient_in(int proxy, int activations, int C, int img) {
     mr_policy_config cfg;
     small_cfg(&cfg);
     cfg.obs_channels = C;
+    cfg.obs_image = img;
+    cfg.critic_extra = img ? 1 : 0;
     const int V = 11, VV = V * V, B = 5;
     mr_arena ar;
     mr_policy p;
     CHECK(make_policy_with(&p, &ar, &cfg, V, 8, 2, activations));   /* chunk 2: several chunks */
+    CHECK(p.obs_row == (img ? 4 * C * VV : VV));
     random_params(&p);
-    uint8_t codes[B * VV];
+    float imgbuf[B * 4 * VV];   /* C <= 4 */
+    uint8_t *cbuf = malloc(B * VV), *codes = img ? (uint8_t *)(void *)imgbuf : cbuf;
     float extra[2 * B], logits[B * NA], value[B], ga[B * NA], gc[B];
-    random_inputs_c(codes, extra, B, VV, C);
+    random_inputs_c(cbuf, extra, B, VV, C);
+    for (int i = 0; img && i < B * C * VV; i++) {
+        const double u = urand();
+        imgbuf[i] = u < 0.4 ? 0.0f : u < 0.6 ? 1.0f : (float)(2 * urand() - 1);
+    }
     double gad[B * NA], gcd[B];
     for (int i = 0; i < B * NA; i++) gad[i] = ga[i] = (float)(2 * urand() - 1);
     for (int i = 0; i < B; i++) gcd[i] = gc[i] = (float)(2 * urand() - 1);
@@ -376,8 +391,8 @@ static void test_gradient(int proxy, int activations, int C) {
     double lg[B * NA], vl[B];
     ref_forward(&r, P, codes, extra, B, proxy, 0, lg, vl);
     double el = max_rel(logits, lg, B * NA, 1e-3), ev = max_rel(value, vl, B, 1e-3);
-    CHECK_MSG(el < 1e-5, "proxy=%d C=%d: logits vs double reference: rel err %g", proxy, C, el);
-    CHECK_MSG(ev < 1e-5, "proxy=%d C=%d: value vs double reference: rel err %g", proxy, C, ev);
+    CHECK_MSG(el < 1e-5, "proxy=%d C=%d img=%d: logits vs double reference: rel err %g", proxy, C, img, el);
+    CHECK_MSG(ev < 1e-5, "proxy=%d C=%d img=%d: value vs double reference: rel err %g", proxy, C, img, ev);
 
     mr_policy_zero_grad(&p);
     CHECK(mr_policy_backward(&p, ga, gc, B) == 0);
@@ -415,8 +430,8 @@ static void test_gradient(int proxy, int activations, int C) {
             if (fabs(g - fd) > 1e-3 * fabs(fd) + 1e-4) bad++;
         }
         CHECK_MSG(num / den < 1e-3 && bad == 0,
-                  "proxy=%d activations=%d C=%d: grad of %s vs differences: max err %g of max %g, %d elements off",
-                  proxy, activations, C, ti->name, num, den, bad);
+                  "proxy=%d activations=%d C=%d img=%d: grad of %s vs differences: max err %g of max %g, %d elements "
+                  "off", proxy, activations, C, img, ti->name, num, den, bad);
     }
     CHECK_MSG(kinks * 10 <= tried, "proxy=%d activations=%d C=%d: %d of %d elements at a kink: the check compared too "
               "few", proxy, activations, C, kinks, tried);
@@ -436,8 +451,10 @@ static void test_gradient(int proxy, int activations, int C) {
     CHECK(mr_policy_forward(&p, codes, extra, 9, proxy, logits, value) == -1);
     free(g1);
     free(P);
+    free(cbuf);
     mr_arena_release(&ar);
 }
+static void test_gradient(int proxy, int activations, int C) { test_gradient_in(proxy, activations, C, 0); }
 
 /* ------------------------------------------------------------ act / chunks / threads */
 typedef struct { float *logits, *value, *grads; } run_out;
@@ -856,6 +873,9 @@ int main(void) {
         test_gradient(MR_EXPAND_TRUTH, MR_CPU_ACTIVATIONS_STORE, 4);
         test_gradient(MR_EXPAND_TRUTH, MR_CPU_ACTIVATIONS_RECOMPUTE, 3);
         test_gradient(MR_EXPAND_TRUTH, MR_CPU_ACTIVATIONS_STORE, 1);
+        /* a float image (catch's kind): layer 0 on the floats themselves, the critic reading the image */
+        test_gradient_in(0, MR_CPU_ACTIVATIONS_STORE, 3, 1);
+        test_gradient_in(0, MR_CPU_ACTIVATIONS_RECOMPUTE, 2, 1);
         test_consistency(2);
         test_consistency(4);
         test_recompute();

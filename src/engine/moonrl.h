@@ -85,9 +85,10 @@ const char *mr_mode_name(int mode);
 typedef enum mr_env_name {
     MR_ENV_FORAGING = 0, MR_ENV_REACH = 1, MR_ENV_CARTPOLE = 2, MR_ENV_PENDULUM = 3, MR_ENV_SNAKE = 4,
     MR_ENV_LUA = 5,
-    MR_ENV_DIALS = 6
+    MR_ENV_DIALS = 6,
+    MR_ENV_CATCH = 7
 } mr_env_name;
-#define MR_ENV_COUNT 7
+#define MR_ENV_COUNT 8
 
 /* An environment's shape, for hosts: its name, one line about it, what its
  * cell codes 0, 1, 2 are ("empty food poison") and its action count. NULL /
@@ -297,7 +298,11 @@ typedef struct mr_policy_config {
     int act_box;                       /* derived too: a box action's floats (the Gaussian head), 0 = discrete */
     mr_box_squash box_squash;          /* a box action's mapping (policy.box_squash); unused without a box */
     int obs_channels;                  /* derived too: the CNN's input channels, a cell-code observation's C
-                                        * (0 reads as 2, foraging's) */
+                                        * or a float image's (0 reads as 2, foraging's) */
+    int obs_image;                     /* derived too: 1 when the CNN reads C x V x V floats (MR_SPACE_IMAGE),
+                                        * 0 for cell codes */
+    int obs_side;                      /* derived too: the CNN's V (the observation's H = W), 0 for a vector
+                                        * (mr_config_side) */
 } mr_policy_config;
 
 typedef enum mr_schedule_kind {

@@ -173,7 +173,7 @@ function bench.env(o)
   local lua = name:match("^lua:(.+)$")
   ec.name = lua and C.MR_ENV_LUA or C.mr_env_from_name(name)
   if lua then ec.program = assert(engine.env_program(lua)) end
-  local spaces = assert(engine.env_spaces(lua and "lua" or name, tonumber(ec.view_range), lua))
+  local spaces = assert(engine.env_spaces(lua and "lua" or name, engine.env_sizes(ec), lua))
   local err = ffi.new("mr_error")
   local env = ffi.new("mr_env*[1]")
   check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
@@ -199,7 +199,8 @@ function bench.env(o)
   -- state back, which waits for every queued step.
   -- an observation's bytes: a vector's floats, else the grid worlds' (2r+1)^2 cell codes
   local ob = spaces.observation
-  local obs_bytes = ob.kind == "vector" and 4 * ob.shape[1] or (2 * ec.view_range + 1) ^ 2
+  local obs_bytes = ob.kind == "vector" and 4 * ob.shape[1] or
+    ob.kind == "image" and 4 * ob.shape[1] * ob.shape[2] * ob.shape[3] or ob.shape[2] * ob.shape[3]
   -- (the buffers stay referenced here: a pointer stored in a struct does not
   -- keep an FFI array alive)
   local view = ffi.new("mr_env_view")

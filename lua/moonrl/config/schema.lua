@@ -106,10 +106,11 @@ key { key = "dashboard", type = "boolean", default = false,
 
 -- env -----------------------------------------------------------------------
 key { key = "env.name", type = "enum", default = "foraging",
-  choices = { "foraging", "reach", "cartpole", "pendulum", "snake", "lua", "dials" },
+  choices = { "foraging", "reach", "cartpole", "pendulum", "snake", "lua", "dials", "catch" },
   aliases = { "environment", "env_name" },
-  desc = "which environment: foraging (docs/environment.md, four modes) or reach (goal and pits, 4 actions, " ..
-    "ground_truth only); `moonrl envs` lists them, docs/environments.md says how to add one; lua = the file " ..
+  desc = "which environment: foraging (docs/environment.md, four modes), reach (goal and pits, 4 actions, " ..
+    "ground_truth only), cartpole, pendulum, snake (4 channels), dials (multi-discrete), catch (a float " ..
+    "image); `moonrl envs` lists them, docs/environments.md says how to add one; lua = the file " ..
     "env.lua names (set by env.lua itself)" }
 key { key = "env.lua", type = "string", optional = true, max_len = 4096, c = false,
   desc = "an environment written in Lua (docs/environments.md, \"An environment in Lua\"): a path to its .lua " ..

@@ -457,8 +457,31 @@ function handlers.started(self, describe)
   end
 end
 
+-- The environment's declared episode counters by name (engine.env_evaluation),
+-- looked up once: {name, ...}, or {} where they cannot be read.
+local function counter_names(self)
+  if self._counter_names == nil then
+    local env = type(self.cfg) == "table" and type(self.cfg.env) == "table" and self.cfg.env or {}
+    local ok, ev = pcall(engine.env_evaluation, env.lua and "lua" or env.name or "foraging", env.lua)
+    self._counter_names = ok and type(ev) == "table" and ev.counters or {}
+  end
+  return self._counter_names
+end
+
+-- The metrics' first two counters (mr_metrics' food_per_episode and
+-- poison_per_episode, foraging's names) also under the names the
+-- environment declares: catch's caught_per_episode, reach's goal_per_episode.
+local COUNTER_FIELDS = { "food_per_episode", "poison_per_episode" }
+local function name_counters(self, m)
+  for k, name in ipairs(counter_names(self)) do
+    local f = COUNTER_FIELDS[k]
+    if f and name .. "_per_episode" ~= f then m[name .. "_per_episode"] = m[f] end
+  end
+end
+
 function handlers.metrics(self, bytes, warm)
   local m = engine.metrics(bytes)
+  name_counters(self, m)
   if warm then
     m.warmup = true
     self.warmup_metrics[#self.warmup_metrics + 1] = m

@@ -6,6 +6,7 @@
  */
 #include "checkpoint_format.h"
 #include "errors.h"
+#include "config.h"
 #include "net_layout.h"
 
 #include <pthread.h>
@@ -62,7 +63,7 @@ int mr_ck_sections(mr_trainer *t, ck_progress *pg, const char *cfg_text, size_t 
 int mr_ck_section_bytes(const mr_config *cfg, uint64_t instances, const char *name, uint64_t *bytes,
                         int *per_param) {
     mr_net_layout net;
-    mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
+    mr_net_layout_init(&net, &cfg->policy, mr_config_side(cfg));
     mr_env_config one = cfg->env;   /* one instance, planned: no buffers, only the sizes are read */
     one.num_envs = 1;
     one.index0 = 0;

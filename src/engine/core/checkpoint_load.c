@@ -307,7 +307,7 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
     const uint64_t instances = (uint64_t)rk.ranks * (uint64_t)(s ? 0 : stored.env.num_envs);
     /* Every other section against what the config needs, before reading it. */
     mr_net_layout net;
-    if (!s) mr_net_layout_init(&net, &stored.policy, 2 * stored.env.view_range + 1);
+    if (!s) mr_net_layout_init(&net, &stored.policy, mr_config_side(&stored));
     for (uint32_t i = 0; !s && i < cf->count; i++) {
         const ck_entry *en = &cf->sec[i];
         if ((int)i == ic || (int)i == iv1) continue;

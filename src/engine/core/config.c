@@ -49,7 +49,10 @@ void mr_config_follow_env(mr_config *c) {
     if (mr_env_spaces_of(&e, &sp, NULL) != MR_OK) return;   /* mr_config_validate names the fault */
     c->policy.obs_vector = sp.obs.kind == MR_SPACE_VECTOR ? sp.obs.shape[0] : 0;
     c->policy.critic_extra = sp.critic_extra;
-    c->policy.obs_channels = sp.obs.kind == MR_SPACE_CODES ? sp.obs.shape[0] : 0;
+    const int grid = sp.obs.kind == MR_SPACE_CODES || sp.obs.kind == MR_SPACE_IMAGE;   /* the CNN's */
+    c->policy.obs_channels = grid ? sp.obs.shape[0] : 0;
+    c->policy.obs_image = sp.obs.kind == MR_SPACE_IMAGE;
+    c->policy.obs_side = grid ? sp.obs.shape[1] : 0;
     /* discrete(n): n logits; a box of d floats: the actor's d means and d log-stds (the Gaussian head) */
     c->policy.act_box = sp.act.kind == MR_SPACE_BOX ? sp.act.n : 0;
     int md = 0;   /* multi-discrete: the groups' logits side by side (act_head.h) */
@@ -142,12 +145,17 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     mr_env_spaces sp;   /* what the environment declares, against what the network trains */
     if ((s = mr_env_spaces_of(&c->env, &sp, err)) != MR_OK) return s;
     if ((s = mr_net_fits_spaces(&sp, mr_env_name_of(c->env.name), err)) != MR_OK) return s;
+    if (sp.obs.kind == MR_SPACE_IMAGE && c->device == MR_DEVICE_CUDA)
+        return mr_fail(err, MR_ERR_ARG, "device = cuda: env.name = %s observes a float image, which this build's CUDA "
+                       "network does not take yet (its CNN reads cell codes): set device = \"cpu\" (or \"auto\")",
+                       mr_env_name_of(c->env.name));
     {
         mr_config f = *c;
         mr_config_follow_env(&f);
         if (c->policy.num_actions != f.policy.num_actions || c->policy.obs_vector != f.policy.obs_vector ||
             c->policy.critic_extra != f.policy.critic_extra || c->policy.act_box != f.policy.act_box ||
-            c->policy.obs_channels != f.policy.obs_channels)
+            c->policy.obs_channels != f.policy.obs_channels || c->policy.obs_image != f.policy.obs_image ||
+            c->policy.obs_side != f.policy.obs_side)
             return mr_fail(err, MR_ERR_ARG, "policy.num_actions = %d, obs_vector = %d, critic_extra = %d, obs_channels "
                            "= %d but env.name = %s gives %d, %d, %d, %d (the network follows the environment: call "
                            "mr_config_follow_env)", c->policy.num_actions, c->policy.obs_vector,

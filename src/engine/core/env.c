@@ -70,6 +70,10 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
             return mr_fail(err, MR_ERR_ARG, "env.grid_size = %d, env.view_range = %d: snake takes a board of 2 .. 256 "
                            "and a view of at most 2 * grid_size - 1 cells (view_range <= grid_size - 1)",
                            c->grid_size, c->view_range);
+    } else if (c->name == MR_ENV_CATCH) {   /* a board of its own: no view, no items */
+        if (c->grid_size < 4 || c->grid_size > 32)   /* catch.h's MR_CATCH_MIN, MR_CATCH_MAX (registry.c checks) */
+            return mr_fail(err, MR_ERR_ARG, "env.grid_size = %d: catch takes a board of 4 .. 32 (its image is "
+                           "2 x grid_size x grid_size)", c->grid_size);
     } else if (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID) {
         if (c->grid_size >= 1 && c->grid_size < V)
             return mr_fail(err, MR_ERR_ARG, "env.view_range = %d is too large for env.grid_size = %d: "
@@ -82,7 +86,7 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
     /* foraging: food + poison (up to density_max each) + the agent must fit;
      * reach: the goal + the pits + the agent */
     const long long dcap = c->name == MR_ENV_REACH ? cells - 2 : (cells - 1) / 2;
-    const int items = c->name != MR_ENV_SNAKE;   /* snake has no density: one food item */
+    const int items = c->name != MR_ENV_SNAKE && c->name != MR_ENV_CATCH;   /* snake: one food item; catch: none */
     if (items && (c->density_min < 0 || c->density_min > dcap))
         return mr_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
                         c->density_min, dcap, c->grid_size, c->grid_size);

@@ -10,6 +10,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 #include "obs_codes.h"
 
 #include <omp.h>
@@ -25,9 +26,9 @@ void mr_trainer_fields(mr_trainer *t, const mr_config *cfg) {
     mr_config_hot_params(cfg, &t->hot);
     t->T = cfg->ppo.rollout_steps;
     t->N = cfg->env.num_envs;
-    t->V = 2 * cfg->env.view_range + 1;
-    /* bytes of one observation in the rollout: V*V cell codes, or a float vector */
-    t->VV = cfg->policy.obs_vector > 0 ? 4 * cfg->policy.obs_vector : t->V * t->V;
+    t->V = mr_config_side(cfg);
+    /* bytes of one observation in the rollout: V*V cell codes, a float image or vector */
+    t->VV = mr_net_obs_row_bytes(&cfg->policy, t->V);
     t->NA = mr_net_actions(&cfg->policy);
     mr_env_spaces sp;
     memset(&sp, 0, sizeof sp);

@@ -7,6 +7,7 @@
  */
 #include "trainer.h"
 #include "errors.h"
+#include "config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -248,14 +249,14 @@ mr_status mr_trainer_tensor(const mr_trainer *t, int i, mr_tensor *out, mr_error
 int mr_config_tensor_count(const mr_config *cfg) {
     if (!cfg) return 0;
     mr_net_layout net;
-    mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
+    mr_net_layout_init(&net, &cfg->policy, mr_config_side(cfg));
     return net.n_tensors;
 }
 
 mr_status mr_config_tensor(const mr_config *cfg, int i, mr_tensor *out, mr_error *err) {
     if (!cfg || !out) return mr_fail(err, MR_ERR_ARG, "mr_config_tensor: cfg or out is NULL");
     mr_net_layout net;
-    mr_net_layout_init(&net, &cfg->policy, 2 * cfg->env.view_range + 1);
+    mr_net_layout_init(&net, &cfg->policy, mr_config_side(cfg));
     return layout_tensor(&net, i, out, err);
 }
 

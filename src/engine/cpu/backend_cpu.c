@@ -99,8 +99,14 @@ static mr_status cpu_enter(int device, int threads, mr_error *err) {
  * and what the training forward keeps (cpu.activations). */
 /* A trunk whose layers 1.. do not all run alike: "the first from the codes,
  * layer 1 winograd, layer 2 onednn" (+ how oneDNN's run and the note). */
+/* How layer 0 runs when cpu.conv is not im2col: from the codes, or (a
+ * float image) im2col + sgemm on the image as it is (policy.c). */
+static const char *first_layer(const mr_policy *np) {
+    return np->obs_float ? "the first (a float image) im2col + sgemm" : "the first from the codes";
+}
+
 static void mixed_describe(const mr_policy *np, char *conv, size_t len) {
-    size_t o = (size_t)snprintf(conv, len, "the first from the codes");
+    size_t o = (size_t)snprintf(conv, len, "%s", first_layer(np));
     for (int l = 1; l < np->num_conv && o < len; l++)
         o += (size_t)snprintf(conv + o, len - o, ", layer %d %s", l,
                               np->lconv[l] == MR_CPU_CONV_WINOGRAD ? "winograd" : "onednn");
@@ -135,20 +141,20 @@ static void cpu_policy_describe(const mr_bpolicy *bp, int precision, char *buf, 
         snprintf(conv, sizeof conv, "im2col + sgemm%s",
                  precision == MR_BF16 ? " in fp32 (bf16 runs in oneDNN only: cpu.conv = auto)" : "");
     } else if (np->num_conv < 2) {
-        snprintf(conv, sizeof conv, "the first (and only) from the codes");
+        snprintf(conv, sizeof conv, "%s (the only one)", first_layer(np));
     } else if (np->lconv[1] == MR_CPU_CONV_WINOGRAD) {
-        snprintf(conv, sizeof conv, "the first from the codes, the others Winograd F(%dx%d,3x3) in fp32 (%s%s%s)",
+        snprintf(conv, sizeof conv, "%s, the others Winograd F(%dx%d,3x3) in fp32 (%s%s%s)", first_layer(np),
                  np->wino.m, np->wino.m, mr_conv_wino_products(&np->wino), np->conv_note[0] ? "; " : "",
                  np->conv_note);
     } else if (np->dnnl) {
-        int n = snprintf(conv, sizeof conv, "the first from the codes, the others oneDNN%s",
+        int n = snprintf(conv, sizeof conv, "%s, the others oneDNN%s", first_layer(np),
                          np->bf16 ? (np->lin ? " in bf16 (fc too, oneDNN matmul; the rest fp32)"
                                              : " in bf16 (fp32 elsewhere)")
                                   : np->conv_note[0] ? " in fp32" : "");
         if (np->conv_note[0] && n > 0 && (size_t)n < sizeof conv)   /* why not bf16 */
             snprintf(conv + n, sizeof conv - (size_t)n, " (%s)", np->conv_note);
     } else {
-        snprintf(conv, sizeof conv, "the first from the codes, the others im2col + sgemm (%s)",
+        snprintf(conv, sizeof conv, "%s, the others im2col + sgemm (%s)", first_layer(np),
                  np->conv_note[0] ? np->conv_note : "oneDNN was not set up");
     }
     char acts[96];

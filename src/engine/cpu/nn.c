@@ -251,6 +251,16 @@ void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int 
         for (int ch = 0; ch < C; ch++) out[i * C + ch] = mr_obs_value(codes[i], ch, proxy);
 }
 
+void mr_image_hwc_forward(float *out, const float *img, int B, int VV, int C) {
+    #pragma omp parallel for schedule(static) if ((size_t)B * VV * C >= MR_NN_PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const float *in = img + (size_t)b * C * VV;
+        float *o = out + (size_t)b * VV * C;
+        for (int q = 0; q < VV; q++)
+            for (int ch = 0; ch < C; ch++) o[(size_t)q * C + ch] = in[(size_t)ch * VV + q];
+    }
+}
+
 /* ------------------------------------------------------------ conv 3x3 */
 /* im2col of the output pixels [r0, r0+n) (flat index (b*H + y)*W + x) into
  * col rows r0.. */

@@ -39,6 +39,11 @@
  * Codes above C read as empty. The input is data: there is no backward. */
 void mr_obs_expand_forward(float *out, const uint8_t *codes, int B, int VV, int C, int proxy);
 
+/* A float image observation as the network reads it: img (B,C,VV), each
+ * sample channel-major as environments write it (C x H x W), into out
+ * (B,VV,C), the layers' layout. The input is data: there is no backward. */
+void mr_image_hwc_forward(float *out, const float *img, int B, int VV, int C);
+
 /* 3x3 convolution, padding 1, stride 1.
  * inp (B,H,W,C), w (OC,3,3,C) = row-major (OC, 9C), b (OC), out (B,H,W,OC),
  * col workspace (B*H*W, 9*C): col[(b,y,x)][(ky,kx,c)] = inp[b][y+ky-1][x+kx-1][c]

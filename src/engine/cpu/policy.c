@@ -86,22 +86,36 @@ void mr_policy_zero_grad(mr_policy *p) {
 
 /* ------------------------------------------------------------ forward */
 
+/* The network's input for n observation rows (obs_row bytes each) into x
+ * (n,VV,C): the codes' one-hot expansion (proxy: foraging's proxy view), or
+ * a float image's C x V x V read as (V,V,C). */
+static void obs_input(const mr_policy *p, float *x, const uint8_t *rows, int n, int proxy) {
+    if (p->obs_float)
+        mr_image_hwc_forward(x, (const float *)(const void *)rows, n, p->VV, p->ch[0]);
+    else
+        mr_obs_expand_forward(x, rows, n, p->VV, p->ch[0], proxy);
+}
+
 /* cin (B,cin_dim) = feat (B,hidden) ++ extra (B,2) ++ ground-truth view
  * (B,VV,C); the view left unwritten where critic_own (nothing reads it:
- * critic_forward and critic_view_grad take it from the codes). */
+ * critic_forward and critic_view_grad take it from the codes). A float
+ * image's privileged inputs past the declared critic_extra read 0. */
 static void build_cin(const mr_policy *p, float *cin, const float *feat, const float *extra,
                       const uint8_t *codes, int B) {
-    int H = p->hidden, D = p->cin_dim;
+    int H = p->hidden, D = p->cin_dim, E = p->obs_float ? p->extra_dim : MR_POLICY_EXTRA;
     #pragma omp parallel for schedule(static) if ((size_t)B * D >= MR_POLICY_PAR_MIN)
     for (int b = 0; b < B; b++) {
         float *row = cin + (size_t)b * D;
         memcpy(row, feat + (size_t)b * H, sizeof(float) * H);
-        row[H] = extra ? extra[2 * b] : 0.0f;
-        row[H + 1] = extra ? extra[2 * b + 1] : 0.0f;
-        if (!p->critic_own)
-            mr_obs_expand_forward(row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->VV, 1, p->VV, p->ch[0], 0);
+        row[H] = extra && E > 0 ? extra[2 * b] : 0.0f;
+        row[H + 1] = extra && E > 1 ? extra[2 * b + 1] : 0.0f;
+        if (!p->critic_own) obs_input(p, row + H + MR_POLICY_EXTRA, codes + (size_t)b * p->obs_row, 1, 0);
     }
 }
+
+/* Layer 0 straight from the codes (nn.c's sparse conv): every conv but
+ * im2col's, on cell codes; a float image goes through the layers' own path. */
+static int codes_first(const mr_policy *p) { return p->conv != MR_CPU_CONV_IM2COL && !p->obs_float; }
 
 /* One thread's chunk workspace (policy.h); t is its index (oneDNN's
  * per-thread memories follow it). */
@@ -142,18 +156,21 @@ static void trunk_forward(const mr_policy *p, const chunk_ws *w, const uint8_t *
     const float *in = w->x;
     const float *P = p->params;
     int l = 0;
-    if (p->conv != MR_CPU_CONV_IM2COL) {   /* layer 0 straight from the codes */
+    if (codes_first(p)) {   /* layer 0 straight from the codes */
         float *out = outs[0] ? outs[0] : w->bufA;
         mr_conv3x3_codes_relu_forward(out, w->col, codes, P + p->conv_w[0], P + p->conv_b[0], n, p->view,
                                       p->view, p->ch[0], p->ch[1], proxy);
         in = out;
         l = 1;
     } else {
-        mr_obs_expand_forward(w->x, codes, n, p->VV, p->ch[0], proxy);
+        obs_input(p, w->x, codes, n, proxy);
     }
     for (; l < p->num_conv; l++) {
         float *out = outs[l] ? outs[l] : (l & 1) ? w->bufB : w->bufA;
-        if (use_wino(p, l))
+        if (l == 0)   /* a float image's, or im2col's: im2col + sgemm */
+            mr_conv3x3_relu_forward(out, w->col, in, P + p->conv_w[0], P + p->conv_b[0], n, p->view, p->view,
+                                    p->ch[0], p->ch[1]);
+        else if (use_wino(p, l))
             mr_conv_wino_forward(&p->wino, w->t, l, out, in, P + p->conv_b[l], n);
         else if (use_dnnl(p, l, n))
             mr_conv_dnnl_forward(p->dnnl, w->t, l, out, in, P + p->conv_b[l]);
@@ -179,7 +196,7 @@ static void trunk_block(const mr_policy *p, const uint8_t *codes, int nb, int pr
         for (int l = 0; l < L; l++)
             outs[l] = acts ? acts[l] + (size_t)c0 * p->VV * p->ch[l + 1]
                     : l == L - 1 ? aL + (size_t)c0 * p->flat : NULL;
-        trunk_forward(p, &w, codes + (size_t)c0 * p->VV, n, proxy, outs);
+        trunk_forward(p, &w, codes + (size_t)c0 * p->obs_row, n, proxy, outs);
     }
 }
 
@@ -318,7 +335,7 @@ static void heads_segment(mr_policy *p, const uint8_t *codes, const float *extra
     for (int b0 = 0; b0 < ns; b0 += p->block) {
         const int nb = ns - b0 < p->block ? ns - b0 : p->block;
         const size_t k = kept ? (size_t)b0 : 0;
-        heads_block(p, codes + (size_t)b0 * p->VV, extra ? extra + 2 * (size_t)b0 : NULL, nb,
+        heads_block(p, codes + (size_t)b0 * p->obs_row, extra ? extra + 2 * (size_t)b0 : NULL, nb,
                     feat + (size_t)b0 * p->hidden, cin + k * p->cin_dim, chid + k * p->critic_hidden,
                     logits + (size_t)b0 * p->num_actions, value + b0);
     }
@@ -352,7 +369,7 @@ void mr_policy_act(mr_policy *p, const uint8_t *codes, const float *extra, int B
     forward_weights(p, B);
     for (int s0 = 0; s0 < B; s0 += p->fc_rows) {   /* one fc segment at a time */
         int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
-        const uint8_t *cs = codes + (size_t)s0 * p->VV;
+        const uint8_t *cs = codes + (size_t)s0 * p->obs_row;
         trunk_block(p, cs, ns, proxy, NULL, p->b_aL);
         fc_forward(p, p->b_feat, p->b_aL, ns);
         heads_segment(p, cs, extra ? extra + 2 * (size_t)s0 : NULL, ns, p->b_feat, p->b_cin, p->b_chid, 0,
@@ -380,11 +397,12 @@ int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, i
     if (p->trunk == MR_TRUNK_MLP) return -1;   /* not offered: the trainer acts and forwards (t->reuse 0) */
     if (B < 0 || row0 < 0 || row0 > p->max_batch - B) return -1;
     const int L = p->num_conv, VV = p->VV;
+    const size_t R = (size_t)p->obs_row;
     if (row0 == 0) p->keep_rows = 0;   /* a new batch */
     p->keep_rows += B;
     p->keep_proxy = proxy;
     p->fwd_B = 0;   /* the rows are the next forward's, not the last one's */
-    memcpy(p->codes + (size_t)row0 * VV, codes, (size_t)B * VV);
+    memcpy(p->codes + (size_t)row0 * R, codes, (size_t)B * R);
     keep_weights(p, B, row0);
     /* rows below K keep their conv activations (the training forward's rule) */
     const int K = p->recompute ? p->kept : p->max_batch;
@@ -396,7 +414,7 @@ int mr_policy_act_keep(mr_policy *p, const uint8_t *codes, const float *extra, i
         for (int l = 0; l < L; l++) acts[l] = p->act[l] + (size_t)r * VV * p->ch[l + 1];
         const int keep = r < K;
         float *aL = keep ? acts[L - 1] : p->b_aL, *feat = p->feat + (size_t)r * p->hidden;
-        const uint8_t *cs = codes + (size_t)s0 * VV;
+        const uint8_t *cs = codes + (size_t)s0 * R;
         trunk_block(p, cs, ns, proxy, keep ? acts : NULL, aL);
         fc_forward(p, feat, aL, ns);
         heads_segment(p, cs, extra ? extra + 2 * (size_t)s0 : NULL, ns, feat, p->cin + (size_t)r * p->cin_dim,
@@ -426,7 +444,7 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     if (B < 0 || B > p->max_batch) return -1;
     p->keep_rows = 0;
     int L = p->num_conv;
-    memcpy(p->codes, codes, (size_t)B * p->VV);
+    memcpy(p->codes, codes, (size_t)B * p->obs_row);
     forward_weights(p, B);
     /* the trunk for the samples whose activations are kept (all, or the
      * kept rblocks), then fc over them */
@@ -438,10 +456,10 @@ int mr_policy_forward(mr_policy *p, const uint8_t *codes, const float *extra, in
     for (int s0 = 0; s0 < B; s0 += p->fc_rows) {
         int ns = B - s0 < p->fc_rows ? B - s0 : p->fc_rows;
         if (s0 >= K) {   /* act's calls: nothing of the trunk is kept */
-            trunk_block(p, codes + (size_t)s0 * p->VV, ns, proxy, NULL, p->b_aL);
+            trunk_block(p, codes + (size_t)s0 * p->obs_row, ns, proxy, NULL, p->b_aL);
             fc_forward(p, p->feat + (size_t)s0 * p->hidden, p->b_aL, ns);
         }
-        heads_segment(p, codes + (size_t)s0 * p->VV, extra ? extra + 2 * (size_t)s0 : NULL, ns,
+        heads_segment(p, codes + (size_t)s0 * p->obs_row, extra ? extra + 2 * (size_t)s0 : NULL, ns,
                       p->feat + (size_t)s0 * p->hidden, p->cin + (size_t)s0 * p->cin_dim,
                       p->chid + (size_t)s0 * p->critic_hidden, 1, logits + (size_t)s0 * p->num_actions, value + s0);
     }
@@ -464,7 +482,7 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
     const int L = p->num_conv;
     const size_t CF = p->conv_floats, CFr = mr_policy_round_f(CF);
     const int nchunks = (nb + p->chunk - 1) / p->chunk;
-    const int codes0 = p->conv != MR_CPU_CONV_IM2COL;   /* layer 0 from the codes */
+    const int codes0 = codes_first(p);   /* layer 0 from the codes */
     #pragma omp parallel for schedule(dynamic, 1) num_threads(trunk_threads(p, nchunks))
     for (int k = 0; k < nchunks; k++) {
         int c0 = b0 + k * p->chunk, n = b0 + nb - c0 < p->chunk ? b0 + nb - c0 : p->chunk;
@@ -473,8 +491,8 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
         memset(part, 0, sizeof(float) * CF);
         float *d = dL + (size_t)(c0 - b0) * p->flat;
         mr_relu_backward(d, d, p->act[L - 1] + (size_t)(c0 - a0) * p->flat, (size_t)n * p->flat);
-        const uint8_t *cc = p->codes + (size_t)c0 * p->VV;
-        if (!codes0) mr_obs_expand_forward(w.x, cc, n, p->VV, p->ch[0], p->fwd_proxy);
+        const uint8_t *cc = p->codes + (size_t)c0 * p->obs_row;
+        if (!codes0) obs_input(p, w.x, cc, n, p->fwd_proxy);
         for (int l = L - 1; l >= 0; l--) {
             if (l == 0 && codes0) {   /* weight and bias gradients only, from the codes */
                 mr_conv3x3_codes_backward(part + p->conv_w[0], part + p->conv_b[0], (double *)w.col, d,
@@ -485,9 +503,9 @@ static void conv_backward_block(mr_policy *p, int b0, int nb, float *dL, int a0)
             const float *in = l > 0 ? p->act[l - 1] + (size_t)(c0 - a0) * p->VV * p->ch[l] : w.x;
             float *dprev = l == 0 ? NULL : ((L - 1 - l) & 1) ? w.bufB : w.bufA;
             size_t szp = (size_t)n * p->VV * p->ch[l];
-            if (use_wino(p, l)) {   /* writes dprev, dw and db (part is fresh) */
+            if (l > 0 && use_wino(p, l)) {   /* writes dprev, dw and db (part is fresh) */
                 mr_conv_wino_backward(&p->wino, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in, n);
-            } else if (use_dnnl(p, l, n)) {   /* writes dprev, dw and db (part is fresh) */
+            } else if (l > 0 && use_dnnl(p, l, n)) {   /* writes dprev, dw and db (part is fresh) */
                 mr_conv_dnnl_backward(p->dnnl, w.t, l, dprev, part + p->conv_w[l], part + p->conv_b[l], d, in);
             } else {
                 if (dprev) memset(dprev, 0, sizeof(float) * szp);
@@ -540,7 +558,7 @@ static void trunk_backward(mr_policy *p, int r0, int nr, int a0, int d0) {
 static void recompute_rblock(mr_policy *p, int r0, int nr) {
     float *acts[MR_MAX_CONV];
     for (int l = 0; l < p->num_conv; l++) acts[l] = p->act[l] + (size_t)p->kept * p->VV * p->ch[l + 1];
-    trunk_block(p, p->codes + (size_t)r0 * p->VV, nr, p->fwd_proxy, acts, acts[p->num_conv - 1]);
+    trunk_block(p, p->codes + (size_t)r0 * p->obs_row, nr, p->fwd_proxy, acts, acts[p->num_conv - 1]);
 }
 
 int mr_policy_backward(mr_policy *p, const float *dlogits, const float *dvalue, int B) {

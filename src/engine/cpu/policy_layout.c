@@ -36,7 +36,7 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
 
     /* training activations */
     size_t MB = (size_t)p->max_batch;
-    p->codes = MR_TAKE(a, uint8_t, MB * p->VV);
+    p->codes = MR_TAKE(a, uint8_t, MB * (size_t)p->obs_row);   /* the batch's observations, as act got them */
     p->nthreads = imax(1, omp_get_max_threads());
     /* the convs' implementation, whole-net then per layer (the arena's
      * oneDNN and Winograd shares are taken below) */
@@ -170,7 +170,7 @@ void mr_policy_layout_with(mr_policy *p, const mr_policy_config *cfg, int view, 
     /* fp32 fc and critic on gemm.c's kernels (policy.h: fc_own) */
     if (p->conv != MR_CPU_CONV_IM2COL && !bf16_taken) {
         p->fc_own = mr_gemm_wide(p->hidden);
-        p->critic_own = mr_gemm_wide(p->critic_hidden);
+        p->critic_own = !p->obs_float && mr_gemm_wide(p->critic_hidden);   /* its view's terms from the codes */
         if (p->fc_own) {
             p->fc_xrows = p->fc_rows < p->hidden ? p->fc_rows : p->hidden;
             p->fc_wt = MR_TAKE(a, float, (size_t)p->hidden * p->flat);

@@ -18,6 +18,8 @@ _Static_assert(sizeof(mr_cartpole) <= MR_ENV_OWN_BYTES, "cartpole's state outgre
 _Static_assert(sizeof(mr_pendulum) <= MR_ENV_OWN_BYTES, "pendulum's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_snake) <= MR_ENV_OWN_BYTES, "snake's state outgrew MR_ENV_OWN_BYTES");
 _Static_assert(sizeof(mr_dials) <= MR_ENV_OWN_BYTES, "dials' state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(sizeof(mr_catch) <= MR_ENV_OWN_BYTES, "catch's state outgrew MR_ENV_OWN_BYTES");
+_Static_assert(MR_CATCH_MIN == 4 && MR_CATCH_MAX == 32, "core/env.c's check of catch's env.grid_size");
 _Static_assert(MR_DIALS_K <= MR_SPACE_MAX_DIMS && MR_DIALS_K * MR_DIALS_CHOICES <= MR_MAX_ACTIONS,
                "dials' action outgrew the multi-discrete head");
 _Static_assert(MR_ENV_EXTRA_STRIDE == 2, "the trainer's extra rows are net_layout.h's MR_POLICY_EXTRA wide");
@@ -39,6 +41,8 @@ static const struct {
                     "environment in Lua\"; cpu only)", ""},
     [MR_ENV_DIALS] = {"dials", "turn each of 2 dials to its target (envs/dials.h; 4 floats, multi-discrete: 3 "
                       "choices a dial)", ""},
+    [MR_ENV_CATCH] = {"catch", "move the paddle under the falling, bouncing ball (envs/catch.h; a 2 x N x N float "
+                      "image)", ""},
 };
 
 const char *mr_env_name_of(int name) { return name >= 0 && name < MR_ENV_COUNT ? ENVS[name].name : NULL; }
@@ -82,6 +86,7 @@ mr_status mr_env_spaces_of(const mr_env_config *cfg, mr_env_spaces *out, mr_erro
         }
         break;
     case MR_ENV_DIALS: mr_dials_spaces(cfg, out); break;
+    case MR_ENV_CATCH: mr_catch_spaces(cfg, out); break;
     default:
         return mr_fail(err, MR_ERR_ARG, "env.name = %d: not an environment of this build (0 .. %d)", (int)cfg->name,
                        MR_ENV_COUNT - 1);
@@ -129,6 +134,7 @@ void mr_env_layout(mr_env_state *s, const mr_env_config *cfg, uint64_t seed, mr_
     case MR_ENV_SNAKE: mr_snake_layout(s, cfg, a); break;
     case MR_ENV_LUA: mr_program_layout(s, cfg, a); break;
     case MR_ENV_DIALS: mr_dials_layout(s, a); break;
+    case MR_ENV_CATCH: mr_catch_layout(s, cfg, a); break;
     default: mr_forage_layout(s, cfg, a); break;   /* foraging, reach */
     }
 }
@@ -140,6 +146,7 @@ int mr_env_sections(const mr_env_state *s, mr_env_section *out) {
     case MR_ENV_SNAKE: return mr_snake_sections(s, out);
     case MR_ENV_LUA: return mr_program_sections(s, out);
     case MR_ENV_DIALS: return mr_dials_sections(s, out);
+    case MR_ENV_CATCH: return mr_catch_sections(s, out);
     default: return mr_forage_sections(s, out);   /* foraging, reach */
     }
 }
@@ -150,7 +157,8 @@ void mr_env_critic_extra_all(const mr_env_state *s, float *extra) {
 
 int mr_env_set_param(mr_env_state *s, const char *name, int value) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_SNAKE: case MR_ENV_LUA: case MR_ENV_DIALS: return -1;
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_SNAKE: case MR_ENV_LUA: case MR_ENV_DIALS:
+    case MR_ENV_CATCH: return -1;
     default:   /* foraging, reach */
         if (strcmp(name, "energy_frozen") != 0) return -1;
         mr_forage_of(s)->energy_frozen = value;

@@ -22,6 +22,7 @@
 #include "pendulum.h"
 #include "snake.h"
 #include "dials.h"
+#include "catch.h"
 
 MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     switch (s->kind) {
@@ -31,6 +32,7 @@ MR_HD void mr_env_reset_one(const mr_env_state *s, int i) {
     case MR_ENV_SNAKE: mr_snake_reset_full(s, i); break;
     case MR_ENV_LUA: break;   /* the host's program: cpu/env_cpu.c hands it whole slices */
     case MR_ENV_DIALS: mr_dials_reset_full(s, i); break;
+    case MR_ENV_CATCH: mr_catch_reset_full(s, i); break;
     default: mr_forage_reset_full(s, i); break;
     }
 }
@@ -48,6 +50,7 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
     case MR_ENV_SNAKE: mr_snake_step(s, i, actions[i]); break;
     case MR_ENV_LUA: break;   /* the host's program: cpu/env_cpu.c hands it whole slices */
     case MR_ENV_DIALS: mr_dials_step(s, i, actions + (size_t)i * (size_t)s->act_bytes); break;
+    case MR_ENV_CATCH: mr_catch_step(s, i, actions[i]); break;
     default: mr_forage_step(s, i, actions[i]); break;
     }
 }
@@ -55,7 +58,9 @@ MR_HD void mr_env_step_at(const mr_env_state *s, int i, const uint8_t *actions) 
 /* Instance i's privileged critic inputs into extra (its critic_extra floats). */
 MR_HD void mr_env_critic_extra_one(const mr_env_state *s, int i, float *extra) {
     switch (s->kind) {
-    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_LUA: case MR_ENV_DIALS: (void)extra; break;   /* none */
+    case MR_ENV_CARTPOLE: case MR_ENV_PENDULUM: case MR_ENV_LUA: case MR_ENV_DIALS: case MR_ENV_CATCH:
+        (void)extra;   /* none */
+        break;
     case MR_ENV_SNAKE: mr_snake_critic_extra(s, i, extra); break;      /* length, time */
     default: mr_forage_critic_extra(s, i, extra); break;   /* foraging, reach: the item counts */
     }

@@ -6,9 +6,10 @@
  * [0, n_policy), the value group (critic) the suffix [n_policy, n_params).
  * The network itself (ENV_SPEC.md "Policy", cpu/policy.h's drawing):
  * conv3x3 layers on the (V,V,C) expanded codes (C = the environment's
- * channels, obs_codes.h), fc to `hidden`, the actor (num_actions logits,
- * the environment's), and the critic over feat ++ extra ++ ground truth
- * (the view's C one-hot channels).
+ * channels, obs_codes.h) or on a float image (C x V x V floats, read as
+ * (V,V,C)), fc to `hidden`, the actor (num_actions logits, the
+ * environment's), and the critic over feat ++ extra ++ ground truth (the
+ * view's C one-hot channels, or the image itself).
  *
  * A backend's network (cpu/policy.h's mr_policy, kernels' mr_pc_plan) holds
  * one of these, so a params array (a checkpoint's, the host copy's) copies
@@ -57,6 +58,8 @@ typedef struct mr_tensor_info {
     int num_conv;                                                                     \
     int ch[MR_MAX_CONV + 1];   /* ch[0] = C input channels, ch[l+1] = conv l's output */ \
     int view, VV;              /* V and V*V */                                        \
+    int obs_float;             /* 1: the CNN reads C x V x V floats (a float image), 0: codes */ \
+    int obs_row;               /* bytes of one observation: VV codes, 4 C VV or 4 obs_dim floats */ \
     int flat;                  /* V*V*ch[num_conv] */                                 \
     int hidden, critic_hidden;                                                        \
     int num_actions;           /* the actor's outputs (cfg->num_actions, 0 = 8) */   \
@@ -115,6 +118,14 @@ static inline int mr_net_obs_channels(const mr_policy_config *cfg) {
     return cfg->obs_channels > 0 ? cfg->obs_channels : 2;
 }
 
+/* Bytes of one observation as the network takes it (mr_net_layout's
+ * obs_row): obs_vector floats, C x V x V floats of a float image, or V x V
+ * cell codes. */
+static inline int mr_net_obs_row_bytes(const mr_policy_config *cfg, int view) {
+    if (cfg->obs_vector > 0) return 4 * cfg->obs_vector;
+    return cfg->obs_image ? 4 * mr_net_obs_channels(cfg) * view * view : view * view;
+}
+
 /* The MLP trunk's shapes and offsets (cfg->obs_vector > 0; num_mlp clamped
  * to 1 .. MR_MAX_MLP). */
 static inline void mr_net_layout_init_mlp(mr_net_layout *p, const mr_policy_config *cfg) {
@@ -132,6 +143,7 @@ static inline void mr_net_layout_init_mlp(mr_net_layout *p, const mr_policy_conf
     p->critic_hidden = cfg->critic_hidden;
     p->num_actions = mr_net_actions(cfg);
     p->cin_dim = p->obs_dim + p->extra_dim;
+    p->obs_row = mr_net_obs_row_bytes(cfg, 0);
     size_t off = 0;
     char nm[24];
     for (int l = 0; l < L; l++) {
@@ -171,6 +183,9 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
     for (int l = 0; l < L; l++) p->ch[l + 1] = cfg->conv_channels[l];
     p->view = view;
     p->VV = view * view;
+    p->obs_float = cfg->obs_image != 0;
+    p->extra_dim = cfg->critic_extra > 0 ? cfg->critic_extra : 0;   /* a float image's: 0 .. MR_POLICY_EXTRA */
+    p->obs_row = mr_net_obs_row_bytes(cfg, view);
     p->flat = p->VV * p->ch[L];
     p->hidden = cfg->hidden;
     p->critic_hidden = cfg->critic_hidden;
@@ -200,13 +215,15 @@ static inline void mr_net_layout_init(mr_net_layout *p, const mr_policy_config *
  * mr_env_spaces): a C x H x W observation of cell codes read as
  * C = 1 .. MR_NET_OBS_CHANNELS one-hot channels (codes 0 .. C), square (H = W),
  * with the critic's MR_POLICY_EXTRA privileged inputs and the view's ground
- * truth (the CNN), or a float vector with 0 .. MR_POLICY_EXTRA of them (the
+ * truth (the CNN), a square C x V x V float image (the CNN; its critic reads
+ * the image and 0 .. MR_POLICY_EXTRA privileged inputs), or a float vector with 0 .. MR_POLICY_EXTRA of them (the
  * MLP); a discrete action of 2 .. MR_MAX_ACTIONS, a multi-discrete one of
  * components of at least 2 choices, MR_MAX_ACTIONS in all (the actor's row
  * is their groups side by side), or (on the MLP) a box of 1 ..
  * MR_MAX_ACTIONS / 2 floats. MR_OK, or MR_ERR_ARG with a message naming the
  * environment, what it declares and what fits. Host code. */
 #define MR_NET_OBS_CHANNELS 16
+#define MR_NET_IMAGE_SIDE 128   /* a float image's largest side */
 static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *env, mr_error *err) {
     static const char *const kinds[] = {"cell codes", "a float image", "a vector", "discrete", "multi-discrete",
                                         "a continuous box"};
@@ -221,9 +238,19 @@ static inline mr_status mr_net_fits_spaces(const mr_env_spaces *sp, const char *
             return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d privileged critic inputs%s: the MLP critic "
                            "takes 0 .. %d and no view", env, sp->critic_extra, sp->critic_view ? " and a view" : "",
                            MR_POLICY_EXTRA);
+    } else if (sp->obs.kind == MR_SPACE_IMAGE) {   /* the CNN on the floats as they are */
+        if (sp->obs.shape[0] < 1 || sp->obs.shape[0] > MR_NET_OBS_CHANNELS || sp->obs.shape[1] != sp->obs.shape[2] ||
+            sp->obs.shape[1] < 1 || sp->obs.shape[1] > MR_NET_IMAGE_SIDE)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares a float image of %d x %d x %d: this build's CNN "
+                           "takes 1 .. %d channels of a square image of side 1 .. %d (C x V x V)", env,
+                           sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2], MR_NET_OBS_CHANNELS,
+                           MR_NET_IMAGE_SIDE);
+        if (sp->critic_extra < 0 || sp->critic_extra > MR_POLICY_EXTRA)
+            return mr_fail(err, MR_ERR_ARG, "env.name = %s declares %d privileged critic inputs: the CNN's critic "
+                           "takes 0 .. %d beside the image", env, sp->critic_extra, MR_POLICY_EXTRA);
     } else if (sp->obs.kind != MR_SPACE_CODES) {
         return mr_fail(err, MR_ERR_ARG, "env.name = %s declares an observation of %s (%d x %d x %d): this build's "
-                       "policy takes C x H x W cell codes (a CNN) or a float vector (an MLP)", env,
+                       "policy takes C x H x W cell codes or floats (a CNN) or a float vector (an MLP)", env,
                        kinds[sp->obs.kind], sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2]);
     }
     if (sp->obs.kind == MR_SPACE_CODES &&

@@ -51,7 +51,10 @@ function envs.run(argv)
   for _, env in ipairs(list) do
     local sp = env.spaces
     local key = env.lua and "lua:" .. env.lua or env.name
-    rows[#rows + 1] = { env.name, envs.describe_obs(sp.observation), envs.describe_action(sp.action),
+    local ob = sp.observation   -- a float image's side is env.grid_size (catch): no default fits every board
+    local obs_text = ob.kind == "image" and string.format("%d x N x N floats, N = env.grid_size", ob.shape[1]) or
+      envs.describe_obs(ob)
+    rows[#rows + 1] = { env.name, obs_text, envs.describe_action(sp.action),
       table.concat(sp.counters, ", "), envs.describe_experiments(by_env[key]), env.summary }
   end
   local width = {}
@@ -87,7 +90,7 @@ function envs.experiments()
     local env_name = type(env.name) == "string" and env.name or schema.by_key["env.name"].default
     if type(env.lua) == "string" then env_name = "lua" end
     local vr = tonumber(env.view_range) or envs.default_view_range()
-    local sp = engine.env_spaces(env_name, vr, env.lua)
+    local sp = engine.env_spaces(env_name, { view_range = vr, grid_size = env.grid_size }, env.lua)
     local key = env_name == "lua" and "lua:" .. tostring(env.lua) or env_name
     if sp then
       out[key] = out[key] or {}

@@ -106,14 +106,42 @@ local function action_head(action, squash)
   return { kind = "categorical", n = action.n }, "logits = actor(features)"
 end
 
+-- A float image's description, in the export's observation metadata.
+local function image_text(spaces, env_name)
+  local s = spaces.observation.shape
+  return string.format("a %d x %d x %d float image, channels first, as %s writes it (docs/environments.md)", s[1], s[2],
+    s[3], env_name)
+end
+
 local function codes_text(codes)
   local parts = {}
   for i, w in ipairs(codes) do parts[i] = (i - 1) .. " " .. w end
   return table.concat(parts, ", ")
 end
 
+-- critic.w (CH, D) without the privileged-input columns [H + E, H + 2)
+-- that a float image's environment does not declare (the engine reads them
+-- as 0): (CH, D - (2 - E)) float32 bytes.
+local function critic_columns(w, H, E)
+  local ffi = require("ffi")
+  local CH, D = w.shape[1], w.shape[2]
+  local drop = 2 - E
+  local src, dst = ffi.cast("const float *", w.data), ffi.new("float[?]", CH * (D - drop))
+  for o = 0, CH - 1 do
+    local k = 0
+    for i = 0, D - 1 do
+      if i < H + E or i >= H + 2 then dst[o * (D - drop) + k] = src[o * D + i]; k = k + 1 end
+    end
+  end
+  return ffi.string(dst, 4 * CH * (D - drop)), { CH, D - drop }
+end
+
 -- The forward pass as an ONNX graph (docs/export.md, "The forward pass").
-local function onnx_model(net, channels, view, C, metadata)
+-- image: a float image environment's (E privileged inputs): the input is
+-- the image, (batch, C, view, view) as the environment writes it, the
+-- critic's ground truth the image itself; else cell codes expanded to
+-- (batch, view, view, C) one-hot, with extra and truth given.
+local function onnx_model(net, channels, view, C, metadata, image, E)
   local by = {}
   for _, t in ipairs(net.tensors) do by[t.name] = t end
   local inits, nodes = {}, {}
@@ -122,7 +150,7 @@ local function onnx_model(net, channels, view, C, metadata)
     nodes[#nodes + 1] = { op = kind, inputs = inputs, outputs = { output }, attrs = attrs }
     return output
   end
-  local x = op("Transpose", { "observation" }, "x_nchw", { perm = { 0, 3, 1, 2 } })
+  local x = image and "observation" or op("Transpose", { "observation" }, "x_nchw", { perm = { 0, 3, 1, 2 } })
   local ic = C
   for l, oc in ipairs(channels) do
     local w, b = by["conv" .. (l - 1) .. ".w"], by["conv" .. (l - 1) .. ".b"]
@@ -136,12 +164,23 @@ local function onnx_model(net, channels, view, C, metadata)
   x = op("Flatten", { x }, "trunk_flat", { axis = 1 })
   for _, name in ipairs({ "fc", "actor", "critic", "value" }) do
     local w, b = by[name .. ".w"], by[name .. ".b"]
-    init(w.name, w.shape, w.data)
+    if image and name == "critic" then
+      local data, dims = critic_columns(w, by["fc.b"].shape[1], E)
+      init(w.name, dims, data)
+    else
+      init(w.name, w.shape, w.data)
+    end
     init(b.name, b.shape, b.data)
   end
   local features = op("Relu", { op("Gemm", { x, "fc.w", "fc.b" }, "fc", { transB = 1 }) }, "features")
   op("Gemm", { features, "actor.w", "actor.b" }, "logits", { transB = 1 })
-  local cin = op("Concat", { features, "extra", "truth" }, "critic_input", { axis = 1 })
+  local parts = { features, "extra", "truth" }
+  if image then   -- the image's cells channels last, as the engine's critic reads them
+    local truth = op("Flatten", { op("Transpose", { "observation" }, "image_nhwc", { perm = { 0, 2, 3, 1 } }) },
+      "truth", { axis = 1 })
+    parts = E > 0 and { features, "extra", truth } or { features, truth }
+  end
+  local cin = op("Concat", parts, "critic_input", { axis = 1 })
   local h = op("Relu", { op("Gemm", { cin, "critic.w", "critic.b" }, "critic", { transB = 1 }) }, "critic.relu")
   local v = op("Gemm", { h, "value.w", "value.b" }, "value_raw", { transB = 1 })
   init("value_std", { 1 }, require("moonrl.formats.protobuf").float_le(net.value_std))
@@ -149,7 +188,9 @@ local function onnx_model(net, channels, view, C, metadata)
   op("Add", { op("Mul", { v, "value_std" }, "value_scaled"), "value_mean" }, "value")
   return require("moonrl.formats.onnx").model({
     name = "moonrl_policy", producer = "moonrl", version = metadata["moonrl.version"], metadata = metadata,
-    inputs = { { name = "observation", dims = { "batch", view, view, C } }, { name = "extra", dims = { "batch", 2 } },
+    inputs = image and { { name = "observation", dims = { "batch", C, view, view } },
+                         E > 0 and { name = "extra", dims = { "batch", E } } or nil } or
+             { { name = "observation", dims = { "batch", view, view, C } }, { name = "extra", dims = { "batch", 2 } },
                { name = "truth", dims = { "batch", C * view * view } } },
     outputs = { { name = "logits", dims = { "batch", by["actor.b"].shape[1] } }, { name = "value", dims = { "batch", 1 } } },
     initializers = inits, nodes = nodes,
@@ -260,10 +301,11 @@ function export.run(argv)
   local codes = engine.env_codes(env_name)
   local channels = {}
   for i = 0, tonumber(c.policy.num_conv) - 1 do channels[#channels + 1] = tonumber(c.policy.conv_channels[i]) end
-  local view = 2 * tonumber(c.env.view_range) + 1
   -- what the environment declares (engine.env_spaces): the network's inputs and outputs follow it
-  local spaces = assert(engine.env_spaces(env_name, tonumber(c.env.view_range),
+  local spaces = assert(engine.env_spaces(env_name, engine.env_sizes(c.env),
     c.env.program ~= nil and c.env.program or nil))   -- a Lua environment: what its checkpoint recorded
+  local image = spaces.observation.kind == "image"
+  local view = spaces.observation.kind ~= "vector" and spaces.observation.shape[2] or nil
   local description, observation
   local head, actor = action_head(spaces.action, tonumber(c.policy.box_squash))
   if tonumber(c.policy.obs_vector) > 0 then   -- a vector observation: the MLP trunk (net_layout.h)
@@ -302,6 +344,23 @@ function export.run(argv)
         critic = "value = value(ReLU(critic(features ++ extra ++ ground truth))), then mean + std x value",
       },
     }
+    if image then
+      description.input = "float image"
+      description.layout.trunk = "the (" .. C .. ", view, view) image read channels last as (view, view, " .. C ..
+        "), then as for cell codes: " .. description.layout.trunk
+      description.layout.critic = "value = value(ReLU(critic(features ++ extra (2 columns; those past the " ..
+        spaces.critic.extra .. " declared read 0) ++ the image, channels last))), then mean + std x value"
+    end
+  end
+  if image then
+    observation = {
+      image = image_text(spaces, env_name),
+      extra = spaces.critic.extra > 0 and (EXTRA[env_name] and EXTRA[env_name]() or
+        spaces.critic.extra .. " privileged critic inputs (docs/environments.md)") or "none",
+      ground_truth = "the critic reads the image itself (channels last, view x view x C)",
+    }
+  elseif not observation then
+    local C = spaces.observation.shape[1]
     observation = {
       codes = "a (view x view) grid around the agent of cell codes: " .. codes_text(codes),
       -- the expansion in the environment's words (foraging's items are food and poison)
@@ -331,7 +390,7 @@ function export.run(argv)
     bytes = onnx_mlp_model(net, widths, tonumber(c.policy.obs_vector), spaces.critic.extra,
       tonumber(c.policy.act_box) > 0, metadata)
   elseif format == "onnx" then
-    bytes = onnx_model(net, channels, view, spaces.observation.shape[1], metadata)
+    bytes = onnx_model(net, channels, view, spaces.observation.shape[1], metadata, image, spaces.critic.extra)
   else
     bytes = require("moonrl.formats.safetensors").encode(net.tensors, metadata)
   end
