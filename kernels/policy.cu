@@ -19,9 +19,14 @@
  * and, optional, the conv operation: cuDNN (conv_cudnn.h) for the trunk's
  * layers 1.. where cuda.conv chose it (mr_pc_plan_dnn).
  *
+ * and, optional, the fused product (cuda.epilogue = fused): cuBLASLt
+ * (gemm_lt.h) with the bias, ReLU, ReLU mask or bias gradient in the
+ * product's epilogue, where its heuristics have an algorithm; a bias
+ * gradient is formed in the plan's scratch and added into the fp32 grads.
+ *
  * What is deliberately not here: a hand-written GEMM or implicit-GEMM
- * convolution, cuBLASLt epilogues. im2col + cuBLAS is the simple reference
- * GPU version; cuDNN and the rest are optimisations measured against it.
+ * convolution. im2col + cuBLAS is the simple reference GPU version; cuDNN,
+ * cuBLASLt and the rest are optimisations measured against it.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -32,6 +37,7 @@
 
 #include "conv_cudnn.h"
 #include "cuda_check.h"
+#include "gemm_lt.h"
 #include "policy_cuda.h"
 
 #define JOB_THREADS 256
@@ -173,6 +179,11 @@ typedef struct gpu_ctx {
     const int (*algo)[3];      /* per layer */
     void *dnn_ws, *dnn_dw;
     size_t dnn_ws_bytes;
+    mr_lt *lt;                 /* NULL: no fused products */
+    float *epi_scratch;        /* the bias gradients' scratch, epi_floats floats */
+    size_t epi_floats;
+    void *blas_ws;             /* the cuBLAS workspace, also cuBLASLt's (the same stream) */
+    long *epi_counts;          /* [0] fused, [1] left to the separate path */
 } gpu_ctx;
 
 static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
@@ -289,6 +300,35 @@ static mr_status gpu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
                    blas.status_name(s), blas.status_string(s));
 }
 
+/* A product with its epilogue through cuBLASLt (mr_pc_ops.gemm_ep). A bias
+ * gradient goes to the scratch, fp32 where cuBLASLt takes that, else in the
+ * product's output type, then a job adds it into the fp32 gradient. */
+static mr_status gpu_gemm_ep(void *vctx, const mr_pc_gemm *g, const mr_pc_epi *e, int *done, mr_error *err) {
+    gpu_ctx *ctx = (gpu_ctx *)vctx;
+    *done = 0;
+    if (!ctx->lt) return MR_OK;
+    const int grad = e->kind == MR_PCE_BGRAD_A || (e->kind == MR_PCE_DRELU_BGRAD && e->db);
+    const int n = e->kind == MR_PCE_BGRAD_A ? g->M : g->N;
+    if (grad && (!ctx->epi_scratch || (size_t)n > ctx->epi_floats)) {
+        if (ctx->epi_counts) ctx->epi_counts[1]++;
+        return MR_OK;
+    }
+    int bias_dt = MR_FP32;
+    MR_PC_TRY(mr_lt_matmul(ctx->lt, g, e, bias_dt, ctx->epi_scratch, ctx->blas_ws, MR_PC_BLAS_WS, ctx->s, done, err));
+    if (!*done && grad && g->c_dt != MR_FP32) {
+        bias_dt = g->c_dt;
+        MR_PC_TRY(mr_lt_matmul(ctx->lt, g, e, bias_dt, ctx->epi_scratch, ctx->blas_ws, MR_PC_BLAS_WS, ctx->s, done,
+                               err));
+    }
+    if (ctx->epi_counts) ctx->epi_counts[*done ? 0 : 1]++;
+    if (!*done || !grad) return MR_OK;
+    mr_pc_job j;
+    mr_pc_job_init(&j, MR_PCJ_ACC_F32, bias_dt, n);
+    j.x = ctx->epi_scratch;
+    j.fo = e->db;
+    return gpu_job(ctx, &j, err);
+}
+
 static mr_status gpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
     if (bytes == 0 || dst == src) return MR_OK;
     MR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ((gpu_ctx *)ctx)->s),
@@ -341,6 +381,14 @@ static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_o
         }
         pc->blas_stream = stream;
     }
+    if (pc->lt) {
+        ctx->lt = (mr_lt *)pc->lt;
+        ctx->epi_scratch = pc->buf.epi_scratch;
+        ctx->epi_floats = pc->plan.epi_scratch_floats;
+        ctx->blas_ws = pc->buf.blas;
+        ctx->epi_counts = pc->epi_counts;
+        o->gemm_ep = gpu_gemm_ep;
+    }
     o->ctx = ctx;
     o->gemm = gpu_gemm;
     o->job = gpu_job;
@@ -368,6 +416,7 @@ extern "C" size_t mr_policy_cuda_bytes_conv(const mr_policy_config *cfg, int vie
     char note[240];
     conv_layers(cuda, pl.net.num_conv, dnn, algo, note, sizeof note);
     mr_pc_plan_dnn(&pl, dnn);
+    if (cuda && cuda->epilogue == MR_CUDA_EPILOGUE_FUSED) mr_pc_plan_epi(&pl);
     return mr_pc_plan_bytes(&pl);
 }
 
@@ -380,6 +429,7 @@ extern "C" void mr_policy_cuda_destroy(mr_policy_cuda *pc) {
     if (!pc) return;
     if (pc->blas) blas.destroy((cublasHandle_t)pc->blas);
     if (pc->dnn) mr_dnn_destroy((mr_dnn *)pc->dnn);
+    if (pc->lt) mr_lt_destroy((mr_lt *)pc->lt);
     if (pc->dev) {
         mr_devmem_free(pc->dev, pc->params, NULL);
         mr_devmem_free(pc->dev, pc->grads, NULL);
@@ -405,6 +455,7 @@ extern "C" mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_pol
         int8_t dnn[MR_MAX_CONV];
         conv_layers(cuda, pc->plan.net.num_conv, dnn, pc->algo, pc->conv_note, sizeof pc->conv_note);
         mr_pc_plan_dnn(&pc->plan, dnn);
+        if (cuda && cuda->epilogue == MR_CUDA_EPILOGUE_FUSED) mr_pc_plan_epi(&pc->plan);
     }
     if (st == MR_OK && !dev)
         st = mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the device memory manager is missing");
@@ -433,6 +484,20 @@ extern "C" mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_pol
         return st;
     }
     mr_pn_carve(&pc->plan, pc->ws, &pc->buf);
+    pc->buf.aux_ok = pc->aux_ok;
+    if (pc->plan.epilogue) {   /* cuda.epilogue = fused: a cuBLASLt handle (its algorithms are chosen per shape) */
+        mr_lt *lt = NULL;
+        st = mr_lt_create(&lt, err);
+        if (st != MR_OK) {
+            mr_policy_cuda_destroy(pc);
+            return st;
+        }
+        pc->lt = lt;
+        snprintf(pc->epi_note, sizeof pc->epi_note, "epilogues fused by %s where it has an algorithm",
+                 mr_lt_describe());
+    } else {
+        snprintf(pc->epi_note, sizeof pc->epi_note, "epilogues as separate kernels");
+    }
     pc->blas_stream = (void *)~(uintptr_t)0;   /* bind the workspace at the first call */
     pc->dnn_stream = (void *)~(uintptr_t)0;
     if (pc->plan.dnn_ws_bytes) {   /* cuDNN: a handle, and each layer's algorithms for a whole chunk */

@@ -57,6 +57,10 @@ typedef struct mr_policy_cuda {
     void *dnn_stream;          /* the stream cuDNN was last given */
     int algo[MR_MAX_CONV][3];  /* per cuDNN layer: forward, backward-data, backward-filter algorithms */
     char conv_note[240];       /* how the convolutions run (cuda.conv), for the description */
+    void *lt;                  /* mr_lt (gemm_lt.h) when cuda.epilogue = fused (plan.epilogue), else NULL */
+    int aux_ok[2];             /* the ReLU bits of feat and chid were written by the last forward (buf.aux_ok) */
+    long epi_counts[2];        /* products with an epilogue: [0] fused by cuBLASLt, [1] left to separate kernels */
+    char epi_note[160];        /* how the epilogues run (cuda.epilogue), for the description */
 } mr_policy_cuda;
 
 /* cuda.conv's per-layer answer (every build; no GPU touched): dnn[l] = 1
@@ -105,7 +109,11 @@ size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch
  * failure nothing is left allocated and *pc is zeroed. */
 mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch, int chunk,
                                 int precision, mr_devmem *dev, mr_error *err);
-/* The same with cuda.conv's choice (cuda NULL: im2col, as above): layers
+/* The same with cuda.conv's and cuda.epilogue's choices (cuda NULL: im2col
+ * and separate, as above). cuda.epilogue = fused takes cuBLASLt (an error
+ * when it cannot be loaded) and the plan's regions of mr_pc_plan_epi;
+ * pc->epi_counts counts the products fused and those its heuristics had no
+ * algorithm for (run the separate way). With cuda.conv: layers
  * through cuDNN take its workspace from the plan (mr_pc_plan_dnn) and the
  * algorithms cuda->conv_layers names or cuDNN's heuristics pick for a chunk.
  * pc->conv_note says what runs. */

@@ -112,7 +112,7 @@ local SCALAR = { int = true, double = true, float = true, uint64_t = true, int64
 -- (schedule kinds: fill_schedule).
 local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_", conv = "MR_CPU_CONV_",
                       activations = "MR_CPU_ACTIVATIONS_", name = "MR_ENV_", box_squash = "MR_BOX_SQUASH_",
-                      truncation = "MR_TRUNCATION_" }
+                      truncation = "MR_TRUNCATION_", epilogue = "MR_CUDA_EPILOGUE_" }
 
 local function enum_value(prefix, s)
   local ok, v = pcall(function() return C[prefix .. s:upper()] end)
