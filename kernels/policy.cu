@@ -664,6 +664,69 @@ extern "C" mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, fl
     return st;
 }
 
+static mr_status check_block(const mr_policy_cuda *pc, const char *fn, int B, int C, int H, int O, mr_error *err) {
+    mr_status st = check_created(pc, fn, err);
+    if (st != MR_OK) return st;
+    const int hid = pc->plan.net.hidden;
+    if (pc->plan.net.trunk == MR_TRUNK_MLP || B < 0 || B > pc->plan.max_batch || C < 1 || C > 65536 || H < 1 ||
+        H > hid || O < 1 || O > hid)
+        return mr_fail(err, MR_ERR_ARG, "%s: B %d, C %d, H %d, O %d: accepted B 0 .. %d, C 1 .. 65536, H and O "
+                       "1 .. %d (the network's hidden), on a conv network's policy", fn, B, C, H, O,
+                       pc->plan.max_batch, hid);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_block_forward(mr_policy_cuda *pc, void *h, float *y, const void *x, const void *w1,
+                                           const float *b1, const void *w2, const float *b2, int B, int C, int H,
+                                           int O, void *stream, mr_error *err) {
+    mr_status st = check_block(pc, "mr_cuda_block_forward", B, C, H, O, err);
+    if (st != MR_OK) return st;
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    st = gpu_ops(pc, stream, &ctx, &o, err);
+    const int dt = pc->plan.dt;
+    mr_pc_aux a;
+    a.bits = pc->buf.aux_feat;
+    a.ld = mr_pc_aux_ld(H);
+    a.ok = pc->aux_ok;
+    const mr_pc_aux *aux = a.bits ? &a : NULL;
+    if (aux) *aux->ok = 1;
+    if (st == MR_OK)
+        st = mr_pc_linear_forward_aux(&o, "block hidden forward", dt, dt, h, H, x, C, w1, C, b1, B, C, H, 1, aux,
+                                      err);
+    if (st == MR_OK)
+        st = mr_pc_linear_forward(&o, "block head forward", dt, MR_FP32, y, O, h, H, w2, H, b2, B, H, O, 0, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+extern "C" mr_status mr_cuda_block_backward(mr_policy_cuda *pc, void *dh, void *dx, float *dw1, float *db1,
+                                            float *dw2, float *db2, const void *dy, const void *h, const void *x,
+                                            const void *w1, const void *w2, int B, int C, int H, int O, void *stream,
+                                            mr_error *err) {
+    mr_status st = check_block(pc, "mr_cuda_block_backward", B, C, H, O, err);
+    if (st != MR_OK) return st;
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    st = gpu_ops(pc, stream, &ctx, &o, err);
+    const int dt = pc->plan.dt;
+    mr_pc_aux a;
+    a.bits = pc->buf.aux_feat;
+    a.ld = mr_pc_aux_ld(H);
+    a.ok = pc->aux_ok;
+    if (st == MR_OK)
+        st = mr_pc_input_grad_relu(&o, "block head input gradient", dt, dh, H, 0.0f, dy, O, w2, H, B, H, O, h, H, db1,
+                                   pc->buf.part, a.bits ? &a : NULL, err);
+    if (st == MR_OK)
+        st = mr_pc_linear_backward(&o, "block head weight gradient", dt, NULL, 0, 0.0f, dw2, H, db2, pc->buf.part,
+                                   dy, O, h, H, NULL, 0, B, H, O, err);
+    if (st == MR_OK)
+        st = mr_pc_linear_backward(&o, "block hidden backward", dt, dx, C, 0.0f, dw1, C, NULL, NULL, dh, H, x, C, w1,
+                                   C, B, C, H, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
 /* ---------------------------------------------------------------- timing */
 
 __global__ void fill_kernel(void *p, unsigned long long n, int dt, unsigned seed, float lo, float hi) {

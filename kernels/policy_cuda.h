@@ -161,6 +161,25 @@ mr_status mr_cuda_linear_forward(mr_policy_cuda *pc, float *out, const float *in
 mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, float *dw, float *db, double *part,
                                   const float *dout, const float *inp, const float *w, int B, int C, int OC,
                                   void *stream, mr_error *err);
+
+/* cuda.epilogue's products on one hidden layer and its head, as the network
+ * runs fc and the actor (tests; pc created with cuda.epilogue = fused, or
+ * not for the separate kernels), in the policy's precision T = pc->plan.dt:
+ *   forward   h (B,H) T = relu(x (B,C) T . w1^T + b1), its ReLU bits kept
+ *             (fused); y (B,O) fp32 = h . w2^T + b2
+ *   backward  dh (B,H) T = (dy (B,O) T . w2) where h > 0, else 0;
+ *             db1 += column sums of dh; dw2 += dy^T h; db2 += column sums
+ *             of dy; dw1 += dh^T x; dx (B,C) T = dh . w1
+ * w1 (H,C), w2 (O,H) in T; biases and weight gradients fp32 (+=). Limits:
+ * B <= max_batch, H and O <= the network's hidden (the mask's bits and the
+ * bias-gradient buffers are fc's). backward follows forward with the same B
+ * and h. */
+mr_status mr_cuda_block_forward(mr_policy_cuda *pc, void *h, float *y, const void *x, const void *w1,
+                                const float *b1, const void *w2, const float *b2, int B, int C, int H, int O,
+                                void *stream, mr_error *err);
+mr_status mr_cuda_block_backward(mr_policy_cuda *pc, void *dh, void *dx, float *dw1, float *db1, float *dw2,
+                                 float *db2, const void *dy, const void *h, const void *x, const void *w1,
+                                 const void *w2, int B, int C, int H, int O, void *stream, mr_error *err);
 #endif
 
 #ifdef __cplusplus
