@@ -159,7 +159,7 @@ static mr_status lt_status(cublasStatus_t s, const char *what, const mr_pc_gemm 
                    ltl.cublasLtGetStatusName(s));
 }
 
-extern "C" mr_status mr_lt_matmul(mr_lt *lt, const mr_pc_gemm *g, const mr_pc_epi *e, int bias_dt, void *grad_out,
+extern "C" mr_status mr_lt_matmul(mr_lt *lt, const mr_pc_gemm *g, const mr_pc_epi *e, const void *vec, int bias_dt,
                                   void *ws, size_t ws_bytes, void *stream, int *done, mr_error *err) {
     *done = 0;
     if (!lt || !g || !e) return mr_fail(err, MR_ERR_ARG, "mr_lt_matmul: the handle, product or epilogue is missing");
@@ -168,16 +168,16 @@ extern "C" mr_status mr_lt_matmul(mr_lt *lt, const mr_pc_gemm *g, const mr_pc_ep
     cublasLtEpilogue_t epi;
     const void *bias = NULL;
     switch (e->kind) {
-    case MR_PCE_BIAS: epi = CUBLASLT_EPILOGUE_BIAS; bias = e->bias; break;
-    case MR_PCE_RELU_BIAS: epi = CUBLASLT_EPILOGUE_RELU_BIAS; bias = e->bias; break;
-    case MR_PCE_RELU_AUX_BIAS: epi = CUBLASLT_EPILOGUE_RELU_AUX_BIAS; bias = e->bias; break;
+    case MR_PCE_BIAS: epi = CUBLASLT_EPILOGUE_BIAS; bias = vec; break;
+    case MR_PCE_RELU_BIAS: epi = CUBLASLT_EPILOGUE_RELU_BIAS; bias = vec; break;
+    case MR_PCE_RELU_AUX_BIAS: epi = CUBLASLT_EPILOGUE_RELU_AUX_BIAS; bias = vec; break;
     case MR_PCE_DRELU_BGRAD:
         epi = e->db ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU;
-        bias = e->db ? grad_out : NULL;
+        bias = e->db ? vec : NULL;
         break;
     case MR_PCE_BGRAD_A:   /* the row-major A is cuBLASLt's B (mr_pc_gemm_cm swaps the operands) */
         epi = CUBLASLT_EPILOGUE_BGRADB;
-        bias = grad_out;
+        bias = vec;
         break;
     default: return mr_fail(err, MR_ERR_ARG, "mr_lt_matmul: epilogue kind %d", e->kind);
     }

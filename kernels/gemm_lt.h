@@ -42,14 +42,15 @@ mr_status mr_lt_create(mr_lt **lt, mr_error *err);
 void mr_lt_destroy(mr_lt *lt);
 
 /* One product C = epilogue(op(A) op(B) + beta C) of g with e (mr_pc_epi;
- * MR_PCE_DRELU_BGRAD without db is a plain DRELU). bias_dt: the type of
- * e->bias / of the bias gradient cuBLASLt writes (MR_FP32, or g's c_dt /
- * ab_dt); the gradient goes to grad_out (N or M elements of bias_dt), not
- * to e->db. ws: the cuBLAS workspace (the same stream). *done = 0 when the
+ * MR_PCE_DRELU_BGRAD without db is a plain DRELU). vec: the bias the
+ * epilogue adds (e->bias or a copy of it) or the vector its bias gradient is
+ * WRITTEN to (N, resp. M, elements; e->db is the caller's to add into), of
+ * type bias_dt (MR_FP32, or g's c_dt). ws: the cuBLAS workspace (the same
+ * stream). *done = 0 when the
  * heuristics have no algorithm: nothing was enqueued. The choice is cached
  * per shape, types, epilogue, leading dimensions and pointer alignments, so
  * a repeat asks no heuristics. */
-mr_status mr_lt_matmul(mr_lt *lt, const mr_pc_gemm *g, const mr_pc_epi *e, int bias_dt, void *grad_out, void *ws,
+mr_status mr_lt_matmul(mr_lt *lt, const mr_pc_gemm *g, const mr_pc_epi *e, const void *vec, int bias_dt, void *ws,
                        size_t ws_bytes, void *stream, int *done, mr_error *err);
 
 #ifdef __cplusplus
