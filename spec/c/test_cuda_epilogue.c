@@ -8,7 +8,7 @@
  * aligned, sized for max_batch rows of 128-bit-padded bits); the whole
  * network's schedule with gemm_ep emulated here independently of the job
  * kernels (each product summed in double, its epilogue applied, the ReLU
- * bits in this file's own layout) against the CPU policy (onto non-zero
+ * bits in the emulator's own layout; pc_emu.h's emu_gemm_ep) against the CPU policy (onto non-zero
  * gradients: a bias gradient must be ADDED), fp32 within 1e-4, bf16 / fp16
  * within policy_check.h's bounds; every epilogue kind was used and the
  * separate kernels it replaces were not launched; an emulation with no
@@ -60,70 +60,10 @@ static void test_plan(void) {
 
 /* ================================================================ emulated gemm_ep */
 
-static long epi_calls[MR_PCE_KINDS];
-static int epi_fault;        /* 1: DRELU ignores the mask; 2: a bias gradient overwrites; 3: no RELU_AUX_BIAS */
+static long epi_calls[MR_PCE_KINDS];   /* the last run's gemm_ep calls per kind */
+static int epi_fault;                  /* pc_emu.h's emu.epi_fault for the next run */
 
-static int bit_get(const void *bits, long long i) { return ((const unsigned char *)bits)[i >> 3] >> (i & 7) & 1; }
-static void bit_set(void *bits, long long i, int v) {
-    unsigned char *b = (unsigned char *)bits + (i >> 3);
-    *b = (unsigned char)(v ? *b | 1u << (i & 7) : *b & ~(1u << (i & 7)));
-}
-
-/* The row-major product and its epilogue in double, from the operands as
- * stored (T widened exactly), one rounding to C's type. */
-static mr_status emu_gemm_ep(void *ctx, const mr_pc_gemm *g, const mr_pc_epi *e, int *done, mr_error *err) {
-    (void)ctx;
-    (void)err;
-    *done = 0;
-    if (e->kind == MR_PCE_RELU_AUX_BIAS && epi_fault == 3) return MR_OK;
-    epi_calls[e->kind]++;
-    const int M = g->M, N = g->N, K = g->K;
-    double *acc = calloc((size_t)M * N, sizeof(double));
-    for (int i = 0; i < M; i++)
-        for (int k = 0; k < K; k++) {
-            const double a = mr_pc_ld(g->A, g->ta ? (size_t)k * g->lda + i : (size_t)i * g->lda + k, g->ab_dt);
-            if (a == 0) continue;
-            for (int j = 0; j < N; j++)
-                acc[(size_t)i * N + j] +=
-                    a * mr_pc_ld(g->B, g->tb ? (size_t)j * g->ldb + k : (size_t)k * g->ldb + j, g->ab_dt);
-        }
-    double *colsum = calloc((size_t)(M > N ? M : N), sizeof(double));
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            const size_t c = (size_t)i * g->ldc + j;
-            double v = acc[(size_t)i * N + j];
-            if (g->beta != 0.0f) v += (double)g->beta * mr_pc_ld(g->C, c, g->c_dt);
-            switch (e->kind) {
-            case MR_PCE_BIAS: v += e->bias[j]; break;
-            case MR_PCE_RELU_BIAS: v += e->bias[j]; v = v > 0 ? v : 0; break;
-            case MR_PCE_RELU_AUX_BIAS:
-                v += e->bias[j];
-                bit_set(e->aux, (long long)i * e->aux_ld + j, v > 0);
-                v = v > 0 ? v : 0;
-                break;
-            case MR_PCE_DRELU_BGRAD:
-                if (!bit_get(e->aux, (long long)i * e->aux_ld + j) && epi_fault != 1) v = 0;
-                break;
-            default: break;
-            }
-            mr_pc_st(g->C, c, g->c_dt, (float)v);
-            if (e->kind == MR_PCE_DRELU_BGRAD) colsum[j] += v;
-        }
-    if (e->kind == MR_PCE_BGRAD_A)   /* db[i] = sum over k of op(A)[i][k] */
-        for (int i = 0; i < M; i++)
-            for (int k = 0; k < K; k++)
-                colsum[i] += mr_pc_ld(g->A, g->ta ? (size_t)k * g->lda + i : (size_t)i * g->lda + k, g->ab_dt);
-    if (e->db) {
-        const int n = e->kind == MR_PCE_BGRAD_A ? M : N;
-        for (int i = 0; i < n; i++) e->db[i] = epi_fault == 2 ? (float)colsum[i] : e->db[i] + (float)colsum[i];
-    }
-    free(acc);
-    free(colsum);
-    *done = 1;
-    return MR_OK;
-}
-
-/* The schedule with the emulated gemm_ep against the CPU policy; the
+/* The schedule with the emulated gemm_ep (pc_emu.h) against the CPU policy; the
  * largest error. Kinds of job launched: counted into jobs[]. */
 static double emulated(const char *name, const mr_policy_config *cfg, int view, int B, int chunk, int dt, int report,
                        long jobs[MR_PCJ_KINDS]) {
@@ -148,12 +88,13 @@ static double emulated(const char *name, const mr_policy_config *cfg, int view, 
             mr_pc_carve(&n.pl, n.ws, &n.bf);
             n.bf.aux_ok = aux_ok;
             n.o.gemm_ep = emu_gemm_ep;
+            n.e.epi_fault = epi_fault;
             n.e.job_n = jn;
             n.e.job_kind = jk;
             n.e.job_n_cap = CAP;
-            memset(epi_calls, 0, sizeof epi_calls);
             mr_error e;
             CHECK_MSG(emu_net_run(&n, r.p.params, r.g0, &in, 0, &e) == MR_OK, "%s", e.msg);
+            memcpy(epi_calls, n.e.epi_calls, sizeof epi_calls);
             if (jobs) {
                 memset(jobs, 0, sizeof(long) * MR_PCJ_KINDS);
                 for (long k = 0; k < n.e.jobs && k < CAP; k++) jobs[jk[k]]++;
