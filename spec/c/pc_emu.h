@@ -129,7 +129,9 @@ static mr_status emu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
     return MR_OK;
 }
 
-static inline int emu_bit_get(const void *bits, long long i) { return ((const unsigned char *)bits)[i >> 3] >> (i & 7) & 1; }
+static inline int emu_bit_get(const void *bits, long long i) {
+    return ((const unsigned char *)bits)[i >> 3] >> (i & 7) & 1;
+}
 static inline void emu_bit_set(void *bits, long long i, int v) {
     unsigned char *b = (unsigned char *)bits + (i >> 3);
     *b = (unsigned char)(v ? *b | 1u << (i & 7) : *b & ~(1u << (i & 7)));

@@ -235,11 +235,13 @@ static void gpu_block(const mr_policy_config *cfg, int view, int B, int C, int H
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < H; j++) {
             gr[oB1 + j] += dh[(size_t)b * H + j];
-            for (int c = 0; c < C; c++) gr[oW1 + (size_t)j * C + c] += (double)dhf[(size_t)b * H + j] * x[(size_t)b * C + c];
+            for (int c = 0; c < C; c++)
+                gr[oW1 + (size_t)j * C + c] += (double)dhf[(size_t)b * H + j] * x[(size_t)b * C + c];
         }
         for (int o = 0; o < O; o++) {
             gr[oB2 + o] += dy[(size_t)b * O + o];
-            for (int j = 0; j < H; j++) gr[oW2 + (size_t)o * H + j] += (double)dy[(size_t)b * O + o] * hf[(size_t)b * H + j];
+            for (int j = 0; j < H; j++)
+                gr[oW2 + (size_t)o * H + j] += (double)dy[(size_t)b * O + o] * hf[(size_t)b * H + j];
         }
         for (int c = 0; c < C; c++) {
             double s = 0;

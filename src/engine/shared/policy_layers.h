@@ -657,7 +657,8 @@ static inline mr_status mr_pc_linear_backward(const mr_pc_ops *o, const char *wh
                                     &done, err));
             if (done) db = NULL;
         }
-        if (!done) MR_PC_TRY(mr_pc_gemm_rm(o, what, 1, 0, OC, C, B, dout, ldo, inp, ldi, 1.0f, dw, ldgw, dt, MR_FP32, err));
+        if (!done)
+            MR_PC_TRY(mr_pc_gemm_rm(o, what, 1, 0, OC, C, B, dout, ldo, inp, ldi, 1.0f, dw, ldgw, dt, MR_FP32, err));
     }
     if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dout, B, OC, ldo, err));
     return MR_OK;
