@@ -302,9 +302,12 @@ static mr_status gpu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
 
 /* A product with its epilogue through cuBLASLt (mr_pc_ops.gemm_ep). The
  * bias is the fp32 parameter where cuBLASLt takes an fp32 bias beside the
- * output, else a copy in the output's type (a cast job into the scratch). A
- * bias gradient goes to the scratch, fp32 where cuBLASLt takes that, else
- * in the output's type, then a job adds it into the fp32 gradient. */
+ * output, else a copy in the output's type (a cast job into the scratch);
+ * a parameter not on a 16-byte boundary (the flat layout packs tensors) is
+ * copied into the scratch first, as cuBLASLt's epilogues want aligned
+ * vectors. A bias gradient goes to the scratch, fp32 where cuBLASLt takes
+ * that, else in the output's type, then a job adds it into the fp32
+ * gradient. */
 static mr_status gpu_gemm_ep(void *vctx, const mr_pc_gemm *g, const mr_pc_epi *e, int *done, mr_error *err) {
     gpu_ctx *ctx = (gpu_ctx *)vctx;
     *done = 0;
@@ -312,12 +315,20 @@ static mr_status gpu_gemm_ep(void *vctx, const mr_pc_gemm *g, const mr_pc_epi *e
     const int fwd = e->kind == MR_PCE_BIAS || e->kind == MR_PCE_RELU_BIAS || e->kind == MR_PCE_RELU_AUX_BIAS;
     const int grad = e->kind == MR_PCE_BGRAD_A || (e->kind == MR_PCE_DRELU_BGRAD && e->db);
     const int n = e->kind == MR_PCE_BGRAD_A ? g->M : g->N;
-    if ((grad || (fwd && g->c_dt != MR_FP32)) && (!ctx->epi_scratch || (size_t)n > ctx->epi_floats)) {
+    if ((grad || fwd) && (!ctx->epi_scratch || (size_t)n > ctx->epi_floats)) {
         if (ctx->epi_counts) ctx->epi_counts[1]++;
         return MR_OK;
     }
     int bias_dt = MR_FP32;
     const void *vec = fwd ? (const void *)e->bias : (const void *)ctx->epi_scratch;
+    if (fwd && ((uintptr_t)e->bias & 15u)) {   /* an aligned copy */
+        mr_pc_job j;
+        mr_pc_job_init(&j, MR_PCJ_CAST, MR_FP32, n);
+        j.f = e->bias;
+        j.y = ctx->epi_scratch;
+        MR_PC_TRY(gpu_job(ctx, &j, err));
+        vec = ctx->epi_scratch;
+    }
     MR_PC_TRY(mr_lt_matmul(ctx->lt, g, e, vec, bias_dt, ctx->blas_ws, MR_PC_BLAS_WS, ctx->s, done, err));
     if (!*done && (grad || fwd) && g->c_dt != MR_FP32) {   /* the vector in the output's type */
         bias_dt = g->c_dt;
