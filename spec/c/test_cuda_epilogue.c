@@ -19,7 +19,9 @@
  * the same schedule functions as fc and the actor) fused and separate
  * against a double-precision host computation of the layer (h = relu(x W1^T
  * + b1), y = h W2^T + b2, and the backward's dh, dx, dW1, db1, dW2, db2
- * through the mask) in fp32 / bf16 / fp16, every product fused (counted);
+ * through the mask; inputs on grids that make the pre-activations exact and
+ * non-zero, so the masks agree) in fp32 / bf16 / fp16, every product fused
+ * (counted);
  * the whole network fused against the CPU policy and against the separate
  * network on the GPU, a repeat and a CUDA graph's replay bit-identical.
  * Without a GPU: "skipped: no GPU".
@@ -162,6 +164,10 @@ static void round_t(float *x, size_t n, int dt) {
         x[i] = mr_pc_ld(&h, 0, dt);
     }
 }
+/* x = (round(x * grid) + off) / grid */
+static void quantize(float *x, size_t n, double grid, double off) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)((nearbyint((double)x[i] * grid) + off) / grid);
+}
 static void *up_t(const float *x, size_t n, int dt) {
     unsigned char *h = malloc(n * 4 + 4);
     for (size_t i = 0; i < n; i++) mr_pc_st(h, i, dt, x[i]);
@@ -201,6 +207,13 @@ static void gpu_block(const mr_policy_config *cfg, int view, int B, int C, int H
     float *x = frand((size_t)B * C, -1, 1), *w1 = frand((size_t)H * C, -0.3f, 0.3f);
     float *b1 = frand(H, -0.2f, 0.2f), *w2 = frand((size_t)O * H, -0.3f, 0.3f), *b2 = frand(O, -0.2f, 0.2f);
     float *dy = frand((size_t)B * O, -1, 1), *g0 = frand((size_t)H * C + H + (size_t)O * H + O, -0.1f, 0.1f);
+    /* on grids that make every pre-activation exact in fp32 and never 0
+     * (x in 1/8ths, w1 in 1/32nds: products in 1/256ths; b1 an odd number
+     * of 1/512ths), so the GPU's ReLU mask is the reference's whatever its
+     * summation order; every value has at most 8 significant bits, exact in
+     * bf16 and fp16 */
+    quantize(x, (size_t)B * C, 8, 0); quantize(w1, (size_t)H * C, 32, 0); quantize(b1, H, 256, 0.5);
+    quantize(w2, (size_t)O * H, 32, 0); quantize(dy, (size_t)B * O, 8, 0); quantize(b2, O, 256, 0.5);
     round_t(x, (size_t)B * C, dt); round_t(w1, (size_t)H * C, dt); round_t(w2, (size_t)O * H, dt);
     round_t(dy, (size_t)B * O, dt);
     /* the reference in double; h and dh rounded to T as the GPU stores them, the
