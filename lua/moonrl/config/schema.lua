@@ -248,7 +248,8 @@ key { key = "cuda.epilogue", type = "enum", default = "separate", choices = { "s
     "element-wise kernels (bias + ReLU, the ReLU mask, the bias-gradient sums; the default, the path the GPU " ..
     "windows measured); fused = cuBLASLt epilogues (bias + ReLU keeping a bit mask, ReLU mask + bias gradient, " ..
     "an operand's bias gradient) in the same product, the separate kernels where cuBLASLt has no algorithm " ..
-    "(said in train.log). Off until a GPU window measures it faster. docs/cuda.md" }
+    "(counted; test_cuda_epilogue fails if any product of the reference network falls back). Off until a GPU " ..
+    "window measures it faster. docs/cuda.md" }
 
 -- cpu -----------------------------------------------------------------------
 key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "onednn", "im2col", "winograd" },
