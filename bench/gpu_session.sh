@@ -11,7 +11,7 @@
 #                           bash bench/gpu_session.sh table      (ENV_SPEC's table, TABLE_UPDATES per mode)
 #                           bash bench/gpu_session.sh compare    (bench's ref row and --compare alone)
 #                           bash bench/gpu_session.sh ab         (issue 50's written-ahead paths, each A/B
-#                                                                 against the old one, alternated; ~2.5 min)
+#                                                                 against the old one, alternated; ~3.5 min)
 #                           bash bench/gpu_session.sh window     (tests, ab, compare: one window's call,
 #                                                                 ~6 min on an H100, 8 at most)
 #                           (several at once: bash bench/gpu_session.sh tests smoke)
@@ -169,6 +169,13 @@ ab|window)
         for conv in im2col cudnn; do
             step "train ref 192x128 bf16, cuda.conv $conv ($round)" 60 "$MR" bench train --device cuda --net ref \
                 --envs 192 --precision bf16 --reps 2 --cuda-conv $conv --json
+        done
+    done
+    # cuda.epilogue: cuBLASLt's fused epilogues against the separate kernels (im2col convs)
+    for round in 1 2; do
+        for epi in separate fused; do
+            step "train ref 192x128 bf16, cuda.epilogue $epi ($round)" 60 "$MR" bench train --device cuda --net ref \
+                --envs 192 --precision bf16 --reps 2 --cuda-epilogue $epi --json
         done
     done
     # auto: searches each layer once (cuDNN's own search, then 5 rounds of both), fills the cache, prints its notes

@@ -52,6 +52,7 @@ static mr_status cuda_policy_plan(const mr_policy_config *cfg, int view, int max
     int8_t dnn[MR_MAX_CONV];
     conv_layers(cuda, pl.net.num_conv, dnn);
     mr_pc_plan_dnn(&pl, dnn);
+    if (cuda && cuda->epilogue == MR_CUDA_EPILOGUE_FUSED) mr_pc_plan_epi(&pl);   /* cuda.epilogue's regions */
     /* mr_policy_cuda_create's allocations: params, grads, workspace */
     out->n = 3;
     out->bytes[0] = pl.param_bytes;
@@ -96,12 +97,19 @@ static mr_status cuda_policy_create(mr_bpolicy *bp, const mr_policy_config *cfg,
     return MR_OK;
 }
 
-/* How the convolutions run (cuda.conv); nothing for the MLP trunk. */
+/* How the convolutions run (cuda.conv; nothing for the MLP trunk) and, with
+ * cuda.epilogue = fused, the epilogues (with the products so far that
+ * cuBLASLt fused and those it left to the separate kernels). */
 static void cuda_policy_describe(const mr_bpolicy *bp, int precision, char *buf, size_t len) {
     (void)precision;
     const mr_policy_cuda *pc = bp ? bp->impl : NULL;
     if (len) buf[0] = 0;
-    if (pc && pc->plan.net.num_conv > 0) snprintf(buf, len, "%s", pc->conv_note);
+    if (!pc) return;
+    int n = 0;
+    if (pc->plan.net.num_conv > 0) n = snprintf(buf, len, "%s", pc->conv_note);
+    if (pc->plan.epilogue && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "%s%s (so far %ld fused, %ld separate)", n ? "; " : "", pc->epi_note,
+                 pc->epi_counts[0], pc->epi_counts[1]);
 }
 
 static const char *cuda_cudnn(void) { return mr_dnn_describe(); }

@@ -19,9 +19,14 @@
  * and, optional, the conv operation: cuDNN (conv_cudnn.h) for the trunk's
  * layers 1.. where cuda.conv chose it (mr_pc_plan_dnn).
  *
+ * and, optional, the fused product (cuda.epilogue = fused): cuBLASLt
+ * (gemm_lt.h) with the bias, ReLU, ReLU mask or bias gradient in the
+ * product's epilogue, where its heuristics have an algorithm; a bias
+ * gradient is formed in the plan's scratch and added into the fp32 grads.
+ *
  * What is deliberately not here: a hand-written GEMM or implicit-GEMM
- * convolution, cuBLASLt epilogues. im2col + cuBLAS is the simple reference
- * GPU version; cuDNN and the rest are optimisations measured against it.
+ * convolution. im2col + cuBLAS is the simple reference GPU version; cuDNN,
+ * cuBLASLt and the rest are optimisations measured against it.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -32,6 +37,7 @@
 
 #include "conv_cudnn.h"
 #include "cuda_check.h"
+#include "gemm_lt.h"
 #include "policy_cuda.h"
 
 #define JOB_THREADS 256
@@ -173,6 +179,11 @@ typedef struct gpu_ctx {
     const int (*algo)[3];      /* per layer */
     void *dnn_ws, *dnn_dw;
     size_t dnn_ws_bytes;
+    mr_lt *lt;                 /* NULL: no fused products */
+    float *epi_scratch;        /* the bias gradients' scratch, epi_floats floats */
+    size_t epi_floats;
+    void *blas_ws;             /* the cuBLAS workspace, also cuBLASLt's (the same stream) */
+    long *epi_counts;          /* [0] fused, [1] left to the separate path */
 } gpu_ctx;
 
 static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
@@ -289,6 +300,57 @@ static mr_status gpu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
                    blas.status_name(s), blas.status_string(s));
 }
 
+/* A product with its epilogue through cuBLASLt (mr_pc_ops.gemm_ep). The
+ * bias is the fp32 parameter where cuBLASLt takes an fp32 bias beside the
+ * output, else a copy in the output's type (a cast job into the scratch);
+ * a parameter not on a 16-byte boundary (the flat layout packs tensors) is
+ * copied into the scratch first, as cuBLASLt's epilogues want aligned
+ * vectors. A bias gradient goes to the scratch, fp32 where cuBLASLt takes
+ * that, else in the output's type, then a job adds it into the fp32
+ * gradient. */
+static mr_status gpu_gemm_ep(void *vctx, const mr_pc_gemm *g, const mr_pc_epi *e, int *done, mr_error *err) {
+    gpu_ctx *ctx = (gpu_ctx *)vctx;
+    *done = 0;
+    if (!ctx->lt) return MR_OK;
+    const int fwd = e->kind == MR_PCE_BIAS || e->kind == MR_PCE_RELU_BIAS || e->kind == MR_PCE_RELU_AUX_BIAS;
+    const int grad = e->kind == MR_PCE_BGRAD_A || (e->kind == MR_PCE_DRELU_BGRAD && e->db);
+    const int n = e->kind == MR_PCE_BGRAD_A ? g->M : g->N;
+    if ((grad || fwd) && (!ctx->epi_scratch || (size_t)n > ctx->epi_floats)) {
+        if (ctx->epi_counts) ctx->epi_counts[1]++;
+        return MR_OK;
+    }
+    int bias_dt = MR_FP32;
+    const void *vec = fwd ? (const void *)e->bias : (const void *)ctx->epi_scratch;
+    if (fwd && ((uintptr_t)e->bias & 15u)) {   /* an aligned copy */
+        mr_pc_job j;
+        mr_pc_job_init(&j, MR_PCJ_CAST, MR_FP32, n);
+        j.f = e->bias;
+        j.y = ctx->epi_scratch;
+        MR_PC_TRY(gpu_job(ctx, &j, err));
+        vec = ctx->epi_scratch;
+    }
+    MR_PC_TRY(mr_lt_matmul(ctx->lt, g, e, vec, bias_dt, ctx->blas_ws, MR_PC_BLAS_WS, ctx->s, done, err));
+    if (!*done && (grad || fwd) && g->c_dt != MR_FP32) {   /* the vector in the output's type */
+        bias_dt = g->c_dt;
+        if (fwd) {
+            mr_pc_job j;
+            mr_pc_job_init(&j, MR_PCJ_CAST, bias_dt, n);
+            j.f = e->bias;
+            j.y = ctx->epi_scratch;
+            MR_PC_TRY(gpu_job(ctx, &j, err));
+            vec = ctx->epi_scratch;
+        }
+        MR_PC_TRY(mr_lt_matmul(ctx->lt, g, e, vec, bias_dt, ctx->blas_ws, MR_PC_BLAS_WS, ctx->s, done, err));
+    }
+    if (ctx->epi_counts) ctx->epi_counts[*done ? 0 : 1]++;
+    if (!*done || !grad) return MR_OK;
+    mr_pc_job j;
+    mr_pc_job_init(&j, MR_PCJ_ACC_F32, bias_dt, n);
+    j.x = ctx->epi_scratch;
+    j.fo = e->db;
+    return gpu_job(ctx, &j, err);
+}
+
 static mr_status gpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
     if (bytes == 0 || dst == src) return MR_OK;
     MR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ((gpu_ctx *)ctx)->s),
@@ -341,6 +403,14 @@ static mr_status gpu_ops(mr_policy_cuda *pc, void *stream, gpu_ctx *ctx, mr_pc_o
         }
         pc->blas_stream = stream;
     }
+    if (pc->lt) {
+        ctx->lt = (mr_lt *)pc->lt;
+        ctx->epi_scratch = pc->buf.epi_scratch;
+        ctx->epi_floats = pc->plan.epi_scratch_floats;
+        ctx->blas_ws = pc->buf.blas;
+        ctx->epi_counts = pc->epi_counts;
+        o->gemm_ep = gpu_gemm_ep;
+    }
     o->ctx = ctx;
     o->gemm = gpu_gemm;
     o->job = gpu_job;
@@ -368,6 +438,7 @@ extern "C" size_t mr_policy_cuda_bytes_conv(const mr_policy_config *cfg, int vie
     char note[240];
     conv_layers(cuda, pl.net.num_conv, dnn, algo, note, sizeof note);
     mr_pc_plan_dnn(&pl, dnn);
+    if (cuda && cuda->epilogue == MR_CUDA_EPILOGUE_FUSED) mr_pc_plan_epi(&pl);
     return mr_pc_plan_bytes(&pl);
 }
 
@@ -380,6 +451,7 @@ extern "C" void mr_policy_cuda_destroy(mr_policy_cuda *pc) {
     if (!pc) return;
     if (pc->blas) blas.destroy((cublasHandle_t)pc->blas);
     if (pc->dnn) mr_dnn_destroy((mr_dnn *)pc->dnn);
+    if (pc->lt) mr_lt_destroy((mr_lt *)pc->lt);
     if (pc->dev) {
         mr_devmem_free(pc->dev, pc->params, NULL);
         mr_devmem_free(pc->dev, pc->grads, NULL);
@@ -405,6 +477,7 @@ extern "C" mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_pol
         int8_t dnn[MR_MAX_CONV];
         conv_layers(cuda, pc->plan.net.num_conv, dnn, pc->algo, pc->conv_note, sizeof pc->conv_note);
         mr_pc_plan_dnn(&pc->plan, dnn);
+        if (cuda && cuda->epilogue == MR_CUDA_EPILOGUE_FUSED) mr_pc_plan_epi(&pc->plan);
     }
     if (st == MR_OK && !dev)
         st = mr_fail(err, MR_ERR_ARG, "mr_policy_cuda_create: the device memory manager is missing");
@@ -433,6 +506,20 @@ extern "C" mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_pol
         return st;
     }
     mr_pn_carve(&pc->plan, pc->ws, &pc->buf);
+    pc->buf.aux_ok = pc->aux_ok;
+    if (pc->plan.epilogue) {   /* cuda.epilogue = fused: a cuBLASLt handle (its algorithms are chosen per shape) */
+        mr_lt *lt = NULL;
+        st = mr_lt_create(&lt, err);
+        if (st != MR_OK) {
+            mr_policy_cuda_destroy(pc);
+            return st;
+        }
+        pc->lt = lt;
+        snprintf(pc->epi_note, sizeof pc->epi_note, "epilogues fused by %s where it has an algorithm",
+                 mr_lt_describe());
+    } else {
+        snprintf(pc->epi_note, sizeof pc->epi_note, "epilogues as separate kernels");
+    }
     pc->blas_stream = (void *)~(uintptr_t)0;   /* bind the workspace at the first call */
     pc->dnn_stream = (void *)~(uintptr_t)0;
     if (pc->plan.dnn_ws_bytes) {   /* cuDNN: a handle, and each layer's algorithms for a whole chunk */
@@ -595,6 +682,69 @@ extern "C" mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, fl
     if (st == MR_OK)
         st = mr_pc_linear_backward(&o, "linear backward", MR_FP32, dinp, C, 1.0f, dw, C, db, part, dout, OC, inp, C,
                                    w, C, B, C, OC, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+static mr_status check_block(const mr_policy_cuda *pc, const char *fn, int B, int C, int H, int O, mr_error *err) {
+    mr_status st = check_created(pc, fn, err);
+    if (st != MR_OK) return st;
+    const int hid = pc->plan.net.hidden;
+    if (pc->plan.net.trunk == MR_TRUNK_MLP || B < 0 || B > pc->plan.max_batch || C < 1 || C > 65536 || H < 1 ||
+        H > hid || O < 1 || O > hid)
+        return mr_fail(err, MR_ERR_ARG, "%s: B %d, C %d, H %d, O %d: accepted B 0 .. %d, C 1 .. 65536, H and O "
+                       "1 .. %d (the network's hidden), on a conv network's policy", fn, B, C, H, O,
+                       pc->plan.max_batch, hid);
+    return MR_OK;
+}
+
+extern "C" mr_status mr_cuda_block_forward(mr_policy_cuda *pc, void *h, float *y, const void *x, const void *w1,
+                                           const float *b1, const void *w2, const float *b2, int B, int C, int H,
+                                           int O, void *stream, mr_error *err) {
+    mr_status st = check_block(pc, "mr_cuda_block_forward", B, C, H, O, err);
+    if (st != MR_OK) return st;
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    st = gpu_ops(pc, stream, &ctx, &o, err);
+    const int dt = pc->plan.dt;
+    mr_pc_aux a;
+    a.bits = pc->buf.aux_feat;
+    a.ld = mr_pc_aux_ld(H);
+    a.ok = pc->aux_ok;
+    const mr_pc_aux *aux = a.bits ? &a : NULL;
+    if (aux) *aux->ok = 1;
+    if (st == MR_OK)
+        st = mr_pc_linear_forward_aux(&o, "block hidden forward", dt, dt, h, H, x, C, w1, C, b1, B, C, H, 1, aux,
+                                      err);
+    if (st == MR_OK)
+        st = mr_pc_linear_forward(&o, "block head forward", dt, MR_FP32, y, O, h, H, w2, H, b2, B, H, O, 0, err);
+    if (st == MR_OK) mr_ok(err);
+    return st;
+}
+
+extern "C" mr_status mr_cuda_block_backward(mr_policy_cuda *pc, void *dh, void *dx, float *dw1, float *db1,
+                                            float *dw2, float *db2, const void *dy, const void *h, const void *x,
+                                            const void *w1, const void *w2, int B, int C, int H, int O, void *stream,
+                                            mr_error *err) {
+    mr_status st = check_block(pc, "mr_cuda_block_backward", B, C, H, O, err);
+    if (st != MR_OK) return st;
+    gpu_ctx ctx;
+    mr_pc_ops o;
+    st = gpu_ops(pc, stream, &ctx, &o, err);
+    const int dt = pc->plan.dt;
+    mr_pc_aux a;
+    a.bits = pc->buf.aux_feat;
+    a.ld = mr_pc_aux_ld(H);
+    a.ok = pc->aux_ok;
+    if (st == MR_OK)
+        st = mr_pc_input_grad_relu(&o, "block head input gradient", dt, dh, H, 0.0f, dy, O, w2, H, B, H, O, h, H, db1,
+                                   pc->buf.part, a.bits ? &a : NULL, err);
+    if (st == MR_OK)
+        st = mr_pc_linear_backward(&o, "block head weight gradient", dt, NULL, 0, 0.0f, dw2, H, db2, pc->buf.part,
+                                   dy, O, h, H, NULL, 0, B, H, O, err);
+    if (st == MR_OK)
+        st = mr_pc_linear_backward(&o, "block hidden backward", dt, dx, C, 0.0f, dw1, C, NULL, NULL, dh, H, x, C, w1,
+                                   C, B, C, H, err);
     if (st == MR_OK) mr_ok(err);
     return st;
 }

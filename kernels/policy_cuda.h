@@ -57,6 +57,10 @@ typedef struct mr_policy_cuda {
     void *dnn_stream;          /* the stream cuDNN was last given */
     int algo[MR_MAX_CONV][3];  /* per cuDNN layer: forward, backward-data, backward-filter algorithms */
     char conv_note[240];       /* how the convolutions run (cuda.conv), for the description */
+    void *lt;                  /* mr_lt (gemm_lt.h) when cuda.epilogue = fused (plan.epilogue), else NULL */
+    int aux_ok[2];             /* the ReLU bits of feat and chid were written by the last forward (buf.aux_ok) */
+    long epi_counts[2];        /* products with an epilogue: [0] fused by cuBLASLt, [1] left to separate kernels */
+    char epi_note[160];        /* how the epilogues run (cuda.epilogue), for the description */
 } mr_policy_cuda;
 
 /* cuda.conv's per-layer answer (every build; no GPU touched): dnn[l] = 1
@@ -105,7 +109,11 @@ size_t mr_policy_cuda_bytes(const mr_policy_config *cfg, int view, int max_batch
  * failure nothing is left allocated and *pc is zeroed. */
 mr_status mr_policy_cuda_create(mr_policy_cuda *pc, const mr_policy_config *cfg, int view, int max_batch, int chunk,
                                 int precision, mr_devmem *dev, mr_error *err);
-/* The same with cuda.conv's choice (cuda NULL: im2col, as above): layers
+/* The same with cuda.conv's and cuda.epilogue's choices (cuda NULL: im2col
+ * and separate, as above). cuda.epilogue = fused takes cuBLASLt (an error
+ * when it cannot be loaded) and the plan's regions of mr_pc_plan_epi;
+ * pc->epi_counts counts the products fused and those its heuristics had no
+ * algorithm for (run the separate way). With cuda.conv: layers
  * through cuDNN take its workspace from the plan (mr_pc_plan_dnn) and the
  * algorithms cuda->conv_layers names or cuDNN's heuristics pick for a chunk.
  * pc->conv_note says what runs. */
@@ -153,6 +161,25 @@ mr_status mr_cuda_linear_forward(mr_policy_cuda *pc, float *out, const float *in
 mr_status mr_cuda_linear_backward(mr_policy_cuda *pc, float *dinp, float *dw, float *db, double *part,
                                   const float *dout, const float *inp, const float *w, int B, int C, int OC,
                                   void *stream, mr_error *err);
+
+/* cuda.epilogue's products on one hidden layer and its head, as the network
+ * runs fc and the actor (tests; pc created with cuda.epilogue = fused, or
+ * not for the separate kernels), in the policy's precision T = pc->plan.dt:
+ *   forward   h (B,H) T = relu(x (B,C) T . w1^T + b1), its ReLU bits kept
+ *             (fused); y (B,O) fp32 = h . w2^T + b2
+ *   backward  dh (B,H) T = (dy (B,O) T . w2) where h > 0, else 0;
+ *             db1 += column sums of dh; dw2 += dy^T h; db2 += column sums
+ *             of dy; dw1 += dh^T x; dx (B,C) T = dh . w1
+ * w1 (H,C), w2 (O,H) in T; biases and weight gradients fp32 (+=). Limits:
+ * B <= max_batch, H and O <= the network's hidden (the mask's bits and the
+ * bias-gradient buffers are fc's). backward follows forward with the same B
+ * and h. */
+mr_status mr_cuda_block_forward(mr_policy_cuda *pc, void *h, float *y, const void *x, const void *w1,
+                                const float *b1, const void *w2, const float *b2, int B, int C, int H, int O,
+                                void *stream, mr_error *err);
+mr_status mr_cuda_block_backward(mr_policy_cuda *pc, void *dh, void *dx, float *dw1, float *db1, float *dw2,
+                                 float *db2, const void *dy, const void *h, const void *x, const void *w1,
+                                 const void *w2, int B, int C, int H, int O, void *stream, mr_error *err);
 #endif
 
 #ifdef __cplusplus

@@ -112,7 +112,11 @@ local SCALAR = { int = true, double = true, float = true, uint64_t = true, int64
 -- (schedule kinds: fill_schedule).
 local ENUM_PREFIX = { device = "MR_DEVICE_", precision = "MR_", conv = "MR_CPU_CONV_",
                       activations = "MR_CPU_ACTIVATIONS_", name = "MR_ENV_", box_squash = "MR_BOX_SQUASH_",
-                      truncation = "MR_TRUNCATION_" }
+                      truncation = "MR_TRUNCATION_", epilogue = "MR_CUDA_EPILOGUE_" }
+
+-- a member whose name another section's enum also uses: by its whole key
+-- (cuda.conv "cudnn" is MR_CUDA_CONV_CUDNN, not a cpu.conv value)
+local ENUM_PREFIX_KEY = { ["cuda.conv"] = "MR_CUDA_CONV_" }
 
 local function enum_value(prefix, s)
   local ok, v = pcall(function() return C[prefix .. s:upper()] end)
@@ -391,8 +395,8 @@ local function fill_struct(dst, sname, src, path)
           if f.name == "mode" then
             e = engine.mode_from_name(v)
             if e < 0 then e = nil end
-          elseif ENUM_PREFIX[f.name] then
-            e = enum_value(ENUM_PREFIX[f.name], v)
+          elseif ENUM_PREFIX_KEY[key] or ENUM_PREFIX[f.name] then
+            e = enum_value(ENUM_PREFIX_KEY[key] or ENUM_PREFIX[f.name], v)
           end
           if e == nil then return nil, key .. ": '" .. v .. "' is not a value the engine knows" end
           dst[f.name] = e

@@ -28,6 +28,9 @@ typedef struct emu {
     int *job_kind;
     long job_n_cap;
     int bad_args;               /* a GEMM cuBLAS would refuse */
+    long epi_calls[MR_PCE_KINDS];   /* emu_gemm_ep's products per epilogue kind */
+    int epi_fault;              /* emu_gemm_ep: 1 DRELU ignores the bits; 2 a bias gradient overwrites db;
+                                 * 3 no algorithm for RELU_AUX_BIAS (done = 0) */
 } emu;
 
 /* Every element of a job, with its kind and type as constants so that
@@ -123,6 +126,72 @@ static mr_status emu_gemm(void *ctx, const mr_pc_gemm *g, mr_error *err) {
     free(A);
     free(B);
     free(C);
+    return MR_OK;
+}
+
+static inline int emu_bit_get(const void *bits, long long i) {
+    return ((const unsigned char *)bits)[i >> 3] >> (i & 7) & 1;
+}
+static inline void emu_bit_set(void *bits, long long i, int v) {
+    unsigned char *b = (unsigned char *)bits + (i >> 3);
+    *b = (unsigned char)(v ? *b | 1u << (i & 7) : *b & ~(1u << (i & 7)));
+}
+
+/* cuda.epilogue = fused (mr_pc_ops.gemm_ep, policy_layers.h's mr_pc_epi),
+ * independently of the job kernels: the row-major product and its epilogue
+ * in double from the operands as stored (T widened exactly), one rounding
+ * to C's type; the ReLU bits in this emulator's own layout (bit i of a row
+ * at byte i / 8, bit i % 8); a bias gradient summed in double and added. */
+static inline mr_status emu_gemm_ep(void *ctx, const mr_pc_gemm *g, const mr_pc_epi *e, int *done, mr_error *err) {
+    emu *em = ctx;
+    (void)err;
+    *done = 0;
+    const int epi_fault = em->epi_fault;
+    if (e->kind == MR_PCE_RELU_AUX_BIAS && epi_fault == 3) return MR_OK;
+    if (e->kind > 0 && e->kind < MR_PCE_KINDS) em->epi_calls[e->kind]++;
+    const int M = g->M, N = g->N, K = g->K;
+    double *acc = calloc((size_t)M * N, sizeof(double));
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            const double a = mr_pc_ld(g->A, g->ta ? (size_t)k * g->lda + i : (size_t)i * g->lda + k, g->ab_dt);
+            if (a == 0) continue;
+            for (int j = 0; j < N; j++)
+                acc[(size_t)i * N + j] +=
+                    a * mr_pc_ld(g->B, g->tb ? (size_t)j * g->ldb + k : (size_t)k * g->ldb + j, g->ab_dt);
+        }
+    double *colsum = calloc((size_t)(M > N ? M : N), sizeof(double));
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const size_t c = (size_t)i * g->ldc + j;
+            double v = acc[(size_t)i * N + j];
+            if (g->beta != 0.0f) v += (double)g->beta * mr_pc_ld(g->C, c, g->c_dt);
+            switch (e->kind) {
+            case MR_PCE_BIAS: v += e->bias[j]; break;
+            case MR_PCE_RELU_BIAS: v += e->bias[j]; v = v > 0 ? v : 0; break;
+            case MR_PCE_RELU_AUX_BIAS:
+                v += e->bias[j];
+                emu_bit_set(e->aux, (long long)i * e->aux_ld + j, v > 0);
+                v = v > 0 ? v : 0;
+                break;
+            case MR_PCE_DRELU_BGRAD:
+                if (!emu_bit_get(e->aux, (long long)i * e->aux_ld + j) && epi_fault != 1) v = 0;
+                break;
+            default: break;
+            }
+            mr_pc_st(g->C, c, g->c_dt, (float)v);
+            if (e->kind == MR_PCE_DRELU_BGRAD) colsum[j] += v;
+        }
+    if (e->kind == MR_PCE_BGRAD_A)   /* db[i] = sum over k of op(A)[i][k] */
+        for (int i = 0; i < M; i++)
+            for (int k = 0; k < K; k++)
+                colsum[i] += mr_pc_ld(g->A, g->ta ? (size_t)k * g->lda + i : (size_t)i * g->lda + k, g->ab_dt);
+    if (e->db) {
+        const int n = e->kind == MR_PCE_BGRAD_A ? M : N;
+        for (int i = 0; i < n; i++) e->db[i] = epi_fault == 2 ? (float)colsum[i] : e->db[i] + (float)colsum[i];
+    }
+    free(acc);
+    free(colsum);
+    *done = 1;
     return MR_OK;
 }
 

@@ -13,8 +13,10 @@
  * (grads start non-zero) within 1e-5 (normwise) of policy_mlp.c, for B = 1
  * and a batch; a poisoned workspace, so a buffer read before it is written
  * shows; a job or GEMM left out is caught (the comparison can fail); the
- * plan's refusals. With a GPU: the same through mr_policy_cuda_create /
- * _forward / _backward; mr_cuda_sample_box (clip and tanh) and
+ * plan's refusals; the same with cuda.epilogue = fused (pc_emu.h's emulated
+ * cuBLASLt epilogues: the heads' biases, the bias gradients). With a GPU:
+ * the same through mr_policy_cuda_create / _forward / _backward, separate
+ * and fused (every epilogue product through cuBLASLt); mr_cuda_sample_box (clip and tanh) and
  * mr_cuda_sample_md against mr_sample_box / mr_sample_md; and
  * mr_cuda_ppo_loss_box / _md (statistics and gradients) against
  * mr_ppo_loss_box / _md. Without a GPU the GPU part prints "skipped: no GPU".
@@ -113,17 +115,21 @@ static double compare(const mr_net_layout *net, const io *x, const float *logits
     return w;
 }
 
-/* The schedule over the emulator: forward and backward on a poisoned workspace. */
-static double emu_run(const mr_policy_config *c, const io *x, long fault_job, long fault_gemm, int mode,
-                      char *worst, size_t len) {
+/* The schedule over the emulator: forward and backward on a poisoned
+ * workspace; fused: cuda.epilogue = fused (pc_emu.h's emu_gemm_ep, the
+ * plan's epilogue regions), its calls per kind into epi (if not NULL). */
+static double emu_run_ep(const mr_policy_config *c, const io *x, long fault_job, long fault_gemm, int mode,
+                         int fused, long *epi, char *worst, size_t len) {
     mr_pc_plan pl;
     mr_error err;
     if (mr_pn_plan_make(&pl, c, 1, x->B, 0, MR_FP32, &err) != MR_OK) {
         CHECK_MSG(0, "plan: %s", err.msg);
         return INFINITY;
     }
-    unsigned char *ws = malloc(pl.o_blas);
-    memset(ws, 0xff, pl.o_blas);
+    if (fused) mr_pc_plan_epi(&pl);
+    const size_t wsb = fused ? pl.ws_bytes : pl.o_blas;
+    unsigned char *ws = malloc(wsb);
+    memset(ws, 0xff, wsb);
     mr_pc_bufs bf;
     mr_pn_carve(&pl, ws, &bf);
     float *params = malloc(4 * x->P), *grads = malloc(4 * x->P);
@@ -138,12 +144,18 @@ static double emu_run(const mr_policy_config *c, const io *x, long fault_job, lo
     e.fault_job = fault_job;
     e.fault_gemm = fault_gemm;
     e.fault_mode = mode;
+    if (fused) o.gemm_ep = emu_gemm_ep;
     mr_status s = mr_pn_forward(&o, &pl, &bf, params, (const uint8_t *)x->obs, x->extra, x->B, 0, logits, value, &err);
     if (s == MR_OK) s = mr_pn_backward(&o, &pl, &bf, params, x->dlogits, x->dvalue, x->B, 0, grads, &err);
     CHECK_MSG(s == MR_OK && e.bad_args == 0, "the emulated schedule: %s", s == MR_OK ? "a GEMM cuBLAS refuses" : err.msg);
     const double w = compare(&pl.net, x, logits, value, grads, worst, len);
+    if (epi) memcpy(epi, e.epi_calls, sizeof e.epi_calls);
     free(ws); free(params); free(grads); free(logits); free(value);
     return w;
+}
+static double emu_run(const mr_policy_config *c, const io *x, long fault_job, long fault_gemm, int mode,
+                      char *worst, size_t len) {
+    return emu_run_ep(c, x, fault_job, fault_gemm, mode, 0, NULL, worst, len);
 }
 
 static void test_emulated(void) {
@@ -162,6 +174,18 @@ static void test_emulated(void) {
             printf("  emulated %s, B %d: worst normwise error %.2e (%s)\n", CASES[k].name, sizes[si], w, worst);
             CHECK_MSG(w < 1e-5, "%s, B %d: the schedule against policy_mlp.c: %.3g in %s", CASES[k].name, sizes[si],
                       w, worst);
+            /* cuda.epilogue = fused: the heads' biases and every bias gradient of a weight gradient in the
+             * product (the tanh layers stay separate) */
+            long epi[MR_PCE_KINDS] = {0};
+            const double wf = emu_run_ep(&c, &x, -1, -1, 0, 1, epi, worst, sizeof worst);
+            printf("  emulated %s, B %d, fused epilogues: worst normwise error %.2e (%s)\n", CASES[k].name,
+                   sizes[si], wf, worst);
+            CHECK_MSG(wf < 1e-5, "%s, B %d, fused: the schedule against policy_mlp.c: %.3g in %s", CASES[k].name,
+                      sizes[si], wf, worst);
+            CHECK_MSG(epi[MR_PCE_BIAS] == 2 && epi[MR_PCE_BGRAD_A] == 5 && epi[MR_PCE_RELU_BIAS] == 0 &&
+                      epi[MR_PCE_RELU_AUX_BIAS] == 0 && epi[MR_PCE_DRELU_BGRAD] == 0,
+                      "%s, fused: epilogue calls %ld %ld %ld %ld %ld", CASES[k].name, epi[1], epi[2], epi[3], epi[4],
+                      epi[5]);
             if (si == 1) {   /* every job and GEMM matters: each left out (or half-summed) fails the comparison */
                 int missed = 0, ops = 0;
                 for (long f = 0; f < 40; f++) {
@@ -204,39 +228,50 @@ static void gpu_net(void) {
         if (!cpu_make(&p, &a, &c, B)) { CHECK_MSG(0, "the cpu network"); continue; }
         io x;
         io_make(&x, &p, B);
-        mr_policy_cuda pc;
-        mr_error e;
-        if (mr_policy_cuda_create(&pc, &c, 1, B, 0, MR_FP32, &dev, &e) != MR_OK) {
-            CHECK_MSG(0, "mr_policy_cuda_create (%s): %s", CASES[k].name, e.msg);
-            io_free(&x);
-            mr_arena_release(&a);
-            continue;
+        for (int fused = 0; fused < 2; fused++) {
+            mr_policy_cuda pc;
+            mr_error e;
+            mr_cuda_config cc;
+            memset(&cc, 0, sizeof cc);
+            cc.conv = MR_CUDA_CONV_IM2COL;
+            cc.epilogue = fused ? MR_CUDA_EPILOGUE_FUSED : MR_CUDA_EPILOGUE_SEPARATE;
+            if (mr_policy_cuda_create_conv(&pc, &c, 1, B, 0, MR_FP32, &cc, &dev, &e) != MR_OK) {
+                CHECK_MSG(0, "mr_policy_cuda_create (%s): %s", CASES[k].name, e.msg);
+                continue;
+            }
+            const size_t NL = (size_t)B * x.NA;
+            float *dobs = dalloc(4 * (size_t)B * D), *dext = dalloc(4 * (size_t)B * MR_POLICY_EXTRA);
+            float *dlg = dalloc(4 * NL), *dval = dalloc(4 * (size_t)B), *ddl = dalloc(4 * NL);
+            float *ddv = dalloc(4 * (size_t)B);
+            up(dobs, x.obs, 4 * (size_t)B * D);
+            up(dext, x.extra, 4 * (size_t)B * MR_POLICY_EXTRA);
+            up(ddl, x.dlogits, 4 * NL);
+            up(ddv, x.dvalue, 4 * (size_t)B);
+            up(pc.params, x.params, 4 * x.P);
+            up(pc.grads, x.g0, 4 * x.P);
+            OK(mr_policy_cuda_forward(&pc, (const uint8_t *)dobs, dext, B, 0, dlg, dval, stream, &e_));
+            OK(mr_policy_cuda_backward(&pc, ddl, ddv, B, stream, &e_));
+            float *lg = malloc(4 * NL), *v = malloc(4 * (size_t)B), *g = malloc(4 * x.P);
+            down(lg, dlg, 4 * NL);
+            down(v, dval, 4 * (size_t)B);
+            down(g, pc.grads, 4 * x.P);
+            if (sync_ok("the MLP on the GPU")) {
+                char worst[64];
+                const double w = compare(&pc.plan.net, &x, lg, v, g, worst, sizeof worst);
+                printf("  gpu %s, B %d%s: worst normwise error %.2e (%s)\n", CASES[k].name, B,
+                       fused ? ", fused epilogues" : "", w, worst);
+                CHECK_MSG(w < 1e-5, "%s on the GPU%s against policy_mlp.c: %.3g in %s", CASES[k].name,
+                          fused ? " (fused epilogues)" : "", w, worst);
+                if (fused)   /* the heads' 2 biases, 5 bias gradients: all through cuBLASLt */
+                    CHECK_MSG(pc.epi_counts[0] == 7 && pc.epi_counts[1] == 0,
+                              "%s: %ld products fused, %ld left to the separate kernels (expected 7 / 0)",
+                              CASES[k].name, pc.epi_counts[0], pc.epi_counts[1]);
+            }
+            free(lg); free(v); free(g);
+            mr_devmem_free(&dev, dobs, NULL); mr_devmem_free(&dev, dext, NULL); mr_devmem_free(&dev, dlg, NULL);
+            mr_devmem_free(&dev, dval, NULL); mr_devmem_free(&dev, ddl, NULL); mr_devmem_free(&dev, ddv, NULL);
+            mr_policy_cuda_destroy(&pc);
         }
-        const size_t NL = (size_t)B * x.NA;
-        float *dobs = dalloc(4 * (size_t)B * D), *dext = dalloc(4 * (size_t)B * MR_POLICY_EXTRA);
-        float *dlg = dalloc(4 * NL), *dval = dalloc(4 * (size_t)B), *ddl = dalloc(4 * NL), *ddv = dalloc(4 * (size_t)B);
-        up(dobs, x.obs, 4 * (size_t)B * D);
-        up(dext, x.extra, 4 * (size_t)B * MR_POLICY_EXTRA);
-        up(ddl, x.dlogits, 4 * NL);
-        up(ddv, x.dvalue, 4 * (size_t)B);
-        up(pc.params, x.params, 4 * x.P);
-        up(pc.grads, x.g0, 4 * x.P);
-        OK(mr_policy_cuda_forward(&pc, (const uint8_t *)dobs, dext, B, 0, dlg, dval, stream, &e_));
-        OK(mr_policy_cuda_backward(&pc, ddl, ddv, B, stream, &e_));
-        float *lg = malloc(4 * NL), *v = malloc(4 * (size_t)B), *g = malloc(4 * x.P);
-        down(lg, dlg, 4 * NL);
-        down(v, dval, 4 * (size_t)B);
-        down(g, pc.grads, 4 * x.P);
-        if (sync_ok("the MLP on the GPU")) {
-            char worst[64];
-            const double w = compare(&pc.plan.net, &x, lg, v, g, worst, sizeof worst);
-            printf("  gpu %s, B %d: worst normwise error %.2e (%s)\n", CASES[k].name, B, w, worst);
-            CHECK_MSG(w < 1e-5, "%s on the GPU against policy_mlp.c: %.3g in %s", CASES[k].name, w, worst);
-        }
-        free(lg); free(v); free(g);
-        mr_devmem_free(&dev, dobs, NULL); mr_devmem_free(&dev, dext, NULL); mr_devmem_free(&dev, dlg, NULL);
-        mr_devmem_free(&dev, dval, NULL); mr_devmem_free(&dev, ddl, NULL); mr_devmem_free(&dev, ddv, NULL);
-        mr_policy_cuda_destroy(&pc);
         io_free(&x);
         mr_arena_release(&a);
     }

@@ -370,6 +370,19 @@ typedef enum mr_cuda_conv {
     MR_CUDA_CONV_IM2COL = 2
 } mr_cuda_conv;
 
+/* How the CUDA backend finishes its products (cuda.epilogue). separate:
+ * each cuBLAS GEMM is followed by its own element-wise kernels (bias + ReLU,
+ * the ReLU mask, the bias-gradient sums; the default, the path the GPU
+ * windows measured); fused: the products whose epilogue cuBLASLt can fuse
+ * run as one cublasLtMatmul (bias, bias + ReLU with a bit mask kept for the
+ * backward, ReLU mask + bias gradient, bias gradient of an operand), where a
+ * product cuBLASLt has no algorithm for runs the separate way. Off by
+ * default until a GPU window measures it faster (docs/cuda.md). */
+typedef enum mr_cuda_epilogue {
+    MR_CUDA_EPILOGUE_SEPARATE = 0,
+    MR_CUDA_EPILOGUE_FUSED = 1
+} mr_cuda_epilogue;
+
 /* One conv layer's cuDNN choice: impl an mr_cuda_conv (0: the config's
  * conv), algo = cuDNN's forward, backward-data and backward-filter
  * algorithm numbers (cudnnConvolution*Algo_t), -1 = cuDNN's heuristics. */
@@ -388,6 +401,7 @@ typedef struct mr_cuda_config {
     double release_threshold;    /* fraction of the limit above which the cache is released */
     int conv;                    /* mr_cuda_conv */
     mr_cuda_conv_layer conv_layers[MR_MAX_CONV];   /* [0] unused: the first layer reads the codes */
+    int epilogue;                /* mr_cuda_epilogue */
 } mr_cuda_config;
 
 /* How the CPU backend computes the trunk's 3x3 convolutions (cpu.conv).

@@ -127,6 +127,7 @@ local function make_config(o)
   c.precision = bench.PRECISIONS[o.precision or "fp32"]
   if o.cpu_conv then c.cpu.conv = bench.CONVS[o.cpu_conv] end
   if o.cuda_conv then c.cuda.conv = C["MR_CUDA_CONV_" .. o.cuda_conv:upper()] end
+  if o.cuda_epilogue then c.cuda.epilogue = C["MR_CUDA_EPILOGUE_" .. o.cuda_epilogue:upper()] end
   c.total_steps = (o.reps + 4) * o.envs * o.rollout
   return c
 end
@@ -326,6 +327,7 @@ function bench.train(o)
   -- what this path computes per agent-step (fewer than the model's with Winograd)
   r.cpu_conv = o.device ~= "cuda" and (o.cpu_conv or "default") or nil
   r.cuda_conv = o.device == "cuda" and (o.cuda_conv or "im2col") or nil
+  r.cuda_epilogue = o.device == "cuda" and (o.cuda_epilogue or "separate") or nil
   r.conv_layers = o.conv_layers and next(o.conv_layers) and o.conv_layers or nil
   r.macs_per_agent_step = bench.macs_per_agent_step(net, tonumber(c.ppo.epochs), r.conv_layers or o.cpu_conv,
     view_range, forwards)

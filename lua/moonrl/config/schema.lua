@@ -243,6 +243,15 @@ key { key = "cuda.conv", type = "enum", default = "im2col", choices = { "auto", 
     "earlier search on this GPU model, else im2col. The first layer reads the codes and stays im2col; without " ..
     "cuDNN every layer is im2col (said in train.log). docs/cuda.md" }
 
+key { key = "cuda.epilogue", type = "enum", default = "separate", choices = { "separate", "fused" },
+  gpu_only = true, aliases = { "cuda_epilogue" },
+  desc = "how the CUDA backend finishes its products: separate = each cuBLAS GEMM followed by its own " ..
+    "element-wise kernels (bias + ReLU, the ReLU mask, the bias-gradient sums; the default, the path the GPU " ..
+    "windows measured); fused = cuBLASLt epilogues (bias + ReLU keeping a bit mask, ReLU mask + bias gradient, " ..
+    "an operand's bias gradient) in the same product, the separate kernels where cuBLASLt has no algorithm " ..
+    "(counted; test_cuda_epilogue fails if any product of the reference network falls back). Off until a GPU " ..
+    "window measures it faster. docs/cuda.md" }
+
 -- cpu -----------------------------------------------------------------------
 key { key = "cpu.conv", type = "enum", default = "auto", choices = { "auto", "onednn", "im2col", "winograd" },
   aliases = { "conv_impl", "convolution" },

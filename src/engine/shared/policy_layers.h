@@ -316,6 +316,50 @@ typedef struct mr_pc_conv {
     float *dw;
 } mr_pc_conv;
 
+/* ------------------------------------------------------------ fused epilogues (cuBLASLt) */
+
+/* What a product's epilogue does (cuda.epilogue = fused; kernels/gemm_lt.cu
+ * runs it as one cublasLtMatmul), in the row-major terms of mr_pc_gemm:
+ * acc = op(A) op(B) (M,N), C (M,N; ldc) the product's output.
+ *   MR_PCE_BIAS           C = acc + bias[col]
+ *   MR_PCE_RELU_BIAS      C = relu(acc + bias[col])
+ *   MR_PCE_RELU_AUX_BIAS  the same, and the ReLU's bit mask into aux
+ *                         (bit (r, c) = acc + bias > 0; row r's bits at r * aux_ld)
+ *   MR_PCE_DRELU_BGRAD    C = aux bit (r, c) ? acc + beta C : 0, and with db:
+ *                         db[col] (N) fp32 += the column sums of the new C
+ *   MR_PCE_BGRAD_A        C = acc + beta C, and db[i] (M) fp32 += sum over k of
+ *                         op(A)[i][k] (a weight gradient dW = dout^T x: A =
+ *                         dout transposed, db = dout's column sums)
+ * bias is fp32 (the parameters). The implementation forms a bias gradient
+ * in its own scratch and adds it into db.
+ * The bits' layout is the implementation's (cuBLASLt's, or the CPU
+ * emulation's own): only the same implementation reads what it wrote, which
+ * aux_ok guarantees (mr_pc_aux). */
+enum { MR_PCE_BIAS = 1, MR_PCE_RELU_BIAS, MR_PCE_RELU_AUX_BIAS, MR_PCE_DRELU_BGRAD, MR_PCE_BGRAD_A, MR_PCE_KINDS };
+
+typedef struct mr_pc_epi {
+    int kind;
+    const float *bias;
+    float *db;
+    void *aux;
+    long long aux_ld;   /* bits per row of aux: a multiple of 128, at least N (cuBLASLt's rule) */
+} mr_pc_epi;
+
+/* Bits per row of a ReLU mask of `cols` columns, and the bytes of `rows` rows. */
+static inline long long mr_pc_aux_ld(int cols) { return ((long long)(cols > 0 ? cols : 1) + 127) / 128 * 128; }
+static inline size_t mr_pc_aux_bytes(long long rows, int cols) { return (size_t)(rows * mr_pc_aux_ld(cols) / 8); }
+
+/* A forward output's ReLU mask kept for the backward: bits (the plan's) and
+ * ok, a host flag the forward sets to 1 when every product of that output
+ * wrote its bits (the fused path ran) and 0 otherwise; the backward fuses
+ * the ReLU mask only when it is 1, else masks by the output as the
+ * separate path does. */
+typedef struct mr_pc_aux {
+    void *bits;
+    long long ld;
+    int *ok;
+} mr_pc_aux;
+
 /* ------------------------------------------------------------ operations table */
 
 typedef struct mr_pc_ops {
@@ -325,6 +369,10 @@ typedef struct mr_pc_ops {
     mr_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err);   /* device to device */
     /* optional (NULL: every conv is im2col + GEMM): a cuDNN convolution */
     mr_status (*conv)(void *ctx, const mr_pc_conv *c, mr_error *err);
+    /* optional (NULL: cuda.epilogue = separate): a product with its epilogue
+     * fused; *done = 0 when the implementation has no algorithm for it
+     * (nothing was enqueued: the schedule then runs the separate way) */
+    mr_status (*gemm_ep)(void *ctx, const mr_pc_gemm *g, const mr_pc_epi *e, int *done, mr_error *err);
 } mr_pc_ops;
 
 #define MR_PC_TRY(call)                       \
@@ -350,6 +398,21 @@ static inline mr_status mr_pc_gemm_rm(const mr_pc_ops *o, const char *what, int 
     g.A = A; g.lda = lda; g.B = B; g.ldb = ldb; g.beta = beta; g.C = C; g.ldc = ldc;
     g.ab_dt = ab_dt; g.c_dt = c_dt;
     return o->gemm(o->ctx, &g, err);
+}
+
+/* The product of mr_pc_gemm_rm with epilogue e through o->gemm_ep; *done = 0
+ * (nothing enqueued) when there is no such operation or it has no algorithm. */
+static inline mr_status mr_pc_gemm_ep(const mr_pc_ops *o, const char *what, int ta, int tb, int M, int N, int K,
+                                      const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc,
+                                      int ab_dt, int c_dt, const mr_pc_epi *e, int *done, mr_error *err) {
+    *done = 0;
+    if (!o->gemm_ep || M <= 0 || N <= 0 || K <= 0) return MR_OK;
+    mr_pc_gemm g;
+    g.what = what;
+    g.ta = ta; g.tb = tb; g.M = M; g.N = N; g.K = K;
+    g.A = A; g.lda = lda; g.B = B; g.ldb = ldb; g.beta = beta; g.C = C; g.ldc = ldc;
+    g.ab_dt = ab_dt; g.c_dt = c_dt;
+    return o->gemm_ep(o->ctx, &g, e, done, err);
 }
 
 static inline void mr_pc_job_init(mr_pc_job *j, int kind, int dt, long long n) {
@@ -417,6 +480,16 @@ static inline mr_status mr_pc_conv_forward(const mr_pc_ops *o, int dt, void *out
     mr_pc_job_init(&j, inp ? MR_PCJ_IM2COL : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
     j.H = H; j.W = W; j.C = C; j.x = inp; j.codes = codes; j.proxy = proxy; j.y = col;
     MR_PC_TRY(o->job(o->ctx, &j, err));
+    if (b) {   /* cuda.epilogue = fused: bias [+ ReLU] in the product */
+        mr_pc_epi e;
+        memset(&e, 0, sizeof e);
+        e.kind = relu ? MR_PCE_RELU_BIAS : MR_PCE_BIAS;
+        e.bias = b;
+        int done;
+        MR_PC_TRY(mr_pc_gemm_ep(o, "conv forward", 0, 1, (int)rows, OC, 9 * C, col, 9 * C, w, 9 * C, 0.0f, out, OC,
+                                dt, dt, &e, &done, err));
+        if (done) return MR_OK;
+    }
     MR_PC_TRY(mr_pc_gemm_rm(o, "conv forward", 0, 1, (int)rows, OC, 9 * C, col, 9 * C, w, 9 * C, 0.0f, out, OC, dt,
                             dt, err));
     if (!b && !relu) return MR_OK;
@@ -443,8 +516,19 @@ static inline mr_status mr_pc_conv_backward(const mr_pc_ops *o, int dt, void *di
         mr_pc_job_init(&j, inp ? MR_PCJ_IM2COL : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
         j.H = H; j.W = W; j.C = C; j.x = inp; j.codes = codes; j.proxy = proxy; j.y = col;
         MR_PC_TRY(o->job(o->ctx, &j, err));
-        MR_PC_TRY(mr_pc_gemm_rm(o, "conv weight gradient", 1, 0, OC, 9 * C, (int)rows, dout, OC, col, 9 * C, 1.0f,
-                                dw, 9 * C, dt, MR_FP32, err));
+        int done = 0;
+        if (db) {   /* cuda.epilogue = fused: the bias gradient from the product's dout operand */
+            mr_pc_epi e;
+            memset(&e, 0, sizeof e);
+            e.kind = MR_PCE_BGRAD_A;
+            e.db = db;
+            MR_PC_TRY(mr_pc_gemm_ep(o, "conv weight gradient", 1, 0, OC, 9 * C, (int)rows, dout, OC, col, 9 * C,
+                                    1.0f, dw, 9 * C, dt, MR_FP32, &e, &done, err));
+            if (done) db = NULL;
+        }
+        if (!done)
+            MR_PC_TRY(mr_pc_gemm_rm(o, "conv weight gradient", 1, 0, OC, 9 * C, (int)rows, dout, OC, col, 9 * C,
+                                    1.0f, dw, 9 * C, dt, MR_FP32, err));
     }
     if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dout, (int)rows, OC, OC, err));
     if (dinp) {
@@ -509,10 +593,40 @@ static inline mr_status mr_pc_dnn_backward(const mr_pc_ops *o, int dt, int layer
 /* nn.c's mr_linear_[relu_]forward with leading dimensions:
  * out (B,OC; ldo) odt = [relu](inp (B,C; ldi) T . w^T + b), w (OC,C; ldw) T,
  * b (OC) fp32 or NULL. */
+static inline mr_status mr_pc_linear_forward_aux(const mr_pc_ops *o, const char *what, int dt, int odt, void *out,
+                                                 int ldo, const void *inp, int ldi, const void *w, int ldw,
+                                                 const float *b, int B, int C, int OC, int relu, const mr_pc_aux *aux,
+                                                 mr_error *err);
 static inline mr_status mr_pc_linear_forward(const mr_pc_ops *o, const char *what, int dt, int odt, void *out,
                                              int ldo, const void *inp, int ldi, const void *w, int ldw,
                                              const float *b, int B, int C, int OC, int relu, mr_error *err) {
+    return mr_pc_linear_forward_aux(o, what, dt, odt, out, ldo, inp, ldi, w, ldw, b, B, C, OC, relu, NULL, err);
+}
+
+/* The same; with cuda.epilogue = fused (o->gemm_ep) and a bias, the bias
+ * [+ ReLU] runs in the product, and with aux (ReLU only) the mask's bits go
+ * to aux->bits (rows from row 0 of out) for mr_pc_input_grad_relu; *aux->ok
+ * is cleared when they were not written (the caller sets it to 1 before the
+ * first product of an output). */
+static inline mr_status mr_pc_linear_forward_aux(const mr_pc_ops *o, const char *what, int dt, int odt, void *out,
+                                                 int ldo, const void *inp, int ldi, const void *w, int ldw,
+                                                 const float *b, int B, int C, int OC, int relu, const mr_pc_aux *aux,
+                                                 mr_error *err) {
     if (B <= 0) return MR_OK;
+    int done = 0;
+    if (b && relu != MR_PC_ACT_TANH) {
+        mr_pc_epi e;
+        memset(&e, 0, sizeof e);
+        e.kind = !relu ? MR_PCE_BIAS : aux && aux->bits && aux->ok ? MR_PCE_RELU_AUX_BIAS : MR_PCE_RELU_BIAS;
+        e.bias = b;
+        if (e.kind == MR_PCE_RELU_AUX_BIAS) {
+            e.aux = aux->bits;
+            e.aux_ld = aux->ld;
+        }
+        MR_PC_TRY(mr_pc_gemm_ep(o, what, 0, 1, B, OC, C, inp, ldi, w, ldw, 0.0f, out, ldo, dt, odt, &e, &done, err));
+    }
+    if (aux && aux->ok && !done) *aux->ok = 0;
+    if (done) return MR_OK;
     MR_PC_TRY(mr_pc_gemm_rm(o, what, 0, 1, B, OC, C, inp, ldi, w, ldw, 0.0f, out, ldo, dt, odt, err));
     if (!b && !relu) return MR_OK;
     mr_pc_job j;
@@ -532,8 +646,52 @@ static inline mr_status mr_pc_linear_backward(const mr_pc_ops *o, const char *wh
                                               int ldw, int B, int C, int OC, mr_error *err) {
     if (B <= 0) return MR_OK;
     if (dinp) MR_PC_TRY(mr_pc_gemm_rm(o, what, 0, 0, B, C, OC, dout, ldo, w, ldw, beta, dinp, ldd, dt, dt, err));
-    if (dw) MR_PC_TRY(mr_pc_gemm_rm(o, what, 1, 0, OC, C, B, dout, ldo, inp, ldi, 1.0f, dw, ldgw, dt, MR_FP32, err));
+    if (dw) {
+        int done = 0;
+        if (db) {   /* cuda.epilogue = fused: db from the product's dout operand */
+            mr_pc_epi e;
+            memset(&e, 0, sizeof e);
+            e.kind = MR_PCE_BGRAD_A;
+            e.db = db;
+            MR_PC_TRY(mr_pc_gemm_ep(o, what, 1, 0, OC, C, B, dout, ldo, inp, ldi, 1.0f, dw, ldgw, dt, MR_FP32, &e,
+                                    &done, err));
+            if (done) db = NULL;
+        }
+        if (!done)
+            MR_PC_TRY(mr_pc_gemm_rm(o, what, 1, 0, OC, C, B, dout, ldo, inp, ldi, 1.0f, dw, ldgw, dt, MR_FP32, err));
+    }
     if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dout, B, OC, ldo, err));
+    return MR_OK;
+}
+
+/* An input gradient through a ReLU: dinp (B,C; ldd) T = [beta dinp +]
+ * dout (B,OC; ldo) T . w (OC,C; ldw) T, then zero where the forward output m
+ * (B,C; ldm) T is not positive, and with db: db (C) fp32 += the column sums
+ * of the result (part: mr_pc_bias_partials(B, C)). With cuda.epilogue =
+ * fused and aux holding that forward's bits (*aux->ok), one product with
+ * the ReLU mask and the bias gradient in its epilogue (DRELU_BGRAD). */
+static inline mr_status mr_pc_input_grad_relu(const mr_pc_ops *o, const char *what, int dt, void *dinp, int ldd,
+                                              float beta, const void *dout, int ldo, const void *w, int ldw, int B,
+                                              int C, int OC, const void *m, int ldm, float *db, double *part,
+                                              const mr_pc_aux *aux, mr_error *err) {
+    if (B <= 0) return MR_OK;
+    if (aux && aux->bits && aux->ok && *aux->ok) {
+        mr_pc_epi e;
+        memset(&e, 0, sizeof e);
+        e.kind = MR_PCE_DRELU_BGRAD;
+        e.db = db;
+        e.aux = aux->bits;
+        e.aux_ld = aux->ld;
+        int done;
+        MR_PC_TRY(mr_pc_gemm_ep(o, what, 0, 0, B, C, OC, dout, ldo, w, ldw, beta, dinp, ldd, dt, dt, &e, &done, err));
+        if (done) return MR_OK;
+    }
+    MR_PC_TRY(mr_pc_gemm_rm(o, what, 0, 0, B, C, OC, dout, ldo, w, ldw, beta, dinp, ldd, dt, dt, err));
+    mr_pc_job j;
+    mr_pc_job_init(&j, MR_PCJ_RELU_BACK, dt, (long long)B * C);
+    j.cols = C; j.ld = ldd; j.ld2 = ldm; j.m = m; j.y = dinp;
+    MR_PC_TRY(o->job(o->ctx, &j, err));
+    if (db) MR_PC_TRY(mr_pc_bias_grad(o, dt, db, part, dinp, B, C, ldd, err));
     return MR_OK;
 }
 

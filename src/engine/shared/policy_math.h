@@ -55,6 +55,8 @@ typedef struct mr_pc_plan {
     size_t param_bytes;       /* params, and grads, each (fp32) */
     long long max_elems;      /* the largest job or GEMM operand, in elements */
     int fc_rows;              /* rows of fc's whole-batch products per GEMM (mr_pc_fc_rows) */
+    int epilogue;             /* cuda.epilogue = fused: the regions below (mr_pc_plan_epi) */
+    size_t o_aux_feat, o_aux_chid, o_epi_scratch, epi_scratch_floats;
 } mr_pc_plan;
 
 typedef struct mr_pc_bufs {
@@ -65,6 +67,11 @@ typedef struct mr_pc_bufs {
     void *wlp, *dlog, *dval;   /* NULL in fp32 */
     void *blas;
     void *dnn_ws, *dnn_dw;     /* NULL unless a layer runs through cuDNN (dnn_dw: bf16 / fp16 only) */
+    /* cuda.epilogue = fused (NULL otherwise): the ReLU bits of feat (B, hidden)
+     * and chid (B, critic_hidden), the bias-gradient scratch of gemm_ep */
+    void *aux_feat, *aux_chid;
+    float *epi_scratch;
+    int *aux_ok;               /* host memory, 2 flags (feat, chid): set by the owner after carving */
 } mr_pc_bufs;
 
 static inline size_t mr_pc_round(size_t n) { return (n + MR_PC_ALIGN - 1) / MR_PC_ALIGN * MR_PC_ALIGN; }
@@ -183,6 +190,37 @@ static inline void mr_pc_plan_dnn(mr_pc_plan *pl, const int8_t *layers) {
     }
 }
 
+/* cuda.epilogue = fused: the workspace grows by the ReLU bits of feat and
+ * chid (mr_pc_aux_bytes: max_batch rows, each padded to 128 bits) and a
+ * bias-gradient scratch of the widest layer's floats (gemm_ep's). Call once,
+ * after mr_pc_plan_make / mr_pm_plan_make (the MLP keeps no bits: its
+ * activations are tanh). */
+static inline void mr_pc_plan_epi(mr_pc_plan *pl) {
+    const mr_net_layout *p = &pl->net;
+    int w = p->hidden > p->critic_hidden ? p->hidden : p->critic_hidden;
+    if (p->num_actions > w) w = p->num_actions;
+    if (p->cin_dim > w) w = p->cin_dim;
+    for (int l = 0; l < p->num_conv; l++) w = p->ch[l + 1] > w ? p->ch[l + 1] : w;
+    for (int l = 0; p->trunk == MR_TRUNK_MLP && l <= p->num_mlp; l++) w = p->mlp[l] > w ? p->mlp[l] : w;
+    pl->epilogue = 1;
+    pl->epi_scratch_floats = (size_t)w;
+    pl->o_epi_scratch = pl->ws_bytes;
+    pl->ws_bytes += mr_pc_round((size_t)w * sizeof(float));
+    if (p->trunk == MR_TRUNK_MLP) return;
+    pl->o_aux_feat = pl->ws_bytes;
+    pl->ws_bytes += mr_pc_round(mr_pc_aux_bytes(pl->max_batch, p->hidden));
+    pl->o_aux_chid = pl->ws_bytes;
+    pl->ws_bytes += mr_pc_round(mr_pc_aux_bytes(pl->max_batch, p->critic_hidden));
+}
+
+/* The regions of mr_pc_plan_epi in a carved workspace (either trunk). */
+static inline void mr_pc_carve_epi(const mr_pc_plan *pl, unsigned char *ws, mr_pc_bufs *b) {
+    if (!pl->epilogue) return;
+    b->epi_scratch = (float *)(void *)(ws + pl->o_epi_scratch);
+    if (pl->o_aux_feat) b->aux_feat = ws + pl->o_aux_feat;
+    if (pl->o_aux_chid) b->aux_chid = ws + pl->o_aux_chid;
+}
+
 /* Device bytes of a policy: params, grads, workspace. */
 static inline size_t mr_pc_plan_bytes(const mr_pc_plan *pl) { return 2 * pl->param_bytes + pl->ws_bytes; }
 
@@ -208,6 +246,17 @@ static inline void mr_pc_carve(const mr_pc_plan *pl, unsigned char *ws, mr_pc_bu
         b->dnn_ws = ws + pl->o_dnn_ws;
         if (pl->dt != MR_FP32) b->dnn_dw = ws + pl->o_dnn_dw;
     }
+    mr_pc_carve_epi(pl, ws, b);
+}
+
+/* The ReLU bits of feat (i = 0) or chid (1), or NULL without them. */
+static inline const mr_pc_aux *mr_pc_aux_of(const mr_pc_plan *pl, const mr_pc_bufs *b, int i, mr_pc_aux *a) {
+    void *bits = i ? b->aux_chid : b->aux_feat;
+    if (!bits || !b->aux_ok) return NULL;
+    a->bits = bits;
+    a->ld = mr_pc_aux_ld(i ? pl->net.critic_hidden : pl->net.hidden);
+    a->ok = b->aux_ok + i;
+    return a;
 }
 
 /* ------------------------------------------------------------ the network */
@@ -258,20 +307,32 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
                                          params + p->conv_b[l], n, V, V, p->ch[l], p->ch[l + 1], 1, err));
         }
     }
-    /* feat = relu(fc(aL)), written into cin's first H columns (in row blocks past 2^31 elements) */
-    for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb)
-        MR_PC_TRY(mr_pc_linear_forward(o, "fc forward", dt, dt, mr_pc_at(bf->cin, (size_t)r0 * D, dt), D,
-                                       mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F,
-                                       mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b,
-                                       B - r0 < rb ? B - r0 : rb, F, H, 1, err));
+    /* feat = relu(fc(aL)), written into cin's first H columns (in row blocks past 2^31 elements);
+     * cuda.epilogue = fused keeps its ReLU bits, and chid's, for the backward */
+    mr_pc_aux af, ac;
+    const mr_pc_aux *aux_f = mr_pc_aux_of(pl, bf, 0, &af), *aux_c = mr_pc_aux_of(pl, bf, 1, &ac);
+    if (aux_f) *aux_f->ok = 1;
+    if (aux_c) *aux_c->ok = 1;
+    for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb) {
+        mr_pc_aux ab;
+        if (aux_f) {
+            ab = *aux_f;
+            ab.bits = (unsigned char *)aux_f->bits + (size_t)r0 * (size_t)(aux_f->ld / 8);
+        }
+        MR_PC_TRY(mr_pc_linear_forward_aux(o, "fc forward", dt, dt, mr_pc_at(bf->cin, (size_t)r0 * D, dt), D,
+                                           mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F,
+                                           mr_pc_w(pl, bf, params, p->fc_w), F, params + p->fc_b,
+                                           B - r0 < rb ? B - r0 : rb, F, H, 1, aux_f ? &ab : NULL, err));
+    }
     MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, p->num_actions, bf->cin, D,
                                    mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, p->num_actions,
                                    0, err));
     mr_pc_job_init(&j, MR_PCJ_CIN_FILL, dt, (long long)B * (MR_POLICY_EXTRA + p->ch[0] * VV));
     j.H = V; j.W = V; j.C = p->ch[0]; j.ld = D; j.c0 = H; j.f = extra; j.codes = bf->codes; j.y = bf->cin;
     MR_PC_TRY(o->job(o->ctx, &j, err));
-    MR_PC_TRY(mr_pc_linear_forward(o, "critic forward", dt, dt, bf->chid, CH, bf->cin, D,
-                                   mr_pc_w(pl, bf, params, p->critic_w), D, params + p->critic_b, B, D, CH, 1, err));
+    MR_PC_TRY(mr_pc_linear_forward_aux(o, "critic forward", dt, dt, bf->chid, CH, bf->cin, D,
+                                       mr_pc_w(pl, bf, params, p->critic_w), D, params + p->critic_b, B, D, CH, 1,
+                                       aux_c, err));
     return mr_pc_linear_forward(o, "value forward", dt, MR_FP32, value, 1, bf->chid, CH,
                                 mr_pc_w(pl, bf, params, p->value_w_offset), CH, params + p->value_b_offset, B, CH, 1,
                                 0, err);
@@ -299,25 +360,27 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
         dv = bf->dval;
     }
     float *G = grads;
-    /* value head, then the critic's ReLU */
-    MR_PC_TRY(mr_pc_linear_backward(o, "value backward", dt, bf->dchid, CH, 0.0f, G + p->value_w_offset, CH,
-                                    G + p->value_b_offset, bf->part, dv, 1, bf->chid, CH,
-                                    mr_pc_w(pl, bf, params, p->value_w_offset), CH, B, CH, 1, err));
-    mr_pc_job_init(&j, MR_PCJ_RELU_BACK, dt, (long long)B * CH);
-    j.cols = CH; j.ld = CH; j.ld2 = CH; j.m = bf->chid; j.y = bf->dchid;
-    MR_PC_TRY(o->job(o->ctx, &j, err));
+    mr_pc_aux af, ac;
+    const mr_pc_aux *aux_f = mr_pc_aux_of(pl, bf, 0, &af), *aux_c = mr_pc_aux_of(pl, bf, 1, &ac);
+    /* value head: dchid through the critic's ReLU, with the critic's bias
+     * gradient (one product with cuda.epilogue = fused); its own weights */
+    MR_PC_TRY(mr_pc_input_grad_relu(o, "value backward", dt, bf->dchid, CH, 0.0f, dv, 1,
+                                    mr_pc_w(pl, bf, params, p->value_w_offset), CH, B, CH, 1, bf->chid, CH,
+                                    G + p->critic_b, bf->part, aux_c, err));
+    MR_PC_TRY(mr_pc_linear_backward(o, "value backward", dt, NULL, 0, 0.0f, G + p->value_w_offset, CH,
+                                    G + p->value_b_offset, bf->part, dv, 1, bf->chid, CH, NULL, 0, B, CH, 1, err));
     /* critic: weights over all D inputs; input gradient only for the features */
-    MR_PC_TRY(mr_pc_linear_backward(o, "critic weight gradient", dt, NULL, 0, 0.0f, G + p->critic_w, D,
-                                    G + p->critic_b, bf->part, bf->dchid, CH, bf->cin, D, NULL, 0, B, D, CH, err));
+    MR_PC_TRY(mr_pc_linear_backward(o, "critic weight gradient", dt, NULL, 0, 0.0f, G + p->critic_w, D, NULL, NULL,
+                                    bf->dchid, CH, bf->cin, D, NULL, 0, B, D, CH, err));
     MR_PC_TRY(mr_pc_linear_backward(o, "critic input gradient", dt, bf->dfeat, H, 0.0f, NULL, 0, NULL, NULL,
                                     bf->dchid, CH, NULL, 0, mr_pc_w(pl, bf, params, p->critic_w), D, B, H, CH, err));
-    /* actor: its input gradient adds to the critic's share */
-    MR_PC_TRY(mr_pc_linear_backward(o, "actor backward", dt, bf->dfeat, H, 1.0f, G + p->actor_w, H, G + p->actor_b,
-                                    bf->part, dl, NA, bf->cin, D, mr_pc_w(pl, bf, params, p->actor_w), H, B, H, NA,
-                                    err));
-    mr_pc_job_init(&j, MR_PCJ_RELU_BACK, dt, (long long)B * H);
-    j.cols = H; j.ld = H; j.ld2 = D; j.m = bf->cin; j.y = bf->dfeat;
-    MR_PC_TRY(o->job(o->ctx, &j, err));
+    /* actor: its input gradient adds to the critic's share, then feat's ReLU
+     * and fc's bias gradient (one product with cuda.epilogue = fused) */
+    MR_PC_TRY(mr_pc_input_grad_relu(o, "actor backward", dt, bf->dfeat, H, 1.0f, dl, NA,
+                                    mr_pc_w(pl, bf, params, p->actor_w), H, B, H, NA, bf->cin, D, G + p->fc_b,
+                                    bf->part, aux_f, err));
+    MR_PC_TRY(mr_pc_linear_backward(o, "actor backward", dt, NULL, 0, 0.0f, G + p->actor_w, H, G + p->actor_b,
+                                    bf->part, dl, NA, bf->cin, D, NULL, 0, B, H, NA, err));
     /* fc weights over the whole batch (K = B, in blocks of rows past 2^31
      * elements, each adding into the gradient); its input gradient per chunk */
     for (int r0 = 0, rb = mr_pc_fc_rows(pl); r0 < B; r0 += rb)
@@ -325,7 +388,6 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
                                         mr_pc_cat(bf->dfeat, (size_t)r0 * H, dt), H,
                                         mr_pc_cat(bf->act[L - 1], (size_t)r0 * F, dt), F, NULL, 0,
                                         B - r0 < rb ? B - r0 : rb, F, H, err));
-    MR_PC_TRY(mr_pc_bias_grad(o, dt, G + p->fc_b, bf->part, bf->dfeat, B, H, H, err));
     for (int c0 = 0; c0 < B; c0 += pl->chunk) {
         const int n = B - c0 < pl->chunk ? B - c0 : pl->chunk;
         void *cur = bf->dA, *next = bf->dB;

@@ -97,6 +97,7 @@ static inline void mr_pm_carve(const mr_pc_plan *pl, unsigned char *ws, mr_pc_bu
     b->dB = ws + pl->o_dB;
     b->part = (double *)(void *)(ws + pl->o_part);
     b->blas = ws + pl->o_blas;
+    mr_pc_carve_epi(pl, ws, b);
 }
 
 /* The actor's outputs per row (the means' count for a box) and the row's width. */

@@ -23,7 +23,7 @@ local function print_row(r)
   if r.row == "train" then
     local conv = r.cpu_conv and ("; cpu.conv " .. r.cpu_conv ..
       (r.conv_layers and (" (" .. bench.layers_text(r.conv_layers) .. ")") or "")) or
-      r.cuda_conv and ("; cuda.conv " .. r.cuda_conv) or ""
+      r.cuda_conv and ("; cuda.conv " .. r.cuda_conv .. "; cuda.epilogue " .. (r.cuda_epilogue or "separate")) or ""
     io.write(string.format("%-34s %s%s; rollout %.4f s (env %.4f, inference %.4f), gae %.4f s, update %.4f s, " ..
       "other %.4f s; planned %.1f MiB, peak %.1f MiB\n", "", r.precision, conv, r.time_rollout, r.time_env,
       r.time_inference, r.time_gae, r.time_update, r.time_idle, r.planned_bytes / 2 ^ 20, r.peak_memory_bytes / 2 ^ 20))
@@ -56,6 +56,8 @@ usage: moonrl bench [env|infer|train|all] [options]
   --cuda-conv C            the cuda backend's convolutions (cuda.conv): im2col (default), cudnn (cuDNN's
                            heuristics or the cached algorithms), auto (each layer searched once per GPU
                            model, then cached; docs/cuda.md)
+  --cuda-epilogue E        the cuda backend's epilogues (cuda.epilogue): separate (default: element-wise
+                           kernels after each cuBLAS product), fused (cuBLASLt epilogues; docs/cuda.md)
   --precision P            fp32 (default), bf16, fp16 (cuda only); --compare asks both sides for it
                            (the reference: torch.autocast, fp32 master weights) and says so where
                            moonrl's engine refuses it (bf16 on a cpu without AVX512-BF16 or AMX)
@@ -87,6 +89,7 @@ local OPTIONS = {
   json = { "flag" }, compare = { "flag" }, scaling = { "value", "N,N,..." }, rows = { "value", "env,small,ref" },
   ["ref-layout"] = { "value", "L" }, ["ref-allocator"] = { "value", "A" }, out = { "value", "file.csv" },
   ["cpu-conv"] = { "value", "C" }, ["cuda-conv"] = { "value", "C" }, ["host-actions"] = { "flag" },
+  ["cuda-epilogue"] = { "value", "E" },
 }
 
 local function one_of(name, v, accepted)
@@ -144,6 +147,9 @@ local function parse_args(args)
   if p["cpu-conv"] then o.cpu_conv = one_of("cpu-conv", p["cpu-conv"], { "auto", "onednn", "im2col", "winograd" }) end
   if p["host-actions"] then o.host_actions = true end
   if p["cuda-conv"] then o.cuda_conv = one_of("cuda-conv", p["cuda-conv"], { "auto", "cudnn", "im2col" }) end
+  if p["cuda-epilogue"] then
+    o.cuda_epilogue = one_of("cuda-epilogue", p["cuda-epilogue"], { "separate", "fused" })
+  end
   if p["peak-tflops"] then
     o.peak_tflops = tonumber(p["peak-tflops"])
     if not o.peak_tflops or o.peak_tflops <= 0 then
