@@ -52,7 +52,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 3, poll_ms = 20,
         metric = "episode_return_mean", smooth = 4, console = true,
         space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
-        pbt = { interval = 25, fraction = 0.34, explore = { ["ppo.lr"] = "perturb", ["ppo.vf_coef"] = "perturb" } } }
+        pbt = { interval = 25, fraction = 0.34, test = "none", explore = { ["ppo.lr"] = "perturb", ["ppo.vf_coef"] = "perturb" } } }
       local r = s:wait()
       for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status) end
     ]])
@@ -154,7 +154,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 4, poll_ms = 20,
         metric = "episode_return_mean", smooth = 4, console = true,
         space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
-        pbt = { interval = 25, explore = { ["ppo.lr"] = "perturb" } } }
+        pbt = { interval = 25, test = "none", explore = { ["ppo.lr"] = "perturb" } } }
       local r = s:wait()
       for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status .. " " .. t.steps) end
     ]])
@@ -243,7 +243,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 2, poll_ms = 20,
         metric = "eval.energy_per_1k", console = true,
         space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
-        pbt = { interval = 100, fraction = 0.5, explore = { ["ppo.lr"] = "perturb" } } }
+        pbt = { interval = 100, fraction = 0.5, test = "none", explore = { ["ppo.lr"] = "perturb" } } }
       local r = s:wait()
       for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status .. " " .. tostring(t.value)) end
     ]])
@@ -299,6 +299,10 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
         { method = "pbt", population = 3, pbt = { interval = 0, explore = { ["ppo.lr"] = "perturb" } } },
         { method = "random", trials = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
         { method = "pbt", population = 3, pbt = { restarts = -1, explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, pbt = { test = "t", explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, space = { ["ppo.epochs"] = moonrl.randint(1, 4) }, pbt = { explore = "pb2" } },
+        { method = "pbt", population = 3, space = { ["ppo.lr"] = moonrl.choice{ 1e-4, 1e-3 } },
+          pbt = { explore = { ["ppo.lr"] = "pb2" } } },
       }
       for _, c in ipairs(cases) do
         c.base, c.dir = "exp.lua", "never"
@@ -312,11 +316,14 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       'method = "pbt" needs population = N',
       "pbt.explore: env.grid_size is not a key a running member can change",
       'pbt.explore["ppo.lr"] = "resample" draws from the space, which has no ppo.lr',
-      'accepted "perturb", "resample" or a function(value, rng), got "double"',
+      'accepted "perturb", "resample", "pb2" or a function(value, rng), got "double"',
       "trains all 3 members at once; parallel cannot be 2",
       "pbt.interval must be a whole number of updates >= 1, got 0",
       'pbt and population are options of method = "pbt"',
       "pbt.restarts must be a whole number >= 0 (how often a member that died is resumed), got -1",
+      'pbt.test must be "welch" (copy only on a measured difference) or "none", got "t"',
+      'pbt.explore = "pb2" explores the space\'s hot keys with a numeric range (uniform, loguniform, randint), and the space has none',
+      'pbt.explore["ppo.lr"] = "pb2": ppo.lr has no numeric range in the space',
     }) do
       assert.truthy(out:find(want, 1, true), want .. "\n" .. out .. err)
     end

@@ -176,10 +176,33 @@ end
 
 -- ----------------------------------------------------------------- start
 
+-- A shipped experiment's name as base and no space: its default space
+-- (moonrl.sweep.spaces) -> the spec to use, the experiment's name or nil.
+local function with_default_space(spec)
+  if type(spec) ~= "table" or spec.space ~= nil or type(spec.base) ~= "string" then return spec, nil end
+  local fh = io.open(spec.base, "rb")   -- a file of the user's own of that name is not the shipped one
+  if fh then fh:close() end
+  if fh and not spec.base:find("configs/experiments/", 1, true) and not spec.base:find("configs/default.lua", 1, true) then
+    return spec, nil
+  end
+  if not require("moonrl.config.load").experiment_path(spec.base) then return spec, nil end
+  local spaces = require("moonrl.sweep.spaces")
+  local sp = spaces.of(spec.base)
+  if not sp then return spec, nil end
+  local out = {}
+  for k, v in pairs(spec) do out[k] = v end
+  out.space = sp
+  if out.metric == nil then out.metric = spaces.metric(spec.base) end
+  return out, spaces.name_of(spec.base)
+end
+
 function sweep.start(spec)
+  local default_space
+  spec, default_space = with_default_space(spec)
   local o = definition.check(spec)
   local self = setmetatable(o, Sweep)
   self.space = spec.space or {}
+  self.default_space = default_space
   local keys, serr = space.check(self.space)
   if not keys then error("moonrl.sweep: " .. serr, 2) end
   self.keys = keys
@@ -329,6 +352,9 @@ function sweep.start(spec)
     self.method_name or (type(self.method) == "string" and self.method or "method function"), #keys > 0 and table.concat(keys, ", ") or "nothing",
     self.executor.name or "executor", sched and sched.describe and sched:describe() or "no early stopping",
     n_prev > 0 and string.format("; resuming: %d result(s) read back from results.jsonl", n_prev) or ""))
+  if self.default_space then
+    self:say("space: the default space of the " .. self.default_space .. " experiment (moonrl.sweep.spaces; docs/sweeps.md)")
+  end
   for _, n in ipairs(notes or {}) do
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end
