@@ -228,6 +228,27 @@ function sweep.start(spec)
     -- TPE (moonrl.sweep.tpe) proposes through the method-function path; sweep.json names it "tpe".
     -- Trials proposed and not finished yet count as bad points (its constant liar).
     self.method_name = "tpe"
+    -- with ASHA, the model is fitted on the largest budget with enough values (BOHB-style: tpe.lua)
+    local levels = self.scheduler and self.scheduler.recorded and function()
+      local out, finished = {}, {}
+      for _, r in ipairs(self.done_results) do
+        if r.status == "done" and r.value ~= nil then finished[#finished + 1] = { params = r.params, value = r.value, status = "done", trial = r.trial } end
+      end
+      out[1] = finished
+      local ks = {}
+      for k in pairs(self.scheduler.recorded) do ks[#ks + 1] = k end
+      table.sort(ks, function(a, b) return a > b end)
+      for _, k in ipairs(ks) do
+        local level = {}
+        for id, v in pairs(self.scheduler.recorded[k]) do
+          local t = self.trials_list[id]
+          if t then level[#level + 1] = { params = t.params, value = v, status = "done", trial = id } end
+        end
+        table.sort(level, function(a, b) return a.trial < b.trial end)
+        out[#out + 1] = level
+      end
+      return out
+    end or nil
     self.method = require("moonrl.sweep.tpe").method(self.tpe, function(index)
       local busy = {}
       for i = 1, index - 1 do
@@ -235,7 +256,7 @@ function sweep.start(spec)
         if t and not t.result then busy[#busy + 1] = t.params end
       end
       return busy
-    end)
+    end, levels)
   end
   if self.method == "grid" or self.method == "random" or self.method == "pbt" then
     local size = space.grid_size(self.space, self.method == "pbt" and "random" or self.method)
