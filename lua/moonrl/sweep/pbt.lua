@@ -46,7 +46,7 @@
 --              exploit (fewer than 2 each: no decision yet); "none": on the ranking alone (the
 --              behaviour before the test). Not applied with metric = "eval.<key>" (one value each).
 --   alpha      the test's level (default 0.05)
---   window     values per member in the test (default: interval)
+--   window     values per member in the test (default: interval, at least 2)
 --   ready      agent-steps a member trains from its start and from its last exploit before it may
 --              copy again (default 0: one interval)
 --   explore = "pb2"      every key of the space that a running member can change and that has a
@@ -86,16 +86,12 @@ function pbt.check(o, sweep_spec)
   end
   local out = { interval = o.interval or 10, fraction = o.fraction or 0.25, factors = o.factors or { 0.8, 1.2 }, explore = {},
     restarts = o.restarts or 2, test = o.test or "welch", alpha = o.alpha or 0.05, ready = o.ready or 0 }
-  out.window = o.window or out.interval
   if out.test ~= "welch" and out.test ~= "none" then
     error("moonrl.sweep: pbt.test must be \"welch\" (copy only on a measured difference) or \"none\", got " ..
       util.fmt_value(o.test), 4)
   end
   if type(out.alpha) ~= "number" or not (out.alpha > 0 and out.alpha < 0.5) then
     error("moonrl.sweep: pbt.alpha must be a number in (0, 0.5) (the test's level), got " .. util.fmt_value(o.alpha), 4)
-  end
-  if type(out.window) ~= "number" or out.window ~= math.floor(out.window) or out.window < 2 then
-    error("moonrl.sweep: pbt.window must be a whole number of values >= 2, got " .. util.fmt_value(o.window), 4)
   end
   if type(out.ready) ~= "number" or not (out.ready >= 0) or out.ready == math.huge then
     error("moonrl.sweep: pbt.ready must be a number of agent-steps >= 0, got " .. util.fmt_value(o.ready), 4)
@@ -107,6 +103,10 @@ function pbt.check(o, sweep_spec)
   if type(out.interval) ~= "number" or out.interval ~= math.floor(out.interval) or out.interval < 1 then
     error("moonrl.sweep: pbt.interval must be a whole number of updates >= 1, got " .. util.fmt_value(o.interval), 4)
   end
+  if o.window ~= nil and (type(o.window) ~= "number" or o.window ~= math.floor(o.window) or o.window < 2) then
+    error("moonrl.sweep: pbt.window must be a whole number of values >= 2, got " .. util.fmt_value(o.window), 4)
+  end
+  out.window = o.window or math.max(2, out.interval)   -- the test needs 2 values a side
   if type(out.fraction) ~= "number" or not (out.fraction > 0 and out.fraction <= 0.5) then
     error("moonrl.sweep: pbt.fraction must be a number in (0, 0.5], got " .. util.fmt_value(o.fraction), 4)
   end
