@@ -284,6 +284,54 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     support.rm_rf(dir)
   end)
 
+  it("copies only on a measured difference (pbt.test = \"welch\"), and PB2 chooses the copy's keys", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", (EXPERIMENT:gsub("total_steps = 300 %* 8 %* 32", "total_steps = 150 * 8 * 32")))
+    -- the metric: the same constant for every member (no difference to measure), or the member's
+    -- learning rate (a difference with no noise: measured at once)
+    support.write_file(dir .. "/pbt.lua", [[
+      local moonrl = require "moonrl"
+      local case = ...
+      local metric = case == "same" and function() return 1 end or function(rec) return rec.lr end
+      local s = moonrl.sweep{ base = "exp.lua", dir = case, method = "pbt", population = 3, poll_ms = 20,
+        metric = metric, smooth = 4, console = true,
+        space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3), ["ppo.clip"] = moonrl.uniform(0.1, 0.3) },
+        pbt = { interval = 20, explore = "pb2" } }
+      s:wait()
+    ]])
+    local rc, out, err = support.moonrl("run pbt.lua same", dir)
+    assert.equal(0, rc, out .. err)
+    local held, copied = 0, 0
+    for _, e in ipairs(events(dir .. "/same")) do
+      if e.event == "exploit" then copied = copied + 1 end
+      if e.event == "exploit_held" then
+        held = held + 1
+        assert.equal(1, e.p)   -- equal constants: no evidence at all
+      end
+    end
+    assert.equal(0, copied, out)
+    assert.is_true(held >= 1, "no decision was held back:\n" .. out .. err)
+    rc, out, err = support.moonrl("run pbt.lua lr", dir)
+    assert.equal(0, rc, out .. err)
+    local exploits = {}
+    for _, e in ipairs(events(dir .. "/lr")) do if e.event == "exploit" then exploits[#exploits + 1] = e end end
+    assert.is_true(#exploits >= 1, "no exploit happened:\n" .. out .. err)
+    for _, e in ipairs(exploits) do
+      -- PB2's keys: inside the space, not the donor's times a factor
+      local lr, clip = e.new["ppo.lr"], e.new["ppo.clip"]
+      assert.is_true(lr >= 1e-4 and lr <= 3e-3, tostring(lr))
+      assert.is_true(clip >= 0.1 and clip <= 0.3, tostring(clip))
+      local r = lr / e.donor["ppo.lr"]
+      assert.is_false(math.abs(r - 0.8) < 1e-9 or math.abs(r - 1.2) < 1e-9, "a perturbation, not PB2's choice")
+      assert.truthy(e.donor_value > e.value, "copied a worse donor")
+    end
+    local info = json.decode(support.read_file(dir .. "/lr/sweep.json"))
+    assert.truthy(info.definition.pbt:find("explore=ppo.clip:pb2,ppo.lr:pb2 test=welch alpha=0.05 window=20", 1, true),
+      info.definition.pbt)
+    support.rm_rf(dir)
+  end)
+
   it("refuses bad PBT options before anything starts, naming what is accepted", function()
     if not ready() then return end
     local dir = support.tmpdir()
