@@ -6,8 +6,8 @@ local cmdline = require("moonrl.cli.cmdline")
 local sweep = {
   name = "sweep",
   order = 25,
-  usage = "sweep status|plot|lineage DIR | sweep EXPERIMENT [options]",
-  summary = "a hyperparameter sweep's table (status), its SVG plots (plot) or a PBT winner's history (lineage); sweeps are scripts: moonrl.sweep{...}",
+  usage = "sweep EXP|status|plot|lineage DIR",
+  summary = "a hyperparameter sweep's table (status), its SVG plots (plot) or a PBT winner's history (lineage); sweeps are scripts: moonrl.sweep{...}, or EXP: a shipped experiment over its default space",
   help = [[
 usage: moonrl sweep status DIR [--json]
        moonrl sweep plot DIR
