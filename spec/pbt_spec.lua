@@ -52,7 +52,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 3, poll_ms = 20,
         metric = "episode_return_mean", smooth = 4, console = true,
         space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
-        pbt = { interval = 25, fraction = 0.34, explore = { ["ppo.lr"] = "perturb", ["ppo.vf_coef"] = "perturb" } } }
+        pbt = { interval = 25, fraction = 0.34, test = "none", explore = { ["ppo.lr"] = "perturb", ["ppo.vf_coef"] = "perturb" } } }
       local r = s:wait()
       for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status) end
     ]])
@@ -154,7 +154,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 4, poll_ms = 20,
         metric = "episode_return_mean", smooth = 4, console = true,
         space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
-        pbt = { interval = 25, explore = { ["ppo.lr"] = "perturb" } } }
+        pbt = { interval = 25, test = "none", explore = { ["ppo.lr"] = "perturb" } } }
       local r = s:wait()
       for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status .. " " .. t.steps) end
     ]])
@@ -243,7 +243,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       local s = moonrl.sweep{ base = "exp.lua", dir = "sw", method = "pbt", population = 2, poll_ms = 20,
         metric = "eval.energy_per_1k", console = true,
         space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) },
-        pbt = { interval = 100, fraction = 0.5, explore = { ["ppo.lr"] = "perturb" } } }
+        pbt = { interval = 100, fraction = 0.5, test = "none", explore = { ["ppo.lr"] = "perturb" } } }
       local r = s:wait()
       for _, t in ipairs(r.results) do print("result " .. t.label .. " " .. t.status .. " " .. tostring(t.value)) end
     ]])
@@ -284,6 +284,54 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     support.rm_rf(dir)
   end)
 
+  it("copies only on a measured difference (pbt.test = \"welch\"), and PB2 chooses the copy's keys", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", (EXPERIMENT:gsub("total_steps = 300 %* 8 %* 32", "total_steps = 150 * 8 * 32")))
+    -- the metric: the same constant for every member (no difference to measure), or the member's
+    -- learning rate (a difference with no noise: measured at once)
+    support.write_file(dir .. "/pbt.lua", [[
+      local moonrl = require "moonrl"
+      local case = ...
+      local metric = case == "same" and function() return 1 end or function(rec) return rec.lr end
+      local s = moonrl.sweep{ base = "exp.lua", dir = case, method = "pbt", population = 3, poll_ms = 20,
+        metric = metric, smooth = 4, console = true,
+        space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3), ["ppo.clip"] = moonrl.uniform(0.1, 0.3) },
+        pbt = { interval = 20, explore = "pb2" } }
+      s:wait()
+    ]])
+    local rc, out, err = support.moonrl("run pbt.lua same", dir)
+    assert.equal(0, rc, out .. err)
+    local held, copied = 0, 0
+    for _, e in ipairs(events(dir .. "/same")) do
+      if e.event == "exploit" then copied = copied + 1 end
+      if e.event == "exploit_held" then
+        held = held + 1
+        assert.equal(1, e.p)   -- equal constants: no evidence at all
+      end
+    end
+    assert.equal(0, copied, out)
+    assert.is_true(held >= 1, "no decision was held back:\n" .. out .. err)
+    rc, out, err = support.moonrl("run pbt.lua lr", dir)
+    assert.equal(0, rc, out .. err)
+    local exploits = {}
+    for _, e in ipairs(events(dir .. "/lr")) do if e.event == "exploit" then exploits[#exploits + 1] = e end end
+    assert.is_true(#exploits >= 1, "no exploit happened:\n" .. out .. err)
+    for _, e in ipairs(exploits) do
+      -- PB2's keys: inside the space, not the donor's times a factor
+      local lr, clip = e.new["ppo.lr"], e.new["ppo.clip"]
+      assert.is_true(lr >= 1e-4 and lr <= 3e-3, tostring(lr))
+      assert.is_true(clip >= 0.1 and clip <= 0.3, tostring(clip))
+      local r = lr / e.donor["ppo.lr"]
+      assert.is_false(math.abs(r - 0.8) < 1e-9 or math.abs(r - 1.2) < 1e-9, "a perturbation, not PB2's choice")
+      assert.truthy(e.donor_value > e.value, "copied a worse donor")
+    end
+    local info = json.decode(support.read_file(dir .. "/lr/sweep.json"))
+    assert.truthy(info.definition.pbt:find("explore=ppo.clip:pb2,ppo.lr:pb2 test=welch alpha=0.05 window=20", 1, true),
+      info.definition.pbt)
+    support.rm_rf(dir)
+  end)
+
   it("refuses bad PBT options before anything starts, naming what is accepted", function()
     if not ready() then return end
     local dir = support.tmpdir()
@@ -299,6 +347,10 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
         { method = "pbt", population = 3, pbt = { interval = 0, explore = { ["ppo.lr"] = "perturb" } } },
         { method = "random", trials = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
         { method = "pbt", population = 3, pbt = { restarts = -1, explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, pbt = { test = "t", explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, space = { ["ppo.epochs"] = moonrl.randint(1, 4) }, pbt = { explore = "pb2" } },
+        { method = "pbt", population = 3, space = { ["ppo.lr"] = moonrl.choice{ 1e-4, 1e-3 } },
+          pbt = { explore = { ["ppo.lr"] = "pb2" } } },
       }
       for _, c in ipairs(cases) do
         c.base, c.dir = "exp.lua", "never"
@@ -312,11 +364,14 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       'method = "pbt" needs population = N',
       "pbt.explore: env.grid_size is not a key a running member can change",
       'pbt.explore["ppo.lr"] = "resample" draws from the space, which has no ppo.lr',
-      'accepted "perturb", "resample" or a function(value, rng), got "double"',
+      'accepted "perturb", "resample", "pb2" or a function(value, rng), got "double"',
       "trains all 3 members at once; parallel cannot be 2",
       "pbt.interval must be a whole number of updates >= 1, got 0",
       'pbt and population are options of method = "pbt"',
       "pbt.restarts must be a whole number >= 0 (how often a member that died is resumed), got -1",
+      'pbt.test must be "welch" (copy only on a measured difference) or "none", got "t"',
+      'pbt.explore = "pb2" explores the space\'s hot keys with a numeric range (uniform, loguniform, randint), and the space has none',
+      'pbt.explore["ppo.lr"] = "pb2": ppo.lr has no numeric range in the space',
     }) do
       assert.truthy(out:find(want, 1, true), want .. "\n" .. out .. err)
     end

@@ -398,7 +398,7 @@ elseif case == "pbt" then
   -- two members (the timeout test holds the third CPU), exploiting every 25 updates through their control sockets
   spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3) }
   spec.method, spec.population, spec.poll_ms = "pbt", 2, 50
-  spec.pbt = { interval = 25, fraction = 0.5, explore = { ["ppo.lr"] = "perturb" } }
+  spec.pbt = { interval = 25, fraction = 0.5, test = "none", explore = { ["ppo.lr"] = "perturb" } }
   base.total_steps = 64 * 600
 elseif case == "function" then
   spec.trials, spec.parallel = 3, 2

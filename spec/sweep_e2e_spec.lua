@@ -524,4 +524,31 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(err, "ppo.lrr"), err)
     assert.is_nil(uv.fs_stat(dir .. "/sw"))
   end)
+
+  it("moonrl sweep EXPERIMENT runs its default space without a script; budget caps a TPE sweep's agent-steps", function()
+    if not need_bin() then return end
+    -- 4 updates of 8 envs x 32 steps a trial; a budget of 3 trials' worth, 5 trials allowed
+    local code, out, err = moonrl(dir, "sweep cartpole --method tpe --trials 2 --dir sw --set total_steps=1024 " ..
+      "--set log.checkpoint_interval=1000")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "space: the default space of the cartpole experiment"), out)
+    local info = json.decode(support.read_file(dir .. "/sw/sweep.json"))
+    assert.equal("loguniform(0.0003, 0.003)", info.definition.space["ppo.lr"])
+    assert.equal("randint(5, 20)", info.definition.space["ppo.epochs"])
+    assert.equal("episode_return_mean", info.metric)
+    assert.equal(2, #read_results(dir .. "/sw/results.jsonl").results)
+    -- budget
+    support.write_file(dir .. "/budget.lua", "local moonrl = require 'moonrl'\n" ..
+      "local s = moonrl.sweep{ base = 'cartpole', sets = { 'total_steps=1024', 'log.checkpoint_interval=1000' }, " ..
+      "method = 'tpe', trials = 5, budget = 3 * 1024, dir = 'sb' }\nlocal r = s:wait()\nprint('trials ' .. #r.results)\n")
+    code, out, err = moonrl(dir, "run budget.lua")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "trials 3"), out)
+    assert.is_true(has(out, "budget: 3,072 of 3,072 agent-steps spent; no room for another trial of 1,024"), out)
+    -- not a subcommand, not an experiment
+    code, out, err = moonrl(dir, "sweep nosuch")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "'nosuch' is neither a subcommand (status, plot, lineage) nor a shipped experiment"), err)
+    assert.is_true(has(err, "cartpole, cartpole_lua, default, dials"), err)
+  end)
 end)

@@ -389,3 +389,84 @@ describe("moonrl.sweep{ method = \"tpe\" } (the binary)", function()
     assert.is_true(with_running > 0, "no proposal was made while others ran")
   end)
 end)
+
+-- TPE inside ASHA's rungs (tpe.level_history, BOHB-style): a sequential sweep
+-- simulated without training. A trial's value at budget b (in rung units 1,
+-- 3, 9, full 27) is the quadratic's -f plus noise that shrinks with b; ASHA
+-- (reduction 3) stops trials at the rungs; the model is fitted on the largest
+-- budget holding enough values.
+local asha = require("moonrl.sweep.asha")
+
+local function run_asha(problem, seed, n, use_tpe)
+  local s = asha.new({ grace_steps = 1, reduction = 3, mode = "max" })
+  local history, finals, params, best = {}, {}, {}, math.huge
+  local noise = space.rng(seed, 0, "asha noise")
+  local function levels()
+    local out = { {} }
+    for _, r in ipairs(finals) do out[1][#out[1] + 1] = r end
+    for k = 3, 1, -1 do
+      local level = {}
+      for id, v in pairs(s.recorded[k] or {}) do level[#level + 1] = { params = params[id], value = v, status = "done", trial = id } end
+      table.sort(level, function(a, b) return a.trial < b.trial end)
+      out[#out + 1] = level
+    end
+    return out
+  end
+  local method = tpe.method(tpe.DEFAULTS, nil, levels)
+  for i = 1, n do
+    local p
+    if use_tpe then
+      p = method(history, { space = problem.space, mode = "max", seed = seed, index = i,
+        sample = function() return space.point(problem.space, "random", seed, i) end })
+    else
+      p = space.point(problem.space, "random", seed, i)
+    end
+    params[i] = p
+    local f = problem.f(p)
+    local status, value = "done", nil
+    for k = 1, 4 do
+      local b = 3 ^ (k - 1)
+      value = -f + (noise() - 0.5) * 4 / math.sqrt(b)
+      if k == 4 then break end
+      if s:decide(i, k, value) == "stop" then status = "stopped" break end
+    end
+    if status == "done" then
+      finals[#finals + 1] = { params = p, value = value, status = "done", trial = i }
+      best = math.min(best, f)
+    end
+    history[#history + 1] = { params = p, value = value, status = status, trial = i }
+  end
+  return best
+end
+
+describe("moonrl.sweep.tpe inside ASHA (BOHB-style)", function()
+  it("ranks each trial at the largest budget it reached, then by its value there; failed trials are bad", function()
+    local hist = { { params = { x = 1 }, value = 0.1, status = "stopped", trial = 1 },
+      { params = { x = 2 }, status = "failed", trial = 2 }, { params = { x = 3 }, value = 1, status = "done", trial = 3 },
+      { params = { x = 4 }, value = 0.9, status = "stopped", trial = 4 } }
+    local levels = { { { params = { x = 3 }, value = 1, trial = 3 } },
+      { { params = { x = 1 }, value = 0.5, trial = 1 }, { params = { x = 3 }, value = 0.7, trial = 3 } },
+      { { params = { x = 1 }, value = 0.2, trial = 1 }, { params = { x = 4 }, value = 0.9, trial = 4 }, { params = { x = 3 }, value = 0.1, trial = 3 } } }
+    local got, used = tpe.level_history(hist, levels)
+    assert.is_true(used)
+    assert.equal(4, #got)
+    assert.same({ 3, 1, 4, 2 }, { got[1].trial, got[2].trial, got[3].trial, got[4].trial })
+    assert.same({ 1, 2, 3 }, { got[1].level, got[2].level, got[3].level })
+    assert.equal(0.5, got[2].value)   -- trial 1 at the largest rung it reached
+    assert.equal("failed", got[4].status)
+    local same, used2 = tpe.level_history(hist, {})
+    assert.is_false(used2)
+    assert.equal(hist, same)
+  end)
+
+  it("finds a better shifted quadratic than random search under the same ASHA, 60 trials, 20 seeds", function()
+    -- the mean over 20 seeds of the best f among the trials that ran their full budget
+    -- (measured when written: ASHA + TPE 0.588, ASHA + random 2.175)
+    local st, sr = 0, 0
+    for seed = 1, 20 do
+      st = st + run_asha(QUAD, seed, 60, true)
+      sr = sr + run_asha(QUAD, seed, 60, false)
+    end
+    assert.is_true(st < 0.8 * sr, string.format("ASHA + TPE %.3f, ASHA + random %.3f", st / 20, sr / 20))
+  end)
+end)

@@ -94,7 +94,8 @@
 --              several ranks through mpirun), sinks/ (console, jsonl, csv, tensorboard, trim)
 --   control/   a run's control socket: socket (path, trust), server, client
 --   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs
---   sweep/     sweeps: init (its life), definition, space, asha, results, plot, executors
+--   sweep/     sweeps: init (its life), definition, space, spaces (each experiment's default), asha, tpe,
+--              pbt, pb2 and gp (PB2's bandit), results, plot, front, executors
 --   dashboard/ the live dashboard: init (routes, token, checks), http (the server), data (the files read), page/
 --   eval/      evaluate, table (the evaluation table), stats, files (eval.json, SVG)
 --   formats/   json, svg, tensorboard (event files)

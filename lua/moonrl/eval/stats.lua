@@ -151,6 +151,22 @@ function stats.mean_interval(x, level)
   return m, m - h, m + h
 end
 
+-- Welch's test of mean(b) > mean(a), one-sided: -> t, df, p (the
+-- probability of a t at least this large if the means were equal). nil with
+-- fewer than 2 values on either side. Both constant: p = 0 if b's mean is
+-- larger, else 1.
+function stats.welch_greater(a, b)
+  local na, nb = #a, #b
+  if na < 2 or nb < 2 then return nil end
+  local diff = stats.mean(b) - stats.mean(a)
+  local sa, sb = stats.var(a) / na, stats.var(b) / nb
+  local se2 = sa + sb
+  if se2 <= 0 then return diff > 0 and math.huge or -math.huge, NAN, diff > 0 and 0 or 1 end
+  local t = diff / sqrt(se2)
+  local df = se2 * se2 / (sa * sa / (na - 1) + sb * sb / (nb - 1))
+  return t, df, 1 - stats.t_cdf(t, df)
+end
+
 -- Cohen's d of b against a: the difference of the means over the pooled
 -- standard deviation sqrt(((na - 1) va + (nb - 1) vb) / (na + nb - 2)).
 -- NaN when either sample has fewer than 2 values or both are constant.

@@ -176,10 +176,33 @@ end
 
 -- ----------------------------------------------------------------- start
 
+-- A shipped experiment's name as base and no space: its default space
+-- (moonrl.sweep.spaces) -> the spec to use, the experiment's name or nil.
+local function with_default_space(spec)
+  if type(spec) ~= "table" or spec.space ~= nil or type(spec.base) ~= "string" then return spec, nil end
+  local fh = io.open(spec.base, "rb")   -- a file of the user's own of that name is not the shipped one
+  if fh then fh:close() end
+  if fh and not spec.base:find("configs/experiments/", 1, true) and not spec.base:find("configs/default.lua", 1, true) then
+    return spec, nil
+  end
+  if not require("moonrl.config.load").experiment_path(spec.base) then return spec, nil end
+  local spaces = require("moonrl.sweep.spaces")
+  local sp = spaces.of(spec.base)
+  if not sp then return spec, nil end
+  local out = {}
+  for k, v in pairs(spec) do out[k] = v end
+  out.space = sp
+  if out.metric == nil then out.metric = spaces.metric(spec.base) end
+  return out, spaces.name_of(spec.base)
+end
+
 function sweep.start(spec)
+  local default_space
+  spec, default_space = with_default_space(spec)
   local o = definition.check(spec)
   local self = setmetatable(o, Sweep)
   self.space = spec.space or {}
+  self.default_space = default_space
   local keys, serr = space.check(self.space)
   if not keys then error("moonrl.sweep: " .. serr, 2) end
   self.keys = keys
@@ -205,6 +228,27 @@ function sweep.start(spec)
     -- TPE (moonrl.sweep.tpe) proposes through the method-function path; sweep.json names it "tpe".
     -- Trials proposed and not finished yet count as bad points (its constant liar).
     self.method_name = "tpe"
+    -- with ASHA, the model is fitted on the largest budget with enough values (BOHB-style: tpe.lua)
+    local levels = self.scheduler and self.scheduler.recorded and function()
+      local out, finished = {}, {}
+      for _, r in ipairs(self.done_results) do
+        if r.status == "done" and r.value ~= nil then finished[#finished + 1] = { params = r.params, value = r.value, status = "done", trial = r.trial } end
+      end
+      out[1] = finished
+      local ks = {}
+      for k in pairs(self.scheduler.recorded) do ks[#ks + 1] = k end
+      table.sort(ks, function(a, b) return a > b end)
+      for _, k in ipairs(ks) do
+        local level = {}
+        for id, v in pairs(self.scheduler.recorded[k]) do
+          local t = self.trials_list[id]
+          if t then level[#level + 1] = { params = t.params, value = v, status = "done", trial = id } end
+        end
+        table.sort(level, function(a, b) return a.trial < b.trial end)
+        out[#out + 1] = level
+      end
+      return out
+    end or nil
     self.method = require("moonrl.sweep.tpe").method(self.tpe, function(index)
       local busy = {}
       for i = 1, index - 1 do
@@ -212,7 +256,7 @@ function sweep.start(spec)
         if t and not t.result then busy[#busy + 1] = t.params end
       end
       return busy
-    end)
+    end, levels)
   end
   if self.method == "grid" or self.method == "random" or self.method == "pbt" then
     local size = space.grid_size(self.space, self.method == "pbt" and "random" or self.method)
@@ -329,6 +373,9 @@ function sweep.start(spec)
     self.method_name or (type(self.method) == "string" and self.method or "method function"), #keys > 0 and table.concat(keys, ", ") or "nothing",
     self.executor.name or "executor", sched and sched.describe and sched:describe() or "no early stopping",
     n_prev > 0 and string.format("; resuming: %d result(s) read back from results.jsonl", n_prev) or ""))
+  if self.default_space then
+    self:say("space: the default space of the " .. self.default_space .. " experiment (moonrl.sweep.spaces; docs/sweeps.md)")
+  end
   for _, n in ipairs(notes or {}) do
     if not n:match("^budget:") then self:say("note: " .. n) end   -- the base's budget is not the trials'
   end

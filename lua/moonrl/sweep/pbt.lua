@@ -40,6 +40,20 @@
 --   factors    default { 0.8, 1.2 }
 --   restarts   how often a member that died (a crash, SIGKILL, the OOM killer) is resumed from its
 --              newest checkpoint over the sweep's life (default 2; 0: it is a failed trial)
+--   test       "welch" (default): a member in the bottom copies the drawn donor only when the donor's
+--              recent values of the metric are measurably better than its own: a one-sided Welch
+--              t-test at level `alpha` over each one's last `window` values since its own last
+--              exploit (fewer than 2 each: no decision yet); "none": on the ranking alone (the
+--              behaviour before the test). Not applied with metric = "eval.<key>" (one value each).
+--   alpha      the test's level (default 0.05)
+--   window     values per member in the test (default: interval, at least 2)
+--   ready      agent-steps a member trains from its start and from its last exploit before it may
+--              copy again (default 0: one interval)
+--   explore = "pb2"      every key of the space that a running member can change and that has a
+--              numeric range is explored by PB2 (moonrl.sweep.pb2: a GP-UCB bandit over those keys
+--              with a time-varying kernel, Parker-Holder et al. 2020) instead of perturbed;
+--              explore = "perturb": those keys, perturbed by `factors`.
+--              A table may also name "pb2" for some keys (each must have a numeric range).
 --
 --   pbt.check(spec_pbt, sweep_options) -> options | raises (at moonrl.sweep's caller)
 --   pbt.new(sweep, options) -> controller;  controller:poll(trial)   after its metrics were read
@@ -62,12 +76,26 @@ Controller.__index = Controller
 function pbt.check(o, sweep_spec)
   if o == nil then o = {} end
   if type(o) ~= "table" then error("moonrl.sweep: pbt must be a table {interval =, fraction =, explore =, factors =}", 4) end
-  local known = { interval = true, fraction = true, explore = true, factors = true, restarts = true }
+  local known = { interval = true, fraction = true, explore = true, factors = true, restarts = true, test = true,
+    alpha = true, window = true, ready = true }
   for k in pairs(o) do
-    if not known[k] then error("moonrl.sweep: pbt." .. tostring(k) .. ": accepted interval, fraction, explore, factors, restarts", 4) end
+    if not known[k] then
+      error("moonrl.sweep: pbt." .. tostring(k) .. ": accepted interval, fraction, explore, factors, restarts, test, alpha, " ..
+        "window, ready", 4)
+    end
   end
   local out = { interval = o.interval or 10, fraction = o.fraction or 0.25, factors = o.factors or { 0.8, 1.2 }, explore = {},
-    restarts = o.restarts or 2 }
+    restarts = o.restarts or 2, test = o.test or "welch", alpha = o.alpha or 0.05, ready = o.ready or 0 }
+  if out.test ~= "welch" and out.test ~= "none" then
+    error("moonrl.sweep: pbt.test must be \"welch\" (copy only on a measured difference) or \"none\", got " ..
+      util.fmt_value(o.test), 4)
+  end
+  if type(out.alpha) ~= "number" or not (out.alpha > 0 and out.alpha < 0.5) then
+    error("moonrl.sweep: pbt.alpha must be a number in (0, 0.5) (the test's level), got " .. util.fmt_value(o.alpha), 4)
+  end
+  if type(out.ready) ~= "number" or not (out.ready >= 0) or out.ready == math.huge then
+    error("moonrl.sweep: pbt.ready must be a number of agent-steps >= 0, got " .. util.fmt_value(o.ready), 4)
+  end
   if type(out.restarts) ~= "number" or out.restarts ~= math.floor(out.restarts) or out.restarts < 0 then
     error("moonrl.sweep: pbt.restarts must be a whole number >= 0 (how often a member that died is resumed), got " ..
       util.fmt_value(o.restarts), 4)
@@ -75,6 +103,10 @@ function pbt.check(o, sweep_spec)
   if type(out.interval) ~= "number" or out.interval ~= math.floor(out.interval) or out.interval < 1 then
     error("moonrl.sweep: pbt.interval must be a whole number of updates >= 1, got " .. util.fmt_value(o.interval), 4)
   end
+  if o.window ~= nil and (type(o.window) ~= "number" or o.window ~= math.floor(o.window) or o.window < 2) then
+    error("moonrl.sweep: pbt.window must be a whole number of values >= 2, got " .. util.fmt_value(o.window), 4)
+  end
+  out.window = o.window or math.max(2, out.interval)   -- the test needs 2 values a side
   if type(out.fraction) ~= "number" or not (out.fraction > 0 and out.fraction <= 0.5) then
     error("moonrl.sweep: pbt.fraction must be a number in (0, 0.5], got " .. util.fmt_value(o.fraction), 4)
   end
@@ -87,6 +119,21 @@ function pbt.check(o, sweep_spec)
     end
   end
   local explore = o.explore or {}
+  if explore == "pb2" or explore == "perturb" then
+    -- every key of the space a running member can change (with a numeric range, for pb2)
+    local how, keys = explore, {}
+    for k, d in pairs(sweep_spec.space or {}) do
+      local e = schema.by_key[k]
+      if e and e.hot and not k:match("^hooks%.") and k ~= "total_steps" and space.is_dist(d) and d.lo and d.lo ~= d.hi then
+        keys[k] = how
+      end
+    end
+    if next(keys) == nil then
+      error("moonrl.sweep: pbt.explore = \"" .. how .. "\" explores the space's hot keys with a numeric range " ..
+        "(uniform, loguniform, randint), and the space has none", 4)
+    end
+    explore = keys
+  end
   if type(explore) ~= "table" or next(explore) == nil then
     error("moonrl.sweep: pbt.explore must name the hot keys to explore, e.g. { [\"ppo.lr\"] = \"perturb\" }", 4)
   end
@@ -99,9 +146,13 @@ function pbt.check(o, sweep_spec)
     if not e.hot or e.hot == false or k:match("^hooks%.") or k == "total_steps" then
       error("moonrl.sweep: pbt.explore: " .. k .. " is not a key a running member can change (the hot keys: docs/config.md)", 4)
     end
-    if how ~= "perturb" and how ~= "resample" and type(how) ~= "function" then
-      error("moonrl.sweep: pbt.explore[\"" .. k .. "\"]: accepted \"perturb\", \"resample\" or a function(value, rng), got " ..
+    if how ~= "perturb" and how ~= "resample" and how ~= "pb2" and type(how) ~= "function" then
+      error("moonrl.sweep: pbt.explore[\"" .. k .. "\"]: accepted \"perturb\", \"resample\", \"pb2\" or a function(value, rng), got " ..
         util.fmt_value(how), 4)
+    end
+    if how == "pb2" then
+      local _, derr = require("moonrl.sweep.pb2").dims(sweep_spec.space or {}, { k })
+      if derr then error("moonrl.sweep: pbt.explore[\"" .. k .. "\"] = \"pb2\": " .. derr, 4) end
     end
     if how == "resample" and not (sweep_spec.space and sweep_spec.space[k] ~= nil) then
       error("moonrl.sweep: pbt.explore[\"" .. k .. "\"] = \"resample\" draws from the space, which has no " .. k, 4)
@@ -121,8 +172,25 @@ function pbt.describe(o)
     local how = o.explore[k]
     ex[#ex + 1] = k .. ":" .. (type(how) == "function" and "<function>" or how)
   end
-  return string.format("interval=%d fraction=%s factors=%s explore=%s", o.interval, util.fmt_number(o.fraction),
+  local text = string.format("interval=%d fraction=%s factors=%s explore=%s", o.interval, util.fmt_number(o.fraction),
     table.concat(fac, ","), table.concat(ex, ","))
+  -- (the options added later only when they differ from what came before them)
+  if o.test ~= "none" then
+    text = text .. string.format(" test=%s alpha=%s window=%d", o.test, util.fmt_number(o.alpha), o.window)
+  end
+  if o.ready > 0 then text = text .. " ready=" .. util.fmt_number(o.ready) end
+  return text
+end
+
+-- Is b measurably better than a? A one-sided Welch t-test of mean(b) > mean(a)
+-- (mode "min": smaller) at level alpha. -> true | false, p-value (nil with
+-- fewer than 2 values on either side)
+function pbt.measured_better(a, b, mode, alpha)
+  local stats = require("moonrl.eval.stats")
+  local t, _, p
+  if mode == "min" then t, _, p = stats.welch_greater(b, a) else t, _, p = stats.welch_greater(a, b) end
+  if not t then return false, nil end
+  return p < alpha, p
 end
 
 function pbt.new(sweep, o)
@@ -134,6 +202,8 @@ function pbt.new(sweep, o)
     if t and type(ev.new) == "table" then
       for k, v in pairs(ev.new) do t.params[k] = v end
       t.pbt_next = math.max(t.pbt_next or 0, (ev.update or 0) + o.interval)
+      t.pbt_exploit_update = math.max(t.pbt_exploit_update or 0, ev.update or 0)
+      if t.cfg then t.pbt_ready_from = t.pbt_exploit_update * t.cfg.env.num_envs * t.cfg.ppo.rollout_steps end
     end
   end
   return self
@@ -162,6 +232,7 @@ end
 -- values, explored (new).
 function Controller:_explore(t, donor_keys)
   local old, new = {}, {}
+  local pb2_new = self:_pb2_choice(t)
   for _, k in ipairs(util.sorted_keys(self.o.explore)) do
     local how, v = self.o.explore[k], donor_keys[k]
     old[k] = current(t, k)
@@ -180,6 +251,9 @@ function Controller:_explore(t, donor_keys)
       else
         new[k] = v
       end
+    elseif how == "pb2" then
+      new[k] = pb2_new and pb2_new[k]
+      if new[k] == nil then new[k] = v end
     elseif how == "resample" then
       new[k] = space.point({ [k] = d }, "random", self.sweep.seed or 0, math.floor(self.rng() * 2 ^ 31))[k]
     else
@@ -187,6 +261,56 @@ function Controller:_explore(t, donor_keys)
     end
   end
   return old, new
+end
+
+-- PB2: the keys explored by "pb2", in order, with their ranges
+function Controller:_pb2_dims()
+  if self.pb2_dims_cache ~= nil then return self.pb2_dims_cache or nil end
+  local keys = {}
+  for _, k in ipairs(util.sorted_keys(self.o.explore)) do
+    if self.o.explore[k] == "pb2" then keys[#keys + 1] = k end
+  end
+  self.pb2_dims_cache = #keys > 0 and assert(require("moonrl.sweep.pb2").dims(self.sweep.space, keys)) or false
+  return self.pb2_dims_cache or nil
+end
+
+function Controller:_pb2_x(m)
+  local pb2 = require("moonrl.sweep.pb2")
+  local x = {}
+  for i, dim in ipairs(self:_pb2_dims()) do x[i] = pb2.to_unit(dim, current(m, dim.key)) end
+  return x
+end
+
+-- At member m's decision: the interval that ended is a data point (t, x) -> change of its value
+function Controller:_pb2_observe(m)
+  if not self:_pb2_dims() then return end
+  local v = self:_value(m)
+  if v == nil or v ~= v then return end
+  local t_now = math.floor((m.updates or 0) / self.o.interval)
+  local prev = m.pb2_prev
+  if prev and prev.t < t_now then
+    local dy = v - prev.value
+    if self.sweep.mode == "min" then dy = -dy end
+    self.pb2_data = self.pb2_data or {}
+    table.insert(self.pb2_data, { t = prev.t, x = prev.x, y = dy })
+  end
+  m.pb2_prev = { t = t_now, x = self:_pb2_x(m), value = v }
+end
+
+-- The values PB2 gives member t that is about to copy a donor: { key = value } | nil
+function Controller:_pb2_choice(t)
+  local dims = self:_pb2_dims()
+  if not dims then return nil end
+  local pb2 = require("moonrl.sweep.pb2")
+  local pending = {}
+  for _, m in ipairs(self.sweep.running) do
+    if m ~= t and m.status == "running" then pending[#pending + 1] = self:_pb2_x(m) end
+  end
+  local t_now = math.floor((t.updates or 0) / self.o.interval)
+  local x = pb2.select(self.pb2_data or {}, pending, t_now, #dims, self.rng)
+  local out = {}
+  for i, dim in ipairs(dims) do out[dim.key] = pb2.from_unit(dim, x[i]) end
+  return out
 end
 
 -- One request to member t's control socket, from a coroutine: reply | nil, err.
@@ -268,6 +392,11 @@ function Controller:_exploit(t, d)
       new = old
     end
     for k, v in pairs(new) do t.params[k] = v end
+    -- the test and the ready time count from here; PB2's next data point starts at the new keys
+    t.pbt_ready_from, t.pbt_exploit_update = t.steps or 0, adopted.update
+    if self:_pb2_dims() then
+      t.pb2_prev = { t = math.floor((t.updates or 0) / self.o.interval), x = self:_pb2_x(t), value = d_value }
+    end
     local parts = {}
     for _, k in ipairs(util.sorted_keys(new)) do
       parts[#parts + 1] = k .. " " .. results.fmt(old[k]) .. " -> " .. results.fmt(new[k])
@@ -310,6 +439,7 @@ function Controller:poll(t)
   t.pbt_next = t.pbt_next or self.o.interval
   if t.updates < t.pbt_next then return end
   t.pbt_next = (math.floor(t.updates / self.o.interval) + 1) * self.o.interval
+  if not self.sweep.eval_key then self:_pb2_observe(t) end
   -- in its last interval a copy would hardly train (and races the member's end)
   local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps
   if (t.updates + self.o.interval) * batch >= t.cfg.total_steps then return end
@@ -350,9 +480,23 @@ function Controller:_evaluate(t)
       return
     end
     t.pbt_value = value
+    self:_pb2_observe(t)
     results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = checkpoint, value = value })
     if t.status == "running" then self:_rank(t) end
   end)
+end
+
+-- Member m's last `window` values of the metric since its last exploit (the test's sample)
+function Controller:_recent(m)
+  local out = {}
+  local curve = m.curve or {}
+  for i = #curve, 1, -1 do
+    local e = curve[i]
+    if m.pbt_exploit_update and e.update <= m.pbt_exploit_update then break end
+    if e.value ~= nil and e.value == e.value then out[#out + 1] = e.value end
+    if #out >= self.o.window then break end
+  end
+  return out
 end
 
 -- The value members are ranked by: the sweep's metric, or their last evaluation.
@@ -381,8 +525,17 @@ function Controller:_rank(t)
   local pos
   for i, m in ipairs(ranked) do if m == t then pos = i end end
   if not pos or pos <= #ranked - q then return end   -- not in the bottom
+  if self.o.ready > 0 and (t.steps or 0) - (t.pbt_ready_from or 0) < self.o.ready then return end
   local d = ranked[1 + math.floor(self.rng() * q)]
   if d == t or d.pbt_busy then return end
+  if self.o.test == "welch" and not self.sweep.eval_key then
+    local better, p = pbt.measured_better(self:_recent(t), self:_recent(d), self.sweep.mode, self.o.alpha)
+    if not better then
+      results.append(self.sweep.dir, { event = "exploit_held", trial = t.index, from = d.index, update = t.updates,
+        p = p, value = self:_value(t), donor_value = self:_value(d) })
+      return
+    end
+  end
   self:_exploit(t, d)
 end
 

@@ -79,9 +79,28 @@
 --       the same rng sequence give the same point.
 --   tpe.check(opts) -> options | raises (at moonrl.sweep's caller)
 --   tpe.describe(options) -> "startup=10 gamma=0.1 candidates=24" (sweep.json's definition)
---   tpe.method(options, in_flight) -> function(history, ctx) -> point: what
+--   tpe.method(options, in_flight, levels) -> function(history, ctx) -> point: what
 --       moonrl.sweep runs for method = "tpe" (in_flight(index) -> the points
---       proposed before trial `index` without a result yet)
+--       proposed before trial `index` without a result yet; levels() -> the
+--       scheduler's budgets as histories, see "Inside ASHA" below)
+--   tpe.level_history(history, levels) -> the history the model is fitted on
+--
+-- Inside ASHA (multi-fidelity, after BOHB, Falkner et al. 2018): with a
+-- scheduler, trials are compared at equal budgets. levels() lists, largest
+-- budget first, the finished trials at the full budget and then each rung's
+-- recorded values ({params, value, trial}). Each trial is ranked at the
+-- largest budget it reached: every trial of a larger budget first, then by
+-- its value there (the order ASHA's promotions imply); failed trials are
+-- bad points. BOHB instead fits on the largest budget holding d + 1 values;
+-- in spec/tpe_spec.lua's simulated ASHA sweep of the shifted quadratic that
+-- rule did no better than random search (mean best 2.05 against 2.15 over
+-- 40 seeds at 60 trials: a model of the few trials at the full budget),
+-- while this ranking, which keeps every trial, reached 0.61 - as did TPE on
+-- the plain history (done trials first, then stopped ones by their value at
+-- the stop: 0.61); at 30 trials 1.82 against plain 1.80. So on that
+-- simulation the rungs add nothing measurable over what TPE did already;
+-- what they change is that two trials stopped at different rungs are never
+-- compared on values at different budgets.
 
 local util = require("moonrl.util")
 local space = require("moonrl.sweep.space")
@@ -358,6 +377,7 @@ local function split(history, mode, gamma, running)
   table.sort(ranked, function(a, b)
     local da, db = a.status == "done", b.status == "done"
     if da ~= db then return da end   -- a trial the scheduler stopped ranks after the finished ones
+    if a.level and b.level and a.level ~= b.level then return a.level < b.level end   -- a larger budget first
     if a.value ~= b.value then
       if mode == "min" then return a.value < b.value end
       return a.value > b.value
@@ -414,9 +434,27 @@ function tpe.suggest(sp, history, mode, rng, opts)
   return point
 end
 
-function tpe.method(o, in_flight)
+function tpe.level_history(history, levels)
+  local out, seen = {}, {}
+  for li, level in ipairs(levels or {}) do
+    for _, r in ipairs(level) do
+      if not seen[r.trial] and type(r.value) == "number" and r.value == r.value then
+        seen[r.trial] = true
+        out[#out + 1] = { params = r.params, value = r.value, status = "done", trial = r.trial, level = li }
+      end
+    end
+  end
+  if #out == 0 then return history, false end
+  for _, r in ipairs(history) do
+    if not seen[r.trial] then out[#out + 1] = r end   -- failed, or no value at any budget: bad points
+  end
+  return out, true
+end
+
+function tpe.method(o, in_flight, levels)
   o = o or tpe.DEFAULTS
   return function(history, ctx)
+    if levels and #history >= o.startup then history = tpe.level_history(history, levels()) end
     return tpe.suggest(ctx.space, history, ctx.mode, space.rng(ctx.seed, ctx.index, "tpe"), {
       startup = o.startup, gamma = o.gamma, candidates = o.candidates, sample = ctx.sample,
       running = in_flight and in_flight(ctx.index) or nil,

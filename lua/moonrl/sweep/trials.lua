@@ -45,6 +45,21 @@ function M.install(Sweep, h)
     if type(self.method) ~= "function" then return first_open(self) end
     local index = #self.trials_list + 1
     if index > self.trials or self.method_done then return nil end
+    if self.budget then
+      -- budget: the agent-steps of the trials that ended, the whole budgets of those running,
+      -- and the next one's must fit (so the sweep never spends more)
+      local used = 0
+      for _, r in ipairs(self.done_results) do used = used + (tonumber(r.steps) or 0) end
+      for _, t in ipairs(self.running) do used = used + (t.cfg and t.cfg.total_steps or 0) end
+      if used + self.base_cfg.total_steps > self.budget then
+        if #self.running == 0 then
+          self:say(string.format("budget: %s of %s agent-steps spent; no room for another trial of %s",
+            results.thousands(used), results.thousands(self.budget), results.thousands(self.base_cfg.total_steps)))
+          self.method_done = true
+        end
+        return nil
+      end
+    end
     local history = {}
     for _, r in ipairs(self.done_results) do history[#history + 1] = util.deepcopy(r) end
     table.sort(history, function(a, b) return a.trial < b.trial end)

@@ -6,12 +6,30 @@ local cmdline = require("moonrl.cli.cmdline")
 local sweep = {
   name = "sweep",
   order = 25,
-  usage = "sweep status|plot|lineage DIR",
-  summary = "a hyperparameter sweep's table (status), its SVG plots (plot) or a PBT winner's history (lineage); sweeps are scripts: moonrl.sweep{...}",
+  usage = "sweep EXP|status|plot|lineage DIR",
+  summary = "a hyperparameter sweep's table (status), its SVG plots (plot) or a PBT winner's history (lineage); sweeps are scripts: moonrl.sweep{...}, or EXP: a shipped experiment over its default space",
   help = [[
 usage: moonrl sweep status DIR [--json]
        moonrl sweep plot DIR
        moonrl sweep lineage DIR
+       moonrl sweep EXPERIMENT [--method M] [--trials N] [--parallel N] [--asha STEPS]
+                    [--dir DIR] [--set key=value]... [--metric M] [--smooth N] [--seed N]
+
+moonrl sweep EXPERIMENT (a shipped experiment's name: foraging, reach,
+cartpole, ...) runs a sweep of it over its default search space
+(docs/sweeps.md, "Default spaces"; moonrl.sweep.spaces) without a script:
+  --method     random (default), tpe, grid, pbt (a population of --trials
+               members, PB2's explore over the space's hot keys)
+  --trials     trials (default 16; pbt: the population, default 4)
+  --parallel   trials at once (default 1)
+  --asha       early stopping from this many agent-steps (ASHA, reduction 3);
+               with --method tpe the model is fitted on its rungs (BOHB-style)
+  --dir        the sweep directory (default runs/<name>-sweep; the same
+               one resumes)
+  --set        key=value over the experiment, for every trial (repeatable)
+  --metric     default efficiency for foraging, episode_return_mean else
+  --smooth     a trial's value: the mean of its last N values (default 5)
+  --seed       the sweep seed
 
 A sweep is started from a script (moonrl run sweep.lua; see
 docs/sweeps.md) and keeps its state in its directory DIR:
@@ -159,12 +177,47 @@ local function lineage(dir)
   return 0
 end
 
+-- `moonrl sweep EXPERIMENT [options]`: its default space, no script.
+local function run_default(name, o)
+  local spaces = require("moonrl.sweep.spaces")
+  if not spaces.of(name) or not require("moonrl.config.load").experiment_path(name) then
+    return usage_error("moonrl sweep: '" .. name .. "' is neither a subcommand (status, plot, lineage) nor a shipped " ..
+      "experiment with a default space: accepted " .. table.concat(spaces.names(), ", "))
+  end
+  for _, k in ipairs({ "trials", "parallel", "smooth", "seed", "asha" }) do
+    local ok, e = cmdline.int_option("sweep", o, k, k == "seed" and 0 or 1)
+    if not ok then return usage_error(e) end
+  end
+  local method = o.method or "random"
+  if method ~= "random" and method ~= "tpe" and method ~= "grid" and method ~= "pbt" then
+    return usage_error("moonrl sweep: --method " .. method .. ": accepted random, tpe, grid, pbt")
+  end
+  local moonrl = require("moonrl")
+  local spec = { base = name, sets = o.set, method = method, dir = o.dir, metric = o.metric,
+    smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel) }
+  if method == "pbt" then
+    spec.population, spec.parallel = tonumber(o.trials) or 4, nil
+    spec.pbt = { explore = "pb2" }
+    if o.asha then return usage_error("moonrl sweep: --asha does not go with --method pbt (its exploit is its early stopping)") end
+  else
+    spec.trials = tonumber(o.trials) or (method ~= "grid" and 16 or nil)
+    if o.asha then spec.scheduler = moonrl.asha{ grace_steps = tonumber(o.asha), reduction = 3 } end
+  end
+  local s = moonrl.sweep(spec)
+  local summary = s:wait()
+  out(s:table(), "\n")
+  return summary.status == "done" and 0 or 1
+end
+
 function sweep.run(argv)
   local uv = require("luv")
-  local o, e = cmdline.parse("sweep", argv, { json = { "flag" } }, 2)
+  local o, e = cmdline.parse("sweep", argv, { json = { "flag" }, method = { "value", "random|tpe|grid|pbt" },
+    trials = { "value", "N" }, parallel = { "value", "N" }, asha = { "value", "agent-steps" }, dir = { "value", "DIR" },
+    set = { "list", "key=value" }, metric = { "value", "name" }, smooth = { "value", "N" }, seed = { "value", "N" } }, 2)
   if not o then return usage_error(e) end
   if o.help then return out(sweep.help) end
   local what, dir = o.positional[1], o.positional[2]
+  if what and what ~= "status" and what ~= "plot" and what ~= "lineage" and not dir then return run_default(what, o) end
   if what ~= "status" and what ~= "plot" and what ~= "lineage" then
     return usage_error("moonrl sweep: " .. (what and ("unknown subcommand '" .. what .. "'") or "missing the subcommand") ..
       ": accepted status, plot, lineage (moonrl sweep status|plot|lineage DIR)")

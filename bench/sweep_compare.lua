@@ -1,0 +1,196 @@
+-- bench/sweep_compare.lua - do sweeps pay for themselves? (issue 47) Five arms
+-- at the same total agent-steps, on tasks where the default is not at the
+-- ceiling, each kept policy evaluated with `moonrl eval` intervals.
+--
+--   moonrl run bench/sweep_compare.lua [SEEDS] [SCALE] [TASKS] [ARMS]
+--
+--   SEEDS  seeds per arm (default 5): seed s runs every arm of every task once
+--   SCALE  a factor on every task's budget (default 1; 0.25 for a quick run)
+--   TASKS  comma-separated (default cartpole,reach16): see TASKS below
+--   ARMS   comma-separated (default default,random,tpe,asha_tpe,pbt)
+--
+-- With B a task's budget (agent-steps per arm) and its default search space
+-- (moonrl.sweep.spaces, the experiment's own):
+--   default   one run of the experiment as it stands, B agent-steps
+--   random    8 trials of B / 8 at random points, one at a time; the best by
+--             the training metric (smooth 5) is kept
+--   tpe       the same with method = "tpe" (startup 4, sequential)
+--   asha_tpe  trials of B / 4 under ASHA (grace B / 36, reduction 3), TPE
+--             fitted on the rungs (tpe.level_history), proposed one at a time
+--             until the sweep's budget B is spent (moonrl.sweep{budget =});
+--             the best trial that ran its whole B / 4 is kept
+--   pbt       a population of 4 members of B / 4 each, PB2's explore over the
+--             space's hot keys, copying only on a measured difference
+--             (pbt.test = "welch"), decisions every 1/8 of a member's updates;
+--             the best member is kept
+-- Every run trains with 1 thread. The kept network is evaluated (`moonrl
+-- eval`, the task's eval size and the same evaluation seed); the tables give
+-- each run's value with its 95% interval, each arm's mean over seeds with the
+-- 95% Student-t interval over seeds, and paired verdicts (each arm against
+-- default and against random: the mean of the per-seed differences and its
+-- 95% t interval; "better"/"worse" when it excludes 0, else "not
+-- distinguishable"). Everything goes under runs/sweep_compare/; a re-run
+-- resumes (finished arms are read back).
+
+local moonrl = require "moonrl"
+local uv = require "luv"
+local json = require "moonrl.formats.json"
+local stats = require "moonrl.eval.stats"
+
+local SEEDS = tonumber(arg[1]) or 5
+local SCALE = tonumber(arg[2]) or 1
+local ROOT = "runs/sweep_compare"
+
+-- Each task: an experiment, --sets over it, the budget per arm, the training
+-- metric the sweeps rank by, and the evaluation key compared.
+local TASKS = {
+  -- cartpole at a quarter of its 100,000 steps: the default does not reach 500 yet
+  cartpole = { experiment = "cartpole", budget = 32768, metric = "episode_return_mean", key = "return_mean",
+    sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
+  -- reach on a 16 x 16 torus (the experiment's is 8 x 8), 200,000 steps
+  reach16 = { experiment = "reach", budget = 196608, metric = "episode_return_mean", key = "return_mean",
+    sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" } },
+  -- foraging, proxy_mortal on the cpu profile's network, 262,144 steps
+  proxy_mortal = { experiment = "foraging", budget = 262144, metric = "efficiency", key = "eff_overall",
+    sets = { "hardware=cpu", "env.mode=proxy_mortal" }, eval = { "--envs", "128", "--steps", "512" } },
+}
+local TASK_NAMES = {}
+for name in (arg[3] or "cartpole,reach16"):gmatch("[^,]+") do
+  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, reach16, proxy_mortal")
+  TASK_NAMES[#TASK_NAMES + 1] = name
+end
+local ARMS = {}
+for name in (arg[4] or "default,random,tpe,asha_tpe,pbt"):gmatch("[^,]+") do ARMS[#ARMS + 1] = name end
+
+local function read_json(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local t = f:read("*a")
+  f:close()
+  return json.decode(t)
+end
+
+local function sets_of(task, total, seed)
+  local s = { "threads=1", "total_steps=" .. total, "seed=" .. seed, "log.console=false", "log.checkpoint_interval=1000000" }
+  for _, x in ipairs(task.sets) do s[#s + 1] = x end
+  return s
+end
+
+-- `moonrl eval DIR` (the newest checkpoint), once: DIR/bench_eval/ is kept and read back
+local function evaluate(task, dir)
+  local out = dir .. "/bench_eval"
+  local doc = read_json(out .. "/eval.json")
+  if not doc then
+    local bin = require("moonrl.sweep.local_executor").binary()
+    local cmd = string.format("%q eval %q --out %q --threads 1 %s > %q/bench_eval.log 2>&1", bin, dir, out,
+      table.concat(task.eval, " "), dir)
+    assert(os.execute(cmd) == 0, "moonrl eval " .. dir .. " failed: see " .. dir .. "/bench_eval.log")
+    doc = assert(read_json(out .. "/eval.json"), out .. "/eval.json")
+  end
+  local r = doc.results[1]
+  local ci = r.ci and r.ci[task.key] or {}
+  return { value = r.point[task.key], lo = ci[1], hi = ci[2], dir = dir }
+end
+
+local function arm_run(task, arm, seed)
+  local B = math.floor(task.budget * SCALE)
+  local dir = string.format("%s/%s/seed%d/%s", ROOT, task.name, seed, arm)
+  if arm == "default" then
+    local s = read_json(dir .. "/summary.json")
+    if not (s and s.status == "done") then
+      local run = moonrl.train(task.experiment, { dir = dir, sets = sets_of(task, B, seed), force = true, console = false })
+      local sum = run:wait()
+      assert(sum.status == "done", dir .. ": " .. tostring(sum.status))
+    end
+    local r = evaluate(task, dir)
+    r.kept, r.spent = "the run", B
+    return r
+  end
+  local spec = { base = task.experiment, seed = seed, dir = dir, metric = task.metric, mode = "max", smooth = 5,
+    console = false, poll_ms = 200 }
+  if arm == "random" or arm == "tpe" then
+    spec.sets, spec.trials, spec.method = sets_of(task, math.floor(B / 8), seed), 8, arm
+    if arm == "tpe" then spec.tpe = { startup = 4 } end
+  elseif arm == "asha_tpe" then
+    local M = math.floor(B / 4)
+    spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
+    spec.tpe = { startup = 4 }
+    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 9), reduction = 3 }
+  elseif arm == "pbt" then
+    local M = math.floor(B / 4)
+    spec.sets, spec.method, spec.population = sets_of(task, M, seed), "pbt", 4
+    spec.pbt = { explore = "pb2", test = "welch" }
+  else
+    error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt")
+  end
+  if spec.pbt then
+    -- decisions every 1/8 of a member's updates (its batch from the experiment as resolved)
+    local base = assert(require("moonrl.run.start").resolve(spec.base, { sets = spec.sets }))
+    local updates = math.floor(base.total_steps / (base.env.num_envs * base.ppo.rollout_steps))
+    spec.pbt.interval = math.max(2, math.floor(updates / 8))
+    spec.pbt.window = math.max(2, spec.pbt.interval)
+  end
+  local s = moonrl.sweep(spec):wait()
+  local spent, kept = 0, nil
+  for _, r in ipairs(s.results) do
+    spent = spent + (r.steps or 0)
+    -- asha: the best trial that ran its whole budget (a stopped one trained less)
+    if not kept and r.value ~= nil and r.status ~= "failed" and (arm ~= "asha_tpe" or r.status == "done") then kept = r end
+  end
+  assert(kept, dir .. ": no result")
+  local r = evaluate(task, kept.dir)
+  r.kept, r.spent, r.trials = kept.label, spent, #s.results
+  return r
+end
+
+local function mean_ci(xs)
+  local m, lo, hi = stats.mean_interval(xs)
+  return m, (hi - lo) / 2
+end
+
+local function fmt(v) return v and string.format("%.3f", v) or "-" end
+
+for _, tname in ipairs(TASK_NAMES) do
+  local task = TASKS[tname]
+  task.name = tname
+  local rows, by_arm = {}, {}
+  for seed = 1, SEEDS do
+    for _, arm in ipairs(ARMS) do
+      local t0 = uv.hrtime()
+      local r = arm_run(task, arm, seed)
+      r.arm, r.seed, r.seconds = arm, seed, (uv.hrtime() - t0) / 1e9
+      rows[#rows + 1] = r
+      by_arm[arm] = by_arm[arm] or {}
+      by_arm[arm][seed] = r
+      io.stderr:write(string.format("%s seed %d %-9s %s %s [%s, %s]  kept %s, %d agent-steps spent (%.0f s)\n", tname, seed,
+        arm, task.key, fmt(r.value), fmt(r.lo), fmt(r.hi), r.kept, r.spent, r.seconds))
+    end
+  end
+  print(string.format("## %s (%s, %s), %d seeds, %s agent-steps per arm", tname, task.experiment,
+    #task.sets > 0 and table.concat(task.sets, " ") or "as shipped", SEEDS, math.floor(task.budget * SCALE)))
+  print("")
+  print(string.format("| seed | arm | %s [95%%] | kept | agent-steps spent |", task.key))
+  print("|---|---|---|---|---|")
+  for _, r in ipairs(rows) do
+    print(string.format("| %d | %s | %s [%s, %s] | %s | %d |", r.seed, r.arm, fmt(r.value), fmt(r.lo), fmt(r.hi), r.kept, r.spent))
+  end
+  print("")
+  print(string.format("| arm | %s, mean over seeds +- 95%% (t) | against default: mean difference +- 95%% | against random |", task.key))
+  print("|---|---|---|---|")
+  for _, arm in ipairs(ARMS) do
+    local xs = {}
+    for seed = 1, SEEDS do xs[#xs + 1] = by_arm[arm][seed].value end
+    local m, h = mean_ci(xs)
+    local function paired(other)
+      if arm == other or not by_arm[other] then return "-" end
+      local d = {}
+      for seed = 1, SEEDS do d[#d + 1] = by_arm[arm][seed].value - by_arm[other][seed].value end
+      local dm, dh = mean_ci(d)
+      local verdict = (dh == dh and dm - dh > 0) and "better" or ((dh == dh and dm + dh < 0) and "worse" or "not distinguishable")
+      return string.format("%+.3f +- %s: %s", dm, dh == dh and string.format("%.3f", dh) or "n/a", verdict)
+    end
+    print(string.format("| %s | %.3f +- %s | %s | %s |", arm, m, h == h and string.format("%.3f", h) or "n/a",
+      paired("default"), paired("random")))
+  end
+  print("")
+end
