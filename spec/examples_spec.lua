@@ -62,6 +62,11 @@ describe("from any directory", function()
     assert.truthy(err:find("config file 'foragin' not found", 1, true), err)
     assert.truthy(err:find("built-in default, cartpole, cartpole_lua, catch, dials, foraging, pendulum, reach, snake", 1, true), err)
     assert.truthy(err:find("did you mean 'foraging'", 1, true), err)
+    -- with --resume the run keeps its own config: the experiment's name again is the first mistake, named
+    rc, out, err = moonrl(dir, "train cartpole --resume runs/x")
+    assert.are.equal(2, rc, out .. err)
+    assert.truthy(err:find("'cartpole' is a built-in experiment, but a resumed run keeps its own config: drop " ..
+      "'cartpole'", 1, true), err)
     assert.falsy(err:find("traceback", 1, true), err)
     support.write_file(dir .. "/foraging", 'return { name = "mine" }\n')
     rc, out, err = moonrl(dir, "train foraging " .. QUICK .. " --dir run")

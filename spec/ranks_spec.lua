@@ -222,6 +222,48 @@ describe("moonrl train under mpirun -n 2", function()
   end)
 end)
 
+-- Every head and observation the policy takes, on 2 ranks: a box (pendulum's Gaussian head), a
+-- multi-discrete action (dials) and a float image (catch), each the same bits twice, its first
+-- update's episodes those of one process of 2 x E environments, and resumed on 1 rank.
+describe("moonrl train under mpirun -n 2, for each kind of space", function()
+  it("trains a box, a multi-discrete action and a float image as one process of 2 x E environments does",
+    function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    local common = " --set threads=1 --set seed=5 --set ppo.rollout_steps=8 --set warmup.updates=0 " ..
+      "--set log.console=false --set log.tensorboard=false --set log.checkpoint_interval=1 --no-eval"
+    for _, c in ipairs({ { "pendulum", " --set env.max_episode_steps=6" }, { "dials", " --set env.max_episode_steps=5" },
+                         { "catch", " --set env.grid_size=5" } }) do
+      local env, args = c[1], c[2] .. common
+      local rc, out, err = run(2, string.format("train %s --dir %s2 --set env.num_envs=%d --set total_steps=%d%s",
+        env, env, E, 4 * 2 * E * 8, args), dir)
+      assert.equal(0, rc, env .. ": " .. out .. err)
+      local rs = rows(dir .. "/" .. env .. "2")
+      assert.equal(4, #rs, env)
+      assert.equal(4 * 2 * E * 8, rs[4].agent_steps, env)
+      rc, out, err = run(2, string.format("train %s --dir %sb --set env.num_envs=%d --set total_steps=%d%s",
+        env, env, E, 4 * 2 * E * 8, args), dir)
+      assert.equal(0, rc, env .. ": " .. out .. err)
+      assert.equal(support.read_file(ckpt(dir .. "/" .. env .. "2", 4)), support.read_file(ckpt(dir .. "/" .. env ..
+        "b", 4)), env .. ": the same seed twice, another checkpoint")
+      -- the first rollout: the same instances (keyed by their global index), the same weights
+      rc, out, err = run(1, string.format("train %s --dir %s1 --set env.num_envs=%d --set total_steps=%d%s",
+        env, env, 2 * E, 2 * E * 8, args), dir)
+      assert.equal(0, rc, env .. ": " .. out .. err)
+      local a, b = rs[1], rows(dir .. "/" .. env .. "1")[1]
+      assert.is_true(a.episodes > 0, env)
+      for _, k in ipairs({ "episodes", "deaths", "episode_return_min", "episode_return_max", "agent_steps" }) do
+        assert.equal(b[k], a[k], env .. ": " .. k)
+      end
+      -- and on from there on 1 rank (the environments afresh)
+      rc, out, err = run(1, string.format("train --resume %s2 --set total_steps=%d%s", env,
+        5 * 2 * E * 8, args), dir)
+      assert.equal(0, rc, env .. ": " .. out .. err)
+    end
+    support.rm_rf(dir)
+  end)
+end)
+
 describe("a run of 2 ranks in the background", function()
   local dir, proc
   before_each(function() dir = support.have_bin and have_mpirun() and support.tmpdir() or nil end)

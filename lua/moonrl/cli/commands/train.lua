@@ -113,7 +113,17 @@ function train.run(argv)
   -- without --resume, a name that is no file may be a built-in experiment
   -- (configs/experiments/<name>.lua): moonrl.resolve finds it or lists them
   if file and o.resume and not uv.fs_stat(file) then
-    return usage_error("moonrl train: config file '" .. file .. "' not found")
+    -- the first mistake: the experiment's name again (`moonrl train cartpole --resume RUN`)
+    local loader = require("moonrl.config.load")
+    local builtin = false
+    for _, name in ipairs(loader.experiments()) do builtin = builtin or name == file end
+    if builtin then
+      return usage_error("moonrl train --resume " .. o.resume .. ": '" .. file .. "' is a built-in experiment, " ..
+        "but a resumed run keeps its own config: drop '" .. file .. "' (moonrl train --resume RUN_DIR " ..
+        "[changes.lua] [--set key=value ...])")
+    end
+    return usage_error("moonrl train: config file '" .. file .. "' not found (with --resume, a file of config " ..
+      "changes: moonrl train --resume RUN_DIR [changes.lua])")
   end
   local cfg, notes, plan
   if o.resume then
