@@ -66,6 +66,8 @@ local TABLE = {
   -- reach and snake: lr 1e-3, 64 envs x 32 steps
   reach = function() return foraging_like(3e-4, 3e-3) end,
   snake = function() return foraging_like(3e-4, 3e-3) end,
+  -- catch: lr 2e-3, ent_coef 0.01, 64 envs x 32 steps
+  catch = function() return foraging_like(6e-4, 6e-3) end,
   cartpole = cartpole,
   cartpole_lua = cartpole,
   pendulum = function()
