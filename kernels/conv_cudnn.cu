@@ -10,7 +10,7 @@
  * measured this one.
  */
 #include <cuda_runtime.h>
-#include <dlfcn.h>
+#include "dynlib.h"   /* dlopen: the library loaded at run time */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,24 +91,15 @@ static struct {
 static pthread_once_t dnn_once = PTHREAD_ONCE_INIT;
 
 static void dnn_load(void) {
-    void *h = dlopen(MR_CUDNN_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen(MR_CUDA_LIBDIR "/" MR_CUDNN_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(dnn.why, sizeof dnn.why, "cannot load cuDNN (%s, also tried %s/): %s", MR_CUDNN_SONAME,
-                 MR_CUDA_LIBDIR, e ? e : "not found");
-        snprintf(dnn.desc, sizeof dnn.desc, "not loaded: %s", dnn.why);
-        return;
-    }
-    const char *missing = NULL;
-#define MR_DNN_SYM(f)                                   \
-    *(void **)&dnn.f = dlsym(h, #f);                    \
-    if (!dnn.f && !missing) missing = #f;
-    MR_DNN_FUNCS(MR_DNN_SYM)
-#undef MR_DNN_SYM
-    if (missing) {
-        snprintf(dnn.why, sizeof dnn.why, "%s has no symbol %s (a different cuDNN version?)", MR_CUDNN_SONAME,
-                 missing);
+    void *h = mr_dynlib_open(MR_CUDNN_SONAME, "cuDNN", dnn.why, sizeof dnn.why);
+#define MR_DNN_NAME(f) #f,
+#define MR_DNN_SLOT(f) (void **)&dnn.f,
+    static const char *const names[] = {MR_DNN_FUNCS(MR_DNN_NAME)};
+    void **const slots[] = {MR_DNN_FUNCS(MR_DNN_SLOT)};
+#undef MR_DNN_NAME
+#undef MR_DNN_SLOT
+    if (!h || !mr_dynlib_symbols(h, names, slots, (int)(sizeof names / sizeof *names), MR_CUDNN_SONAME, "cuDNN",
+                                 dnn.why, sizeof dnn.why)) {
         snprintf(dnn.desc, sizeof dnn.desc, "not loaded: %s", dnn.why);
         return;
     }

@@ -10,7 +10,7 @@
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
+#include "dynlib.h"   /* dlopen: the library loaded at run time */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,24 +42,15 @@ static struct {
 static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
 
 static void lt_load(void) {
-    void *h = dlopen(MR_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen(MR_CUDA_LIBDIR "/" MR_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(ltl.why, sizeof ltl.why, "cannot load cuBLASLt (%s, also tried %s/): %s", MR_CUBLASLT_SONAME,
-                 MR_CUDA_LIBDIR, e ? e : "not found");
-        snprintf(ltl.desc, sizeof ltl.desc, "not loaded: %s", ltl.why);
-        return;
-    }
-    const char *missing = NULL;
-#define MR_LT_SYM(f)                                    \
-    *(void **)&ltl.f = dlsym(h, #f);                    \
-    if (!ltl.f && !missing) missing = #f;
-    MR_LT_FUNCS(MR_LT_SYM)
-#undef MR_LT_SYM
-    if (missing) {
-        snprintf(ltl.why, sizeof ltl.why, "%s has no symbol %s (a different cuBLAS version?)", MR_CUBLASLT_SONAME,
-                 missing);
+    void *h = mr_dynlib_open(MR_CUBLASLT_SONAME, "cuBLASLt", ltl.why, sizeof ltl.why);
+#define MR_LT_NAME(f) #f,
+#define MR_LT_SLOT(f) (void **)&ltl.f,
+    static const char *const names[] = {MR_LT_FUNCS(MR_LT_NAME)};
+    void **const slots[] = {MR_LT_FUNCS(MR_LT_SLOT)};
+#undef MR_LT_NAME
+#undef MR_LT_SLOT
+    if (!h || !mr_dynlib_symbols(h, names, slots, (int)(sizeof names / sizeof *names), MR_CUBLASLT_SONAME,
+                                 "cuBLAS", ltl.why, sizeof ltl.why)) {
         snprintf(ltl.desc, sizeof ltl.desc, "not loaded: %s", ltl.why);
         return;
     }

@@ -30,7 +30,7 @@
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
+#include "dynlib.h"   /* dlopen: the library loaded at run time */
 #include <pthread.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -216,11 +216,9 @@ static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
 
 /* ------------------------------------------------------------ cuBLAS
  * cuBLAS is loaded with dlopen when the first CUDA policy is created, not
- * linked: libcublas and libcublasLt are ~700 MB of shared objects whose
- * loading cost every run of the CPU backend 0.3 s and 200 MB of resident
- * memory. The soname is the major version the kernels were compiled against;
- * the loader's search path (LD_LIBRARY_PATH, the binaries' RUNPATH, which
- * holds the toolkit's lib directory) is tried first, then that directory. */
+ * linked (dynlib.h): libcublas and libcublasLt are ~700 MB of shared objects
+ * whose loading cost every run of the CPU backend 0.3 s and 200 MB of
+ * resident memory. */
 #define MR_STR2(x) #x
 #define MR_STR(x) MR_STR2(x)
 #define MR_CUBLAS_SONAME "libcublas.so." MR_STR(CUBLAS_VER_MAJOR)
@@ -243,35 +241,16 @@ static struct {
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
 static void blas_load(void) {
-    void *h = dlopen(MR_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen(MR_CUDA_LIBDIR "/" MR_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(blas.why, sizeof blas.why, "cannot load cuBLAS (%s, also tried %s/): %s", MR_CUBLAS_SONAME,
-                 MR_CUDA_LIBDIR, e ? e : "not found");
+    void *h = mr_dynlib_open(MR_CUBLAS_SONAME, "cuBLAS", blas.why, sizeof blas.why);
+    static const char *const names[] = {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
+                                        "cublasSetWorkspace_v2", "cublasSetMathMode", "cublasSetPointerMode_v2",
+                                        "cublasGemmEx", "cublasGetStatusName", "cublasGetStatusString"};
+    void **const slots[] = {(void **)&blas.create, (void **)&blas.destroy, (void **)&blas.set_stream,
+                            (void **)&blas.set_workspace, (void **)&blas.set_math_mode, (void **)&blas.set_pointer_mode,
+                            (void **)&blas.gemm_ex, (void **)&blas.status_name, (void **)&blas.status_string};
+    if (!h || !mr_dynlib_symbols(h, names, slots, (int)(sizeof names / sizeof *names), MR_CUBLAS_SONAME, "cuBLAS",
+                                 blas.why, sizeof blas.why))
         return;
-    }
-    const char *missing = NULL;
-#define MR_SYM(field, name)                                                   \
-    do {                                                                      \
-        *(void **)&blas.field = dlsym(h, name);                               \
-        if (!blas.field && !missing) missing = name;                          \
-    } while (0)
-    MR_SYM(create, "cublasCreate_v2");
-    MR_SYM(destroy, "cublasDestroy_v2");
-    MR_SYM(set_stream, "cublasSetStream_v2");
-    MR_SYM(set_workspace, "cublasSetWorkspace_v2");
-    MR_SYM(set_math_mode, "cublasSetMathMode");
-    MR_SYM(set_pointer_mode, "cublasSetPointerMode_v2");
-    MR_SYM(gemm_ex, "cublasGemmEx");
-    MR_SYM(status_name, "cublasGetStatusName");
-    MR_SYM(status_string, "cublasGetStatusString");
-#undef MR_SYM
-    if (missing) {
-        snprintf(blas.why, sizeof blas.why, "%s has no symbol %s (a different cuBLAS version?)", MR_CUBLAS_SONAME,
-                 missing);
-        return;
-    }
     blas.ok = 1;
 }
 
