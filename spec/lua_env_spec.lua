@@ -18,11 +18,27 @@ local function run(dir, args, opts)
 end
 
 local CARTPOLE = support.read_file("configs/envs/cartpole.lua")
+-- the same file with its step only (no step_slice): the per-instance form
+local PER_INSTANCE, cut = CARTPOLE:gsub("\n  step_slice = function.-\n  end,\n", "\n")
+assert(cut == 1, "configs/envs/cartpole.lua: no step_slice to cut")
 
--- cartpole.lua with `line` put first in its step
+-- the per-instance cartpole with `line` put first in its step
 local function cartpole_with(line)
-  local text = CARTPOLE:gsub("(  step = function%(s, i, action%)\n)", "%1    " .. line:gsub("%%", "%%%%") .. "\n")
+  local text = PER_INSTANCE:gsub("(  step = function%(s, i, action%)\n)", "%1    " .. line:gsub("%%", "%%%%") .. "\n")
   return text
+end
+
+-- the built-in cartpole (its step_slice) with `line` put first in its step_slice's loop
+local function slice_with(line)
+  local text, k = CARTPOLE:gsub("(    for i = i0, i1 %- 1 do\n)", "%1      " .. line:gsub("%%", "%%%%") .. "\n")
+  assert(k == 1)
+  return text
+end
+
+-- the line of a file's text where `pattern` is first found
+local function line_of(text, pattern)
+  local at = assert(text:find(pattern))
+  return select(2, text:sub(1, at):gsub("\n", "")) + 1
 end
 
 -- A small run of a Lua environment file: 8 envs x 32 steps, checkpoints every update.
@@ -40,12 +56,13 @@ end
 local SIDE_BY_SIDE = [[
 local engine = require("moonrl.engine")
 local ffi, C = engine.ffi, engine.C
-local n, threads, steps = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3])
-local function make(lua)
+local n, threads, steps, lua = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]), arg[4] or "cartpole"
+local function make(is_lua)
+  local lua = is_lua and lua
   local c = ffi.new("mr_env_config")
   c.num_envs, c.grid_size, c.view_range, c.max_episode_steps = n, 11, 1, 500
   c.name = lua and C.MR_ENV_LUA or C.MR_ENV_CARTPOLE
-  if lua then c.program = assert(engine.env_program("cartpole")) end
+  if lua then c.program = assert(engine.env_program(lua)) end
   local e, err = ffi.new("mr_env *[1]"), ffi.new("mr_error")
   if C.mr_env_create(c, 7, C.MR_DEVICE_CPU, threads, e, err) ~= 0 then error(ffi.string(err.msg)) end
   return e[0]
@@ -87,21 +104,25 @@ print(string.format("same %d steps, %d ends, checksum %.0f", steps, ends, sum))
 ]]
 
 describe("Lua environments (env.lua)", function()
-  it("cartpole in Lua steps the C cartpole's bytes for the same actions, on 1 and 2 threads", function()
+  it("cartpole in Lua (step_slice, and step alone) steps the C cartpole's bytes for the same actions, on 1 and 2 threads",
+    function()
     if not have_bin then return pending("build/moonrl is not built") end
     local d = support.tmpdir()
     support.write_file(d .. "/side.lua", SIDE_BY_SIDE)
+    support.write_file(d .. "/per_instance.lua", PER_INSTANCE)
     local sums = {}
-    for _, threads in ipairs({ 1, 2 }) do
-      -- 1024 instances: 2 threads step 512 each, one call of the file's loop per slice
-      local rc, out = run(d, "run side.lua 1024 " .. threads .. " 700")
-      assert.equal(0, rc, out)
-      local ends, sum = out:match("same 700 steps, (%d+) ends, checksum (%d+)")
-      assert.is_truthy(sum, out)
-      assert.is_true(tonumber(ends) > 1024, out)   -- episodes ended (terminated and truncated at 500)
-      sums[threads] = sum
+    for _, form in ipairs({ "cartpole", "per_instance.lua" }) do
+      for _, threads in ipairs({ 1, 2 }) do
+        -- 1024 instances: 2 threads step 512 each, one call of the file's loop per slice
+        local rc, out = run(d, "run side.lua 1024 " .. threads .. " 700 " .. form)
+        assert.equal(0, rc, out)
+        local ends, sum = out:match("same 700 steps, (%d+) ends, checksum (%d+)")
+        assert.is_truthy(sum, form .. ": " .. out)
+        assert.is_true(tonumber(ends) > 1024, out)   -- episodes ended (terminated and truncated at 500)
+        sums[#sums + 1] = sum
+      end
     end
-    assert.equal(sums[1], sums[2])   -- thread-count independent
+    for k = 2, #sums do assert.equal(sums[1], sums[k]) end   -- thread-count and form independent
   end)
 
   it("moonrl train cartpole_lua learns exactly as cartpole (the same metrics) and reaches 500", function()
@@ -204,7 +225,8 @@ describe("Lua environments (env.lua)", function()
     refused((CARTPOLE:gsub("  observation = { floats = 4 },[^\n]*\n", "")), "bad.lua: declares no observation: expected " ..
       "observation = { floats = N }")
     refused((CARTPOLE:gsub('theta_dot = "double" }', 'theta_dot = "double", grid = "uint8[1e12]" }')),
-      'bad.lua:40: field grid = "uint8[1e12]": 1000000000000 values per instance: accepted 1 .. 16777216')
+      'bad.lua:' .. line_of(CARTPOLE, "  fields = ") .. ': field grid = "uint8[1e12]": 1000000000000 values per ' ..
+      'instance: accepted 1 .. 16777216')
     refused((CARTPOLE:gsub('x = "double",', 'x = "complex",')), 'field x = "complex": expected "double", "float"')
     refused(cartpole_with('if s.tick[i] == 3 then return "x" end'), 'step returned string "x", nil for instance')
     refused((CARTPOLE:gsub("  reset = function", "  reset = 1, nothing = function")),
@@ -212,9 +234,15 @@ describe("Lua environments (env.lua)", function()
     refused("return { observation = { floats = 4 }, action = { discrete = 2 }, step = function() end, " ..
       "reset = function() end, fields = { x = 'double' } } x = ", "bad.lua:1: syntax error")
     -- a write out of its array, found with env.lua_checks
-    refused(cartpole_with("s.x[i + 100000] = 1"), "bad.lua:52: x[100" , " --set env.lua_checks=true")
+    local first = line_of(PER_INSTANCE, "  step = function") + 1   -- where cartpole_with puts its line
+    refused(cartpole_with("s.x[i + 100000] = 1"), "bad.lua:" .. first .. ": x[100" , " --set env.lua_checks=true")
+    -- the same in step_slice, and a reward it leaves NaN
+    local in_loop = line_of(CARTPOLE, "    for i = i0, i1 %- 1 do\n") + 1
+    refused(slice_with("X[i + 100000] = 1"), "bad.lua:" .. in_loop .. ": x[100", " --set env.lua_checks=true")
+    refused((CARTPOLE:gsub("reward%[i%] = 1", "reward[i] = 1 / 0")), "step_slice left reward[0] = inf",
+      " --set env.lua_checks=true")
     -- a global written in step
-    refused(cartpole_with("counter = 1"), "bad.lua:52: assignment to the global counter")
+    refused(cartpole_with("counter = 1"), "bad.lua:" .. first .. ": assignment to the global counter")
     -- bytecode
     local f = io.popen("luajit -b configs/envs/cartpole.lua " .. d .. "/bc.lua 2>&1")
     f:read("*a")
