@@ -42,9 +42,11 @@ local function line_of(text, pattern)
 end
 
 -- A small run of a Lua environment file: 8 envs x 32 steps, checkpoints every update.
+-- over.lua_expr: env.lua as written (a table's name) instead of the path `lua`.
 local function experiment(lua, over)
   return "return { name = 'luaenv', threads = 1, seed = 1, total_steps = " .. ((over and over.total_steps) or 8 * 32 * 8) ..
-    ", warmup = { updates = 0 }, env = { lua = " .. string.format("%q", lua) .. ", num_envs = 8 }, " ..
+    ", warmup = { updates = 0 }, env = { lua = " .. ((over and over.lua_expr) or string.format("%q", lua)) ..
+    ", num_envs = 8 }, " ..
     "policy = { mlp_widths = { 16, 16 }, critic_hidden = 16, popart = false }, " ..
     "ppo = { rollout_steps = 32, epochs = 1, minibatches = 1 }, " ..
     "log = { console = false, tensorboard = false, csv = false, checkpoint_interval = 1 }, " ..
@@ -253,6 +255,53 @@ describe("Lua environments (env.lua)", function()
     local rc, out = run(d, "train exp.lua --dir r --no-eval --set device=cuda")
     assert.is_not.equal(0, rc)
     assert.matches("is a Lua environment, which runs on the cpu only", out, 1, true)
+  end)
+
+  it("an environment written as a table in the experiment script trains as its file does", function()
+    if not have_bin then return pending("build/moonrl is not built") end
+    local d = support.tmpdir()
+    -- configs/envs/cartpole.lua's text in the script: its locals, then the table (env = { lua = cartpole })
+    local function script_of(env_text)
+      local body, k = env_text:gsub("\nreturn {\n", "\nlocal cartpole = {\n", 1)
+      assert(k == 1)
+      return body .. "\n" .. experiment(nil, { lua_expr = "cartpole" })
+    end
+    support.write_file(d .. "/env.lua", CARTPOLE)
+    support.write_file(d .. "/file.lua", experiment(d .. "/env.lua"))
+    support.write_file(d .. "/table.lua", script_of(CARTPOLE))
+    local rc, out = run(d, "train file.lua --dir f --no-eval")
+    assert.equal(0, rc, out)
+    rc, out = run(d, "train table.lua --dir t")
+    assert.equal(0, rc, out)
+    local function rows(path)
+      local t = {}
+      for line in support.read_file(path):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m.event == nil then
+          for key in pairs(m) do if key:match("^time") or key:match("per_s") or key == "sps" or key == "wall_time" then m[key] = nil end end
+          t[#t + 1] = m
+        end
+      end
+      return t
+    end
+    local f, t = rows(d .. "/f/metrics.jsonl"), rows(d .. "/t/metrics.jsonl")
+    assert.equal(8, #f)
+    assert.are.same(f, t)
+    -- the run's config.lua holds the text: evaluation needs no script
+    rc, out = run(d, "eval t")
+    assert.equal(0, rc, out)
+    -- an error in the table's step names the script's own line
+    local bad = script_of(cartpole_with("if s.tick[i] == 70 then local t = nil; t.boom = 1 end"))
+    support.write_file(d .. "/bad.lua", bad)
+    rc, out = run(d, "train bad.lua --dir b --no-eval")
+    assert.is_not.equal(0, rc)
+    assert.matches("bad.lua:" .. line_of(bad, "t.boom = 1") .. ": attempt to index local 't'", out, 1, true)
+    -- what cannot be taken to the threads is refused, naming it
+    support.write_file(d .. "/bad2.lua", script_of((PER_INSTANCE:gsub("local sin, cos", "local fmt = string.format\nlocal sin, cos")
+      :gsub("(  step = function%(s, i, action%)\n)", "%1    local _ = fmt\n"))))
+    rc, out = run(d, "train bad2.lua --dir b2 --no-eval")
+    assert.is_not.equal(0, rc)
+    assert.matches("step uses fmt, a library function a Lua environment does not have", out, 1, true)
   end)
 
   it("moonrl envs lists the built-in Lua cartpole; evaluation and export find the run's env.lua", function()

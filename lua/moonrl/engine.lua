@@ -245,6 +245,10 @@ function engine.env_lua_source(lua)
   if type(lua) ~= "string" or lua == "" then
     return nil, "env.lua = " .. tostring(lua) .. ": expected a path to a .lua file or a built-in's name"
   end
+  local script_label = require("moonrl.env.script").label(lua)
+  if script_label or lua:find("\n", 1, true) then   -- the text itself (a table in the experiment script)
+    return lua, script_label or "env.lua (the config's text)"
+  end
   if lua:match("%.lua$") then
     local f, ferr = io.open(lua, "rb")
     if not f then return nil, "env.lua = " .. lua .. ": cannot read it (" .. tostring(ferr) .. ")" end
