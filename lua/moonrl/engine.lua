@@ -412,11 +412,7 @@ function engine.config(cfg)
   if not ok then return nil, err end
   -- a Lua environment: its program (the config check refuses env.name = lua without one)
   if cfg.env and cfg.env.lua ~= nil then
-    -- the followers of a data-parallel run have no Lua of their own (src/host/ranks.c): one process only
-    if engine.ranks() > 1 then
-      return nil, "env.lua = " .. tostring(cfg.env.lua) .. ": a Lua environment trains in one process; this run " ..
-        "spans " .. engine.ranks() .. " ranks (mpirun -n, srun): start it without them"
-    end
+    -- (the followers of a data-parallel run make theirs from its text: src/host/ranks.c)
     local p, perr = engine.env_program(cfg.env.lua, cfg.env.lua_checks)
     if not p then return nil, perr end
     c.env.program = p
