@@ -16,7 +16,7 @@
 -- plain form, and step_slice(s, i0, i1, action), a thread's whole slice in
 -- one call with sin and cos of all its angles at once (s.sincos, the C
 -- library's bits) and no branch on the action. When a file has both,
--- step_slice runs (about 4x faster here: BENCHMARKS.md); spec/lua_env_spec.lua
+-- step_slice runs (about 2x faster here: BENCHMARKS.md); spec/lua_env_spec.lua
 -- checks that each steps the C cartpole's bytes.
 --
 -- This file is also the pattern for one's own (docs/environments.md, "An

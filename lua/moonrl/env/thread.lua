@@ -4,22 +4,34 @@
 -- file's reset and step inlined into it (one call from C per slice, never
 -- one per instance).
 --
--- A step of instance i: the file's step(s, i, action) -> reward, terminated
--- (a number, and true / false / nil), then the engine's end of a step
--- (mr_program_end_step: the tick, the truncation at the limit, the reward
--- clamped and logged with the counters); an episode that ended starts again
--- at once: the file's reset(s, i), then s.resets[i] counts it. A full reset:
+-- A step of the slice: the file's step(s, i, action) -> reward, terminated
+-- (a number, and true / false / nil) for each instance, stored into
+-- s.reward[i] and s.terminated[i]; or, when the file has it, its
+-- step_slice(s, i0, i1, action), which writes those itself. Then the
+-- engine's end of the slice's steps in one call (mr_program_end_steps: the
+-- tick, the truncation at the limit, the reward clamped and logged with the
+-- counters), which lists the episodes that ended; each starts again at
+-- once: the file's reset(s, i), then s.resets[i] counts it. A full reset:
 -- the engine's bookkeeping (mr_program_begin), reset(s, i), s.resets[i] + 1.
--- Each call of reset or step gets the budget of program.LIMITS.instructions.
+-- Each call of reset or step gets the budget of program.LIMITS.instructions
+-- (a step_slice: that times the instances of its slice).
 --
 -- The state table s the file sees: s.n, s.index0, s.obs_size, s.limit,
 -- s.obs (float[n * obs_size]; instance i's at i * obs_size), s.steps,
--- s.tick, s.resets, each declared field (its C type, instance i's values at
--- i * count .. i * count + count - 1), each counter (int32[n]: add to
--- s.NAME[i] when it counts), s.uniform(i, counter, k[, purpose]) ->
--- [0, 1) with 53 bits and s.below(i, counter, k, m[, purpose]) -> 0 .. m-1,
--- keyed (seed, the instance's global index, counter, purpose (default 0:
--- rng.h's MR_RNG_LUA), k) as every environment's draws (rng.h).
+-- s.tick, s.resets, s.reward, s.terminated, each declared field (its C
+-- type, instance i's values at i * count .. i * count + count - 1), each
+-- counter (int32[n]: add to s.NAME[i] when it counts), s.uniform(i,
+-- counter, k[, purpose]) -> [0, 1) with 53 bits and s.below(i, counter, k,
+-- m[, purpose]) -> 0 .. m-1, keyed (seed, the instance's global index,
+-- counter, purpose (default 0: rng.h's MR_RNG_LUA), k) as every
+-- environment's draws (rng.h), and s.sincos(x, i0, i1) -> sn, cs: sin and
+-- cos of the doubles x[i0 .. i1-1] into sn[i], cs[i] (scratch arrays of n,
+-- valid until the next call) with the C library's bits (mr_program_sincos).
+--
+-- Debugging the compiled code: MOONRL_LUA_ENV_JITV=FILE writes LuaJIT's
+-- trace log (jit.v: traces, aborts and their reasons) of every
+-- environment state, MOONRL_LUA_ENV_JITDUMP=FILE the traces in full
+-- (jit.dump: bytecode, IR, machine code).
 --
 -- With checks on (env.lua_checks), every array of s is a table that checks
 -- each index against the array's length and each value against its type,

@@ -1,10 +1,11 @@
 /*
  * program.c - the engine's side of an environment the host runs (program.h,
  * moonrl.h's mr_env_program): the check of what it declares, its layout and
- * checkpoint sections, and the calls its driver makes per instance (the end
- * of a step, a full reset's bookkeeping, the keyed random numbers), so the
- * logging, the truncation and the draws are the engine's own, the same as
- * every C environment's.
+ * checkpoint sections, and the calls its driver makes (the end of a step,
+ * per instance or for a slice at once; a full reset's bookkeeping; the
+ * keyed random numbers; sin and cos of a column with the C library's bits),
+ * so the logging, the truncation and the draws are the engine's own, the
+ * same as every C environment's.
  */
 #include <math.h>
 #include <stdatomic.h>
