@@ -92,7 +92,8 @@ function thread.open(cdef, text, label, checks, prog)
   if prog then program.fill(spec, ffi.cast("mr_env_program *", prog)) end
   local step, step_cols, reset, budget, set_what = spec.step, spec.step_slice, spec.reset, spec.budget, spec.set_what
   local LIMIT = program.LIMITS.instructions
-  local step_line = debug.getinfo(step or step_cols, "S").linedefined
+  local step_line = step and debug.getinfo(step, "S").linedefined
+  local slice_line = step_cols and debug.getinfo(step_cols, "S").linedefined
   local box = spec.act.kind == "box"
   local K = spec.act.n
 
@@ -103,7 +104,7 @@ function thread.open(cdef, text, label, checks, prog)
     return ffi.gc(ffi.cast(ffi.typeof("$ *", ct), p), C.free)
   end
 
-  local s, resets, cur_id, reward, terminated, ended, actions_guard
+  local s, resets, cur_id, reward, terminated, ended
   local raw = setmetatable({}, { __mode = "k" })   -- a checked array -> its pointer and length
   local function build(io)
     local n = io.n
@@ -158,7 +159,6 @@ function thread.open(cdef, text, label, checks, prog)
     resets = io.resets
     reward, terminated = io.reward, io.terminated
     ended = scratch(ffi.typeof("int32_t"), n)
-    actions_guard = nil
     cur_id = io.id
   end
 
@@ -202,7 +202,7 @@ function thread.open(cdef, text, label, checks, prog)
         for i = i0, i1 - 1 do
           local r = reward[i]
           if r ~= r or r == math.huge or r == -math.huge or terminated[i] > 1 then
-            error(label .. ":" .. step_line .. ": step_slice left reward[" .. i .. "] = " .. util.fmt_value(r) ..
+            error(label .. ":" .. slice_line .. ": step_slice left reward[" .. i .. "] = " .. util.fmt_value(r) ..
               ", terminated[" .. i .. "] = " .. terminated[i] .. ": expected a finite reward and terminated 0 or 1 " ..
               "(env.lua_checks)", 0)
           end
