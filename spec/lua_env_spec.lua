@@ -18,17 +18,35 @@ local function run(dir, args, opts)
 end
 
 local CARTPOLE = support.read_file("configs/envs/cartpole.lua")
+-- the same file with its step only (no step_slice): the per-instance form
+local PER_INSTANCE, cut = CARTPOLE:gsub("\n  step_slice = function.-\n  end,\n", "\n")
+assert(cut == 1, "configs/envs/cartpole.lua: no step_slice to cut")
 
--- cartpole.lua with `line` put first in its step
+-- the per-instance cartpole with `line` put first in its step
 local function cartpole_with(line)
-  local text = CARTPOLE:gsub("(  step = function%(s, i, action%)\n)", "%1    " .. line:gsub("%%", "%%%%") .. "\n")
+  local text = PER_INSTANCE:gsub("(  step = function%(s, i, action%)\n)", "%1    " .. line:gsub("%%", "%%%%") .. "\n")
   return text
 end
 
+-- the built-in cartpole (its step_slice) with `line` put first in its step_slice's loop
+local function slice_with(line)
+  local text, k = CARTPOLE:gsub("(    for i = i0, i1 %- 1 do\n)", "%1      " .. line:gsub("%%", "%%%%") .. "\n")
+  assert(k == 1)
+  return text
+end
+
+-- the line of a file's text where `pattern` is first found
+local function line_of(text, pattern)
+  local at = assert(text:find(pattern))
+  return select(2, text:sub(1, at):gsub("\n", "")) + 1
+end
+
 -- A small run of a Lua environment file: 8 envs x 32 steps, checkpoints every update.
+-- over.lua_expr: env.lua as written (a table's name) instead of the path `lua`.
 local function experiment(lua, over)
   return "return { name = 'luaenv', threads = 1, seed = 1, total_steps = " .. ((over and over.total_steps) or 8 * 32 * 8) ..
-    ", warmup = { updates = 0 }, env = { lua = " .. string.format("%q", lua) .. ", num_envs = 8 }, " ..
+    ", warmup = { updates = 0 }, env = { lua = " .. ((over and over.lua_expr) or string.format("%q", lua)) ..
+    ", num_envs = 8 }, " ..
     "policy = { mlp_widths = { 16, 16 }, critic_hidden = 16, popart = false }, " ..
     "ppo = { rollout_steps = 32, epochs = 1, minibatches = 1 }, " ..
     "log = { console = false, tensorboard = false, csv = false, checkpoint_interval = 1 }, " ..
@@ -40,12 +58,13 @@ end
 local SIDE_BY_SIDE = [[
 local engine = require("moonrl.engine")
 local ffi, C = engine.ffi, engine.C
-local n, threads, steps = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3])
-local function make(lua)
+local n, threads, steps, lua = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]), arg[4] or "cartpole"
+local function make(is_lua)
+  local lua = is_lua and lua
   local c = ffi.new("mr_env_config")
   c.num_envs, c.grid_size, c.view_range, c.max_episode_steps = n, 11, 1, 500
   c.name = lua and C.MR_ENV_LUA or C.MR_ENV_CARTPOLE
-  if lua then c.program = assert(engine.env_program("cartpole")) end
+  if lua then c.program = assert(engine.env_program(lua)) end
   local e, err = ffi.new("mr_env *[1]"), ffi.new("mr_error")
   if C.mr_env_create(c, 7, C.MR_DEVICE_CPU, threads, e, err) ~= 0 then error(ffi.string(err.msg)) end
   return e[0]
@@ -87,21 +106,25 @@ print(string.format("same %d steps, %d ends, checksum %.0f", steps, ends, sum))
 ]]
 
 describe("Lua environments (env.lua)", function()
-  it("cartpole in Lua steps the C cartpole's bytes for the same actions, on 1 and 2 threads", function()
+  it("cartpole in Lua (step_slice, and step alone) steps the C cartpole's bytes for the same actions, on 1 and 2 threads",
+    function()
     if not have_bin then return pending("build/moonrl is not built") end
     local d = support.tmpdir()
     support.write_file(d .. "/side.lua", SIDE_BY_SIDE)
+    support.write_file(d .. "/per_instance.lua", PER_INSTANCE)
     local sums = {}
-    for _, threads in ipairs({ 1, 2 }) do
-      -- 1024 instances: 2 threads step 512 each, one call of the file's loop per slice
-      local rc, out = run(d, "run side.lua 1024 " .. threads .. " 700")
-      assert.equal(0, rc, out)
-      local ends, sum = out:match("same 700 steps, (%d+) ends, checksum (%d+)")
-      assert.is_truthy(sum, out)
-      assert.is_true(tonumber(ends) > 1024, out)   -- episodes ended (terminated and truncated at 500)
-      sums[threads] = sum
+    for _, form in ipairs({ "cartpole", "per_instance.lua" }) do
+      for _, threads in ipairs({ 1, 2 }) do
+        -- 1024 instances: 2 threads step 512 each, one call of the file's loop per slice
+        local rc, out = run(d, "run side.lua 1024 " .. threads .. " 700 " .. form)
+        assert.equal(0, rc, out)
+        local ends, sum = out:match("same 700 steps, (%d+) ends, checksum (%d+)")
+        assert.is_truthy(sum, form .. ": " .. out)
+        assert.is_true(tonumber(ends) > 1024, out)   -- episodes ended (terminated and truncated at 500)
+        sums[#sums + 1] = sum
+      end
     end
-    assert.equal(sums[1], sums[2])   -- thread-count independent
+    for k = 2, #sums do assert.equal(sums[1], sums[k]) end   -- thread-count and form independent
   end)
 
   it("moonrl train cartpole_lua learns exactly as cartpole (the same metrics) and reaches 500", function()
@@ -204,7 +227,8 @@ describe("Lua environments (env.lua)", function()
     refused((CARTPOLE:gsub("  observation = { floats = 4 },[^\n]*\n", "")), "bad.lua: declares no observation: expected " ..
       "observation = { floats = N }")
     refused((CARTPOLE:gsub('theta_dot = "double" }', 'theta_dot = "double", grid = "uint8[1e12]" }')),
-      'bad.lua:40: field grid = "uint8[1e12]": 1000000000000 values per instance: accepted 1 .. 16777216')
+      'bad.lua:' .. line_of(CARTPOLE, "  fields = ") .. ': field grid = "uint8[1e12]": 1000000000000 values per ' ..
+      'instance: accepted 1 .. 16777216')
     refused((CARTPOLE:gsub('x = "double",', 'x = "complex",')), 'field x = "complex": expected "double", "float"')
     refused(cartpole_with('if s.tick[i] == 3 then return "x" end'), 'step returned string "x", nil for instance')
     refused((CARTPOLE:gsub("  reset = function", "  reset = 1, nothing = function")),
@@ -212,9 +236,15 @@ describe("Lua environments (env.lua)", function()
     refused("return { observation = { floats = 4 }, action = { discrete = 2 }, step = function() end, " ..
       "reset = function() end, fields = { x = 'double' } } x = ", "bad.lua:1: syntax error")
     -- a write out of its array, found with env.lua_checks
-    refused(cartpole_with("s.x[i + 100000] = 1"), "bad.lua:52: x[100" , " --set env.lua_checks=true")
+    local first = line_of(PER_INSTANCE, "  step = function") + 1   -- where cartpole_with puts its line
+    refused(cartpole_with("s.x[i + 100000] = 1"), "bad.lua:" .. first .. ": x[100" , " --set env.lua_checks=true")
+    -- the same in step_slice, and a reward it leaves NaN
+    local in_loop = line_of(CARTPOLE, "    for i = i0, i1 %- 1 do\n") + 1
+    refused(slice_with("X[i + 100000] = 1"), "bad.lua:" .. in_loop .. ": x[100", " --set env.lua_checks=true")
+    refused((CARTPOLE:gsub("reward%[i%] = 1", "reward[i] = 1 / 0")), "step_slice left reward[0] = inf",
+      " --set env.lua_checks=true")
     -- a global written in step
-    refused(cartpole_with("counter = 1"), "bad.lua:52: assignment to the global counter")
+    refused(cartpole_with("counter = 1"), "bad.lua:" .. first .. ": assignment to the global counter")
     -- bytecode
     local f = io.popen("luajit -b configs/envs/cartpole.lua " .. d .. "/bc.lua 2>&1")
     f:read("*a")
@@ -225,6 +255,53 @@ describe("Lua environments (env.lua)", function()
     local rc, out = run(d, "train exp.lua --dir r --no-eval --set device=cuda")
     assert.is_not.equal(0, rc)
     assert.matches("is a Lua environment, which runs on the cpu only", out, 1, true)
+  end)
+
+  it("an environment written as a table in the experiment script trains as its file does", function()
+    if not have_bin then return pending("build/moonrl is not built") end
+    local d = support.tmpdir()
+    -- configs/envs/cartpole.lua's text in the script: its locals, then the table (env = { lua = cartpole })
+    local function script_of(env_text)
+      local body, k = env_text:gsub("\nreturn {\n", "\nlocal cartpole = {\n", 1)
+      assert(k == 1)
+      return body .. "\n" .. experiment(nil, { lua_expr = "cartpole" })
+    end
+    support.write_file(d .. "/env.lua", CARTPOLE)
+    support.write_file(d .. "/file.lua", experiment(d .. "/env.lua"))
+    support.write_file(d .. "/table.lua", script_of(CARTPOLE))
+    local rc, out = run(d, "train file.lua --dir f --no-eval")
+    assert.equal(0, rc, out)
+    rc, out = run(d, "train table.lua --dir t")
+    assert.equal(0, rc, out)
+    local function rows(path)
+      local t = {}
+      for line in support.read_file(path):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m.event == nil then
+          for key in pairs(m) do if key:match("^time") or key:match("per_s") or key == "sps" or key == "wall_time" then m[key] = nil end end
+          t[#t + 1] = m
+        end
+      end
+      return t
+    end
+    local f, t = rows(d .. "/f/metrics.jsonl"), rows(d .. "/t/metrics.jsonl")
+    assert.equal(8, #f)
+    assert.are.same(f, t)
+    -- the run's config.lua holds the text: evaluation needs no script
+    rc, out = run(d, "eval t")
+    assert.equal(0, rc, out)
+    -- an error in the table's step names the script's own line
+    local bad = script_of(cartpole_with("if s.tick[i] == 70 then local t = nil; t.boom = 1 end"))
+    support.write_file(d .. "/bad.lua", bad)
+    rc, out = run(d, "train bad.lua --dir b --no-eval")
+    assert.is_not.equal(0, rc)
+    assert.matches("bad.lua:" .. line_of(bad, "t.boom = 1") .. ": attempt to index local 't'", out, 1, true)
+    -- what cannot be taken to the threads is refused, naming it
+    support.write_file(d .. "/bad2.lua", script_of((PER_INSTANCE:gsub("local sin, cos", "local fmt = string.format\nlocal sin, cos")
+      :gsub("(  step = function%(s, i, action%)\n)", "%1    local _ = fmt\n"))))
+    rc, out = run(d, "train bad2.lua --dir b2 --no-eval")
+    assert.is_not.equal(0, rc)
+    assert.matches("step uses fmt, a library function a Lua environment does not have", out, 1, true)
   end)
 
   it("moonrl envs lists the built-in Lua cartpole; evaluation and export find the run's env.lua", function()

@@ -6,7 +6,8 @@
 -- process of 2 x E environments has them; a `moonrl ctl set` in force on
 -- both ranks from the same update; resuming on 1 rank from 2 and on 2 from
 -- 1 (the environments re-seeded, said) and on 2 from 2 bit for bit; a rank
--- killed: the job ends naming it, and resumes from its newest checkpoint.
+-- killed: the job ends naming it, and resumes from its newest checkpoint; a
+-- Lua environment (env.lua) on 2 ranks, pooled and resumed as a C one.
 
 local support = require("support")
 local json = require("moonrl.formats.json")
@@ -461,6 +462,43 @@ describe("moonrl.train{ranks = 2} from a script", function()
     -- debug.crash_at_update kills rank 0 once update 3's metrics are handled, before its checkpoint
     assert.truthy(out:find("dies/checkpoints/update_0000002.mrck", 1, true), out .. err)
     assert.truthy(support.read_file(dir .. "/dies/output.log"):find("crash_at_update", 1, true))
+    support.rm_rf(dir)
+  end)
+
+  it("trains a Lua environment (env.lua) on 2 ranks: the first update's episodes as one process of 2 x E has them",
+    function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    -- the built-in Lua cartpole; each rank's threads load its text, sent by rank 0
+    support.write_file(dir .. "/lua.lua", [[
+return {
+  name = "ranks_lua", device = "cpu", threads = 1, seed = 5, hardware = "ci", level = "basic",
+  total_steps = ]] .. 4 * 2 * E * 32 .. [[, warmup = { updates = 0 },
+  env = { lua = "cartpole", num_envs = ]] .. E .. [[ },
+  policy = { mlp_widths = { 8 }, critic_hidden = 8, popart = false },
+  ppo = { rollout_steps = 32, epochs = 1 },   -- 32 steps: episodes end within the first update
+  log = { console = false, tensorboard = false, checkpoint_interval = 1, checkpoint_keep = 0 },
+}
+]])
+    local rc, out, err = run(2, "train lua.lua --dir two --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    rc, out, err = run(1, "train lua.lua --dir one --no-eval --set env.num_envs=" .. 2 * E, dir)
+    assert.equal(0, rc, out .. err)
+    local two, one = rows(dir .. "/two"), rows(dir .. "/one")
+    assert.equal(4, #two)
+    assert.equal(4 * 2 * E * 32, two[4].agent_steps)   -- both ranks' steps counted
+    local a, b = two[1], one[1]
+    assert.is_true(a.episodes > 0)
+    for _, k in ipairs({ "episodes", "deaths", "episode_return_min", "episode_return_max", "agent_steps" }) do
+      assert.equal(b[k], a[k], k)
+    end
+    assert.near(b.episode_length_mean, a.episode_length_mean, 1e-6 * b.episode_length_mean)
+    -- and 2 -> 2 from its checkpoint: the environments' fields come back on each rank, bit for bit
+    copy(dir .. "/two", dir .. "/r")
+    interrupt(dir .. "/r", 2, 4)
+    rc, out, err = run(2, "train --resume r --no-eval", dir)
+    assert.equal(0, rc, out .. err)
+    assert.equal(support.read_file(ckpt(dir .. "/two", 4)), support.read_file(ckpt(dir .. "/r", 4)))
     support.rm_rf(dir)
   end)
 

@@ -264,6 +264,10 @@ function engine.env_lua_source(lua)
   if type(lua) ~= "string" or lua == "" then
     return nil, "env.lua = " .. tostring(lua) .. ": expected a path to a .lua file or a built-in's name"
   end
+  local script_label = require("moonrl.env.script").label(lua)
+  if script_label or lua:find("\n", 1, true) then   -- the text itself (a table in the experiment script)
+    return lua, script_label or "env.lua (the config's text)"
+  end
   if lua:match("%.lua$") then
     local f, ferr = io.open(lua, "rb")
     if not f then return nil, "env.lua = " .. lua .. ": cannot read it (" .. tostring(ferr) .. ")" end
@@ -427,11 +431,7 @@ function engine.config(cfg)
   if not ok then return nil, err end
   -- a Lua environment: its program (the config check refuses env.name = lua without one)
   if cfg.env and cfg.env.lua ~= nil then
-    -- the followers of a data-parallel run have no Lua of their own (src/host/ranks.c): one process only
-    if engine.ranks() > 1 then
-      return nil, "env.lua = " .. tostring(cfg.env.lua) .. ": a Lua environment trains in one process; this run " ..
-        "spans " .. engine.ranks() .. " ranks (mpirun -n, srun): start it without them"
-    end
+    -- (the followers of a data-parallel run make theirs from its text: src/host/ranks.c)
     local p, perr = engine.env_program(cfg.env.lua, cfg.env.lua_checks)
     if not p then return nil, perr end
     c.env.program = p

@@ -11,6 +11,9 @@
  *     returns, the counters' count and count_total);
  *   - one call per thread's slice, the same bytes for 1 and 2 threads; the
  *     failing slice of the lowest instances reported;
+ *   - mr_program_end_steps (a slice ended at once, as a step_slice's driver
+ *     does) against mr_program_end_step per instance, byte for byte, and
+ *     mr_program_sincos against sin and cos;
  *   - what the check refuses (names, types, counts, sizes, spaces), the
  *     config check (no program, fields over 1 TiB), the cuda refusal, a
  *     program without calls (a checkpoint's stand-in).
@@ -43,6 +46,19 @@ static int rules_reset(void *user, const mr_program_io *io, int i0, int i1, char
     return 0;
 }
 
+static int by_slice;   /* 1: the rules as a step_slice steps them: reward and terminated into io's arrays, then
+                          mr_program_end_steps once for the slice, then the ended ones' resets */
+
+static void rules_restart(const mr_program_io *io, int i) {
+    int32_t *pos = io->field[1];
+    double *v = io->field[0];
+    pos[i] = 0;
+    v[2 * i] = 0;
+    v[2 * i + 1] = io->resets[i];
+    io->obs_f[i] = 0.0f;
+    io->resets[i] += 1;
+}
+
 static int rules_step(void *user, const mr_program_io *io, int i0, int i1, const void *actions, char *msg,
                       size_t len) {
     (void)user;
@@ -58,14 +74,21 @@ static int rules_step(void *user, const mr_program_io *io, int i0, int i1, const
         pos[i] += a[i] ? 1 : -1;
         v[2 * i] += 1;
         v[2 * i + 1] += a[i];
-        io->count[0][i] += a[i];
+        if (io->counters > 0) io->count[0][i] += a[i];
         io->obs_f[i] = (float)pos[i];
-        if (mr_program_end_step(io->state, i, 30.0f * a[i] - 1.0f, pos[i] == 3)) {
-            pos[i] = 0;
-            v[2 * i] = 0;
-            v[2 * i + 1] = io->resets[i];
-            io->obs_f[i] = 0.0f;
-            io->resets[i] += 1;
+        if (by_slice) {
+            io->reward[i] = 30.0f * a[i] - 1.0f;
+            io->terminated[i] = pos[i] == 3;
+        } else if (mr_program_end_step(io->state, i, 30.0f * a[i] - 1.0f, pos[i] == 3)) {
+            rules_restart(io, i);
+        }
+    }
+    if (by_slice) {
+        int32_t ended[4096];
+        const int m = mr_program_end_steps(io->state, i0, i1, ended);
+        for (int k = 0; k < m; k++) {
+            CHECK(ended[k] >= i0 && ended[k] < i1 && (k == 0 || ended[k] > ended[k - 1]));
+            rules_restart(io, ended[k]);
         }
     }
     return 0;
@@ -269,12 +292,83 @@ static void test_threads(void) {
     mr_env_free(b);
 }
 
+/* mr_program_end_steps (a slice at once) against mr_program_end_step for
+ * each instance: the same bytes in every section and log, with and without
+ * counters (its loop without them is its own), truncations keeping their
+ * final observation. */
+static void test_slices(int counters) {
+    enum { N = 1500, STEPS = 60 };
+    mr_env_program p = make_program(7);
+    p.spaces.counters = counters;
+    mr_error err;
+    CHECK(mr_program_check(&p, &err) == MR_OK);
+    mr_env_config c = prog_cfg(&p, N, 0);
+    mr_env *a = make_env(&c, 5, 1), *b = make_env(&c, 5, 2);
+    static float fa[N], fb[N];
+    memset(fa, 0, sizeof fa);
+    memset(fb, 0, sizeof fb);
+    a->s.final_obs = fa;
+    b->s.final_obs = fb;
+    uint8_t act[N];
+    uint32_t lcg = 7;
+    for (int t = 0; t < STEPS; t++) {
+        for (int i = 0; i < N; i++) act[i] = (uint8_t)((lcg = lcg * 1664525u + 1013904223u) >> 31);
+        by_slice = 0;
+        CHECK(mr_env_step(a, act, &err) == MR_OK);
+        by_slice = 1;
+        CHECK(mr_env_step(b, act, &err) == MR_OK);
+        by_slice = 0;
+    }
+    mr_env_section sa[MR_ENV_MAX_SECTIONS], sb[MR_ENV_MAX_SECTIONS];
+    const int na = mr_env_sections(&a->s, sa), nb = mr_env_sections(&b->s, sb);
+    CHECK(na == nb);
+    for (int k = 0; k < na && k < nb; k++)
+        CHECK_MSG(sa[k].bytes == sb[k].bytes && memcmp(sa[k].data, sb[k].data, sa[k].bytes) == 0, "%s", sa[k].name);
+    CHECK(memcmp(a->s.log, b->s.log, sizeof(mr_env_log) * N) == 0);
+    CHECK(memcmp(a->s.reward, b->s.reward, sizeof(float) * N) == 0);
+    CHECK(memcmp(a->s.truncated, b->s.truncated, N) == 0 && memcmp(a->s.terminated, b->s.terminated, N) == 0);
+    CHECK(memcmp(fa, fb, sizeof fa) == 0);
+    int kept = 0;
+    for (int i = 0; i < N; i++) kept += fa[i] != 0.0f;
+    CHECK(kept > 0);   /* truncations happened and kept their last observation */
+    a->s.final_obs = b->s.final_obs = NULL;
+    mr_env_free(a);
+    mr_env_free(b);
+}
+
+/* mr_program_sincos against the C library's sin and cos, bit for bit:
+ * cartpole's angles, the series' edges, large angles, NaN and infinities. */
+static void test_sincos(void) {
+    enum { N = 20000 };
+    static double x[N], sn[N], cs[N];
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = (double)(r >> 11) * 0x1p-53;
+        x[i] = i % 4 == 0 ? (u - 0.5) * 0.5 : i % 4 == 1 ? (u - 0.5) * 0.42 : i % 4 == 2 ? (u - 0.5) * 1e-6 : (u - 0.5) * 40;
+    }
+    x[0] = 0.0, x[1] = -0.0, x[2] = 0.25, x[3] = -0.25, x[4] = 0.2500000000000001, x[5] = NAN, x[6] = INFINITY;
+    x[7] = 1e-300, x[8] = 0.125, x[9] = -0.125;
+    for (int n = 0; n <= N; n += N / 3 + 1) {   /* lengths that are and are not whole blocks */
+        mr_program_sincos(x, n, sn, cs);
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            const double s = sin(x[i]), c = cos(x[i]);
+            if (memcmp(&s, &sn[i], 8) != 0 || memcmp(&c, &cs[i], 8) != 0) bad++;
+        }
+        CHECK_MSG(bad == 0, "%d of %d angles differ from sin and cos", bad, n);
+    }
+}
+
 int main(void) {
     test_check();
     test_steps(0, 10);     /* the program's own limit */
     test_steps(500, 10);   /* a larger setting keeps it */
     test_steps(6, 6);      /* a smaller one truncates sooner */
     test_threads();
+    test_slices(1);
+    test_slices(0);
+    test_sincos();
     printf("test_env_program: %d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;
 }

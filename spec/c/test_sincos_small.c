@@ -1,5 +1,5 @@
 /*
- * test_sincos_small.c - cpu/sincos_small.h against the C library's sin and
+ * test_sincos_small.c - shared/sincos_small.h against the C library's sin and
  * cos, bit for bit, on every angle where it claims their result:
  *   - 3 million angles uniform in [-0.3, 0.3] and 1 million log-uniform in
  *     magnitude (1e-12 .. 0.25), both signs;

@@ -251,6 +251,15 @@ mr_status mr_program_check(mr_env_program *p, mr_error *err);
  * length and log with the counters); returns 1 when the episode ended
  * (its counters and steps then cleared: the caller starts the next one). */
 int mr_program_end_step(const void *state, int i, float reward, int terminated);
+/* mr_program_end_step for each instance of [i0, i1) with the reward and
+ * the terminated flag the program wrote into io.reward[i] and
+ * io.terminated[i] (0 or 1): the indices of those whose episode ended go
+ * into ended[0 .. m-1], in order; returns m. One call for a slice. */
+int mr_program_end_steps(const void *state, int i0, int i1, int32_t *ended);
+/* sn[j] = sin(x[j]), cs[j] = cos(x[j]) for j in [0, n), with the C
+ * library's bits (sincos_small.h's vectorised series where it knows it has
+ * them, sin and cos themselves elsewhere): a Lua environment's s.sincos. */
+void mr_program_sincos(const double *x, int n, double *sn, double *cs);
 /* A full reset's bookkeeping of instance i, before the program's reset:
  * the end flags, reward, steps, return and counters cleared. */
 void mr_program_begin(const void *state, int i);

@@ -281,6 +281,14 @@ int host_library_open(lua_State *L, const host_library *lib);
 int host_library_load(lua_State *L, const host_library *lib, const char *name);
 /* lua_env.c: the library the Lua environments' own states load moonrl.env.* from (lib outlives them). */
 void host_env_set_library(const host_library *lib);
+/* lua_env.c: a Lua environment's program from its text (loaded in this
+ * thread's state, checked; never freed), or NULL with msg. */
+const mr_env_program *host_env_program(const char *text, size_t len, const char *label, int checks,
+                                       size_t memory_kib, char *msg, size_t n);
+/* What program p was made from (its text is kept as long as p); -1 when p
+ * is not one host_env_program made. */
+int host_env_program_source(const mr_env_program *p, const char **text, size_t *len, int *checks,
+                            size_t *memory_kib);
 /* One line: "embedded (N modules, M files)" or "DIR (ORIGIN)". */
 void host_library_describe(const host_library *lib, char *out, size_t n);
 

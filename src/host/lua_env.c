@@ -21,6 +21,10 @@
  *                                                       | nil, message
  *       loads the text in this thread's state, which writes what the file
  *       declares into the program; the program is never freed.
+ *
+ * host_env_program is the same from C (a data-parallel follower makes rank
+ * 0's program from the text it is sent: ranks.c), host_env_program_source
+ * what a program was made from.
  */
 #include "host.h"
 
@@ -182,6 +186,51 @@ static int prog_reset(void *user, const mr_program_io *io, int i0, int i1, char 
     return call(user, io, i0, i1, NULL, 0, msg, len);
 }
 
+const mr_env_program *host_env_program(const char *text, size_t len, const char *label, int checks,
+                                       size_t memory_kib, char *msg, size_t n) {
+    env_prog *p = calloc(1, sizeof *p);
+    char *copy = malloc(len + 1);
+    if (!p || !copy) {
+        free(p);
+        free(copy);
+        message(msg, n, "%s: out of memory for a Lua environment%s", label, NULL);
+        return NULL;
+    }
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    p->text = copy;
+    p->len = len;
+    p->checks = checks;
+    p->memory = memory_kib * 1024;
+    snprintf(p->prog.label, sizeof p->prog.label, "%s", label);
+    p->prog.user = p;
+    p->prog.step = prog_step;
+    p->prog.reset = prog_reset;
+    if (!thread_state(p, 1, msg, n)) {
+        free(copy);
+        free(p);
+        return NULL;
+    }
+    mr_error err;
+    if (mr_program_check(&p->prog, &err) != MR_OK) {
+        /* its state stays with the thread's slot: the program is dropped, not freed (a state may point at it) */
+        message(msg, n, "%s%s", err.msg, NULL);
+        return NULL;
+    }
+    return &p->prog;
+}
+
+int host_env_program_source(const mr_env_program *prog, const char **text, size_t *len, int *checks,
+                            size_t *memory_kib) {
+    if (!prog || prog->step != prog_step) return -1;
+    const env_prog *p = prog->user;
+    *text = p->text;
+    *len = p->len;
+    *checks = p->checks;
+    *memory_kib = p->memory / 1024;
+    return 0;
+}
+
 static int core_env_program(lua_State *L) {
     size_t len = 0;
     const char *text = luaL_checklstring(L, 1, &len);
@@ -189,39 +238,14 @@ static int core_env_program(lua_State *L) {
     int checks = lua_toboolean(L, 3);
     lua_Integer kib = luaL_checkinteger(L, 4);
     luaL_argcheck(L, kib > 0, 4, "memory_kib must be > 0");
-    env_prog *p = calloc(1, sizeof *p);
-    char *copy = malloc(len + 1);
-    if (!p || !copy) {
-        free(p);
-        free(copy);
-        return luaL_error(L, "out of memory for a Lua environment");
-    }
-    memcpy(copy, text, len);
-    copy[len] = 0;
-    p->text = copy;
-    p->len = len;
-    p->checks = checks;
-    p->memory = (size_t)kib * 1024;
-    snprintf(p->prog.label, sizeof p->prog.label, "%s", label);
-    p->prog.user = p;
-    p->prog.step = prog_step;
-    p->prog.reset = prog_reset;
     char msg[MR_ERROR_LEN];
-    if (!thread_state(p, 1, msg, sizeof msg)) {
-        free(copy);
-        free(p);
+    const mr_env_program *p = host_env_program(text, len, label, checks, (size_t)kib, msg, sizeof msg);
+    if (!p) {
         lua_pushnil(L);
         lua_pushstring(L, msg);
         return 2;
     }
-    mr_error err;
-    if (mr_program_check(&p->prog, &err) != MR_OK) {
-        /* its state stays with the thread's slot: the program is dropped, not freed (a state may point at it) */
-        lua_pushnil(L);
-        lua_pushstring(L, err.msg);
-        return 2;
-    }
-    lua_pushlightuserdata(L, &p->prog);
+    lua_pushlightuserdata(L, (void *)p);
     return 1;
 }
 

@@ -115,7 +115,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "moonrl: %s\n", why);
         return 2;
     }
-    if (host_ranks_rank() > 0) return host_ranks_follow();
+    if (host_ranks_rank() > 0) {
+        /* a follower has no Lua of its own, but a Lua environment's threads load moonrl.env.* (ranks.c) */
+        static host_library lib;
+        const char *lua_path = NULL;
+        if (take_lua_path(argc, argv, &lua_path) >= 0 && host_library_choose(&lib, lua_path, why, sizeof why) == 0)
+            host_env_set_library(&lib);
+        return host_ranks_follow();
+    }
     int code = run(argc, argv);
     host_ranks_finish(code);
     return code;

@@ -5,12 +5,15 @@
  * Started by mpirun/mpiexec or srun with more than one task, every process
  * finds its rank here, before anything else. Rank 0 is the moonrl the user
  * sees: it runs the Lua program, the loop, the run directory, the control
- * socket and the trainer thread. Ranks 1.. run no Lua at all: each is a
- * follower that repeats, on its own trainer, every engine call rank 0's
- * thread makes, as rank 0 broadcasts them:
+ * socket and the trainer thread. Ranks 1.. run no Lua program (only a Lua
+ * environment's per-thread states, lua_env.c): each is a follower that
+ * repeats, on its own trainer, every engine call rank 0's thread makes, as
+ * rank 0 broadcasts them:
  *
  *   START      the config (env.index0 = rank x env.num_envs), warm-up and
- *              resume settings, a new run's given weights: the follower
+ *              resume settings, a new run's given weights, a Lua
+ *              environment's text (the follower makes its own program from
+ *              it, as rank 0 made its: host_env_program): the follower
  *              creates its trainer, sets the reducer and loads its slice of
  *              the checkpoint; every rank's success or error comes back
  *   UPDATE     the hot parameters rank 0 applies (the schedules already
@@ -170,6 +173,12 @@ typedef struct rank_start {
     int32_t has_resume;
     uint64_t init_n;             /* floats of given weights that follow (policy.init) */
     char resume_path[HOST_PATH];
+    /* a Lua environment (env.lua; cfg.env.program is rank 0's pointer): the
+     * bytes of its text that follow the weights, and how rank 0 made it */
+    uint64_t env_text_n;
+    int32_t env_checks;
+    uint64_t env_memory_kib;
+    char env_label[256];
 } rank_start;
 
 static char g_describe[160];
@@ -400,10 +409,24 @@ int host_ranks_follow(void) {
                 if (!init) follower_die("start", "out of memory for the given weights");
                 MPI_Bcast(init, (int)st.init_n, MPI_FLOAT, 0, MPI_COMM_WORLD);
             }
+            char *env_text = NULL;
+            if (st.env_text_n) {   /* rank 0's Lua environment: made here from the same text */
+                env_text = malloc(st.env_text_n);
+                if (!env_text) follower_die("start", "out of memory for the Lua environment's text");
+                MPI_Bcast(env_text, (int)st.env_text_n, MPI_BYTE, 0, MPI_COMM_WORLD);
+            }
             host_ranks_threads(&st.cfg);
             rank_reply rep;
             memset(&rep, 0, sizeof rep);
-            if (setup(&st, init, &t, rep.msg, sizeof rep.msg) != 0) rep.status = MR_ERR_BACKEND;
+            st.cfg.env.program = NULL;
+            if (env_text) {
+                st.env_label[sizeof st.env_label - 1] = 0;
+                st.cfg.env.program = host_env_program(env_text, st.env_text_n, st.env_label, st.env_checks,
+                                                      st.env_memory_kib, rep.msg, sizeof rep.msg);
+                free(env_text);   /* the program keeps a copy */
+                if (!st.cfg.env.program) rep.status = MR_ERR_BACKEND;
+            }
+            if (rep.status == MR_OK && setup(&st, init, &t, rep.msg, sizeof rep.msg) != 0) rep.status = MR_ERR_BACKEND;
             free(init);
             char rmsg[512] = "";
             if (use_reducer(t, rmsg, sizeof rmsg) != 0 && rep.status == MR_OK) {
@@ -477,9 +500,24 @@ int host_ranks_begin(host_run *r, mr_trainer *t, char *msg, size_t n) {
     st.has_resume = r->resume_path[0] != 0;
     snprintf(st.resume_path, sizeof st.resume_path, "%s", r->resume_path);
     st.init_n = r->init_params ? r->init_n : 0;
+    const char *env_text = NULL;
+    if (r->cfg.env.program) {   /* a Lua environment: the followers make theirs from its text */
+        size_t len = 0, kib = 0;
+        int checks = 0;
+        if (host_env_program_source(r->cfg.env.program, &env_text, &len, &checks, &kib) != 0 || len > INT32_MAX) {
+            snprintf(msg, n, "the Lua environment %s cannot be sent to the other ranks", r->cfg.env.program->label);
+            host_ranks_broken();
+            return -1;
+        }
+        st.env_text_n = len;
+        st.env_checks = checks;
+        st.env_memory_kib = kib;
+        snprintf(st.env_label, sizeof st.env_label, "%s", r->cfg.env.program->label);
+    }
     send_op(HOST_OP_START, 0, 0, NULL);
     MPI_Bcast(&st, sizeof st, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (st.init_n) MPI_Bcast(r->init_params, (int)st.init_n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (st.env_text_n) MPI_Bcast((void *)env_text, (int)st.env_text_n, MPI_BYTE, 0, MPI_COMM_WORLD);
     rank_reply mine, *all = calloc((size_t)g_size, sizeof *all);
     memset(&mine, 0, sizeof mine);
     if (use_reducer(t, mine.msg, sizeof mine.msg) != 0) mine.status = MR_ERR_BACKEND;

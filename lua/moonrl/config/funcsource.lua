@@ -16,6 +16,9 @@
 --   funcsource.source(f [, read]) -> source | nil, why
 --       read(path) -> text | nil: how the file is read (default: from disk)
 --   funcsource.where(f) -> "file.lua:3-5" (or the chunk name)
+--   funcsource.expression(f [, read]) -> {text =, first =, last =, path =, upvalues = {{name =, value =}, ...}}
+--       | nil, why: the cut alone, its upvalues not judged (moonrl.env.script binds them itself)
+--   funcsource.literal(v) -> Lua source of a number, string or boolean, or nil
 
 local util = require("moonrl.util")
 
@@ -79,6 +82,8 @@ local function cut(f, lines, first, last, uvnames)
         for i = first + 1, last - 1 do mid[#mid + 1] = lines[i] end
         text = head:sub(s) .. "\n" .. (#mid > 0 and table.concat(mid, "\n") .. "\n" or "") .. tail:sub(1, e)
       end
+      -- `local function name(...)` / `function a.b(...)`: the same function as an expression
+      if text then text = text:gsub("^function%s+[%a_][%w_]*%s*%(", "function(", 1):gsub("^function%s+[%a_][%w_.]*%s*%(", "function(", 1) end
       if text then
         -- On the same lines as the original, in case line info leaks into the bytecode.
         local chunk = loadstring(string.rep("\n", first - 1) .. prelude .. "return " .. text, "=funcsource")
@@ -104,22 +109,19 @@ local function literal(v)
   return nil
 end
 
-function funcsource.source(f, read)
+-- Where f's text is: {text = "function ... end", first =, last = (its lines), path =,
+-- upvalues = {{name =, value =}, ...} in order}, or nil, why. The upvalues are
+-- not judged here (the text compiles to f with them declared as locals).
+function funcsource.expression(f, read)
   if type(f) ~= "function" then return nil, "not a function" end
   local info = debug.getinfo(f, "Su")
   if info.what == "C" then return nil, "it is a C function" end
   if info.what == "main" or info.linedefined == 0 then return nil, "it is a whole chunk" end
-  -- Upvalues: plain values are bound again; anything else cannot be (a nil
-  -- one is usually a variable assigned later, such as the run itself).
-  local names, values = {}, {}
+  local names, upvalues = {}, {}
   for i = 1, info.nups or 0 do
     local name, v = debug.getupvalue(f, i)
-    local lit = literal(v)
-    if not lit then
-      return nil, "it uses the upvalue '" .. tostring(name) .. "' (" ..
-        (v == nil and "nil when saved" or util.describe(v):sub(1, 60)) .. "), which cannot be saved"
-    end
-    names[#names + 1], values[#values + 1] = name, lit
+    names[#names + 1] = name
+    upvalues[#upvalues + 1] = { name = name, value = v }
   end
   local src = info.source or ""
   if src:sub(1, 1) ~= "@" then
@@ -137,9 +139,33 @@ function funcsource.source(f, read)
     return nil, "lines " .. first .. "-" .. last .. " of " .. path ..
       " do not hold it as one expression (or the file changed since)"
   end
-  if #names == 0 then return body end
-  return "(function() local " .. table.concat(names, ", ") .. " = " .. table.concat(values, ", ") ..
-    "; return " .. body .. " end)()"
+  return { text = body, first = first, last = last, path = path, upvalues = upvalues }
 end
+
+function funcsource.source(f, read)
+  if type(f) ~= "function" then return nil, "not a function" end
+  local info = debug.getinfo(f, "Su")
+  if info.what == "C" then return nil, "it is a C function" end
+  if info.what == "main" or info.linedefined == 0 then return nil, "it is a whole chunk" end
+  -- Upvalues: plain values are bound again; anything else cannot be (a nil
+  -- one is usually a variable assigned later, such as the run itself).
+  local names, values = {}, {}
+  for i = 1, info.nups or 0 do
+    local name, v = debug.getupvalue(f, i)
+    local lit = literal(v)
+    if not lit then
+      return nil, "it uses the upvalue '" .. tostring(name) .. "' (" ..
+        (v == nil and "nil when saved" or util.describe(v):sub(1, 60)) .. "), which cannot be saved"
+    end
+    names[#names + 1], values[#values + 1] = name, lit
+  end
+  local e, why = funcsource.expression(f, read)
+  if not e then return nil, why end
+  if #names == 0 then return e.text end
+  return "(function() local " .. table.concat(names, ", ") .. " = " .. table.concat(values, ", ") ..
+    "; return " .. e.text .. " end)()"
+end
+
+funcsource.literal = literal
 
 return funcsource

@@ -16,6 +16,7 @@
 --   loader.resource(relpath) -> table | nil, err  a file moonrl ships, through
 --       moonrl.runtime.resources ("configs/default.lua": embedded or the source tree)
 --   loader.text(text, origin) -> table | nil, err config source; origin names it
+--       (an env.lua table becomes its source text: moonrl.env.script)
 --   loader.layer(kind, name[, dir]) -> table | nil, err
 --       kind "profile" (configs/hardware/<name>.lua) or "level"
 --       (configs/levels/<name>.lua), through moonrl.runtime.resources; with dir, from
@@ -101,6 +102,12 @@ function loader.text(text, origin)
   if type(res) ~= "table" then
     return nil, origin .. ": the config file returned " .. util.describe(res) ..
       ", expected a table: end the file with `return { ... }`"
+  end
+  -- a Lua environment written as a table in the script: its text, cut from the script (moonrl.env.script)
+  if type(res.env) == "table" and type(res.env.lua) == "table" then
+    local src, serr = require("moonrl.env.script").source(res.env.lua, text, origin)
+    if not src then return nil, serr end
+    res.env.lua = src
   end
   return res
 end

@@ -112,9 +112,10 @@ key { key = "env.name", type = "enum", default = "foraging",
     "ground_truth only), cartpole, pendulum, snake (4 channels), dials (multi-discrete), catch (a float " ..
     "image); `moonrl envs` lists them, docs/environments.md says how to add one; lua = the file " ..
     "env.lua names (set by env.lua itself)" }
-key { key = "env.lua", type = "string", optional = true, max_len = 4096, c = false,
+key { key = "env.lua", type = "string", optional = true, max_len = 4194304, c = false,
   desc = "an environment written in Lua (docs/environments.md, \"An environment in Lua\"): a path to its .lua " ..
-    "file (made absolute when the config resolves) or a built-in's name (configs/envs/NAME.lua: cartpole); " ..
+    "file (made absolute when the config resolves), a built-in's name (configs/envs/NAME.lua: cartpole), or a " ..
+    "table in the experiment script (taken to the threads as its source text, which env.lua then holds); " ..
     "env.name becomes lua; cpu only; nil = env.name's C environment" }
 key { key = "env.lua_checks", type = "boolean", default = false, c = false,
   desc = "a Lua environment's debug mode: every index into its state's arrays checked against the array, every " ..

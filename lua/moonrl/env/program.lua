@@ -13,6 +13,9 @@
 --   max_steps   = N                              optional: the episode's own step limit
 --   reset       = function(s, i) ... end         instance i's new episode: its fields and s.obs
 --   step        = function(s, i, action) ... return reward, terminated end
+--   step_slice  = function(s, i0, i1, action) ... end   or (or besides) step: instances i0 .. i1-1 at
+--                                                once, action[i] theirs, writing s.reward[i] and
+--                                                s.terminated[i] (0 or 1); faster (no call per instance)
 --
 -- The sandbox: math, bit, and the pure base functions (assert, error,
 -- ipairs, next, pairs, select, tonumber, tostring, type, unpack); no os,
@@ -39,7 +42,7 @@
 --       spec: {label, obs = N, act = {kind = "discrete", n =} | {kind = "box", low =, high =},
 --              counters = {...}, success = "truncated" | counter | nil, max_steps,
 --              fields = {{name =, type =, count =, ctype =}, ...} (sorted by name),
---              reset =, step =, budget =, line_of = function(key)}
+--              reset =, step =, step_slice =, budget =, set_what = function(what)}
 --   program.fill(spec, prog) writes the declarations into an mr_env_program cdata
 --   program.line_of(text, key) -> the line where `key =` is first set, or nil
 
@@ -61,7 +64,7 @@ local MAX_NAME = 31                 -- MR_PROGRAM_NAME_LEN - 1
 -- what the driver's state table has already (envs/program.c's RESERVED)
 local RESERVED = { n = true, seed = true, index0 = true, obs = true, obs_size = true, reward = true,
   terminated = true, truncated = true, steps = true, tick = true, ep_return = true, resets = true,
-  uniform = true, below = true, limit = true }
+  uniform = true, below = true, limit = true, sincos = true }
 
 -- ------------------------------------------------------------ instrumenting
 
@@ -267,7 +270,7 @@ local function declarations(t, text, label)
     if not name:match("^[%a_][%w_]*$") or #name > MAX_NAME or RESERVED[name] then
       return at(name, "field " .. util.fmt_value(name) .. ": expected a name (letters, digits, _; at most " .. MAX_NAME ..
         " bytes) that the state does not have already (n, seed, index0, obs, obs_size, reward, terminated, " ..
-        "truncated, steps, tick, ep_return, resets, uniform, below, limit)")
+        "truncated, steps, tick, ep_return, resets, uniform, below, limit, sincos)")
     end
     for _, c in ipairs(spec.counters) do
       if c == name then return at(name, "field " .. name .. " has the name of a counter") end
@@ -297,14 +300,22 @@ local function declarations(t, text, label)
     spec.fields[#spec.fields + 1] = { name = name, type = ty, count = count, ctype = CTYPES[ty] }
   end
   spec.bytes = bytes
-  -- the functions
-  for _, f in ipairs({ "reset", "step" }) do
-    if type(t[f]) ~= "function" then
-      return at(f, "declares no " .. f .. " function: expected " .. f .. (f == "reset" and " = function(s, i)" or
-        " = function(s, i, action) ... return reward, terminated end") .. ", got " .. util.describe(t[f]))
-    end
+  -- the functions: reset, and step or step_slice (or both: step_slice runs)
+  if type(t.reset) ~= "function" then
+    return at("reset", "declares no reset function: expected reset = function(s, i), got " .. util.describe(t.reset))
   end
-  spec.reset, spec.step = t.reset, t.step
+  if t.step_slice ~= nil and type(t.step_slice) ~= "function" then
+    return at("step_slice", "step_slice = " .. util.describe(t.step_slice) ..
+      ": expected step_slice = function(s, i0, i1, action) ... end (or leave it out and define step)")
+  end
+  if t.step_slice == nil and type(t.step) ~= "function" then
+    return at("step", "declares no step function: expected step = function(s, i, action) ... return reward, " ..
+      "terminated end (or step_slice = function(s, i0, i1, action)), got " .. util.describe(t.step))
+  end
+  if t.step ~= nil and type(t.step) ~= "function" then
+    return at("step", "step = " .. util.describe(t.step) .. ": expected a function (s, i, action)")
+  end
+  spec.reset, spec.step, spec.step_slice = t.reset, t.step, t.step_slice
   return spec
 end
 
@@ -329,7 +340,8 @@ function program.load(text, label, opts)
   local what = "the file"
   local function over()
     error(what .. " took too long: more than " .. util.fmt_number(limit) .. " loop iterations and calls" ..
-      (what == "the file" and "" or " for one instance") .. " (a Lua environment's limit, as a live file's)", 2)
+      (what == "the file" and "" or what == "step_slice" and " per instance of its slice" or " for one instance") ..
+      " (a Lua environment's limit, as a live file's)", 2)
   end
   budget[0] = limit
   local ok, res = pcall(chunk, budget, over)

@@ -1,17 +1,20 @@
 /*
  * program.c - the engine's side of an environment the host runs (program.h,
  * moonrl.h's mr_env_program): the check of what it declares, its layout and
- * checkpoint sections, and the calls its driver makes per instance (the end
- * of a step, a full reset's bookkeeping, the keyed random numbers), so the
- * logging, the truncation and the draws are the engine's own, the same as
- * every C environment's.
+ * checkpoint sections, and the calls its driver makes (the end of a step,
+ * per instance or for a slice at once; a full reset's bookkeeping; the
+ * keyed random numbers; sin and cos of a column with the C library's bits),
+ * so the logging, the truncation and the draws are the engine's own, the
+ * same as every C environment's.
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include "moonrl.h"
 #include "errors.h"
 #include "program.h"
+#include "sincos_small.h"
 
 _Static_assert(sizeof(mr_program_env) <= MR_ENV_OWN_BYTES, "a program's state outgrew MR_ENV_OWN_BYTES");
 
@@ -25,7 +28,8 @@ static int identifier(const char *s) {
 
 /* Names the driver gives the state's table itself (lua/moonrl/env/thread.lua). */
 static const char *const RESERVED[] = {"n", "seed", "index0", "obs", "obs_size", "reward", "terminated", "truncated",
-                                       "steps", "tick", "ep_return", "resets", "uniform", "below", "limit", NULL};
+                                       "steps", "tick", "ep_return", "resets", "uniform", "below", "limit", "sincos",
+                                       NULL};
 
 static int reserved(const char *name) {
     for (int i = 0; RESERVED[i]; i++)
@@ -200,6 +204,53 @@ int mr_program_end_step(const void *state, int i, float reward, int terminated) 
         e->count[k][i] = e->counted[k][i] = 0;
     }
     return 1;
+}
+
+int mr_program_end_steps(const void *state, int i0, int i1, int32_t *ended) {
+    /* a local copy: the stores through its arrays could alias *state and would reload its pointers */
+    const mr_env_state local = *(const mr_env_state *)state, *s = &local;
+    const mr_program_env *e = mr_program_of(state);
+    const int counters = e->prog->spaces.counters;
+    const int limit = mr_program_limit(s, e->prog);
+    int m = 0;
+    if (counters == 0) {   /* mr_program_end_step's each-step part, in a loop of its own */
+        for (int i = i0; i < i1; i++) {
+            const int steps = s->steps[i] + 1;
+            const int terminated = s->terminated[i] != 0;
+            const int truncated = !terminated & (limit > 0) & (steps >= limit);
+            s->tick[i] += 1;
+            ended[m] = i;
+            m += mr_env_record_each(s, i, s->reward[i], terminated, truncated, steps);
+        }
+        for (int k = 0; k < m; k++) {   /* and its end part for the episodes that ended */
+            const int i = ended[k];
+            mr_env_record_end(s, i, s->terminated[i]);
+            if (mr_env_keeps_final(s, s->terminated[i], s->truncated[i])) {
+                const size_t row = (size_t)mr_env_obs_row_bytes(s);
+                memcpy((uint8_t *)s->final_obs + (size_t)i * row, (const uint8_t *)mr_env_obs(s) + (size_t)i * row, row);
+            }
+        }
+        return m;
+    }
+    for (int i = i0; i < i1; i++)
+        if (mr_program_end_step(state, i, s->reward[i], s->terminated[i])) ended[m++] = i;
+    return m;
+}
+
+void mr_program_sincos(const double *x, int n, double *sn, double *cs) {
+    enum { BLOCK = 64 };
+    int slow[BLOCK];
+    for (int b = 0; b < n; b += BLOCK) {
+        const int m = n - b < BLOCK ? n - b : BLOCK;
+        const double *xb = x + b;
+        double *sb = sn + b, *cb = cs + b;
+        for (int j = 0; j < m; j++) slow[j] = !mr_sincos_small(xb[j], &sb[j], &cb[j]);
+        for (int j = 0; j < m; j++)
+            if (slow[j]) {   /* near a rounding midpoint, |x| > 0.25, NaN: the C library's own */
+                sb[j] = sin(xb[j]);
+                cb[j] = cos(xb[j]);
+            }
+    }
 }
 
 void mr_program_begin(const void *state, int i) {
