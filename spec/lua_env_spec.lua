@@ -170,6 +170,45 @@ describe("Lua environments (env.lua)", function()
     assert.is_truthy(reached, "the Lua cartpole never reached 495")
   end)
 
+  -- a float image from Lua: configs/envs/catch.lua is the C catch (envs/catch.h) written again, the
+  -- same draws, so the CNN sees the same images and the runs are one
+  it("catch in Lua (a float image) trains exactly as the C catch: the same metrics, and it resumes", function()
+    if not have_bin then return pending("build/moonrl is not built") end
+    local d = support.tmpdir()
+    local flags = " --set total_steps=" .. 64 * 32 * 8 .. " --set threads=1 --set log.console=false " ..
+      "--set log.tensorboard=false --no-eval"
+    local rc, out = run(d, "train catch --dir c" .. flags)
+    assert.equal(0, rc, out)
+    rc, out = run(d, "train catch --dir lua --set env.name=lua --set env.lua=catch" .. flags)
+    assert.equal(0, rc, out)
+    local function rows(path)
+      local t = {}
+      for line in support.read_file(path):gmatch("[^\n]+") do
+        local m = json.decode(line)
+        if m.event == nil then t[#t + 1] = m end
+      end
+      return t
+    end
+    local c, lua = rows(d .. "/c/metrics.jsonl"), rows(d .. "/lua/metrics.jsonl")
+    assert.equal(8, #c)
+    assert.equal(8, #lua)
+    for k = 1, #c do
+      for key, v in pairs(c[k]) do
+        if not key:match("^time") and not key:match("per_s") and key ~= "sps" and key ~= "wall_time" and
+          not key:match("^memory") then
+          assert.are.same(v, lua[k][key], "update " .. k .. ": " .. key)
+        end
+      end
+    end
+    assert.is_true(c[8].episodes > 0 and c[8].caught_per_episode ~= nil)
+    -- the checkpoint records the image (lua.obs = image 2 8 8): it resumes, and evaluates
+    rc, out = run(d, "train --resume lua --set total_steps=" .. 64 * 32 * 9 .. " --no-eval")
+    assert.equal(0, rc, out)
+    rc, out = run(d, "eval lua --episodes 64 --envs 16")
+    assert.equal(0, rc, out)
+    assert.matches("the episode counted caught at least once", out, 1, true)
+  end)
+
   it("a Lua error in step at update k stops the run with the file's traceback; --resume after the fix goes on",
     function()
     if not have_bin then return pending("build/moonrl is not built") end
@@ -226,6 +265,10 @@ describe("Lua environments (env.lua)", function()
     end
     refused((CARTPOLE:gsub("  observation = { floats = 4 },[^\n]*\n", "")), "bad.lua: declares no observation: expected " ..
       "observation = { floats = N }")
+    -- an image that is not square (the CNN's input is C x V x V)
+    refused((CARTPOLE:gsub("observation = { floats = 4 }", "observation = { image = { 2, 4, 5 } }")),
+      "bad.lua:" .. line_of(CARTPOLE, "  observation = ") .. ": observation = {image = {2, 4, 5}}: expected " ..
+      "{ floats = N } (a vector, N in 1 .. 65536) or { image = { C, V, V } }")
     refused((CARTPOLE:gsub('theta_dot = "double" }', 'theta_dot = "double", grid = "uint8[1e12]" }')),
       'bad.lua:' .. line_of(CARTPOLE, "  fields = ") .. ': field grid = "uint8[1e12]": 1000000000000 values per ' ..
       'instance: accepted 1 .. 16777216')

@@ -158,18 +158,20 @@ local function cross_checks(t, errs, bad)
     errs[#errs + 1] = "env.density_min = " .. f(env.density_min) .. " is greater than env.density_max = " ..
       f(env.density_max) .. ": accepted density_min <= density_max"
   end
-  -- snake (envs/snake.h): no items to count (density_* unused), and a walled board its view may pass
-  local snake = type(env) == "table" and env.name == "snake"
-  -- catch (envs/catch.h): a board of 4 .. 32 with no view and no items (the engine checks its size)
-  local catch = type(env) == "table" and env.name == "catch"
-  if not snake and not catch and ok("env.density_max", "env.grid_size") and 2 * env.density_max + 1 > env.grid_size ^ 2 then
+  -- the torus worlds (foraging, reach) place items and see a view of their grid; snake (envs/snake.h) has
+  -- a walled board its view may pass and no items; the others (catch's board of 4 .. 32, which the engine
+  -- checks; cartpole, pendulum, dials; a Lua file) use neither key
+  local name = type(env) == "table" and env.name or "foraging"
+  local snake = name == "snake"
+  local torus = name == "foraging" or name == "reach"
+  if torus and ok("env.density_max", "env.grid_size") and 2 * env.density_max + 1 > env.grid_size ^ 2 then
     errs[#errs + 1] = "env.density_max = " .. f(env.density_max) .. " does not fit a " .. f(env.grid_size) ..
       " x " .. f(env.grid_size) .. " grid: food + poison + the agent need 2 * density_max + 1 <= grid_size^2 cells"
   end
   if snake and ok("env.view_range", "env.grid_size") and env.view_range > env.grid_size - 1 then
     errs[#errs + 1] = "env.view_range = " .. f(env.view_range) .. " sees past the whole board: env.name = snake " ..
       "accepts view_range <= env.grid_size - 1 (" .. f(env.grid_size - 1) .. ")"
-  elseif not snake and not catch and ok("env.view_range", "env.grid_size") and 2 * env.view_range + 1 > env.grid_size then
+  elseif torus and ok("env.view_range", "env.grid_size") and 2 * env.view_range + 1 > env.grid_size then
     errs[#errs + 1] = "env.view_range = " .. f(env.view_range) .. " sees more than the grid: accepted 2 * view_range + 1 <= env.grid_size (" ..
       f(env.grid_size) .. ")"
   end

@@ -5,7 +5,8 @@
 -- well as on the loop.
 --
 -- What a file is: a chunk that returns a table (or sets globals) with
---   observation = { floats = N }                 a vector of N floats
+--   observation = { floats = N }                 a vector of N floats, or
+--                 { image = { C, V, V } }        a float image, channels first (the CNN's)
 --   action      = { discrete = N }               or { box = { low = {...}, high = {...} } }
 --   fields      = { name = "double" | "float" | "int32" | "uint32" | "uint8" [.. "[count]"], ... }
 --   counters    = { "name", ... }                optional, at most 4 (the episode's counts)
@@ -185,14 +186,24 @@ local function declarations(t, text, label)
   local spec = { label = label }
   -- observation
   local o = t.observation
+  local expected = "expected { floats = N } (a vector, N in 1 .. 65536) or { image = { C, V, V } } (a float " ..
+    "image, channels first: C in 1 .. 16, V in 1 .. 128, C V V <= 65536)"
   if o == nil then
-    return at("observation", "declares no observation: expected observation = { floats = N } (a vector of N floats)")
+    return at("observation", "declares no observation: expected observation = " .. expected:sub(10))
   end
-  if type(o) ~= "table" or not is_int(o.floats) or o.floats < 1 or o.floats > 65536 then
-    return at("observation", "observation = " .. util.fmt_value(o, 60) ..
-      ": expected { floats = N }, N in 1 .. 65536 (cell codes and images are not taken yet)")
+  local img = type(o) == "table" and o.image
+  if type(img) == "table" then
+    local c, h, w = img[1], img[2], img[3]
+    if #img ~= 3 or not (is_int(c) and is_int(h) and is_int(w)) or c < 1 or c > 16 or h ~= w or h < 1 or h > 128 or
+      c * h * w > 65536 then
+      return at("observation", "observation = " .. util.fmt_value(o, 60) .. ": " .. expected)
+    end
+    spec.obs, spec.image = c * h * w, { c, h, w }
+  elseif type(o) ~= "table" or not is_int(o.floats) or o.floats < 1 or o.floats > 65536 then
+    return at("observation", "observation = " .. util.fmt_value(o, 60) .. ": " .. expected)
+  else
+    spec.obs = o.floats
   end
-  spec.obs = o.floats
   -- action
   local a = t.action
   if a == nil then
@@ -372,8 +383,13 @@ end
 function program.fill(spec, p)
   local C = ffi.C
   local sp = p.spaces
-  sp.obs.kind = C.MR_SPACE_VECTOR
-  sp.obs.shape[0], sp.obs.shape[1], sp.obs.shape[2] = spec.obs, 1, 1
+  if spec.image then   -- a float image: the CNN's input, channels first
+    sp.obs.kind = C.MR_SPACE_IMAGE
+    sp.obs.shape[0], sp.obs.shape[1], sp.obs.shape[2] = spec.image[1], spec.image[2], spec.image[3]
+  else
+    sp.obs.kind = C.MR_SPACE_VECTOR
+    sp.obs.shape[0], sp.obs.shape[1], sp.obs.shape[2] = spec.obs, 1, 1
+  end
   if spec.act.kind == "discrete" then
     sp.act.kind = C.MR_SPACE_DISCRETE
     sp.act.n = spec.act.n

@@ -51,7 +51,10 @@ size_t mr_ck_config_records(const mr_config *c, char *buf, size_t len) {
     if (p) {
         const mr_env_spaces *sp = &p->spaces;
         PUT("lua.label = %s\n", p->label);
-        PUT("lua.obs = %d\n", sp->obs.shape[0]);
+        if (sp->obs.kind == MR_SPACE_IMAGE)   /* read back by program_record; a vector as before */
+            PUT("lua.obs = image %d %d %d\n", sp->obs.shape[0], sp->obs.shape[1], sp->obs.shape[2]);
+        else
+            PUT("lua.obs = %d\n", sp->obs.shape[0]);
         if (sp->act.kind == MR_SPACE_BOX) {
             PUT("lua.action = box %d", sp->act.n);
             for (int k = 0; k < sp->act.n && k < MR_SPACE_MAX_DIMS; k++)
@@ -123,6 +126,11 @@ static int program_record(mr_env_program *p, const char *key, const char *val) {
         return 0;
     }
     if (!strcmp(key, "lua.obs")) {
+        if (!strncmp(val, "image ", 6)) {   /* a float image: C V V */
+            sp->obs.kind = MR_SPACE_IMAGE;
+            return sscanf(val, "image %d %d %d%n", &sp->obs.shape[0], &sp->obs.shape[1], &sp->obs.shape[2], &m) == 3 &&
+                   !val[m] ? 0 : -1;
+        }
         sp->obs.kind = MR_SPACE_VECTOR;
         sp->obs.shape[1] = sp->obs.shape[2] = 1;
         return sscanf(val, "%d%n", &sp->obs.shape[0], &m) == 1 && !val[m] ? 0 : -1;

@@ -74,7 +74,8 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
         if (c->grid_size < 4 || c->grid_size > 32)   /* catch.h's MR_CATCH_MIN, MR_CATCH_MAX (registry.c checks) */
             return mr_fail(err, MR_ERR_ARG, "env.grid_size = %d: catch takes a board of 4 .. 32 (its image is "
                            "2 x grid_size x grid_size)", c->grid_size);
-    } else if (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID) {
+    } else if ((c->name == MR_ENV_FORAGING || c->name == MR_ENV_REACH) &&   /* the torus worlds' view */
+               (c->grid_size < V || c->grid_size > MR_ENV_MAX_GRID)) {
         if (c->grid_size >= 1 && c->grid_size < V)
             return mr_fail(err, MR_ERR_ARG, "env.view_range = %d is too large for env.grid_size = %d: "
                             "the view (2*view_range+1 = %d) must fit in the grid; accepted view_range <= %d",
@@ -86,7 +87,7 @@ int mr_env_config_check(const mr_env_config *c, mr_error *err) {
     /* foraging: food + poison (up to density_max each) + the agent must fit;
      * reach: the goal + the pits + the agent */
     const long long dcap = c->name == MR_ENV_REACH ? cells - 2 : (cells - 1) / 2;
-    const int items = c->name != MR_ENV_SNAKE && c->name != MR_ENV_CATCH;   /* snake: one food item; catch: none */
+    const int items = c->name == MR_ENV_FORAGING || c->name == MR_ENV_REACH;   /* the others place none */
     if (items && (c->density_min < 0 || c->density_min > dcap))
         return mr_fail(err, MR_ERR_ARG, "env.density_min = %d: must be in [0, %lld] for a %dx%d grid",
                         c->density_min, dcap, c->grid_size, c->grid_size);

@@ -41,12 +41,19 @@ mr_status mr_program_check(mr_env_program *p, mr_error *err) {
     if (!p) return mr_fail(err, MR_ERR_ARG, "mr_program_check: the program is NULL");
     const char *f = p->label[0] ? p->label : "the Lua environment";
     const mr_env_spaces *sp = &p->spaces;
-    if (sp->obs.kind != MR_SPACE_VECTOR)
+    if (sp->obs.kind == MR_SPACE_IMAGE) {   /* C x V x V floats, channels first: the CNN's (net_layout.h) */
+        const int c = sp->obs.shape[0], h = sp->obs.shape[1], w = sp->obs.shape[2];
+        if (c < 1 || c > 16 || h != w || h < 1 || h > 128 || (long)c * h * w > 65536)
+            return mr_fail(err, MR_ERR_ARG, "%s: observation = { image = { %d, %d, %d } }: accepted C in 1 .. 16 "
+                           "channels of a square V x V, V in 1 .. 128, C V V <= 65536 floats", f, c, h, w);
+    } else if (sp->obs.kind != MR_SPACE_VECTOR) {
         return mr_fail(err, MR_ERR_ARG, "%s: observation: a Lua environment declares a vector of floats "
-                       "(observation = { floats = N }); cell codes and images are not taken yet", f);
-    if (sp->obs.shape[0] < 1 || sp->obs.shape[0] > 65536)
+                       "(observation = { floats = N }) or a float image ({ image = { C, V, V } }); cell codes are "
+                       "not taken yet", f);
+    } else if (sp->obs.shape[0] < 1 || sp->obs.shape[0] > 65536) {
         return mr_fail(err, MR_ERR_ARG, "%s: observation = { floats = %d }: accepted 1 .. 65536 floats", f,
                        sp->obs.shape[0]);
+    }
     if (sp->act.kind == MR_SPACE_DISCRETE) {
         if (sp->act.n < 2 || sp->act.n > MR_MAX_ACTIONS)
             return mr_fail(err, MR_ERR_ARG, "%s: action = { discrete = %d }: accepted 2 .. %d actions", f, sp->act.n,

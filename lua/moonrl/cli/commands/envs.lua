@@ -51,8 +51,8 @@ function envs.run(argv)
   for _, env in ipairs(list) do
     local sp = env.spaces
     local key = env.lua and "lua:" .. env.lua or env.name
-    local ob = sp.observation   -- a float image's side is env.grid_size (catch): no default fits every board
-    local obs_text = ob.kind == "image" and string.format("%d x N x N floats, N = env.grid_size", ob.shape[1]) or
+    local ob = sp.observation   -- a float image's side is env.grid_size (catch; a Lua file fixes its own)
+    local obs_text = ob.kind == "image" and not env.lua and string.format("%d x N x N floats, N = env.grid_size", ob.shape[1]) or
       envs.describe_obs(ob)
     rows[#rows + 1] = { env.name, obs_text, envs.describe_action(sp.action),
       table.concat(sp.counters, ", "), envs.describe_experiments(by_env[key]), env.summary }
