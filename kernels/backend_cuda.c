@@ -12,6 +12,7 @@
 #include "cuda_probe.h"
 #include "errors.h"
 #include "policy_mlp_math.h"   /* policy_math.h (the CNN), the MLP trunk, mr_pn_plan_make for either */
+#include "policy_cuda.h"       /* mr_cuda_conv_resolve: plain C, planning needs it in every build */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,6 @@
 #include "conv_cudnn.h"
 #include "env_cuda.h"
 #include "graph_cuda.h"
-#include "policy_cuda.h"
 #include "ppo_cuda.h"
 #include "ppo_loss_cuda.h"
 #include "rollout_cuda.h"
