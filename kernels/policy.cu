@@ -9,7 +9,8 @@
  *          so fp32 products never use TF32; bf16 / fp16 operands use the
  *          tensor cores and accumulate in fp32;
  *   job    one grid-stride kernel per (job kind, storage type) running
- *          mr_pc_elem for each element; kind and type are template
+ *          mr_pc_elem for each element (a float image observation's two,
+ *          MR_PCJ_IM2COL_IMAGE and MR_PCJ_CIN_IMAGE, too); kind and type are template
  *          constants, so each kernel is that case's straight-line code;
  *          im2col and col2im move 16-byte vectors of channels where the
  *          channel count allows (im2col_vec_kernel, col2im_vec_kernel);
@@ -168,6 +169,8 @@ static const char *job_name(int kind) {
     case MR_PCJ_ROW_FILL: return "the log-std row kernel";
     case MR_PCJ_MLP_CIN: return "the MLP critic-input kernel";
     case MR_PCJ_ACC_F32: return "the weight-gradient accumulation kernel";
+    case MR_PCJ_IM2COL_IMAGE: return "the float-image im2col kernel";
+    case MR_PCJ_CIN_IMAGE: return "the float-image critic-input kernel";
     default: return "an unknown policy kernel";
     }
 }
@@ -206,6 +209,8 @@ static mr_status gpu_job(void *ctx, const mr_pc_job *j, mr_error *err) {
     case MR_PCJ_ROW_FILL: launch_kind<MR_PCJ_ROW_FILL>(j, s); break;
     case MR_PCJ_MLP_CIN: launch_kind<MR_PCJ_MLP_CIN>(j, s); break;
     case MR_PCJ_ACC_F32: launch_kind<MR_PCJ_ACC_F32>(j, s); break;
+    case MR_PCJ_IM2COL_IMAGE: launch_kind<MR_PCJ_IM2COL_IMAGE>(j, s); break;
+    case MR_PCJ_CIN_IMAGE: launch_kind<MR_PCJ_CIN_IMAGE>(j, s); break;
     default: return mr_fail(err, MR_ERR_ARG, "policy schedule: unknown job kind %d", j->kind);
     }
     MR_CUDA_LAUNCHED(job_name(j->kind), err);
@@ -333,7 +338,7 @@ static mr_status gpu_gemm_ep(void *vctx, const mr_pc_gemm *g, const mr_pc_epi *e
 static mr_status gpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err) {
     if (bytes == 0 || dst == src) return MR_OK;
     MR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ((gpu_ctx *)ctx)->s),
-                "copying the observation codes", err);
+                "copying the observations", err);
     return MR_OK;
 }
 
@@ -455,6 +460,8 @@ extern "C" mr_status mr_policy_cuda_create_conv(mr_policy_cuda *pc, const mr_pol
     if (st == MR_OK) {
         int8_t dnn[MR_MAX_CONV];
         conv_layers(cuda, pc->plan.net.num_conv, dnn, pc->algo, pc->conv_note, sizeof pc->conv_note);
+        char *c0 = strstr(pc->conv_note, "(from the codes)");
+        if (c0 && pc->plan.net.obs_float) memcpy(c0, "(from the image)", 16);   /* layer 0 reads a float image */
         mr_pc_plan_dnn(&pc->plan, dnn);
         if (cuda && cuda->epilogue == MR_CUDA_EPILOGUE_FUSED) mr_pc_plan_epi(&pc->plan);
     }

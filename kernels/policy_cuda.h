@@ -10,7 +10,9 @@
  *
  * How (kernels/policy_math.h has the schedule): convolutions are im2col +
  * one cuBLAS GEMM per layer and chunk of samples (the observation expansion
- * from the uint8 codes happens inside the first layer's im2col); linear
+ * from the uint8 codes, or the read of a float image channels last, happens
+ * inside the first layer's im2col: that layer is im2col whatever cuda.conv
+ * says); linear
  * layers are one GEMM each over the whole batch; bias + ReLU, ReLU backward
  * (fused into col2im for the convs), the critic input and the bias gradients
  * (fixed two-stage sums in double, no atomics) are small kernels. cuBLAS
@@ -130,9 +132,10 @@ void mr_policy_cuda_destroy(mr_policy_cuda *pc);
 
 mr_status mr_policy_cuda_zero_grad(mr_policy_cuda *pc, void *stream, mr_error *err);
 
-/* codes (B,VV) u8, extra (B,2) fp32 or NULL (zeros) -> logits (B,8), value (B)
- * raw, fp32; 0 <= B <= max_batch. Keeps what backward needs (the codes are
- * copied). In bf16 / fp16 it first writes the reduced copy of pc->params. */
+/* codes (B,obs_row): VV u8 cell codes, or C x VV fp32 of a float image
+ * (cfg->obs_image; proxy is then ignored), extra (B,2) fp32 or NULL (zeros)
+ * -> logits (B,8), value (B) raw, fp32; 0 <= B <= max_batch. Keeps what
+ * backward needs (the observations are copied). In bf16 / fp16 it first writes the reduced copy of pc->params. */
 mr_status mr_policy_cuda_forward(mr_policy_cuda *pc, const uint8_t *codes, const float *extra, int B, int proxy,
                                  float *logits, float *value, void *stream, mr_error *err);
 /* dlogits (B,8), dvalue (B) fp32 for the last forward (same B; params

@@ -60,6 +60,8 @@ static void emu_job_all(const mr_pc_job *j) {
     EMU_JOB_KIND(MR_PCJ_BGRAD_PART_D);
     EMU_JOB_KIND(MR_PCJ_BGRAD_SUM);
     EMU_JOB_KIND(MR_PCJ_ACC_F32);
+    EMU_JOB_KIND(MR_PCJ_IM2COL_IMAGE);
+    EMU_JOB_KIND(MR_PCJ_CIN_IMAGE);
     default: EMU_JOB_LOOP(j->kind, j->dt); break;
     }
 }

@@ -193,6 +193,24 @@ static inline void inputs_make_c(inputs *in, int B, int VV, int C) {
     in->dvalue = frand((size_t)B, -1, 1);
 }
 static inline void inputs_make(inputs *in, int B, int VV) { inputs_make_c(in, B, VV, 2); }
+/* A float image of C x VV per sample (policy obs_image), in `codes` (its
+ * obs_row bytes a sample): a third of the pixels 0, the rest in -1 .. 1.5. */
+static inline void inputs_make_image(inputs *in, int B, int VV, int C) {
+    inputs_make_c(in, B, 1, 2);   /* extra, dlogits, dvalue as for codes */
+    free(in->codes);
+    float *img = malloc(sizeof(float) * ((size_t)B * C * VV + 1));
+    for (size_t i = 0; i < (size_t)B * C * VV; i++) {
+        const double u = urand();
+        img[i] = u < 1.0 / 3 ? 0.0f : (float)(-1.0 + 2.5 * urand());
+    }
+    in->codes = (uint8_t *)img;
+}
+/* The inputs cfg's network takes: cell codes of C channels, or a float image. */
+static inline void inputs_for(inputs *in, const mr_policy_config *cfg, int B, int VV) {
+    const int C = cfg->obs_channels > 0 ? cfg->obs_channels : 2;
+    if (cfg->obs_image) inputs_make_image(in, B, VV, C);
+    else inputs_make_c(in, B, VV, C);
+}
 static inline void inputs_free(inputs *in) {
     free(in->codes);
     free(in->extra);

@@ -182,7 +182,7 @@ static double emulated(const char *name, const mr_policy_config *cfg, int view, 
     CHECK(ref_make(&r, cfg, view, B, 16));
     random_params(&r.p);
     inputs in;
-    inputs_make(&in, B, view * view);
+    inputs_for(&in, cfg, B, view * view);   /* codes, or a float image */
     ref_run(&r, &in, 0);
     emu_net n;
     if (emu_net_make(&n, cfg, view, B, chunk, dt)) {
@@ -226,6 +226,12 @@ static void test_emulated(void) {
     cfg.conv_channels[2] = 8;
     for (int dt = 0; dt < 3; dt++) emulated("small 3-layer net", &cfg, 5, 11, 4, dt, 1);
     emulated("small 3-layer net", &cfg, 6, 7, 7, MR_FP32, 1);   /* one chunk, an even view */
+    {   /* a float image (catch's kind): layer 0 im2col of the image, layers 1 and 2 through the operation */
+        mr_policy_config ci = cfg;
+        ci.obs_image = 1;
+        ci.obs_channels = 2;
+        for (int dt = 0; dt < 3; dt += 2) emulated("small 3-layer net on a float image", &ci, 5, 11, 4, dt, 1);
+    }
     for (conv_fault = 1; conv_fault <= 2; conv_fault++) {
         const double w = emulated("faulty", &cfg, 5, 11, 4, MR_FP32, 0);
         CHECK_MSG(!(w < 1e-4), "conv operation fault %d not caught (largest error %.2e)", conv_fault, w);

@@ -74,7 +74,7 @@ static double emulated(const char *name, const mr_policy_config *cfg, int view, 
     CHECK(ref_make(&r, cfg, view, B, 16));
     random_params(&r.p);
     inputs in;
-    inputs_make(&in, B, view * view);
+    inputs_for(&in, cfg, B, view * view);   /* codes, or a float image */
     ref_run(&r, &in, 0);
     emu_net n;
     if (emu_net_make(&n, cfg, view, B, chunk, dt)) {
@@ -142,6 +142,21 @@ static void test_emulated(void) {
                   jobs[MR_PCJ_RELU_BACK]);
     }
     emulated("small 3-layer net", &cfg, 6, 7, 7, MR_FP32, 1, NULL);   /* one chunk, an even view */
+    {   /* a float image (catch's kind): layer 0's im2col reads it, the epilogues are the codes' */
+        mr_policy_config ci = cfg;
+        ci.obs_image = 1;
+        ci.obs_channels = 3;
+        ci.critic_extra = 1;
+        for (int dt = 0; dt < 3; dt += 2) {
+            emulated("small 3-layer net on a float image of 3 channels", &ci, 5, 11, 4, dt, 1, jobs);
+            CHECK_MSG(epi_calls[MR_PCE_RELU_BIAS] == 3 * 3 && epi_calls[MR_PCE_BGRAD_A] == 2 + 3 * 3 &&
+                      jobs[MR_PCJ_BIAS_ACT] == 0 && jobs[MR_PCJ_IM2COL_IMAGE] == 2 * 3 &&
+                      jobs[MR_PCJ_IM2COL_CODES] == 0 && jobs[MR_PCJ_CIN_IMAGE] == 1 && jobs[MR_PCJ_CIN_FILL] == 0,
+                      "float image, %s: epilogue calls %ld / %ld, jobs: bias+act %ld, image im2col %ld, "
+                      "critic input %ld", prec_name(dt), epi_calls[MR_PCE_RELU_BIAS], epi_calls[MR_PCE_BGRAD_A],
+                      jobs[MR_PCJ_BIAS_ACT], jobs[MR_PCJ_IM2COL_IMAGE], jobs[MR_PCJ_CIN_IMAGE]);
+        }
+    }
     /* no algorithm for the bit-keeping forward: the backward masks by the output */
     epi_fault = 3;
     emulated("no RELU_AUX_BIAS", &cfg, 5, 11, 4, MR_FP32, 1, jobs);

@@ -10,12 +10,14 @@
  * onto non-zero gradients: logits, value, every activation and every
  * parameter's gradient; small net at batch 9 and 200 (two-level bias sums),
  * reference net at 10; both observation modes; the small net on 4 and 3
- * one-hot input channels (snake's observation); fp32 within 1e-4 (max norm),
+ * one-hot input channels (snake's observation); a float image (catch's
+ * kind) of 2 and 3 channels with 0, 1 and 2 privileged critic inputs (the
+ * extras past them read 0 on both sides); fp32 within 1e-4 (max norm),
  * bf16 / fp16 within the bounds explained at policy_check.h's tol_fwd, and
  * layer by layer (lp_layers, each layer recomputed from the run's own stored
  * inputs) within tol_layer - a check shown to notice a corrupted layer.
  * With a GPU: the network (small net at batch 37, on 2 and 4 input
- * channels, reference net at 300, both
+ * channels and on float images of 2 and 3, reference net at 300, both
  * observation modes, three precisions, the workspace poisoned with NaN first)
  * against the CPU policy, and in bf16 / fp16 layer by layer against the
  * emulation (lp_layers); bit-identical results on a repeat; zero_grad; a
@@ -81,7 +83,8 @@ static double lp_layers(const char *label, const mr_pc_plan *pl, const net_out *
     } while (0)
     /* forward */
     for (int l = 0; l < L; l++) {
-        CHECK(mr_pc_conv_forward(&ops, dt, t, col, l ? bf.act[l - 1] : NULL, in->codes, proxy, W(p->conv_w[l]),
+        CHECK(mr_pc_conv_forward(&ops, dt, t, col, l ? bf.act[l - 1] : NULL, in->codes, mr_pc_obs_proxy(pl, proxy),
+                                 W(p->conv_w[l]),
                                  params + p->conv_b[l], B, V, V, p->ch[l], p->ch[l + 1], 1, &err) == MR_OK);
         snprintf(what, sizeof what, "conv%d forward", l);
         CMP(what, t, dt, bf.act[l], dt, B, VV * p->ch[l + 1], VV * p->ch[l + 1], VV * p->ch[l + 1]);
@@ -143,8 +146,9 @@ static void net_emulated(const char *name, const mr_policy_config *cfg, int view
     random_params(&r.p);
     inputs in;
     const int C = cfg->obs_channels > 0 ? cfg->obs_channels : 2;
-    inputs_make_c(&in, B, view * view, C);
-    for (int proxy = 0; proxy < (C == 2 ? 2 : 1); proxy++) {   /* the proxies are foraging's (C = 2) */
+    inputs_for(&in, cfg, B, view * view);
+    /* the proxies are foraging's (C = 2 codes); a float image has none */
+    for (int proxy = 0; proxy < (C == 2 && !cfg->obs_image ? 2 : 1); proxy++) {
         ref_run(&r, &in, proxy);
         for (int dt = 0; dt < 3; dt++) {
             emu_net n;
@@ -209,9 +213,9 @@ static int quick;     /* --quick: no batch 24,576 (e.g. under compute-sanitizer)
 
 /* Device copies of a net's inputs. */
 typedef struct dinputs { uint8_t *codes; float *extra, *dlogits, *dvalue, *logits, *value, *g0; } dinputs;
-static void dinputs_make(dinputs *d, const inputs *in, int VV, const ref_net *r) {
+static void dinputs_make(dinputs *d, const inputs *in, const ref_net *r) {
     const size_t B = (size_t)in->B;
-    d->codes = dup_up(in->codes, B * VV);
+    d->codes = dup_up(in->codes, B * (size_t)r->p.obs_row);   /* codes, or a float image */
     d->extra = dup_up(in->extra, 4 * B * 2);
     d->dlogits = dup_up(in->dlogits, 4 * B * NA);
     d->dvalue = dup_up(in->dvalue, 4 * B);
@@ -261,10 +265,11 @@ static void gpu_net(const char *name, const mr_policy_config *cfg, int view, int
     random_params(&r.p);
     inputs in;
     const int C = cfg->obs_channels > 0 ? cfg->obs_channels : 2;
-    inputs_make_c(&in, B, view * view, C);
+    inputs_for(&in, cfg, B, view * view);
     dinputs d;
-    dinputs_make(&d, &in, view * view, &r);
-    for (int proxy = 0; proxy < (C == 2 ? 2 : 1); proxy++) {   /* the proxies are foraging's (C = 2) */
+    dinputs_make(&d, &in, &r);
+    /* the proxies are foraging's (C = 2 codes); a float image has none */
+    for (int proxy = 0; proxy < (C == 2 && !cfg->obs_image ? 2 : 1); proxy++) {
         ref_run(&r, &in, proxy);
         up(d.g0, r.g0, sizeof(float) * r.p.n_params);   /* g0 is made by ref_run, per observation mode */
         for (int dt = 0; dt < 3; dt++) {
@@ -302,7 +307,7 @@ static void gpu_net(const char *name, const mr_policy_config *cfg, int view, int
                        "whole network against the emulation in %s %.1e (not checked)\n", label, B, pc.plan.chunk,
                        w, tol_fwd(dt), tol_grad(dt), wl, tol_layer(dt), prec_name(dt), w2);
             }
-            if (proxy == 1) {
+            if (proxy == 1 || cfg->obs_image) {
                 /* repeat: bit-identical (no atomics anywhere) */
                 float *g2 = malloc(pc.plan.param_bytes), *l2 = malloc(4 * (size_t)B * NA);
                 mr_devmem_stats s0, s1;
@@ -392,7 +397,7 @@ static void gpu_big(void) {
     printf("  CPU policy at batch %d, chunk 512 against chunk 64: largest relative error %.2e (fp32 tolerance "
            "for the GPU: %.2e)\n", B, spread, tol32);
     dinputs d;
-    dinputs_make(&d, &in, V * V, &r);
+    dinputs_make(&d, &in, &r);
     const double flop = 2.0 * 11.1e6 * B;   /* multiply-adds per sample (policy.c) */
     for (int dt = 0; dt < 3; dt++) {
         mr_policy_cuda pc;
@@ -444,6 +449,13 @@ static void gpu_tests(void) {
     gpu_net("small", &cfg, 5, 37, 8);
     cfg.obs_channels = 4;   /* snake's observation: 4 one-hot channels */
     gpu_net("small, 4 channels,", &cfg, 5, 37, 8);
+    small_cfg(&cfg);   /* a float image (catch's kind): 2 and 3 channels, 0 and 1 privileged inputs */
+    cfg.obs_image = 1;
+    cfg.obs_channels = 2;
+    gpu_net("small, float image of 2 channels, critic_extra 0,", &cfg, 8, 37, 8);
+    cfg.obs_channels = 3;
+    cfg.critic_extra = 1;
+    gpu_net("small, float image of 3 channels, critic_extra 1,", &cfg, 5, 37, 8);
     ref_cfg(&cfg);
     gpu_net("reference", &cfg, 11, 300, 128);
     if (!quick) gpu_big();
@@ -469,6 +481,17 @@ int main(int argc, char **argv) {
     net_emulated("small, 4 channels,", &cfg, 5, 9, 4, 2);
     cfg.obs_channels = 3;
     net_emulated("small, 3 channels,", &cfg, 6, 7, 3, 2);
+    /* a float image (catch's kind, C x V x V floats read channels last; its
+     * critic reads the image and critic_extra privileged inputs, 0 past them) */
+    small_cfg(&cfg);
+    cfg.obs_image = 1;
+    cfg.obs_channels = 2;
+    net_emulated("small, float image of 2 channels, critic_extra 0,", &cfg, 5, 9, 4, 2);
+    cfg.obs_channels = 3;
+    cfg.critic_extra = 1;
+    net_emulated("small, float image of 3 channels, critic_extra 1,", &cfg, 6, 7, 3, 2);
+    cfg.critic_extra = 2;
+    net_emulated("small, float image of 3 channels, critic_extra 2,", &cfg, 5, 200, 180, 16);
     ref_cfg(&cfg);
     net_emulated("reference", &cfg, 11, 10, 4, 3);
     if (calibrate) {   /* the sizes of the GPU part */

@@ -39,6 +39,7 @@
  *      truncated steps bootstrapped (ppo.truncation: keep_final, add_final;
  *      those rewards within 1e-5); dials (the multi-discrete head, 2 groups
  *      of 3) bit for bit as cartpole;
+ *   1c. a float image (catch): the CNN reading the image, as 1;
  *   6. the kept state (mr_trainer_keep) between replayed updates: what the
  *      update left, brought back bit for bit by mr_trainer_restore_kept after
  *      the NaN test aid's non-finite updates; graphs and eager agree throughout.
@@ -75,6 +76,14 @@ static void small_config(mr_config *c) {
     c->total_steps = 16 * 32 * 6;   /* lr, clip, ent_coef move between updates */
 }
 
+/* catch's float image on small_config's network */
+static void image_config(mr_config *c) {
+    small_config(c);
+    c->env.name = MR_ENV_CATCH;
+    c->env.grid_size = 8;
+    mr_config_follow_env(c);
+}
+
 /* ================================================================ no GPU */
 
 static void test_without_gpu(void) {
@@ -106,6 +115,20 @@ static void test_without_gpu(void) {
     /* planning needs no GPU */
     uint64_t bytes = 0;
     CHECK(mr_config_device_bytes(&c, &bytes, &e) == MR_OK && bytes > 0);
+    /* a float image (catch) is no reason of its own: cuda is refused for want of a GPU, auto says so */
+    image_config(&c);
+    c.device = MR_DEVICE_CUDA;
+    t = NULL;
+    s = mr_trainer_create(&c, &t, &e);
+    CHECK_MSG(s == MR_ERR_BACKEND && t == NULL && !strstr(e.msg, "float image"), "catch on cuda: %d: %s", s, e.msg);
+    c.device = MR_DEVICE_AUTO;
+    s = mr_trainer_create(&c, &t, &e);
+    CHECK_MSG(s == MR_OK, "catch, device = auto: %s", e.msg);
+    if (t) {
+        CHECK(mr_trainer_config(t)->device == MR_DEVICE_CPU);
+        CHECK_MSG(strstr(mr_trainer_describe(t), "device = auto: no usable GPU"), "%s", mr_trainer_describe(t));
+        mr_trainer_free(t);
+    }
 }
 
 #ifdef MOONRL_HAVE_CUDA
@@ -388,6 +411,17 @@ static void test_mlp_against_cpu(void) {
     run_against_cpu("dials: the MLP trunk, multi-discrete head", &c);
 }
 
+/* A float image (catch, 2 x 8 x 8 floats): the CNN's layer 0 and critic on
+ * the image, small. */
+static void test_image_against_cpu(void) {
+    mr_config c;
+    image_config(&c);
+    run_against_cpu("catch: the CNN on a float image", &c);
+    c.ppo.minibatches = 1;
+    c.policy.popart = 0;
+    run_against_cpu("catch, no PopArt, 1 minibatch", &c);
+}
+
 /* ================================================================ 2. checkpoints */
 
 static char tmpdir[64];
@@ -662,6 +696,7 @@ static void test_gpu(void) {
     }
     test_against_cpu();
     test_mlp_against_cpu();
+    test_image_against_cpu();
     test_checkpoints();
     test_graphs();
     test_precisions();

@@ -15,11 +15,13 @@
  * 1.0 on the ball, 0.5 on the cell it left, none at an episode's start;
  * channel 1: 1.0 on the paddle's cell in the bottom row). Then the log,
  * hand-set bounces at both walls, the same bytes on 1 and 2 threads, the
- * spaces it declares, that the CNN takes them, and the sizes it refuses.
+ * spaces it declares, that the CNN takes them (on the cpu and on cuda), and
+ * the sizes it refuses.
  */
 #include "env_check.h"
 #include "registry.h"     /* the environments' own state (mr_catch_of) */
 #include "net_layout.h"   /* mr_net_fits_spaces */
+#include "policy_math.h"  /* the CUDA network's plan (mr_pc_plan_make), host code */
 
 static const int MOVE[3] = {-1, 0, 1};   /* the paddle's action table, literally */
 
@@ -227,10 +229,15 @@ static void test_spaces(void) {
           cfg.policy.obs_vector == 0 && cfg.policy.num_actions == 3);
     cfg.device = MR_DEVICE_CPU;
     CHECK_MSG(mr_config_validate(&cfg, &err) == MR_OK, "%s", err.msg);
-    /* the CUDA network reads cell codes only: refused by name, before any GPU is looked for */
+    /* the CUDA network takes the image too (test_cuda_policy_net): the config validates on cuda, and
+     * its plan (no GPU touched) holds the batch's images: 2 x 8 x 8 floats a sample, not 64 codes */
     cfg.device = MR_DEVICE_CUDA;
-    CHECK(mr_config_validate(&cfg, &err) == MR_ERR_ARG && msg_has(&err, "env.name = catch observes a float image") &&
-          msg_has(&err, "device = \"cpu\""));
+    CHECK_MSG(mr_config_validate(&cfg, &err) == MR_OK, "%s", err.msg);
+    uint64_t bytes = 0;
+    CHECK_MSG(mr_config_device_bytes(&cfg, &bytes, &err) == MR_OK && bytes > 0, "%s", err.msg);
+    mr_pc_plan pl;
+    CHECK_MSG(mr_pc_plan_make(&pl, &cfg.policy, 8, 100, 0, MR_FP32, &err) == MR_OK, "%s", err.msg);
+    CHECK(pl.net.obs_float == 1 && pl.net.obs_row == 4 * 2 * 64 && pl.o_act[0] - pl.o_codes >= 100 * 4 * 2 * 64);
 }
 
 int main(void) {

@@ -145,10 +145,6 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     mr_env_spaces sp;   /* what the environment declares, against what the network trains */
     if ((s = mr_env_spaces_of(&c->env, &sp, err)) != MR_OK) return s;
     if ((s = mr_net_fits_spaces(&sp, mr_env_name_of(c->env.name), err)) != MR_OK) return s;
-    if (sp.obs.kind == MR_SPACE_IMAGE && c->device == MR_DEVICE_CUDA)
-        return mr_fail(err, MR_ERR_ARG, "device = cuda: env.name = %s observes a float image, which this build's CUDA "
-                       "network does not take yet (its CNN reads cell codes): set device = \"cpu\" (or \"auto\")",
-                       mr_env_name_of(c->env.name));
     {
         mr_config f = *c;
         mr_config_follow_env(&f);

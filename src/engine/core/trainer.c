@@ -238,9 +238,6 @@ mr_status mr_trainer_create(const mr_config *cfg, mr_trainer **out, mr_error *er
     if (cfg->device == MR_DEVICE_AUTO && cfg->env.name == MR_ENV_LUA)   /* the config check refuses cuda */
         return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), " (device = auto: a Lua environment runs "
                                     "on the cpu)", out, err);
-    if (cfg->device == MR_DEVICE_AUTO && cfg->policy.obs_image)   /* likewise: kernels/ has no float-image CNN */
-        return mr_trainer_create_on(cfg, mr_backend_for(MR_DEVICE_CPU), " (device = auto: a float image "
-                                    "observation trains on the cpu)", out, err);
     if (cfg->device == MR_DEVICE_CUDA) {
         if (!cuda->unavailable && cuda->device_count() <= 0)
             return mr_fail(err, MR_ERR_BACKEND,

@@ -134,9 +134,18 @@ enum {
     MR_PCJ_ROW_FILL,     /* y row r, columns c0 .. c0+cols-1 = f (cols): a box's log-stds in every row */
     MR_PCJ_MLP_CIN,      /* y (rows, cols) = x (rows, c0) ++ the first cols-c0 of f (rows, MR_POLICY_EXTRA) or 0 */
     MR_PCJ_ACC_F32,      /* fo (n) fp32 += x (n) T: a cuDNN weight gradient in T added to the fp32 grads */
+    /* a float image observation's (net_layout.h's obs_float) */
+    MR_PCJ_IM2COL_IMAGE, /* y (.., 9C) = im2col of img (rows, C, HW) fp32 read channels last (rows, H, W, C) */
+    MR_PCJ_CIN_IMAGE,    /* y row r, columns c0 .. c0+2+C*HW = f (rows,2)'s first cols (the declared
+                          * privileged inputs, 0 .. 2) or 0, then img (rows, C, HW) fp32 channels last */
     MR_PCJ_KINDS
 };
 #define MR_PC_ACT_TANH 2   /* mr_pc_job.relu for MR_PCJ_BIAS_ACT: 1 = ReLU, 2 = tanh */
+/* The `proxy` of the first conv layer (mr_pc_conv_forward / _backward) when
+ * its `codes` hold a float image, (n, C, H*W) fp32 per sample, instead of
+ * cell codes: the layer reads it channels last, as cpu/nn.c's
+ * mr_image_hwc_forward (MR_PCJ_IM2COL_IMAGE). */
+#define MR_PC_OBS_IMAGE (-1)
 
 typedef struct mr_pc_job {
     int kind, dt;                 /* MR_PCJ_*, the storage type of x, y and m */
@@ -149,6 +158,7 @@ typedef struct mr_pc_job {
     const float *f;
     float *fo;
     const uint8_t *codes;
+    const float *img;             /* a float image (rows, C, H*W) fp32: the *_IMAGE kinds */
     const double *pin;
     double *part;
 } mr_pc_job;
@@ -157,7 +167,8 @@ typedef struct mr_pc_job {
 MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
     switch (kind) {
     case MR_PCJ_IM2COL:
-    case MR_PCJ_IM2COL_CODES: {
+    case MR_PCJ_IM2COL_CODES:
+    case MR_PCJ_IM2COL_IMAGE: {
         const unsigned C = (unsigned)j->C, K = 9u * C;
         const unsigned W = (unsigned)j->W, HW = (unsigned)j->H * W;
         const unsigned r = i / K, t = i - r * K, tap = t / C, c = t - tap * C;
@@ -168,6 +179,8 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
         } else {
             const unsigned s = b * HW + (unsigned)yy * W + (unsigned)xx;
             if (kind == MR_PCJ_IM2COL) mr_pc_mov(j->y, i, j->x, (size_t)s * C + c, dt);
+            else if (kind == MR_PCJ_IM2COL_IMAGE)   /* pixel s - b*HW of channel c of sample b */
+                mr_pc_st(j->y, i, dt, j->img[((size_t)b * C + c) * HW + (s - b * HW)]);
             else mr_pc_st(j->y, i, dt, mr_pc_obs(j->codes[s], (int)c, j->proxy));
         }
     } break;
@@ -186,6 +199,13 @@ MR_HD void mr_pc_elem(const mr_pc_job *j, unsigned i, int kind, int dt) {
         if (k < 2u) v = j->f ? j->f[2u * r + k] : 0.0f;
         else v = mr_pc_obs(j->codes[(size_t)r * (unsigned)(j->H * j->W) + (k - 2u) / C], (int)((k - 2u) % C),
                            MR_EXPAND_TRUTH);
+        mr_pc_st(j->y, (size_t)r * (unsigned)j->ld + (unsigned)j->c0 + k, dt, v);
+    } break;
+    case MR_PCJ_CIN_IMAGE: {
+        const unsigned C = (unsigned)j->C, HW = (unsigned)(j->H * j->W), E = 2u + C * HW, r = i / E, k = i - r * E;
+        float v;
+        if (k < 2u) v = j->f && k < (unsigned)j->cols ? j->f[2u * r + k] : 0.0f;
+        else v = j->img[((size_t)r * C + (k - 2u) % C) * HW + (k - 2u) / C];
         mr_pc_st(j->y, (size_t)r * (unsigned)j->ld + (unsigned)j->c0 + k, dt, v);
     } break;
     case MR_PCJ_RELU_BACK: {
@@ -466,10 +486,28 @@ static inline mr_status mr_pc_bias_grad(const mr_pc_ops *o, int dt, float *db, d
 
 /* ------------------------------------------------------------ layers */
 
+/* A conv layer's im2col job into col: of inp (rows / HW samples, H, W, C)
+ * T, or, inp NULL, of the observation: codes expanded by proxy, or with
+ * proxy = MR_PC_OBS_IMAGE the float image `codes` points to. */
+static inline void mr_pc_im2col_job(mr_pc_job *j, int dt, long long rows, int H, int W, int C, const void *inp,
+                                    const uint8_t *codes, int proxy, void *col) {
+    const int image = !inp && proxy == MR_PC_OBS_IMAGE;
+    mr_pc_job_init(j, inp ? MR_PCJ_IM2COL : image ? MR_PCJ_IM2COL_IMAGE : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
+    j->H = H; j->W = W; j->C = C; j->x = inp; j->y = col;
+    if (image) {
+        j->img = (const float *)(const void *)codes;
+    } else {
+        j->codes = codes;
+        j->proxy = proxy;
+    }
+}
+
 /* 3x3 convolution, padding 1 (nn.c's mr_conv3x3_[relu_]forward):
  * out (n,H,W,OC) T = [relu](im2col(inp) . w^T + b), inp (n,H,W,C) T, or, when
  * inp is NULL, expand(codes (n,H*W), proxy) over C channels (the observation
- * expansion happens inside the im2col: the expanded input is never stored).
+ * expansion happens inside the im2col: the expanded input is never stored),
+ * or with proxy = MR_PC_OBS_IMAGE the float image (n,C,H*W) at codes read
+ * channels last (the same: only the im2col reads it).
  * w (OC,3,3,C) T, b (OC) fp32 or NULL, col (n*H*W, 9C) T workspace. */
 static inline mr_status mr_pc_conv_forward(const mr_pc_ops *o, int dt, void *out, void *col, const void *inp,
                                            const uint8_t *codes, int proxy, const void *w, const float *b, int n,
@@ -477,8 +515,7 @@ static inline mr_status mr_pc_conv_forward(const mr_pc_ops *o, int dt, void *out
     const long long rows = (long long)n * H * W;
     if (rows <= 0) return MR_OK;
     mr_pc_job j;
-    mr_pc_job_init(&j, inp ? MR_PCJ_IM2COL : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
-    j.H = H; j.W = W; j.C = C; j.x = inp; j.codes = codes; j.proxy = proxy; j.y = col;
+    mr_pc_im2col_job(&j, dt, rows, H, W, C, inp, codes, proxy, col);
     MR_PC_TRY(o->job(o->ctx, &j, err));
     if (b) {   /* cuda.epilogue = fused: bias [+ ReLU] in the product */
         mr_pc_epi e;
@@ -513,8 +550,7 @@ static inline mr_status mr_pc_conv_backward(const mr_pc_ops *o, int dt, void *di
     if (rows <= 0) return MR_OK;
     mr_pc_job j;
     if (dw) {
-        mr_pc_job_init(&j, inp ? MR_PCJ_IM2COL : MR_PCJ_IM2COL_CODES, dt, rows * 9 * C);
-        j.H = H; j.W = W; j.C = C; j.x = inp; j.codes = codes; j.proxy = proxy; j.y = col;
+        mr_pc_im2col_job(&j, dt, rows, H, W, C, inp, codes, proxy, col);
         MR_PC_TRY(o->job(o->ctx, &j, err));
         int done = 0;
         if (db) {   /* cuda.epilogue = fused: the bias gradient from the product's dout operand */

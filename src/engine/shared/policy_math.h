@@ -16,11 +16,15 @@
  *
  * Tensors (T = the storage type: fp32, or bf16 / fp16 in the reduced
  * precisions; parameters, gradients, biases, logits and values stay fp32):
- *   codes   (B, VV) u8, copied from the caller (backward needs them)
+ *   codes   (B, obs_row) bytes, copied from the caller (backward needs them):
+ *           VV cell codes, or a float image's C x VV floats (net.obs_float),
+ *           which the first layer's im2col reads channels last
  *   act[l]  (B, V, V, C_{l+1}) T, post-ReLU conv outputs
  *   cin     (B, D) T, D = hidden + 2 + C*VV: feat = relu(fc) in columns
  *           [0, hidden) (written there by fc's GEMM with ldc = D, so there is
  *           no separate feature buffer), then extra, then the ground truth
+ *           (the codes' one-hot channels, or the image channels last; a
+ *           float image's extra columns past its declared critic_extra are 0)
  *   chid    (B, CH) T, post-ReLU critic hidden
  *   dchid   (B, CH) T, dfeat (B, hidden) T
  *   col     (chunk*VV, 9 * max C_l) T: im2col, then dout . w in backward
@@ -138,7 +142,7 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
     const size_t es = (size_t)mr_pc_esize(precision);
     size_t o = 0;
 #define MR_PC_TAKE(field, bytes) do { pl->field = o; o += mr_pc_round(bytes); } while (0)
-    MR_PC_TAKE(o_codes, (size_t)MB * p->VV);
+    MR_PC_TAKE(o_codes, (size_t)MB * p->obs_row);   /* codes, or a float image's floats */
     for (int l = 0; l < L; l++) MR_PC_TAKE(o_act[l], (size_t)MB * p->VV * p->ch[l + 1] * es);
     MR_PC_TAKE(o_cin, (size_t)MB * p->cin_dim * es);
     MR_PC_TAKE(o_chid, (size_t)MB * p->critic_hidden * es);
@@ -167,7 +171,7 @@ static inline mr_status mr_pc_plan_make(mr_pc_plan *pl, const mr_policy_config *
 
 /* Layers l = 1 .. num_conv-1 with layers[l] != 0 run through the conv
  * operation (cuDNN) instead of im2col + GEMM ([0] is ignored: the first
- * layer reads the codes); the workspace grows by cuDNN's (MR_PC_DNN_WS) and,
+ * layer reads the observation, codes or a float image, in its im2col); the workspace grows by cuDNN's (MR_PC_DNN_WS) and,
  * in bf16 / fp16, by one weight gradient in T. Call once, after
  * mr_pc_plan_make; layers NULL or all 0: nothing changes. */
 static inline void mr_pc_plan_dnn(mr_pc_plan *pl, const int8_t *layers) {
@@ -275,9 +279,16 @@ static inline const void *mr_pc_w(const mr_pc_plan *pl, const mr_pc_bufs *b, con
     return pl->dt == MR_FP32 ? (const void *)(params + off) : mr_pc_cat(b->wlp, off, pl->dt);
 }
 
-/* mr_policy_forward: codes (B,VV) u8, extra (B,2) fp32 or NULL (zeros) ->
- * logits (B,8) fp32, value (B) fp32 raw; keeps what backward needs. In the
- * reduced precisions it first writes the T copy of params. 1 <= B <= max_batch. */
+/* The first layer's observation `proxy` argument: the observation
+ * expansion of the codes, or MR_PC_OBS_IMAGE for a float image. */
+static inline int mr_pc_obs_proxy(const mr_pc_plan *pl, int proxy) {
+    return pl->net.obs_float ? MR_PC_OBS_IMAGE : proxy;
+}
+
+/* mr_policy_forward: codes (B,obs_row) (VV u8 codes, or C x VV fp32 of a
+ * float image), extra (B,2) fp32 or NULL (zeros) -> logits (B,8) fp32,
+ * value (B) fp32 raw; keeps what backward needs. In the reduced precisions
+ * it first writes the T copy of params. 1 <= B <= max_batch. */
 static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, const mr_pc_bufs *bf,
                                       const float *params, const uint8_t *codes, const float *extra, int B, int proxy,
                                       float *logits, float *value, mr_error *err) {
@@ -285,8 +296,10 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
     const int dt = pl->dt, L = p->num_conv, V = p->view, VV = p->VV, H = p->hidden, D = p->cin_dim;
     const int CH = p->critic_hidden, F = p->flat;
     if (B <= 0) return MR_OK;
+    const size_t R = (size_t)p->obs_row;
+    const int obs = mr_pc_obs_proxy(pl, proxy);
     mr_pc_job j;
-    MR_PC_TRY(o->copy(o->ctx, bf->codes, codes, (size_t)B * VV, err));
+    MR_PC_TRY(o->copy(o->ctx, bf->codes, codes, (size_t)B * R, err));
     if (dt != MR_FP32) {
         mr_pc_job_init(&j, MR_PCJ_CAST, dt, (long long)p->n_params);
         j.f = params; j.y = bf->wlp;
@@ -303,7 +316,7 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
                 continue;
             }
             MR_PC_TRY(mr_pc_conv_forward(o, dt, mr_pc_at(bf->act[l], (size_t)c0 * VV * p->ch[l + 1], dt), bf->col,
-                                         in, bf->codes + (size_t)c0 * VV, proxy, mr_pc_w(pl, bf, params, p->conv_w[l]),
+                                         in, bf->codes + (size_t)c0 * R, obs, mr_pc_w(pl, bf, params, p->conv_w[l]),
                                          params + p->conv_b[l], n, V, V, p->ch[l], p->ch[l + 1], 1, err));
         }
     }
@@ -327,8 +340,15 @@ static inline mr_status mr_pc_forward(const mr_pc_ops *o, const mr_pc_plan *pl, 
     MR_PC_TRY(mr_pc_linear_forward(o, "actor forward", dt, MR_FP32, logits, p->num_actions, bf->cin, D,
                                    mr_pc_w(pl, bf, params, p->actor_w), H, params + p->actor_b, B, H, p->num_actions,
                                    0, err));
-    mr_pc_job_init(&j, MR_PCJ_CIN_FILL, dt, (long long)B * (MR_POLICY_EXTRA + p->ch[0] * VV));
-    j.H = V; j.W = V; j.C = p->ch[0]; j.ld = D; j.c0 = H; j.f = extra; j.codes = bf->codes; j.y = bf->cin;
+    mr_pc_job_init(&j, p->obs_float ? MR_PCJ_CIN_IMAGE : MR_PCJ_CIN_FILL, dt,
+                   (long long)B * (MR_POLICY_EXTRA + p->ch[0] * VV));
+    j.H = V; j.W = V; j.C = p->ch[0]; j.ld = D; j.c0 = H; j.f = extra; j.y = bf->cin;
+    if (p->obs_float) {   /* the image, and the declared privileged inputs (0 .. 2) */
+        j.img = (const float *)(const void *)bf->codes;
+        j.cols = p->extra_dim < MR_POLICY_EXTRA ? p->extra_dim : MR_POLICY_EXTRA;
+    } else {
+        j.codes = bf->codes;
+    }
     MR_PC_TRY(o->job(o->ctx, &j, err));
     MR_PC_TRY(mr_pc_linear_forward_aux(o, "critic forward", dt, dt, bf->chid, CH, bf->cin, D,
                                        mr_pc_w(pl, bf, params, p->critic_w), D, params + p->critic_b, B, D, CH, 1,
@@ -346,6 +366,8 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
     const mr_net_layout *p = &pl->net;
     const int dt = pl->dt, L = p->num_conv, V = p->view, VV = p->VV, H = p->hidden, D = p->cin_dim;
     const int CH = p->critic_hidden, F = p->flat, NA = p->num_actions;
+    const size_t R = (size_t)p->obs_row;
+    const int obs = mr_pc_obs_proxy(pl, proxy);
     if (B <= 0) return MR_OK;
     mr_pc_job j;
     const void *dl = dlogits, *dv = dvalue;
@@ -405,7 +427,7 @@ static inline mr_status mr_pc_backward(const mr_pc_ops *o, const mr_pc_plan *pl,
                                              p->ch[l + 1], err));
             else
                 MR_PC_TRY(mr_pc_conv_backward(o, dt, l ? next : NULL, in, G + p->conv_w[l], G + p->conv_b[l],
-                                              bf->part, bf->col, cur, in, bf->codes + (size_t)c0 * VV, proxy,
+                                              bf->part, bf->col, cur, in, bf->codes + (size_t)c0 * R, obs,
                                               mr_pc_w(pl, bf, params, p->conv_w[l]), n, V, V, p->ch[l],
                                               p->ch[l + 1], err));
             void *t = cur;
