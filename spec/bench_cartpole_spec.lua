@@ -100,6 +100,10 @@ describe("the cartpole benchmarks", function()
     rc, out, err = support.moonrl("bench env --env cartpole --envs 64 --reps 1 --device cpu", dir)
     assert.are.equal(0, rc, out .. err)
     assert.truthy(out:find("^env cartpole, 64 envs "), out)
+    -- catch's board (4 .. 32) is not the default grid_size (128): measured at its experiment's, 8
+    rc, out, err = support.moonrl("bench env --env catch --envs 64 --reps 1 --device cpu", dir)
+    assert.are.equal(0, rc, out .. err)
+    assert.truthy(out:find("^env catch, 64 envs "), out)
     -- without --env, the row is foraging's, as before
     rc, out, err = support.moonrl("bench env --envs 64 --reps 1 --device cpu", dir)
     assert.are.equal(0, rc, out .. err)

@@ -174,10 +174,19 @@ function bench.env(o)
   local lua = name:match("^lua:(.+)$")
   ec.name = lua and C.MR_ENV_LUA or C.mr_env_from_name(name)
   if lua then ec.program = assert(engine.env_program(lua)) end
-  local spaces = assert(engine.env_spaces(lua and "lua" or name, engine.env_sizes(ec), lua))
   local err = ffi.new("mr_error")
   local env = ffi.new("mr_env*[1]")
-  check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
+  if C.mr_env_create(ec, 1, c.device, o.threads, env, err) ~= 0 then
+    -- a board the default sizes do not fit (catch's, 4 .. 32): its built-in experiment's sizes
+    local loader = require("moonrl.config.load")
+    local ok, exp = pcall(function() return loader.resource(loader.experiment_path(name)) end)
+    local own = ok and type(exp) == "table" and type(exp.env) == "table" and exp.env.name == name and exp.env or {}
+    for _, k in ipairs({ "grid_size", "view_range" }) do
+      if type(own[k]) == "number" then ec[k] = own[k] end
+    end
+    check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
+  end
+  local spaces = assert(engine.env_spaces(lua and "lua" or name, engine.env_sizes(ec), lua))
   local n, steps = o.envs, o.env_steps
   local act = spaces.action
   local actions, step, per = nil, C.mr_env_step, n   -- per: an instance-step's actions, a batch's elements
