@@ -549,6 +549,6 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     code, out, err = moonrl(dir, "sweep nosuch")
     assert.equal(2, code, err .. out)
     assert.is_true(has(err, "'nosuch' is neither a subcommand (status, plot, lineage) nor a shipped experiment"), err)
-    assert.is_true(has(err, "cartpole, cartpole_lua, default, dials"), err)
+    assert.is_true(has(err, "cartpole, cartpole_lua, catch, default, dials"), err)
   end)
 end)
