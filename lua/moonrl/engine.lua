@@ -30,7 +30,7 @@
 --   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
 --   engine.checkpoint_trainer(path) -> t, mr_config, update | nil, err   a cpu trainer holding its network
 --   engine.checkpoint_network(path) -> {config, tensors, value_mean, value_std, updates} | nil, err
---   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
+--   engine.schedule_tables(cfg[, steps_base]) -> {["ppo.lr"]=, ...} | nil, err   (the engine's hot schedules)
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
 --   engine.bytes(cdata) -> string                          the struct's bytes, for core.*
@@ -48,6 +48,7 @@
 local ffi = require("ffi")
 local core = require("moonrl.core")
 local schedule = require("moonrl.schedule")
+local schema = require("moonrl.config.schema")
 
 local engine = {}
 
@@ -185,7 +186,7 @@ end
 
 function engine.env_spaces(name, view_range, lua)
   local sp, counters = declared_spaces(name,
-    view_range or require("moonrl.config.schema").by_key["env.view_range"].default, lua)
+    view_range or schema.by_key["env.view_range"].default, lua)
   if not sp then return nil, counters end
   return { observation = space_table(sp.obs, true), action = space_table(sp.act, false),
            critic = { extra = tonumber(sp.critic_extra), ground_truth_view = sp.critic_view ~= 0 },
@@ -498,24 +499,26 @@ end
 function engine.schedule_tables(cfg, steps_base)
   local out, any = {}, false
   local progress, u = engine.progress_fn(cfg, steps_base)
-  for _, key in ipairs({ "lr", "clip", "ent_coef" }) do
-    local f = cfg.ppo and cfg.ppo[key]
+  for _, key in ipairs(schema.hot_keys("engine")) do
+    local e = schema.by_key[key]
+    local holder = e.section and cfg[e.section] or (not e.section and cfg) or nil
+    local f = e.type == "schedule" and type(holder) == "table" and holder[e.name] or nil
     local live = package.loaded["moonrl.run.live"]
     if type(f) == "function" and live and live.from_file(f) then
       -- from a live tweak file: sampled under its limits
       local t, err = live.sample(f, u, progress)
-      if not t then return nil, "ppo." .. key .. ": " .. err end
+      if not t then return nil, key .. ": " .. err end
       out[key], any = t, true
     elseif type(f) == "function" then
       local t = {}
       for k = 0, u - 1 do
         local ok, v = pcall(f, progress(k))
         if not ok then
-          return nil, "ppo." .. key .. ": the schedule function failed at progress " .. progress(k) .. ": " ..
+          return nil, key .. ": the schedule function failed at progress " .. progress(k) .. ": " ..
             tostring(v)
         end
         if type(v) ~= "number" or v ~= v then
-          return nil, "ppo." .. key .. ": the schedule function returned " .. tostring(v) ..
+          return nil, key .. ": the schedule function returned " .. tostring(v) ..
             " at progress " .. progress(k) .. ": expected a number"
         end
         t[k + 1] = v
