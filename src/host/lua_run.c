@@ -219,6 +219,19 @@ static void read_schedules(lua_State *L, int idx, host_hot *h) {
 #undef NOT_SCHED
     if (lua_isnoneornil(L, idx)) return;
     luaL_checktype(L, idx, LUA_TTABLE);
+    /* a key that is no hot schedule would be dropped without a word */
+    for (lua_pushnil(L); lua_next(L, idx) != 0; lua_pop(L, 1)) {
+        int known = 0;
+        for (int i = 0; i < HOST_SCHED_N && !known; i++)
+            known = lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), keys[i]) == 0;
+        if (!known) {
+            char list[256] = "";
+            for (int i = 0; i < HOST_SCHED_N; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", keys[i]);
+            luaL_error(L, "bad schedule table key %s (accepted: the engine's hot schedules %s)",
+                       lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2), list);
+        }
+    }
     for (int i = 0; i < HOST_SCHED_N; i++) {
         lua_getfield(L, idx, keys[i]);
         if (!lua_isnil(L, -1)) {
