@@ -111,18 +111,8 @@ describe("moonrl.config.schema", function()
     assert.is_true(n >= 40, "the probe printed " .. n .. " engine keys:\n" .. out)
   end)
 
-  it("marks exactly the engine's hot parameters (mr_hot_params) as engine-hot", function()
-    local engine_hot = {}
-    for _, e in ipairs(schema.keys) do
-      if e.hot == "engine" then engine_hot[#engine_hot + 1] = e.key end
-    end
-    table.sort(engine_hot)
-    assert.same({ "ppo.clip", "ppo.ent_coef", "ppo.ent_floor", "ppo.ent_floor_coef", "ppo.lr",
-      "ppo.max_grad_norm", "ppo.vf_coef", "total_steps" }, engine_hot)
-    for _, e in ipairs(schema.keys) do
-      assert.is_true(e.hot == false or e.hot == "engine" or e.hot == "lua", e.key)
-    end
-  end)
+  -- which keys are hot, and that mr_hot_params, the engine's checks and
+  -- ctl set agree with the schema on them: spec/hot_keys_spec.lua
 
   it("marks the cuda section and non-fp32 precision as gpu_only", function()
     for _, e in ipairs(schema.keys) do

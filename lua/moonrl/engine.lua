@@ -16,7 +16,9 @@
 --   engine.fields(struct_name) -> {{name=, type=, array=n|nil, pointer=bool}, ...}
 --   engine.config(cfg) -> mr_config cdata | nil, err      (resolved config table)
 --   engine.validate(c) -> true | nil, err                  mr_config_validate
---   engine.hot_params(cfg) -> mr_hot_params cdata
+--   engine.hot_params(cfg) -> mr_hot_params cdata        (cfg: a config table or its mr_config)
+--   engine.hot_set(cfg[, steps_base[, c]]) -> hot_bytes, tables | nil, err   what the trainer thread takes
+--                                   for the hot keys (mr_hot_params' bytes, schedule_tables), from one mr_config
 --   engine.total_updates(cfg) -> integer                   updates the run will make
 --   engine.schedule_value(s, p) -> number      mr_schedule_value of a schedule table
 --   engine.env_spaces(name[, view_range[, lua]]) -> {observation =, action =, critic =, counters =} | nil, err
@@ -30,7 +32,7 @@
 --   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
 --   engine.checkpoint_trainer(path) -> t, mr_config, update | nil, err   a cpu trainer holding its network
 --   engine.checkpoint_network(path) -> {config, tensors, value_mean, value_std, updates} | nil, err
---   engine.schedule_tables(cfg[, steps_base]) -> {lr=, clip=, ent_coef=} | nil, err
+--   engine.schedule_tables(cfg[, steps_base[, c]]) -> {["ppo.lr"]=, ...} | nil, err   (the engine's hot schedules)
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
 --   engine.bytes(cdata) -> string                          the struct's bytes, for core.*
@@ -48,6 +50,7 @@
 local ffi = require("ffi")
 local core = require("moonrl.core")
 local schedule = require("moonrl.schedule")
+local schema = require("moonrl.config.schema")
 
 local engine = {}
 
@@ -204,7 +207,7 @@ end
 
 function engine.env_spaces(name, view_range, lua)
   local sp, counters = declared_spaces(name,
-    view_range or require("moonrl.config.schema").by_key["env.view_range"].default, lua)
+    view_range or schema.by_key["env.view_range"].default, lua)
   if not sp then return nil, counters end
   return { observation = space_table(sp.obs, true), action = space_table(sp.act, false),
            critic = { extra = tonumber(sp.critic_extra), ground_truth_view = sp.critic_view ~= 0 },
@@ -456,11 +459,18 @@ function engine.validate(c)
   return true
 end
 
+-- An mr_config given, or the one of a config table (built once per call of
+-- the functions below; the callers that already hold it pass it).
+local function as_config(cfg)
+  if ffi.istype("mr_config", cfg) then return cfg end
+  return engine.config(cfg)
+end
+
 -- The hot parameters a config starts with, as the engine reads them from
 -- its mr_config (mr_config_hot_params): which members are hot, and where
--- they live, is the engine's to say.
+-- they live, is the engine's to say. cfg: a config table or an mr_config.
 function engine.hot_params(cfg)
-  local c, err = engine.config(cfg)
+  local c, err = as_config(cfg)
   if not c then error(err, 2) end
   local h = ffi.new("mr_hot_params")
   C.mr_config_hot_params(c, h)
@@ -476,10 +486,12 @@ end
 -- Updates a run of cfg makes, as the trainer counts them
 -- (mr_config_total_updates over every rank's environments); progress for
 -- update k+1 is k / this. steps_base: agent-steps of a run resumed on
--- another count of ranks that are not updates x batch (host.h).
+-- another count of ranks that are not updates x batch (host.h). cfg: a
+-- config table or an mr_config.
 function engine.total_updates(cfg, steps_base)
-  local c, err = engine.config(cfg)
+  local c, err = as_config(cfg)
   if not c then error(err, 2) end
+  c = ffi.new("mr_config", c)   -- a copy: the counts below are the run's, not the config's
   c.env.num_envs = c.env.num_envs * engine.ranks()
   if steps_base and steps_base ~= 0 then
     c.total_steps = math.max(1, tonumber(c.total_steps) - steps_base)
@@ -500,12 +512,13 @@ end
 -- to whole updates), as the trainer thread counts it (trainer_thread.c,
 -- progress_after). steps_base (host.h): a run resumed where an update had
 -- other agent-steps (ranks, environments) goes on without a jump; without
--- one, k / total_updates to the bit.
+-- one, k / total_updates to the bit. cfg: a config table or an mr_config.
 function engine.progress_fn(cfg, steps_base)
-  local u = engine.total_updates(cfg, steps_base)
+  local c, err = as_config(cfg)
+  if not c then error(err, 2) end
+  local u = engine.total_updates(c, steps_base)
   local base = steps_base or 0
   if base == 0 then return function(k) return k / u end, u end
-  local c = assert(engine.config(cfg))
   local batch = tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps) * engine.ranks()
   local total = base + u * batch
   return function(k) return math.min(1, (base + k * batch) / total) end, u
@@ -513,28 +526,33 @@ end
 
 -- Lua function schedules, evaluated at the progress of every update (value
 -- for update k+1 at engine.progress_fn's p(k)), so the trainer thread applies
--- the exact value at each boundary without calling Lua.
-function engine.schedule_tables(cfg, steps_base)
+-- the exact value at each boundary without calling Lua. The schedules are
+-- the engine's hot ones (schema.hot_keys("engine") of type schedule); the
+-- tables are keyed by the key, as the host reads them (lua_run.c). c: cfg's
+-- mr_config when the caller holds it.
+function engine.schedule_tables(cfg, steps_base, c)
   local out, any = {}, false
-  local progress, u = engine.progress_fn(cfg, steps_base)
-  for _, key in ipairs({ "lr", "clip", "ent_coef" }) do
-    local f = cfg.ppo and cfg.ppo[key]
+  local progress, u = engine.progress_fn(c or cfg, steps_base)
+  for _, key in ipairs(schema.hot_keys("engine")) do
+    local e = schema.by_key[key]
+    local holder = e.section and cfg[e.section] or (not e.section and cfg) or nil
+    local f = e.type == "schedule" and type(holder) == "table" and holder[e.name] or nil
     local live = package.loaded["moonrl.run.live"]
     if type(f) == "function" and live and live.from_file(f) then
       -- from a live tweak file: sampled under its limits
       local t, err = live.sample(f, u, progress)
-      if not t then return nil, "ppo." .. key .. ": " .. err end
+      if not t then return nil, key .. ": " .. err end
       out[key], any = t, true
     elseif type(f) == "function" then
       local t = {}
       for k = 0, u - 1 do
         local ok, v = pcall(f, progress(k))
         if not ok then
-          return nil, "ppo." .. key .. ": the schedule function failed at progress " .. progress(k) .. ": " ..
+          return nil, key .. ": the schedule function failed at progress " .. progress(k) .. ": " ..
             tostring(v)
         end
         if type(v) ~= "number" or v ~= v then
-          return nil, "ppo." .. key .. ": the schedule function returned " .. tostring(v) ..
+          return nil, key .. ": the schedule function returned " .. tostring(v) ..
             " at progress " .. progress(k) .. ": expected a number"
         end
         t[k + 1] = v
@@ -543,6 +561,21 @@ function engine.schedule_tables(cfg, steps_base)
     end
   end
   return any and out or nil
+end
+
+-- What the trainer thread takes for a config's hot keys (core.start's hot and
+-- schedules, run:set_hot): the bytes of its mr_hot_params and the per-update
+-- tables of its function schedules, from one mr_config (c: given when the
+-- caller built it already). -> hot_bytes, tables_or_nil | nil, err
+function engine.hot_set(cfg, steps_base, c)
+  if not c then
+    local err
+    c, err = engine.config(cfg)
+    if not c then return nil, err end
+  end
+  local tables, terr = engine.schedule_tables(cfg, steps_base, c)
+  if terr then return nil, terr end
+  return engine.bytes(engine.hot_params(c)), tables
 end
 
 function engine.bytes(cdata)

@@ -124,7 +124,9 @@ static const fixture fixtures[] = {
 
 /* Every section of the fixture but the config (version 1's raw struct, or
  * version 2's records, which name the thread count that differs between the
- * runs compared) must be in the new file with the same bytes. */
+ * runs compared) must be in the new file with the same bytes; the progress
+ * record may be longer (a key made hot since: mr_hot_params grows at its end,
+ * checkpoint_format.h), its first bytes the fixture's. */
 static void compare(const char *label, const ckfile *want, const ckfile *got) {
     CHECK_MSG(want->n > 10, "%s: fixture has %d sections", label, want->n);
     for (int i = 0; i < want->n; i++) {
@@ -133,9 +135,10 @@ static void compare(const char *label, const ckfile *want, const ckfile *got) {
         const section *g = find(got, w->name);
         CHECK_MSG(g != NULL, "%s: section %s missing", label, w->name);
         if (!g) continue;
-        CHECK_MSG(g->bytes == w->bytes, "%s: section %s has %zu bytes, fixture %zu", label, w->name, g->bytes,
-                  w->bytes);
-        if (g->bytes != w->bytes) continue;
+        const int prefix = strcmp(w->name, "progress") == 0 && g->bytes > w->bytes;
+        CHECK_MSG(g->bytes == w->bytes || prefix, "%s: section %s has %zu bytes, fixture %zu", label, w->name,
+                  g->bytes, w->bytes);
+        if (g->bytes != w->bytes && !prefix) continue;
         size_t first = (size_t)-1;
         for (size_t k = 0; k < w->bytes; k++)
             if (g->data[k] != w->data[k]) {

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hot_keys.h"   /* MR_HOT_KEYS: generated from the schema (mr_hot_params) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -554,14 +556,23 @@ const char *mr_trainer_describe(const mr_trainer *t);
  * minibatch, on a backend that offers it: docs/engine.md). */
 int mr_trainer_update_forwards(const mr_trainer *t);
 
-/* Hot parameters: changeable between updates without restarting. */
+/* Hot parameters: changeable between updates without restarting. One
+ * member per engine hot key of the schema (lua/moonrl/config/schema.lua:
+ * hot = "engine"), named as the key's last part, in hot_slot order; the build
+ * generates the list (hot_keys.h, MR_HOT_KEYS). Today: mr_schedule lr, clip,
+ * ent_coef; double max_grad_norm, vf_coef, ent_floor, ent_floor_coef;
+ * uint64_t total_steps. The checkpoint holds these bytes (its hot record). */
+#define MR_HOT_MEMBER_SCHED(key, m, field, lo, hi) mr_schedule m;
+#define MR_HOT_MEMBER_REAL(key, m, field, lo, hi) double m;
+#define MR_HOT_MEMBER_INT(key, m, field, lo, hi) int m;
+#define MR_HOT_MEMBER_U64(key, m, field, lo, hi) uint64_t m;
 typedef struct mr_hot_params {
-    mr_schedule lr, clip, ent_coef;
-    double max_grad_norm;
-    double vf_coef;
-    double ent_floor, ent_floor_coef;
-    uint64_t total_steps;
+    MR_HOT_KEYS(MR_HOT_MEMBER_SCHED, MR_HOT_MEMBER_REAL, MR_HOT_MEMBER_INT, MR_HOT_MEMBER_U64)
 } mr_hot_params;
+#undef MR_HOT_MEMBER_SCHED
+#undef MR_HOT_MEMBER_REAL
+#undef MR_HOT_MEMBER_INT
+#undef MR_HOT_MEMBER_U64
 
 /* The hot parameters a config starts with; and a config with hot values put
  * back into it (what a trainer's config reads after mr_trainer_set_hot). */

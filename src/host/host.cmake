@@ -43,7 +43,7 @@ add_custom_command(
           "${MOONRL_HEADER}" -o "${MOONRL_CDEF_I}"
   COMMAND ${CMAKE_COMMAND} -DIN=${MOONRL_CDEF_I} -DOUT=${MOONRL_CDEF_C}
           -P "${MOONRL_ROOT}/src/host/embed_cdef.cmake"
-  DEPENDS "${MOONRL_HEADER}" "${MOONRL_ROOT}/src/host/embed_cdef.cmake"
+  DEPENDS "${MOONRL_HEADER}" "${MOONRL_ROOT}/src/engine/hot_keys.h" "${MOONRL_ROOT}/src/host/embed_cdef.cmake"
   COMMENT "moonrl: FFI declarations from moonrl.h"
   VERBATIM)
 

@@ -70,8 +70,9 @@ typedef struct host_event {
 } host_event;
 
 /* Hot parameters plus, per scheduled key, the value for every update when the
- * schedule is a Lua function (computed on the loop before sending). */
-enum { HOST_SCHED_LR = 0, HOST_SCHED_CLIP = 1, HOST_SCHED_ENT = 2, HOST_SCHED_N = 3 };
+ * schedule is a Lua function (computed on the loop before sending). The
+ * scheduled keys are the engine's hot schedules (hot_keys.h), in their order. */
+enum { HOST_SCHED_N = MR_HOT_SCHEDULES };
 typedef struct host_hot {
     mr_hot_params hot;
     double *table[HOST_SCHED_N];   /* NULL: hot's own mr_schedule applies */

@@ -4,7 +4,8 @@
  *   core.start(cfg_bytes, opts, handler) -> run
  *       cfg_bytes  the bytes of an mr_config (engine.lua builds it with FFI)
  *       opts       run_dir, hot (bytes of mr_hot_params), schedules
- *                  ({lr=, clip=, ent_coef= arrays of per-update values}),
+ *                  ({["ppo.lr"]=, ... arrays of per-update values}, keyed
+ *                  by the engine's hot schedules: hot_keys.h),
  *                  warmup_updates, warmup_restore, checkpoint_interval,
  *                  checkpoint_keep, keep_gradients (checkpoints also hold
  *                  the last optimizer step's gradient); resuming: resume_checkpoint (loaded
@@ -209,11 +210,28 @@ static void on_async(uv_async_t *h) {
     }
 }
 
-/* Reads a {lr=, clip=, ent_coef=} table of per-update arrays into h. */
+/* Reads a {["ppo.lr"]=, ...} table of per-update arrays into h: one per hot schedule. */
 static void read_schedules(lua_State *L, int idx, host_hot *h) {
-    static const char *keys[HOST_SCHED_N] = {"lr", "clip", "ent_coef"};
+#define SCHED_KEY(k, m, f, lo, hi) k,
+#define NOT_SCHED(k, m, f, lo, hi)
+    static const char *keys[HOST_SCHED_N] = {MR_HOT_KEYS(SCHED_KEY, NOT_SCHED, NOT_SCHED, NOT_SCHED)};
+#undef SCHED_KEY
+#undef NOT_SCHED
     if (lua_isnoneornil(L, idx)) return;
     luaL_checktype(L, idx, LUA_TTABLE);
+    /* a key that is no hot schedule would be dropped without a word */
+    for (lua_pushnil(L); lua_next(L, idx) != 0; lua_pop(L, 1)) {
+        int known = 0;
+        for (int i = 0; i < HOST_SCHED_N && !known; i++)
+            known = lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), keys[i]) == 0;
+        if (!known) {
+            char list[256] = "";
+            for (int i = 0; i < HOST_SCHED_N; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", keys[i]);
+            luaL_error(L, "bad schedule table key %s (accepted: the engine's hot schedules %s)",
+                       lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2), list);
+        }
+    }
     for (int i = 0; i < HOST_SCHED_N; i++) {
         lua_getfield(L, idx, keys[i]);
         if (!lua_isnil(L, -1)) {

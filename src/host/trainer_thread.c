@@ -227,7 +227,11 @@ static int try_apply_hot(tstate *s, char *msg, size_t n) {
     mr_hot_params h = s->cur->hot;
     if (s->override) {
         double p = progress_after(s, s->real_updates);
-        mr_schedule *sc[HOST_SCHED_N] = {&h.lr, &h.clip, &h.ent_coef};
+#define SCHED_OF(k, m, f, lo, hi) &h.m,
+#define NOT_SCHED(k, m, f, lo, hi)
+        mr_schedule *sc[HOST_SCHED_N] = {MR_HOT_KEYS(SCHED_OF, NOT_SCHED, NOT_SCHED, NOT_SCHED)};
+#undef SCHED_OF
+#undef NOT_SCHED
         for (int i = 0; i < HOST_SCHED_N; i++) {
             double v;
             if (s->cur->table[i] && s->cur->len[i] > 0) {

@@ -37,7 +37,11 @@ function docs.reference_markdown()
   add("before anything starts: an unknown key, a wrong type or an out-of-range value is an error that")
   add("names the key, the value and what is accepted.")
   add("")
-  add("- **Schedules** (`ppo.lr`, `ppo.clip`, `ppo.ent_coef`) take a number (a constant),")
+  local scheduled = {}
+  for _, e in ipairs(schema.keys) do
+    if e.type == "schedule" then scheduled[#scheduled + 1] = "`" .. e.key .. "`" end
+  end
+  add("- **Schedules** (" .. table.concat(scheduled, ", ") .. ") take a number (a constant),")
   add("  `linear(from, to)`, `cosine(from, to)`, `constant(v)`, `step(from, gamma, every[, to])`,")
   add("  the table form `{kind = \"linear\", from = ..., to = ...}`, or a Lua `function(progress)`;")
   add("  progress runs from 0 to 1 over training. `step` is `from * gamma^floor(p / every)`, never past `to`.")

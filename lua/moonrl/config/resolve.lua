@@ -339,8 +339,9 @@ function resolve.resolve(opts)
     default_note("env.num_envs = auto: " .. n .. " (" .. why .. ")")
   end
   if num_envs_was_auto then
-    -- The chosen num_envs must still divide into minibatches and so on.
-    local ok2, verr2 = validate.validate(acc)
+    -- The chosen num_envs must still divide into minibatches and so on
+    -- (the other keys were checked above).
+    local ok2, verr2 = validate.recheck(acc, "env.num_envs")
     if not ok2 then return nil, verr2 end
   end
 

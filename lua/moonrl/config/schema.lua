@@ -25,6 +25,10 @@
 --   optional   true: nil is accepted (dir, hooks.*)
 --   hot        false | "engine" (mr_trainer_set_hot) | "lua" (read live by
 --              the Lua runner / sinks / alerts at every update)
+--   hot_slot   an engine hot key's place in mr_hot_params, which the build
+--              generates from these entries (src/engine/hot_keys.h), and so in
+--              the checkpoint's hot record: never renumber one; a new engine
+--              hot key takes the next number (docs/architecture.md)
 --   gpu_only   true: only applies on CUDA (precision: only non-fp32 values)
 --   desc       one line for the docs
 --   aliases    other names people use for the key (did-you-mean only)
@@ -45,7 +49,8 @@
 --   schema.range_text(entry) -> "1 .. 1048576", ">= 0", ...
 --   schema.accepted_text(entry) -> what the docs' "accepted" column says
 --   schema.expected_text(entry) -> "a number or schedule", ...
---   schema.hot_keys() -> list of dotted keys with hot ~= false
+--   schema.hot_keys([where]) -> list of dotted keys with hot ~= false (where:
+--                        "engine" | "lua": those only; "engine": in hot_slot order)
 
 local util = require("moonrl.util")
 local schedule = require("moonrl.schedule")
@@ -92,7 +97,7 @@ key { key = "threads", type = "integer", default = 0, min = 0, max = 1024,
   desc = "CPU threads; 0 = all cores" }
 key { key = "seed", type = "integer", default = 1, min = 0, max = MAX_SAFE,
   desc = "random seed (environment and initialisation)" }
-key { key = "total_steps", type = "integer", default = 50331648, min = 1, max = MAX_SAFE, hot = "engine",
+key { key = "total_steps", type = "integer", default = 50331648, min = 1, max = MAX_SAFE, hot = "engine", hot_slot = 8,
   aliases = { "steps", "total_timesteps", "max_steps", "num_steps_total" },
   desc = "agent-steps to train" }
 key { key = "dir", type = "string", optional = true, max_len = 4096,
@@ -185,26 +190,26 @@ key { key = "ppo.gamma", type = "number", default = 0.99, min = 0, max = 1,
 key { key = "ppo.gae_lambda", type = "number", default = 0.95, min = 0, max = 1,
   aliases = { "lambda", "lam", "gae" }, desc = "GAE lambda" }
 key { key = "ppo.lr", type = "schedule", default = { kind = "linear", from = 3e-4, to = 1e-4 },
-  min = 0, max = 1, hot = "engine",
+  min = 0, max = 1, hot = "engine", hot_slot = 1,
   aliases = { "learning_rate", "lr_schedule", "alpha", "step_size", "learningrate" },
   desc = "Adam learning rate" }
 key { key = "ppo.clip", type = "schedule", default = { kind = "linear", from = 0.2, to = 0.1 },
-  min = 0, max = 10, hot = "engine",
+  min = 0, max = 10, hot = "engine", hot_slot = 2,
   aliases = { "clip_range", "clip_coef", "clip_eps", "clip_epsilon", "clip_param" },
   desc = "PPO ratio clip (also the value clip)" }
 key { key = "ppo.ent_coef", type = "schedule", default = { kind = "linear", from = 0.1, to = 0.001 },
-  min = 0, max = 10, hot = "engine",
+  min = 0, max = 10, hot = "engine", hot_slot = 3,
   aliases = { "entropy_coef", "ent", "entropy", "entropy_coefficient", "ent_coeff" },
   desc = "entropy bonus coefficient" }
-key { key = "ppo.vf_coef", type = "number", default = 0.5, min = 0, max = 1000, hot = "engine",
+key { key = "ppo.vf_coef", type = "number", default = 0.5, min = 0, max = 1000, hot = "engine", hot_slot = 5,
   aliases = { "value_coef", "vf", "value_loss_coef", "vf_coeff" },
   desc = "value loss coefficient" }
-key { key = "ppo.ent_floor", type = "number", default = 0.5, min = 0, max = 10, hot = "engine",
+key { key = "ppo.ent_floor", type = "number", default = 0.5, min = 0, max = 10, hot = "engine", hot_slot = 6,
   desc = "entropy floor: loss += ent_floor_coef * relu(ent_floor - H)" }
-key { key = "ppo.ent_floor_coef", type = "number", default = 0.05, min = 0, max = 1000, hot = "engine",
+key { key = "ppo.ent_floor_coef", type = "number", default = 0.05, min = 0, max = 1000, hot = "engine", hot_slot = 7,
   desc = "weight of the entropy-floor penalty" }
 key { key = "ppo.max_grad_norm", type = "number", default = 0.5, min = 1e-8, max = 1e6,
-  hot = "engine", aliases = { "grad_clip", "clip_grad_norm", "max_norm", "grad_norm" },
+  hot = "engine", hot_slot = 4, aliases = { "grad_clip", "clip_grad_norm", "max_norm", "grad_norm" },
   desc = "global gradient-norm clip, per group (policy, value)" }
 key { key = "ppo.adam_beta1", type = "number", default = 0.9, min = 0, max = 0.999999,
   aliases = { "beta1" }, desc = "Adam beta1" }
@@ -380,10 +385,27 @@ for _, e in ipairs(K) do
 end
 for _, s in ipairs(schema.sections) do schema.section_by_name[s.name] = s end
 
-function schema.hot_keys()
+-- The engine's hot keys in slot order; a gap or a repeated slot is an error
+-- here, before the build generates mr_hot_params from them.
+local engine_hot = {}
+for _, e in ipairs(K) do
+  if e.hot == "engine" then
+    local n = e.hot_slot
+    assert(type(n) == "number" and not engine_hot[n], e.key .. ": an engine hot key needs a hot_slot of its own")
+    engine_hot[n] = e.key
+  else
+    assert(e.hot_slot == nil, e.key .. ": hot_slot is for engine hot keys")
+  end
+end
+for i = 1, table.maxn(engine_hot) do
+  assert(engine_hot[i], "moonrl.config.schema: no engine hot key has hot_slot " .. i .. " (slots run 1 .. n)")
+end
+
+function schema.hot_keys(where)
+  if where == "engine" then return { unpack(engine_hot) } end
   local out = {}
   for _, e in ipairs(K) do
-    if e.hot then out[#out + 1] = e.key end
+    if e.hot and (where == nil or e.hot == where) then out[#out + 1] = e.key end
   end
   return out
 end

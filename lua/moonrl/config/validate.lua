@@ -4,6 +4,7 @@
 -- involve more than one key.
 --
 --   validate.validate(t [, {partial = true}]) -> true | nil, err (one error a line)
+--   validate.recheck(t, path) -> true | nil, err   path's own check and the cross-key rules (one key changed)
 --   validate.parse_set("k=v") -> path, value | nil, err
 --   validate.get(t, "ppo.lr") -> value | nil, err     (err only for an unknown key)
 --   validate.set(t, "ppo.lr", v [, {running = true}]) -> true | nil, err
@@ -254,6 +255,18 @@ function validate.validate(t, opts)
     end
     cross_checks(t, errs, bad)
   end
+  if #errs > 0 then return nil, table.concat(errs, "\n") end
+  return true
+end
+
+-- The cross-key rules alone, for a config validate() accepted whose one key
+-- then changed (config.resolve choosing env.num_envs = "auto"): that key's
+-- own check and the rules, not every key again. -> true | nil, err
+function validate.recheck(t, path)
+  local errs, bad = {}, {}
+  local ok, err = schema.check(schema.by_key[path], keys.get(t, path))
+  if not ok then errs[1] = err; bad[path] = true end
+  cross_checks(t, errs, bad)
   if #errs > 0 then return nil, table.concat(errs, "\n") end
   return true
 end

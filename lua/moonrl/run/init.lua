@@ -117,8 +117,9 @@ end
 
 -- ------------------------------------------------------------------ start
 
--- What the trainer thread gets: the mr_config, the warm-up plan and the
--- per-update values of function schedules. Checked before anything is
+-- What the trainer thread gets: the mr_config (built once, here), the warm-up
+-- plan and the hot set ({bytes = mr_hot_params, tables = the per-update values
+-- of function schedules}: engine.hot_set). Checked before anything is
 -- written, so a config the engine refuses leaves no run directory behind.
 local function prepare(cfg, resume_dir, steps_base)
   local c, err = engine.config(cfg)
@@ -140,8 +141,8 @@ local function prepare(cfg, resume_dir, steps_base)
   if not prep.graphs then c.cuda.graphs = 0 end
   local ok, verr = engine.validate(c)
   if not ok then return nil, verr end
-  local tables, terr = engine.schedule_tables(cfg, steps_base)
-  if terr then return nil, terr end
+  local hot, tables = engine.hot_set(cfg, steps_base, c)
+  if not hot then return nil, tables end
   -- cpu.conv = "auto": each conv layer's implementation, searched by the
   -- "algorithms" step or read from the cache (after the checks above, so a
   -- refused config searches nothing)
@@ -157,7 +158,7 @@ local function prepare(cfg, resume_dir, steps_base)
     conv.notes = require("moonrl.run.conv_algorithms").resolve_cuda(cfg, c, prep.algorithms)
     conv.what = "cuda.conv = " .. tostring(cfg.cuda and cfg.cuda.conv)
   end
-  return c, w, tables, conv, device
+  return c, w, { bytes = hot, tables = tables }, conv, device
 end
 
 -- The config without its directory: a copy started as a new run gets a new one.
@@ -203,7 +204,7 @@ end
 function Run.start(cfg, opts)
   opts = opts or {}
   local rs = opts.resume
-  local c, warmup, tables, conv, device = prepare(cfg, rs and rs.dir, rs and rs.steps_base)
+  local c, warmup, hot, conv, device = prepare(cfg, rs and rs.dir, rs and rs.steps_base)
   if not c then util.refuse(warmup, 3, "input") end
   local self = setmetatable({
     cfg = cfg, status = "starting", checkpoints = {}, warmup_metrics = {},
@@ -309,8 +310,8 @@ function Run.start(cfg, opts)
 
   local started, handle = pcall(core.start, engine.bytes(c), {
     run_dir = dir,
-    hot = engine.bytes(engine.hot_params(cfg)),
-    schedules = tables,
+    hot = hot.bytes,
+    schedules = hot.tables,
     warmup_updates = self.warmup.updates,
     warmup_restore = self.warmup.restore,
     checkpoint_interval = cfg.log.checkpoint_interval,
@@ -702,9 +703,9 @@ function Run:set(key, value, source)
   local seq
   if e and e.hot == "engine" then
     local okh, herr = pcall(function()
-      local tables, terr = engine.schedule_tables(self.cfg, self.steps_base)
-      if terr then error(terr, 0) end
-      seq = self.handle:set_hot(engine.bytes(engine.hot_params(self.cfg)), tables)
+      local hot, tables = engine.hot_set(self.cfg, self.steps_base)
+      if not hot then error(tables, 0) end
+      seq = self.handle:set_hot(hot, tables)
     end)
     if not okh then
       config.set(self.cfg, key, old, { running = true })
@@ -736,9 +737,9 @@ function Run:set_many(values, source)
   local seq
   if engine_hot then
     local okh, herr = pcall(function()
-      local tables, terr = engine.schedule_tables(trial, self.steps_base)
-      if terr then error(terr, 0) end
-      seq = self.handle:set_hot(engine.bytes(engine.hot_params(trial)), tables)
+      local hot, tables = engine.hot_set(trial, self.steps_base)
+      if not hot then error(tables, 0) end
+      seq = self.handle:set_hot(hot, tables)
     end)
     if not okh then return nil, tostring(herr) end
   end

@@ -66,13 +66,17 @@ local MAGIC = "MOONRLCK"
 local OUTPUT_SECTIONS = { log = true, eval = true, alerts = true, hooks = true }
 
 -- mr_config members that may differ between config.lua and the checkpoint:
--- hot values (the checkpoint holds the constants in force at its update) and
--- where/how it runs (the same run may continue on another machine).
-local NOT_COMPARED = {
-  total_steps = true, ["ppo.lr"] = true, ["ppo.clip"] = true, ["ppo.ent_coef"] = true,
-  ["ppo.vf_coef"] = true, ["ppo.ent_floor"] = true, ["ppo.ent_floor_coef"] = true,
-  ["ppo.max_grad_norm"] = true, cuda = true, device = true, precision = true, threads = true,
-}
+-- the engine's hot keys (the checkpoint holds the constants in force at its
+-- update) and where/how it runs (the same run may continue on another machine).
+local NOT_COMPARED = { cuda = true, device = true, precision = true, threads = true }
+for _, key in ipairs(schema.hot_keys("engine")) do NOT_COMPARED[schema.by_key[key].c] = true end
+
+-- The engine's hot schedules (ppo.lr, ppo.clip, ppo.ent_coef): stretched when
+-- total_steps changes.
+local HOT_SCHEDULES = {}
+for _, key in ipairs(schema.hot_keys("engine")) do
+  if schema.by_key[key].type == "schedule" then HOT_SCHEDULES[#HOT_SCHEDULES + 1] = key end
+end
 
 local function join(dir, name)
   if dir:sub(-1) == "/" then return dir .. name end
@@ -357,7 +361,7 @@ local function stretch_schedules(cfg, before, old_total, a, batch, notes)
   if u_new == u_old or a >= u_new then return true end
   local p_old, q = math.min(a / u_old, 1), a / u_new
   local said = {}
-  for _, key in ipairs({ "ppo.lr", "ppo.clip", "ppo.ent_coef" }) do
+  for _, key in ipairs(HOT_SCHEDULES) do
     local v, was = config.get(cfg, key), before[key]
     local kept = (was == nil and type(v) == "function") or (was ~= nil and same(schema.by_key[key], was, v))
     local fok, fv0 = true, nil
@@ -502,7 +506,7 @@ function resume.prepare(run_dir, changes)
   end
   local n_notes = #notes
   local before, old_total = {}, cfg.total_steps
-  for _, key in ipairs({ "ppo.lr", "ppo.clip", "ppo.ent_coef" }) do before[key] = util.deepcopy(config.get(cfg, key)) end
+  for _, key in ipairs(HOT_SCHEDULES) do before[key] = util.deepcopy(config.get(cfg, key)) end
   local ok, err = apply_changes(cfg, changes, notes, missing)
   if not ok then return nil, "cannot resume " .. run_dir .. ":\n" .. err end
   -- Ranks (docs/data-parallel.md): the checkpoint's and this process's. An

@@ -42,13 +42,27 @@ typedef struct ck_section {
     size_t bytes;
 } ck_section;
 
-/* What the checkpoint holds beside the big arrays. */
+/* What the checkpoint holds beside the big arrays. Its hot record is
+ * mr_hot_params, generated from the schema's engine hot keys in hot_slot
+ * order: a key made hot later appends to it, and a file from before (a
+ * shorter record, at least CK_PROGRESS_MIN_BYTES) still loads, the key taking
+ * the file's config value (checkpoint_load.c, read_progress). */
 typedef struct ck_progress {
     uint64_t updates, agent_steps;
     int64_t adam_step;
     double popart_mean, popart_std, popart_count;
     mr_hot_params hot;
 } ck_progress;
+/* The record of every file up to 2026-11 (versions 1 and 2): the hot record
+ * of slots 1 .. 8 (ppo.lr .. total_steps), whose bytes never move. */
+#define CK_PROGRESS_MIN_BYTES 208u
+_Static_assert(offsetof(ck_progress, hot) == 48 && offsetof(mr_hot_params, lr) == 0 &&
+               offsetof(mr_hot_params, clip) == 40 && offsetof(mr_hot_params, ent_coef) == 80 &&
+               offsetof(mr_hot_params, max_grad_norm) == 120 && offsetof(mr_hot_params, vf_coef) == 128 &&
+               offsetof(mr_hot_params, ent_floor) == 136 && offsetof(mr_hot_params, ent_floor_coef) == 144 &&
+               offsetof(mr_hot_params, total_steps) == 152 && sizeof(ck_progress) >= CK_PROGRESS_MIN_BYTES,
+               "the checkpoint's progress record keeps its first 208 bytes: never renumber a hot_slot in "
+               "lua/moonrl/config/schema.lua");
 
 /* The section "ranks" of a data-parallel checkpoint (or of one a run wrote
  * after resuming on another rank count): how many ranks wrote it and the

@@ -203,6 +203,32 @@ static mr_status find_section(const ck_file *cf, const char *path, const char *n
     return mr_fail(err, MR_ERR_FORMAT, "'%s' has no section '%s' (damaged, or from another version)", path, name);
 }
 
+/* The progress record: this build's ck_progress, or that of a file written
+ * when fewer keys were hot. Its hot record (mr_hot_params, in the schema's
+ * hot_slot order) is then a prefix of this build's; the members it lacks take
+ * the stored config's values, as a key its config records lack takes its
+ * default. Every file since version 1 holds at least CK_PROGRESS_MIN_BYTES. */
+static int progress_fits(uint64_t bytes) {
+    return bytes >= CK_PROGRESS_MIN_BYTES && bytes <= sizeof(ck_progress) && bytes % 8 == 0;
+}
+
+static mr_status read_progress(const ck_file *cf, const char *path, const mr_config *stored, ck_progress *pg,
+                               mr_error *err) {
+    const uint8_t *d = NULL;
+    size_t n = 0;
+    mr_status s = find_section(cf, path, "progress", (size_t)-1, &d, &n, err);
+    if (s) return s;
+    if (!progress_fits(n))
+        return mr_fail(err, MR_ERR_FORMAT,
+                       "'%s' does not fit this trainer: section 'progress' has %zu bytes, expected %zu "
+                       "(or, from a build with fewer hot keys, %zu .. %zu)", path, n, sizeof *pg,
+                       (size_t)CK_PROGRESS_MIN_BYTES, sizeof *pg);
+    memset(pg, 0, sizeof *pg);
+    if (stored) mr_config_hot_params(stored, &pg->hot);
+    memcpy(pg, d, n);
+    return MR_OK;
+}
+
 /* The checkpoint's config: its records (version 2), or the raw bytes of version 1. */
 static mr_status read_config(const ck_file *cf, const char *path, mr_config *out, mr_error *err) {
     const uint8_t *d;
@@ -325,7 +351,7 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
                         "environments (%u ranks x env.num_envs %d, a %d x %d grid) need %llu", path, en->name,
                         (unsigned long long)en->bytes, (unsigned long long)instances, rk.ranks, stored.env.num_envs,
                         stored.env.grid_size, stored.env.grid_size, (unsigned long long)want);
-        else if (en->bytes != want)
+        else if (strcmp(en->name, "progress") == 0 ? !progress_fits(en->bytes) : en->bytes != want)
             s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: section '%s' declares %llu bytes, expected %llu", path,
                         en->name, (unsigned long long)en->bytes, (unsigned long long)want);
     }
@@ -414,8 +440,8 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
     if (!s) {
         int ip = entry_of(cf, "progress");
         ck_progress pg;
-        if (ip >= 0 && cf->data[ip]) {
-            memcpy(&pg, cf->data[ip], sizeof pg);
+        if (ip >= 0 && cf->data[ip] && cf->sec[ip].bytes >= CK_PROGRESS_MIN_BYTES) {
+            memcpy(&pg, cf->data[ip], offsetof(ck_progress, hot));   /* the counters and PopArt */
             if (!isfinite(pg.popart_mean) || !isfinite(pg.popart_std) || !isfinite(pg.popart_count))
                 s = mr_fail(err, MR_ERR_FORMAT, "'%s' holds PopArt statistics that are not finite (mean %g, std %g, "
                             "count %g); a run cannot go on from it (use an earlier checkpoint)", path, pg.popart_mean,
@@ -495,14 +521,12 @@ mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint6
                                       mr_hot_params *hot, mr_error *err) {
     if (!path) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_progress: path is NULL");
     ck_file cf;
-    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, NULL, err);
+    mr_config stored;
+    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, &stored, err);
     if (s) return s;
-    const uint8_t *d = NULL;
-    size_t n;
-    s = find_section(&cf, path, "progress", sizeof(ck_progress), &d, &n, err);
+    ck_progress pg;
+    s = read_progress(&cf, path, &stored, &pg, err);
     if (!s) {
-        ck_progress pg;
-        memcpy(&pg, d, sizeof pg);
         if (updates) *updates = pg.updates;
         if (agent_steps) *agent_steps = pg.agent_steps;
         if (hot) *hot = pg.hot;
@@ -583,7 +607,7 @@ static mr_status load_precheck(const ck_file *cf, const char *path, const mr_con
         if (k < 0)
             s = mr_fail(err, MR_ERR_FORMAT, "'%s' has no section '%s' (damaged, or from another version)", path,
                         sec[i].name);
-        else if (cf->sec[k].bytes != want)
+        else if (strcmp(sec[i].name, "progress") == 0 ? !progress_fits(cf->sec[k].bytes) : cf->sec[k].bytes != want)
             s = mr_fail(err, MR_ERR_FORMAT,
                         "'%s' does not fit this trainer: section '%s' has %llu bytes, expected %llu "
                         "(the checkpoint was written with other shapes or by another engine build)",
@@ -619,12 +643,11 @@ static mr_status load_impl(mr_trainer *t, const char *path, int ranks, int rank,
         if (skipped_section(&lc, sec[i].name)) continue;
         size_t want = sec[i].bytes;
         if (mr_ck_is_env_section(sec[i].name)) want = (size_t)(sec[i].bytes / (size_t)t->cfg.env.num_envs * stored_n);
+        if (strcmp(sec[i].name, "progress") == 0) want = (size_t)-1;   /* read_progress, below */
         s = find_section(&cf, path, sec[i].name, want, &data[i], &bytes, err);
     }
-    if (!s) {
-        memcpy(&pg, data[1], sizeof pg);
-        s = mr_hot_validate(&pg.hot, err);
-    }
+    if (!s) s = read_progress(&cf, path, &stored, &pg, err);
+    if (!s) s = mr_hot_validate(&pg.hot, err);
     if (s) { ck_file_free(&cf); return s; }
     int r = ranks > 0 ? rank : 0;
     /* Environments not carried stay as the backend holds them (as created:

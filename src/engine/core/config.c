@@ -94,13 +94,6 @@ mr_status mr_eval_config_validate(const mr_eval_config *c, mr_error *err) {
     return MR_OK;
 }
 
-#define CHECK_INT(field, lo, hi) do { if ((field) < (lo) || (field) > (hi)) \
-    return mr_fail(err, MR_ERR_ARG, "%s = %d is out of range: accepted %d .. %d", #field + 3, \
-                   (int)(field), (int)(lo), (int)(hi)); } while (0)
-#define CHECK_REAL(field, lo, hi) do { if (!((field) >= (lo) && (field) <= (hi))) \
-    return mr_fail(err, MR_ERR_ARG, "%s = %g is out of range: accepted %g .. %g", #field + 3, \
-                   (double)(field), (double)(lo), (double)(hi)); } while (0)
-
 static mr_status check_schedule(const char *name, const mr_schedule *s, double lo, double hi,
                                 mr_error *err) {
     if (s->kind < MR_SCHED_CONSTANT || s->kind > MR_SCHED_STEP)
@@ -116,21 +109,27 @@ static mr_status check_schedule(const char *name, const mr_schedule *s, double l
     return MR_OK;
 }
 
+/* The hot keys' ranges (hot_keys.h, the schema's): what mr_trainer_set_hot
+ * and mr_config_validate accept. */
 mr_status mr_hot_validate(const mr_hot_params *h, mr_error *err) {
     mr_status s;
-    if ((s = check_schedule("ppo.lr", &h->lr, MR_KEY_MIN_ppo_lr, MR_KEY_MAX_ppo_lr, err))) return s;
-    if ((s = check_schedule("ppo.clip", &h->clip, MR_KEY_MIN_ppo_clip, MR_KEY_MAX_ppo_clip, err))) return s;
-    if ((s = check_schedule("ppo.ent_coef", &h->ent_coef, MR_KEY_MIN_ppo_ent_coef, MR_KEY_MAX_ppo_ent_coef, err)))
-        return s;
-    const mr_hot_params *c = h;
-    CHECK_REAL(c->max_grad_norm, MR_KEY_MIN_ppo_max_grad_norm, MR_KEY_MAX_ppo_max_grad_norm);
-    CHECK_REAL(c->vf_coef, MR_KEY_MIN_ppo_vf_coef, MR_KEY_MAX_ppo_vf_coef);
-    CHECK_REAL(c->ent_floor, MR_KEY_MIN_ppo_ent_floor, MR_KEY_MAX_ppo_ent_floor);
-    CHECK_REAL(c->ent_floor_coef, MR_KEY_MIN_ppo_ent_floor_coef, MR_KEY_MAX_ppo_ent_floor_coef);
-    if (h->total_steps < MR_KEY_MIN_total_steps || h->total_steps > MR_KEY_MAX_total_steps)
-        return mr_fail(err, MR_ERR_ARG, "total_steps = %llu: accepted %llu .. %llu",
-                       (unsigned long long)h->total_steps, (unsigned long long)MR_KEY_MIN_total_steps,
-                       (unsigned long long)MR_KEY_MAX_total_steps);
+#define HV_SCHED(k, m, f, lo, hi) if ((s = check_schedule(k, &h->m, (lo), (hi), err))) return s;
+#define HV_REAL(k, m, f, lo, hi) \
+    if (!(h->m >= (lo) && h->m <= (hi))) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %g is out of range: accepted %g .. %g", k, (double)h->m, \
+                       (double)(lo), (double)(hi));
+#define HV_INT(k, m, f, lo, hi) \
+    if (h->m < (lo) || h->m > (hi)) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %d is out of range: accepted %d .. %d", k, h->m, (lo), (hi));
+#define HV_U64(k, m, f, lo, hi) \
+    if (u64_outside(h->m, (lo), (hi))) \
+        return mr_fail(err, MR_ERR_ARG, "%s = %llu is out of range: accepted %llu .. %llu", k, \
+                       (unsigned long long)h->m, (unsigned long long)(lo), (unsigned long long)(hi));
+    MR_HOT_KEYS(HV_SCHED, HV_REAL, HV_INT, HV_U64)
+#undef HV_SCHED
+#undef HV_REAL
+#undef HV_INT
+#undef HV_U64
     return MR_OK;
 }
 
@@ -221,28 +220,20 @@ mr_status mr_config_validate(const mr_config *c, mr_error *err) {
     return MR_OK;
 }
 
+/* The hot members and their mr_config fields (hot_keys.h). */
+#define HOT_TO(k, m, f, lo, hi) h->m = cfg->f;
+#define HOT_FROM(k, m, f, lo, hi) cfg->f = h->m;
+
 void mr_config_hot_params(const mr_config *cfg, mr_hot_params *h) {
     memset(h, 0, sizeof *h);
-    h->lr = cfg->ppo.lr;
-    h->clip = cfg->ppo.clip;
-    h->ent_coef = cfg->ppo.ent_coef;
-    h->max_grad_norm = cfg->ppo.max_grad_norm;
-    h->vf_coef = cfg->ppo.vf_coef;
-    h->ent_floor = cfg->ppo.ent_floor;
-    h->ent_floor_coef = cfg->ppo.ent_floor_coef;
-    h->total_steps = cfg->total_steps;
+    MR_HOT_KEYS(HOT_TO, HOT_TO, HOT_TO, HOT_TO)
 }
 
 void mr_config_apply_hot(mr_config *cfg, const mr_hot_params *h) {
-    cfg->ppo.lr = h->lr;
-    cfg->ppo.clip = h->clip;
-    cfg->ppo.ent_coef = h->ent_coef;
-    cfg->ppo.max_grad_norm = h->max_grad_norm;
-    cfg->ppo.vf_coef = h->vf_coef;
-    cfg->ppo.ent_floor = h->ent_floor;
-    cfg->ppo.ent_floor_coef = h->ent_floor_coef;
-    cfg->total_steps = h->total_steps;
+    MR_HOT_KEYS(HOT_FROM, HOT_FROM, HOT_FROM, HOT_FROM)
 }
+#undef HOT_TO
+#undef HOT_FROM
 
 uint64_t mr_config_total_updates(const mr_config *cfg) {
     const uint64_t per = (uint64_t)(cfg->ppo.rollout_steps > 0 ? cfg->ppo.rollout_steps : 1) *
