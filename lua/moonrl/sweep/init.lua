@@ -316,7 +316,10 @@ function sweep.start(spec)
   local space_info = {}
   for _, k in ipairs(keys) do
     local d = self.space[k]
-    space_info[k] = { text = space.describe(d), log = space.is_dist(d) and d.kind == "loguniform" or nil }
+    local dist = space.is_dist(d)
+    -- the declared ranges: the report's importance and the dashboard's parallel axes scale by them
+    space_info[k] = { text = space.describe(d), log = dist and d.kind == "loguniform" or nil, kind = dist and d.kind or "constant",
+      lo = dist and d.lo or nil, hi = dist and d.hi or nil, values = dist and d.values or nil }
   end
   local sched = self.scheduler
   results.write_info(self.dir, {
