@@ -39,6 +39,22 @@ static inline mr_env *make_env(const mr_env_config *c, uint64_t seed, int thread
     return e;
 }
 
+/* Whether a and b hold the same state (every checkpoint section, reward,
+ * the end flags, the logs): NULL, or the first differing buffer's name. */
+static inline const char *env_first_difference(const mr_env *a, const mr_env *b) {
+    mr_env_section sa[MR_ENV_MAX_SECTIONS], sb[MR_ENV_MAX_SECTIONS];
+    const int k = mr_env_sections(&a->s, sa);
+    mr_env_sections(&b->s, sb);
+    for (int j = 0; j < k; j++)
+        if (memcmp(sa[j].data, sb[j].data, sa[j].bytes) != 0) return sa[j].name;
+    const size_t n = (size_t)a->s.n;
+    if (memcmp(a->s.reward, b->s.reward, n * sizeof(float)) != 0) return "reward";
+    if (memcmp(a->s.terminated, b->s.terminated, n) != 0) return "terminated";
+    if (memcmp(a->s.truncated, b->s.truncated, n) != 0) return "truncated";
+    if (memcmp(a->s.log, b->s.log, n * sizeof(mr_env_log)) != 0) return "log";
+    return NULL;
+}
+
 static inline int count_code(const uint8_t *g, int cells, int code) {
     int k = 0;
     for (int c = 0; c < cells; c++) k += g[c] == code;

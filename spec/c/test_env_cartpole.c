@@ -121,21 +121,6 @@ static void test_threads_and_spaces(void) {
     mr_env_free(b);
 }
 
-/* every checkpoint section and log of a and b equal; returns the first differing section's name */
-static const char *first_difference(const mr_env *a, const mr_env *b) {
-    mr_env_section sa[MR_ENV_MAX_SECTIONS], sb[MR_ENV_MAX_SECTIONS];
-    const int k = mr_env_sections(&a->s, sa);
-    mr_env_sections(&b->s, sb);
-    for (int j = 0; j < k; j++)
-        if (memcmp(sa[j].data, sb[j].data, sa[j].bytes) != 0) return sa[j].name;
-    const size_t n = (size_t)a->s.n;
-    if (memcmp(a->s.reward, b->s.reward, n * sizeof(float)) != 0) return "reward";
-    if (memcmp(a->s.terminated, b->s.terminated, n) != 0) return "terminated";
-    if (memcmp(a->s.truncated, b->s.truncated, n) != 0) return "truncated";
-    if (memcmp(a->s.log, b->s.log, n * sizeof(mr_env_log)) != 0) return "log";
-    return NULL;
-}
-
 static double wide_value(uint32_t *lcg, int k) {
     static const double odd[] = {0.0, -0.0, 1e-300, -1e-17, 3e-9, 0.25, -0.25, 0.2500000000000001, 0.3,
                                  -0.41, NAN, INFINITY, -INFINITY, 0.125, -0.1249999999999999};
@@ -168,7 +153,7 @@ static void test_block_step_against_definition(void) {
         CHECK(mr_env_step(blk, act, NULL) == MR_OK);
         for (int i = 0; i < N; i++) mr_env_step_at(&one->s, i, act);
         for (int i = 0; i < N; i++) ends += blk->s.terminated[i] | blk->s.truncated[i];
-        diff = first_difference(blk, one);
+        diff = env_first_difference(blk, one);
     }
     CHECK_MSG(diff == NULL, "step %d: the block step's %s differs from the per-instance step's", t, diff);
     CHECK_MSG(slow > angles / 200 && slow < angles / 5 && ends > (long)N * STEPS / 100,
