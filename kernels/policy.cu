@@ -684,6 +684,16 @@ static mr_status check_block(const mr_policy_cuda *pc, const char *fn, int B, in
     return MR_OK;
 }
 
+/* The block's ReLU bits (cuda.epilogue = fused: feat's, H wide), for its
+ * forward to write and its backward to read. */
+static mr_pc_aux block_aux(mr_policy_cuda *pc, int H) {
+    mr_pc_aux a;
+    a.bits = pc->buf.aux_feat;
+    a.ld = mr_pc_aux_ld(H);
+    a.ok = pc->aux_ok;
+    return a;
+}
+
 extern "C" mr_status mr_cuda_block_forward(mr_policy_cuda *pc, void *h, float *y, const void *x, const void *w1,
                                            const float *b1, const void *w2, const float *b2, int B, int C, int H,
                                            int O, void *stream, mr_error *err) {
@@ -693,10 +703,7 @@ extern "C" mr_status mr_cuda_block_forward(mr_policy_cuda *pc, void *h, float *y
     mr_pc_ops o;
     st = gpu_ops(pc, stream, &ctx, &o, err);
     const int dt = pc->plan.dt;
-    mr_pc_aux a;
-    a.bits = pc->buf.aux_feat;
-    a.ld = mr_pc_aux_ld(H);
-    a.ok = pc->aux_ok;
+    mr_pc_aux a = block_aux(pc, H);
     const mr_pc_aux *aux = a.bits ? &a : NULL;
     if (aux) *aux->ok = 1;
     if (st == MR_OK)
@@ -718,10 +725,7 @@ extern "C" mr_status mr_cuda_block_backward(mr_policy_cuda *pc, void *dh, void *
     mr_pc_ops o;
     st = gpu_ops(pc, stream, &ctx, &o, err);
     const int dt = pc->plan.dt;
-    mr_pc_aux a;
-    a.bits = pc->buf.aux_feat;
-    a.ld = mr_pc_aux_ld(H);
-    a.ok = pc->aux_ok;
+    mr_pc_aux a = block_aux(pc, H);
     if (st == MR_OK)
         st = mr_pc_input_grad_relu(&o, "block head input gradient", dt, dh, H, 0.0f, dy, O, w2, H, B, H, O, h, H, db1,
                                    pc->buf.part, a.bits ? &a : NULL, err);
