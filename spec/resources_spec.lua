@@ -1,7 +1,7 @@
--- moonrl.runtime.resources: the shipped config files from the binary's embedded copy
+-- moonrl.resources: the shipped config files from the binary's embedded copy
 -- (a fake "moonrl.embedded" here, as the host preloads it) or from the source
 -- tree, and config loading through it.
-local resources = require("moonrl.runtime.resources")
+local resources = require("moonrl.resources")
 local config = require("moonrl.config")
 local support = require("support")
 
@@ -32,7 +32,7 @@ local function with_embedded(files, source_dir, fn)
   assert(ok, err)
 end
 
-describe("moonrl.runtime.resources", function()
+describe("moonrl.resources", function()
   it("reads the source tree when nothing is embedded", function()
     assert.is_nil(resources.embedded())
     local text, origin = resources.read("configs/hardware/ci.lua")

@@ -49,6 +49,8 @@
 
 local ffi = require("ffi")
 local core = require("moonrl.core")
+local env_script = require("moonrl.config.env_script")
+local sandbox = require("moonrl.sandbox")
 local schedule = require("moonrl.schedule")
 local schema = require("moonrl.config.schema")
 
@@ -183,7 +185,7 @@ local function declared_spaces(name, view_range, lua)
     if not p then return nil, perr end
     c.program = p
   end
-  local by_key = require("moonrl.config.schema").by_key
+  local by_key = schema.by_key
   if type(view_range) == "table" then   -- env sizes: {view_range =, grid_size =} (engine.env_sizes)
     c.grid_size = tonumber(view_range.grid_size) or by_key["env.grid_size"].default
     c.view_range = tonumber(view_range.view_range) or by_key["env.view_range"].default
@@ -267,7 +269,7 @@ function engine.env_lua_source(lua)
   if type(lua) ~= "string" or lua == "" then
     return nil, "env.lua = " .. tostring(lua) .. ": expected a path to a .lua file or a built-in's name"
   end
-  local script_label = require("moonrl.env.script").label(lua)
+  local script_label = env_script.label(lua)
   if script_label or lua:find("\n", 1, true) then   -- the text itself (a table in the experiment script)
     return lua, script_label or "env.lua (the config's text)"
   end
@@ -301,8 +303,7 @@ function engine.env_program(lua, checks)
   if not text then return nil, label end
   local key = label .. "\0" .. (checks and "1" or "0") .. "\0" .. text
   if programs[key] then return programs[key] end
-  local limits = require("moonrl.env.program").LIMITS
-  local ud, err = core.env_program(text, label, checks and true or false, limits.memory_kib)
+  local ud, err = core.env_program(text, label, checks and true or false, sandbox.LIMITS.memory_kib)
   if not ud then return nil, err end
   local p = ffi.cast("const mr_env_program *", ud)
   programs[key] = p
@@ -363,6 +364,7 @@ function engine.schedule_value(v, p)
   if not ok then error(err, 2) end
   return tonumber(C.mr_schedule_value(scratch, p))
 end
+schedule.set_evaluator(engine.schedule_value)   -- schedule.value of a table: this one
 
 local function fill_struct(dst, sname, src, path)
   local fields = engine.fields(sname)
@@ -537,10 +539,9 @@ function engine.schedule_tables(cfg, steps_base, c)
     local e = schema.by_key[key]
     local holder = e.section and cfg[e.section] or (not e.section and cfg) or nil
     local f = e.type == "schedule" and type(holder) == "table" and holder[e.name] or nil
-    local live = package.loaded["moonrl.run.live"]
-    if type(f) == "function" and live and live.from_file(f) then
+    if type(f) == "function" and sandbox.is_bounded(f) then
       -- from a live tweak file: sampled under its limits
-      local t, err = live.sample(f, u, progress)
+      local t, err = sandbox.sample(f, u, progress)
       if not t then return nil, key .. ": " .. err end
       out[key], any = t, true
     elseif type(f) == "function" then

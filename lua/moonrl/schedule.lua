@@ -8,7 +8,9 @@
 -- and progress p is updates done / total updates, clamped to [0, 1].
 --
 -- The math is the C engine's (mr_schedule_value, declared in moonrl.h),
--- and schedule.value asks the engine for it rather than repeating it:
+-- and schedule.value asks the engine for it rather than repeating it
+-- (moonrl.engine hands its evaluator over when it loads: set_evaluator;
+-- this module requires nothing above it):
 --   constant  from
 --   linear    (1 - p) from + p to                 (= from + (to - from) p, exact at p = 0 and 1)
 --   cosine    w = (1 + cos(pi p)) / 2;  (1 - w) to + w from
@@ -31,6 +33,8 @@
 --   schedule.is_schedule(v)                -> true | false, why
 --   schedule.value(s, progress)            -> number (tables: the engine's value;
 --                                             needs the moonrl binary)
+--   schedule.set_evaluator(fn)             fn(s, p) -> number evaluates tables from now on
+--                                             (moonrl.engine's mr_schedule_value)
 --   schedule.normalize(v)                  -> table | function | nil, err
 --   schedule.to_lua(s)                     -> "linear(0.0003, 0.0001)" (addition:
 --                                             serialize and the docs use it)
@@ -150,23 +154,31 @@ local function clamp01(p)
   return p
 end
 
+-- How a table is evaluated: the engine's mr_schedule_value through the FFI,
+-- set by moonrl.engine when it loads, and by moonrl.cli (the binary's entry)
+-- to load the engine when first needed. Config files, validation and the
+-- docs use this module where no engine is loaded, or can be.
+local evaluate = nil
+
+function schedule.set_evaluator(fn)
+  if type(fn) ~= "function" then error("schedule.set_evaluator: expected a function(s, p), got " .. util.describe(fn), 2) end
+  evaluate = fn
+end
+
 -- The value of schedule s at progress p (clamped to [0, 1]). A table or
--- number is evaluated by the engine itself (mr_schedule_value through the
--- FFI), so what Lua reports is what the trainer applies; only a function is
--- Lua's own. The engine is required here, not at the top: config files,
--- validation and the docs use this module where no engine is loaded.
+-- number is evaluated by the engine itself, so what Lua reports is what the
+-- trainer applies; only a function is Lua's own.
 function schedule.value(s, p)
   local ts = type(s)
   if ts == "number" then return s end
   if ts == "function" then return s(clamp01(p or 0)) end
   local ok, why = schedule.is_schedule(s)
   if not ok then error("schedule.value: not a schedule: " .. why, 2) end
-  local has, engine = pcall(require, "moonrl.engine")
-  if not has then
+  if not evaluate then
     error("schedule.value: " .. s.kind .. " schedules are evaluated by the moonrl engine " ..
       "(mr_schedule_value), which is not loaded here: run inside the moonrl binary (moonrl run script.lua)", 2)
   end
-  return engine.schedule_value(s, p or 0)
+  return evaluate(s, p or 0)
 end
 
 -- The table form the engine reads (a fresh table), or the function itself.

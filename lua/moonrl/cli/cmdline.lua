@@ -29,7 +29,7 @@
 --   cmdline.out(...), cmdline.err(...)          write and flush stdout / stderr
 --   cmdline.usage_error(msg)                    the message on stderr, exit code 2
 
-local resources = require("moonrl.runtime.resources")
+local resources = require("moonrl.resources")
 local util = require("moonrl.util")
 
 local cmdline = {}

@@ -22,6 +22,9 @@ local args = { ... }
 
 -- modules required by configs and scripts: source text only, as they are
 require("moonrl.util").require_text_only()
+-- schedule tables are evaluated by the engine, loaded when first needed
+-- (moonrl.schedule requires nothing above it; moonrl.engine sets the same when it loads)
+require("moonrl.schedule").set_evaluator(function(s, p) return require("moonrl.engine").schedule_value(s, p) end)
 
 local name = args[1]
 if name == nil then

@@ -17,7 +17,7 @@
 --       read(path) -> text | nil: how the file is read (default: from disk)
 --   funcsource.where(f) -> "file.lua:3-5" (or the chunk name)
 --   funcsource.expression(f [, read]) -> {text =, first =, last =, path =, upvalues = {{name =, value =}, ...}}
---       | nil, why: the cut alone, its upvalues not judged (moonrl.env.script binds them itself)
+--       | nil, why: the cut alone, its upvalues not judged (moonrl.config.env_script binds them itself)
 --   funcsource.literal(v) -> Lua source of a number, string or boolean, or nil
 
 local util = require("moonrl.util")

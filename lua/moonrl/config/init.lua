@@ -30,7 +30,7 @@
 --                [, gpu_memory = bytes of the GPU, optional (addition)]},
 --                config_dir = dir|nil (addition: profiles, levels and default.lua
 --                from this directory on disk; default: the files moonrl ships,
---                through moonrl.runtime.resources - embedded in the binary, or the
+--                through moonrl.resources - embedded in the binary, or the
 --                source tree's configs/),
 --                default_experiment = true (addition: with file = nil, the
 --                built-in default experiment configs/default.lua is the file) }
@@ -41,11 +41,11 @@
 --   config.reference_markdown() -> string           docs/config.md
 -- Additions
 --   config.config_dir() -> the source tree's directory holding hardware/ and
---                          levels/ (what moonrl.runtime.resources reads when nothing is
+--                          levels/ (what moonrl.resources reads when nothing is
 --                          embedded)
 --   config.default_file([dir]) -> path on disk of the built-in default experiment
 --                                  (what `moonrl train` with no file runs; the
---                                  run itself reads it through moonrl.runtime.resources)
+--                                  run itself reads it through moonrl.resources)
 --   config.load_resource(relpath) -> table | nil, err   a shipped config file,
 --                                  e.g. "configs/hardware/ci.lua", from the binary
 --                                  or the source tree

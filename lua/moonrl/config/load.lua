@@ -11,15 +11,15 @@
 -- LuaJIT does not verify it and a crafted chunk can crash the process.
 --
 --   loader.config_dir() -> the directory holding hardware/ and levels/
---   loader.sandbox() -> the environment config files run in (a fresh table)
+--   loader.sandbox() -> the environment config files run in (a fresh table: sandbox.config_globals)
 --   loader.file(path) -> table | nil, err         a config file on disk
 --   loader.resource(relpath) -> table | nil, err  a file moonrl ships, through
---       moonrl.runtime.resources ("configs/default.lua": embedded or the source tree)
+--       moonrl.resources ("configs/default.lua": embedded or the source tree)
 --   loader.text(text, origin) -> table | nil, err config source; origin names it
---       (an env.lua table becomes its source text: moonrl.env.script)
+--       (an env.lua table becomes its source text: moonrl.config.env_script)
 --   loader.layer(kind, name[, dir]) -> table | nil, err
 --       kind "profile" (configs/hardware/<name>.lua) or "level"
---       (configs/levels/<name>.lua), through moonrl.runtime.resources; with dir, from
+--       (configs/levels/<name>.lua), through moonrl.resources; with dir, from
 --       dir/hardware or dir/levels on disk; a name ending in .lua is a path of
 --       its own. Checked as a partial config.
 --   loader.hint_global(msg) -> msg with "did you mean" for a misspelt constructor
@@ -34,35 +34,21 @@
 --       in the binary: found from any directory); neither: an error that lists
 --       the shipped names
 
-local resources = require("moonrl.runtime.resources")
-local schedule = require("moonrl.schedule")
+local env_script = require("moonrl.config.env_script")
+local resources = require("moonrl.resources")
+local sandbox = require("moonrl.sandbox")
 local util = require("moonrl.util")
 local validate = require("moonrl.config.validate")
 
 local loader = {}
 
 -- The directory holding hardware/ and levels/ on disk: configs/ in the
--- source tree moonrl.runtime.resources reads when nothing is embedded.
+-- source tree moonrl.resources reads when nothing is embedded.
 function loader.config_dir()
   return resources.root() .. "configs"
 end
 
-function loader.sandbox()
-  local env = schedule.env()
-  env.moonrl = { schedule = schedule }
-  for _, name in ipairs({ "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "rawequal",
-    "rawget", "rawset", "require", "select", "setmetatable", "getmetatable", "tonumber",
-    "tostring", "type", "unpack", "xpcall" }) do
-    env[name] = _G[name]
-  end
-  env.math = math
-  env.string = string
-  env.table = table
-  env.bit = rawget(_G, "bit")
-  env.os = { time = os.time, clock = os.clock, date = os.date, getenv = os.getenv }
-  env._G = env
-  return env
-end
+loader.sandbox = sandbox.config_globals
 
 -- Adds "did you mean" to "attempt to call global 'linaer'" style errors
 -- (written in validate, which reads --set values with the same constructors).
@@ -71,16 +57,8 @@ loader.hint_global = validate.hint_global
 -- Runs config source `text` in a fresh sandbox; `origin` names it in
 -- messages (chunk name "@" .. origin, so errors read "origin:line: ...").
 function loader.text(text, origin)
-  -- loadfile skips a first line starting with "#" (a shebang); so do we,
-  -- keeping the line numbers.
-  if util.is_bytecode(text) then return nil, origin .. ": " .. util.BYTECODE_REFUSED end
-  local chunk, err = util.load_text((text:gsub("^#[^\n]*", "")), "@" .. origin, origin)
-  if not chunk then
-    -- "path:3: '}' expected near 'lr'" -> "path:3: syntax error: ..."
-    local where, rest = tostring(err):match("^(.-:%d+): (.*)$")
-    if where then return nil, where .. ": syntax error: " .. rest end
-    return nil, tostring(err)
-  end
+  local chunk, err = sandbox.compile(text, origin)
+  if not chunk then return nil, err end
   setfenv(chunk, loader.sandbox())
   local source = "@" .. origin
   local ok, res = xpcall(chunk, function(e)
@@ -103,9 +81,9 @@ function loader.text(text, origin)
     return nil, origin .. ": the config file returned " .. util.describe(res) ..
       ", expected a table: end the file with `return { ... }`"
   end
-  -- a Lua environment written as a table in the script: its text, cut from the script (moonrl.env.script)
+  -- a Lua environment written as a table in the script: its text, cut from the script
   if type(res.env) == "table" and type(res.env.lua) == "table" then
-    local src, serr = require("moonrl.env.script").source(res.env.lua, text, origin)
+    local src, serr = env_script.source(res.env.lua, text, origin)
     if not src then return nil, serr end
     res.env.lua = src
   end

@@ -36,6 +36,7 @@ local warmup = require("moonrl.config.warmup")
 local keys = require("moonrl.config.keys")
 local loader = require("moonrl.config.load")
 local merge = require("moonrl.config.merge")
+local resources = require("moonrl.resources")
 local validate = require("moonrl.config.validate")
 
 local resolve = {}
@@ -94,7 +95,7 @@ local function in_file(msg, prov, file_label)
       if not text then
         text = util.read_file(origin)
         if not text then
-          local okr, t = pcall(require("moonrl.runtime.resources").read, origin)
+          local okr, t = pcall(resources.read, origin)
           text = okr and t or ""
         end
       end
@@ -160,7 +161,7 @@ function resolve.resolve(opts)
   resolve.default_notes[notes] = defaults
   local function default_note(text) notes[#notes + 1] = text; defaults[text] = true end
   local function note(by_user, text) if by_user then notes[#notes + 1] = text else default_note(text) end end
-  -- nil: profiles, levels and the default experiment through moonrl.runtime.resources
+  -- nil: profiles, levels and the default experiment through moonrl.resources
   local dir = opts.config_dir
 
   -- the experiment's own layers

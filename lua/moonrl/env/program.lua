@@ -18,14 +18,14 @@
 --                                                once, action[i] theirs, writing s.reward[i] and
 --                                                s.terminated[i] (0 or 1); faster (no call per instance)
 --
--- The sandbox: math, bit, and the pure base functions (assert, error,
--- ipairs, next, pairs, select, tonumber, tostring, type, unpack); no os,
--- io, require, load, string, table, debug, print, pcall, setmetatable. The
--- globals are read-only once the file has run: an environment keeps its
--- state in its declared fields (what checkpoints save, what makes its bits
--- independent of the threads).
+-- The sandbox (moonrl.sandbox.env_globals): math, bit, and the pure base
+-- functions (assert, error, ipairs, next, pairs, select, tonumber, tostring,
+-- type, unpack); no os, io, require, load, string, table, debug, print,
+-- pcall, setmetatable. The globals are read-only once the file has run: an
+-- environment keeps its state in its declared fields (what checkpoints save,
+-- what makes its bits independent of the threads).
 --
--- The bounds (program.LIMITS, run/live.lua's too): a count hook does not
+-- The bounds (program.LIMITS: moonrl.sandbox.LIMITS, a live file's too): a count hook does not
 -- see compiled code, so the text is instrumented instead: every loop body
 -- (after each `do` and `repeat`), every function body and every `goto`
 -- counts one against a budget the driver sets for each call of reset or
@@ -35,7 +35,7 @@
 -- limit is the host's allocator (src/host/lua_env.c). Names starting with
 -- __mr_ are the instrumentation's.
 --
---   program.LIMITS = {instructions =, memory_kib =}
+--   program.LIMITS = {instructions =, memory_kib =}   (moonrl.sandbox.LIMITS, the same table)
 --   program.TYPES  {double = 0, float = 1, int32 = 2, uint32 = 3, uint8 = 4} (mr_field_type)
 --   program.instrument(text, label) -> text | nil, err
 --   program.load(text, label[, opts]) -> spec | nil, err
@@ -48,12 +48,12 @@
 --   program.line_of(text, key) -> the line where `key =` is first set, or nil
 
 local ffi = require("ffi")
+local sandbox = require("moonrl.sandbox")
 local util = require("moonrl.util")
 
 local program = {}
 
--- The same as a live file's (moonrl.run.live uses this table).
-program.LIMITS = { instructions = 5e7, memory_kib = 65536 }
+program.LIMITS = sandbox.LIMITS
 
 program.TYPES = { double = 0, float = 1, int32 = 2, uint32 = 3, uint8 = 4 }
 local CTYPES = { double = "double", float = "float", int32 = "int32_t", uint32 = "uint32_t", uint8 = "uint8_t" }
@@ -157,22 +157,6 @@ function program.line_of(text, key)
     if code:find("%f[%w_]" .. key .. "%s*=") or code:find('%["' .. key .. '"%]%s*=') then return n end
   end
   return nil
-end
-
-local function sandbox()
-  local env = {}
-  for _, name in ipairs({ "assert", "error", "ipairs", "next", "pairs", "select", "tonumber", "tostring", "type",
-    "unpack", "rawequal", "rawget", "rawlen" }) do
-    env[name] = _G[name]
-  end
-  local m = {}
-  for k, v in pairs(math) do m[k] = v end
-  env.math = m
-  local b = {}
-  for k, v in pairs(bit) do b[k] = v end
-  env.bit = b
-  env._G = env
-  return env
 end
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and v == v end
@@ -333,18 +317,14 @@ end
 function program.load(text, label, opts)
   opts = opts or {}
   if type(text) ~= "string" then return nil, label .. ": expected the text of a Lua file" end
-  if util.is_bytecode(text) then return nil, label .. ": " .. util.BYTECODE_REFUSED end
-  local body = text:gsub("^\239\187\191", ""):gsub("^#[^\n]*", "")
-  local inst, ierr = program.instrument(body, label)
-  if not inst then return nil, ierr end
   -- on line 1 with the file's first line, so every line keeps its number
-  local chunk, err = util.load_text("local __mr_b, __mr_over = ...; " .. inst, "@" .. label, label)
-  if not chunk then
-    local where, rest = tostring(err):match("^(.-:%d+): (.*)$")
-    if where then return nil, where .. ": syntax error: " .. rest end
-    return nil, tostring(err)
-  end
-  local env = sandbox()
+  local chunk, err = sandbox.compile(text, label, function(body)
+    local inst, ierr = program.instrument(body, label)
+    if not inst then return nil, ierr end
+    return "local __mr_b, __mr_over = ...; " .. inst
+  end)
+  if not chunk then return nil, err end
+  local env = sandbox.env_globals()
   setfenv(chunk, env)
   local budget = opts.budget or ffi.new("double[1]")
   local limit = program.LIMITS.instructions

@@ -16,6 +16,7 @@
 --                                              update's metrics (nil: no episode ended)
 
 local core = require("moonrl.core")
+local sandbox = require("moonrl.sandbox")
 
 local hooks = {}
 
@@ -38,10 +39,9 @@ end
 function hooks.call(state, ctx, name, ...)
   local fn = ctx.cfg.hooks and ctx.cfg.hooks[name]
   if type(fn) ~= "function" or state.disabled[name] == fn then return end
-  local live = package.loaded["moonrl.run.live"]
   local ok, err
-  if live and live.from_file(fn) then
-    ok, err = live.call(fn, ...)   -- from a live tweak file: under its limits
+  if sandbox.is_bounded(fn) then
+    ok, err = sandbox.call(fn, ...)   -- from a live tweak file: under its limits
   else
     ok, err = xpcall(fn, traceback, ...)
   end

@@ -77,6 +77,7 @@ local util = require("moonrl.util")
 local rundir = require("moonrl.run.dir")
 local sinks = require("moonrl.run.sinks")
 local hooks = require("moonrl.run.hooks")
+local live = require("moonrl.run.live")
 local mkdir_p, write_file = util.mkdir_p, util.write_file
 
 local Run = {}
@@ -93,6 +94,7 @@ end
 local tasks = require("moonrl.runtime.tasks")
 local shutdown = require("moonrl.runtime.shutdown")
 local hardware = require("moonrl.runtime.hardware")
+require("moonrl.runtime.signals").on_reread(live.reread)   -- SIGHUP re-reads the live tweak files
 
 -- --------------------------------------------------------------- train.log
 
@@ -332,7 +334,7 @@ function Run.start(cfg, opts)
   end
   self.status = "running"
   if cfg.live then
-    local okl, lerr = pcall(function() self.live = require("moonrl.run.live").watch(self, cfg.live) end)
+    local okl, lerr = pcall(function() self.live = live.watch(self, cfg.live) end)
     if not okl then core.report("run " .. dir .. ": live tweaks", tostring(lerr)) end
   end
   local function note(msg)

@@ -41,7 +41,7 @@ function start.resolve(cfg_or_path, opts)
   end
   local cfg, notes = config.resolve {
     file = file, sets = opts.sets, hardware = opts.hardware, level = opts.level, detect = hardware.detect,
-    default_experiment = true,   -- no file: configs/default.lua (moonrl.runtime.resources)
+    default_experiment = true,   -- no file: configs/default.lua (moonrl.resources)
   }
   if not cfg then return nil, notes end
   if opts.dir ~= nil then

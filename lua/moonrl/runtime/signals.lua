@@ -12,7 +12,8 @@
 --                       exits at once: a checkpoint being written stays a
 --                       *.tmp beside the last complete one, which is untouched.
 --   SIGUSR1             every run writes a checkpoint and goes on
---   SIGHUP              handlers.sighup; the runs go on
+--   SIGHUP              handlers.sighup: re-reads what was registered
+--                       (on_reread: the live tweak files); the runs go on
 --   SIGUSR2, SIGALRM,   logged and otherwise ignored (by default they would end
 --   SIGVTALRM, SIGXFSZ  the process without a checkpoint); past the file-size
 --                       limit (SIGXFSZ) the write itself fails and says so
@@ -43,6 +44,8 @@
 --                            { name =, code = 128 + its number, runs = list of live
 --                              runs, note = fn(msg): stderr and each run's train.log,
 --                              host = host }. Replace or wrap an entry to change it.
+--   signals.on_reread(fn)    fn() -> n: SIGHUP calls it and says it re-read n files
+--                            (moonrl.run registers moonrl.run.live.reread); once per fn
 --   signals.exit_code() -> 128 + n of the first stop signal received, or nil
 --   signals.code(name) -> 128 + the signal's number
 
@@ -98,9 +101,20 @@ signals.handlers.sigusr1 = function(ctx)
   for _, r in ipairs(ctx.runs) do r:checkpoint() end
 end
 
+-- What SIGHUP re-reads, registered from above (moonrl.run: the live tweak
+-- files), in the order registered.
+local rereaders = {}
+
+function signals.on_reread(fn)
+  if type(fn) ~= "function" then error("signals.on_reread: expected a function() -> count, got " .. type(fn), 2) end
+  for _, f in ipairs(rereaders) do if f == fn then return end end
+  rereaders[#rereaders + 1] = fn
+end
+
 -- The place to re-read whatever a running job reads live.
 signals.handlers.sighup = function(ctx)
-  local n = package.loaded["moonrl.run.live"] and package.loaded["moonrl.run.live"].reread() or 0
+  local n = 0
+  for _, fn in ipairs(rereaders) do n = n + (fn() or 0) end
   if n > 0 then
     ctx.note("SIGHUP: re-read " .. n .. " live tweak file" .. (n == 1 and "" or "s") .. " (the run goes on)")
     return

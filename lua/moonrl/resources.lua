@@ -1,4 +1,4 @@
--- moonrl.runtime.resources - the files moonrl ships beside its Lua library: the
+-- moonrl.resources - the files moonrl ships beside its Lua library: the
 -- hardware profiles, optimisation levels and default experiment under
 -- configs/ (and, for listing, the command modules under lua/moonrl/cli/commands/).
 --
@@ -12,8 +12,8 @@
 --     unless its source_dir is set: the user asked to load from a source
 --     tree on disk, which is then read instead;
 --   - otherwise (no such module: busted, a host without embedded files) the
---     source tree on disk: the root above the lua/ this file was loaded
---     from, as before.
+--     source tree on disk: the host's home (core.home) in the moonrl
+--     binary, else the working directory (busted, run from the tree's root).
 -- A user's own files (an experiment, a --hardware path ending in .lua) are
 -- not resources: they are read from disk where the user said.
 --
@@ -50,11 +50,9 @@ end
 function resources.root()
   local t = host_table()
   if t and type(t.source_dir) == "string" then return as_root(t.source_dir) end
-  local src = debug.getinfo(1, "S").source
-  local root = src:sub(1, 1) == "@" and src:sub(2):match("^(.-)lua/moonrl/resources%.lua$")
-  if root then return root end
-  local core = package.loaded["moonrl.core"]
-  if type(core) == "table" and type(core.home) == "function" then return as_root(core.home()) end
+  -- the host's module when there is one (not under busted)
+  local has, core = pcall(require, "moonrl.core")
+  if has and type(core) == "table" and type(core.home) == "function" then return as_root(core.home()) end
   return ""
 end
 

@@ -1,4 +1,4 @@
--- moonrl.env.script - a Lua environment written as a table in the
+-- moonrl.config.env_script - a Lua environment written as a table in the
 -- experiment script (env = { lua = { observation = ..., reset = function ...
 -- end, ... } }), turned into the text of an environment file: the trainer's
 -- threads have Lua states of their own, so what reaches them is source
