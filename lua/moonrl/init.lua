@@ -86,14 +86,18 @@
 -- starting a run moonrl.run.start, evaluating moonrl.eval.evaluate.
 --
 -- The library, by folder (spec/module_graph_spec.lua keeps it free of
--- require cycles and of calls into another module's _-prefixed helpers):
+-- require cycles, its packages in docs/architecture.md's order, and free of
+-- calls into another module's _-prefixed helpers):
 --   runtime/   the process: tasks (coroutines on the loop), shutdown (stop all),
---              signals, hardware (detect), asyncfile, resources (embedded files)
+--              signals, hardware (detect), asyncfile
 --   run/       a run (init), start, its directory (dir, dirlock), resume, changes,
---              live tweaks, alerts, hooks (calling cfg.hooks), launched (a run of
+--              live tweaks (live: the watcher, tweaks: reading and checking the file),
+--              alerts, hooks (calling cfg.hooks), launched (a run of
 --              several ranks through mpirun), sinks/ (console, jsonl, csv, tensorboard, trim)
 --   control/   a run's control socket: socket (path, trust), server, client
---   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs
+--   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs,
+--              env_script (an env.lua table in the script as text)
+--   env/       Lua environments: program (a file's declarations), thread (a thread's loops)
 --   sweep/     sweeps: init (its life), definition, space, spaces (each experiment's default), asha, tpe,
 --              pbt, pb2 and gp (PB2's bandit), results, plot, front, executors
 --   dashboard/ the live dashboard: init (routes, token, checks), http (the server), data (the files read), page/
@@ -102,8 +106,10 @@
 --   bench/     throughput measurements (init) and the PyTorch comparison (compare)
 --   cli/       the `moonrl` command line: init (dispatch), cmdline (the one argument
 --              parser), commands/ (one module a command)
---   engine.lua (the C engine through the FFI), schedule.lua, util.lua, number.lua
---   (finite, thousands), gen_docs.lua (writes docs/config.md)
+--   engine.lua (the C engine through the FFI), schedule.lua, sandbox.lua (what
+--   config, live and environment files run in, and the bounds), resources.lua
+--   (the files moonrl ships), util.lua, number.lua (finite, thousands),
+--   policy.lua, gen_docs.lua (writes docs/config.md)
 
 local core = require("moonrl.core")
 local tasks = require("moonrl.runtime.tasks")
