@@ -358,6 +358,13 @@ function dashboard.serve(opts)
       det.ok = true
       return send_json(reply, 200, det)
     end
+    if p == "/api/sweep_chart" then
+      rescan()
+      local text, cerr = d:sweep_chart(req.query.sweep, req.query.chart)
+      if not text then return refuse(reply, 404, cerr) end
+      return reply(200, { ["Content-Type"] = "image/svg+xml", ["Cache-Control"] = "no-store",
+        ["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'" }, text)
+    end
     if p == "/api/sweep" then
       rescan()
       local t = req.query.sweep and d:sweep_table(req.query.sweep)

@@ -167,9 +167,15 @@ function plot.parallel_chart(dir, list, info, order)
   local metric = type(info.metric) == "string" and info.metric or "metric"
   local space = info.space or {}
   local keys = order
-  if not keys then
+  if not keys or #keys == 0 then   -- sweep.json's space; an older one without it: the keys the trials have
     keys = {}
-    for k in pairs(space) do keys[#keys + 1] = k end
+    local seen = {}
+    for k in pairs(space) do keys[#keys + 1] = k seen[k] = true end
+    if #keys == 0 then
+      for _, r in ipairs(list) do
+        for k in pairs(r.params or {}) do if not seen[k] then seen[k] = true keys[#keys + 1] = k end end
+      end
+    end
     table.sort(keys)
   end
   local axes, scales = {}, {}
