@@ -6,7 +6,7 @@ local cmdline = require("moonrl.cli.cmdline")
 local sweep = {
   name = "sweep",
   order = 25,
-  usage = "sweep EXP|status|plot|lineage|report DIR",
+  usage = "sweep EXP|status|report|... DIR",
   summary = "a hyperparameter sweep's table (status), its SVG plots (plot), a PBT winner's history (lineage) or what it found (report: the best against the default, which keys mattered); sweeps are scripts: moonrl.sweep{...}, or EXP: a shipped experiment over its default space",
   help = [[
 usage: moonrl sweep status DIR [--json]
