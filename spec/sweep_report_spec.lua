@@ -84,6 +84,7 @@ describe("moonrl sweep report", function()
     -- one run a side: no verdict over seeds, and the report says why and what it would take
     assert.truthy(text:find("No verdict over training seeds", 1, true), text)
     assert.truthy(text:find("seed-to-seed spread is in no interval here", 1, true), text)
+    assert.truthy(text:find("the best is the best of 30 settings, so its value is biased upward", 1, true), text)
     assert.truthy(text:find("fANOVA", 1, true) and text:find("random forest", 1, true), text)
     assert.truthy(text:find("The default: trial-001, the setting with the base config's value of every swept key", 1, true), text)
     assert.truthy(text:find("![ppo.lr](slice_ppo.lr.svg)", 1, true), text)
@@ -177,6 +178,11 @@ describe("moonrl sweep report", function()
     -- smooth = 2: the mean of each run's last two values
     assert.equal(2, #r.default.values)
     assert.is_true(math.abs(r.default.values[1] - 0.75) < 1e-12 and math.abs(r.default.values[2] - 0.85) < 1e-12)
+    -- the best is one run, the default two: the seeds needed at the default's seed-to-seed sd
+    local sd = stats.sd(r.default.values)
+    local n = require("moonrl.eval.seeds").needed((r.best.mean - r.default.mean) / sd)
+    assert.truthy(text:find(string.format("With the seed-to-seed sd of the default's runs (%s), telling this " ..
+      "difference at the 5%% level with 80%% power needs about %d runs a side", results.fmt(sd), n), 1, true), text)
     assert.is_nil(r.importance)
     assert.truthy(text:find("No importance: 3 finished trial(s) with a value (status done; trials stopped early are " ..
       "left out): at least 4 are needed to fit a model.", 1, true), text)

@@ -193,6 +193,10 @@ function report.build(dir, opts)
     local t = seeds.test(r.default.values, r.best.values, higher)
     r.test = t
   end
+  if #r.settings > 2 then
+    r.notes[#r.notes + 1] = string.format("the best is the best of %d settings, so its value is biased upward (the " ..
+      "winner's curse): train it again with new seeds to measure it", #r.settings)
+  end
 
   -- which keys mattered
   local imp, why = importance.of_sweep(list, info, { seed = opts.seed })
@@ -254,7 +258,15 @@ local function verdict(r)
   lines[#lines + 1] = string.format("difference %s", fmt(diff))
   local text = table.concat(lines, "; ") .. ". No verdict over training seeds: " ..
     (b.n < 2 and "the best" or against) .. " is one training run, and seed-to-seed spread is in no interval here. "
-  if diff ~= 0 then
+  -- a side of several runs shows the seeds' sd: the seeds needed at that sd
+  local several = (b.n >= 2 and b) or (d.n >= 2 and d) or nil
+  local sd = several and stats.sd(several.values)
+  if diff ~= 0 and sd and sd > 0 then
+    local n = seeds.needed(diff / sd)
+    text = text .. string.format("With the seed-to-seed sd of %s's runs (%s), telling this difference at the 5%% " ..
+      "level with 80%% power needs about %s runs a side (the two-sample t-test's power; docs/evaluation.md). ",
+      several == b and "the best" or against, fmt(sd), n == math.huge and "more than 100,000" or tostring(n))
+  elseif diff ~= 0 then
     local parts = {}
     for _, k in ipairs({ 0.5, 1, 2 }) do
       parts[#parts + 1] = string.format("%d if the seeds' sd is %s", seeds.needed(1 / k), fmt(k * math.abs(diff)))
@@ -330,6 +342,12 @@ function report.markdown(r)
     rows[#rows + 1] = { "interactions (the rest)", string.format("%.3f", imp.interactions), "", "", "" }
     add(require("moonrl.eval.table").md_table(rows))
     add("")
+    local top = imp.keys[1]
+    if top and top.sd >= top.importance then
+      add(string.format("The trees disagree (%s's sd over them, %.3f, is as large as its importance): %d trials are " ..
+        "too few to say which of %d keys mattered; more trials will.", top.key, top.sd, imp.n, #imp.keys))
+      add("")
+    end
     add("![importance](importance.svg)")
     if r.slices and #r.slices > 0 then
       add("")
