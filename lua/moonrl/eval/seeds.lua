@@ -17,9 +17,10 @@
 -- noncentrality (both tails):
 --   power(n, d) = P(T_df > t_c - d sqrt(n/2)) + P(T_df < -t_c - d sqrt(n/2)),
 --   t_c = t(0.975, df)
--- (within 0.01 of the exact power from n = 3 on; spec/seeds_spec.lua checks
--- the seeds it gives against the exact noncentral t and Cohen's 1988 tables:
--- 64 per arm for d = 0.5, 26 for d = 0.8).
+-- (within 0.01 of the exact power at n = 17, d = 0.5 .. 1; spec/seeds_spec.lua
+-- checks the seeds it gives against the exact noncentral t, mpmath in
+-- spec/seeds_reference.py, and Cohen's 1988 tables: 64 per arm for d = 0.5,
+-- 26 for d = 0.8, 17 for d = 1).
 --
 --   seeds.power(n, d) -> the power above
 --   seeds.needed(d) -> n per arm (>= 2) | nil when d is 0 or not a number; math.huge past 100,000
