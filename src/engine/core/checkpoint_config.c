@@ -4,7 +4,9 @@
  * every", lists comma-separated; '#' starts a comment line; reading starts
  * from the defaults, so a setting added later takes its default) and the
  * raw mr_config bytes of version 1, frozen here. checkpoint_format.h holds the
- * rest of the format.
+ * rest of the format. And the one comparison of a config with a checkpoint's,
+ * key by key from the same table (mr_checkpoint_config_conflicts, a resume;
+ * mr_ck_config_conflicts on the shape keys, mr_trainer_load).
  */
 #include "checkpoint_config.h"
 #include "errors.h"

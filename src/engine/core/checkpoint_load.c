@@ -1,7 +1,8 @@
 /*
  * checkpoint_load.c - reading a checkpoint into a trainer, and its parts on
- * their own (config, progress, gradients, ranks); checkpoint_format.h has
- * the format. Loading checks magic, version, length, every CRC and every
+ * their own (config, progress, gradients, ranks; all a host needs before a
+ * load from one read: mr_checkpoint_read_info; whether a file is one at
+ * all: mr_checkpoint_is_file); checkpoint_format.h has the format. Loading checks magic, version, length, every CRC and every
  * section's size before touching the trainer, so a damaged file is refused
  * with a message and the trainer is left as it was. What is not a regular
  * file (a FIFO, a directory, a device) is refused from the open fd without
