@@ -436,14 +436,12 @@ function eval.tensorboard(run_dir, ck, summaries, text)
     has_tb = has_tb or not path:find("%.eval%.[^/]*$")   -- the training's, not an earlier evaluation's
   end
   if not has_tb then return nil end
-  local engine = require("moonrl.engine")
-  local steps, e = engine.ffi.new("uint64_t[1]"), engine.ffi.new("mr_error")
-  if engine.C.mr_checkpoint_read_progress(ck, nil, steps, nil, e) ~= 0 then return engine.ffi.string(e.msg) end
+  local info, ierr = require("moonrl.engine").checkpoint_info(ck)
+  if not info then return ierr end
   local tb = require("moonrl.formats.tensorboard")
   -- the run's agent-steps where the file says them (a run of several ranks,
   -- whose engine counted only rank 0's), else the engine's count
-  local rk = engine.checkpoint_ranks(ck)
-  local now, step = os.time(), rk and rk.agent_steps or tonumber(steps[0])
+  local now, step = os.time(), info.run_steps or info.agent_steps
   local out = { tb.record(tb.file_version_event(now)) }
   for _, s in ipairs(summaries) do
     for _, m in ipairs(s.metrics) do
