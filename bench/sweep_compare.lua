@@ -39,7 +39,7 @@ local stats = require "moonrl.eval.stats"
 
 local SEEDS = tonumber(arg[1]) or 5
 local SCALE = tonumber(arg[2]) or 1
-local ROOT = "runs/sweep_compare"
+local ROOT = os.getenv("SWEEP_COMPARE_ROOT") or "runs/sweep_compare"
 
 -- Each task: an experiment, --sets over it, the budget per arm, the training
 -- metric the sweeps rank by, and the evaluation key compared.
@@ -92,6 +92,13 @@ local function evaluate(task, dir)
   return { value = r.point[task.key], lo = ci[1], hi = ci[2], dir = dir }
 end
 
+-- the experiment's own settings as a point of its default space (a schedule: its first value)
+local function default_point(spec)
+  local base = assert(require("moonrl.run.start").resolve(spec.base, { sets = spec.sets }))
+  local sp = require("moonrl.sweep.spaces").of(spec.base)
+  return require("moonrl.sweep.space").point_of(sp, base)
+end
+
 local function arm_run(task, arm, seed)
   local B = math.floor(task.budget * SCALE)
   local dir = string.format("%s/%s/seed%d/%s", ROOT, task.name, seed, arm)
@@ -107,19 +114,19 @@ local function arm_run(task, arm, seed)
     return r
   end
   local spec = { base = task.experiment, seed = seed, dir = dir, metric = task.metric, mode = "max", smooth = 5,
-    console = false, poll_ms = 200 }
+    console = false, poll_ms = tonumber(os.getenv("POLL_MS") or 10) }
   if arm == "random" or arm == "tpe" then
     spec.sets, spec.trials, spec.method = sets_of(task, math.floor(B / 8), seed), 8, arm
-    if arm == "tpe" then spec.tpe = { startup = 4 } end
+    if arm == "tpe" then spec.tpe = { startup = 4, points = { default_point(spec) } } end
   elseif arm == "asha_tpe" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
-    spec.tpe = { startup = 4 }
-    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 9), reduction = 3 }
+    spec.tpe = { startup = 4, points = { default_point(spec) } }
+    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / tonumber(os.getenv("ASHA_G") or 2)), reduction = tonumber(os.getenv("ASHA_R") or 2) }
   elseif arm == "pbt" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.population = sets_of(task, M, seed), "pbt", 4
-    spec.pbt = { explore = "pb2", test = "welch" }
+    spec.pbt = { explore = "pb2", test = os.getenv("PBT_TEST") or "none", ready = math.floor(M / tonumber(os.getenv("PBT_READY") or 4)) }
   else
     error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt")
   end
