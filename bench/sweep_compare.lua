@@ -50,13 +50,16 @@ local TASKS = {
   -- reach on a 16 x 16 torus (the experiment's is 8 x 8), 200,000 steps
   reach16 = { experiment = "reach", budget = 196608, metric = "episode_return_mean", key = "return_mean",
     sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" } },
+  -- dials at a third of its 100,000 steps
+  dials = { experiment = "dials", budget = 32768, metric = "episode_return_mean", key = "return_mean",
+    sets = {}, eval = { "--envs", "64", "--steps", "400" } },
   -- foraging, proxy_mortal on the cpu profile's network, 262,144 steps
   proxy_mortal = { experiment = "foraging", budget = 262144, metric = "efficiency", key = "eff_overall",
     sets = { "hardware=cpu", "env.mode=proxy_mortal" }, eval = { "--envs", "128", "--steps", "512" } },
 }
 local TASK_NAMES = {}
 for name in (arg[3] or "cartpole,reach16"):gmatch("[^,]+") do
-  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, reach16, proxy_mortal")
+  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, reach16, dials, proxy_mortal")
   TASK_NAMES[#TASK_NAMES + 1] = name
 end
 local ARMS = {}
@@ -117,11 +120,14 @@ local function arm_run(task, arm, seed)
     console = false, poll_ms = tonumber(os.getenv("POLL_MS") or 10) }
   if arm == "random" or arm == "tpe" then
     spec.sets, spec.trials, spec.method = sets_of(task, math.floor(B / 8), seed), 8, arm
-    if arm == "tpe" then spec.tpe = { startup = 4, points = { default_point(spec) } } end
+    if arm == "tpe" then
+      spec.tpe = { startup = tonumber(os.getenv("TPE_STARTUP") or 4), gamma = tonumber(os.getenv("TPE_GAMMA") or 0.1),
+        points = os.getenv("TPE_POINT") ~= "0" and { default_point(spec) } or nil }
+    end
   elseif arm == "asha_tpe" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
-    spec.tpe = { startup = 4, points = { default_point(spec) } }
+    spec.tpe = { startup = tonumber(os.getenv("ASHA_STARTUP") or 4), points = os.getenv("ASHA_POINT") ~= "0" and { default_point(spec) } or nil }
     spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / tonumber(os.getenv("ASHA_G") or 2)), reduction = tonumber(os.getenv("ASHA_R") or 2) }
   elseif arm == "pbt" then
     local M = math.floor(B / 4)
