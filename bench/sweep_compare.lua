@@ -38,6 +38,7 @@ local json = require "moonrl.formats.json"
 local stats = require "moonrl.eval.stats"
 
 local SEEDS = tonumber(arg[1]) or 5
+local FIRST = tonumber(arg[5]) or 1   -- the first seed: seeds FIRST .. FIRST + SEEDS - 1
 local SCALE = tonumber(arg[2]) or 1
 local ROOT = os.getenv("SWEEP_COMPARE_ROOT") or "runs/sweep_compare"
 
@@ -117,22 +118,22 @@ local function arm_run(task, arm, seed)
     return r
   end
   local spec = { base = task.experiment, seed = seed, dir = dir, metric = task.metric, mode = "max", smooth = 5,
-    console = false, poll_ms = tonumber(os.getenv("POLL_MS") or 10) }
+    console = false, poll_ms = 10 }
   if arm == "random" or arm == "tpe" then
     spec.sets, spec.trials, spec.method = sets_of(task, math.floor(B / 8), seed), 8, arm
     if arm == "tpe" then
-      spec.tpe = { startup = tonumber(os.getenv("TPE_STARTUP") or 4), gamma = tonumber(os.getenv("TPE_GAMMA") or 0.1),
-        points = os.getenv("TPE_POINT") ~= "0" and { default_point(spec) } or nil }
+      spec.tpe = { startup = 4, points = { default_point(spec) } }
     end
   elseif arm == "asha_tpe" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
-    spec.tpe = { startup = tonumber(os.getenv("ASHA_STARTUP") or 4), points = os.getenv("ASHA_POINT") ~= "0" and { default_point(spec) } or nil }
-    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / tonumber(os.getenv("ASHA_G") or 2)), reduction = tonumber(os.getenv("ASHA_R") or 2) }
+    -- no enqueued default here: ASHA lets the first trial at a rung go on, so it would run its whole B / 4
+    spec.tpe = { startup = 3 }
+    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 2), reduction = 3 }
   elseif arm == "pbt" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.population = sets_of(task, M, seed), "pbt", 4
-    spec.pbt = { explore = "pb2", test = os.getenv("PBT_TEST") or "none", ready = math.floor(M / tonumber(os.getenv("PBT_READY") or 4)) }
+    spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4) }
   else
     error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt")
   end
@@ -167,7 +168,7 @@ for _, tname in ipairs(TASK_NAMES) do
   local task = TASKS[tname]
   task.name = tname
   local rows, by_arm = {}, {}
-  for seed = 1, SEEDS do
+  for seed = FIRST, FIRST + SEEDS - 1 do
     for _, arm in ipairs(ARMS) do
       local t0 = uv.hrtime()
       local r = arm_run(task, arm, seed)
@@ -192,12 +193,12 @@ for _, tname in ipairs(TASK_NAMES) do
   print("|---|---|---|---|")
   for _, arm in ipairs(ARMS) do
     local xs = {}
-    for seed = 1, SEEDS do xs[#xs + 1] = by_arm[arm][seed].value end
+    for seed = FIRST, FIRST + SEEDS - 1 do xs[#xs + 1] = by_arm[arm][seed].value end
     local m, h = mean_ci(xs)
     local function paired(other)
       if arm == other or not by_arm[other] then return "-" end
       local d = {}
-      for seed = 1, SEEDS do d[#d + 1] = by_arm[arm][seed].value - by_arm[other][seed].value end
+      for seed = FIRST, FIRST + SEEDS - 1 do d[#d + 1] = by_arm[arm][seed].value - by_arm[other][seed].value end
       local dm, dh = mean_ci(d)
       local verdict = (dh == dh and dm - dh > 0) and "better" or ((dh == dh and dm + dh < 0) and "worse" or "not distinguishable")
       return string.format("%+.3f +- %s: %s", dm, dh == dh and string.format("%.3f", dh) or "n/a", verdict)
