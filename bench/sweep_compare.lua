@@ -2,35 +2,50 @@
 -- at the same total agent-steps, on tasks where the default is not at the
 -- ceiling, each kept policy evaluated with `moonrl eval` intervals.
 --
---   moonrl run bench/sweep_compare.lua [SEEDS] [SCALE] [TASKS] [ARMS]
+--   moonrl run bench/sweep_compare.lua [SEEDS] [SCALE] [TASKS] [ARMS] [FIRST]
 --
 --   SEEDS  seeds per arm (default 5): seed s runs every arm of every task once
 --   SCALE  a factor on every task's budget (default 1; 0.25 for a quick run)
 --   TASKS  comma-separated (default cartpole,reach16): see TASKS below
 --   ARMS   comma-separated (default default,random,tpe,asha_tpe,pbt)
+--   FIRST  the first seed (default 1): seeds FIRST .. FIRST + SEEDS - 1, so that
+--          a method tuned on seeds 1-5 can be confirmed on fresh ones
 --
 -- With B a task's budget (agent-steps per arm) and its default search space
 -- (moonrl.sweep.spaces, the experiment's own):
 --   default   one run of the experiment as it stands, B agent-steps
 --   random    8 trials of B / 8 at random points, one at a time; the best by
 --             the training metric (smooth 5) is kept
---   tpe       the same with method = "tpe" (startup 4, sequential)
---   asha_tpe  trials of B / 4 under ASHA (grace B / 36, reduction 3), TPE
---             fitted on the rungs (tpe.level_history), proposed one at a time
---             until the sweep's budget B is spent (moonrl.sweep{budget =});
---             the best trial that ran its whole B / 4 is kept
+--   tpe       the same with method = "tpe": the first trial at the
+--             experiment's own settings (tpe.points, space.point_of: a
+--             schedule's first value), then 3 random ones (startup 4), then
+--             the model
+--   asha_tpe  trials of B / 4 under ASHA with one rung at B / 8 (grace B / 8,
+--             reduction 3: a trial goes on past it only in the top third of
+--             the trials there), TPE (startup 3) fitted on the rungs
+--             (tpe.level_history), proposed one at a time until the sweep's
+--             budget B is spent: moonrl.sweep{budget =} charges the steps
+--             trials ran, starts one while its first rung fits, and stops the
+--             one running when B is spent; the best trial that ran its whole
+--             B / 4 is kept. No enqueued default: ASHA lets the first trial at
+--             a rung go on, so it would take a whole B / 4 of the budget
 --   pbt       a population of 4 members of B / 4 each, PB2's explore over the
---             space's hot keys, copying only on a measured difference
---             (pbt.test = "welch"), decisions every 1/8 of a member's updates;
+--             space's hot keys (lr, ent_coef, clip), decisions every 1/8 of a
+--             member's updates, truncation selection (the bottom quarter
+--             copies the top quarter, pbt.test = "none") once a member has
+--             trained B / 16 since its start or its last copy (pbt.ready);
 --             the best member is kept
+-- The sweeps poll their trials every 10 ms: a cartpole trial runs about 100
+-- updates a second, and at the default 500 ms (or the 200 ms this bench used
+-- before) ASHA's stops and PBT's copies came after the trials had finished.
 -- Every run trains with 1 thread. The kept network is evaluated (`moonrl
 -- eval`, the task's eval size and the same evaluation seed); the tables give
 -- each run's value with its 95% interval, each arm's mean over seeds with the
 -- 95% Student-t interval over seeds, and paired verdicts (each arm against
 -- default and against random: the mean of the per-seed differences and its
 -- 95% t interval; "better"/"worse" when it excludes 0, else "not
--- distinguishable"). Everything goes under runs/sweep_compare/; a re-run
--- resumes (finished arms are read back).
+-- distinguishable"). Everything goes under runs/sweep_compare/ (or
+-- $SWEEP_COMPARE_ROOT); a re-run resumes (finished arms are read back).
 
 local moonrl = require "moonrl"
 local uv = require "luv"
@@ -51,7 +66,8 @@ local TASKS = {
   -- reach on a 16 x 16 torus (the experiment's is 8 x 8), 200,000 steps
   reach16 = { experiment = "reach", budget = 196608, metric = "episode_return_mean", key = "return_mean",
     sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" } },
-  -- dials at a third of its 100,000 steps
+  -- dials at a third of its 100,000 steps: 32 updates of 16 x 64; the default is tuned
+  -- (it reaches about 33 of the 37.3 possible here), so this measures what splitting costs
   dials = { experiment = "dials", budget = 32768, metric = "episode_return_mean", key = "return_mean",
     sets = {}, eval = { "--envs", "64", "--steps", "400" } },
   -- foraging, proxy_mortal on the cpu profile's network, 262,144 steps
