@@ -63,6 +63,9 @@ local TASKS = {
   -- cartpole at a quarter of its 100,000 steps: the default does not reach 500 yet
   cartpole = { experiment = "cartpole", budget = 32768, metric = "episode_return_mean", key = "return_mean",
     sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
+  -- the same at two thirds of its steps: trials of B / 8 = 32 updates, long enough to learn
+  cartpole64k = { experiment = "cartpole", budget = 65536, metric = "episode_return_mean", key = "return_mean",
+    sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
   -- reach on a 16 x 16 torus (the experiment's is 8 x 8), 200,000 steps
   reach16 = { experiment = "reach", budget = 196608, metric = "episode_return_mean", key = "return_mean",
     sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" } },
@@ -76,7 +79,7 @@ local TASKS = {
 }
 local TASK_NAMES = {}
 for name in (arg[3] or "cartpole,reach16"):gmatch("[^,]+") do
-  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, reach16, dials, proxy_mortal")
+  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, cartpole64k, reach16, dials, proxy_mortal")
   TASK_NAMES[#TASK_NAMES + 1] = name
 end
 local ARMS = {}
