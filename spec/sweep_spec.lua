@@ -114,6 +114,15 @@ describe("moonrl.sweep.space", function()
   end)
 end)
 
+describe("moonrl.sweep.space.point_of", function()
+  it("gives a config's own values at the space's keys, a schedule's first value, and leaves out what it lacks", function()
+    local sp = { ["ppo.lr"] = space.loguniform(3e-4, 3e-3), ["ppo.clip"] = space.uniform(0.1, 0.3),
+      ["ppo.epochs"] = space.randint(5, 20), ["ppo.minibatches"] = space.choice{ 1, 2, 4 } }
+    local cfg = { ppo = { lr = { kind = "linear", from = 1e-3, to = 0 }, clip = 0.2, epochs = 20 } }
+    assert.same({ ["ppo.lr"] = 1e-3, ["ppo.clip"] = 0.2, ["ppo.epochs"] = 20 }, space.point_of(sp, cfg))
+  end)
+end)
+
 describe("moonrl.sweep.asha", function()
   it("puts rungs at grace_steps * reduction^k", function()
     local s = asha.new({ grace_steps = 100, reduction = 3 })
