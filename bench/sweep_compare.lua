@@ -2,35 +2,50 @@
 -- at the same total agent-steps, on tasks where the default is not at the
 -- ceiling, each kept policy evaluated with `moonrl eval` intervals.
 --
---   moonrl run bench/sweep_compare.lua [SEEDS] [SCALE] [TASKS] [ARMS]
+--   moonrl run bench/sweep_compare.lua [SEEDS] [SCALE] [TASKS] [ARMS] [FIRST]
 --
 --   SEEDS  seeds per arm (default 5): seed s runs every arm of every task once
 --   SCALE  a factor on every task's budget (default 1; 0.25 for a quick run)
 --   TASKS  comma-separated (default cartpole,reach16): see TASKS below
 --   ARMS   comma-separated (default default,random,tpe,asha_tpe,pbt)
+--   FIRST  the first seed (default 1): seeds FIRST .. FIRST + SEEDS - 1, so that
+--          a method tuned on seeds 1-5 can be confirmed on fresh ones
 --
 -- With B a task's budget (agent-steps per arm) and its default search space
 -- (moonrl.sweep.spaces, the experiment's own):
 --   default   one run of the experiment as it stands, B agent-steps
 --   random    8 trials of B / 8 at random points, one at a time; the best by
 --             the training metric (smooth 5) is kept
---   tpe       the same with method = "tpe" (startup 4, sequential)
---   asha_tpe  trials of B / 4 under ASHA (grace B / 36, reduction 3), TPE
---             fitted on the rungs (tpe.level_history), proposed one at a time
---             until the sweep's budget B is spent (moonrl.sweep{budget =});
---             the best trial that ran its whole B / 4 is kept
+--   tpe       the same with method = "tpe": the first trial at the
+--             experiment's own settings (tpe.points, space.point_of: a
+--             schedule's first value), then 3 random ones (startup 4), then
+--             the model
+--   asha_tpe  trials of B / 4 under ASHA with one rung at B / 8 (grace B / 8,
+--             reduction 3: a trial goes on past it only in the top third of
+--             the trials there), TPE (startup 3) fitted on the rungs
+--             (tpe.level_history), proposed one at a time until the sweep's
+--             budget B is spent: moonrl.sweep{budget =} charges the steps
+--             trials ran, starts one while its first rung fits, and stops the
+--             one running when B is spent; the best trial that ran its whole
+--             B / 4 is kept. No enqueued default: ASHA lets the first trial at
+--             a rung go on, so it would take a whole B / 4 of the budget
 --   pbt       a population of 4 members of B / 4 each, PB2's explore over the
---             space's hot keys, copying only on a measured difference
---             (pbt.test = "welch"), decisions every 1/8 of a member's updates;
+--             space's hot keys (lr, ent_coef, clip), decisions every 1/8 of a
+--             member's updates, truncation selection (the bottom quarter
+--             copies the top quarter, pbt.test = "none") once a member has
+--             trained B / 16 since its start or its last copy (pbt.ready);
 --             the best member is kept
+-- The sweeps poll their trials every 10 ms: a cartpole trial runs about 100
+-- updates a second, and at the default 500 ms (or the 200 ms this bench used
+-- before) ASHA's stops and PBT's copies came after the trials had finished.
 -- Every run trains with 1 thread. The kept network is evaluated (`moonrl
 -- eval`, the task's eval size and the same evaluation seed); the tables give
 -- each run's value with its 95% interval, each arm's mean over seeds with the
 -- 95% Student-t interval over seeds, and paired verdicts (each arm against
 -- default and against random: the mean of the per-seed differences and its
 -- 95% t interval; "better"/"worse" when it excludes 0, else "not
--- distinguishable"). Everything goes under runs/sweep_compare/; a re-run
--- resumes (finished arms are read back).
+-- distinguishable"). Everything goes under runs/sweep_compare/ (or
+-- $SWEEP_COMPARE_ROOT); a re-run resumes (finished arms are read back).
 
 local moonrl = require "moonrl"
 local uv = require "luv"
@@ -38,8 +53,9 @@ local json = require "moonrl.formats.json"
 local stats = require "moonrl.eval.stats"
 
 local SEEDS = tonumber(arg[1]) or 5
+local FIRST = tonumber(arg[5]) or 1   -- the first seed: seeds FIRST .. FIRST + SEEDS - 1
 local SCALE = tonumber(arg[2]) or 1
-local ROOT = "runs/sweep_compare"
+local ROOT = os.getenv("SWEEP_COMPARE_ROOT") or "runs/sweep_compare"
 
 -- Each task: an experiment, --sets over it, the budget per arm, the training
 -- metric the sweeps rank by, and the evaluation key compared.
@@ -47,16 +63,23 @@ local TASKS = {
   -- cartpole at a quarter of its 100,000 steps: the default does not reach 500 yet
   cartpole = { experiment = "cartpole", budget = 32768, metric = "episode_return_mean", key = "return_mean",
     sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
+  -- the same at two thirds of its steps: trials of B / 8 = 32 updates, long enough to learn
+  cartpole64k = { experiment = "cartpole", budget = 65536, metric = "episode_return_mean", key = "return_mean",
+    sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
   -- reach on a 16 x 16 torus (the experiment's is 8 x 8), 200,000 steps
   reach16 = { experiment = "reach", budget = 196608, metric = "episode_return_mean", key = "return_mean",
     sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" } },
+  -- dials at a third of its 100,000 steps: 32 updates of 16 x 64; the default is tuned
+  -- (it reaches about 33 of the 37.3 possible here), so this measures what splitting costs
+  dials = { experiment = "dials", budget = 32768, metric = "episode_return_mean", key = "return_mean",
+    sets = {}, eval = { "--envs", "64", "--steps", "400" } },
   -- foraging, proxy_mortal on the cpu profile's network, 262,144 steps
   proxy_mortal = { experiment = "foraging", budget = 262144, metric = "efficiency", key = "eff_overall",
     sets = { "hardware=cpu", "env.mode=proxy_mortal" }, eval = { "--envs", "128", "--steps", "512" } },
 }
 local TASK_NAMES = {}
 for name in (arg[3] or "cartpole,reach16"):gmatch("[^,]+") do
-  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, reach16, proxy_mortal")
+  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, cartpole64k, reach16, dials, proxy_mortal")
   TASK_NAMES[#TASK_NAMES + 1] = name
 end
 local ARMS = {}
@@ -92,6 +115,13 @@ local function evaluate(task, dir)
   return { value = r.point[task.key], lo = ci[1], hi = ci[2], dir = dir }
 end
 
+-- the experiment's own settings as a point of its default space (a schedule: its first value)
+local function default_point(spec)
+  local base = assert(require("moonrl.run.start").resolve(spec.base, { sets = spec.sets }))
+  local sp = require("moonrl.sweep.spaces").of(spec.base)
+  return require("moonrl.sweep.space").point_of(sp, base)
+end
+
 local function arm_run(task, arm, seed)
   local B = math.floor(task.budget * SCALE)
   local dir = string.format("%s/%s/seed%d/%s", ROOT, task.name, seed, arm)
@@ -107,19 +137,22 @@ local function arm_run(task, arm, seed)
     return r
   end
   local spec = { base = task.experiment, seed = seed, dir = dir, metric = task.metric, mode = "max", smooth = 5,
-    console = false, poll_ms = 200 }
+    console = false, poll_ms = 10 }
   if arm == "random" or arm == "tpe" then
     spec.sets, spec.trials, spec.method = sets_of(task, math.floor(B / 8), seed), 8, arm
-    if arm == "tpe" then spec.tpe = { startup = 4 } end
+    if arm == "tpe" then
+      spec.tpe = { startup = 4, points = { default_point(spec) } }
+    end
   elseif arm == "asha_tpe" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
-    spec.tpe = { startup = 4 }
-    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 9), reduction = 3 }
+    -- no enqueued default here: ASHA lets the first trial at a rung go on, so it would run its whole B / 4
+    spec.tpe = { startup = 3 }
+    spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 2), reduction = 3 }
   elseif arm == "pbt" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.population = sets_of(task, M, seed), "pbt", 4
-    spec.pbt = { explore = "pb2", test = "welch" }
+    spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4) }
   else
     error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt")
   end
@@ -154,7 +187,7 @@ for _, tname in ipairs(TASK_NAMES) do
   local task = TASKS[tname]
   task.name = tname
   local rows, by_arm = {}, {}
-  for seed = 1, SEEDS do
+  for seed = FIRST, FIRST + SEEDS - 1 do
     for _, arm in ipairs(ARMS) do
       local t0 = uv.hrtime()
       local r = arm_run(task, arm, seed)
@@ -179,12 +212,12 @@ for _, tname in ipairs(TASK_NAMES) do
   print("|---|---|---|---|")
   for _, arm in ipairs(ARMS) do
     local xs = {}
-    for seed = 1, SEEDS do xs[#xs + 1] = by_arm[arm][seed].value end
+    for seed = FIRST, FIRST + SEEDS - 1 do xs[#xs + 1] = by_arm[arm][seed].value end
     local m, h = mean_ci(xs)
     local function paired(other)
       if arm == other or not by_arm[other] then return "-" end
       local d = {}
-      for seed = 1, SEEDS do d[#d + 1] = by_arm[arm][seed].value - by_arm[other][seed].value end
+      for seed = FIRST, FIRST + SEEDS - 1 do d[#d + 1] = by_arm[arm][seed].value - by_arm[other][seed].value end
       local dm, dh = mean_ci(d)
       local verdict = (dh == dh and dm - dh > 0) and "better" or ((dh == dh and dm + dh < 0) and "worse" or "not distinguishable")
       return string.format("%+.3f +- %s: %s", dm, dh == dh and string.format("%.3f", dh) or "n/a", verdict)

@@ -265,6 +265,11 @@ describe("moonrl dashboard in headless Chromium (WebDriver)", function()
     wait_js("every trial's curve", "return window.moonrlDashboard.sweepSeries().join() === 'trial-001'")
     wait_js("the front", "return !!document.getElementById('front-steps')")
     assert.truthy(js("return document.getElementById('front-steps').textContent"):find("trial-001", 1, true))
+    -- the parallel-coordinates chart (an SVG from the server) and why there is no importance yet
+    wait_js("the parallel chart", "const i = document.getElementById('sweep-parallel'); " ..
+      "return !i.hidden && i.complete && i.naturalWidth > 0")
+    local imp = js("return document.getElementById('sweep-importance').textContent")
+    assert.truthy(imp:find("no importance: 1 finished trial(s)", 1, true) and imp:find("at least 4", 1, true), imp)
     js("document.querySelectorAll('#sweep-table tr')[1].click()")
     wait_js("the trial's run", "return document.getElementById('run-title').textContent.includes('runs/sw/trial-001')")
     assert.is_true(js("return document.getElementById('sweep-view').hidden && !document.getElementById('run-page').hidden"))

@@ -116,6 +116,21 @@ describe("moonrl dashboard (the HTTP layer, the binary)", function()
       { trial = 1, label = "trial-001", status = "done", value = 0.5, steps = 512, updates = 8, params = { ["ppo.lr"] = 1e-3 } },
       { trial = 2, label = "trial-002", status = "done", value = 0.7, steps = 512, updates = 8, params = { ["ppo.lr"] = 3e-4 } },
     }, { { { 0.5, 1 } }, { { 0.7, 1 } } })
+    -- a sweep where only ppo.lr matters (log-uniform), ppo.clip does not: importance and the parallel chart
+    local keyed, curves = {}, {}
+    local CLIP = { 7, 3, 2, 5, 8, 4, 9, 6, 10, 0, 1, 11 }   -- uncorrelated with lr's order (i * 5) % 12
+    for i = 1, 12 do
+      local lr, clip = 10 ^ (-4 + 2 * ((i * 5) % 12) / 11), 0.1 + 0.2 * CLIP[i] / 11
+      local params = { ["ppo.lr"] = lr, ["ppo.clip"] = clip }
+      local v = 0.5 + (math.log10(lr) + 4) / 4
+      keyed[#keyed + 1] = start(i, params)
+      keyed[#keyed + 1] = { trial = i, label = string.format("trial-%03d", i), status = "done", value = v, steps = 64,
+        updates = 1, params = params, dir = "elsewhere/sweep/" .. string.format("trial-%03d", i) }
+      curves[i] = { { v, 1 } }
+    end
+    sweep_fixture("keys", { metric = "efficiency", mode = "max", method = "random", smooth = 1,
+      space = { ["ppo.lr"] = { kind = "loguniform", lo = 1e-4, hi = 1e-2, log = true },
+                ["ppo.clip"] = { kind = "uniform", lo = 0.1, hi = 0.3 } } }, keyed, curves)
     support.write_file(dir .. "/exp.lua", EXPERIMENT)
     live = support.spawn(support.BIN, dir, "train exp.lua --dir served/live")
     support.wait_until("the live run's control socket", function()
@@ -255,6 +270,45 @@ describe("moonrl dashboard (the HTTP layer, the binary)", function()
     assert.equal(2, body.lineage.best)
     assert.same({ { trial = 1, from = 0, to = 4, params = { ["ppo.lr"] = 1e-3 } },
       { trial = 2, from = 4, to = 8, params = { ["ppo.lr"] = 1.2e-3 } } }, body.lineage.segments)
+  end)
+
+  it("shows which keys mattered (fANOVA) and every trial across the keys (parallel coordinates, SVG)", function()
+    local status, body = get("/api/sweep?token=" .. token .. "&sweep=served/keys")
+    assert.equal(200, status, json.encode(body))
+    local imp = body.importance
+    assert.equal(12, imp.n)
+    assert.equal("ppo.lr", imp.keys[1].key)
+    assert.is_true(imp.keys[1].importance > 0.8 and imp.keys[2].importance < 0.05, json.encode(imp))
+    assert.equal("log", imp.keys[1].scale)
+    assert.truthy(imp.method:find("fANOVA", 1, true))
+    assert.is_string(body.charts)
+    -- too few trials: said
+    status, body = get("/api/sweep?token=" .. token .. "&sweep=served/search")
+    assert.truthy(body.importance.error:find("at least 4 are needed", 1, true), json.encode(body.importance))
+    -- the charts: an SVG, an axis per key in importance order and the metric, a line per trial
+    local st, text, raw_text = get("/api/sweep_chart?token=" .. token .. "&sweep=served/keys&chart=parallel")
+    assert.equal(200, st, tostring(raw_text))
+    assert.truthy(raw_text:find("Content%-Type: image/svg%+xml"), raw_text)
+    assert.truthy(text:find("^<svg "), text)
+    local n = 0
+    for _ in text:gmatch("<polyline ") do n = n + 1 end
+    assert.equal(12, n)
+    local lr, clip, metric = text:find(">ppo.lr</text>", 1, true), text:find(">ppo.clip</text>", 1, true),
+      text:find(">efficiency (max)</text>", 1, true)
+    assert.truthy(lr and clip and metric and lr < clip and clip < metric)
+    assert.truthy(text:find("(log scale)", 1, true))
+    st, text = get("/api/sweep_chart?token=" .. token .. "&sweep=served/keys&chart=importance")
+    assert.equal(200, st)
+    assert.truthy(text:find(">ppo.lr</text>", 1, true), text)
+    st, text = get("/api/sweep_chart?token=" .. token .. "&sweep=served/search&chart=importance")
+    assert.equal(404, st)
+    assert.truthy(text.error:find("no importance: 1 finished trial(s)", 1, true), json.encode(text))
+    st, text = get("/api/sweep_chart?token=" .. token .. "&sweep=served/keys&chart=../x")
+    assert.equal(404, st)
+    assert.truthy(text.error:find("accepted parallel, importance", 1, true), json.encode(text))
+    st, text = get("/api/sweep_chart?token=" .. token .. "&sweep=../served/keys&chart=parallel")
+    assert.equal(404, st)
+    assert.equal(401, (get("/api/sweep_chart?sweep=served/keys&chart=parallel")))
   end)
 
   it("reads nothing outside the served runs (../, %2e%2e, absolute paths, links)", function()

@@ -386,4 +386,79 @@ describe("the Lua library's modules", function()
     assert.equal(0, rc, out .. err)
     assert.equal("all loaded\n", out)
   end)
+
+  it("reach the engine only through moonrl.engine: no engine.C, engine.ffi, ffi.C or engine type elsewhere", function()
+    -- What each module besides the engine may use of these, and why.
+    local ALLOWED = {
+      ["moonrl.engine"] = { why = "the engine's door: moonrl.h through LuaJIT's ffi",
+                            ["engine.C"] = true, ["engine.ffi"] = true, ["ffi.C"] = true, ["C.mr_"] = true, type = true },
+      ["moonrl.runtime.libc"] = { why = "the C library (flock, geteuid, strerror), not the engine", ["ffi.C"] = true },
+      -- an environment thread's own Lua state (src/host/lua_env.c): the host
+      -- hands it moonrl.h's declarations; moonrl.engine does not load there
+      ["moonrl.env.thread"] = { why = "an environment thread's state", ["ffi.C"] = true, ["C.mr_"] = true, type = true },
+      ["moonrl.env.program"] = { why = "an environment thread's state", ["ffi.C"] = true, ["C.mr_"] = true, type = true },
+    }
+    -- The ways past the door in a line of code (its comment removed):
+    -- "engine.C", "engine.ffi" (after require("moonrl.engine"), a name ending
+    -- in "engine" or one of `aliases`, the module's other locals bound to
+    -- it), "ffi.C", "C.mr_" (an engine function or constant through any name
+    -- for the C namespace: C.mr_*, C.MR_*), and "type" for a string that
+    -- names one of the engine's C types ("mr_error", "mr_trainer*[1]",
+    -- "const mr_eval_episode *").
+    local function violations(code, aliases)
+      local found = {}
+      local forms = { { "engine.C", "engine[\"']?%)?%s*%.%s*C%f[^%w_]" },
+                      { "engine.ffi", "engine[\"']?%)?%s*%.%s*ffi%f[^%w_]" },
+                      { "ffi.C", "ffi[\"']?%)?%s*%.%s*C%f[^%w_]" },
+                      { "C.mr_", "%f[%w_]C%s*%.%s*[mM][rR]_" } }
+      for a in pairs(aliases or {}) do
+        forms[#forms + 1] = { "engine.C", "%f[%w_]" .. a .. "%s*%.%s*C%f[^%w_]" }
+        forms[#forms + 1] = { "engine.ffi", "%f[%w_]" .. a .. "%s*%.%s*ffi%f[^%w_]" }
+      end
+      local seen = {}
+      for _, v in ipairs(forms) do
+        if not seen[v[1]] and code:find(v[2]) then found[#found + 1], seen[v[1]] = v[1], true end
+      end
+      for _, str in code:gmatch("([\"'])(.-)%1") do
+        if str:match("^%s*const%s+mr_[%w_]+[%s%*%[%]%d%?]*$") or str:match("^%s*mr_[%w_]+[%s%*%[%]%d%?]*$") then
+          found[#found + 1] = "type"
+          break
+        end
+      end
+      return found
+    end
+    -- the check itself: each form planted in a line is found, and what is allowed is not
+    assert.same({ "engine.C" }, violations("local C = engine.C"))
+    assert.same({ "engine.C", "C.mr_" }, violations("require(\"moonrl.engine\").C.mr_trainer_free(t)"))
+    assert.same({ "engine.ffi" }, violations("local s = engine.ffi.string(p)"))
+    assert.same({ "ffi.C", "C.mr_" }, violations("local v = require('ffi').C.mr_version()"))
+    assert.same({ "ffi.C" }, violations("local C = ffi.C"))
+    assert.same({ "C.mr_" }, violations("local v = C.mr_version(); local w = K.MR_FP32"))
+    assert.same({ "engine.C" }, violations("local C = e.C", { e = true }))
+    assert.same({}, violations("local C = e.C"))
+    assert.same({ "type" }, violations("local e = buf.new(\"mr_error\")"))
+    assert.same({ "type" }, violations("local t = x.new('mr_trainer*[1]')"))
+    assert.same({ "type" }, violations("local r = x.cast(\"const mr_eval_episode *\", b)"))
+    assert.same({}, violations("local c = engine.config(cfg); local d = engine.Cfg; x.new(\"float[?]\", n)"))
+    assert.same({}, violations("error(\"on cuda, mr_trainer_infer runs on a cpu copy\")"))
+
+    local bad = {}
+    for name, m in pairs(mods) do
+      local allowed = ALLOWED[name] or {}
+      local aliases = {}
+      for a in m.text:gmatch("local%s+([%w_]+)%s*=%s*require%s*%(?%s*[\"']moonrl%.engine[\"']") do aliases[a] = true end
+      local n = 0
+      for line in (m.text .. "\n"):gmatch("([^\n]*)\n") do
+        n = n + 1
+        for _, what in ipairs(violations((line:gsub("%-%-.*$", "")), aliases)) do
+          if not allowed[what] then
+            bad[#bad + 1] = m.path .. ":" .. n .. ": " .. (what == "type" and "an engine type" or what) ..
+              " outside moonrl.engine (use or add an engine.* function: lua/moonrl/engine.lua)"
+          end
+        end
+      end
+    end
+    table.sort(bad)
+    assert.same({}, bad)
+  end)
 end)

@@ -288,6 +288,13 @@ describe("moonrl train --resume", function()
     rc, _, err = moonrl("train --resume g", dir)
     assert.equal(2, rc)
     assert.truthy(err:find("g/config.lua: ppo.gamma = 0.9, the run has 0.99: ppo.gamma is not hot", 1, true), err)
+    -- without moonrl's copy of what it wrote to tell the edit from: the engine's one check of
+    -- the config against the checkpoint's (mr_checkpoint_config_conflicts) names it, both values
+    assert.truthy(os.remove(g .. "/.config.as-written.lua"))
+    rc, _, err = moonrl("train --resume g", dir)
+    assert.equal(2, rc)
+    assert.truthy(err:find("config.lua and g/checkpoints/update_0000004.mrck disagree on ppo.gamma: 0.9 vs 0.99 " ..
+      "(config.lua vs the checkpoint)", 1, true), err)
   end)
 
   it("refuses a directory another moonrl process is running in, and changes nothing there", function()

@@ -114,6 +114,15 @@ describe("moonrl.sweep.space", function()
   end)
 end)
 
+describe("moonrl.sweep.space.point_of", function()
+  it("gives a config's own values at the space's keys, a schedule's first value, and leaves out what it lacks", function()
+    local sp = { ["ppo.lr"] = space.loguniform(3e-4, 3e-3), ["ppo.clip"] = space.uniform(0.1, 0.3),
+      ["ppo.epochs"] = space.randint(5, 20), ["ppo.minibatches"] = space.choice{ 1, 2, 4 } }
+    local cfg = { ppo = { lr = { kind = "linear", from = 1e-3, to = 0 }, clip = 0.2, epochs = 20 } }
+    assert.same({ ["ppo.lr"] = 1e-3, ["ppo.clip"] = 0.2, ["ppo.epochs"] = 20 }, space.point_of(sp, cfg))
+  end)
+end)
+
 describe("moonrl.sweep.asha", function()
   it("puts rungs at grace_steps * reduction^k", function()
     local s = asha.new({ grace_steps = 100, reduction = 3 })
@@ -308,5 +317,72 @@ describe("moonrl.svg chart (the sweeps' plots)", function()
     local closes = select(2, text:gsub("</%a+>", ""))
     local starts = select(2, text:gsub("<%a[^>]*[^/]>", ""))
     assert.equal(starts, closes)
+  end)
+end)
+
+describe("moonrl.sweep's budget (agent-steps in all) with a scheduler", function()
+  -- the scheduling half of the Sweep object on a stand-in sweep: no process starts (moonrl.core, the
+  -- binary's C module, is not in a plain busted; these paths only report through it)
+  local had_core = package.loaded["moonrl.core"]
+  package.loaded["moonrl.core"] = had_core or { report = function(...) error(table.concat({ ... }, ": ")) end }
+  local trials = require("moonrl.sweep.trials")
+  package.loaded["moonrl.core"] = had_core
+  local function sweep_with(opts)
+    local S = {}
+    S.__index = S
+    trials.install(S, { new_trial = function(_, index, params) return { index = index, params = params, status = "pending" } end,
+      point_text = tostring, tail_lines = function() return "" end, public = function(t) return t end })
+    local stopped = {}
+    function S:say(line) self.said[#self.said + 1] = line end
+    function S:_stop_trial(t) stopped[#stopped + 1] = t.index t.stop_sent = true end
+    local dir = support.tmpdir()
+    local list = {}
+    for i, r in ipairs(opts.done) do list[i] = { index = i, status = r.status, result = r } end
+    local self = setmetatable({ dir = dir, said = {}, trials = 64, trials_list = list, prev = { starts = {} }, budget = opts.budget,
+      base_cfg = { total_steps = opts.trial_steps }, done_results = opts.done, running = opts.running or {}, seed = 1,
+      space = { x = space.uniform(0, 1) }, mode = "max", scheduler = opts.scheduler,
+      method = function(_, ctx) return { x = ctx.index / 100 } end }, S)
+    return self, stopped, dir
+  end
+  local function done(...)
+    local out = {}
+    for i, steps in ipairs({ ... }) do out[i] = { trial = i, steps = steps, status = "stopped", value = 1 } end
+    return out
+  end
+
+  it("charges the steps trials ran and needs room for the first rung only, so it is spent to the end", function()
+    -- 650 of 1,000 spent: a whole trial (400) does not fit, its first rung (100) does
+    local s, _, dir = sweep_with({ budget = 1000, trial_steps = 400, done = done(400, 100, 150),
+      scheduler = asha.new{ grace_steps = 100, reduction = 2 } })
+    local t = s:_next()
+    assert.is_truthy(t, "no trial proposed with 400 agent-steps left and a first rung of 100")
+    assert.equal(4, t.index)
+    support.rm_rf(dir)
+    -- 950 spent: not even the first rung fits; the sweep says so and proposes no more
+    s, _, dir = sweep_with({ budget = 1000, trial_steps = 400, done = done(400, 400, 150),
+      scheduler = asha.new{ grace_steps = 100, reduction = 2 } })
+    assert.is_nil(s:_next())
+    assert.is_true(s.method_done)
+    assert.is_true(s.said[1]:find("no room for another trial of 100", 1, true) ~= nil, s.said[1])
+    support.rm_rf(dir)
+    -- without a scheduler every trial runs its whole budget: a whole trial must fit
+    s, _, dir = sweep_with({ budget = 1000, trial_steps = 400, done = done(400, 100, 150) })
+    assert.is_nil(s:_next())
+    assert.is_true(s.said[1]:find("no room for another trial of 400", 1, true) ~= nil, s.said[1])
+    support.rm_rf(dir)
+  end)
+
+  it("stops the running trial that spends the budget, as stopped early", function()
+    local running = { index = 4, steps = 350, cfg = { total_steps = 800 }, label = "trial-004" }
+    local s, stopped, dir = sweep_with({ budget = 1000, trial_steps = 800, done = done(400, 100, 100), running = { running },
+      scheduler = asha.new{ grace_steps = 100, reduction = 2 } })
+    s:_budget_stop(running)
+    assert.same({}, stopped)   -- 950 of 1,000
+    running.steps = 400
+    s:_budget_stop(running)
+    assert.same({ 4 }, stopped)
+    assert.is_true(running.stop_why:find("budget of 1,000 agent-steps is spent", 1, true) ~= nil, running.stop_why)
+    assert.is_true(support.read_file(dir .. "/results.jsonl"):find('"event":"budget_stop"', 1, true) ~= nil)
+    support.rm_rf(dir)
   end)
 end)

@@ -255,6 +255,35 @@ describe("moonrl.sweep{ method = \"tpe\" } options", function()
     assert.is_true(has(err_of({ method = "tpe", trials = 2, tpee = {} }), "unknown option \"tpee\" - did you mean tpe?"))
   end)
 
+  it("tries tpe.points first, in order (keys left out: the trial's random value), counting them as startup", function()
+    local sp = { ["ppo.lr"] = space.loguniform(1e-4, 1e-2), ["ppo.clip"] = space.uniform(0.1, 0.3),
+      ["ppo.epochs"] = space.randint(1, 8) }
+    local o = definition.check({ method = "tpe", trials = 8,
+      tpe = { startup = 2, points = { { ["ppo.lr"] = 1e-3, ["ppo.clip"] = 0.2, ["ppo.epochs"] = 4 }, { ["ppo.lr"] = 5e-3 } } } })
+    assert.equal("startup=2 gamma=0.1 candidates=24 points={ppo.clip=0.2,ppo.epochs=4,ppo.lr=0.001};{ppo.lr=0.005}",
+      tpe.describe(o.tpe))
+    local method = tpe.method(o.tpe)
+    local function ctx(i) return { index = i, seed = 3, space = sp, mode = "max",
+      sample = function() return space.point(sp, "random", 3, i) end } end
+    assert.same({ ["ppo.lr"] = 1e-3, ["ppo.clip"] = 0.2, ["ppo.epochs"] = 4 }, method({}, ctx(1)))
+    local second, random2 = method({}, ctx(2)), space.point(sp, "random", 3, 2)
+    assert.equal(5e-3, second["ppo.lr"])
+    assert.equal(random2["ppo.clip"], second["ppo.clip"])
+    assert.equal(random2["ppo.epochs"], second["ppo.epochs"])
+    -- after the two points (startup 2) the model proposes: not trial 3's random point
+    local history = { { trial = 1, status = "done", value = 1, params = method({}, ctx(1)) },
+      { trial = 2, status = "done", value = 0, params = second } }
+    local third = method(history, ctx(3))
+    assert.are_not.same(space.point(sp, "random", 3, 3), third)
+    assert.same(tpe.suggest(sp, history, "max", space.rng(3, 3, "tpe"), { startup = 2 }), third)
+    -- bad points are refused, naming the form
+    for _, bad in ipairs({ 5, { 1e-3 }, { { [1] = 2 } }, { a = {} } }) do
+      local ok, err = pcall(definition.check, { method = "tpe", trials = 2, tpe = { points = bad } })
+      assert.is_false(ok)
+      assert.is_true(tostring(err):find("tpe.points must be a list of points", 1, true) ~= nil, tostring(err))
+    end
+  end)
+
   it("is part of the definition: another method or other options are changes", function()
     local function def(method, o)
       return definition.of({ keys = {}, space = {}, method = method == "tpe" and function() end or method,

@@ -11,8 +11,14 @@
 -- What it is not: validation with friendly messages (moonrl.config does that
 -- before anything reaches this file; mr_config_validate is the last check).
 --
+-- It is the engine's one door: no other module of the library calls the
+-- engine's C functions or names its types (engine.C, engine.ffi, ffi.C's mr_*,
+-- an "mr_..." ctype); they use the functions below, which say what they do
+-- (spec/module_graph_spec.lua checks). Buffers of plain C types (uint8_t,
+-- float) a module makes with LuaJIT's ffi itself are not the engine's.
+--
 -- Public functions
---   engine.C, engine.ffi                    the library and LuaJIT's ffi
+--   engine.C, engine.ffi                    the library and LuaJIT's ffi: for specs of the C API only
 --   engine.fields(struct_name) -> {{name=, type=, array=n|nil, pointer=bool}, ...}
 --   engine.config(cfg) -> mr_config cdata | nil, err      (resolved config table)
 --   engine.validate(c) -> true | nil, err                  mr_config_validate
@@ -30,8 +36,24 @@
 --   engine.env_lua_source(lua) -> text, label | nil, err                where env.lua's text comes from
 --   engine.env_program_handle(lua[, checks]) -> the same as a lightuserdata (core.evaluate's opts.program)
 --   engine.env_evaluation(name) -> {protocol =, success =, counters =} | nil, err   how it is evaluated
---   engine.checkpoint_trainer(path) -> t, mr_config, update | nil, err   a cpu trainer holding its network
+--   engine.checkpoint_info(path) -> {config, updates, agent_steps, hot, ranks, run_steps, version, bytes,
+--                                   sections} | nil, err     one read of the file (mr_checkpoint_read_info)
+--   engine.is_checkpoint(path) -> boolean                   a regular file starting with the magic bytes
+--   engine.config_conflicts(run_c, stored_c) -> "key: a vs b, ...", n   what a resume may not change
+--   engine.checkpoint_trainer(path) -> T, mr_config, update | nil, err   a cpu trainer holding its network
 --   engine.checkpoint_network(path) -> {config, tensors, value_mean, value_std, updates} | nil, err
+--   engine.checkpoint_gradients(path, net) -> {[name] = float32 bytes} | nil, err
+--   engine.trainer(c) -> T | nil, err      T:update(), T:infer(obs, n, logits, value), T:set_profile(on),
+--                                          T:memory(), T:describe(), T:update_forwards(), T:free()
+--   engine.env(ec, seed, device, threads) -> E | nil, err   E:step(a), E:step_box(a), E:step_random(seed, n),
+--                                          E:read(obs, reward, terminated, truncated), E:free()
+--   engine.default_config() -> mr_config ; engine.env_id(name) -> integer (-1 unknown)
+--   engine.enum(key, name) -> integer | nil                 an enum key's value ("cpu.conv", "onednn")
+--   engine.blas_kernels() -> text ; engine.cpu_conv_chunk() -> integer
+--   engine.cpu_conv_macs(conv, H, W, C, OC) -> number
+--   engine.cpu_conv_time(convs, H, W, C, OC, chunk, threads, bf16, reps) -> {seconds} | nil, err
+--   engine.cuda_conv_time(device, H, W, C, OC, chunk, precision, reps) -> {ms_im2col, ms_cudnn, algo,
+--                                          note, machine} | nil, err
 --   engine.schedule_tables(cfg[, steps_base[, c]]) -> {["ppo.lr"]=, ...} | nil, err   (the engine's hot schedules)
 --   engine.progress_fn(cfg[, steps_base]) -> p(k), total_updates  progress before update k+1
 --                                   per-update values of function schedules
@@ -501,12 +523,43 @@ function engine.total_updates(cfg, steps_base)
   return tonumber(C.mr_config_total_updates(c))
 end
 
--- A checkpoint's ranks: { ranks =, agent_steps = (nil when the file does not
--- say: updates x batch) }, or nil, message.
-function engine.checkpoint_ranks(path)
-  local info, err = ffi.new("mr_ranks_info"), ffi.new("mr_error")
-  if C.mr_checkpoint_read_ranks(path, info, err) ~= 0 then return nil, ffi.string(err.msg) end
-  return { ranks = tonumber(info.ranks), agent_steps = info.has ~= 0 and tonumber(info.agent_steps) or nil }
+-- What a checkpoint holds, from one read of the file that checks all a load
+-- checks (mr_checkpoint_read_info): { config = mr_config (the one it was
+-- written with), updates = (the update it holds; its file name is only a
+-- label), agent_steps = (the writing trainer's own), hot = mr_hot_params (in
+-- force then), ranks = (that wrote it), run_steps = (the run's agent-steps
+-- over every rank; nil when the file does not say: updates x batch),
+-- version =, bytes =, sections = {{name =, bytes =}, ...} in file order },
+-- or nil and the engine's message (a damaged file: what is wrong with it).
+function engine.checkpoint_info(path)
+  local info, err = ffi.new("mr_checkpoint_info"), ffi.new("mr_error")
+  if type(path) ~= "string" then return nil, "engine.checkpoint_info: expected a path, got " .. type(path) end
+  if C.mr_checkpoint_read_info(path, info, err) ~= 0 then return nil, ffi.string(err.msg) end
+  local sections = {}
+  for i = 0, info.sections - 1 do
+    sections[#sections + 1] = { name = ffi.string(info.section[i].name), bytes = tonumber(info.section[i].bytes) }
+  end
+  return { config = ffi.new("mr_config", info.config), hot = ffi.new("mr_hot_params", info.hot),
+           updates = tonumber(info.updates), agent_steps = tonumber(info.agent_steps),
+           ranks = tonumber(info.ranks.ranks), run_steps = info.ranks.has ~= 0 and tonumber(info.ranks.agent_steps) or nil,
+           version = tonumber(info.version), bytes = tonumber(info.bytes), sections = sections }
+end
+
+-- true when path is a regular file that starts as a checkpoint (its magic
+-- bytes: checkpoint_format.h); reads 8 bytes, never waits on a FIFO.
+function engine.is_checkpoint(path)
+  return type(path) == "string" and C.mr_checkpoint_is_file(path) ~= 0
+end
+
+-- The one check of a run's config against a checkpoint's
+-- (mr_checkpoint_config_conflicts): run and stored are mr_configs; the
+-- settings the run may not change by going on from that checkpoint (every
+-- key but the hot ones and the machine's), as "key: run's vs stored's"
+-- joined by ", ", and how many; "" and 0 when it may go on.
+function engine.config_conflicts(run, stored)
+  local buf = ffi.new("char[?]", 4096)
+  local n = tonumber(C.mr_checkpoint_config_conflicts(run, stored, buf, 4096))
+  return ffi.string(buf), n
 end
 
 -- The run's progress before its update k+1, for k = 0 .. total_updates - 1:
@@ -691,6 +744,165 @@ function engine.cuda_device_memory(i)
   return tonumber(f[0]), tonumber(t[0])
 end
 
+-- ------------------------------------------------- the engine's own objects
+
+-- The engine's value of the enum config key `key` ("device", "precision",
+-- "cpu.conv", "cuda.conv", "cuda.epilogue", "env.name", ...) named `name`
+-- ("cuda", "bf16", "onednn", ...): an integer, or nil for a name it does not know.
+function engine.enum(key, name)
+  local prefix = ENUM_PREFIX_KEY[key] or ENUM_PREFIX[tostring(key):match("([%w_]+)$")]
+  if not prefix or type(name) ~= "string" then return nil end
+  return enum_value(prefix, name)
+end
+
+-- mr_config_default's config (no config table: what a benchmark sets itself).
+function engine.default_config()
+  local c = ffi.new("mr_config")
+  C.mr_config_default(c)
+  return c
+end
+
+-- The id of the environment named `name` in the engine's registry (env.name's value), -1 unknown.
+function engine.env_id(name) return tonumber(C.mr_env_from_name(name)) end
+
+local Trainer = {}
+Trainer.__index = Trainer
+
+-- A trainer of mr_config c (mr_trainer_create), freed when collected or by
+-- T:free(): T | nil, err. Its methods return nil, the engine's message on failure:
+--   T:update() -> the update's mr_metrics (a cdata the next update overwrites)
+--   T:infer(obs, n, logits, value) -> true   obs: n observations as bytes (uint8_t
+--                           codes, or floats cast to const uint8_t *); logits: n x
+--                           actions floats, value: n floats (mr_trainer_infer)
+--   T:set_profile(on) -> true; T:memory() -> mr_memory_stats as a table
+--   T:describe() -> text; T:update_forwards() -> integer; T:free()
+function engine.trainer(c)
+  local tp, err = ffi.new("mr_trainer*[1]"), ffi.new("mr_error")
+  if C.mr_trainer_create(c, tp, err) ~= 0 then return nil, ffi.string(err.msg) end
+  return setmetatable({ handle = ffi.gc(tp[0], C.mr_trainer_free), err = err, metrics = ffi.new("mr_metrics") },
+    Trainer)
+end
+
+function Trainer:update()
+  if C.mr_trainer_update(self.handle, self.metrics, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return self.metrics
+end
+
+function Trainer:infer(obs, n, logits, value)
+  if C.mr_trainer_infer(self.handle, obs, nil, n, logits, value, self.err) ~= 0 then
+    return nil, ffi.string(self.err.msg)
+  end
+  return true
+end
+
+function Trainer:set_profile(on)
+  if C.mr_trainer_set_profile(self.handle, on and 1 or 0, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return true
+end
+
+function Trainer:memory()
+  local m = ffi.new("mr_memory_stats")
+  if C.mr_trainer_memory(self.handle, m, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return to_table(m, "mr_memory_stats")
+end
+
+function Trainer:describe() return ffi.string(C.mr_trainer_describe(self.handle)) end
+function Trainer:update_forwards() return tonumber(C.mr_trainer_update_forwards(self.handle)) end
+
+function Trainer:free()
+  if self.handle then
+    C.mr_trainer_free(ffi.gc(self.handle, nil))
+    self.handle = nil
+  end
+end
+
+local Env = {}
+Env.__index = Env
+
+-- The environments of mr_env_config ec alone (mr_env_create: `seed`, on
+-- device = an mr_device, `threads`), freed when collected or by E:free(): E | nil, err.
+--   E:step(actions) -> true        uint8_t actions, one per instance (mr_env_step)
+--   E:step_box(actions) -> true    floats, a box's dimensions per instance (mr_env_step_box)
+--   E:step_random(seed, steps) -> true   actions drawn on the device (mr_env_step_random)
+--   E:read(obs, reward, terminated, truncated) -> true   the state into those buffers (mr_env_read)
+--   E:free()
+-- (nil, the engine's message on failure.)
+function engine.env(ec, seed, device, threads)
+  local ep, err = ffi.new("mr_env*[1]"), ffi.new("mr_error")
+  if C.mr_env_create(ec, seed, device, threads, ep, err) ~= 0 then return nil, ffi.string(err.msg) end
+  return setmetatable({ handle = ffi.gc(ep[0], C.mr_env_free), err = err, view = ffi.new("mr_env_view") }, Env)
+end
+
+function Env:step(actions)
+  if C.mr_env_step(self.handle, actions, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return true
+end
+
+function Env:step_box(actions)
+  if C.mr_env_step_box(self.handle, actions, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return true
+end
+
+function Env:step_random(seed, steps)
+  if C.mr_env_step_random(self.handle, seed, steps, nil, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return true
+end
+
+function Env:read(obs, reward, terminated, truncated)
+  local v = self.view
+  v.obs, v.reward, v.terminated, v.truncated = obs, reward, terminated, truncated
+  if C.mr_env_read(self.handle, v, self.err) ~= 0 then return nil, ffi.string(self.err.msg) end
+  return true
+end
+
+function Env:free()
+  if self.handle then
+    C.mr_env_free(ffi.gc(self.handle, nil))
+    self.handle = nil
+  end
+end
+
+-- ------------------------------------------------------- the machine's convs
+
+-- The OpenBLAS kernels the cpu backend runs (mr_blas_kernels), e.g. "SkylakeX".
+function engine.blas_kernels() return ffi.string(C.mr_blas_kernels()) end
+
+-- Samples per conv chunk of the cpu network (mr_cpu_conv_chunk).
+function engine.cpu_conv_chunk() return tonumber(C.mr_cpu_conv_chunk()) end
+
+-- Multiply-adds of one 3x3 conv on H x W maps of C -> OC channels as cpu.conv
+-- = `conv` ("winograd", "onednn", ...) computes it (mr_cpu_conv_macs).
+function engine.cpu_conv_macs(conv, H, W, Cin, OC)
+  return tonumber(C.mr_cpu_conv_macs(assert(engine.enum("cpu.conv", conv), conv), H, W, Cin, OC))
+end
+
+-- The cpu backend's timing of one conv layer by each of `convs` (cpu.conv
+-- names), as warm-up's "algorithms" step searches (mr_cpu_conv_time):
+-- {seconds per name, in that order (< 0: that one cannot run it)} | nil, err.
+function engine.cpu_conv_time(convs, H, W, Cin, OC, chunk, threads, bf16, reps)
+  local ids, secs, err = ffi.new("int[?]", #convs), ffi.new("double[?]", #convs), ffi.new("mr_error")
+  for i, name in ipairs(convs) do ids[i - 1] = assert(engine.enum("cpu.conv", name), name) end
+  if C.mr_cpu_conv_time(ids, #convs, H, W, Cin, OC, chunk, threads, bf16 and 1 or 0, reps, secs, err) ~= 0 then
+    return nil, ffi.string(err.msg)
+  end
+  local out = {}
+  for i = 1, #convs do out[i] = tonumber(secs[i - 1]) end
+  return out
+end
+
+-- The CUDA backend's timing of one conv layer (cuda.conv = "auto"'s search,
+-- mr_cuda_conv_time): {ms_im2col, ms_cudnn, algo = {3 cuDNN algorithms},
+-- note, machine} | nil, err.
+function engine.cuda_conv_time(device, H, W, Cin, OC, chunk, precision, reps)
+  local out, err = ffi.new("mr_cuda_conv_timing"), ffi.new("mr_error")
+  if C.mr_cuda_conv_time(device, H, W, Cin, OC, chunk, precision, reps, out, err) ~= 0 then
+    return nil, ffi.string(err.msg)
+  end
+  return { ms_im2col = tonumber(out.ms_im2col), ms_cudnn = tonumber(out.ms_cudnn),
+           algo = { tonumber(out.algo[0]), tonumber(out.algo[1]), tonumber(out.algo[2]) },
+           note = ffi.string(out.note), machine = ffi.string(out.machine) }
+end
+
 -- env.num_envs = "auto": the largest num_envs whose CUDA trainer (the
 -- engine's own memory plan for cfg's shapes) fits in budget bytes; nil and a
 -- message when none does. cfg is a config table (num_envs may still be "auto").
@@ -722,21 +934,19 @@ local function tensor_list(count, get, obj)
 end
 
 -- A trainer holding checkpoint `path`'s network (on the cpu, fp32, one
--- thread, sized for one step as an evaluation is; freed when collected): t,
--- the checkpoint's own mr_config, its update; or nil, message.
+-- thread, sized for one step as an evaluation is; freed when collected, or by
+-- T:free()): T (engine.trainer's), the checkpoint's own mr_config, its
+-- update; or nil, message. The file is read twice: its info, then the load.
 function engine.checkpoint_trainer(path)
-  local cfg, err = ffi.new("mr_config"), ffi.new("mr_error")
-  if C.mr_checkpoint_read_config(path, cfg, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local stored = ffi.new("mr_config", cfg)
+  local info, ierr = engine.checkpoint_info(path)
+  if not info then return nil, ierr end
+  local cfg = ffi.new("mr_config", info.config)
   cfg.device, cfg.precision, cfg.threads = C.MR_DEVICE_CPU, C.MR_FP32, 1
   cfg.ppo.rollout_steps, cfg.ppo.minibatches = 1, 1
-  local tp = ffi.new("mr_trainer*[1]")
-  if C.mr_trainer_create(cfg, tp, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local t = ffi.gc(tp[0], C.mr_trainer_free)
-  if C.mr_trainer_load(t, path, err) ~= 0 then return nil, ffi.string(err.msg) end
-  local updates = ffi.new("uint64_t[1]")
-  if C.mr_checkpoint_read_progress(path, updates, nil, nil, err) ~= 0 then return nil, ffi.string(err.msg) end
-  return t, stored, tonumber(updates[0])
+  local t, terr = engine.trainer(cfg)
+  if not t then return nil, terr end
+  if C.mr_trainer_load(t.handle, path, t.err) ~= 0 then return nil, ffi.string(t.err.msg) end
+  return t, info.config, info.updates
 end
 
 -- The network of checkpoint `path`, read through engine.checkpoint_trainer: { config = mr_config,
@@ -747,18 +957,18 @@ function engine.checkpoint_network(path)
   local t, stored, updates = engine.checkpoint_trainer(path)
   if not t then return nil, stored end
   local err = ffi.new("mr_error")
-  local info, terr = tensor_list(C.mr_trainer_tensor_count, C.mr_trainer_tensor, t)
+  local info, terr = tensor_list(C.mr_trainer_tensor_count, C.mr_trainer_tensor, t.handle)
   if not info then return nil, terr end
   local total = 0
   for _, x in ipairs(info) do total = total + x.count end
   local params = ffi.new("float[?]", total)
-  if C.mr_trainer_read_params(t, params, total, err) ~= 0 then return nil, ffi.string(err.msg) end
+  if C.mr_trainer_read_params(t.handle, params, total, err) ~= 0 then return nil, ffi.string(err.msg) end
   for _, x in ipairs(info) do
     x.data = ffi.string(params + x.offset, 4 * x.count)
   end
   local mean, std = ffi.new("double[1]"), ffi.new("double[1]")
-  if C.mr_trainer_value_scale(t, mean, std, err) ~= 0 then return nil, ffi.string(err.msg) end
-  C.mr_trainer_free(ffi.gc(t, nil))
+  if C.mr_trainer_value_scale(t.handle, mean, std, err) ~= 0 then return nil, ffi.string(err.msg) end
+  t:free()
   return { config = stored, tensors = info, value_mean = mean[0], value_std = std[0], updates = updates }
 end
 

@@ -19,7 +19,7 @@
 --       (n, V*V); floats (n, N) or (N)) or a Lua list of one observation's numbers
 --   p:close()
 
-local ffi = require("ffi")
+local ffi = require("ffi")   -- the observations' and outputs' buffers (uint8_t, float): no engine type
 
 local policy = {}
 local P = {}
@@ -127,12 +127,10 @@ function P:act(obs)
   if not self.trainer then return nil, "moonrl.policy: closed" end
   local buf, n = self:_input(obs)
   if not buf then return nil, n end
-  local engine = require("moonrl.engine")
   local A = self.actions
-  local logits, value, err = ffi.new("float[?]", n * A), ffi.new("float[?]", n), ffi.new("mr_error")
-  if engine.C.mr_trainer_infer(self.trainer, ffi.cast("const uint8_t *", buf), nil, n, logits, value, err) ~= 0 then
-    return nil, ffi.string(err.msg)
-  end
+  local logits, value = ffi.new("float[?]", n * A), ffi.new("float[?]", n)
+  local ok, err = self.trainer:infer(ffi.cast("const uint8_t *", buf), n, logits, value)
+  if not ok then return nil, err end
   local out = { n = n, logits = {}, value = {}, action = {}, probs = not self.box and {} or nil }
   for i = 0, n - 1 do
     local row, best = {}, 1
@@ -162,7 +160,7 @@ end
 
 function P:close()
   if self.trainer then
-    require("moonrl.engine").C.mr_trainer_free(ffi.gc(self.trainer, nil))
+    self.trainer:free()
     self.trainer = nil
   end
 end

@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "moonrl.h"
 #include "check.h"
+#include "ckfile.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -84,6 +85,11 @@ static void refuses(mr_trainer *t, const char *path, mr_status want, const char 
     CHECK_MSG(s1 == want, "read_config(%s) = %d: %s", path, (int)s1, e.msg);
     CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, w1) && (!w2 || strstr(e.msg, w2)),
               "read_config(%s): message '%s' lacks '%s' / '%s'", path, e.msg, w1, w2 ? w2 : "");
+    mr_checkpoint_info info;
+    mr_status s3 = mr_checkpoint_read_info(path, &info, &e);
+    CHECK_MSG(s3 == want, "read_info(%s) = %d: %s", path, (int)s3, e.msg);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, w1) && (!w2 || strstr(e.msg, w2)),
+              "read_info(%s): message '%s' lacks '%s' / '%s'", path, e.msg, w1, w2 ? w2 : "");
     mr_status s2 = mr_trainer_load(t, path, &e);
     CHECK_MSG(s2 == want, "load(%s) = %d: %s", path, (int)s2, e.msg);
     CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, w1) && (!w2 || strstr(e.msg, w2)),
@@ -307,8 +313,90 @@ static void config_records(mr_trainer *t, const char *good, const mr_config *sav
     mr_trainer_free(t1);
 }
 
+/* mr_checkpoint_read_info against the test's own reader (ckfile.h: the
+ * section table, the progress record's counters) and the run that wrote it;
+ * mr_checkpoint_is_file on a checkpoint and on what is not one; and
+ * mr_checkpoint_config_conflicts: the settings a resume may not change are
+ * named with both values, the hot and the machine's are not. */
+static void info_and_conflicts(void) {
+    mr_config c;
+    small_config(&c);
+    mr_error e;
+    mr_trainer *t;
+    CHECK_MSG(mr_trainer_create(&c, &t, &e) == MR_OK, "%s", e.msg);
+    mr_metrics m;
+    for (int i = 0; i < 2; i++) CHECK_MSG(mr_trainer_update(t, &m, &e) == MR_OK, "%s", e.msg);
+    const char *path = "test_ckfiles_info.mrck";
+    CHECK_MSG(mr_trainer_save(t, path, &e) == MR_OK, "%s", e.msg);
+    mr_trainer_free(t);
+
+    mr_checkpoint_info info;
+    CHECK_MSG(mr_checkpoint_read_info(path, &info, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(info.updates == 2 && info.agent_steps == 2ull * 8 * 8, "updates %llu, agent-steps %llu",
+              (unsigned long long)info.updates, (unsigned long long)info.agent_steps);
+    CHECK(info.ranks.ranks == 1 && info.ranks.has == 0 && info.version == 2);
+    CHECK(info.config.env.num_envs == 8 && info.config.policy.hidden == 16 && info.config.seed == c.seed);
+    CHECK(info.hot.lr.start == c.ppo.lr.start && info.hot.total_steps == c.total_steps);
+    CHECK(info.bytes == (uint64_t)file_size(path));
+    ckfile f;
+    CHECK(read_ck(path, &f) == 0);
+    CHECK_MSG(info.sections == f.n, "%d sections, the file has %d", info.sections, f.n);
+    for (int i = 0; i < f.n && i < info.sections; i++)
+        CHECK_MSG(!strcmp(info.section[i].name, f.s[i].name) && info.section[i].bytes == f.s[i].bytes,
+                  "section %d: %s %llu, the file's %s %zu", i, info.section[i].name,
+                  (unsigned long long)info.section[i].bytes, f.s[i].name, f.s[i].bytes);
+    const section *pg = find(&f, "progress");
+    uint64_t u = 0;
+    CHECK(pg && pg->bytes >= 8);
+    if (pg) memcpy(&u, pg->data, 8);
+    CHECK(u == info.updates);
+    free_ck(&f);
+
+    CHECK(mr_checkpoint_is_file(path) == 1);
+    CHECK(mr_checkpoint_is_file("test_ckfiles_missing.mrck") == 0);
+    CHECK(mr_checkpoint_is_file("/dev/zero") == 0);
+    CHECK(mr_checkpoint_is_file(".") == 0);
+    const char *text = "test_ckfiles_text.lua";
+    FILE *tf = fopen(text, "wb");
+    fputs("return { total_steps = 1 }\n", tf);
+    fclose(tf);
+    CHECK(mr_checkpoint_is_file(text) == 0);
+    unlink(text);
+
+    /* the same config: nothing; hot keys and the machine's: nothing */
+    char diff[512];
+    CHECK_MSG(mr_checkpoint_config_conflicts(&info.config, &info.config, diff, sizeof diff) == 0, "%s", diff);
+    mr_config r = info.config;
+    r.ppo.lr.start = 0.5;
+    r.ppo.vf_coef = 2;
+    r.total_steps *= 2;
+    r.device = MR_DEVICE_CUDA;
+    r.threads = 3;
+    r.cuda.graphs = !r.cuda.graphs;
+    CHECK_MSG(mr_checkpoint_config_conflicts(&r, &info.config, diff, sizeof diff) == 0, "%s", diff);
+    /* cold keys: named with the run's value, then the checkpoint's */
+    r.ppo.gamma = 0.9;
+    r.policy.hidden = 32;
+    r.env.name = MR_ENV_CARTPOLE;
+    r.policy.num_conv = 2;
+    r.policy.conv_channels[1] = 8;
+    int n = mr_checkpoint_config_conflicts(&r, &info.config, diff, sizeof diff);
+    CHECK_MSG(n == 4, "%d conflicts: %s", n, diff);
+    CHECK_MSG(strstr(diff, "ppo.gamma: 0.9 vs 0.99") && strstr(diff, "policy.hidden: 32 vs 16") &&
+              strstr(diff, "env.name: cartpole vs foraging") && strstr(diff, "policy.conv_channels: 4,8 vs 4") &&
+              !strstr(diff, "lr") && !strstr(diff, "device"), "%s", diff);
+    /* cut short, not overrun */
+    char small[24];
+    memset(small, 'x', sizeof small);
+    CHECK(mr_checkpoint_config_conflicts(&r, &info.config, small, 20) == 4);
+    CHECK_MSG(strlen(small) == 19 && !strcmp(small + 16, "...") && small[20] == 'x', "%s", small);
+    CHECK(mr_checkpoint_config_conflicts(&r, &info.config, NULL, 0) == 4);
+    unlink(path);
+}
+
 int main(void) {
     streamed_reads();   /* first: the peak memory is a high-water mark */
+    info_and_conflicts();
     mr_config c;
     small_config(&c);
     mr_error e;

@@ -684,6 +684,50 @@ mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int r
                                mr_error *err);
 mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err);
 
+/* What a host reads of a checkpoint before it loads one, from one read of
+ * the file that checks all a load checks (magic, version, length, every
+ * section's size and checksum, finite weights), so a damaged file is refused
+ * here with the same message: its config (validated; env.program is the
+ * stand-in of a Lua environment's declarations, or NULL), its progress (the
+ * update it holds: its file name is only a label), the hot parameters then in
+ * force, its ranks (as mr_checkpoint_read_ranks) and its table of sections.
+ * `moonrl train --resume` reads each candidate once with it; the
+ * trainer's load is the only other read. */
+#define MR_CHECKPOINT_MAX_SECTIONS 32
+#define MR_CHECKPOINT_NAME_LEN 32
+typedef struct mr_checkpoint_section {
+    char name[MR_CHECKPOINT_NAME_LEN];
+    uint64_t bytes;
+} mr_checkpoint_section;
+typedef struct mr_checkpoint_info {
+    mr_config config;            /* the config it was written with */
+    uint64_t updates;            /* updates done when it was written */
+    uint64_t agent_steps;        /* the writing trainer's own (rank 0's on several ranks) */
+    mr_hot_params hot;           /* the hot parameters in force then */
+    mr_ranks_info ranks;         /* ranks = 1, has = 0 without the section "ranks" */
+    uint32_t version;            /* of the format (checkpoint_format.h) */
+    uint64_t bytes;              /* of the file */
+    int sections;
+    mr_checkpoint_section section[MR_CHECKPOINT_MAX_SECTIONS];   /* in file order */
+} mr_checkpoint_info;
+mr_status mr_checkpoint_read_info(const char *path, mr_checkpoint_info *out, mr_error *err);
+/* 1 when path is a regular file that starts as a checkpoint (its magic
+ * bytes), else 0; reads 8 bytes at most and never waits (a FIFO is 0). What
+ * tells a checkpoint from a config file on a command line. */
+int mr_checkpoint_is_file(const char *path);
+/* The one check of a config against a checkpoint's: the settings on which a
+ * run of `run` differs from `stored` that it may not change by going on
+ * from that checkpoint. Every config key (config_keys.h) and what the
+ * network takes from the environment (policy.num_actions, obs_vector, ...)
+ * is compared, but not the engine's hot keys (hot_keys.h: the checkpoint
+ * holds the values in force, a resumed run may set others) nor where the run
+ * runs (device, precision, threads, cuda.*). Writes them as "key: run's vs
+ * stored's", joined by ", ", into out (len bytes; cut short with "..."; out
+ * may be NULL when len is 0) and returns how many differ: 0, the run may go
+ * on. mr_trainer_load applies the same comparison to the keys the trainer's
+ * buffers are laid out from. */
+int mr_checkpoint_config_conflicts(const mr_config *run, const mr_config *stored, char *out, size_t len);
+
 /* The network's parameters, for export (moonrl export): tensor i of
  * mr_trainer_tensor_count's, its name ("conv0.w", ..., "value.b"), shape and
  * place in the flat fp32 array of mr_trainer_read_params. Shapes: a conv

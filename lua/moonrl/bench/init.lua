@@ -25,7 +25,7 @@
 local engine = require("moonrl.engine")
 local uv = require("luv")
 
-local ffi, C = engine.ffi, engine.C
+local ffi = require("ffi")   -- the actions', observations' and outputs' buffers (uint8_t, float): no engine type
 local bench = {}
 
 local NETS = {
@@ -36,10 +36,11 @@ bench.NETS = NETS
 
 local function now() return uv.hrtime() / 1e9 end
 
-bench.PRECISIONS = { fp32 = C.MR_FP32, bf16 = C.MR_BF16, fp16 = C.MR_FP16 }
+bench.PRECISIONS = { fp32 = engine.enum("precision", "fp32"), bf16 = engine.enum("precision", "bf16"),
+  fp16 = engine.enum("precision", "fp16") }
 -- --cpu-conv: the config's cpu.conv, so the implementations can be timed in turn with one binary
-bench.CONVS = { auto = C.MR_CPU_CONV_AUTO, onednn = C.MR_CPU_CONV_ONEDNN, im2col = C.MR_CPU_CONV_IM2COL,
-  winograd = C.MR_CPU_CONV_WINOGRAD }
+bench.CONVS = {}
+for _, name in ipairs({ "auto", "onednn", "im2col", "winograd" }) do bench.CONVS[name] = engine.enum("cpu.conv", name) end
 
 -- Multiply-adds of one sample's forward pass through the network (the reference network's
 -- layers: 3x3 convs with padding 1 on V x V maps, fc, actor, critic). conv: a cpu.conv
@@ -49,11 +50,10 @@ bench.CONVS = { auto = C.MR_CPU_CONV_AUTO, onednn = C.MR_CPU_CONV_ONEDNN, im2col
 function bench.forward_macs(net, view_range, conv)
   local V = 2 * (view_range or 5) + 1
   local VV, macs, cin = V * V, 0, 2
-  local wino = tonumber(C.MR_CPU_CONV_WINOGRAD)
   for i, ch in ipairs(net.conv_channels) do
     -- conv: one choice for layers 1.., or a table of each layer's ({[1] = "winograd", ...})
     local own = i > 1 and (type(conv) == "table" and conv[i - 1] or conv) == "winograd"
-    macs = macs + (own and tonumber(C.mr_cpu_conv_macs(wino, V, V, cin, ch)) or VV * 9 * cin * ch)
+    macs = macs + (own and engine.cpu_conv_macs("winograd", V, V, cin, ch) or VV * 9 * cin * ch)
     cin = ch
   end
   local flat = VV * cin
@@ -114,8 +114,7 @@ end
 
 -- An mr_config for a benchmark row (defaults < net < options).
 local function make_config(o)
-  local c = ffi.new("mr_config")
-  C.mr_config_default(c)
+  local c = engine.default_config()
   local net = NETS[o.net]
   c.policy.num_conv = #net.conv_channels
   for i, ch in ipairs(net.conv_channels) do c.policy.conv_channels[i - 1] = ch end
@@ -123,17 +122,19 @@ local function make_config(o)
   c.env.num_envs = o.envs
   c.ppo.rollout_steps = o.rollout
   c.threads = o.threads
-  c.device = o.device == "cuda" and C.MR_DEVICE_CUDA or (o.device == "cpu" and C.MR_DEVICE_CPU or C.MR_DEVICE_AUTO)
+  c.device = engine.enum("device", (o.device == "cuda" or o.device == "cpu") and o.device or "auto")
   c.precision = bench.PRECISIONS[o.precision or "fp32"]
   if o.cpu_conv then c.cpu.conv = bench.CONVS[o.cpu_conv] end
-  if o.cuda_conv then c.cuda.conv = C["MR_CUDA_CONV_" .. o.cuda_conv:upper()] end
-  if o.cuda_epilogue then c.cuda.epilogue = C["MR_CUDA_EPILOGUE_" .. o.cuda_epilogue:upper()] end
+  if o.cuda_conv then c.cuda.conv = assert(engine.enum("cuda.conv", o.cuda_conv), o.cuda_conv) end
+  if o.cuda_epilogue then c.cuda.epilogue = assert(engine.enum("cuda.epilogue", o.cuda_epilogue), o.cuda_epilogue) end
   c.total_steps = (o.reps + 4) * o.envs * o.rollout
   return c
 end
 
-local function check(st, err, what)
-  if st ~= 0 then error(what .. ": " .. ffi.string(err.msg), 0) end
+-- what an engine call returned (ok, err): ok, or an error naming `what`.
+local function check(what, ok, err)
+  if not ok then error(what .. ": " .. tostring(err), 0) end
+  return ok
 end
 
 -- The environments bench.env accepts (--env): the engine's (registry.c), in env.name's order.
@@ -172,11 +173,10 @@ function bench.env(o)
   local c = make_config(o)
   local ec = c.env
   local lua = name:match("^lua:(.+)$")
-  ec.name = lua and C.MR_ENV_LUA or C.mr_env_from_name(name)
+  ec.name = engine.env_id(lua and "lua" or name)
   if lua then ec.program = assert(engine.env_program(lua)) end
-  local err = ffi.new("mr_error")
-  local env = ffi.new("mr_env*[1]")
-  if C.mr_env_create(ec, 1, c.device, o.threads, env, err) ~= 0 then
+  local env = engine.env(ec, 1, c.device, o.threads)
+  if not env then
     -- a board the default sizes do not fit (catch's, 4 .. 32): its built-in experiment's sizes
     local loader = require("moonrl.config.load")
     local ok, exp = pcall(function() return loader.resource(loader.experiment_path(name)) end)
@@ -184,16 +184,16 @@ function bench.env(o)
     for _, k in ipairs({ "grid_size", "view_range" }) do
       if type(own[k]) == "number" then ec[k] = own[k] end
     end
-    check(C.mr_env_create(ec, 1, c.device, o.threads, env, err), err, "env")
+    env = check("env", engine.env(ec, 1, c.device, o.threads))
   end
   local spaces = assert(engine.env_spaces(lua and "lua" or name, engine.env_sizes(ec), lua))
   local n, steps = o.envs, o.env_steps
   local act = spaces.action
-  local actions, step, per = nil, C.mr_env_step, n   -- per: an instance-step's actions, a batch's elements
+  local actions, step, per = nil, env.step, n   -- per: an instance-step's actions, a batch's elements
   if act.kind == "box" then
     -- floats uniform in each dimension's [low, high], stepped by mr_env_step_box
     local dims = #act.low
-    per, step = n * dims, C.mr_env_step_box
+    per, step = n * dims, env.step_box
     actions = ffi.new("float[?]", per * 16)
     for i = 0, per * 16 - 1 do
       local d = i % dims + 1
@@ -204,7 +204,7 @@ function bench.env(o)
     actions = ffi.new("uint8_t[?]", n * 16)
     for i = 0, n * 16 - 1 do actions[i] = math.random(0, na - 1) end
   end
-  for k = 0, 9 do check(step(env[0], actions + (k % 16) * per, err), err, "env step") end
+  for k = 0, 9 do check("env step", step(env, actions + (k % 16) * per)) end
   -- On a GPU a step is only queued: each repetition ends by reading the
   -- state back, which waits for every queued step.
   -- an observation's bytes: a vector's floats, else the grid worlds' (2r+1)^2 cell codes
@@ -213,10 +213,8 @@ function bench.env(o)
     ob.kind == "image" and 4 * ob.shape[1] * ob.shape[2] * ob.shape[3] or ob.shape[2] * ob.shape[3]
   -- (the buffers stay referenced here: a pointer stored in a struct does not
   -- keep an FFI array alive)
-  local view = ffi.new("mr_env_view")
   local bufs = { ffi.new("uint8_t[?]", n * obs_bytes), ffi.new("float[?]", n), ffi.new("uint8_t[?]", n),
                  ffi.new("uint8_t[?]", n) }
-  view.obs, view.reward, view.terminated, view.truncated = bufs[1], bufs[2], bufs[3], bufs[4]
   -- on a GPU the actions are drawn in the step kernel (mr_env_step_random: no copy from the host per
   -- step, one wait per repetition) unless --host-actions; the cpu and a box keep the host's
   local drawn = o.device == "cuda" and act.kind ~= "box" and not o.host_actions
@@ -224,20 +222,20 @@ function bench.env(o)
   for _ = 1, o.reps do
     local t0 = now()
     if drawn then
-      check(C.mr_env_step_random(env[0], 1, steps, nil, err), err, "env step (actions drawn on the device)")
+      check("env step (actions drawn on the device)", env:step_random(1, steps))
     else
-      for k = 0, steps - 1 do step(env[0], actions + (k % 16) * per, err) end
+      for k = 0, steps - 1 do step(env, actions + (k % 16) * per) end
     end
-    check(C.mr_env_read(env[0], view, err), err, "env read")
+    check("env read", env:read(bufs[1], bufs[2], bufs[3], bufs[4]))
     rates[#rates + 1] = n * steps / (now() - t0)
   end
-  C.mr_env_free(env[0])
+  env:free()
   bufs = nil
   return { row = "env", env = name, num_envs = n, steps_per_rep = steps, rate = stats(rates), unit = "agent-steps/s",
            actions = drawn and "device" or "host", peak_memory_bytes = peak_rss_bytes() }
 end
 
--- A trainer for a benchmark row: config, trainer, error buffer.
+-- A trainer for a benchmark row: config, trainer (engine.trainer's).
 local function new_trainer(o)
   local c = make_config(o)
   -- --cpu-conv auto: each conv layer's implementation as `moonrl train` picks it with warm-up's
@@ -249,10 +247,7 @@ local function new_trainer(o)
   if o.device == "cuda" and (o.cuda_conv == "auto" or o.cuda_conv == "cudnn") then
     o.conv_notes = require("moonrl.run.conv_algorithms").resolve_cuda({ cuda = { conv = o.cuda_conv } }, c, true)
   end
-  local err = ffi.new("mr_error")
-  local tp = ffi.new("mr_trainer*[1]")
-  check(C.mr_trainer_create(c, tp, err), err, "trainer")
-  return c, tp[0], err
+  return c, check("trainer", engine.trainer(c))
 end
 
 -- Policy inference alone: samples/s through the network.
@@ -262,21 +257,21 @@ function bench.infer(o)
       "on cuda, mr_trainer_infer runs on a cpu copy of the weights; the GPU's inference time is the " ..
       "train row's rollout phase" }
   end
-  local c, t, err = new_trainer(o)
+  local c, t = new_trainer(o)
   local n = o.envs
   local VV = (2 * c.env.view_range + 1) ^ 2
   local obs = ffi.new("uint8_t[?]", n * VV)
   for i = 0, n * VV - 1 do obs[i] = math.random(0, 15) < 1 and 1 or 0 end
   local logits, value = ffi.new("float[?]", n * 8), ffi.new("float[?]", n)
-  check(C.mr_trainer_infer(t, obs, nil, n, logits, value, err), err, "infer")
+  check("infer", t:infer(obs, n, logits, value))
   local iters = math.max(1, math.floor(o.infer_samples / n))
   local rates = {}
   for _ = 1, o.reps do
     local t0 = now()
-    for _ = 1, iters do C.mr_trainer_infer(t, obs, nil, n, logits, value, err) end
+    for _ = 1, iters do t:infer(obs, n, logits, value) end
     rates[#rates + 1] = n * iters / (now() - t0)
   end
-  C.mr_trainer_free(t)
+  t:free()
   return { row = "infer", net = o.net, batch = n, rate = stats(rates), unit = "samples/s" }
 end
 
@@ -287,11 +282,11 @@ bench.PARTS = { "time_env", "time_inference", "time_gather", "time_forward", "ti
 
 -- Whole training updates: agent-steps/s, phases, memory.
 function bench.train(o)
-  local c, t, err = new_trainer(o)
-  local m = ffi.new("mr_metrics")
+  local c, t = new_trainer(o)
+  local m = t.metrics   -- what t:update() fills
   -- warm-up: on cuda two updates, the first queued kernel by kernel, the
   -- second recording the CUDA graphs the timed ones replay
-  for _ = 1, o.device == "cuda" and 2 or 1 do check(C.mr_trainer_update(t, m, err), err, "warm-up update") end
+  for _ = 1, o.device == "cuda" and 2 or 1 do check("warm-up update", t:update()) end
   local sps, roll, gae, upd, wall = {}, {}, {}, {}, {}
   local parts = {}   -- the rollout's and the update's parts (bench.PARTS), per update
   for _, k in ipairs(bench.PARTS) do parts[k] = {} end
@@ -300,7 +295,7 @@ function bench.train(o)
   end
   for _ = 1, o.reps do
     local t0 = now()
-    check(C.mr_trainer_update(t, m, err), err, "update")
+    check("update", t:update())
     local dt = now() - t0
     sps[#sps + 1] = o.envs * o.rollout / dt
     roll[#roll + 1], gae[#gae + 1], upd[#upd + 1], wall[#wall + 1] = m.time_rollout, m.time_gae, m.time_update, dt
@@ -309,18 +304,17 @@ function bench.train(o)
   if o.device == "cuda" then
     -- the split needs events around every step and minibatch phase (and no
     -- graphs): one more update, profiled, outside the timed ones
-    check(C.mr_trainer_set_profile(t, 1, err), err, "profile")
-    check(C.mr_trainer_update(t, m, err), err, "profiled update")
-    check(C.mr_trainer_set_profile(t, 0, err), err, "profile")
+    check("profile", t:set_profile(true))
+    check("profiled update", t:update())
+    check("profile", t:set_profile(false))
     for _, k in ipairs(bench.PARTS) do parts[k] = {} end
     keep_parts()
   end
-  local mem = ffi.new("mr_memory_stats")
-  C.mr_trainer_memory(t, mem, err)
-  local describe = ffi.string(C.mr_trainer_describe(t))
-  local forwards = tonumber(C.mr_trainer_update_forwards(t))
-  C.mr_trainer_free(t)
-  local dev_peak = tonumber(mem.device_peak_bytes)
+  local mem = t:memory() or {}
+  local describe = t:describe()
+  local forwards = t:update_forwards()
+  t:free()
+  local dev_peak = tonumber(mem.device_peak_bytes) or 0
   local r = {
     row = "train", net = o.net, num_envs = o.envs, rollout = o.rollout, precision = o.precision or "fp32",
     rate = stats(sps), unit = "agent-steps/s", time_rollout = stats(roll).median, time_gae = stats(gae).median,

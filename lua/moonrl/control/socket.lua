@@ -15,6 +15,7 @@
 
 local uv = require("luv")
 local bit = require("bit")
+local libc = require("moonrl.runtime.libc")
 
 local control = {}
 
@@ -28,8 +29,6 @@ function control.socket_path(run_dir)
   return run_dir .. "/" .. control.DIR .. "/" .. control.SOCKET
 end
 
-local ffi = require("ffi")
-pcall(ffi.cdef, "unsigned int geteuid(void);")
 
 local PRIVATE_MODE = { directory = tonumber("700", 8), socket = tonumber("600", 8) }
 
@@ -46,7 +45,7 @@ function control.check_private(path, kind, opts)
   if st.type ~= kind then
     return nil, string.format("refusing the %s %s: it is a %s, not a %s", what, path, tostring(st.type), kind)
   end
-  local me = tonumber(ffi.C.geteuid())
+  local me = libc.geteuid()
   if st.uid ~= me then
     return nil, string.format("refusing the %s %s: it is owned by uid %d, not by this user (uid %d); " ..
       "another user could answer in the job's place (remove it if it is not yours)", what, path, st.uid, me)

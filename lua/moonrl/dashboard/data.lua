@@ -22,7 +22,10 @@
 --   d:details(id) -> {config, summary, changes_lua, alerts, evals}
 --   d:summary(id) -> summary.json decoded | nil
 --   d:sweep_table(id) -> {metric, mode, method, trials = {...}, rungs = {...}, exploits = {...},
---                          lineage = {best, segments} | nil (PBT), front = front.json's}
+--                          lineage = {best, segments} | nil (PBT), front = front.json's,
+--                          importance = importance.of_sweep's | {error}, charts = version of the charts}
+--   d:sweep_chart(id, name) -> SVG text | nil, why   name: "parallel" (every trial with a result across
+--                          the keys and the metric) or "importance" (bars), as moonrl sweep report draws them
 --   data.CURVES                            {field, title} of each curve the page draws (sent with /api/runs)
 
 local uv = require("luv")
@@ -66,7 +69,8 @@ local function subdirs(d)
 end
 
 function data.new(roots)
-  local d = setmetatable({ roots = {}, runs = {}, by_id = {}, sweeps = {}, sweep_by_id = {}, tails = {}, fronts = {} }, D)
+  local d = setmetatable({ roots = {}, runs = {}, by_id = {}, sweeps = {}, sweep_by_id = {}, tails = {}, fronts = {},
+    reports = {} }, D)
   for _, r in ipairs(roots) do
     r = r:gsub("(.)/+$", "%1")
     local st = uv.fs_stat(r)
@@ -271,8 +275,39 @@ function D:sweep_table(id)
       end
     end
   end
+  local rep, version = self:_report(sw, rec)
   return { id = sw.id, dir = sw.dir, metric = info.metric, mode = info.mode, method = info.method, trials = trials,
-    rungs = rungs, exploits = exploits, lineage = lineage, front = self:_front(sw, info) }
+    rungs = rungs, exploits = exploits, lineage = lineage, front = self:_front(sw, info),
+    importance = rep.importance, charts = version }
+end
+
+-- The sweep's importance and charts (moonrl.sweep.report.charts over the
+-- trials with a result), worked out again only when results.jsonl changed.
+function D:_report(sw, rec)
+  local st = uv.fs_stat(sw.dir .. "/results.jsonl")
+  local version = st and string.format("%d.%d.%d", st.size, st.mtime.sec, st.mtime.nsec) or "0"
+  local c = self.reports[sw.id]
+  if c and c.version == version then return c.value, version end
+  rec = rec or results.read(sw.dir)
+  local list = {}
+  for _, r in pairs(rec.results) do list[#list + 1] = r end
+  table.sort(list, function(a, b) return a.trial < b.trial end)
+  local ok, v = pcall(require("moonrl.sweep.report").charts, sw.dir, list, rec.info or {})
+  if not ok then v = { importance = { error = tostring(v) } } end
+  self.reports[sw.id] = { version = version, value = v }
+  return v, version
+end
+
+function D:sweep_chart(id, name)
+  local sw = self.sweep_by_id[id]
+  if not sw then return nil, "no sweep " .. json.encode(id) .. " among the served directories" end
+  local rep = self:_report(sw)
+  if name == "parallel" then return rep.parallel or nil, "no chart of the trials: " .. tostring(rep.importance.error) end
+  if name == "importance" then
+    if rep.bars then return rep.bars end
+    return nil, "no importance: " .. tostring(rep.importance.error)
+  end
+  return nil, "no chart " .. json.encode(name) .. ": accepted parallel, importance"
 end
 
 return data

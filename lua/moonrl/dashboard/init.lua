@@ -37,7 +37,6 @@
 -- announces its runs through moonrl.runtime.shutdown.on_run, where this module
 -- watches once loaded (the facade, moonrl, loads it).
 
-local ffi = require("ffi")
 local uv = require("luv")
 local json = require("moonrl.formats.json")
 local http = require("moonrl.dashboard.http")
@@ -76,14 +75,14 @@ end
 -- a killed dashboard left. Removed at close only while the path still names
 -- the very file created (its device and inode): whatever else is there by
 -- then is left alone.
-pcall(ffi.cdef, "int flock(int fd, int operation);")
-local LOCK_EX, LOCK_NB = 2, 4
+local libc = require("moonrl.runtime.libc")
+local LOCK_EX, LOCK_NB = libc.LOCK_EX, libc.LOCK_NB
 local MODE_0600 = tonumber("600", 8)
 
 local function create_token_file(path, token)
   local fd, err = uv.fs_open(path, "wx", MODE_0600)
   if not fd then return nil, tostring(err) end
-  ffi.C.flock(fd, LOCK_EX + LOCK_NB)
+  libc.flock(fd, LOCK_EX + LOCK_NB)
   uv.fs_fchmod(fd, MODE_0600)
   local ok, werr = uv.fs_write(fd, token .. "\n", 0)
   local st = uv.fs_fstat(fd)
@@ -113,7 +112,7 @@ local function existing_token_file(path)
   local fd = uv.fs_open(path, "r", 0)
   if not fd then return "it cannot be read" end
   local text = uv.fs_read(fd, 64, 0)
-  local held = ffi.C.flock(fd, LOCK_EX + LOCK_NB) ~= 0
+  local held = libc.flock(fd, LOCK_EX + LOCK_NB) ~= 0
   uv.fs_close(fd)
   if held then return "another dashboard that is running holds it" end
   if not (text and text:match("^%x+\n$") and #text == 33) then return "it is not a token file" end
@@ -357,6 +356,13 @@ function dashboard.serve(opts)
       local det = d:details(id)
       det.ok = true
       return send_json(reply, 200, det)
+    end
+    if p == "/api/sweep_chart" then
+      rescan()
+      local text, cerr = d:sweep_chart(req.query.sweep, req.query.chart)
+      if not text then return refuse(reply, 404, cerr) end
+      return reply(200, { ["Content-Type"] = "image/svg+xml", ["Cache-Control"] = "no-store",
+        ["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'" }, text)
     end
     if p == "/api/sweep" then
       rescan()

@@ -100,7 +100,7 @@ function evaluate.evaluate(target, opts)
   if not ec then return finish(nil, "moonrl.evaluate: " .. eerr) end
   local copts = {}
   if opts.device ~= nil then
-    local d = ({ auto = 0, cpu = engine.C.MR_DEVICE_CPU, cuda = engine.C.MR_DEVICE_CUDA })[opts.device]
+    local d = ({ auto = true, cpu = true, cuda = true })[opts.device] and engine.enum("device", opts.device)
     if not d then return finish(nil, "moonrl.evaluate: device " .. tostring(opts.device) .. ": accepted auto, cpu, cuda") end
     copts.device = tonumber(d)
   end

@@ -26,13 +26,15 @@
 --   evalfiles.write(path, text) -> true | nil, err
 --   evalfiles.save(dir, results, summaries, text, opts) -> {file names} | nil, err
 --       the four files in dir (made, parents too); opts: records = "csv" | "jsonl",
---       bootstrap = {resamples, seed, unit}, compare, command
+--       bootstrap = {resamples, seed, unit}, compare, command, arms (--compare's arms of
+--       several training runs: lists of source indices)
 --   evalfiles.dir_for(checkpoint, run_dir) -> RUN_DIR/eval/<checkpoint's name>
 --       (update_NNNNNNN for a run's), or beside the checkpoint when in no run
 --   evalfiles.newest(dir) -> the folder in dir holding the newest checkpoint's
 --       eval.json (dir itself when it holds one; a run directory: its eval/) | nil, err
 --   evalfiles.point(folder, key) -> the number eval.json in folder has for key
 --       in its first result's point (eval.energy_per_1k, ...) | nil, err
+--   evalfiles.interval(folder, key) -> lo, hi: its 95% interval there | nil
 
 local json = require("moonrl.formats.json")
 local svg = require("moonrl.formats.svg")
@@ -219,7 +221,7 @@ function evalfiles.save(dir, results, summaries, text, opts)
   local settings = evalfiles.settings(results, summaries, {
     moonrl = require("moonrl.engine").version(), compare = opts.compare or false,
     records = { file = rec_file, format = fmt, count = n },
-    bootstrap = opts.bootstrap, command = opts.command,
+    bootstrap = opts.bootstrap, command = opts.command, arms = opts.arms,
   })
   for _, f in ipairs({
     { rec_file, function(path) return evalfiles.write_records(path, results, fmt) end },
@@ -308,6 +310,15 @@ function evalfiles.figure(summaries)
       end)()), { fill = "#555" })
   end
   return doc:render()
+end
+
+-- The 95% interval eval.json in folder has for key (its first result's ci[key]) -> lo, hi | nil
+function evalfiles.interval(folder, key)
+  local doc = json.decode(util.read_file(folder .. "/eval.json") or "")
+  local r = type(doc) == "table" and type(doc.results) == "table" and doc.results[1]
+  local ci = r and type(r.ci) == "table" and r.ci[key]
+  if type(ci) ~= "table" or type(ci[1]) ~= "number" or type(ci[2]) ~= "number" then return nil end
+  return ci[1], ci[2]
 end
 
 function evalfiles.point(folder, key)

@@ -21,6 +21,11 @@
 --   stats.km(times, died) -> km                  Kaplan-Meier (see below)
 --   stats.km_at(km, t) -> S(t)
 --   stats.km_median(km) -> median, lo, hi        nil where not reached
+--   stats.t_cdf(t, df), stats.t_quantile(p, df)  Student's t
+--   stats.mean_interval(x [, level]) -> mean, lo, hi   Student-t interval of a mean
+--   stats.welch_greater(a, b) -> t, df, p        one-sided Welch test of mean b > mean a
+--   stats.welch(a, b [, level]) -> diff, lo, hi, df, p   mean b - mean a, its Welch
+--                                                interval and the two-sided p
 
 local stats = {}
 
@@ -165,6 +170,27 @@ function stats.welch_greater(a, b)
   local t = diff / sqrt(se2)
   local df = se2 * se2 / (sa * sa / (na - 1) + sb * sb / (nb - 1))
   return t, df, 1 - stats.t_cdf(t, df)
+end
+
+-- Welch's two-sample comparison of b with a (unequal variances): the
+-- difference of the means d = mean b - mean a, its `level` (0.95) interval
+-- d +- t(level, df) se with se^2 = va / na + vb / nb and the
+-- Welch-Satterthwaite df = se^4 / ((va / na)^2 / (na - 1) + (vb / nb)^2 / (nb - 1)),
+-- and the two-sided p = 2 P(T_df >= |d| / se). nil with fewer than 2 values
+-- on either side. Both constant: the interval is d itself, p = 0 (d ~= 0) or 1.
+function stats.welch(a, b, level)
+  level = level or 0.95
+  local na, nb = #a, #b
+  if na < 2 or nb < 2 then return nil end
+  local diff = stats.mean(b) - stats.mean(a)
+  local sa, sb = stats.var(a) / na, stats.var(b) / nb
+  local se2 = sa + sb
+  if se2 <= 0 then return diff, diff, diff, NAN, diff ~= 0 and 0 or 1 end
+  local se = sqrt(se2)
+  local df = se2 * se2 / (sa * sa / (na - 1) + sb * sb / (nb - 1))
+  local h = stats.t_quantile(1 - (1 - level) / 2, df) * se
+  local p = 2 * (1 - stats.t_cdf(math.abs(diff) / se, df))
+  return diff, diff - h, diff + h, df, math.min(1, p)
 end
 
 -- Cohen's d of b against a: the difference of the means over the pooled

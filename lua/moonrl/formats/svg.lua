@@ -28,6 +28,18 @@
 --                           labels = { [i] = text } (written beside points[i]) } ... } }
 --              -> text: one panel fitted to the data (non-finite points, and
 --              x <= 0 on a log axis, left out), a legend of the named series
+--   svg.ramp(t) -> "#rrggbb"   a colour for t in [0, 1] (viridis, from dark blue to yellow)
+--   svg.parallel{ title =, width = 840, height = 420, note = (a line under the axes),
+--                 axes = { { name =, lo =, hi =, log = false, categories = { "a", "b" } (values
+--                           are then 1 .. n), reverse = false (hi at the bottom) } ... },
+--                 lines = { { values = { v_1 .. v_axes } (nil: no value on that axis: the line
+--                           stops there), color =, opacity = 0.8, width = 1.5, dash =, title =
+--                           (the tooltip) } ... } }
+--              -> text: parallel coordinates, one vertical axis per entry of axes, each
+--              line a polyline across them (values outside an axis's range clamped to it)
+--   svg.bars{ title =, xlabel =, width = 720, xmin = 0, xmax = (default the largest bar end),
+--             bars = { { label =, value =, err = (a whisker of +-err), color = } ... } }
+--              -> text: horizontal bars, top to bottom in the order given
 
 local number = require("moonrl.number")
 
@@ -265,6 +277,154 @@ function svg.chart(c)
     if s.name and #legend < 24 then legend[#legend + 1] = { label = s.name, color = color, marker = s.kind == "points" } end
   end
   panel:legend(legend, true)
+  return doc:render()
+end
+
+-- viridis at 5 stops, interpolated linearly: dark for low values, yellow for high
+local RAMP = { { 0x44, 0x01, 0x54 }, { 0x3b, 0x52, 0x8b }, { 0x21, 0x91, 0x8c }, { 0x5e, 0xc9, 0x62 }, { 0xfd, 0xe7, 0x25 } }
+
+function svg.ramp(t)
+  if not finite(t) then t = 0 end
+  t = math.min(1, math.max(0, t)) * (#RAMP - 1)
+  local i = math.min(#RAMP - 2, math.floor(t))
+  local f, a, b = t - i, RAMP[i + 1], RAMP[i + 2]
+  local c = {}
+  for k = 1, 3 do c[k] = math.floor(a[k] + (b[k] - a[k]) * f + 0.5) end
+  return string.format("#%02x%02x%02x", c[1], c[2], c[3])
+end
+
+-- an axis's position of v in [0, 1] (0 at the bottom), or nil
+local function axis_pos(a, v)
+  if type(v) ~= "number" or not finite(v) then return nil end
+  local lo, hi = a.lo, a.hi
+  if a.categories then lo, hi = 0.5, #a.categories + 0.5 end
+  local t
+  if a.log then
+    if v <= 0 or lo <= 0 then return nil end
+    t = (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+  else
+    t = (v - lo) / (hi - lo)
+  end
+  if not finite(t) then t = 0.5 end
+  t = math.min(1, math.max(0, t))
+  return a.reverse and 1 - t or t
+end
+
+local function axis_ticks(a)
+  if a.categories then
+    local out = {}
+    for i, c in ipairs(a.categories) do out[i] = { i, c } end
+    return out
+  end
+  local out = {}
+  if a.log and a.lo > 0 then
+    local l0, l1 = math.log10(a.lo), math.log10(a.hi)
+    for _, ms in ipairs({ { 1 }, { 1, 2, 5 }, { 1, 2, 3, 4, 5, 6, 7, 8, 9 } }) do
+      out = {}
+      for e = math.floor(l0) - 1, math.ceil(l1) do
+        for _, m in ipairs(ms) do
+          local l = e + math.log10(m)
+          if l >= l0 - 1e-9 and l <= l1 + 1e-9 then out[#out + 1] = { m * 10 ^ e, fmt_tick(m * 10 ^ e) } end
+        end
+      end
+      if #out >= 3 then break end
+    end
+    if #out == 0 then out = { { a.lo, fmt_tick(a.lo) }, { a.hi, fmt_tick(a.hi) } } end
+    return out
+  end
+  for _, v in ipairs(svg.ticks(a.lo, a.hi, 5)) do out[#out + 1] = { v, fmt_tick(v) } end
+  return out
+end
+
+function svg.parallel(c)
+  local W, H = c.width or 840, c.height or 420
+  local axes = c.axes
+  local doc = svg.new(W, H)
+  local left, right, top, bottom = 70, 70, 48, 64
+  local n = #axes
+  local function ax(i) return n > 1 and left + (i - 1) * (W - left - right) / (n - 1) or W / 2 end
+  local function ay(t) return top + (1 - t) * (H - top - bottom) end
+  if c.title then doc:text(W / 2, 20, c.title, { text_anchor = "middle", font_size = 13 }) end
+  -- the lines first, the axes over them
+  for _, l in ipairs(c.lines) do
+    local pts, runs = {}, {}
+    for i, a in ipairs(axes) do
+      local t = axis_pos(a, l.values[i])
+      if t then pts[#pts + 1] = num(ax(i)) .. "," .. num(ay(t))
+      else
+        if #pts > 0 then runs[#runs + 1] = pts end
+        pts = {}
+      end
+    end
+    if #pts > 0 then runs[#runs + 1] = pts end
+    for _, r in ipairs(runs) do
+      local at = { fill = "none", stroke = l.color or "#1f77b4", stroke_width = l.width or 1.5,
+        stroke_opacity = l.opacity or 0.8, stroke_dasharray = l.dash }
+      if #r == 1 then   -- a lone value: a dot
+        local x, y = r[1]:match("([^,]+),(.+)")
+        doc:add(string.format('<circle cx="%s" cy="%s" r="2.5" fill="%s"><title>%s</title></circle>', x, y,
+          svg.escape(at.stroke), svg.escape(l.title or "")))
+      else
+        doc:add(string.format('<polyline points="%s"%s><title>%s</title></polyline>', table.concat(r, " "),
+          attrs_of(at), svg.escape(l.title or "")))
+      end
+    end
+  end
+  for i, a in ipairs(axes) do
+    local X = ax(i)
+    doc:line(X, ay(0), X, ay(1), { stroke = "#333", stroke_width = 1 })
+    for _, tk in ipairs(axis_ticks(a)) do
+      local t = axis_pos(a, tk[1])
+      if t then
+        local Y = ay(t)
+        doc:line(X - 4, Y, X, Y, { stroke = "#333", stroke_width = 1 })
+        doc:text(X - 6, Y + 4, tk[2], { text_anchor = "end", font_size = 10 })
+      end
+    end
+    doc:text(X, ay(0) + 18, a.name, { text_anchor = "middle" })
+    if a.log then doc:text(X, ay(0) + 31, "(log scale)", { text_anchor = "middle", font_size = 10, fill = "#666" }) end
+  end
+  if c.note then doc:text(W / 2, H - 8, c.note, { text_anchor = "middle", font_size = 10, fill = "#666" }) end
+  return doc:render()
+end
+
+function svg.bars(c)
+  local W = c.width or 720
+  local bars = c.bars
+  local rowh = 26
+  local H = 84 + rowh * math.max(1, #bars)
+  local doc = svg.new(W, H)
+  local xmax = c.xmax
+  if not xmax then
+    xmax = 0
+    for _, b in ipairs(bars) do
+      if finite(b.value) then xmax = math.max(xmax, b.value + (finite(b.err) and b.err or 0)) end
+    end
+    if xmax <= 0 then xmax = 1 end
+  end
+  local xmin = c.xmin or 0
+  local label_w = 8
+  for _, b in ipairs(bars) do label_w = math.max(label_w, #tostring(b.label)) end
+  local x0 = math.min(W / 2, 16 + 6.5 * label_w)
+  local p = doc:panel { x = x0, y = 36, w = W - x0 - 30, h = rowh * math.max(1, #bars), xmin = xmin, xmax = xmax,
+    ymin = 0, ymax = 1, title = c.title, xlabel = c.xlabel, yfmt = function() return "" end }
+  for i, b in ipairs(bars) do
+    local Y = p.y + (i - 1) * rowh
+    doc:text(p.x - 6, Y + rowh / 2 + 4, b.label, { text_anchor = "end" })
+    if finite(b.value) then
+      local X0, X1 = p:px(math.max(xmin, 0)), p:px(math.min(math.max(b.value, xmin), xmax))
+      doc:add(string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>',
+        num(math.min(X0, X1)), num(Y + 5), num(math.abs(X1 - X0)), num(rowh - 10), svg.escape(b.color or svg.colors[1]),
+        svg.escape(b.label .. ": " .. string.format("%.3g", b.value) .. (finite(b.err) and string.format(" +- %.2g", b.err) or ""))))
+      if finite(b.err) and b.err > 0 then
+        local lo, hi = p:px(math.max(xmin, b.value - b.err)), p:px(math.min(xmax, b.value + b.err))
+        local ym = Y + rowh / 2
+        doc:line(lo, ym, hi, ym, { stroke = "#333", stroke_width = 1 })
+        doc:line(lo, ym - 4, lo, ym + 4, { stroke = "#333", stroke_width = 1 })
+        doc:line(hi, ym - 4, hi, ym + 4, { stroke = "#333", stroke_width = 1 })
+      end
+    end
+  end
   return doc:render()
 end
 

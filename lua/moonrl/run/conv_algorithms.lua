@@ -88,7 +88,7 @@ M.KERNELS = 5   -- 2: conv_winograd.c's AVX-512 kernels and transforms; 3: its p
 M.REPS = 5
 M.CANDIDATES = { "onednn", "winograd" }
 local FILE = "conv_algorithms.json"
-local ENUM = { onednn = "MR_CPU_CONV_ONEDNN", winograd = "MR_CPU_CONV_WINOGRAD" }
+local KNOWN = { onednn = true, winograd = true }   -- a cache entry's choices (cpu.conv names)
 
 local function cache_dir()
   local dir = os.getenv("MOONRL_CACHE_DIR")
@@ -105,7 +105,7 @@ M.CUDA_FORMAT = "moonrl cuda conv algorithms 1"
 M.CUDA_FILE = "cuda_conv_algorithms.json"
 M.CUDA_KERNELS = 1   -- raise when policy.cu's im2col path or conv_cudnn.cu change speed
 M.CUDA_CANDIDATES = { "im2col", "cudnn" }
-local CUDA_ENUM = { im2col = "MR_CUDA_CONV_IM2COL", cudnn = "MR_CUDA_CONV_CUDNN" }
+local CUDA_KNOWN = { im2col = true, cudnn = true }   -- (cuda.conv names)
 
 function M.cuda_cache_path() return cache_dir() .. "/" .. M.CUDA_FILE end
 
@@ -113,17 +113,17 @@ function M.cuda_cache_path() return cache_dir() .. "/" .. M.CUDA_FILE end
 local function machine()
   local cpus = uv.cpu_info() or {}
   local model = cpus[1] and cpus[1].model or "unknown cpu"
-  return string.format("%s|blas %s|bf16 %s", (model:gsub("%s+", " ")), engine.ffi.string(engine.C.mr_blas_kernels()),
+  return string.format("%s|blas %s|bf16 %s", (model:gsub("%s+", " ")), engine.blas_kernels(),
     engine.cpu_bf16() or "none")
 end
 
 -- An entry of the CPU's cache: a known choice.
-local function cpu_entry_ok(e) return type(e) == "table" and ENUM[e.choice] ~= nil end
+local function cpu_entry_ok(e) return type(e) == "table" and KNOWN[e.choice] ~= nil end
 
 -- An entry of the CUDA cache: a known choice, and cuDNN's three algorithms
 -- (non-negative integers) where the choice is cudnn.
 local function cuda_entry_ok(e)
-  if type(e) ~= "table" or not CUDA_ENUM[e.choice] then return false end
+  if type(e) ~= "table" or not CUDA_KNOWN[e.choice] then return false end
   if e.choice ~= "cudnn" then return true end
   if type(e.algo) ~= "table" then return false end
   for k = 1, 3 do
@@ -174,7 +174,7 @@ function M.read_record(run_dir)
   local layers = {}
   for k, v in pairs(t.layers) do
     local l = tonumber(k)
-    if not l or not ENUM[v] then
+    if not l or not KNOWN[v] then
       return nil, path .. ": layer " .. util.fmt_value(k) .. " = " .. util.fmt_value(v) .. " (accepted: " ..
         table.concat(M.CANDIDATES, ", ") .. ")"
     end
@@ -190,7 +190,6 @@ function M.write_record(run_dir, layers)
 end
 
 function M.resolve(cfg, c, search, recorded)
-  local C = engine.C
   local notes = {}
   if (cfg.cpu and cfg.cpu.conv or "auto") ~= "auto" then return notes end
   local L = tonumber(c.policy.num_conv)
@@ -200,7 +199,7 @@ function M.resolve(cfg, c, search, recorded)
     for l = 1, L - 1 do layers[l] = recorded[l] end
     if #layers == L - 1 then
       for l = 1, L - 1 do
-        c.cpu.conv_layers[l] = C[ENUM[layers[l]]]
+        c.cpu.conv_layers[l] = engine.enum("cpu.conv", layers[l])
         notes[#notes + 1] = string.format("layer %d: %s (the run's choice at its start, %s)", l, layers[l], M.RUN_FILE)
       end
       return notes, layers, true
@@ -210,10 +209,10 @@ function M.resolve(cfg, c, search, recorded)
   end
   local chosen = {}
   local V = 2 * tonumber(c.env.view_range) + 1
-  local chunk = tonumber(C.mr_cpu_conv_chunk())
+  local chunk = engine.cpu_conv_chunk()
   local threads = tonumber(c.threads)
   if threads < 1 then threads = require("moonrl.runtime.hardware").detect().cores end
-  local bf16 = tonumber(c.precision) == tonumber(C.MR_BF16)
+  local bf16 = tonumber(c.precision) == engine.enum("precision", "bf16")
   local base = string.format("%s|%dx%d|chunk %d|%s|%d threads|moonrl %s|kernels %d", machine(), V, V, chunk,
     bf16 and "bf16" or "fp32", threads, engine.version(), M.KERNELS)
   local path = M.cache_path()
@@ -230,19 +229,14 @@ function M.resolve(cfg, c, search, recorded)
     local e, how = entries[key], "from the cache " .. path .. ", no search"
     if now[key] then how = "as layer " .. now[key] end
     if search and not e then
-      local convs = engine.ffi.new("int[?]", #M.CANDIDATES)
-      for i, name in ipairs(M.CANDIDATES) do convs[i - 1] = C[ENUM[name]] end
-      local secs = engine.ffi.new("double[?]", #M.CANDIDATES)
-      local err = engine.ffi.new("mr_error")
-      if C.mr_cpu_conv_time(convs, #M.CANDIDATES, V, V, cin, cout, chunk, threads, bf16 and 1 or 0, M.REPS, secs,
-          err) ~= 0 then
-        notes[#notes + 1] = "layer " .. l .. " " .. shape .. ": the search failed (" .. engine.ffi.string(err.msg) ..
-          "); onednn"
+      local secs, err = engine.cpu_conv_time(M.CANDIDATES, V, V, cin, cout, chunk, threads, bf16, M.REPS)
+      if not secs then
+        notes[#notes + 1] = "layer " .. l .. " " .. shape .. ": the search failed (" .. err .. "); onednn"
       else
         e = { ms = {}, when = os.date("%Y-%m-%d %H:%M:%S") }
         local best
         for i, name in ipairs(M.CANDIDATES) do
-          local s = tonumber(secs[i - 1])
+          local s = secs[i]
           e.ms[name] = s < 0 and -1 or tonumber(string.format("%.4g", s * 1e3))
           if s >= 0 and (not best or s < best) then e.choice, best = name, s end
         end
@@ -254,7 +248,7 @@ function M.resolve(cfg, c, search, recorded)
       how = "no cached choice and no \"algorithms\" in warmup.prepare: the default"
     end
     local choice = e and e.choice or "onednn"
-    c.cpu.conv_layers[l] = C[ENUM[choice]]
+    c.cpu.conv_layers[l] = engine.enum("cpu.conv", choice)
     chosen[l] = choice
     local times = {}
     for _, name in ipairs(M.CANDIDATES) do
@@ -289,20 +283,10 @@ end
 local PRECISION = { [0] = "fp32", "bf16", "fp16" }
 
 -- The engine's timing of one layer: {ms_im2col, ms_cudnn, algo, note, machine} | nil, err
-local function engine_time(device, H, W, C, OC, chunk, precision, reps)
-  local out = engine.ffi.new("mr_cuda_conv_timing")
-  local err = engine.ffi.new("mr_error")
-  if engine.C.mr_cuda_conv_time(device, H, W, C, OC, chunk, precision, reps, out, err) ~= 0 then
-    return nil, engine.ffi.string(err.msg)
-  end
-  return { ms_im2col = tonumber(out.ms_im2col), ms_cudnn = tonumber(out.ms_cudnn),
-           algo = { tonumber(out.algo[0]), tonumber(out.algo[1]), tonumber(out.algo[2]) },
-           note = engine.ffi.string(out.note), machine = engine.ffi.string(out.machine) }
-end
+local engine_time = engine.cuda_conv_time
 
 function M.resolve_cuda(cfg, c, search, opts)
   opts = opts or {}
-  local C = engine.C
   local notes = {}
   local mode = cfg.cuda and cfg.cuda.conv or "im2col"
   if mode ~= "auto" and mode ~= "cudnn" then return notes end
@@ -364,13 +348,13 @@ function M.resolve_cuda(cfg, c, search, opts)
     local choice
     if mode == "cudnn" then
       choice = "cudnn"
-      layer.impl = C.MR_CUDA_CONV_CUDNN
+      layer.impl = engine.enum("cuda.conv", "cudnn")
       local algo = e and e.choice == "cudnn" and e.algo
       for k = 1, 3 do layer.algo[k - 1] = algo and algo[k] or -1 end
       if e and not algo then how = "the cached choice is im2col: cuDNN's heuristics" end
     else
       choice = e and e.choice or "im2col"
-      layer.impl = C[CUDA_ENUM[choice]]
+      layer.impl = engine.enum("cuda.conv", choice)
       for k = 1, 3 do layer.algo[k - 1] = choice == "cudnn" and e.algo[k] or -1 end
     end
     local times = {}

@@ -17,12 +17,10 @@
 --       is written to NAME.tmp and renamed: checkpoint_save.c). Call it holding
 --       the lock: nobody else can be writing one then.
 
-local ffi = require("ffi")
 local uv = require("luv")
+local libc = require("moonrl.runtime.libc")
 
-pcall(ffi.cdef, "int flock(int fd, int operation);")
-pcall(ffi.cdef, "char *strerror(int errnum);")
-local LOCK_EX, LOCK_NB, LOCK_UN = 2, 4, 8
+local LOCK_EX, LOCK_NB, LOCK_UN = libc.LOCK_EX, libc.LOCK_NB, libc.LOCK_UN
 local O_RDWR, O_CREAT = 2, 64
 
 local dirlock = { FILE = ".lock" }
@@ -34,17 +32,17 @@ function dirlock.take(dir)
   local path = dir .. "/" .. dirlock.FILE
   local fd, err = uv.fs_open(path, O_RDWR + O_CREAT, tonumber("644", 8))
   if not fd then return nil, "cannot open " .. path .. ": " .. tostring(err) end
-  if ffi.C.flock(fd, LOCK_EX + LOCK_NB) ~= 0 then
-    local errno = ffi.errno()
+  local locked, errno = libc.flock(fd, LOCK_EX + LOCK_NB)
+  if locked ~= 0 then
     local holder = uv.fs_read(fd, 64, 0)
     uv.fs_close(fd)
     local pid = holder and holder:match("^(%d+)")
-    if errno == 11 then   -- EWOULDBLOCK
+    if errno == libc.EWOULDBLOCK then
       return nil, "run directory " .. dir .. " is in use by another moonrl process" ..
         (pid and (" (pid " .. pid .. ")") or "") .. ": stop it first (moonrl ctl " .. dir ..
         " stop) or wait for it to end; nothing here was changed"
     end
-    return nil, "cannot lock " .. path .. ": " .. ffi.string(ffi.C.strerror(errno))
+    return nil, "cannot lock " .. path .. ": " .. libc.strerror(errno)
   end
   uv.fs_ftruncate(fd, 0)
   uv.fs_write(fd, tostring(uv.os_getpid()) .. "\n", 0)
@@ -53,7 +51,7 @@ end
 
 function Lock:release()
   if not self.fd then return end
-  ffi.C.flock(self.fd, LOCK_UN)
+  libc.flock(self.fd, LOCK_UN)
   uv.fs_close(self.fd)
   self.fd = nil
 end

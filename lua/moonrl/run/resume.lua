@@ -3,19 +3,22 @@
 -- RUN_DIR}), and finding a run's checkpoint for `moonrl eval RUN_DIR`.
 --
 -- What a resumed run is made of:
---   the update      the one the checkpoint holds (mr_checkpoint_read_progress),
+--   the update      the one the checkpoint holds (engine.checkpoint_info),
 --                   not its file name's; a finished run (total_steps reached) is
 --                   plan.finished, a message: the CLI says it and trains nothing
 --   the checkpoint  RUN_DIR/checkpoints/update_NNNNNNN.mrck with the highest
---                   N that the engine reads back whole (mr_checkpoint_read_config
---                   checks its length and every checksum); a damaged newer one
---                   is reported with the engine's message and skipped.
+--                   N that the engine reads back whole (engine.checkpoint_info,
+--                   one read of the file, checks its length and every checksum,
+--                   and gives its config, progress and ranks); a damaged newer
+--                   one is reported with the engine's message and skipped. The
+--                   trainer thread's load is the file's only other read.
 --   the config      RUN_DIR/config.now.lua (the config in force after changes,
 --                   written by run:set) or else RUN_DIR/config.lua (the config
 --                   it started with); keys edited in it since moonrl wrote it
 --                   (against .config.as-written.lua) are applied with a note
 --                   when hot, refused by name otherwise; checked against the
---                   checkpoint's own mr_config; changes asked for on top of it (a config file
+--                   checkpoint's own mr_config by the engine's one check
+--                   (engine.config_conflicts); changes asked for on top of it (a config file
 --                   or table, --set, hooks) apply when the key is hot or only
 --                   concerns output (log.*, eval.*, alerts.*); any other
 --                   change is refused with the key: it needs a new run.
@@ -30,10 +33,9 @@
 -- directory (evaluate it: `moonrl eval FILE`).
 --
 -- Public functions
---   resume.is_checkpoint(path) -> true when the file starts as a moonrl checkpoint
+--   resume.is_checkpoint(path) -> true when the file starts as a moonrl checkpoint (engine.is_checkpoint)
 --   resume.run_dir_of(checkpoint_path) -> the run directory holding it, or nil
 --   resume.checkpoints(run_dir) -> {{path=, update=}, ...} newest first
---   resume.read_config(path) -> mr_config cdata | nil, the engine's message
 --   resume.newest(run_dir) -> {path=, update=, config=, damaged={{path=, error=}}, older={paths},
 --                               ranks= (that wrote it), steps= (the run's agent-steps at it)}
 --                             | nil, err
@@ -59,17 +61,9 @@ resume.NOW_FILE = "config.now.lua"
 -- The copy of the config file as moonrl last wrote it: what an edit is told from.
 resume.WRITTEN_FILE = ".config.as-written.lua"
 
-local MAGIC = "MOONRLCK"
-
 -- Cold keys that only concern what is written or checked, not the training:
 -- they may change on resume.
 local OUTPUT_SECTIONS = { log = true, eval = true, alerts = true, hooks = true }
-
--- mr_config members that may differ between config.lua and the checkpoint:
--- the engine's hot keys (the checkpoint holds the constants in force at its
--- update) and where/how it runs (the same run may continue on another machine).
-local NOT_COMPARED = { cuda = true, device = true, precision = true, threads = true }
-for _, key in ipairs(schema.hot_keys("engine")) do NOT_COMPARED[schema.by_key[key].c] = true end
 
 -- The engine's hot schedules (ppo.lr, ppo.clip, ppo.ent_coef): stretched when
 -- total_steps changes.
@@ -88,14 +82,7 @@ local function dirname(path)
 end
 
 function resume.is_checkpoint(path)
-  -- Only a regular file is opened: opening a FIFO would wait for a writer.
-  local st = type(path) == "string" and uv.fs_stat(path)
-  if not st or st.type ~= "file" then return false end
-  local f = io.open(path, "rb")
-  if not f then return false end
-  local head = f:read(#MAGIC)
-  f:close()
-  return head == MAGIC
+  return require("moonrl.engine").is_checkpoint(path)
 end
 
 -- RUN/checkpoints/x.mrck -> RUN, when RUN/config.lua is there.
@@ -119,30 +106,6 @@ function resume.checkpoints(run_dir)
   end
   table.sort(out, function(a, b) return a.update > b.update end)
   return out
-end
-
-function resume.read_config(path)
-  local engine = require("moonrl.engine")
-  local c, err = engine.ffi.new("mr_config"), engine.ffi.new("mr_error")
-  if engine.C.mr_checkpoint_read_config(path, c, err) ~= 0 then
-    return nil, engine.ffi.string(err.msg)
-  end
-  return c
-end
-
--- What a checkpoint holds of its progress (the engine's own record; the
--- file name is only a label): {updates =, agent_steps =, hot = mr_hot_params}.
-function resume.read_progress(path)
-  local engine = require("moonrl.engine")
-  local u, a = engine.ffi.new("uint64_t[1]"), engine.ffi.new("uint64_t[1]")
-  local hot, err = engine.ffi.new("mr_hot_params"), engine.ffi.new("mr_error")
-  if engine.C.mr_checkpoint_read_progress(path, u, a, hot, err) ~= 0 then
-    return nil, engine.ffi.string(err.msg)
-  end
-  local rk, rerr = engine.checkpoint_ranks(path)
-  if not rk then return nil, rerr end
-  return { updates = tonumber(u[0]), agent_steps = tonumber(a[0]), hot = hot, ranks = rk.ranks,
-           run_steps = rk.agent_steps }
 end
 
 function resume.newest(run_dir)
@@ -171,19 +134,19 @@ function resume.newest(run_dir)
       " (update_NNNNNNN.mrck): nothing to resume; start the run again with moonrl train"
   end
   local damaged = {}
+  local engine = require("moonrl.engine")
   for i, ck in ipairs(list) do
-    local c, err = resume.read_config(ck.path)
-    local pg
-    if c then pg, err = resume.read_progress(ck.path) end
-    if c and pg then
+    local info, err = engine.checkpoint_info(ck.path)   -- the one read of the file here
+    if info then
+      local c = info.config
       local older = {}
       for j = #list, i, -1 do older[#older + 1] = list[j].path end   -- oldest first, this one last
       -- the run's agent-steps: what the file says (ranks, or a resume on
       -- another count of them), else updates x every rank's batch
-      local steps = pg.run_steps or
-        pg.updates * tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps) * pg.ranks
-      return { path = ck.path, update = pg.updates, named = ck.update, agent_steps = pg.agent_steps, hot = pg.hot,
-               config = c, damaged = damaged, older = older, ranks = pg.ranks, steps = steps }
+      local steps = info.run_steps or
+        info.updates * tonumber(c.env.num_envs) * tonumber(c.ppo.rollout_steps) * info.ranks
+      return { path = ck.path, update = info.updates, named = ck.update, agent_steps = info.agent_steps,
+               hot = info.hot, config = c, damaged = damaged, older = older, ranks = info.ranks, steps = steps }
     end
     damaged[#damaged + 1] = { path = ck.path, error = err }
   end
@@ -218,35 +181,6 @@ local function changeable(key)
   local e = schema.by_key[key]
   if e and e.hot then return true end
   return OUTPUT_SECTIONS[key:match("^([^.]+)%.") or ""] == true
-end
-
--- The members of two mr_config that differ, as "path: a vs b" lines.
-local function differences(a, b)
-  local engine = require("moonrl.engine")
-  local out = {}
-  local function walk(x, y, sname, prefix)
-    for _, f in ipairs(engine.fields(sname)) do
-      local path = prefix .. f.name
-      if not NOT_COMPARED[path] and not f.pointer then
-        local sub = f.type:match("^mr_[%w_]+$") and engine.cdef:find("typedef%s+struct%s+" .. f.type .. "%s*{")
-        if sub then
-          walk(x[f.name], y[f.name], f.type, path .. ".")
-        elseif f.array then
-          for i = 0, f.array - 1 do
-            if tonumber(x[f.name][i]) ~= tonumber(y[f.name][i]) then
-              out[#out + 1] = string.format("%s[%d]: %s vs %s", path, i + 1, tostring(tonumber(x[f.name][i])),
-                tostring(tonumber(y[f.name][i])))
-            end
-          end
-        elseif tonumber(x[f.name]) ~= tonumber(y[f.name]) then
-          out[#out + 1] = string.format("%s: %s vs %s", path, util.fmt_number(tonumber(x[f.name])),
-            util.fmt_number(tonumber(y[f.name])))
-        end
-      end
-    end
-  end
-  walk(a, b, "mr_config", "")
-  return out
 end
 
 -- The saved config with the asked-for changes; nil, err naming every refused key.
@@ -531,11 +465,11 @@ function resume.prepare(run_dir, changes)
 
   local c, eerr = engine.config(cfg)
   if not c then return nil, cfg_path .. ": " .. eerr end
-  local diff = differences(c, ck.config)
-  if #diff > 0 then
+  local diff, ndiff = engine.config_conflicts(c, ck.config)   -- the engine's one check
+  if ndiff > 0 then
     local name = cfg_path:match("[^/]*$")
     return nil, "cannot resume " .. run_dir .. ": " .. name .. " and " .. ck.path .. " disagree on " ..
-      table.concat(diff, ", ") .. " (" .. name .. " vs the checkpoint): " .. name .. " was edited? These keys " ..
+      diff .. " (" .. name .. " vs the checkpoint): " .. name .. " was edited? These keys " ..
       "are not hot (they shape the network, the environments or the algorithm): a resume refuses to change " ..
       "them; put them back, or start a new run with them (moonrl train CONFIG --dir NEW_DIR)"
   end

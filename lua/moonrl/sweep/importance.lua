@@ -26,6 +26,9 @@
 --   importance.tree_leaves(tree, d) -> { { lo = {..}, hi = {..}, value }, ... }  the tree's boxes
 --   importance.fanova(forest, d) -> per_tree, mean, sd   per_tree[t][j]: key j's main-effect
 --                                  variance over tree t's variance
+--   importance.scale(sp, values) -> scale   how a key maps to [0, 1] (below): kind ("linear", "log",
+--                                  "categorical"), lo, hi (categorical: categories, n, index(v) -> 1 .. n),
+--                                  map(v) -> [0, 1]; sp: sweep.json's entry of the key, values: those seen
 --   importance.encode(list, info) -> X, y, keys, rows   the finished trials of a sweep, scaled
 --   importance.of_sweep(list, info, opts) -> { keys = { {key, importance, sd, share, scale} ... }
 --                                  best first, n (trials), trees, method } | nil, why
@@ -203,7 +206,7 @@ end
 -- A key's scale: how its values map to [0, 1]. `sp` is sweep.json's entry
 -- (kind, lo, hi, values, log; older sweeps have only text and log: the range
 -- is then the values seen).
-local function scale_of(sp, values)
+function importance.scale(sp, values)
   sp = sp or {}
   local numeric = true
   for _, v in ipairs(values) do if type(v) ~= "number" then numeric = false end end
@@ -227,7 +230,7 @@ local function scale_of(sp, values)
     end
     local n = #cats
     return { kind = "categorical", categories = cats, n = n,
-      map = function(v) return (index[fmt(v)] - 0.5) / n end }
+      map = function(v) return (index[fmt(v)] - 0.5) / n end, index = function(v) return index[fmt(v)] end }
   end
   local lo, hi = tonumber(sp.lo), tonumber(sp.hi)
   local vmin, vmax = math.huge, -math.huge
@@ -276,7 +279,7 @@ function importance.encode(list, info)
     local count = 0
     for _ in pairs(distinct) do count = count + 1 end
     if all and count >= 2 then   -- a key the trials did not vary tells nothing
-      local sc = scale_of(space[k], values)
+      local sc = importance.scale(space[k], values)
       keys[#keys + 1] = { key = k, scale = sc }
     end
   end

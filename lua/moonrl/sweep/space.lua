@@ -25,6 +25,11 @@
 --   space.rng(seed, index, purpose) -> function() -> uniform [0, 1)
 --   space.draw(dist, u) -> the value of dist at u, uniform in [0, 1) (what a random point draws)
 --   space.describe(dist) -> "loguniform(0.0001, 0.001)", ...
+--   space.point_of(space, cfg) -> { key = value, ... }: a resolved config's own
+--       values at the space's keys (a schedule gives its starting value, `from`,
+--       the constant a sweep would put there): the point to give tpe.points
+--       so that a sweep tries the experiment's settings first. A key the config
+--       lacks is left out.
 
 local ffi = require("ffi")
 local bit = require("bit")
@@ -194,6 +199,17 @@ function space.point(sp, method, seed, index)
     end
   end
   return point
+end
+
+function space.point_of(sp, cfg)
+  local config = require("moonrl.config")
+  local out = {}
+  for k in pairs(sp) do
+    local v = config.get(cfg, k)
+    if type(v) == "table" and v.kind and v.from ~= nil then v = v.from end
+    if v ~= nil and type(v) ~= "table" then out[k] = v end
+  end
+  return out
 end
 
 return space

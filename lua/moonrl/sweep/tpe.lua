@@ -58,6 +58,13 @@
 --               anywhere; a large good group blurs l(x) with middling trials
 --   candidates  values drawn from l(x) per key, of which the best ratio
 --               wins (default 24, as Optuna and hyperopt)
+--   points      a list of points ({ [key] = value }) the first trials try,
+--               in order, before any other (Optuna's enqueue_trial, Ray
+--               Tune's points_to_evaluate): typically the experiment's own
+--               settings, so that the sweep measures the default at the
+--               trials' budget and the model starts from it. A key a point
+--               leaves out takes the trial's random value. They count among
+--               the `startup` trials (default: none)
 --
 -- Reproducibility: trial i's proposal draws from space.rng(seed, i, "tpe")
 -- and depends only on the results in the history, so with parallel = 1 a
@@ -78,7 +85,8 @@
 --       (the points of trials not finished yet). Pure: the same arguments and
 --       the same rng sequence give the same point.
 --   tpe.check(opts) -> options | raises (at moonrl.sweep's caller)
---   tpe.describe(options) -> "startup=10 gamma=0.1 candidates=24" (sweep.json's definition)
+--   tpe.describe(options) -> "startup=10 gamma=0.1 candidates=24" (sweep.json's definition;
+--       " points={ppo.lr=0.001,...}" added when there are points)
 --   tpe.method(options, in_flight, levels) -> function(history, ctx) -> point: what
 --       moonrl.sweep runs for method = "tpe" (in_flight(index) -> the points
 --       proposed before trial `index` without a result yet; levels() -> the
@@ -122,11 +130,22 @@ function tpe.check(o)
     error("moonrl.sweep: tpe must be a table {startup =, gamma =, candidates =}, got " .. util.fmt_value(o), 4)
   end
   for k in pairs(o) do
-    if k ~= "startup" and k ~= "gamma" and k ~= "candidates" then
-      error("moonrl.sweep: tpe." .. tostring(k) .. ": accepted startup, gamma, candidates", 4)
+    if k ~= "startup" and k ~= "gamma" and k ~= "candidates" and k ~= "points" then
+      error("moonrl.sweep: tpe." .. tostring(k) .. ": accepted startup, gamma, candidates, points", 4)
     end
   end
-  local out = { startup = o.startup, gamma = o.gamma, candidates = o.candidates }
+  local out = { startup = o.startup, gamma = o.gamma, candidates = o.candidates, points = o.points }
+  if out.points ~= nil then
+    local ok = type(out.points) == "table" and next(out.points) == nil or (type(out.points) == "table" and #out.points > 0)
+    for k, p in pairs(type(out.points) == "table" and out.points or {}) do
+      if type(k) ~= "number" or type(p) ~= "table" then ok = false break end
+      for key in pairs(p) do if type(key) ~= "string" then ok = false end end
+    end
+    if not ok then
+      error("moonrl.sweep: tpe.points must be a list of points { [\"ppo.lr\"] = 1e-3, ... } (the first trials' " ..
+        "settings, in order), got " .. util.fmt_value(o.points), 4)
+    end
+  end
   for k, v in pairs(tpe.DEFAULTS) do if out[k] == nil then out[k] = v end end
   local s = out.startup
   if type(s) ~= "number" or s ~= math.floor(s) or s < 0 or s == math.huge then
@@ -144,8 +163,18 @@ function tpe.check(o)
 end
 
 function tpe.describe(o)
-  return string.format("startup=%s gamma=%s candidates=%s", util.fmt_number(o.startup), util.fmt_number(o.gamma),
+  local s = string.format("startup=%s gamma=%s candidates=%s", util.fmt_number(o.startup), util.fmt_number(o.gamma),
     util.fmt_number(o.candidates))
+  if o.points and #o.points > 0 then
+    local parts = {}
+    for _, p in ipairs(o.points) do
+      local kv = {}
+      for _, k in ipairs(util.sorted_keys(p)) do kv[#kv + 1] = k .. "=" .. util.fmt_value(p[k]) end
+      parts[#parts + 1] = "{" .. table.concat(kv, ",") .. "}"
+    end
+    s = s .. " points=" .. table.concat(parts, ";")
+  end
+  return s
 end
 
 -- ------------------------------------------------------------- numbers
@@ -454,6 +483,13 @@ end
 function tpe.method(o, in_flight, levels)
   o = o or tpe.DEFAULTS
   return function(history, ctx)
+    local enqueued = o.points and o.points[ctx.index]
+    if enqueued then
+      -- an enqueued point: its keys as given, the others the trial's random values
+      local point = ctx.sample and ctx.sample() or {}
+      for k, v in pairs(enqueued) do point[k] = util.deepcopy(v) end
+      return point
+    end
     if levels and #history >= o.startup then history = tpe.level_history(history, levels()) end
     return tpe.suggest(ctx.space, history, ctx.mode, space.rng(ctx.seed, ctx.index, "tpe"), {
       startup = o.startup, gamma = o.gamma, candidates = o.candidates, sample = ctx.sample,

@@ -46,15 +46,18 @@ function M.install(Sweep, h)
     local index = #self.trials_list + 1
     if index > self.trials or self.method_done then return nil end
     if self.budget then
-      -- budget: the agent-steps of the trials that ended, the whole budgets of those running,
-      -- and the next one's must fit (so the sweep never spends more)
-      local used = 0
-      for _, r in ipairs(self.done_results) do used = used + (tonumber(r.steps) or 0) end
-      for _, t in ipairs(self.running) do used = used + (t.cfg and t.cfg.total_steps or 0) end
-      if used + self.base_cfg.total_steps > self.budget then
+      -- budget: the agent-steps of the trials that ended, and of those running: without a
+      -- scheduler their whole budgets, and the next one's whole budget must fit (so the sweep
+      -- never spends more); with one (ASHA) the steps they ran so far, and the next one needs
+      -- room for its first rung only: most trials stop there, and one that goes on is stopped
+      -- when the budget is spent (_budget_stop). Charging each new trial its whole budget up
+      -- front left up to (trial budget - first rung) agent-steps unspent.
+      local used, need = self:_budget_used(), self.base_cfg.total_steps
+      if self.scheduler and self.scheduler.rung_steps then need = math.min(need, self.scheduler:rung_steps(1)) end
+      if used + need > self.budget then
         if #self.running == 0 then
           self:say(string.format("budget: %s of %s agent-steps spent; no room for another trial of %s",
-            results.thousands(used), results.thousands(self.budget), results.thousands(self.base_cfg.total_steps)))
+            results.thousands(used), results.thousands(self.budget), results.thousands(need)))
           self.method_done = true
         end
         return nil
@@ -83,6 +86,32 @@ function M.install(Sweep, h)
     local t = new_trial(self, index, point)
     self.trials_list[index] = t
     return t
+  end
+
+  -- the agent-steps a budget (moonrl.sweep{budget =}) is charged: the ended trials' steps, and the
+  -- running ones' (their steps so far with a scheduler, else their whole budgets)
+  function Sweep:_budget_used()
+    local used = 0
+    for _, r in ipairs(self.done_results) do used = used + (tonumber(r.steps) or 0) end
+    for _, t in ipairs(self.running) do
+      if self.scheduler then used = used + (tonumber(t.steps) or 0)
+      else used = used + (t.cfg and t.cfg.total_steps or 0) end
+    end
+    return used
+  end
+
+  -- with a scheduler, a running trial is stopped once the budget is spent (it counts as stopped
+  -- early, at the steps it reached; the scheduler's ranking treats it so)
+  function Sweep:_budget_stop(t)
+    if not (self.budget and self.scheduler) or t.stop_sent or t.stop_why or not t.steps then return end
+    if t.cfg and t.steps >= t.cfg.total_steps then return end
+    local used = self:_budget_used()
+    if used >= self.budget then
+      t.stop_why = string.format("the sweep's budget of %s agent-steps is spent", results.thousands(self.budget))
+      results.append(self.dir, { event = "budget_stop", trial = t.index, steps = t.steps, used = used })
+      self:say(string.format("%s: stopping (%s)", t.label, t.stop_why))
+      self:_stop_trial(t)
+    end
   end
 
   function Sweep:_fill()
@@ -296,6 +325,7 @@ function M.install(Sweep, h)
     for _, t in ipairs({ unpack(self.running) }) do
       self:_read_metrics(t)
       self:_rungs(t)
+      self:_budget_stop(t)
     end
     if self.pbt_ctl then
       for _, t in ipairs({ unpack(self.running) }) do self.pbt_ctl:poll(t) end

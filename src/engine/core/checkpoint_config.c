@@ -4,7 +4,9 @@
  * every", lists comma-separated; '#' starts a comment line; reading starts
  * from the defaults, so a setting added later takes its default) and the
  * raw mr_config bytes of version 1, frozen here. checkpoint_format.h holds the
- * rest of the format.
+ * rest of the format. And the one comparison of a config with a checkpoint's,
+ * key by key from the same table (mr_checkpoint_config_conflicts, a resume;
+ * mr_ck_config_conflicts on the shape keys, mr_trainer_load).
  */
 #include "checkpoint_config.h"
 #include "errors.h"
@@ -325,3 +327,137 @@ void mr_ck_config_from_v1(const void *bytes, mr_config *c) {
     c->total_steps = v->total_steps;
 }
 
+
+/* ------------------------------------------------ config against config */
+
+/* The engine's hot keys (hot_keys.h): a checkpoint holds their values in force. */
+#define HOT_KEY_NAME(k, m, f, lo, hi) k,
+static const char *const hot_keys[] = {MR_HOT_KEYS(HOT_KEY_NAME, HOT_KEY_NAME, HOT_KEY_NAME, HOT_KEY_NAME) NULL};
+#undef HOT_KEY_NAME
+
+/* The keys a trainer's buffers are laid out from (CK_COMPARE_SHAPES;
+ * env.num_envs with CK_COMPARE_SHAPES_ENVS). */
+static const char *const shape_keys[] = {"env.name", "env.grid_size", "env.view_range", "policy.conv_channels",
+                                         "policy.hidden", "policy.critic_hidden", NULL};
+
+static int listed(const char *const *list, const char *key) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(list[i], key)) return 1;
+    return 0;
+}
+
+static int compared(const char *key, ck_compare scope) {
+    if (scope == CK_COMPARE_RESUME)
+        return !listed(hot_keys, key) && strcmp(key, "device") && strcmp(key, "precision") &&
+               strcmp(key, "threads") && strncmp(key, "cuda.", 5);
+    return listed(shape_keys, key) || (scope == CK_COMPARE_SHAPES_ENVS && !strcmp(key, "env.num_envs"));
+}
+
+/* The differences found so far, "a, b, ..." into out. */
+typedef struct conflicts {
+    char *out;
+    size_t len, at;
+    int n;
+} conflicts;
+
+static void say(conflicts *c, const char *key, const char *a, const char *b) {
+    c->n++;
+    if (!c->out || c->len == 0 || c->at + 1 >= c->len) return;
+    int w = snprintf(c->out + c->at, c->len - c->at, "%s%s: %s vs %s", c->n > 1 ? ", " : "", key, a, b);
+    if (w < 0) return;
+    if ((size_t)w >= c->len - c->at) {   /* cut: end it with "..." */
+        c->at = c->len - 1;
+        if (c->len >= 4) memcpy(c->out + c->len - 4, "...", 3);
+        return;
+    }
+    c->at += (size_t)w;
+}
+
+/* The shortest of %.15g .. %.17g that reads back to x. */
+static const char *real_text(double x, char *buf, size_t len) {
+    for (int p = 15; p <= 17; p++) {
+        snprintf(buf, len, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
+static const char *list_text(const int *v, int n, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && o < len; i++) {
+        int w = snprintf(buf + o, len - o, i ? ",%d" : "%d", v[i]);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+    return buf;
+}
+
+int mr_ck_config_conflicts(const mr_config *a, const mr_config *b, ck_compare scope, char *out, size_t len) {
+    conflicts c = {out, len, 0, 0};
+    if (out && len) out[0] = 0;
+    char x[160], y[160];
+#define C_INT(k, f, d, lo, hi) \
+    if (compared(k, scope) && a->f != b->f) { \
+        snprintf(x, sizeof x, "%lld", (long long)a->f); \
+        snprintf(y, sizeof y, "%lld", (long long)b->f); \
+        say(&c, k, x, y); \
+    }
+#define C_REAL(k, f, d, lo, hi) \
+    if (compared(k, scope) && (double)a->f != (double)b->f) \
+        say(&c, k, real_text((double)a->f, x, sizeof x), real_text((double)b->f, y, sizeof y));
+#define C_U64(k, f, d, lo, hi) \
+    if (compared(k, scope) && a->f != b->f) { \
+        snprintf(x, sizeof x, "%llu", (unsigned long long)a->f); \
+        snprintf(y, sizeof y, "%llu", (unsigned long long)b->f); \
+        say(&c, k, x, y); \
+    }
+#define C_ENUM(k, f, d, n, names) \
+    if (compared(k, scope) && (int)a->f != (int)b->f) \
+        say(&c, k, choice_name(names, (int)a->f, x, sizeof x), choice_name(names, (int)b->f, y, sizeof y));
+#define C_SCHED(k, f, kd, lo_, hi_, lo, hi) \
+    if (compared(k, scope) && (a->f.kind != b->f.kind || a->f.start != b->f.start || a->f.end != b->f.end || \
+                               a->f.gamma != b->f.gamma || a->f.every != b->f.every)) { \
+        snprintf(x, sizeof x, "%d %.17g %.17g %.17g %.17g", (int)a->f.kind, a->f.start, a->f.end, a->f.gamma, \
+                 a->f.every); \
+        snprintf(y, sizeof y, "%d %.17g %.17g %.17g %.17g", (int)b->f.kind, b->f.start, b->f.end, b->f.gamma, \
+                 b->f.every); \
+        say(&c, k, x, y); \
+    }
+#define C_LIST(k, f, count, lo, hi, mn, mx) \
+    if (compared(k, scope)) { \
+        int same_ = a->count == b->count; \
+        for (int i_ = 0; same_ && i_ < a->count && i_ < (mx); i_++) same_ = a->f[i_] == b->f[i_]; \
+        if (!same_) say(&c, k, list_text(a->f, a->count < (mx) ? a->count : (mx), x, sizeof x), \
+                        list_text(b->f, b->count < (mx) ? b->count : (mx), y, sizeof y)); \
+    }
+    MR_CONFIG_KEYS(C_INT, C_REAL, C_U64, C_ENUM, C_SCHED, C_LIST)
+#undef C_INT
+#undef C_REAL
+#undef C_U64
+#undef C_ENUM
+#undef C_SCHED
+#undef C_LIST
+    if (scope == CK_COMPARE_RESUME) {
+        /* what the network takes from the environment (mr_config_follow_env):
+         * no keys, but a Lua environment's file may have changed them */
+#define DERIVED(f) \
+    if (a->policy.f != b->policy.f) { \
+        snprintf(x, sizeof x, "%d", a->policy.f); \
+        snprintf(y, sizeof y, "%d", b->policy.f); \
+        say(&c, "policy." #f " (from the environment)", x, y); \
+    }
+        DERIVED(num_actions) DERIVED(obs_vector) DERIVED(critic_extra) DERIVED(act_box) DERIVED(obs_channels)
+        DERIVED(obs_image) DERIVED(obs_side)
+#undef DERIVED
+    }
+    return c.n;
+}
+
+int mr_checkpoint_config_conflicts(const mr_config *run, const mr_config *stored, char *out, size_t len) {
+    if (!run || !stored) {
+        if (out && len) snprintf(out, len, "mr_checkpoint_config_conflicts: a config is NULL");
+        return 1;
+    }
+    return mr_ck_config_conflicts(run, stored, CK_COMPARE_RESUME, out, len);
+}

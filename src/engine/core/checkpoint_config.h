@@ -22,4 +22,14 @@ mr_status mr_ck_config_parse(const char *path, const uint8_t *d, size_t n, mr_co
 size_t mr_ck_config_v1_bytes(void);
 void mr_ck_config_from_v1(const void *bytes, mr_config *c);
 
+/* Which settings mr_ck_config_conflicts compares: resume, every key but the
+ * hot ones and the machine's (mr_checkpoint_config_conflicts); shapes, those
+ * a trainer's buffers are laid out from (mr_trainer_load's check), with
+ * env.num_envs or without it (a data-parallel load re-seeds the environments
+ * it cannot carry). */
+typedef enum ck_compare { CK_COMPARE_RESUME, CK_COMPARE_SHAPES, CK_COMPARE_SHAPES_ENVS } ck_compare;
+/* The settings in `scope` on which a and b differ, as "key: a's vs b's"
+ * joined by ", " into out (len bytes, cut short with "..."); how many. */
+int mr_ck_config_conflicts(const mr_config *a, const mr_config *b, ck_compare scope, char *out, size_t len);
+
 #endif

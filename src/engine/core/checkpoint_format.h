@@ -33,8 +33,8 @@
 #define CK_END "MRCKEND"
 #define CK_VERSION 2u        /* written; 1 is read too */
 #define CK_CONFIG_TEXT 16384 /* the config records, at most */
-#define CK_NAME 32
-#define CK_MAX_SECTIONS 32
+#define CK_NAME MR_CHECKPOINT_NAME_LEN            /* 32: a section's name field (moonrl.h) */
+#define CK_MAX_SECTIONS MR_CHECKPOINT_MAX_SECTIONS /* 32: the sections a file may have */
 
 typedef struct ck_section {
     const char *name;

@@ -1,7 +1,8 @@
 /*
  * checkpoint_load.c - reading a checkpoint into a trainer, and its parts on
- * their own (config, progress, gradients, ranks); checkpoint_format.h has
- * the format. Loading checks magic, version, length, every CRC and every
+ * their own (config, progress, gradients, ranks; all a host needs before a
+ * load from one read: mr_checkpoint_read_info; whether a file is one at
+ * all: mr_checkpoint_is_file); checkpoint_format.h has the format. Loading checks magic, version, length, every CRC and every
  * section's size before touching the trainer, so a damaged file is refused
  * with a message and the trainer is left as it was. What is not a regular
  * file (a FIFO, a directory, a device) is refused from the open fd without
@@ -49,7 +50,7 @@ typedef struct ck_entry {
  * NULL for those not kept). */
 typedef struct ck_file {
     uint64_t len;
-    uint32_t count;
+    uint32_t version, count;
     ck_entry sec[CK_MAX_SECTIONS];
     uint8_t *data[CK_MAX_SECTIONS];
 } ck_file;
@@ -175,6 +176,7 @@ static mr_status open_checkpoint(const char *path, int *fd_out, ck_file *cf, mr_
     if (s) { close(fd); return s; }
     *fd_out = fd;
     cf->len = len;
+    cf->version = version;
     cf->count = count;
     return MR_OK;
 }
@@ -459,26 +461,16 @@ static mr_status read_file(const char *path, ck_file *cf, int keep, ck_precheck 
 
 /* Shapes that must agree between the checkpoint and the trainer (the
  * number of environments only when `envs` is set: a data-parallel load
- * re-seeds the environments it cannot carry). */
-static mr_status compatible(const mr_config *a, const mr_config *b, const char *path, int envs, mr_error *err) {
-    const mr_env_config *x = &a->env, *y = &b->env;
-#define SAME(f, what) if (x->f != y->f) return mr_fail(err, MR_ERR_ARG, \
-        "checkpoint '%s' has " what " = %d but this trainer has %d; create the trainer from the checkpoint's config", \
-        path, (int)x->f, (int)y->f)
-    if (envs) SAME(num_envs, "env.num_envs");
-    SAME(grid_size, "env.grid_size");
-    SAME(view_range, "env.view_range");
-    SAME(name, "env.name (0 foraging, 1 reach)");
-#undef SAME
-    const mr_policy_config *p = &a->policy, *q = &b->policy;
-    int same = p->num_conv == q->num_conv && p->hidden == q->hidden && p->critic_hidden == q->critic_hidden;
-    for (int i = 0; same && i < p->num_conv; i++) same = p->conv_channels[i] == q->conv_channels[i];
-    if (!same)
-        return mr_fail(err, MR_ERR_ARG,
-                       "checkpoint '%s' holds a network of other shapes (conv layers %d, hidden %d, critic %d) "
-                       "than this trainer (conv layers %d, hidden %d, critic %d)",
-                       path, p->num_conv, p->hidden, p->critic_hidden, q->num_conv, q->hidden, q->critic_hidden);
-    return MR_OK;
+ * re-seeds the environments it cannot carry): the comparison of
+ * mr_checkpoint_config_conflicts (checkpoint_config.c), on the keys the
+ * trainer's buffers are laid out from. */
+static mr_status compatible(const mr_config *stored, const mr_config *mine, const char *path, int envs,
+                            mr_error *err) {
+    char diff[MR_ERROR_LEN / 2];
+    if (!mr_ck_config_conflicts(stored, mine, envs ? CK_COMPARE_SHAPES_ENVS : CK_COMPARE_SHAPES, diff, sizeof diff))
+        return MR_OK;
+    return mr_fail(err, MR_ERR_ARG, "checkpoint '%s' holds a run of other shapes than this trainer: %s (the "
+                   "checkpoint's vs this trainer's); create the trainer from the checkpoint's config", path, diff);
 }
 
 mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err) {
@@ -567,6 +559,51 @@ mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_erro
     }
     ck_file_free(&cf);
     return s;
+}
+
+mr_status mr_checkpoint_read_info(const char *path, mr_checkpoint_info *out, mr_error *err) {
+    if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_info: path or out is NULL");
+    memset(out, 0, sizeof *out);
+    ck_file cf;
+    mr_config stored;
+    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, &stored, err);
+    if (s) return s;
+    ck_progress pg;
+    ck_ranks rk;
+    int has = 0;
+    s = read_progress(&cf, path, &stored, &pg, err);
+    if (!s) s = read_ranks(&cf, path, &rk, &has, err);
+    if (!s) {
+        out->config = stored;
+        out->updates = pg.updates;
+        out->agent_steps = pg.agent_steps;
+        out->hot = pg.hot;
+        out->ranks.ranks = (int)rk.ranks;
+        out->ranks.has = has;
+        out->ranks.agent_steps = has ? rk.agent_steps : 0;
+        out->version = cf.version;
+        out->bytes = cf.len;
+        out->sections = (int)cf.count;
+        for (uint32_t i = 0; i < cf.count && i < MR_CHECKPOINT_MAX_SECTIONS; i++) {
+            snprintf(out->section[i].name, sizeof out->section[i].name, "%s", cf.sec[i].name);
+            out->section[i].bytes = cf.sec[i].bytes;
+        }
+        mr_ok(err);
+    }
+    ck_file_free(&cf);
+    return s;
+}
+
+int mr_checkpoint_is_file(const char *path) {
+    if (!path) return 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return 0;
+    struct stat st;
+    uint8_t h[8];
+    int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 8 && read_at(fd, h, sizeof h, 0) == 0 &&
+              memcmp(h, CK_MAGIC, 8) == 0;
+    close(fd);
+    return yes;
 }
 
 /* What load_impl checks before the file is read: the trainer's shapes

@@ -3,8 +3,9 @@
 -- environment has, foraging's continuous survival of docs/environment.md),
 -- with progress on stderr; the records, settings, table and figure go to a
 -- folder beside it (moonrl.eval.protocols, moonrl.eval.files).
--- --compare A B ... sets each against the first; --from DIR recomputes the
--- table from what an earlier `moonrl eval` wrote.
+-- --compare A B ... sets each against the first (A1,A2,A3 B1,B2,B3: arms of
+-- several training runs, compared over their seeds: moonrl.eval.seeds);
+-- --from DIR recomputes the table from what an earlier `moonrl eval` wrote.
 
 local cmdline = require("moonrl.cli.cmdline")
 
@@ -16,6 +17,7 @@ local eval = {
   help = [[
 usage: moonrl eval CHECKPOINT|RUN_DIR [options]
        moonrl eval --compare A B [C ...] [options]
+       moonrl eval --compare A1,A2[,...] B1,B2[,...] [...] [options]
        moonrl eval --from DIR
 
 Evaluates a checkpoint (a .mrck file, or a run directory: its newest valid
@@ -46,7 +48,14 @@ same way. The table's first line names the checkpoint and update evaluated.
 
 --compare evaluates A, B, ... (each in the mode it was trained in, unless
 --mode) and reports for each against A the difference in every metric with
-its interval and Cohen's d, and says whether it is measurably worse.
+its interval and Cohen's d, and says whether it is measurably worse. Those
+intervals hold the evaluation's noise only, not the spread between training
+seeds: the comparison says so and how many seeds a side a verdict on the
+configurations would need. Give each side as several runs joined by commas
+(--compare A1,A2,A3 B1,B2,B3: the same configuration trained with different
+seeds) and the verdict is over the training runs: each run's evaluation is
+shown with its interval, and the arms are compared by Welch's t-test over
+the runs' values (docs/evaluation.md, "Verdicts over training seeds").
 
 The sizes default to the run's own evaluation settings (eval.* of its
 config.lua, for a run directory or a checkpoint in its checkpoints/), else
@@ -67,7 +76,8 @@ options:
                   foraging's and needs a grid world counting two items: foraging, reach)
   --device D      auto, cpu or cuda (default: as trained)
   --threads T     CPU threads, 0 = all cores
-  --compare       the checkpoints given are compared with the first
+  --compare       the checkpoints given are compared with the first; A1,A2,... an arm of
+                  several training runs (at least 2 a side), compared over seeds
   --out DIR       where the files go (default: RUN_DIR/eval/<checkpoint name>, e.g.
                   eval/update_0000010, or RUN_DIR/eval-compare for --compare; for a
                   checkpoint in no run, eval/<name> beside it); none = no files
@@ -122,14 +132,36 @@ end
 
 -- The table (and comparisons) of summaries, printed; nil, err when they
 -- cannot share one (two protocols, or two environments evaluated episodically).
-local function print_results(summaries, compare)
+-- arms: lists of indices into summaries, the training runs of each arm (an
+-- arm of several: compared over seeds, moonrl.eval.seeds), or nil.
+local function print_results(summaries, compare, arms)
   local P, perr = require("moonrl.eval.protocols").common(summaries)
   if not P then return nil, perr end
+  local seeds = require("moonrl.eval.seeds")
   local text = {}
-  if compare then
+  if compare and arms then
+    local function pick(idx)
+      local out = {}
+      for i, k in ipairs(idx) do out[i] = summaries[k] end
+      return out
+    end
+    -- arm k is named by a letter (A, B, ...), its runs listed once
+    local function names(idx)
+      local out = {}
+      for i, k in ipairs(idx) do out[i] = summaries[k].label end
+      return table.concat(out, ", ")
+    end
+    for k = 2, #arms do
+      local la, lb = string.char(64 + 1), k <= 26 and string.char(64 + k) or ("arm " .. k)
+      local t = seeds.compare_text(pick(arms[1]), pick(arms[k]), { la, lb })
+      text[#text + 1] = string.format("comparison over training seeds: %s against %s\n  %s: %s\n  %s: %s\n\n%s", lb, la,
+        la, names(arms[1]), lb, names(arms[k]), t)
+    end
+  elseif compare then
     for k = 2, #summaries do
+      local t, c = P.compare_text(summaries[1], summaries[k])
       text[#text + 1] = "comparison: " .. summaries[k].label .. " against " .. summaries[1].label .. "\n\n" ..
-        P.compare_text(summaries[1], summaries[k])
+        t .. "\n\n" .. seeds.single_note(c)
     end
   end
   table.insert(text, 1, P.table(summaries))
@@ -185,7 +217,20 @@ local function from_files(dir, o)
     end
     summaries[k] = s
   end
-  local ok, perr = print_results(summaries, meta.compare)
+  local arms = nil   -- written by --compare A1,A2 B1,B2: lists of source indices
+  if type(meta.arms) == "table" and #meta.arms >= 2 then
+    arms = {}
+    for i, a in ipairs(meta.arms) do
+      if type(a) ~= "table" then arms = nil break end
+      arms[i] = {}
+      for j, k in ipairs(a) do
+        if type(k) ~= "number" or not summaries[k] then arms = nil break end
+        arms[i][j] = k
+      end
+      if not arms then break end
+    end
+  end
+  local ok, perr = print_results(summaries, meta.compare, arms)
   if not ok then
     err("moonrl eval: --from ", dir, ": ", perr, "\n")
     return 1
@@ -241,6 +286,11 @@ function eval.run(argv)
   if o.compare and #paths < 2 then
     return usage_error("moonrl eval: --compare needs two or more checkpoints or run directories")
   end
+  if o.compare then
+    local arms, ae = eval.arms(paths)
+    if not arms then return usage_error(ae) end
+    if arms.grouped then paths, o.arms = arms.paths, arms end
+  end
   for _, p in ipairs(paths) do
     if not require("luv").fs_stat(p) then
       return usage_error("moonrl eval: checkpoint or run directory '" .. p .. "' not found")
@@ -256,6 +306,39 @@ function eval.run(argv)
     if not ok then return usage_error(me) end
   end
   return eval.evaluate(paths, o, "moonrl eval " .. table.concat(argv, " "))
+end
+
+-- --compare's arguments as arms: "A1,A2,A3" is an arm of three training runs
+-- (a path that exists as written is one run, commas and all). -> {paths =
+-- the runs in order, [k] = the indices of arm k's runs, grouped = true when
+-- an arm has several} | nil, err (an arm of one run beside arms of several).
+function eval.arms(args)
+  local uv = require("luv")
+  local arms = { paths = {} }
+  for k, a in ipairs(args) do
+    local list = {}
+    if a:find(",", 1, true) and not uv.fs_stat(a) then
+      for p in a:gmatch("[^,]+") do list[#list + 1] = p end
+    else
+      list[1] = a
+    end
+    arms[k] = {}
+    for _, p in ipairs(list) do
+      arms.paths[#arms.paths + 1] = p
+      arms[k][#arms[k] + 1] = #arms.paths
+    end
+    if #list > 1 then arms.grouped = true end
+  end
+  if arms.grouped then
+    for k, a in ipairs(arms) do
+      if #a < 2 then
+        return nil, string.format("moonrl eval: --compare: %s is one run beside arms of several: a verdict over " ..
+          "training seeds needs at least 2 runs a side (--compare A1,A2,A3 B1,B2,B3); with one run a side, " ..
+          "give single paths (--compare A B)", args[k])
+      end
+    end
+  end
+  return arms
 end
 
 -- Evaluates the checkpoints (or run directories) of `paths` with the
@@ -300,7 +383,12 @@ function eval.evaluate(paths, o, command)
   local summaries = {}
   local sopts = { boot = tonumber(o.boot) or 1000, boot_seed = tonumber(o["boot-seed"]) or 1, unit = o.ci or "agents" }
   for k, r in ipairs(results) do summaries[k] = protocols.of(r).summarise(r, sopts) end
-  local text, perr = print_results(summaries, o.compare)
+  local arms = nil   -- lists of indices into summaries (eval.json keeps them)
+  if o.compare and o.arms and o.arms.grouped then
+    arms = {}
+    for k, a in ipairs(o.arms) do arms[k] = a end
+  end
+  local text, perr = print_results(summaries, o.compare, arms)
   if not text then
     err("moonrl eval: ", perr, "\n")
     return 1
@@ -316,7 +404,7 @@ function eval.evaluate(paths, o, command)
   end
   if dir == "none" then return end
   local files, we = ef.save(dir, results, summaries, text, {
-    records = o.records or "csv", compare = o.compare or false, command = command,
+    records = o.records or "csv", compare = o.compare or false, command = command, arms = arms,
     bootstrap = { resamples = sopts.boot, seed = sopts.boot_seed, unit = sopts.unit },
   })
   if not files then
@@ -348,14 +436,12 @@ function eval.tensorboard(run_dir, ck, summaries, text)
     has_tb = has_tb or not path:find("%.eval%.[^/]*$")   -- the training's, not an earlier evaluation's
   end
   if not has_tb then return nil end
-  local engine = require("moonrl.engine")
-  local steps, e = engine.ffi.new("uint64_t[1]"), engine.ffi.new("mr_error")
-  if engine.C.mr_checkpoint_read_progress(ck, nil, steps, nil, e) ~= 0 then return engine.ffi.string(e.msg) end
+  local info, ierr = require("moonrl.engine").checkpoint_info(ck)
+  if not info then return ierr end
   local tb = require("moonrl.formats.tensorboard")
   -- the run's agent-steps where the file says them (a run of several ranks,
   -- whose engine counted only rank 0's), else the engine's count
-  local rk = engine.checkpoint_ranks(ck)
-  local now, step = os.time(), rk and rk.agent_steps or tonumber(steps[0])
+  local now, step = os.time(), info.run_steps or info.agent_steps
   local out = { tb.record(tb.file_version_event(now)) }
   for _, s in ipairs(summaries) do
     for _, m in ipairs(s.metrics) do

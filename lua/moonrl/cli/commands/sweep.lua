@@ -1,4 +1,4 @@
--- `moonrl sweep status|plot|lineage DIR`: a sweep directory (moonrl.sweep) seen from
+-- `moonrl sweep status|plot|lineage|report DIR`: a sweep directory (moonrl.sweep) seen from
 -- outside - while it runs or after it ended.
 
 local cmdline = require("moonrl.cli.cmdline")
@@ -6,12 +6,13 @@ local cmdline = require("moonrl.cli.cmdline")
 local sweep = {
   name = "sweep",
   order = 25,
-  usage = "sweep EXP|status|plot|lineage DIR",
-  summary = "a hyperparameter sweep's table (status), its SVG plots (plot) or a PBT winner's history (lineage); sweeps are scripts: moonrl.sweep{...}, or EXP: a shipped experiment over its default space",
+  usage = "sweep EXP|status|report|... DIR",
+  summary = "a hyperparameter sweep's table (status), its SVG plots (plot), a PBT winner's history (lineage) or what it found (report: the best against the default, which keys mattered); sweeps are scripts: moonrl.sweep{...}, or EXP: a shipped experiment over its default space",
   help = [[
 usage: moonrl sweep status DIR [--json]
        moonrl sweep plot DIR
        moonrl sweep lineage DIR
+       moonrl sweep report DIR [--default RUN,RUN,...]
        moonrl sweep EXPERIMENT [--method M] [--trials N] [--parallel N] [--asha STEPS]
                     [--dir DIR] [--set key=value]... [--metric M] [--smooth N] [--seed N]
 
@@ -61,8 +62,22 @@ one run directory per trial (DIR/trial-NNN).
            which, with which values of the explored keys - and
            DIR/lineage.lua, one plain run with those values at those
            updates (moonrl train DIR/lineage.lua)
+  report   what the sweep found, printed and written to DIR/report/
+           (report.md, importance.svg, parallel.svg, slice_<key>.svg):
+           the best setting with its interval against the default's and
+           a verdict (over training seeds where a side has several: a
+           sweep's repeats, or --default runs); which keys mattered
+           (fANOVA over a random forest of the finished trials; needs 4);
+           the metric against the two keys that mattered most; every
+           trial across the keys (parallel coordinates). The default: the
+           --default runs, else the trial with the base config's value of
+           every swept key, else none (the best is then set against the
+           median setting, and the report says so)
 
 options:
+  --default RUN,RUN,...   report: run directories of the default (the
+           base config trained on its own; several seeds for a verdict
+           over seeds)
   --json   status: one JSON line per trial (its costs: steps, the
            agent-steps; train_seconds, the seconds of training over every
            process that trained it), then one line {"event": "front", ...}:
@@ -177,6 +192,25 @@ local function lineage(dir)
   return 0
 end
 
+-- `moonrl sweep report DIR [--default RUN,...]`: moonrl.sweep.report, printed and written.
+local function report(dir, o)
+  local default = nil
+  if o.default then
+    default = {}
+    for p in o.default:gmatch("[^,]+") do default[#default + 1] = (p:gsub("(.)/+$", "%1")) end
+    if #default == 0 then return usage_error("moonrl sweep report: --default: expected run directories RUN[,RUN...]") end
+  end
+  local files, text, r = require("moonrl.sweep.report").write(dir, { default = default })
+  if not files then
+    err("moonrl sweep report: ", text, "\n")
+    return 1
+  end
+  out(text, "\n")
+  if not r.importance then err("moonrl sweep report: no importance: ", r.importance_why, "\n") end
+  err("moonrl sweep report: wrote ", table.concat(files, ", "), "\n")
+  return 0
+end
+
 -- `moonrl sweep EXPERIMENT [options]`: its default space, no script.
 local function run_default(name, o)
   local spaces = require("moonrl.sweep.spaces")
@@ -213,23 +247,37 @@ function sweep.run(argv)
   local uv = require("luv")
   local o, e = cmdline.parse("sweep", argv, { json = { "flag" }, method = { "value", "random|tpe|grid|pbt" },
     trials = { "value", "N" }, parallel = { "value", "N" }, asha = { "value", "agent-steps" }, dir = { "value", "DIR" },
-    set = { "list", "key=value" }, metric = { "value", "name" }, smooth = { "value", "N" }, seed = { "value", "N" } }, 2)
+    set = { "list", "key=value" }, metric = { "value", "name" }, smooth = { "value", "N" }, seed = { "value", "N" },
+    default = { "value", "RUN[,RUN...]" } }, 2)
   if not o then return usage_error(e) end
   if o.help then return out(sweep.help) end
   local what, dir = o.positional[1], o.positional[2]
-  if what and what ~= "status" and what ~= "plot" and what ~= "lineage" and not dir then return run_default(what, o) end
-  if what ~= "status" and what ~= "plot" and what ~= "lineage" then
+  local SUB = { status = true, plot = true, lineage = true, report = true }
+  if what and not SUB[what] and not dir then return run_default(what, o) end
+  if not SUB[what] then
     return usage_error("moonrl sweep: " .. (what and ("unknown subcommand '" .. what .. "'") or "missing the subcommand") ..
-      ": accepted status, plot, lineage (moonrl sweep status|plot|lineage DIR)")
+      ": accepted status, plot, lineage, report (moonrl sweep status|plot|lineage|report DIR)")
   end
   if not dir then return usage_error("moonrl sweep " .. what .. ": missing the sweep directory DIR") end
+  if o.default and what ~= "report" then return usage_error("moonrl sweep " .. what .. ": --default is report's option") end
   dir = dir:gsub("(.)/+$", "%1")
   local st = uv.fs_stat(dir)
-  if not st or st.type ~= "directory" then return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is not a directory") end
+  if not st then return usage_error("moonrl sweep " .. what .. ": " .. dir .. " not found (a sweep directory: sweep.json, trial-NNN/)") end
+  if st.type ~= "directory" then return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is not a directory (a sweep directory: sweep.json, trial-NNN/)") end
   if not uv.fs_stat(dir .. "/sweep.json") then
+    local parent = dir:match("^(.*)/[^/]+$") or "."
+    if uv.fs_stat(parent .. "/sweep.json") then
+      return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is a trial of the sweep " .. parent ..
+        ", not a sweep directory: moonrl sweep " .. what .. " " .. parent)
+    end
+    if uv.fs_stat(dir .. "/config.lua") then
+      return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is a run directory, not a sweep's (no sweep.json; " ..
+        "a sweep directory holds sweep.json, results.jsonl and trial-NNN/: the dir of moonrl.sweep{...} or moonrl sweep EXP)")
+    end
     return usage_error("moonrl sweep " .. what .. ": " .. dir .. " is not a sweep directory (no sweep.json)")
   end
   if what == "status" then return status(dir, o) end
+  if what == "report" then return report(dir, o) end
   if what == "lineage" then return lineage(dir) end
   local files, perr = require("moonrl.sweep.plot").write(dir)
   if not files then

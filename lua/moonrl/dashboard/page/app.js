@@ -459,6 +459,40 @@
     }
   }
 
+  // which keys mattered (the server's fANOVA, moonrl.sweep.importance) and every trial across
+  // the keys (parallel coordinates): tables from /api/sweep, the charts as SVG from the server
+  // (moonrl.sweep.plot, as moonrl sweep report draws them), loaded again only when they changed
+  function drawReport(j) {
+    const box = q("sweep-importance");
+    box.replaceChildren();
+    const imp = j.importance || {};
+    const bars = q("sweep-importance-bars");
+    if (imp.error || !arr(imp.keys).length) {
+      box.append(el("p", "no importance: " + (imp.error || "nothing finished")));
+      bars.hidden = true;
+    } else {
+      const rows = arr(imp.keys).map(function (k) {
+        return [k.key, k.importance.toFixed(3), k.sd.toFixed(3), (100 * k.share).toFixed(1) + "%", k.scale];
+      });
+      rows.push(["interactions (the rest)", (imp.interactions || 0).toFixed(3), "", "", ""]);
+      const t = table(box, (imp.method || "") + ", " + imp.n + " finished trials",
+        ["key", "importance", "sd over the trees", "share", "scale"], rows);
+      if (t) t.id = "importance-table";
+    }
+    const src = function (chart) {
+      return "api/sweep_chart?sweep=" + encodeURIComponent(j.id) + "&chart=" + chart + "&token=" +
+        encodeURIComponent(TOKEN) + "&v=" + encodeURIComponent(j.charts || "");
+    };
+    if (!imp.error && arr(imp.keys).length && bars.dataset.src !== src("importance")) {
+      bars.dataset.src = src("importance");
+      bars.src = bars.dataset.src;
+    }
+    if (!imp.error && arr(imp.keys).length) bars.hidden = false;
+    const par = q("sweep-parallel");
+    if (par.dataset.src !== src("parallel")) { par.dataset.src = src("parallel"); par.src = par.dataset.src; }
+    par.hidden = !arr(j.trials).some(function (r) { return r.state !== "running"; });
+  }
+
   // a parameter's value in a table cell: numbers to 3 significant digits, the rest as text
   function paramCell(v) {
     if (v === undefined || v === null) return "";
@@ -517,6 +551,7 @@
       drawRungs(j);
       drawPbt(j);
       drawFront(j);
+      drawReport(j);
       q("sweep-title").textContent = "sweep " + j.dir + " (" + (j.method || "?") + ", " + (j.mode || "") + " " + (j.metric || "") + ")";
       // a column per searched key (3 significant digits), not the parameters' JSON
       const keys = [];

@@ -35,6 +35,7 @@ local base = require("moonrl.run.sinks.base")
 local tb = require("moonrl.formats.tensorboard")
 local util = require("moonrl.util")
 local json = require("moonrl.formats.json")
+local ffi = require("ffi")   -- float32 bytes read as floats: a buffer type, not the engine's
 
 local Tb = {}
 Tb.__index = Tb
@@ -186,10 +187,10 @@ function Tb:checkpoint(path, update)
     -- none in a checkpoint saved before this process ran an update (a resume stopped at once)
     local grads = engine.checkpoint_gradients(path, net)
     for _, t in ipairs(net.tensors) do
-      local p = engine.ffi.cast("const float *", t.data)
+      local p = ffi.cast("const float *", t.data)
       out[#out + 1] = tb.record(tb.histogram_event(now, self:_step(update), "weights/" .. t.name, p, #t.data / 4))
       if grads then
-        local g = engine.ffi.cast("const float *", grads[t.name])
+        local g = ffi.cast("const float *", grads[t.name])
         out[#out + 1] = tb.record(tb.histogram_event(now, self:_step(update), "gradients/" .. t.name, g,
           #t.data / 4))
       end
