@@ -10,6 +10,7 @@
  * fixed order (ppo.c, policy.c).
  */
 #include "backend.h"
+#include "blas_kernels.h"
 #include "conv_dnnl.h"
 #include "env_cpu.h"
 #include "errors.h"
