@@ -1,7 +1,7 @@
 /*
  * trainer.h - the trainer's state, one struct for every backend, and the
  * internal calls between trainer.c (the loop), trainer_plan.c (memory plan,
- * out-of-memory sizing), trainer_sync.c (host copies), checkpoint_*.c and
+ * out-of-memory sizing), trainer_copies.c (host copies), checkpoint_*.c and
  * evaluate.c. Not part of the public API (moonrl.h).
  *
  * Two kinds of state: the backend's (`dev`: environments, network, Adam,
@@ -199,7 +199,7 @@ void mr_trainer_layout_host(mr_trainer *t, mr_arena *a);
  * many environments would fit. */
 mr_status mr_trainer_oom_hint(const mr_trainer *t, mr_status s, mr_error *err);
 
-/* ---- trainer_sync.c: host copies <-> backend, synchronously
+/* ---- trainer_copies.c: host copies <-> backend, synchronously
  *   MR_SYNC_WEIGHTS    parameters and PopArt (evaluation, inference)
  *   MR_SYNC_LEARNABLE  + Adam moments and step (snapshot / restore)
  *   MR_SYNC_ALL        + the environment state (checkpoints)
@@ -211,7 +211,7 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err);
 mr_status mr_trainer_broken_msg(mr_error *err);
 void mr_trainer_drop_graphs(mr_trainer *t);
 
-/* ---- for tests and benchmarks (trainer_sync.c) */
+/* ---- for tests and benchmarks (trainer_copies.c) */
 /* Host copies of the last update's rollout, each (T*N[,...]); act (T*N, AB): one action's bytes; any pointer
  * may be NULL. */
 typedef struct mr_rollout_view {
