@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "env_state.h"       /* mr_env_state, mr_env_log, rng.h */
-#include "ppo_math.h"        /* mr_optctl, mr_opt_groups, mr_finite_d */
+#include "optimizer_math.h"  /* mr_optctl, mr_opt_groups, mr_finite_d */
 #include "ppo_loss_math.h"   /* mr_lossctl, mr_popart_ctl, chunk sizes */
 #include "gauss_math.h"      /* a box action's normal draws */
 
