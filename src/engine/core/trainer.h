@@ -57,7 +57,7 @@ typedef struct mr_trainer_dev {
     int32_t *perm;                                /* (B): this epoch's permutation */
     /* ppo.truncation = bootstrap (KF > 0; else NULL): where the environments
      * leave a truncated instance's final state (env.final_obs, final_extra),
-     * and the rollout's slots (rollout_math.h's mr_tc_final_args) */
+     * and the rollout's slots (trainer_loop_math.h's mr_loop_final_args) */
     uint8_t *fin_env_obs;                         /* (N, VV) */
     float *fin_env_extra;                         /* (N, 2) */
     int32_t *fin_count, *fin_row;                 /* (N), (KF * N) */
@@ -71,7 +71,7 @@ typedef struct mr_trainer_dev {
     mr_optctl *opt;
     mr_lossctl *loss;
     mr_popart_ctl *pa;
-    mr_tc_metrics *met;
+    mr_loop_metrics *met;
 } mr_trainer_dev;
 
 /* Host staging: the control blocks' host sides and the permutations. */
@@ -80,7 +80,7 @@ typedef struct mr_trainer_stage {
     mr_optctl *opt;
     mr_lossctl *loss;
     mr_popart_ctl *pa;
-    mr_tc_metrics *met;
+    mr_loop_metrics *met;
     int32_t *perm;             /* (epochs, B) */
 } mr_trainer_stage;
 
@@ -235,7 +235,7 @@ mr_status mr_trainer_mark(mr_trainer *t, int k, mr_error *err);
 mr_status mr_trainer_update_mark(mr_trainer *t, int epoch, int mb, int phase, mr_error *err);
 /* t->timing from the update's events; the metrics row of the update just run */
 void mr_trainer_read_timing(mr_trainer *t);
-void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
+void mr_trainer_fill_metrics(const mr_trainer *t, const mr_loop_metrics *h, double lr, double clip, double ent,
                              mr_metrics *out);
 /* Whether the last update replayed recorded graphs; why not, when wanted. */
 int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not);
