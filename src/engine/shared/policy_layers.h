@@ -4,6 +4,18 @@
  * operations table (GEMM, elementwise job, copy) and the layers' schedules
  * over it. policy_math.h adds the memory plan and the whole network.
  * Compiles as C99 and as CUDA C++; no launches or memory management.
+ *
+ * Names: mr_pc_ / MR_PC_ = "policy, CUDA": the CUDA policy network's
+ * schedule (its plan, buffers, operations table and layers; it runs on the
+ * CPU too, through spec/c/pc_emu.h, the "policy, CUDA" emulator). Its
+ * enumerations add a letter: MR_PCJ_ a job (one elementwise kernel's kind),
+ * MR_PCE_ an epilogue (a product's fused epilogue), MR_PCC_ a convolution
+ * (cuDNN's operation). The MLP trunk's schedule (policy_mlp_math.h) is
+ * mr_pm_ ("policy, MLP") and either trunk's mr_pn_ ("policy network").
+ * docs/cuda.md's glossary lists them. Spelled out, the prefix would be
+ * mr_policy_cuda_, which is taken by kernels/policy_cuda.h's API (the
+ * backend's object that runs this schedule) and would make the ~800 uses
+ * unreadably long.
  */
 #ifndef MR_POLICY_LAYERS_H
 #define MR_POLICY_LAYERS_H
@@ -116,7 +128,8 @@ MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) { return mr_obs_value(co
 
 /* ------------------------------------------------------------ elementwise jobs */
 
-/* Every small kernel is one of these: one element (thread) i in [0, n). */
+/* Every small kernel is one of these: one element (thread) i in [0, n).
+ * MR_PCJ_: "policy, CUDA: job". */
 enum {
     MR_PCJ_IM2COL = 1,   /* y (rows*H*W, 9C) = im2col of x (rows,H,W,C); rows = n / (HW*9C) */
     MR_PCJ_IM2COL_CODES, /* y (.., 9C) = im2col of expand(codes (rows, HW), proxy) over C channels */
@@ -326,7 +339,8 @@ static inline void mr_pc_gemm_cm(const mr_pc_gemm *g, mr_pc_cm *c) {
  *   MR_PCC_FWD         y (n,H,W,OC) T = conv(x (n,H,W,C), w)          (written)
  *   MR_PCC_BWD_DATA    y (n,H,W,C) T = the input gradient of dy, w    (written)
  *   MR_PCC_BWD_FILTER  dw (OC,3,3,C) fp32 += the weight gradient of x, dy
- * `layer` picks the layer's algorithms in the implementation. */
+ * `layer` picks the layer's algorithms in the implementation. MR_PCC_:
+ * "policy, CUDA: convolution". */
 enum { MR_PCC_FWD = 1, MR_PCC_BWD_DATA, MR_PCC_BWD_FILTER };
 typedef struct mr_pc_conv {
     int op, layer, dt;
@@ -354,7 +368,7 @@ typedef struct mr_pc_conv {
  * in its own scratch and adds it into db.
  * The bits' layout is the implementation's (cuBLASLt's, or the CPU
  * emulation's own): only the same implementation reads what it wrote, which
- * aux_ok guarantees (mr_pc_aux). */
+ * aux_ok guarantees (mr_pc_aux). MR_PCE_: "policy, CUDA: epilogue". */
 enum { MR_PCE_BIAS = 1, MR_PCE_RELU_BIAS, MR_PCE_RELU_AUX_BIAS, MR_PCE_DRELU_BGRAD, MR_PCE_BGRAD_A, MR_PCE_KINDS };
 
 typedef struct mr_pc_epi {
