@@ -24,7 +24,7 @@
 #include "graph_cuda.h"
 #include "ppo_cuda.h"
 #include "ppo_loss_cuda.h"
-#include "rollout_cuda.h"
+#include "trainer_loop_cuda.h"
 #endif
 
 /* cuda.conv's layers: what mr_policy_cuda_create_conv will run (a build
@@ -181,14 +181,14 @@ static const mr_backend cuda_backend = {
     .ppo_loss_box = mr_cuda_ppo_loss_box,
     .ppo_loss_md = mr_cuda_ppo_loss_md,
     .popart_update = mr_cuda_popart_update,
-    .step_in = mr_cuda_tc_step_in,
-    .step_out = mr_cuda_tc_step_out,
-    .keep_final = mr_cuda_tc_keep_final,
-    .add_final = mr_cuda_tc_add_final,
-    .gather = mr_cuda_tc_gather,
-    .diff = mr_cuda_tc_diff,
-    .accumulate = mr_cuda_tc_accumulate,
-    .finish = mr_cuda_tc_finish,
+    .step_in = mr_cuda_loop_step_in,
+    .step_out = mr_cuda_loop_step_out,
+    .keep_final = mr_cuda_loop_keep_final,
+    .add_final = mr_cuda_loop_add_final,
+    .gather = mr_cuda_loop_gather,
+    .diff = mr_cuda_loop_diff,
+    .accumulate = mr_cuda_loop_accumulate,
+    .finish = mr_cuda_loop_finish,
     .graph_begin = mr_cuda_graph_begin,
     .graph_end = mr_cuda_graph_end,
     .graph_launch = mr_cuda_graph_launch,

@@ -1,7 +1,8 @@
 /*
  * ppo.cu - the PPO kernels that have a CPU reference in ppo.c: GAE, action
  * sampling, the per-group gradient norm, fused Adam with per-group clipping,
- * and the fp16 dynamic loss scaler. The math is ppo_math.h's MR_HD code
+ * and the fp16 dynamic loss scaler. The math is the MR_HD code of
+ * gae_math.h, categorical_math.h and optimizer_math.h
  * (ppo.c loops over the same elements); this file is launches and reductions.
  *
  * Tensors (all fp32 unless said; device memory):
@@ -17,7 +18,7 @@
  * elements of one group, each thread a fixed strided subset summed in double,
  * then a fixed halving tree -> one partial per block; stage 2 runs one block
  * per group over its partials the same way -> ctl->s.sumsq[g].
- * mr_opt_sumsq_emulate (ppo_math.h) is the same order on the CPU.
+ * mr_opt_sumsq_emulate (optimizer_math.h) is the same order on the CPU.
  *
  * Adam is one kernel over all P elements with float4 loads when every array
  * is 16-byte aligned; each element finds its group (<= 4 compares) and takes

@@ -27,7 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "moonrl.h"
-#include "ppo_math.h"
+#include "optimizer_math.h"
+#include "gae_math.h"
+#include "categorical_math.h"
 #include "act_head.h"   /* mr_act_head: the Gaussian and multi-discrete heads */
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
--- Resuming a run (moonrl.resume, moonrl.run.sinks.trim, the trainer thread's
+-- Resuming a run (moonrl.resume, moonrl.run.trim_metrics, the trainer thread's
 -- load): `moonrl train --resume RUN_DIR` and moonrl.train{resume = ...} on
 -- the built binary (build/moonrl, or $MOONRL_BIN) with a network small
 -- enough that an update takes milliseconds, against an uninterrupted run of
@@ -9,7 +9,7 @@
 -- rows after the checkpoint it resumes from, as after a crash.
 
 local support = require("support")
-local trim = require("moonrl.run.sinks.trim")
+local trim = require("moonrl.run.trim_metrics")
 local tb = require("moonrl.formats.tensorboard")
 
 local BIN = os.getenv("MOONRL_BIN") or "build/moonrl"
@@ -435,7 +435,7 @@ describe("moonrl train --resume", function()
   end)
 end)
 
-describe("moonrl.run.sinks.trim", function()
+describe("moonrl.run.trim_metrics", function()
   local dir
   before_each(function() dir = support.tmpdir() end)
   after_each(function() support.rm_rf(dir) end)

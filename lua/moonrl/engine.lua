@@ -564,9 +564,10 @@ end
 
 -- The run's progress before its update k+1, for k = 0 .. total_updates - 1:
 -- agent-steps done over the agent-steps the run makes (total_steps rounded up
--- to whole updates), as the trainer thread counts it (trainer_thread.c,
--- progress_after). steps_base (host.h): a run resumed where an update had
--- other agent-steps (ranks, environments) goes on without a jump; without
+-- to whole updates), as the trainer thread counts it
+-- (src/host/trainer_thread.h, host_trainer_progress_after). steps_base
+-- (host.h): a run resumed where an update had other agent-steps (ranks,
+-- environments) goes on without a jump; without
 -- one, k / total_updates to the bit. cfg: a config table or an mr_config.
 function engine.progress_fn(cfg, steps_base)
   local c, err = as_config(cfg)

@@ -502,7 +502,7 @@ static mr_status bw_step_out(const mr_env_state *s, const mr_popart_ctl *pa, con
     if ((rew == NULL) != (done == NULL)) bw_violation("step_out", "rew, done", rew, 0, "both NULL or neither");
     return BW.base->step_out(s, pa, value, val, rew, done, stream, err);
 }
-static inline void bw_final(const char *op, const mr_tc_final_args *f) {
+static inline void bw_final(const char *op, const mr_loop_final_args *f) {
     const size_t n = (size_t)f->N, K = (size_t)f->kf * n;
     if (!bw_in(&BW.dev, f->count, n * 4)) bw_violation(op, "f->count", f->count, n * 4, "device memory");
     if (!bw_in(&BW.dev, f->row, K * 4)) bw_violation(op, "f->row", f->row, K * 4, "device memory");
@@ -511,22 +511,23 @@ static inline void bw_final(const char *op, const mr_tc_final_args *f) {
     if (!bw_in(&BW.dev, f->obs, K * (size_t)f->row_bytes))
         bw_violation(op, "f->obs", f->obs, K * (size_t)f->row_bytes, "device memory");
 }
-static mr_status bw_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream, mr_error *err) {
+static mr_status bw_keep_final(const mr_env_state *s, const mr_loop_final_args *f, int row0, void *stream,
+                               mr_error *err) {
     BW_TRY(keep_final, 0);
     bw_env("keep_final", s);
     bw_final("keep_final", f);
     if (!s->final_obs || !s->final_extra) bw_violation("keep_final", "s->final_obs", s->final_obs, 0, "set");
     return BW.base->keep_final(s, f, row0, stream, err);
 }
-static mr_status bw_add_final(const mr_tc_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew, void *stream,
-                              mr_error *err) {
+static mr_status bw_add_final(const mr_loop_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew,
+                              void *stream, mr_error *err) {
     BW_TRY(add_final, 0);
     bw_final("add_final", f);
     BW_DEV(add_final, pa, sizeof *pa);
     BW_DEV(add_final, rew, 4);
     return BW.base->add_final(f, pa, gamma, rew, stream, err);
 }
-static mr_status bw_gather(const mr_tc_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err) {
+static mr_status bw_gather(const mr_loop_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err) {
     BW_TRY(gather, 0);
     const size_t M = (size_t)a->M, VV = (size_t)a->VV;
     BW_DEV(gather, pa, sizeof *pa);
@@ -554,7 +555,7 @@ static mr_status bw_diff(const float *a, const float *b, float *out, int64_t n, 
     BW_DEV(diff, out, (size_t)n * 4);
     return BW.base->diff(a, b, out, n, stream, err);
 }
-static mr_status bw_accumulate(mr_tc_metrics *m, const mr_lossctl *loss, const mr_optctl *opt, int ngroups,
+static mr_status bw_accumulate(mr_loop_metrics *m, const mr_lossctl *loss, const mr_optctl *opt, int ngroups,
                                void *stream, mr_error *err) {
     BW_TRY(accumulate, 0);
     BW_DEV(accumulate, m, sizeof *m);
@@ -562,7 +563,7 @@ static mr_status bw_accumulate(mr_tc_metrics *m, const mr_lossctl *loss, const m
     BW_DEV(accumulate, opt, sizeof *opt);
     return BW.base->accumulate(m, loss, opt, ngroups, stream, err);
 }
-static mr_status bw_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_optctl *opt, void *stream,
+static mr_status bw_finish(mr_loop_metrics *m, const mr_popart_ctl *pa, const mr_optctl *opt, void *stream,
                            mr_error *err) {
     BW_TRY(finish, 0);
     BW_DEV(finish, m, sizeof *m);

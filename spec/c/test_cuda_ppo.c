@@ -2,8 +2,9 @@
  * test_cuda_ppo.c - the PPO kernels (kernels/ppo.cu) against the CPU
  * reference (src/engine/cpu/ppo.c).
  *
- * Always (CPU): the MR_HD math the kernels run (shared/ppo_math.h; ppo.c
- * loops over the same elements) against ppo.c's loops - one environment's
+ * Always (CPU): the MR_HD math the kernels run (shared/gae_math.h,
+ * categorical_math.h, optimizer_math.h; ppo.c loops over the same elements)
+ * against ppo.c's loops - one environment's
  * GAE column vs mr_gae, one Adam element vs mr_adam_step, the clip factor
  * vs mr_clip_factor, one sampling row vs mr_sample_actions, the emulated
  * reduction order vs mr_grad_norm - and the optimizer's scalar steps
@@ -19,7 +20,9 @@
  */
 #include "check.h"
 #include "ppo.h"
-#include "ppo_math.h"
+#include "optimizer_math.h"
+#include "gae_math.h"
+#include "categorical_math.h"
 #ifdef MOONRL_HAVE_CUDA
 #include "ppo_cuda.h"
 #endif

@@ -12,7 +12,9 @@
  *   lua_env.c         ... environments written in Lua: their per-thread states
  *   lua_args.c        reading those functions' arguments
  *   lua_pcall.c       the protected call every callback goes through
- *   trainer_thread.c  one trainer per thread; never touches Lua
+ *   trainer_thread.c  one trainer per thread; never touches Lua (with
+ *                     warmup.c, bad_updates.c, run_checkpoints.c and
+ *                     hot_schedules.c: trainer_thread.h)
  *   run_channel.c     between the two: the events ring and the mailbox
  *   ranks.c           that trainer's peers in other processes (Open MPI)
  * Of the engine's headers, main.c (like every file here) sees only moonrl.h,
@@ -168,6 +170,12 @@ void host_run_post_stop(host_run *r, int checkpoint);
 void host_run_post_sync(host_run *r, int on);      /* the update hand-shake on/off */
 void host_run_post_ack(host_run *r);              /* the loop handled one update's metrics */
 void host_run_post_written(host_run *r);          /* the loop's files hold one more update's rows */
+/* Thread side (run_channel.c's mailbox), besides the boundary's own reads:
+ * a stop asked for; waits at most ms until the loop's files hold the rows
+ * of the first `posted` real updates (mb_written): 1 when they do, else 0,
+ * with *written (may be NULL) the count they hold. */
+int host_run_stop_requested(host_run *r);
+int host_run_wait_written(host_run *r, uint64_t posted, int ms, uint64_t *written);
 
 host_hot *host_hot_new(void);
 void host_hot_free(host_hot *h);

@@ -13,13 +13,17 @@
  *            the boundary first waits until the loop has handled the metrics
  *            of the update just posted (mb_acked), so what its hooks posted
  *            applies to the next update; otherwise the trainer runs ahead of
- *            the loop and mail applies where it lands.
+ *            the loop and mail applies where it lands. The thread asks
+ *            whether a stop is asked for (during warm-up, when no other
+ *            mail is read) and waits for the loop's files to hold the rows
+ *            of the updates it posted (mb_written: before a checkpoint).
  */
 #include "host.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 host_hot *host_hot_new(void) { return calloc(1, sizeof(host_hot)); }
 
@@ -173,4 +177,28 @@ void host_run_post_stop(host_run *r, int checkpoint) {
     r->mb_stop = 1;
     pthread_cond_signal(&r->mb_cv);
     pthread_mutex_unlock(&r->mb_mu);
+}
+
+/* ------------------------------------------- mailbox, read by the thread */
+
+int host_run_stop_requested(host_run *r) {
+    pthread_mutex_lock(&r->mb_mu);
+    int stop = r->mb_stop;
+    pthread_mutex_unlock(&r->mb_mu);
+    return stop;
+}
+
+int host_run_wait_written(host_run *r, uint64_t posted, int ms, uint64_t *written) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&r->mb_mu);
+    while (!r->mb_written_off && r->mb_written < posted)
+        if (pthread_cond_timedwait(&r->mb_cv, &r->mb_mu, &until) != 0) break;
+    int ok = r->mb_written_off || r->mb_written >= posted;
+    if (written) *written = r->mb_written;
+    pthread_mutex_unlock(&r->mb_mu);
+    return ok;
 }

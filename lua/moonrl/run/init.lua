@@ -50,7 +50,7 @@
 -- refused, or with opts.force moved aside to DIR.old-<time>.
 --
 -- Resuming (opts.resume, a moonrl.resume plan): the run keeps its directory;
--- metrics written after the checkpoint's update are cut (moonrl.run.sinks.trim),
+-- metrics written after the checkpoint's update are cut (moonrl.run.trim_metrics),
 -- the sinks and train.log append, and the thread loads the checkpoint before
 -- its first update and runs no warm-up.
 --
@@ -63,7 +63,7 @@
 -- reported, counted and disabled is moonrl.run.hooks. A hook can be changed
 -- while running (run:set("hooks.on_update", fn)).
 --
--- Non-finite updates: the thread's policy (src/host/trainer_thread.c) ends a
+-- Non-finite updates: the thread's policy (src/host/bad_updates.c) ends a
 -- run after faults.max_bad_updates of them in a row; here each one adds to the
 -- metrics (bad_updates: the run's total, bad_streak: in a row) and raises the
 -- nonfinite alert.
@@ -247,7 +247,7 @@ function Run.start(cfg, opts)
   end
   local trimmed, log_only
   if rs then
-    trimmed, err = require("moonrl.run.sinks.trim").run_dir(dir, rs.update, rs.steps)
+    trimmed, err = require("moonrl.run.trim_metrics").run_dir(dir, rs.update, rs.steps)
     if not trimmed then fail(err) end
     for _, l in ipairs(trimmed.lines) do
       if trimmed.dropped then notes[#notes + 1] = l else log_only = l end

@@ -23,9 +23,9 @@
 --                   concerns output (log.*, eval.*, alerts.*); any other
 --                   change is refused with the key: it needs a new run.
 --   the files       metrics rows after the checkpoint's update are dropped
---                   (moonrl.run.sinks.trim) and the sinks append; train.log goes on.
+--                   (moonrl.run.trim_metrics) and the sinks append; train.log goes on.
 -- The trainer thread loads the checkpoint before its first update and runs
--- no warm-up (src/host/trainer_thread.c): on the cpu the resumed run is bit
+-- no warm-up (src/host/warmup.c): on the cpu the resumed run is bit
 -- for bit the uninterrupted one.
 --
 -- What it is not: a way to change a run's shapes or algorithm (that is a new

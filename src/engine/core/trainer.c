@@ -287,10 +287,10 @@ int mr_trainer_update_forwards(const mr_trainer *t) { return t ? t->cfg.ppo.epoc
 
 /* ------------------------------------------------------------------ update */
 
-/* The final-state slots (ppo.truncation = bootstrap; rollout_math.h). */
-static mr_tc_final_args final_args(const mr_trainer *t) {
+/* The final-state slots (ppo.truncation = bootstrap; trainer_loop_math.h). */
+static mr_loop_final_args final_args(const mr_trainer *t) {
     const mr_trainer_dev *d = &t->d;
-    mr_tc_final_args f;
+    mr_loop_final_args f;
     memset(&f, 0, sizeof f);
     f.N = t->N;
     f.kf = t->KF;
@@ -305,7 +305,7 @@ static mr_tc_final_args final_args(const mr_trainer *t) {
 
 /* After the rollout: the critic's values of the truncated instances' final
  * states, N slots at a time, and r += gamma V(final) at their rows. */
-static mr_status bootstrap_truncated(mr_trainer *t, const mr_tc_final_args *f, mr_error *err) {
+static mr_status bootstrap_truncated(mr_trainer *t, const mr_loop_final_args *f, mr_error *err) {
     const mr_backend *o = t->be;
     mr_trainer_dev *d = &t->d;
     const size_t N = (size_t)t->N;
@@ -321,7 +321,7 @@ static mr_status rollout(mr_trainer *t, mr_error *err) {
     void *st = t->stream;
     const int N = t->N, VV = t->VV, proxy = t->proxy_obs;
     const uint64_t seed = t->cfg.seed;
-    const mr_tc_final_args fin = final_args(t);
+    const mr_loop_final_args fin = final_args(t);
     if (t->KF) {   /* no truncation kept yet: every slot unused */
         TRY(o->memset(d->fin_count, 0, (size_t)N * sizeof(int32_t), st, err));
         TRY(o->memset(d->fin_row, 0xff, (size_t)t->KF * (size_t)N * sizeof(int32_t), st, err));
@@ -405,7 +405,7 @@ static mr_status optimise(mr_trainer *t, mr_error *err) {
     const mr_ppo_config *pc = &t->cfg.ppo;
     void *st = t->stream;
     const int B = t->B, M = t->M;
-    mr_tc_gather_args g;
+    mr_loop_gather_args g;
     memset(&g, 0, sizeof g);
     g.M = M;
     g.VV = t->VV;
@@ -466,7 +466,7 @@ static void make_permutations(mr_trainer *t) {
         if (e == 0 && t->reuse)
             for (int i = 0; i < B; i++) perm[i] = i;
         else
-            mr_tc_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e), perm, B);
+            mr_loop_permutation(t->cfg.seed, (uint32_t)(t->updates * (uint64_t)E + (uint64_t)e), perm, B);
     }
 }
 

@@ -1,7 +1,7 @@
 /*
  * trainer.h - the trainer's state, one struct for every backend, and the
  * internal calls between trainer.c (the loop), trainer_plan.c (memory plan,
- * out-of-memory sizing), trainer_sync.c (host copies), checkpoint_*.c and
+ * out-of-memory sizing), trainer_copies.c (host copies), checkpoint_*.c and
  * evaluate.c. Not part of the public API (moonrl.h).
  *
  * Two kinds of state: the backend's (`dev`: environments, network, Adam,
@@ -57,7 +57,7 @@ typedef struct mr_trainer_dev {
     int32_t *perm;                                /* (B): this epoch's permutation */
     /* ppo.truncation = bootstrap (KF > 0; else NULL): where the environments
      * leave a truncated instance's final state (env.final_obs, final_extra),
-     * and the rollout's slots (rollout_math.h's mr_tc_final_args) */
+     * and the rollout's slots (trainer_loop_math.h's mr_loop_final_args) */
     uint8_t *fin_env_obs;                         /* (N, VV) */
     float *fin_env_extra;                         /* (N, 2) */
     int32_t *fin_count, *fin_row;                 /* (N), (KF * N) */
@@ -71,7 +71,7 @@ typedef struct mr_trainer_dev {
     mr_optctl *opt;
     mr_lossctl *loss;
     mr_popart_ctl *pa;
-    mr_tc_metrics *met;
+    mr_loop_metrics *met;
 } mr_trainer_dev;
 
 /* Host staging: the control blocks' host sides and the permutations. */
@@ -80,7 +80,7 @@ typedef struct mr_trainer_stage {
     mr_optctl *opt;
     mr_lossctl *loss;
     mr_popart_ctl *pa;
-    mr_tc_metrics *met;
+    mr_loop_metrics *met;
     int32_t *perm;             /* (epochs, B) */
 } mr_trainer_stage;
 
@@ -199,7 +199,7 @@ void mr_trainer_layout_host(mr_trainer *t, mr_arena *a);
  * many environments would fit. */
 mr_status mr_trainer_oom_hint(const mr_trainer *t, mr_status s, mr_error *err);
 
-/* ---- trainer_sync.c: host copies <-> backend, synchronously
+/* ---- trainer_copies.c: host copies <-> backend, synchronously
  *   MR_SYNC_WEIGHTS    parameters and PopArt (evaluation, inference)
  *   MR_SYNC_LEARNABLE  + Adam moments and step (snapshot / restore)
  *   MR_SYNC_ALL        + the environment state (checkpoints)
@@ -211,7 +211,7 @@ mr_status mr_trainer_push(mr_trainer *t, int what, mr_error *err);
 mr_status mr_trainer_broken_msg(mr_error *err);
 void mr_trainer_drop_graphs(mr_trainer *t);
 
-/* ---- for tests and benchmarks (trainer_sync.c) */
+/* ---- for tests and benchmarks (trainer_copies.c) */
 /* Host copies of the last update's rollout, each (T*N[,...]); act (T*N, AB): one action's bytes; any pointer
  * may be NULL. */
 typedef struct mr_rollout_view {
@@ -235,7 +235,7 @@ mr_status mr_trainer_mark(mr_trainer *t, int k, mr_error *err);
 mr_status mr_trainer_update_mark(mr_trainer *t, int epoch, int mb, int phase, mr_error *err);
 /* t->timing from the update's events; the metrics row of the update just run */
 void mr_trainer_read_timing(mr_trainer *t);
-void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
+void mr_trainer_fill_metrics(const mr_trainer *t, const mr_loop_metrics *h, double lr, double clip, double ent,
                              mr_metrics *out);
 /* Whether the last update replayed recorded graphs; why not, when wanted. */
 int mr_trainer_graphs_used(const mr_trainer *t, const char **why_not);

@@ -51,7 +51,7 @@ void mr_trainer_read_timing(mr_trainer *t) {
         for (int p = 0; p + 1 < MR_UPDATE_MARKS; p++) *phase[p] += elapsed_s(t, t->pev[k + p], t->pev[k + p + 1]);
 }
 
-void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double lr, double clip, double ent,
+void mr_trainer_fill_metrics(const mr_trainer *t, const mr_loop_metrics *h, double lr, double clip, double ent,
                              mr_metrics *out) {
     memset(out, 0, sizeof *out);
     const mr_env_log *l = &h->log;
@@ -73,15 +73,15 @@ void mr_trainer_fill_metrics(const mr_trainer *t, const mr_tc_metrics *h, double
     }
     const int32_t c0 = l->count[0], c1 = l->count[1];
     out->efficiency = (c0 + c1) > 0 ? (double)c0 / (double)(c0 + c1) : 0.0;
-    out->policy_loss = h->mean[MR_TC_POLICY_LOSS];
-    out->value_loss = h->mean[MR_TC_VALUE_LOSS];
-    out->entropy = h->mean[MR_TC_ENTROPY];
-    out->approx_kl = h->mean[MR_TC_APPROX_KL];
-    out->clip_fraction = h->mean[MR_TC_CLIP_FRACTION];
+    out->policy_loss = h->mean[MR_LOOP_POLICY_LOSS];
+    out->value_loss = h->mean[MR_LOOP_VALUE_LOSS];
+    out->entropy = h->mean[MR_LOOP_ENTROPY];
+    out->approx_kl = h->mean[MR_LOOP_APPROX_KL];
+    out->clip_fraction = h->mean[MR_LOOP_CLIP_FRACTION];
     out->explained_variance = h->explained_variance;
-    out->grad_norm_policy = h->mean[MR_TC_GNORM_POLICY];
-    out->grad_norm_value = h->mean[MR_TC_GNORM_VALUE];
-    out->grad_norm = h->mean[MR_TC_GNORM];
+    out->grad_norm_policy = h->mean[MR_LOOP_GNORM_POLICY];
+    out->grad_norm_value = h->mean[MR_LOOP_GNORM_VALUE];
+    out->grad_norm = h->mean[MR_LOOP_GNORM];
     out->lr = lr;
     out->clip = clip;
     out->ent_coef = ent;

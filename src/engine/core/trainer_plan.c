@@ -96,14 +96,14 @@ void mr_trainer_layout_ctl(mr_trainer_dev *d, mr_arena *a) {
     d->opt = MR_TAKE(a, mr_optctl, 1);
     d->loss = MR_TAKE(a, mr_lossctl, 1);
     d->pa = MR_TAKE(a, mr_popart_ctl, 1);
-    d->met = MR_TAKE(a, mr_tc_metrics, 1);
+    d->met = MR_TAKE(a, mr_loop_metrics, 1);
 }
 
 void mr_trainer_layout_stage(mr_trainer_stage *h, int epochs, int B, mr_arena *a) {
     h->opt = MR_TAKE(a, mr_optctl, 1);
     h->loss = MR_TAKE(a, mr_lossctl, 1);
     h->pa = MR_TAKE(a, mr_popart_ctl, 1);
-    h->met = MR_TAKE(a, mr_tc_metrics, 1);
+    h->met = MR_TAKE(a, mr_loop_metrics, 1);
     h->perm = MR_TAKE(a, int32_t, (size_t)epochs * (size_t)B);
 }
 
@@ -154,9 +154,9 @@ static mr_status plan_device(const mr_config *cfg, const mr_backend *be, mr_trai
     if (mr_opt_groups_plan(MR_TRAINER_NGROUPS, sizes, &G) != 0)
         return mr_fail(err, MR_ERR_ARG, "the network's parameter groups (%zu policy, %zu value) cannot be planned",
                        Pp, P - Pp);
-    size_t pd = mr_tc_opt_partials(&G), x;
-    if ((x = mr_tc_loss_partials(t0.M)) > pd) pd = x;
-    if ((x = mr_tc_stats_partials(t0.B)) > pd) pd = x;
+    size_t pd = mr_loop_opt_partials(&G), x;
+    if ((x = mr_loop_loss_partials(t0.M)) > pd) pd = x;
+    if ((x = mr_loop_stats_partials(t0.B)) > pd) pd = x;
     out->partial_doubles = pd;
     mr_trainer_dev d;
     a = (mr_arena){NULL, 0, 0, 0};

@@ -1,7 +1,7 @@
 /*
  * backend_cpu.c - the cpu backend: the trainer loop's operations (backend.h)
  * on host memory, as C loops over the shared element code (foraging.h,
- * rollout_math.h), the CPU network (policy.c: OpenBLAS + OpenMP) and the CPU
+ * trainer_loop_math.h), the CPU network (policy.c: OpenBLAS + OpenMP) and the CPU
  * PPO math (ppo.c). Everything runs when called, so streams are nothing and
  * events are timestamps.
  *
@@ -10,6 +10,7 @@
  * fixed order (ppo.c, policy.c).
  */
 #include "backend.h"
+#include "blas_kernels.h"
 #include "conv_dnnl.h"
 #include "env_cpu.h"
 #include "errors.h"
@@ -537,7 +538,7 @@ static mr_status cpu_step_in(const mr_env_state *s, uint64_t seed, float *extra,
     (void)stream;
     for (int i = 0; i < s->n; i++) {
         mr_env_critic_extra_one(s, i, extra + (size_t)i * MR_ENV_EXTRA_STRIDE);
-        mr_tc_step_in(s, i, seed, u);
+        mr_loop_step_in(s, i, seed, u);
     }
     return ok(err);
 }
@@ -546,37 +547,37 @@ static mr_status cpu_step_out(const mr_env_state *s, const mr_popart_ctl *pa, co
                               uint8_t *done, void *stream, mr_error *err) {
     (void)stream;
     float pm, ps, inv;
-    mr_tc_popart_floats(pa, &pm, &ps, &inv);
-    for (int i = 0; i < s->n; i++) mr_tc_step_out(s, i, pm, ps, value, val, rew, done);
+    mr_loop_popart_floats(pa, &pm, &ps, &inv);
+    for (int i = 0; i < s->n; i++) mr_loop_step_out(s, i, pm, ps, value, val, rew, done);
     return ok(err);
 }
 
-static mr_status cpu_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream,
+static mr_status cpu_keep_final(const mr_env_state *s, const mr_loop_final_args *f, int row0, void *stream,
                                 mr_error *err) {
     (void)stream;
-    for (int i = 0; i < s->n; i++) mr_tc_keep_final(s, i, f, row0);
+    for (int i = 0; i < s->n; i++) mr_loop_keep_final(s, i, f, row0);
     return ok(err);
 }
 
-static mr_status cpu_add_final(const mr_tc_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew,
+static mr_status cpu_add_final(const mr_loop_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew,
                                void *stream, mr_error *err) {
     (void)stream;
     float pm, ps, inv;
-    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    mr_loop_popart_floats(pa, &pm, &ps, &inv);
     const int64_t K = (int64_t)f->kf * f->N;
-    for (int64_t j = 0; j < K; j++) mr_tc_add_final(f, j, pm, ps, gamma, rew);
+    for (int64_t j = 0; j < K; j++) mr_loop_add_final(f, j, pm, ps, gamma, rew);
     return ok(err);
 }
 
-static mr_status cpu_gather(const mr_tc_gather_args *g, const mr_popart_ctl *pa, void *stream, mr_error *err) {
+static mr_status cpu_gather(const mr_loop_gather_args *g, const mr_popart_ctl *pa, void *stream, mr_error *err) {
     (void)stream;
     float pm, ps, inv;
-    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    mr_loop_popart_floats(pa, &pm, &ps, &inv);
     const int M = g->M, VV = g->VV;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < M; k++) {
         memcpy(g->mb_obs + (size_t)k * VV, g->obs + (size_t)g->idx[k] * VV, (size_t)VV);
-        mr_tc_gather_row(g, k, pm, inv);
+        mr_loop_gather_row(g, k, pm, inv);
     }
     return ok(err);
 }
@@ -587,17 +588,17 @@ static mr_status cpu_diff(const float *a, const float *b, float *out, int64_t n,
     return ok(err);
 }
 
-static mr_status cpu_accumulate(mr_tc_metrics *m, const mr_lossctl *l, const mr_optctl *o, int ngroups, void *stream,
+static mr_status cpu_accumulate(mr_loop_metrics *m, const mr_lossctl *l, const mr_optctl *o, int ngroups, void *stream,
                                 mr_error *err) {
     (void)stream;
-    mr_tc_accumulate(m, l, o, ngroups);
+    mr_loop_accumulate(m, l, o, ngroups);
     return ok(err);
 }
 
-static mr_status cpu_finish(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_optctl *o, void *stream,
+static mr_status cpu_finish(mr_loop_metrics *m, const mr_popart_ctl *pa, const mr_optctl *o, void *stream,
                             mr_error *err) {
     (void)stream;
-    mr_tc_finish(m, pa, o);
+    mr_loop_finish(m, pa, o);
     return ok(err);
 }
 

@@ -17,7 +17,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* Loops shorter than this (elements) run on one thread: an OpenMP fork and
  * barrier cost more than moving half a megabyte, and far more when the cores
@@ -44,39 +43,6 @@ double mr_nn_sgemm_seconds(void) { return -1.0; }
 long mr_nn_sgemm_calls(void) { return -1; }
 void mr_nn_profile_reset(void) {}
 #endif
-
-/* OpenBLAS picks its kernels by CPU when it loads, unless OPENBLAS_CORETYPE
- * names them; the choice changes speed by up to 2x (BENCHMARKS.md). */
-const char *mr_cpu_blas_kernels(void) {
-    const char *n = openblas_get_corename();
-    return n ? n : "unknown";
-}
-
-/* AVX-512 kernels: OpenBLAS's own SKYLAKEX / COOPERLAKE / SAPPHIRERAPIDS;
- * AVX2 + FMA: HASWELL / ZEN (the same kernels). */
-static int blas_core_avx512(const char *n) {
-    return !strcasecmp(n, "skylakex") || !strcasecmp(n, "cooperlake") || !strcasecmp(n, "sapphirerapids");
-}
-static int blas_core_avx2(const char *n) {
-    return blas_core_avx512(n) || !strcasecmp(n, "haswell") || !strcasecmp(n, "zen");
-}
-
-const char *mr_blas_pick_kernels(const char *core, int cpu_avx2_fma, int cpu_avx512) {
-    if (!core) return NULL;
-    if (cpu_avx512 && !blas_core_avx512(core)) return "SkylakeX";
-    if (cpu_avx2_fma && !blas_core_avx2(core)) return "Haswell";
-    return NULL;
-}
-
-const char *mr_cpu_blas_better_kernels(void) {
-    if (getenv("OPENBLAS_CORETYPE")) return NULL;   /* the user's choice stands */
-    __builtin_cpu_init();   /* libgcc's checks include the OS's support of the AVX-512 state (XCR0) */
-    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                       __builtin_cpu_supports("avx512cd");
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return mr_blas_pick_kernels(openblas_get_corename(), avx2, avx512);
-}
 
 /* Row-major C (M,N) = alpha op(A) op(B) + beta C: the one place sgemm is called.
  *

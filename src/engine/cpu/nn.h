@@ -176,10 +176,4 @@ double mr_nn_sgemm_seconds(void);
 long mr_nn_sgemm_calls(void);
 void mr_nn_profile_reset(void);
 
-/* The OpenBLAS kernel set in use, and the one to ask for on this CPU or NULL:
- * moonrl.h's mr_blas_kernels and mr_blas_better_kernels, which core answers
- * through the backend table (blas_kernels, blas_better_kernels). */
-const char *mr_cpu_blas_kernels(void);
-const char *mr_cpu_blas_better_kernels(void);
-
 #endif

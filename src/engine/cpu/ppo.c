@@ -1,9 +1,9 @@
 /*
  * ppo.c - the PPO math of the CPU engine (see ppo.h for every contract).
  *
- * The per-element math lives in shared/ppo_math.h and shared/ppo_loss_math.h
- * (MR_HD, run by the CUDA kernels too); this file is the loops around it, as
- * env_cpu.c is around foraging.h. What it is not: a second copy of any
+ * The per-element math lives in shared/gae_math.h, categorical_math.h,
+ * optimizer_math.h and ppo_loss_math.h (MR_HD, run by the CUDA kernels
+ * too); this file is the loops around it, as env_cpu.c is around foraging.h. What it is not: a second copy of any
  * element. What is its own: the reductions' order, schedules, PopArt's
  * (de)normalisation of values and explained variance (no kernel twin).
  *

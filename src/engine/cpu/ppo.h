@@ -3,8 +3,8 @@
  * schedules, GAE, advantage normalisation, PopArt, the clipped PPO loss with
  * its gradient, action sampling, gradient norm / clipping, Adam and explained
  * variance. Each is a CPU loop (or reduction) over the per-element functions
- * of shared/ppo_math.h and shared/ppo_loss_math.h, which the CUDA kernels
- * run too.
+ * of shared/gae_math.h, categorical_math.h, optimizer_math.h and
+ * ppo_loss_math.h, which the CUDA kernels run too.
  *
  * What this file deliberately is not: it holds no trainer state, allocates
  * nothing and knows nothing of the network. The trainer owns the buffers and
@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include "moonrl.h"
 #include "ppo_loss_math.h"   /* the elements; MR_ADV_EPS, MR_POPART_MIN_STD, MR_CLIP_EPS */
+#include "gae_math.h"
+#include "categorical_math.h"  /* the categorical head's sampling */
 #include "act_head.h"        /* the heads: Gaussian (gauss_math.h), multi-discrete (multi_discrete_math.h) */
 
 #define MR_PPO_BLOCK 2048       /* elements per partial sum of a reduction */
@@ -98,7 +100,7 @@ void mr_ppo_loss(int B, const float *logits, const float *value, const uint8_t *
                  const float *target, const mr_ppo_coefs *c,
                  float *dlogits, float *dvalue, mr_ppo_stats *st);
 
-/* Rollout sampling by inverse CDF: mr_sample_row (ppo_math.h, its exact
+/* Rollout sampling by inverse CDF: mr_sample_row (categorical_math.h, its exact
  * float order there) on each row, so the CUDA kernel makes the same choice
  * (up to the last bits of expf).
  * logits (N,na), u (N) uniform in [0,1); action, logp (N). */

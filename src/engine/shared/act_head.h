@@ -4,7 +4,7 @@
  * policy.box_squash) and hands to the backends' sampling and loss
  * operations (host memory; the cuda kernels take it by value):
  *   categorical     discrete(n): a row of n logits, an action a byte
- *                   (ppo_loss_math.h)
+ *                   (sampling categorical_math.h, loss ppo_loss_math.h)
  *   multi-discrete  k heads of nvec[i] choices: a row of sum nvec[i] logits
  *                   split into k groups, an action k bytes; log-probability
  *                   and entropy the sums over the heads

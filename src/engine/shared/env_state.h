@@ -48,7 +48,7 @@ typedef struct mr_env_state {
     int critic_extra;               /* privileged critic inputs per instance (the declared count) */
     int act_bytes;                  /* bytes of one instance's action: 1 (discrete, a byte), k (multi-discrete,
                                      * a byte per component) or 4 x the box's floats; actions are (n, act_bytes) */
-    int act_kind;                   /* the declared action's mr_space_kind (the action draws: mr_tc_step_in) */
+    int act_kind;                   /* the declared action's mr_space_kind (the action draws: mr_loop_step_in) */
     float reward_clip;              /* rewards clamped to [-reward_clip, reward_clip] */
     uint8_t *obs;                   /* (n, obs_size) cell codes, or NULL */
     float *obs_f;                   /* (n, obs_size) floats, or NULL (mr_env_obs: whichever there is) */

@@ -1,9 +1,21 @@
 /*
- * policy_layers.h - the lower half of policy_math.h: number formats, the
+ * policy_layers.h - the lower half of policy_math.h: the
  * per-element math of every small kernel of the CUDA network (MR_HD), the
  * operations table (GEMM, elementwise job, copy) and the layers' schedules
  * over it. policy_math.h adds the memory plan and the whole network.
  * Compiles as C99 and as CUDA C++; no launches or memory management.
+ *
+ * Names: mr_pc_ / MR_PC_ = "policy, CUDA": the CUDA policy network's
+ * schedule (its plan, buffers, operations table and layers; it runs on the
+ * CPU too, through spec/c/pc_emu.h, the "policy, CUDA" emulator). Its
+ * enumerations add a letter: MR_PCJ_ a job (one elementwise kernel's kind),
+ * MR_PCE_ an epilogue (a product's fused epilogue), MR_PCC_ a convolution
+ * (cuDNN's operation). The MLP trunk's schedule (policy_mlp_math.h) is
+ * mr_pm_ ("policy, MLP") and either trunk's mr_pn_ ("policy network").
+ * docs/cuda.md's glossary lists them. Spelled out, the prefix would be
+ * mr_policy_cuda_, which is taken by kernels/policy_cuda.h's API (the
+ * backend's object that runs this schedule) and would make the ~800 uses
+ * unreadably long.
  */
 #ifndef MR_POLICY_LAYERS_H
 #define MR_POLICY_LAYERS_H
@@ -12,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "rng.h"   /* MR_HD */
+#include "number_formats.h"   /* bf16, fp16; load and store by storage type */
 #include "obs_codes.h"
 #ifdef __cplusplus
 extern "C" {
@@ -33,82 +46,6 @@ extern "C" {
 #define MR_PC_MAX_ELEMS 2147483647LL
 #define MR_PC_DNN_WS ((size_t)256 << 20)   /* cuDNN's workspace, taken only when a layer runs through cuDNN */
 
-/* ------------------------------------------------------------ number formats */
-
-MR_HD uint32_t mr_pc_fbits(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-#endif
-}
-MR_HD float mr_pc_bitsf(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-
-/* bf16: the top half of a float; rounding to nearest even, NaN stays NaN. */
-MR_HD float mr_bf16_to_f(uint16_t h) { return mr_pc_bitsf((uint32_t)h << 16); }
-MR_HD uint16_t mr_f_to_bf16(float f) {
-    uint32_t u = mr_pc_fbits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* IEEE half: exact to float; from float rounding to nearest even with
- * subnormals, overflow to inf, NaN stays NaN. The same integer code runs on
- * the host and the device, so both round identically. */
-MR_HD float mr_half_to_f(uint16_t h) {
-    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu) return mr_pc_bitsf(s | 0x7f800000u | (m << 13));
-    if (e) return mr_pc_bitsf(s | ((e + 112u) << 23) | (m << 13));
-    const float v = (float)m * 5.9604644775390625e-8f;   /* m * 2^-24, exact */
-    return s ? -v : v;
-}
-MR_HD uint16_t mr_f_to_half(float f) {
-    const uint32_t u = mr_pc_fbits(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);           /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);          /* >= 65520: inf */
-    if (a >= 0x38800000u) {                                          /* normal: >= 2^-14 */
-        uint32_t r = a - 0x38000000u;                                /* exponent rebiased 127 -> 15 */
-        r += 0xfffu + ((r >> 13) & 1u);
-        return (uint16_t)(s | (r >> 13));
-    }
-    const uint32_t e = a >> 23;
-    if (e < 102u) return (uint16_t)s;                                /* below 2^-25: 0 */
-    const uint32_t m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e;  /* value / 2^-24 = m >> sh */
-    uint32_t q = m >> sh;
-    const uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
-    if (rem > half || (rem == half && (q & 1u))) q++;
-    return (uint16_t)(s | q);
-}
-
-MR_HD int mr_pc_esize(int dt) { return dt == MR_FP32 ? 4 : 2; }
-
-MR_HD float mr_pc_ld(const void *p, size_t i, int dt) {
-    if (dt == MR_FP32) return ((const float *)p)[i];
-    if (dt == MR_BF16) return mr_bf16_to_f(((const uint16_t *)p)[i]);
-    return mr_half_to_f(((const uint16_t *)p)[i]);
-}
-MR_HD void mr_pc_st(void *p, size_t i, int dt, float v) {
-    if (dt == MR_FP32) ((float *)p)[i] = v;
-    else if (dt == MR_BF16) ((uint16_t *)p)[i] = mr_f_to_bf16(v);
-    else ((uint16_t *)p)[i] = mr_f_to_half(v);
-}
-/* dst[i] = src[k], bits unchanged. */
-MR_HD void mr_pc_mov(void *dst, size_t i, const void *src, size_t k, int dt) {
-    if (dt == MR_FP32) ((float *)dst)[i] = ((const float *)src)[k];
-    else ((uint16_t *)dst)[i] = ((const uint16_t *)src)[k];
-}
-
 /* Observation lookup, as nn.c's mr_obs_expand_forward: code -> channel ch;
  * proxy is an expansion of obs_codes.h (0 truth, one-hot over C channels;
  * 1 proxy, 2 proxy as uint8: foraging's, C = 2). */
@@ -116,7 +53,8 @@ MR_HD float mr_pc_obs(unsigned code, int ch, int proxy) { return mr_obs_value(co
 
 /* ------------------------------------------------------------ elementwise jobs */
 
-/* Every small kernel is one of these: one element (thread) i in [0, n). */
+/* Every small kernel is one of these: one element (thread) i in [0, n).
+ * MR_PCJ_: "policy, CUDA: job". */
 enum {
     MR_PCJ_IM2COL = 1,   /* y (rows*H*W, 9C) = im2col of x (rows,H,W,C); rows = n / (HW*9C) */
     MR_PCJ_IM2COL_CODES, /* y (.., 9C) = im2col of expand(codes (rows, HW), proxy) over C channels */
@@ -326,7 +264,8 @@ static inline void mr_pc_gemm_cm(const mr_pc_gemm *g, mr_pc_cm *c) {
  *   MR_PCC_FWD         y (n,H,W,OC) T = conv(x (n,H,W,C), w)          (written)
  *   MR_PCC_BWD_DATA    y (n,H,W,C) T = the input gradient of dy, w    (written)
  *   MR_PCC_BWD_FILTER  dw (OC,3,3,C) fp32 += the weight gradient of x, dy
- * `layer` picks the layer's algorithms in the implementation. */
+ * `layer` picks the layer's algorithms in the implementation. MR_PCC_:
+ * "policy, CUDA: convolution". */
 enum { MR_PCC_FWD = 1, MR_PCC_BWD_DATA, MR_PCC_BWD_FILTER };
 typedef struct mr_pc_conv {
     int op, layer, dt;
@@ -354,7 +293,7 @@ typedef struct mr_pc_conv {
  * in its own scratch and adds it into db.
  * The bits' layout is the implementation's (cuBLASLt's, or the CPU
  * emulation's own): only the same implementation reads what it wrote, which
- * aux_ok guarantees (mr_pc_aux). */
+ * aux_ok guarantees (mr_pc_aux). MR_PCE_: "policy, CUDA: epilogue". */
 enum { MR_PCE_BIAS = 1, MR_PCE_RELU_BIAS, MR_PCE_RELU_AUX_BIAS, MR_PCE_DRELU_BGRAD, MR_PCE_BGRAD_A, MR_PCE_KINDS };
 
 typedef struct mr_pc_epi {

@@ -36,6 +36,9 @@
  * The convolutions run in chunks of `chunk` samples (chunk*VV rows per GEMM)
  * through one col workspace; the linear layers run over the whole batch.
  *
+ * Names: mr_pc_ = "policy, CUDA" (policy_layers.h's top comment; the
+ * glossary of docs/cuda.md).
+ *
  * What this file deliberately is not: CUDA. No launches, streams or memory
  * management (policy.cu); it compiles as C99 and as CUDA C++.
  */

@@ -24,8 +24,10 @@
  * the observation floats, o_act[l] layer l, o_cin, o_chid, o_dchid, o_dA and
  * o_dB the trunk's gradients, o_part, o_blas.
  *
- * mr_pn_*: either trunk (dispatch on cfg->obs_vector / pl->net.trunk), what
- * kernels/ calls. Compiles as C99 and as CUDA C++.
+ * Names: mr_pm_* ("policy, MLP") the MLP trunk's schedule; mr_pn_*
+ * ("policy network") either trunk (dispatch on cfg->obs_vector /
+ * pl->net.trunk), what kernels/ calls; mr_pc_* ("policy, CUDA") the
+ * schedule both share (policy_layers.h). Compiles as C99 and as CUDA C++.
  */
 #ifndef MR_POLICY_MLP_MATH_H
 #define MR_POLICY_MLP_MATH_H

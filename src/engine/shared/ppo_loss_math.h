@@ -31,7 +31,8 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "ppo_math.h"   /* MR_HD, MR_MAX_ACTIONS, MR_OPT_THREADS, mr_finite_d */
+#include "moonrl.h"           /* MR_MAX_ACTIONS */
+#include "optimizer_math.h"   /* MR_HD, MR_OPT_THREADS, mr_finite_d */
 
 #define MR_RED_THREADS MR_OPT_THREADS              /* threads of every reduction block (256) */
 #define MR_STATS_CHUNK (MR_RED_THREADS * 16)       /* mean/std: elements per stage-1 block */

@@ -9,7 +9,7 @@
 -- (luv fs).
 --
 -- A resumed run (opts.resume_step) writes a new file whose second record is
--- a SessionLog START at resume_step + 1, after moonrl.run.sinks.trim cut the older
+-- a SessionLog START at resume_step + 1, after moonrl.run.trim_metrics cut the older
 -- files back to resume_step; a name already taken gets a ".2", ".3"... suffix.
 --
 -- Public

@@ -10,7 +10,7 @@
  * pointer" below means such memory (host memory on the cpu). Streams and
  * events are opaque; the cpu runs everything at once, so its events are
  * timestamps. Control blocks (mr_optctl, mr_lossctl, mr_popart_ctl,
- * mr_tc_metrics: shared/) are written by the host before an update and by
+ * mr_loop_metrics: shared/) are written by the host before an update and by
  * the operations during it, so no value is read back inside an update.
  *
  * Every operation returns MR_OK or a status with a message in err.
@@ -21,7 +21,8 @@
 #include "devmem.h"
 #include "arena.h"
 #include "net_layout.h"     /* mr_net_layout: the parameter layout every backend shares */
-#include "rollout_math.h"   /* control blocks, metrics, gather arguments */
+#include "trainer_loop_math.h"   /* the loop's steps, its metrics block, gather arguments; with it the optimizer's
+                                    and the loss's control blocks (optimizer_math.h, ppo_loss_math.h) */
 #include "act_head.h"       /* mr_act_head: the Gaussian and multi-discrete heads' shapes */
 
 #define MR_BACKEND_MAX_POLICY_ALLOCS 4
@@ -192,21 +193,21 @@ typedef struct mr_backend {
                                float *b, int k, float *adam_m_w, float *adam_v_w, float *adam_m_b, float *adam_v_b,
                                void *stream, mr_error *err);
 
-    /* ---- the loop's glue (rollout_math.h's elements) */
+    /* ---- the loop's glue (trainer_loop_math.h's elements) */
     mr_status (*step_in)(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream, mr_error *err);
     mr_status (*step_out)(const mr_env_state *s, const mr_popart_ctl *pa, const float *value, float *val, float *rew,
                           uint8_t *done, void *stream, mr_error *err);
-    /* ppo.truncation = bootstrap (rollout_math.h's mr_tc_final_args; f in host memory, its buffers the
+    /* ppo.truncation = bootstrap (trainer_loop_math.h's mr_loop_final_args; f in host memory, its buffers the
      * backend's): keep_final after each step's env_step_all (the step's rows start at row0 = t * N),
      * add_final once the critic has valued the kf * N slots into f->value (rew (T, N) += gamma V). */
-    mr_status (*keep_final)(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream, mr_error *err);
-    mr_status (*add_final)(const mr_tc_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew, void *stream,
+    mr_status (*keep_final)(const mr_env_state *s, const mr_loop_final_args *f, int row0, void *stream, mr_error *err);
+    mr_status (*add_final)(const mr_loop_final_args *f, const mr_popart_ctl *pa, float gamma, float *rew, void *stream,
                            mr_error *err);
-    mr_status (*gather)(const mr_tc_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err);
+    mr_status (*gather)(const mr_loop_gather_args *a, const mr_popart_ctl *pa, void *stream, mr_error *err);
     mr_status (*diff)(const float *a, const float *b, float *out, int64_t n, void *stream, mr_error *err);
-    mr_status (*accumulate)(mr_tc_metrics *m, const mr_lossctl *loss, const mr_optctl *opt, int ngroups,
+    mr_status (*accumulate)(mr_loop_metrics *m, const mr_lossctl *loss, const mr_optctl *opt, int ngroups,
                             void *stream, mr_error *err);
-    mr_status (*finish)(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_optctl *opt, void *stream,
+    mr_status (*finish)(mr_loop_metrics *m, const mr_popart_ctl *pa, const mr_optctl *opt, void *stream,
                         mr_error *err);
 
     /* ---- graphs: NULL where the backend cannot record an update */

@@ -1,29 +1,29 @@
 /*
- * ppo_math.h - the per-element and per-scalar PPO math that both devices run,
- * written once as MR_HD functions (plain C, host+device): kernels/ppo.cu
- * launches them, src/engine/cpu/ppo.c loops over them, so the two cannot
- * drift apart.
+ * optimizer_math.h - the optimizer both devices run, written once as MR_HD
+ * functions (plain C, host+device): kernels/ppo.cu launches them,
+ * src/engine/cpu/ppo.c loops over them, so the two cannot drift apart.
  *
- * What is here: one Adam element and its bias-corrected scalars, the clip
- * factor, one step (and one whole column) of GAE, one row of action sampling,
- * one gradient square, finiteness tests; the CUDA optimizer's control block
- * (hyper-parameters written by the host, state written by the device) with
- * its one-thread scalar steps and the parameter-group plan of its grad-norm
- * reduction, and a host emulation of that reduction's order.
- * What is not: launches, memory, streams (ppo.cu), batch loops (ppo.c).
+ * What is here: one Adam element and its bias-corrected scalars, the
+ * gradient norm (one gradient square; the parameter-group plan of its
+ * grad-norm reduction and a host emulation of that reduction's order) and
+ * the clip factor, finiteness tests; the optimizer's control block
+ * (hyper-parameters written by the host, state written by the device:
+ * mr_optctl) with its one-thread scalar steps and the fp16 loss scaler.
+ * What is not: launches, memory, streams (ppo.cu), batch loops (ppo.c); the
+ * rollout's other math: GAE (gae_math.h), the categorical head's sampling
+ * (categorical_math.h).
  *
  * Shapes: parameters, gradients and Adam moments are one flat fp32 array of
  * P elements; group g is [off[g], off[g+1]) (e.g. g0 = policy, g1 = value
- * head, clipped separately). GAE arrays are (T,N) row-major; logits (N,8).
+ * head, clipped separately).
  */
-#ifndef MR_PPO_MATH_H
-#define MR_PPO_MATH_H
+#ifndef MR_OPTIMIZER_MATH_H
+#define MR_OPTIMIZER_MATH_H
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "rng.h"   /* MR_HD */
 
-#include "moonrl.h"   /* MR_MAX_ACTIONS */
 #define MR_OPT_MAX_GROUPS 4
 #define MR_OPT_THREADS 256                       /* threads of every reduction block */
 #define MR_OPT_CHUNK (MR_OPT_THREADS * 16)       /* gradient elements per stage-1 block */
@@ -242,75 +242,6 @@ MR_HD int mr_opt_group_of(const mr_opt_groups *G, int64_t i) {
     return g;
 }
 
-/* -------------------------------------------------------------------- GAE */
-
-/* The recursion's coefficients g = gamma, gl = gamma * lambda, in double
- * from the floats (not gamma * lambda rounded to float first). */
-MR_HD void mr_gae_coefs(float gamma, float lambda, double *g, double *gl) {
-    *g = gamma;
-    *gl = (double)gamma * (double)lambda;
-}
-
-/* One environment, one step back in time: *a is A_{t+1} in and A_t out,
- * *next_v is V_{t+1} in and V_t out; writes adv_t, ret_t. In double:
- *   delta = r + g (1 - d) V_{t+1} - V_t;  A_t = delta + gl (1 - d) A_{t+1}
- * with g, gl from mr_gae_coefs. */
-MR_HD void mr_gae_step(float reward, float value, uint8_t done, double g, double gl, double *next_v, double *a,
-                       float *adv, float *ret) {
-    const double keep = done ? 0.0 : 1.0;
-    const double v = value;
-    const double delta = (double)reward + g * keep * *next_v - v;
-    *a = delta + gl * keep * *a;
-    *adv = (float)*a;
-    *ret = (float)(*a + v);
-    *next_v = v;
-}
-
-/* Environment n's whole column of a (T,N) rollout, backwards in time from
- * last_value[n]. */
-MR_HD void mr_gae_env(int T, int N, int n, const float *reward, const float *value, const float *last_value,
-                      const uint8_t *done, double g, double gl, float *adv, float *ret) {
-    double next_v = last_value[n], a = 0.0;
-    for (int t = T - 1; t >= 0; t--) {
-        const size_t k = (size_t)t * (size_t)N + (size_t)n;
-        mr_gae_step(reward[k], value[k], done[k], g, gl, &next_v, &a, &adv[k], &ret[k]);
-    }
-}
-
-/* --------------------------------------------------------------- sampling */
-
-/* One row of rollout sampling by inverse CDF, in float, in this order:
- *   m = max_j z_j;  e_j = expf(z_j - m);  S = e_0 + ... + e_{na-1} (in order);
- *   t = u * S;  action = first j with t < e_0 + ... + e_j (in order), or, if
- *   rounding leaves none, the last j with e_j > 0 (na - 1 if none);
- *   logp = (z_a - m) - logf(S).
- * z: na logits (2 <= na <= MR_MAX_ACTIONS); u uniform in [0,1). The loops run
- * to the compile-time bound with j < na inside, so a GPU keeps e[] in
- * registers. */
-MR_HD void mr_sample_row(const float *z, int na, float u, uint8_t *action, float *logp) {
-    float m = z[0];
-    for (int j = 1; j < MR_MAX_ACTIONS; j++) if (j < na && z[j] > m) m = z[j];
-    float e[MR_MAX_ACTIONS], S = 0.0f;
-    for (int j = 0; j < MR_MAX_ACTIONS; j++) {
-        e[j] = 0.0f;
-        if (j < na) { e[j] = expf(z[j] - m); S += e[j]; }
-    }
-    const float t = u * S;
-    float cum = 0.0f;
-    int a = -1;
-    for (int j = 0; j < MR_MAX_ACTIONS; j++) {
-        if (j >= na) continue;
-        cum += e[j];
-        if (a < 0 && t < cum) a = j;
-    }
-    if (a < 0) {              /* u * S rounded up to (or past) the total */
-        a = na - 1;
-        for (int j = MR_MAX_ACTIONS - 1; j >= 0; j--) if (j < na && e[j] > 0.0f) { a = j; break; }
-    }
-    *action = (uint8_t)a;
-    *logp = (z[a] - m) - logf(S);
-}
-
 /* ------------------------------------------- the reduction's exact order */
 
 /* The sum of squares of g[lo, hi) in exactly the order of ppo.cu's two-stage
@@ -345,4 +276,4 @@ static inline double mr_opt_sumsq_emulate(const float *g, int64_t lo, int64_t hi
     return mr_opt_tree(sh);
 }
 
-#endif /* MR_PPO_MATH_H */
+#endif /* MR_OPTIMIZER_MATH_H */

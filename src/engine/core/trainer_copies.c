@@ -1,5 +1,5 @@
 /*
- * trainer_sync.c - the trainer's host copies and the backend state, moved
+ * trainer_copies.c - the trainer's host copies and the backend state, moved
  * into each other synchronously (checkpoints, snapshots, evaluation,
  * inference), and the accessors tests and benchmarks read the backend
  * through. On the cpu backend a copy is a memcpy; nothing here knows which

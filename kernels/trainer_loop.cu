@@ -1,7 +1,7 @@
 /*
- * rollout.cu - the CUDA trainer's glue kernels (see rollout_cuda.h): the
- * launches around rollout_cuda.h's MR_HD element functions, and the CUDA
- * runtime calls plain C needs (device selection, timing events).
+ * trainer_loop.cu - the CUDA trainer's glue kernels (see
+ * trainer_loop_cuda.h): the launches around trainer_loop_math.h's MR_HD
+ * element functions, and the CUDA runtime calls plain C needs (device selection, timing events).
  *
  * Tensors (device memory; N environments, M minibatch samples, VV cells):
  *   step_in    one thread per environment: extra (N,2), u (N)
@@ -21,7 +21,7 @@
 
 #include "registry.h"   /* before the extern "C" blocks: MR_HD inline functions (the critic's inputs) */
 #include "cuda_check.h"
-#include "rollout_cuda.h"
+#include "trainer_loop_cuda.h"
 
 #define THREADS 128
 #define MAX_BLOCKS 4096   /* grid-stride kernels: enough to fill any current GPU */
@@ -34,64 +34,65 @@ static unsigned grid_for(long long n) {
 /* ---------------------------------------------------------------- kernels */
 
 __global__ void __launch_bounds__(THREADS)
-tc_step_in_kernel(const __grid_constant__ mr_env_state s, uint64_t seed, float *__restrict__ extra,
-                  float *__restrict__ u) {
+loop_step_in_kernel(const __grid_constant__ mr_env_state s, uint64_t seed, float *__restrict__ extra,
+                    float *__restrict__ u) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= s.n) return;
     mr_env_critic_extra_one(&s, i, extra + (size_t)i * MR_ENV_EXTRA_STRIDE);
-    mr_tc_step_in(&s, i, seed, u);
+    mr_loop_step_in(&s, i, seed, u);
 }
 
 __global__ void __launch_bounds__(THREADS)
-tc_step_out_kernel(const __grid_constant__ mr_env_state s, const mr_popart_ctl *__restrict__ pa,
-                   const float *__restrict__ value, float *__restrict__ val, float *__restrict__ rew,
-                   uint8_t *__restrict__ done) {
+loop_step_out_kernel(const __grid_constant__ mr_env_state s, const mr_popart_ctl *__restrict__ pa,
+                     const float *__restrict__ value, float *__restrict__ val, float *__restrict__ rew,
+                     uint8_t *__restrict__ done) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= s.n) return;
     float pm, ps, inv;
-    mr_tc_popart_floats(pa, &pm, &ps, &inv);
-    mr_tc_step_out(&s, i, pm, ps, value, val, rew, done);
+    mr_loop_popart_floats(pa, &pm, &ps, &inv);
+    mr_loop_step_out(&s, i, pm, ps, value, val, rew, done);
 }
 
 __global__ void __launch_bounds__(THREADS)
-tc_keep_final_kernel(const __grid_constant__ mr_env_state s, const __grid_constant__ mr_tc_final_args f, int row0) {
+loop_keep_final_kernel(const __grid_constant__ mr_env_state s, const __grid_constant__ mr_loop_final_args f,
+                       int row0) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < s.n) mr_tc_keep_final(&s, i, &f, row0);
+    if (i < s.n) mr_loop_keep_final(&s, i, &f, row0);
 }
 
 __global__ void __launch_bounds__(THREADS)
-tc_add_final_kernel(const __grid_constant__ mr_tc_final_args f, const mr_popart_ctl *__restrict__ pa, float gamma,
-                    float *__restrict__ rew) {
+loop_add_final_kernel(const __grid_constant__ mr_loop_final_args f, const mr_popart_ctl *__restrict__ pa, float gamma,
+                      float *__restrict__ rew) {
     float pm, ps, inv;
-    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    mr_loop_popart_floats(pa, &pm, &ps, &inv);
     const int64_t K = (int64_t)f.kf * f.N, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < K; j += stride)
-        mr_tc_add_final(&f, j, pm, ps, gamma, rew);
+        mr_loop_add_final(&f, j, pm, ps, gamma, rew);
 }
 
 __global__ void __launch_bounds__(THREADS)
-tc_gather_kernel(const __grid_constant__ mr_tc_gather_args g, const mr_popart_ctl *__restrict__ pa) {
+loop_gather_kernel(const __grid_constant__ mr_loop_gather_args g, const mr_popart_ctl *__restrict__ pa) {
     float pm, ps, inv;
-    mr_tc_popart_floats(pa, &pm, &ps, &inv);
+    mr_loop_popart_floats(pa, &pm, &ps, &inv);
     const int64_t n = (int64_t)g.M * g.VV, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
-        mr_tc_gather_obs(&g, j);
-        if (j < g.M) mr_tc_gather_row(&g, (int)j, pm, inv);
+        mr_loop_gather_obs(&g, j);
+        if (j < g.M) mr_loop_gather_row(&g, (int)j, pm, inv);
     }
 }
 
 __global__ void __launch_bounds__(THREADS)
-tc_diff_kernel(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ out, int64_t n) {
+loop_diff_kernel(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ out, int64_t n) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = a[i] - b[i];
 }
 
-__global__ void tc_accumulate_kernel(mr_tc_metrics *m, const mr_lossctl *l, const mr_optctl *o, int ngroups) {
-    mr_tc_accumulate(m, l, o, ngroups);
+__global__ void loop_accumulate_kernel(mr_loop_metrics *m, const mr_lossctl *l, const mr_optctl *o, int ngroups) {
+    mr_loop_accumulate(m, l, o, ngroups);
 }
 
-__global__ void tc_finish_kernel(mr_tc_metrics *m, const mr_popart_ctl *pa, const mr_optctl *o) {
-    mr_tc_finish(m, pa, o);
+__global__ void loop_finish_kernel(mr_loop_metrics *m, const mr_popart_ctl *pa, const mr_optctl *o) {
+    mr_loop_finish(m, pa, o);
 }
 
 /* ------------------------------------------------------------ launches */
@@ -103,72 +104,72 @@ static mr_status check_env(const mr_env_state *s, const char *who, mr_error *err
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream,
-                                        mr_error *err) {
-    const char *who = "mr_cuda_tc_step_in";
+extern "C" mr_status mr_cuda_loop_step_in(const mr_env_state *s, uint64_t seed, float *extra, float *u, void *stream,
+                                          mr_error *err) {
+    const char *who = "mr_cuda_loop_step_in";
     mr_status st = check_env(s, who, err);
     if (st != MR_OK) return st;
     MR_CUDA_NEED(extra, who, "extra");
-    tc_step_in_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, seed, extra, u);
+    loop_step_in_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, seed, extra, u);
     MR_CUDA_LAUNCHED("the rollout step-input kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_step_out(const mr_env_state *s, const mr_popart_ctl *d_pa, const float *value,
-                                         float *val, float *rew, uint8_t *done, void *stream, mr_error *err) {
-    const char *who = "mr_cuda_tc_step_out";
+extern "C" mr_status mr_cuda_loop_step_out(const mr_env_state *s, const mr_popart_ctl *d_pa, const float *value,
+                                           float *val, float *rew, uint8_t *done, void *stream, mr_error *err) {
+    const char *who = "mr_cuda_loop_step_out";
     mr_status st = check_env(s, who, err);
     if (st != MR_OK) return st;
     MR_CUDA_NEED(d_pa, who, "d_pa");
     MR_CUDA_NEED(value, who, "value");
     MR_CUDA_NEED(val, who, "val");
     if (!rew != !done) return mr_fail(err, MR_ERR_ARG, "%s: rew and done go together (both or neither)", who);
-    tc_step_out_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, d_pa, value, val,
+    loop_step_out_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, d_pa, value, val,
                                                                                            rew, done);
     MR_CUDA_LAUNCHED("the rollout step-output kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-static mr_status check_final(const mr_tc_final_args *f, const char *who, mr_error *err) {
+static mr_status check_final(const mr_loop_final_args *f, const char *who, mr_error *err) {
     if (!f || f->N < 1 || f->kf < 1 || f->row_bytes < 1 || !f->count || !f->obs || !f->extra || !f->row || !f->value)
         return mr_fail(err, MR_ERR_ARG, "%s: the final-state slots are missing or empty (N, kf, row_bytes >= 1; "
                        "device buffers)", who);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_keep_final(const mr_env_state *s, const mr_tc_final_args *f, int row0, void *stream,
-                                           mr_error *err) {
-    const char *who = "mr_cuda_tc_keep_final";
+extern "C" mr_status mr_cuda_loop_keep_final(const mr_env_state *s, const mr_loop_final_args *f, int row0, void *stream,
+                                             mr_error *err) {
+    const char *who = "mr_cuda_loop_keep_final";
     mr_status st = check_env(s, who, err);
     if (st == MR_OK) st = check_final(f, who, err);
     if (st != MR_OK) return st;
     if (!s->final_obs || !s->final_extra || f->N != s->n)
         return mr_fail(err, MR_ERR_ARG, "%s: the environments keep no final states, or are not the slots' N", who);
-    tc_keep_final_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, *f, row0);
+    loop_keep_final_kernel<<<mr_cuda_blocks(s->n, THREADS), THREADS, 0, (cudaStream_t)stream>>>(*s, *f, row0);
     MR_CUDA_LAUNCHED("the rollout final-state kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_add_final(const mr_tc_final_args *f, const mr_popart_ctl *d_pa, float gamma,
-                                          float *rew, void *stream, mr_error *err) {
-    const char *who = "mr_cuda_tc_add_final";
+extern "C" mr_status mr_cuda_loop_add_final(const mr_loop_final_args *f, const mr_popart_ctl *d_pa, float gamma,
+                                            float *rew, void *stream, mr_error *err) {
+    const char *who = "mr_cuda_loop_add_final";
     mr_status st = check_final(f, who, err);
     if (st != MR_OK) return st;
     MR_CUDA_NEED(d_pa, who, "d_pa");
     MR_CUDA_NEED(rew, who, "rew");
-    tc_add_final_kernel<<<grid_for((long long)f->kf * f->N), THREADS, 0, (cudaStream_t)stream>>>(*f, d_pa, gamma,
-                                                                                                 rew);
+    loop_add_final_kernel<<<grid_for((long long)f->kf * f->N), THREADS, 0, (cudaStream_t)stream>>>(*f, d_pa, gamma,
+                                                                                                   rew);
     MR_CUDA_LAUNCHED("the rollout truncation-bootstrap kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_gather(const mr_tc_gather_args *a, const mr_popart_ctl *d_pa, void *stream,
-                                       mr_error *err) {
-    const char *who = "mr_cuda_tc_gather";
+extern "C" mr_status mr_cuda_loop_gather(const mr_loop_gather_args *a, const mr_popart_ctl *d_pa, void *stream,
+                                         mr_error *err) {
+    const char *who = "mr_cuda_loop_gather";
     if (!a) return mr_fail(err, MR_ERR_ARG, "%s: the arguments are missing", who);
     if (a->M < 0 || a->VV < 1)
         return mr_fail(err, MR_ERR_ARG, "%s: M = %d, VV = %d: accepted M >= 0, VV >= 1", who, a->M, a->VV);
@@ -177,47 +178,47 @@ extern "C" mr_status mr_cuda_tc_gather(const mr_tc_gather_args *a, const mr_popa
     if (!a->idx || !a->obs || !a->act || !a->extra || !a->logp || !a->val || !a->adv || !a->ret || !a->mb_obs ||
         !a->mb_act || !a->mb_extra || !a->mb_logp || !a->mb_adv || !a->mb_oldv || !a->mb_target)
         return mr_fail(err, MR_ERR_ARG, "%s: a rollout or minibatch pointer is NULL", who);
-    tc_gather_kernel<<<grid_for((long long)a->M * a->VV), THREADS, 0, (cudaStream_t)stream>>>(*a, d_pa);
+    loop_gather_kernel<<<grid_for((long long)a->M * a->VV), THREADS, 0, (cudaStream_t)stream>>>(*a, d_pa);
     MR_CUDA_LAUNCHED("the minibatch gather kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_diff(const float *a, const float *b, float *out, int64_t n, void *stream,
-                                     mr_error *err) {
-    const char *who = "mr_cuda_tc_diff";
+extern "C" mr_status mr_cuda_loop_diff(const float *a, const float *b, float *out, int64_t n, void *stream,
+                                       mr_error *err) {
+    const char *who = "mr_cuda_loop_diff";
     if (n < 0) return mr_fail(err, MR_ERR_ARG, "%s: n = %lld: accepted 0 or more", who, (long long)n);
     if (n == 0) { mr_ok(err); return MR_OK; }
     MR_CUDA_NEED(a, who, "a");
     MR_CUDA_NEED(b, who, "b");
     MR_CUDA_NEED(out, who, "out");
-    tc_diff_kernel<<<grid_for(n), THREADS, 0, (cudaStream_t)stream>>>(a, b, out, n);
+    loop_diff_kernel<<<grid_for(n), THREADS, 0, (cudaStream_t)stream>>>(a, b, out, n);
     MR_CUDA_LAUNCHED("the difference kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_accumulate(mr_tc_metrics *d_m, const mr_lossctl *d_loss, const mr_optctl *d_opt,
-                                           int ngroups, void *stream, mr_error *err) {
-    const char *who = "mr_cuda_tc_accumulate";
+extern "C" mr_status mr_cuda_loop_accumulate(mr_loop_metrics *d_m, const mr_lossctl *d_loss, const mr_optctl *d_opt,
+                                             int ngroups, void *stream, mr_error *err) {
+    const char *who = "mr_cuda_loop_accumulate";
     MR_CUDA_NEED(d_m, who, "d_m");
     MR_CUDA_NEED(d_loss, who, "d_loss");
     MR_CUDA_NEED(d_opt, who, "d_opt");
     if (ngroups < 1 || ngroups > MR_OPT_MAX_GROUPS)
         return mr_fail(err, MR_ERR_ARG, "%s: ngroups = %d: accepted 1 .. %d", who, ngroups, MR_OPT_MAX_GROUPS);
-    tc_accumulate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_m, d_loss, d_opt, ngroups);
+    loop_accumulate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_m, d_loss, d_opt, ngroups);
     MR_CUDA_LAUNCHED("the metrics accumulation kernel", err);
     mr_ok(err);
     return MR_OK;
 }
 
-extern "C" mr_status mr_cuda_tc_finish(mr_tc_metrics *d_m, const mr_popart_ctl *d_pa, const mr_optctl *d_opt,
-                                       void *stream, mr_error *err) {
-    const char *who = "mr_cuda_tc_finish";
+extern "C" mr_status mr_cuda_loop_finish(mr_loop_metrics *d_m, const mr_popart_ctl *d_pa, const mr_optctl *d_opt,
+                                         void *stream, mr_error *err) {
+    const char *who = "mr_cuda_loop_finish";
     MR_CUDA_NEED(d_m, who, "d_m");
     MR_CUDA_NEED(d_pa, who, "d_pa");
     MR_CUDA_NEED(d_opt, who, "d_opt");
-    tc_finish_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_m, d_pa, d_opt);
+    loop_finish_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_m, d_pa, d_opt);
     MR_CUDA_LAUNCHED("the metrics kernel", err);
     mr_ok(err);
     return MR_OK;

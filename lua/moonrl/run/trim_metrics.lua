@@ -1,4 +1,4 @@
--- moonrl.run.sinks.trim - cuts a run directory's metrics files back to a
+-- moonrl.run.trim_metrics - cuts a run directory's metrics files back to a
 -- checkpoint's update, so that a resumed run appends to them with no update
 -- missing and none twice.
 --
