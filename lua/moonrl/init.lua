@@ -128,7 +128,9 @@ moonrl.config = require("moonrl.config")
 local space = require("moonrl.sweep.space")
 for _, name in ipairs({ "uniform", "loguniform", "randint", "choice", "grid" }) do moonrl[name] = space[name] end
 function moonrl.asha(opts) return require("moonrl.sweep.asha").new(opts) end
-function moonrl.sweep(spec) return require("moonrl.sweep").start(spec) end
+function moonrl.sweep(spec)   -- dashboard = true: the sweep is served by moonrl.dashboard (which reads sweeps)
+  return require("moonrl.sweep").start(spec, { dashboard = require("moonrl.dashboard").serve_for })
+end
 function moonrl.slurm(opts) return require("moonrl.sweep.slurm_executor").new(opts) end
 moonrl.dashboard = require("moonrl.dashboard").serve   -- loaded here: it serves the runs started with dashboard = true
 

@@ -2,8 +2,8 @@
 -- and sweeps write, never from the runs themselves (a run's training is not
 -- touched; the live status and every action go through its control socket).
 --
--- A served directory is walked like `moonrl ps` walks one: the directory
--- itself, its subdirectories and theirs (3 levels), and every sweep
+-- A served directory is walked as `moonrl ps` walks one (moonrl.run.dir.walk):
+-- the directory itself, its subdirectories and theirs (3 levels), and every sweep
 -- directory's (one with sweep.json) trial directories. A run directory is one
 -- with a config.lua and a metrics.jsonl or a control/ folder. Links are not
 -- followed (a link to a directory is not walked into, a run file that is a
@@ -17,7 +17,7 @@
 --   d:run(id) -> run | nil                 a run of the last scan
 --   d:sweep(id) -> sweep | nil
 --   d:metrics(id, from) -> {rows, changes, total, reset}   rows from[+1] on (0-based count
---                                          the page has); the file is tailed (results.tail),
+--                                          the page has); the file is tailed (rundir.tail),
 --                                          each byte read once; reset when it was cut
 --   d:details(id) -> {config, summary, changes_lua, alerts, evals}
 --   d:summary(id) -> summary.json decoded | nil
@@ -30,6 +30,7 @@
 
 local uv = require("luv")
 local json = require("moonrl.formats.json")
+local rundir = require("moonrl.run.dir")
 local results = require("moonrl.sweep.results")
 local front = require("moonrl.sweep.front")
 local plot = require("moonrl.sweep.plot")
@@ -56,17 +57,7 @@ local function lstat(p) return uv.fs_lstat(p) end
 local function is_file(p) local st = lstat(p) return st and st.type == "file" end
 local function is_dir(p) local st = lstat(p) return st and st.type == "directory" end
 
-local function subdirs(d)
-  local out = {}
-  local req = uv.fs_scandir(d)
-  while req do
-    local name, kind = uv.fs_scandir_next(req)
-    if not name then break end
-    if kind == "directory" and name:sub(1, 1) ~= "." then out[#out + 1] = (d == "." and "" or (d .. "/")) .. name end
-  end
-  table.sort(out)
-  return out
-end
+local subdirs = rundir.subdirs
 
 function data.new(roots)
   local d = setmetatable({ roots = {}, runs = {}, by_id = {}, sweeps = {}, sweep_by_id = {}, tails = {}, fronts = {},
@@ -82,31 +73,17 @@ function data.new(roots)
   return d
 end
 
-local function is_run(dir)
-  return is_file(dir .. "/config.lua") and (is_file(dir .. "/metrics.jsonl") or is_dir(dir .. "/control"))
-end
-
 function D:scan()
-  local runs, sweeps, seen = {}, {}, {}
-  local function add_run(dir, sweep)
-    if seen[dir] then return end
-    seen[dir] = true
-    local name = dir:match("([^/]+)$")
-    runs[#runs + 1] = { id = dir, dir = dir, name = name, sweep = sweep }
+  local found, found_sweeps = rundir.walk(self.roots, { depth = DEPTH })
+  local runs, sweeps = {}, {}
+  for _, f in ipairs(found) do
+    runs[#runs + 1] = { id = f.dir, dir = f.dir, name = f.dir:match("([^/]+)$"), sweep = f.sweep }
   end
-  local function visit(dir, depth)
-    if is_run(dir) then add_run(dir) end
-    if is_file(dir .. "/sweep.json") then
-      local sw = { id = dir, dir = dir, trials = json.array() }
-      sweeps[#sweeps + 1] = sw
-      for _, t in ipairs(subdirs(dir)) do
-        if is_run(t) then add_run(t, dir) sw.trials[#sw.trials + 1] = t end
-      end
-    elseif depth < DEPTH then
-      for _, sub in ipairs(subdirs(dir)) do visit(sub, depth + 1) end
-    end
+  for _, sw in ipairs(found_sweeps) do
+    local trials = json.array()
+    for i, t in ipairs(sw.trials) do trials[i] = t end
+    sweeps[#sweeps + 1] = { id = sw.dir, dir = sw.dir, trials = trials }
   end
-  for _, r in ipairs(self.roots) do visit(r, 0) end
   self.runs, self.sweeps, self.by_id, self.sweep_by_id = runs, sweeps, {}, {}
   for _, r in ipairs(runs) do self.by_id[r.id] = r end
   for _, s in ipairs(sweeps) do self.sweep_by_id[s.id] = s end
@@ -129,7 +106,7 @@ end
 function D:_tail(run)
   local t = self.tails[run.id]
   if not t then
-    t = { reader = results.tail(run.dir .. "/metrics.jsonl"), rows = {}, changes = json.array() }
+    t = { reader = rundir.tail(run.dir .. "/metrics.jsonl"), rows = {}, changes = json.array() }
     self.tails[run.id] = t
   end
   if not is_file(run.dir .. "/metrics.jsonl") then return t, false end

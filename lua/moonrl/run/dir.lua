@@ -1,6 +1,8 @@
 -- moonrl.run.dir - whether a directory holds a run, and what a new run does
 -- about it: a directory that holds one is never reused silently (refused, or
--- with --force / {force = true} moved aside, never deleted).
+-- with --force / {force = true} moved aside, never deleted). And the readers
+-- of run directories that run, sweep, dashboard and `moonrl ps` share:
+-- finding them under a folder, following a file a run appends to.
 --
 --   rundir.occupied(dir) -> {names}          the run files found in dir ({} when none)
 --   rundir.occupied_message(dir, found, cli) -> string   the refusal, naming --resume,
@@ -9,8 +11,29 @@
 --   rundir.move_aside(dir) -> to | nil, err  dir moved to dir.old-<YYYYmmdd-HHMMSS>[-N]
 --   rundir.event_files(dir) -> {paths}      its TensorBoard event files, sorted
 --   rundir.new(cfg, force, notes) -> dir | nil, err   the directory of a new run of cfg
+--   rundir.is_run(dir) -> boolean           a config.lua and a metrics.jsonl or a control/
+--                                            folder (regular files and folder, not links)
+--   rundir.walk(roots, opts) -> found, sweeps   the run directories under roots: each
+--                                            root, its subdirectories down to opts.depth
+--                                            levels (default 1), and every sweep directory's
+--                                            (one with a sweep.json) trial directories (its
+--                                            other folders are not walked into). Names
+--                                            starting with "." are passed over; links to
+--                                            folders are walked into only with opts.links.
+--                                            opts.is_run(dir): whether dir is one (default
+--                                            rundir.is_run). found[i] = {dir =, sweep = the
+--                                            sweep directory of a trial | nil}, each dir once,
+--                                            in walk order (subdirectories sorted);
+--                                            sweeps[i] = {dir =, trials = {dirs}}
+--   rundir.subdirs(d[, links]) -> {paths}  d's folders (and links, with links), sorted,
+--                                            without those whose names start with "."
+--   rundir.tail(path) -> reader              reader:read() -> the complete JSON lines appended
+--                                            to the file since the last read (decoded);
+--                                            reader.reset = true when the file was cut or
+--                                            replaced since (a resumed run trims its own)
 
 local uv = require("luv")
+local json = require("moonrl.formats.json")
 
 local rundir = {}
 
@@ -93,6 +116,92 @@ function rundir.new(cfg, force, notes)
     dir = base .. "-" .. n
   end
   return dir
+end
+
+-- ------------------------------------------------------------ reading
+
+local function lstat_type(p) local st = uv.fs_lstat(p) return st and st.type end
+
+function rundir.is_run(dir)
+  return lstat_type(dir .. "/config.lua") == "file" and
+    (lstat_type(dir .. "/metrics.jsonl") == "file" or lstat_type(dir .. "/control") == "directory")
+end
+
+function rundir.subdirs(d, links)
+  local out = {}
+  local req = uv.fs_scandir(d)
+  while req do
+    local name, kind = uv.fs_scandir_next(req)
+    if not name then break end
+    if (kind == "directory" or (links and kind == "link")) and name:sub(1, 1) ~= "." then
+      out[#out + 1] = (d == "." and "" or (d .. "/")) .. name
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+function rundir.walk(roots, opts)
+  opts = opts or {}
+  local depth_max, links, is_run = opts.depth or 1, opts.links, opts.is_run or rundir.is_run
+  local found, sweeps, seen = {}, {}, {}
+  local function add(dir, sweep)
+    if seen[dir] then return end
+    seen[dir] = true
+    found[#found + 1] = { dir = dir, sweep = sweep }
+  end
+  local function is_sweep(dir)
+    local st = (links and uv.fs_stat or uv.fs_lstat)(dir .. "/sweep.json")
+    return st and st.type == "file"
+  end
+  local function visit(dir, depth)
+    if is_run(dir) then add(dir) end
+    if is_sweep(dir) then
+      local sw = { dir = dir, trials = {} }
+      sweeps[#sweeps + 1] = sw
+      for _, t in ipairs(rundir.subdirs(dir, links)) do
+        if is_run(t) then add(t, dir) sw.trials[#sw.trials + 1] = t end
+      end
+    elseif depth < depth_max then
+      for _, sub in ipairs(rundir.subdirs(dir, links)) do visit(sub, depth + 1) end
+    end
+  end
+  for _, r in ipairs(roots) do visit(r, 0) end
+  return found, sweeps
+end
+
+local Tail = {}
+Tail.__index = Tail
+
+function rundir.tail(path)
+  return setmetatable({ path = path, offset = 0, partial = "" }, Tail)
+end
+
+function Tail:read()
+  local out = {}
+  self.reset = false
+  local st = uv.fs_stat(self.path)
+  if not st then return out end
+  if (self.ino and st.ino ~= self.ino) or st.size < self.offset then
+    self.offset, self.partial, self.reset = 0, "", true
+  end
+  self.ino = st.ino
+  if st.size == self.offset then return out end
+  local f = io.open(self.path, "rb")
+  if not f then return out end
+  f:seek("set", self.offset)
+  local data = f:read(st.size - self.offset) or ""
+  f:close()
+  self.offset = self.offset + #data
+  data = self.partial .. data
+  local last = 1
+  for line, pos in data:gmatch("([^\n]*)\n()") do
+    last = pos
+    local o = json.decode(line)
+    if type(o) == "table" then out[#out + 1] = o end
+  end
+  self.partial = data:sub(last)
+  return out
 end
 
 return rundir

@@ -2,7 +2,7 @@
 -- moonrl.train{ranks = R, ...} (or moonrl.train(cfg, {ranks = R})).
 --
 -- The ranks are other processes: `mpirun -n R moonrl train CONFIG --dir DIR
--- --no-eval`, started through the local sweep executor (the same launcher,
+-- --no-eval`, started by moonrl.run.process (the same launcher,
 -- $MOONRL_MPIRUN, as a sweep's trials of several ranks). This object, in
 -- the script's process, is the run as the script sees it, with the methods
 -- of a run in this process (moonrl.run):
@@ -136,7 +136,7 @@ function launched.start(cfg, notes, opts)
   local self = setmetatable({
     dir = dir, ranks = opts.ranks, cfg = cfg, status = "starting", updates = rs and rs.update or 0,
     hook_state = hooks.state(), alert_state = {}, alerts = {}, waiters = {}, seen = {},
-    tail = require("moonrl.sweep.results").tail(dir .. "/metrics.jsonl"), quiet = opts.quiet,
+    tail = require("moonrl.run.dir").tail(dir .. "/metrics.jsonl"), quiet = opts.quiet,
   }, Launched)
   if rs then
     for _, name in ipairs(checkpoint_names(dir)) do self.seen[name] = true end
@@ -148,7 +148,7 @@ function launched.start(cfg, notes, opts)
   end
 
   local to_file = opts.console == false or opts.quiet
-  local job, jerr = require("moonrl.sweep.local_executor").new():start({
+  local job, jerr = require("moonrl.run.process").start({
     argv = argv, dir = dir, ranks = opts.ranks, output = to_file and (dir .. "/output.log") or nil,
     on_exit = function(exit) self:_exited(exit) end,
   })
@@ -340,12 +340,7 @@ end
 -- Rank 0's own stop (the update in progress, then the final checkpoint);
 -- before its socket is there, SIGTERM to mpirun, which rank 0 takes the same way.
 function Launched:stop(opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), 2)
-  end
-  if opts and opts.reason ~= nil and type(opts.reason) ~= "string" then
-    error("run:stop: reason must be a string, got " .. type(opts.reason), 2)
-  end
+  require("moonrl.run").check_stop_opts(opts)
   if not self:alive() then return true end
   local req = { cmd = "stop", checkpoint = not (opts and opts.checkpoint == false), reason = opts and opts.reason }
   local client = require("moonrl.control.client")

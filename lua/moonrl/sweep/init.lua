@@ -196,7 +196,11 @@ local function with_default_space(spec)
   return out, spaces.name_of(spec.base)
 end
 
-function sweep.start(spec)
+-- sweep.start(spec[, opts]) -> sweep. opts.dashboard: function(what, dir) ->
+-- a server (with :close()) | nil, which serves the sweep's directory when
+-- spec.dashboard is true (moonrl.sweep gives moonrl.dashboard.serve_for: the
+-- dashboard reads sweeps, so a sweep does not load it).
+function sweep.start(spec, opts)
   local default_space
   spec, default_space = with_default_space(spec)
   local o = definition.check(spec)
@@ -385,7 +389,11 @@ function sweep.start(spec)
   if self.base_dashboard and not self.dashboard then
     self:say("note: the base's dashboard = true is not the trials': give the sweep dashboard = true to serve them all")
   end
-  if self.dashboard then self.dashboard_server = require("moonrl.dashboard").serve_for("the sweep", self.dir) end
+  if self.dashboard then
+    local serve = opts and opts.dashboard
+    if serve then self.dashboard_server = serve("the sweep", self.dir)
+    else io.stderr:write("moonrl: dashboard: the sweep ", self.dir, " goes on without one: no dashboard given to sweep.start\n") end
+  end
   shutdown.track(self, { note = function(msg) self:say(msg) end, abort = function() self:_abort() end })
   self.starting = true
   self:_fill()

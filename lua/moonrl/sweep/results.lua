@@ -37,7 +37,7 @@
 --   results.write_info(dir, info), results.read_info(dir)
 --   results.tail(path) -> reader; reader:read() -> new complete JSON lines
 --                          (decoded), reader.reset = true when the file was
---                          cut or replaced since (a resumed trial trims its own)
+--                          cut or replaced since (moonrl.run.dir.tail)
 --   results.curve_add(curve, record, metric)  record: a metrics.jsonl line; an
 --                          entry { update, steps (agent_steps), value (the
 --                          metric, nil when absent or NaN), seconds (the sum
@@ -58,7 +58,6 @@
 local json = require("moonrl.formats.json")
 local util = require("moonrl.util")
 local number = require("moonrl.number")
-local uv = require("luv")
 
 local results = {}
 
@@ -120,41 +119,8 @@ function results.read(dir)
   return out
 end
 
--- ------------------------------------------------------------ growing files
-
-local Tail = {}
-Tail.__index = Tail
-
-function results.tail(path)
-  return setmetatable({ path = path, offset = 0, partial = "" }, Tail)
-end
-
-function Tail:read()
-  local out = {}
-  self.reset = false
-  local st = uv.fs_stat(self.path)
-  if not st then return out end
-  if (self.ino and st.ino ~= self.ino) or st.size < self.offset then
-    self.offset, self.partial, self.reset = 0, "", true
-  end
-  self.ino = st.ino
-  if st.size == self.offset then return out end
-  local f = io.open(self.path, "rb")
-  if not f then return out end
-  f:seek("set", self.offset)
-  local data = f:read(st.size - self.offset) or ""
-  f:close()
-  self.offset = self.offset + #data
-  data = self.partial .. data
-  local last = 1
-  for line, pos in data:gmatch("([^\n]*)\n()") do
-    last = pos
-    local o = json.decode(line)
-    if type(o) == "table" then out[#out + 1] = o end
-  end
-  self.partial = data:sub(last)
-  return out
-end
+-- a growing JSON-lines file (a trial's metrics.jsonl): moonrl.run.dir's reader
+results.tail = require("moonrl.run.dir").tail
 
 -- ------------------------------------------------------------------ curves
 

@@ -35,29 +35,10 @@ local out, usage_error = cmdline.out, cmdline.usage_error
 -- or one under it); sweeps[d] = the sweep directory of trial directory d.
 local function candidates(dir)
   local uv, control = require("luv"), require("moonrl.control.client")
+  local walked = require("moonrl.run.dir").walk({ dir }, { depth = 1, links = true,
+    is_run = function(d) return uv.fs_lstat(control.socket_path(d)) ~= nil end })
   local found, sweeps = {}, {}
-  local function consider(d, sweep)
-    if uv.fs_lstat(control.socket_path(d)) then found[#found + 1] = d sweeps[d] = sweep end
-  end
-  local function subdirs(d)
-    local out = {}
-    local req = uv.fs_scandir(d)
-    while req do
-      local name, kind = uv.fs_scandir_next(req)
-      if not name then break end
-      if kind == "directory" or kind == "link" then out[#out + 1] = d .. "/" .. name end
-    end
-    return out
-  end
-  local function visit(d, deeper)
-    consider(d)
-    if uv.fs_stat(d .. "/sweep.json") then
-      for _, t in ipairs(subdirs(d)) do consider(t, d) end
-    elseif deeper then
-      for _, sub in ipairs(subdirs(d)) do visit(sub, false) end
-    end
-  end
-  visit(dir, true)
+  for _, f in ipairs(walked) do found[#found + 1] = f.dir sweeps[f.dir] = f.sweep end
   -- sorted by directory: a sweep's trials together, after the sweep's name
   table.sort(found)
   return found, sweeps
