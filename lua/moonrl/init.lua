@@ -89,9 +89,10 @@
 -- require cycles and of calls into another module's _-prefixed helpers):
 --   runtime/   the process: tasks (coroutines on the loop), shutdown (stop all),
 --              signals, hardware (detect), asyncfile, resources (embedded files)
---   run/       a run (init), start, its directory (dir, dirlock), resume, changes,
---              live tweaks, alerts, hooks (calling cfg.hooks), launched (a run of
---              several ranks through mpirun), sinks/ (console, jsonl, csv, tensorboard, trim)
+--   run/       a run (init), start, its directory (dir: also finding run directories
+--              and following their files; dirlock), resume, changes, live tweaks, alerts,
+--              hooks (calling cfg.hooks), process (moonrl as a child process), launched
+--              (a run of several ranks through mpirun), sinks/ (console, jsonl, csv, tensorboard, trim)
 --   control/   a run's control socket: socket (path, trust), server, client
 --   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs
 --   sweep/     sweeps: init (its life), definition, space, spaces (each experiment's default), asha, tpe,
