@@ -223,3 +223,62 @@ describe("run directories", function()
     assert.same(before, snapshot(f))
   end)
 end)
+
+describe("moonrl.run.dir's readers (walk, tail)", function()
+  it("walks roots to a depth, a sweep's trials, not dot folders, links only when asked; tails a growing file", function()
+    if not have_bin then pending("no binary at " .. BIN .. " (build it: make build)") return end
+    local dir = support.tmpdir()
+    local function run_at(d, how)
+      os.execute(string.format("mkdir -p %q", dir .. "/" .. d))
+      support.write_file(dir .. "/" .. d .. "/config.lua", "return {}\n")
+      if how == "control" then os.execute(string.format("mkdir -p %q", dir .. "/" .. d .. "/control"))
+      else support.write_file(dir .. "/" .. d .. "/metrics.jsonl", "") end
+    end
+    run_at("top/a")
+    run_at("top/b/c", "control")
+    run_at("top/b/c/d/e")              -- 4 levels down
+    run_at("top/.hidden")
+    run_at("top/sw/trial-001")
+    run_at("top/sw/trial-002", "control")
+    run_at("top/sw/sub/deep")          -- a sweep's other folders are not walked into
+    support.write_file(dir .. "/top/sw/sweep.json", "{}\n")
+    os.execute(string.format("mkdir -p %q && touch %q", dir .. "/top/nofiles", dir .. "/top/nofiles/config.lua"))
+    os.execute(string.format("ln -s a %q", dir .. "/top/linked"))
+    support.write_file(dir .. "/script.lua", [[
+      local rundir = require("moonrl.run.dir")
+      local function show(found, sweeps)
+        local parts = {}
+        for _, f in ipairs(found) do parts[#parts + 1] = f.dir .. (f.sweep and ("<" .. f.sweep) or "") end
+        for _, s in ipairs(sweeps) do parts[#parts + 1] = "sweep " .. s.dir .. ":" .. table.concat(s.trials, ",") end
+        print(table.concat(parts, " "))
+      end
+      show(rundir.walk({ "top" }))
+      show(rundir.walk({ "top" }, { depth = 3 }))
+      show(rundir.walk({ "top" }, { links = true }))
+      show(rundir.walk({ "top/sw" }, { depth = 0, is_run = function(d) return d:find("002") ~= nil end }))
+      local t = rundir.tail("grow.jsonl")
+      print(#t:read())
+      local f = io.open("grow.jsonl", "w") f:write('{"update": 1}\n{"upd') f:close()
+      local r = t:read()
+      print(#r, r[1].update, t.reset)
+      f = io.open("grow.jsonl", "a") f:write('ate": 2}\n') f:close()
+      r = t:read()
+      print(#r, r[1].update, t.reset)
+      f = io.open("grow.jsonl", "w") f:write('{"update": 9}\n') f:close()
+      r = t:read()
+      print(#r, r[1].update, t.reset)
+    ]])
+    local rc, out, err = support.moonrl("run script.lua", dir)
+    support.rm_rf(dir)
+    assert.equal(0, rc, out .. err)
+    local lines = {}
+    for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    assert.same({
+      "top/a top/sw/trial-001<top/sw top/sw/trial-002<top/sw sweep top/sw:top/sw/trial-001,top/sw/trial-002",
+      "top/a top/b/c top/sw/trial-001<top/sw top/sw/trial-002<top/sw sweep top/sw:top/sw/trial-001,top/sw/trial-002",
+      "top/a top/linked top/sw/trial-001<top/sw top/sw/trial-002<top/sw sweep top/sw:top/sw/trial-001,top/sw/trial-002",
+      "top/sw/trial-002<top/sw sweep top/sw:top/sw/trial-002",
+      "0", "1\t1\tfalse", "1\t2\tfalse", "1\t9\ttrue",
+    }, lines)
+  end)
+end)

@@ -89,11 +89,13 @@
 -- require cycles, its packages in docs/architecture.md's order, and free of
 -- calls into another module's _-prefixed helpers):
 --   runtime/   the process: tasks (coroutines on the loop), shutdown (stop all),
---              signals, hardware (detect), asyncfile
---   run/       a run (init), start, its directory (dir, dirlock), resume, changes,
---              live tweaks (live: the watcher, tweaks: reading and checking the file),
---              alerts, hooks (calling cfg.hooks), launched (a run of
---              several ranks through mpirun), sinks/ (console, jsonl, csv, tensorboard, trim)
+--              signals, hardware (detect), asyncfile, libc (flock, geteuid, strerror)
+--   run/       a run (init), start, its directory (dir: also finding run directories
+--              and following their files; dirlock), resume, changes, live tweaks
+--              (live: the watcher, tweaks: reading and checking the file), alerts,
+--              hooks (calling cfg.hooks), process (moonrl as a child process), launched
+--              (a run of several ranks through mpirun), trim_metrics (its metrics cut back
+--              to a checkpoint on resume), sinks/ (console, jsonl, csv, tensorboard)
 --   control/   a run's control socket: socket (path, trust), server, client
 --   config/    configs: load, merge, resolve, validate, schema, warmup, serialize, docs,
 --              env_script (an env.lua table in the script as text)

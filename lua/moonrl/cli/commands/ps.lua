@@ -14,7 +14,8 @@ usage: moonrl ps [DIR] [options]
 Lists the run directories under DIR (default runs/; DIR may be a run
 directory itself) that have a control socket, and the trials of the sweeps
 there (a sweep directory's trial-NNN run directories, listed under a line
-naming the sweep; DIR may be a sweep directory), asks each for its status and
+naming the sweep; DIR may be a sweep directory; folders whose names start
+with "." are passed over), asks each for its status and
 prints one line per run: directory, name, status, update, progress,
 agent-steps/s and ETA. A socket that does not answer was left by a job that
 no longer runs (killed): it is shown as "not running (stale socket)", and a
