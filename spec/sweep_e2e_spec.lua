@@ -193,7 +193,7 @@ describe("moonrl.sweep (the binary)", function()
     assert.is_true(has(pout, "sw/plots/curves.svg"))
     local bcode, _, berr = moonrl(dir, "sweep status nowhere")
     assert.equal(2, bcode)
-    assert.is_true(has(berr, "nowhere is not a directory"))
+    assert.is_true(has(berr, "nowhere not found (a sweep directory: sweep.json, trial-NNN/)"), berr)
   end)
 
   it("re-run after SIGINT: finished trials are not repeated, the interrupted one resumes from its checkpoint", function()

@@ -93,7 +93,8 @@
 --   run/       a run (init), start, its directory (dir: also finding run directories
 --              and following their files; dirlock), resume, changes, live tweaks
 --              (live: the watcher, tweaks: reading and checking the file), alerts,
---              hooks (calling cfg.hooks), process (moonrl as a child process), launched
+--              hooks (calling cfg.hooks), process (moonrl as a child process), options (the
+--              argument checks a run and launched share), launched
 --              (a run of several ranks through mpirun), trim_metrics (its metrics cut back
 --              to a checkpoint on resume), sinks/ (console, jsonl, csv, tensorboard)
 --   control/   a run's control socket: socket (path, trust), server, client

@@ -781,19 +781,8 @@ function Run:resume()
   return true
 end
 
--- run:stop's options checked, for this run and a run of several ranks
--- (moonrl.run.launched): an error names the caller of run:stop.
-function Run.check_stop_opts(opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error("run:stop: expected nil or {checkpoint = false, reason = \"...\"}, got " .. type(opts), 3)
-  end
-  if opts and opts.reason ~= nil and type(opts.reason) ~= "string" then
-    error("run:stop: reason must be a string, got " .. type(opts.reason), 3)
-  end
-end
-
 function Run:stop(opts)
-  Run.check_stop_opts(opts)
+  require("moonrl.run.options").check_stop(opts)
   if not self:alive() then return true end
   local ckpt = not (opts and opts.checkpoint == false)
   if opts and opts.reason and not self.stop_reason then

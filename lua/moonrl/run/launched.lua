@@ -340,7 +340,7 @@ end
 -- Rank 0's own stop (the update in progress, then the final checkpoint);
 -- before its socket is there, SIGTERM to mpirun, which rank 0 takes the same way.
 function Launched:stop(opts)
-  require("moonrl.run").check_stop_opts(opts)
+  require("moonrl.run.options").check_stop(opts)
   if not self:alive() then return true end
   local req = { cmd = "stop", checkpoint = not (opts and opts.checkpoint == false), reason = opts and opts.reason }
   local client = require("moonrl.control.client")
