@@ -132,7 +132,8 @@ describe("moonrl.sweep: a number for a key the base schedules", function()
     local st = space.shaped({ kind = "step", from = 0.01, gamma = 0.5, every = 0.25, to = 0.001 }, 0.02)
     assert.equal("step", st.kind); assert.equal(0.5, st.gamma); assert.equal(0.25, st.every)
     assert.equal(0.02, st.from); assert.near(0.002, st.to, 1e-15)
-    assert.same({ kind = "constant", from = 5, to = 5 }, space.shaped({ kind = "constant", from = 2, to = 2 }, 5))
+    assert.equal(5, space.shaped({ kind = "constant", from = 2, to = 2 }, 5))
+    assert.equal(5, space.shaped({ kind = "constant", from = 0, to = 0 }, 5))   -- a resolved config's 0, not refused
     assert.equal(3e-3, space.shaped({ kind = "linear", from = 1e-3, to = 0 }, 3e-3, "constant"))
     assert.equal(0.5, space.shaped(0.2, 0.5))
     local f = function() return 1 end

@@ -35,7 +35,8 @@
 --       base a schedule table {kind, from, to, gamma, every} and v a number:
 --       the schedule with from = v and to = base.to * v / base.from (step keeps
 --       gamma and every); base.from == 0: an error (no factor maps 0 to v;
---       set shape = "constant" on the key). A function schedule, a number, or
+--       set shape = "constant" on the key). A constant schedule (a resolved
+--       config's form of every number), a function schedule, a number, or
 --       shape "constant": v itself. `note` is set when v was reshaped.
 --   space.set_point(cfg, space, point) -> ran | nil, err: sets each key of the
 --       point in cfg (config.set), through space.shaped; ran = { key = the
@@ -108,8 +109,9 @@ local function dist(t, opts)
 end
 
 function space.shaped(base, v, shape)
-  if shape == "constant" or type(v) ~= "number" or type(base) ~= "table" or not base.kind or type(base.from) ~= "number" then
-    return v
+  if shape == "constant" or type(v) ~= "number" or type(base) ~= "table" or not base.kind or type(base.from) ~= "number"
+    or base.kind == "constant" then
+    return v   -- a resolved config holds every constant as {kind = "constant"}: nothing to keep
   end
   if base.from == 0 then
     return nil, "the base's schedule " .. (require("moonrl.schedule").to_lua(base) or base.kind) ..
@@ -120,7 +122,6 @@ function space.shaped(base, v, shape)
   local s = util.deepcopy(base)
   s.from = v
   if type(s.to) == "number" then s.to = s.to * f end
-  if s.kind == "constant" then s.to = v end
   return s, true
 end
 
