@@ -123,42 +123,6 @@ describe("moonrl.sweep.space.point_of", function()
   end)
 end)
 
-describe("moonrl.sweep: a number for a key the base schedules", function()
-  it("space.shaped scales the schedule to start at the number (hand-computed), step keeps gamma and every", function()
-    local l = space.shaped({ kind = "linear", from = 1e-3, to = 1e-4 }, 3e-3)
-    assert.equal("linear", l.kind); assert.equal(3e-3, l.from); assert.near(3e-4, l.to, 1e-18)
-    local c = space.shaped({ kind = "cosine", from = 0.2, to = 0 }, 0.1)
-    assert.same({ kind = "cosine", from = 0.1, to = 0 }, c)
-    local st = space.shaped({ kind = "step", from = 0.01, gamma = 0.5, every = 0.25, to = 0.001 }, 0.02)
-    assert.equal("step", st.kind); assert.equal(0.5, st.gamma); assert.equal(0.25, st.every)
-    assert.equal(0.02, st.from); assert.near(0.002, st.to, 1e-15)
-    assert.equal(5, space.shaped({ kind = "constant", from = 2, to = 2 }, 5))
-    assert.equal(5, space.shaped({ kind = "constant", from = 0, to = 0 }, 5))   -- a resolved config's 0, not refused
-    assert.equal(3e-3, space.shaped({ kind = "linear", from = 1e-3, to = 0 }, 3e-3, "constant"))
-    assert.equal(0.5, space.shaped(0.2, 0.5))
-    local f = function() return 1 end
-    assert.equal(0.5, space.shaped(f, 0.5))   -- a function schedule: the constant (documented)
-    local v, err = space.shaped({ kind = "linear", from = 0, to = 0.01 }, 0.005)
-    assert.is_nil(v); assert.matches("starts at 0", err); assert.matches("shape = \"constant\"", err)
-  end)
-
-  it("a trial keeps cartpole's linear lr, scaled, unless the key says shape = \"constant\"", function()
-    local config = require("moonrl.config")
-    local base = assert(config.load_file("configs/experiments/cartpole.lua"))
-    assert.same({ kind = "linear", from = 1e-3, to = 0 }, base.ppo.lr)     -- the premise: cartpole anneals lr and clip
-    assert.same({ kind = "linear", from = 0.2, to = 0 }, base.ppo.clip)
-    local sp = { ["ppo.lr"] = space.loguniform(1e-4, 1e-2), ["ppo.clip"] = space.uniform(0.1, 0.3, { shape = "constant" }) }
-    local ran = space.set_point(base, sp, { ["ppo.lr"] = 3e-3, ["ppo.clip"] = 0.15 })
-    assert.same({ kind = "linear", from = 3e-3, to = 0 }, base.ppo.lr)
-    assert.same({ kind = "constant", from = 0.15, to = 0.15 }, base.ppo.clip)   -- config.set's form of a constant
-    assert.same({ ["ppo.lr"] = { kind = "linear", from = 3e-3, to = 0 } }, ran)
-    assert.has_error(function() space.uniform(0, 1, { shape = "cosine" }) end)
-    assert.equal("uniform(0.1, 0.3, { shape = \"constant\" })", space.describe(sp["ppo.clip"]))
-    local v, err = space.set_point({ ppo = { lr = { kind = "linear", from = 0, to = 1e-3 } } }, sp, { ["ppo.lr"] = 1e-3 })
-    assert.is_nil(v); assert.matches("ppo.lr: the base's schedule", err, 1, true)
-  end)
-end)
-
 describe("moonrl.sweep.asha", function()
   it("puts rungs at grace_steps * reduction^k", function()
     local s = asha.new({ grace_steps = 100, reduction = 3 })

@@ -144,9 +144,9 @@ local function trial_config(self, index, params)
   local cfg = util.deepcopy(self.base_cfg)
   for _, k in ipairs(util.sorted_keys(params)) do
     if NOT_SWEPT[k] then return nil, k .. " cannot be swept: " .. NOT_SWEPT[k] end
+    local ok, err = config.set(cfg, k, params[k])
+    if not ok then return nil, err end
   end
-  local ran, err = space.set_point(cfg, self.space, params)
-  if err then return nil, err end
   local seed = params.seed or space.trial_seed(self.seed, index)
   config.set(cfg, "seed", seed)
   config.set(cfg, "dir", self:trial_dir(index))
@@ -159,7 +159,7 @@ local function trial_config(self, index, params)
     local okv, verr = engine.validate(c)
     if not okv then return nil, verr end
   end
-  return cfg, seed, ran
+  return cfg, seed
 end
 
 function Sweep:label(index) return string.format("trial-%03d", index) end
@@ -169,8 +169,8 @@ local function new_trial(self, index, params)
   local t = { index = index, label = self:label(index), params = params, dir = self:trial_dir(index),
     status = "pending", curve = {} }
   t.cfg_path = self.dir .. "/" .. t.label .. ".lua"
-  local cfg, seed, ran = trial_config(self, index, params)
-  if cfg then t.cfg, t.seed, t.ran = cfg, seed, ran else t.config_error = seed end
+  local cfg, seed = trial_config(self, index, params)
+  if cfg then t.cfg, t.seed = cfg, seed else t.config_error = seed end
   return t
 end
 

@@ -259,12 +259,6 @@ function Controller:_explore(t, donor_keys)
     else
       new[k] = how(util.deepcopy(v), self.rng)
     end
-    -- a number for a running schedule (pb2, resample): the schedule scaled to
-    -- start there, as a trial's start does (space.shaped), unless the key's
-    -- distribution says shape = "constant"
-    if type(new[k]) == "number" and type(v) == "table" and v.kind then
-      new[k] = space.shaped(v, new[k], space.is_dist(d) and d.shape or nil) or new[k]
-    end
   end
   return old, new
 end

@@ -25,22 +25,6 @@
 --   space.rng(seed, index, purpose) -> function() -> uniform [0, 1)
 --   space.draw(dist, u) -> the value of dist at u, uniform in [0, 1) (what a random point draws)
 --   space.describe(dist) -> "loguniform(0.0001, 0.001)", ...
---   Each of uniform, loguniform, randint and choice takes an optional last
---   argument { shape = "schedule" | "constant" } (default "schedule"): where
---   the base config's value of the key is a schedule table and the trial's
---   value a number v, "schedule" keeps the base's shape and scales it so it
---   starts at v (space.shaped); "constant" replaces it with the constant v.
---   space.shaped(base, v, shape) -> value, note | nil, err: the value a trial
---       runs when the base has `base` at the key and the point has v:
---       base a schedule table {kind, from, to, gamma, every} and v a number:
---       the schedule with from = v and to = base.to * v / base.from (step keeps
---       gamma and every); base.from == 0: an error (no factor maps 0 to v;
---       set shape = "constant" on the key). A constant schedule (a resolved
---       config's form of every number), a function schedule, a number, or
---       shape "constant": v itself. `note` is set when v was reshaped.
---   space.set_point(cfg, space, point) -> ran | nil, err: sets each key of the
---       point in cfg (config.set), through space.shaped; ran = { key = the
---       schedule that runs } for the keys reshaped (nil when none).
 --   space.point_of(space, cfg) -> { key = value, ... }: a resolved config's own
 --       values at the space's keys (a schedule gives its starting value, `from`,
 --       the constant a sweep would put there): the point to give tpe.points
@@ -93,58 +77,28 @@ Dist.__index = Dist
 
 local finite = require("moonrl.number").finite
 
-local SHAPES = { schedule = true, constant = true }
-local function dist(t, opts)
-  if opts ~= nil then
-    if type(opts) ~= "table" or (opts.shape ~= nil and not SHAPES[opts.shape]) then
-      error("moonrl." .. t.kind .. ": the options are { shape = \"schedule\" | \"constant\" }, got " ..
-        util.fmt_value(opts), 3)
-    end
-    for k in pairs(opts) do
-      if k ~= "shape" then error("moonrl." .. t.kind .. ": unknown option " .. tostring(k) .. " (accepted: shape)", 3) end
-    end
-    t.shape = opts.shape
-  end
-  return setmetatable(t, Dist)
-end
+local function dist(t) return setmetatable(t, Dist) end
 
-function space.shaped(base, v, shape)
-  if shape == "constant" or type(v) ~= "number" or type(base) ~= "table" or not base.kind or type(base.from) ~= "number"
-    or base.kind == "constant" then
-    return v   -- a resolved config holds every constant as {kind = "constant"}: nothing to keep
-  end
-  if base.from == 0 then
-    return nil, "the base's schedule " .. (require("moonrl.schedule").to_lua(base) or base.kind) ..
-      " starts at 0, so no factor scales it to start at " .. util.fmt_number(v) ..
-      "; give the key's distribution { shape = \"constant\" } to run the constant, or a schedule that starts elsewhere"
-  end
-  local f = v / base.from
-  local s = util.deepcopy(base)
-  s.from = v
-  if type(s.to) == "number" then s.to = s.to * f end
-  return s, true
-end
-
-function space.uniform(lo, hi, opts)
+function space.uniform(lo, hi)
   if not finite(lo) or not finite(hi) or not (lo < hi) then
     error("moonrl.uniform(lo, hi): expected numbers lo < hi, got " .. util.fmt_value(lo) .. ", " .. util.fmt_value(hi), 2)
   end
-  return dist({ kind = "uniform", lo = lo, hi = hi }, opts)
+  return dist({ kind = "uniform", lo = lo, hi = hi })
 end
 
-function space.loguniform(lo, hi, opts)
+function space.loguniform(lo, hi)
   if not finite(lo) or not finite(hi) or not (lo > 0 and lo < hi) then
     error("moonrl.loguniform(lo, hi): expected numbers 0 < lo < hi, got " .. util.fmt_value(lo) .. ", " ..
       util.fmt_value(hi), 2)
   end
-  return dist({ kind = "loguniform", lo = lo, hi = hi }, opts)
+  return dist({ kind = "loguniform", lo = lo, hi = hi })
 end
 
-function space.randint(lo, hi, opts)
+function space.randint(lo, hi)
   if not finite(lo) or not finite(hi) or lo ~= math.floor(lo) or hi ~= math.floor(hi) or lo > hi then
     error("moonrl.randint(lo, hi): expected integers lo <= hi, got " .. util.fmt_value(lo) .. ", " .. util.fmt_value(hi), 2)
   end
-  return dist({ kind = "randint", lo = lo, hi = hi }, opts)
+  return dist({ kind = "randint", lo = lo, hi = hi })
 end
 
 local function values_of(name, list)
@@ -156,8 +110,8 @@ local function values_of(name, list)
   return values
 end
 
-function space.choice(list, opts)
-  return dist({ kind = "choice", values = values_of("choice", list) }, opts)
+function space.choice(list)
+  return dist({ kind = "choice", values = values_of("choice", list) })
 end
 
 function space.grid(list)
@@ -178,7 +132,7 @@ function space.describe(d)
     for i, v in ipairs(d.values) do parts[i] = fmtv(v) end
     return d.kind .. "{ " .. table.concat(parts, ", ") .. " }"
   end
-  return d.kind .. "(" .. fmtv(d.lo) .. ", " .. fmtv(d.hi) .. (d.shape and (", { shape = \"" .. d.shape .. "\" }") or "") .. ")"
+  return d.kind .. "(" .. fmtv(d.lo) .. ", " .. fmtv(d.hi) .. ")"
 end
 
 -- ----------------------------------------------------------------- points
@@ -245,20 +199,6 @@ function space.point(sp, method, seed, index)
     end
   end
   return point
-end
-
-function space.set_point(cfg, sp, point)
-  local config = require("moonrl.config")
-  local ran
-  for _, k in ipairs(util.sorted_keys(point)) do
-    local d = sp and sp[k]
-    local v, note = space.shaped(config.get(cfg, k), point[k], space.is_dist(d) and d.shape or nil)
-    if v == nil then return nil, k .. ": " .. note end
-    local ok, err = config.set(cfg, k, v)
-    if not ok then return nil, err end
-    if note then ran = ran or {}; ran[k] = util.deepcopy(v) end
-  end
-  return ran
 end
 
 function space.point_of(sp, cfg)

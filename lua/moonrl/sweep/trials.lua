@@ -260,7 +260,7 @@ function M.install(Sweep, h)
     t.status = job.queued and "queued" or "running"
     t.job = job
     self.running[#self.running + 1] = t
-    results.append(self.dir, { event = "start", trial = t.index, label = t.label, params = t.params, ran = t.ran, seed = t.seed,
+    results.append(self.dir, { event = "start", trial = t.index, label = t.label, params = t.params, seed = t.seed,
       dir = t.dir, resume = resume_ck and true or false, job = job.id, adopted = info.adopted or nil })
     if info.adopted then
       self:say(string.format("%s: following %s again (%s, %s by an earlier run of this sweep)",
@@ -444,7 +444,7 @@ function M.install(Sweep, h)
   end
 
   function Sweep:_finish_trial(t, r)
-    r.trial, r.label, r.params, r.seed, r.dir, r.ran = t.index, t.label, t.params, t.seed, t.dir, t.ran
+    r.trial, r.label, r.params, r.seed, r.dir = t.index, t.label, t.params, t.seed, t.dir
     r.metric = type(self.metric) == "string" and self.metric or "<function>"
     if self.eval_key and r.status == "done" then
       local v, verr = eval_value(t.dir, self.eval_key)
