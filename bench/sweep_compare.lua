@@ -30,11 +30,16 @@
 --             B / 4 is kept. No enqueued default: ASHA lets the first trial at
 --             a rung go on, so it would take a whole B / 4 of the budget
 --   pbt       a population of 4 members of B / 4 each, PB2's explore over the
---             space's hot keys (lr, ent_coef, clip), decisions every 1/8 of a
---             member's updates, truncation selection (the bottom quarter
+--             space's hot keys (lr, ent_coef, clip), synchronous (pbt.sync:
+--             every member pauses at the same agent-steps, every 1/8 of a
+--             member's updates at the experiment's batch, and the population
+--             is ranked there), truncation selection (the bottom quarter
 --             copies the top quarter, pbt.test = "none") once a member has
 --             trained B / 16 since its start or its last copy (pbt.ready);
 --             the best member is kept
+-- The default spaces hold the batch's shape (env.num_envs, ppo.rollout_steps:
+-- the experiment's, a half, a quarter), so a trial of B / 8 may trade samples
+-- per update for updates.
 -- The sweeps poll their trials every 10 ms: a cartpole trial runs about 100
 -- updates a second, and at the default 500 ms (or the 200 ms this bench used
 -- before) ASHA's stops and PBT's copies came after the trials had finished.
@@ -152,12 +157,13 @@ local function arm_run(task, arm, seed)
   elseif arm == "pbt" then
     local M = math.floor(B / 4)
     spec.sets, spec.method, spec.population = sets_of(task, M, seed), "pbt", 4
-    spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4) }
+    spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4), sync = true }
   else
     error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt")
   end
   if spec.pbt then
-    -- decisions every 1/8 of a member's updates (its batch from the experiment as resolved)
+    -- decisions every 1/8 of a member's updates at the experiment's batch (as resolved): with
+    -- pbt.sync, interval updates of the population's largest batch, which is that one or less
     local base = assert(require("moonrl.run.start").resolve(spec.base, { sets = spec.sets }))
     local updates = math.floor(base.total_steps / (base.env.num_envs * base.ppo.rollout_steps))
     spec.pbt.interval = math.max(2, math.floor(updates / 8))

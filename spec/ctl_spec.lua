@@ -233,6 +233,43 @@ describe("moonrl ctl", function()
     assert.are.equal(0, rc)
     wait_for("training again", function() return ask(job.sock, { cmd = "status" }).update > u1 + 2 end)
 
+    -- pause --at-steps: returns at once; the run pauses at the update that reaches the count
+    -- (set while paused, so the mark is ahead however fast the updates are)
+    rc, out = moonrl("ctl r pause", dir)
+    local u2 = tonumber(out:match("^paused after update (%d+)\n$"))
+    local mark = 64 * (u2 + 3) + 1
+    rc, out, err = moonrl("ctl r pause --at-steps " .. mark .. ",64", dir)
+    assert.are.equal(0, rc, err)
+    assert.are.equal("pauses at " .. mark .. " agent-steps (now " .. 64 * u2 .. ", update " .. u2 .. ")\n", out)
+    rc, out = moonrl("ctl r resume", dir)
+    assert.are.equal(0, rc)
+    wait_for("the pause at the mark", function() return ask(job.sock, { cmd = "status" }).status == "paused" end)
+    assert.are.equal(u2 + 4, ask(job.sock, { cmd = "status" }).update)
+    rc, out, err = moonrl("ctl r pause --at-steps soon", dir)
+    assert.are.equal(2, rc)
+    assert.truthy(err:find("--at-steps: soon is not a whole number of agent-steps > 0", 1, true), err)
+    rc, out, err = moonrl("ctl r resume --at-steps 5", dir)
+    assert.are.equal(2, rc)
+    assert.truthy(err:find("--at-steps is an option of pause", 1, true), err)
+    -- a resume answered although the run pauses again at the next update (a mark there), sooner
+    -- than the server looks at its status
+    local u3 = ask(job.sock, { cmd = "status" }).update
+    ask(job.sock, { cmd = "pause", at_steps = { 64 * (u3 + 1), 64 * (u3 + 2) } })
+    for i = 1, 2 do
+      rc, out, err = moonrl("ctl r resume --timeout 20", dir)
+      assert.are.equal(0, rc, err)
+      wait_for("the pause at the next mark", function()
+        local s = ask(job.sock, { cmd = "status" })
+        return s.status == "paused" and s.update == u3 + i
+      end)
+    end
+    local bad = request(job.sock, { cmd = "pause", at_steps = { 10, -1 } })
+    assert.is_false(bad.ok)
+    assert.truthy(bad.error:find("pause: at_steps: -1 is not a whole number of agent-steps > 0", 1, true), bad.error)
+    rc, out = moonrl("ctl r resume", dir)
+    assert.are.equal(0, rc)
+    wait_for("training again", function() return ask(job.sock, { cmd = "status" }).status == "running" end)
+
     -- status in words, and ps
     rc, out = moonrl("ctl r status", dir)
     assert.are.equal(0, rc)

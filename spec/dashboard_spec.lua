@@ -266,10 +266,11 @@ describe("moonrl dashboard (the HTTP layer, the binary)", function()
     assert.equal(1, #body.exploits)
     assert.same({ trial = 2, from = 1, update = 4, donor_update = 4, old = { ["ppo.lr"] = 3e-4 }, new = { ["ppo.lr"] = 1.2e-3 } },
       body.exploits[1])
-    -- the best (trial 2, 0.7) trained on trial 1's weights up to update 4, then its own from there
+    -- the best (trial 2, 0.7) trained on trial 1's weights up to update 4, then its own updates 4
+    -- to 8 (the copy is in force from update 4: the segment is its updates after 3)
     assert.equal(2, body.lineage.best)
     assert.same({ { trial = 1, from = 0, to = 4, params = { ["ppo.lr"] = 1e-3 } },
-      { trial = 2, from = 4, to = 8, params = { ["ppo.lr"] = 1.2e-3 } } }, body.lineage.segments)
+      { trial = 2, from = 3, to = 8, params = { ["ppo.lr"] = 1.2e-3 } } }, body.lineage.segments)
   end)
 
   it("shows which keys mattered (fANOVA) and every trial across the keys (parallel coordinates, SVG)", function()

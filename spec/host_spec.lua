@@ -425,6 +425,47 @@ describe("moonrl host", function()
     assert.truthy(f.set_after:find("finished", 1, true))
   end)
 
+  it("pauses exactly where its agent-steps reach a mark (pause_at_steps, run:pause{at_steps =}), not at its end", function()
+    if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
+    -- no on_update hook: the trainer runs ahead of the loop, so only the thread's own mark
+    -- can stop it at the update that reaches the count (64 agent-steps an update here)
+    script(dir, "s.lua", [[
+      local function paused(run)
+        while run.status ~= "paused" and run:alive() do moonrl.wait(0.002) end
+        return run.status == "paused" and run:metrics().agent_steps or run.status
+      end
+      local run = moonrl.train(]] .. tiny(dir .. "/r", { updates = 40 }) .. [[,
+        { hardware = "ci", level = "basic", pause_at_steps = { 64 * 30, 64 * 3 + 1 } })
+      print("first=" .. tostring(paused(run)))
+      moonrl.wait(0.2)
+      print("held=" .. tostring(run:metrics().agent_steps) .. "," .. run.status)
+      run:resume()
+      moonrl.wait(0.05)
+      print("second=" .. tostring(paused(run)))
+      print("bad=" .. select(2, pcall(run.pause, run, { at_steps = 0 })))
+      print("bad_list=" .. select(2, pcall(run.pause, run, { at_steps = { 100, 1.5 } })))
+      -- a mark at the run's end: it ends rather than pause
+      assert(run:pause({ at_steps = 64 * 40 }))
+      run:resume()
+      local s = run:wait()
+      print("status=" .. s.status .. "," .. s.agent_steps)
+      print("refused=" .. select(2, pcall(moonrl.train, ]] .. tiny(dir .. "/r2") .. [[, { pause_at_steps = "soon" })))
+    ]])
+    local rc, out, err = moonrl("run s.lua", dir)
+    assert.are.equal(0, rc, err)
+    local f = facts(out)
+    assert.are.equal(tostring(64 * 4), f.first, out)   -- the first update that reaches 193
+    assert.are.equal(64 * 4 .. ",paused", f.held, out)
+    assert.are.equal(tostring(64 * 30), f.second, out)
+    assert.truthy(f.bad:find("run:pause: at_steps: 0 is not a whole number of agent-steps > 0", 1, true), f.bad)
+    assert.truthy(f.bad_list:find("1.5 is not a whole number", 1, true), f.bad_list)
+    assert.are.equal("done," .. 64 * 40, f.status, out)
+    assert.truthy(f.refused:find("pause_at_steps: expected agent-steps, got string", 1, true), f.refused)
+    local log = support.read_file(dir .. "/r/train.log")
+    assert.truthy(log:find("paused after update 4 (256 agent-steps: the mark at 193)", 1, true), log)
+    assert.truthy(log:find("paused after update 30 (1920 agent-steps: the mark at 1920)", 1, true), log)
+  end)
+
   it("ends 'done' when total_steps is reached in the same round a stop arrives", function()
     if not have_bin then return pending("no binary at " .. BIN .. " (build it: make build)") end
     -- paused, the run holds at a boundary; lowering total_steps to the steps

@@ -158,6 +158,24 @@ describe("moonrl.sweep.spaces (a default space per shipped experiment)", functio
         assert.equal(0, (c.env.num_envs * c.ppo.rollout_steps) % c.ppo.minibatches,
           name .. ": minibatches " .. c.ppo.minibatches .. " do not divide the batch")
       end
+      -- the experiment's own batch and minibatches are choices of its space (TPE starts from them)
+      for k, d in pairs(sp) do
+        if d.kind == "choice" then
+          local own = config.get(cfg, k)
+          local found = false
+          for _, v in ipairs(d.values) do found = found or v == own end
+          assert.is_true(found, name .. ": " .. k .. " = " .. tostring(own) .. " is not among the space's choices")
+        end
+      end
+      -- the batch's shape, where the experiment sets it: a quarter, a half and its own
+      if sp["env.num_envs"] then
+        assert.same({ cfg.env.num_envs / 4, cfg.env.num_envs / 2, cfg.env.num_envs }, sp["env.num_envs"].values, name)
+        assert.same({ cfg.ppo.rollout_steps / 4, cfg.ppo.rollout_steps / 2, cfg.ppo.rollout_steps },
+          sp["ppo.rollout_steps"].values, name)
+      end
+    end
+    for _, name in ipairs({ "cartpole", "dials", "pendulum", "reach", "snake", "catch" }) do
+      assert.truthy(spaces.of(name)["env.num_envs"], name .. ": no batch shape in its space")
     end
     assert.is_nil(spaces.of("no_such_experiment"))
     assert.equal("reach", spaces.name_of("configs/experiments/reach.lua"))

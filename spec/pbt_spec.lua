@@ -332,6 +332,60 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
     support.rm_rf(dir)
   end)
 
+  it("pbt.sync: every member pauses at the same agent-steps, and copies happen there, whatever their batches", function()
+    if not ready() then return end
+    local dir = support.tmpdir()
+    support.write_file(dir .. "/exp.lua", (EXPERIMENT:gsub("total_steps = 300 %* 8 %* 32", "total_steps = 60 * 8 * 32")))
+    -- the metric: the member's learning rate (noise-free), so the bottom copies at every decision
+    support.write_file(dir .. "/pbt.lua", [[
+      local moonrl = require "moonrl"
+      local s = moonrl.sweep{ base = "exp.lua", dir = "s", method = "pbt", population = 3, poll_ms = 20, seed = 3,
+        metric = function(rec) return rec.lr end, smooth = 1, console = true,
+        space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 3e-3), ["env.num_envs"] = moonrl.choice{ 2, 4, 8 } },
+        pbt = { interval = 10, explore = "pb2", test = "none", sync = true } }
+      s:wait()
+    ]])
+    local rc, out, err = support.moonrl("run pbt.lua", dir)
+    assert.equal(0, rc, out .. err)
+    local batch, exploits = {}, {}
+    for _, e in ipairs(events(dir .. "/s")) do
+      if e.event == "start" then batch[e.trial] = e.params["env.num_envs"] * 32 end
+      if e.event == "exploit" then exploits[#exploits + 1] = e end
+    end
+    local every = 0
+    for _, b in pairs(batch) do every = math.max(every, 10 * b) end
+    assert.is_true(#exploits >= 3, "fewer copies than decisions:\n" .. out .. err)
+    local points = {}
+    for _, e in ipairs(exploits) do
+      -- the member took the weights at the update that reached the point (in force from the
+      -- next), the donor's checkpoint was written there too: both paused at the same count
+      local at, donor_at = (e.update - 1) * batch[e.trial], e.donor_update * batch[e.from]
+      assert.equal(donor_at, at, "member and donor at different agent-steps:\n" .. out)
+      assert.equal(0, at % every, at .. " is no decision point (every " .. every .. ")")
+      points[at] = true
+    end
+    assert.is_true(next(points, next(points)) ~= nil, "every copy at one decision point:\n" .. out)
+    local info = json.decode(support.read_file(dir .. "/s/sweep.json"))
+    assert.truthy(info.definition.pbt:find(" sync", 1, true), info.definition.pbt)
+    -- every member's train.log: paused at each mark, resumed
+    local log = support.read_file(dir .. "/s/trial-001/train.log")
+    assert.truthy(log:find("the mark at " .. every .. ")", 1, true), log)
+    -- the lineage of members with other batches replays as one run of the root's batch, for the
+    -- same agent-steps; the batch (not hot) stays the root's, the explored keys change
+    local lrc, lout, lerr = support.moonrl("sweep lineage s", dir)
+    assert.equal(0, lrc, lout .. lerr)
+    local prc, pout, perr = support.moonrl("train s/lineage.lua --dir replay --no-eval", dir)
+    assert.equal(0, prc, pout .. perr .. support.read_file(dir .. "/s/lineage.lua"))
+    local last
+    for _, line in ipairs(support.lines(support.read_file(dir .. "/replay/metrics.jsonl"))) do
+      local o = json.decode(line)
+      if type(o) == "table" and o.agent_steps then last = o end
+    end
+    assert.equal(60 * 8 * 32, last.agent_steps)
+    assert.is_nil(support.read_file(dir .. "/s/lineage.lua"):find('%["env.num_envs"%] ='), "a cold key among the changes")
+    support.rm_rf(dir)
+  end)
+
   it("refuses bad PBT options before anything starts, naming what is accepted", function()
     if not ready() then return end
     local dir = support.tmpdir()
@@ -348,6 +402,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
         { method = "random", trials = 2, pbt = { explore = { ["ppo.lr"] = "perturb" } } },
         { method = "pbt", population = 3, pbt = { restarts = -1, explore = { ["ppo.lr"] = "perturb" } } },
         { method = "pbt", population = 3, pbt = { test = "t", explore = { ["ppo.lr"] = "perturb" } } },
+        { method = "pbt", population = 3, pbt = { sync = "yes", explore = { ["ppo.lr"] = "perturb" } } },
         { method = "pbt", population = 3, space = { ["ppo.epochs"] = moonrl.randint(1, 4) }, pbt = { explore = "pb2" } },
         { method = "pbt", population = 3, space = { ["ppo.lr"] = moonrl.choice{ 1e-4, 1e-3 } },
           pbt = { explore = { ["ppo.lr"] = "pb2" } } },
@@ -370,6 +425,7 @@ describe("moonrl.sweep{method = \"pbt\"} (the binary)", function()
       'pbt and population are options of method = "pbt"',
       "pbt.restarts must be a whole number >= 0 (how often a member that died is resumed), got -1",
       'pbt.test must be "welch" (copy only on a measured difference) or "none", got "t"',
+      'pbt.sync must be true (the members pause at the same agent-steps and are ranked together) or false, got "yes"',
       'pbt.explore = "pb2" explores the space\'s hot keys with a numeric range (uniform, loguniform, randint), and the space has none',
       'pbt.explore["ppo.lr"] = "pb2": ppo.lr has no numeric range in the space',
     }) do

@@ -537,6 +537,13 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal("randint(5, 20)", info.definition.space["ppo.epochs"])
     assert.equal("episode_return_mean", info.metric)
     assert.equal(2, #read_results(dir .. "/sw/results.jsonl").results)
+    -- the batch's shape is in the space; --method pbt is a synchronous population
+    assert.equal("choice{ 2, 4, 8 }", info.definition.space["env.num_envs"])
+    code, out, err = moonrl(dir, "sweep cartpole --method pbt --trials 2 --dir sp --set total_steps=4096 " ..
+      "--set log.checkpoint_interval=1000")
+    assert.equal(0, code, err .. out)
+    info = json.decode(support.read_file(dir .. "/sp/sweep.json"))
+    assert.truthy(info.definition.pbt:find("explore=ppo.clip:pb2,ppo.ent_coef:pb2,ppo.lr:pb2 test=welch alpha=0.05 window=10 sync", 1, true), info.definition.pbt)
     -- budget
     support.write_file(dir .. "/budget.lua", "local moonrl = require 'moonrl'\n" ..
       "local s = moonrl.sweep{ base = 'cartpole', sets = { 'total_steps=1024', 'log.checkpoint_interval=1000' }, " ..

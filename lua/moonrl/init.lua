@@ -22,6 +22,7 @@
 --             verbose = true (also the notes that only tell how defaults resolved),
 --             resume = RUN_DIR (continue that run from its newest valid checkpoint;
 --             cfg_or_path and sets then hold changes: hot keys only, see moonrl.resume)
+--             pause_at_steps = N or {N, ...} (pause where the agent-steps reach each: run:pause)
 --             force = true (a dir that holds a run: move that run aside to
 --             <dir>.old-<time> and start anew; without it such a dir is refused)
 --             ranks = R (R >= 2: one run of R processes through mpirun; the

@@ -129,6 +129,11 @@ typedef struct host_run {
     pthread_mutex_t mb_mu;
     pthread_cond_t mb_cv;
     int mb_pause, mb_stop, mb_stop_checkpoint;
+    /* Pause at a step count (not 0): at the first boundary where the run's
+     * agent-steps reach it, the thread pauses as if mb_pause had been set
+     * there, and the mark is cleared - exact whatever the loop's latency
+     * (a sweep's decision points, `moonrl ctl pause --at-steps`). */
+    uint64_t mb_pause_at;
     host_hot *mb_hot;              /* the latest set wins: each carries every hot value */
     host_ckpt_req *mb_ckpt_head, *mb_ckpt_tail;
     /* Update hand-shake: with mb_sync set (an on_update hook exists, which
@@ -164,6 +169,7 @@ void host_run_post_simple(host_run *r, int kind, int flag, uint64_t update, cons
 void host_run_discard(host_run *r);
 void host_run_post_hot(host_run *r, host_hot *h); /* takes ownership */
 void host_run_post_pause(host_run *r, int paused);
+void host_run_post_pause_at(host_run *r, uint64_t steps);   /* 0: none */
 int host_run_post_checkpoint(host_run *r, const char *path);
 int host_run_post_adopt(host_run *r, const char *path);   /* population-based training's exploit */
 void host_run_post_stop(host_run *r, int checkpoint);

@@ -33,6 +33,9 @@
  *   run:set_hot(hot_bytes[, schedules]) -> seq (1, 2, ...: each "hot" event names
  *       the one it applied; the mailbox keeps only the latest)
  *   run:pause()   run:resume()
+ *   run:pause_at(steps)  pause at the first update boundary where the run's
+ *       agent-steps reach steps (host.h, mb_pause_at; 0: no mark; opts.pause_at
+ *       at the start); the "paused" event follows as for run:pause()
  *   run:sync(on)  the update hand-shake (host.h, mb_sync; opts.sync_updates
  *       at the start): update k+1 starts after the handler ran for update k
  *   run:checkpoint([path])   run:stop([final_checkpoint=true])   run:alive()
@@ -336,6 +339,7 @@ static int core_start(lua_State *L) {
     int max_bad = (int)host_opt_int(L, 2, "max_bad_updates", 0, 0, 1 << 30);
     lua_Integer inject = host_opt_int(L, 2, "inject_nan_at_update", 0, 0, 1 << 30);
     int sync_updates = host_opt_bool(L, 2, "sync_updates", 0);
+    uint64_t pause_at = (uint64_t)host_opt_int(L, 2, "pause_at", 0, 0, (lua_Integer)1 << 52);
 
     host_hot **box = push_hot_box(L);
     lua_getfield(L, 2, "hot");
@@ -367,6 +371,7 @@ static int core_start(lua_State *L) {
     r->max_bad_updates = max_bad;
     r->inject_nan_at = (uint64_t)inject;
     r->mb_sync = sync_updates;
+    r->mb_pause_at = pause_at;
     memcpy(r->run_dir, dir, dlen + 1);
     memcpy(r->resume_path, rpath, rlen + 1);
     r->resume_update = rupdate;
@@ -468,6 +473,17 @@ static int run_pause(lua_State *L) {
     return 0;
 }
 
+/* handle:pause_at(steps): pause at the first update boundary where the run's
+ * agent-steps reach steps (0: no mark); one mark, the latest wins. */
+static int run_pause_at(lua_State *L) {
+    lrun *lr = check_live(L, "pause");
+    lua_Number n = luaL_checknumber(L, 2);
+    luaL_argcheck(L, n >= 0 && n < 9007199254740992.0 && n == (lua_Number)(uint64_t)n, 2,
+                  "a whole number of agent-steps >= 0");
+    host_run_post_pause_at(lr->r, (uint64_t)n);
+    return 0;
+}
+
 static int run_resume(lua_State *L) {
     host_run_post_pause(check_live(L, "resume")->r, 0);
     return 0;
@@ -551,6 +567,7 @@ void host_runs_shutdown(host_runs *runs) {
 static const luaL_Reg run_methods[] = {
     {"set_hot", run_set_hot},
     {"pause", run_pause},
+    {"pause_at", run_pause_at},
     {"resume", run_resume},
     {"checkpoint", run_checkpoint},
     {"adopt", run_adopt},

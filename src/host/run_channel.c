@@ -132,6 +132,13 @@ void host_run_post_pause(host_run *r, int paused) {
     pthread_mutex_unlock(&r->mb_mu);
 }
 
+void host_run_post_pause_at(host_run *r, uint64_t steps) {
+    pthread_mutex_lock(&r->mb_mu);
+    r->mb_pause_at = steps;
+    pthread_cond_signal(&r->mb_cv);
+    pthread_mutex_unlock(&r->mb_mu);
+}
+
 static int post_request(host_run *r, const char *path, int adopt) {
     size_t n = strlen(path);
     host_ckpt_req *c = malloc(sizeof *c + n + 1);

@@ -45,8 +45,9 @@ static void adopt(host_trainer *s, const char *path) {
 }
 
 /* Reads the mailbox at an update boundary: applies a new hot set, writes
- * requested checkpoints (and adopts requested ones), and waits while
- * paused. Returns 0 to go on, 1 to stop. */
+ * requested checkpoints (and adopts requested ones), pauses where a pause
+ * mark (mb_pause_at) is reached, and waits while paused. Returns 0 to go on,
+ * 1 to stop. */
 static int boundary(host_trainer *s) {
     host_run *r = s->r;
     int announced_pause = 0;
@@ -73,6 +74,18 @@ static int boundary(host_trainer *s) {
             free(c);
         }
         if (stop) return 1;
+        if (!paused) {
+            /* a pause mark reached (total_steps as it stands after the hot
+             * swap: a complete run ends rather than pause) - a pause like any
+             * other from here, which resume ends */
+            uint64_t now = host_trainer_steps_after(s, s->real_updates);
+            pthread_mutex_lock(&r->mb_mu);
+            if (r->mb_pause_at && now >= r->mb_pause_at && now < s->cur->hot.total_steps) {
+                r->mb_pause = paused = 1;
+                r->mb_pause_at = 0;
+            }
+            pthread_mutex_unlock(&r->mb_mu);
+        }
         if (!paused) {
             if (announced_pause) host_run_post_simple(r, HEV_RESUMED, 0, s->real_updates, "");
             return 0;

@@ -15,6 +15,8 @@
 --   {"cmd": "set", "values": {"ppo.lr": 1e-4}}   (or "key" + "value"; "source": who, default "ctl")
 --                                           -> {"ok": true, "values": {...}}
 --   {"cmd": "pause"} / {"cmd": "resume"}    -> {"ok": true, "status": "paused", "update": N} once in force
+--   {"cmd": "pause", "at_steps": N | [N, ...]}   -> {"ok": true, "status": ..., "update": N, "agent_steps": S,
+--                                           "at_steps": [the marks ahead]} at once (run:pause{at_steps =})
 --   {"cmd": "checkpoint"}                   -> {"ok": true, "path": "..."} once written
 --   {"cmd": "adopt", "path": "...", "source": "..."?} -> {"ok": true, "update": N} once the run
 --                                           has taken that checkpoint's weights (in force from N)
@@ -183,10 +185,25 @@ local function pause_resume(method, want)
       return { ok = false, error = method .. ": \"wait\" must be true or false" }
     end
     local run = self.run
+    if req.at_steps ~= nil then
+      if method ~= "pause" then return { ok = false, error = "resume: at_steps is an option of pause" } end
+      -- run:pause checks the marks (it raises on bad ones: the message without its position)
+      local okp, ok, err = pcall(run.pause, run, { at_steps = req.at_steps })
+      if not okp then return { ok = false, error = (tostring(ok):gsub("^[^\n]-:%d+: ", "")) } end
+      if not ok then return { ok = false, error = tostring(err) } end
+      local m = run:metrics()
+      return { ok = true, status = run.status, update = m and tonumber(m.update) or 0,
+        agent_steps = m and tonumber(m.agent_steps) or 0, at_steps = run.pause_marks or {} }
+    end
+    -- taken: the run's status is `want`, or it has been since the request (a resume and the
+    -- pause at the next mark can both come between two looks)
+    local counter = method == "pause" and "pauses" or "resumes"
+    local before = run[counter] or 0
     local ok, err = run[method](run)
     if not ok then return { ok = false, error = tostring(err) } end
     self.pause_gen = (self.pause_gen or 0) + 1
     local gen = self.pause_gen
+    local function taken() return run.status == want or (run[counter] or 0) > before end
     local function state()
       local m = run:metrics()
       return { ok = true, status = run.status, update = m and tonumber(m.update) or 0 }
@@ -194,9 +211,9 @@ local function pause_resume(method, want)
     if req.wait == false or run.status == want then return state() end
     local t = uv.new_timer()
     t:start(20, 20, function()
-      if run.status ~= want and run:alive() and gen == self.pause_gen then return end
+      if not taken() and run:alive() and gen == self.pause_gen then return end
       t:close()
-      if run.status == want or gen ~= self.pause_gen then return reply(state()) end
+      if taken() or gen ~= self.pause_gen then return reply(state()) end
       reply({ ok = false, error = method .. ": the run ended (" .. tostring(run.status) .. ")" })
     end)
   end

@@ -27,6 +27,11 @@
 --   run:get(key)               the value in force
 --   run:pause() / run:resume() / run:stop([{checkpoint = false, reason = "..."}])
 --                              reason: logged, and in the summary (stop_reason)
+--   run:pause{at_steps = N or {N1, N2, ...}}  pause at each of those agent-step counts
+--                              (at the end of the first update that reaches it: exact,
+--                              whatever the loop is doing; run:resume() goes on to the
+--                              next); replaces the marks set before. opts.pause_at_steps
+--                              of moonrl.train sets them from the start
 --   run:checkpoint([path])     from a coroutine: waits, returns the path written
 --                              (nil, err if the run ended first); elsewhere: returns true
 --   run:adopt(path[, source])  the weights, Adam moments and PopArt of that checkpoint
@@ -215,6 +220,12 @@ function Run.start(cfg, opts)
     alert_state = {}, alerts = {}, started_at = uv.hrtime(), updates = rs and rs.update or 0,
     warmup = warmup, resume_plan = rs, steps_base = rs and rs.steps_base or 0,
   }, Run)
+  if opts.pause_at_steps ~= nil then
+    local marks, merr = require("moonrl.run.options").pause_marks(opts.pause_at_steps, "pause_at_steps")
+    if not marks then util.refuse(merr, 3, "input") end
+    self.pause_marks = marks
+    self:_next_mark(rs and rs.steps or 0)
+  end
 
   -- a new run from given weights: checked before anything is written
   local init_params
@@ -325,6 +336,7 @@ function Run.start(cfg, opts)
     max_bad_updates = cfg.faults.max_bad_updates,
     inject_nan_at_update = cfg.debug.inject_nan_at_update,
     sync_updates = type(cfg.hooks and cfg.hooks.on_update) == "function",   -- Run:_sync_hooks
+    pause_at = self.pause_marks and self.pause_marks[1] or 0,
   }, function(kind, ...) return self:_event(kind, ...) end)
   if not started then fail(handle) end
   self.handle = handle
@@ -572,13 +584,24 @@ end
 
 function handlers.paused(self, update)
   self.status = "paused"
-  self.log:line("paused after update " .. update)
+  self.pauses = (self.pauses or 0) + 1   -- a waiter counts them: a pause can follow a resume within a tick
+  local steps = self.last and self.last.agent_steps or self.steps_base
+  local mark = self.pause_marks and self.pause_marks[1]
+  if mark and steps >= mark then
+    self.log:line("paused after update " .. update .. " (" .. util.fmt_number(steps) .. " agent-steps: the mark at " ..
+      util.fmt_number(mark) .. ")")
+    self:_next_mark(steps)
+    if self.pause_marks[1] and self.handle then self.handle:pause_at(self.pause_marks[1]) end
+  else
+    self.log:line("paused after update " .. update)
+  end
   local c = self.console_sink
   if c and c.paused then pcall(c.paused, c, true) end
 end
 
 function handlers.resumed(self, update)
   self.status = "running"
+  self.resumes = (self.resumes or 0) + 1
   self.log:line("resumed after update " .. update)
   local c = self.console_sink
   if c and c.paused then pcall(c.paused, c, false) end
@@ -769,9 +792,26 @@ function Run:_sync_hooks()
   end
 end
 
-function Run:pause()
+-- the pause marks from `steps` on (those passed dropped)
+function Run:_next_mark(steps)
+  local marks = self.pause_marks
+  while marks[1] and marks[1] <= steps do table.remove(marks, 1) end
+end
+
+function Run:pause(opts)
+  if opts ~= nil and (type(opts) ~= "table" or opts.at_steps == nil) then
+    error("run:pause: expected nothing or {at_steps = N or {N1, N2, ...}}, got " .. util.fmt_value(opts), 2)
+  end
   if not self:alive() then return nil, "run:pause: the run has finished" end
-  self.handle:pause()
+  if not opts then
+    self.handle:pause()
+    return true
+  end
+  local marks, err = require("moonrl.run.options").pause_marks(opts.at_steps, "run:pause: at_steps")
+  if not marks then error(err, 2) end
+  self.pause_marks = marks
+  self:_next_mark(self.last and self.last.agent_steps or self.steps_base)
+  self.handle:pause_at(self.pause_marks[1] or 0)
   return true
 end
 

@@ -319,7 +319,8 @@ function Launched:set(key, value, source)
   return self:set_many({ [key] = value }, source)
 end
 
-function Launched:pause()
+function Launched:pause(opts)
+  if opts ~= nil then error("run:pause: at_steps is not built for a run of several ranks", 2) end
   if not self:alive() then return nil, "run:pause: the run has finished" end
   return self:_ask("run:pause", { cmd = "pause" }, function(r) self.status = r.status return true end)
 end

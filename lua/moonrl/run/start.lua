@@ -67,7 +67,7 @@ function start.start(cfg, notes, opts)
   -- not a tail call: the levels of Run.start's refusals count this frame
   local run = require("moonrl.run").start(cfg, {
     notes = notes, console = opts.console, quiet = opts.quiet, resume = opts.resume, force = opts.force,
-    verbose = opts.verbose or start.verbose,
+    verbose = opts.verbose or start.verbose, pause_at_steps = opts.pause_at_steps,
   })
   -- a script's run says where it writes (`moonrl train` prints its own line), on stdout with its console's lines
   if opts.announce and run.console and not opts.quiet then
@@ -113,6 +113,9 @@ end
 
 -- A run of several ranks: other processes (moonrl.run.launched).
 local function launch(cfg, notes, opts, ranks)
+  if opts.pause_at_steps ~= nil then
+    util.refuse("moonrl.train: pause_at_steps is not built for a run of several ranks (ranks = " .. ranks .. ")", 4, "input")
+  end
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   o.ranks = ranks

@@ -49,6 +49,14 @@
 --   window     values per member in the test (default: interval, at least 2)
 --   ready      agent-steps a member trains from its start and from its last exploit before it may
 --              copy again (default 0: one interval)
+--   sync       true: a synchronous population (Jaderberg et al.'s synchronous variant; Ray
+--              Tune's synch = True). Every member pauses at the same agent-step counts, every
+--              `interval` updates of the population's largest batch (`moonrl train
+--              --pause-at-steps`: exact, whatever the load or the driver's polls); once all
+--              have paused there, they are ranked together, the bottom ones copy and explore,
+--              and all go on. false (default): each member is looked at when it has run
+--              another interval, while it trains on - a decision comes a poll later, which on a
+--              run of a few seconds can be after its end
 --   explore = "pb2"      every key of the space that a running member can change and that has a
 --              numeric range is explored by PB2 (moonrl.sweep.pb2: a GP-UCB bandit over those keys
 --              with a time-varying kernel, Parker-Holder et al. 2020) instead of perturbed;
@@ -77,15 +85,19 @@ function pbt.check(o, sweep_spec)
   if o == nil then o = {} end
   if type(o) ~= "table" then error("moonrl.sweep: pbt must be a table {interval =, fraction =, explore =, factors =}", 4) end
   local known = { interval = true, fraction = true, explore = true, factors = true, restarts = true, test = true,
-    alpha = true, window = true, ready = true }
+    alpha = true, window = true, ready = true, sync = true }
   for k in pairs(o) do
     if not known[k] then
       error("moonrl.sweep: pbt." .. tostring(k) .. ": accepted interval, fraction, explore, factors, restarts, test, alpha, " ..
-        "window, ready", 4)
+        "window, ready, sync", 4)
     end
   end
   local out = { interval = o.interval or 10, fraction = o.fraction or 0.25, factors = o.factors or { 0.8, 1.2 }, explore = {},
-    restarts = o.restarts or 2, test = o.test or "welch", alpha = o.alpha or 0.05, ready = o.ready or 0 }
+    restarts = o.restarts or 2, test = o.test or "welch", alpha = o.alpha or 0.05, ready = o.ready or 0, sync = o.sync or false }
+  if type(out.sync) ~= "boolean" then
+    error("moonrl.sweep: pbt.sync must be true (the members pause at the same agent-steps and are ranked together) " ..
+      "or false, got " .. util.fmt_value(o.sync), 4)
+  end
   if out.test ~= "welch" and out.test ~= "none" then
     error("moonrl.sweep: pbt.test must be \"welch\" (copy only on a measured difference) or \"none\", got " ..
       util.fmt_value(o.test), 4)
@@ -179,6 +191,7 @@ function pbt.describe(o)
     text = text .. string.format(" test=%s alpha=%s window=%d", o.test, util.fmt_number(o.alpha), o.window)
   end
   if o.ready > 0 then text = text .. " ready=" .. util.fmt_number(o.ready) end
+  if o.sync then text = text .. " sync" end
   return text
 end
 
@@ -263,6 +276,12 @@ function Controller:_explore(t, donor_keys)
   return old, new
 end
 
+-- Where member m is in PB2's time: its decisions so far (pbt.sync: the population's)
+function Controller:_time(m)
+  if self.o.sync then return self.gen or 0 end
+  return math.floor((m.updates or 0) / self.o.interval)
+end
+
 -- PB2: the keys explored by "pb2", in order, with their ranges
 function Controller:_pb2_dims()
   if self.pb2_dims_cache ~= nil then return self.pb2_dims_cache or nil end
@@ -286,7 +305,7 @@ function Controller:_pb2_observe(m)
   if not self:_pb2_dims() then return end
   local v = self:_value(m)
   if v == nil or v ~= v then return end
-  local t_now = math.floor((m.updates or 0) / self.o.interval)
+  local t_now = self:_time(m)
   local prev = m.pb2_prev
   if prev and prev.t < t_now then
     local dy = v - prev.value
@@ -306,7 +325,7 @@ function Controller:_pb2_choice(t)
   for _, m in ipairs(self.sweep.running) do
     if m ~= t and m.status == "running" then pending[#pending + 1] = self:_pb2_x(m) end
   end
-  local t_now = math.floor((t.updates or 0) / self.o.interval)
+  local t_now = self:_time(t)
   local x = pb2.select(self.pb2_data or {}, pending, t_now, #dims, self.rng)
   local out = {}
   for i, dim in ipairs(dims) do out[dim.key] = pb2.from_unit(dim, x[i]) end
@@ -339,11 +358,13 @@ local function json_value(v)
   return v
 end
 
-function Controller:_exploit(t, d)
+-- Member t copies donor d and explores, from a coroutine; returns once done
+-- (or failed: said and recorded, t trains on as it was).
+function Controller:_exploit_now(t, d)
   local sweep = self.sweep
   local t_value, d_value = self:_value(t), self:_value(d)   -- the ranking's (they move on while this goes)
   t.pbt_busy = true
-  tasks.spawn(function()
+  do
     local function failed(err)
       sweep:say(string.format("%s: pbt: copying %s failed: %s (it trains on as it was)", t.label, d.label, tostring(err)))
       results.append(sweep.dir, { event = "exploit_failed", trial = t.index, from = d.index, error = tostring(err) })
@@ -395,7 +416,7 @@ function Controller:_exploit(t, d)
     -- the test and the ready time count from here; PB2's next data point starts at the new keys
     t.pbt_ready_from, t.pbt_exploit_update = t.steps or 0, adopted.update
     if self:_pb2_dims() then
-      t.pb2_prev = { t = math.floor((t.updates or 0) / self.o.interval), x = self:_pb2_x(t), value = d_value }
+      t.pb2_prev = { t = self:_time(t), x = self:_pb2_x(t), value = d_value }
     end
     local parts = {}
     for _, k in ipairs(util.sorted_keys(new)) do
@@ -405,7 +426,12 @@ function Controller:_exploit(t, d)
       donor_update, type(sweep.metric) == "string" and sweep.metric or "metric", results.fmt(d_value), results.fmt(t_value), adopted.update,
       table.concat(parts, ", ")))
     t.pbt_busy = false
-  end)
+  end
+end
+
+function Controller:_exploit(t, d)
+  t.pbt_busy = true
+  tasks.spawn(function() self:_exploit_now(t, d) end)
 end
 
 -- Member t's process ended before its budget, not stopped by the sweep (a
@@ -432,8 +458,81 @@ function Controller:revive(t, exit, complete)
   return true
 end
 
+-- pbt.sync: the agent-steps between the population's decisions, `interval`
+-- updates of its largest batch
+function Controller:_sync_steps()
+  if not self.sync_steps then
+    local batch = 1
+    for _, m in pairs(self.sweep.trials_list) do
+      if m.cfg then batch = math.max(batch, m.cfg.env.num_envs * m.cfg.ppo.rollout_steps) end
+    end
+    self.sync_steps = self.o.interval * batch
+  end
+  return self.sync_steps
+end
+
+-- The agent-step counts member t pauses at (`moonrl train --pause-at-steps`):
+-- pbt.sync's decision points ahead of it (and of the population's last
+-- decision), before its end; nil without sync.
+function Controller:pause_marks(t)
+  if not self.o.sync or not t.cfg then return nil end
+  local every, from, marks = self:_sync_steps(), math.max(t.resumed_steps or 0, self.gen_point or 0), {}
+  local k = math.floor(from / every) + 1
+  while k * every < t.cfg.total_steps and #marks < 100000 do
+    marks[#marks + 1] = k * every
+    k = k + 1
+  end
+  return marks
+end
+
+-- pbt.sync: once every member of the population that has not ended has
+-- reached the next decision point (and so paused there; one not started yet,
+-- or being resumed, has not), the population is ranked together: each member
+-- in the bottom copies one of the top and explores; then all go on.
+local ENDED = { done = true, failed = true, stopped = true, interrupted = true }
+function Controller:_sync_poll()
+  if self.gen_busy then return end
+  local every = self:_sync_steps()
+  local members, low = {}, math.huge
+  for _, m in pairs(self.sweep.trials_list) do
+    if not ENDED[m.status] then
+      if m.status ~= "running" then return end
+      members[#members + 1] = m
+      low = math.min(low, m.steps or 0)
+    end
+  end
+  if #members == 0 then return end
+  table.sort(members, function(a, b) return a.index < b.index end)
+  local point = math.floor(low / every) * every   -- the decision point every member has passed
+  if point < every or point <= (self.gen_point or 0) then return end
+  self.gen_busy, self.gen_point = true, point
+  self.gen = (self.gen or 0) + 1
+  local sweep = self.sweep
+  tasks.spawn(function()
+    -- each is paused at the point (its metrics row can come before its pause; a pause
+    -- asked for here is the same one): what follows sees the state of that update
+    for _, m in ipairs(members) do ask(m, { cmd = "pause" }) end
+    if sweep.eval_key then
+      for _, m in ipairs(members) do self:_evaluate_now(m) end
+    else
+      for _, m in ipairs(members) do self:_pb2_observe(m) end
+    end
+    local copies = {}
+    for _, m in ipairs(members) do
+      local d = m.status == "running" and self:_donor_for(m)
+      if d then copies[#copies + 1] = { m, d } end
+    end
+    for _, c in ipairs(copies) do self:_exploit_now(c[1], c[2]) end
+    for _, m in ipairs(members) do
+      if m.status == "running" then ask(m, { cmd = "resume" }) end
+    end
+    self.gen_busy = false
+  end)
+end
+
 -- After member t's metrics were read: decide when it has run another interval.
 function Controller:poll(t)
+  if self.o.sync then return self:_sync_poll() end
   -- (a member lending its weights is not exploited until its checkpoint is written: it is looked at again next time)
   if t.pbt_busy or (t.pbt_lending or 0) > 0 or not t.updates or t.status ~= "running" then return end
   t.pbt_next = t.pbt_next or self.o.interval
@@ -450,10 +549,11 @@ end
 -- metric = "eval.<key>": member t writes a checkpoint, which `moonrl eval`
 -- evaluates in a child process (the base's eval settings, no bootstrap; files
 -- in DIR/pbt/eval/); its value ranks t from then on, and t is ranked.
-function Controller:_evaluate(t)
+-- From a coroutine: true once t has its value (false: no evaluation this time, said).
+function Controller:_evaluate_now(t)
   local sweep = self.sweep
   t.pbt_busy = true
-  tasks.spawn(function()
+  do
     local out
     local copy, checkpoint = snapshot(t, function(path)
       out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, path:match("([^/]+)%.mrck$") or "now")
@@ -477,12 +577,19 @@ function Controller:_evaluate(t)
     if value == nil then
       sweep:say(string.format("%s: pbt: no evaluation at update %s: %s (not ranked this time)", t.label,
         tostring(t.updates), tostring(err)))
-      return
+      return false
     end
     t.pbt_value = value
     self:_pb2_observe(t)
     results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = checkpoint, value = value })
-    if t.status == "running" then self:_rank(t) end
+    return true
+  end
+end
+
+function Controller:_evaluate(t)
+  t.pbt_busy = true
+  tasks.spawn(function()
+    if self:_evaluate_now(t) and t.status == "running" then self:_rank(t) end
   end)
 end
 
@@ -507,6 +614,13 @@ end
 
 -- Member t at a decision: in the bottom, it copies one of the top.
 function Controller:_rank(t)
+  local d = self:_donor_for(t)
+  if d then self:_exploit(t, d) end
+end
+
+-- The member t copies at its decision: one of the top when t is in the
+-- bottom, ready, and (pbt.test) measurably worse; else nil.
+function Controller:_donor_for(t)
   local ranked = {}
   for _, m in ipairs(self.sweep.running) do
     local v = self:_value(m)
@@ -536,16 +650,17 @@ function Controller:_rank(t)
       return
     end
   end
-  self:_exploit(t, d)
+  return d
 end
 
 -- ------------------------------------------------------------- lineage
 
 -- The best member's history, from DIR/results.jsonl: lineage = {
---   best = trial index, value =, segments = { {trial =, from =, to =, params =}, ... } }
+--   best = trial index, value =, segments = { {trial =, from =, to =, params =, batch =}, ... } }
 -- in training order: the weights the best member ended with were trained
--- by segments[1]'s member from its update `from` to `to`, then by the next
--- one, ...; each segment's params are the explored keys in force then.
+-- by segments[1]'s member in its updates after `from` up to `to`, then by the
+-- next one, ...; each segment's params are the member's keys in force then,
+-- batch its agent-steps an update (nil when its config cannot be read).
 function pbt.lineage(dir)
   local prev = results.read(dir)
   if not prev.info then return nil, dir .. " holds no sweep (no sweep.json)" end
@@ -567,6 +682,17 @@ function pbt.lineage(dir)
     end
     return p
   end
+  -- each member's batch (its config file): members of a space with the batch's shape train
+  -- different agent-steps an update, so the replay counts in agent-steps
+  local batches = {}
+  local function batch_of(trial)
+    if batches[trial] == nil then
+      local c = require("moonrl.config.load").file(string.format("%s/trial-%03d.lua", dir, trial))
+      batches[trial] = type(c) == "table" and type(c.env) == "table" and type(c.ppo) == "table" and
+        tonumber(c.env.num_envs) and tonumber(c.ppo.rollout_steps) and c.env.num_envs * c.ppo.rollout_steps or false
+    end
+    return batches[trial] or nil
+  end
   local segs = {}
   local trial, upto = best.trial, best.updates or math.huge
   while true do
@@ -574,8 +700,11 @@ function pbt.lineage(dir)
     for _, ev in ipairs(by_trial[trial] or {}) do
       if ev.update <= upto and (not last or ev.update > last.update) then last = ev end
     end
-    local from = last and last.update or 0
-    table.insert(segs, 1, { trial = trial, from = from, to = upto, params = params_at(trial, from) })
+    -- an exploit's update is the first the copied state trained (in force from it): the
+    -- segment is its updates after `from` up to `to`, so update - 1 to upto
+    local from = last and last.update - 1 or 0
+    table.insert(segs, 1, { trial = trial, from = from, to = upto, params = params_at(trial, last and last.update or 0),
+      batch = batch_of(trial) })
     if not last then break end
     trial, upto = last.from, last.donor_update
     if #segs > 10000 then break end
@@ -590,17 +719,31 @@ function pbt.replay_config(dir, lin)
   local text = util.read_file(dir .. "/" .. label .. ".lua")
   if not text then return nil, "cannot read " .. dir .. "/" .. label .. ".lua (the root member's config)" end
   local serialize = require("moonrl.config.serialize")
-  local at, total = {}, 0
+  -- the replay trains the root member's batch; each segment lasts the agent-steps its member
+  -- trained (its updates x its batch), so a change lands at the update of the root's batch
+  -- nearest that count (the same update when the batches agree)
+  local root_batch = root.batch
+  local at, total, steps = {}, 0, 0
   for i, s in ipairs(lin.segments) do
     local len = (s.to == math.huge and 0 or s.to) - s.from
+    if root_batch and s.batch and s.batch ~= root_batch then
+      steps = steps + len * s.batch
+      len = math.floor(steps / root_batch + 0.5) - total
+    else
+      steps = steps + len * (s.batch or root_batch or 1)
+    end
     if i > 1 then
+      -- the keys a running run can change; the others (the batch, epochs, ...) stay the root's
       local vals = {}
       for _, k in ipairs(util.sorted_keys(s.params)) do
         local v = s.params[k]
+        local e = schema.by_key[k]
+        if not (e and e.hot) then goto next_key end
         if type(v) == "table" and v.kind then v = setmetatable(v, nil) end
         vals[#vals + 1] = "[" .. serialize.lua_string(k) .. "] = " .. assert(serialize.value(v))
+        ::next_key::
       end
-      at[#at + 1] = string.format("  [%d] = { %s },", total, table.concat(vals, ", "))
+      if #vals > 0 then at[#at + 1] = string.format("  [%d] = { %s },", total, table.concat(vals, ", ")) end
     end
     total = total + len
   end

@@ -231,7 +231,7 @@ function M.install(Sweep, h)
         self:_read_metrics(t)
         return self:_finish_trial(t, { status = "done" })
       end
-      argv = self:_train_argv({ "train", "--resume", t.dir })
+      argv = self:_train_argv({ "train", "--resume", t.dir }, t)
     else
       rm_rf(t.dir)   -- no checkpoint: nothing there is worth keeping
       local ok, err = mkdir_p(t.dir)
@@ -242,12 +242,12 @@ function M.install(Sweep, h)
         }))
       end
       if not ok then return self:_finish_trial(t, { status = "failed", error = err }) end
-      argv = self:_train_argv({ "train", t.cfg_path, "--dir", t.dir })
+      argv = self:_train_argv({ "train", t.cfg_path, "--dir", t.dir }, t)
     end
     mkdir_p(t.dir)
     local spec = self:_exec_spec(t, argv)
     if not resume_ck then   -- what a task a queue restarts (Slurm's requeue) runs once it has a checkpoint
-      spec.resume_argv, spec.resume_dir = self:_train_argv({ "train", "--resume", t.dir }), t.dir
+      spec.resume_argv, spec.resume_dir = self:_train_argv({ "train", "--resume", t.dir }, t), t.dir
     end
     return spec, { resume_ck = resume_ck }
   end
@@ -428,9 +428,17 @@ function M.install(Sweep, h)
   end
 
   -- A trial's training ends in its evaluation only when the metric is one
-  -- (metric = "eval.<key>"); else --no-eval spares the time.
-  function Sweep:_train_argv(argv)
+  -- (metric = "eval.<key>"); else --no-eval spares the time. A synchronous
+  -- population (pbt.sync) pauses its members at its decision points.
+  function Sweep:_train_argv(argv, t)
     if not self.eval_key then argv[#argv + 1] = "--no-eval" end
+    local marks = self.pbt_ctl and self.pbt_ctl:pause_marks(t)
+    if marks and #marks > 0 then
+      local text = {}
+      for i, n in ipairs(marks) do text[i] = string.format("%.0f", n) end
+      argv[#argv + 1] = "--pause-at-steps"
+      argv[#argv + 1] = table.concat(text, ",")
+    end
     return argv
   end
 

@@ -20,6 +20,8 @@ commands:
   set KEY=VALUE [KEY=VALUE...]  change hot keys (all or none, from the same update);
                               values as --set reads them: 1e-4, true, "text", linear(1e-3, 1e-4)
   pause | resume              at the end of the update in progress; waits until then
+  pause --at-steps N[,N...]   at the end of the first update that reaches each of those
+                              agent-step counts (replacing marks set before); returns at once
   checkpoint                  write a checkpoint now; prints its path once written
   adopt CHECKPOINT            take that checkpoint's weights, Adam moments and PopArt (a run of
                               the same network) from the next update; the job keeps its own
@@ -100,7 +102,7 @@ end
 function ctl.run(argv)
   local o, e = cmdline.parse("ctl", argv, {
     json = { "flag" }, ["no-checkpoint"] = { "flag" }, ["no-wait"] = { "flag" },
-    timeout = { "value", "seconds" },
+    timeout = { "value", "seconds" }, ["at-steps"] = { "value", "agent-step counts, N[,N...]" },
   }, math.huge)
   if not o then return usage_error(e) end
   if o.help then return out(ctl.help) end
@@ -120,7 +122,10 @@ function ctl.run(argv)
   if #args > nargs then
     return usage_error("moonrl ctl " .. cmd .. ": unexpected argument '" .. args[nargs + 1] .. "'")
   end
-  local waits = { pause = true, resume = true, checkpoint = true, adopt = true, stop = not o["no-wait"] }
+  if o["at-steps"] and cmd ~= "pause" then
+    return usage_error("moonrl ctl " .. cmd .. ": --at-steps is an option of pause (moonrl ctl " .. dir .. " pause --at-steps N)")
+  end
+  local waits = { pause = not o["at-steps"], resume = true, checkpoint = true, adopt = true, stop = not o["no-wait"] }
   local timeout = waits[cmd] and 0 or 30
   if o.timeout then
     local t = tonumber(o.timeout)
@@ -158,6 +163,12 @@ function ctl.run(argv)
         "; accepted: a checkpoint file (RUN/checkpoints/update_NNNNNNN.mrck)")
     end
     req.path = args[1]:sub(1, 1) == "/" and args[1] or (uv.cwd() .. "/" .. args[1])   -- the job's working directory may differ
+  elseif cmd == "pause" and o["at-steps"] then
+    local list = {}
+    for x in o["at-steps"]:gmatch("[^,]+") do list[#list + 1] = tonumber(x) or x end
+    local marks, merr = require("moonrl.run.options").pause_marks(list, "--at-steps")
+    if not marks then return usage_error("moonrl ctl pause: " .. merr .. ", e.g. --at-steps 50000") end
+    req.at_steps = marks
   elseif cmd == "stop" then
     if o["no-checkpoint"] then req.checkpoint = false end
     req.wait = not o["no-wait"]
@@ -194,6 +205,12 @@ function ctl.run(argv)
     for k in pairs(reply.values or {}) do keys[#keys + 1] = k end
     table.sort(keys)
     for _, k in ipairs(keys) do out("set ", k, " = ", value_text(reply.values[k]), "\n") end
+  elseif cmd == "pause" and req.at_steps then
+    local marks = {}
+    for i, n in ipairs(reply.at_steps or {}) do marks[i] = string.format("%.0f", n) end
+    out(#marks > 0 and ("pauses at " .. table.concat(marks, ", ") .. " agent-steps (now " ..
+      string.format("%.0f", reply.agent_steps or 0) .. ", update " .. tostring(reply.update) .. ")")
+      or "no mark ahead: every one given is passed", "\n")
   elseif cmd == "pause" or cmd == "resume" then
     out(cmd == "pause" and "paused" or "running", " after update ", tostring(reply.update), "\n")
   elseif cmd == "checkpoint" then

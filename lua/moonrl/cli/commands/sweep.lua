@@ -20,7 +20,8 @@ moonrl sweep EXPERIMENT (a shipped experiment's name: foraging, reach,
 cartpole, ...) runs a sweep of it over its default search space
 (docs/sweeps.md, "Default spaces"; moonrl.sweep.spaces) without a script:
   --method     random (default), tpe, grid, pbt (a population of --trials
-               members, PB2's explore over the space's hot keys)
+               members, PB2's explore over the space's hot keys, synchronous:
+               pbt.sync, as members of other batches reach a count apart)
   --trials     trials (default 16; pbt: the population, default 4)
   --parallel   trials at once (default 1)
   --asha       early stopping from this many agent-steps (ASHA, reduction 3);
@@ -174,7 +175,7 @@ local function lineage(dir)
     local len = s.to - s.from
     local keys = {}
     for _, k in ipairs(require("moonrl.util").sorted_keys(s.params)) do keys[#keys + 1] = k .. "=" .. results.fmt(s.params[k]) end
-    out(string.format("  updates %5d-%-5d trial-%03d (its updates %d-%d)  %s\n", at, at + len, s.trial, s.from, s.to,
+    out(string.format("  updates %5d-%-5d trial-%03d (its updates %d-%d)  %s\n", at, at + len, s.trial, s.from + 1, s.to,
       table.concat(keys, " ")))
     at = at + len
   end
@@ -231,7 +232,9 @@ local function run_default(name, o)
     smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel) }
   if method == "pbt" then
     spec.population, spec.parallel = tonumber(o.trials) or 4, nil
-    spec.pbt = { explore = "pb2" }
+    -- synchronous: a default space's members have batches of their own, so they are
+    -- compared at the same agent-steps (docs/sweeps.md)
+    spec.pbt = { explore = "pb2", sync = true }
     if o.asha then return usage_error("moonrl sweep: --asha does not go with --method pbt (its exploit is its early stopping)") end
   else
     spec.trials = tonumber(o.trials) or (method ~= "grid" and 16 or nil)

@@ -56,6 +56,10 @@ options:
   --hardware H        hardware profile: auto, cpu, cuda, debug, ci, production, or a .lua path
   --level L           optimisation level: basic, advanced, ultra, or a .lua path
   --no-eval           skip the evaluation at the end
+  --pause-at-steps N[,N...]
+                      pause at the end of the first update that reaches each of
+                      those agent-step counts (moonrl ctl RUN_DIR resume goes on);
+                      what a sweep's trials use for exact decision points
   --verbose           also print the notes that only tell how a default was resolved
                       (the budget, hardware = auto, a level's settings that do not apply
                       on the cpu); without it they go to RUN_DIR/train.log only
@@ -106,9 +110,18 @@ function train.run(argv)
     set = { "list", "key=value" }, dir = { "value", "a directory" },
     hardware = { "value", "a profile name or .lua path" }, level = { "value", "a level name or .lua path" },
     ["no-eval"] = { "flag" }, force = { "flag" }, verbose = { "flag" }, resume = { "value", "a run directory" }, live = { "value", "a tweak file" },
+    ["pause-at-steps"] = { "value", "agent-step counts, N[,N...]" },
   }, 1)
   if not o then return usage_error(e) end
   if o.help then return out(train.help) end
+  local pause_marks
+  if o["pause-at-steps"] then
+    local list = {}
+    for x in o["pause-at-steps"]:gmatch("[^,]+") do list[#list + 1] = tonumber(x) or x end
+    local perr
+    pause_marks, perr = require("moonrl.run.options").pause_marks(list, "--pause-at-steps")
+    if not pause_marks then return usage_error("moonrl train: " .. perr .. ", e.g. --pause-at-steps 50000,100000") end
+  end
   local file = o.positional[1]
   -- without --resume, a name that is no file may be a built-in experiment
   -- (configs/experiments/<name>.lua): moonrl.resolve finds it or lists them
@@ -172,7 +185,8 @@ function train.run(argv)
     if not ok then return usage_error("moonrl train: --live: " .. lerr) end
   end
   -- a config the engine or the machine refuses is said plainly, before any run directory exists
-  local started, run = pcall(require("moonrl.run.start").start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose })
+  local started, run = pcall(require("moonrl.run.start").start, cfg, notes, { resume = plan, force = o.force, verbose = o.verbose,
+    pause_at_steps = pause_marks })
   if not started then   -- bad input (the config, policy.init) exits 2, anything else 1
     -- the position of moonrl's own raise goes; a user file's (a Lua environment's "FILE:LINE: ") stays
     err("moonrl train: ", (tostring(run):gsub("^[^\n]-lua/moonrl/[^\n]-%.lua:%d+: ", "")), "\n")

@@ -435,10 +435,11 @@
     const lin = j.lineage;
     if (lin && arr(lin.segments).length) {
       const segs = arr(lin.segments).map(function (s) {
-        return [trialLabel(s.trial), s.from, s.to === undefined || s.to === null ? "end" : s.to, params(s.params)];
+        // from: the last update before the segment (its first is from + 1)
+        return [trialLabel(s.trial), s.from + 1, s.to === undefined || s.to === null ? "end" : s.to, params(s.params)];
       });
       const lt = table(box, "lineage of the best member (" + (lin.label || lin.best) + ", " + fmt(lin.value) +
-        "): whose weights, over which updates, with which keys", ["member", "from update", "to update", "keys"], segs);
+        "): whose weights, over which updates, with which keys", ["member", "first update", "last update", "keys"], segs);
       if (lt) lt.id = "lineage-table";
     }
   }
