@@ -43,6 +43,8 @@
 -- The sweeps poll their trials every 10 ms: a cartpole trial runs about 100
 -- updates a second, and at the default 500 ms (or the 200 ms this bench used
 -- before) ASHA's stops and PBT's copies came after the trials had finished.
+-- Since then ASHA's trials pause at their rungs and PBT is synchronous (both
+-- on `--pause-at-steps`), so their decisions no longer hang on the polls.
 -- Every run trains with 1 thread. The kept network is evaluated (`moonrl
 -- eval`, the task's eval size and the same evaluation seed); the tables give
 -- each run's value with its 95% interval, each arm's mean over seeds with the

@@ -10,6 +10,9 @@
 --   client.call(path, req, opts, cb)            the same, for a caller that wants the answer:
 --       cb(reply) when the job said "ok": true, else cb(nil, err): the job's error or,
 --       the request not answered, client.explain's words
+--   client.ask(run_dir, req[, timeout_ms]) -> reply | nil, err
+--       client.call to a run directory's socket from a coroutine, which waits for
+--       the answer (default timeout 120 s): a sweep's driver steering its trials
 --   client.explain(path, err) -> text           why a connect failed, in words
 --   client.socket_path(run_dir) -> path         (moonrl.control.socket's)
 
@@ -107,6 +110,13 @@ function control.explain(path, err)
     return "not allowed to connect to " .. path .. ": the job belongs to another user"
   end
   return path .. ": " .. err
+end
+
+function control.ask(run_dir, req, timeout_ms)
+  local path = control.socket_path(run_dir)
+  return require("moonrl.runtime.tasks").await("a control request", function(wake)
+    control.call(path, req, { timeout_ms = timeout_ms or 120000 }, wake)
+  end)
 end
 
 return control

@@ -333,11 +333,7 @@ function Controller:_pb2_choice(t)
 end
 
 -- One request to member t's control socket, from a coroutine: reply | nil, err.
-local function ask(t, req)
-  local client = require("moonrl.control.client")
-  local path = client.socket_path(t.dir)
-  return tasks.await("pbt", function(wake) client.call(path, req, { timeout_ms = 120000 }, wake) end)
-end
+local function ask(t, req) return require("moonrl.control.client").ask(t.dir, req) end
 
 -- Member m writes a checkpoint (ctl checkpoint), copied to dest(its path):
 -- the member's own checkpoints rotate (log.checkpoint_keep) while the copy is

@@ -14,6 +14,7 @@ local mkdir_p, write_file, rm_rf = util.mkdir_p, util.write_file, util.rm_rf
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
 local shutdown = require("moonrl.runtime.shutdown")
+local tasks = require("moonrl.runtime.tasks")
 local config = require("moonrl.config")
 
 local M = {}
@@ -332,9 +333,45 @@ function M.install(Sweep, h)
     end
   end
 
+  -- A scheduler with rungs (ASHA), trials on this machine: each pauses at the
+  -- rungs ahead of it (`--pause-at-steps`), so its decision is made at the
+  -- rung's steps and a stop lands there, whatever the load. (A queue's trials,
+  -- Slurm's, may run where the driver cannot reach their sockets: they are
+  -- stopped a poll after the rung, as before.) -> the marks | nil
+  function Sweep:_rung_marks(t)
+    local s = self.scheduler
+    if not (s and s.rung_steps and t.cfg and self.executor.name == "local" and (self.ranks or 1) == 1) then return nil end
+    local marks, k = {}, 1
+    while not s.max_rungs or k <= s.max_rungs do
+      local rung = s:rung_steps(k)
+      if rung >= t.cfg.total_steps or #marks >= 1000 then break end
+      if rung > (t.resumed_steps or 0) then marks[#marks + 1] = rung end
+      k = k + 1
+    end
+    t.rung_marks = #marks > 0 or nil
+    return marks
+  end
+
+  -- The trial goes on from the rung it paused at: once it is paused there (its
+  -- metrics row can come before its pause), resumed. A trial an earlier sweep
+  -- process started is resumed once when followed again (it may wait at a rung
+  -- that process decided).
+  function Sweep:_go_on(t)
+    tasks.spawn(function()
+      local client = require("moonrl.control.client")
+      if client.ask(t.dir, { cmd = "pause" }) and t.status == "running" and not t.stop_sent then
+        client.ask(t.dir, { cmd = "resume" })
+      end
+    end)
+  end
+
   function Sweep:_rungs(t)
     local s = self.scheduler
     if not s or not t.steps or t.stop_sent then return end
+    if t.followed and t.job and t.job.pid and not t.follow_resumed and s.rung_steps and self.executor.name == "local" then
+      t.follow_resumed, t.rung_marks = true, true   -- an earlier process of this sweep started it with marks
+      tasks.spawn(function() require("moonrl.control.client").ask(t.dir, { cmd = "resume" }) end)
+    end
     for _, k in ipairs(s:crossed(t.index, t.steps)) do
       local rung = s:rung_steps(k)
       if rung >= t.cfg.total_steps then break end   -- its budget ends there: nothing to save
@@ -354,6 +391,7 @@ function M.install(Sweep, h)
         self:_stop_trial(t)
         return
       end
+      if t.rung_marks and rung > (t.resumed_steps or 0) and t.job and t.job:alive() then self:_go_on(t) end
     end
   end
 
@@ -432,7 +470,7 @@ function M.install(Sweep, h)
   -- population (pbt.sync) pauses its members at its decision points.
   function Sweep:_train_argv(argv, t)
     if not self.eval_key then argv[#argv + 1] = "--no-eval" end
-    local marks = self.pbt_ctl and self.pbt_ctl:pause_marks(t)
+    local marks = self.pbt_ctl and self.pbt_ctl:pause_marks(t) or self:_rung_marks(t)
     if marks and #marks > 0 then
       local text = {}
       for i, n in ipairs(marks) do text[i] = string.format("%.0f", n) end
