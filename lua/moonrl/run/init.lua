@@ -592,6 +592,11 @@ function handlers.paused(self, update)
       util.fmt_number(mark) .. ")")
     self:_next_mark(steps)
     if self.pause_marks[1] and self.handle then self.handle:pause_at(self.pause_marks[1]) end
+    -- at a terminal, say how it goes on (a sweep's trials have no console)
+    if self.console then
+      io.stderr:write(string.format("\nmoonrl: paused at %s agent-steps (the mark at %s): moonrl ctl %s resume goes on\n",
+        util.fmt_number(steps), util.fmt_number(mark), self.dir))
+    end
   else
     self.log:line("paused after update " .. update)
   end
