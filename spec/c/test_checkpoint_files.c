@@ -183,9 +183,10 @@ static void streamed_reads(void) {
     mr_config rc;
     mr_error e;
     CHECK_MSG(mr_checkpoint_read_config(path, &rc, &e) == MR_OK, "%s", e.msg);
-    uint64_t updates = 1;
-    CHECK_MSG(mr_checkpoint_read_progress(path, &updates, NULL, NULL, &e) == MR_OK, "%s", e.msg);
-    CHECK(rc.env.num_envs == 4096 && updates == 0);
+    static mr_checkpoint_info info;
+    info.updates = 1;
+    CHECK_MSG(mr_checkpoint_read_info(path, &info, &e) == MR_OK, "%s", e.msg);
+    CHECK(rc.env.num_envs == 4096 && info.updates == 0 && info.config.env.num_envs == 4096);
     long grown = peak_rss_kib() - before;
     CHECK_MSG(grown < 8 * 1024, "reading the config of a %ld-byte checkpoint raised the peak memory by %ld KiB", n,
               grown);
@@ -470,8 +471,8 @@ int main(void) {
     CHECK_MSG(mr_trainer_save(t, nan, &e) == MR_OK, "%s", e.msg);
     CHECK_MSG(mr_trainer_load(t, good, &e) == MR_OK, "%s", e.msg);
     refuses_fast(t, nan, "value.b", "not finite");
-    uint64_t up;
-    CHECK(mr_checkpoint_read_progress(nan, &up, NULL, NULL, &e) == MR_ERR_FORMAT && strstr(e.msg, "value.b"));
+    static mr_checkpoint_info nan_info;
+    CHECK(mr_checkpoint_read_info(nan, &nan_info, &e) == MR_ERR_FORMAT && strstr(e.msg, "value.b"));
     float *w = malloc(sizeof(float) * 100000);
     int nt = mr_trainer_tensor_count(t);
     uint64_t total = 0;

@@ -132,12 +132,11 @@ static void test_checkpoint_round_trip(void) {
     CHECK(mr_checkpoint_read_config("test_trainer_k.mrck", &rc, &e) == MR_OK);
     CHECK(rc.env.num_envs == c.env.num_envs && rc.policy.hidden == c.policy.hidden);
     /* And its progress: the updates and agent-steps it was written after, the hot values then. */
-    uint64_t pu = 0, pa = 0;
-    mr_hot_params ph;
-    CHECK_MSG(mr_checkpoint_read_progress("test_trainer_k.mrck", &pu, &pa, &ph, &e) == MR_OK, "%s", e.msg);
-    CHECK_MSG(pu == 2 && pa == 2 * (uint64_t)c.env.num_envs * (uint64_t)c.ppo.rollout_steps,
-              "progress %llu updates, %llu steps", (unsigned long long)pu, (unsigned long long)pa);
-    CHECK(mr_checkpoint_read_progress("no_such_file.mrck", &pu, &pa, NULL, &e) != MR_OK);
+    static mr_checkpoint_info ki;
+    CHECK_MSG(mr_checkpoint_read_info("test_trainer_k.mrck", &ki, &e) == MR_OK, "%s", e.msg);
+    CHECK_MSG(ki.updates == 2 && ki.agent_steps == 2 * (uint64_t)c.env.num_envs * (uint64_t)c.ppo.rollout_steps,
+              "progress %llu updates, %llu steps", (unsigned long long)ki.updates, (unsigned long long)ki.agent_steps);
+    CHECK(mr_checkpoint_read_info("no_such_file.mrck", &ki, &e) != MR_OK);
 
     /* Damaged files are refused and leave the trainer untouched. */
     FILE *f = fopen("test_trainer_k.mrck", "rb");
@@ -238,12 +237,11 @@ static void test_load_learned(void) {
         CHECK_MSG(same_section(&fb, &fb2, fb.s[i].name), "%s: b's environments changed", fb.s[i].name);
     }
     CHECK(envs > 5);
-    uint64_t pu = 0, pa = 0;
-    mr_hot_params ph;
-    CHECK(mr_checkpoint_read_progress("test_learned_b2.mrck", &pu, &pa, &ph, &e) == MR_OK);
-    CHECK_MSG(pu == 3 && pa == 3 * 8ull * (uint64_t)c.ppo.rollout_steps, "progress %llu, %llu",
-              (unsigned long long)pu, (unsigned long long)pa);
-    CHECK(ph.lr.kind == MR_SCHED_CONSTANT && ph.lr.start == 5e-4);
+    static mr_checkpoint_info bi;
+    CHECK(mr_checkpoint_read_info("test_learned_b2.mrck", &bi, &e) == MR_OK);
+    CHECK_MSG(bi.updates == 3 && bi.agent_steps == 3 * 8ull * (uint64_t)c.ppo.rollout_steps, "progress %llu, %llu",
+              (unsigned long long)bi.updates, (unsigned long long)bi.agent_steps);
+    CHECK(bi.hot.lr.kind == MR_SCHED_CONSTANT && bi.hot.lr.start == 5e-4);
     /* the weights in force are a's: the engine's own copy agrees with the file */
     uint64_t n = 0;
     for (int i = 0; i < mr_trainer_tensor_count(b); i++) {

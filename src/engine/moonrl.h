@@ -626,11 +626,6 @@ mr_status mr_trainer_load(mr_trainer *t, const char *path, mr_error *err);
 mr_status mr_trainer_load_learned(mr_trainer *t, const char *path, mr_error *err);
 /* Reads just the config stored in a checkpoint, to create a matching trainer. */
 mr_status mr_checkpoint_read_config(const char *path, mr_config *out, mr_error *err);
-/* Reads a checkpoint's progress: the updates and agent-steps it was written
- * after and, when hot is not NULL, the hot parameters in force then (the
- * numbers a resumed run starts from; its file name is only a label). */
-mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint64_t *agent_steps,
-                                      mr_hot_params *hot, mr_error *err);
 /* With on = 1, every checkpoint this trainer saves also holds the gradient of
  * its last optimizer step (the last minibatch of the last update, as the
  * backward computed it, before clipping; with fp16, divided by the loss
@@ -669,8 +664,9 @@ mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n,
  * loads all of it into rank `rank` of `ranks`: its slice of the environments
  * when the file holds as many instances as ranks x this trainer's
  * env.num_envs (*env_carried = 1), else the environments stay as created
- * (fresh from the seed; *env_carried = 0); env_carried may be NULL. mr_checkpoint_read_ranks: has =
- * 0, ranks = 1 for a file without the section. */
+ * (fresh from the seed; *env_carried = 0); env_carried may be NULL.
+ * mr_checkpoint_read_info reads the section back (has = 0, ranks = 1 for a
+ * file without it). */
 typedef struct mr_ranks_info {
     int ranks;
     int has;                     /* read: the file has the section */
@@ -682,7 +678,6 @@ mr_status mr_trainer_save_ranks(mr_trainer *t, const char *path, const mr_ranks_
                                 mr_error *err);
 mr_status mr_trainer_load_rank(mr_trainer *t, const char *path, int ranks, int rank, int *env_carried,
                                mr_error *err);
-mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err);
 
 /* What a host reads of a checkpoint before it loads one, from one read of
  * the file that checks all a load checks (magic, version, length, every
@@ -690,7 +685,7 @@ mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_erro
  * here with the same message: its config (validated; env.program is the
  * stand-in of a Lua environment's declarations, or NULL), its progress (the
  * update it holds: its file name is only a label), the hot parameters then in
- * force, its ranks (as mr_checkpoint_read_ranks) and its table of sections.
+ * force, its ranks (the section "ranks") and its table of sections.
  * `moonrl train --resume` reads each candidate once with it; the
  * trainer's load is the only other read. */
 #define MR_CHECKPOINT_MAX_SECTIONS 32

@@ -140,9 +140,9 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         const mr_ranks_info info = {size, 1, 12345};
         CHECK_MSG(mr_trainer_save_ranks(t, ck, &info, states, &err) == MR_OK, "%s", err.msg);
-        mr_ranks_info got;
-        CHECK(mr_checkpoint_read_ranks(ck, &got, &err) == MR_OK && got.has && got.ranks == size &&
-              got.agent_steps == 12345);
+        static mr_checkpoint_info got;
+        CHECK(mr_checkpoint_read_info(ck, &got, &err) == MR_OK && got.ranks.has && got.ranks.ranks == size &&
+              got.ranks.agent_steps == 12345);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     int carried = -1;

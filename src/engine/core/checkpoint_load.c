@@ -509,25 +509,6 @@ mr_status mr_checkpoint_read_gradients(const char *path, float *out, uint64_t n,
     return s;
 }
 
-mr_status mr_checkpoint_read_progress(const char *path, uint64_t *updates, uint64_t *agent_steps,
-                                      mr_hot_params *hot, mr_error *err) {
-    if (!path) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_progress: path is NULL");
-    ck_file cf;
-    mr_config stored;
-    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, &stored, err);
-    if (s) return s;
-    ck_progress pg;
-    s = read_progress(&cf, path, &stored, &pg, err);
-    if (!s) {
-        if (updates) *updates = pg.updates;
-        if (agent_steps) *agent_steps = pg.agent_steps;
-        if (hot) *hot = pg.hot;
-        mr_ok(err);
-    }
-    ck_file_free(&cf);
-    return s;
-}
-
 /* The section "ranks", or {1, 0, 0} with *has = 0 for a file without it. */
 static mr_status read_ranks(const ck_file *cf, const char *path, ck_ranks *rk, int *has, mr_error *err) {
     const uint8_t *d;
@@ -540,24 +521,6 @@ static mr_status read_ranks(const ck_file *cf, const char *path, ck_ranks *rk, i
     if (!s && d) memcpy(rk, d, sizeof *rk);
     if (!s && rk->ranks < 1) s = mr_fail(err, MR_ERR_FORMAT, "'%s' is damaged: it says 0 ranks wrote it", path);
     *has = d != NULL;
-    return s;
-}
-
-mr_status mr_checkpoint_read_ranks(const char *path, mr_ranks_info *out, mr_error *err) {
-    if (!path || !out) return mr_fail(err, MR_ERR_ARG, "mr_checkpoint_read_ranks: path or out is NULL");
-    ck_file cf;
-    mr_status s = read_file(path, &cf, CK_KEEP_SMALL, NULL, NULL, NULL, err);
-    if (s) return s;
-    ck_ranks rk;
-    int has = 0;
-    s = read_ranks(&cf, path, &rk, &has, err);
-    if (!s) {
-        out->ranks = (int)rk.ranks;
-        out->agent_steps = has ? rk.agent_steps : 0;
-        out->has = has;
-        mr_ok(err);
-    }
-    ck_file_free(&cf);
     return s;
 }
 
