@@ -722,12 +722,8 @@ function pbt.replay_config(dir, lin)
   local at, total, steps = {}, 0, 0
   for i, s in ipairs(lin.segments) do
     local len = (s.to == math.huge and 0 or s.to) - s.from
-    if root_batch and s.batch and s.batch ~= root_batch then
-      steps = steps + len * s.batch
-      len = math.floor(steps / root_batch + 0.5) - total
-    else
-      steps = steps + len * (s.batch or root_batch or 1)
-    end
+    steps = steps + len * (s.batch or root_batch or 1)
+    if root_batch then len = math.floor(steps / root_batch + 0.5) - total end
     if i > 1 then
       -- the keys a running run can change; the others (the batch, epochs, ...) stay the root's
       local vals = {}
