@@ -98,6 +98,19 @@ elseif case == "repeats" then
   -- two settings, each with 3 seeds; the metric is the (constant) learning rate, so the means are known
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } }
   spec.method, spec.parallel, spec.metric, spec.smooth, spec.repeats = "grid", 2, "lr", 1, 3
+elseif case == "finish" or case == "finish_long" or case == "finish_crash" then
+  -- the metric is the (constant) learning rate, so the best is known: trial 3 (2e-3)
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4, 2e-3 } }
+  spec.method, spec.parallel, spec.metric, spec.smooth = "grid", 1, "lr", 1
+  spec.finish = case == "finish_long" and 64 * 1500 or 64 * 8
+  if case == "finish_crash" then
+    -- the best trial ends its 12 updates, and its finish dies at update 15 (SIGKILL)
+    spec.space = { ["ppo.lr"] = moonrl.grid{ 2e-3, 1e-3 }, ["debug.crash_at_update"] = moonrl.grid{ 15 } }
+  end
+elseif case == "finish_pbt" then
+  spec.method, spec.population, spec.finish = "pbt", 2, 64
+  spec.pbt = { explore = { ["ppo.lr"] = "perturb" } }
+  spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3) }
 elseif case == "bad_point" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5 } }
 elseif case == "bad_base" then
@@ -502,6 +515,82 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(code ~= 0 and has(out .. err, "accepted eval.energy_per_1k, eval.eff_overall"), out .. err)
   end)
 
+  it("finish: the best trial trains on from its checkpoint; a re-run does not finish again", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw finish")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    -- 3 trials, then trial 3 (the best: lr 2e-3) again from its checkpoint, by 8 updates
+    assert.equal(4, #rec.results)
+    assert.equal(4, #rec.starts)
+    local last = rec.results[4]
+    assert.equal(3, last.trial)
+    assert.equal("done", last.status)
+    assert.equal(64 * 20, last.steps)
+    assert.same({ from_steps = 64 * 12, from_value = 2e-3 }, last.finish)
+    assert.is_true(rec.starts[4].resume)
+    assert.equal(64 * 20, rec.starts[4].finish)
+    for i = 1, 3 do assert.equal(64 * 12, rec.results[i].steps) end
+    assert.is_true(has(out, "finish: trial-003, the best (lr 0.002 after 768 agent-steps), trains on by 512"), out)
+    assert.is_true(has(out, "summary done 3 best trial-003"), out)
+    -- every update once in its metrics: the finish went on from update 12
+    local n = 0
+    for line in support.read_file(dir .. "/sw/trial-003/metrics.jsonl"):gmatch("[^\n]+") do
+      local m = json.decode(line)
+      if m.event == nil then n = n + 1 assert.equal(n, m.update) end
+    end
+    assert.equal(20, n)
+    -- run again: nothing starts, the finished result stands
+    code, out, err = moonrl(dir, "run sweep.lua sw finish")
+    assert.equal(0, code, err .. out)
+    rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(4, #rec.starts)
+    assert.is_true(has(out, "summary done 3 best trial-003"), out)
+  end)
+
+  it("finish: stopped during it, a re-run goes on to the same count; a finish that dies leaves the result before it", function()
+    if not need_bin() then return end
+    local p = spawn(dir, "run sweep.lua sw finish_long")
+    local metrics = dir .. "/sw/trial-003/metrics.jsonl"
+    local ok = wait_for(function()
+      local text = support.read_file(metrics) or ""
+      return select(2, text:gsub("\n", "")) >= 40 or p.done
+    end, 60000)
+    assert.is_true(ok and not p.done, "the finish did not get going:\n" .. p.out() .. p.err())
+    uv.kill(p.pid, "sigint")
+    assert.equal(130, p.wait())
+    assert.is_true(has(p.out(), "trial-003: interrupted after"), p.out())
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(3, #rec.results)
+    local code, out, err = moonrl(dir, "run sweep.lua sw finish_long")
+    assert.equal(0, code, err .. out)
+    rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(4, #rec.results)
+    assert.equal(3, rec.results[4].trial)
+    assert.equal(64 * (12 + 1500), rec.results[4].steps)
+    assert.equal(64 * 12, rec.results[4].finish.from_steps)
+    assert.equal(5, #rec.starts)
+    assert.equal(3, rec.starts[5].trial)
+    assert.equal(64 * (12 + 1500), rec.starts[5].finish)
+
+    code, out, err = moonrl(dir, "run sweep.lua sc finish_crash")
+    assert.equal(0, code, err .. out)
+    rec = read_results(dir .. "/sc/results.jsonl")
+    -- trial 1 (2e-3) done at 12 updates; its finish killed at update 15; the result at 12 written again
+    local last = rec.results[#rec.results]
+    assert.equal(1, last.trial)
+    assert.equal("done", last.status)
+    assert.equal(64 * 12, last.steps)
+    assert.is_nil(last.finish)
+    assert.truthy(last.note and last.note:find("the finish to 1,280 agent%-steps ended failed: killed by signal 9"), last.note)
+    assert.is_true(has(out, "summary done 2 best trial-001"), out)
+    assert.is_true(has(out, "trial-001: the finish ended failed"), out)
+
+    code, out, err = moonrl(dir, "run sweep.lua sp finish_pbt")
+    assert.equal(1, code, err .. out)
+    assert.is_true(has(err, "finish with method = \"pbt\" is not built"), err)
+  end)
+
   it("refuses repeats with a method function or a scheduler, naming what works", function()
     if not need_bin() then return end
     support.write_file(dir .. "/bad.lua", "local moonrl = require 'moonrl'\n" ..
@@ -553,6 +642,18 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal(0, code, err .. out)
     assert.is_true(has(out, "trials 3"), out)
     assert.is_true(has(out, "budget: 3,072 of 3,072 agent-steps spent; no room for another trial of 1,024"), out)
+    -- with a finish, the search spends the budget less the finish, and the best trial trains on by it
+    support.write_file(dir .. "/finish.lua", "local moonrl = require 'moonrl'\n" ..
+      "local s = moonrl.sweep{ base = 'cartpole', sets = { 'total_steps=1024', 'log.checkpoint_interval=1000' }, " ..
+      "method = 'tpe', trials = 5, budget = 4 * 1024, finish = 1024, dir = 'sf' }\nlocal r = s:wait()\n" ..
+      "local n = 0\nfor _, x in ipairs(r.results) do n = n + x.steps end\nprint('trials ' .. #r.results .. ' steps ' .. n)\n")
+    code, out, err = moonrl(dir, "run finish.lua")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "trials 3 steps 4096"), out)
+    assert.is_true(has(out, "budget: 3,072 of 4,096 agent-steps spent (1,024 kept for the finish); no room for another trial of 1,024"), out)
+    code, out, err = moonrl(dir, "sweep cartpole --method pbt --finish 100 --dir sx")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "--finish does not go with --method pbt"), err)
     -- not a subcommand, not an experiment
     code, out, err = moonrl(dir, "sweep nosuch")
     assert.equal(2, code, err .. out)

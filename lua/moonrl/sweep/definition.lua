@@ -46,7 +46,8 @@ function definition.of(self)
     tpe = self.method_name == "tpe" and require("moonrl.sweep.tpe").describe(self.tpe) or nil,
     pbt = self.method == "pbt" and require("moonrl.sweep.pbt").describe(self.pbt) or nil,
     seed = tostring(self.seed), trials = tostring(self.trials), base = base,
-    repeats = self.repeats > 1 and tostring(self.repeats) or nil, budget = self.budget and tostring(self.budget) or nil }
+    repeats = self.repeats > 1 and tostring(self.repeats) or nil, budget = self.budget and tostring(self.budget) or nil,
+    finish = self.finish and tostring(self.finish) or nil }
 end
 
 -- The differences between an earlier run's definition and this one, as lines.
@@ -66,7 +67,7 @@ function definition.changes(old, new)
       end
     end
   end
-  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats", "budget" }) do
+  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats", "budget", "finish" }) do
     -- tpe, pbt: when both are of that method (else the method's line says it)
     if old[k] ~= nil and old[k] ~= new[k] and ((k ~= "tpe" and k ~= "pbt") or new[k] ~= nil) then
       lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
@@ -82,7 +83,7 @@ function definition.check(spec)
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
     smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1, tpe = 1,
-    dashboard = 1, budget = 1 }
+    dashboard = 1, budget = 1, finish = 1 }
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))
@@ -111,6 +112,7 @@ function definition.check(spec)
     kill_grace = num_opt("kill_grace", 0, 30), seed = int_opt("seed", 0, nil), repeats = int_opt("repeats", 1, 1),
     ranks = int_opt("ranks", 1, 1),   -- processes per trial (docs/data-parallel.md)
     budget = num_opt("budget", 1, nil),   -- agent-steps in all (tpe or a method function)
+    finish = int_opt("finish", 1, nil),   -- agent-steps the best trial trains on once the search ended
     console = spec.console ~= false, hooks = spec.hooks or {},
     dashboard = spec.dashboard == true,   -- the sweep's directory served live (moonrl.dashboard)
   }
@@ -154,6 +156,20 @@ function definition.check(spec)
   if o.budget and method ~= "tpe" and type(method) ~= "function" then
     error("moonrl.sweep: budget (agent-steps in all) works with method = \"tpe\" or a method function, which " ..
       "propose trials one by one; with " .. tostring(method) .. ", choose trials", 3)
+  end
+  if o.finish then
+    if method == "pbt" then
+      error("moonrl.sweep: finish with method = \"pbt\" is not built (a population's best member would go on " ..
+        "alone); give each member the steps it should train instead", 3)
+    end
+    if o.repeats > 1 then
+      error("moonrl.sweep: finish with repeats = " .. o.repeats .. " is not built (the best is a setting of several " ..
+        "runs, not one trial to go on with)", 3)
+    end
+    if o.budget and o.finish >= o.budget then
+      error(string.format("moonrl.sweep: finish = %s must be less than budget = %s (the search spends the budget " ..
+        "less the finish)", util.fmt_value(o.finish), util.fmt_value(o.budget)), 3)
+    end
   end
   o.metric = spec.metric or "efficiency"
   if type(o.metric) ~= "string" and type(o.metric) ~= "function" then

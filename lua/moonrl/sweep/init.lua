@@ -71,7 +71,10 @@
 -- with that many seeds, trial i running point results.setting_of(i); the summary's
 -- `settings` is results.settings of the results), method = "tpe" with tpe =
 -- {startup =, gamma =, candidates =} (a Tree-structured Parzen Estimator
--- proposes each trial from the results so far: moonrl.sweep.tpe).
+-- proposes each trial from the results so far: moonrl.sweep.tpe), budget
+-- (agent-steps in all, for tpe or a method function), finish (agent-steps:
+-- the best trial trains on by this many once the search ended; trials.lua's
+-- Sweep:_start_finish).
 --
 -- The sweep object
 --   sweep.dir, sweep.trials (list), sweep.status ("running" | "done" | "stopped")

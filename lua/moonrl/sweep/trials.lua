@@ -55,10 +55,12 @@ function M.install(Sweep, h)
       -- front left up to (trial budget - first rung) agent-steps unspent.
       local used, need = self:_budget_used(), self.base_cfg.total_steps
       if self.scheduler and self.scheduler.rung_steps then need = math.min(need, self.scheduler:rung_steps(1)) end
-      if used + need > self.budget then
+      local search = self.budget - (self.finish or 0)   -- the finish is kept for the best trial
+      if used + need > search then
         if #self.running == 0 then
-          self:say(string.format("budget: %s of %s agent-steps spent; no room for another trial of %s",
-            results.thousands(used), results.thousands(self.budget), results.thousands(need)))
+          self:say(string.format("budget: %s of %s agent-steps spent%s; no room for another trial of %s",
+            results.thousands(used), results.thousands(self.budget),
+            self.finish and (" (" .. results.thousands(self.finish) .. " kept for the finish)") or "", results.thousands(need)))
           self.method_done = true
         end
         return nil
@@ -107,7 +109,7 @@ function M.install(Sweep, h)
     if not (self.budget and self.scheduler) or t.stop_sent or t.stop_why or not t.steps then return end
     if t.cfg and t.steps >= t.cfg.total_steps then return end
     local used = self:_budget_used()
-    if used >= self.budget then
+    if used >= self.budget - (self.finish or 0) then
       t.stop_why = string.format("the sweep's budget of %s agent-steps is spent", results.thousands(self.budget))
       results.append(self.dir, { event = "budget_stop", trial = t.index, steps = t.steps, used = used })
       self:say(string.format("%s: stopping (%s)", t.label, t.stop_why))
@@ -224,6 +226,9 @@ function M.install(Sweep, h)
       local ck = require("moonrl.run.resume").newest(t.dir)
       if ck then resume_ck = ck end
     end
+    if t.finishing and not resume_ck then
+      return self:_finish_trial(t, { status = "failed", error = "no checkpoint in " .. t.dir .. " to go on from" })
+    end
     local argv
     if resume_ck then
       t.resumed_steps = resume_ck.steps
@@ -233,6 +238,10 @@ function M.install(Sweep, h)
         return self:_finish_trial(t, { status = "done" })
       end
       argv = self:_train_argv({ "train", "--resume", t.dir }, t)
+      if t.finishing then
+        argv[#argv + 1] = "--set"
+        argv[#argv + 1] = string.format("total_steps=%.0f", t.cfg.total_steps)
+      end
     else
       rm_rf(t.dir)   -- no checkpoint: nothing there is worth keeping
       local ok, err = mkdir_p(t.dir)
@@ -262,12 +271,14 @@ function M.install(Sweep, h)
     t.job = job
     self.running[#self.running + 1] = t
     results.append(self.dir, { event = "start", trial = t.index, label = t.label, params = t.params, seed = t.seed,
-      dir = t.dir, resume = resume_ck and true or false, job = job.id, adopted = info.adopted or nil })
+      dir = t.dir, resume = resume_ck and true or false, job = job.id, adopted = info.adopted or nil,
+      finish = t.finishing and t.cfg.total_steps or nil })
     if info.adopted then
       self:say(string.format("%s: following %s again (%s, %s by an earlier run of this sweep)",
         t.label, job.pid and job.id or ("Slurm job " .. job.id), point_text(t.params), job.pid and "started" or "submitted"))
     else
-      self:say(string.format("%s %s: %s%s%s", t.label, resume_ck and "resumed" or (job.queued and "submitted" or "started"),
+      self:say(string.format("%s %s: %s%s%s", t.label, t.finishing and ("trains on to " .. results.thousands(t.cfg.total_steps) ..
+        " agent-steps (the finish)") or resume_ck and "resumed" or (job.queued and "submitted" or "started"),
         point_text(t.params), resume_ck and (" (from update " .. resume_ck.update .. ")") or "",
         job.queued and (" (Slurm job " .. job.id .. ")") or ""))
     end
@@ -438,6 +449,7 @@ function M.install(Sweep, h)
     if self.stopping and not clean and not t.stop_why and not t.timed_out then
       -- the sweep was interrupted: not a result; a re-run resumes this trial
       t.status = "interrupted"
+      if t.finishing then self.done_results[#self.done_results + 1] = t.finish_from end   -- on disk it is still the last
       self:say(string.format("%s: interrupted after %s agent-steps (resumes when the sweep is run again)",
         t.label, results.thousands(t.steps or 0)))
       return self:_check_end()
@@ -490,6 +502,22 @@ function M.install(Sweep, h)
   end
 
   function Sweep:_finish_trial(t, r)
+    if t.finishing then
+      t.finishing = nil
+      if r.status ~= "done" then
+        -- the finish did not end: the trial's result before it stands (written again, so that it is the last)
+        self:say(string.format("%s: the finish ended %s (%s); its result before the finish stands", t.label, r.status,
+          tostring(r.error or r.why or "?")))
+        local r0 = util.deepcopy(t.finish_from)
+        r0.note = "the finish to " .. results.thousands(t.cfg.total_steps) .. " agent-steps ended " .. r.status .. ": " ..
+          tostring(r.error or r.why or "?")
+        t.cfg.total_steps, t.status, t.result, t.value, t.steps = r0.steps, r0.status, r0, r0.value, r0.steps
+        results.append(self.dir, r0)
+        self.done_results[#self.done_results + 1] = r0
+        return self:_check_end()
+      end
+      r.finish = { from_steps = t.finish_from.steps, from_value = t.finish_from.value }
+    end
     r.trial, r.label, r.params, r.seed, r.dir = t.index, t.label, t.params, t.seed, t.dir
     r.metric = type(self.metric) == "string" and self.metric or "<function>"
     if self.eval_key and r.status == "done" then
@@ -536,6 +564,9 @@ function M.install(Sweep, h)
   function Sweep:_check_end()
     if #self.running > 0 or self._ended or self.filling then return end
     if not self.stopping and self:_next_available() then return end
+    if self.finish and not self.stopping and not self.finish_started then
+      if self:_start_finish() or self._ended then return end   -- (a finish that could not start ended the sweep)
+    end
     self._ended = true
     if self.poll_timer then
       self.poll_timer:stop()
@@ -568,6 +599,40 @@ function M.install(Sweep, h)
 
   function Sweep:_close_dashboard()
     if self.dashboard_server then self.dashboard_server:close() end
+  end
+
+  -- finish = N: once the search has ended, its best trial that ran to its end
+  -- trains on from its last checkpoint by N agent-steps (moonrl train --resume
+  -- --set total_steps=...), and its result is the one at the end (r.finish:
+  -- the steps and value before). A sweep run again after its finish ended
+  -- does not finish again; one stopped during it goes on with the same trial
+  -- (the same results, so the same best). -> true while the finish runs
+  function Sweep:_start_finish()
+    self.finish_started = true
+    local best
+    for _, r in ipairs(self:results()) do
+      if r.finish then return false end   -- an earlier run of this sweep finished it
+      if not best and r.status == "done" and r.value ~= nil then best = r end
+    end
+    if not best then
+      self:say("finish: no trial ran to its end with a value; nothing to train on")
+      return false
+    end
+    local t = self.trials_list[best.trial]
+    if not (t and t.cfg) then return false end
+    for i, r in ipairs(self.done_results) do
+      if r == best then table.remove(self.done_results, i) break end
+    end
+    t.finish_from, t.finishing, t.restarting = best, true, true
+    t.cfg.total_steps = (best.steps or t.cfg.total_steps) + self.finish
+    t.status, t.result, t.claimed = "pending", nil, true
+    results.append(self.dir, { event = "finish", trial = t.index, from_steps = best.steps, steps = t.cfg.total_steps,
+      value = best.value })
+    self:say(string.format("finish: %s, the best (%s %s after %s agent-steps), trains on by %s", t.label,
+      type(self.metric) == "string" and self.metric or "metric", results.fmt(best.value), results.thousands(best.steps or 0),
+      results.thousands(self.finish)))
+    self:_start_trial(t)
+    return #self.running > 0
   end
 
   -- whether a trial could still start (without proposing one)

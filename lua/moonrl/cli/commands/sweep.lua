@@ -14,7 +14,8 @@ usage: moonrl sweep status DIR [--json]
        moonrl sweep lineage DIR
        moonrl sweep report DIR [--default RUN,RUN,...]
        moonrl sweep EXPERIMENT [--method M] [--trials N] [--parallel N] [--asha STEPS]
-                    [--dir DIR] [--set key=value]... [--metric M] [--smooth N] [--seed N]
+                    [--finish STEPS] [--dir DIR] [--set key=value]... [--metric M]
+                    [--smooth N] [--seed N]
 
 moonrl sweep EXPERIMENT (a shipped experiment's name: foraging, reach,
 cartpole, ...) runs a sweep of it over its default search space
@@ -26,10 +27,17 @@ cartpole, ...) runs a sweep of it over its default search space
   --parallel   trials at once (default 1)
   --asha       early stopping from this many agent-steps (ASHA, reduction 3);
                with --method tpe the model is fitted on its rungs (BOHB-style)
+  --finish     once every trial ended, the best one trains on from its
+               last checkpoint by this many agent-steps (not with pbt)
   --dir        the sweep directory (default runs/<name>-sweep; the same
                one resumes)
   --set        key=value over the experiment, for every trial (repeatable)
-  --metric     default efficiency for foraging, episode_return_mean else
+  --metric     default efficiency for foraging, episode_return_mean else;
+               eval.return_mean (eval.<key>) ranks by each trial's own
+               evaluation at its end, and PBT evaluates every member at
+               every decision: slower, and it keeps better networks
+               (docs/sweeps.md, "Ranking by evaluation"); keep the
+               evaluation small (--set eval.num_envs=16 --set eval.steps=1000)
   --smooth     a trial's value: the mean of its last N values (default 5)
   --seed       the sweep seed
 
@@ -219,7 +227,7 @@ local function run_default(name, o)
     return usage_error("moonrl sweep: '" .. name .. "' is neither a subcommand (status, plot, lineage) nor a shipped " ..
       "experiment with a default space: accepted " .. table.concat(spaces.names(), ", "))
   end
-  for _, k in ipairs({ "trials", "parallel", "smooth", "seed", "asha" }) do
+  for _, k in ipairs({ "trials", "parallel", "smooth", "seed", "asha", "finish" }) do
     local ok, e = cmdline.int_option("sweep", o, k, k == "seed" and 0 or 1)
     if not ok then return usage_error(e) end
   end
@@ -229,13 +237,14 @@ local function run_default(name, o)
   end
   local moonrl = require("moonrl")
   local spec = { base = name, sets = o.set, method = method, dir = o.dir, metric = o.metric,
-    smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel) }
+    smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel), finish = tonumber(o.finish) }
   if method == "pbt" then
     spec.population, spec.parallel = tonumber(o.trials) or 4, nil
     -- synchronous: a default space's members have batches of their own, so they are
     -- compared at the same agent-steps (docs/sweeps.md)
     spec.pbt = { explore = "pb2", sync = true }
     if o.asha then return usage_error("moonrl sweep: --asha does not go with --method pbt (its exploit is its early stopping)") end
+    if o.finish then return usage_error("moonrl sweep: --finish does not go with --method pbt (give the members the steps instead)") end
   else
     spec.trials = tonumber(o.trials) or (method ~= "grid" and 16 or nil)
     if o.asha then spec.scheduler = moonrl.asha{ grace_steps = tonumber(o.asha), reduction = 3 } end
@@ -250,6 +259,7 @@ function sweep.run(argv)
   local uv = require("luv")
   local o, e = cmdline.parse("sweep", argv, { json = { "flag" }, method = { "value", "random|tpe|grid|pbt" },
     trials = { "value", "N" }, parallel = { "value", "N" }, asha = { "value", "agent-steps" }, dir = { "value", "DIR" },
+    finish = { "value", "agent-steps" },
     set = { "list", "key=value" }, metric = { "value", "name" }, smooth = { "value", "N" }, seed = { "value", "N" },
     default = { "value", "RUN[,RUN...]" } }, 2)
   if not o then return usage_error(e) end
