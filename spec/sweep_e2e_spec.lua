@@ -562,6 +562,10 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(p.out(), "trial-003: interrupted after"), p.out())
     local rec = read_results(dir .. "/sw/results.jsonl")
     assert.equal(3, #rec.results)
+    -- status shows it as what it is, not as the result before its finish
+    local scode, sout, serr = moonrl(dir, "sweep status sw")
+    assert.equal(0, scode, serr .. sout)
+    assert.truthy(sout:find("trial%-003 | interrupted"), sout)
     local code, out, err = moonrl(dir, "run sweep.lua sw finish_long")
     assert.equal(0, code, err .. out)
     rec = read_results(dir .. "/sw/results.jsonl")

@@ -38,7 +38,13 @@ function plot.trials(dir, info)
   local metric = info.metric or "efficiency"
   local list = {}
   local seen = {}
-  for i, r in pairs(rec.results) do list[#list + 1] = r; seen[i] = true end
+  for i, r in pairs(rec.results) do
+    if rec.finishing[i] then   -- its finish is under way: running again, from the result before it
+      r = { trial = i, label = r.label, status = "running", params = r.params, seed = r.seed, dir = r.dir,
+        job = rec.finishing[i].job }
+    end
+    list[#list + 1] = r; seen[i] = true
+  end
   for i, s in pairs(rec.starts) do
     if not seen[i] then
       list[#list + 1] = { trial = i, label = s.label, status = "running", params = s.params, seed = s.seed, dir = s.dir,

@@ -33,7 +33,9 @@
 --   results.append(dir, obj)                 one line, written at once (small, rare)
 --   results.read(dir) -> { results = {[i] = r}, starts = {[i] = last start},
 --                          rungs = { events in order }, exploits = { in order },
---                          restarts = {[i] = count}, info = sweep.json | nil }
+--                          restarts = {[i] = count}, finishing = {[i] = the start
+--                          of a finish under way: a start after the trial's
+--                          result}, info = sweep.json | nil }
 --   results.write_info(dir, info), results.read_info(dir)
 --   results.tail(path) -> reader; reader:read() -> new complete JSON lines
 --                          (decoded), reader.reset = true when the file was
@@ -96,14 +98,17 @@ local function clean(o)
 end
 
 function results.read(dir)
-  local out = { results = {}, starts = {}, rungs = {}, exploits = {}, restarts = {}, info = results.read_info(dir) }
+  local out = { results = {}, starts = {}, rungs = {}, exploits = {}, restarts = {}, finishing = {}, info = results.read_info(dir) }
   local text = util.read_file(dir .. "/results.jsonl")
   if not text then return out end
   for line in text:gmatch("[^\n]+") do
     local o = json.decode(line)   -- a line cut short by a kill is skipped
     if type(o) == "table" and type(o.trial) == "number" then
       clean(o)
-      if o.event == "start" then out.starts[o.trial] = o
+      if o.event == "start" then
+        out.starts[o.trial] = o
+        -- a finish (moonrl.sweep's finish =) runs the trial again after its result
+        if o.finish and out.results[o.trial] then out.finishing[o.trial] = o end
       elseif o.event == "rung" then out.rungs[#out.rungs + 1] = o
       elseif o.event == "exploit" then out.exploits[#out.exploits + 1] = o
       elseif o.event == "explore_refused" then   -- the member kept its keys at that exploit
@@ -112,7 +117,7 @@ function results.read(dir)
           if e.trial == o.trial and e.update == o.update then e.new, e.explore_error = e.old, o.error break end
         end
       elseif o.event == "restart" then out.restarts[o.trial] = (out.restarts[o.trial] or 0) + 1
-      elseif o.event == nil then out.results[o.trial] = o
+      elseif o.event == nil then out.results[o.trial], out.finishing[o.trial] = o, nil
       end
     end
   end
