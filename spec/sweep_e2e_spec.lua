@@ -108,9 +108,10 @@ elseif case == "finish" or case == "finish_long" or case == "finish_crash" then
     spec.space = { ["ppo.lr"] = moonrl.grid{ 2e-3, 1e-3 }, ["debug.crash_at_update"] = moonrl.grid{ 15 } }
   end
 elseif case == "finish_pbt" then
-  spec.method, spec.population, spec.finish = "pbt", 2, 64
-  spec.pbt = { explore = { ["ppo.lr"] = "perturb" } }
+  -- a population of 2, then its best member alone by 8 updates
+  spec.method, spec.population, spec.finish, spec.metric, spec.smooth = "pbt", 2, 64 * 8, "lr", 1
   spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3) }
+  spec.pbt = { explore = { ["ppo.lr"] = "perturb" }, interval = 4, sync = true, test = "none" }
 elseif case == "bad_point" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5 } }
 elseif case == "bad_base" then
@@ -548,7 +549,7 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(out, "summary done 3 best trial-003"), out)
   end)
 
-  it("finish: stopped during it, a re-run goes on to the same count; a finish that dies leaves the result before it", function()
+  it("finish: stopped during it, a re-run goes on to the same count; a finish that dies leaves the result before it; PBT's best member goes on alone", function()
     if not need_bin() then return end
     local p = spawn(dir, "run sweep.lua sw finish_long")
     local metrics = dir .. "/sw/trial-003/metrics.jsonl"
@@ -591,8 +592,16 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(out, "trial-001: the finish ended failed"), out)
 
     code, out, err = moonrl(dir, "run sweep.lua sp finish_pbt")
-    assert.equal(1, code, err .. out)
-    assert.is_true(has(err, "finish with method = \"pbt\" is not built"), err)
+    assert.equal(0, code, err .. out)
+    rec = read_results(dir .. "/sp/results.jsonl")
+    assert.equal(3, #rec.results)
+    last = rec.results[3]
+    assert.equal(64 * 20, last.steps)
+    assert.equal(64 * 12, last.finish.from_steps)
+    -- the member that went on is the better one (its value before the finish)
+    assert.equal(math.max(rec.results[1].value, rec.results[2].value), last.finish.from_value)
+    assert.equal(last.trial, rec.results[1].value > rec.results[2].value and rec.results[1].trial or rec.results[2].trial)
+    assert.is_true(has(out, "trains on to 1,280 agent-steps (the finish)"), out)
   end)
 
   it("refuses repeats with a method function or a scheduler, naming what works", function()

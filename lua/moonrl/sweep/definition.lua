@@ -158,10 +158,6 @@ function definition.check(spec)
       "propose trials one by one; with " .. tostring(method) .. ", choose trials", 3)
   end
   if o.finish then
-    if method == "pbt" then
-      error("moonrl.sweep: finish with method = \"pbt\" is not built (a population's best member would go on " ..
-        "alone); give each member the steps it should train instead", 3)
-    end
     if o.repeats > 1 then
       error("moonrl.sweep: finish with repeats = " .. o.repeats .. " is not built (the best is a setting of several " ..
         "runs, not one trial to go on with)", 3)

@@ -471,7 +471,7 @@ end
 -- pbt.sync's decision points ahead of it (and of the population's last
 -- decision), before its end; nil without sync.
 function Controller:pause_marks(t)
-  if not self.o.sync or not t.cfg then return nil end
+  if not self.o.sync or not t.cfg or t.finishing then return nil end
   local every, from, marks = self:_sync_steps(), math.max(t.resumed_steps or 0, self.gen_point or 0), {}
   local k = math.floor(from / every) + 1
   while k * every < t.cfg.total_steps and #marks < 100000 do
@@ -528,6 +528,7 @@ end
 
 -- After member t's metrics were read: decide when it has run another interval.
 function Controller:poll(t)
+  if t.finishing then return end   -- the population has ended: its best member trains on alone (sweep's finish)
   if self.o.sync then return self:_sync_poll() end
   -- (a member lending its weights is not exploited until its checkpoint is written: it is looked at again next time)
   if t.pbt_busy or (t.pbt_lending or 0) > 0 or not t.updates or t.status ~= "running" then return end

@@ -28,7 +28,8 @@ cartpole, ...) runs a sweep of it over its default search space
   --asha       early stopping from this many agent-steps (ASHA, reduction 3);
                with --method tpe the model is fitted on its rungs (BOHB-style)
   --finish     once every trial ended, the best one trains on from its
-               last checkpoint by this many agent-steps (not with pbt)
+               last checkpoint by this many agent-steps (pbt: the best
+               member, alone, once the population ended)
   --dir        the sweep directory (default runs/<name>-sweep; the same
                one resumes)
   --set        key=value over the experiment, for every trial (repeatable)
@@ -244,7 +245,6 @@ local function run_default(name, o)
     -- compared at the same agent-steps (docs/sweeps.md)
     spec.pbt = { explore = "pb2", sync = true }
     if o.asha then return usage_error("moonrl sweep: --asha does not go with --method pbt (its exploit is its early stopping)") end
-    if o.finish then return usage_error("moonrl sweep: --finish does not go with --method pbt (give the members the steps instead)") end
   else
     spec.trials = tonumber(o.trials) or (method ~= "grid" and 16 or nil)
     if o.asha then spec.scheduler = moonrl.asha{ grace_steps = tonumber(o.asha), reduction = 3 } end
