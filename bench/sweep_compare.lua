@@ -1,4 +1,4 @@
--- bench/sweep_compare.lua - do sweeps pay for themselves? (issue 47) Five arms
+-- bench/sweep_compare.lua - do sweeps pay for themselves? (issue 47) Arms
 -- at the same total agent-steps, on tasks where the default is not at the
 -- ceiling, each kept policy evaluated with `moonrl eval` intervals.
 --
@@ -6,8 +6,9 @@
 --
 --   SEEDS  seeds per arm (default 5): seed s runs every arm of every task once
 --   SCALE  a factor on every task's budget (default 1; 0.25 for a quick run)
---   TASKS  comma-separated (default cartpole,reach16): see TASKS below
---   ARMS   comma-separated (default default,random,tpe,asha_tpe,pbt)
+--   TASKS  comma-separated (default cartpole,dials,reach16): see TASKS below
+--   ARMS   comma-separated (default default,random_eval,tpe_eval,asha_tpe,pbt_eval,
+--          random_eval_fin,tpe_eval_fin,pbt_eval_fin; below)
 --   FIRST  the first seed (default 1): seeds FIRST .. FIRST + SEEDS - 1, so that
 --          a method tuned on seeds 1-5 can be confirmed on fresh ones
 --
@@ -37,6 +38,24 @@
 --             copies the top quarter, pbt.test = "none") once a member has
 --             trained B / 16 since its start or its last copy (pbt.ready);
 --             the best member is kept
+--   ARM_eval  random, tpe or pbt ranked by evaluation (metric = "eval.<key>",
+--             the default arms): each trial's value is its own evaluation at
+--             its end, and PBT evaluates every member at every decision
+--             (DIR/pbt/eval/), at the task's `select` sizes and on an
+--             evaluation seed of its own (777), so the kept network's
+--             measurement below (seed 12345) is on episodes the selection
+--             never saw. Without _eval they rank by the training metric
+--             (smooth 5), which on cartpole kept networks that had collapsed
+--             after their last episodes ended (a trial of 2 x 8 agents ends
+--             an episode of 200 steps about every 25 updates): 37.9 at
+--             evaluation against 184 in training
+--   ARM_fin   random, tpe or pbt with a finish (moonrl.sweep{finish =}): 8
+--             trials of B / 16 (pbt: 4 members of B / 8), then the best
+--             trains on from its checkpoint by B / 2 (the sweep's finish),
+--             so its kept network trained 9B / 16 (pbt: 5B / 8)
+-- The "against random search" column sets each arm against the random search
+-- ranked as it is and with its finish (random_eval_fin for tpe_eval_fin)
+-- where that ran, else random_eval, else random.
 -- The default spaces hold the batch's shape (env.num_envs, ppo.rollout_steps:
 -- the experiment's, a half, a quarter), so a trial of B / 8 may trade samples
 -- per update for updates.
@@ -46,7 +65,7 @@
 -- Since then ASHA's trials pause at their rungs and PBT is synchronous (both
 -- on `--pause-at-steps`), so their decisions no longer hang on the polls.
 -- Every run trains with 1 thread. The kept network is evaluated (`moonrl
--- eval`, the task's eval size and the same evaluation seed); the tables give
+-- eval`, the task's eval size, evaluation seed 12345 for all); the tables give
 -- each run's value with its 95% interval, each arm's mean over seeds with the
 -- 95% Student-t interval over seeds, and paired verdicts (each arm against
 -- default and against random: the mean of the per-seed differences and its
@@ -69,28 +88,48 @@ local ROOT = os.getenv("SWEEP_COMPARE_ROOT") or "runs/sweep_compare"
 local TASKS = {
   -- cartpole at a quarter of its 100,000 steps: the default does not reach 500 yet
   cartpole = { experiment = "cartpole", budget = 32768, metric = "episode_return_mean", key = "return_mean",
-    sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
+    sets = {}, eval = { "--envs", "32", "--steps", "1000" },
+    select = { "eval.seed=777", "eval.num_envs=16", "eval.steps=1000" } },
   -- the same at two thirds of its steps: trials of B / 8 = 32 updates, long enough to learn
   cartpole64k = { experiment = "cartpole", budget = 65536, metric = "episode_return_mean", key = "return_mean",
-    sets = {}, eval = { "--envs", "32", "--steps", "1000" } },
+    sets = {}, eval = { "--envs", "32", "--steps", "1000" },
+    select = { "eval.seed=777", "eval.num_envs=16", "eval.steps=1000" } },
   -- reach on a 16 x 16 torus (the experiment's is 8 x 8), 200,000 steps
   reach16 = { experiment = "reach", budget = 196608, metric = "episode_return_mean", key = "return_mean",
-    sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" } },
+    sets = { "env.grid_size=16", "env.max_episode_steps=128" }, eval = { "--envs", "64", "--steps", "512" },
+    select = { "eval.seed=777", "eval.num_envs=32", "eval.steps=256" } },
   -- dials at a third of its 100,000 steps: 32 updates of 16 x 64; the default is tuned
   -- (it reaches about 33 of the 37.3 possible here), so this measures what splitting costs
   dials = { experiment = "dials", budget = 32768, metric = "episode_return_mean", key = "return_mean",
-    sets = {}, eval = { "--envs", "64", "--steps", "400" } },
+    sets = {}, eval = { "--envs", "64", "--steps", "400" },
+    select = { "eval.seed=777", "eval.num_envs=32", "eval.steps=200" } },
+  -- pendulum at about a quarter of its 500,000 steps (the default passes -250 within them)
+  pendulum = { experiment = "pendulum", budget = 131072, metric = "episode_return_mean", key = "return_mean",
+    sets = {}, eval = { "--envs", "64", "--steps", "1000" },
+    select = { "eval.seed=777", "eval.num_envs=16", "eval.steps=400" } },
   -- foraging, proxy_mortal on the cpu profile's network, 262,144 steps
   proxy_mortal = { experiment = "foraging", budget = 262144, metric = "efficiency", key = "eff_overall",
     sets = { "hardware=cpu", "env.mode=proxy_mortal" }, eval = { "--envs", "128", "--steps", "512" } },
 }
 local TASK_NAMES = {}
-for name in (arg[3] or "cartpole,reach16"):gmatch("[^,]+") do
-  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, cartpole64k, reach16, dials, proxy_mortal")
+for name in (arg[3] or "cartpole,dials,reach16"):gmatch("[^,]+") do
+  assert(TASKS[name], "unknown task " .. name .. ": accepted cartpole, cartpole64k, reach16, dials, pendulum, proxy_mortal")
   TASK_NAMES[#TASK_NAMES + 1] = name
 end
 local ARMS = {}
-for name in (arg[4] or "default,random,tpe,asha_tpe,pbt"):gmatch("[^,]+") do ARMS[#ARMS + 1] = name end
+for name in (arg[4] or "default,random_eval,tpe_eval,asha_tpe,pbt_eval,random_eval_fin,tpe_eval_fin,pbt_eval_fin"):gmatch("[^,]+") do
+  ARMS[#ARMS + 1] = name
+end
+-- the random search an arm is set against: the one ranked as it is and with its finish
+-- (ARM_eval against random_eval, ARM_eval_fin against random_eval_fin) where that ran, else
+-- random_eval, else random
+local RANDOM = "random"
+for _, a in ipairs(ARMS) do if a == "random_eval" then RANDOM = a end end
+local function random_for(arm)
+  local want = "random" .. (arm:match("_eval") and "_eval" or "") .. (arm:match("_fin$") and "_fin" or "")
+  for _, a in ipairs(ARMS) do if a == want then return a end end
+  return RANDOM
+end
 
 local function read_json(path)
   local f = io.open(path, "rb")
@@ -112,7 +151,7 @@ local function evaluate(task, dir)
   local doc = read_json(out .. "/eval.json")
   if not doc then
     local bin = require("moonrl.sweep.local_executor").binary()
-    local cmd = string.format("%q eval %q --out %q --threads 1 %s > %q/bench_eval.log 2>&1", bin, dir, out,
+    local cmd = string.format("%q eval %q --out %q --threads 1 --seed 12345 %s > %q/bench_eval.log 2>&1", bin, dir, out,
       table.concat(task.eval, " "), dir)
     assert(os.execute(cmd) == 0, "moonrl eval " .. dir .. " failed: see " .. dir .. "/bench_eval.log")
     doc = assert(read_json(out .. "/eval.json"), out .. "/eval.json")
@@ -145,8 +184,17 @@ local function arm_run(task, arm, seed)
   end
   local spec = { base = task.experiment, seed = seed, dir = dir, metric = task.metric, mode = "max", smooth = 5,
     console = false, poll_ms = 10 }
+  -- ARM[_eval][_fin]: ranked by evaluation; with a finish
+  local by_fin = arm:match("_fin$")
+  if by_fin then arm = arm:sub(1, -5) end
+  local by_eval = arm:match("_eval$")
+  if by_eval then arm = arm:sub(1, -6) end
+  if by_fin and arm ~= "random" and arm ~= "tpe" and arm ~= "pbt" then error("_fin: random, tpe and pbt only") end
   if arm == "random" or arm == "tpe" then
-    spec.sets, spec.trials, spec.method = sets_of(task, math.floor(B / 8), seed), 8, arm
+    -- 8 trials of B / 8, or of B / 16 and a finish of B / 2
+    local each = math.floor(by_fin and B / 16 or B / 8)
+    spec.sets, spec.trials, spec.method = sets_of(task, each, seed), 8, arm
+    if by_fin then spec.finish = B - 8 * each end
     if arm == "tpe" then
       spec.tpe = { startup = 4, points = { default_point(spec) } }
     end
@@ -157,11 +205,18 @@ local function arm_run(task, arm, seed)
     spec.tpe = { startup = 3 }
     spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 2), reduction = 3 }
   elseif arm == "pbt" then
-    local M = math.floor(B / 4)
+    -- 4 members of B / 4, or of B / 8 and a finish of B / 2
+    local M = math.floor(by_fin and B / 8 or B / 4)
     spec.sets, spec.method, spec.population = sets_of(task, M, seed), "pbt", 4
+    if by_fin then spec.finish = B - 4 * M end
     spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4), sync = true }
   else
-    error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt")
+    error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt, each but default with _eval, " ..
+      "random, tpe and pbt with _fin")
+  end
+  if by_eval then
+    spec.metric = "eval." .. task.key
+    for _, x in ipairs(task.select) do spec.sets[#spec.sets + 1] = x end
   end
   if spec.pbt then
     -- decisions every 1/8 of a member's updates at the experiment's batch (as resolved): with
@@ -216,7 +271,7 @@ for _, tname in ipairs(TASK_NAMES) do
     print(string.format("| %d | %s | %s [%s, %s] | %s | %d |", r.seed, r.arm, fmt(r.value), fmt(r.lo), fmt(r.hi), r.kept, r.spent))
   end
   print("")
-  print(string.format("| arm | %s, mean over seeds +- 95%% (t) | against default: mean difference +- 95%% | against random |", task.key))
+  print(string.format("| arm | %s, mean over seeds +- 95%% (t) | against default: mean difference +- 95%% | against random search |", task.key))
   print("|---|---|---|---|")
   for _, arm in ipairs(ARMS) do
     local xs = {}
@@ -231,7 +286,7 @@ for _, tname in ipairs(TASK_NAMES) do
       return string.format("%+.3f +- %s: %s", dm, dh == dh and string.format("%.3f", dh) or "n/a", verdict)
     end
     print(string.format("| %s | %.3f +- %s | %s | %s |", arm, m, h == h and string.format("%.3f", h) or "n/a",
-      paired("default"), paired("random")))
+      paired("default"), arm:match("^random") and "-" or (random_for(arm) .. ": " .. paired(random_for(arm)))))
   end
   print("")
 end
