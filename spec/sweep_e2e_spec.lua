@@ -112,6 +112,8 @@ elseif case == "finish_pbt" then
   spec.method, spec.population, spec.finish, spec.metric, spec.smooth = "pbt", 2, 64 * 8, "lr", 1
   spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3) }
   spec.pbt = { explore = { ["ppo.lr"] = "perturb" }, interval = 4, sync = true, test = "none" }
+elseif case == "bad_metric" then
+  spec.space, spec.method, spec.parallel, spec.metric = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5e-4 } }, "grid", 1, "episode_retrun_mean"
 elseif case == "bad_point" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 5 } }
 elseif case == "bad_base" then
@@ -604,6 +606,18 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(out, "trains on to 1,280 agent-steps (the finish)"), out)
   end)
 
+  it("stops after the first trial when the metric is no field of its metrics.jsonl, naming the fields", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw bad_metric")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(err, 'metric "episode_retrun_mean" is no field of the trials\' metrics.jsonl (trial-001 ran to its end without it); accepted: '), err)
+    assert.is_true(has(err, "episode_return_mean, "), err)
+    assert.is_true(has(out, "summary stopped 1 best -"), out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(1, #rec.starts)
+    assert.equal("metric episode_retrun_mean is no field of its metrics.jsonl", rec.results[1].note)
+  end)
+
   it("refuses repeats with a method function or a scheduler, naming what works", function()
     if not need_bin() then return end
     support.write_file(dir .. "/bad.lua", "local moonrl = require 'moonrl'\n" ..
@@ -664,9 +678,15 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal(0, code, err .. out)
     assert.is_true(has(out, "trials 3 steps 4096"), out)
     assert.is_true(has(out, "budget: 3,072 of 4,096 agent-steps spent (1,024 kept for the finish); no room for another trial of 1,024"), out)
-    code, out, err = moonrl(dir, "sweep cartpole --method pbt --finish 100 --dir sx")
+    -- a finish must fit in the budget
+    support.write_file(dir .. "/toolong.lua", "local moonrl = require 'moonrl'\n" ..
+      "moonrl.sweep{ base = 'cartpole', method = 'tpe', trials = 5, budget = 1024, finish = 1024, dir = 'st' }\n")
+    code, out, err = moonrl(dir, "run toolong.lua")
+    assert.equal(1, code, err .. out)
+    assert.is_true(has(err, "finish = 1024 must be less than budget = 1024 (the search spends the budget less the finish)"), err)
+    code, out, err = moonrl(dir, "sweep cartpole --finish 0 --dir sy")
     assert.equal(2, code, err .. out)
-    assert.is_true(has(err, "--finish does not go with --method pbt"), err)
+    assert.is_true(has(err, "--finish"), err)
     -- not a subcommand, not an experiment
     code, out, err = moonrl(dir, "sweep nosuch")
     assert.equal(2, code, err .. out)

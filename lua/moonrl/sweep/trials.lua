@@ -16,6 +16,7 @@ local results = require("moonrl.sweep.results")
 local shutdown = require("moonrl.runtime.shutdown")
 local tasks = require("moonrl.runtime.tasks")
 local config = require("moonrl.config")
+local json_null = require("moonrl.formats.json").null
 
 local M = {}
 
@@ -327,7 +328,12 @@ function M.install(Sweep, h)
     t.tail = t.tail or results.tail(t.dir .. "/metrics.jsonl")
     local recs = t.tail:read()
     if t.tail.reset then t.curve = {} end
-    for _, rec in ipairs(recs) do results.curve_add(t.curve, rec, self.metric) end
+    for _, rec in ipairs(recs) do
+      results.curve_add(t.curve, rec, self.metric)
+      -- a field name the rows never carry (not even as null) is a wrong metric, not a quiet trial
+      if type(self.metric) == "string" and rec[self.metric] ~= nil then t.metric_seen = true end
+      t.last_record = rec
+    end
     local last = t.curve[#t.curve]
     if last then t.steps, t.updates = last.steps, last.update end
     t.value = results.curve_value(t.curve, self.smooth)
@@ -526,6 +532,16 @@ function M.install(Sweep, h)
       if not v then r.note = "no evaluation to read: " .. tostring(verr) end
     end
     r.value, r.steps, r.updates = t.value, t.steps, t.updates
+    local wrong_metric = r.status == "done" and r.value == nil and type(self.metric) == "string" and not self.eval_key and
+      t.last_record and not t.metric_seen
+    if wrong_metric then
+      local fields = {}
+      for k, v in pairs(t.last_record) do if type(v) == "number" or v == json_null then fields[#fields + 1] = k end end
+      table.sort(fields)
+      r.note = "metric " .. self.metric .. " is no field of its metrics.jsonl"
+      wrong_metric = "metric " .. util.fmt_value(self.metric) .. " is no field of the trials' metrics.jsonl (" .. t.label ..
+        " ran to its end without it); accepted: " .. table.concat(fields, ", ") .. ", or eval.<key>"
+    end
     r.seconds = t.started_at and (uv.hrtime() - t.started_at) / 1e9 or 0
     r.train_seconds = t.curve[#t.curve] and t.curve[#t.curve].seconds   -- every process's (results.lua)
     t.status, t.result = r.status, r
@@ -543,6 +559,10 @@ function M.install(Sweep, h)
     end
     local best = self:best()
     if best and best.trial == t.index and r.status ~= "failed" then self:_write_best(best) end
+    if wrong_metric and not self.stopping then
+      io.stderr:write("moonrl.sweep: ", wrong_metric, "\n")
+      self:stop({ reason = "a wrong metric" })
+    end
     if not self.stopping then self:_fill() end
     self:_check_end()
   end
