@@ -543,6 +543,11 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
       if m.event == nil then n = n + 1 assert.equal(n, m.update) end
     end
     assert.equal(20, n)
+    -- the report takes it at the trials' budget, and says so
+    code, out, err = moonrl(dir, "sweep report sw")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "trial-003 trained on by 512 agent-steps after the search (the sweep's finish) and reached " ..
+      "lr 0.002 there; this report takes it at the trials' budget, 0.002 after 768 agent-steps, as the others"), out)
     -- run again: nothing starts, the finished result stands
     code, out, err = moonrl(dir, "run sweep.lua sw finish")
     assert.equal(0, code, err .. out)

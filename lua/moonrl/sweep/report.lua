@@ -95,7 +95,7 @@ end
 -- A trial's evaluation interval (metric = "eval.<key>"): lo, hi | nil
 local function trial_interval(dir, r, info)
   local key = type(info.metric) == "string" and info.metric:match("^eval%.(.+)$")
-  if not key or type(r.dir) ~= "string" then return nil end
+  if not key or type(r.dir) ~= "string" or r.no_interval then return nil end
   local ef = require("moonrl.eval.files")
   local folder = ef.newest(dir .. "/" .. (r.dir:match("([^/]+)/*$") or ""))
   if not folder then return nil end
@@ -129,6 +129,20 @@ function report.build(dir, opts)
   local higher = mode ~= "min"
   local repeats = tonumber(info.repeats) or 1
   local r = { dir = dir, info = info, list = list, keys = keys, mode = mode, metric = info.metric, notes = {} }
+  -- a trial the sweep's finish trained on counts at the trials' budget, as the others (its value
+  -- before the finish); its evaluation files are the finish's, so it has no interval here
+  for i, t in ipairs(list) do
+    if type(t.finish) == "table" and finite(t.finish.from_value) and finite(t.finish.from_steps) then
+      r.notes[#r.notes + 1] = string.format("%s trained on by %s agent-steps after the search (the sweep's finish) " ..
+        "and reached %s %s there; this report takes it at the trials' budget, %s after %s agent-steps, as the others",
+        tostring(t.label), results.thousands((t.steps or 0) - t.finish.from_steps), tostring(info.metric), fmt(t.value),
+        fmt(t.finish.from_value), results.thousands(t.finish.from_steps))
+      local c = {}
+      for k, v in pairs(t) do c[k] = v end
+      c.value, c.steps, c.no_interval = t.finish.from_value, t.finish.from_steps, true
+      list[i] = c
+    end
+  end
   local c = { done = 0, stopped = 0, failed = 0 }
   for _, t in ipairs(list) do c[t.status] = (c[t.status] or 0) + 1 end
   local started = 0
