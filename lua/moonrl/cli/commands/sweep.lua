@@ -249,7 +249,13 @@ local function run_default(name, o)
     spec.trials = tonumber(o.trials) or (method ~= "grid" and 16 or nil)
     if o.asha then spec.scheduler = moonrl.asha{ grace_steps = tonumber(o.asha), reduction = 3 } end
   end
-  local s = moonrl.sweep(spec)
+  -- what moonrl.sweep refuses (a definition that changed in DIR, a bad --set) is a usage error
+  -- here: its own message, without the Lua position of this file
+  local oks, s = pcall(moonrl.sweep, spec)
+  if not oks then
+    err((tostring(s):gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
+    return 2
+  end
   local summary = s:wait()
   out(s:table(), "\n")
   return summary.status == "done" and 0 or 1
