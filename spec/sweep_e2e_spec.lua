@@ -665,6 +665,11 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal(2, code, err .. out)
     assert.is_true(has(err, "moonrl.sweep: sw holds a sweep with another definition (its sweep.json); what changed:\n  trials: 2 before, 3 now"), err)
     assert.is_false(has(err, "error in the main script"), err)
+    -- or another metric: the results' values are of the one they were ranked by
+    code, out, err = moonrl(dir, "sweep cartpole --method tpe --trials 2 --dir sw --set total_steps=1024 " ..
+      "--set log.checkpoint_interval=1000 --metric lr")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "metric: episode_return_mean max before, lr max now"), err)
     -- the batch's shape is in the space; --method pbt is a synchronous population
     assert.equal("choice{ 2, 4, 8 }", info.definition.space["env.num_envs"])
     code, out, err = moonrl(dir, "sweep cartpole --method pbt --trials 2 --dir sp --set total_steps=4096 " ..

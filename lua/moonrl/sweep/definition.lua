@@ -47,7 +47,9 @@ function definition.of(self)
     pbt = self.method == "pbt" and require("moonrl.sweep.pbt").describe(self.pbt) or nil,
     seed = tostring(self.seed), trials = tostring(self.trials), base = base,
     repeats = self.repeats > 1 and tostring(self.repeats) or nil, budget = self.budget and tostring(self.budget) or nil,
-    finish = self.finish and tostring(self.finish) or nil }
+    finish = self.finish and tostring(self.finish) or nil,
+    -- the results' values are of this metric: another one would rank them as if they were of it
+    metric = type(self.metric) == "string" and (self.metric .. " " .. tostring(self.mode)) or nil }
 end
 
 -- The differences between an earlier run's definition and this one, as lines.
@@ -67,7 +69,7 @@ function definition.changes(old, new)
       end
     end
   end
-  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats", "budget", "finish" }) do
+  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats", "budget", "finish", "metric" }) do
     -- tpe, pbt: when both are of that method (else the method's line says it)
     if old[k] ~= nil and old[k] ~= new[k] and ((k ~= "tpe" and k ~= "pbt") or new[k] ~= nil) then
       lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
