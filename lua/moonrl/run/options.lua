@@ -7,6 +7,7 @@
 --   options.pause_marks(v, what) -> sorted list of agent-step counts | nil, err
 --                              a number or a list of whole numbers > 0 (pause_at_steps,
 --                              run:pause{at_steps =}, `--pause-at-steps`, ctl pause at_steps)
+--   options.pause_marks_text(text, what) -> the same from a command line's "N[,N...]"
 
 local options = {}
 
@@ -35,6 +36,12 @@ function options.pause_marks(v, what)
   end
   table.sort(out)
   return out
+end
+
+function options.pause_marks_text(text, what)
+  local list = {}
+  for x in text:gmatch("[^,]+") do list[#list + 1] = tonumber(x) or x end
+  return options.pause_marks(list, what)
 end
 
 return options

@@ -360,69 +360,67 @@ function Controller:_exploit_now(t, d)
   local sweep = self.sweep
   local t_value, d_value = self:_value(t), self:_value(d)   -- the ranking's (they move on while this goes)
   t.pbt_busy = true
-  do
-    local function failed(err)
-      sweep:say(string.format("%s: pbt: copying %s failed: %s (it trains on as it was)", t.label, d.label, tostring(err)))
-      results.append(sweep.dir, { event = "exploit_failed", trial = t.index, from = d.index, error = tostring(err) })
-      t.pbt_busy = false
-    end
-    -- the donor's keys with the weights its checkpoint holds: read now, and the donor is
-    -- not exploited itself (Controller:poll) until its checkpoint is written
-    local donor_keys = self:_keys(d)
-    d.pbt_lending = (d.pbt_lending or 0) + 1
-    local donor_update
-    local kept, err = snapshot(d, function(path)
-      donor_update = tonumber(path:match("update_(%d+)%.mrck$")) or d.updates
-      return string.format("%s/pbt/%s-from-%s-update_%07d.mrck", sweep.dir, t.label, d.label, donor_update)
-    end)
-    d.pbt_lending = d.pbt_lending - 1
-    if not kept then return failed(err) end
-    local abs = kept:sub(1, 1) == "/" and kept or (uv.cwd() .. "/" .. kept)
-    local old, new = self:_explore(t, donor_keys)
-    local adopted
-    adopted, err = ask(t, { cmd = "adopt", path = abs, source = "pbt: exploit " .. d.label })
-    if not adopted then return failed(err) end
-    if sweep.eval_key then t.pbt_value = d_value end   -- its weights are the donor's until it is evaluated again
-    -- recorded at once: a driver killed from here on leaves the exploit in
-    -- the records (results.read applies a later explore_refused to it)
-    local ev = { event = "exploit", trial = t.index, from = d.index, update = adopted.update, donor_update = donor_update,
-      checkpoint = kept, old = {}, new = {}, donor = {}, value = t_value, donor_value = d_value }
-    for k, v in pairs(old) do ev.old[k] = json_value(v) end
-    for k, v in pairs(new) do ev.new[k] = json_value(v) end
-    for k in pairs(new) do ev.donor[k] = json_value(donor_keys[k]) end
-    results.append(sweep.dir, ev)
-    local set
-    set, err = ask(t, { cmd = "set", values = ev.new, source = "pbt: explore" })
-    if not set then
-      sweep:say(string.format("%s: pbt: explore refused: %s (it keeps its keys)", t.label, tostring(err)))
-      results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = tostring(err) })
-      new = old
-    end
-    -- a resume continues from the new state. A set is in force from the member's
-    -- next update: a member that ends first (an exploit decided near its end, on a
-    -- loaded machine) never trained with the keys, so the record says so
-    local ck, cerr = ask(t, { cmd = "checkpoint" })
-    if set and not ck then
-      local why = "the member ended before its explored keys took effect (" .. tostring(cerr) .. ")"
-      sweep:say(string.format("%s: pbt: %s", t.label, why))
-      results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = why })
-      new = old
-    end
-    for k, v in pairs(new) do t.params[k] = v end
-    -- the test and the ready time count from here; PB2's next data point starts at the new keys
-    t.pbt_ready_from, t.pbt_exploit_update = t.steps or 0, adopted.update
-    if self:_pb2_dims() then
-      t.pb2_prev = { t = self:_time(t), x = self:_pb2_x(t), value = d_value }
-    end
-    local parts = {}
-    for _, k in ipairs(util.sorted_keys(new)) do
-      parts[#parts + 1] = k .. " " .. results.fmt(old[k]) .. " -> " .. results.fmt(new[k])
-    end
-    sweep:say(string.format("%s: pbt: copied %s (update %d, %s %s against %s) from update %d; %s", t.label, d.label,
-      donor_update, type(sweep.metric) == "string" and sweep.metric or "metric", results.fmt(d_value), results.fmt(t_value), adopted.update,
-      table.concat(parts, ", ")))
+  local function failed(err)
+    sweep:say(string.format("%s: pbt: copying %s failed: %s (it trains on as it was)", t.label, d.label, tostring(err)))
+    results.append(sweep.dir, { event = "exploit_failed", trial = t.index, from = d.index, error = tostring(err) })
     t.pbt_busy = false
   end
+  -- the donor's keys with the weights its checkpoint holds: read now, and the donor is
+  -- not exploited itself (Controller:poll) until its checkpoint is written
+  local donor_keys = self:_keys(d)
+  d.pbt_lending = (d.pbt_lending or 0) + 1
+  local donor_update
+  local kept, err = snapshot(d, function(path)
+    donor_update = tonumber(path:match("update_(%d+)%.mrck$")) or d.updates
+    return string.format("%s/pbt/%s-from-%s-update_%07d.mrck", sweep.dir, t.label, d.label, donor_update)
+  end)
+  d.pbt_lending = d.pbt_lending - 1
+  if not kept then return failed(err) end
+  local abs = kept:sub(1, 1) == "/" and kept or (uv.cwd() .. "/" .. kept)
+  local old, new = self:_explore(t, donor_keys)
+  local adopted
+  adopted, err = ask(t, { cmd = "adopt", path = abs, source = "pbt: exploit " .. d.label })
+  if not adopted then return failed(err) end
+  if sweep.eval_key then t.pbt_value = d_value end   -- its weights are the donor's until it is evaluated again
+  -- recorded at once: a driver killed from here on leaves the exploit in
+  -- the records (results.read applies a later explore_refused to it)
+  local ev = { event = "exploit", trial = t.index, from = d.index, update = adopted.update, donor_update = donor_update,
+    checkpoint = kept, old = {}, new = {}, donor = {}, value = t_value, donor_value = d_value }
+  for k, v in pairs(old) do ev.old[k] = json_value(v) end
+  for k, v in pairs(new) do ev.new[k] = json_value(v) end
+  for k in pairs(new) do ev.donor[k] = json_value(donor_keys[k]) end
+  results.append(sweep.dir, ev)
+  local set
+  set, err = ask(t, { cmd = "set", values = ev.new, source = "pbt: explore" })
+  if not set then
+    sweep:say(string.format("%s: pbt: explore refused: %s (it keeps its keys)", t.label, tostring(err)))
+    results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = tostring(err) })
+    new = old
+  end
+  -- a resume continues from the new state. A set is in force from the member's
+  -- next update: a member that ends first (an exploit decided near its end, on a
+  -- loaded machine) never trained with the keys, so the record says so
+  local ck, cerr = ask(t, { cmd = "checkpoint" })
+  if set and not ck then
+    local why = "the member ended before its explored keys took effect (" .. tostring(cerr) .. ")"
+    sweep:say(string.format("%s: pbt: %s", t.label, why))
+    results.append(sweep.dir, { event = "explore_refused", trial = t.index, update = adopted.update, error = why })
+    new = old
+  end
+  for k, v in pairs(new) do t.params[k] = v end
+  -- the test and the ready time count from here; PB2's next data point starts at the new keys
+  t.pbt_ready_from, t.pbt_exploit_update = t.steps or 0, adopted.update
+  if self:_pb2_dims() then
+    t.pb2_prev = { t = self:_time(t), x = self:_pb2_x(t), value = d_value }
+  end
+  local parts = {}
+  for _, k in ipairs(util.sorted_keys(new)) do
+    parts[#parts + 1] = k .. " " .. results.fmt(old[k]) .. " -> " .. results.fmt(new[k])
+  end
+  sweep:say(string.format("%s: pbt: copied %s (update %d, %s %s against %s) from update %d; %s", t.label, d.label,
+    donor_update, type(sweep.metric) == "string" and sweep.metric or "metric", results.fmt(d_value), results.fmt(t_value), adopted.update,
+    table.concat(parts, ", ")))
+  t.pbt_busy = false
 end
 
 function Controller:_exploit(t, d)
@@ -550,37 +548,35 @@ end
 function Controller:_evaluate_now(t)
   local sweep = self.sweep
   t.pbt_busy = true
-  do
-    local out
-    local copy, checkpoint = snapshot(t, function(path)
-      out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, path:match("([^/]+)%.mrck$") or "now")
-      return out .. "/checkpoint.mrck"
+  local out
+  local copy, checkpoint = snapshot(t, function(path)
+    out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, path:match("([^/]+)%.mrck$") or "now")
+    return out .. "/checkpoint.mrck"
+  end)
+  local value, err
+  if not copy then err = checkpoint else
+    local e = t.cfg.eval
+    local argv = { "eval", copy, "--out", out, "--boot", "0", "--threads", tostring(t.cfg.threads or 1),
+      "--envs", tostring(e.num_envs), "--steps", tostring(e.steps), "--runs", tostring(e.runs), "--seed", tostring(e.seed) }
+    local exit = tasks.await("pbt eval", function(wake)
+      local job, jerr = require("moonrl.sweep.local_executor").new():start({ argv = argv, output = out .. "/output.log",
+        on_exit = wake })
+      if not job then wake({ code = -1, signal = 0, error = jerr }) end
     end)
-    local value, err
-    if not copy then err = checkpoint else
-      local e = t.cfg.eval
-      local argv = { "eval", copy, "--out", out, "--boot", "0", "--threads", tostring(t.cfg.threads or 1),
-        "--envs", tostring(e.num_envs), "--steps", tostring(e.steps), "--runs", tostring(e.runs), "--seed", tostring(e.seed) }
-      local exit = tasks.await("pbt eval", function(wake)
-        local job, jerr = require("moonrl.sweep.local_executor").new():start({ argv = argv, output = out .. "/output.log",
-          on_exit = wake })
-        if not job then wake({ code = -1, signal = 0, error = jerr }) end
-      end)
-      if exit.code == 0 and exit.signal == 0 then value, err = require("moonrl.eval.files").point(out, sweep.eval_key) end
-      if value == nil then err = "moonrl eval exited " .. tostring(exit.code) .. " (" .. (exit.error or (out .. "/output.log")) .. ")" end
-      uv.fs_unlink(copy)   -- the figures stay (eval.json names the checkpoint by its path in the member's run)
-    end
-    t.pbt_busy = false
-    if value == nil then
-      sweep:say(string.format("%s: pbt: no evaluation at update %s: %s (not ranked this time)", t.label,
-        tostring(t.updates), tostring(err)))
-      return false
-    end
-    t.pbt_value = value
-    self:_pb2_observe(t)
-    results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = checkpoint, value = value })
-    return true
+    if exit.code == 0 and exit.signal == 0 then value, err = require("moonrl.eval.files").point(out, sweep.eval_key) end
+    if value == nil then err = "moonrl eval exited " .. tostring(exit.code) .. " (" .. (exit.error or (out .. "/output.log")) .. ")" end
+    uv.fs_unlink(copy)   -- the figures stay (eval.json names the checkpoint by its path in the member's run)
   end
+  t.pbt_busy = false
+  if value == nil then
+    sweep:say(string.format("%s: pbt: no evaluation at update %s: %s (not ranked this time)", t.label,
+      tostring(t.updates), tostring(err)))
+    return false
+  end
+  t.pbt_value = value
+  self:_pb2_observe(t)
+  results.append(sweep.dir, { event = "pbt_eval", trial = t.index, checkpoint = checkpoint, value = value })
+  return true
 end
 
 function Controller:_evaluate(t)
@@ -729,12 +725,11 @@ function pbt.replay_config(dir, lin)
       -- the keys a running run can change; the others (the batch, epochs, ...) stay the root's
       local vals = {}
       for _, k in ipairs(util.sorted_keys(s.params)) do
-        local v = s.params[k]
-        local e = schema.by_key[k]
-        if not (e and e.hot) then goto next_key end
-        if type(v) == "table" and v.kind then v = setmetatable(v, nil) end
-        vals[#vals + 1] = "[" .. serialize.lua_string(k) .. "] = " .. assert(serialize.value(v))
-        ::next_key::
+        local v, e = s.params[k], schema.by_key[k]
+        if e and e.hot then
+          if type(v) == "table" and v.kind then v = setmetatable(v, nil) end
+          vals[#vals + 1] = "[" .. serialize.lua_string(k) .. "] = " .. assert(serialize.value(v))
+        end
       end
       if #vals > 0 then at[#at + 1] = string.format("  [%d] = { %s },", total, table.concat(vals, ", ")) end
     end

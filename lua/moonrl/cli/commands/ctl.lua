@@ -164,9 +164,7 @@ function ctl.run(argv)
     end
     req.path = args[1]:sub(1, 1) == "/" and args[1] or (uv.cwd() .. "/" .. args[1])   -- the job's working directory may differ
   elseif cmd == "pause" and o["at-steps"] then
-    local list = {}
-    for x in o["at-steps"]:gmatch("[^,]+") do list[#list + 1] = tonumber(x) or x end
-    local marks, merr = require("moonrl.run.options").pause_marks(list, "--at-steps")
+    local marks, merr = require("moonrl.run.options").pause_marks_text(o["at-steps"], "--at-steps")
     if not marks then return usage_error("moonrl ctl pause: " .. merr .. ", e.g. --at-steps 50000") end
     req.at_steps = marks
   elseif cmd == "stop" then

@@ -116,10 +116,8 @@ function train.run(argv)
   if o.help then return out(train.help) end
   local pause_marks
   if o["pause-at-steps"] then
-    local list = {}
-    for x in o["pause-at-steps"]:gmatch("[^,]+") do list[#list + 1] = tonumber(x) or x end
     local perr
-    pause_marks, perr = require("moonrl.run.options").pause_marks(list, "--pause-at-steps")
+    pause_marks, perr = require("moonrl.run.options").pause_marks_text(o["pause-at-steps"], "--pause-at-steps")
     if not pause_marks then return usage_error("moonrl train: " .. perr .. ", e.g. --pause-at-steps 50000,100000") end
   end
   local file = o.positional[1]
