@@ -94,6 +94,14 @@ elseif case == "evalmetric" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } }
   spec.method, spec.parallel, spec.metric = "grid", 2, "eval.energy_per_1k"
   base.eval = { num_envs = 4, steps = 32 }
+elseif case == "evalasha" then
+  -- ASHA on each trial's evaluation at its rung (update 4 of 12), one at a time: with reduction
+  -- 100 only the best so far goes on (the first always does). Mode min: these three evaluate
+  -- at -56.9, -41.3 and -25.6 there, so the first goes on and the others stop
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4, 2e-3 } }
+  spec.method, spec.parallel, spec.metric, spec.mode = "grid", 1, "eval.energy_per_1k", "min"
+  spec.scheduler = moonrl.asha{ grace_steps = 64 * 4, reduction = 100 }
+  base.eval = { num_envs = 4, steps = 32 }
 elseif case == "repeats" then
   -- two settings, each with 3 seeds; the metric is the (constant) learning rate, so the means are known
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4 } }
@@ -130,10 +138,11 @@ end
 ]==]
 
 local function read_results(path)
-  local out = { results = {}, starts = {} }
+  local out = { results = {}, starts = {}, rungs = {} }
   for line in (support.read_file(path) or ""):gmatch("[^\n]+") do
     local o = assert(json.decode(line))
     if o.event == "start" then table.insert(out.starts, o)
+    elseif o.event == "rung" then table.insert(out.rungs, o)
     elseif o.event == nil then table.insert(out.results, o) end
   end
   return out
@@ -505,17 +514,54 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
       assert.equal(doc.results[1].point.energy_per_1k, r.value)
       assert.is_true(r.value ~= 0 and r.value == r.value, tostring(r.value))   -- a real number, not a default
     end
-    -- ASHA needs values while trials run: refused, saying so
+    -- ASHA evaluates trials paused at their rungs: with Slurm's executor, refused, saying so
     support.write_file(dir .. "/bad.lua", "local moonrl = require 'moonrl'\n" ..
-      "moonrl.sweep{ base = { total_steps = 64 }, space = { ['ppo.lr'] = moonrl.grid{ 1e-3 } }, " ..
+      "moonrl.sweep{ base = { total_steps = 64 }, space = { ['ppo.lr'] = moonrl.grid{ 1e-3 } }, executor = 'slurm', " ..
       "metric = 'eval.eff_overall', scheduler = moonrl.asha{ grace_steps = 64 } }\n")
     code, out, err = moonrl(dir, "run bad.lua")
     assert.is_true(code ~= 0, out .. err)
-    assert.is_true(has(out .. err, "is known only when a trial ends"), out .. err)
+    assert.is_true(has(out .. err, "with ASHA evaluates each trial paused at its rungs, which needs the local executor"),
+      out .. err)
     support.write_file(dir .. "/bad2.lua", "local moonrl = require 'moonrl'\n" ..
       "moonrl.sweep{ base = { total_steps = 64 }, space = { ['ppo.lr'] = moonrl.grid{ 1e-3 } }, metric = 'eval.nope' }\n")
     code, out, err = moonrl(dir, "run bad2.lua")
     assert.is_true(code ~= 0 and has(out .. err, "accepted eval.energy_per_1k, eval.eff_overall"), out .. err)
+  end)
+
+  it("metric = \"eval.<key>\" with ASHA: each trial is evaluated paused at its rung and decided on that", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw_asha evalasha")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw_asha/results.jsonl")
+    assert.equal(3, #rec.results)
+    local rungs, best, stops = {}, nil, 0
+    for _, ev in ipairs(rec.rungs) do rungs[ev.trial] = ev end
+    for i = 1, 3 do
+      local ev = assert(rungs[i], "no rung event for trial " .. i)
+      assert.equal(256, ev.steps)
+      -- the value at the rung is that of the evaluation in DIR/asha/eval/, read here on its own
+      local doc = json.decode(support.read_file(string.format("%s/sw_asha/asha/eval/trial-%03d-rung1/eval.json", dir, i)))
+      assert.equal(doc.results[1].point.energy_per_1k, ev.value)
+      assert.is_truthy(tostring(ev.checkpoint):find("trial%-00" .. i .. "/checkpoints/update_0000004%.mrck$"), tostring(ev.checkpoint))
+      -- reduction 100: only a value better (mode min: lower) than every earlier one goes on (the
+      -- first always does)
+      local goes_on = best == nil or ev.value < best
+      assert.equal(goes_on and "continue" or "stop", ev.decision, ev.why)
+      best = best and math.min(best, ev.value) or ev.value
+      if not goes_on then stops = stops + 1 end
+      local r = rec.results[i]
+      if goes_on then
+        assert.equal("done", r.status)
+        local final = json.decode(support.read_file(r.dir:gsub("^sw_asha/", dir .. "/sw_asha/") .. "/eval/update_0000012/eval.json"))
+        assert.equal(final.results[1].point.energy_per_1k, r.value)
+      else
+        -- stopped at the rung: its value is its evaluation there, and it trained no further
+        assert.equal("stopped", r.status)
+        assert.equal(ev.value, r.value)
+        assert.equal(256, r.steps)
+      end
+    end
+    assert.is_true(stops >= 1, "no trial stopped: the stop is untested")
   end)
 
   it("finish: the best trial trains on from its checkpoint; a re-run does not finish again", function()

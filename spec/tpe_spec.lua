@@ -213,6 +213,85 @@ describe("moonrl.sweep.tpe's points", function()
   end)
 end)
 
+describe("moonrl.sweep.tpe's multivariate form (tpe.multivariate = true)", function()
+  it("is a density: it integrates to 1 over a space of every kind of key (a quadrature as reference)", function()
+    local sp = { x = space.uniform(0, 1), lr = space.loguniform(1e-3, 1e-1), n = space.randint(1, 4),
+      c = space.choice{ "a", "b", "c" } }
+    local list = { { x = 0.1, lr = 2e-3, n = 1, c = "a" }, { x = 0.7, lr = 5e-2, n = 3, c = "c" },
+      { x = 0.95, lr = 1e-2, n = 4, c = "a" } }
+    -- the midpoint rule over x and log(lr) (loguniform is modelled in log space), sums over n and c
+    local N, total = 100, 0
+    local ulo, uhi = math.log(1e-3), math.log(1e-1)
+    local cell = (1 / N) * ((uhi - ulo) / N)
+    for _, c in ipairs({ "a", "b", "c" }) do
+      for n = 1, 4 do
+        for i = 1, N do
+          for j = 1, N do
+            local point = { x = (i - 0.5) / N, lr = math.exp(ulo + (j - 0.5) / N * (uhi - ulo)), n = n, c = c }
+            total = total + math.exp(tpe.joint_log_density(sp, list, point)) * cell
+          end
+        end
+      end
+    end
+    assert.is_true(math.abs(total - 1) < 1e-3, "integral " .. total)
+  end)
+
+  it("counts a bad trial against a candidate only where it is close in every key", function()
+    -- the good trial at (0.2, 0.2), bad ones at the other corners and the centre: each of the good
+    -- trial's values is also a bad trial's, so the independent form is pushed away from both, while
+    -- the joint one sees no bad trial near (0.2, 0.2)
+    local sp = { x = space.uniform(0, 1), y = space.uniform(0, 1) }
+    local history = {}
+    for i, p in ipairs({ { 0.2, 0.2, 1 }, { 0.2, 0.8, 0 }, { 0.8, 0.2, 0 }, { 0.8, 0.8, 0 }, { 0.5, 0.5, 0 } }) do
+      history[i] = { params = { x = p[1], y = p[2] }, value = p[3], status = "done", trial = i }
+    end
+    local near = { [false] = 0, [true] = 0 }
+    for _, mv in ipairs({ false, true }) do
+      for i = 1, 50 do
+        local p = tpe.suggest(sp, history, "max", space.rng(1, i, "tpe"), { startup = 0, multivariate = mv })
+        if math.abs(p.x - 0.2) < 0.15 and math.abs(p.y - 0.2) < 0.15 then near[mv] = near[mv] + 1 end
+      end
+    end
+    assert.is_true(near[true] >= 25 and near[false] <= 5, string.format("near (0.2, 0.2): %d of 50 joint, %d independent",
+      near[true], near[false]))
+  end)
+
+  -- Over 10 blocks of 20 seeds (seeds 1 .. 200), the multivariate form's mean best on the
+  -- quadratic at 40 trials was 0.32 to 0.63 of the independent form's (on Branin 0.36 to 1.05, so
+  -- not asserted); the same form against itself is 1.
+  it("finds a better shifted quadratic than the independent form in 40 trials, 20 seeds", function()
+    local m, i = 0, 0
+    for seed = 1, 20 do
+      m = m + run_tpe(QUAD, seed, 40, "max", { multivariate = true })
+      i = i + run_tpe(QUAD, seed, 40, "max")
+    end
+    print(string.format("\n  quadratic, 40 trials, mean best over 20 seeds: multivariate %.4f, independent %.4f", m / 20, i / 20))
+    assert.is_true(m < 0.8 * i, string.format("multivariate %.4f, independent %.4f", m / 20, i / 20))
+  end)
+
+  it("stays inside the space and is deterministic for a seed", function()
+    local a, pa = run_tpe(QUAD, 5, 20, "max", { multivariate = true })
+    local b, pb = run_tpe(QUAD, 5, 20, "max", { multivariate = true })
+    assert.equal(a, b)
+    assert.same(pa, pb)
+    for _, p in ipairs(pa) do
+      assert.is_true(p.x >= -5 and p.x <= 5 and p.y >= 0 and p.y <= 10 and p.lr >= 1e-5 and p.lr <= 1e-1)
+      assert.is_true(p.n >= 1 and p.n <= 64 and p.n == math.floor(p.n))
+      assert.is_true(p.opt == "a" or p.opt == "b" or p.opt == "c" or p.opt == "d")
+    end
+  end)
+
+  it("is an option: true or false, in the definition only when true", function()
+    local o = definition.check({ method = "tpe", trials = 8, tpe = { multivariate = true } })
+    assert.equal("startup=10 gamma=0.1 candidates=24 multivariate", tpe.describe(o.tpe))
+    o = definition.check({ method = "tpe", trials = 8, tpe = { multivariate = false } })
+    assert.equal("startup=10 gamma=0.1 candidates=24", tpe.describe(o.tpe))
+    local ok, err = pcall(definition.check, { method = "tpe", trials = 8, tpe = { multivariate = "yes" } })
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find("tpe.multivariate must be true (one density over all keys) or false", 1, true))
+  end)
+end)
+
 describe("moonrl.sweep{ method = \"tpe\" } options", function()
   local function err_of(spec)
     local ok, err = pcall(definition.check, spec)

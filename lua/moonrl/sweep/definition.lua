@@ -186,9 +186,10 @@ function definition.check(spec)
       error("moonrl.sweep: metric " .. util.fmt_value(o.metric) .. ": accepted eval." .. table.concat(keys, ", eval.") ..
         ", eval.<counter>_per_episode", 3)
     end
-    if spec.scheduler ~= nil then
-      error("moonrl.sweep: metric " .. o.metric .. " is known only when a trial ends; ASHA decides on values " ..
-        "while trials run: use a training metric with it", 3)
+    if spec.scheduler ~= nil and (spec.executor ~= nil and spec.executor ~= "local" or (tonumber(spec.ranks) or 1) > 1) then
+      -- ASHA evaluates each trial at its rungs, where it waits (--pause-at-steps): a trial on this machine, of one rank
+      error("moonrl.sweep: metric " .. o.metric .. " with ASHA evaluates each trial paused at its rungs, which " ..
+        "needs the local executor and ranks = 1; with another executor or ranks, use a training metric", 3)
     end
     o.eval_key = key
   end

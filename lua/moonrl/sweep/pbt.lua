@@ -335,18 +335,7 @@ end
 -- One request to member t's control socket, from a coroutine: reply | nil, err.
 local function ask(t, req) return require("moonrl.control.client").ask(t.dir, req) end
 
--- Member m writes a checkpoint (ctl checkpoint), copied to dest(its path):
--- the member's own checkpoints rotate (log.checkpoint_keep) while the copy is
--- used. -> the copy's path, the checkpoint's path | nil, err
-local function snapshot(m, dest)
-  local got, err = ask(m, { cmd = "checkpoint" })
-  if not got then return nil, err end
-  local to = dest(tostring(got.path))
-  util.mkdir_p(to:match("^(.*)/[^/]+$"))
-  local ok, cerr = uv.fs_copyfile(got.path, to)
-  if not ok then return nil, "cannot copy " .. tostring(got.path) .. ": " .. tostring(cerr) end
-  return to, got.path
-end
+local snapshot = require("moonrl.sweep.trial_checkpoint").copy
 
 local function json_value(v)
   if type(v) == "table" and v.kind == "constant" then return v.from end
@@ -548,25 +537,10 @@ end
 function Controller:_evaluate_now(t)
   local sweep = self.sweep
   t.pbt_busy = true
-  local out
-  local copy, checkpoint = snapshot(t, function(path)
-    out = string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, path:match("([^/]+)%.mrck$") or "now")
-    return out .. "/checkpoint.mrck"
+  local value, checkpoint = require("moonrl.sweep.trial_checkpoint").evaluate(t, sweep.eval_key, function(path)
+    return string.format("%s/pbt/eval/%s-%s", sweep.dir, t.label, path:match("([^/]+)%.mrck$") or "now")
   end)
-  local value, err
-  if not copy then err = checkpoint else
-    local e = t.cfg.eval
-    local argv = { "eval", copy, "--out", out, "--boot", "0", "--threads", tostring(t.cfg.threads or 1),
-      "--envs", tostring(e.num_envs), "--steps", tostring(e.steps), "--runs", tostring(e.runs), "--seed", tostring(e.seed) }
-    local exit = tasks.await("pbt eval", function(wake)
-      local job, jerr = require("moonrl.sweep.local_executor").new():start({ argv = argv, output = out .. "/output.log",
-        on_exit = wake })
-      if not job then wake({ code = -1, signal = 0, error = jerr }) end
-    end)
-    if exit.code == 0 and exit.signal == 0 then value, err = require("moonrl.eval.files").point(out, sweep.eval_key) end
-    if value == nil then err = "moonrl eval exited " .. tostring(exit.code) .. " (" .. (exit.error or (out .. "/output.log")) .. ")" end
-    uv.fs_unlink(copy)   -- the figures stay (eval.json names the checkpoint by its path in the member's run)
-  end
+  local err = value == nil and checkpoint or nil
   t.pbt_busy = false
   if value == nil then
     sweep:say(string.format("%s: pbt: no evaluation at update %s: %s (not ranked this time)", t.label,

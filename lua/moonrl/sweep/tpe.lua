@@ -2,7 +2,7 @@
 -- Estimator (Bergstra et al. 2011, "Algorithms for hyper-parameter
 -- optimization"), the independent form that hyperopt and Optuna's
 -- TPESampler use by default: moonrl.sweep{ method = "tpe", trials = N,
--- tpe = { startup =, gamma =, candidates = } }.
+-- tpe = { startup =, gamma =, candidates =, multivariate = } }.
 --
 -- After `startup` random trials, each new point is proposed from the results
 -- so far. They are ranked by the metric and split into the good ones (the
@@ -58,6 +58,8 @@
 --               anywhere; a large good group blurs l(x) with middling trials
 --   candidates  values drawn from l(x) per key, of which the best ratio
 --               wins (default 24, as Optuna and hyperopt)
+--   multivariate  true: one density over all keys at once instead of one per
+--               key (below, "The multivariate form"; default false)
 --   points      a list of points ({ [key] = value }) the first trials try,
 --               in order, before any other (Optuna's enqueue_trial, Ray
 --               Tune's points_to_evaluate): typically the experiment's own
@@ -79,7 +81,7 @@
 --
 --   tpe.suggest(space_table, history, mode, rng, opts) -> point
 --       history: results ({params =, value =, status =, trial =}); mode "max" |
---       "min"; rng() -> uniform [0, 1); opts: startup, gamma, candidates (as
+--       "min"; rng() -> uniform [0, 1); opts: startup, gamma, candidates, multivariate (as
 --       above, defaults filled), sample (function() -> a random point, used
 --       for the startup trials; default each key drawn from rng), running
 --       (the points of trials not finished yet). Pure: the same arguments and
@@ -130,11 +132,17 @@ function tpe.check(o)
     error("moonrl.sweep: tpe must be a table {startup =, gamma =, candidates =}, got " .. util.fmt_value(o), 4)
   end
   for k in pairs(o) do
-    if k ~= "startup" and k ~= "gamma" and k ~= "candidates" and k ~= "points" then
-      error("moonrl.sweep: tpe." .. tostring(k) .. ": accepted startup, gamma, candidates, points", 4)
+    if k ~= "startup" and k ~= "gamma" and k ~= "candidates" and k ~= "points" and k ~= "multivariate" then
+      error("moonrl.sweep: tpe." .. tostring(k) .. ": accepted startup, gamma, candidates, points, multivariate", 4)
     end
   end
-  local out = { startup = o.startup, gamma = o.gamma, candidates = o.candidates, points = o.points }
+  local out = { startup = o.startup, gamma = o.gamma, candidates = o.candidates, points = o.points,
+    multivariate = o.multivariate }
+  if out.multivariate ~= nil and type(out.multivariate) ~= "boolean" then
+    error("moonrl.sweep: tpe.multivariate must be true (one density over all keys) or false (one per key), got " ..
+      util.fmt_value(o.multivariate), 4)
+  end
+  if out.multivariate == false then out.multivariate = nil end
   if out.points ~= nil then
     local ok = type(out.points) == "table" and next(out.points) == nil or (type(out.points) == "table" and #out.points > 0)
     for k, p in pairs(type(out.points) == "table" and out.points or {}) do
@@ -165,6 +173,7 @@ end
 function tpe.describe(o)
   local s = string.format("startup=%s gamma=%s candidates=%s", util.fmt_number(o.startup), util.fmt_number(o.gamma),
     util.fmt_number(o.candidates))
+  if o.multivariate then s = s .. " multivariate" end
   if o.points and #o.points > 0 then
     local parts = {}
     for _, p in ipairs(o.points) do
@@ -388,6 +397,165 @@ local function suggest_categorical(values, good, bad, rng, n_cand)
   return best
 end
 
+-- ------------------------------------------------------- multivariate
+
+-- The multivariate form (tpe.multivariate = true; Optuna's multivariate
+-- TPESampler, after Falkner et al. 2018's BOHB, whose density is one kernel
+-- per trial over all keys at once): l and g are each a mixture with one
+-- component per trial of its group, the product of a kernel per key centred
+-- on that trial's value, and a prior component (every key's prior kernel).
+-- A candidate draws a component, then each key from that component's
+-- kernel, and is scored by log l - log g over the whole point. So a bad
+-- trial counts against a candidate only where it is close in every key,
+-- not key by key: the independent form pushes each key away from the
+-- values bad trials had, even where those trials differed in the others.
+-- Kernels: numeric keys a Gaussian truncated to the key's interval (in log
+-- space for loguniform; a unit bin's mass for randint) of width
+-- 0.2 (hi - lo) n^(-1 / (d + 4)) for n trials in the group and d keys
+-- (Optuna's rule), at least (hi - lo) / min(100, n + 2); the prior one
+-- centred, of width hi - lo. Choice and grid keys the univariate form's
+-- smoothed kernel per trial. A trial's key out of range, or missing, takes
+-- that key's prior kernel in its component.
+local SIGMA0 = 0.2
+
+local function categorical_kernel(k, n, at)
+  -- one observation at index `at` (nil: the prior, uniform) among k values, of a group of n
+  local s = PRIOR_WEIGHT / (n + 1)
+  local p = {}
+  for i = 1, k do p[i] = at and s / (1 + k * s) or 1 / k end
+  if at then p[at] = (1 + s) / (1 + k * s) end
+  return p
+end
+
+-- the dimensions modelled: every distribution key, with how to read, model and write it
+local function joint_dims(sp, keys)
+  local dims = {}
+  for _, k in ipairs(keys) do
+    local d = sp[k]
+    if space.is_dist(d) and not (d.kind == "randint" and d.lo == d.hi) then
+      local dim = { key = k, dist = d }
+      if d.values then
+        dim.values, dim.vkeys = d.values, {}
+        for i, v in ipairs(d.values) do dim.vkeys[i] = value_key(v) end
+      else
+        dim.dom = numeric_domain(d)
+      end
+      dims[#dims + 1] = dim
+    end
+  end
+  return dims
+end
+
+local function joint_mixture(dims, list)
+  local n, D = #list, #dims
+  local comps = {}
+  local total = n + PRIOR_WEIGHT
+  for i = 1, n + 1 do
+    local p = list[i]   -- nil: the prior component
+    local c = { w = (i <= n and 1 or PRIOR_WEIGHT) / total, kern = {} }
+    c.logw = math.log(c.w)
+    for j, dim in ipairs(dims) do
+      local v = p and p[dim.key]
+      if dim.values then
+        local at = v ~= nil and value_index(dim.values, dim.vkeys, v) or nil
+        c.kern[j] = { probs = categorical_kernel(#dim.values, n, at) }
+      else
+        local dom = dim.dom
+        local width = dom.hi - dom.lo
+        local mu, sigma = 0.5 * (dom.lo + dom.hi), width
+        if v ~= nil and in_range(dim.dist, v) then
+          mu = dom.into(v)
+          sigma = math.min(math.max(SIGMA0 * width * n ^ (-1 / (D + 4)), width / math.min(100, n + 2)), width)
+        end
+        c.kern[j] = { mu = mu, sigma = sigma,
+          logz = math.log(math.max(normal_mass((dom.lo - mu) / sigma, (dom.hi - mu) / sigma), TINY)) }
+      end
+    end
+    comps[i] = c
+  end
+  return comps
+end
+
+-- log of one kernel at x: a density (continuous), a bin's mass (randint) or a probability
+local function kernel_log(dim, k, x)
+  if dim.values then return math.log(math.max(k.probs[x], TINY)) end
+  local dom = dim.dom
+  if dom.bins then
+    local a, b = math.max(x - 0.5, dom.lo), math.min(x + 0.5, dom.hi)
+    return math.log(math.max(normal_mass((a - k.mu) / k.sigma, (b - k.mu) / k.sigma), TINY)) - k.logz
+  end
+  local z = (x - k.mu) / k.sigma
+  return -math.log(k.sigma) - LOG_SQRT_2PI - 0.5 * z * z - k.logz
+end
+
+local function joint_log(dims, comps, xs)
+  local terms = {}
+  for i, c in ipairs(comps) do
+    local t = c.logw
+    for j, dim in ipairs(dims) do t = t + kernel_log(dim, c.kern[j], xs[j]) end
+    terms[i] = t
+  end
+  return log_sum_exp(terms)
+end
+
+local function joint_draw(dims, comps, rng)
+  local u, acc = rng(), 0
+  local c = comps[#comps]
+  for _, k in ipairs(comps) do
+    acc = acc + k.w
+    if u < acc then c = k break end
+  end
+  local xs = {}
+  for j, dim in ipairs(dims) do
+    local k = c.kern[j]
+    if dim.values then
+      local v, a = rng(), 0
+      xs[j] = #dim.values
+      for i, p in ipairs(k.probs) do
+        a = a + p
+        if v < a then xs[j] = i break end
+      end
+    else
+      local dom, x = dim.dom, nil
+      for _ = 1, 200 do   -- rejection, as parzen_draw
+        local y = k.mu + k.sigma * gaussian(rng)
+        if y >= dom.lo and y < dom.hi then x = y break end
+      end
+      x = x or math.min(math.max(k.mu, dom.lo), dom.hi)
+      if dom.bins then x = dom.back(x) end   -- an integer: scored by its bin
+      xs[j] = x
+    end
+  end
+  return xs
+end
+
+-- the joint proposal: the dims' values of the candidate with the best log l - log g
+local function suggest_joint(dims, good, bad, rng, n_cand)
+  local l, g = joint_mixture(dims, good), joint_mixture(dims, bad)
+  local best, best_score
+  for _ = 1, n_cand do
+    local xs = joint_draw(dims, l, rng)
+    local score = joint_log(dims, l, xs) - joint_log(dims, g, xs)
+    if not best_score or score > best_score then best, best_score = xs, score end
+  end
+  local out = {}
+  for j, dim in ipairs(dims) do
+    out[dim.key] = dim.values and util.deepcopy(dim.values[best[j]]) or dim.dom.back(best[j])
+  end
+  return out
+end
+
+-- For tests: the joint log density of a group's mixture at a point (in the space's own values)
+function tpe.joint_log_density(sp, list, point)
+  local dims = joint_dims(sp, util.sorted_keys(sp))
+  local xs = {}
+  for j, dim in ipairs(dims) do
+    local v = point[dim.key]
+    xs[j] = dim.values and value_index(dim.values, dim.vkeys, v) or dim.dom.into(v)
+  end
+  return joint_log(dims, joint_mixture(dims, list), xs)
+end
+
 -- ------------------------------------------------------------- suggest
 
 -- The good and the bad group, as lists of params tables.
@@ -450,6 +618,16 @@ function tpe.suggest(sp, history, mode, rng, opts)
   end
   local good, bad = split(history, mode, gamma, opts.running)
   local point = {}
+  if opts.multivariate then
+    local joint = suggest_joint(joint_dims(sp, keys), good, bad, rng, n_cand)
+    for _, k in ipairs(keys) do
+      local d = sp[k]
+      if joint[k] ~= nil then point[k] = joint[k]
+      elseif space.is_dist(d) then point[k] = d.lo   -- randint(a, a)
+      else point[k] = util.deepcopy(d) end
+    end
+    return point
+  end
   for _, k in ipairs(keys) do
     local d = sp[k]
     if not space.is_dist(d) then
@@ -492,7 +670,7 @@ function tpe.method(o, in_flight, levels)
     end
     if levels and #history >= o.startup then history = tpe.level_history(history, levels()) end
     return tpe.suggest(ctx.space, history, ctx.mode, space.rng(ctx.seed, ctx.index, "tpe"), {
-      startup = o.startup, gamma = o.gamma, candidates = o.candidates, sample = ctx.sample,
+      startup = o.startup, gamma = o.gamma, candidates = o.candidates, multivariate = o.multivariate, sample = ctx.sample,
       running = in_flight and in_flight(ctx.index) or nil,
     })
   end

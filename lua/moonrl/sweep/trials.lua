@@ -382,9 +382,61 @@ function M.install(Sweep, h)
     end)
   end
 
+  -- The decision at rung k of trial t, on its value there: recorded (with
+  -- `checkpoint`, the one evaluated, if any), and the trial stopped or, paused
+  -- at the rung, let go on. -> true if it goes on
+  function Sweep:_rung_decide(t, k, rung, value, checkpoint)
+    local s = self.scheduler
+    local decision, why
+    if t.resumed_steps and rung <= t.resumed_steps then
+      s:record(t.index, k, value)   -- passed before the interruption: it went on then
+      decision, why = "continue", "recorded on resume"
+    else
+      decision, why = s:decide(t.index, k, value)
+    end
+    results.append(self.dir, { event = "rung", trial = t.index, rung = k, steps = rung, value = value,
+      decision = decision, why = why, checkpoint = checkpoint })
+    if value ~= nil then t.rung_value = value end
+    if decision == "stop" then
+      t.stop_why = why
+      self:say(string.format("%s: stopping early (%s)", t.label, why))
+      self:_stop_trial(t)
+      return false
+    end
+    if t.rung_marks and rung > (t.resumed_steps or 0) and t.job and t.job:alive() then self:_go_on(t) end
+    return true
+  end
+
+  -- metric = "eval.<key>": trial t, paused at rung k (its --pause-at-steps
+  -- mark), is evaluated there (moonrl.sweep.trial_checkpoint: a checkpoint,
+  -- `moonrl eval` of it with the trial's eval.* settings, files in
+  -- DIR/asha/eval/), and decided on that value; then its next rungs. No
+  -- evaluation (the trial ended first, eval failed): no value, it goes on.
+  function Sweep:_rung_evaluate(t, k, rung)
+    t.rung_busy = true
+    tasks.spawn(function()
+      local value, err, checkpoint
+      if t.job and t.job:alive() and t.rung_marks and rung > (t.resumed_steps or 0) then
+        require("moonrl.control.client").ask(t.dir, { cmd = "pause" })   -- returns once it waits at the mark
+        value, err = require("moonrl.sweep.trial_checkpoint").evaluate(t, self.eval_key, function()
+          return string.format("%s/asha/eval/%s-rung%d", self.dir, t.label, k)
+        end)
+        if value ~= nil then checkpoint = err end
+      else
+        err = "it did not wait at the rung"
+      end
+      if value == nil and rung > (t.resumed_steps or 0) then
+        self:say(string.format("%s: no evaluation at rung %d: %s (it goes on)", t.label, k, tostring(err)))
+      end
+      t.rung_busy = nil
+      if t.stop_sent then return end
+      if self:_rung_decide(t, k, rung, value, checkpoint) then self:_rungs(t) end
+    end)
+  end
+
   function Sweep:_rungs(t)
     local s = self.scheduler
-    if not s or not t.steps or t.stop_sent then return end
+    if not s or not t.steps or t.stop_sent or t.rung_busy then return end
     if t.followed and t.job and t.job.pid and not t.follow_resumed and s.rung_steps and self.executor.name == "local" then
       t.follow_resumed, t.rung_marks = true, true   -- an earlier process of this sweep started it with marks
       tasks.spawn(function() require("moonrl.control.client").ask(t.dir, { cmd = "resume" }) end)
@@ -392,23 +444,8 @@ function M.install(Sweep, h)
     for _, k in ipairs(s:crossed(t.index, t.steps)) do
       local rung = s:rung_steps(k)
       if rung >= t.cfg.total_steps then break end   -- its budget ends there: nothing to save
-      local value = results.value_at(t.curve, rung, self.smooth)
-      local decision, why
-      if t.resumed_steps and rung <= t.resumed_steps then
-        s:record(t.index, k, value)   -- passed before the interruption: it went on then
-        decision, why = "continue", "recorded on resume"
-      else
-        decision, why = s:decide(t.index, k, value)
-      end
-      results.append(self.dir, { event = "rung", trial = t.index, rung = k, steps = rung, value = value,
-        decision = decision, why = why })
-      if decision == "stop" then
-        t.stop_why = why
-        self:say(string.format("%s: stopping early (%s)", t.label, why))
-        self:_stop_trial(t)
-        return
-      end
-      if t.rung_marks and rung > (t.resumed_steps or 0) and t.job and t.job:alive() then self:_go_on(t) end
+      if self.eval_key then return self:_rung_evaluate(t, k, rung) end
+      if not self:_rung_decide(t, k, rung, results.value_at(t.curve, rung, self.smooth)) then return end
     end
   end
 
@@ -530,6 +567,8 @@ function M.install(Sweep, h)
       local v, verr = eval_value(t.dir, self.eval_key)
       t.value = v
       if not v then r.note = "no evaluation to read: " .. tostring(verr) end
+    elseif self.eval_key and r.status == "stopped" then
+      t.value = t.rung_value   -- ASHA's evaluation at the rung that stopped it
     end
     r.value, r.steps, r.updates = t.value, t.steps, t.updates
     local wrong_metric = r.status == "done" and r.value == nil and type(self.metric) == "string" and not self.eval_key and

@@ -35,8 +35,9 @@ cartpole, ...) runs a sweep of it over its default search space
   --set        key=value over the experiment, for every trial (repeatable)
   --metric     default efficiency for foraging, episode_return_mean else;
                eval.return_mean (eval.<key>) ranks by each trial's own
-               evaluation at its end, and PBT evaluates every member at
-               every decision: slower, and it keeps better networks
+               evaluation at its end, PBT evaluates every member at every
+               decision and ASHA every trial at its rungs: slower, and it
+               keeps better networks
                (docs/sweeps.md, "Ranking by evaluation"); keep the
                evaluation small (--set eval.num_envs=16 --set eval.steps=1000)
   --smooth     a trial's value: the mean of its last N values (default 5)
