@@ -81,8 +81,8 @@
 --
 --   tpe.suggest(space_table, history, mode, rng, opts) -> point
 --       history: results ({params =, value =, status =, trial =}); mode "max" |
---       "min"; rng() -> uniform [0, 1); opts: startup, gamma, candidates, multivariate (as
---       above, defaults filled), sample (function() -> a random point, used
+--       "min"; rng() -> uniform [0, 1); opts: startup, gamma, candidates,
+--       multivariate (as above, defaults filled), sample (function() -> a random point, used
 --       for the startup trials; default each key drawn from rng), running
 --       (the points of trials not finished yet). Pure: the same arguments and
 --       the same rng sequence give the same point.
