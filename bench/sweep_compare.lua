@@ -7,7 +7,7 @@
 --   SEEDS  seeds per arm (default 5): seed s runs every arm of every task once
 --   SCALE  a factor on every task's budget (default 1; 0.25 for a quick run)
 --   TASKS  comma-separated (default cartpole,dials,reach16): see TASKS below
---   ARMS   comma-separated (default default,random_eval,tpe_eval,asha_tpe,pbt_eval,
+--   ARMS   comma-separated (default default,random_eval,tpe_eval,asha_tpe_eval,pbt_eval,
 --          random_eval_fin,tpe_eval_fin,pbt_eval_fin; below)
 --   FIRST  the first seed (default 1): seeds FIRST .. FIRST + SEEDS - 1, so that
 --          a method tuned on seeds 1-5 can be confirmed on fresh ones
@@ -122,7 +122,7 @@ for name in (arg[3] or "cartpole,dials,reach16"):gmatch("[^,]+") do
   TASK_NAMES[#TASK_NAMES + 1] = name
 end
 local ARMS = {}
-for name in (arg[4] or "default,random_eval,tpe_eval,asha_tpe,pbt_eval,random_eval_fin,tpe_eval_fin,pbt_eval_fin"):gmatch("[^,]+") do
+for name in (arg[4] or "default,random_eval,tpe_eval,asha_tpe_eval,pbt_eval,random_eval_fin,tpe_eval_fin,pbt_eval_fin"):gmatch("[^,]+") do
   ARMS[#ARMS + 1] = name
 end
 -- the random search an arm is set against: the one ranked as it is and with its finish
