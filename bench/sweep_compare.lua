@@ -54,10 +54,12 @@
 --             after their last episodes ended (a trial of 2 x 8 agents ends
 --             an episode of 200 steps about every 25 updates): 37.9 at
 --             evaluation against 184 in training
---   ARM_fin   random, tpe or pbt with a finish (moonrl.sweep{finish =}): 8
---             trials of B / 16 (pbt: 4 members of B / 8), then the best
---             trains on from its checkpoint by B / 2 (the sweep's finish),
---             so its kept network trained 9B / 16 (pbt: 5B / 8)
+--   ARM_fin   random, tpe, asha_tpe or pbt with a finish (moonrl.sweep{finish
+--             =}): 8 trials of B / 16 (pbt: 4 members of B / 8; asha_tpe:
+--             trials of B / 8, their rung at B / 16, spending B / 2), then
+--             the best trains on from its checkpoint by B / 2 (the sweep's
+--             finish), so its kept network trained 9B / 16 (pbt and
+--             asha_tpe: 5B / 8)
 -- The "against random search" column sets each arm against the random search
 -- ranked as it is and with its finish (random_eval_fin for tpe_eval_fin)
 -- where that ran, else random_eval, else random.
@@ -187,7 +189,9 @@ local function arm_run(task, arm, seed)
   if by_fin then arm = arm:sub(1, -5) end
   local by_eval = arm:match("_eval$")
   if by_eval then arm = arm:sub(1, -6) end
-  if by_fin and arm ~= "random" and arm ~= "tpe" and arm ~= "pbt" then error("_fin: random, tpe and pbt only") end
+  if by_fin and arm ~= "random" and arm ~= "tpe" and arm ~= "pbt" and arm ~= "asha_tpe" then
+    error("_fin: random, tpe, asha_tpe and pbt only")
+  end
   if arm == "random" or arm == "tpe" then
     -- 8 trials of B / 8, or of B / 16 and a finish of B / 2
     local each = math.floor(by_fin and B / 16 or B / 8)
@@ -199,8 +203,10 @@ local function arm_run(task, arm, seed)
       spec.tpe = { startup = 3 }
     end
   elseif arm == "asha_tpe" then
-    local M = math.floor(B / 4)
+    -- trials of B / 4 spending B, or of B / 8 spending B / 2 and a finish of B / 2
+    local M = math.floor(by_fin and B / 8 or B / 4)
     spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
+    if by_fin then spec.finish = math.floor(B / 2) end
     -- no enqueued default here: ASHA lets the first trial at a rung go on, so it would run its whole B / 4
     spec.tpe = { startup = 3 }
     spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 2), reduction = 3 }
@@ -212,7 +218,7 @@ local function arm_run(task, arm, seed)
     spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4), sync = true }
   else
     error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt, each but default with _eval, " ..
-      "random, tpe and pbt with _fin")
+      "random, tpe, asha_tpe and pbt with _fin")
   end
   if by_eval then
     spec.metric = "eval." .. task.key

@@ -115,6 +115,13 @@ elseif case == "finish" or case == "finish_long" or case == "finish_crash" then
     -- the best trial ends its 12 updates, and its finish dies at update 15 (SIGKILL)
     spec.space = { ["ppo.lr"] = moonrl.grid{ 2e-3, 1e-3 }, ["debug.crash_at_update"] = moonrl.grid{ 15 } }
   end
+elseif case == "finish_asha" then
+  -- ASHA (rung at update 4 of 12) spending 2 trials' worth, then a finish of 12 updates: trials
+  -- past the search's budget are stopped, the finish is not (it has its own share)
+  spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3) }
+  spec.method, spec.trials, spec.metric, spec.smooth, spec.parallel = "tpe", 8, "lr", 1, 1
+  spec.scheduler = moonrl.asha{ grace_steps = 64 * 4, reduction = 3 }
+  spec.budget, spec.finish = 64 * 12 * 3, 64 * 12
 elseif case == "finish_pbt" then
   -- a population of 2, then its best member alone by 8 updates
   spec.method, spec.population, spec.finish, spec.metric, spec.smooth = "pbt", 2, 64 * 8, "lr", 1
@@ -600,6 +607,28 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     rec = read_results(dir .. "/sw/results.jsonl")
     assert.equal(4, #rec.starts)
     assert.is_true(has(out, "summary done 3 best trial-003"), out)
+  end)
+
+  it("finish with ASHA and a budget: the search spends the budget less the finish, and the finish runs to its end", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw finish_asha")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    local text = support.read_file(dir .. "/sw/results.jsonl")
+    local last = rec.results[#rec.results]
+    assert.equal("done", last.status, last.note)
+    assert.is_truthy(last.finish, "the last result is no finish")
+    assert.equal(64 * 12, last.finish.from_steps)
+    assert.equal(64 * 24, last.steps)
+    -- the search's results (all but the finish) spent no more than the budget less the finish, and
+    -- no budget stop fell on the finishing trial
+    local spent = 0
+    for i = 1, #rec.results - 1 do spent = spent + rec.results[i].steps end
+    assert.is_true(spent <= 64 * 12 * 2 + 64, "the search spent " .. spent)
+    for line in text:gmatch("[^\n]+") do
+      local ev = json.decode(line)
+      if ev.event == "budget_stop" then assert.are_not.equal(last.trial, ev.trial, line) end
+    end
   end)
 
   it("finish: stopped during it, a re-run goes on to the same count; a finish that dies leaves the result before it; PBT's best member goes on alone", function()

@@ -105,9 +105,10 @@ function M.install(Sweep, h)
   end
 
   -- with a scheduler, a running trial is stopped once the budget is spent (it counts as stopped
-  -- early, at the steps it reached; the scheduler's ranking treats it so)
+  -- early, at the steps it reached; the scheduler's ranking treats it so). Not the finish: its
+  -- agent-steps are the part of the budget kept for it
   function Sweep:_budget_stop(t)
-    if not (self.budget and self.scheduler) or t.stop_sent or t.stop_why or not t.steps then return end
+    if not (self.budget and self.scheduler) or t.finishing or t.stop_sent or t.stop_why or not t.steps then return end
     if t.cfg and t.steps >= t.cfg.total_steps then return end
     local used = self:_budget_used()
     if used >= self.budget - (self.finish or 0) then
