@@ -221,6 +221,27 @@ local function gaussian(rng)
   return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
 end
 
+-- the index of a draw from the weights w(1) .. w(n), which sum to 1 (n when rounding leaves
+-- the draw past them)
+local function draw_index(n, w, rng)
+  local u, acc = rng(), 0
+  for i = 1, n do
+    acc = acc + w(i)
+    if u < acc then return i end
+  end
+  return n
+end
+
+-- a draw from N(mu, sigma) truncated to [lo, hi): rejection (at least about a third of the
+-- draws land inside), else mu clamped
+local function truncated_draw(mu, sigma, lo, hi, rng)
+  for _ = 1, 200 do
+    local x = mu + sigma * gaussian(rng)
+    if x >= lo and x < hi then return x end
+  end
+  return math.min(math.max(mu, lo), hi)
+end
+
 -- ------------------------------------------------- numeric Parzen estimator
 
 -- A truncated Gaussian mixture over [lo, hi] from observed positions xs.
@@ -283,17 +304,8 @@ local function parzen_log(pe, x, bins)
 end
 
 local function parzen_draw(pe, rng)
-  local u, acc = rng(), 0
-  local c = pe.comps[#pe.comps]
-  for _, k in ipairs(pe.comps) do
-    acc = acc + k.w
-    if u < acc then c = k break end
-  end
-  for _ = 1, 200 do   -- rejection: at least about a third of the draws land inside
-    local x = c.mu + c.sigma * gaussian(rng)
-    if x >= pe.lo and x < pe.hi then return x end
-  end
-  return math.min(math.max(c.mu, pe.lo), pe.hi)
+  local c = pe.comps[draw_index(#pe.comps, function(i) return pe.comps[i].w end, rng)]
+  return truncated_draw(c.mu, c.sigma, pe.lo, pe.hi, rng)
 end
 
 -- The internal coordinates of a numeric distribution: the interval modelled,
@@ -362,6 +374,18 @@ local function value_index(values, keys, v)
   return nil
 end
 
+-- The kernel of one observation at index `at` among k values, in a group of n: that value
+-- 1 + s, every value s = PRIOR_WEIGHT / (n + 1), normalised; at = nil: the prior, uniform.
+-- Optuna's smoothing: with plain counts a value no good trial had gets l(x) so small that
+-- the sampler keeps to its first good trials' values (tpe.lua's header)
+local function categorical_kernel(k, n, at)
+  local s = PRIOR_WEIGHT / (n + 1)
+  local p = {}
+  for i = 1, k do p[i] = at and s / (1 + k * s) or 1 / k end
+  if at then p[at] = (1 + s) / (1 + k * s) end
+  return p
+end
+
 local function suggest_categorical(values, good, bad, rng, n_cand)
   local keys = {}
   for i, v in ipairs(values) do keys[i] = value_key(v) end
@@ -373,8 +397,9 @@ local function suggest_categorical(values, good, bad, rng, n_cand)
       if i then idx[#idx + 1] = i end
     end
     local n = #idx
-    -- each observation a kernel: its value 1 + s, every value s = PRIOR_WEIGHT / (n + 1), normalised;
-    -- plus the prior kernel (uniform) of weight PRIOR_WEIGHT
+    -- the mixture of each observation's kernel (categorical_kernel) and the prior kernel
+    -- (uniform) of weight PRIOR_WEIGHT, summed from the counts: values of equal counts get
+    -- equal numbers, whatever the order of the trials, so ties between them stay ties
     local s = PRIOR_WEIGHT / (n + 1)
     local norm = 1 + k * s
     local p = {}
@@ -386,11 +411,7 @@ local function suggest_categorical(values, good, bad, rng, n_cand)
   local l, g = probs(good), probs(bad)
   local best, best_score
   for _ = 1, n_cand do
-    local u, acc, i = rng(), 0, k
-    for j = 1, k do
-      acc = acc + l[j]
-      if u < acc then i = j break end
-    end
+    local i = draw_index(k, function(j) return l[j] end, rng)
     local score = math.log(l[i]) - math.log(g[i])
     if not best_score or score > best_score then best, best_score = i, score end
   end
@@ -417,15 +438,6 @@ end
 -- smoothed kernel per trial. A trial's key out of range, or missing, takes
 -- that key's prior kernel in its component.
 local SIGMA0 = 0.2
-
-local function categorical_kernel(k, n, at)
-  -- one observation at index `at` (nil: the prior, uniform) among k values, of a group of n
-  local s = PRIOR_WEIGHT / (n + 1)
-  local p = {}
-  for i = 1, k do p[i] = at and s / (1 + k * s) or 1 / k end
-  if at then p[at] = (1 + s) / (1 + k * s) end
-  return p
-end
 
 -- the dimensions modelled: every distribution key, with how to read, model and write it
 local function joint_dims(sp, keys)
@@ -499,31 +511,15 @@ local function joint_log(dims, comps, xs)
 end
 
 local function joint_draw(dims, comps, rng)
-  local u, acc = rng(), 0
-  local c = comps[#comps]
-  for _, k in ipairs(comps) do
-    acc = acc + k.w
-    if u < acc then c = k break end
-  end
+  local c = comps[draw_index(#comps, function(i) return comps[i].w end, rng)]
   local xs = {}
   for j, dim in ipairs(dims) do
     local k = c.kern[j]
     if dim.values then
-      local v, a = rng(), 0
-      xs[j] = #dim.values
-      for i, p in ipairs(k.probs) do
-        a = a + p
-        if v < a then xs[j] = i break end
-      end
+      xs[j] = draw_index(#dim.values, function(i) return k.probs[i] end, rng)
     else
-      local dom, x = dim.dom, nil
-      for _ = 1, 200 do   -- rejection, as parzen_draw
-        local y = k.mu + k.sigma * gaussian(rng)
-        if y >= dom.lo and y < dom.hi then x = y break end
-      end
-      x = x or math.min(math.max(k.mu, dom.lo), dom.hi)
-      if dom.bins then x = dom.back(x) end   -- an integer: scored by its bin
-      xs[j] = x
+      local x = truncated_draw(k.mu, k.sigma, dim.dom.lo, dim.dom.hi, rng)
+      xs[j] = dim.dom.bins and dim.dom.back(x) or x   -- an integer: scored by its bin
     end
   end
   return xs
