@@ -59,7 +59,10 @@
 --             trials of B / 8, their rung at B / 16, spending B / 2), then
 --             the best trains on from its checkpoint by B / 2 (the sweep's
 --             finish), so its kept network trained 9B / 16 (pbt and
---             asha_tpe: 5B / 8)
+--             asha_tpe: 5B / 8), unless the finished network evaluated
+--             below another trial's: the sweep keeps the best it has, and
+--             so does this bench (8 to 10 of 80 on cartpole, where PPO at a
+--             constant learning rate collapses now and then)
 -- The "against random search" column sets each arm against the random search
 -- ranked as it is and with its finish (random_eval_fin for tpe_eval_fin)
 -- where that ran, else random_eval, else random.
@@ -242,6 +245,7 @@ local function arm_run(task, arm, seed)
   assert(kept, dir .. ": no result")
   local r = evaluate(task, kept.dir)
   r.kept, r.spent, r.trials = kept.label, spent, #s.results
+  r.finish, r.params, r.finish_value = kept.finish, kept.params, kept.value
   return r
 end
 
@@ -251,6 +255,68 @@ local function mean_ci(xs)
 end
 
 local function fmt(v) return v and string.format("%.3f", v) or "-" end
+
+-- What a finish kept: does a trial's value at the trials' budget (the sweep's
+-- selection, evaluation seed 777) foretell its value after the finish (the same
+-- evaluation)? Per _fin arm, the means before and after and their correlation
+-- over seeds; over all _fin arms, the same by the kept trial's batch shape
+-- (env.num_envs x ppo.rollout_steps), where a shape that looks best at the
+-- trials' budget may finish worst (docs/benchmarks-log.md, "what the finish keeps")
+local function pearson(xs, ys)
+  local n = #xs
+  if n < 3 then return nil end
+  local mx, my = 0, 0
+  for i = 1, n do mx, my = mx + xs[i] / n, my + ys[i] / n end
+  local sxy, sxx, syy = 0, 0, 0
+  for i = 1, n do
+    sxy, sxx, syy = sxy + (xs[i] - mx) * (ys[i] - my), sxx + (xs[i] - mx) ^ 2, syy + (ys[i] - my) ^ 2
+  end
+  if sxx == 0 or syy == 0 then return nil end
+  return sxy / math.sqrt(sxx * syy)
+end
+
+local function mean(xs)
+  local m = 0
+  for _, x in ipairs(xs) do m = m + x / #xs end
+  return m
+end
+
+local function fidelity(task, rows)
+  local by_arm, by_shape, arms, shapes = {}, {}, {}, {}
+  for _, r in ipairs(rows) do
+    local f = r.finish
+    if r.arm:match("_fin$") and type(f) == "table" and type(f.from_value) == "number" and r.params then
+      local a = by_arm[r.arm]
+      if not a then a = { from = {}, after = {} }; by_arm[r.arm] = a; arms[#arms + 1] = r.arm end
+      local after = r.finish_value
+      a.from[#a.from + 1], a.after[#a.after + 1] = f.from_value, after
+      local ne, rs = r.params["env.num_envs"], r.params["ppo.rollout_steps"]
+      local key = (ne and rs) and string.format("%d x %d", ne, rs) or "the experiment's"
+      local sh = by_shape[key]
+      if not sh then sh = { from = {}, after = {}, size = (ne or 0) * (rs or 0) }; by_shape[key] = sh; shapes[#shapes + 1] = key end
+      sh.from[#sh.from + 1], sh.after[#sh.after + 1] = f.from_value, after
+    end
+  end
+  if #arms == 0 then return end
+  print(string.format("What the finish kept: its %s at the trials' budget (the selection) and after the finish, both by the sweep's evaluation", task.key))
+  print("")
+  print("| arm | kept trials | at the trials' budget | after the finish | correlation over seeds |")
+  print("|---|---|---|---|---|")
+  for _, arm in ipairs(arms) do
+    local a = by_arm[arm]
+    local c = pearson(a.from, a.after)
+    print(string.format("| %s | %d | %.3f | %.3f | %s |", arm, #a.from, mean(a.from), mean(a.after), c and string.format("%+.2f", c) or "-"))
+  end
+  print("")
+  table.sort(shapes, function(x, y) return by_shape[x].size < by_shape[y].size or (by_shape[x].size == by_shape[y].size and x < y) end)
+  print("| kept trial's batch (envs x steps) | kept trials | at the trials' budget | after the finish |")
+  print("|---|---|---|---|")
+  for _, key in ipairs(shapes) do
+    local sh = by_shape[key]
+    print(string.format("| %s | %d | %.3f | %.3f |", key, #sh.from, mean(sh.from), mean(sh.after)))
+  end
+  print("")
+end
 
 for _, tname in ipairs(TASK_NAMES) do
   local task = TASKS[tname]
@@ -295,4 +361,5 @@ for _, tname in ipairs(TASK_NAMES) do
       paired("default"), arm:match("^random") and "-" or (random_for(arm) .. ": " .. paired(random_for(arm)))))
   end
   print("")
+  fidelity(task, rows)
 end
