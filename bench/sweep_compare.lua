@@ -34,6 +34,10 @@
 --             one running when B is spent; the best trial that ran its whole
 --             B / 4 is kept. No enqueued default: ASHA lets the first trial at
 --             a rung go on, so it would take a whole B / 4 of the budget
+--   asha_random  the same with random points (TPE that stays in its startup
+--             trials, whose points are random search's): what ASHA does without the
+--             model (so that a gain of asha_tpe over random can be put down
+--             to the rungs or to TPE)
 --   pbt       a population of 4 members of B / 4 each, PB2's explore over the
 --             space's hot keys (lr, ent_coef, clip), synchronous (pbt.sync:
 --             every member pauses at the same agent-steps, every 1/8 of a
@@ -42,7 +46,7 @@
 --             copies the top quarter, pbt.test = "none") once a member has
 --             trained B / 16 since its start or its last copy (pbt.ready);
 --             the best member is kept
---   ARM_eval  random, tpe, asha_tpe or pbt ranked by evaluation (metric =
+--   ARM_eval  random, tpe, asha_tpe, asha_random or pbt ranked by evaluation (metric =
 --             "eval.<key>"): each trial's value is its own evaluation at its
 --             end, PBT evaluates every member at every decision
 --             (DIR/pbt/eval/) and ASHA every trial paused at its rung
@@ -54,7 +58,7 @@
 --             after their last episodes ended (a trial of 2 x 8 agents ends
 --             an episode of 200 steps about every 25 updates): 37.9 at
 --             evaluation against 184 in training
---   ARM_fin   random, tpe, asha_tpe or pbt with a finish (moonrl.sweep{finish
+--   ARM_fin   random, tpe, asha_tpe, asha_random or pbt with a finish (moonrl.sweep{finish
 --             =}): 8 trials of B / 16 (pbt: 4 members of B / 8; asha_tpe:
 --             trials of B / 8, their rung at B / 16, spending B / 2), then
 --             the best trains on from its checkpoint by B / 2 (the sweep's
@@ -192,8 +196,8 @@ local function arm_run(task, arm, seed)
   if by_fin then arm = arm:sub(1, -5) end
   local by_eval = arm:match("_eval$")
   if by_eval then arm = arm:sub(1, -6) end
-  if by_fin and arm ~= "random" and arm ~= "tpe" and arm ~= "pbt" and arm ~= "asha_tpe" then
-    error("_fin: random, tpe, asha_tpe and pbt only")
+  if by_fin and arm ~= "random" and arm ~= "tpe" and arm ~= "pbt" and arm ~= "asha_tpe" and arm ~= "asha_random" then
+    error("_fin: random, tpe, asha_tpe, asha_random and pbt only")
   end
   if arm == "random" or arm == "tpe" then
     -- 8 trials of B / 8, or of B / 16 and a finish of B / 2
@@ -205,13 +209,15 @@ local function arm_run(task, arm, seed)
       -- (tuned for its whole budget) were the worst first trial on all three tasks
       spec.tpe = { startup = 3 }
     end
-  elseif arm == "asha_tpe" then
+  elseif arm == "asha_tpe" or arm == "asha_random" then
     -- trials of B / 4 spending B, or of B / 8 spending B / 2 and a finish of B / 2
     local M = math.floor(by_fin and B / 8 or B / 4)
     spec.sets, spec.method, spec.trials, spec.budget = sets_of(task, M, seed), "tpe", 64, B
     if by_fin then spec.finish = math.floor(B / 2) end
     -- no enqueued default here: ASHA lets the first trial at a rung go on, so it would run its whole B / 4
-    spec.tpe = { startup = 3 }
+    -- asha_random: TPE that never leaves its startup, whose points are random search's
+    -- (a budget needs trials proposed one by one)
+    spec.tpe = { startup = arm == "asha_tpe" and 3 or spec.trials }
     spec.scheduler = moonrl.asha{ grace_steps = math.floor(M / 2), reduction = 3 }
   elseif arm == "pbt" then
     -- 4 members of B / 4, or of B / 8 and a finish of B / 2
@@ -220,8 +226,8 @@ local function arm_run(task, arm, seed)
     if by_fin then spec.finish = B - 4 * M end
     spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4), sync = true }
   else
-    error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, pbt, each but default with _eval, " ..
-      "random, tpe, asha_tpe and pbt with _fin")
+    error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, asha_random, pbt, each but default " ..
+      "with _eval, each but default with _fin")
   end
   if by_eval then
     spec.metric = "eval." .. task.key
@@ -240,7 +246,7 @@ local function arm_run(task, arm, seed)
   for _, r in ipairs(s.results) do
     spent = spent + (r.steps or 0)
     -- asha: the best trial that ran its whole budget (a stopped one trained less)
-    if not kept and r.value ~= nil and r.status ~= "failed" and (arm ~= "asha_tpe" or r.status == "done") then kept = r end
+    if not kept and r.value ~= nil and r.status ~= "failed" and (not arm:match("^asha") or r.status == "done") then kept = r end
   end
   assert(kept, dir .. ": no result")
   local r = evaluate(task, kept.dir)
