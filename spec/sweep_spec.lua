@@ -202,6 +202,19 @@ describe("moonrl.sweep.asha", function()
     assert.has_error(function() asha.new({ reduction = 3 }) end)
     assert.has_error(function() asha.new({ grace_steps = 10, reduction = 1 }) end)
   end)
+
+  it("lets trials wait at the rungs on this machine only, one rank each (the refusal and the pause marks agree)", function()
+    local waits = require("moonrl.sweep.definition").waits_at_rungs
+    local local_obj = require("moonrl.sweep.local_executor").new()
+    assert.is_true(waits(nil, nil))
+    assert.is_true(waits("local", 1))
+    assert.is_true(waits(local_obj, 1))          -- the executor object the sweep runs with
+    assert.is_false(waits(local_obj, 2))
+    assert.is_false(waits("local", 4))
+    assert.is_false(waits("slurm", 1))
+    assert.is_false(waits({ name = "slurm", start = function() end }, 1))
+    assert.is_false(waits({ start = function() end }, 1))   -- a custom executor without a name
+  end)
 end)
 
 describe("moonrl.sweep.results", function()

@@ -7,12 +7,22 @@
 --                                             at moonrl.sweep's caller
 --   definition.of(sweep) -> definition        as text: key path -> value text
 --   definition.changes(old, new) -> lines     what differs, in words
+--   definition.waits_at_rungs(executor, ranks) -> true | false
+--                                             whether a trial can wait at ASHA's
+--                                             rungs (--pause-at-steps): one on this
+--                                             machine (the local executor), of one rank
 
 local util = require("moonrl.util")
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
 
 local definition = {}
+
+-- executor: moonrl.sweep{executor =} ("local", "slurm", nil, a table) or the executor object
+function definition.waits_at_rungs(executor, ranks)
+  local name = type(executor) == "table" and executor.name or executor or "local"
+  return name == "local" and (tonumber(ranks) or 1) == 1
+end
 
 -- What decides the trials, as text that sweep.json keeps and a re-run
 -- compares: the space, the method (and TPE's options), the seed, the number
@@ -186,8 +196,8 @@ function definition.check(spec)
       error("moonrl.sweep: metric " .. util.fmt_value(o.metric) .. ": accepted eval." .. table.concat(keys, ", eval.") ..
         ", eval.<counter>_per_episode", 3)
     end
-    if spec.scheduler ~= nil and (spec.executor ~= nil and spec.executor ~= "local" or (tonumber(spec.ranks) or 1) > 1) then
-      -- ASHA evaluates each trial at its rungs, where it waits (--pause-at-steps): a trial on this machine, of one rank
+    if spec.scheduler ~= nil and not definition.waits_at_rungs(spec.executor, spec.ranks) then
+      -- ASHA evaluates each trial at its rungs, where it waits
       error("moonrl.sweep: metric " .. o.metric .. " with ASHA evaluates each trial paused at its rungs, which " ..
         "needs the local executor and ranks = 1; with another executor or ranks, use a training metric", 3)
     end

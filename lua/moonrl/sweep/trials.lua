@@ -13,6 +13,7 @@ local util = require("moonrl.util")
 local mkdir_p, write_file, rm_rf = util.mkdir_p, util.write_file, util.rm_rf
 local space = require("moonrl.sweep.space")
 local results = require("moonrl.sweep.results")
+local definition = require("moonrl.sweep.definition")
 local shutdown = require("moonrl.runtime.shutdown")
 local tasks = require("moonrl.runtime.tasks")
 local config = require("moonrl.config")
@@ -56,8 +57,7 @@ function M.install(Sweep, h)
       -- front left up to (trial budget - first rung) agent-steps unspent.
       local used, need = self:_budget_used(), self.base_cfg.total_steps
       if self.scheduler and self.scheduler.rung_steps then need = math.min(need, self.scheduler:rung_steps(1)) end
-      local search = self.budget - (self.finish or 0)   -- the finish is kept for the best trial
-      if used + need > search then
+      if used + need > self:_search_budget() then
         if #self.running == 0 then
           self:say(string.format("budget: %s of %s agent-steps spent%s; no room for another trial of %s",
             results.thousands(used), results.thousands(self.budget),
@@ -92,6 +92,9 @@ function M.install(Sweep, h)
     return t
   end
 
+  -- the part of the budget the search may spend: the finish's agent-steps are kept for the best trial
+  function Sweep:_search_budget() return self.budget - (self.finish or 0) end
+
   -- the agent-steps a budget (moonrl.sweep{budget =}) is charged: the ended trials' steps, and the
   -- running ones' (their steps so far with a scheduler, else their whole budgets)
   function Sweep:_budget_used()
@@ -111,7 +114,7 @@ function M.install(Sweep, h)
     if not (self.budget and self.scheduler) or t.finishing or t.stop_sent or t.stop_why or not t.steps then return end
     if t.cfg and t.steps >= t.cfg.total_steps then return end
     local used = self:_budget_used()
-    if used >= self.budget - (self.finish or 0) then
+    if used >= self:_search_budget() then
       t.stop_why = string.format("the sweep's budget of %s agent-steps is spent", results.thousands(self.budget))
       results.append(self.dir, { event = "budget_stop", trial = t.index, steps = t.steps, used = used })
       self:say(string.format("%s: stopping (%s)", t.label, t.stop_why))
@@ -358,7 +361,7 @@ function M.install(Sweep, h)
   -- stopped a poll after the rung, as before.) -> the marks | nil
   function Sweep:_rung_marks(t)
     local s = self.scheduler
-    if not (s and s.rung_steps and t.cfg and self.executor.name == "local" and (self.ranks or 1) == 1) then return nil end
+    if not (s and s.rung_steps and t.cfg and definition.waits_at_rungs(self.executor, self.ranks)) then return nil end
     local marks, k = {}, 1
     while not s.max_rungs or k <= s.max_rungs do
       local rung = s:rung_steps(k)
