@@ -705,7 +705,7 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
       "scheduler = moonrl.asha{ grace_steps = 64 } }\n")
     local code, out, err = moonrl(dir, "run bad.lua")
     assert.is_true(code ~= 0, out .. err)
-    assert.is_true(has(out .. err, "repeats = 2 works with method = \"grid\" or \"random\" and no scheduler"), out .. err)
+    assert.is_true(has(out .. err, "repeats = 2 works with method = \"grid\" or \"random\", no scheduler and no budget"), out .. err)
   end)
 
   it("reports a config error in a point or in the base before anything starts", function()
@@ -778,6 +778,29 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     code, out, err = moonrl(dir, "sweep cartpole --finish 0 --dir sy")
     assert.equal(2, code, err .. out)
     assert.is_true(has(err, "--finish"), err)
+    -- --budget on the command line, with random search: its own points, one at a time, while they fit
+    code, out, err = moonrl(dir, "sweep cartpole --budget 3072 --dir sr --seed 5 --set total_steps=1024 " ..
+      "--set log.checkpoint_interval=1000")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "budget: 3,072 of 3,072 agent-steps spent; no room for another trial of 1,024"), out)
+    assert.is_true(has(out, "0 pending, budget: 3,072 of 3,072 agent-steps taken"), out)   -- not the 61 never to run
+    info = json.decode(support.read_file(dir .. "/sr/sweep.json"))
+    assert.equal("random", info.definition.method)
+    local rr = read_results(dir .. "/sr/results.jsonl").results
+    assert.equal(3, #rr)
+    local space = require("moonrl.sweep.space")
+    local sp = require("moonrl.sweep.spaces").of("cartpole")
+    for _, r in ipairs(rr) do   -- random search's points and seeds, as without a budget
+      local want = space.point(sp, "random", 5, r.trial)
+      for k, v in pairs(want) do assert.equal(v, r.params[k], k) end
+      assert.equal(space.trial_seed(5, r.trial), r.seed)
+    end
+    code, out, err = moonrl(dir, "sweep cartpole --method grid --budget 3072 --dir sg")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "--budget does not go with --method grid"), err)
+    code, out, err = moonrl(dir, "sweep cartpole --method pbt --budget 3072 --dir sg")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "--budget does not go with --method pbt"), err)
     -- not a subcommand, not an experiment
     code, out, err = moonrl(dir, "sweep nosuch")
     assert.equal(2, code, err .. out)

@@ -330,7 +330,13 @@ describe("moonrl.sweep{ method = \"tpe\" } options", function()
       "tpe is an option of method = \"tpe\""))
     assert.is_true(has(err_of({ trials = 2, tpe = {} }), "tpe is an option of method = \"tpe\""))
     assert.is_true(has(err_of({ method = "tpe", trials = 2, repeats = 2 }),
-      "repeats with a method function, TPE or ASHA is not built"))
+      "repeats with a method function, TPE, ASHA or a budget is not built"))
+    -- a budget: random, tpe or a method function (one trial at a time); not with repeats
+    assert.is_true(has(err_of({ method = "grid", budget = 1000 }),
+      "budget (agent-steps in all) works with method = \"random\", \"tpe\" or a method function"))
+    assert.is_true(has(err_of({ method = "random", trials = 4, budget = 1000, repeats = 2 }),
+      "repeats with a method function, TPE, ASHA or a budget is not built"))
+    assert.is_true(pcall(definition.check, { method = "random", trials = 4, budget = 1000 }))
     assert.is_true(has(err_of({ method = "tpe", trials = 2, tpee = {} }), "unknown option \"tpee\" - did you mean tpe?"))
   end)
 

@@ -165,9 +165,9 @@ function definition.check(spec)
   elseif spec.tpe ~= nil then
     error("moonrl.sweep: tpe is an option of method = \"tpe\" (its startup, gamma, candidates)", 3)
   end
-  if o.budget and method ~= "tpe" and type(method) ~= "function" then
-    error("moonrl.sweep: budget (agent-steps in all) works with method = \"tpe\" or a method function, which " ..
-      "propose trials one by one; with " .. tostring(method) .. ", choose trials", 3)
+  if o.budget and method ~= "tpe" and method ~= "random" and type(method) ~= "function" then
+    error("moonrl.sweep: budget (agent-steps in all) works with method = \"random\", \"tpe\" or a method " ..
+      "function, which propose trials one by one; with " .. tostring(method) .. ", choose trials", 3)
   end
   if o.finish then
     if o.repeats > 1 then
@@ -222,9 +222,9 @@ function definition.check(spec)
   if spec.scheduler ~= nil and (type(spec.scheduler) ~= "table" or type(spec.scheduler.decide) ~= "function") then
     error("moonrl.sweep: scheduler must be moonrl.asha{...} or nil", 3)
   end
-  if o.repeats > 1 and (type(method) == "function" or method == "tpe" or spec.scheduler ~= nil) then
-    error("moonrl.sweep: repeats = " .. o.repeats .. " works with method = \"grid\" or \"random\" and no " ..
-      "scheduler (repeats with a method function, TPE or ASHA is not built)", 3)
+  if o.repeats > 1 and (type(method) == "function" or method == "tpe" or spec.scheduler ~= nil or o.budget) then
+    error("moonrl.sweep: repeats = " .. o.repeats .. " works with method = \"grid\" or \"random\", no " ..
+      "scheduler and no budget (repeats with a method function, TPE, ASHA or a budget is not built)", 3)
   end
   return o
 end

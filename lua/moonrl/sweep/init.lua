@@ -72,7 +72,7 @@
 -- `settings` is results.settings of the results), method = "tpe" with tpe =
 -- {startup =, gamma =, candidates =} (a Tree-structured Parzen Estimator
 -- proposes each trial from the results so far: moonrl.sweep.tpe), budget
--- (agent-steps in all, for tpe or a method function), finish (agent-steps:
+-- (agent-steps in all, for random, tpe or a method function), finish (agent-steps:
 -- the best trial trains on by this many once the search ended; trials.lua's
 -- Sweep:_start_finish).
 --
@@ -265,6 +265,12 @@ function sweep.start(spec, opts)
       return busy
     end, levels)
   end
+  if self.method == "random" and self.budget then
+    -- a budget needs trials proposed one by one: random search's own points (space.point), through the
+    -- method-function path; sweep.json names it "random"
+    self.method_name = "random"
+    self.method = function(_, ctx) return ctx.sample() end
+  end
   if self.method == "grid" or self.method == "random" or self.method == "pbt" then
     local size = space.grid_size(self.space, self.method == "pbt" and "random" or self.method)
     self.grid_size = size
@@ -415,9 +421,13 @@ function Sweep:say(line)
   self.drawn = false
 end
 
+-- pending: the trials proposed and not started, and the slots up to `trials` that will be, unless
+-- the method is done or a budget decides how many run (then `trials` is only a cap)
 function Sweep:counts()
   local c = { running = 0, done = 0, failed = 0, stopped = 0, pending = 0 }
-  for i = 1, math.max(self.trials, #self.trials_list) do
+  local last = 0
+  for i in pairs(self.trials_list) do if i > last then last = i end end
+  for i = 1, (self.method_done or self.budget) and last or math.max(self.trials, last) do
     local t = self.trials_list[i]
     local s = t and t.status or "pending"
     c[s] = (c[s] or 0) + 1
@@ -429,8 +439,10 @@ function Sweep:progress_line()
   local c = self:counts()
   local best = self:best()
   local metric = type(self.metric) == "string" and self.metric or "metric"
-  return string.format("%s%d running, %d done, %d failed, %d stopped, %s%d pending; best: %s",
-    c.queued and (c.queued .. " queued, ") or "", c.running, c.done, c.failed, c.stopped, c.interrupted and (c.interrupted .. " interrupted, ") or "", c.pending, best and (best.label .. " " .. metric .. " " .. results.fmt(best.value) .. " (" ..
+  return string.format("%s%d running, %d done, %d failed, %d stopped, %s%d pending%s; best: %s",
+    c.queued and (c.queued .. " queued, ") or "", c.running, c.done, c.failed, c.stopped, c.interrupted and (c.interrupted .. " interrupted, ") or "", c.pending,
+    self.budget and string.format(", budget: %s of %s agent-steps taken", results.thousands(self:_budget_used()), results.thousands(self.budget)) or "",
+    best and (best.label .. " " .. metric .. " " .. results.fmt(best.value) .. " (" ..
       point_text(best.params) .. ")") or "-")
 end
 

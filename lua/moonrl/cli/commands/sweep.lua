@@ -14,7 +14,7 @@ usage: moonrl sweep status DIR [--json]
        moonrl sweep lineage DIR
        moonrl sweep report DIR [--default RUN,RUN,...]
        moonrl sweep EXPERIMENT [--method M] [--trials N] [--parallel N] [--asha STEPS]
-                    [--finish STEPS] [--dir DIR] [--set key=value]... [--metric M]
+                    [--budget STEPS] [--finish STEPS] [--dir DIR] [--set key=value]... [--metric M]
                     [--smooth N] [--seed N]
 
 moonrl sweep EXPERIMENT (a shipped experiment's name: foraging, reach,
@@ -27,6 +27,11 @@ cartpole, ...) runs a sweep of it over its default search space
   --parallel   trials at once (default 1)
   --asha       early stopping from this many agent-steps (ASHA, reduction 3);
                with --method tpe the model is fitted on its rungs (BOHB-style)
+  --budget     agent-steps in all (random, tpe): trials start while theirs
+               fit (with --asha, while their first rung fits, and the one
+               running when it is spent is stopped); --trials is then the
+               most trials (default 64). With --finish, the search spends
+               the budget less the finish
   --finish     once every trial ended, the best one trains on from its
                last checkpoint by this many agent-steps (pbt: the best
                member, alone, once the population ended)
@@ -229,7 +234,7 @@ local function run_default(name, o)
     return usage_error("moonrl sweep: '" .. name .. "' is neither a subcommand (status, plot, lineage) nor a shipped " ..
       "experiment with a default space: accepted " .. table.concat(spaces.names(), ", "))
   end
-  for _, k in ipairs({ "trials", "parallel", "smooth", "seed", "asha", "finish" }) do
+  for _, k in ipairs({ "trials", "parallel", "smooth", "seed", "asha", "finish", "budget" }) do
     local ok, e = cmdline.int_option("sweep", o, k, k == "seed" and 0 or 1)
     if not ok then return usage_error(e) end
   end
@@ -239,15 +244,24 @@ local function run_default(name, o)
   end
   local moonrl = require("moonrl")
   local spec = { base = name, sets = o.set, method = method, dir = o.dir, metric = o.metric,
-    smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel), finish = tonumber(o.finish) }
+    smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel), finish = tonumber(o.finish),
+    budget = tonumber(o.budget) }
   if method == "pbt" then
     spec.population, spec.parallel = tonumber(o.trials) or 4, nil
     -- synchronous: a default space's members have batches of their own, so they are
     -- compared at the same agent-steps (docs/sweeps.md)
     spec.pbt = { explore = "pb2", sync = true }
     if o.asha then return usage_error("moonrl sweep: --asha does not go with --method pbt (its exploit is its early stopping)") end
+    if o.budget then
+      return usage_error("moonrl sweep: --budget does not go with --method pbt (a population of --trials members, " ..
+        "each of the experiment's total_steps); accepted with random and tpe")
+    end
   else
-    spec.trials = tonumber(o.trials) or (method ~= "grid" and 16 or nil)
+    if o.budget and method == "grid" then
+      return usage_error("moonrl sweep: --budget does not go with --method grid (its trials are the grid's points); " ..
+        "accepted with random and tpe")
+    end
+    spec.trials = tonumber(o.trials) or (method ~= "grid" and (o.budget and 64 or 16) or nil)
     if o.asha then spec.scheduler = moonrl.asha{ grace_steps = tonumber(o.asha), reduction = 3 } end
   end
   -- what moonrl.sweep refuses (a definition that changed in DIR, a bad --set) is a usage error
@@ -266,7 +280,7 @@ function sweep.run(argv)
   local uv = require("luv")
   local o, e = cmdline.parse("sweep", argv, { json = { "flag" }, method = { "value", "random|tpe|grid|pbt" },
     trials = { "value", "N" }, parallel = { "value", "N" }, asha = { "value", "agent-steps" }, dir = { "value", "DIR" },
-    finish = { "value", "agent-steps" },
+    finish = { "value", "agent-steps" }, budget = { "value", "agent-steps" },
     set = { "list", "key=value" }, metric = { "value", "name" }, smooth = { "value", "N" }, seed = { "value", "N" },
     default = { "value", "RUN[,RUN...]" } }, 2)
   if not o then return usage_error(e) end
