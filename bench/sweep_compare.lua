@@ -364,7 +364,7 @@ for _, tname in ipairs(TASK_NAMES) do
       return string.format("%+.3f +- %s: %s", dm, dh == dh and string.format("%.3f", dh) or "n/a", verdict)
     end
     print(string.format("| %s | %.3f +- %s | %s | %s |", arm, m, h == h and string.format("%.3f", h) or "n/a",
-      paired("default"), arm:match("^random") and "-" or (random_for(arm) .. ": " .. paired(random_for(arm)))))
+      paired("default"), (arm == "default" or arm:match("^random")) and "-" or (random_for(arm) .. ": " .. paired(random_for(arm)))))
   end
   print("")
   fidelity(task, rows)

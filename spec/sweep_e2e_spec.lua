@@ -115,6 +115,15 @@ elseif case == "finish" or case == "finish_long" or case == "finish_crash" then
     -- the best trial ends its 12 updates, and its finish dies at update 15 (SIGKILL)
     spec.space = { ["ppo.lr"] = moonrl.grid{ 2e-3, 1e-3 }, ["debug.crash_at_update"] = moonrl.grid{ 15 } }
   end
+elseif case == "budget_evalasha" then
+  -- ASHA on each trial's evaluation and a budget of one whole trial and one first rung: the second
+  -- trial starts (its first rung fits) and spends the budget at that rung, where it is evaluated
+  -- and decided before the budget stops it
+  spec.space = { ["ppo.lr"] = moonrl.loguniform(1e-4, 1e-3) }
+  spec.method, spec.trials, spec.parallel, spec.metric, spec.mode = "random", 4, 1, "eval.energy_per_1k", "min"
+  spec.scheduler = moonrl.asha{ grace_steps = 64 * 4, reduction = 3 }
+  spec.budget = 64 * 12 + 64 * 4
+  base.eval = { num_envs = 4, steps = 32 }
 elseif case == "finish_asha" then
   -- ASHA (rung at update 4 of 12) spending 2 trials' worth, then a finish of 12 updates: trials
   -- past the search's budget are stopped, the finish is not (it has its own share)
@@ -569,6 +578,25 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
       end
     end
     assert.is_true(stops >= 1, "no trial stopped: the stop is untested")
+  end)
+
+  it("a budget spent at a rung evaluated for ASHA: the trial is evaluated and decided there, then stopped with that value", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw budget_evalasha")
+    assert.equal(0, code, err .. out)
+    local rec = read_results(dir .. "/sw/results.jsonl")
+    assert.equal(2, #rec.results)
+    local r2 = rec.results[2]
+    assert.equal(2, r2.trial)
+    assert.equal("stopped", r2.status)
+    assert.equal(256, r2.steps)
+    local ev
+    for _, e in ipairs(rec.rungs) do if e.trial == 2 then ev = e end end
+    assert.is_truthy(ev, "trial 2 has no rung decision: the budget stopped it before its evaluation")
+    local doc = json.decode(support.read_file(dir .. "/sw/asha/eval/trial-002-rung1/eval.json"))
+    assert.equal(doc.results[1].point.energy_per_1k, ev.value)
+    assert.equal(ev.value, r2.value)   -- its value is the rung's evaluation, not none
+    assert.is_false(has(out .. err, "no evaluation at rung"), out .. err)
   end)
 
   it("finish: the best trial trains on from its checkpoint; a re-run does not finish again", function()

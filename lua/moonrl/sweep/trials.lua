@@ -109,9 +109,13 @@ function M.install(Sweep, h)
 
   -- with a scheduler, a running trial is stopped once the budget is spent (it counts as stopped
   -- early, at the steps it reached; the scheduler's ranking treats it so). Not the finish: its
-  -- agent-steps are the part of the budget kept for it
+  -- agent-steps are the part of the budget kept for it. Not while it is evaluated at a rung: a
+  -- trial starts when its first rung fits, so that rung's value is had (_rung_decide stops it
+  -- there, after its decision, if the budget is spent)
   function Sweep:_budget_stop(t)
-    if not (self.budget and self.scheduler) or t.finishing or t.stop_sent or t.stop_why or not t.steps then return end
+    if not (self.budget and self.scheduler) or t.finishing or t.stop_sent or t.stop_why or not t.steps or t.rung_busy then
+      return
+    end
     if t.cfg and t.steps >= t.cfg.total_steps then return end
     local used = self:_budget_used()
     if used >= self:_search_budget() then
@@ -407,6 +411,8 @@ function M.install(Sweep, h)
       self:_stop_trial(t)
       return false
     end
+    self:_budget_stop(t)   -- the budget spent at this rung: stopped here, with its value, not let go on
+    if t.stop_sent then return false end
     if t.rung_marks and rung > (t.resumed_steps or 0) and t.job and t.job:alive() then self:_go_on(t) end
     return true
   end
