@@ -509,7 +509,7 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal("moonrl run sweep.lua sw repeats", info.command)
     code, out, err = moonrl(dir, "train --resume sw")
     assert.equal(2, code, err .. out)
-    assert.is_true(has(err, "run the sweep's script again to resume the sweep (moonrl run sweep.lua sw repeats)"), err)
+    assert.is_true(has(err, "run the sweep again to resume it (moonrl run sweep.lua sw repeats)"), err)
     -- moonrl sweep status shows the settings too
     code, out, err = moonrl(dir, "sweep status sw")
     assert.equal(0, code, err .. out)
@@ -814,6 +814,16 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(out, "0 pending, budget: 3,072 of 3,072 agent-steps taken"), out)   -- not the 61 never to run
     info = json.decode(support.read_file(dir .. "/sr/sweep.json"))
     assert.equal("random", info.definition.method)
+    -- the command that runs it again is this one (not "moonrl run <the binary> sweep ...")
+    assert.equal("moonrl sweep cartpole --budget 3072 --dir sr --seed 5 --set total_steps=1024 " ..
+      "--set log.checkpoint_interval=1000", info.command)
+    code, out, err = moonrl(dir, "sweep status sr")
+    assert.equal(0, code, err .. out)
+    assert.is_true(has(out, "64 trial(s) at most: 3 done, 0 failed, 0 stopped early, 0 running, 0 interrupted, " ..
+      "0 pending; budget: 3,072 of 3,072 agent-steps trained"), out)
+    code, out, err = moonrl(dir, "train --resume sr")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "run the sweep again to resume it (moonrl sweep cartpole --budget 3072 --dir sr"), err)
     local rr = read_results(dir .. "/sr/results.jsonl").results
     assert.equal(3, #rr)
     local space = require("moonrl.sweep.space")

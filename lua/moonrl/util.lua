@@ -15,6 +15,7 @@
 --   util.edit_distance(a, b) -> integer (swaps of neighbours count 1)
 --   util.closest(word, candidates [, max]) -> best | nil
 --   util.quote_list(strings) -> '"a", "b"'
+--   util.shell_word(s) -> s, or 's' quoted for a POSIX shell where it needs it (a command to show)
 --   util.sorted_keys(t) -> list         strings first (sorted), then the rest
 --   util.is_bytecode(text) -> boolean   precompiled Lua (it starts with "\27")
 --   util.load_text(text, chunkname, origin[, env]) -> chunk | nil, err
@@ -191,6 +192,12 @@ function util.closest(word, candidates, max)
     end
   end
   return best, best_d
+end
+
+function util.shell_word(s)
+  s = tostring(s)
+  if s:match("^[%w%._/:=@%%,+-]+$") then return s end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
 function util.quote_list(list)

@@ -124,8 +124,9 @@ function resume.newest(run_dir)
     -- a sweep's directory: the sweep resumes by running its script again
     local okj, info = pcall(require("moonrl.formats.json").decode, util.read_file(join(run_dir, "sweep.json")) or "")
     local command = okj and type(info) == "table" and type(info.command) == "string" and info.command or nil
-    return nil, "'" .. run_dir .. "' is a sweep's directory (it holds sweep.json), not a run's: run the sweep's " ..
-      "script again to resume the sweep" .. (command and (" (" .. command .. ")") or " (moonrl run SCRIPT.lua)") ..
+    return nil, "'" .. run_dir .. "' is a sweep's directory (it holds sweep.json), not a run's: run the sweep " ..
+      "again to resume it" .. (command and (" (" .. command .. ")") or
+      " (moonrl run SCRIPT.lua, or moonrl sweep EXPERIMENT with its options)") ..
       "; finished trials are read back and interrupted ones resume from their checkpoints. One trial alone: " ..
       "moonrl train --resume " .. run_dir:gsub("/+$", "") .. "/trial-NNN"
   end

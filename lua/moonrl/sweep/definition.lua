@@ -95,7 +95,11 @@ function definition.check(spec)
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
     smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1, tpe = 1,
-    dashboard = 1, budget = 1, finish = 1 }
+    dashboard = 1, budget = 1, finish = 1, command = 1 }
+  if spec.command ~= nil and (type(spec.command) ~= "string" or spec.command == "") then
+    error("moonrl.sweep: command must be the text of the command that runs this sweep again (sweep.json keeps " ..
+      "it; default: moonrl run SCRIPT ARGS), got " .. util.fmt_value(spec.command), 3)
+  end
   for k in pairs(spec) do
     if not known[k] then
       local near = util.closest(tostring(k), util.sorted_keys(known))

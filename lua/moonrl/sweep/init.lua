@@ -74,7 +74,8 @@
 -- proposes each trial from the results so far: moonrl.sweep.tpe), budget
 -- (agent-steps in all, for random, tpe or a method function), finish (agent-steps:
 -- the best trial trains on by this many once the search ended; trials.lua's
--- Sweep:_start_finish).
+-- Sweep:_start_finish), command (the command that runs this sweep again, for
+-- sweep.json; default the `moonrl run SCRIPT ARGS` that runs it).
 --
 -- The sweep object
 --   sweep.dir, sweep.trials (list), sweep.status ("running" | "done" | "stopped")
@@ -112,15 +113,12 @@ local NOT_SWEPT = { dir = "each trial has its own directory", hardware = "a prof
 
 -- The command that ran the script making this sweep (`moonrl run SCRIPT
 -- ARGS`), for sweep.json: running it again resumes the sweep. nil outside
--- `moonrl run`.
+-- `moonrl run` (`moonrl sweep EXPERIMENT` gives its own: spec.command).
 local function script_command()
   local a = rawget(_G, "arg")
   if type(a) ~= "table" or type(a[0]) ~= "string" then return nil end
   local words = { "moonrl", "run" }
-  for i = 0, #a do
-    local w = tostring(a[i])
-    words[#words + 1] = w:find("^[%w_./,=:+-]+$") and w or ("'" .. w:gsub("'", "'\\''") .. "'")
-  end
+  for i = 0, #a do words[#words + 1] = util.shell_word(a[i]) end
   return table.concat(words, " ")
 end
 
@@ -342,7 +340,7 @@ function sweep.start(spec, opts)
     scheduler = sched and sched.describe and sched:describe() or json.null,
     executor = type(spec.executor) == "table" and (spec.executor.name or "custom") or spec.executor or "local",
     smooth = self.smooth, moonrl = core.version(), definition = self.definition, repeats = self.repeats,
-    command = script_command() or json.null,
+    command = spec.command or script_command() or json.null,
   })
   for _, c in ipairs(self.extended or {}) do self:say("extended: " .. c) end
 

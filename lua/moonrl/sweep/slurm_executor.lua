@@ -149,11 +149,7 @@ end
 
 -- ------------------------------------------------------------- processes
 
-local function quote(s)
-  s = tostring(s)
-  if s:match("^[%w%._/:=@%%,+-]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+local quote = util.shell_word
 executor.quote = quote
 
 -- Runs argv, waits (the loop waits too): exit code, stdout + stderr.

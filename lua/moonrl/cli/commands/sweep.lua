@@ -144,15 +144,22 @@ local function status(dir, o)
   end
   local c = {}
   for _, r in ipairs(list) do c[r.status] = (c[r.status] or 0) + 1 end
-  local pending = math.max(0, (tonumber(info.trials) or #list) - #list)
+  -- with a budget, `trials` is a cap: how many more start is the budget's to say, not pending
+  local budget = type(info.definition) == "table" and tonumber(info.definition.budget) or nil
+  local pending = budget and 0 or math.max(0, (tonumber(info.trials) or #list) - #list)
+  local taken = 0
+  for _, r in ipairs(list) do taken = taken + (tonumber(r.steps) or 0) end
   local keys = {}
   for k in pairs(info.space or {}) do keys[#keys + 1] = k end
   table.sort(keys)
-  out(string.format("sweep %s: %s over %s, metric %s (%s), %s; %d trial(s): %d done, %d failed, %d stopped early, " ..
-    "%d running, %s%d interrupted, %d pending\n", dir, tostring(info.method), #keys > 0 and table.concat(keys, ", ") or "nothing",
+  out(string.format("sweep %s: %s over %s, metric %s (%s), %s; %s: %d done, %d failed, %d stopped early, " ..
+    "%d running, %s%d interrupted, %d pending%s\n", dir, tostring(info.method), #keys > 0 and table.concat(keys, ", ") or "nothing",
     tostring(info.metric), tostring(info.mode or "max"), tostring(info.scheduler or "no early stopping"),
-    tonumber(info.trials) or #list, c.done or 0, c.failed or 0, c.stopped or 0, c.running or 0,
-    c.queued and (c.queued .. " queued in Slurm, ") or "", c.interrupted or 0, pending))
+    budget and string.format("%d trial(s) at most", tonumber(info.trials) or #list) or
+      string.format("%d trial(s)", tonumber(info.trials) or #list),
+    c.done or 0, c.failed or 0, c.stopped or 0, c.running or 0,
+    c.queued and (c.queued .. " queued in Slurm, ") or "", c.interrupted or 0, pending,
+    budget and string.format("; budget: %s of %s agent-steps trained", results.thousands(taken), results.thousands(budget)) or ""))
   out(results.table(list, { metric = info.metric, mode = info.mode, keys = keys }), "\n")
   local best = nil
   for _, r in ipairs(results.sorted(list, info.mode)) do
@@ -228,7 +235,7 @@ local function report(dir, o)
 end
 
 -- `moonrl sweep EXPERIMENT [options]`: its default space, no script.
-local function run_default(name, o)
+local function run_default(name, o, argv)
   local spaces = require("moonrl.sweep.spaces")
   if not spaces.of(name) or not require("moonrl.config.load").experiment_path(name) then
     return usage_error("moonrl sweep: '" .. name .. "' is neither a subcommand (status, plot, lineage) nor a shipped " ..
@@ -246,6 +253,10 @@ local function run_default(name, o)
   local spec = { base = name, sets = o.set, method = method, dir = o.dir, metric = o.metric,
     smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel), finish = tonumber(o.finish),
     budget = tonumber(o.budget) }
+  -- sweep.json's command, which runs it again (and resumes it): this one
+  local words = { "moonrl", "sweep" }
+  for _, w in ipairs(argv) do words[#words + 1] = require("moonrl.util").shell_word(w) end
+  spec.command = table.concat(words, " ")
   if method == "pbt" then
     spec.population, spec.parallel = tonumber(o.trials) or 4, nil
     -- synchronous: a default space's members have batches of their own, so they are
@@ -287,7 +298,7 @@ function sweep.run(argv)
   if o.help then return out(sweep.help) end
   local what, dir = o.positional[1], o.positional[2]
   local SUB = { status = true, plot = true, lineage = true, report = true }
-  if what and not SUB[what] and not dir then return run_default(what, o) end
+  if what and not SUB[what] and not dir then return run_default(what, o, argv) end
   if not SUB[what] then
     return usage_error("moonrl sweep: " .. (what and ("unknown subcommand '" .. what .. "'") or "missing the subcommand") ..
       ": accepted status, plot, lineage, report (moonrl sweep status|plot|lineage|report DIR)")
