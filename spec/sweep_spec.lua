@@ -277,6 +277,25 @@ describe("moonrl.sweep.results", function()
     assert.equal(1, #curve)
   end)
 
+  it("names as the best a trial that ran to its end before a stopped one, never a failed or running one", function()
+    local list = {
+      { trial = 1, status = "stopped", value = 9 },     -- ASHA stopped it at an early rung
+      { trial = 2, status = "done", value = 5 },
+      { trial = 3, status = "failed", value = 12 },
+      { trial = 4, status = "running", value = 11 },
+      { trial = 5, status = "done", value = 4 },
+      { trial = 6, status = "done" },                   -- no value
+    }
+    assert.equal(2, results.best(list, "max").trial)
+    assert.equal(5, results.best(list, "min").trial)
+    -- no trial ran to its end: the best stopped one
+    local stopped = { { trial = 1, status = "stopped", value = 3 }, { trial = 2, status = "stopped", value = 7 },
+      { trial = 3, status = "failed", value = 9 } }
+    assert.equal(2, results.best(stopped, "max").trial)
+    assert.equal(1, results.best(stopped, "min").trial)
+    assert.is_nil(results.best({ { trial = 1, status = "failed", value = 1 }, { trial = 2, status = "running", value = 2 } }, "max"))
+  end)
+
   it("sorts by the metric, best first, trials without a value last", function()
     local list = {
       { trial = 1, value = 0.2, status = "done" }, { trial = 2, status = "failed" },

@@ -488,10 +488,7 @@ function Sweep:results()
 end
 
 function Sweep:best()
-  for _, r in ipairs(self:results()) do
-    if r.status ~= "failed" and r.value ~= nil then return r end
-  end
-  return nil
+  return results.best(self:results(), self.mode)
 end
 
 -- With repeats: each setting's finished trials, their metric's mean and

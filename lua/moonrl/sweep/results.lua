@@ -51,6 +51,13 @@
 --                          agent-steps >= steps (nil if not reached)
 --   results.sorted(list, mode) -> list by value (best first; failed trials, then
 --                          trials without a value, last)
+--   results.best(list, mode) -> the sweep's best result | nil: the best trial that ran its
+--                          whole budget (status done) with a value, else the best stopped one
+--                          (ASHA, a budget, a time limit) with a value; never a failed,
+--                          running or interrupted one. A trial stopped early is ranked on a
+--                          value from fewer agent-steps, so it is the best only where no trial
+--                          ran to its end (as Optuna's best_trial counts completed trials, and
+--                          a finish trains a done one)
 --   results.table(list, opts) -> text       opts: metric, keys (params to show)
 --   results.text_table(rows, right) -> text  rows of strings, rows[1] the header;
 --                          right[c]: column c aligned right (below the header)
@@ -191,6 +198,15 @@ function results.sorted(list, mode)
     return a.trial < b.trial
   end)
   return out
+end
+
+function results.best(list, mode)
+  local stopped
+  for _, r in ipairs(results.sorted(list, mode)) do
+    if r.value ~= nil and r.status == "done" then return r end
+    if r.value ~= nil and r.status == "stopped" and not stopped then stopped = r end
+  end
+  return stopped
 end
 
 function results.fmt(v)

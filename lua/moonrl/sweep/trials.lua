@@ -678,11 +678,11 @@ function M.install(Sweep, h)
   -- (the same results, so the same best). -> true while the finish runs
   function Sweep:_start_finish()
     self.finish_started = true
-    local best
     for _, r in ipairs(self:results()) do
       if r.finish then return false end   -- an earlier run of this sweep finished it
-      if not best and r.status == "done" and r.value ~= nil then best = r end
     end
+    local best = self:best()
+    if best and best.status ~= "done" then best = nil end   -- one that ran to its end
     if not best then
       self:say("finish: no trial ran to its end with a value; nothing to train on")
       return false

@@ -161,10 +161,7 @@ local function status(dir, o)
     c.queued and (c.queued .. " queued in Slurm, ") or "", c.interrupted or 0, pending,
     budget and string.format("; budget: %s of %s agent-steps trained", results.thousands(taken), results.thousands(budget)) or ""))
   out(results.table(list, { metric = info.metric, mode = info.mode, keys = keys }), "\n")
-  local best = nil
-  for _, r in ipairs(results.sorted(list, info.mode)) do
-    if (r.status == "done" or r.status == "stopped") and r.value ~= nil then best = r break end
-  end
+  local best = results.best(list, info.mode)
   if best then
     out(string.format("best: %s, %s %s (%s)", best.label, tostring(info.metric), results.fmt(best.value),
       best.dir), require("luv").fs_stat(dir .. "/best.lua") and ("; its config: " .. dir .. "/best.lua") or "", "\n")
