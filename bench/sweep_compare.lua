@@ -242,13 +242,12 @@ local function arm_run(task, arm, seed)
     spec.pbt.window = math.max(2, spec.pbt.interval)
   end
   local s = moonrl.sweep(spec):wait()
-  local spent, kept = 0, nil
-  for _, r in ipairs(s.results) do
-    spent = spent + (r.steps or 0)
-    -- asha: the best trial that ran its whole budget (a stopped one trained less)
-    if not kept and r.value ~= nil and r.status ~= "failed" and (not arm:match("^asha") or r.status == "done") then kept = r end
-  end
-  assert(kept, dir .. ": no result")
+  local spent = 0
+  for _, r in ipairs(s.results) do spent = spent + (r.steps or 0) end
+  -- the sweep's best (moonrl.sweep.results.best): the best trial that ran its whole budget (an
+  -- ASHA-stopped one trained less)
+  local kept = s.best
+  assert(kept and (kept.status == "done" or not arm:match("^asha")), dir .. ": no trial ran to its end")
   local r = evaluate(task, kept.dir)
   r.kept, r.spent, r.trials = kept.label, spent, #s.results
   r.finish, r.params, r.finish_value = kept.finish, kept.params, kept.value
@@ -271,20 +270,13 @@ local function fmt(v) return v and string.format("%.3f", v) or "-" end
 local function pearson(xs, ys)
   local n = #xs
   if n < 3 then return nil end
-  local mx, my = 0, 0
-  for i = 1, n do mx, my = mx + xs[i] / n, my + ys[i] / n end
+  local mx, my = stats.mean(xs), stats.mean(ys)
   local sxy, sxx, syy = 0, 0, 0
   for i = 1, n do
     sxy, sxx, syy = sxy + (xs[i] - mx) * (ys[i] - my), sxx + (xs[i] - mx) ^ 2, syy + (ys[i] - my) ^ 2
   end
   if sxx == 0 or syy == 0 then return nil end
   return sxy / math.sqrt(sxx * syy)
-end
-
-local function mean(xs)
-  local m = 0
-  for _, x in ipairs(xs) do m = m + x / #xs end
-  return m
 end
 
 local function fidelity(task, rows)
@@ -311,7 +303,7 @@ local function fidelity(task, rows)
   for _, arm in ipairs(arms) do
     local a = by_arm[arm]
     local c = pearson(a.from, a.after)
-    print(string.format("| %s | %d | %.3f | %.3f | %s |", arm, #a.from, mean(a.from), mean(a.after), c and string.format("%+.2f", c) or "-"))
+    print(string.format("| %s | %d | %.3f | %.3f | %s |", arm, #a.from, stats.mean(a.from), stats.mean(a.after), c and string.format("%+.2f", c) or "-"))
   end
   print("")
   table.sort(shapes, function(x, y) return by_shape[x].size < by_shape[y].size or (by_shape[x].size == by_shape[y].size and x < y) end)
@@ -319,7 +311,7 @@ local function fidelity(task, rows)
   print("|---|---|---|---|")
   for _, key in ipairs(shapes) do
     local sh = by_shape[key]
-    print(string.format("| %s | %d | %.3f | %.3f |", key, #sh.from, mean(sh.from), mean(sh.after)))
+    print(string.format("| %s | %d | %.3f | %.3f |", key, #sh.from, stats.mean(sh.from), stats.mean(sh.after)))
   end
   print("")
 end
