@@ -81,15 +81,15 @@ end
 -- the budget tables of trials() at smooth = 1, worked out by hand
 local BUDGET_TABLES = table.concat({
   "best efficiency (max) within a budget of agent-steps (the front: every update of every trial; failed trials left out):",
-  "| <= steps | efficiency | trial     | update | steps | train s | lr    |",
-  "|----------|------------|-----------|--------|-------|---------|-------|",
+  "| <= steps | efficiency | trial     | update | steps | train s |    lr |",
+  "|---------:|-----------:|-----------|-------:|------:|--------:|------:|",
   "|      100 |        0.1 | trial-001 |      1 |   100 |       1 | 0.003 |",
   "|      200 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
   "|      500 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
   "|    2,000 |        0.7 | trial-005 |      2 | 2,000 |       - | 0.002 |",
   "best efficiency (max) within a budget of training seconds (the front: every update of every trial; failed trials left out):",
-  "| <= seconds | efficiency | trial     | update | steps | train s | lr    |",
-  "|------------|------------|-----------|--------|-------|---------|-------|",
+  "| <= seconds | efficiency | trial     | update | steps | train s |    lr |",
+  "|-----------:|-----------:|-----------|-------:|------:|--------:|------:|",
   "|        0.5 |        0.3 | trial-002 |      1 |   150 |     0.5 | 0.001 |",
   "|          4 |        0.5 | trial-001 |      4 |   400 |       4 | 0.003 |",
 }, "\n")

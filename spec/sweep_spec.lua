@@ -217,19 +217,6 @@ describe("moonrl.sweep.asha", function()
   end)
 end)
 
-describe("moonrl.util.shell_word (sweep.json's command, Slurm's scripts)", function()
-  it("gives words that a POSIX shell reads back as they were", function()
-    local util = require("moonrl.util")
-    assert.equal("total_steps=1024", util.shell_word("total_steps=1024"))   -- plain words stay plain
-    for _, w in ipairs({ "a b", "it's", "$HOME", "x;rm -rf y", "", "tab\there", "'" }) do
-      local p = io.popen("printf '%s' " .. util.shell_word(w))
-      local got = p:read("*a")
-      p:close()
-      assert.equal(w, got)
-    end
-  end)
-end)
-
 describe("moonrl.sweep.results", function()
   local dir
   before_each(function() dir = support.tmpdir() end)

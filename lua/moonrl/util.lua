@@ -40,6 +40,10 @@
 --                                       device, FIFO, directory or one of opts.inputs (by inode)
 --   util.write_output(path, text, opts) the same check, then an exclusive temporary file and a rename
 --   util.rename_over(tmp, path)         a written temporary file renamed over path (removed on failure)
+--   util.md_table(rows, right) -> text  a markdown table, columns padded to one width; rows of
+--                                       strings, rows[1] the header; right: the columns aligned
+--                                       right (header, rule "--:" and cells), a set {[c] = true} or
+--                                       a number k: every column after the first k; default 1
 
 local util = {}
 
@@ -522,6 +526,32 @@ function util.engine_lines(describe, first, indent, width)
     lines[#lines + 1] = l
   end
   return lines
+end
+
+function util.md_table(rows, right)
+  right = right or 1
+  local is_right = type(right) == "number" and function(c) return c > right end or function(c) return right[c] end
+  local width = {}
+  for _, row in ipairs(rows) do
+    for c, cell in ipairs(row) do width[c] = math.max(width[c] or 0, #cell) end
+  end
+  local lines = {}
+  for n, row in ipairs(rows) do
+    local cells = {}
+    for c, cell in ipairs(row) do
+      local pad = string.rep(" ", width[c] - #cell)
+      cells[c] = is_right(c) and pad .. cell or cell .. pad
+    end
+    lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
+    if n == 1 then
+      local rule = {}
+      for c = 1, #row do
+        rule[c] = is_right(c) and string.rep("-", width[c] + 1) .. ":" or string.rep("-", width[c] + 2)
+      end
+      lines[#lines + 1] = "|" .. table.concat(rule, "|") .. "|"
+    end
+  end
+  return table.concat(lines, "\n")
 end
 
 return util

@@ -30,6 +30,7 @@
 
 local stats = require("moonrl.eval.stats")
 local evaltable = require("moonrl.eval.table")
+local util = require("moonrl.util")
 
 local episodic = {}
 local NAN = stats.NAN
@@ -166,13 +167,13 @@ function episodic.table(summaries)
   row("episodes ended / running", function(s) return string.format("%d / %d", s.episodes, s.running) end)
   local how = string.format("environment: %s; the episodic protocol: every episode as the environment ends it, " ..
     "actions %s", tostring(s1.environment), s1.eval.greedy and "greedy (the most likely)" or "sampled from the policy")
-  return evaltable.header(summaries) .. "\n" .. how .. "\n\n" .. evaltable.md_table(rows) .. "\n\n" ..
+  return evaltable.header(summaries) .. "\n" .. how .. "\n\n" .. util.md_table(rows) .. "\n\n" ..
     episodic.definitions(s1)
 end
 
 function episodic.compare_text(a, b)
   local c, rows = evaltable.compare_rows(a, b)
-  return evaltable.md_table(rows) .. "\n\n" .. c.verdict .. "\n\n" ..
+  return util.md_table(rows) .. "\n\n" .. c.verdict .. "\n\n" ..
     "difference: " .. b.label .. " - " .. a.label .. ", 95% interval of the bootstrap differences; Cohen's d:\n" ..
     "the difference of the means over the pooled sd of per-episode values. The verdict reads the return and\n" ..
     "the success (more is better); the length and the counters are shown without one.", c

@@ -168,7 +168,7 @@ end
 
 function seeds.compare_text(A, B, labels)
   local c = seeds.compare(A, B, labels)
-  local md = require("moonrl.eval.table").md_table
+  local md = require("moonrl.util").md_table
   local rows = { { "metric", c.label_a .. " (mean [95%])", c.label_b .. " (mean [95%])", "difference [95% CI]", "p",
     "runs a side needed" } }
   for _, r in ipairs(c.rows) do

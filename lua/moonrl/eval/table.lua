@@ -17,7 +17,6 @@
 --   evaltable.table(summaries) -> string           what was evaluated (checkpoint,
 --                                                  update, sizes), markdown table, definitions
 --   evaltable.header(summaries) -> string          that first part alone
---   evaltable.md_table(rows, left_cols) -> string  a markdown table, columns aligned
 --   evaltable.update_of(checkpoint_path) -> n | nil   N of .../update_NNNNNNN.mrck
 --   evaltable.compare(a, b) -> {rows, verdict}     b against a, over a.metrics (either protocol's);
 --                                                  a metric without `higher` has no verdict
@@ -27,6 +26,7 @@
 --   evaltable.definitions(summary) -> string
 
 local stats = require("moonrl.eval.stats")
+local util = require("moonrl.util")
 
 local evaltable = {}
 local NAN = stats.NAN
@@ -157,30 +157,7 @@ end
 
 -- ------------------------------------------------------------------ tables
 
-function evaltable.md_table(rows, left_cols)
-  local width = {}
-  for _, row in ipairs(rows) do
-    for i, cell in ipairs(row) do width[i] = math.max(width[i] or 0, #cell) end
-  end
-  local lines = {}
-  for r, row in ipairs(rows) do
-    local cells = {}
-    for i, cell in ipairs(row) do
-      local pad = string.rep(" ", width[i] - #cell)
-      cells[i] = i <= (left_cols or 1) and cell .. pad or pad .. cell
-    end
-    lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
-    if r == 1 then
-      local rule = {}
-      for i = 1, #row do
-        rule[i] = i <= (left_cols or 1) and string.rep("-", width[i] + 2) or string.rep("-", width[i] + 1) .. ":"
-      end
-      lines[#lines + 1] = "|" .. table.concat(rule, "|") .. "|"
-    end
-  end
-  return table.concat(lines, "\n")
-end
-local md_table = evaltable.md_table
+local md_table = util.md_table
 
 local function km_cell(s)
   local m, lo, hi = s.km_median[1], s.km_median[2], s.km_median[3]

@@ -44,6 +44,7 @@
 
 local results = require("moonrl.sweep.results")
 local number = require("moonrl.number")
+local util = require("moonrl.util")
 
 local front = {}
 
@@ -217,7 +218,7 @@ function front.text(s, keys)
         for _, k in ipairs(keys) do line[#line + 1] = results.fmt((p.params or {})[k]) end
         tab[#tab + 1] = line
       end
-      out[#out + 1] = results.text_table(tab, right)
+      out[#out + 1] = util.md_table(tab, right)
     end
   end
   return table.concat(out, "\n")

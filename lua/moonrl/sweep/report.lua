@@ -316,7 +316,7 @@ function report.markdown(r)
       rows[#rows + 1] = { what, r.default_kind == "runs" and r.default.label or setting_text(r.default, keys),
         value_cell(r.default), tostring(r.default.n), r.default.how or "" }
     end
-    add(require("moonrl.eval.table").md_table(rows, 2))
+    add(util.md_table(rows, 2))
     add("")
     if r.default_kind == "trial" then
       add("The default: " .. r.default.label .. ", the setting with the base config's value of every swept key.")
@@ -354,7 +354,7 @@ function report.markdown(r)
         string.format("%.1f%%", 100 * k.share), k.scale }
     end
     rows[#rows + 1] = { "interactions (the rest)", string.format("%.3f", imp.interactions), "", "", "" }
-    add(require("moonrl.eval.table").md_table(rows))
+    add(util.md_table(rows))
     add("")
     local top = imp.keys[1]
     if top and top.sd >= top.importance then

@@ -59,8 +59,6 @@
 --                          ran to its end (as Optuna's best_trial counts completed trials, and
 --                          a finish trains a done one)
 --   results.table(list, opts) -> text       opts: metric, keys (params to show)
---   results.text_table(rows, right) -> text  rows of strings, rows[1] the header;
---                          right[c]: column c aligned right (below the header)
 --   results.fmt(v) -> short text of a value
 --   results.thousands(n) -> "16,384"
 
@@ -251,29 +249,7 @@ function results.table(list, opts)
     row[#row + 1] = r.dir or "-"
     rows[#rows + 1] = row
   end
-  return results.text_table(rows, right)
-end
-
-function results.text_table(rows, right)
-  local width = {}
-  for _, row in ipairs(rows) do
-    for c, cell in ipairs(row) do width[c] = math.max(width[c] or 0, #cell) end
-  end
-  local lines = {}
-  for n, row in ipairs(rows) do
-    local cells = {}
-    for c, cell in ipairs(row) do
-      local pad = string.rep(" ", width[c] - #cell)
-      cells[c] = (right[c] and n > 1) and (pad .. cell) or (cell .. pad)
-    end
-    lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
-    if n == 1 then
-      local rule = {}
-      for c = 1, #row do rule[c] = string.rep("-", width[c]) end
-      lines[#lines + 1] = "|-" .. table.concat(rule, "-|-") .. "-|"
-    end
-  end
-  return table.concat(lines, "\n")
+  return util.md_table(rows, right)
 end
 
 -- The point (setting) trial `trial` runs when each point runs `repeats`
