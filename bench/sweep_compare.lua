@@ -67,6 +67,12 @@
 --             below another trial's: the sweep keeps the best it has, and
 --             so does this bench (8 to 10 of 80 on cartpole, where PPO at a
 --             constant learning rate collapses now and then)
+--   ARM_fins  the same finish on the experiment's schedules (moonrl.sweep{finish_schedules =
+--             "base"}): each swept key the experiment schedules (lr, clip, ent_coef) goes over
+--             the finish from the trial's value to the experiment's end ratio (cartpole's lr
+--             and clip to 0, dials' lr to a tenth and ent_coef to 0); pbt's members keep theirs.
+--             On 200 cartpole seeds it lost 77 to the constant, on 100 dials seeds it gained
+--             2.3 (docs/benchmarks-log.md, "sixth")
 -- The "against random search" column sets each arm against the random search
 -- ranked as it is and with its finish (random_eval_fin for tpe_eval_fin)
 -- where that ran, else random_eval, else random.
@@ -140,9 +146,18 @@ end
 local RANDOM = "random"
 for _, a in ipairs(ARMS) do if a == "random_eval" then RANDOM = a end end
 local function random_for(arm)
-  local want = "random" .. (arm:match("_eval") and "_eval" or "") .. (arm:match("_fin$") and "_fin" or "")
+  local want = "random" .. (arm:match("_eval") and "_eval" or "") .. (arm:match("_fins?$") or "")
   for _, a in ipairs(ARMS) do if a == want then return a end end
   return RANDOM
+end
+-- the last column's arm: random search for every arm but the default and random search itself;
+-- a random arm with _fins is set against the same with _fin (what the schedules' finish does)
+local function column_for(arm)
+  if arm:match("^random") and arm:match("_fins$") then
+    for _, a in ipairs(ARMS) do if a == arm:sub(1, -2) then return a end end
+  end
+  if arm == "default" or arm:match("^random") then return nil end
+  return random_for(arm)
 end
 
 local function read_json(path)
@@ -192,12 +207,13 @@ local function arm_run(task, arm, seed)
   local spec = { base = task.experiment, seed = seed, dir = dir, metric = task.metric, mode = "max", smooth = 5,
     console = false, poll_ms = 10 }
   -- ARM[_eval][_fin]: ranked by evaluation; with a finish
-  local by_fin = arm:match("_fin$")
-  if by_fin then arm = arm:sub(1, -5) end
+  local by_fin, by_fins = arm:match("_fins?$"), arm:match("_fins$")
+  if by_fin then arm = arm:sub(1, -1 - #by_fin) end
+  if by_fins then spec.finish_schedules = "base" end
   local by_eval = arm:match("_eval$")
   if by_eval then arm = arm:sub(1, -6) end
   if by_fin and arm ~= "random" and arm ~= "tpe" and arm ~= "pbt" and arm ~= "asha_tpe" and arm ~= "asha_random" then
-    error("_fin: random, tpe, asha_tpe, asha_random and pbt only")
+    error("_fin, _fins: random, tpe, asha_tpe, asha_random and pbt only")
   end
   if arm == "random" or arm == "tpe" then
     -- 8 trials of B / 8, or of B / 16 and a finish of B / 2
@@ -227,7 +243,7 @@ local function arm_run(task, arm, seed)
     spec.pbt = { explore = "pb2", test = "none", ready = math.floor(M / 4), sync = true }
   else
     error("unknown arm " .. arm .. ": accepted default, random, tpe, asha_tpe, asha_random, pbt, each but default " ..
-      "with _eval, each but default with _fin")
+      "with _eval, each but default with _fin or _fins")
   end
   if by_eval then
     spec.metric = "eval." .. task.key
@@ -283,7 +299,7 @@ local function fidelity(task, rows)
   local by_arm, by_shape, arms, shapes = {}, {}, {}, {}
   for _, r in ipairs(rows) do
     local f = r.finish
-    if r.arm:match("_fin$") and type(f) == "table" and type(f.from_value) == "number" and r.params then
+    if r.arm:match("_fins?$") and type(f) == "table" and type(f.from_value) == "number" and r.params then
       local a = by_arm[r.arm]
       if not a then a = { from = {}, after = {} }; by_arm[r.arm] = a; arms[#arms + 1] = r.arm end
       local after = r.finish_value
@@ -341,7 +357,7 @@ for _, tname in ipairs(TASK_NAMES) do
     print(string.format("| %d | %s | %s [%s, %s] | %s | %d |", r.seed, r.arm, fmt(r.value), fmt(r.lo), fmt(r.hi), r.kept, r.spent))
   end
   print("")
-  print(string.format("| arm | %s, mean over seeds +- 95%% (t) | against default: mean difference +- 95%% | against random search |", task.key))
+  print(string.format("| arm | %s, mean over seeds +- 95%% (t) | against default: mean difference +- 95%% | against random search (random ARM_fins: against ARM_fin) |", task.key))
   print("|---|---|---|---|")
   for _, arm in ipairs(ARMS) do
     local xs = {}
@@ -356,7 +372,7 @@ for _, tname in ipairs(TASK_NAMES) do
       return string.format("%+.3f +- %s: %s", dm, dh == dh and string.format("%.3f", dh) or "n/a", verdict)
     end
     print(string.format("| %s | %.3f +- %s | %s | %s |", arm, m, h == h and string.format("%.3f", h) or "n/a",
-      paired("default"), (arm == "default" or arm:match("^random")) and "-" or (random_for(arm) .. ": " .. paired(random_for(arm)))))
+      paired("default"), column_for(arm) and (column_for(arm) .. ": " .. paired(column_for(arm))) or "-"))
   end
   print("")
   fidelity(task, rows)

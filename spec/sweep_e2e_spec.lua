@@ -131,6 +131,13 @@ elseif case == "finish_asha" then
   spec.method, spec.trials, spec.metric, spec.smooth, spec.parallel = "tpe", 8, "lr", 1, 1
   spec.scheduler = moonrl.asha{ grace_steps = 64 * 4, reduction = 3 }
   spec.budget, spec.finish = 64 * 12 * 3, 64 * 12
+elseif case == "finish_anneal" then
+  -- the base anneals lr from 1e-3 to 1e-4; the one trial holds 2e-3 for its 12 updates, then its
+  -- finish of 8 updates anneals from there to a tenth of it, as the base's schedule would
+  base.ppo.lr = { kind = "linear", from = 1e-3, to = 1e-4 }
+  spec.space = { ["ppo.lr"] = moonrl.grid{ 2e-3 } }
+  spec.method, spec.parallel, spec.metric, spec.smooth, spec.finish = "grid", 1, "lr", 1, 64 * 8
+  spec.finish_schedules = "base"
 elseif case == "finish_pbt" then
   -- a population of 2, then its best member alone by 8 updates
   spec.method, spec.population, spec.finish, spec.metric, spec.smooth = "pbt", 2, 64 * 8, "lr", 1
@@ -637,6 +644,26 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.is_true(has(out, "summary done 3 best trial-003"), out)
   end)
 
+  it("finish: a key the base schedules goes from the trial's constant to the base's end ratio over the finish", function()
+    if not need_bin() then return end
+    local code, out, err = moonrl(dir, "run sweep.lua sw finish_anneal")
+    assert.equal(0, code, err .. out)
+    local lr = {}
+    for line in support.read_file(dir .. "/sw/trial-001/metrics.jsonl"):gmatch("[^\n]+") do
+      local m = json.decode(line)
+      if m.event == nil then lr[m.update] = m.lr end
+    end
+    assert.equal(20, #lr)
+    for u = 1, 12 do assert.is_true(math.abs(lr[u] - 2e-3) < 1e-12, "update " .. u .. ": " .. lr[u]) end
+    -- the reference: a straight line in updates, from 2e-3 at the first of the finish (update 13) to
+    -- 2e-4 (2e-3 times the base's 1e-4 / 1e-3) where a 21st update would start
+    for u = 13, 20 do
+      local want = 2e-3 + (2e-4 - 2e-3) * (u - 13) / (21 - 13)
+      assert.is_true(math.abs(lr[u] - want) < 1e-9, "update " .. u .. ": " .. lr[u] .. ", expected " .. want)
+    end
+    assert.is_true(has(support.read_file(dir .. "/sw/trial-001/output.log"), "ppo.lr = {from = "), "the resume names the change")
+  end)
+
   it("finish with ASHA and a budget: the search spends the budget less the finish, and the finish runs to its end", function()
     if not need_bin() then return end
     local code, out, err = moonrl(dir, "run sweep.lua sw finish_asha")
@@ -806,6 +833,12 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     code, out, err = moonrl(dir, "sweep cartpole --finish 0 --dir sy")
     assert.equal(2, code, err .. out)
     assert.is_true(has(err, "--finish"), err)
+    code, out, err = moonrl(dir, "sweep cartpole --finish-schedules base --dir sy")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "--finish-schedules goes with --finish"), err)
+    code, out, err = moonrl(dir, "sweep cartpole --finish 512 --finish-schedules linear --dir sy")
+    assert.equal(2, code, err .. out)
+    assert.is_true(has(err, "--finish-schedules linear: accepted constant, base"), err)
     -- --budget on the command line, with random search: its own points, one at a time, while they fit
     code, out, err = moonrl(dir, "sweep cartpole --budget 3072 --dir sr --seed 5 --set total_steps=1024 " ..
       "--set log.checkpoint_interval=1000")

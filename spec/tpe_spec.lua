@@ -337,6 +337,15 @@ describe("moonrl.sweep{ method = \"tpe\" } options", function()
     assert.is_true(has(err_of({ method = "random", trials = 4, budget = 1000, repeats = 2 }),
       "repeats with a method function, TPE, ASHA or a budget is not built"))
     assert.is_true(pcall(definition.check, { method = "random", trials = 4, budget = 1000 }))
+    -- the finish's schedules: "constant" (the default) or "base", and only with a finish
+    assert.equal("constant", definition.check({ method = "random", trials = 4, finish = 100 }).finish_schedules)
+    assert.equal("base", definition.check({ method = "random", trials = 4, finish = 100, finish_schedules = "base" }).finish_schedules)
+    local okf, errf = pcall(definition.check, { method = "random", trials = 4, finish = 100, finish_schedules = "linear" })
+    assert.is_false(okf)
+    assert.matches('finish_schedules must be "constant" .* or "base" .*, got "linear"', errf)
+    okf, errf = pcall(definition.check, { method = "random", trials = 4, finish_schedules = "constant" })
+    assert.is_false(okf)
+    assert.matches("finish_schedules is an option of finish", errf, 1, true)
     assert.is_true(has(err_of({ method = "tpe", trials = 2, tpee = {} }), "unknown option \"tpee\" - did you mean tpe?"))
   end)
 

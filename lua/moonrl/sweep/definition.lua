@@ -58,6 +58,7 @@ function definition.of(self)
     seed = tostring(self.seed), trials = tostring(self.trials), base = base,
     repeats = self.repeats > 1 and tostring(self.repeats) or nil, budget = self.budget and tostring(self.budget) or nil,
     finish = self.finish and tostring(self.finish) or nil,
+    finish_schedules = self.finish and self.finish_schedules ~= "constant" and self.finish_schedules or nil,
     -- the results' values are of this metric: another one would rank them as if they were of it
     metric = type(self.metric) == "string" and (self.metric .. " " .. tostring(self.mode)) or nil }
 end
@@ -79,7 +80,8 @@ function definition.changes(old, new)
       end
     end
   end
-  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats", "budget", "finish", "metric" }) do
+  for _, k in ipairs({ "method", "tpe", "pbt", "seed", "trials", "repeats", "budget", "finish", "finish_schedules",
+    "metric" }) do
     -- tpe, pbt: when both are of that method (else the method's line says it)
     if old[k] ~= nil and old[k] ~= new[k] and ((k ~= "tpe" and k ~= "pbt") or new[k] ~= nil) then
       lines[#lines + 1] = string.format("%s: %s before, %s now", k, tostring(old[k]), new[k])
@@ -95,7 +97,7 @@ function definition.check(spec)
   local known = { base = 1, sets = 1, hardware = 1, level = 1, space = 1, method = 1, trials = 1, parallel = 1,
     metric = 1, mode = 1, scheduler = 1, executor = 1, dir = 1, seed = 1, time_limit = 1, kill_grace = 1,
     smooth = 1, poll_ms = 1, console = 1, hooks = 1, extend = 1, repeats = 1, ranks = 1, population = 1, pbt = 1, tpe = 1,
-    dashboard = 1, budget = 1, finish = 1, command = 1 }
+    dashboard = 1, budget = 1, finish = 1, finish_schedules = 1, command = 1 }
   if spec.command ~= nil and (type(spec.command) ~= "string" or spec.command == "") then
     error("moonrl.sweep: command must be the text of the command that runs this sweep again (sweep.json keeps " ..
       "it; default: moonrl run SCRIPT ARGS), got " .. util.fmt_value(spec.command), 3)
@@ -172,6 +174,15 @@ function definition.check(spec)
   if o.budget and method ~= "tpe" and method ~= "random" and type(method) ~= "function" then
     error("moonrl.sweep: budget (agent-steps in all) works with method = \"random\", \"tpe\" or a method " ..
       "function, which propose trials one by one; with " .. tostring(method) .. ", choose trials", 3)
+  end
+  o.finish_schedules = spec.finish_schedules or "constant"
+  if o.finish_schedules ~= "constant" and o.finish_schedules ~= "base" then
+    error("moonrl.sweep: finish_schedules must be \"constant\" (the finish keeps the trial's values) or " ..
+      "\"base\" (each swept key the base schedules goes from the trial's value to the base's end ratio over " ..
+      "the finish), got " .. util.fmt_value(spec.finish_schedules), 3)
+  end
+  if spec.finish_schedules ~= nil and not o.finish then
+    error("moonrl.sweep: finish_schedules is an option of finish (agent-steps the best trial trains on)", 3)
   end
   if o.finish then
     if o.repeats > 1 then

@@ -74,7 +74,8 @@
 -- proposes each trial from the results so far: moonrl.sweep.tpe), budget
 -- (agent-steps in all, for random, tpe or a method function), finish (agent-steps:
 -- the best trial trains on by this many once the search ended; trials.lua's
--- Sweep:_start_finish), command (the command that runs this sweep again, for
+-- Sweep:_start_finish; finish_schedules = "constant" | "base": whether the finish
+-- anneals the swept keys the base schedules, Sweep:_finish_schedule_sets), command (the command that runs this sweep again, for
 -- sweep.json; default the `moonrl run SCRIPT ARGS` that runs it).
 --
 -- The sweep object

@@ -14,7 +14,8 @@ usage: moonrl sweep status DIR [--json]
        moonrl sweep lineage DIR
        moonrl sweep report DIR [--default RUN,RUN,...]
        moonrl sweep EXPERIMENT [--method M] [--trials N] [--parallel N] [--asha STEPS]
-                    [--budget STEPS] [--finish STEPS] [--dir DIR] [--set key=value]... [--metric M]
+                    [--budget STEPS] [--finish STEPS] [--finish-schedules base] [--dir DIR]
+                    [--set key=value]... [--metric M]
                     [--smooth N] [--seed N]
 
 moonrl sweep EXPERIMENT (a shipped experiment's name: foraging, reach,
@@ -35,6 +36,12 @@ cartpole, ...) runs a sweep of it over its default search space
   --finish     once every trial ended, the best one trains on from its
                last checkpoint by this many agent-steps (pbt: the best
                member, alone, once the population ended)
+  --finish-schedules
+               constant (default): the finish keeps the trial's values;
+               base: each swept key the experiment schedules (lr, clip,
+               ent_coef) goes from the trial's value to the experiment's
+               end ratio over the finish (measured: better on dials, worse
+               on cartpole; docs/sweeps.md, "A finish")
   --dir        the sweep directory (default runs/<name>-sweep; the same
                one resumes)
   --set        key=value over the experiment, for every trial (repeatable)
@@ -247,7 +254,14 @@ local function run_default(name, o, argv)
     return usage_error("moonrl sweep: --method " .. method .. ": accepted random, tpe, grid, pbt")
   end
   local moonrl = require("moonrl")
-  local spec = { base = name, sets = o.set, method = method, dir = o.dir, metric = o.metric,
+  local fs = o["finish-schedules"]
+  if fs and fs ~= "constant" and fs ~= "base" then
+    return usage_error("moonrl sweep: --finish-schedules " .. fs .. ": accepted constant, base")
+  end
+  if fs and not o.finish then
+    return usage_error("moonrl sweep: --finish-schedules goes with --finish (the agent-steps the best trial trains on)")
+  end
+  local spec = { base = name, sets = o.set, method = method, dir = o.dir, metric = o.metric, finish_schedules = fs,
     smooth = tonumber(o.smooth) or 5, seed = tonumber(o.seed), parallel = tonumber(o.parallel), finish = tonumber(o.finish),
     budget = tonumber(o.budget) }
   -- sweep.json's command, which runs it again (and resumes it): this one
@@ -289,6 +303,7 @@ function sweep.run(argv)
   local o, e = cmdline.parse("sweep", argv, { json = { "flag" }, method = { "value", "random|tpe|grid|pbt" },
     trials = { "value", "N" }, parallel = { "value", "N" }, asha = { "value", "agent-steps" }, dir = { "value", "DIR" },
     finish = { "value", "agent-steps" }, budget = { "value", "agent-steps" },
+    ["finish-schedules"] = { "value", "constant|base" },
     set = { "list", "key=value" }, metric = { "value", "name" }, smooth = { "value", "N" }, seed = { "value", "N" },
     default = { "value", "RUN[,RUN...]" } }, 2)
   if not o then return usage_error(e) end
