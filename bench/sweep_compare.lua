@@ -305,7 +305,9 @@ local function fidelity(task, rows)
       local after = r.finish_value
       a.from[#a.from + 1], a.after[#a.after + 1] = f.from_value, after
       local ne, rs = r.params["env.num_envs"], r.params["ppo.rollout_steps"]
-      local key = (ne and rs) and string.format("%d x %d", ne, rs) or "the experiment's"
+      -- a finish on the experiment's schedules (_fins) ends elsewhere: its rows of their own
+      local key = ((ne and rs) and string.format("%d x %d", ne, rs) or "the experiment's") ..
+        (r.arm:match("_fins$") and ", _fins" or "")
       local sh = by_shape[key]
       if not sh then sh = { from = {}, after = {}, size = (ne or 0) * (rs or 0) }; by_shape[key] = sh; shapes[#shapes + 1] = key end
       sh.from[#sh.from + 1], sh.after[#sh.after + 1] = f.from_value, after
