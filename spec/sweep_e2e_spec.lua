@@ -111,6 +111,9 @@ elseif case == "finish" or case == "finish_long" or case == "finish_crash" then
   spec.space = { ["ppo.lr"] = moonrl.grid{ 1e-3, 3e-4, 2e-3 } }
   spec.method, spec.parallel, spec.metric, spec.smooth = "grid", 1, "lr", 1
   spec.finish = case == "finish_long" and 64 * 1500 or 64 * 8
+  -- the long one anneals over its finish (the base resolves lr to linear(3e-4, 1e-4): a line from 2e-3
+  -- to 2e-3 / 3)
+  spec.finish_schedules = case == "finish_long" and "base" or nil
   if case == "finish_crash" then
     -- the best trial ends its 12 updates, and its finish dies at update 15 (SIGKILL)
     spec.space = { ["ppo.lr"] = moonrl.grid{ 2e-3, 1e-3 }, ["debug.crash_at_update"] = moonrl.grid{ 15 } }
@@ -714,6 +717,19 @@ print(moonrl.eval_table({ r("trial-004", "ground_truth"), r(nil, "proxy") }, { b
     assert.equal(5, #rec.starts)
     assert.equal(3, rec.starts[5].trial)
     assert.equal(64 * (12 + 1500), rec.starts[5].finish)
+    -- its lr went on along one line across the interruption (the last line of each update: a resumed
+    -- run logs again the updates after its checkpoint), from 2e-3 at update 13 to 2e-3 / 3 where a
+    -- 1513th would start
+    local lr = {}
+    for line in support.read_file(metrics):gmatch("[^\n]+") do
+      local m = json.decode(line)
+      if m.event == nil then lr[m.update] = m.lr end
+    end
+    assert.equal(1512, #lr)
+    for u = 13, 1512 do
+      local want = 2e-3 + (2e-3 / 3 - 2e-3) * (u - 13) / (1513 - 13)
+      assert.is_true(math.abs(lr[u] - want) < 1e-9, "update " .. u .. ": " .. lr[u] .. ", expected " .. want)
+    end
 
     code, out, err = moonrl(dir, "run sweep.lua sc finish_crash")
     assert.equal(0, code, err .. out)

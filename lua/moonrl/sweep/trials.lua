@@ -250,7 +250,9 @@ function M.install(Sweep, h)
       if t.finishing then
         argv[#argv + 1] = "--set"
         argv[#argv + 1] = string.format("total_steps=%.0f", t.cfg.total_steps)
-        for _, set in ipairs(self:_finish_schedule_sets(t, resume_ck.steps)) do
+        -- from where the finish started, not this checkpoint: a finish resumed halfway goes on
+        -- along the same line
+        for _, set in ipairs(self:_finish_schedule_sets(t, t.finish_from and t.finish_from.steps or resume_ck.steps)) do
           argv[#argv + 1] = "--set"
           argv[#argv + 1] = set
         end
