@@ -110,4 +110,21 @@ describe("moonrl.schedule", function()
     assert.equal("constant(2)", schedule.to_lua(schedule.constant(2)))
     assert.equal("cosine(1, 0)", schedule.to_lua(schedule.cosine(1, 0)))
   end)
+
+  describe("from_through", function()
+    it("gives the from whose schedule passes through v at progress q (the header's formulas, by hand)", function()
+      local function near(a, b) return math.abs(a - b) <= 1e-12 * math.max(1, math.abs(b)) end
+      for _, q in ipairs({ 0, 0.125, 0.5, 0.9 }) do
+        local f = schedule.from_through("linear", 2e-3, q, 2e-4)
+        assert.is_true(near((1 - q) * f + q * 2e-4, 2e-3), "linear at " .. q)
+        f = schedule.from_through("cosine", 0.2, q, 0)
+        local w = (1 + math.cos(math.pi * q)) / 2
+        assert.is_true(near((1 - w) * 0 + w * f, 0.2), "cosine at " .. q)
+        f = schedule.from_through("step", 0.5, q, 0.01, 0.5, 0.25)
+        assert.is_true(near(f * 0.5 ^ math.floor(q / 0.25 + 1e-9), 0.5), "step at " .. q)
+      end
+      assert.equal(1e-3, schedule.from_through("linear", 1e-3, 0, 0))   -- at the start, from is v
+      assert.is_nil(schedule.from_through("constant", 1, 0.5, 1))
+    end)
+  end)
 end)

@@ -36,6 +36,12 @@
 --   schedule.set_evaluator(fn)             fn(s, p) -> number evaluates tables from now on
 --                                             (moonrl.engine's mr_schedule_value)
 --   schedule.normalize(v)                  -> table | function | nil, err
+--   schedule.from_through(kind, v, q, to [, gamma, every]) -> from | nil
+--                                          the `from` of the linear, cosine or step schedule
+--                                          ending at `to` whose value at progress q (< 1) is v
+--                                          (a resume that re-anchors a schedule, a sweep's
+--                                          finish that starts one at a trial's value); nil for
+--                                          another kind
 --   schedule.to_lua(s)                     -> "linear(0.0003, 0.0001)" (addition:
 --                                             serialize and the docs use it)
 --   schedule.kinds                         -> {"constant", "linear", "cosine", "step"}
@@ -179,6 +185,17 @@ function schedule.value(s, p)
       "(mr_schedule_value), which is not loaded here: run inside the moonrl binary (moonrl run script.lua)", 2)
   end
   return evaluate(s, p or 0)
+end
+
+-- The formulas above, solved for `from`.
+function schedule.from_through(kind, v, q, to, gamma, every)
+  if kind == "linear" then return (v - to * q) / (1 - q) end
+  if kind == "cosine" then
+    local w = (1 + math.cos(math.pi * q)) / 2
+    return (v - (1 - w) * to) / w
+  end
+  if kind == "step" then return v / gamma ^ math.floor(q / every + 1e-9) end
+  return nil
 end
 
 -- The table form the engine reads (a fresh table), or the function itself.

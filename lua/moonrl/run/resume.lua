@@ -312,15 +312,7 @@ local function stretch_schedules(cfg, before, old_total, a, batch, notes)
     elseif kept and type(v) == "table" and v.kind ~= "constant" then
       local n = schedule.normalize(v)
       local v0 = engine.schedule_value(n, p_old)
-      local from
-      if n.kind == "linear" then
-        from = (v0 - n.to * q) / (1 - q)
-      elseif n.kind == "cosine" then
-        local w = (1 + math.cos(math.pi * q)) / 2
-        from = (v0 - (1 - w) * n.to) / w
-      elseif n.kind == "step" then
-        from = v0 / n.gamma ^ math.floor(q / n.every + 1e-9)
-      end
+      local from = schedule.from_through(n.kind, v0, q, n.to, n.gamma, n.every)
       local e = schema.by_key[key]
       if from and ((e.min and from < e.min) or (e.max and from > e.max) or from ~= from) then
         said[#said + 1] = string.format("%s: %.6g at update %d, not stretched (its from would be %.6g, outside " ..

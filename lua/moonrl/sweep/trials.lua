@@ -17,6 +17,7 @@ local definition = require("moonrl.sweep.definition")
 local shutdown = require("moonrl.runtime.shutdown")
 local tasks = require("moonrl.runtime.tasks")
 local config = require("moonrl.config")
+local schedule = require("moonrl.schedule")
 local json_null = require("moonrl.formats.json").null
 
 local M = {}
@@ -684,21 +685,22 @@ function M.install(Sweep, h)
   -- (docs/benchmarks-log.md, "sixth"): dials (lr to a tenth, ent_coef to 0)
   -- +2.3 over the constant, cartpole (lr and clip to 0) -77: a choice per
   -- experiment, not a default. The schedule is set on the resume "as given,
-  -- at the new total's progress" (config docs), so its `from` is placed where
-  -- progress = steps / total gives v.
+  -- at the new total's progress" (config docs), so its `from` is placed
+  -- (schedule.from_through, as a resume re-anchors one) where the progress
+  -- of the finish's first update, steps / total in updates, gives v.
   -- -> list of "key=kind(from, to)" for --set
   function Sweep:_finish_schedule_sets(t, steps)
     local sets = {}
     -- PBT's member holds the values its lineage left it, not its params: it goes on with them
     if self.finish_schedules ~= "base" or self.method == "pbt" then return sets end
-    local p0 = math.min(steps / t.cfg.total_steps, 0.999)
+    local batch = t.cfg.env.num_envs * t.cfg.ppo.rollout_steps * (self.ranks or 1)
+    local q = math.min(math.floor(steps / batch) / math.max(1, math.ceil(t.cfg.total_steps / batch)), 0.999)
     for _, k in ipairs(self.keys) do
       local b, v = config.get(self.base_cfg, k), (t.params or {})[k]
       if type(b) == "table" and (b.kind == "linear" or b.kind == "cosine") and type(b.from) == "number" and b.from ~= 0
         and type(b.to) == "number" and type(v) == "number" then
         local to = v * b.to / b.from
-        -- linear: from + (to - from) p0 = v; cosine: to + (from - to) (1 + cos(pi p0)) / 2 = v
-        local from = b.kind == "linear" and (v - to * p0) / (1 - p0) or to + (v - to) * 2 / (1 + math.cos(math.pi * p0))
+        local from = schedule.from_through(b.kind, v, q, to)
         sets[#sets + 1] = string.format("%s=%s(%s, %s)", k, b.kind, util.fmt_number(from), util.fmt_number(to))
       end
     end
